@@ -1,0 +1,9 @@
+//! One module per subcommand; each exposes `Args` and `run`.
+
+pub mod history;
+pub mod lint;
+pub mod plan_check;
+pub mod plan_graph;
+pub mod render;
+pub mod run;
+pub mod schema;

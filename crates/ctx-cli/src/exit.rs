@@ -1,0 +1,68 @@
+//! Exit codes and the one error type commands return.
+//!
+//! `ctx-cli` is the only crate that knows exit codes: libraries return their
+//! own `thiserror` enums, and each command maps them here. The codes are
+//! documented in README.md ("Exit codes") and must not change meaning.
+
+use std::fmt;
+use std::process::ExitCode;
+
+/// Every exit code `ctx` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Success: a valid plan, a clean lint, every task completed.
+    Ok = 0,
+    /// The command ran and found problems: an invalid plan, lint findings,
+    /// a task that failed or was skipped.
+    Findings = 1,
+    /// Bad usage or bad input: unknown flag, unreadable or malformed file,
+    /// unknown tokenizer. Nothing was executed.
+    Usage = 2,
+    /// A rendered prompt exceeds its token budget (preflight).
+    OverBudget = 3,
+    /// A run store could not be opened, locked, or written.
+    Store = 4,
+    /// Interrupted by Ctrl-C; the summary was still printed.
+    Interrupted = 130,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e as u8)
+    }
+}
+
+/// A command's failure: what to print and how to exit.
+#[derive(Debug)]
+pub struct CliError {
+    /// The exit code.
+    pub exit: Exit,
+    /// One or more lines naming the file, line, task id or field.
+    pub message: String,
+}
+
+impl CliError {
+    /// A usage or input error (exit 2).
+    pub fn usage(message: impl fmt::Display) -> Self {
+        CliError {
+            exit: Exit::Usage,
+            message: message.to_string(),
+        }
+    }
+    /// An error with an explicit exit code.
+    pub fn with(exit: Exit, message: impl fmt::Display) -> Self {
+        CliError {
+            exit,
+            message: message.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// What a command returns.
+pub type CliResult = Result<Exit, CliError>;

@@ -1,0 +1,39 @@
+//! Reading user files and stdin, with errors that name the path.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::exit::CliError;
+
+/// Reads `path` as UTF-8 text; `-` reads standard input.
+pub fn read_text(path: &Path) -> Result<String, CliError> {
+    if path == Path::new("-") {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| CliError::usage(format!("<stdin>: {e}")))?;
+        return Ok(s);
+    }
+    let bytes = std::fs::read(path).map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+    String::from_utf8(bytes).map_err(|e| {
+        CliError::usage(format!(
+            "{}: not valid UTF-8 (first bad byte at offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// Writes `contents` to `path`, creating parent directories, via a
+/// temporary file and a rename so a crash never leaves half a file.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), CliError> {
+    let fail = |e: std::io::Error| CliError::usage(format!("{}: {e}", path.display()));
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(fail)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".ctx-tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, contents).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)
+}

@@ -1,0 +1,80 @@
+//! `ctx`: give every LLM prompt exactly the context it needs, within a
+//! budget, and never let untrusted text pose as instructions.
+//!
+//! This binary is the only place that knows about terminals, output formats
+//! and exit codes (see [`exit`]); everything else lives in the library
+//! crates.
+
+mod commands;
+mod exit;
+mod io;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::exit::Exit;
+
+/// Context for LLM prompts: bounded, exact, fenced.
+#[derive(Debug, Parser)]
+#[command(name = "ctx", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Execute a plan: assemble each task's prompt and run it on an engine.
+    Run(commands::run::Args),
+    /// Check or draw a plan.
+    #[command(subcommand)]
+    Plan(PlanCommand),
+    /// Print the plan format's JSON Schema.
+    Schema(commands::schema::Args),
+    /// Assemble a bounded digest of a markdown report archive.
+    History(commands::history::Args),
+    /// Render a prompt template, fencing untrusted values.
+    Render(commands::render::Args),
+    /// Check prompt templates for unfenced or unclassified placeholders.
+    Lint(commands::lint::Args),
+}
+
+#[derive(Debug, Subcommand)]
+enum PlanCommand {
+    /// Report every problem in a plan at once.
+    Check(commands::plan_check::Args),
+    /// Print the DAG with its order, levels and critical path.
+    Graph(commands::plan_graph::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => commands::run::run(a),
+        Command::Plan(PlanCommand::Check(a)) => commands::plan_check::run(a),
+        Command::Plan(PlanCommand::Graph(a)) => commands::plan_graph::run(a),
+        Command::Schema(a) => commands::schema::run(a),
+        Command::History(a) => commands::history::run(a),
+        Command::Render(a) => commands::render::run(a),
+        Command::Lint(a) => commands::lint::run(a),
+    };
+    match result {
+        Ok(code) => code.into(),
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            e.exit.into()
+        }
+    }
+}
+
+// Keep the variant list honest: every code is reachable from some command.
+#[allow(dead_code)]
+const _ALL_EXITS: [Exit; 6] = [
+    Exit::Ok,
+    Exit::Findings,
+    Exit::Usage,
+    Exit::OverBudget,
+    Exit::Store,
+    Exit::Interrupted,
+];

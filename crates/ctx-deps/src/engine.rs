@@ -1,0 +1,78 @@
+//! The `InferenceEngine` seam: what turns an assembled prompt into output.
+//!
+//! Engines live at the edge (a dry run, a shell command, an HTTP client);
+//! the executor sees only this trait. The method returns a boxed future so
+//! that the trait stays object-safe (`Arc<dyn InferenceEngine>`) without a
+//! macro crate. Cancellation is by drop: when a run is interrupted the
+//! executor drops the future, so an engine must release its resources in
+//! `Drop` (kill a child process, abort a request).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use ctx_model::{Attempt, Params, TokenUsage};
+
+/// A `Send` future boxed for dynamic dispatch.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One task's call, fully assembled.
+#[derive(Debug, Clone)]
+pub struct InferenceRequest {
+    /// The task's id, for engines that log or label.
+    pub task_id: String,
+    /// The final prompt, exactly as assembled and capped.
+    pub prompt: String,
+    /// The task's parameters (`params.prompt` is the original prompt; send
+    /// [`prompt`](Self::prompt) instead).
+    pub params: Params,
+    /// The prompt's token count, for engines that pace by tokens.
+    pub prompt_tokens: usize,
+}
+
+/// What an engine answered.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InferenceResponse {
+    /// The generated text.
+    pub output: String,
+    /// The model that answered, as the engine reports it.
+    pub model: Option<String>,
+    /// Usage, when the engine reports it.
+    pub usage: Option<TokenUsage>,
+    /// Why generation stopped.
+    pub finish_reason: Option<String>,
+    /// Every attempt made, the successful one last.
+    pub attempts: Vec<Attempt>,
+}
+
+/// An engine gave up on a task.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct EngineError {
+    /// The final failure, with the server's or the command's own words.
+    pub message: String,
+    /// Every attempt made, the failing one last.
+    pub attempts: Vec<Attempt>,
+}
+
+impl EngineError {
+    /// An error after a single attempt.
+    pub fn new(message: impl Into<String>) -> Self {
+        EngineError {
+            message: message.into(),
+            attempts: Vec::new(),
+        }
+    }
+}
+
+/// Runs one prompt.
+pub trait InferenceEngine: Send + Sync {
+    /// The engine's name as `--engine` takes it.
+    fn name(&self) -> &str;
+
+    /// Runs `request`. Retries, if any, happen inside and are listed in the
+    /// response's or the error's `attempts`.
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>>;
+}

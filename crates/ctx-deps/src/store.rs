@@ -1,0 +1,60 @@
+//! The `ExecutionStore` seam: where results live.
+//!
+//! The executor never knows whether results sit in a `HashMap` or a SQLite
+//! file; it calls these methods and nothing else. The operations are the
+//! originating design's (`getByTaskId`, `getByDependencyIds`, `store`) plus
+//! `all_results`, which a summary and a resume need.
+//!
+//! Methods take `&self`: stores use interior mutability so that one store
+//! can be shared (`Arc<dyn ExecutionStore>`) between the executor and a
+//! progress reporter. They are synchronous because every backend we ship
+//! answers in microseconds to milliseconds; a networked backend would do its
+//! own blocking inside.
+
+use ctx_model::TaskExecutionResult;
+
+/// A backend failed to read or write.
+#[derive(Debug, thiserror::Error)]
+#[error("execution store: {message}")]
+pub struct StoreError {
+    /// What went wrong, naming the task or file where known.
+    pub message: String,
+}
+
+impl StoreError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        StoreError {
+            message: message.into(),
+        }
+    }
+}
+
+/// Holds task results for one run.
+pub trait ExecutionStore: Send + Sync {
+    /// The latest result recorded for `task_id`.
+    fn get_by_task_id(&self, task_id: &str) -> Result<Option<TaskExecutionResult>, StoreError>;
+
+    /// The latest results for `ids`, in the order of `ids`, leaving out ids
+    /// with no result.
+    fn get_by_dependency_ids(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<TaskExecutionResult>, StoreError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(r) = self.get_by_task_id(id)? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records `result` as the task's latest. A durable store must have
+    /// committed it when this returns: the executor starts dependents only
+    /// after `store` of a completed result has returned `Ok`.
+    fn store(&self, result: TaskExecutionResult) -> Result<(), StoreError>;
+
+    /// Every task's latest result, ordered by task id.
+    fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError>;
+}

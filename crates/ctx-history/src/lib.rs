@@ -1,0 +1,1 @@
+//! # ctx-history (in progress)

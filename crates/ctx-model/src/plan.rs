@@ -1,0 +1,426 @@
+//! The plan: a goal, the entities it is grounded in, and a DAG of sub-tasks.
+//!
+//! Field names follow the originating design (`entity_context`,
+//! `grounded_value`, `tool_or_prompt`) so plans written for it load as they
+//! are. Every struct except [`Params`] rejects unknown fields: a typo such as
+//! `dependancies` must fail loudly, not silently drop every edge of the DAG.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The only plan schema version this build reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A task decomposition: entities plus sub-tasks that depend on each other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// Always `1` for this format.
+    pub schema_version: u32,
+    /// What the whole plan is for; informational.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<String>,
+    /// Named facts the plan is grounded in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entities: Vec<Entity>,
+    /// The tasks, in any order; `dependencies` define the DAG.
+    pub sub_tasks: Vec<SubTask>,
+    /// How prompts are assembled and bounded.
+    #[serde(default)]
+    pub config: PlanConfig,
+}
+
+/// A named fact with the value the plan is grounded in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Entity {
+    /// Unique name, referenced by `entity_context[].entity_name`.
+    pub name: String,
+    /// A kind such as `constraint` or `feature_list`; shown in prompts when
+    /// `config.entities.include_entity_type` is true.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub entity_type: Option<String>,
+    /// Why the entity matters to the goal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    /// The value, when it is one string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grounded_value: Option<String>,
+    /// The values, when there are several; joined with `, ` in prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grounded_values: Option<Vec<String>>,
+}
+
+impl Entity {
+    /// The entity's value as it appears in a prompt: `grounded_value`, else
+    /// `grounded_values` joined with `, `.
+    pub fn grounded_value_text(&self) -> Option<String> {
+        match (&self.grounded_value, &self.grounded_values) {
+            (Some(v), _) => Some(v.clone()),
+            (None, Some(vs)) if !vs.is_empty() => Some(vs.join(", ")),
+            _ => None,
+        }
+    }
+}
+
+/// One node of the DAG.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubTask {
+    /// Unique, non-empty id.
+    pub id: String,
+    /// One line; shown as `### Task {id}: {description}` downstream.
+    pub description: String,
+    /// Ids of tasks whose outputs this task needs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    /// The entities this task must respect.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entity_context: Vec<EntityContext>,
+    /// What runs the task.
+    pub tool_or_prompt: ToolOrPrompt,
+}
+
+/// A task's reference to a plan entity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntityContext {
+    /// The name of an entry in the plan's `entities`.
+    pub entity_name: String,
+    /// Free text such as `constraint` or `partial`; mapped onto
+    /// [`Relevance`] by [`Relevance::from_intent`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_relevance: Option<String>,
+    /// Overrides the plan entity's value for this task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grounded_value: Option<String>,
+    /// A note for the author of the plan; not sent to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_note: Option<String>,
+}
+
+/// The tool a task runs. Only `inference` ships.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOrPrompt {
+    /// The tool's name; [`INFERENCE_TOOL`] is the only one.
+    pub name: String,
+    /// The tool's parameters.
+    pub params: Params,
+}
+
+/// The name of the one tool that ships.
+pub const INFERENCE_TOOL: &str = "inference";
+
+/// Parameters of an inference call. Unknown keys are kept in `extra` and
+/// passed through to engines that understand them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Params {
+    /// The task's own prompt; never cut by any budget.
+    pub prompt: String,
+    /// Model name; also picks the default tokenizer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Cap on generated tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Nucleus sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// Stop sequences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Vec<String>>,
+    /// Sampling seed, for engines that honour it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    /// A system prompt sent ahead of the assembled prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// Expected duration, used only to weight the critical path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_ms: Option<u64>,
+    /// Anything else, passed through to engines.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// Plan-wide settings. CLI flags override them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanConfig {
+    /// How dependency outputs are injected.
+    #[serde(default)]
+    pub dependency: DependencyConfig,
+    /// Which entities are injected.
+    #[serde(default)]
+    pub entities: EntityContextConfig,
+    /// Cap on each assembled prompt, in tokens.
+    #[serde(default = "default_max_prompt_tokens")]
+    pub max_prompt_tokens: usize,
+    /// Tokenizer name; when absent it follows each task's model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
+}
+
+/// The default per-prompt cap, from the design's success metric.
+pub const DEFAULT_MAX_PROMPT_TOKENS: usize = 4000;
+
+fn default_max_prompt_tokens() -> usize {
+    DEFAULT_MAX_PROMPT_TOKENS
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        PlanConfig {
+            dependency: DependencyConfig::default(),
+            entities: EntityContextConfig::default(),
+            max_prompt_tokens: DEFAULT_MAX_PROMPT_TOKENS,
+            tokenizer: None,
+        }
+    }
+}
+
+/// The design's `DependencyConfig`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DependencyConfig {
+    /// When false, a dependency's `summary` is injected instead of its
+    /// output (the output is used when there is no summary).
+    #[serde(default = "default_true")]
+    pub include_full_output: bool,
+    /// Outputs longer than this many characters are shortened; `null` means
+    /// unlimited.
+    #[serde(default = "default_max_output_length")]
+    pub max_output_length: Option<usize>,
+    /// How an output over `max_output_length` is shortened.
+    #[serde(default)]
+    pub summarize_strategy: SummarizeStrategy,
+}
+
+/// The design's default `max_output_length`.
+pub const DEFAULT_MAX_OUTPUT_LENGTH: usize = 2000;
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_max_output_length() -> Option<usize> {
+    Some(DEFAULT_MAX_OUTPUT_LENGTH)
+}
+
+impl Default for DependencyConfig {
+    fn default() -> Self {
+        DependencyConfig {
+            include_full_output: true,
+            max_output_length: Some(DEFAULT_MAX_OUTPUT_LENGTH),
+            summarize_strategy: SummarizeStrategy::default(),
+        }
+    }
+}
+
+/// How long dependency outputs are shortened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SummarizeStrategy {
+    /// The design's rule: first half of the limit, then `...`.
+    #[default]
+    Truncate,
+    /// Headings plus the first paragraph under each.
+    ExtractKeySections,
+    /// Never shortened (the token cap still applies).
+    None,
+}
+
+/// The design's `EntityContextConfig`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntityContextConfig {
+    /// Inject every plan entity into every task, not only the task's own
+    /// `entity_context`.
+    #[serde(default)]
+    pub include_all: bool,
+    /// The lowest relevance that is injected.
+    #[serde(default)]
+    pub filter_by_relevance: RelevanceFilter,
+    /// Show the entity's `type` in its line.
+    #[serde(default = "default_true")]
+    pub include_entity_type: bool,
+}
+
+impl Default for EntityContextConfig {
+    fn default() -> Self {
+        EntityContextConfig {
+            include_all: false,
+            filter_by_relevance: RelevanceFilter::All,
+            include_entity_type: true,
+        }
+    }
+}
+
+/// The lowest relevance an entity needs to be injected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RelevanceFilter {
+    /// Only [`Relevance::High`].
+    High,
+    /// High and medium.
+    Medium,
+    /// Every relevance (same as `all`).
+    Low,
+    /// Every entity.
+    #[default]
+    All,
+}
+
+impl RelevanceFilter {
+    /// Whether an entity of `relevance` passes this filter.
+    pub fn admits(self, relevance: Relevance) -> bool {
+        match self {
+            RelevanceFilter::High => relevance == Relevance::High,
+            RelevanceFilter::Medium => relevance >= Relevance::Medium,
+            RelevanceFilter::Low | RelevanceFilter::All => true,
+        }
+    }
+}
+
+/// How much an entity matters to a task, ordered `Low < Medium < High`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Relevance {
+    /// Background.
+    Low,
+    /// Partly relevant.
+    Medium,
+    /// A constraint the task must obey.
+    High,
+}
+
+impl Relevance {
+    /// Maps the design's free-text `intent_relevance` onto a level.
+    ///
+    /// The words are compared case-insensitively after trimming:
+    ///
+    /// | level  | words |
+    /// |--------|-------|
+    /// | high   | `high`, `constraint`, `required`, `requirement`, `must`, `critical`, `primary`, `direct` |
+    /// | medium | `medium`, `partial`, `supporting`, `should`, `secondary`, `related`, `context` |
+    /// | low    | anything else, and a missing value |
+    ///
+    /// A missing value is low so that unannotated entities are the first
+    /// ones dropped when a prompt is over its cap.
+    pub fn from_intent(intent_relevance: Option<&str>) -> Relevance {
+        let Some(word) = intent_relevance else {
+            return Relevance::Low;
+        };
+        match word.trim().to_ascii_lowercase().as_str() {
+            "high" | "constraint" | "required" | "requirement" | "must" | "critical"
+            | "primary" | "direct" => Relevance::High,
+            "medium" | "partial" | "supporting" | "should" | "secondary" | "related"
+            | "context" => Relevance::Medium,
+            _ => Relevance::Low,
+        }
+    }
+}
+
+/// An entity as it is injected into one task's prompt, after the plan-level
+/// entity and the task's `entity_context` entry are merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedEntity {
+    /// The entity's name.
+    pub name: String,
+    /// The plan entity's `type`, when known.
+    pub entity_type: Option<String>,
+    /// The task's override, else the plan entity's value.
+    pub grounded_value: Option<String>,
+    /// The task's `intent_relevance` as written.
+    pub intent_relevance: Option<String>,
+    /// The level `intent_relevance` maps to.
+    pub relevance: Relevance,
+}
+
+impl Plan {
+    /// The task with this id.
+    pub fn task(&self, id: &str) -> Option<&SubTask> {
+        self.sub_tasks.iter().find(|t| t.id == id)
+    }
+
+    /// The plan entity with this name.
+    pub fn entity(&self, name: &str) -> Option<&Entity> {
+        self.entities.iter().find(|e| e.name == name)
+    }
+
+    /// The entities injected into `task`'s prompt, in order: the task's own
+    /// `entity_context` entries first, then (with `include_all`) every other
+    /// plan entity at low relevance; all filtered by `filter_by_relevance`.
+    ///
+    /// An `entity_context` entry without `grounded_value` takes the plan
+    /// entity's. Entries naming unknown entities are kept (validation
+    /// reports them) with whatever value the entry itself carries.
+    pub fn resolve_entity_context(&self, task: &SubTask) -> Vec<ResolvedEntity> {
+        let cfg = &self.config.entities;
+        let mut out: Vec<ResolvedEntity> = Vec::new();
+        for ec in &task.entity_context {
+            let plan_entity = self.entity(&ec.entity_name);
+            let relevance = Relevance::from_intent(ec.intent_relevance.as_deref());
+            out.push(ResolvedEntity {
+                name: ec.entity_name.clone(),
+                entity_type: plan_entity.and_then(|e| e.entity_type.clone()),
+                grounded_value: ec
+                    .grounded_value
+                    .clone()
+                    .or_else(|| plan_entity.and_then(Entity::grounded_value_text)),
+                intent_relevance: ec.intent_relevance.clone(),
+                relevance,
+            });
+        }
+        if cfg.include_all {
+            for e in &self.entities {
+                if out.iter().any(|r| r.name == e.name) {
+                    continue;
+                }
+                out.push(ResolvedEntity {
+                    name: e.name.clone(),
+                    entity_type: e.entity_type.clone(),
+                    grounded_value: e.grounded_value_text(),
+                    intent_relevance: None,
+                    relevance: Relevance::Low,
+                });
+            }
+        }
+        out.retain(|r| cfg.filter_by_relevance.admits(r.relevance));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relevance_mapping() {
+        assert_eq!(Relevance::from_intent(Some(" Constraint ")), Relevance::High);
+        assert_eq!(Relevance::from_intent(Some("partial")), Relevance::Medium);
+        assert_eq!(Relevance::from_intent(Some("nice to have")), Relevance::Low);
+        assert_eq!(Relevance::from_intent(None), Relevance::Low);
+        assert!(RelevanceFilter::Medium.admits(Relevance::High));
+        assert!(!RelevanceFilter::Medium.admits(Relevance::Low));
+        assert!(!RelevanceFilter::High.admits(Relevance::Medium));
+    }
+
+    #[test]
+    fn defaults_match_the_design() {
+        let c = PlanConfig::default();
+        assert!(c.dependency.include_full_output);
+        assert_eq!(c.dependency.max_output_length, Some(2000));
+        assert_eq!(c.dependency.summarize_strategy, SummarizeStrategy::Truncate);
+        assert!(!c.entities.include_all);
+        assert_eq!(c.entities.filter_by_relevance, RelevanceFilter::All);
+        assert!(c.entities.include_entity_type);
+        assert_eq!(c.max_prompt_tokens, 4000);
+    }
+}

@@ -1,0 +1,1 @@
+//! # ctx-prompt (in progress)

@@ -1,0 +1,390 @@
+//! # ctx-tokens: the `TokenCounter` seam
+//!
+//! Every budget in ctx — the per-prompt cap of a plan task, the token cap of
+//! a historical digest, the preflight of a rendered template — is counted
+//! through one trait, [`TokenCounter`]. Code that enforces a budget never
+//! knows which tokenizer sits behind it, the way ripgrep's searcher never
+//! knows which regex engine it drives.
+//!
+//! Two families ship:
+//!
+//! * [`BpeCounter`]: exact counts for OpenAI's byte-level BPE encodings
+//!   (`cl100k_base`, `o200k_base`, `p50k_base`, `r50k_base`,
+//!   `o200k_harmony`) through `tiktoken-rs`, whose rank tables are compiled
+//!   into the binary, so counting never touches the network.
+//! * [`EstimateCounter`]: `ceil(utf8_bytes / 4)`, for models without a known
+//!   tokenizer.
+//!
+//! ## Why counters are lazy
+//!
+//! Building a BPE table costs 65–150 ms in a fresh process, more than
+//! assembling a whole digest. A [`BpeCounter`] therefore builds its table on
+//! the first [`TokenCounter::count`] call, and callers ask
+//! [`TokenCounter::upper_bound`] first: a byte-level BPE never yields more
+//! tokens than the text has bytes, so a cap at or above the byte length
+//! holds without tokenizing at all.
+//!
+//! ## Why counts ignore special tokens
+//!
+//! User text is encoded with `encode_ordinary`: a literal `<|endoftext|>` in
+//! an archive is seven ordinary tokens, never one control token. Counting it
+//! as a control token would both undercount and hide an injection attempt.
+//!
+//! ```
+//! use ctx_tokens::{Tokenizer, TokenCounter};
+//!
+//! let counter = Tokenizer::Cl100kBase.counter();
+//! let text = "Exact counts, caps that hold.";
+//! // Cheap: no table is built for the bound.
+//! assert!(counter.upper_bound(text) >= counter.count(text));
+//! assert_eq!(counter.count(text), 7);
+//!
+//! let estimate = Tokenizer::Estimate.counter();
+//! assert_eq!(estimate.count("12345"), 2); // ceil(5 / 4)
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use tiktoken_rs::CoreBPE;
+
+/// Counts the tokens a text costs under one tokenizer.
+///
+/// Implementations must be deterministic (the same text always gives the
+/// same count) and cheap to share across threads.
+pub trait TokenCounter: Send + Sync {
+    /// The tokenizer's name as users write it (`cl100k_base`, `estimate`).
+    fn name(&self) -> &str;
+
+    /// The exact number of tokens `text` costs.
+    fn count(&self, text: &str) -> usize;
+
+    /// A bound that is never below [`count`](Self::count), computed without
+    /// tokenizing. The default is the byte length, which holds for every
+    /// byte-level BPE: each token covers at least one byte.
+    fn upper_bound(&self, text: &str) -> usize {
+        text.len()
+    }
+
+    /// Whether `text` costs at most `limit` tokens. Answers from
+    /// [`upper_bound`](Self::upper_bound) when it can, so a generous cap
+    /// never builds a tokenizer.
+    fn fits(&self, text: &str, limit: usize) -> bool {
+        self.upper_bound(text) <= limit || self.count(text) <= limit
+    }
+}
+
+impl<T: TokenCounter + ?Sized> TokenCounter for Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn count(&self, text: &str) -> usize {
+        (**self).count(text)
+    }
+    fn upper_bound(&self, text: &str) -> usize {
+        (**self).upper_bound(text)
+    }
+    fn fits(&self, text: &str, limit: usize) -> bool {
+        (**self).fits(text, limit)
+    }
+}
+
+impl<T: TokenCounter + ?Sized> TokenCounter for &T {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn count(&self, text: &str) -> usize {
+        (**self).count(text)
+    }
+    fn upper_bound(&self, text: &str) -> usize {
+        (**self).upper_bound(text)
+    }
+    fn fits(&self, text: &str, limit: usize) -> bool {
+        (**self).fits(text, limit)
+    }
+}
+
+/// The tokenizers ctx knows by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tokenizer {
+    /// GPT-3.5 / GPT-4 encoding.
+    Cl100kBase,
+    /// GPT-4o, GPT-4.1 and o-series encoding.
+    O200kBase,
+    /// The gpt-oss "harmony" variant of o200k.
+    O200kHarmony,
+    /// Codex-era encoding.
+    P50kBase,
+    /// GPT-3 encoding.
+    R50kBase,
+    /// `ceil(utf8_bytes / 4)`: no tokenizer at all.
+    Estimate,
+}
+
+/// Every tokenizer, in the order `--help` lists them.
+pub const ALL_TOKENIZERS: [Tokenizer; 6] = [
+    Tokenizer::Cl100kBase,
+    Tokenizer::O200kBase,
+    Tokenizer::O200kHarmony,
+    Tokenizer::P50kBase,
+    Tokenizer::R50kBase,
+    Tokenizer::Estimate,
+];
+
+impl Tokenizer {
+    /// The name users write: `cl100k_base`, `estimate`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tokenizer::Cl100kBase => "cl100k_base",
+            Tokenizer::O200kBase => "o200k_base",
+            Tokenizer::O200kHarmony => "o200k_harmony",
+            Tokenizer::P50kBase => "p50k_base",
+            Tokenizer::R50kBase => "r50k_base",
+            Tokenizer::Estimate => "estimate",
+        }
+    }
+
+    /// The tokenizer a model name implies: `o200k_base` for the gpt-4o,
+    /// gpt-4.1, gpt-5 and o-series families, `o200k_harmony` for gpt-oss,
+    /// `cl100k_base` for everything else (including models we have never
+    /// heard of, whose count is then an approximation by a real BPE).
+    pub fn for_model(model: &str) -> Tokenizer {
+        let m = model.trim().to_ascii_lowercase();
+        // Strip a provider prefix such as `openai/` or `azure/`.
+        let m = m.rsplit('/').next().unwrap_or(&m);
+        if m.starts_with("gpt-oss") {
+            return Tokenizer::O200kHarmony;
+        }
+        let o_series = m.len() >= 2
+            && m.starts_with('o')
+            && m[1..].starts_with(|c: char| c.is_ascii_digit());
+        if m.starts_with("gpt-4o")
+            || m.starts_with("gpt-4.1")
+            || m.starts_with("gpt-4.5")
+            || m.starts_with("gpt-5")
+            || m.starts_with("chatgpt-4o")
+            || o_series
+        {
+            Tokenizer::O200kBase
+        } else {
+            Tokenizer::Cl100kBase
+        }
+    }
+
+    /// A shared counter for this tokenizer. BPE tables are built once per
+    /// process, on first use, and shared by every counter handed out.
+    pub fn counter(self) -> Arc<dyn TokenCounter> {
+        match self {
+            Tokenizer::Estimate => Arc::new(EstimateCounter),
+            bpe => Arc::new(BpeCounter::new(bpe)),
+        }
+    }
+}
+
+impl fmt::Display for Tokenizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A tokenizer name that ctx does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown tokenizer `{name}` (known: cl100k_base, o200k_base, o200k_harmony, p50k_base, r50k_base, estimate)")]
+pub struct UnknownTokenizer {
+    /// The name as given.
+    pub name: String,
+}
+
+impl FromStr for Tokenizer {
+    type Err = UnknownTokenizer;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ALL_TOKENIZERS
+            .iter()
+            .copied()
+            .find(|t| t.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| UnknownTokenizer { name: s.to_string() })
+    }
+}
+
+/// `ceil(utf8_bytes / 4)`, the usual rule of thumb for English text.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EstimateCounter;
+
+impl TokenCounter for EstimateCounter {
+    fn name(&self) -> &str {
+        "estimate"
+    }
+    fn count(&self, text: &str) -> usize {
+        text.len().div_ceil(4)
+    }
+    fn upper_bound(&self, text: &str) -> usize {
+        self.count(text)
+    }
+}
+
+/// Exact counts for one of OpenAI's byte-level BPE encodings.
+///
+/// The rank table is built on the first [`count`](TokenCounter::count) and
+/// shared process-wide; [`upper_bound`](TokenCounter::upper_bound) never
+/// builds it.
+pub struct BpeCounter {
+    tokenizer: Tokenizer,
+}
+
+impl BpeCounter {
+    /// A counter for `tokenizer`.
+    ///
+    /// # Panics
+    /// Never for BPE encodings; passing [`Tokenizer::Estimate`] makes
+    /// [`count`](TokenCounter::count) fall back to the estimate rule.
+    pub fn new(tokenizer: Tokenizer) -> BpeCounter {
+        BpeCounter { tokenizer }
+    }
+
+    fn bpe(&self) -> Option<&'static CoreBPE> {
+        static CL100K: OnceLock<Option<CoreBPE>> = OnceLock::new();
+        static O200K: OnceLock<Option<CoreBPE>> = OnceLock::new();
+        static O200K_HARMONY: OnceLock<Option<CoreBPE>> = OnceLock::new();
+        static P50K: OnceLock<Option<CoreBPE>> = OnceLock::new();
+        static R50K: OnceLock<Option<CoreBPE>> = OnceLock::new();
+        // The rank files are embedded in tiktoken-rs, so construction can
+        // only fail on a corrupt build; such a counter degrades to the
+        // byte bound, which still never undercounts.
+        let cell = match self.tokenizer {
+            Tokenizer::Cl100kBase => CL100K.get_or_init(|| tiktoken_rs::cl100k_base().ok()),
+            Tokenizer::O200kBase => O200K.get_or_init(|| tiktoken_rs::o200k_base().ok()),
+            Tokenizer::O200kHarmony => {
+                O200K_HARMONY.get_or_init(|| tiktoken_rs::o200k_harmony().ok())
+            }
+            Tokenizer::P50kBase => P50K.get_or_init(|| tiktoken_rs::p50k_base().ok()),
+            Tokenizer::R50kBase => R50K.get_or_init(|| tiktoken_rs::r50k_base().ok()),
+            Tokenizer::Estimate => return None,
+        };
+        cell.as_ref()
+    }
+}
+
+impl fmt::Debug for BpeCounter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BpeCounter")
+            .field("tokenizer", &self.tokenizer)
+            .finish()
+    }
+}
+
+impl TokenCounter for BpeCounter {
+    fn name(&self) -> &str {
+        self.tokenizer.as_str()
+    }
+    fn count(&self, text: &str) -> usize {
+        if text.is_empty() {
+            return 0;
+        }
+        match self.bpe() {
+            Some(bpe) => bpe.encode_ordinary(text).len(),
+            None if self.tokenizer == Tokenizer::Estimate => EstimateCounter.count(text),
+            None => text.len(),
+        }
+    }
+}
+
+/// Wraps a counter and records how many bytes it was asked to tokenize
+/// exactly. Benchmarks use it to prove that budget fitting does not
+/// re-tokenize the whole text once per reduction step.
+pub struct MeteredCounter<C> {
+    inner: C,
+    bytes_counted: AtomicU64,
+    calls: AtomicU64,
+}
+
+impl<C: TokenCounter> MeteredCounter<C> {
+    /// Wraps `inner` with zeroed meters.
+    pub fn new(inner: C) -> Self {
+        MeteredCounter {
+            inner,
+            bytes_counted: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
+        }
+    }
+    /// Bytes passed to [`TokenCounter::count`] so far.
+    pub fn bytes_counted(&self) -> u64 {
+        self.bytes_counted.load(Ordering::Relaxed)
+    }
+    /// Calls to [`TokenCounter::count`] so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+}
+
+impl<C: TokenCounter> TokenCounter for MeteredCounter<C> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn count(&self, text: &str) -> usize {
+        self.bytes_counted
+            .fetch_add(text.len() as u64, Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.count(text)
+    }
+    fn upper_bound(&self, text: &str) -> usize {
+        self.inner.upper_bound(text)
+    }
+    // `fits` is left at its default so that exact counts go through `count`
+    // and are metered.
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for t in ALL_TOKENIZERS {
+            assert_eq!(t.as_str().parse::<Tokenizer>(), Ok(t));
+        }
+        assert!("gpt2".parse::<Tokenizer>().is_err());
+    }
+
+    #[test]
+    fn model_families() {
+        assert_eq!(Tokenizer::for_model("gpt-4o-mini"), Tokenizer::O200kBase);
+        assert_eq!(Tokenizer::for_model("gpt-4.1"), Tokenizer::O200kBase);
+        assert_eq!(Tokenizer::for_model("o3-mini"), Tokenizer::O200kBase);
+        assert_eq!(Tokenizer::for_model("openai/o1"), Tokenizer::O200kBase);
+        assert_eq!(Tokenizer::for_model("gpt-4"), Tokenizer::Cl100kBase);
+        assert_eq!(Tokenizer::for_model("llama3"), Tokenizer::Cl100kBase);
+        assert_eq!(Tokenizer::for_model("ollama"), Tokenizer::Cl100kBase);
+        assert_eq!(Tokenizer::for_model("gpt-oss-20b"), Tokenizer::O200kHarmony);
+    }
+
+    #[test]
+    fn special_tokens_are_ordinary_text() {
+        let c = Tokenizer::Cl100kBase.counter();
+        assert!(c.count("<|endoftext|>") > 1);
+    }
+
+    #[test]
+    fn upper_bound_never_undercounts() {
+        let samples = ["", "a", "héllo wörld", "日本語のテキスト", "   \n\t", "🦀🦀🦀 crab"];
+        for t in [Tokenizer::Cl100kBase, Tokenizer::O200kBase, Tokenizer::Estimate] {
+            let c = t.counter();
+            for s in samples {
+                assert!(c.upper_bound(s) >= c.count(s), "{t} {s:?}");
+                assert!(c.fits(s, c.count(s)));
+            }
+        }
+    }
+
+    #[test]
+    fn metered_counts_bytes() {
+        let m = MeteredCounter::new(EstimateCounter);
+        assert!(m.fits("abcd", 100)); // answered by the bound: not metered
+        assert_eq!(m.bytes_counted(), 0);
+        assert_eq!(m.count("abcdefgh"), 2);
+        assert_eq!(m.bytes_counted(), 8);
+        assert_eq!(m.calls(), 1);
+    }
+}

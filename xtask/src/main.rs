@@ -1,0 +1,79 @@
+//! `cargo xtask`: maintainer automation, in Rust, with no tools to install.
+//!
+//! * `cargo xtask fixtures [--check]` regenerates (or checks) every golden
+//!   file listed in `fixtures/*/goldens.toml` by running the real `ctx`
+//!   binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+#[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
+mod goldens;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("fixtures") => fixtures(&args[1..]),
+        _ => Err(USAGE.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  fixtures [--check]   regenerate golden files (or only check them)";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Builds the `ctx` binary (debug) and returns its path.
+fn build_ctx(root: &Path) -> Result<PathBuf, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "--package", "ctx-cli", "--bin", "ctx"])
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("cargo build: {e}"))?;
+    if !status.success() {
+        return Err("cargo build --package ctx-cli failed".into());
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    Ok(target.join("debug").join(format!("ctx{}", std::env::consts::EXE_SUFFIX)))
+}
+
+fn fixtures(args: &[String]) -> Result<(), String> {
+    let mode = match args {
+        [] => goldens::Mode::Write,
+        [flag] if flag == "--check" => goldens::Mode::Check,
+        _ => return Err(USAGE.to_string()),
+    };
+    let root = root();
+    let bin = build_ctx(&root)?;
+    let problems = goldens::run_all(&bin, &root, mode)?;
+    if problems.is_empty() {
+        match mode {
+            goldens::Mode::Write => eprintln!("golden files regenerated"),
+            goldens::Mode::Check => eprintln!("golden files are up to date"),
+        }
+        Ok(())
+    } else {
+        Err(format!(
+            "{}\n{} problem(s); run `cargo xtask fixtures` and review the diff",
+            problems.join("\n"),
+            problems.len()
+        ))
+    }
+}
