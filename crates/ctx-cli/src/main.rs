@@ -6,6 +6,7 @@
 //! crates.
 
 mod commands;
+mod engines;
 mod exit;
 mod io;
 
@@ -38,6 +39,11 @@ enum Command {
     Render(commands::render::Args),
     /// Check prompt templates for unfenced or unclassified placeholders.
     Lint(commands::lint::Args),
+    /// List the inference engines and the settings each reads.
+    Engines(commands::engines::Args),
+    /// Inspect, export and prune stored runs.
+    #[command(subcommand)]
+    Runs(commands::runs::RunsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -58,6 +64,8 @@ fn main() -> ExitCode {
         Command::History(a) => commands::history::run(a),
         Command::Render(a) => commands::render::run(a),
         Command::Lint(a) => commands::lint::run(a),
+        Command::Engines(a) => commands::engines::run(a),
+        Command::Runs(c) => commands::runs::run(c),
     };
     match result {
         Ok(code) => code.into(),

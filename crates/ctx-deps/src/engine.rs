@@ -42,6 +42,8 @@ pub struct InferenceResponse {
     pub finish_reason: Option<String>,
     /// Every attempt made, the successful one last.
     pub attempts: Vec<Attempt>,
+    /// The output was reused from a cache, not generated now.
+    pub cached: bool,
 }
 
 /// An engine gave up on a task.

@@ -1,1 +1,5 @@
 //! # ctx-prompt (in progress)
+
+pub mod assembly;
+
+pub use assembly::*;

@@ -1,9 +1,11 @@
 //! One module per subcommand; each exposes `Args` and `run`.
 
 pub mod history;
+pub mod engines;
 pub mod lint;
 pub mod plan_check;
 pub mod plan_graph;
 pub mod render;
 pub mod run;
+pub mod runs;
 pub mod schema;

@@ -1,0 +1,1 @@
+//! # ctx-engine-openai (in progress)

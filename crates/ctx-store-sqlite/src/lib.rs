@@ -1,0 +1,1 @@
+//! # ctx-store-sqlite (in progress)
