@@ -3,10 +3,16 @@
 //! * `cargo xtask fixtures [--check]` regenerates (or checks) every golden
 //!   file listed in `fixtures/*/goldens.toml` by running the real `ctx`
 //!   binary.
+//! * `cargo xtask bench`, `bench-plan`, `bench-history`: the benchmarks
+//!   whose figures are in docs/performance.md.
+//! * `cargo xtask e2e [--llm]`: end-to-end runs against real servers.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod bench_history;
+mod bench_plan;
+mod e2e;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
 mod goldens;
 
@@ -14,6 +20,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("fixtures") => fixtures(&args[1..]),
+        Some("bench") => bench_plan::run(&args[1..]).and_then(|()| bench_history::run(&args[1..])),
+        Some("bench-plan") => bench_plan::run(&args[1..]),
+        Some("bench-history") => bench_history::run(&args[1..]),
+        Some("e2e") => e2e::run(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -28,7 +38,11 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  fixtures [--check]   regenerate golden files (or only check them)";
+  fixtures [--check]   regenerate golden files (or only check them)
+  bench                run bench-plan, then bench-history
+  bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
+  bench-history        history digest benchmark on a generated archive
+  e2e [--llm]          ctx run against real OpenAI-compatible servers";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
