@@ -1,5 +1,9 @@
 //! `cargo xtask`: maintainer automation, in Rust, with no tools to install.
 //!
+//! * `cargo xtask test [--no-e2e]` runs every test the project has: the
+//!   workspace's unit, integration, property and golden tests (nextest when
+//!   installed, else `cargo test`), the doctests, and the end-to-end run
+//!   against a real LiteLLM proxy. `.ci/run` calls exactly this.
 //! * `cargo xtask fixtures [--check]` regenerates (or checks) every golden
 //!   file listed in `fixtures/*/goldens.toml` by running the real `ctx`
 //!   binary.
@@ -20,6 +24,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("fixtures") => fixtures(&args[1..]),
+        Some("test") => test(&args[1..]),
         Some("bench") => bench_plan::run(&args[1..]).and_then(|()| bench_history::run(&args[1..])),
         Some("bench-plan") => bench_plan::run(&args[1..]),
         Some("bench-history") => bench_history::run(&args[1..]),
@@ -38,6 +43,7 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
+  test [--no-e2e]      every test: unit, integration, golden, doc, and the LiteLLM e2e
   fixtures [--check]   regenerate golden files (or only check them)
   bench                run bench-plan, then bench-history
   bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
@@ -90,4 +96,62 @@ fn fixtures(args: &[String]) -> Result<(), String> {
             problems.len()
         ))
     }
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+fn run_step(what: &str, cmd: &mut Command) -> Result<(), String> {
+    eprintln!("==> {what}");
+    let status = cmd.status().map_err(|e| format!("{what}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what}: failed ({status})"))
+    }
+}
+
+fn has_nextest() -> bool {
+    Command::new(cargo())
+        .args(["nextest", "--version"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+fn test(args: &[String]) -> Result<(), String> {
+    let e2e = match args {
+        [] => true,
+        [flag] if flag == "--no-e2e" => false,
+        _ => return Err(USAGE.to_string()),
+    };
+    let root = root();
+    if has_nextest() {
+        run_step(
+            "unit, integration, property and golden tests (nextest)",
+            Command::new(cargo())
+                .args(["nextest", "run", "--workspace", "--all-targets", "--no-fail-fast"])
+                .current_dir(&root),
+        )?;
+    } else {
+        run_step(
+            "unit, integration, property and golden tests (cargo test)",
+            Command::new(cargo())
+                .args(["test", "--workspace", "--all-targets", "--no-fail-fast"])
+                .current_dir(&root),
+        )?;
+    }
+    run_step(
+        "doctests",
+        Command::new(cargo())
+            .args(["test", "--workspace", "--doc"])
+            .current_dir(&root),
+    )?;
+    if e2e {
+        e2e::run(&[])?;
+    }
+    Ok(())
 }
