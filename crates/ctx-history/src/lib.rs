@@ -1,1 +1,8 @@
-//! # ctx-history (in progress)
+//! # ctx-history: bounded digests of markdown report archives
+//!
+//! (crate documentation grows with the crate)
+
+pub mod error;
+pub mod markdown;
+
+pub use error::HistoryError;
