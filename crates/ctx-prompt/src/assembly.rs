@@ -1,10 +1,70 @@
 //! Prompt assembly for plan tasks: entity block, dependency block, original
 //! prompt, under a token cap.
 //!
-//! (Signature pinned; the capped implementation is being written.)
+//! # The shape
+//!
+//! The final prompt is byte-for-byte the shape of section 8 of the
+//! originating design: blocks joined by one blank line (`\n\n`), each block
+//! left out entirely when it would be empty.
+//!
+//! ```text
+//! ## Entity Constraints and Values
+//! - Game Area Dimensions: 10 wide x 20 high (constraint)
+//! - Output Format: Single standalone HTML file (constraint)
+//!
+//! ## Outputs from Dependent Tasks
+//!
+//! ### Task 1: Generate the complete HTML structure...
+//! **Output:**
+//! <!DOCTYPE html>
+//! ...
+//!
+//! ---
+//!
+//! Generate CSS styles to be embedded in the <style> tag...
+//! ```
+//!
+//! * An entity line is `- {entity_name}: {grounded_value} ({intent_relevance})`.
+//!   When `config.entities.include_entity_type` is true and the plan entity
+//!   has a `type`, the type follows the name in square brackets:
+//!   `- Board [constraint]: 10 x 20 (constraint)`. A missing
+//!   `grounded_value` leaves out `: {grounded_value}`; a missing
+//!   `intent_relevance` leaves out ` ({intent_relevance})`.
+//! * Each dependency is `### Task {id}: {description}`, `**Output:**`, its
+//!   output (trailing line breaks removed), a blank line and `---`;
+//!   dependencies follow each other separated by a blank line, in the order
+//!   the executor hands them over.
+//!
+//! # The cap
+//!
+//! When the prompt is over `max_prompt_tokens`, [`assemble_task_prompt`]
+//! shrinks it in a fixed order, never touching the task's own prompt:
+//!
+//! 1. **Dependency outputs, largest first** ("water filling"): a level `L`
+//!    is chosen so that cutting every output above `L` tokens down to `L`
+//!    removes the excess; each such output keeps its longest prefix (found
+//!    by binary search on character boundaries, preferring to end at
+//!    whitespace) that fits `L` tokens together with the `...` marker. Only
+//!    the outputs that change are counted again.
+//! 2. **Entities, lowest relevance first** (ties: the later one first),
+//!    dropped whole; the entity block disappears with its last line.
+//!
+//! After each round one exact count of the whole prompt decides; a round
+//! that fell short (token counts are not exactly additive across joins)
+//! lowers the level further. If even the smallest prompt (every output
+//! reduced to `...`, no entities) is over the cap, assembly fails: with
+//! [`AssemblyError::PromptOverCap`] when the task's prompt alone is over,
+//! else with [`AssemblyError::ContextOverCap`].
 
-use ctx_model::{Plan, SubTask};
+use ctx_model::{Plan, ResolvedEntity, SubTask, SummarizeStrategy};
 use ctx_tokens::{TokenCounter, Tokenizer};
+
+/// Heading of the entity block.
+pub const ENTITY_HEADING: &str = "## Entity Constraints and Values";
+/// Heading of the dependency block.
+pub const DEPENDENCY_HEADING: &str = "## Outputs from Dependent Tasks";
+/// Marker appended to a shortened dependency output.
+pub const ELLIPSIS: &str = "...";
 
 /// One finished dependency, as the executor hands it over.
 #[derive(Debug, Clone, Copy)]
@@ -39,12 +99,31 @@ pub struct AssembledPrompt {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AssemblyError {
     /// The task's own prompt is over the cap before any context is added.
-    #[error("task `{task_id}`: params.prompt alone is {prompt_tokens} tokens, over max_prompt_tokens {cap}")]
+    #[error(
+        "task `{task_id}`: params.prompt alone is {prompt_tokens} tokens, over max_prompt_tokens {cap}"
+    )]
     PromptOverCap {
         /// The task.
         task_id: String,
         /// Tokens of the original prompt.
         prompt_tokens: usize,
+        /// The cap.
+        cap: usize,
+    },
+    /// The task's prompt fits, but not together with the scaffolding that
+    /// cannot be shrunk (the dependency headings with every output reduced
+    /// to `...`).
+    #[error(
+        "task `{task_id}`: params.prompt is {prompt_tokens} tokens, but with the dependency headings \
+         (every output cut to `...`, no entities) the prompt is still {minimum_tokens} tokens, over max_prompt_tokens {cap}"
+    )]
+    ContextOverCap {
+        /// The task.
+        task_id: String,
+        /// Tokens of the original prompt.
+        prompt_tokens: usize,
+        /// Tokens of the smallest prompt assembly can build.
+        minimum_tokens: usize,
         /// The cap.
         cap: usize,
     },
@@ -57,11 +136,301 @@ pub fn tokenizer_for_task(plan: &Plan, task: &SubTask) -> Tokenizer {
         .tokenizer
         .as_deref()
         .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| Tokenizer::for_model(task.tool_or_prompt.params.model.as_deref().unwrap_or("")))
+        .unwrap_or_else(|| {
+            Tokenizer::for_model(task.tool_or_prompt.params.model.as_deref().unwrap_or(""))
+        })
+}
+
+/// One entity line as it appears in the entity block (no line break).
+///
+/// ```
+/// use ctx_model::{Relevance, ResolvedEntity};
+/// let e = ResolvedEntity {
+///     name: "Board".into(),
+///     entity_type: Some("constraint".into()),
+///     grounded_value: Some("10 x 20".into()),
+///     intent_relevance: Some("constraint".into()),
+///     relevance: Relevance::High,
+/// };
+/// assert_eq!(ctx_prompt::entity_line(&e, true), "- Board [constraint]: 10 x 20 (constraint)");
+/// assert_eq!(ctx_prompt::entity_line(&e, false), "- Board: 10 x 20 (constraint)");
+/// ```
+pub fn entity_line(entity: &ResolvedEntity, include_entity_type: bool) -> String {
+    let mut line = format!("- {}", entity.name);
+    if include_entity_type {
+        if let Some(t) = entity
+            .entity_type
+            .as_deref()
+            .filter(|t| !t.trim().is_empty())
+        {
+            line.push_str(" [");
+            line.push_str(t);
+            line.push(']');
+        }
+    }
+    if let Some(v) = entity.grounded_value.as_deref() {
+        line.push_str(": ");
+        line.push_str(v);
+    }
+    if let Some(r) = entity
+        .intent_relevance
+        .as_deref()
+        .filter(|r| !r.trim().is_empty())
+    {
+        line.push_str(" (");
+        line.push_str(r);
+        line.push(')');
+    }
+    line
+}
+
+/// Shortens a dependency output by `strategy` when it is longer than
+/// `max_output_length` characters (`None` = unlimited: never shortened).
+///
+/// * `truncate`: the design's rule. Over the limit, the first half of the
+///   limit is kept (cut on a character boundary, ending at the last
+///   whitespace when there is one in the second half of the kept part) and
+///   `...` appended.
+/// * `extract_key_sections`: the markdown headings with the first
+///   paragraph under each ([`extract_key_sections`]); when the output has
+///   no headings, or the extract is still over the limit, the `truncate`
+///   rule applies to what there is.
+/// * `none`: as is.
+///
+/// ```
+/// use ctx_model::SummarizeStrategy;
+/// let long = "word ".repeat(10);
+/// assert_eq!(ctx_prompt::shorten_output(&long, Some(20), SummarizeStrategy::Truncate), "word word...");
+/// assert_eq!(ctx_prompt::shorten_output("short", Some(20), SummarizeStrategy::Truncate), "short");
+/// ```
+pub fn shorten_output(
+    output: &str,
+    max_output_length: Option<usize>,
+    strategy: SummarizeStrategy,
+) -> String {
+    let Some(max) = max_output_length else {
+        return output.to_string();
+    };
+    if output.chars().count() <= max {
+        return output.to_string();
+    }
+    match strategy {
+        SummarizeStrategy::None => output.to_string(),
+        SummarizeStrategy::Truncate => truncate_rule(output, max),
+        SummarizeStrategy::ExtractKeySections => {
+            let extract = extract_key_sections(output);
+            if extract.is_empty() {
+                truncate_rule(output, max)
+            } else if extract.chars().count() > max {
+                truncate_rule(&extract, max)
+            } else {
+                extract
+            }
+        }
+    }
+}
+
+/// The design's rule: the first `max / 2` characters, ended at whitespace
+/// when possible, then `...`.
+fn truncate_rule(text: &str, max: usize) -> String {
+    let keep = max / 2;
+    let end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+    let mut cut = prefer_whitespace(text, end);
+    cut = text[..cut].trim_end().len();
+    let mut out = String::with_capacity(cut + ELLIPSIS.len());
+    out.push_str(&text[..cut]);
+    out.push_str(ELLIPSIS);
+    out
+}
+
+/// `end` moved back to the last whitespace before it, when that whitespace
+/// is in the second half of `text[..end]` (or exactly at `end`); else `end`.
+fn prefer_whitespace(text: &str, end: usize) -> usize {
+    if end >= text.len() {
+        return text.len();
+    }
+    if text[end..].starts_with(char::is_whitespace) {
+        return end;
+    }
+    match text[..end].rfind(char::is_whitespace) {
+        Some(ws) if ws * 2 >= end => ws,
+        _ => end,
+    }
+}
+
+/// The markdown headings of `text`, each with the first paragraph under
+/// it, cut verbatim from the source and joined by blank lines. Headings
+/// inside code blocks are not headings; setext headings are. Text with no
+/// heading gives an empty string.
+///
+/// ```
+/// let md = "# Plan\n\nFirst para.\n\nSecond para.\n\n## Risks\n\n- a list\n\nRisk para.\n";
+/// assert_eq!(ctx_prompt::extract_key_sections(md), "# Plan\n\nFirst para.\n\n## Risks\n\nRisk para.");
+/// ```
+pub fn extract_key_sections(text: &str) -> String {
+    use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+    let mut pieces: Vec<&str> = Vec::new();
+    let mut in_heading = false;
+    let mut want_paragraph = false;
+    let mut depth = 0usize;
+    for (event, range) in Parser::new(text).into_offset_iter() {
+        match event {
+            Event::Start(tag) => {
+                let top = depth == 0;
+                depth += 1;
+                match tag {
+                    Tag::Heading { .. } if top => {
+                        in_heading = true;
+                        if let Some(s) = text.get(range) {
+                            pieces.push(s.trim_end());
+                        }
+                    }
+                    Tag::Paragraph if top && want_paragraph => {
+                        want_paragraph = false;
+                        if let Some(s) = text.get(range) {
+                            pieces.push(s.trim_end());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Event::End(tag) => {
+                depth = depth.saturating_sub(1);
+                if matches!(tag, TagEnd::Heading(_)) && depth == 0 && in_heading {
+                    in_heading = false;
+                    want_paragraph = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    pieces.join("\n\n")
+}
+
+/// A dependency as assembled: its heading and the output text as it
+/// currently stands.
+struct DepPart<'a> {
+    task_id: &'a str,
+    description: &'a str,
+    /// After the summarize strategy; what the cap starts from.
+    base: String,
+    /// Tokens of `base`.
+    base_tokens: usize,
+    /// What is rendered now (`base`, or a prefix of it plus `...`).
+    current: String,
+    cut: bool,
+}
+
+fn render(entities: &[(String, bool)], deps: &[DepPart<'_>], prompt: &str) -> String {
+    let mut out = String::new();
+    let kept: Vec<&str> = entities
+        .iter()
+        .filter(|(_, keep)| *keep)
+        .map(|(l, _)| l.as_str())
+        .collect();
+    if !kept.is_empty() {
+        out.push_str(ENTITY_HEADING);
+        for line in kept {
+            out.push('\n');
+            out.push_str(line);
+        }
+        out.push_str("\n\n");
+    }
+    if !deps.is_empty() {
+        out.push_str(DEPENDENCY_HEADING);
+        for d in deps {
+            out.push_str("\n\n### Task ");
+            out.push_str(d.task_id);
+            out.push_str(": ");
+            out.push_str(d.description);
+            out.push_str("\n**Output:**\n");
+            out.push_str(&d.current);
+            out.push_str("\n\n---");
+        }
+        out.push_str("\n\n");
+    }
+    out.push_str(prompt);
+    out
+}
+
+/// The longest prefix of `text` (on a char boundary, preferring to end at
+/// whitespace) that, with `...` appended, costs at most `limit` tokens.
+fn fit_prefix(text: &str, limit: usize, counter: &dyn TokenCounter) -> String {
+    let bounds: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(text.len()))
+        .collect();
+    let candidate = |end: usize| {
+        let mut s = String::with_capacity(end + ELLIPSIS.len());
+        s.push_str(text[..end].trim_end());
+        s.push_str(ELLIPSIS);
+        s
+    };
+    // Invariant: bounds[lo] fits (or lo == 0); bounds[hi] does not.
+    let (mut lo, mut hi) = (0usize, bounds.len() - 1);
+    if counter.fits(&candidate(bounds[hi]), limit) {
+        lo = hi;
+    } else {
+        while lo + 1 < hi {
+            let mid = lo + (hi - lo) / 2;
+            if counter.fits(&candidate(bounds[mid]), limit) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+    }
+    let end = prefer_whitespace(text, bounds[lo]);
+    candidate(end)
+}
+
+/// The water level: the largest `L` such that cutting every count above
+/// `L` down to `L` removes at least `need` tokens (0 when even that fails).
+fn water_level(counts: &[usize], need: usize) -> usize {
+    let max = counts.iter().copied().max().unwrap_or(0);
+    let removed = |level: usize| -> usize { counts.iter().map(|&c| c.saturating_sub(level)).sum() };
+    if removed(0) < need {
+        return 0;
+    }
+    // removed() is non-increasing in level: find the largest level with removed >= need.
+    let (mut lo, mut hi) = (0usize, max);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if removed(mid) >= need {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }
 
 /// Assembles `task`'s final prompt from the plan's entities and the
 /// dependency outputs, within `max_prompt_tokens` as counted by `counter`.
+///
+/// Entities come from [`Plan::resolve_entity_context`]; each dependency's
+/// text is its `summary` when `include_full_output` is false and a summary
+/// is given, else its output, shortened by [`shorten_output`]. See the
+/// module documentation for the shape and the cap algorithm.
+///
+/// ```
+/// use ctx_prompt::{assemble_task_prompt, DependencyOutput};
+/// let plan: ctx_model::Plan = serde_json::from_str(r#"{
+///   "schema_version": 1,
+///   "entities": [{"name": "Board", "grounded_value": "10 x 20"}],
+///   "sub_tasks": [{"id": "2", "description": "Style", "dependencies": ["1"],
+///     "entity_context": [{"entity_name": "Board", "intent_relevance": "constraint"}],
+///     "tool_or_prompt": {"name": "inference", "params": {"prompt": "Write CSS."}}}]
+/// }"#).unwrap();
+/// let deps = [DependencyOutput { task_id: "1", description: "HTML", output: "<html></html>", summary: None }];
+/// let counter = ctx_tokens::Tokenizer::Estimate.counter();
+/// let p = assemble_task_prompt(&plan, &plan.sub_tasks[0], &deps, &*counter, 4000).unwrap();
+/// assert_eq!(p.text, concat!(
+///     "## Entity Constraints and Values\n- Board: 10 x 20 (constraint)\n\n",
+///     "## Outputs from Dependent Tasks\n\n### Task 1: HTML\n**Output:**\n<html></html>\n\n---\n\n",
+///     "Write CSS."));
+/// ```
 pub fn assemble_task_prompt(
     plan: &Plan,
     task: &SubTask,
@@ -69,13 +438,528 @@ pub fn assemble_task_prompt(
     counter: &dyn TokenCounter,
     max_prompt_tokens: usize,
 ) -> Result<AssembledPrompt, AssemblyError> {
-    let _ = (plan, dependencies, max_prompt_tokens);
-    let text = task.tool_or_prompt.params.prompt.clone();
-    Ok(AssembledPrompt {
-        tokens: counter.count(&text),
-        tokenizer: counter.name().to_string(),
-        text,
-        shortened_dependencies: Vec::new(),
-        dropped_entities: Vec::new(),
+    let cap = max_prompt_tokens;
+    let prompt = task.tool_or_prompt.params.prompt.as_str();
+    let dep_cfg = &plan.config.dependency;
+    let include_type = plan.config.entities.include_entity_type;
+
+    let resolved = plan.resolve_entity_context(task);
+    let mut entities: Vec<(String, bool)> = resolved
+        .iter()
+        .map(|e| (entity_line(e, include_type), true))
+        .collect();
+
+    let mut deps: Vec<DepPart<'_>> = dependencies
+        .iter()
+        .map(|d| {
+            let chosen = match (dep_cfg.include_full_output, d.summary) {
+                (false, Some(s)) => s,
+                _ => d.output,
+            };
+            let chosen = chosen.trim_end_matches(['\n', '\r']);
+            let base = shorten_output(
+                chosen,
+                dep_cfg.max_output_length,
+                dep_cfg.summarize_strategy,
+            );
+            DepPart {
+                task_id: d.task_id,
+                description: d.description,
+                current: base.clone(),
+                base,
+                base_tokens: 0,
+                cut: false,
+            }
+        })
+        .collect();
+
+    let mut text = render(&entities, &deps, prompt);
+    let mut tokens = counter.count(&text);
+    let done = |text: String, tokens: usize, deps: &[DepPart<'_>], entities: &[(String, bool)]| {
+        AssembledPrompt {
+            text,
+            tokens,
+            tokenizer: counter.name().to_string(),
+            shortened_dependencies: deps
+                .iter()
+                .filter(|d| d.cut)
+                .map(|d| d.task_id.to_string())
+                .collect(),
+            dropped_entities: resolved
+                .iter()
+                .zip(entities)
+                .filter(|(_, (_, keep))| !keep)
+                .map(|(e, _)| e.name.clone())
+                .collect(),
+        }
+    };
+    if tokens <= cap {
+        return Ok(done(text, tokens, &deps, &entities));
+    }
+    let prompt_tokens = counter.count(prompt);
+    if prompt_tokens > cap {
+        return Err(AssemblyError::PromptOverCap {
+            task_id: task.id.clone(),
+            prompt_tokens,
+            cap,
+        });
+    }
+
+    // Phase 1: dependency outputs, largest first, by water filling.
+    if !deps.is_empty() {
+        for d in deps.iter_mut() {
+            d.base_tokens = counter.count(&d.base);
+        }
+        let counts: Vec<usize> = deps.iter().map(|d| d.base_tokens).collect();
+        let mut need = tokens - cap;
+        let mut previous_level = usize::MAX;
+        loop {
+            let mut level = water_level(&counts, need);
+            if level >= previous_level {
+                level = previous_level.saturating_sub(1);
+            }
+            previous_level = level;
+            for d in deps.iter_mut() {
+                if d.base_tokens > level {
+                    let next = if level == 0 {
+                        ELLIPSIS.to_string()
+                    } else {
+                        fit_prefix(&d.base, level, counter)
+                    };
+                    d.current = next;
+                    d.cut = true;
+                }
+            }
+            text = render(&entities, &deps, prompt);
+            tokens = counter.count(&text);
+            if tokens <= cap {
+                return Ok(done(text, tokens, &deps, &entities));
+            }
+            if level == 0 {
+                break;
+            }
+            need += tokens - cap;
+        }
+    }
+
+    // Phase 2: entities, lowest relevance first, ties later first.
+    let mut order: Vec<usize> = (0..resolved.len()).collect();
+    order.sort_by(|&a, &b| {
+        resolved[a]
+            .relevance
+            .cmp(&resolved[b].relevance)
+            .then(b.cmp(&a))
+    });
+    let line_tokens: Vec<usize> = entities.iter().map(|(l, _)| counter.count(l) + 1).collect();
+    let mut next = 0usize;
+    while next < order.len() {
+        let mut need = tokens - cap;
+        while next < order.len() {
+            let i = order[next];
+            next += 1;
+            entities[i].1 = false;
+            if line_tokens[i] >= need {
+                break;
+            }
+            need -= line_tokens[i];
+        }
+        text = render(&entities, &deps, prompt);
+        tokens = counter.count(&text);
+        if tokens <= cap {
+            return Ok(done(text, tokens, &deps, &entities));
+        }
+    }
+
+    Err(AssemblyError::ContextOverCap {
+        task_id: task.id.clone(),
+        prompt_tokens,
+        minimum_tokens: tokens,
+        cap,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctx_model::Plan;
+    use proptest::prelude::*;
+
+    const SEED_OUTPUT: &str = "<!DOCTYPE html>\n<html>\n<head>\n  <title>Tetris Game</title>\n</head>\n<body>\n  <canvas id=\"gameCanvas\" width=\"300\" height=\"600\"></canvas>\n  <!-- ... rest of HTML ... -->\n</body>\n</html>";
+    const SEED_PROMPT: &str = "Generate CSS styles to be embedded in the <style> tag. Style the game board with a subtle grid background...";
+
+    fn seed_plan() -> Plan {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "entities": [
+                {"name": "Game Area Dimensions", "grounded_value": "10 wide x 20 high"},
+                {"name": "Output Format", "grounded_value": "Single standalone HTML file, vanilla JS/Canvas only"}
+            ],
+            "sub_tasks": [
+                {"id": "1", "description": "Generate the complete HTML structure...",
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "Generate the HTML."}}},
+                {"id": "2", "description": "Develop CSS styles...",
+                 "entity_context": [
+                    {"entity_name": "Game Area Dimensions", "grounded_value": "10 wide x 20 high", "intent_relevance": "constraint"},
+                    {"entity_name": "Output Format", "grounded_value": "Single standalone HTML file, vanilla JS/Canvas only", "intent_relevance": "constraint"}
+                 ],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": SEED_PROMPT}},
+                 "dependencies": ["1"]}
+            ]
+        }))
+        .unwrap()
+    }
+
+    /// Section 8 of IMPLEMENTATION_PLAN.md, "Final Prompt Sent to Inference".
+    const SEED_FINAL: &str = "## Entity Constraints and Values
+- Game Area Dimensions: 10 wide x 20 high (constraint)
+- Output Format: Single standalone HTML file, vanilla JS/Canvas only (constraint)
+
+## Outputs from Dependent Tasks
+
+### Task 1: Generate the complete HTML structure...
+**Output:**
+<!DOCTYPE html>
+<html>
+<head>
+  <title>Tetris Game</title>
+</head>
+<body>
+  <canvas id=\"gameCanvas\" width=\"300\" height=\"600\"></canvas>
+  <!-- ... rest of HTML ... -->
+</body>
+</html>
+
+---
+
+Generate CSS styles to be embedded in the <style> tag. Style the game board with a subtle grid background...";
+
+    fn seed_dep() -> DependencyOutput<'static> {
+        DependencyOutput {
+            task_id: "1",
+            description: "Generate the complete HTML structure...",
+            output: SEED_OUTPUT,
+            summary: None,
+        }
+    }
+
+    #[test]
+    fn seed_section_8_byte_for_byte() {
+        let plan = seed_plan();
+        for t in [Tokenizer::Cl100kBase, Tokenizer::Estimate] {
+            let c = t.counter();
+            let p =
+                assemble_task_prompt(&plan, &plan.sub_tasks[1], &[seed_dep()], &*c, 4000).unwrap();
+            assert_eq!(p.text, SEED_FINAL);
+            assert_eq!(p.tokens, c.count(SEED_FINAL));
+            assert_eq!(p.tokenizer, t.as_str());
+            assert!(p.shortened_dependencies.is_empty() && p.dropped_entities.is_empty());
+        }
+        // A trailing newline on the output does not change the shape.
+        let with_nl = format!("{SEED_OUTPUT}\n");
+        let dep = DependencyOutput {
+            output: &with_nl,
+            ..seed_dep()
+        };
+        let c = Tokenizer::Estimate.counter();
+        let p = assemble_task_prompt(&plan, &plan.sub_tasks[1], &[dep], &*c, 4000).unwrap();
+        assert_eq!(p.text, SEED_FINAL);
+    }
+
+    #[test]
+    fn empty_blocks_are_left_out() {
+        let plan = seed_plan();
+        let c = Tokenizer::Estimate.counter();
+        let p = assemble_task_prompt(&plan, &plan.sub_tasks[0], &[], &*c, 4000).unwrap();
+        assert_eq!(p.text, "Generate the HTML.");
+        let p = assemble_task_prompt(&plan, &plan.sub_tasks[1], &[], &*c, 4000).unwrap();
+        assert!(
+            p.text
+                .starts_with("## Entity Constraints and Values\n- Game")
+        );
+        assert!(p.text.ends_with("(constraint)\n\nGenerate CSS styles to be embedded in the <style> tag. Style the game board with a subtle grid background..."));
+        assert!(!p.text.contains(DEPENDENCY_HEADING));
+    }
+
+    #[test]
+    fn two_dependencies_each_end_with_a_rule() {
+        let plan = seed_plan();
+        let c = Tokenizer::Estimate.counter();
+        let deps = [
+            DependencyOutput {
+                task_id: "a",
+                description: "A",
+                output: "out a",
+                summary: None,
+            },
+            DependencyOutput {
+                task_id: "b",
+                description: "B",
+                output: "out b\n\n",
+                summary: Some("sum b"),
+            },
+        ];
+        let mut task = plan.sub_tasks[0].clone();
+        task.tool_or_prompt.params.prompt = "P".into();
+        let p = assemble_task_prompt(&plan, &task, &deps, &*c, 4000).unwrap();
+        assert_eq!(
+            p.text,
+            "## Outputs from Dependent Tasks\n\n### Task a: A\n**Output:**\nout a\n\n---\n\n### Task b: B\n**Output:**\nout b\n\n---\n\nP"
+        );
+        let mut plan2 = plan.clone();
+        plan2.config.dependency.include_full_output = false;
+        let p = assemble_task_prompt(&plan2, &task, &deps, &*c, 4000).unwrap();
+        assert!(p.text.contains("**Output:**\nsum b\n"));
+        assert!(
+            p.text.contains("**Output:**\nout a\n"),
+            "no summary: the output is used"
+        );
+    }
+
+    #[test]
+    fn entity_line_variants() {
+        let mut e = ResolvedEntity {
+            name: "N".into(),
+            entity_type: Some("kind".into()),
+            grounded_value: None,
+            intent_relevance: None,
+            relevance: ctx_model::Relevance::Low,
+        };
+        assert_eq!(entity_line(&e, true), "- N [kind]");
+        assert_eq!(entity_line(&e, false), "- N");
+        e.intent_relevance = Some("partial".into());
+        assert_eq!(entity_line(&e, true), "- N [kind] (partial)");
+        e.grounded_value = Some("v".into());
+        assert_eq!(entity_line(&e, true), "- N [kind]: v (partial)");
+    }
+
+    #[test]
+    fn entity_type_shown_when_known_and_enabled() {
+        let mut plan = seed_plan();
+        plan.entities[0].entity_type = Some("dimension".into());
+        let c = Tokenizer::Estimate.counter();
+        let p = assemble_task_prompt(&plan, &plan.sub_tasks[1], &[seed_dep()], &*c, 4000).unwrap();
+        assert!(
+            p.text
+                .contains("- Game Area Dimensions [dimension]: 10 wide x 20 high (constraint)\n")
+        );
+        plan.config.entities.include_entity_type = false;
+        let p = assemble_task_prompt(&plan, &plan.sub_tasks[1], &[seed_dep()], &*c, 4000).unwrap();
+        assert_eq!(p.text, SEED_FINAL);
+    }
+
+    #[test]
+    fn truncate_rule_matches_the_design() {
+        let text = "x".repeat(2001);
+        let out = shorten_output(&text, Some(2000), SummarizeStrategy::Truncate);
+        assert_eq!(out, format!("{}...", "x".repeat(1000)));
+        let exact = "x".repeat(2000);
+        assert_eq!(
+            shorten_output(&exact, Some(2000), SummarizeStrategy::Truncate),
+            exact
+        );
+        assert_eq!(
+            shorten_output(&text, None, SummarizeStrategy::Truncate),
+            text
+        );
+        assert_eq!(
+            shorten_output(&text, Some(10), SummarizeStrategy::None),
+            text
+        );
+        // Char boundaries, not bytes.
+        let wide = "é".repeat(30);
+        assert_eq!(
+            shorten_output(&wide, Some(20), SummarizeStrategy::Truncate),
+            format!("{}...", "é".repeat(10))
+        );
+        // Whitespace preferred when it is in the second half of the kept part.
+        let words = "alpha beta gamma delta epsilon zeta eta theta";
+        assert_eq!(
+            shorten_output(words, Some(30), SummarizeStrategy::Truncate),
+            "alpha beta..."
+        );
+    }
+
+    #[test]
+    fn extract_key_sections_strategy() {
+        let md = "# Title\n\nIntro para that is long enough.\n\nMore text here.\n\n```\n# not a heading\n```\n\nSetext\n------\n\nUnder setext.\n\n## Empty\n## Last\nLast para.\n";
+        let ex = extract_key_sections(md);
+        assert_eq!(
+            ex,
+            "# Title\n\nIntro para that is long enough.\n\nSetext\n------\n\nUnder setext.\n\n## Empty\n\n## Last\n\nLast para."
+        );
+        let out = shorten_output(md, Some(60), SummarizeStrategy::ExtractKeySections);
+        assert!(out.ends_with("...") && out.chars().count() <= 33, "{out}");
+        let plain = "no headings at all ".repeat(10);
+        assert_eq!(
+            shorten_output(&plain, Some(40), SummarizeStrategy::ExtractKeySections),
+            shorten_output(&plain, Some(40), SummarizeStrategy::Truncate)
+        );
+    }
+
+    #[test]
+    fn cap_shrinks_largest_output_first_then_drops_entities() {
+        let mut plan = seed_plan();
+        plan.config.dependency.max_output_length = None;
+        plan.sub_tasks[1].entity_context[1].intent_relevance = Some("partial".into());
+        let big = "lorem ipsum dolor sit amet ".repeat(200);
+        let small = "tiny output";
+        let deps = [
+            DependencyOutput {
+                task_id: "big",
+                description: "Big",
+                output: &big,
+                summary: None,
+            },
+            DependencyOutput {
+                task_id: "small",
+                description: "Small",
+                output: small,
+                summary: None,
+            },
+        ];
+        let c = Tokenizer::Cl100kBase.counter();
+        let full = assemble_task_prompt(&plan, &plan.sub_tasks[1], &deps, &*c, 100_000).unwrap();
+        let cap = full.tokens / 2;
+        let p = assemble_task_prompt(&plan, &plan.sub_tasks[1], &deps, &*c, cap).unwrap();
+        assert!(p.tokens <= cap);
+        assert_eq!(p.tokens, c.count(&p.text));
+        assert_eq!(p.shortened_dependencies, vec!["big".to_string()]);
+        assert!(p.text.contains("**Output:**\ntiny output\n"));
+        assert!(p.dropped_entities.is_empty());
+        assert!(
+            p.tokens + 20 >= cap,
+            "the cap is used nearly whole: {} of {cap}",
+            p.tokens
+        );
+        // Tight: outputs cut to `...`, then the partial entity goes first.
+        let min_first_entity = {
+            let mut q = plan.clone();
+            q.sub_tasks[1].entity_context.truncate(1);
+            let dd: Vec<_> = deps
+                .iter()
+                .map(|d| DependencyOutput {
+                    output: "...",
+                    ..*d
+                })
+                .collect();
+            assemble_task_prompt(&q, &q.sub_tasks[1], &dd, &*c, 100_000)
+                .unwrap()
+                .tokens
+        };
+        let p =
+            assemble_task_prompt(&plan, &plan.sub_tasks[1], &deps, &*c, min_first_entity).unwrap();
+        assert_eq!(
+            p.dropped_entities,
+            vec!["Output Format".to_string()],
+            "{}",
+            p.text
+        );
+        assert!(p.text.contains("**Output:**\n...\n"));
+        assert!(p.text.ends_with(SEED_PROMPT));
+    }
+
+    #[test]
+    fn prompt_over_cap_and_context_over_cap() {
+        let plan = seed_plan();
+        let c = Tokenizer::Estimate.counter();
+        let n = c.count(SEED_PROMPT);
+        let err =
+            assemble_task_prompt(&plan, &plan.sub_tasks[1], &[seed_dep()], &*c, n - 1).unwrap_err();
+        assert_eq!(
+            err,
+            AssemblyError::PromptOverCap {
+                task_id: "2".into(),
+                prompt_tokens: n,
+                cap: n - 1
+            }
+        );
+        assert!(
+            err.to_string()
+                .contains(&format!("{n} tokens, over max_prompt_tokens {}", n - 1))
+        );
+        let err =
+            assemble_task_prompt(&plan, &plan.sub_tasks[1], &[seed_dep()], &*c, n).unwrap_err();
+        assert!(
+            matches!(err, AssemblyError::ContextOverCap { prompt_tokens, cap, minimum_tokens, .. }
+            if prompt_tokens == n && cap == n && minimum_tokens > n)
+        );
+    }
+
+    #[test]
+    fn generous_cap_counts_once() {
+        let plan = seed_plan();
+        let m = ctx_tokens::MeteredCounter::new(ctx_tokens::EstimateCounter);
+        let p = assemble_task_prompt(&plan, &plan.sub_tasks[1], &[seed_dep()], &m, 4000).unwrap();
+        assert_eq!(m.calls(), 1);
+        assert_eq!(m.bytes_counted(), p.text.len() as u64);
+    }
+
+    fn arb_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z ]{0,400}",
+            "(word |# Head\n\npara text\n\n|é|日本|\n){0,120}",
+            proptest::collection::vec(any::<char>(), 0..200).prop_map(|v| v.into_iter().collect()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #[test]
+        fn cap_holds_prompt_intact_shape_kept(
+            outputs in proptest::collection::vec(arb_text(), 0..4),
+            values in proptest::collection::vec(("[A-Za-z ]{1,20}", "[a-z0-9 ,]{0,60}", prop_oneof![Just("constraint"), Just("partial"), Just("other")]), 0..5),
+            prompt in "[A-Za-z .\n]{1,200}",
+            cap in 0usize..600,
+            bpe in any::<bool>(),
+            strategy in prop_oneof![Just(SummarizeStrategy::Truncate), Just(SummarizeStrategy::ExtractKeySections), Just(SummarizeStrategy::None)],
+            max_len in proptest::option::of(0usize..300),
+        ) {
+            let mut plan = seed_plan();
+            plan.config.dependency.summarize_strategy = strategy;
+            plan.config.dependency.max_output_length = max_len;
+            let mut task = plan.sub_tasks[1].clone();
+            task.tool_or_prompt.params.prompt = prompt.clone();
+            task.entity_context = values.iter().map(|(n, v, r)| ctx_model::EntityContext {
+                entity_name: n.clone(), intent_relevance: Some((*r).to_string()), grounded_value: Some(v.clone()), usage_note: None,
+            }).collect();
+            let ids: Vec<String> = (0..outputs.len()).map(|i| format!("t{i}")).collect();
+            let deps: Vec<DependencyOutput<'_>> = outputs.iter().zip(&ids).map(|(o, id)| DependencyOutput {
+                task_id: id, description: "desc", output: o, summary: None }).collect();
+            let c = if bpe { Tokenizer::Cl100kBase.counter() } else { Tokenizer::Estimate.counter() };
+            match assemble_task_prompt(&plan, &task, &deps, &*c, cap) {
+                Ok(p) => {
+                    prop_assert!(p.tokens <= cap);
+                    prop_assert_eq!(p.tokens, c.count(&p.text));
+                    prop_assert!(p.text.ends_with(&prompt));
+                    let head = &p.text[..p.text.len() - prompt.len()];
+                    if !head.is_empty() {
+                        prop_assert!(head.ends_with("\n\n"));
+                    }
+                    prop_assert_eq!(head.starts_with(ENTITY_HEADING), values.len() > p.dropped_entities.len());
+                    prop_assert_eq!(head.contains(DEPENDENCY_HEADING), !deps.is_empty());
+                    for id in &ids {
+                        let needle = format!("### Task {id}: desc\n**Output:**\n");
+                        prop_assert!(head.contains(&needle));
+                    }
+                    if !p.dropped_entities.is_empty() {
+                        // Entities go only after every output is down to `...`.
+                        for (id, o) in ids.iter().zip(&outputs) {
+                            let needle = format!("### Task {id}: desc\n**Output:**\n...\n\n---");
+                            let empty = o.trim_end_matches(['\n', '\r']).is_empty();
+                            prop_assert!(head.contains(&needle) || empty, "{}", head);
+                        }
+                    }
+                }
+                Err(AssemblyError::PromptOverCap { prompt_tokens, cap: c2, .. }) => {
+                    prop_assert_eq!(c2, cap);
+                    prop_assert!(prompt_tokens > cap);
+                    prop_assert_eq!(prompt_tokens, c.count(&prompt));
+                }
+                Err(AssemblyError::ContextOverCap { prompt_tokens, minimum_tokens, cap: c2, .. }) => {
+                    prop_assert_eq!(c2, cap);
+                    prop_assert!(prompt_tokens <= cap && minimum_tokens > cap);
+                }
+            }
+        }
+    }
 }
