@@ -1,9 +1,59 @@
 //! # ctx-deps: graph, schedule, execute
 //!
-//! (Crate docs are being written with the executor.)
+//! A plan's sub-tasks form a DAG. This crate turns a validated
+//! [`ctx_model::Plan`] into a [`PlanGraph`] (topological order, dependency
+//! levels, critical path, per-task priority) and runs it with the
+//! [`Executor`]: a ready queue that starts each task the moment its
+//! dependencies have completed, longest remaining path first, up to a
+//! concurrency limit.
+//!
+//! Two seams keep the executor ignorant of the outside world:
+//!
+//! * [`ExecutionStore`] — where results live. [`MemoryStore`] ships here; a
+//!   durable SQLite store lives in `ctx-store-sqlite`.
+//! * [`InferenceEngine`] — what turns a prompt into output.
+//!   [`DryRunEngine`] and [`CommandEngine`] ship here; the OpenAI-compatible
+//!   HTTP engine lives in `ctx-engine-openai`.
+//!
+//! Prompts are assembled by `ctx-prompt` (entity block, dependency outputs,
+//! the task's own prompt, under a token cap); this crate only feeds it the
+//! dependencies' stored results.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use ctx_deps::{DryRunEngine, ExecutionStore, Executor, ExecutorOptions, MemoryStore, PlanGraph};
+//! use ctx_model::TaskStatus;
+//!
+//! let plan: ctx_model::Plan = serde_json::from_str(r#"{"schema_version": 1, "sub_tasks": [
+//!   {"id": "html", "description": "Page", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Write the page."}}},
+//!   {"id": "css", "description": "Style", "dependencies": ["html"],
+//!    "tool_or_prompt": {"name": "inference", "params": {"prompt": "Style it."}}}
+//! ]}"#).unwrap();
+//!
+//! let graph = PlanGraph::new(&plan).unwrap();
+//! assert_eq!(graph.critical_path_length(), 2);
+//!
+//! let store = Arc::new(MemoryStore::new());
+//! let exec = Executor::new(plan, Arc::new(DryRunEngine), store.clone(),
+//!                          ExecutorOptions::default()).unwrap();
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+//! let report = rt.block_on(exec.run()).unwrap();
+//! assert!(report.all_completed());
+//! let css = store.get_by_task_id("css").unwrap().unwrap();
+//! assert_eq!(css.status, TaskStatus::Completed);
+//! assert_eq!(css.output, "[dry-run] output of task css");
+//! ```
 
 pub mod engine;
+pub mod engines;
+pub mod executor;
+pub mod graph;
+pub mod memory;
 pub mod store;
 
 pub use engine::*;
+pub use engines::*;
+pub use executor::*;
+pub use graph::*;
+pub use memory::*;
 pub use store::*;

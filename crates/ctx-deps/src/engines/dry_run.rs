@@ -1,0 +1,49 @@
+//! `dry-run`: no model is called.
+
+use ctx_model::Attempt;
+
+use crate::engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+
+/// Answers every task with `[dry-run] output of task {id}`.
+///
+/// The output is deterministic and carries no metadata beyond one attempt of
+/// zero milliseconds, so a dry run's prompts and outputs are byte-identical
+/// from run to run (they are golden files) and every downstream prompt shows
+/// exactly where a real output will go.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DryRunEngine;
+
+impl DryRunEngine {
+    /// The engine's name as `--engine` takes it.
+    pub const NAME: &'static str = "dry-run";
+
+    /// The output a dry run gives task `task_id`.
+    pub fn output_for(task_id: &str) -> String {
+        format!("[dry-run] output of task {task_id}")
+    }
+}
+
+impl InferenceEngine for DryRunEngine {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(async move {
+            Ok(InferenceResponse {
+                output: DryRunEngine::output_for(&request.task_id),
+                attempts: vec![Attempt {
+                    number: 1,
+                    duration_ms: 0,
+                    outcome: "ok".into(),
+                    error: None,
+                    backoff_ms: None,
+                }],
+                ..InferenceResponse::default()
+            })
+        })
+    }
+}

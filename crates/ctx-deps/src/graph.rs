@@ -1,0 +1,602 @@
+//! The plan as a DAG: topological order, levels, critical path, priorities.
+//!
+//! [`PlanGraph`] is computed once per run from a plan that has passed
+//! validation. Everything the scheduler and `ctx plan graph` need is derived
+//! here, deterministically: two runs over the same plan give the same order,
+//! levels and critical path, and ties are always broken by plan order (the
+//! position of a task in `sub_tasks`).
+//!
+//! ## Weighting
+//!
+//! The critical path and the scheduling priorities are longest paths, so
+//! they need a weight per task. [`Weighting::TaskCount`] weighs every task
+//! 1: the critical path is then the longest chain of tasks. When any task
+//! gives `params.estimated_ms`, [`Weighting::EstimatedMs`] is chosen
+//! instead: each task weighs its estimate, and a task without one weighs
+//! the mean of the estimates that were given (rounded down, at least 1), so
+//! a partly annotated plan is neither ignored nor skewed towards the tasks
+//! that happen to be annotated. [`PlanGraph::weighting`] says which one was
+//! used; `ctx plan graph` prints it.
+//!
+//! ## Priority
+//!
+//! A task's priority is its *remaining path length*: its own weight plus the
+//! longest weighted path from it to any sink. Starting the ready task with
+//! the longest remaining path first is the classic critical-path list
+//! scheduling rule: the tasks that hold up the end of the run go first.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+
+use ctx_model::Plan;
+use petgraph::graph::{DiGraph, NodeIndex};
+
+/// How tasks are weighed for the critical path and priorities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Weighting {
+    /// Every task weighs 1.
+    TaskCount,
+    /// Tasks weigh `params.estimated_ms` (the mean of the given estimates
+    /// for tasks without one).
+    EstimatedMs,
+}
+
+impl Weighting {
+    /// The name used in JSON and text output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Weighting::TaskCount => "task_count",
+            Weighting::EstimatedMs => "estimated_ms",
+        }
+    }
+}
+
+/// Why a plan is not a DAG the executor can run.
+///
+/// `ctx plan check` reports these (and more) with full context; the graph
+/// repeats the structural checks so that a library user who skips
+/// validation still gets an error instead of a wrong schedule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    /// Two tasks share an id.
+    #[error("task `{id}`: duplicate id (sub_tasks[{first}] and sub_tasks[{second}])")]
+    DuplicateId {
+        /// The id.
+        id: String,
+        /// Index of the first task with it.
+        first: usize,
+        /// Index of the second.
+        second: usize,
+    },
+    /// A dependency names no task.
+    #[error("task `{task_id}`: dependencies: unknown task id `{dependency}`")]
+    UnknownDependency {
+        /// The task.
+        task_id: String,
+        /// The missing id.
+        dependency: String,
+    },
+    /// The dependencies form a cycle.
+    #[error("dependency cycle: {}", .path.join(" -> "))]
+    Cycle {
+        /// The cycle, first id repeated at the end (`a -> b -> a`).
+        path: Vec<String>,
+    },
+}
+
+/// A validated plan's DAG with everything derived from it.
+///
+/// Tasks are referred to by their index in `plan.sub_tasks` ("plan
+/// order"); [`id`](Self::id) maps an index back to its id.
+#[derive(Debug, Clone)]
+pub struct PlanGraph {
+    ids: Vec<String>,
+    deps: Vec<Vec<usize>>,
+    dependents: Vec<Vec<usize>>,
+    weights: Vec<u64>,
+    weighting: Weighting,
+    order: Vec<usize>,
+    levels: Vec<usize>,
+    remaining: Vec<u64>,
+    critical_path: Vec<usize>,
+}
+
+impl PlanGraph {
+    /// Builds the graph, choosing the weighting from the plan: estimated
+    /// milliseconds when any task gives `params.estimated_ms`, else task
+    /// count.
+    pub fn new(plan: &Plan) -> Result<PlanGraph, GraphError> {
+        let any_estimate = plan
+            .sub_tasks
+            .iter()
+            .any(|t| t.tool_or_prompt.params.estimated_ms.is_some());
+        let weighting = if any_estimate {
+            Weighting::EstimatedMs
+        } else {
+            Weighting::TaskCount
+        };
+        PlanGraph::with_weighting(plan, weighting)
+    }
+
+    /// Builds the graph with an explicit weighting.
+    pub fn with_weighting(plan: &Plan, weighting: Weighting) -> Result<PlanGraph, GraphError> {
+        let n = plan.sub_tasks.len();
+        let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
+        for (i, t) in plan.sub_tasks.iter().enumerate() {
+            if let Some(&first) = index.get(t.id.as_str()) {
+                return Err(GraphError::DuplicateId {
+                    id: t.id.clone(),
+                    first,
+                    second: i,
+                });
+            }
+            index.insert(t.id.as_str(), i);
+        }
+
+        let mut graph: DiGraph<usize, ()> = DiGraph::with_capacity(n, 0);
+        let nodes: Vec<NodeIndex> = (0..n).map(|i| graph.add_node(i)).collect();
+        let mut deps = vec![Vec::new(); n];
+        let mut dependents = vec![Vec::new(); n];
+        for (i, t) in plan.sub_tasks.iter().enumerate() {
+            // A dependency listed twice is one edge.
+            let mut seen = BTreeSet::new();
+            for d in &t.dependencies {
+                let Some(&j) = index.get(d.as_str()) else {
+                    return Err(GraphError::UnknownDependency {
+                        task_id: t.id.clone(),
+                        dependency: d.clone(),
+                    });
+                };
+                if seen.insert(j) {
+                    deps[i].push(j);
+                    dependents[j].push(i);
+                    graph.add_edge(nodes[j], nodes[i], ());
+                }
+            }
+        }
+        for list in &mut dependents {
+            list.sort_unstable();
+        }
+
+        let ids: Vec<String> = plan.sub_tasks.iter().map(|t| t.id.clone()).collect();
+
+        // Kahn's algorithm with a min-heap on plan index: deterministic, and
+        // among ready tasks the earliest in the plan comes first.
+        let mut indegree: Vec<usize> = deps.iter().map(Vec::len).collect();
+        let mut heap: BinaryHeap<Reverse<usize>> =
+            (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(Reverse(i)) = heap.pop() {
+            order.push(i);
+            for &d in &dependents[i] {
+                indegree[d] -= 1;
+                if indegree[d] == 0 {
+                    heap.push(Reverse(d));
+                }
+            }
+        }
+        if order.len() < n {
+            return Err(GraphError::Cycle {
+                path: find_cycle(&graph, &ids, &deps),
+            });
+        }
+
+        let weights: Vec<u64> = match weighting {
+            Weighting::TaskCount => vec![1; n],
+            Weighting::EstimatedMs => {
+                let given: Vec<u64> = plan
+                    .sub_tasks
+                    .iter()
+                    .filter_map(|t| t.tool_or_prompt.params.estimated_ms)
+                    .collect();
+                let mean = if given.is_empty() {
+                    1
+                } else {
+                    (given.iter().map(|&v| u128::from(v)).sum::<u128>() / given.len() as u128)
+                        .max(1) as u64
+                };
+                plan.sub_tasks
+                    .iter()
+                    .map(|t| t.tool_or_prompt.params.estimated_ms.unwrap_or(mean))
+                    .collect()
+            }
+        };
+
+        let mut levels = vec![0usize; n];
+        for &i in &order {
+            levels[i] = deps[i].iter().map(|&d| levels[d] + 1).max().unwrap_or(0);
+        }
+
+        let mut remaining = vec![0u64; n];
+        for &i in order.iter().rev() {
+            let tail = dependents[i]
+                .iter()
+                .map(|&d| remaining[d])
+                .max()
+                .unwrap_or(0);
+            remaining[i] = weights[i].saturating_add(tail);
+        }
+
+        // The critical path: from the source with the longest remaining
+        // path, follow the dependent with the longest remaining path (ties:
+        // plan order, which `max_by` on reversed index gives).
+        let mut critical_path = Vec::new();
+        let start = (0..n)
+            .filter(|&i| deps[i].is_empty())
+            .max_by_key(|&i| (remaining[i], Reverse(i)));
+        if let Some(mut cur) = start {
+            critical_path.push(cur);
+            while let Some(next) = dependents[cur]
+                .iter()
+                .copied()
+                .max_by_key(|&d| (remaining[d], Reverse(d)))
+            {
+                critical_path.push(next);
+                cur = next;
+            }
+        }
+
+        Ok(PlanGraph {
+            ids,
+            deps,
+            dependents,
+            weights,
+            weighting,
+            order,
+            levels,
+            remaining,
+            critical_path,
+        })
+    }
+
+    /// Number of tasks.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether the plan has no tasks.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The id of the task at plan index `i`.
+    ///
+    /// # Panics
+    /// When `i` is not below [`len`](Self::len).
+    pub fn id(&self, i: usize) -> &str {
+        &self.ids[i]
+    }
+
+    /// Every task id, in plan order.
+    pub fn ids(&self) -> &[String] {
+        &self.ids
+    }
+
+    /// The plan index of the task with this id.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.ids.iter().position(|x| x == id)
+    }
+
+    /// The weighting used for the critical path and priorities.
+    pub fn weighting(&self) -> Weighting {
+        self.weighting
+    }
+
+    /// Plan indexes of task `i`'s dependencies, in the order written (each
+    /// once).
+    pub fn dependencies(&self, i: usize) -> &[usize] {
+        &self.deps[i]
+    }
+
+    /// Plan indexes of the tasks that depend on task `i`, ascending.
+    pub fn dependents(&self, i: usize) -> &[usize] {
+        &self.dependents[i]
+    }
+
+    /// Task `i`'s weight under [`weighting`](Self::weighting).
+    pub fn weight(&self, i: usize) -> u64 {
+        self.weights[i]
+    }
+
+    /// A topological order: every task after all its dependencies; among
+    /// tasks whose dependencies are placed, the earliest in the plan first.
+    pub fn topological_order(&self) -> &[usize] {
+        &self.order
+    }
+
+    /// Task `i`'s dependency level: 0 without dependencies, else one more
+    /// than its deepest dependency.
+    pub fn level(&self, i: usize) -> usize {
+        self.levels[i]
+    }
+
+    /// Tasks grouped by level, each group in plan order.
+    pub fn levels(&self) -> Vec<Vec<usize>> {
+        let depth = self.levels.iter().copied().max().map_or(0, |m| m + 1);
+        let mut out = vec![Vec::new(); depth];
+        for (i, &l) in self.levels.iter().enumerate() {
+            out[l].push(i);
+        }
+        out
+    }
+
+    /// Task `i`'s scheduling priority: its weight plus the longest weighted
+    /// path from it to a sink.
+    pub fn remaining_path(&self, i: usize) -> u64 {
+        self.remaining[i]
+    }
+
+    /// The critical path, source to sink: the longest weighted chain of
+    /// dependent tasks (ties broken by plan order).
+    pub fn critical_path(&self) -> &[usize] {
+        &self.critical_path
+    }
+
+    /// The critical path's total weight: a lower bound on any schedule's
+    /// makespan when weights are durations.
+    pub fn critical_path_length(&self) -> u64 {
+        self.critical_path.first().map_or(0, |&i| self.remaining[i])
+    }
+
+    /// Every task that depends on task `i`, directly or not, ascending.
+    pub fn transitive_dependents(&self, i: usize) -> Vec<usize> {
+        let mut seen = vec![false; self.len()];
+        let mut stack = vec![i];
+        let mut out = Vec::new();
+        while let Some(cur) = stack.pop() {
+            for &d in &self.dependents[cur] {
+                if !seen[d] {
+                    seen[d] = true;
+                    out.push(d);
+                    stack.push(d);
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// The data `ctx plan graph --format json` prints.
+    pub fn summary(&self) -> GraphSummary {
+        GraphSummary {
+            order: self.order.iter().map(|&i| self.ids[i].clone()).collect(),
+            levels: self
+                .levels()
+                .into_iter()
+                .map(|l| l.into_iter().map(|i| self.ids[i].clone()).collect())
+                .collect(),
+            critical_path: self
+                .critical_path
+                .iter()
+                .map(|&i| self.ids[i].clone())
+                .collect(),
+            critical_path_length: self.critical_path_length(),
+            weighting: self.weighting,
+            tasks: (0..self.len())
+                .map(|i| TaskSummary {
+                    id: self.ids[i].clone(),
+                    dependencies: self.deps[i].iter().map(|&d| self.ids[d].clone()).collect(),
+                    level: self.levels[i],
+                    weight: self.weights[i],
+                    priority: self.remaining[i],
+                    critical: self.critical_path.contains(&i),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A serializable view of a [`PlanGraph`], with ids instead of indexes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GraphSummary {
+    /// Topological order.
+    pub order: Vec<String>,
+    /// Ids by level, level 0 first.
+    pub levels: Vec<Vec<String>>,
+    /// The critical path, source to sink.
+    pub critical_path: Vec<String>,
+    /// Its total weight.
+    pub critical_path_length: u64,
+    /// The weighting used.
+    pub weighting: Weighting,
+    /// Per task, in plan order.
+    pub tasks: Vec<TaskSummary>,
+}
+
+/// One task in a [`GraphSummary`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TaskSummary {
+    /// The id.
+    pub id: String,
+    /// Its dependencies.
+    pub dependencies: Vec<String>,
+    /// Its level.
+    pub level: usize,
+    /// Its weight.
+    pub weight: u64,
+    /// Its remaining path length (scheduling priority).
+    pub priority: u64,
+    /// Whether it lies on the critical path.
+    pub critical: bool,
+}
+
+/// One cycle, as ids with the first repeated at the end. Uses the strongly
+/// connected components (petgraph's Tarjan) to find a node on a cycle, then
+/// walks dependencies inside its component until a node repeats.
+fn find_cycle(graph: &DiGraph<usize, ()>, ids: &[String], deps: &[Vec<usize>]) -> Vec<String> {
+    let sccs = petgraph::algo::tarjan_scc(graph);
+    // A component of more than one node, or a node depending on itself; the
+    // one holding the earliest task in plan order, for determinism.
+    let component = sccs
+        .into_iter()
+        .map(|c| c.into_iter().map(|n| graph[n]).collect::<BTreeSet<usize>>())
+        .filter(|c| c.len() > 1 || c.iter().any(|&i| deps[i].contains(&i)))
+        .min_by_key(|c| c.first().copied());
+    let Some(component) = component else {
+        return Vec::new();
+    };
+    let Some(&start) = component.first() else {
+        return Vec::new();
+    };
+    // Walk "is a dependency of" edges backwards, i.e. follow `deps`, staying
+    // inside the component; print in dependency direction (a -> b means a
+    // depends on b).
+    let mut path = vec![start];
+    let mut pos: HashMap<usize, usize> = HashMap::from([(start, 0)]);
+    let mut cur = start;
+    loop {
+        let Some(next) = deps[cur]
+            .iter()
+            .copied()
+            .filter(|d| component.contains(d))
+            .min()
+        else {
+            return path.iter().map(|&i| ids[i].clone()).collect();
+        };
+        if let Some(&p) = pos.get(&next) {
+            let mut cycle: Vec<String> = path[p..].iter().map(|&i| ids[i].clone()).collect();
+            cycle.push(ids[next].clone());
+            return cycle;
+        }
+        pos.insert(next, path.len());
+        path.push(next);
+        cur = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn plan(tasks: &[(&str, &[&str], Option<u64>)]) -> Plan {
+        let subs: Vec<serde_json::Value> = tasks
+            .iter()
+            .map(|(id, deps, est)| {
+                let mut params = serde_json::json!({"prompt": format!("do {id}")});
+                if let Some(e) = est {
+                    params["estimated_ms"] = serde_json::json!(e);
+                }
+                serde_json::json!({
+                    "id": id, "description": format!("task {id}"),
+                    "dependencies": deps,
+                    "tool_or_prompt": {"name": "inference", "params": params}
+                })
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({"schema_version": 1, "sub_tasks": subs})).unwrap()
+    }
+
+    fn ids(g: &PlanGraph, v: &[usize]) -> Vec<String> {
+        v.iter().map(|&i| g.id(i).to_string()).collect()
+    }
+
+    #[test]
+    fn diamond_order_levels_and_path() {
+        // a -> {b, c} -> d, plus an independent e.
+        let p = plan(&[
+            ("a", &[], None),
+            ("b", &["a"], None),
+            ("c", &["a"], None),
+            ("e", &[], None),
+            ("d", &["b", "c"], None),
+        ]);
+        let g = PlanGraph::new(&p).unwrap();
+        assert_eq!(g.weighting(), Weighting::TaskCount);
+        assert_eq!(ids(&g, g.topological_order()), ["a", "b", "c", "e", "d"]);
+        let levels: Vec<Vec<String>> = g.levels().iter().map(|l| ids(&g, l)).collect();
+        assert_eq!(levels, vec![vec!["a", "e"], vec!["b", "c"], vec!["d"]]);
+        assert_eq!(ids(&g, g.critical_path()), ["a", "b", "d"]);
+        assert_eq!(g.critical_path_length(), 3);
+        assert_eq!(g.remaining_path(0), 3);
+        assert_eq!(g.remaining_path(3), 1);
+        assert_eq!(ids(&g, &g.transitive_dependents(0)), ["b", "c", "d"]);
+    }
+
+    #[test]
+    fn topological_order_ties_follow_plan_order() {
+        let p = plan(&[("z", &[], None), ("y", &[], None), ("x", &["y"], None)]);
+        let g = PlanGraph::new(&p).unwrap();
+        assert_eq!(ids(&g, g.topological_order()), ["z", "y", "x"]);
+    }
+
+    #[test]
+    fn estimated_ms_changes_the_critical_path() {
+        // By count a -> b -> d is as long as a -> c -> d; c is slow.
+        let p = plan(&[
+            ("a", &[], Some(10)),
+            ("b", &["a"], Some(10)),
+            ("c", &["a"], Some(500)),
+            ("d", &["b", "c"], Some(10)),
+        ]);
+        let by_count = PlanGraph::with_weighting(&p, Weighting::TaskCount).unwrap();
+        assert_eq!(ids(&by_count, by_count.critical_path()), ["a", "b", "d"]);
+        let g = PlanGraph::new(&p).unwrap();
+        assert_eq!(g.weighting(), Weighting::EstimatedMs);
+        assert_eq!(ids(&g, g.critical_path()), ["a", "c", "d"]);
+        assert_eq!(g.critical_path_length(), 520);
+        assert_eq!(g.remaining_path(1), 20);
+        assert_eq!(g.remaining_path(2), 510);
+    }
+
+    #[test]
+    fn missing_estimates_weigh_the_mean() {
+        let p = plan(&[
+            ("a", &[], Some(100)),
+            ("b", &["a"], None),
+            ("c", &[], Some(300)),
+        ]);
+        let g = PlanGraph::new(&p).unwrap();
+        assert_eq!(g.weight(1), 200);
+        assert_eq!(g.critical_path_length(), 300);
+        assert_eq!(ids(&g, g.critical_path()), ["a", "b"]);
+    }
+
+    #[test]
+    fn structural_errors() {
+        let p = plan(&[("a", &[], None), ("a", &[], None)]);
+        assert!(matches!(
+            PlanGraph::new(&p),
+            Err(GraphError::DuplicateId { .. })
+        ));
+        let p = plan(&[("a", &["nope"], None)]);
+        let e = PlanGraph::new(&p).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "task `a`: dependencies: unknown task id `nope`"
+        );
+        let p = plan(&[
+            ("x", &[], None),
+            ("a", &["c"], None),
+            ("b", &["a"], None),
+            ("c", &["b", "x"], None),
+        ]);
+        let e = PlanGraph::new(&p).unwrap_err();
+        assert_eq!(e.to_string(), "dependency cycle: a -> c -> b -> a");
+        let p = plan(&[("s", &["s"], None)]);
+        assert_eq!(
+            PlanGraph::new(&p).unwrap_err().to_string(),
+            "dependency cycle: s -> s"
+        );
+    }
+
+    #[test]
+    fn empty_plan() {
+        let g = PlanGraph::new(&plan(&[])).unwrap();
+        assert!(g.is_empty());
+        assert!(g.critical_path().is_empty());
+        assert_eq!(g.critical_path_length(), 0);
+        assert!(g.levels().is_empty());
+    }
+
+    #[test]
+    fn summary_is_serializable() {
+        let p = plan(&[("a", &[], None), ("b", &["a", "a"], None)]);
+        let s = PlanGraph::new(&p).unwrap().summary();
+        assert_eq!(s.tasks[1].dependencies, ["a"]);
+        assert!(s.tasks.iter().all(|t| t.critical));
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["weighting"], "task_count");
+        assert_eq!(json["tasks"][0]["priority"], 2);
+    }
+}
