@@ -22,8 +22,12 @@
 //! assert_eq!(resolved[0].relevance, Relevance::High);
 //! ```
 
+mod parse;
 mod plan;
 mod result;
+mod validate;
 
+pub use parse::*;
 pub use plan::*;
 pub use result::*;
+pub use validate::*;

@@ -289,7 +289,9 @@ impl RelevanceFilter {
 }
 
 /// How much an entity matters to a task, ordered `Low < Medium < High`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Relevance {
     /// Background.
@@ -403,7 +405,10 @@ mod tests {
 
     #[test]
     fn relevance_mapping() {
-        assert_eq!(Relevance::from_intent(Some(" Constraint ")), Relevance::High);
+        assert_eq!(
+            Relevance::from_intent(Some(" Constraint ")),
+            Relevance::High
+        );
         assert_eq!(Relevance::from_intent(Some("partial")), Relevance::Medium);
         assert_eq!(Relevance::from_intent(Some("nice to have")), Relevance::Low);
         assert_eq!(Relevance::from_intent(None), Relevance::Low);

@@ -1,0 +1,777 @@
+//! Reading plans from JSON or YAML, with errors that point at the spot.
+//!
+//! Both formats deserialize straight into the typed [`Plan`] (never into an
+//! untyped tree first), so every rule the types carry — required fields,
+//! `deny_unknown_fields`, enum spellings — is enforced by the parser itself
+//! and reported with a line, a column and, where serde knows it, the field
+//! path (`sub_tasks[2].dependancies`). Field paths come from
+//! `serde_path_to_error`, which wraps either deserializer.
+//!
+//! ## Why the version is read first
+//!
+//! A plan written for a later format may carry fields this build has never
+//! heard of. Deserializing it straight away would report the first of them
+//! as an unknown field, which hides the real problem. So [`parse_plan`]
+//! first reads `schema_version` alone (ignoring every other key) and stops
+//! with [`PlanError::UnsupportedVersion`] when it is not
+//! [`SCHEMA_VERSION`].
+//!
+//! ## Text in YAML
+//!
+//! serde-saphyr stores an unquoted YAML scalar in a text field exactly as
+//! written, so `grounded_value: 10`, `id: 1`, `dependencies: [1, 2]` and
+//! `grounded_value: 1.50` read as the strings `"10"`, `"1"`, `"2"` and
+//! `"1.50"`. JSON has real types, and a number where text is expected is an
+//! error there (`"id": 1` must be `"id": "1"`).
+//!
+//! ## Limits
+//!
+//! Input over [`MAX_PLAN_BYTES`] is refused before parsing. YAML nesting is
+//! capped at [`MAX_YAML_DEPTH`] and alias expansion by serde-saphyr's
+//! budget (YAML bombs); JSON nesting by serde_json's recursion limit (128).
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::plan::{Plan, SCHEMA_VERSION};
+
+/// The largest plan file read, in bytes. Real plans are kilobytes; the cap
+/// only stops a wrong path (a log, a binary) from being slurped whole.
+pub const MAX_PLAN_BYTES: usize = 16 * 1024 * 1024;
+
+/// The deepest YAML nesting accepted. A plan needs 6 levels; `params`
+/// values passed through to engines may nest further, but not this far.
+pub const MAX_YAML_DEPTH: usize = 64;
+
+/// The two formats a plan is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlanFormat {
+    /// JSON (`.json`, and standard input).
+    Json,
+    /// YAML (`.yaml`, `.yml`).
+    Yaml,
+}
+
+impl PlanFormat {
+    /// The format a path's extension names: `.json` is JSON, `.yaml` and
+    /// `.yml` are YAML (case-insensitive), `-` (standard input) is JSON.
+    /// `None` for any other extension or none at all; see
+    /// [`PlanFormat::sniff`].
+    pub fn from_path(path: &Path) -> Option<PlanFormat> {
+        if path == Path::new("-") {
+            return Some(PlanFormat::Json);
+        }
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "json" => Some(PlanFormat::Json),
+            "yaml" | "yml" => Some(PlanFormat::Yaml),
+            _ => None,
+        }
+    }
+
+    /// Guesses the format of text whose path says nothing: JSON when the
+    /// first non-blank character (after a byte-order mark) is `{`, YAML
+    /// otherwise. A JSON object is also valid YAML, so the guess only
+    /// decides whose error messages a broken file gets.
+    pub fn sniff(text: &str) -> PlanFormat {
+        let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+        if body.trim_start().starts_with('{') {
+            PlanFormat::Json
+        } else {
+            PlanFormat::Yaml
+        }
+    }
+
+    /// `json` or `yaml`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanFormat::Json => "json",
+            PlanFormat::Yaml => "yaml",
+        }
+    }
+}
+
+impl fmt::Display for PlanFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a plan could not be read. Every variant names its origin (the path,
+/// or `<stdin>`); syntax errors also carry the line, column and field path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The file could not be read.
+    #[error("{origin}: {source}")]
+    Io {
+        /// The path as given.
+        origin: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not UTF-8.
+    #[error("{origin}: not valid UTF-8 (first bad byte at offset {offset})")]
+    NotUtf8 {
+        /// The path as given.
+        origin: String,
+        /// Byte offset of the first invalid sequence.
+        offset: usize,
+    },
+    /// The input is larger than [`MAX_PLAN_BYTES`].
+    #[error("{origin}: {size} bytes is over the {limit}-byte limit for a plan")]
+    TooLarge {
+        /// The path as given.
+        origin: String,
+        /// The input's size.
+        size: usize,
+        /// [`MAX_PLAN_BYTES`].
+        limit: usize,
+    },
+    /// The text is not a well-formed plan: bad syntax, a wrong type, a
+    /// missing or unknown field.
+    #[error("{}", syntax_display(.origin, *.line, *.column, .field.as_deref(), .message))]
+    Syntax {
+        /// The path as given.
+        origin: String,
+        /// The format the text was read as.
+        format: PlanFormat,
+        /// 1-based line, when known.
+        line: Option<u64>,
+        /// 1-based column, when known.
+        column: Option<u64>,
+        /// Where in the plan, e.g. `sub_tasks[2].dependancies`, when known.
+        field: Option<String>,
+        /// What is wrong, without the location.
+        message: String,
+    },
+    /// `schema_version` is not [`SCHEMA_VERSION`].
+    #[error(
+        "{origin}: schema_version {found} is not supported (this build reads {SCHEMA_VERSION})"
+    )]
+    UnsupportedVersion {
+        /// The path as given.
+        origin: String,
+        /// The version as written.
+        found: String,
+    },
+}
+
+fn syntax_display(
+    origin: &str,
+    line: Option<u64>,
+    column: Option<u64>,
+    field: Option<&str>,
+    message: &str,
+) -> String {
+    let mut s = String::from(origin);
+    if let Some(line) = line {
+        s.push_str(&format!(":{line}"));
+        if let Some(column) = column {
+            s.push_str(&format!(":{column}"));
+        }
+    }
+    s.push_str(": ");
+    if let Some(field) = field {
+        s.push_str(field);
+        s.push_str(": ");
+    }
+    s.push_str(message);
+    s
+}
+
+impl PlanError {
+    /// The path or `<stdin>` the error is about.
+    pub fn origin(&self) -> &str {
+        match self {
+            PlanError::Io { origin, .. }
+            | PlanError::NotUtf8 { origin, .. }
+            | PlanError::TooLarge { origin, .. }
+            | PlanError::Syntax { origin, .. }
+            | PlanError::UnsupportedVersion { origin, .. } => origin,
+        }
+    }
+}
+
+/// Reads and parses the plan at `path`; `-` reads standard input as JSON.
+///
+/// The format follows the extension (see [`PlanFormat::from_path`]); a file
+/// with another extension is sniffed ([`PlanFormat::sniff`]).
+pub fn load_plan(path: &Path) -> Result<Plan, PlanError> {
+    let (origin, bytes) = if path == Path::new("-") {
+        let mut buf = Vec::new();
+        read_capped(std::io::stdin().lock(), &mut buf).map_err(|source| PlanError::Io {
+            origin: STDIN.to_string(),
+            source,
+        })?;
+        (STDIN.to_string(), buf)
+    } else {
+        let origin = path.display().to_string();
+        let file = std::fs::File::open(path).map_err(|source| PlanError::Io {
+            origin: origin.clone(),
+            source,
+        })?;
+        let mut buf = Vec::new();
+        read_capped(file, &mut buf).map_err(|source| PlanError::Io {
+            origin: origin.clone(),
+            source,
+        })?;
+        (origin, buf)
+    };
+    if bytes.len() > MAX_PLAN_BYTES {
+        return Err(PlanError::TooLarge {
+            origin,
+            size: bytes.len(),
+            limit: MAX_PLAN_BYTES,
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|e| PlanError::NotUtf8 {
+        origin: origin.clone(),
+        offset: e.utf8_error().valid_up_to(),
+    })?;
+    let format = PlanFormat::from_path(path).unwrap_or_else(|| PlanFormat::sniff(&text));
+    parse_plan(&text, &origin, format)
+}
+
+/// How standard input is named in errors.
+pub const STDIN: &str = "<stdin>";
+
+/// Reads at most one byte more than [`MAX_PLAN_BYTES`], so an oversized
+/// input is detected without reading all of it.
+fn read_capped(reader: impl std::io::Read, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::io::Read;
+    let limit = u64::try_from(MAX_PLAN_BYTES)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    reader.take(limit).read_to_end(buf).map(|_| ())
+}
+
+/// Parses `text` as a plan in `format`; `origin` names the source in
+/// errors (a path, or `<stdin>`).
+///
+/// Checks `schema_version` first (see the module docs), then deserializes
+/// the whole plan. Does not [`validate`](crate::validate()) it.
+///
+/// ```
+/// use ctx_model::{parse_plan, PlanError, PlanFormat};
+///
+/// let err = parse_plan("schema_version: 1\nsub_tasks:\n  - id: a\n    dependancies: [b]\n",
+///                      "plan.yaml", PlanFormat::Yaml).unwrap_err();
+/// let PlanError::Syntax { line, field, .. } = &err else { panic!() };
+/// assert_eq!(*line, Some(4));
+/// assert_eq!(field.as_deref(), Some("sub_tasks[0].dependancies"));
+/// assert!(err.to_string().starts_with("plan.yaml:4:5: sub_tasks[0].dependancies: unknown field"));
+/// ```
+pub fn parse_plan(text: &str, origin: &str, format: PlanFormat) -> Result<Plan, PlanError> {
+    if text.len() > MAX_PLAN_BYTES {
+        return Err(PlanError::TooLarge {
+            origin: origin.to_string(),
+            size: text.len(),
+            limit: MAX_PLAN_BYTES,
+        });
+    }
+    let version = match format {
+        PlanFormat::Json => serde_json::from_str::<VersionProbe>(text).ok(),
+        PlanFormat::Yaml => {
+            serde_saphyr::from_str_with_options::<VersionProbe>(text, yaml_options()).ok()
+        }
+    };
+    if let Some(VersionProbe {
+        schema_version: Some(v),
+    }) = version
+        && !v.is_supported()
+    {
+        return Err(PlanError::UnsupportedVersion {
+            origin: origin.to_string(),
+            found: v.0,
+        });
+    }
+    match format {
+        PlanFormat::Json => parse_json(text, origin),
+        PlanFormat::Yaml => parse_yaml(text, origin),
+    }
+}
+
+fn parse_json(text: &str, origin: &str) -> Result<Plan, PlanError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let plan: Plan = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = field_path(e.path());
+        let inner = e.into_inner();
+        json_error(origin, field, &inner)
+    })?;
+    de.end().map_err(|e| json_error(origin, None, &e))?;
+    Ok(plan)
+}
+
+fn json_error(origin: &str, field: Option<String>, e: &serde_json::Error) -> PlanError {
+    let (line, column) = if e.line() == 0 {
+        (None, None)
+    } else {
+        (Some(e.line() as u64), Some(e.column() as u64))
+    };
+    // serde_json's Display appends " at line L column C"; the location is
+    // carried separately, so drop it from the message.
+    let full = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
+    PlanError::Syntax {
+        origin: origin.to_string(),
+        format: PlanFormat::Json,
+        line,
+        column,
+        field,
+        message,
+    }
+}
+
+fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = MAX_YAML_DEPTH;
+    budget.max_reader_input_bytes = Some(MAX_PLAN_BYTES);
+    budget.max_total_scalar_bytes = MAX_PLAN_BYTES;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::Error;
+    // Messages are one line; the CLI prints file:line:column itself.
+    options.with_snippet = false;
+    options
+}
+
+fn parse_yaml(text: &str, origin: &str) -> Result<Plan, PlanError> {
+    let mut path: Option<String> = None;
+    let result =
+        serde_saphyr::with_deserializer_from_str_with_options(text, yaml_options(), |de| {
+            serde_path_to_error::deserialize::<_, Plan>(de).map_err(|e| {
+                path = field_path(e.path());
+                e.into_inner()
+            })
+        });
+    result.map_err(|e| yaml_error(origin, path, &e))
+}
+
+fn yaml_error(origin: &str, field: Option<String>, e: &serde_saphyr::Error) -> PlanError {
+    use serde_saphyr::MessageFormatter;
+    let plain = e.without_snippet();
+    let (line, column) = match plain.location() {
+        Some(loc) if loc.line() > 0 => (Some(loc.line()), Some(loc.column())),
+        _ => (None, None),
+    };
+    let message = serde_saphyr::UserMessageFormatter
+        .format_message(plain)
+        .into_owned();
+    PlanError::Syntax {
+        origin: origin.to_string(),
+        format: PlanFormat::Yaml,
+        line,
+        column,
+        field,
+        message,
+    }
+}
+
+/// `serde_path_to_error`'s path as we print it: `sub_tasks[2].id`, or
+/// `None` at the top level (where the path is just `.`). Trailing segments
+/// serde could not name (a duplicate key, say) are dropped: the line and
+/// column already point at them.
+fn field_path(path: &serde_path_to_error::Path) -> Option<String> {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    let named = segments
+        .iter()
+        .rposition(|s| !matches!(s, Segment::Unknown))
+        .map_or(0, |i| i + 1);
+    let mut out = String::new();
+    for seg in &segments[..named] {
+        match seg {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Segment::Unknown => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push('?');
+            }
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// Only `schema_version`, every other key ignored.
+#[derive(Deserialize)]
+struct VersionProbe {
+    #[serde(default)]
+    schema_version: Option<VersionText>,
+}
+
+/// A `schema_version` as written, whatever its type.
+struct VersionText(String);
+
+impl VersionText {
+    fn is_supported(&self) -> bool {
+        // Anything that is not an integer is left to the full parse, whose
+        // type error has a line and column.
+        match self.0.trim().parse::<i128>() {
+            Ok(n) => n == i128::from(SCHEMA_VERSION),
+            Err(_) => true,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for VersionText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = VersionText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a schema version")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<VersionText, E> {
+                Ok(VersionText(v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<VersionText, E> {
+                Ok(VersionText(v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<VersionText, E> {
+                Ok(VersionText(v.to_string()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<VersionText, E> {
+                Ok(VersionText(v.to_string()))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<VersionText, E> {
+                Ok(VersionText(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TASK_YAML: &str =
+        "    description: A\n    tool_or_prompt: {name: inference, params: {prompt: go}}\n";
+
+    fn syntax(err: PlanError) -> (Option<u64>, Option<u64>, Option<String>, String) {
+        match err {
+            PlanError::Syntax {
+                line,
+                column,
+                field,
+                message,
+                ..
+            } => (line, column, field, message),
+            other => panic!("not a syntax error: {other}"),
+        }
+    }
+
+    #[test]
+    fn format_by_extension() {
+        assert_eq!(
+            PlanFormat::from_path(Path::new("a.json")),
+            Some(PlanFormat::Json)
+        );
+        assert_eq!(
+            PlanFormat::from_path(Path::new("a.YAML")),
+            Some(PlanFormat::Yaml)
+        );
+        assert_eq!(
+            PlanFormat::from_path(Path::new("dir/a.yml")),
+            Some(PlanFormat::Yaml)
+        );
+        assert_eq!(
+            PlanFormat::from_path(Path::new("-")),
+            Some(PlanFormat::Json)
+        );
+        assert_eq!(PlanFormat::from_path(Path::new("plan.txt")), None);
+        assert_eq!(PlanFormat::from_path(Path::new("plan")), None);
+        assert_eq!(PlanFormat::sniff("\u{feff}  {\"a\": 1}"), PlanFormat::Json);
+        assert_eq!(
+            PlanFormat::sniff("# c\nschema_version: 1"),
+            PlanFormat::Yaml
+        );
+    }
+
+    #[test]
+    fn yaml_unknown_field_is_located_with_its_path() {
+        let text = format!(
+            "schema_version: 1\nsub_tasks:\n  - id: a\n{TASK_YAML}  - id: b\n{TASK_YAML}  - id: c\n    dependancies: [a]\n{TASK_YAML}"
+        );
+        let err = parse_plan(&text, "p.yaml", PlanFormat::Yaml).unwrap_err();
+        let msg = err.to_string();
+        let (line, column, field, message) = syntax(err);
+        assert_eq!((line, column), (Some(10), Some(5)));
+        assert_eq!(field.as_deref(), Some("sub_tasks[2].dependancies"));
+        assert!(
+            message.starts_with("unknown field `dependancies`"),
+            "{message}"
+        );
+        assert!(
+            msg.starts_with("p.yaml:10:5: sub_tasks[2].dependancies: unknown field"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn json_unknown_field_is_located_with_its_path() {
+        let text = "{\"schema_version\": 1,\n \"sub_tasks\": [\n  {\"id\": \"a\", \"description\": \"A\",\n   \"dependancies\": [],\n   \"tool_or_prompt\": {\"name\": \"inference\", \"params\": {\"prompt\": \"x\"}}}]}";
+        let err = parse_plan(text, "p.json", PlanFormat::Json).unwrap_err();
+        let msg = err.to_string();
+        let (line, column, field, message) = syntax(err);
+        assert_eq!(line, Some(4));
+        assert!(column.is_some_and(|c| c > 0));
+        assert_eq!(field.as_deref(), Some("sub_tasks[0].dependancies"));
+        assert!(
+            message.starts_with("unknown field `dependancies`"),
+            "{message}"
+        );
+        assert!(!message.contains("at line"), "{message}");
+        assert!(msg.starts_with("p.json:4:"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_fields_fail_everywhere_but_params() {
+        for (text, field) in [
+            ("schema_version: 1\nsub_tasks: []\ngaol: x\n", "gaol"),
+            (
+                "schema_version: 1\nsub_tasks: []\nentities:\n  - name: E\n    grounded_valu: x\n",
+                "entities[0].grounded_valu",
+            ),
+            (
+                "schema_version: 1\nsub_tasks: []\nconfig: {dependency: {max_output_len: 3}}\n",
+                "config.dependency.max_output_len",
+            ),
+            (
+                "schema_version: 1\nsub_tasks: []\nconfig: {entities: {include: true}}\n",
+                "config.entities.include",
+            ),
+            (
+                "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt: {name: inference, prams: {}, params: {prompt: go}}\n",
+                "sub_tasks[0].tool_or_prompt.prams",
+            ),
+            (
+                "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    entity_context: [{entity_name: E, relevance: high}]\n    tool_or_prompt: {name: inference, params: {prompt: go}}\n",
+                "sub_tasks[0].entity_context[0].relevance",
+            ),
+        ] {
+            let (_, _, f, m) = syntax(parse_plan(text, "p", PlanFormat::Yaml).unwrap_err());
+            assert_eq!(f.as_deref(), Some(field), "{text}");
+            assert!(m.contains("unknown field"), "{m}");
+        }
+        // params passes extra keys through.
+        let plan = parse_plan(
+            "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt: {name: inference, params: {prompt: go, frequency_penalty: 0.5, response_format: {type: json_object}}}\n",
+            "p",
+            PlanFormat::Yaml,
+        )
+        .unwrap();
+        let extra = &plan.sub_tasks[0].tool_or_prompt.params.extra;
+        assert_eq!(extra["frequency_penalty"], serde_json::json!(0.5));
+        assert_eq!(
+            extra["response_format"],
+            serde_json::json!({"type": "json_object"})
+        );
+    }
+
+    #[test]
+    fn schema_version_is_checked_before_the_fields() {
+        for (text, format) in [
+            (
+                "schema_version: 2\nbrand_new_field: x\nsub_tasks: 7\n",
+                PlanFormat::Yaml,
+            ),
+            (
+                "{\"schema_version\": 2, \"brand_new_field\": [1]}",
+                PlanFormat::Json,
+            ),
+        ] {
+            let err = parse_plan(text, "next.plan", format).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "next.plan: schema_version 2 is not supported (this build reads 1)"
+            );
+        }
+        let err =
+            parse_plan("schema_version: 0\nsub_tasks: []\n", "p", PlanFormat::Yaml).unwrap_err();
+        assert!(matches!(err, PlanError::UnsupportedVersion { ref found, .. } if found == "0"));
+        // A missing version is a located missing-field error.
+        let (line, _, _, m) =
+            syntax(parse_plan("sub_tasks: []\n", "p", PlanFormat::Yaml).unwrap_err());
+        assert!(line.is_some());
+        assert!(m.contains("missing field `schema_version`"), "{m}");
+        // A version of the wrong type gets the full parse's type error.
+        let (_, _, f, _) = syntax(
+            parse_plan(
+                "schema_version: one\nsub_tasks: []\n",
+                "p",
+                PlanFormat::Yaml,
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(f.as_deref(), Some("schema_version"));
+    }
+
+    #[test]
+    fn yaml_scalars_read_verbatim_as_text() {
+        let text = "schema_version: 1\nentities:\n  - name: Speed\n    grounded_value: 1.50\n  - name: On\n    grounded_value: true\n  - name: List\n    grounded_values: [10, 0x1F, no]\nsub_tasks:\n  - id: 1\n    description: A\n    tool_or_prompt: {name: inference, params: {prompt: go}}\n  - id: 2\n    description: B\n    dependencies: [1]\n    tool_or_prompt: {name: inference, params: {prompt: go}}\n";
+        let plan = parse_plan(text, "p", PlanFormat::Yaml).unwrap();
+        assert_eq!(plan.entities[0].grounded_value.as_deref(), Some("1.50"));
+        assert_eq!(plan.entities[1].grounded_value.as_deref(), Some("true"));
+        assert_eq!(
+            plan.entities[2].grounded_values.as_deref(),
+            Some(&["10".to_string(), "0x1F".to_string(), "no".to_string()][..])
+        );
+        assert_eq!(plan.sub_tasks[0].id, "1");
+        assert_eq!(plan.sub_tasks[1].dependencies, ["1"]);
+    }
+
+    #[test]
+    fn json_numbers_are_not_text() {
+        let (_, _, f, m) = syntax(
+            parse_plan(
+                r#"{"schema_version": 1, "sub_tasks": [{"id": 1}]}"#,
+                "p",
+                PlanFormat::Json,
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(f.as_deref(), Some("sub_tasks[0].id"));
+        assert!(m.contains("expected a string"), "{m}");
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors_in_both_formats() {
+        let (line, _, f, m) = syntax(
+            parse_plan(
+                "schema_version: 1\nsub_tasks:\n  - id: a\n    id: b\n",
+                "p",
+                PlanFormat::Yaml,
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(line, Some(4));
+        assert_eq!(f.as_deref(), Some("sub_tasks[0]"));
+        assert!(m.contains("duplicate"), "{m}");
+        let (_, _, _, m) = syntax(
+            parse_plan(
+                r#"{"schema_version": 1, "sub_tasks": [], "sub_tasks": []}"#,
+                "p",
+                PlanFormat::Json,
+            )
+            .unwrap_err(),
+        );
+        assert!(m.contains("duplicate field"), "{m}");
+    }
+
+    #[test]
+    fn syntax_errors_are_located() {
+        let (line, column, _, _) = syntax(
+            parse_plan("schema_version: 1\nsub_tasks: [\n", "p", PlanFormat::Yaml).unwrap_err(),
+        );
+        assert!(line.is_some() && column.is_some());
+        let (line, _, _, m) = syntax(
+            parse_plan(
+                "{\"schema_version\": 1,\n \"sub_tasks\": []} x",
+                "p",
+                PlanFormat::Json,
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(line, Some(2));
+        assert_eq!(m, "trailing characters");
+        assert!(parse_plan("", "p", PlanFormat::Yaml).is_err());
+        assert!(parse_plan("", "p", PlanFormat::Json).is_err());
+        assert!(parse_plan("- a\n", "p", PlanFormat::Yaml).is_err());
+    }
+
+    #[test]
+    fn yaml_bombs_and_deep_nesting_are_refused() {
+        // `params` accepts any value, so only the limits can stop these.
+        let task = |value: &str| {
+            format!(
+                "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt:\n      name: inference\n      params:\n        prompt: go\n        x: {value}\n"
+            )
+        };
+        let shallow = task(&format!("{}{}", "[".repeat(20), "]".repeat(20)));
+        assert!(parse_plan(&shallow, "p", PlanFormat::Yaml).is_ok());
+        let deep = task(&format!("{}{}", "[".repeat(500), "]".repeat(500)));
+        assert!(parse_plan(&deep, "p", PlanFormat::Yaml).is_err());
+
+        let mut bomb = String::from(
+            "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt:\n      name: inference\n      params:\n        prompt: go\n        l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n",
+        );
+        for i in 1..9 {
+            let prev = format!("*l{}", i - 1);
+            bomb.push_str(&format!(
+                "        l{i}: &l{i} [{}]\n",
+                vec![prev; 10].join(", ")
+            ));
+        }
+        let err = parse_plan(&bomb, "p", PlanFormat::Yaml).unwrap_err();
+        assert!(matches!(err, PlanError::Syntax { .. }), "{err}");
+
+        let deep_json = format!(
+            "{{\"schema_version\": 1, \"sub_tasks\": [{{\"id\": \"a\", \"description\": \"A\", \"tool_or_prompt\": {{\"name\": \"inference\", \"params\": {{\"prompt\": \"go\", \"x\": {}{}}}}}}}]}}",
+            "[".repeat(1000),
+            "]".repeat(1000)
+        );
+        let (_, _, _, m) = syntax(parse_plan(&deep_json, "p", PlanFormat::Json).unwrap_err());
+        assert!(m.contains("recursion limit"), "{m}");
+    }
+
+    #[test]
+    fn oversized_input_is_refused_before_parsing() {
+        let big = " ".repeat(MAX_PLAN_BYTES + 1);
+        let err = parse_plan(&big, "big.yaml", PlanFormat::Yaml).unwrap_err();
+        assert!(matches!(err, PlanError::TooLarge { .. }));
+        assert!(err.to_string().starts_with("big.yaml: "));
+    }
+
+    #[test]
+    fn load_plan_names_the_path() {
+        let err = load_plan(Path::new("/nonexistent/dir/plan.yaml")).unwrap_err();
+        assert!(matches!(err, PlanError::Io { .. }));
+        assert!(
+            err.to_string().starts_with("/nonexistent/dir/plan.yaml: "),
+            "{err}"
+        );
+        assert_eq!(err.origin(), "/nonexistent/dir/plan.yaml");
+    }
+
+    #[test]
+    fn load_plan_sniffs_unknown_extensions() {
+        let dir = std::env::temp_dir().join(format!("ctx-model-sniff-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = dir.join("plan.txt");
+        std::fs::write(&json, r#"{"schema_version": 1, "sub_tasks": [], "bad": 1}"#).unwrap();
+        let err = load_plan(&json).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PlanError::Syntax {
+                    format: PlanFormat::Json,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let yaml = dir.join("plan");
+        std::fs::write(&yaml, "schema_version: 1\nsub_tasks: []\n").unwrap();
+        assert!(load_plan(&yaml).unwrap().sub_tasks.is_empty());
+        let bad = dir.join("bad.yaml");
+        std::fs::write(&bad, b"schema_version: 1\n\xff\n").unwrap();
+        assert!(matches!(
+            load_plan(&bad).unwrap_err(),
+            PlanError::NotUtf8 { offset: 18, .. }
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

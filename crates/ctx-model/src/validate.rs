@@ -1,0 +1,994 @@
+//! Checking a parsed plan: every problem at once, each naming its field.
+//!
+//! Parsing already rejects what the types can express (missing fields,
+//! unknown fields, wrong types). [`validate`] checks what they cannot: that
+//! ids are unique and safe as file names, that dependencies name real tasks
+//! and form a DAG, that entity references resolve, that prompts are not
+//! empty and that config values are in range.
+//!
+//! Every [`Problem`] carries a stable [`ProblemCode`], the task id when the
+//! problem belongs to a task, the field path (`sub_tasks[3].dependencies[1]`)
+//! and a message, so the CLI can print a line per problem or emit JSON. The
+//! order is deterministic: plan-level fields first, then tasks in file
+//! order, then cycles.
+//!
+//! ## Cycles
+//!
+//! A depth-first search over tasks in file order (dependencies in listed
+//! order) finds every back edge; each back edge closes exactly one cycle,
+//! which is reported once as a path where each arrow reads "depends on":
+//! `a -> b -> c -> a`, rotated to start at the task that comes first in the
+//! file. Every strongly connected set of tasks is reported at least once,
+//! and no cycle twice. (Enumerating every elementary cycle can be
+//! exponential in the number of tasks; breaking the reported ones is enough
+//! to break them all, and re-running the check shows any that remain.)
+//! Self-dependencies are reported on their own and are not cycles here.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{INFERENCE_TOOL, Plan, SubTask};
+
+/// The longest task id, in bytes. Ids name files (`prompts/{id}.md`), and
+/// most file systems cap a name at 255 bytes.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// The tools a plan may name. Only [`INFERENCE_TOOL`] ships.
+pub const KNOWN_TOOLS: [&str; 1] = [INFERENCE_TOOL];
+
+/// The accepted range of `params.temperature`.
+pub const TEMPERATURE_RANGE: std::ops::RangeInclusive<f64> = 0.0..=2.0;
+
+/// What kind of problem; the stable, machine-readable part of a
+/// [`Problem`]. Serialized in `snake_case` (`unknown_dependency`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ProblemCode {
+    /// The plan has no sub-tasks.
+    NoTasks,
+    /// A task id is empty or only whitespace.
+    EmptyId,
+    /// A task id cannot be used as a file name (path separators, control
+    /// characters, `.`/`..`, surrounding whitespace, too long).
+    InvalidId,
+    /// Two tasks share an id.
+    DuplicateId,
+    /// A task's description is empty.
+    EmptyDescription,
+    /// A task's description spans several lines (it becomes a heading).
+    MultilineDescription,
+    /// A task depends on itself.
+    SelfDependency,
+    /// A dependency names no task.
+    UnknownDependency,
+    /// A dependency is listed twice.
+    DuplicateDependency,
+    /// Dependencies form a cycle.
+    Cycle,
+    /// `tool_or_prompt.name` is not a tool this build ships.
+    UnknownTool,
+    /// `params.prompt` is empty or only whitespace.
+    EmptyPrompt,
+    /// `params.temperature` is out of range or not a number.
+    TemperatureOutOfRange,
+    /// `params.top_p` is outside 0..=1 or not a number.
+    TopPOutOfRange,
+    /// `params.max_tokens` is 0.
+    ZeroMaxTokens,
+    /// An entity's name is empty.
+    EmptyEntityName,
+    /// Two entities share a name.
+    DuplicateEntity,
+    /// An entity has both `grounded_value` and `grounded_values`.
+    ConflictingGroundedValue,
+    /// An `entity_context` entry names no plan entity.
+    UnknownEntity,
+    /// A task lists the same entity twice in `entity_context`.
+    DuplicateEntityContext,
+    /// `config.tokenizer` is not a known tokenizer.
+    UnknownTokenizer,
+    /// `config.max_prompt_tokens` is 0.
+    ZeroMaxPromptTokens,
+    /// `config.dependency.max_output_length` is 0.
+    ZeroMaxOutputLength,
+}
+
+impl ProblemCode {
+    /// The code as written in JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProblemCode::NoTasks => "no_tasks",
+            ProblemCode::EmptyId => "empty_id",
+            ProblemCode::InvalidId => "invalid_id",
+            ProblemCode::DuplicateId => "duplicate_id",
+            ProblemCode::EmptyDescription => "empty_description",
+            ProblemCode::MultilineDescription => "multiline_description",
+            ProblemCode::SelfDependency => "self_dependency",
+            ProblemCode::UnknownDependency => "unknown_dependency",
+            ProblemCode::DuplicateDependency => "duplicate_dependency",
+            ProblemCode::Cycle => "cycle",
+            ProblemCode::UnknownTool => "unknown_tool",
+            ProblemCode::EmptyPrompt => "empty_prompt",
+            ProblemCode::TemperatureOutOfRange => "temperature_out_of_range",
+            ProblemCode::TopPOutOfRange => "top_p_out_of_range",
+            ProblemCode::ZeroMaxTokens => "zero_max_tokens",
+            ProblemCode::EmptyEntityName => "empty_entity_name",
+            ProblemCode::DuplicateEntity => "duplicate_entity",
+            ProblemCode::ConflictingGroundedValue => "conflicting_grounded_value",
+            ProblemCode::UnknownEntity => "unknown_entity",
+            ProblemCode::DuplicateEntityContext => "duplicate_entity_context",
+            ProblemCode::UnknownTokenizer => "unknown_tokenizer",
+            ProblemCode::ZeroMaxPromptTokens => "zero_max_prompt_tokens",
+            ProblemCode::ZeroMaxOutputLength => "zero_max_output_length",
+        }
+    }
+}
+
+impl fmt::Display for ProblemCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing wrong with a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Problem {
+    /// What kind of problem.
+    pub code: ProblemCode,
+    /// The id of the task the problem belongs to, when it belongs to one
+    /// (for a cycle, the first task of the path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// Where, as a path into the plan: `sub_tasks[3].dependencies[1]`,
+    /// `entities[0].name`, `config.tokenizer`.
+    pub field: String,
+    /// What is wrong, for people.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    /// `task "css": sub_tasks[3].dependencies[1]: unknown task id "htm"`,
+    /// or without the task part for plan-level fields.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(id) = &self.task_id {
+            write!(f, "task {}: ", quoted(id))?;
+        }
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// `"id"` with quotes and control characters escaped, so an odd id never
+/// breaks a line of output.
+pub(crate) fn quoted(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// Checks `plan` and returns every problem found, in a deterministic order;
+/// an empty vector means the plan is valid.
+///
+/// ```
+/// use ctx_model::{parse_plan, validate, PlanFormat, ProblemCode};
+///
+/// let plan = parse_plan(r#"{"schema_version": 1, "sub_tasks": [
+///   {"id": "html", "description": "Page", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Write it."}}},
+///   {"id": "css", "description": "Style", "dependencies": ["htm"],
+///    "tool_or_prompt": {"name": "inference", "params": {"prompt": "Style it."}}}
+/// ]}"#, "plan.json", PlanFormat::Json).unwrap();
+/// let problems = validate(&plan);
+/// assert_eq!(problems.len(), 1);
+/// assert_eq!(problems[0].code, ProblemCode::UnknownDependency);
+/// assert_eq!(problems[0].to_string(),
+///     r#"task "css": sub_tasks[1].dependencies[0]: unknown task id "htm" (did you mean "html"?)"#);
+/// ```
+pub fn validate(plan: &Plan) -> Vec<Problem> {
+    let mut out = Vec::new();
+    check_config(plan, &mut out);
+    let entity_names = check_entities(plan, &mut out);
+    if plan.sub_tasks.is_empty() {
+        out.push(Problem {
+            code: ProblemCode::NoTasks,
+            task_id: None,
+            field: "sub_tasks".into(),
+            message: "the plan has no tasks".into(),
+        });
+    }
+
+    // First index of each id; later duplicates are reported and ignored.
+    let mut first_index: HashMap<&str, usize> = HashMap::new();
+    for (i, task) in plan.sub_tasks.iter().enumerate() {
+        first_index.entry(task.id.as_str()).or_insert(i);
+    }
+    let task_ids: Vec<&str> = {
+        let mut seen = HashSet::new();
+        plan.sub_tasks
+            .iter()
+            .map(|t| t.id.as_str())
+            .filter(|id| seen.insert(*id))
+            .collect()
+    };
+
+    for (i, task) in plan.sub_tasks.iter().enumerate() {
+        check_task(i, task, &first_index, &task_ids, &entity_names, &mut out);
+    }
+    for cycle in find_cycles(plan) {
+        let first = cycle.first().copied().unwrap_or(0);
+        let path = cycle
+            .iter()
+            .chain(cycle.first())
+            .map(|&i| quoted(&plan.sub_tasks[i].id))
+            .collect::<Vec<_>>()
+            .join(" -> ");
+        out.push(Problem {
+            code: ProblemCode::Cycle,
+            task_id: Some(plan.sub_tasks[first].id.clone()),
+            field: format!("sub_tasks[{first}].dependencies"),
+            message: format!("dependency cycle: {path}"),
+        });
+    }
+    out
+}
+
+fn check_config(plan: &Plan, out: &mut Vec<Problem>) {
+    let cfg = &plan.config;
+    if let Some(name) = &cfg.tokenizer
+        && let Err(e) = ctx_tokens::Tokenizer::from_str(name)
+    {
+        out.push(Problem {
+            code: ProblemCode::UnknownTokenizer,
+            task_id: None,
+            field: "config.tokenizer".into(),
+            message: e.to_string(),
+        });
+    }
+    if cfg.max_prompt_tokens == 0 {
+        out.push(Problem {
+            code: ProblemCode::ZeroMaxPromptTokens,
+            task_id: None,
+            field: "config.max_prompt_tokens".into(),
+            message: "must be at least 1 (the cap on every assembled prompt)".into(),
+        });
+    }
+    if cfg.dependency.max_output_length == Some(0) {
+        out.push(Problem {
+            code: ProblemCode::ZeroMaxOutputLength,
+            task_id: None,
+            field: "config.dependency.max_output_length".into(),
+            message: "must be at least 1, or null for unlimited".into(),
+        });
+    }
+}
+
+/// Checks the plan's entities; returns the set of names, first occurrence
+/// winning.
+fn check_entities<'p>(plan: &'p Plan, out: &mut Vec<Problem>) -> Vec<&'p str> {
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    let mut names = Vec::new();
+    for (i, e) in plan.entities.iter().enumerate() {
+        if e.name.trim().is_empty() {
+            out.push(Problem {
+                code: ProblemCode::EmptyEntityName,
+                task_id: None,
+                field: format!("entities[{i}].name"),
+                message: "entity name is empty".into(),
+            });
+        } else if let Some(&j) = first.get(e.name.as_str()) {
+            out.push(Problem {
+                code: ProblemCode::DuplicateEntity,
+                task_id: None,
+                field: format!("entities[{i}].name"),
+                message: format!(
+                    "duplicate entity name {} (first at entities[{j}])",
+                    quoted(&e.name)
+                ),
+            });
+        } else {
+            first.insert(&e.name, i);
+            names.push(e.name.as_str());
+        }
+        if e.grounded_value.is_some() && e.grounded_values.is_some() {
+            out.push(Problem {
+                code: ProblemCode::ConflictingGroundedValue,
+                task_id: None,
+                field: format!("entities[{i}]"),
+                message: format!(
+                    "entity {} has both grounded_value and grounded_values; keep one",
+                    quoted(&e.name)
+                ),
+            });
+        }
+    }
+    names
+}
+
+fn check_task(
+    i: usize,
+    task: &SubTask,
+    first_index: &HashMap<&str, usize>,
+    task_ids: &[&str],
+    entity_names: &[&str],
+    out: &mut Vec<Problem>,
+) {
+    let tid = (!task.id.trim().is_empty()).then(|| task.id.clone());
+    let mut push = |code, field: String, message: String| {
+        out.push(Problem {
+            code,
+            task_id: tid.clone(),
+            field,
+            message,
+        })
+    };
+    let at = |field: &str| format!("sub_tasks[{i}].{field}");
+
+    // Id.
+    if task.id.trim().is_empty() {
+        push(ProblemCode::EmptyId, at("id"), "task id is empty".into());
+    } else if let Some(why) = id_unsafe_reason(&task.id) {
+        push(ProblemCode::InvalidId, at("id"), format!("task id {why}"));
+    }
+    if let Some(&j) = first_index.get(task.id.as_str())
+        && j != i
+        && !task.id.trim().is_empty()
+    {
+        push(
+            ProblemCode::DuplicateId,
+            at("id"),
+            format!(
+                "duplicate task id {} (first at sub_tasks[{j}])",
+                quoted(&task.id)
+            ),
+        );
+    }
+
+    // Description.
+    if task.description.trim().is_empty() {
+        push(
+            ProblemCode::EmptyDescription,
+            at("description"),
+            "description is empty".into(),
+        );
+    } else if task.description.trim().contains(['\n', '\r']) {
+        push(
+            ProblemCode::MultilineDescription,
+            at("description"),
+            "description must be one line (it becomes the heading `### Task {id}: {description}`)"
+                .into(),
+        );
+    }
+
+    // Dependencies.
+    let mut seen_deps: HashMap<&str, usize> = HashMap::new();
+    for (k, dep) in task.dependencies.iter().enumerate() {
+        let field = at(&format!("dependencies[{k}]"));
+        if let Some(&prev) = seen_deps.get(dep.as_str()) {
+            push(
+                ProblemCode::DuplicateDependency,
+                field,
+                format!(
+                    "{} is listed twice (first at dependencies[{prev}])",
+                    quoted(dep)
+                ),
+            );
+            continue;
+        }
+        seen_deps.insert(dep, k);
+        if *dep == task.id {
+            push(
+                ProblemCode::SelfDependency,
+                field,
+                "a task cannot depend on itself".into(),
+            );
+        } else if !first_index.contains_key(dep.as_str()) {
+            push(
+                ProblemCode::UnknownDependency,
+                field,
+                format!(
+                    "unknown task id {}{}",
+                    quoted(dep),
+                    did_you_mean(dep, task_ids.iter().copied().filter(|&id| id != task.id))
+                ),
+            );
+        }
+    }
+
+    // Entity references.
+    let mut seen_entities: HashMap<&str, usize> = HashMap::new();
+    for (k, ec) in task.entity_context.iter().enumerate() {
+        let field = at(&format!("entity_context[{k}].entity_name"));
+        if let Some(&prev) = seen_entities.get(ec.entity_name.as_str()) {
+            push(
+                ProblemCode::DuplicateEntityContext,
+                field,
+                format!(
+                    "entity {} is listed twice (first at entity_context[{prev}])",
+                    quoted(&ec.entity_name)
+                ),
+            );
+            continue;
+        }
+        seen_entities.insert(&ec.entity_name, k);
+        if !entity_names.contains(&ec.entity_name.as_str()) {
+            push(
+                ProblemCode::UnknownEntity,
+                field,
+                format!(
+                    "unknown entity {}{}",
+                    quoted(&ec.entity_name),
+                    did_you_mean(&ec.entity_name, entity_names.iter().copied())
+                ),
+            );
+        }
+    }
+
+    // Tool and parameters.
+    let tool = &task.tool_or_prompt;
+    if !KNOWN_TOOLS.contains(&tool.name.as_str()) {
+        push(
+            ProblemCode::UnknownTool,
+            at("tool_or_prompt.name"),
+            format!(
+                "unknown tool {} (this build ships: {}){}",
+                quoted(&tool.name),
+                KNOWN_TOOLS.join(", "),
+                did_you_mean(&tool.name, KNOWN_TOOLS.iter().copied())
+            ),
+        );
+    }
+    let p = &tool.params;
+    if p.prompt.trim().is_empty() {
+        push(
+            ProblemCode::EmptyPrompt,
+            at("tool_or_prompt.params.prompt"),
+            "prompt is empty".into(),
+        );
+    }
+    if let Some(t) = p.temperature
+        && !TEMPERATURE_RANGE.contains(&t)
+    {
+        push(
+            ProblemCode::TemperatureOutOfRange,
+            at("tool_or_prompt.params.temperature"),
+            format!(
+                "temperature {t} is outside {}..={}",
+                TEMPERATURE_RANGE.start(),
+                TEMPERATURE_RANGE.end()
+            ),
+        );
+    }
+    if let Some(t) = p.top_p
+        && !(0.0..=1.0).contains(&t)
+    {
+        push(
+            ProblemCode::TopPOutOfRange,
+            at("tool_or_prompt.params.top_p"),
+            format!("top_p {t} is outside 0..=1"),
+        );
+    }
+    if p.max_tokens == Some(0) {
+        push(
+            ProblemCode::ZeroMaxTokens,
+            at("tool_or_prompt.params.max_tokens"),
+            "max_tokens must be at least 1".into(),
+        );
+    }
+}
+
+/// Why `id` cannot serve as a file name, if it cannot.
+fn id_unsafe_reason(id: &str) -> Option<String> {
+    if id.trim() != id {
+        return Some(format!("{} has leading or trailing whitespace", quoted(id)));
+    }
+    if id == "." || id == ".." {
+        return Some(format!("{} cannot be used as a file name", quoted(id)));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| matches!(c, '/' | '\\') || c.is_control())
+    {
+        return Some(format!(
+            "{} contains {} (ids name files, so no path separators or control characters)",
+            quoted(id),
+            quoted(&c.to_string())
+        ));
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Some(format!(
+            "is {} bytes long (at most {MAX_ID_BYTES})",
+            id.len()
+        ));
+    }
+    None
+}
+
+/// ` (did you mean "x"?)` when a candidate is close to `word`, else empty.
+///
+/// Close means an edit distance of at most a third of the word's length
+/// (so words under three characters only match ignoring case), or equal
+/// ignoring case. Ties go to the first candidate.
+pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> String {
+    let limit = word.chars().count() / 3;
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        if c == word {
+            continue;
+        }
+        let d = if c.to_lowercase() == word.to_lowercase() {
+            0
+        } else {
+            edit_distance(word, c)
+        };
+        if d <= limit && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, c));
+        }
+    }
+    match best {
+        Some((_, c)) => format!(" (did you mean {}?)", quoted(c)),
+        None => String::new(),
+    }
+}
+
+/// Levenshtein distance over chars, two rows.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// Every cycle closed by a back edge of a depth-first search, as task
+/// indices in "depends on" order, each rotated to start at its smallest
+/// index, sorted. Self-loops, unknown ids and later duplicates of an id are
+/// ignored. Iterative, so a deep chain cannot overflow the stack.
+pub(crate) fn find_cycles(plan: &Plan) -> Vec<Vec<usize>> {
+    let n = plan.sub_tasks.len();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for (i, t) in plan.sub_tasks.iter().enumerate() {
+        index.entry(t.id.as_str()).or_insert(i);
+    }
+    // Adjacency: task -> the tasks it depends on, deduplicated, in order.
+    let adj: Vec<Vec<usize>> = plan
+        .sub_tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut seen = HashSet::new();
+            t.dependencies
+                .iter()
+                .filter_map(|d| index.get(d.as_str()).copied())
+                .filter(|&j| j != i && seen.insert(j))
+                .collect()
+        })
+        .collect();
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnStack,
+        Done,
+    }
+    let mut mark = vec![Mark::New; n];
+    // Position of each on-stack node in `path`.
+    let mut pos = vec![usize::MAX; n];
+    let mut path: Vec<usize> = Vec::new();
+    let mut found: BTreeMap<Vec<usize>, ()> = BTreeMap::new();
+
+    for root in 0..n {
+        // Only canonical tasks (first of their id) are nodes.
+        if mark[root] != Mark::New || index.get(plan.sub_tasks[root].id.as_str()) != Some(&root) {
+            continue;
+        }
+        // Stack of (node, next edge to try).
+        let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
+        mark[root] = Mark::OnStack;
+        pos[root] = path.len();
+        path.push(root);
+        while let Some(top) = stack.last_mut() {
+            let (node, edge) = *top;
+            top.1 += 1;
+            if let Some(&dep) = adj[node].get(edge) {
+                match mark[dep] {
+                    Mark::New => {
+                        mark[dep] = Mark::OnStack;
+                        pos[dep] = path.len();
+                        path.push(dep);
+                        stack.push((dep, 0));
+                    }
+                    Mark::OnStack => {
+                        let cycle = rotate_to_min(&path[pos[dep]..]);
+                        found.insert(cycle, ());
+                    }
+                    Mark::Done => {}
+                }
+            } else {
+                mark[node] = Mark::Done;
+                pos[node] = usize::MAX;
+                path.pop();
+                stack.pop();
+            }
+        }
+    }
+    found.into_keys().collect()
+}
+
+fn rotate_to_min(cycle: &[usize]) -> Vec<usize> {
+    let start = cycle
+        .iter()
+        .enumerate()
+        .min_by_key(|&(_, v)| *v)
+        .map_or(0, |(i, _)| i);
+    cycle[start..]
+        .iter()
+        .chain(&cycle[..start])
+        .copied()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Entity, EntityContext, Params, PlanConfig, ToolOrPrompt};
+
+    fn task(id: &str, deps: &[&str]) -> SubTask {
+        SubTask {
+            id: id.into(),
+            description: format!("Task {id}"),
+            dependencies: deps.iter().map(|d| d.to_string()).collect(),
+            entity_context: Vec::new(),
+            tool_or_prompt: ToolOrPrompt {
+                name: INFERENCE_TOOL.into(),
+                params: Params {
+                    prompt: format!("Do {id}."),
+                    ..Params::default()
+                },
+            },
+        }
+    }
+
+    fn entity(name: &str) -> Entity {
+        Entity {
+            name: name.into(),
+            entity_type: None,
+            intent: None,
+            grounded_value: Some("v".into()),
+            grounded_values: None,
+        }
+    }
+
+    fn plan(tasks: Vec<SubTask>) -> Plan {
+        Plan {
+            schema_version: 1,
+            goal: None,
+            entities: Vec::new(),
+            sub_tasks: tasks,
+            config: PlanConfig::default(),
+        }
+    }
+
+    fn codes(p: &Plan) -> Vec<ProblemCode> {
+        validate(p).iter().map(|p| p.code).collect()
+    }
+
+    fn only(p: &Plan) -> Problem {
+        let problems = validate(p);
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        problems.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn a_valid_plan_has_no_problems() {
+        let p = plan(vec![
+            task("a", &[]),
+            task("b", &["a"]),
+            task("c", &["a", "b"]),
+        ]);
+        assert_eq!(validate(&p), []);
+    }
+
+    #[test]
+    fn empty_plan() {
+        assert_eq!(codes(&plan(vec![])), [ProblemCode::NoTasks]);
+    }
+
+    #[test]
+    fn empty_and_duplicate_ids() {
+        let p = plan(vec![
+            task("a", &[]),
+            task(" ", &[]),
+            task("a", &[]),
+            task("", &[]),
+        ]);
+        let problems = validate(&p);
+        assert_eq!(
+            problems.iter().map(|p| p.code).collect::<Vec<_>>(),
+            [
+                ProblemCode::EmptyId,
+                ProblemCode::DuplicateId,
+                ProblemCode::EmptyId
+            ]
+        );
+        assert_eq!(problems[0].task_id, None);
+        assert_eq!(problems[0].field, "sub_tasks[1].id");
+        assert_eq!(
+            problems[1].to_string(),
+            r#"task "a": sub_tasks[2].id: duplicate task id "a" (first at sub_tasks[0])"#
+        );
+    }
+
+    #[test]
+    fn ids_must_be_safe_file_names() {
+        for bad in ["../etc", "a/b", "a\\b", ".", "..", " a", "a\n", "x\u{7}"] {
+            let p = plan(vec![task(bad, &[])]);
+            assert_eq!(codes(&p), [ProblemCode::InvalidId], "{bad:?}");
+        }
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        assert_eq!(
+            codes(&plan(vec![task(&long, &[])])),
+            [ProblemCode::InvalidId]
+        );
+        for good in ["1", "html structure", "css.v2", "ünïcode-id", "a..b"] {
+            assert_eq!(validate(&plan(vec![task(good, &[])])), [], "{good:?}");
+        }
+    }
+
+    #[test]
+    fn descriptions() {
+        let mut t = task("a", &[]);
+        t.description = "  ".into();
+        assert_eq!(
+            only(&plan(vec![t.clone()])).code,
+            ProblemCode::EmptyDescription
+        );
+        t.description = "line one\nline two".into();
+        let p = only(&plan(vec![t.clone()]));
+        assert_eq!(p.code, ProblemCode::MultilineDescription);
+        assert_eq!(p.field, "sub_tasks[0].description");
+        // A trailing newline (YAML `|` blocks) is tolerated.
+        t.description = "one line\n".into();
+        assert_eq!(validate(&plan(vec![t])), []);
+    }
+
+    #[test]
+    fn self_unknown_and_duplicate_dependencies() {
+        let p = plan(vec![
+            task("html", &[]),
+            task("js", &[]),
+            task("css", &["css", "htm", "html", "html", "zzz"]),
+        ]);
+        let problems = validate(&p);
+        let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            lines,
+            [
+                r#"task "css": sub_tasks[2].dependencies[0]: a task cannot depend on itself"#,
+                r#"task "css": sub_tasks[2].dependencies[1]: unknown task id "htm" (did you mean "html"?)"#,
+                r#"task "css": sub_tasks[2].dependencies[3]: "html" is listed twice (first at dependencies[2])"#,
+                r#"task "css": sub_tasks[2].dependencies[4]: unknown task id "zzz""#,
+            ]
+        );
+        assert_eq!(
+            problems.iter().map(|p| p.code).collect::<Vec<_>>(),
+            [
+                ProblemCode::SelfDependency,
+                ProblemCode::UnknownDependency,
+                ProblemCode::DuplicateDependency,
+                ProblemCode::UnknownDependency
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cycle_is_printed_as_a_path() {
+        let p = plan(vec![
+            task("a", &["c"]),
+            task("b", &["a"]),
+            task("c", &["b"]),
+        ]);
+        let problem = only(&p);
+        assert_eq!(problem.code, ProblemCode::Cycle);
+        assert_eq!(problem.task_id.as_deref(), Some("a"));
+        assert_eq!(problem.field, "sub_tasks[0].dependencies");
+        assert_eq!(
+            problem.message,
+            r#"dependency cycle: "a" -> "c" -> "b" -> "a""#
+        );
+    }
+
+    #[test]
+    fn every_cycle_once_in_a_stable_order() {
+        // Two separate cycles, and a two-node cycle sharing a node with a
+        // three-node one.
+        let p = plan(vec![
+            task("x", &["y"]),
+            task("y", &["x"]),
+            task("a", &["b"]),
+            task("b", &["c", "a"]),
+            task("c", &["a"]),
+            task("ok", &["a"]),
+        ]);
+        let messages: Vec<String> = validate(&p).into_iter().map(|p| p.message).collect();
+        assert_eq!(
+            messages,
+            [
+                r#"dependency cycle: "x" -> "y" -> "x""#,
+                r#"dependency cycle: "a" -> "b" -> "a""#,
+                r#"dependency cycle: "a" -> "b" -> "c" -> "a""#,
+            ]
+        );
+        // The same plan with tasks listed in another order reports the same
+        // cycles (as sets of edges), so reports do not depend on luck.
+        let mut shuffled = p.clone();
+        shuffled.sub_tasks.reverse();
+        assert_eq!(validate(&shuffled).len(), 3);
+    }
+
+    #[test]
+    fn cycles_ignore_unknown_ids_and_self_loops() {
+        let p = plan(vec![task("a", &["a", "ghost"]), task("b", &["a"])]);
+        assert_eq!(
+            codes(&p),
+            [ProblemCode::SelfDependency, ProblemCode::UnknownDependency]
+        );
+    }
+
+    #[test]
+    fn a_long_chain_does_not_overflow() {
+        let n = 100_000;
+        let mut tasks: Vec<SubTask> = (0..n)
+            .map(|i| {
+                let deps: Vec<String> = if i == 0 {
+                    vec![]
+                } else {
+                    vec![(i - 1).to_string()]
+                };
+                let mut t = task(&i.to_string(), &[]);
+                t.dependencies = deps;
+                t
+            })
+            .collect();
+        assert_eq!(validate(&plan(tasks.clone())), []);
+        tasks[0].dependencies.push((n - 1).to_string());
+        let problems = validate(&plan(tasks));
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].code, ProblemCode::Cycle);
+    }
+
+    #[test]
+    fn tools_prompts_and_params() {
+        let mut t = task("a", &[]);
+        t.tool_or_prompt.name = "inferense".into();
+        t.tool_or_prompt.params.prompt = " \n".into();
+        t.tool_or_prompt.params.temperature = Some(2.5);
+        t.tool_or_prompt.params.top_p = Some(f64::NAN);
+        t.tool_or_prompt.params.max_tokens = Some(0);
+        let problems = validate(&plan(vec![t]));
+        let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            lines,
+            [
+                r#"task "a": sub_tasks[0].tool_or_prompt.name: unknown tool "inferense" (this build ships: inference) (did you mean "inference"?)"#,
+                r#"task "a": sub_tasks[0].tool_or_prompt.params.prompt: prompt is empty"#,
+                r#"task "a": sub_tasks[0].tool_or_prompt.params.temperature: temperature 2.5 is outside 0..=2"#,
+                r#"task "a": sub_tasks[0].tool_or_prompt.params.top_p: top_p NaN is outside 0..=1"#,
+                r#"task "a": sub_tasks[0].tool_or_prompt.params.max_tokens: max_tokens must be at least 1"#,
+            ]
+        );
+        let mut t = task("a", &[]);
+        t.tool_or_prompt.params.temperature = Some(f64::NAN);
+        assert_eq!(codes(&plan(vec![t])), [ProblemCode::TemperatureOutOfRange]);
+        let mut t = task("a", &[]);
+        t.tool_or_prompt.params.temperature = Some(0.0);
+        t.tool_or_prompt.params.top_p = Some(1.0);
+        assert_eq!(validate(&plan(vec![t])), []);
+    }
+
+    #[test]
+    fn entities_and_their_references() {
+        let mut both = entity("Both");
+        both.grounded_values = Some(vec!["x".into()]);
+        let mut p = plan(vec![task("a", &[])]);
+        p.entities = vec![entity("Board"), entity("Board"), entity(""), both];
+        p.sub_tasks[0].entity_context = ["Bord", "Board", "Board", "Nothing like it"]
+            .iter()
+            .map(|n| EntityContext {
+                entity_name: n.to_string(),
+                intent_relevance: None,
+                grounded_value: None,
+                usage_note: None,
+            })
+            .collect();
+        let lines: Vec<String> = validate(&p).iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            lines,
+            [
+                r#"entities[1].name: duplicate entity name "Board" (first at entities[0])"#,
+                r#"entities[2].name: entity name is empty"#,
+                r#"entities[3]: entity "Both" has both grounded_value and grounded_values; keep one"#,
+                r#"task "a": sub_tasks[0].entity_context[0].entity_name: unknown entity "Bord" (did you mean "Board"?)"#,
+                r#"task "a": sub_tasks[0].entity_context[2].entity_name: entity "Board" is listed twice (first at entity_context[1])"#,
+                r#"task "a": sub_tasks[0].entity_context[3].entity_name: unknown entity "Nothing like it""#,
+            ]
+        );
+    }
+
+    #[test]
+    fn config_values() {
+        let mut p = plan(vec![task("a", &[])]);
+        p.config.tokenizer = Some("cl100k".into());
+        p.config.max_prompt_tokens = 0;
+        p.config.dependency.max_output_length = Some(0);
+        let problems = validate(&p);
+        assert_eq!(
+            problems.iter().map(|p| p.code).collect::<Vec<_>>(),
+            [
+                ProblemCode::UnknownTokenizer,
+                ProblemCode::ZeroMaxPromptTokens,
+                ProblemCode::ZeroMaxOutputLength
+            ]
+        );
+        assert_eq!(problems[0].field, "config.tokenizer");
+        assert!(problems[0].message.contains("unknown tokenizer `cl100k`"));
+        p.config.tokenizer = Some("O200K_BASE".into());
+        p.config.max_prompt_tokens = 1;
+        p.config.dependency.max_output_length = None;
+        assert_eq!(validate(&p), []);
+    }
+
+    #[test]
+    fn did_you_mean_is_conservative() {
+        let ids = ["html", "css", "game-logic"];
+        assert_eq!(
+            did_you_mean("htm", ids.iter().copied()),
+            r#" (did you mean "html"?)"#
+        );
+        assert_eq!(
+            did_you_mean("CSS", ids.iter().copied()),
+            r#" (did you mean "css"?)"#
+        );
+        assert_eq!(
+            did_you_mean("game_logic", ids.iter().copied()),
+            r#" (did you mean "game-logic"?)"#
+        );
+        assert_eq!(did_you_mean("js", ids.iter().copied()), "");
+        assert_eq!(did_you_mean("", ids.iter().copied()), "");
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("ü", "u"), 1);
+    }
+
+    #[test]
+    fn problems_serialize_with_stable_codes() {
+        let p = plan(vec![task("a", &["b"])]);
+        let json = serde_json::to_value(validate(&p)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!([{
+                "code": "unknown_dependency",
+                "task_id": "a",
+                "field": "sub_tasks[0].dependencies[0]",
+                "message": "unknown task id \"b\""
+            }])
+        );
+        for code in [
+            ProblemCode::NoTasks,
+            ProblemCode::TopPOutOfRange,
+            ProblemCode::ZeroMaxOutputLength,
+        ] {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+        }
+    }
+}
