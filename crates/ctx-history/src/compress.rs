@@ -1,0 +1,523 @@
+//! Compression of extracted text to a word target at sentence boundaries.
+//!
+//! The text of a source (its summary line and sections, or its whole body
+//! split at its headings) is cut into **units** that partition it exactly:
+//!
+//! * a **sentence**: ends after `.`, `!` or `?` (and any closing quotes,
+//!   brackets or emphasis marks) followed by whitespace and a character
+//!   that is not a lower-case letter; not after an abbreviation (`e.g.`,
+//!   `Dr.`, `vs.`, a single initial, a word with an inner dot such as
+//!   `U.S.`), a list number (`3.`) or inside an inline code span or link
+//!   text. A dot followed by a non-blank (`v1.2`, `example.com`) never ends
+//!   a sentence. A blank line, and a line break before a list item, quote
+//!   or heading, also end a unit, so each list item is a unit that starts
+//!   with its marker;
+//! * a **block** that must never be cut open: a fenced or indented code
+//!   block, an HTML block, a table;
+//! * a heading is glued to the unit after it, so a heading is kept exactly
+//!   when something of its section is.
+//!
+//! Units are ranked round-robin over the sections — the first sentence of
+//! every section, then the second of every section, and so on — with blocks
+//! after all sentences. Compressing to `n` words keeps the longest prefix
+//! of that ranking that fits `n`, shown in document order. Because a larger
+//! `n` keeps a superset, every size is monotone in the prefix length,
+//! which is what lets budget fitting binary-search cut points. Wherever a
+//! kept unit is followed by a left-out one, an elision mark `…` (one
+//! word) follows it.
+
+use std::ops::Range;
+
+use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+
+use ctx_tokens::TokenCounter;
+
+use crate::markdown::{parser_options, sections};
+
+/// The elision mark.
+pub const ELISION: &str = "…";
+
+/// Abbreviations after which a dot does not end a sentence (lower case,
+/// without the final dot).
+const ABBREVIATIONS: &[&str] = &[
+    "e.g", "i.e", "etc", "vs", "cf", "al", "dr", "mr", "mrs", "ms", "prof", "st", "jr", "sr", "inc",
+    "ltd", "co", "corp", "no", "nos", "fig", "figs", "approx", "est", "dept", "jan", "feb", "mar",
+    "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "wed", "thu",
+    "fri", "sat", "sun", "vol", "pp", "p", "ca", "op", "ed", "eds", "rev", "gen", "gov", "sen",
+    "rep", "mt", "ft", "u.s", "u.k", "a.m", "p.m",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sentence,
+    Block,
+}
+
+#[derive(Debug, Clone)]
+struct Unit {
+    text: String,
+    words: usize,
+    kind: Kind,
+}
+
+/// A text ready to be cut to any size: its units and their ranking.
+#[derive(Debug, Clone, Default)]
+pub struct Compressible {
+    units: Vec<Unit>,
+    /// Position of each unit in `order`.
+    rank: Vec<usize>,
+}
+
+fn count_words(s: &str) -> usize {
+    s.split_whitespace().count()
+}
+
+/// Byte ranges of the blocks of `text` that must stay whole (code, HTML,
+/// tables) and of its headings, widened to whole lines.
+fn blocks_and_headings(text: &str) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
+    let mut blocks: Vec<Range<usize>> = Vec::new();
+    let mut heads = Vec::new();
+    let widen = |r: Range<usize>| {
+        let s = text
+            .as_bytes()
+            .get(..r.start)
+            .and_then(|b| b.iter().rposition(|&c| c == b'\n'))
+            .map_or(0, |i| i + 1);
+        let e = if r.end > 0 && text.as_bytes().get(r.end - 1) == Some(&b'\n') {
+            r.end
+        } else {
+            text.as_bytes()
+                .get(r.end..)
+                .and_then(|b| b.iter().position(|&c| c == b'\n'))
+                .map_or(text.len(), |i| r.end + i + 1)
+        };
+        s..e
+    };
+    for (event, range) in Parser::new_ext(text, parser_options()).into_offset_iter() {
+        match event {
+            Event::Start(Tag::CodeBlock(_) | Tag::HtmlBlock | Tag::Table(_)) => {
+                let r = widen(range);
+                match blocks.last_mut() {
+                    Some(last) if r.start < last.end => last.end = last.end.max(r.end),
+                    _ => blocks.push(r),
+                }
+            }
+            Event::Start(Tag::Heading { .. }) => heads.push(widen(range)),
+            Event::End(TagEnd::Heading(_)) => {}
+            _ => {}
+        }
+    }
+    (blocks, heads)
+}
+
+fn is_list_marker_line(line: &str) -> bool {
+    let t = line.trim_start();
+    if let Some(rest) = t.strip_prefix(['-', '*', '+']) {
+        return rest.is_empty() || rest.starts_with([' ', '\t']);
+    }
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    if (1..=9).contains(&digits) {
+        let rest = t.get(digits..).unwrap_or("");
+        if let Some(after) = rest.strip_prefix(['.', ')']) {
+            return after.is_empty() || after.starts_with([' ', '\t']);
+        }
+    }
+    false
+}
+
+fn starts_block(line: &str) -> bool {
+    let t = line.trim_start();
+    t.trim().is_empty() || is_list_marker_line(line) || t.starts_with('>') || t.starts_with('#')
+}
+
+/// Cut points (byte offsets) inside a prose span of `text`.
+fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
+    let Some(s) = text.get(span.clone()) else { return };
+    let base = span.start;
+    let bytes = s.as_bytes();
+    let mut in_code = false;
+    let mut bracket = 0usize;
+    let mut line_start = 0usize;
+    let mut iter = s.char_indices().peekable();
+    while let Some((i, c)) = iter.next() {
+        match c {
+            '\n' => {
+                let next_line = s.get(i + 1..).and_then(|r| r.split('\n').next()).unwrap_or("");
+                if starts_block(next_line) {
+                    // End the unit at the line break, after trimming blanks.
+                    let end = s.get(..i).map_or(i, |p| p.trim_end().len());
+                    if end > 0 {
+                        cuts.push(base + end);
+                    }
+                    in_code = false;
+                    bracket = 0;
+                }
+                line_start = i + 1;
+            }
+            '`' => in_code = !in_code,
+            '[' if !in_code => bracket += 1,
+            ']' if !in_code => bracket = bracket.saturating_sub(1),
+            '.' | '!' | '?' if !in_code && bracket == 0 => {
+                // Swallow further terminators and closers.
+                let mut end = i + c.len_utf8();
+                while let Some(&(j, d)) = iter.peek() {
+                    if matches!(d, '.' | '!' | '?' | ')' | '"' | '\'' | '\u{201d}' | '\u{2019}' | '*' | '_' | ']') {
+                        end = j + d.len_utf8();
+                        iter.next();
+                    } else {
+                        break;
+                    }
+                }
+                let after = s.get(end..).unwrap_or("");
+                let Some(first_after) = after.chars().next() else { continue };
+                if !first_after.is_whitespace() {
+                    continue;
+                }
+                let next_char = after.trim_start().chars().next();
+                if next_char.is_none_or(|n| n.is_lowercase()) {
+                    continue;
+                }
+                if c == '.' && is_abbreviation(s.get(line_start..i).unwrap_or(""), bytes, i) {
+                    continue;
+                }
+                cuts.push(base + end);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether the word ending right before the dot at `dot` is an
+/// abbreviation, an initial or a list number.
+fn is_abbreviation(line_before: &str, _bytes: &[u8], _dot: usize) -> bool {
+    let word = line_before
+        .rsplit(|c: char| c.is_whitespace())
+        .next()
+        .unwrap_or("")
+        .trim_start_matches(['(', '"', '\'', '[', '*', '_', '\u{201c}', '\u{2018}']);
+    if word.is_empty() {
+        return false;
+    }
+    let lower = word.to_lowercase();
+    if ABBREVIATIONS.contains(&lower.as_str()) {
+        return true;
+    }
+    let mut chars = word.chars();
+    if let (Some(c), None) = (chars.next(), chars.next()) {
+        if c.is_alphabetic() && c.is_uppercase() {
+            return true; // an initial: "J. Smith"
+        }
+    }
+    if word.contains('.') && word.chars().any(char::is_alphabetic) && !word.contains("..") {
+        return true; // "U.S", "e.g" written oddly
+    }
+    // A list number at the start of the line: "3. Item".
+    line_before.trim_start().len() == word.len() && word.bytes().all(|b| b.is_ascii_digit())
+}
+
+impl Compressible {
+    /// Builds the units of `parts` (each part one section: its text,
+    /// heading included). Line ends are normalized to LF.
+    pub fn new(parts: &[&str]) -> Compressible {
+        let mut units: Vec<(Unit, usize)> = Vec::new();
+        for (section, part) in parts.iter().enumerate() {
+            let normalized = part.replace("\r\n", "\n");
+            let body = normalized.trim_end();
+            // Sections after the first start on a fresh paragraph.
+            let text = if section == 0 { body.to_string() } else { format!("\n\n{body}") };
+            let (blocks, heads) = blocks_and_headings(&text);
+            let mut cuts = vec![0, text.len()];
+            let mut pos = 0;
+            for b in &blocks {
+                if b.start > pos {
+                    prose_cuts(&text, pos..b.start, &mut cuts);
+                }
+                let before = text.get(..b.start).map_or(b.start, |p| p.trim_end().len());
+                cuts.push(before);
+                // End the block before its final line break, so what
+                // follows starts on a new line of its own.
+                let end = if b.end > b.start && text.as_bytes().get(b.end - 1) == Some(&b'\n') {
+                    b.end - 1
+                } else {
+                    b.end
+                };
+                cuts.push(end);
+                pos = b.end;
+            }
+            if pos < text.len() {
+                prose_cuts(&text, pos..text.len(), &mut cuts);
+            }
+            for h in &heads {
+                // Headings end a unit; what follows them joins them.
+                let before = text.get(..h.start).map_or(h.start, |p| p.trim_end().len());
+                cuts.push(before);
+            }
+            cuts.sort_unstable();
+            cuts.dedup();
+            let mut section_units: Vec<Unit> = Vec::new();
+            let mut pending = String::new();
+            for w in cuts.windows(2) {
+                let (a, b) = (w[0], w[1]);
+                let Some(piece) = text.get(a..b) else { continue };
+                pending.push_str(piece);
+                if pending.trim().is_empty() {
+                    continue;
+                }
+                // A unit that is only a heading waits for what follows it.
+                let only_heading = heads.iter().any(|h| {
+                    let t = pending.trim();
+                    text.get(h.clone()).is_some_and(|ht| ht.trim() == t)
+                });
+                if only_heading && b < text.len() {
+                    continue;
+                }
+                let is_block = blocks.iter().any(|r| r.start < b && a < r.end);
+                section_units.push(Unit {
+                    words: count_words(&pending),
+                    kind: if is_block { Kind::Block } else { Kind::Sentence },
+                    text: std::mem::take(&mut pending),
+                });
+            }
+            if !pending.trim().is_empty() {
+                section_units.push(Unit {
+                    words: count_words(&pending),
+                    kind: Kind::Sentence,
+                    text: std::mem::take(&mut pending),
+                });
+            } else if let Some(last) = section_units.last_mut() {
+                last.text.push_str(&pending);
+            }
+            units.extend(section_units.into_iter().map(|u| (u, section)));
+        }
+        // Round-robin rank: (kind, index within section and kind, section).
+        let mut seen: Vec<[usize; 2]> = vec![[0, 0]; parts.len()];
+        let mut keys: Vec<(u8, usize, usize, usize)> = Vec::with_capacity(units.len());
+        for (idx, (u, s)) in units.iter().enumerate() {
+            let k = if u.kind == Kind::Sentence { 0 } else { 1 };
+            let n = seen.get_mut(*s).map(|c| {
+                let v = c[k];
+                c[k] += 1;
+                v
+            });
+            keys.push((k as u8, n.unwrap_or(0), *s, idx));
+        }
+        let mut order: Vec<usize> = (0..units.len()).collect();
+        order.sort_by_key(|&i| keys.get(i).copied());
+        let mut rank = vec![0; units.len()];
+        for (r, &i) in order.iter().enumerate() {
+            if let Some(slot) = rank.get_mut(i) {
+                *slot = r;
+            }
+        }
+        Compressible {
+            units: units.into_iter().map(|(u, _)| u).collect(),
+            rank,
+        }
+    }
+
+    /// A whole body: split at its `level` headings (the text before the
+    /// first heading is a section of its own) and built like [`new`](Self::new).
+    pub fn from_body(body: &str, level: u8) -> Compressible {
+        let secs = sections(body, level);
+        let mut parts: Vec<&str> = Vec::new();
+        let first = secs.first().map_or(body.len(), |s| s.range.start);
+        if let Some(pre) = body.get(..first) {
+            if !pre.trim().is_empty() {
+                parts.push(pre);
+            }
+        }
+        let mut pos = first;
+        for s in &secs {
+            // Text between sections (after a higher-level heading) goes
+            // with the next section so nothing is lost.
+            parts.push(body.get(pos..s.range.end).unwrap_or(""));
+            pos = s.range.end;
+        }
+        if let Some(rest) = body.get(pos..) {
+            if !rest.trim().is_empty() {
+                parts.push(rest);
+            }
+        }
+        Compressible::new(&parts)
+    }
+
+    /// How many units there are (the largest useful `k`).
+    pub fn len(&self) -> usize {
+        self.units.len()
+    }
+
+    /// Whether there is no text at all.
+    pub fn is_empty(&self) -> bool {
+        self.units.is_empty()
+    }
+
+    fn kept(&self, k: usize, i: usize) -> bool {
+        self.rank.get(i).is_some_and(|&r| r < k)
+    }
+
+    fn marker_after(&self, i: usize) -> &'static str {
+        match self.units.get(i) {
+            Some(u) if u.kind == Kind::Block => "\n\n…",
+            _ => " …",
+        }
+    }
+
+    /// The text keeping the `k` best units, in document order, with
+    /// elision marks, trimmed.
+    pub fn render(&self, k: usize) -> String {
+        let mut out = String::new();
+        for (i, u) in self.units.iter().enumerate() {
+            if !self.kept(k, i) {
+                continue;
+            }
+            out.push_str(&u.text);
+            if i + 1 < self.units.len() && !self.kept(k, i + 1) {
+                let trimmed = out.trim_end().len();
+                out.truncate(trimmed);
+                out.push_str(self.marker_after(i));
+            }
+        }
+        out.trim().to_string()
+    }
+
+    /// Words of [`render(k)`](Self::render), without rendering.
+    pub fn words(&self, k: usize) -> usize {
+        let mut n = 0;
+        for (i, u) in self.units.iter().enumerate() {
+            if self.kept(k, i) {
+                n += u.words;
+                if i + 1 < self.units.len() && !self.kept(k, i + 1) {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// The largest `k` whose text has at most `target` words; at least 1
+    /// when there is any text (a single sentence longer than the target is
+    /// still kept: targets are nominal, only the caps are hard).
+    pub fn k_for_words(&self, target: usize) -> usize {
+        let (mut lo, mut hi) = (0usize, self.len());
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if self.words(mid) <= target { lo = mid } else { hi = mid - 1 }
+        }
+        lo.max(usize::from(!self.is_empty()))
+    }
+
+    /// An additive estimate of the tokens of [`render(k)`](Self::render):
+    /// the sum of the kept units' own counts plus the marks. `cache` holds
+    /// one count per unit, filled on first need, so each unit is sent to
+    /// the tokenizer at most once however often this is asked.
+    pub fn approx_tokens(
+        &self,
+        k: usize,
+        counter: &dyn TokenCounter,
+        cache: &mut Vec<Option<usize>>,
+        marks: &MarkTokens,
+    ) -> usize {
+        cache.resize(self.units.len(), None);
+        let mut n = 0;
+        for (i, u) in self.units.iter().enumerate() {
+            if !self.kept(k, i) {
+                continue;
+            }
+            let t = match cache.get(i).copied().flatten() {
+                Some(t) => t,
+                None => {
+                    let t = counter.count(&u.text);
+                    if let Some(slot) = cache.get_mut(i) {
+                        *slot = Some(t);
+                    }
+                    t
+                }
+            };
+            n += t;
+            if i + 1 < self.units.len() && !self.kept(k, i + 1) {
+                n += if u.kind == Kind::Sentence {
+                    marks.inline
+                } else {
+                    marks.block
+                };
+            }
+        }
+        n
+    }
+}
+
+/// Token costs of the elision marks under one counter.
+#[derive(Debug, Clone, Copy)]
+pub struct MarkTokens {
+    inline: usize,
+    block: usize,
+}
+
+impl MarkTokens {
+    /// Counts the marks once.
+    pub fn new(counter: &dyn TokenCounter) -> MarkTokens {
+        MarkTokens {
+            inline: counter.count(" …"),
+            block: counter.count("\n\n…"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(text: &str) -> Compressible {
+        Compressible::new(&[text])
+    }
+
+    #[test]
+    fn sentences_and_abbreviations() {
+        let t = "Rates rose, e.g. in the U.S. market. Dr. Ames spoke on v1.2 today! Next came more.";
+        let x = c(t);
+        assert_eq!(x.len(), 3, "{:?}", x.units);
+        assert_eq!(x.render(1), "Rates rose, e.g. in the U.S. market. …");
+        assert_eq!(x.render(3), t);
+        assert_eq!(x.words(1), 8);
+    }
+
+    #[test]
+    fn lists_keep_their_markers() {
+        let t = "Intro line.\n\n- first item. More\n- second item\n1. third\n";
+        let x = c(t);
+        assert_eq!(x.render(2), "Intro line.\n\n- first item. …");
+        assert!(x.render(x.len()).ends_with("1. third"));
+    }
+
+    #[test]
+    fn code_blocks_are_whole_or_absent() {
+        let t = "## Notes\nA point. Another point.\n\n```\nfn a() {}.\n\nStill code. Yes.\n```\n\nAfter.\n";
+        let x = c(t);
+        for k in 0..=x.len() {
+            let r = x.render(k);
+            let fences = r.matches("```").count();
+            assert!(fences == 0 || fences == 2, "{k}: {r}");
+        }
+        // Heading glued to its first sentence.
+        assert_eq!(x.render(1), "## Notes\nA point. …");
+    }
+
+    #[test]
+    fn round_robin_over_sections() {
+        let x = Compressible::new(&["## A\nA1. A2. A3.", "## B\nB1. B2."]);
+        assert_eq!(x.render(2), "## A\nA1. …\n\n## B\nB1. …");
+    }
+
+    #[test]
+    fn monotone_words() {
+        let x = Compressible::from_body("pre. text.\n\n## A\nOne. Two. Three.\n\n## B\nFour.\n", 2);
+        let mut last = 0;
+        for k in 0..=x.len() {
+            let w = x.words(k);
+            assert_eq!(w, count_words(&x.render(k)), "k={k}");
+            assert!(w + 1 >= last);
+            last = w;
+        }
+        assert_eq!(x.k_for_words(0), 1);
+    }
+}

@@ -1,0 +1,522 @@
+//! Assembling the digest: extraction, compression to targets, and fitting
+//! both caps.
+//!
+//! # Shape
+//!
+//! Each kept source is `### {label}`, a blank line, and its text; sources
+//! are separated by one blank line, in priority order, and the digest ends
+//! with one line break. With no source at all the digest is empty (not
+//! even a line break).
+//!
+//! # Fitting
+//!
+//! 1. Every source is compressed to its word target.
+//! 2. If the digest is within `max_words` and the counter's cheap
+//!    [`upper_bound`](TokenCounter::upper_bound) is within `token_cap`, it
+//!    is done: no tokenizer is built.
+//! 3. Otherwise sources are reduced in reverse priority, each as far as
+//!    needed before the next is touched: the longest prefix of its ranked
+//!    units that fits is found by binary search. A source that would fall
+//!    below its floor is dropped whole instead — except the highest-priority
+//!    source still present, which is cut down to a single unit and dropped
+//!    only when not even that fits.
+//! 4. Token sizes during the search are the sums of per-unit counts (each
+//!    unit is tokenized at most once), since BPE counts of a join are not
+//!    the sums of its parts. The final digest is then counted exactly,
+//!    once; if it is over, the search repeats with the cap lowered by the
+//!    excess, until the exact count holds. The word count is exact at every
+//!    step. Both caps therefore hold for every input, budget 0 included.
+
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+use serde::Serialize;
+
+use ctx_tokens::TokenCounter;
+
+use crate::compress::{Compressible, MarkTokens};
+use crate::config::{HistoryConfig, SourceConfig};
+use crate::error::HistoryError;
+use crate::locate::{Located, locate};
+use crate::markdown::{extract_sections, read_markdown, split_front_matter};
+
+/// What to assemble, and under which caps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DigestRequest {
+    /// The archive (`--content-root`).
+    pub content_root: PathBuf,
+    /// The analysis date (`--date`): reports strictly before it count as
+    /// previous; the month and year of it select monthly and yearly files.
+    pub date: NaiveDate,
+    /// The previous weekly report, when the caller already knows it
+    /// (`--previous-summary`); replaces the search of `before` sources.
+    pub previous_summary: Option<PathBuf>,
+    /// Word cap of the whole digest.
+    pub max_words: usize,
+    /// Token cap of the whole digest; see [`token_cap`](crate::token_cap).
+    pub token_cap: usize,
+    /// Count the final digest and each source exactly for the report even
+    /// when the caps are far away (costs building the tokenizer). When
+    /// false, reported token figures may be upper bounds (see
+    /// [`Digest::tokens_exact`]).
+    pub exact_counts: bool,
+}
+
+impl DigestRequest {
+    /// A request with the caps of `config` (its `max_words` and
+    /// `floor(prompt_budget × share)`), no previous-summary override and
+    /// exact counts off.
+    pub fn new(config: &HistoryConfig, content_root: impl Into<PathBuf>, date: NaiveDate) -> Self {
+        DigestRequest {
+            content_root: content_root.into(),
+            date,
+            previous_summary: None,
+            max_words: config.max_words,
+            token_cap: config.token_cap(),
+            exact_counts: false,
+        }
+    }
+}
+
+/// What happened to a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceStatus {
+    /// In the digest whole.
+    Included,
+    /// In the digest, cut.
+    Compressed,
+    /// Found but left out (over the caps, or no text).
+    Dropped,
+    /// No file found.
+    Missing,
+}
+
+/// The report on one source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceReport {
+    /// The source's key.
+    pub key: String,
+    /// Its label.
+    pub label: String,
+    /// The file read (relative to the content root when inside it), or the
+    /// path looked for when missing.
+    pub path: Option<String>,
+    /// What happened.
+    pub status: SourceStatus,
+    /// Words of its text in the digest (heading line excluded).
+    pub words: usize,
+    /// Tokens of its text in the digest (heading line excluded); exact when
+    /// [`Digest::tokens_exact`].
+    pub tokens: usize,
+    /// Titles of the named sections found (empty when the whole body was
+    /// used).
+    pub sections: Vec<String>,
+    /// Words of the extracted text before any compression.
+    pub extracted_words: usize,
+    /// Why the whole body was used, why it was dropped, ...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// How much of each cap is left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Slack {
+    /// `max_words - words`.
+    pub words: usize,
+    /// `token_cap - tokens`.
+    pub tokens: usize,
+}
+
+/// An assembled digest and its report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Digest {
+    /// The digest (empty when no source exists).
+    pub markdown: String,
+    /// Whitespace-separated words of [`markdown`](Self::markdown).
+    pub words: usize,
+    /// Tokens of [`markdown`](Self::markdown).
+    pub tokens: usize,
+    /// Whether [`tokens`](Self::tokens) is an exact count (else the
+    /// counter's upper bound, already within the cap).
+    pub tokens_exact: bool,
+    /// The word cap applied.
+    pub max_words: usize,
+    /// The token cap applied.
+    pub token_cap: usize,
+    /// The tokenizer's name.
+    pub tokenizer: String,
+    /// One report per configured source, in priority order.
+    pub sources: Vec<SourceReport>,
+    /// What is left of each cap.
+    pub slack: Slack,
+    /// Things worth telling that did not stop assembly (undated reports).
+    pub warnings: Vec<String>,
+}
+
+/// A source that was found and has text.
+struct Prepared {
+    index: usize,
+    header: String,
+    body: Compressible,
+    /// Units kept; `None` = dropped.
+    k: Option<usize>,
+    floor: usize,
+    cache: Vec<Option<usize>>,
+}
+
+fn display_path(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root)
+        .unwrap_or(p)
+        .to_string_lossy()
+        .replace('\\', "/")
+}
+
+/// Assembles the digest of `request.content_root` as `config` describes,
+/// within `request.max_words` words and `request.token_cap` tokens of
+/// `counter`.
+///
+/// Missing files are reported, never errors. Errors: a missing content
+/// root, an unreadable or non-UTF-8 file, malformed front matter.
+pub fn assemble_digest(
+    config: &HistoryConfig,
+    request: &DigestRequest,
+    counter: &dyn TokenCounter,
+) -> Result<Digest, HistoryError> {
+    let root = &request.content_root;
+    if !root.is_dir() {
+        return Err(HistoryError::MissingContentRoot { path: root.clone() });
+    }
+    let mut warnings = Vec::new();
+    let mut reports = Vec::new();
+    let mut prepared: Vec<Prepared> = Vec::new();
+    for source in config.sources_by_priority() {
+        let located = locate(
+            source,
+            root,
+            request.date,
+            request.previous_summary.as_deref(),
+            &mut warnings,
+        )?;
+        let mut report = SourceReport {
+            key: source.key.clone(),
+            label: source.label.clone(),
+            path: None,
+            status: SourceStatus::Missing,
+            words: 0,
+            tokens: 0,
+            sections: Vec::new(),
+            extracted_words: 0,
+            note: None,
+        };
+        match located {
+            Located::Missing(p) => {
+                report.path = Some(display_path(root, &p));
+                report.note = Some("no file found".into());
+            }
+            Located::Found(p) => {
+                report.path = Some(display_path(root, &p));
+                let (body, found, note) = extract(source, &p, config.heading_level)?;
+                report.sections = found;
+                report.note = note;
+                report.extracted_words = body.words(body.len());
+                if body.is_empty() {
+                    report.status = SourceStatus::Dropped;
+                    report.note = Some("no text".into());
+                } else {
+                    let k = body.k_for_words(source.target_words);
+                    prepared.push(Prepared {
+                        index: reports.len(),
+                        header: format!("### {}\n\n", source.label.trim()),
+                        floor: source.floor_words,
+                        body,
+                        k: Some(k),
+                        cache: Vec::new(),
+                    });
+                }
+            }
+        }
+        reports.push(report);
+    }
+
+    let fitted = fit(&mut prepared, request, counter);
+
+    let tokens_exact = fitted.exact.is_some() || request.exact_counts;
+    let tokens = match fitted.exact {
+        Some(t) => t,
+        None if request.exact_counts && !fitted.markdown.is_empty() => counter.count(&fitted.markdown),
+        None => counter.upper_bound(&fitted.markdown),
+    };
+    for p in &prepared {
+        let Some(report) = reports.get_mut(p.index) else { continue };
+        match p.k {
+            None => {
+                report.status = SourceStatus::Dropped;
+                report.note.get_or_insert_with(|| "over the caps".into());
+            }
+            Some(k) => {
+                let text = p.body.render(k);
+                report.status = if k >= p.body.len() {
+                    SourceStatus::Included
+                } else {
+                    SourceStatus::Compressed
+                };
+                report.words = text.split_whitespace().count();
+                report.tokens = if tokens_exact {
+                    counter.count(&text)
+                } else {
+                    counter.upper_bound(&text)
+                };
+            }
+        }
+    }
+    let words = fitted.markdown.split_whitespace().count();
+    Ok(Digest {
+        slack: Slack {
+            words: request.max_words.saturating_sub(words),
+            tokens: request.token_cap.saturating_sub(tokens),
+        },
+        words,
+        tokens,
+        tokens_exact,
+        max_words: request.max_words,
+        token_cap: request.token_cap,
+        tokenizer: counter.name().to_string(),
+        sources: reports,
+        warnings,
+        markdown: fitted.markdown,
+    })
+}
+
+/// Reads a source file and builds its compressible text: the summary line
+/// (when configured and present), then the first alternative of named
+/// sections of which at least one exists, else the whole body.
+fn extract(
+    source: &SourceConfig,
+    path: &Path,
+    level: u8,
+) -> Result<(Compressible, Vec<String>, Option<String>), HistoryError> {
+    let text = read_markdown(path)?;
+    let doc = split_front_matter(&text, path)?;
+    let mut parts: Vec<String> = Vec::new();
+    let mut note = None;
+    if let Some(field) = &source.summary_field {
+        // Parse the front matter only when a field is wanted.
+        let meta = doc.metadata(path)?;
+        match meta.text(field) {
+            Some(v) => parts.push(source.summary_line.replace("{summary}", &v.replace('\n', " "))),
+            None => note = Some(format!("no front-matter `{field}`")),
+        }
+    }
+    let body = doc.body();
+    let mut found = Vec::new();
+    for alternative in &source.sections {
+        let secs = extract_sections(body, level, alternative);
+        if !secs.is_empty() {
+            found = secs.iter().map(|s| s.title.clone()).collect();
+            parts.extend(secs.iter().map(|s| s.text.to_string()));
+            break;
+        }
+    }
+    let compressible = if found.is_empty() {
+        if !source.sections.is_empty() {
+            note = Some(match note {
+                Some(n) => format!("{n}; no named section found, whole body used"),
+                None => "no named section found, whole body used".into(),
+            });
+        }
+        if parts.is_empty() {
+            Compressible::from_body(body, level)
+        } else {
+            // The summary line first, then the body split at its headings.
+            let secs = crate::markdown::sections(body, level);
+            let first = secs.first().map_or(body.len(), |s| s.range.start);
+            let mut all: Vec<&str> = parts.iter().map(String::as_str).collect();
+            if let Some(pre) = body.get(..first).filter(|p| !p.trim().is_empty()) {
+                all.push(pre);
+            }
+            let mut pos = first;
+            for s in &secs {
+                all.push(body.get(pos..s.range.end).unwrap_or(""));
+                pos = s.range.end;
+            }
+            if let Some(rest) = body.get(pos..).filter(|r| !r.trim().is_empty()) {
+                all.push(rest);
+            }
+            Compressible::new(&all)
+        }
+    } else {
+        let all: Vec<&str> = parts.iter().map(String::as_str).collect();
+        Compressible::new(&all)
+    };
+    Ok((compressible, found, note))
+}
+
+struct Fitted {
+    markdown: String,
+    /// The exact count, when one was needed for the cap.
+    exact: Option<usize>,
+}
+
+fn render_all(prepared: &[Prepared]) -> String {
+    let mut out = String::new();
+    for p in prepared {
+        let Some(k) = p.k else { continue };
+        let text = p.body.render(k);
+        if text.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(&p.header);
+        out.push_str(&text);
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// The caps, and how to judge a candidate against them.
+struct Judge<'c> {
+    counter: &'c dyn TokenCounter,
+    max_words: usize,
+    token_cap: usize,
+    /// The token limit the additive estimate must meet (lowered when an
+    /// exact count comes out over).
+    effective: usize,
+    marks: Option<MarkTokens>,
+    separator: Option<usize>,
+    header_tokens: Vec<Option<usize>>,
+}
+
+impl Judge<'_> {
+    fn words(&self, prepared: &[Prepared]) -> usize {
+        let mut n = 0;
+        for p in prepared {
+            if let Some(k) = p.k {
+                n += p.header.split_whitespace().count() + p.body.words(k);
+            }
+        }
+        n
+    }
+
+    fn approx_tokens(&mut self, prepared: &mut [Prepared]) -> usize {
+        let counter = self.counter;
+        let marks = *self.marks.get_or_insert_with(|| MarkTokens::new(counter));
+        let sep = *self.separator.get_or_insert_with(|| counter.count("\n\n"));
+        self.header_tokens.resize(prepared.len(), None);
+        let mut n = 0;
+        let mut first = true;
+        for (i, p) in prepared.iter_mut().enumerate() {
+            let Some(k) = p.k else { continue };
+            if !first {
+                n += sep;
+            }
+            first = false;
+            let h = match self.header_tokens.get(i).copied().flatten() {
+                Some(h) => h,
+                None => {
+                    let h = counter.count(&p.header);
+                    if let Some(slot) = self.header_tokens.get_mut(i) {
+                        *slot = Some(h);
+                    }
+                    h
+                }
+            };
+            n += h + p.body.approx_tokens(k, counter, &mut p.cache, &marks);
+        }
+        n + 1 // the final line break
+    }
+
+    /// Whether the current choice fits: words exactly, tokens by the cheap
+    /// bound of the rendered digest or else the additive estimate.
+    fn fits(&mut self, prepared: &mut [Prepared]) -> bool {
+        if self.words(prepared) > self.max_words {
+            return false;
+        }
+        let md = render_all(prepared);
+        if self.counter.upper_bound(&md) <= self.token_cap && self.effective == self.token_cap {
+            return true;
+        }
+        self.approx_tokens(prepared) <= self.effective
+    }
+}
+
+/// Reduces the sources until both caps hold; see the module documentation.
+fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCounter) -> Fitted {
+    let mut judge = Judge {
+        counter,
+        max_words: request.max_words,
+        token_cap: request.token_cap,
+        effective: request.token_cap,
+        marks: None,
+        separator: None,
+        header_tokens: Vec::new(),
+    };
+    loop {
+        reduce(prepared, &mut judge);
+        let markdown = render_all(prepared);
+        if markdown.is_empty() {
+            return Fitted { markdown, exact: None };
+        }
+        if counter.upper_bound(&markdown) <= request.token_cap {
+            return Fitted { markdown, exact: None };
+        }
+        let exact = counter.count(&markdown);
+        if exact <= request.token_cap {
+            return Fitted {
+                markdown,
+                exact: Some(exact),
+            };
+        }
+        // The additive estimate undershot: lower its limit by the excess.
+        judge.effective = judge.effective.saturating_sub((exact - request.token_cap).max(1));
+    }
+}
+
+fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) {
+    for j in (0..prepared.len()).rev() {
+        if judge.fits(prepared) {
+            return;
+        }
+        let Some(current) = prepared.get(j).and_then(|p| p.k) else { continue };
+        let is_top = prepared.iter().take(j).all(|p| p.k.is_none());
+        let lowest = {
+            let Some(p) = prepared.get(j) else { continue };
+            if is_top {
+                1
+            } else {
+                // The smallest k that keeps the floor (or the whole of a
+                // source already smaller than its floor).
+                let need = p.floor.min(p.body.words(current));
+                let (mut lo, mut hi) = (1usize, current);
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    if p.body.words(mid) >= need { hi = mid } else { lo = mid + 1 }
+                }
+                lo
+            }
+        };
+        // Largest k in [lowest, current] that fits.
+        let set = |prepared: &mut [Prepared], k: Option<usize>| {
+            if let Some(p) = prepared.get_mut(j) {
+                p.k = k;
+            }
+        };
+        set(prepared, Some(lowest));
+        if !judge.fits(prepared) {
+            set(prepared, None);
+            continue;
+        }
+        let (mut lo, mut hi) = (lowest, current);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            set(prepared, Some(mid));
+            if judge.fits(prepared) { lo = mid } else { hi = mid - 1 }
+        }
+        set(prepared, Some(lo));
+        return;
+    }
+}

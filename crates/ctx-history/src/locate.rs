@@ -1,0 +1,389 @@
+//! Finding each source's file under the content root for a given date.
+//!
+//! * `fixed`: the path itself.
+//! * `period`: the path is a template with `{YYYY}`, `{MM}` and/or `{DD}`
+//!   (`monthly/{YYYY}/{MM}.md`). Every existing file matching the template
+//!   is a candidate; the one of the period containing the date wins, else
+//!   the latest earlier one. Later periods are never used.
+//! * `before`: the path is a directory searched recursively for `.md`,
+//!   `.markdown` and `.mdx` files; each is dated by, in order, its
+//!   front-matter `date`, an ISO week in its name (`2026-W33.md`, or
+//!   `W33.md` inside a `2026` folder; a week counts as dated on its Sunday,
+//!   so it is "before" a date only once it has ended), or a `YYYY-MM-DD` in
+//!   its name. The latest one dated strictly before the date wins (ties:
+//!   the greater path). Files with no date are skipped with a warning.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{Datelike, NaiveDate, NaiveDateTime, Weekday};
+
+use crate::config::{Select, SourceConfig};
+use crate::error::HistoryError;
+use crate::markdown::{read_markdown, split_front_matter};
+
+const PLACEHOLDERS: [&str; 3] = ["{YYYY}", "{MM}", "{DD}"];
+
+/// Whether a path template has a date placeholder.
+pub fn has_placeholders(template: &str) -> bool {
+    PLACEHOLDERS.iter().any(|p| template.contains(p))
+}
+
+fn strip_root(template: &str) -> &str {
+    let t = template.strip_prefix("{root}").unwrap_or(template);
+    t.trim_start_matches('/')
+}
+
+/// Checks a path template: only `{root}` (leading), `{YYYY}`, `{MM}` and
+/// `{DD}` placeholders.
+pub fn check_template(template: &str) -> Result<(), String> {
+    let mut rest = strip_root(template);
+    while let Some(open) = rest.find('{') {
+        let tail = rest.get(open..).unwrap_or("");
+        match PLACEHOLDERS.iter().find(|p| tail.starts_with(**p)) {
+            Some(p) => rest = tail.get(p.len()..).unwrap_or(""),
+            None => {
+                let end = tail.find('}').map_or(tail.len(), |i| i + 1);
+                return Err(format!(
+                    "unknown placeholder `{}` (known: {{root}} at the start, {{YYYY}}, {{MM}}, {{DD}})",
+                    tail.get(..end).unwrap_or(tail)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses `--date`: a date (`2026-08-20`) or an ISO 8601 date-time
+/// (`2026-08-20T09:30:00Z`, `2026-08-20T09:30:00+02:00`,
+/// `2026-08-20T09:30`). The calendar date is taken as written, whatever
+/// the offset.
+///
+/// ```
+/// use ctx_history::parse_date;
+/// let d = parse_date("2026-08-20T23:30:00-05:00").unwrap();
+/// assert_eq!(d.to_string(), "2026-08-20");
+/// assert!(parse_date("20 Aug").is_err());
+/// ```
+pub fn parse_date(text: &str) -> Result<NaiveDate, HistoryError> {
+    let t = text.trim();
+    let bad = || HistoryError::Request {
+        field: "date",
+        message: format!("`{text}` is not a date (YYYY-MM-DD) or an ISO 8601 date-time"),
+    };
+    if let Ok(d) = NaiveDate::parse_from_str(t, "%Y-%m-%d") {
+        return Ok(d);
+    }
+    if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(t) {
+        return Ok(dt.naive_local().date());
+    }
+    for f in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M"] {
+        if let Ok(dt) = NaiveDateTime::parse_from_str(t, f) {
+            return Ok(dt.date());
+        }
+    }
+    Err(bad())
+}
+
+/// A date written at the start of a front-matter value: `2026-08-14`,
+/// `2026-08-14T10:00:00Z`, `2026-08-14 10:00`.
+fn leading_date(text: &str) -> Option<NaiveDate> {
+    let head = text.trim().get(..10)?;
+    NaiveDate::parse_from_str(head, "%Y-%m-%d").ok()
+}
+
+/// `YYYY-MM-DD` anywhere in a file name.
+fn date_in_name(name: &str) -> Option<NaiveDate> {
+    let b = name.as_bytes();
+    (0..b.len().saturating_sub(9)).find_map(|i| {
+        let w = b.get(i..i + 10)?;
+        let shape = w.iter().enumerate().all(|(j, c)| match j {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        });
+        let boundary_before = i == 0 || !b.get(i - 1).is_some_and(u8::is_ascii_digit);
+        let boundary_after = !b.get(i + 10).is_some_and(u8::is_ascii_digit);
+        if shape && boundary_before && boundary_after {
+            NaiveDate::parse_from_str(name.get(i..i + 10)?, "%Y-%m-%d").ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// The Sunday of an ISO week named in a file name (`2026-W33`) or, for a
+/// name `W33`/`w33`, in a parent folder named by a year.
+fn iso_week_in_name(stem: &str, parent: Option<&str>) -> Option<NaiveDate> {
+    let b = stem.as_bytes();
+    for i in 0..b.len() {
+        if !matches!(b.get(i), Some(b'W' | b'w')) {
+            continue;
+        }
+        let digits: String = stem.get(i + 1..)?.chars().take_while(char::is_ascii_digit).collect();
+        if digits.is_empty() || digits.len() > 2 {
+            continue;
+        }
+        let week: u32 = digits.parse().ok()?;
+        // `2026-W33`: a year right before.
+        let year = if i >= 5 && b.get(i - 1) == Some(&b'-') {
+            stem.get(i - 5..i - 1).and_then(|y| y.parse::<i32>().ok())
+        } else if i == 0 && digits.len() + 1 == stem.len() {
+            parent.and_then(|p| (p.len() == 4).then(|| p.parse::<i32>().ok()).flatten())
+        } else {
+            None
+        };
+        if let Some(y) = year {
+            return NaiveDate::from_isoywd_opt(y, week, Weekday::Sun);
+        }
+    }
+    None
+}
+
+/// The date a report is filed under, from its front matter or its name;
+/// `None` when neither says.
+pub fn report_date(path: &Path) -> Result<Option<NaiveDate>, HistoryError> {
+    let text = read_markdown(path)?;
+    let doc = split_front_matter(&text, path)?;
+    if doc.front_matter.is_some() {
+        if let Some(d) = doc.metadata(path)?.text("date").as_deref().and_then(leading_date) {
+            return Ok(Some(d));
+        }
+    }
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let parent = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|s| s.to_str());
+    Ok(iso_week_in_name(stem, parent).or_else(|| date_in_name(stem)))
+}
+
+/// Where a source was looked for and what was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Located {
+    /// The file to read.
+    Found(PathBuf),
+    /// Nothing usable; the path (or pattern) looked at.
+    Missing(PathBuf),
+}
+
+fn is_markdown(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| ["md", "markdown", "mdx"].iter().any(|m| e.eq_ignore_ascii_case(m)))
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, HistoryError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| HistoryError::Io {
+        path: dir.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| HistoryError::Io {
+            path: dir.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        out.push(entry.path());
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Matches one path component against a template component, returning the
+/// placeholder values captured (year, month, day).
+fn match_component(template: &str, name: &str, caps: &mut [Option<u32>; 3]) -> bool {
+    let mut t = template;
+    let mut n = name;
+    while !t.is_empty() {
+        if let Some((idx, p)) = PLACEHOLDERS.iter().enumerate().find(|(_, p)| t.starts_with(**p)) {
+            let width = if idx == 0 { 4 } else { 2 };
+            let Some(digits) = n.get(..width) else { return false };
+            if !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return false;
+            }
+            let Ok(v) = digits.parse::<u32>() else { return false };
+            if caps[idx].is_some_and(|old| old != v) {
+                return false;
+            }
+            caps[idx] = Some(v);
+            t = t.get(p.len()..).unwrap_or("");
+            n = n.get(width..).unwrap_or("");
+        } else {
+            let Some(c) = t.chars().next() else { break };
+            if !n.starts_with(c) {
+                return false;
+            }
+            t = t.get(c.len_utf8()..).unwrap_or("");
+            n = n.get(c.len_utf8()..).unwrap_or("");
+        }
+    }
+    n.is_empty()
+}
+
+fn period_candidates(
+    dir: &Path,
+    parts: &[&str],
+    caps: [Option<u32>; 3],
+    out: &mut Vec<([Option<u32>; 3], PathBuf)>,
+) -> Result<(), HistoryError> {
+    let Some((first, rest)) = parts.split_first() else {
+        return Ok(());
+    };
+    let last = rest.is_empty();
+    if !has_placeholders(first) {
+        let p = dir.join(first);
+        if last {
+            if p.is_file() {
+                out.push((caps, p));
+            }
+        } else if p.is_dir() {
+            period_candidates(&p, rest, caps, out)?;
+        }
+        return Ok(());
+    }
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for p in read_dir_sorted(dir)? {
+        let Some(name) = p.file_name().and_then(|n| n.to_str()) else { continue };
+        let mut c = caps;
+        if !match_component(first, name, &mut c) {
+            continue;
+        }
+        if last && p.is_file() {
+            out.push((c, p));
+        } else if !last && p.is_dir() {
+            period_candidates(&p, rest, c, out)?;
+        }
+    }
+    Ok(())
+}
+
+fn collect_markdown(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), HistoryError> {
+    for p in read_dir_sorted(dir)? {
+        if p.is_dir() {
+            collect_markdown(&p, out)?;
+        } else if is_markdown(&p) {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Finds `source`'s file under `root` for `date`. `previous` (from
+/// `--previous-summary`) replaces the search of a `before` source.
+/// Problems that do not stop the digest (an undated report) are pushed to
+/// `warnings`.
+pub fn locate(
+    source: &SourceConfig,
+    root: &Path,
+    date: NaiveDate,
+    previous: Option<&Path>,
+    warnings: &mut Vec<String>,
+) -> Result<Located, HistoryError> {
+    let rel = strip_root(&source.path);
+    let select = match source.select {
+        Select::Auto if has_placeholders(rel) => Select::Period,
+        Select::Auto => Select::Fixed,
+        s => s,
+    };
+    match select {
+        Select::Fixed | Select::Auto => {
+            let p = root.join(rel);
+            Ok(if p.is_file() { Located::Found(p) } else { Located::Missing(p) })
+        }
+        Select::Period => {
+            let parts: Vec<&str> = rel.split('/').filter(|s| !s.is_empty()).collect();
+            let mut found = Vec::new();
+            period_candidates(root, &parts, [None; 3], &mut found)?;
+            let uses = [0, 1, 2].map(|i| rel.contains(PLACEHOLDERS[i]));
+            let key_of_date = [
+                uses[0].then_some(date.year().max(0) as u32),
+                uses[1].then_some(date.month()),
+                uses[2].then_some(date.day()),
+            ];
+            let best = found
+                .into_iter()
+                .filter(|(caps, _)| *caps <= key_of_date)
+                .max_by(|a, b| a.cmp(b));
+            Ok(match best {
+                Some((_, p)) => Located::Found(p),
+                None => {
+                    let expected = rel
+                        .replace("{YYYY}", &format!("{:04}", date.year()))
+                        .replace("{MM}", &format!("{:02}", date.month()))
+                        .replace("{DD}", &format!("{:02}", date.day()));
+                    Located::Missing(root.join(expected))
+                }
+            })
+        }
+        Select::Before => {
+            if let Some(p) = previous {
+                return Ok(if p.is_file() {
+                    Located::Found(p.to_path_buf())
+                } else {
+                    Located::Missing(p.to_path_buf())
+                });
+            }
+            let dir = root.join(rel);
+            if !dir.is_dir() {
+                return Ok(Located::Missing(dir));
+            }
+            let mut files = Vec::new();
+            collect_markdown(&dir, &mut files)?;
+            let mut best: Option<(NaiveDate, PathBuf)> = None;
+            for f in files {
+                match report_date(&f)? {
+                    Some(d) if d < date => {
+                        if best.as_ref().is_none_or(|(bd, bp)| (d, &f) > (*bd, bp)) {
+                            best = Some((d, f));
+                        }
+                    }
+                    Some(_) => {}
+                    None => warnings.push(format!(
+                        "{}: no date (front-matter `date`, ISO week or YYYY-MM-DD in the name); skipped",
+                        f.display()
+                    )),
+                }
+            }
+            Ok(match best {
+                Some((_, p)) => Located::Found(p),
+                None => Located::Missing(dir),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_give_dates() {
+        let d = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+        assert_eq!(date_in_name("2026-08-14-weekly"), Some(d("2026-08-14")));
+        assert_eq!(date_in_name("x12026-08-14"), None);
+        assert_eq!(iso_week_in_name("2026-W33", None), Some(d("2026-08-16")));
+        assert_eq!(iso_week_in_name("W33", Some("2026")), Some(d("2026-08-16")));
+        assert_eq!(iso_week_in_name("W33", Some("weekly")), None);
+        assert_eq!(iso_week_in_name("notes", None), None);
+    }
+
+    #[test]
+    fn templates_are_checked() {
+        assert!(check_template("{root}/monthly/{YYYY}/{MM}.md").is_ok());
+        assert!(check_template("monthly/{YY}.md").unwrap_err().contains("{YY}"));
+        let mut caps = [None; 3];
+        assert!(match_component("{YYYY}-{MM}.md", "2026-08.md", &mut caps));
+        assert_eq!(caps, [Some(2026), Some(8), None]);
+        assert!(!match_component("{MM}.md", "8.md", &mut [None; 3]));
+    }
+
+    #[test]
+    fn dates_parse() {
+        assert_eq!(parse_date("2026-08-20").unwrap().to_string(), "2026-08-20");
+        assert_eq!(parse_date("2026-08-20T10:00:00Z").unwrap().to_string(), "2026-08-20");
+        assert_eq!(parse_date("2026-08-20T10:00").unwrap().to_string(), "2026-08-20");
+        let e = parse_date("2026-13-01").unwrap_err();
+        assert!(e.to_string().starts_with("date: `2026-13-01`"));
+    }
+}
