@@ -1,1 +1,78 @@
-//! # ctx-store-sqlite (in progress)
+//! # ctx-store-sqlite: durable runs
+//!
+//! A plan run can take an hour and cost money; this crate makes it durable.
+//! [`SqliteStore`] implements ctx-deps' [`ExecutionStore`] on one SQLite
+//! file per run (`{root}/{run-id}/store.sqlite`, WAL, `synchronous=FULL`):
+//! every result is committed before `store` returns, with its full history.
+//! On top of it:
+//!
+//! - **one writer**: a run's lock (`run.lock`, an OS file lock) is held for
+//!   as long as its [`SqliteStore`] lives and vanishes with the process;
+//! - **resume**: [`ResumePlan`] decides per task whether the stored result
+//!   can be reused or why it must run again, `make`-style;
+//! - **cache** (opt-in): [`CachingEngine`] answers an identical request
+//!   (engine, model, params, final prompt) from any earlier run under the
+//!   same root;
+//! - **inspection**: [`RunRoot`] lists and garbage-collects runs,
+//!   [`RunView`] reads one without locking it.
+//!
+//! Layout, schema, rules and guarantees: docs/runs.md.
+//!
+//! ```
+//! use ctx_deps::ExecutionStore;
+//! use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+//! use ctx_store_sqlite::{NewRun, RunRoot, SessionEnd, SqliteStore};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let tmp = tempfile::tempdir()?;
+//! let plan: Plan = serde_json::from_str(r#"{"schema_version": 1, "sub_tasks": [
+//!   {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Hi"}}},
+//!   {"id": "b", "description": "B", "dependencies": ["a"],
+//!    "tool_or_prompt": {"name": "inference", "params": {"prompt": "Then"}}}]}"#)?;
+//! let root = RunRoot::new(tmp.path().join(".ctx/runs"));
+//! let new = NewRun { plan: &plan, engine: "dry-run", plan_source: Some("plan.json") };
+//!
+//! // A first run stores `a`, then dies before `b` finishes.
+//! let store = root.create(&new)?;
+//! let mut a = TaskExecutionResult::new("a", TaskStatus::Completed);
+//! a.output = "out a".into();
+//! store.store(a)?;
+//! store.store(TaskExecutionResult::new("b", TaskStatus::InProgress))?;
+//! let id = store.run_id().to_string();
+//! drop(store); // the lock goes with it, as with a killed process
+//!
+//! // Resume: `a` is reused, `b` runs again.
+//! let (store, plan_of_resume) = SqliteStore::resume(&root.resolve(&id)?, &new)?;
+//! assert_eq!(plan_of_resume.reuse, ["a"]);
+//! assert_eq!(plan_of_resume.rerun[0].1.to_string(), "in_progress (crashed)");
+//! store.store(TaskExecutionResult::new("b", TaskStatus::Completed))?;
+//! store.finish(SessionEnd::Finished)?;
+//! assert_eq!(store.view().status_counts()?.completed, 2);
+//! # Ok(()) }
+//! ```
+//!
+//! [`ExecutionStore`]: ctx_deps::ExecutionStore
+
+mod cache;
+mod error;
+mod fingerprint;
+mod id;
+mod lock;
+mod resume;
+mod root;
+mod schema;
+mod store;
+
+pub use cache::{CACHE_FILE, CacheStats, CachedOutput, CachingEngine, ResultCache, cache_key};
+pub use error::{Error, Result};
+pub use fingerprint::{TaskFingerprint, fingerprint, is_secret_key, redact_plan, sha256_hex};
+pub use id::{is_run_id, new_run_id};
+pub use lock::LOCK_FILE;
+pub use resume::{RerunReason, ResumePlan};
+pub use root::{DEFAULT_ROOT, GcReport, RunRoot, RunSummary, UnreadableRun};
+pub use schema::{
+    CACHE_APPLICATION_ID, Migration, RUN_APPLICATION_ID, RUN_MIGRATIONS, RUN_SCHEMA_VERSION, STORE_FILE, migrate,
+};
+pub use store::{
+    NewRun, ResultRecord, RunState, RunView, SessionEnd, SessionInfo, SqliteStore, StatusCounts,
+};

@@ -1,0 +1,271 @@
+//! What a task's result depends on, hashed: the basis of resume decisions.
+//!
+//! A task's final prompt is a function of two things: the task's *own
+//! inputs* (its prompt template, system prompt, the entity values it is
+//! given, the ids and descriptions of its dependencies, the plan's
+//! assembly config) and its *upstream outputs*. Its result further depends
+//! on the model and the other sampling parameters. A [`TaskFingerprint`]
+//! captures the first part and the model and parameters, each hashed
+//! separately so a resume can say *which* changed. Upstream outputs are
+//! not hashed: they are covered by the upstream tasks' own decisions (see
+//! [`crate::ResumePlan`]).
+//!
+//! Secrets: keys of `params` that name credentials ([`is_secret_key`]) are
+//! left out of every hash and replaced by `"[redacted]"` in the plan the
+//! store keeps, so a plan that carries an API key by mistake does not put it
+//! on disk.
+
+use std::fmt::Write as _;
+
+use ctx_model::{Params, Plan, SubTask};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+/// The hashed inputs of one task, as recorded with each stored result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskFingerprint {
+    /// SHA-256 of the inputs that shape the final prompt, apart from
+    /// upstream outputs: tool name, `params.prompt`, `params.system`, the
+    /// resolved entity values, the dependency ids and descriptions, and the
+    /// plan's `config`.
+    pub inputs_hash: String,
+    /// `params.model`.
+    pub model: Option<String>,
+    /// SHA-256 of the remaining parameters (temperature, max_tokens, top_p,
+    /// stop, seed, passthrough keys), without `prompt`, `model`, `system`,
+    /// `estimated_ms` (scheduling only) and secret keys.
+    pub params_hash: String,
+}
+
+/// Computes `task`'s fingerprint within `plan`.
+pub fn fingerprint(plan: &Plan, task: &SubTask) -> TaskFingerprint {
+    let params = &task.tool_or_prompt.params;
+    let entities: Vec<Value> = plan
+        .resolve_entity_context(task)
+        .into_iter()
+        .map(|e| {
+            json!({
+                "name": e.name,
+                "type": e.entity_type,
+                "value": e.grounded_value,
+                "intent_relevance": e.intent_relevance,
+            })
+        })
+        .collect();
+    let dependencies: Vec<Value> = task
+        .dependencies
+        .iter()
+        .map(|d| json!({"id": d, "description": plan.task(d).map(|t| t.description.as_str())}))
+        .collect();
+    let inputs = json!({
+        "tool": task.tool_or_prompt.name,
+        "prompt": params.prompt,
+        "system": params.system,
+        "entities": entities,
+        "dependencies": dependencies,
+        "config": serde_json::to_value(&plan.config).unwrap_or(Value::Null),
+    });
+    TaskFingerprint {
+        inputs_hash: sha256_hex(canonical_json(&inputs).as_bytes()),
+        model: params.model.clone(),
+        params_hash: sha256_hex(canonical_json(&sampling_params(params)).as_bytes()),
+    }
+}
+
+/// The parameters that influence sampling, as canonical JSON input: every
+/// key but `prompt`, `model`, `system`, `estimated_ms` and secret keys.
+pub(crate) fn sampling_params(params: &Params) -> Value {
+    let mut v = serde_json::to_value(params).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut v {
+        for k in ["prompt", "model", "system", "estimated_ms"] {
+            map.remove(k);
+        }
+        map.retain(|k, _| !is_secret_key(k));
+        for val in map.values_mut() {
+            strip_secrets(val, false);
+        }
+    }
+    v
+}
+
+/// Whether a parameter key names a credential: `api_key`, `apikey`,
+/// `authorization`, `password`, `secret`, `token`, `access_token`, or any
+/// key ending in `_key`, `_secret`, `_password`, `_token` (case-insensitive,
+/// `-` treated as `_`). `max_tokens` and `stop` are not secrets.
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase().replace('-', "_");
+    matches!(
+        k.as_str(),
+        "api_key" | "apikey" | "authorization" | "auth" | "password" | "passwd" | "secret" | "token" | "bearer"
+    ) || ["_key", "_secret", "_password", "_token", "_apikey"]
+        .iter()
+        .any(|s| k.ends_with(s))
+}
+
+/// Replaces (with `redact`) or removes every secret key inside `v`,
+/// recursively.
+fn strip_secrets(v: &mut Value, redact: bool) {
+    match v {
+        Value::Object(map) => {
+            if redact {
+                for (k, val) in map.iter_mut() {
+                    if is_secret_key(k) {
+                        *val = Value::String("[redacted]".into());
+                    } else {
+                        strip_secrets(val, redact);
+                    }
+                }
+            } else {
+                map.retain(|k, _| !is_secret_key(k));
+                for val in map.values_mut() {
+                    strip_secrets(val, redact);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| strip_secrets(x, redact)),
+        _ => {}
+    }
+}
+
+/// `plan` with every secret key in `params` (at any depth) replaced by
+/// `"[redacted]"`: the form the store writes to disk.
+pub fn redact_plan(plan: &Plan) -> Plan {
+    let mut plan = plan.clone();
+    for task in &mut plan.sub_tasks {
+        let extra = &mut task.tool_or_prompt.params.extra;
+        for (k, v) in extra.iter_mut() {
+            if is_secret_key(k) {
+                *v = Value::String("[redacted]".into());
+            } else {
+                strip_secrets(v, true);
+            }
+        }
+    }
+    plan
+}
+
+/// JSON with object keys sorted at every depth and no whitespace: equal
+/// values give equal bytes whatever map order serde_json was built with.
+pub(crate) fn canonical_json(v: &Value) -> String {
+    fn sort(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                let mut out = Map::new();
+                for k in keys {
+                    if let Some(x) = m.get(k) {
+                        out.insert(k.clone(), sort(x));
+                    }
+                }
+                Value::Object(out)
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    sort(v).to_string()
+}
+
+/// Lower-case hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut s = String::with_capacity(64);
+    for b in digest {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// SHA-256 over several fields, each prefixed by its length so that
+/// `("ab", "c")` and `("a", "bc")` differ.
+pub(crate) fn sha256_fields(fields: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for f in fields {
+        h.update((f.len() as u64).to_le_bytes());
+        h.update(f);
+    }
+    let mut s = String::with_capacity(64);
+    for b in h.finalize() {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        serde_json::from_value(json!({
+            "schema_version": 1,
+            "entities": [{"name": "Board", "type": "constraint", "grounded_value": "10 x 20"}],
+            "sub_tasks": [
+                {"id": "a", "description": "first",
+                 "entity_context": [{"entity_name": "Board", "intent_relevance": "constraint"}],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "P", "model": "m", "temperature": 0.0, "api_key": "sk-1"}}},
+                {"id": "b", "description": "second", "dependencies": ["a"],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "Q"}}}
+            ]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn each_part_changes_with_its_input_only() {
+        let p = plan();
+        let base_a = fingerprint(&p, &p.sub_tasks[0]);
+        let base_b = fingerprint(&p, &p.sub_tasks[1]);
+
+        let mut q = p.clone();
+        q.sub_tasks[0].tool_or_prompt.params.temperature = Some(0.7);
+        let f = fingerprint(&q, &q.sub_tasks[0]);
+        assert_eq!(f.inputs_hash, base_a.inputs_hash);
+        assert_ne!(f.params_hash, base_a.params_hash);
+
+        let mut q = p.clone();
+        q.entities[0].grounded_value = Some("12 x 24".into());
+        let f = fingerprint(&q, &q.sub_tasks[0]);
+        assert_ne!(f.inputs_hash, base_a.inputs_hash);
+        assert_eq!(f.params_hash, base_a.params_hash);
+
+        // A dependency's description appears in the dependent's prompt only.
+        let mut q = p.clone();
+        q.sub_tasks[0].description = "first, renamed".into();
+        assert_eq!(fingerprint(&q, &q.sub_tasks[0]), base_a);
+        assert_ne!(fingerprint(&q, &q.sub_tasks[1]).inputs_hash, base_b.inputs_hash);
+
+        // Scheduling hints and secrets change nothing.
+        let mut q = p.clone();
+        q.sub_tasks[0].tool_or_prompt.params.estimated_ms = Some(5);
+        q.sub_tasks[0].tool_or_prompt.params.extra.insert("api_key".into(), json!("sk-2"));
+        assert_eq!(fingerprint(&q, &q.sub_tasks[0]), base_a);
+    }
+
+    #[test]
+    fn secrets_are_redacted_at_any_depth() {
+        let mut p = plan();
+        p.sub_tasks[0]
+            .tool_or_prompt
+            .params
+            .extra
+            .insert("headers".into(), json!({"Authorization": "Bearer x", "X-Trace": "1"}));
+        let r = redact_plan(&p);
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(!s.contains("sk-1"), "{s}");
+        assert!(!s.contains("Bearer x"), "{s}");
+        assert!(s.contains("X-Trace"));
+        assert!(s.contains("temperature"));
+        assert!(is_secret_key("OPENAI_API_KEY"));
+        assert!(is_secret_key("x-api-key"));
+        assert!(!is_secret_key("max_tokens"));
+        assert!(!is_secret_key("stop"));
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys() {
+        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"d":2,"c":3}}"#).unwrap();
+        assert_eq!(canonical_json(&a), r#"{"a":{"c":3,"d":2},"b":1}"#);
+        assert_ne!(sha256_fields(&[b"ab", b"c"]), sha256_fields(&[b"a", b"bc"]));
+    }
+}

@@ -1,0 +1,397 @@
+//! Resume planning: which tasks of a stored run can be reused, and which
+//! must run again and why.
+//!
+//! # The rule
+//!
+//! A task's final prompt is `assemble(own inputs, upstream outputs)`, and
+//! its result depends on that prompt plus the model and the sampling
+//! parameters. So, visiting the current plan's tasks in topological order,
+//! a task is **reused** when all of these hold, and **re-run** with the
+//! first failing reason otherwise:
+//!
+//! 1. its latest stored result is `completed` (else: `failed`, `skipped`,
+//!    `in_progress (crashed)`, or `never started` for `pending` or no
+//!    result at all);
+//! 2. the stored fingerprint's `inputs_hash` equals the current one (else
+//!    `prompt changed`): the prompt template, system prompt, resolved
+//!    entity values, dependency ids and descriptions, and plan config;
+//! 3. the model is the same (else `model changed`);
+//! 4. the other parameters hash the same (else `params changed`);
+//! 5. the engine is the same (else `engine changed`);
+//! 6. every dependency is reused (else `upstream <id> re-runs`, naming the
+//!    first dependency, in declaration order, that re-runs).
+//!
+//! Rule 6 is `make`'s: when a dependency runs again its output may differ,
+//! so the dependent's final prompt may differ, so it runs again too. When
+//! every dependency is reused their outputs are exactly the stored ones,
+//! and with rules 2–5 the final prompt, model and parameters are then
+//! exactly those of the stored result: comparing inputs decides the same as
+//! re-assembling and comparing the final prompt would, without a tokenizer.
+//! (With `--cache`, a re-run dependent whose upstream produced the same
+//! output again finds its final prompt in the cache and costs nothing.)
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+
+use ctx_model::{Plan, TaskStatus};
+
+use crate::fingerprint::fingerprint;
+use crate::store::ResultRecord;
+
+/// Why a task runs again on resume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RerunReason {
+    /// Its latest result failed.
+    Failed,
+    /// It was skipped (a dependency failed, or the run was interrupted).
+    Skipped,
+    /// It was started and never finished: the process died.
+    Crashed,
+    /// It has no result, or only `pending`.
+    NeverStarted,
+    /// Its prompt template, system prompt, entity values, dependencies or
+    /// the plan config changed.
+    PromptChanged,
+    /// `params.model` changed.
+    ModelChanged {
+        /// The stored model.
+        from: Option<String>,
+        /// The current model.
+        to: Option<String>,
+    },
+    /// Another parameter (temperature, max_tokens, ...) changed.
+    ParamsChanged,
+    /// The engine differs from the one that produced the result.
+    EngineChanged {
+        /// The stored engine.
+        from: String,
+        /// The current engine.
+        to: String,
+    },
+    /// A dependency runs again, so this task's final prompt may change.
+    Upstream(String),
+    /// The task is in a dependency cycle or downstream of one (a plan that
+    /// failed validation); it cannot be reused.
+    InvalidGraph,
+}
+
+impl std::fmt::Display for RerunReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let m = |m: &Option<String>| m.clone().unwrap_or_else(|| "(none)".into());
+        match self {
+            RerunReason::Failed => f.write_str("failed"),
+            RerunReason::Skipped => f.write_str("skipped"),
+            RerunReason::Crashed => f.write_str("in_progress (crashed)"),
+            RerunReason::NeverStarted => f.write_str("never started"),
+            RerunReason::PromptChanged => f.write_str("prompt changed"),
+            RerunReason::ModelChanged { from, to } => write!(f, "model changed ({} -> {})", m(from), m(to)),
+            RerunReason::ParamsChanged => f.write_str("params changed"),
+            RerunReason::EngineChanged { from, to } => write!(f, "engine changed ({from} -> {to})"),
+            RerunReason::Upstream(id) => write!(f, "upstream {id} re-runs"),
+            RerunReason::InvalidGraph => f.write_str("in or downstream of a dependency cycle"),
+        }
+    }
+}
+
+/// The decision for every task of the current plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResumePlan {
+    /// Tasks whose stored result is used as is, in topological order.
+    pub reuse: Vec<String>,
+    /// Tasks that run again, with the reason, in topological order.
+    pub rerun: Vec<(String, RerunReason)>,
+    /// Tasks with stored results that are no longer in the plan (kept in
+    /// the store, ignored by the run).
+    pub dropped: Vec<String>,
+}
+
+impl ResumePlan {
+    /// Decides per task of `plan` (see the module docs for the rule), given
+    /// the stored latest results by task id and the current engine.
+    pub fn compute(plan: &Plan, stored: &BTreeMap<String, ResultRecord>, engine: &str) -> ResumePlan {
+        let (order, in_cycle) = topological_order(plan);
+        let mut reruns: HashMap<&str, bool> = HashMap::new();
+        let mut out = ResumePlan::default();
+        for &i in &order {
+            let Some(task) = plan.sub_tasks.get(i) else { continue };
+            let own = own_reason(plan, i, stored.get(&task.id), engine);
+            let reason = own.or_else(|| {
+                task.dependencies
+                    .iter()
+                    .find(|d| reruns.get(d.as_str()).copied().unwrap_or(true))
+                    .map(|d| RerunReason::Upstream(d.clone()))
+            });
+            reruns.insert(&task.id, reason.is_some());
+            match reason {
+                Some(r) => out.rerun.push((task.id.clone(), r)),
+                None => out.reuse.push(task.id.clone()),
+            }
+        }
+        for i in in_cycle {
+            if let Some(task) = plan.sub_tasks.get(i) {
+                out.rerun.push((task.id.clone(), RerunReason::InvalidGraph));
+            }
+        }
+        out.dropped = stored
+            .keys()
+            .filter(|id| plan.task(id).is_none())
+            .cloned()
+            .collect();
+        out
+    }
+
+    /// The ids that run again: the executor's `force_rerun` set (tasks that
+    /// are not completed run anyway; this adds the completed ones whose
+    /// inputs changed or whose upstream re-runs).
+    pub fn rerun_ids(&self) -> std::collections::BTreeSet<String> {
+        self.rerun.iter().map(|(id, _)| id.clone()).collect()
+    }
+
+    /// Whether `task_id` is reused.
+    pub fn is_reused(&self, task_id: &str) -> bool {
+        self.reuse.iter().any(|id| id == task_id)
+    }
+}
+
+fn own_reason(plan: &Plan, i: usize, stored: Option<&ResultRecord>, engine: &str) -> Option<RerunReason> {
+    let task = plan.sub_tasks.get(i)?;
+    let Some(rec) = stored else {
+        return Some(RerunReason::NeverStarted);
+    };
+    match rec.result.status {
+        TaskStatus::Completed => {}
+        TaskStatus::Failed => return Some(RerunReason::Failed),
+        TaskStatus::Skipped => return Some(RerunReason::Skipped),
+        TaskStatus::InProgress => return Some(RerunReason::Crashed),
+        TaskStatus::Pending => return Some(RerunReason::NeverStarted),
+    }
+    let now = fingerprint(plan, task);
+    let Some(then) = &rec.fingerprint else {
+        // Stored under a plan that did not have this task id.
+        return Some(RerunReason::PromptChanged);
+    };
+    if then.inputs_hash != now.inputs_hash {
+        return Some(RerunReason::PromptChanged);
+    }
+    if then.model != now.model {
+        return Some(RerunReason::ModelChanged {
+            from: then.model.clone(),
+            to: now.model,
+        });
+    }
+    if then.params_hash != now.params_hash {
+        return Some(RerunReason::ParamsChanged);
+    }
+    if rec.engine != engine {
+        return Some(RerunReason::EngineChanged {
+            from: rec.engine.clone(),
+            to: engine.to_string(),
+        });
+    }
+    None
+}
+
+/// Kahn's algorithm, always taking the ready task that comes first in the
+/// plan: deterministic, and the plan's own order when it is topological. Returns the
+/// order over the tasks it could place, and the indices it could not (in a
+/// cycle, or downstream of one). Unknown dependency ids are ignored for the
+/// ordering; rule 6 then treats them as re-running.
+fn topological_order(plan: &Plan) -> (Vec<usize>, Vec<usize>) {
+    let index: HashMap<&str, usize> = plan
+        .sub_tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
+    let n = plan.sub_tasks.len();
+    let mut indegree = vec![0usize; n];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, t) in plan.sub_tasks.iter().enumerate() {
+        for d in &t.dependencies {
+            if let Some(&j) = index.get(d.as_str()) {
+                if let Some(x) = indegree.get_mut(i) {
+                    *x += 1;
+                }
+                if let Some(v) = dependents.get_mut(j) {
+                    v.push(i);
+                }
+            }
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<usize>> = (0..n)
+        .filter(|&i| indegree.get(i) == Some(&0))
+        .map(Reverse)
+        .collect();
+    let mut order = Vec::with_capacity(n);
+    let mut placed = vec![false; n];
+    while let Some(Reverse(i)) = ready.pop() {
+        order.push(i);
+        if let Some(p) = placed.get_mut(i) {
+            *p = true;
+        }
+        for &k in dependents.get(i).map(Vec::as_slice).unwrap_or(&[]) {
+            if let Some(x) = indegree.get_mut(k) {
+                *x -= 1;
+                if *x == 0 {
+                    ready.push(Reverse(k));
+                }
+            }
+        }
+    }
+    let rest = (0..n).filter(|&i| placed.get(i) == Some(&false)).collect();
+    (order, rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::fingerprint;
+    use ctx_model::TaskExecutionResult;
+    use serde_json::json;
+
+    fn plan() -> Plan {
+        // a -> b -> d, a -> c -> d, e independent
+        serde_json::from_value(json!({
+            "schema_version": 1,
+            "sub_tasks": [
+                {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": {"prompt": "pa", "model": "m1"}}},
+                {"id": "b", "description": "B", "dependencies": ["a"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "pb"}}},
+                {"id": "c", "description": "C", "dependencies": ["a"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "pc"}}},
+                {"id": "d", "description": "D", "dependencies": ["b", "c"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "pd"}}},
+                {"id": "e", "description": "E", "tool_or_prompt": {"name": "inference", "params": {"prompt": "pe", "temperature": 0.0}}}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn stored(plan: &Plan, statuses: &[(&str, TaskStatus)]) -> BTreeMap<String, ResultRecord> {
+        statuses
+            .iter()
+            .map(|(id, s)| {
+                let task = plan.task(id).unwrap();
+                (
+                    id.to_string(),
+                    ResultRecord {
+                        result: TaskExecutionResult::new(*id, *s),
+                        prompt_hash: None,
+                        engine: "dry-run".into(),
+                        fingerprint: Some(fingerprint(plan, task)),
+                        session: 1,
+                        recorded_at: String::new(),
+                        seq: 0,
+                        started_seq: None,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn all_completed(plan: &Plan) -> BTreeMap<String, ResultRecord> {
+        let ids: Vec<(&str, TaskStatus)> = plan
+            .sub_tasks
+            .iter()
+            .map(|t| (t.id.as_str(), TaskStatus::Completed))
+            .collect();
+        stored(plan, &ids)
+    }
+
+    fn reasons(r: &ResumePlan) -> Vec<(String, String)> {
+        r.rerun.iter().map(|(id, why)| (id.clone(), why.to_string())).collect()
+    }
+
+    #[test]
+    fn unchanged_completed_run_reuses_everything() {
+        let p = plan();
+        let r = ResumePlan::compute(&p, &all_completed(&p), "dry-run");
+        assert_eq!(r.reuse, ["a", "b", "c", "d", "e"]);
+        assert!(r.rerun.is_empty());
+    }
+
+    #[test]
+    fn status_reasons_and_downstream_propagation() {
+        let p = plan();
+        let s = stored(
+            &p,
+            &[
+                ("a", TaskStatus::Completed),
+                ("b", TaskStatus::InProgress),
+                ("c", TaskStatus::Completed),
+                ("d", TaskStatus::Completed),
+            ],
+        );
+        let r = ResumePlan::compute(&p, &s, "dry-run");
+        assert_eq!(r.reuse, ["a", "c"]);
+        assert_eq!(
+            reasons(&r),
+            [
+                ("b".into(), "in_progress (crashed)".into()),
+                ("d".into(), "upstream b re-runs".into()),
+                ("e".into(), "never started".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn changed_inputs_rerun_the_task_and_everything_downstream() {
+        let p = plan();
+        let s = all_completed(&p);
+        let mut q = p.clone();
+        q.sub_tasks[0].tool_or_prompt.params.prompt = "pa, revised".into();
+        let r = ResumePlan::compute(&q, &s, "dry-run");
+        assert_eq!(r.reuse, ["e"]);
+        assert_eq!(
+            reasons(&r),
+            [
+                ("a".into(), "prompt changed".into()),
+                ("b".into(), "upstream a re-runs".into()),
+                ("c".into(), "upstream a re-runs".into()),
+                ("d".into(), "upstream b re-runs".into()),
+            ]
+        );
+
+        let mut q = p.clone();
+        q.sub_tasks[2].tool_or_prompt.params.model = Some("m2".into());
+        q.sub_tasks[4].tool_or_prompt.params.temperature = Some(0.5);
+        let r = ResumePlan::compute(&q, &s, "dry-run");
+        assert_eq!(r.reuse, ["a", "b"]);
+        assert_eq!(
+            reasons(&r),
+            [
+                ("c".into(), "model changed ((none) -> m2)".into()),
+                ("d".into(), "upstream c re-runs".into()),
+                ("e".into(), "params changed".into()),
+            ]
+        );
+
+        let r = ResumePlan::compute(&p, &s, "command");
+        assert!(r.reuse.is_empty());
+        assert_eq!(r.rerun[0].1.to_string(), "engine changed (dry-run -> command)");
+    }
+
+    #[test]
+    fn new_and_removed_tasks() {
+        let p = plan();
+        let s = all_completed(&p);
+        let mut q = p.clone();
+        q.sub_tasks.retain(|t| t.id != "e");
+        let mut f = q.sub_tasks[0].clone();
+        f.id = "f".into();
+        f.dependencies = vec!["d".into()];
+        q.sub_tasks.push(f);
+        let r = ResumePlan::compute(&q, &s, "dry-run");
+        assert_eq!(r.reuse, ["a", "b", "c", "d"]);
+        assert_eq!(reasons(&r), [("f".into(), "never started".into())]);
+        assert_eq!(r.dropped, ["e"]);
+        assert_eq!(r.rerun_ids().into_iter().collect::<Vec<_>>(), ["f"]);
+    }
+
+    #[test]
+    fn cycles_do_not_panic() {
+        let mut p = plan();
+        p.sub_tasks[0].dependencies = vec!["d".into()];
+        let r = ResumePlan::compute(&p, &all_completed(&p), "dry-run");
+        assert_eq!(r.reuse, ["e"]);
+        assert_eq!(r.rerun.len(), 4);
+        assert!(r.rerun.iter().all(|(_, why)| *why == RerunReason::InvalidGraph));
+    }
+}

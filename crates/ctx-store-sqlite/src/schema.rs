@@ -1,0 +1,260 @@
+//! The on-disk schema, its version, and the migrations that carry an older
+//! store forward.
+//!
+//! Each database file carries two header fields: `PRAGMA application_id`
+//! says *what* it is (a ctx run store, or the ctx cache), so a foreign
+//! SQLite file is recognised before anything is written to it, and
+//! `PRAGMA user_version` says *which version* of the schema it has. The
+//! version is the number of migrations applied; migration `n` (1-based)
+//! takes a store from version `n - 1` to `n`, in one transaction together
+//! with the new `user_version`, so a crash mid-migration leaves the old
+//! version intact. Adding schema version 2 is one function appended to
+//! [`RUN_MIGRATIONS`].
+//!
+//! Opening never "repairs": a newer version, a foreign file or a file that
+//! is not SQLite at all is reported and left as it is.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+use crate::error::{Error, Result};
+
+/// The store's file name inside a run directory.
+pub const STORE_FILE: &str = "store.sqlite";
+
+/// `PRAGMA application_id` of a run store: `ctxR` in ASCII.
+pub const RUN_APPLICATION_ID: i64 = 0x6374_7852;
+
+/// `PRAGMA application_id` of the cache index: `ctxC` in ASCII.
+pub const CACHE_APPLICATION_ID: i64 = 0x6374_7843;
+
+/// A migration: applies one schema step inside the given transaction.
+pub type Migration = fn(&Transaction<'_>) -> rusqlite::Result<()>;
+
+/// The run store's migrations, oldest first.
+pub const RUN_MIGRATIONS: &[Migration] = &[run_v1];
+
+/// The run-store schema version this build writes.
+pub const RUN_SCHEMA_VERSION: i64 = RUN_MIGRATIONS.len() as i64;
+
+/// The cache's migrations, oldest first.
+pub const CACHE_MIGRATIONS: &[Migration] = &[cache_v1];
+
+/// Schema version 1 of a run store.
+///
+/// * `run`: one row, the run's id and creation time.
+/// * `sessions`: one row per `ctx run` or `ctx run --resume` on this run:
+///   the plan as run (secrets redacted), its hash, engine name, ctx version,
+///   pid, start and end.
+/// * `attempts`: every `ExecutionStore::store` call, appended, never
+///   updated: status, exact prompt and its hash, output, error, metadata
+///   JSON, and the task's fingerprint at the time.
+/// * `task_results`: the latest attempt per task (a pointer plus its
+///   status, for cheap counts).
+fn run_v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE run (
+            singleton  INTEGER PRIMARY KEY CHECK (singleton = 1),
+            id         TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE sessions (
+            seq         INTEGER PRIMARY KEY,
+            kind        TEXT NOT NULL CHECK (kind IN ('run', 'resume')),
+            started_at  TEXT NOT NULL,
+            finished_at TEXT,
+            outcome     TEXT,
+            pid         INTEGER NOT NULL,
+            ctx_version TEXT NOT NULL,
+            engine      TEXT NOT NULL,
+            plan_source TEXT,
+            plan_json   TEXT NOT NULL,
+            plan_hash   TEXT NOT NULL
+        );
+        CREATE TABLE attempts (
+            seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+            task_id       TEXT NOT NULL,
+            session       INTEGER NOT NULL REFERENCES sessions(seq),
+            recorded_at   TEXT NOT NULL,
+            status        TEXT NOT NULL CHECK (status IN
+                            ('pending', 'in_progress', 'completed', 'failed', 'skipped')),
+            prompt        TEXT,
+            prompt_hash   TEXT,
+            output        TEXT NOT NULL,
+            summary       TEXT,
+            error         TEXT,
+            metadata_json TEXT NOT NULL,
+            engine        TEXT NOT NULL,
+            inputs_hash   TEXT,
+            model         TEXT,
+            params_hash   TEXT
+        );
+        CREATE INDEX attempts_by_task ON attempts(task_id, seq);
+        CREATE TABLE task_results (
+            task_id     TEXT PRIMARY KEY,
+            status      TEXT NOT NULL,
+            attempt_seq INTEGER NOT NULL REFERENCES attempts(seq),
+            started_seq INTEGER
+        ) WITHOUT ROWID;",
+    )?;
+    tx.pragma_update(None, "application_id", RUN_APPLICATION_ID)
+}
+
+/// Schema version 1 of the cache index at the store root.
+fn cache_v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE entries (
+            key            TEXT PRIMARY KEY,
+            engine         TEXT NOT NULL,
+            model          TEXT,
+            output         TEXT NOT NULL,
+            response_model TEXT,
+            usage_json     TEXT,
+            finish_reason  TEXT,
+            run_id         TEXT,
+            task_id        TEXT NOT NULL,
+            created_at     TEXT NOT NULL
+        );
+        CREATE INDEX entries_by_run ON entries(run_id);",
+    )?;
+    tx.pragma_update(None, "application_id", CACHE_APPLICATION_ID)
+}
+
+/// How a connection may be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Read only; the file must exist.
+    Read,
+    /// Read and write; the file must exist.
+    Write,
+    /// Read and write, creating the file.
+    Create,
+}
+
+/// Opens `path`, waiting up to 10 s on another connection's lock.
+pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection> {
+    let flags = match access {
+        Access::Read => OpenFlags::SQLITE_OPEN_READ_ONLY,
+        Access::Write => OpenFlags::SQLITE_OPEN_READ_WRITE,
+        Access::Create => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+    } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(Error::sql(path))?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(Error::sql(path))?;
+    Ok(conn)
+}
+
+/// Sets the writer pragmas. Called only after [`inspect`] accepted the file
+/// (or on a file this process just created), because switching to WAL
+/// writes the header.
+pub(crate) fn set_writer_pragmas(conn: &Connection, path: &Path, synchronous: &str) -> Result<()> {
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(Error::sql(path))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::Foreign {
+            path: path.to_path_buf(),
+            detail: format!("could not switch to WAL journal mode (got `{mode}`)"),
+        });
+    }
+    conn.pragma_update(None, "synchronous", synchronous)
+        .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
+        .map_err(Error::sql(path))
+}
+
+/// Reads the header fields and decides whether `path` is a store of the
+/// kind `application_id` this build can open. Returns its version (which
+/// may be older than `migrations.len()`: the caller migrates). Writes
+/// nothing.
+pub(crate) fn inspect(
+    conn: &Connection,
+    path: &Path,
+    application_id: i64,
+    migrations: &[Migration],
+) -> Result<i64> {
+    let corrupt = |source| Error::Corrupt {
+        path: path.to_path_buf(),
+        source,
+    };
+    let app: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(corrupt)?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(corrupt)?;
+    if app != application_id {
+        let mut stmt = conn
+            .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+            .map_err(corrupt)?;
+        let tables: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(corrupt)?;
+        let detail = if tables.is_empty() {
+            "an empty SQLite database (the run was never initialised)".to_string()
+        } else {
+            let shown: Vec<&str> = tables.iter().take(8).map(String::as_str).collect();
+            format!(
+                "a SQLite database of another application (application_id {app:#x}, tables: {}{})",
+                shown.join(", "),
+                if tables.len() > shown.len() { ", ..." } else { "" }
+            )
+        };
+        return Err(Error::Foreign {
+            path: path.to_path_buf(),
+            detail,
+        });
+    }
+    let supported = migrations.len() as i64;
+    if version > supported {
+        return Err(Error::NewerSchema {
+            path: path.to_path_buf(),
+            found: version,
+            supported,
+        });
+    }
+    Ok(version)
+}
+
+/// Applies every migration after the file's current version, each in its
+/// own `IMMEDIATE` transaction that re-reads the version first (so two
+/// processes opening one file at once migrate it once). Returns the version
+/// reached.
+pub fn migrate(conn: &mut Connection, path: &Path, migrations: &[Migration]) -> Result<i64> {
+    for (i, step) in migrations.iter().enumerate() {
+        let target = i as i64 + 1;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(Error::sql(path))?;
+        let current: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(Error::sql(path))?;
+        if current >= target {
+            continue;
+        }
+        step(&tx).map_err(Error::sql(path))?;
+        tx.pragma_update(None, "user_version", target)
+            .map_err(Error::sql(path))?;
+        tx.commit().map_err(Error::sql(path))?;
+    }
+    Ok(migrations.len() as i64)
+}
+
+/// `PRAGMA quick_check`: `Ok(())` when SQLite finds no damage.
+pub(crate) fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
+    let verdict: String = conn
+        .query_row("PRAGMA quick_check", [], |r| r.get(0))
+        .map_err(|source| Error::Corrupt {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if verdict == "ok" {
+        Ok(())
+    } else {
+        Err(Error::Foreign {
+            path: path.to_path_buf(),
+            detail: format!("damaged: PRAGMA quick_check says `{verdict}`"),
+        })
+    }
+}
