@@ -1,0 +1,280 @@
+//! What the engine is told: where to send requests, with which key, and how
+//! patiently.
+
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::Url;
+
+/// The public OpenAI endpoint, used when neither `--base-url` nor
+/// `OPENAI_BASE_URL` is given.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The environment variable the API key is read from by default.
+pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
+
+/// The environment variable the base URL is read from.
+pub const BASE_URL_ENV: &str = "OPENAI_BASE_URL";
+
+/// An API key. It is sent in the `Authorization` header and nowhere else:
+/// it has no `Display`, its `Debug` prints `ApiKey(<redacted>)`, and every
+/// message the engine builds from a server's words passes through
+/// [`ApiKey::redact`] first.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key; `None` for an empty or all-blank string (local servers
+    /// run without one).
+    pub fn new(key: impl Into<String>) -> Option<ApiKey> {
+        let key = key.into().trim().to_string();
+        if key.is_empty() {
+            None
+        } else {
+            Some(ApiKey(key))
+        }
+    }
+
+    /// The key itself, for the one header that carries it.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `text` with every occurrence of the key replaced by `<redacted>`.
+    ///
+    /// Servers echo keys back ("Incorrect API key provided: sk-...") and a
+    /// proxy may put one in an error page; nothing the engine reports is
+    /// built without passing through here.
+    pub fn redact(&self, text: &str) -> String {
+        if self.0.len() < 4 {
+            // A one- to three-character "key" would redact ordinary words.
+            return text.to_string();
+        }
+        text.replace(&self.0, "<redacted>")
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// How failures are retried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (`--max-attempts`, at least 1).
+    pub max_attempts: u32,
+    /// The backoff cap before the first retry; it doubles with each retry.
+    pub initial_backoff: Duration,
+    /// The backoff cap never grows past this.
+    pub max_backoff: Duration,
+    /// A server's `Retry-After` / `retry-after-ms` up to this long is
+    /// honoured exactly; a longer one falls back to the computed backoff.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 4,
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Request parameters used when a task's `params` leave them out. Task
+/// params always win.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestDefaults {
+    /// The model, when a task names none (`--model`).
+    pub model: Option<String>,
+    /// `--temperature`.
+    pub temperature: Option<f64>,
+    /// `--max-tokens`.
+    pub max_tokens: Option<u32>,
+    /// `--top-p`.
+    pub top_p: Option<f64>,
+    /// `--stop`, repeatable.
+    pub stop: Option<Vec<String>>,
+    /// `--seed`.
+    pub seed: Option<i64>,
+    /// `--system`: a system message sent before the prompt.
+    pub system: Option<String>,
+}
+
+/// Everything the engine needs. Build it, then [`crate::OpenAiEngine::new`].
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// The API root, ending before `/chat/completions` (for example
+    /// `http://localhost:11434/v1`).
+    pub base_url: String,
+    /// The bearer token, if the server wants one.
+    pub api_key: Option<ApiKey>,
+    /// CLI-level defaults for request parameters.
+    pub defaults: RequestDefaults,
+    /// Ask for a server-sent-event stream (`--stream`).
+    pub stream: bool,
+    /// Bound on one attempt: the whole exchange without streaming, the wait
+    /// for the response headers with it (`--request-timeout`).
+    pub request_timeout: Duration,
+    /// With streaming, the longest silence between two chunks
+    /// (`--idle-timeout`).
+    pub idle_timeout: Duration,
+    /// Bound on opening the TCP (and TLS) connection.
+    pub connect_timeout: Duration,
+    /// Retries.
+    pub retry: RetryPolicy,
+    /// Requests per minute (`--rpm`); `None` = unpaced.
+    pub requests_per_minute: Option<u32>,
+    /// Tokens per minute (`--tpm`); `None` = unpaced.
+    pub tokens_per_minute: Option<u32>,
+}
+
+impl Default for OpenAiConfig {
+    fn default() -> Self {
+        OpenAiConfig {
+            base_url: DEFAULT_BASE_URL.to_string(),
+            api_key: None,
+            defaults: RequestDefaults::default(),
+            stream: false,
+            request_timeout: Duration::from_secs(600),
+            idle_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(10),
+            retry: RetryPolicy::default(),
+            requests_per_minute: None,
+            tokens_per_minute: None,
+        }
+    }
+}
+
+/// A configuration the engine cannot start with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The base URL does not parse, or is not `http`/`https`.
+    #[error("base URL `{url}`: {reason}")]
+    BaseUrl {
+        /// The URL as given (with any password masked).
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The key cannot be put in an HTTP header (a newline, say).
+    #[error("the API key contains characters that cannot be sent in an HTTP header")]
+    ApiKey,
+    /// A numeric setting is out of range.
+    #[error("{field}: {reason}")]
+    Setting {
+        /// The setting's flag name.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The HTTP client could not be built (TLS roots, for instance).
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+/// The chat-completions endpoint under `base_url`, validated.
+pub(crate) fn endpoint(base_url: &str) -> Result<Url, ConfigError> {
+    let trimmed = base_url.trim().trim_end_matches('/');
+    let url =
+        Url::parse(&format!("{trimmed}/chat/completions")).map_err(|e| ConfigError::BaseUrl {
+            url: mask_password(base_url),
+            reason: e.to_string(),
+        })?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(ConfigError::BaseUrl {
+            url: display_url(&url),
+            reason: format!("scheme `{}` is not http or https", url.scheme()),
+        });
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(ConfigError::BaseUrl {
+            url: display_url(&url),
+            reason: "a base URL takes no query or fragment".into(),
+        });
+    }
+    Ok(url)
+}
+
+/// A URL fit to print: a password in it is masked as `***`.
+pub(crate) fn display_url(url: &Url) -> String {
+    if url.password().is_some() {
+        let mut masked = url.clone();
+        // Setting a password only fails on URLs that cannot have one.
+        let _ = masked.set_password(Some("***"));
+        masked.to_string()
+    } else {
+        url.to_string()
+    }
+}
+
+fn mask_password(raw: &str) -> String {
+    match Url::parse(raw) {
+        Ok(url) => display_url(&url),
+        // Unparseable: mask anything between `//` and `@`.
+        Err(_) => match (raw.find("//"), raw.find('@')) {
+            (Some(s), Some(at)) if s + 2 < at => format!("{}***{}", &raw[..s + 2], &raw[at..]),
+            _ => raw.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_joins_and_validates() {
+        assert_eq!(
+            endpoint("http://localhost:11434/v1/").unwrap().as_str(),
+            "http://localhost:11434/v1/chat/completions"
+        );
+        assert_eq!(
+            endpoint(DEFAULT_BASE_URL).unwrap().as_str(),
+            "https://api.openai.com/v1/chat/completions"
+        );
+        assert!(matches!(
+            endpoint("ftp://x/v1"),
+            Err(ConfigError::BaseUrl { .. })
+        ));
+        assert!(matches!(
+            endpoint("not a url"),
+            Err(ConfigError::BaseUrl { .. })
+        ));
+        assert!(matches!(
+            endpoint("http://x/v1?key=1"),
+            Err(ConfigError::BaseUrl { .. })
+        ));
+    }
+
+    #[test]
+    fn passwords_in_urls_are_masked() {
+        let url = endpoint("https://user:hunter22@proxy.example/v1").unwrap();
+        let shown = display_url(&url);
+        assert!(!shown.contains("hunter22"), "{shown}");
+        assert!(shown.contains("user:***@proxy.example"), "{shown}");
+        let err = endpoint("ftp://user:hunter22@x/").unwrap_err().to_string();
+        assert!(!err.contains("hunter22"), "{err}");
+    }
+
+    #[test]
+    fn keys_never_print() {
+        let key = ApiKey::new("  sk-test-1234567890  ").unwrap();
+        assert_eq!(format!("{key:?}"), "ApiKey(<redacted>)");
+        assert_eq!(key.expose(), "sk-test-1234567890");
+        assert_eq!(
+            key.redact("Incorrect API key provided: sk-test-1234567890."),
+            "Incorrect API key provided: <redacted>."
+        );
+        assert!(ApiKey::new("   ").is_none());
+        let cfg = OpenAiConfig {
+            api_key: Some(key),
+            ..OpenAiConfig::default()
+        };
+        assert!(!format!("{cfg:?}").contains("sk-test"));
+    }
+}

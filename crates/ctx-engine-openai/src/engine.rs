@@ -1,0 +1,649 @@
+//! [`OpenAiEngine`]: one task, one chat completion, as many attempts as
+//! the retry policy allows.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use ctx_deps::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_model::{Attempt, Params};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use reqwest::{Client, Response, Url};
+
+use crate::config::{ConfigError, OpenAiConfig, display_url, endpoint};
+use crate::pacing::Pacer;
+use crate::retry::{self, ApiErrorInfo, snippet};
+use crate::sse::SseParser;
+use crate::wire::{self, BodyError, Completion, StreamAccumulator};
+
+/// Largest error body read (the message is at the start).
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// Largest completion body read without streaming.
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// Something the engine did that a person watching the run may want to
+/// see. The CLI shows retries on its progress line.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum EngineEvent {
+    /// Attempt `failed_attempt` failed; attempt `failed_attempt + 1` of
+    /// `max_attempts` follows after `delay`.
+    Retrying {
+        /// The task.
+        task_id: String,
+        /// The attempt that failed (1 for the first).
+        failed_attempt: u32,
+        /// `--max-attempts`.
+        max_attempts: u32,
+        /// The wait before the next attempt.
+        delay: Duration,
+        /// The failure's short class (`http_429`, `timeout`, `connect` ...).
+        outcome: String,
+    },
+    /// Pacing (`--rpm`/`--tpm`) holds the request back for `wait`.
+    Paced {
+        /// The task.
+        task_id: String,
+        /// How long the request waits before it is sent.
+        wait: Duration,
+    },
+    /// Streaming: `chars` characters of output received so far.
+    Streaming {
+        /// The task.
+        task_id: String,
+        /// Characters received so far in this attempt.
+        chars: usize,
+    },
+}
+
+/// A callback for [`EngineEvent`]s. It runs on the engine's task: keep it
+/// quick (update a progress bar, send on a channel).
+pub type Observer = Arc<dyn Fn(&EngineEvent) + Send + Sync>;
+
+/// The OpenAI-compatible chat-completions engine (`--engine openai`).
+///
+/// One engine serves a whole run: it holds the connection pool, the
+/// pacing buckets and the retry policy, and is shared by every in-flight
+/// task. Dropping an `infer` future aborts its request (the connection is
+/// closed), which is how a cancelled run stops.
+pub struct OpenAiEngine {
+    client: Client,
+    endpoint: Url,
+    /// The endpoint fit to print (a password in the URL is masked).
+    shown: String,
+    auth: Option<HeaderValue>,
+    config: OpenAiConfig,
+    pacer: Pacer,
+    observer: Option<Observer>,
+}
+
+impl fmt::Debug for OpenAiEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiEngine")
+            .field("endpoint", &self.shown)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One attempt's failure.
+#[derive(Debug)]
+struct Failure {
+    outcome: String,
+    message: String,
+    retryable: bool,
+    hint: Option<Duration>,
+}
+
+impl Failure {
+    fn retry(outcome: &str, message: String) -> Failure {
+        Failure {
+            outcome: outcome.into(),
+            message,
+            retryable: true,
+            hint: None,
+        }
+    }
+    fn fatal(outcome: &str, message: String) -> Failure {
+        Failure {
+            outcome: outcome.into(),
+            message,
+            retryable: false,
+            hint: None,
+        }
+    }
+}
+
+impl OpenAiEngine {
+    /// The engine's name as `--engine` takes it.
+    pub const NAME: &'static str = "openai";
+
+    /// Builds the engine. Fails on a base URL that is not `http(s)`, a key
+    /// that cannot go in a header, or `max_attempts` of zero.
+    pub fn new(config: OpenAiConfig) -> Result<OpenAiEngine, ConfigError> {
+        let endpoint = endpoint(&config.base_url)?;
+        if config.retry.max_attempts == 0 {
+            return Err(ConfigError::Setting {
+                field: "--max-attempts",
+                reason: "must be at least 1".into(),
+            });
+        }
+        for (field, value) in [
+            ("--request-timeout", config.request_timeout),
+            ("--idle-timeout", config.idle_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(ConfigError::Setting {
+                    field,
+                    reason: "must be greater than zero".into(),
+                });
+            }
+        }
+        for (field, value) in [
+            ("--rpm", config.requests_per_minute),
+            ("--tpm", config.tokens_per_minute),
+        ] {
+            if value == Some(0) {
+                return Err(ConfigError::Setting {
+                    field,
+                    reason: "must be at least 1 (leave it out for no limit)".into(),
+                });
+            }
+        }
+        let auth = match &config.api_key {
+            Some(key) => {
+                let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+                    .map_err(|_| ConfigError::ApiKey)?;
+                // Debug output of the header map shows `Sensitive`.
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
+        // reqwest is built without a default crypto provider; `ring` builds
+        // faster than aws-lc. Installing twice is harmless (the first wins).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("ctx/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        Ok(OpenAiEngine {
+            client,
+            shown: display_url(&endpoint),
+            endpoint,
+            auth,
+            pacer: Pacer::new(config.requests_per_minute, config.tokens_per_minute),
+            config,
+            observer: None,
+        })
+    }
+
+    /// Sends [`EngineEvent`]s to `observer`.
+    pub fn with_observer(mut self, observer: Observer) -> OpenAiEngine {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The configuration the engine was built with.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// The chat-completions URL requests go to (any password masked).
+    pub fn endpoint(&self) -> &str {
+        &self.shown
+    }
+
+    /// The model a task runs on: its `params.model`, else `--model`.
+    pub fn model_for<'a>(&'a self, params: &'a Params) -> Option<&'a str> {
+        params
+            .model
+            .as_deref()
+            .filter(|m| !m.trim().is_empty())
+            .or(self.config.defaults.model.as_deref())
+            .filter(|m| !m.trim().is_empty())
+    }
+
+    fn emit(&self, event: EngineEvent) {
+        if let Some(observer) = &self.observer {
+            observer(&event);
+        }
+    }
+
+    fn redact(&self, text: &str) -> String {
+        match &self.config.api_key {
+            Some(key) => key.redact(text),
+            None => text.to_string(),
+        }
+    }
+
+    async fn run(&self, request: &InferenceRequest) -> Result<InferenceResponse, EngineError> {
+        let Some(model) = self.model_for(&request.params) else {
+            return Err(EngineError::new(format!(
+                "task `{}`: no model: set `params.model` in the plan or pass --model",
+                request.task_id
+            )));
+        };
+        let defaults = &self.config.defaults;
+        let body = wire::request_body(
+            &request.prompt,
+            model,
+            &request.params,
+            defaults,
+            self.config.stream,
+        );
+        let body = serde_json::to_vec(&body).map_err(|e| {
+            EngineError::new(format!(
+                "task `{}`: cannot encode the request: {e}",
+                request.task_id
+            ))
+        })?;
+        let cost = (request.prompt_tokens as u64)
+            .saturating_add(wire::effective_max_tokens(&request.params, defaults).unwrap_or(0));
+        let max = self.config.retry.max_attempts;
+        let mut attempts: Vec<Attempt> = Vec::new();
+        for number in 1..=max {
+            let wait = self.pacer.reserve(cost);
+            if !wait.is_zero() {
+                self.emit(EngineEvent::Paced {
+                    task_id: request.task_id.clone(),
+                    wait,
+                });
+                tokio::time::sleep(wait).await;
+            }
+            let started = Instant::now();
+            let result = self.attempt(&request.task_id, body.clone()).await;
+            let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            match result {
+                Ok(completion) => {
+                    attempts.push(Attempt {
+                        number,
+                        duration_ms,
+                        outcome: "ok".into(),
+                        error: None,
+                        backoff_ms: None,
+                    });
+                    return Ok(InferenceResponse {
+                        output: completion.output,
+                        model: completion.model.or_else(|| Some(model.to_string())),
+                        usage: completion.usage,
+                        finish_reason: completion.finish_reason,
+                        attempts,
+                        cached: false,
+                    });
+                }
+                Err(failure) => {
+                    let message = self.redact(&failure.message);
+                    if !failure.retryable || number == max {
+                        attempts.push(Attempt {
+                            number,
+                            duration_ms,
+                            outcome: failure.outcome,
+                            error: Some(message.clone()),
+                            backoff_ms: None,
+                        });
+                        let message = if number > 1 {
+                            format!("{message} (gave up after {number} attempts)")
+                        } else {
+                            message
+                        };
+                        return Err(EngineError { message, attempts });
+                    }
+                    let delay = retry::delay(&self.config.retry, number, failure.hint);
+                    attempts.push(Attempt {
+                        number,
+                        duration_ms,
+                        outcome: failure.outcome.clone(),
+                        error: Some(message),
+                        backoff_ms: Some(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
+                    });
+                    self.emit(EngineEvent::Retrying {
+                        task_id: request.task_id.clone(),
+                        failed_attempt: number,
+                        max_attempts: max,
+                        delay,
+                        outcome: failure.outcome,
+                    });
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+        // `max_attempts >= 1` is checked in `new`, so the loop returned.
+        Err(EngineError {
+            message: "no attempt was made".into(),
+            attempts,
+        })
+    }
+
+    /// One HTTP exchange.
+    async fn attempt(&self, task_id: &str, body: Vec<u8>) -> Result<Completion, Failure> {
+        let mut builder = self
+            .client
+            .post(self.endpoint.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(body);
+        if let Some(auth) = &self.auth {
+            builder = builder.header(AUTHORIZATION, auth.clone());
+        }
+        if self.config.stream {
+            builder = builder.header(ACCEPT, "text/event-stream");
+            let response = tokio::time::timeout(self.config.request_timeout, builder.send())
+                .await
+                .map_err(|_| self.request_timed_out())?
+                .map_err(|e| self.transport_failure(&e))?;
+            let response = self.check_status(response).await?;
+            let is_json = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("application/json"));
+            if is_json {
+                // The server ignored `stream`; read the whole answer.
+                let body = self.read_all(response, self.config.idle_timeout).await?;
+                return self.completion_of(&body);
+            }
+            self.read_stream(task_id, response).await
+        } else {
+            let exchange = async {
+                let response = builder
+                    .send()
+                    .await
+                    .map_err(|e| self.transport_failure(&e))?;
+                let response = self.check_status(response).await?;
+                let body = read_capped(response, MAX_BODY)
+                    .await
+                    .map_err(|e| self.transport_failure(&e))?;
+                if body.len() > MAX_BODY {
+                    return Err(Failure::fatal(
+                        "malformed",
+                        format!(
+                            "response from {} is larger than {MAX_BODY} bytes",
+                            self.shown
+                        ),
+                    ));
+                }
+                self.completion_of(&body)
+            };
+            tokio::time::timeout(self.config.request_timeout, exchange)
+                .await
+                .map_err(|_| self.request_timed_out())?
+        }
+    }
+
+    fn request_timed_out(&self) -> Failure {
+        Failure::retry(
+            "timeout",
+            format!(
+                "no response from {} within {} (--request-timeout)",
+                self.shown,
+                seconds(self.config.request_timeout)
+            ),
+        )
+    }
+
+    /// A 2xx passes; anything else becomes a failure with the server's
+    /// message and its retry hint.
+    async fn check_status(&self, response: Response) -> Result<Response, Failure> {
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let hint = retry::retry_after(response.headers(), SystemTime::now());
+        let body = tokio::time::timeout(
+            self.config.idle_timeout,
+            read_capped(response, MAX_ERROR_BODY),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+        let info = ApiErrorInfo::from_body(&body);
+        let retryable = retry::status_is_retryable(status.as_u16(), &info);
+        let mut message = format!("HTTP {status} from {}", self.shown);
+        if !info.message.is_empty() {
+            message.push_str(": ");
+            message.push_str(&info.message);
+        }
+        if let Some(code) = info.code.as_ref().or(info.kind.as_ref()) {
+            if !info.message.contains(code.as_str()) {
+                message.push_str(&format!(" ({code})"));
+            }
+        }
+        Err(Failure {
+            outcome: format!("http_{}", status.as_u16()),
+            message,
+            retryable,
+            hint,
+        })
+    }
+
+    async fn read_all(&self, response: Response, within: Duration) -> Result<Vec<u8>, Failure> {
+        let body = tokio::time::timeout(within, read_capped(response, MAX_BODY))
+            .await
+            .map_err(|_| self.idle_timed_out())?
+            .map_err(|e| self.transport_failure(&e))?;
+        Ok(body)
+    }
+
+    fn completion_of(&self, body: &[u8]) -> Result<Completion, Failure> {
+        wire::parse_completion(body).map_err(|e| self.body_failure(e, body))
+    }
+
+    fn body_failure(&self, error: BodyError, body: &[u8]) -> Failure {
+        match error {
+            BodyError::Malformed(reason) => {
+                let text = String::from_utf8_lossy(body);
+                let cut = serde_json::from_slice::<serde_json::Value>(body)
+                    .err()
+                    .is_some_and(|e| e.is_eof());
+                let shown = snippet(text.trim(), 200);
+                if cut && !body.is_empty() {
+                    Failure::retry(
+                        "truncated",
+                        format!(
+                            "response body from {} was cut short ({reason}): {shown}",
+                            self.shown
+                        ),
+                    )
+                } else {
+                    Failure::fatal(
+                        "malformed",
+                        format!("malformed JSON from {} ({reason}): {shown}", self.shown),
+                    )
+                }
+            }
+            BodyError::EmptyChoices => Failure::fatal(
+                "empty_choices",
+                format!("response from {} has no choices", self.shown),
+            ),
+            BodyError::Api(info) => Failure::fatal(
+                "api_error",
+                format!("error from {}: {}", self.shown, info.message),
+            ),
+        }
+    }
+
+    fn idle_timed_out(&self) -> Failure {
+        Failure::retry(
+            "idle_timeout",
+            format!(
+                "stream from {} stalled: no data for {} (--idle-timeout)",
+                self.shown,
+                seconds(self.config.idle_timeout)
+            ),
+        )
+    }
+
+    async fn read_stream(
+        &self,
+        task_id: &str,
+        mut response: Response,
+    ) -> Result<Completion, Failure> {
+        let mut parser = SseParser::new();
+        let mut acc = StreamAccumulator::default();
+        let mut chars = 0usize;
+        let mut done = false;
+        'read: while !done {
+            let chunk = tokio::time::timeout(self.config.idle_timeout, response.chunk())
+                .await
+                .map_err(|_| self.idle_timed_out())?;
+            let chunk = match chunk {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break 'read,
+                Err(e) => {
+                    return Err(Failure::retry(
+                        "truncated",
+                        format!(
+                            "stream from {} broke after {chars} characters: {}",
+                            self.shown,
+                            error_chain(&e)
+                        ),
+                    ));
+                }
+            };
+            let events = parser.feed(&chunk).map_err(|e| {
+                Failure::fatal("malformed", format!("stream from {}: {e}", self.shown))
+            })?;
+            let before = chars;
+            for event in events {
+                if event.data.trim() == "[DONE]" {
+                    done = true;
+                    break;
+                }
+                if event.data.trim().is_empty() {
+                    continue;
+                }
+                match acc.push(&event.data) {
+                    Ok(added) => chars += added,
+                    Err(BodyError::Api(info)) => {
+                        let retryable = [info.kind.as_deref(), info.code.as_deref()]
+                            .into_iter()
+                            .flatten()
+                            .any(|k| k.contains("server_error") || k.contains("overloaded"));
+                        let message =
+                            format!("error in the stream from {}: {}", self.shown, info.message);
+                        return Err(if retryable {
+                            Failure::retry("stream_error", message)
+                        } else {
+                            Failure::fatal("stream_error", message)
+                        });
+                    }
+                    Err(e) => return Err(self.body_failure(e, event.data.as_bytes())),
+                }
+            }
+            if chars > before {
+                self.emit(EngineEvent::Streaming {
+                    task_id: task_id.to_string(),
+                    chars,
+                });
+            }
+        }
+        if !done && (parser.has_pending() || acc.completion.finish_reason.is_none()) {
+            return Err(Failure::retry(
+                "truncated",
+                format!(
+                    "stream from {} ended before `data: [DONE]` after {chars} characters",
+                    self.shown
+                ),
+            ));
+        }
+        if !acc.saw_choice {
+            return Err(Failure::fatal(
+                "empty_choices",
+                format!("stream from {} carried no choices", self.shown),
+            ));
+        }
+        Ok(acc.completion)
+    }
+
+    fn transport_failure(&self, error: &reqwest::Error) -> Failure {
+        let chain = error_chain(error);
+        if error.is_connect() {
+            Failure::retry(
+                "connect",
+                format!("cannot connect to {}: {chain}", self.shown),
+            )
+        } else if error.is_timeout() {
+            Failure::retry(
+                "timeout",
+                format!("timed out talking to {}: {chain}", self.shown),
+            )
+        } else if error.is_body() || error.is_decode() {
+            Failure::retry(
+                "truncated",
+                format!("response body from {} was cut short: {chain}", self.shown),
+            )
+        } else {
+            Failure::retry(
+                "network",
+                format!("request to {} failed: {chain}", self.shown),
+            )
+        }
+    }
+}
+
+impl InferenceEngine for OpenAiEngine {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(self.run(request))
+    }
+}
+
+/// Reads a body, stopping once it is longer than `cap` (the caller sees a
+/// body of `cap + 1` bytes or more and can say so).
+async fn read_capped(mut response: Response, cap: usize) -> Result<Vec<u8>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        body.extend_from_slice(&chunk);
+        if body.len() > cap {
+            break;
+        }
+    }
+    Ok(body)
+}
+
+/// The error's causes, outermost first, without the URL reqwest puts in
+/// its own text (ours names it already, with any password masked) and
+/// without repeats: `client error (Connect): tcp connect error: Connection
+/// refused (os error 111)`.
+fn error_chain(error: &reqwest::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    if parts.is_empty() {
+        let mut e = error.to_string();
+        if let Some(url) = error.url() {
+            e = e.replace(url.as_str(), &display_url(url));
+        }
+        parts.push(e);
+    }
+    parts.join(": ")
+}
+
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.3} s")
+    }
+}
+
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<OpenAiEngine>();
+}

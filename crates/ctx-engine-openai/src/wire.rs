@@ -1,0 +1,424 @@
+//! The chat-completions wire format: the request body ctx sends and the
+//! parts of the answers it reads.
+//!
+//! Answers are read from `serde_json::Value` rather than strict structs:
+//! servers that call themselves OpenAI-compatible differ in small ways
+//! (`total_tokens` missing, `content` as an array of parts, extra fields),
+//! and a field of an unexpected type should cost that field, not the task.
+//! What *is* required is checked and named in the error: a JSON object, a
+//! non-empty `choices`.
+
+use ctx_model::{Params, TokenUsage};
+use serde_json::{Map, Value, json};
+
+use crate::config::RequestDefaults;
+use crate::retry::ApiErrorInfo;
+
+/// Keys ctx sets itself; `params.extra` cannot override them.
+const RESERVED: [&str; 4] = ["model", "messages", "stream", "stream_options"];
+
+/// The JSON body for one task: task params win over CLI defaults, and
+/// every key of `params.extra` is passed through unless ctx owns it.
+pub(crate) fn request_body(
+    prompt: &str,
+    model: &str,
+    params: &Params,
+    defaults: &RequestDefaults,
+    stream: bool,
+) -> Value {
+    let mut body = Map::new();
+    for (key, value) in &params.extra {
+        if !RESERVED.contains(&key.as_str()) {
+            body.insert(key.clone(), value.clone());
+        }
+    }
+    body.insert("model".into(), json!(model));
+    let mut messages = Vec::new();
+    if let Some(system) = params.system.as_ref().or(defaults.system.as_ref()) {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    messages.push(json!({"role": "user", "content": prompt}));
+    body.insert("messages".into(), Value::Array(messages));
+
+    let has_max_completion_tokens = body.contains_key("max_completion_tokens");
+    let mut set = |key: &str, value: Option<Value>| {
+        if let Some(value) = value {
+            body.insert(key.to_string(), value);
+        }
+    };
+    set(
+        "temperature",
+        params
+            .temperature
+            .or(defaults.temperature)
+            .map(|v| json!(v)),
+    );
+    set("top_p", params.top_p.or(defaults.top_p).map(|v| json!(v)));
+    set("seed", params.seed.or(defaults.seed).map(|v| json!(v)));
+    set(
+        "stop",
+        params
+            .stop
+            .as_ref()
+            .or(defaults.stop.as_ref())
+            .filter(|s| !s.is_empty())
+            .map(|v| json!(v)),
+    );
+    // Reasoning models take `max_completion_tokens` and reject `max_tokens`;
+    // a plan that passes the former through `extra` gets only that one.
+    if !has_max_completion_tokens {
+        set(
+            "max_tokens",
+            params.max_tokens.or(defaults.max_tokens).map(|v| json!(v)),
+        );
+    }
+    if stream {
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    Value::Object(body)
+}
+
+/// The `max_tokens` a request will carry, for pacing by tokens.
+pub(crate) fn effective_max_tokens(params: &Params, defaults: &RequestDefaults) -> Option<u64> {
+    let from_extra = ["max_completion_tokens", "max_tokens"]
+        .iter()
+        .find_map(|k| params.extra.get(*k).and_then(Value::as_u64));
+    params
+        .max_tokens
+        .or(defaults.max_tokens)
+        .map(u64::from)
+        .or(from_extra)
+}
+
+/// A finished chat completion, whichever way it arrived.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Completion {
+    pub output: String,
+    pub model: Option<String>,
+    pub usage: Option<TokenUsage>,
+    pub finish_reason: Option<String>,
+}
+
+/// Why a body was not a usable completion.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum BodyError {
+    /// Not JSON, or not an object.
+    Malformed(String),
+    /// `choices` missing or empty.
+    EmptyChoices,
+    /// A 2xx answer that carries an `error` object instead.
+    Api(ApiErrorInfo),
+}
+
+/// Parses a non-streaming response body.
+pub(crate) fn parse_completion(body: &[u8]) -> Result<Completion, BodyError> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| BodyError::Malformed(e.to_string()))?;
+    if !value.is_object() {
+        return Err(BodyError::Malformed("expected a JSON object".into()));
+    }
+    if value.get("error").is_some_and(|e| !e.is_null()) {
+        if let Some(info) = ApiErrorInfo::from_value(&value) {
+            return Err(BodyError::Api(info));
+        }
+    }
+    let choice = value
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| first_choice(c))
+        .ok_or(BodyError::EmptyChoices)?;
+    let message = choice.get("message");
+    let output = message
+        .and_then(|m| m.get("content"))
+        .map(content_text)
+        .or_else(|| {
+            choice
+                .get("text")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    Ok(Completion {
+        output,
+        model: model_of(&value),
+        usage: value.get("usage").and_then(usage_of),
+        finish_reason: finish_reason_of(choice),
+    })
+}
+
+/// The choice with `index` 0, else the first.
+fn first_choice(choices: &[Value]) -> Option<&Value> {
+    choices
+        .iter()
+        .find(|c| c.get("index").and_then(Value::as_u64) == Some(0))
+        .or_else(|| choices.first())
+}
+
+/// `content` as a string, or an array of `{type: text, text}` parts.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+fn model_of(value: &Value) -> Option<String> {
+    value
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+}
+
+fn finish_reason_of(choice: &Value) -> Option<String> {
+    choice
+        .get("finish_reason")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty())
+        .map(str::to_string)
+}
+
+/// `usage` → [`TokenUsage`], cached tokens from
+/// `prompt_tokens_details.cached_tokens` (OpenAI) when reported.
+pub(crate) fn usage_of(usage: &Value) -> Option<TokenUsage> {
+    if !usage.is_object() {
+        return None;
+    }
+    let num = |v: Option<&Value>| {
+        v.and_then(|v| {
+            v.as_u64()
+                .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+        })
+    };
+    let prompt = num(usage.get("prompt_tokens"));
+    let completion = num(usage.get("completion_tokens"));
+    let total = num(usage.get("total_tokens"));
+    if prompt.is_none() && completion.is_none() && total.is_none() {
+        return None;
+    }
+    let prompt_tokens = prompt.unwrap_or(0);
+    let completion_tokens = completion.unwrap_or(0);
+    Some(TokenUsage {
+        prompt_tokens,
+        completion_tokens,
+        total_tokens: total.unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
+        cached_tokens: num(usage
+            .get("prompt_tokens_details")
+            .and_then(|d| d.get("cached_tokens"))),
+    })
+}
+
+/// Builds a completion from `chat.completion.chunk` events.
+#[derive(Debug, Default)]
+pub(crate) struct StreamAccumulator {
+    pub completion: Completion,
+    /// Some chunk carried a choice (content, role or finish reason).
+    pub saw_choice: bool,
+}
+
+impl StreamAccumulator {
+    /// Adds one event's JSON. Returns the number of characters added.
+    pub(crate) fn push(&mut self, data: &str) -> Result<usize, BodyError> {
+        let value: Value =
+            serde_json::from_str(data).map_err(|e| BodyError::Malformed(e.to_string()))?;
+        if !value.is_object() {
+            return Err(BodyError::Malformed("expected a JSON object".into()));
+        }
+        if value.get("error").is_some_and(|e| !e.is_null()) {
+            if let Some(info) = ApiErrorInfo::from_value(&value) {
+                return Err(BodyError::Api(info));
+            }
+        }
+        if let Some(model) = model_of(&value) {
+            self.completion.model = Some(model);
+        }
+        if let Some(usage) = value.get("usage").and_then(usage_of) {
+            self.completion.usage = Some(usage);
+        }
+        let mut added = 0;
+        if let Some(choice) = value
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| first_choice(c))
+        {
+            self.saw_choice = true;
+            let text = choice
+                .get("delta")
+                .and_then(|d| d.get("content"))
+                .map(content_text)
+                .or_else(|| {
+                    choice
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .unwrap_or_default();
+            added = text.chars().count();
+            self.completion.output.push_str(&text);
+            if let Some(reason) = finish_reason_of(choice) {
+                self.completion.finish_reason = Some(reason);
+            }
+        }
+        Ok(added)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn params(prompt: &str) -> Params {
+        Params {
+            prompt: prompt.into(),
+            ..Params::default()
+        }
+    }
+
+    #[test]
+    fn task_params_win_over_defaults_and_extra_passes_through() {
+        let mut p = params("original");
+        p.temperature = Some(0.2);
+        p.stop = Some(vec!["END".into()]);
+        p.system = Some("be brief".into());
+        p.extra = BTreeMap::from([
+            ("presence_penalty".to_string(), json!(0.5)),
+            ("model".to_string(), json!("sneaky")),
+            (
+                "response_format".to_string(),
+                json!({"type": "json_object"}),
+            ),
+        ]);
+        p.estimated_ms = Some(5);
+        let d = RequestDefaults {
+            model: Some("cli-model".into()),
+            temperature: Some(0.9),
+            max_tokens: Some(64),
+            seed: Some(7),
+            system: Some("cli system".into()),
+            ..RequestDefaults::default()
+        };
+        let body = request_body("assembled", "m1", &p, &d, false);
+        assert_eq!(
+            body,
+            json!({
+                "model": "m1",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "assembled"}
+                ],
+                "temperature": 0.2,
+                "stop": ["END"],
+                "seed": 7,
+                "max_tokens": 64,
+                "presence_penalty": 0.5,
+                "response_format": {"type": "json_object"}
+            })
+        );
+    }
+
+    #[test]
+    fn stream_asks_for_usage_and_max_completion_tokens_replaces_max_tokens() {
+        let mut p = params("x");
+        p.max_tokens = Some(10);
+        p.extra.insert("max_completion_tokens".into(), json!(99));
+        let body = request_body("x", "o3", &p, &RequestDefaults::default(), true);
+        assert_eq!(body["stream"], json!(true));
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert_eq!(body["max_completion_tokens"], json!(99));
+        assert!(body.get("max_tokens").is_none());
+        assert!(body.get("system").is_none());
+        assert_eq!(
+            effective_max_tokens(&p, &RequestDefaults::default()),
+            Some(10)
+        );
+        p.max_tokens = None;
+        assert_eq!(
+            effective_max_tokens(&p, &RequestDefaults::default()),
+            Some(99)
+        );
+    }
+
+    #[test]
+    fn completion_with_cached_tokens() {
+        let body = br#"{"id":"c1","model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],
+            "usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":8}}}"#;
+        let c = parse_completion(body).unwrap();
+        assert_eq!(c.output, "hi");
+        assert_eq!(c.model.as_deref(), Some("gpt-4o-2024-08-06"));
+        assert_eq!(c.finish_reason.as_deref(), Some("length"));
+        assert_eq!(
+            c.usage,
+            Some(TokenUsage {
+                prompt_tokens: 12,
+                completion_tokens: 3,
+                total_tokens: 15,
+                cached_tokens: Some(8)
+            })
+        );
+    }
+
+    #[test]
+    fn lenient_where_servers_differ() {
+        let body = br#"{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}],"usage":{"prompt_tokens":2,"completion_tokens":1}}"#;
+        let c = parse_completion(body).unwrap();
+        assert_eq!(c.output, "ab");
+        assert_eq!(c.usage.unwrap().total_tokens, 3);
+        assert_eq!(c.model, None);
+        let null_content = br#"{"choices":[{"message":{"content":null},"finish_reason":"content_filter"}],"usage":"n/a"}"#;
+        let c = parse_completion(null_content).unwrap();
+        assert_eq!(c.output, "");
+        assert_eq!(c.usage, None);
+    }
+
+    #[test]
+    fn bad_bodies() {
+        assert!(matches!(
+            parse_completion(b"{\"choices\": [tru"),
+            Err(BodyError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_completion(b"[1]"),
+            Err(BodyError::Malformed(_))
+        ));
+        assert_eq!(
+            parse_completion(br#"{"choices":[]}"#),
+            Err(BodyError::EmptyChoices)
+        );
+        assert_eq!(
+            parse_completion(br#"{"id":"x"}"#),
+            Err(BodyError::EmptyChoices)
+        );
+        assert!(matches!(
+            parse_completion(br#"{"error":{"message":"boom"}}"#),
+            Err(BodyError::Api(ApiErrorInfo { message, .. })) if message == "boom"
+        ));
+    }
+
+    #[test]
+    fn stream_chunks_accumulate() {
+        let mut acc = StreamAccumulator::default();
+        let chunks = [
+            r#"{"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"model":"m","choices":[{"index":0,"delta":{"content":"Hel"}}]}"#,
+            r#"{"model":"m","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]}"#,
+            r#"{"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            r#"{"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#,
+        ];
+        let added: Vec<usize> = chunks.iter().map(|c| acc.push(c).unwrap()).collect();
+        assert_eq!(added, [0, 3, 2, 0, 0]);
+        assert!(acc.saw_choice);
+        assert_eq!(acc.completion.output, "Hello");
+        assert_eq!(acc.completion.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(acc.completion.usage.unwrap().total_tokens, 7);
+        assert!(matches!(
+            acc.push("{not json"),
+            Err(BodyError::Malformed(_))
+        ));
+    }
+}

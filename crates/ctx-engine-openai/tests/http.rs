@@ -1,0 +1,802 @@
+//! The engine against in-process HTTP servers on 127.0.0.1: wiremock for
+//! well-formed exchanges, a raw TCP server for broken ones (bodies cut
+//! short, stalled streams). Backoffs are milliseconds so the suite is fast.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ctx_deps::{EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_engine_openai::{
+    ApiKey, EngineEvent, OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy,
+};
+use ctx_model::{Params, TokenUsage};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+const KEY: &str = "sk-test-SECRET-0123456789";
+
+fn config(base_url: String) -> OpenAiConfig {
+    OpenAiConfig {
+        base_url,
+        api_key: ApiKey::new(KEY),
+        defaults: RequestDefaults {
+            model: Some("test-model".into()),
+            ..RequestDefaults::default()
+        },
+        request_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(5),
+        retry: RetryPolicy {
+            max_attempts: 4,
+            initial_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_millis(20),
+            max_retry_after: Duration::from_secs(60),
+        },
+        ..OpenAiConfig::default()
+    }
+}
+
+fn engine(cfg: OpenAiConfig) -> OpenAiEngine {
+    OpenAiEngine::new(cfg).expect("engine")
+}
+
+fn request(id: &str) -> InferenceRequest {
+    InferenceRequest {
+        task_id: id.into(),
+        prompt: "## Outputs from Dependent Tasks\n\nsomething\n\n---\n\nWrite a haiku.".into(),
+        params: Params {
+            prompt: "Write a haiku.".into(),
+            ..Params::default()
+        },
+        prompt_tokens: 12,
+    }
+}
+
+fn completion(content: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "test-model-2026-01-01",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25,
+                  "prompt_tokens_details": {"cached_tokens": 16}}
+    })
+}
+
+async fn server() -> MockServer {
+    MockServer::start().await
+}
+
+fn base(server: &MockServer) -> String {
+    format!("{}/v1", server.uri())
+}
+
+fn outcomes(attempts: &[ctx_model::Attempt]) -> Vec<&str> {
+    attempts.iter().map(|a| a.outcome.as_str()).collect()
+}
+
+fn assert_no_key(what: &str, text: &str) {
+    assert!(!text.contains(KEY), "{what} leaks the API key: {text}");
+}
+
+fn assert_clean(result: &Result<InferenceResponse, EngineError>) {
+    assert_no_key("result", &format!("{result:?}"));
+}
+
+#[tokio::test]
+async fn success_records_usage_model_and_one_attempt() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("An old silent pond")))
+        .expect(1)
+        .mount(&s)
+        .await;
+    let mut req = request("t1");
+    req.params.temperature = Some(0.25);
+    req.params.system = Some("You are terse.".into());
+    req.params
+        .extra
+        .insert("presence_penalty".into(), json!(0.5));
+    let r = engine(config(base(&s))).infer(&req).await.unwrap();
+    assert_eq!(r.output, "An old silent pond");
+    assert_eq!(r.model.as_deref(), Some("test-model-2026-01-01"));
+    assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(
+        r.usage,
+        Some(TokenUsage {
+            prompt_tokens: 20,
+            completion_tokens: 5,
+            total_tokens: 25,
+            cached_tokens: Some(16)
+        })
+    );
+    assert_eq!(outcomes(&r.attempts), ["ok"]);
+    assert_eq!(r.attempts[0].number, 1);
+
+    let received = s.received_requests().await.unwrap();
+    let sent: Value = serde_json::from_slice(&received[0].body).unwrap();
+    assert_eq!(sent["model"], "test-model");
+    assert_eq!(sent["temperature"], 0.25);
+    assert_eq!(sent["presence_penalty"], 0.5);
+    assert_eq!(
+        sent["messages"][0],
+        json!({"role": "system", "content": "You are terse."})
+    );
+    assert_eq!(sent["messages"][1]["content"], req.prompt.as_str());
+    assert!(sent.get("stream").is_none());
+    assert_eq!(
+        received[0]
+            .headers
+            .get("authorization")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        format!("Bearer {KEY}")
+    );
+}
+
+#[tokio::test]
+async fn no_key_sends_no_authorization_and_task_model_wins() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.api_key = None;
+    let mut req = request("t1");
+    req.params.model = Some("task-model".into());
+    engine(cfg).infer(&req).await.unwrap();
+    let received = s.received_requests().await.unwrap();
+    assert!(received[0].headers.get("authorization").is_none());
+    let sent: Value = serde_json::from_slice(&received[0].body).unwrap();
+    assert_eq!(sent["model"], "task-model");
+}
+
+#[tokio::test]
+async fn missing_model_names_the_task_and_sends_nothing() {
+    let s = server().await;
+    let mut cfg = config(base(&s));
+    cfg.defaults.model = None;
+    let e = engine(cfg).infer(&request("design")).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        "task `design`: no model: set `params.model` in the plan or pass --model"
+    );
+    assert!(e.attempts.is_empty());
+    assert!(s.received_requests().await.unwrap().is_empty());
+}
+
+fn sse_body(chunks: &[Value]) -> String {
+    let mut body = String::from(": keep-alive\n\n");
+    for c in chunks {
+        body.push_str(&format!("data: {c}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
+fn chunk(content: Option<&str>, finish: Option<&str>) -> Value {
+    json!({"id": "c", "object": "chat.completion.chunk", "model": "streamer-1",
+           "choices": [{"index": 0, "delta": content.map_or(json!({}), |c| json!({"content": c})), "finish_reason": finish}]})
+}
+
+#[tokio::test]
+async fn streaming_assembles_output_usage_and_progress() {
+    let s = server().await;
+    let body = sse_body(&[
+        chunk(Some(""), None),
+        chunk(Some("Hello"), None),
+        chunk(Some(", wörld"), None),
+        chunk(None, Some("length")),
+        json!({"id": "c", "model": "streamer-1", "choices": [],
+               "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12}}),
+    ]);
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(body),
+        )
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.stream = true;
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let e = engine(cfg).with_observer(Arc::new(move |ev: &EngineEvent| {
+        sink.lock().unwrap().push(ev.clone());
+    }));
+    let r = e.infer(&request("s")).await.unwrap();
+    assert_eq!(r.output, "Hello, wörld");
+    assert_eq!(r.finish_reason.as_deref(), Some("length"));
+    assert_eq!(r.model.as_deref(), Some("streamer-1"));
+    assert_eq!(r.usage.unwrap().total_tokens, 12);
+    assert_eq!(outcomes(&r.attempts), ["ok"]);
+    let sent: Value =
+        serde_json::from_slice(&s.received_requests().await.unwrap()[0].body).unwrap();
+    assert_eq!(sent["stream"], true);
+    assert_eq!(sent["stream_options"], json!({"include_usage": true}));
+    let events = events.lock().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, EngineEvent::Streaming { chars: 12, .. })),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn streaming_request_answered_with_plain_json_still_works() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("plain")))
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.stream = true;
+    let r = engine(cfg).infer(&request("s")).await.unwrap();
+    assert_eq!(r.output, "plain");
+}
+
+#[tokio::test]
+async fn rate_limited_429_honours_retry_after_then_succeeds() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("retry-after-ms", "300")
+                .set_body_json(json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}})),
+        )
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&s)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("after the wait")))
+        .with_priority(2)
+        .mount(&s)
+        .await;
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let e = engine(config(base(&s))).with_observer(Arc::new(move |ev: &EngineEvent| {
+        sink.lock().unwrap().push(ev.clone());
+    }));
+    let started = Instant::now();
+    let r = e.infer(&request("t")).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(r.output, "after the wait");
+    assert_eq!(outcomes(&r.attempts), ["http_429", "ok"]);
+    assert_eq!(r.attempts[0].backoff_ms, Some(300));
+    let error = r.attempts[0].error.as_deref().unwrap();
+    assert!(error.contains("429"), "{error}");
+    assert!(error.contains("Rate limit reached"), "{error}");
+    assert_eq!(r.attempts[1].number, 2);
+    let events = events.lock().unwrap();
+    assert_eq!(
+        *events,
+        [EngineEvent::Retrying {
+            task_id: "t".into(),
+            failed_attempt: 1,
+            max_attempts: 4,
+            delay: Duration::from_millis(300),
+            outcome: "http_429".into(),
+        }]
+    );
+}
+
+#[tokio::test]
+async fn retry_after_in_seconds_is_honoured() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503).insert_header("retry-after", "1"))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&s)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .with_priority(2)
+        .mount(&s)
+        .await;
+    let started = Instant::now();
+    let r = engine(config(base(&s))).infer(&request("t")).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert_eq!(outcomes(&r.attempts), ["http_503", "ok"]);
+    assert_eq!(r.attempts[0].backoff_ms, Some(1000));
+}
+
+#[tokio::test]
+async fn server_error_twice_then_success() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500).set_body_string("upstream exploded"))
+        .up_to_n_times(2)
+        .with_priority(1)
+        .mount(&s)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("third time")))
+        .with_priority(2)
+        .mount(&s)
+        .await;
+    let r = engine(config(base(&s))).infer(&request("t")).await.unwrap();
+    assert_eq!(r.output, "third time");
+    assert_eq!(outcomes(&r.attempts), ["http_500", "http_500", "ok"]);
+    assert_eq!(
+        r.attempts.iter().map(|a| a.number).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    // Full jitter stays under the doubling cap: 5 ms, then 10 ms.
+    assert!(r.attempts[0].backoff_ms.unwrap() <= 5);
+    assert!(r.attempts[1].backoff_ms.unwrap() <= 10);
+    assert!(
+        r.attempts[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("upstream exploded")
+    );
+}
+
+#[tokio::test]
+async fn server_errors_exhaust_max_attempts() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(502))
+        .expect(3)
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.retry.max_attempts = 3;
+    let e = engine(cfg).infer(&request("t")).await.unwrap_err();
+    assert_eq!(outcomes(&e.attempts), ["http_502"; 3]);
+    assert!(
+        e.message
+            .starts_with("HTTP 502 Bad Gateway from http://127.0.0.1:"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.ends_with("(gave up after 3 attempts)"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.attempts[2].backoff_ms, None);
+}
+
+#[tokio::test]
+async fn unauthorized_fails_at_once_without_leaking_the_key() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(401).set_body_json(json!({"error": {
+            "message": format!("Incorrect API key provided: {KEY}. You can find your API key at ..."),
+            "type": "invalid_request_error", "code": "invalid_api_key"}})))
+        .expect(1)
+        .mount(&s)
+        .await;
+    let result = engine(config(base(&s))).infer(&request("t")).await;
+    assert_clean(&result);
+    let e = result.unwrap_err();
+    assert_eq!(outcomes(&e.attempts), ["http_401"]);
+    assert!(
+        e.message
+            .starts_with("HTTP 401 Unauthorized from http://127.0.0.1:"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.contains("Incorrect API key provided: <redacted>"),
+        "{}",
+        e.message
+    );
+    assert!(e.message.ends_with("(invalid_api_key)"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn permanent_client_errors_fail_at_once() {
+    for (status, body, outcome) in [
+        (
+            400,
+            json!({"error": {"message": "This model's maximum context length is 2048 tokens", "code": "context_length_exceeded"}}),
+            "http_400",
+        ),
+        (
+            404,
+            json!({"error": {"message": "The model `nope` does not exist", "code": "model_not_found"}}),
+            "http_404",
+        ),
+        (403, json!({"error": "forbidden"}), "http_403"),
+        (
+            429,
+            json!({"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}),
+            "http_429",
+        ),
+        (
+            500,
+            json!({"detail": "Requested tokens (5000) exceed context window of 2048"}),
+            "http_500",
+        ),
+    ] {
+        let s = server().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(status).set_body_json(body))
+            .expect(1)
+            .mount(&s)
+            .await;
+        let e = engine(config(base(&s)))
+            .infer(&request("t"))
+            .await
+            .unwrap_err();
+        assert_eq!(outcomes(&e.attempts), [outcome], "{status}: {}", e.message);
+        assert!(!e.message.contains("gave up"), "{}", e.message);
+    }
+}
+
+#[tokio::test]
+async fn request_timeout_is_retried_then_fails() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(completion("too late"))
+                .set_delay(Duration::from_secs(3)),
+        )
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.request_timeout = Duration::from_millis(150);
+    cfg.retry.max_attempts = 2;
+    let started = Instant::now();
+    let e = engine(cfg).infer(&request("t")).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(outcomes(&e.attempts), ["timeout", "timeout"]);
+    assert!(
+        e.message.contains("within 0.150 s (--request-timeout)"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn malformed_json_fails_at_once() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "application/json")
+                .set_body_string("{\"choices\": [oops]}"),
+        )
+        .expect(1)
+        .mount(&s)
+        .await;
+    let e = engine(config(base(&s)))
+        .infer(&request("t"))
+        .await
+        .unwrap_err();
+    assert_eq!(outcomes(&e.attempts), ["malformed"]);
+    assert!(
+        e.message
+            .starts_with("malformed JSON from http://127.0.0.1:"),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains("{\"choices\": [oops]}"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn empty_choices_fail_at_once() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": "x", "choices": []})))
+        .expect(1)
+        .mount(&s)
+        .await;
+    let e = engine(config(base(&s)))
+        .infer(&request("t"))
+        .await
+        .unwrap_err();
+    assert_eq!(outcomes(&e.attempts), ["empty_choices"]);
+    assert!(e.message.ends_with("has no choices"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn connection_refused_names_the_url_and_os_error_after_retries() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut cfg = config(format!("http://127.0.0.1:{port}/v1"));
+    cfg.retry.max_attempts = 3;
+    let result = engine(cfg).infer(&request("t")).await;
+    assert_clean(&result);
+    let e = result.unwrap_err();
+    assert_eq!(outcomes(&e.attempts), ["connect"; 3]);
+    let want = format!("cannot connect to http://127.0.0.1:{port}/v1/chat/completions: ");
+    assert!(e.message.starts_with(&want), "{}", e.message);
+    assert!(e.message.contains("Connection refused"), "{}", e.message);
+    assert!(
+        e.message.ends_with("(gave up after 3 attempts)"),
+        "{}",
+        e.message
+    );
+}
+
+/// A raw HTTP/1.1 server: answers each connection with `script`, a list of
+/// byte strings written with `pause` between them, then holds the
+/// connection open for `hold` (or closes at once).
+async fn raw_server(
+    script: Vec<Vec<u8>>,
+    pause: Duration,
+    hold: Duration,
+) -> (String, Arc<Mutex<u32>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(Mutex::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            *seen.lock().unwrap() += 1;
+            let script = script.clone();
+            tokio::spawn(async move {
+                read_request(&mut socket).await;
+                for (i, part) in script.iter().enumerate() {
+                    if i > 0 {
+                        tokio::time::sleep(pause).await;
+                    }
+                    if socket.write_all(part).await.is_err() {
+                        return;
+                    }
+                }
+                tokio::time::sleep(hold).await;
+            });
+        }
+    });
+    (format!("http://{addr}/v1"), count)
+}
+
+/// Reads one request (headers and a Content-Length body).
+async fn read_request(socket: &mut tokio::net::TcpStream) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let Ok(n) = socket.read(&mut chunk).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                return;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn body_cut_short_is_retried_and_reported() {
+    let head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\nconnection: close\r\n\r\n".to_vec();
+    let partial = br#"{"choices":[{"index":0,"message":{"content":"half"#.to_vec();
+    let (url, count) = raw_server(vec![head, partial], Duration::ZERO, Duration::ZERO).await;
+    let mut cfg = config(url);
+    cfg.retry.max_attempts = 2;
+    let e = engine(cfg).infer(&request("t")).await.unwrap_err();
+    assert_eq!(outcomes(&e.attempts), ["truncated", "truncated"]);
+    assert!(e.message.contains("cut short"), "{}", e.message);
+    assert_eq!(*count.lock().unwrap(), 2);
+}
+
+#[tokio::test]
+async fn stalled_stream_hits_the_idle_timeout() {
+    let head =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    let first = format!("data: {}\n\n", chunk(Some("partial"), None));
+    let first = format!("{:x}\r\n{first}\r\n", first.len()).into_bytes();
+    let (url, _) = raw_server(vec![head, first], Duration::ZERO, Duration::from_secs(10)).await;
+    let mut cfg = config(url);
+    cfg.stream = true;
+    cfg.idle_timeout = Duration::from_millis(200);
+    cfg.retry.max_attempts = 2;
+    let started = Instant::now();
+    let e = engine(cfg).infer(&request("t")).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(outcomes(&e.attempts), ["idle_timeout", "idle_timeout"]);
+    assert!(
+        e.message.contains("no data for 0.200 s (--idle-timeout)"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn stream_closed_before_done_is_truncated() {
+    let head =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n".to_vec();
+    let body = format!("data: {}\n\ndata: {{\"choi", chunk(Some("partial"), None)).into_bytes();
+    let (url, _) = raw_server(vec![head, body], Duration::from_millis(10), Duration::ZERO).await;
+    let mut cfg = config(url);
+    cfg.stream = true;
+    cfg.retry.max_attempts = 1;
+    let e = engine(cfg).infer(&request("t")).await.unwrap_err();
+    assert_eq!(outcomes(&e.attempts), ["truncated"]);
+    assert!(
+        e.message
+            .contains("ended before `data: [DONE]` after 7 characters"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn stream_arriving_in_small_pieces() {
+    let head =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n".to_vec();
+    let body = sse_body(&[
+        chunk(Some("héllo "), None),
+        chunk(Some("there"), Some("stop")),
+    ])
+    .replace('\n', "\r\n");
+    let mut script = vec![head];
+    script.extend(body.as_bytes().chunks(7).map(<[u8]>::to_vec));
+    let (url, _) = raw_server(script, Duration::from_millis(1), Duration::ZERO).await;
+    let mut cfg = config(url);
+    cfg.stream = true;
+    let r = engine(cfg).infer(&request("t")).await.unwrap();
+    assert_eq!(r.output, "héllo there");
+    assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(r.usage, None);
+}
+
+#[tokio::test]
+async fn error_event_inside_a_stream_fails_the_task() {
+    let s = server().await;
+    let body = format!(
+        "data: {}\n\ndata: {}\n\n",
+        chunk(Some("par"), None),
+        json!({"error": {"message": "model crashed", "type": "invalid_request_error"}})
+    );
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(body),
+        )
+        .expect(1)
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.stream = true;
+    let e = engine(cfg).infer(&request("t")).await.unwrap_err();
+    assert_eq!(outcomes(&e.attempts), ["stream_error"]);
+    assert!(e.message.ends_with("model crashed"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn requests_per_minute_pace_dispatch() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.requests_per_minute = Some(120); // one every 0.5 s after a burst of 2
+    let paced = Arc::new(Mutex::new(Vec::new()));
+    let sink = paced.clone();
+    let e = engine(cfg).with_observer(Arc::new(move |ev: &EngineEvent| {
+        if let EngineEvent::Paced { wait, .. } = ev {
+            sink.lock().unwrap().push(*wait);
+        }
+    }));
+    let started = Instant::now();
+    for i in 0..4 {
+        e.infer(&request(&format!("t{i}"))).await.unwrap();
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(paced.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn tokens_per_minute_count_prompt_and_max_tokens() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.tokens_per_minute = Some(1200); // 20 tokens/s, bucket of 20
+    cfg.defaults.max_tokens = Some(8); // 12 prompt + 8 = 20 per request
+    let paced = Arc::new(Mutex::new(Vec::new()));
+    let sink = paced.clone();
+    let e = engine(cfg).with_observer(Arc::new(move |ev: &EngineEvent| {
+        if let EngineEvent::Paced { wait, .. } = ev {
+            sink.lock().unwrap().push(*wait);
+        }
+    }));
+    e.infer(&request("a")).await.unwrap();
+    e.infer(&request("b")).await.unwrap();
+    let waits = paced.lock().unwrap().clone();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert!(waits[0] >= Duration::from_millis(800), "{waits:?}");
+}
+
+#[tokio::test]
+async fn concurrent_tasks_share_one_engine() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(move |req: &Request| {
+            let body: Value = serde_json::from_slice(&req.body).unwrap();
+            let prompt = body["messages"][0]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            ResponseTemplate::new(200)
+                .set_body_json(completion(&format!("echo: {prompt}")))
+                .set_delay(Duration::from_millis(50))
+        })
+        .expect(8)
+        .mount(&s)
+        .await;
+    let e = Arc::new(engine(config(base(&s))));
+    let mut handles = Vec::new();
+    for i in 0..8 {
+        let e = e.clone();
+        handles.push(tokio::spawn(async move {
+            let mut req = request(&format!("t{i}"));
+            req.prompt = format!("prompt {i}");
+            e.infer(&req).await.unwrap().output
+        }));
+    }
+    for (i, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.await.unwrap(), format!("echo: prompt {i}"));
+    }
+}
+
+#[tokio::test]
+async fn bad_configuration_is_refused() {
+    let mut cfg = config("ftp://example/v1".into());
+    assert!(
+        OpenAiEngine::new(cfg.clone())
+            .unwrap_err()
+            .to_string()
+            .contains("not http or https")
+    );
+    cfg.base_url = "http://127.0.0.1:1/v1".into();
+    cfg.retry.max_attempts = 0;
+    assert_eq!(
+        OpenAiEngine::new(cfg.clone()).unwrap_err().to_string(),
+        "--max-attempts: must be at least 1"
+    );
+    cfg.retry.max_attempts = 1;
+    cfg.api_key = ApiKey::new("sk-line\nbreak");
+    assert!(
+        OpenAiEngine::new(cfg.clone())
+            .unwrap_err()
+            .to_string()
+            .contains("API key")
+    );
+    cfg.api_key = None;
+    cfg.tokens_per_minute = Some(0);
+    assert_eq!(
+        OpenAiEngine::new(cfg).unwrap_err().to_string(),
+        "--tpm: must be at least 1 (leave it out for no limit)"
+    );
+}
