@@ -57,4 +57,4 @@ pub mod markdown;
 pub use config::{HistoryConfig, Select, SourceConfig, token_cap};
 pub use digest::{Digest, DigestRequest, Slack, SourceReport, SourceStatus, assemble_digest};
 pub use error::HistoryError;
-pub use locate::parse_date;
+pub use locate::{parse_date, today_utc};

@@ -84,6 +84,11 @@ pub fn parse_date(text: &str) -> Result<NaiveDate, HistoryError> {
     Err(bad())
 }
 
+/// Today's date in UTC, the default `--date`.
+pub fn today_utc() -> NaiveDate {
+    chrono::Utc::now().date_naive()
+}
+
 /// A date written at the start of a front-matter value: `2026-08-14`,
 /// `2026-08-14T10:00:00Z`, `2026-08-14 10:00`.
 fn leading_date(text: &str) -> Option<NaiveDate> {
