@@ -20,5 +20,7 @@
 //! ```
 
 pub mod assembly;
+pub mod fence;
+pub mod template;
 
 pub use assembly::*;
