@@ -25,9 +25,11 @@
 mod parse;
 mod plan;
 mod result;
+mod schema;
 mod validate;
 
 pub use parse::*;
 pub use plan::*;
 pub use result::*;
+pub use schema::*;
 pub use validate::*;

@@ -18,6 +18,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[serde(deny_unknown_fields)]
 pub struct Plan {
     /// Always `1` for this format.
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// What the whole plan is for; informational.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,9 +70,12 @@ impl Entity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubTask {
-    /// Unique, non-empty id.
+    /// Unique, non-empty id. Ids name output files (`prompts/{id}.md`),
+    /// so they may not contain `/`, `\` or control characters.
+    #[schemars(length(min = 1, max = 128))]
     pub id: String,
     /// One line; shown as `### Task {id}: {description}` downstream.
+    #[schemars(length(min = 1))]
     pub description: String,
     /// Ids of tasks whose outputs this task needs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -119,18 +123,22 @@ pub const INFERENCE_TOOL: &str = "inference";
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Params {
     /// The task's own prompt; never cut by any budget.
+    #[schemars(length(min = 1))]
     pub prompt: String,
     /// Model name; also picks the default tokenizer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Sampling temperature.
+    /// Sampling temperature, 0 to 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
     pub temperature: Option<f64>,
     /// Cap on generated tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_tokens: Option<u32>,
-    /// Nucleus sampling.
+    /// Nucleus sampling, 0 to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub top_p: Option<f64>,
     /// Stop sequences.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -161,8 +169,11 @@ pub struct PlanConfig {
     pub entities: EntityContextConfig,
     /// Cap on each assembled prompt, in tokens.
     #[serde(default = "default_max_prompt_tokens")]
+    #[schemars(range(min = 1))]
     pub max_prompt_tokens: usize,
-    /// Tokenizer name; when absent it follows each task's model.
+    /// Tokenizer name (`cl100k_base`, `o200k_base`, `o200k_harmony`,
+    /// `p50k_base`, `r50k_base`, `estimate`); when absent it follows each
+    /// task's model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<String>,
 }
@@ -196,6 +207,7 @@ pub struct DependencyConfig {
     /// Outputs longer than this many characters are shortened; `null` means
     /// unlimited.
     #[serde(default = "default_max_output_length")]
+    #[schemars(range(min = 1))]
     pub max_output_length: Option<usize>,
     /// How an output over `max_output_length` is shortened.
     #[serde(default)]

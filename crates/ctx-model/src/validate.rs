@@ -143,8 +143,9 @@ pub struct Problem {
     /// What kind of problem.
     pub code: ProblemCode,
     /// The id of the task the problem belongs to, when it belongs to one
-    /// (for a cycle, the first task of the path).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// (for a cycle, the first task of the path); `null` in JSON for
+    /// plan-level fields.
+    #[serde(default)]
     pub task_id: Option<String>,
     /// Where, as a path into the plan: `sub_tasks[3].dependencies[1]`,
     /// `entities[0].name`, `config.tokenizer`.

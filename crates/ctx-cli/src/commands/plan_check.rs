@@ -1,12 +1,206 @@
-//! `ctx plan_check` (being built).
+//! `ctx plan check PLAN`: report every problem in a plan at once.
+//!
+//! Reading a plan can fail two ways, and they exit differently:
+//!
+//! * the file cannot be read or is not a well-formed plan (bad syntax, an
+//!   unknown field such as `dependancies`, an unsupported
+//!   `schema_version`): one error naming `file:line:column` and the field
+//!   path, exit 2 (usage/input error);
+//! * the plan is well-formed but wrong (unknown dependency, cycle, empty
+//!   prompt, ...): every problem, one line each, exit 1.
+//!
+//! A text line reads `FILE: task "ID": FIELD: MESSAGE` (the task part is
+//! left out for plan-level fields such as `config.tokenizer`). `--format
+//! json` prints one object instead, with each problem's stable `code`.
+//!
+//! Other commands that must refuse an invalid plan (`ctx run`, `ctx plan
+//! graph`) use [`load_valid_plan`], so every command reports problems the
+//! same way.
 
-use crate::exit::{CliError, CliResult};
+use std::path::{Path, PathBuf};
 
-/// Arguments of this command.
+use ctx_model::{Plan, PlanError, Problem};
+use serde_json::json;
+
+use crate::exit::{CliError, CliResult, Exit};
+
+/// Output formats of `ctx plan check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One line per problem, then a summary line.
+    Text,
+    /// One JSON object: `{file, valid, tasks, entities, dependencies,
+    /// problems: [{code, task_id, field, message}]}`.
+    Json,
+}
+
+/// Arguments of `ctx plan check`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The plan: `.json`, `.yaml` or `.yml`; `-` reads JSON from standard
+    /// input; any other extension is sniffed (`{` first means JSON).
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
 
-/// Runs the command.
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::usage("not built yet"))
+/// Checks the plan and prints the result.
+pub fn run(args: Args) -> CliResult {
+    let plan = match ctx_model::load_plan(&args.plan) {
+        Ok(plan) => plan,
+        Err(e) if args.format == Format::Json => {
+            print_stdout(&format!("{}\n", pretty(&parse_error_json(&e))));
+            return Ok(Exit::Usage);
+        }
+        Err(e) => return Err(CliError::usage(e)),
+    };
+    let origin = origin_of(&args.plan);
+    let problems = ctx_model::validate(&plan);
+    let counts = Counts::of(&plan);
+    match args.format {
+        Format::Json => {
+            let value = json!({
+                "file": origin,
+                "valid": problems.is_empty(),
+                "tasks": counts.tasks,
+                "entities": counts.entities,
+                "dependencies": counts.dependencies,
+                "problems": problems,
+            });
+            print_stdout(&format!("{}\n", pretty(&value)));
+        }
+        Format::Text => {
+            let mut text = String::new();
+            for p in &problems {
+                text.push_str(&problem_line(&origin, p));
+                text.push('\n');
+            }
+            if problems.is_empty() {
+                text.push_str(&format!("{origin}: ok ({counts})\n"));
+            } else {
+                let n = problems.len();
+                text.push_str(&format!(
+                    "{origin}: invalid: {n} problem{} ({counts})\n",
+                    if n == 1 { "" } else { "s" }
+                ));
+            }
+            print_stdout(&text);
+        }
+    }
+    Ok(if problems.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Findings
+    })
+}
+
+/// Loads and validates a plan for a command that must not act on an
+/// invalid one. A read or parse error, or any validation problem, becomes a
+/// usage error (exit 2) whose message lists every problem, one per line,
+/// exactly as `ctx plan check` prints them.
+#[allow(dead_code)] // for `ctx run` and `ctx plan graph`, built alongside
+pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
+    let plan = ctx_model::load_plan(path).map_err(CliError::usage)?;
+    let problems = ctx_model::validate(&plan);
+    if problems.is_empty() {
+        return Ok(plan);
+    }
+    let origin = origin_of(path);
+    let mut message = format!(
+        "{origin}: invalid plan ({} problem{}; nothing was run)",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    );
+    for p in &problems {
+        message.push('\n');
+        message.push_str(&problem_line(&origin, p));
+    }
+    Err(CliError::usage(message))
+}
+
+/// One problem as a line: `FILE: task "ID": FIELD: MESSAGE`.
+pub fn problem_line(origin: &str, problem: &Problem) -> String {
+    format!("{origin}: {problem}")
+}
+
+/// How a plan path is named in messages: the path as given, or `<stdin>`.
+pub fn origin_of(path: &Path) -> String {
+    if path == Path::new("-") {
+        ctx_model::STDIN.to_string()
+    } else {
+        path.display().to_string()
+    }
+}
+
+struct Counts {
+    tasks: usize,
+    entities: usize,
+    dependencies: usize,
+}
+
+impl Counts {
+    fn of(plan: &Plan) -> Counts {
+        Counts {
+            tasks: plan.sub_tasks.len(),
+            entities: plan.entities.len(),
+            dependencies: plan.sub_tasks.iter().map(|t| t.dependencies.len()).sum(),
+        }
+    }
+}
+
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = |n: usize, word: &str, words: &str| {
+            format!("{n} {}", if n == 1 { word } else { words })
+        };
+        write!(
+            f,
+            "{}, {}, {}",
+            plural(self.tasks, "task", "tasks"),
+            plural(self.entities, "entity", "entities"),
+            plural(self.dependencies, "dependency", "dependencies")
+        )
+    }
+}
+
+/// The JSON form of a read or parse error.
+fn parse_error_json(e: &PlanError) -> serde_json::Value {
+    let error = match e {
+        PlanError::Syntax {
+            format,
+            line,
+            column,
+            field,
+            message,
+            ..
+        } => json!({
+            "kind": "syntax",
+            "format": format.as_str(),
+            "line": line,
+            "column": column,
+            "field": field,
+            "message": message,
+        }),
+        PlanError::UnsupportedVersion { found, .. } => json!({
+            "kind": "unsupported_version",
+            "found": found,
+            "supported": ctx_model::SCHEMA_VERSION,
+            "message": e.to_string(),
+        }),
+        _ => json!({ "kind": "io", "message": e.to_string() }),
+    };
+    json!({ "file": e.origin(), "valid": false, "error": error })
+}
+
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+fn print_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // A closed pipe is not worth a second error.
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }

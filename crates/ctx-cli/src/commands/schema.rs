@@ -1,12 +1,36 @@
-//! `ctx schema` (being built).
+//! `ctx schema`: print the plan format's JSON Schema.
+//!
+//! Editors validate plans against it as they are typed (for YAML, a
+//! `# yaml-language-server: $schema=PATH` first line; see
+//! docs/plan-format.md). The text is generated from the types the parser
+//! reads (`ctx_model::plan_json_schema_text`) and is byte-identical on
+//! every run; `fixtures/plans/plan.schema.json` is a checked-in copy that a
+//! test keeps equal to this output.
 
-use crate::exit::{CliError, CliResult};
+use std::path::PathBuf;
 
-/// Arguments of this command.
+use crate::exit::{CliResult, Exit};
+
+/// Arguments of `ctx schema`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Write the schema to FILE (atomically) instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
 
-/// Runs the command.
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::usage("not built yet"))
+/// Prints or writes the schema.
+pub fn run(args: Args) -> CliResult {
+    let text = ctx_model::plan_json_schema_text();
+    match args.out {
+        Some(path) => crate::io::write_atomic(&path, text.as_bytes())?,
+        None => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (`ctx schema | head`) is not an error worth a
+            // message.
+            let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+        }
+    }
+    Ok(Exit::Ok)
 }

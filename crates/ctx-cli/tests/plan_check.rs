@@ -1,0 +1,280 @@
+//! `ctx plan check`: exit codes, messages that name the file, line, task
+//! and field, JSON output, and standard input.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn ctx() -> Command {
+    let mut cmd = Command::cargo_bin("ctx").unwrap();
+    cmd.current_dir(repo());
+    cmd
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const TASK: &str =
+    "    description: A\n    tool_or_prompt: {name: inference, params: {prompt: go}}\n";
+
+#[test]
+fn the_tetris_plan_is_valid() {
+    ctx()
+        .args(["plan", "check", "fixtures/tetris/plan.yaml"])
+        .assert()
+        .code(0)
+        .stdout("fixtures/tetris/plan.yaml: ok (9 tasks, 9 entities, 16 dependencies)\n")
+        .stderr("");
+}
+
+#[test]
+fn a_json_plan_is_valid_from_a_file_and_from_stdin() {
+    ctx()
+        .args(["plan", "check", "fixtures/plans/diamond.json"])
+        .assert()
+        .code(0)
+        .stdout("fixtures/plans/diamond.json: ok (4 tasks, 2 entities, 4 dependencies)\n");
+    let text = std::fs::read_to_string(repo().join("fixtures/plans/diamond.json")).unwrap();
+    ctx()
+        .args(["plan", "check", "-"])
+        .write_stdin(text)
+        .assert()
+        .code(0)
+        .stdout("<stdin>: ok (4 tasks, 2 entities, 4 dependencies)\n");
+}
+
+#[test]
+fn every_problem_is_reported_with_file_task_and_field() {
+    let out = ctx()
+        .args(["plan", "check", "fixtures/plans/invalid.yaml"])
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    let expected = [
+        "fixtures/plans/invalid.yaml: config.tokenizer: unknown tokenizer `gpt2`",
+        "fixtures/plans/invalid.yaml: config.max_prompt_tokens: must be at least 1",
+        "fixtures/plans/invalid.yaml: entities[1].name: duplicate entity name \"Board\" (first at entities[0])",
+        "fixtures/plans/invalid.yaml: entities[2]: entity \"Palette\" has both grounded_value and grounded_values",
+        "fixtures/plans/invalid.yaml: task \"css\": sub_tasks[1].dependencies[0]: unknown task id \"htm\" (did you mean \"html\"?)",
+        "fixtures/plans/invalid.yaml: task \"css\": sub_tasks[1].dependencies[1]: a task cannot depend on itself",
+        "fixtures/plans/invalid.yaml: task \"css\": sub_tasks[1].entity_context[0].entity_name: unknown entity \"Bord\" (did you mean \"Board\"?)",
+        "fixtures/plans/invalid.yaml: task \"css\": sub_tasks[1].tool_or_prompt.params.prompt: prompt is empty",
+        "fixtures/plans/invalid.yaml: task \"html\": sub_tasks[2].id: duplicate task id \"html\" (first at sub_tasks[0])",
+        "fixtures/plans/invalid.yaml: task \"html\": sub_tasks[2].tool_or_prompt.name: unknown tool \"inferance\"",
+        "fixtures/plans/invalid.yaml: task \"html\": sub_tasks[2].tool_or_prompt.params.temperature: temperature 3 is outside 0..=2",
+        "fixtures/plans/invalid.yaml: task \"loop-a\": sub_tasks[3].dependencies: dependency cycle: \"loop-a\" -> \"loop-b\" -> \"loop-a\"",
+        "fixtures/plans/invalid.yaml: invalid: 12 problems (5 tasks, 3 entities, 5 dependencies)",
+    ];
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), expected.len(), "{out}");
+    for (line, want) in lines.iter().zip(expected) {
+        assert!(
+            line.starts_with(want),
+            "line {line:?} should start with {want:?}"
+        );
+    }
+}
+
+#[test]
+fn json_output_lists_problems_with_stable_codes() {
+    let out = ctx()
+        .args([
+            "plan",
+            "check",
+            "fixtures/plans/invalid.yaml",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["file"], "fixtures/plans/invalid.yaml");
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["tasks"], 5);
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 12);
+    assert_eq!(
+        problems[4],
+        serde_json::json!({
+            "code": "unknown_dependency",
+            "task_id": "css",
+            "field": "sub_tasks[1].dependencies[0]",
+            "message": "unknown task id \"htm\" (did you mean \"html\"?)"
+        })
+    );
+    // Plan-level problems have a null task id, not a missing one.
+    assert_eq!(problems[0]["task_id"], serde_json::Value::Null);
+    assert_eq!(problems[11]["code"], "cycle");
+
+    let out = ctx()
+        .args([
+            "plan",
+            "check",
+            "fixtures/tetris/plan.yaml",
+            "--format",
+            "json",
+        ])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["problems"], serde_json::json!([]));
+    assert_eq!(v["dependencies"], 16);
+}
+
+#[test]
+fn a_typo_in_a_field_name_is_a_located_parse_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "typo.yaml",
+        &format!(
+            "schema_version: 1\nsub_tasks:\n  - id: a\n{TASK}  - id: b\n    dependancies: [a]\n{TASK}"
+        ),
+    );
+    let shown = plan.display().to_string();
+    ctx()
+        .args(["plan", "check"])
+        .arg(&plan)
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::starts_with(format!(
+            "error: {shown}:7:5: sub_tasks[1].dependancies: unknown field `dependancies`"
+        )));
+
+    let out = ctx()
+        .args(["plan", "check", "--format", "json"])
+        .arg(&plan)
+        .assert()
+        .code(2)
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["error"]["kind"], "syntax");
+    assert_eq!(v["error"]["line"], 7);
+    assert_eq!(v["error"]["column"], 5);
+    assert_eq!(v["error"]["field"], "sub_tasks[1].dependancies");
+}
+
+#[test]
+fn json_syntax_errors_from_stdin_give_line_and_column() {
+    ctx()
+        .args(["plan", "check", "-"])
+        .write_stdin("{\"schema_version\": 1,\n \"sub_tasks\": [\n  {\"id\": \"a\",, }]}")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::starts_with("error: <stdin>:3:"));
+    // Standard input is JSON: YAML there is a JSON syntax error.
+    ctx()
+        .args(["plan", "check", "-"])
+        .write_stdin("schema_version: 1\nsub_tasks: []\n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::starts_with(
+            "error: <stdin>:1:1: expected value",
+        ));
+}
+
+#[test]
+fn a_later_schema_version_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "v2.json",
+        r#"{"schema_version": 2, "sub_tasks": [], "workflows": {}}"#,
+    );
+    ctx()
+        .args(["plan", "check"])
+        .arg(&plan)
+        .assert()
+        .code(2)
+        .stderr(format!(
+            "error: {}: schema_version 2 is not supported (this build reads 1)\n",
+            plan.display()
+        ));
+}
+
+#[test]
+fn unreadable_and_odd_files_are_usage_errors() {
+    ctx()
+        .args(["plan", "check", "no/such/plan.yaml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::starts_with("error: no/such/plan.yaml: "));
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("plan.yaml");
+    std::fs::write(&bin, b"schema_version: 1\n\xff\xfe\n").unwrap();
+    ctx()
+        .args(["plan", "check"])
+        .arg(&bin)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not valid UTF-8"));
+    // An unknown extension is sniffed: `{` means JSON.
+    let txt = write(
+        dir.path(),
+        "plan.txt",
+        r#"{"schema_version": 1, "sub_tasks": [}"#,
+    );
+    ctx()
+        .args(["plan", "check"])
+        .arg(&txt)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("plan.txt:1:"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    ctx().args(["plan", "check"]).assert().code(2);
+    ctx()
+        .args([
+            "plan",
+            "check",
+            "fixtures/tetris/plan.yaml",
+            "--format",
+            "xml",
+        ])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn a_cycle_in_a_yaml_plan_is_a_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "cycle.yml",
+        &format!(
+            "schema_version: 1\nsub_tasks:\n  - id: a\n    dependencies: [c]\n{TASK}  - id: b\n    dependencies: [a]\n{TASK}  - id: c\n    dependencies: [b]\n{TASK}"
+        ),
+    );
+    ctx()
+        .args(["plan", "check"])
+        .arg(&plan)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "task \"a\": sub_tasks[0].dependencies: dependency cycle: \"a\" -> \"c\" -> \"b\" -> \"a\"\n",
+        ));
+}
