@@ -1,12 +1,132 @@
-//! `ctx lint` (being built).
+//! `ctx lint`: check prompt templates for unfenced or unclassified
+//! placeholders and broken fences.
+//!
+//! Every template is checked even when an earlier one fails. Exit 0 when
+//! all are clean, 1 when any has findings, 2 when any could not be read
+//! (or has malformed front matter) — 2 wins over 1.
+//!
+//! Text output, one line each:
+//!
+//! ```text
+//! fixtures/weekly/prompts/analyze-weekly.md:14: {{WEEK}} trusted
+//! fixtures/weekly/prompts/analyze-weekly.md:31: {{HISTORICAL_CONTEXT}} untrusted, fenced
+//! fixtures/prompts/unfenced.md:7: error[unfenced-untrusted]: untrusted {{NOTES}} is outside ...
+//! fixtures/prompts/unfenced.md: 3 placeholders, 1 finding
+//! ```
 
-use crate::exit::{CliError, CliResult};
+use std::io::Write;
+use std::path::PathBuf;
+
+use ctx_prompt::template::{Class, Classes, LintReport, Template, lint};
+
+use crate::exit::{CliError, CliResult, Exit};
+use crate::io::read_text;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One line per placeholder and finding.
+    Text,
+    /// One JSON object with a report per template.
+    Json,
+}
 
 /// Arguments of this command.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Templates to check (`-` reads standard input).
+    #[arg(value_name = "TEMPLATE", required = true)]
+    pub templates: Vec<PathBuf>,
+    /// Placeholder classes: `untrusted: [..]` / `trusted: [..]` (YAML, or TOML for .toml).
+    #[arg(long, value_name = "FILE")]
+    pub classes: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Writes `report` as text lines (placeholders, findings, summary).
+pub fn print_findings(report: &LintReport, out: &mut dyn Write) {
+    let path = &report.path;
+    for f in &report.findings {
+        let _ = writeln!(out, "{path}:{}: error[{}]: {}", f.line, f.kind.as_str(), f.message);
+    }
+}
+
+fn print_report(report: &LintReport, out: &mut dyn Write) {
+    let path = &report.path;
+    for p in &report.placeholders {
+        let class = match p.class {
+            Some(Class::Trusted) => "trusted",
+            Some(Class::Untrusted) => "untrusted",
+            None => "unclassified",
+        };
+        let fenced = if p.fenced { ", fenced" } else { "" };
+        let _ = writeln!(out, "{path}:{}: {{{{{}}}}} {class}{fenced}", p.line, p.name);
+    }
+    print_findings(report, out);
+    let _ = writeln!(
+        out,
+        "{path}: {}, {}",
+        plural(report.placeholders.len(), "placeholder", "placeholders"),
+        plural(report.findings.len(), "finding", "findings")
+    );
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::usage("not built yet"))
+pub fn run(args: Args) -> CliResult {
+    let classes = match &args.classes {
+        Some(path) => Classes::parse_file(&read_text(path)?, path).map_err(CliError::usage)?,
+        None => Classes::default(),
+    };
+    let mut reports = Vec::new();
+    let mut errors: Vec<(String, String)> = Vec::new();
+    for path in &args.templates {
+        let shown = if path == &PathBuf::from("-") {
+            "<stdin>".to_string()
+        } else {
+            path.display().to_string()
+        };
+        let parsed = read_text(path)
+            .map_err(|e| e.message)
+            .and_then(|text| Template::parse(&text, &shown).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(t) => reports.push(lint(&t, &classes)),
+            Err(message) => errors.push((shown, message)),
+        }
+    }
+    let findings: usize = reports.iter().map(|r| r.findings.len()).sum();
+    let mut stdout = std::io::stdout().lock();
+    match args.format {
+        Format::Text => {
+            for r in &reports {
+                print_report(r, &mut stdout);
+            }
+        }
+        Format::Json => {
+            let obj = serde_json::json!({
+                "templates": reports,
+                "errors": errors.iter().map(|(p, m)| serde_json::json!({"path": p, "message": m})).collect::<Vec<_>>(),
+                "findings": findings,
+            });
+            let s = serde_json::to_string_pretty(&obj)
+                .map_err(|e| CliError::usage(format!("serializing the report: {e}")))?;
+            let _ = writeln!(stdout, "{s}");
+        }
+    }
+    let _ = stdout.flush();
+    for (_, message) in &errors {
+        eprintln!("error: {message}");
+    }
+    Ok(if !errors.is_empty() {
+        Exit::Usage
+    } else if findings > 0 {
+        Exit::Findings
+    } else {
+        Exit::Ok
+    })
 }

@@ -1,12 +1,268 @@
-//! `ctx render` (being built).
+//! `ctx render`: fill a prompt template, fencing untrusted values, and
+//! preflight its token budget.
+//!
+//! Order of work, each step able to stop the command:
+//!
+//! 1. read and lint the template (findings → exit 1, nothing rendered);
+//! 2. read the `--var` values (`NAME=VALUE`, `NAME=@FILE`, `NAME=@-` for
+//!    stdin, `NAME=@@text` for a literal value starting with `@`; one
+//!    trailing line break of a file is dropped);
+//! 3. with `--content-root`, assemble the historical digest against the
+//!    same `--prompt-budget` and use it as `{{HISTORICAL_CONTEXT}}`;
+//! 4. render in one pass (a missing value or an unused `--var` → exit 2);
+//! 5. preflight: count the template text, each value and the whole prompt;
+//!    over `--prompt-budget` → exit 3 with the table on stderr.
+//!
+//! Text output is the prompt on stdout and the preflight table on stderr;
+//! `--format json` prints one object with the prompt, the table, the total
+//! and the budget.
 
-use crate::exit::{CliError, CliResult};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use ctx_history::{DigestRequest, HistoryConfig, assemble_digest, parse_date, today_utc, token_cap};
+use ctx_prompt::template::{
+    Classes, HISTORICAL_CONTEXT, RenderError, Template, is_valid_name, preflight, render,
+};
+use ctx_tokens::Tokenizer;
+
+use crate::commands::lint::print_findings;
+use crate::exit::{CliError, CliResult, Exit};
+use crate::io::read_text;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The prompt on stdout, the preflight table on stderr.
+    Text,
+    /// One JSON object: prompt, components, total, budget.
+    Json,
+}
 
 /// Arguments of this command.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The template (`-` reads standard input).
+    #[arg(value_name = "TEMPLATE")]
+    pub template: PathBuf,
+    /// A value: NAME=VALUE, NAME=@FILE (`@-` = stdin), NAME=@@text for a literal `@text`.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// Placeholder classes: `untrusted: [..]` / `trusted: [..]` (YAML, or TOML for .toml).
+    #[arg(long, value_name = "FILE")]
+    pub classes: Option<PathBuf>,
+    /// Fill {{HISTORICAL_CONTEXT}} with the digest of this archive.
+    #[arg(long, value_name = "DIR")]
+    pub content_root: Option<PathBuf>,
+    /// The analysis date for the digest (YYYY-MM-DD or ISO 8601 date-time); default today (UTC).
+    #[arg(long, value_name = "DATE", requires = "content_root")]
+    pub date: Option<String>,
+    /// The previous weekly report, instead of searching `weekly/`.
+    #[arg(long, value_name = "PATH", requires = "content_root")]
+    pub previous_summary: Option<PathBuf>,
+    /// Share of the prompt budget the digest may use [default: 0.15].
+    #[arg(long, value_name = "F", requires = "content_root")]
+    pub share: Option<f64>,
+    /// Word cap of the digest [default: 1500].
+    #[arg(long, value_name = "N", requires = "content_root")]
+    pub max_words: Option<usize>,
+    /// History sources configuration (TOML, or YAML for .yaml/.yml).
+    #[arg(long, value_name = "FILE", requires = "content_root")]
+    pub config: Option<PathBuf>,
+    /// Tokenizer for the digest and the preflight [default: cl100k_base].
+    #[arg(long, value_name = "T")]
+    pub tokenizer: Option<String>,
+    /// Token budget of the whole prompt; the digest gets its share of it.
+    /// [default with --content-root: the history config's, 90000]
+    #[arg(long, value_name = "N")]
+    pub prompt_budget: Option<usize>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+/// A `--var` argument: the name and the value it stands for.
+fn parse_var(arg: &str) -> Result<(String, String), CliError> {
+    let Some((name, value)) = arg.split_once('=') else {
+        return Err(CliError::usage(format!("--var {arg}: expected NAME=VALUE or NAME=@FILE")));
+    };
+    if !is_valid_name(name) {
+        return Err(CliError::usage(format!(
+            "--var {arg}: `{name}` is not a placeholder name ([A-Z][A-Z0-9_]*)"
+        )));
+    }
+    let value = if let Some(lit) = value.strip_prefix("@@") {
+        format!("@{lit}")
+    } else if let Some(path) = value.strip_prefix('@') {
+        if path.is_empty() {
+            return Err(CliError::usage(format!("--var {arg}: `@` needs a file name (or `@-` for stdin)")));
+        }
+        let mut text = read_text(path.as_ref()).map_err(|e| CliError::usage(format!("--var {name}: {e}")))?;
+        // One trailing line break goes, as with shell command substitution,
+        // so `{{X}}` on its own line stays one line.
+        if text.ends_with('\n') {
+            text.pop();
+            if text.ends_with('\r') {
+                text.pop();
+            }
+        }
+        text
+    } else {
+        value.to_string()
+    };
+    Ok((name.to_string(), value))
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::usage("not built yet"))
+pub fn run(args: Args) -> CliResult {
+    let source = read_text(&args.template)?;
+    let shown = if args.template == PathBuf::from("-") {
+        "<stdin>".to_string()
+    } else {
+        args.template.display().to_string()
+    };
+    let template = Template::parse(&source, &shown).map_err(CliError::usage)?;
+    let classes = match &args.classes {
+        Some(path) => Classes::parse_file(&read_text(path)?, path).map_err(CliError::usage)?,
+        None => Classes::default(),
+    };
+
+    let mut values = BTreeMap::new();
+    for arg in &args.vars {
+        let (name, value) = parse_var(arg)?;
+        if values.insert(name.clone(), value).is_some() {
+            return Err(CliError::usage(format!("--var {name} is given more than once")));
+        }
+    }
+
+    // The lint gate comes before any other work (the digest can be costly).
+    let report = ctx_prompt::template::lint(&template, &classes);
+    if !report.is_clean() {
+        print_findings(&report, &mut std::io::stderr().lock());
+        return Err(CliError::with(
+            Exit::Findings,
+            format!("{shown}: {} lint finding(s); nothing rendered", report.findings.len()),
+        ));
+    }
+
+    let mut tokenizer_name = args.tokenizer.clone();
+    let mut budget = args.prompt_budget;
+    let mut digest_json = None;
+    if let Some(root) = &args.content_root {
+        if values.contains_key(HISTORICAL_CONTEXT) {
+            return Err(CliError::usage(format!(
+                "--var {HISTORICAL_CONTEXT} and --content-root both give {{{{{HISTORICAL_CONTEXT}}}}}; pass one"
+            )));
+        }
+        let mut config = match &args.config {
+            Some(path) => HistoryConfig::load(path).map_err(CliError::usage)?,
+            None => HistoryConfig::default(),
+        };
+        if let Some(n) = args.max_words {
+            config.max_words = n;
+        }
+        if let Some(n) = args.prompt_budget {
+            config.prompt_budget = n;
+        }
+        if let Some(f) = args.share {
+            if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
+                return Err(CliError::usage(format!("--share: must be between 0 and 1, got {f}")));
+            }
+            config.share = f;
+        }
+        match &tokenizer_name {
+            Some(t) => config.tokenizer = t.clone(),
+            None => tokenizer_name = Some(config.tokenizer.clone()),
+        }
+        budget = Some(config.prompt_budget);
+        let tokenizer: Tokenizer = config
+            .tokenizer
+            .parse()
+            .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?;
+        let date = match &args.date {
+            Some(d) => parse_date(d).map_err(|e| CliError::usage(format!("--{e}")))?,
+            None => today_utc(),
+        };
+        let request = DigestRequest {
+            content_root: root.clone(),
+            date,
+            previous_summary: args.previous_summary.clone(),
+            max_words: config.max_words,
+            token_cap: token_cap(config.prompt_budget, config.share),
+            exact_counts: false,
+        };
+        let digest = assemble_digest(&config, &request, &*tokenizer.counter()).map_err(CliError::usage)?;
+        for w in &digest.warnings {
+            eprintln!("warning: {w}");
+        }
+        digest_json = Some(serde_json::json!({
+            "words": digest.words,
+            "max_words": digest.max_words,
+            "token_cap": digest.token_cap,
+            "sources": digest.sources.iter().map(|s| serde_json::json!({
+                "key": s.key, "status": s.status, "words": s.words,
+            })).collect::<Vec<_>>(),
+        }));
+        values.insert(HISTORICAL_CONTEXT.to_string(), digest.markdown);
+    }
+
+    let tokenizer: Tokenizer = tokenizer_name
+        .as_deref()
+        .unwrap_or("cl100k_base")
+        .parse()
+        .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?;
+
+    let rendered = render(&template, &classes, &values).map_err(|e| match e {
+        RenderError::Lint(r) => {
+            print_findings(&r, &mut std::io::stderr().lock());
+            CliError::with(Exit::Findings, format!("{shown}: {} lint finding(s); nothing rendered", r.findings.len()))
+        }
+        RenderError::FenceBroken { .. } => CliError::with(Exit::Findings, e),
+        other => CliError::usage(other),
+    })?;
+
+    let counter = tokenizer.counter();
+    let pre = preflight(&rendered, &*counter, budget);
+    if pre.over_budget() {
+        eprint!("{}", pre.table());
+        return Err(CliError::with(
+            Exit::OverBudget,
+            format!(
+                "{shown}: the rendered prompt is {} tokens, over the budget of {}",
+                pre.total_tokens,
+                budget.unwrap_or(0)
+            ),
+        ));
+    }
+
+    use std::io::Write;
+    let out = match args.format {
+        Format::Text => {
+            eprint!("{}", pre.table());
+            rendered.text
+        }
+        Format::Json => {
+            let mut obj = serde_json::json!({
+                "template": shown,
+                "text": rendered.text,
+                "components": pre.components,
+                "total_tokens": pre.total_tokens,
+                "budget": pre.budget,
+                "tokenizer": pre.tokenizer,
+            });
+            if let (Some(d), Some(map)) = (digest_json, obj.as_object_mut()) {
+                map.insert("historical_context".into(), d);
+            }
+            let mut s = serde_json::to_string_pretty(&obj)
+                .map_err(|e| CliError::usage(format!("serializing the report: {e}")))?;
+            s.push('\n');
+            s
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| CliError::usage(format!("<stdout>: {e}")))?;
+    Ok(Exit::Ok)
 }
