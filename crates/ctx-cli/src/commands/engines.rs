@@ -1,12 +1,336 @@
-//! `ctx engines` (being built).
+//! `ctx engines`: the inference engines `ctx run --engine` accepts, and the
+//! flags and environment variables each reads.
+//!
+//! The list is built from the same constants the engines use, so it cannot
+//! drift from them. Environment variables are reported as set or not set,
+//! never with their values (one of them holds an API key).
 
-use crate::exit::{CliError, CliResult};
+use crate::engines::openai::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_ATTEMPTS, DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_RETRY_INITIAL_MS, DEFAULT_RETRY_MAX_MS,
+};
+use crate::exit::{CliError, CliResult, Exit};
+use ctx_engine_openai::{BASE_URL_ENV, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL};
 
-/// Arguments of this command.
+/// Arguments of `ctx engines`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
 
-/// Runs the command.
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::usage("not built yet"))
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One block per engine.
+    Text,
+    /// `{"engines": [{"name", "default", "description", "flags", "environment"}]}`.
+    Json,
+}
+
+struct Setting {
+    name: &'static str,
+    default: Option<String>,
+    meaning: &'static str,
+}
+
+struct Engine {
+    name: &'static str,
+    default: bool,
+    description: &'static str,
+    flags: Vec<Setting>,
+    environment: Vec<Setting>,
+}
+
+fn setting(name: &'static str, default: Option<String>, meaning: &'static str) -> Setting {
+    Setting {
+        name,
+        default,
+        meaning,
+    }
+}
+
+fn engines() -> Vec<Engine> {
+    let s = |v: &str| Some(v.to_string());
+    vec![
+        Engine {
+            name: "dry-run",
+            default: true,
+            description: "No model is called; each task's output is `[dry-run] output of task {id}`, \
+                          so downstream prompts show where real outputs will go.",
+            flags: vec![],
+            environment: vec![],
+        },
+        Engine {
+            name: "command",
+            default: false,
+            description: "Runs CMD with `sh -c` once per task: the final prompt on stdin, stdout \
+                          is the output, a non-zero exit fails the task with the end of stderr. \
+                          Chosen by --command alone too.",
+            flags: vec![
+                setting("--command CMD", None, "the shell command (required)"),
+                setting(
+                    "--task-timeout SECS",
+                    None,
+                    "kill the command after SECS; the task fails",
+                ),
+            ],
+            environment: vec![
+                setting("CTX_TASK_ID", None, "set for the command: the task's id"),
+                setting(
+                    "CTX_MODEL",
+                    None,
+                    "set for the command: the task's params.model, or empty",
+                ),
+            ],
+        },
+        Engine {
+            name: "openai",
+            default: false,
+            description: "OpenAI-compatible chat completions over HTTP: OpenAI, Ollama, vLLM, \
+                          llama.cpp's server, LM Studio, the LiteLLM proxy. Task params (model, \
+                          temperature, max_tokens, top_p, stop, seed, system) win over the flags; \
+                          other params are sent as they are.",
+            flags: vec![
+                setting(
+                    "--base-url URL",
+                    s(&format!("${BASE_URL_ENV}, else {DEFAULT_BASE_URL}")),
+                    "API root, before /chat/completions",
+                ),
+                setting(
+                    "--api-key-env VAR",
+                    s(DEFAULT_API_KEY_ENV),
+                    "variable holding the API key (a named variable must be set)",
+                ),
+                setting(
+                    "--model NAME",
+                    None,
+                    "model for tasks whose params name none (else the task fails)",
+                ),
+                setting("--temperature T", None, "sampling temperature"),
+                setting("--max-tokens N", None, "cap on generated tokens"),
+                setting("--top-p P", None, "nucleus sampling"),
+                setting("--stop SEQ", None, "stop sequence, repeatable"),
+                setting("--seed N", None, "sampling seed"),
+                setting("--system TEXT", None, "system message before each prompt"),
+                setting("--stream", s("off"), "stream answers as server-sent events"),
+                setting(
+                    "--request-timeout SECS",
+                    s(&secs(DEFAULT_REQUEST_TIMEOUT)),
+                    "one attempt (with --stream: until the answer starts)",
+                ),
+                setting(
+                    "--idle-timeout SECS",
+                    s(&secs(DEFAULT_IDLE_TIMEOUT)),
+                    "with --stream: longest silence inside a stream",
+                ),
+                setting(
+                    "--connect-timeout SECS",
+                    s(&secs(DEFAULT_CONNECT_TIMEOUT)),
+                    "opening a connection",
+                ),
+                setting(
+                    "--max-attempts N",
+                    s(&DEFAULT_MAX_ATTEMPTS.to_string()),
+                    "attempts per task, the first included",
+                ),
+                setting(
+                    "--retry-initial-ms MS",
+                    s(&DEFAULT_RETRY_INITIAL_MS.to_string()),
+                    "backoff cap before the first retry (doubles, full jitter)",
+                ),
+                setting(
+                    "--retry-max-ms MS",
+                    s(&DEFAULT_RETRY_MAX_MS.to_string()),
+                    "backoff cap's ceiling",
+                ),
+                setting(
+                    "--rpm N",
+                    s("unlimited"),
+                    "requests per minute, paced before sending",
+                ),
+                setting(
+                    "--tpm N",
+                    s("unlimited"),
+                    "tokens (prompt + max_tokens) per minute, paced before sending",
+                ),
+            ],
+            environment: vec![
+                setting(BASE_URL_ENV, None, "base URL when --base-url is not given"),
+                setting(
+                    DEFAULT_API_KEY_ENV,
+                    None,
+                    "API key when --api-key-env is not given; unset is fine for local servers",
+                ),
+            ],
+        },
+    ]
+}
+
+fn secs(v: f64) -> String {
+    format!("{v}")
+}
+
+fn is_set(var: &str) -> bool {
+    std::env::var_os(var).is_some_and(|v| !v.is_empty())
+}
+
+/// Whether an environment entry is one ctx reads (as opposed to one it sets
+/// for a command).
+fn is_read(var: &str) -> bool {
+    !var.starts_with("CTX_")
+}
+
+fn text(engines: &[Engine]) -> String {
+    let mut out = String::new();
+    for (i, e) in engines.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(e.name);
+        if e.default {
+            out.push_str(" (default)");
+        }
+        out.push('\n');
+        out.push_str(&wrap(e.description, 76, "  "));
+        if !e.flags.is_empty() {
+            out.push_str("  flags:\n");
+            let width = e.flags.iter().map(|f| f.name.len()).max().unwrap_or(0);
+            for f in &e.flags {
+                out.push_str(&format!("    {:width$}  {}", f.name, f.meaning));
+                if let Some(d) = &f.default {
+                    out.push_str(&format!(" [default: {d}]"));
+                }
+                out.push('\n');
+            }
+        }
+        if !e.environment.is_empty() {
+            out.push_str("  environment:\n");
+            let width = e
+                .environment
+                .iter()
+                .map(|f| f.name.len())
+                .max()
+                .unwrap_or(0);
+            for v in &e.environment {
+                out.push_str(&format!("    {:width$}  {}", v.name, v.meaning));
+                if is_read(v.name) {
+                    out.push_str(if is_set(v.name) {
+                        " (set)"
+                    } else {
+                        " (not set)"
+                    });
+                }
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            out.push_str(indent);
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(indent);
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+fn json(engines: &[Engine]) -> serde_json::Value {
+    let settings = |list: &[Setting], env: bool| -> Vec<serde_json::Value> {
+        list.iter()
+            .map(|s| {
+                let mut v = serde_json::json!({"name": s.name, "meaning": s.meaning});
+                if let Some(d) = &s.default {
+                    v["default"] = serde_json::json!(d);
+                }
+                if env && is_read(s.name) {
+                    v["set"] = serde_json::json!(is_set(s.name));
+                }
+                v
+            })
+            .collect()
+    };
+    serde_json::json!({
+        "engines": engines.iter().map(|e| serde_json::json!({
+            "name": e.name,
+            "default": e.default,
+            "description": e.description.split_whitespace().collect::<Vec<_>>().join(" "),
+            "flags": settings(&e.flags, false),
+            "environment": settings(&e.environment, true),
+        })).collect::<Vec<_>>()
+    })
+}
+
+/// Prints the engines.
+pub fn run(args: Args) -> CliResult {
+    let list = engines();
+    let text = match args.format {
+        Format::Text => text(&list),
+        Format::Json => {
+            let mut t = serde_json::to_string_pretty(&json(&list))
+                .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+            t.push('\n');
+            t
+        }
+    };
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`ctx engines | head`) is not an error worth a message.
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    Ok(Exit::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_every_engine_with_its_settings() {
+        let t = text(&engines());
+        assert!(t.starts_with("dry-run (default)\n"), "{t}");
+        for needle in [
+            "\ncommand\n",
+            "\nopenai\n",
+            "--base-url URL",
+            "$OPENAI_BASE_URL, else https://api.openai.com/v1",
+            "--max-attempts N",
+            "[default: 4]",
+            "OPENAI_API_KEY",
+            "--rpm N",
+            "--tpm N",
+            "--idle-timeout SECS",
+        ] {
+            assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+        }
+        assert!(t.lines().all(|l| l.len() <= 120), "{t}");
+    }
+
+    #[test]
+    fn json_form_names_the_same_engines() {
+        let j = json(&engines());
+        let names: Vec<&str> = j["engines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["dry-run", "command", "openai"]);
+    }
 }

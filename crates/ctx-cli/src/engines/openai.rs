@@ -1,5 +1,470 @@
-//! `--engine openai` flags (being built).
+//! `--engine openai`: the flags and environment variables of the
+//! OpenAI-compatible HTTP engine, and the one place they become an
+//! [`OpenAiConfig`].
+//!
+//! Precedence follows the ecosystem's conventions:
+//!
+//! * base URL: `--base-url`, else `OPENAI_BASE_URL`, else
+//!   `https://api.openai.com/v1`;
+//! * API key: the variable named by `--api-key-env` (default
+//!   `OPENAI_API_KEY`); none at all is fine for local servers, but a
+//!   variable named explicitly must be set. There is deliberately no
+//!   `--api-key` flag: a key on a command line lands in shell history and
+//!   `ps` output;
+//! * model and sampling: the task's `params` win over `--model`,
+//!   `--temperature`, `--max-tokens`, `--top-p`, `--stop`, `--seed`,
+//!   `--system`.
+//!
+//! Retries, streaming progress and pacing waits are reported through an
+//! [`Observer`]: they appear on the progress bar once `ctx run` has called
+//! [`attach_progress_bar`], and as one line each on stderr otherwise.
 
-/// Flags of the OpenAI-compatible engine.
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ctx_deps::InferenceEngine;
+use ctx_engine_openai::{
+    ApiKey, BASE_URL_ENV, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, EngineEvent, OpenAiConfig,
+    OpenAiEngine, RequestDefaults, RetryPolicy,
+};
+
+use crate::exit::CliError;
+
+/// The `--help` section of these flags.
+const HEADING: &str = "OpenAI-compatible engine (--engine openai)";
+
+/// Defaults shown in `--help` and `ctx engines`.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 4;
+/// `--request-timeout` default, seconds.
+pub const DEFAULT_REQUEST_TIMEOUT: f64 = 600.0;
+/// `--idle-timeout` default, seconds.
+pub const DEFAULT_IDLE_TIMEOUT: f64 = 60.0;
+/// `--connect-timeout` default, seconds.
+pub const DEFAULT_CONNECT_TIMEOUT: f64 = 10.0;
+/// `--retry-initial-ms` default.
+pub const DEFAULT_RETRY_INITIAL_MS: u64 = 1000;
+/// `--retry-max-ms` default.
+pub const DEFAULT_RETRY_MAX_MS: u64 = 30_000;
+
+/// Flags of the OpenAI-compatible engine. Every one is optional so that
+/// `ctx run` can tell whether any was given.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct OpenAiArgs {}
+pub struct OpenAiArgs {
+    /// API root, before `/chat/completions` [default: $OPENAI_BASE_URL, else
+    /// https://api.openai.com/v1]. Ollama: http://localhost:11434/v1.
+    #[arg(long, value_name = "URL", help_heading = HEADING)]
+    pub base_url: Option<String>,
+
+    /// Environment variable holding the API key [default: OPENAI_API_KEY;
+    /// unset is fine for local servers].
+    #[arg(long, value_name = "VAR", help_heading = HEADING)]
+    pub api_key_env: Option<String>,
+
+    /// Model for tasks whose params name none.
+    #[arg(long, value_name = "NAME", help_heading = HEADING)]
+    pub model: Option<String>,
+
+    /// Sampling temperature for tasks whose params set none.
+    #[arg(long, value_name = "T", help_heading = HEADING)]
+    pub temperature: Option<f64>,
+
+    /// Cap on generated tokens for tasks whose params set none.
+    #[arg(long, value_name = "N", help_heading = HEADING)]
+    pub max_tokens: Option<u32>,
+
+    /// Nucleus sampling for tasks whose params set none.
+    #[arg(long, value_name = "P", help_heading = HEADING)]
+    pub top_p: Option<f64>,
+
+    /// A stop sequence (repeat for several) for tasks whose params set none.
+    #[arg(long, value_name = "SEQ", help_heading = HEADING)]
+    pub stop: Vec<String>,
+
+    /// Sampling seed for tasks whose params set none.
+    #[arg(long, value_name = "N", help_heading = HEADING)]
+    pub seed: Option<i64>,
+
+    /// System message for tasks whose params set none.
+    #[arg(long, value_name = "TEXT", help_heading = HEADING)]
+    pub system: Option<String>,
+
+    /// Stream each answer as server-sent events (progress, idle timeout).
+    #[arg(long, help_heading = HEADING)]
+    pub stream: bool,
+
+    /// Seconds one attempt may take (with --stream: until the response
+    /// starts) [default: 600].
+    #[arg(long, value_name = "SECS", help_heading = HEADING)]
+    pub request_timeout: Option<f64>,
+
+    /// With --stream, seconds of silence after which a stream counts as
+    /// stalled [default: 60].
+    #[arg(long, value_name = "SECS", help_heading = HEADING)]
+    pub idle_timeout: Option<f64>,
+
+    /// Seconds to open a connection [default: 10].
+    #[arg(long, value_name = "SECS", help_heading = HEADING)]
+    pub connect_timeout: Option<f64>,
+
+    /// Attempts per task, the first included [default: 4].
+    #[arg(long, value_name = "N", help_heading = HEADING)]
+    pub max_attempts: Option<u32>,
+
+    /// Backoff cap before the first retry, doubling per retry [default: 1000].
+    #[arg(long, value_name = "MS", help_heading = HEADING)]
+    pub retry_initial_ms: Option<u64>,
+
+    /// Backoff cap's ceiling [default: 30000].
+    #[arg(long, value_name = "MS", help_heading = HEADING)]
+    pub retry_max_ms: Option<u64>,
+
+    /// Requests per minute, paced before sending [default: unlimited].
+    #[arg(long, value_name = "N", help_heading = HEADING)]
+    pub rpm: Option<u32>,
+
+    /// Tokens (prompt + max_tokens) per minute, paced before sending
+    /// [default: unlimited].
+    #[arg(long, value_name = "N", help_heading = HEADING)]
+    pub tpm: Option<u32>,
+}
+
+impl OpenAiArgs {
+    /// The flags given, by name, so another engine can refuse them.
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        let mut check = |set: bool, name: &'static str| {
+            if set {
+                given.push(name);
+            }
+        };
+        check(self.base_url.is_some(), "--base-url");
+        check(self.api_key_env.is_some(), "--api-key-env");
+        check(self.model.is_some(), "--model");
+        check(self.temperature.is_some(), "--temperature");
+        check(self.max_tokens.is_some(), "--max-tokens");
+        check(self.top_p.is_some(), "--top-p");
+        check(!self.stop.is_empty(), "--stop");
+        check(self.seed.is_some(), "--seed");
+        check(self.system.is_some(), "--system");
+        check(self.stream, "--stream");
+        check(self.request_timeout.is_some(), "--request-timeout");
+        check(self.idle_timeout.is_some(), "--idle-timeout");
+        check(self.connect_timeout.is_some(), "--connect-timeout");
+        check(self.max_attempts.is_some(), "--max-attempts");
+        check(self.retry_initial_ms.is_some(), "--retry-initial-ms");
+        check(self.retry_max_ms.is_some(), "--retry-max-ms");
+        check(self.rpm.is_some(), "--rpm");
+        check(self.tpm.is_some(), "--tpm");
+        given
+    }
+}
+
+/// Builds the engine from flags and the process environment (exit 2 on a
+/// bad value, naming the flag or variable).
+pub fn build(args: &OpenAiArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
+    let config = config_from(args, |name| std::env::var(name).ok())?;
+    let engine = OpenAiEngine::new(config)
+        .map_err(|e| CliError::usage(format!("--engine openai: {e}")))?
+        .with_observer(Arc::new(report_event));
+    Ok(Arc::new(engine))
+}
+
+/// The configuration `args` and the environment (read through `env`)
+/// describe.
+pub fn config_from(
+    args: &OpenAiArgs,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<OpenAiConfig, CliError> {
+    let base_url = args
+        .base_url
+        .clone()
+        .or_else(|| env(BASE_URL_ENV).filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
+    let api_key = match &args.api_key_env {
+        Some(var) => {
+            let var = var.trim();
+            if var.is_empty() || var.contains('=') || var.contains('\0') {
+                return Err(CliError::usage(format!(
+                    "--api-key-env `{var}`: not an environment variable name"
+                )));
+            }
+            match env(var).and_then(ApiKey::new) {
+                Some(key) => Some(key),
+                None => {
+                    return Err(CliError::usage(format!(
+                        "--api-key-env {var}: the variable is not set (or empty)"
+                    )));
+                }
+            }
+        }
+        None => env(DEFAULT_API_KEY_ENV).and_then(ApiKey::new),
+    };
+    let secs = |flag: &str, value: Option<f64>, default: f64| -> Result<Duration, CliError> {
+        let v = value.unwrap_or(default);
+        if !v.is_finite() || v <= 0.0 {
+            return Err(CliError::usage(format!(
+                "{flag} {v}: must be a positive number of seconds"
+            )));
+        }
+        Duration::try_from_secs_f64(v).map_err(|e| CliError::usage(format!("{flag} {v}: {e}")))
+    };
+    let finite = |flag: &str, value: Option<f64>| -> Result<Option<f64>, CliError> {
+        match value {
+            Some(v) if !v.is_finite() => Err(CliError::usage(format!("{flag} {v}: not a number"))),
+            other => Ok(other),
+        }
+    };
+    let max_attempts = args.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+    if max_attempts == 0 {
+        return Err(CliError::usage("--max-attempts must be at least 1"));
+    }
+    let initial = args.retry_initial_ms.unwrap_or(DEFAULT_RETRY_INITIAL_MS);
+    let max = args
+        .retry_max_ms
+        .unwrap_or(DEFAULT_RETRY_MAX_MS.max(initial));
+    if max < initial {
+        return Err(CliError::usage(format!(
+            "--retry-max-ms {max} is below --retry-initial-ms {initial}"
+        )));
+    }
+    for (flag, value) in [("--rpm", args.rpm), ("--tpm", args.tpm)] {
+        if value == Some(0) {
+            return Err(CliError::usage(format!(
+                "{flag} must be at least 1 (leave it out for no limit)"
+            )));
+        }
+    }
+    if let Some(model) = &args.model {
+        if model.trim().is_empty() {
+            return Err(CliError::usage("--model: empty model name"));
+        }
+    }
+    Ok(OpenAiConfig {
+        base_url,
+        api_key,
+        defaults: RequestDefaults {
+            model: args.model.clone(),
+            temperature: finite("--temperature", args.temperature)?,
+            max_tokens: args.max_tokens,
+            top_p: finite("--top-p", args.top_p)?,
+            stop: (!args.stop.is_empty()).then(|| args.stop.clone()),
+            seed: args.seed,
+            system: args.system.clone(),
+        },
+        stream: args.stream,
+        request_timeout: secs(
+            "--request-timeout",
+            args.request_timeout,
+            DEFAULT_REQUEST_TIMEOUT,
+        )?,
+        idle_timeout: secs("--idle-timeout", args.idle_timeout, DEFAULT_IDLE_TIMEOUT)?,
+        connect_timeout: secs(
+            "--connect-timeout",
+            args.connect_timeout,
+            DEFAULT_CONNECT_TIMEOUT,
+        )?,
+        retry: RetryPolicy {
+            max_attempts,
+            initial_backoff: Duration::from_millis(initial),
+            max_backoff: Duration::from_millis(max),
+            ..RetryPolicy::default()
+        },
+        requests_per_minute: args.rpm,
+        tokens_per_minute: args.tpm,
+    })
+}
+
+/// The progress bar `ctx run` draws, once it has one.
+static PROGRESS: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
+
+/// Routes the engine's retry, pacing and streaming notices to `bar` (its
+/// message line; retries are also printed above it). `ctx run` calls this
+/// after creating its bar; without it, retries go to stderr as lines.
+pub fn attach_progress_bar(bar: &indicatif::ProgressBar) {
+    let mut slot = PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
+    *slot = Some(bar.clone());
+}
+
+/// What a person sees of an [`EngineEvent`].
+pub fn describe(event: &EngineEvent) -> Option<String> {
+    match event {
+        EngineEvent::Retrying {
+            task_id,
+            failed_attempt,
+            max_attempts,
+            delay,
+            outcome,
+        } => Some(format!(
+            "task {task_id}: attempt {failed_attempt}/{max_attempts} failed ({outcome}); retrying in {:.1} s",
+            delay.as_secs_f64()
+        )),
+        EngineEvent::Paced { task_id, wait } => Some(format!(
+            "task {task_id}: paced by --rpm/--tpm, sending in {:.1} s",
+            wait.as_secs_f64()
+        )),
+        EngineEvent::Streaming { task_id, chars } => {
+            Some(format!("task {task_id}: streaming, {chars} characters"))
+        }
+        _ => None,
+    }
+}
+
+fn report_event(event: &EngineEvent) {
+    let Some(text) = describe(event) else { return };
+    let bar = PROGRESS.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    match (bar, event) {
+        (Some(bar), EngineEvent::Retrying { .. }) => {
+            bar.println(&text);
+            bar.set_message(text);
+        }
+        (Some(bar), _) => bar.set_message(text),
+        // No bar: only retries are worth a line of their own in a log.
+        (None, EngineEvent::Retrying { .. }) => eprintln!("ctx: {text}"),
+        (None, _) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn base_url_precedence() {
+        let args = OpenAiArgs::default();
+        assert_eq!(
+            config_from(&args, env(&[])).unwrap().base_url,
+            DEFAULT_BASE_URL
+        );
+        let from_env = config_from(&args, env(&[(BASE_URL_ENV, "http://localhost:11434/v1")]));
+        assert_eq!(from_env.unwrap().base_url, "http://localhost:11434/v1");
+        let flag = OpenAiArgs {
+            base_url: Some("http://127.0.0.1:8000/v1".into()),
+            ..OpenAiArgs::default()
+        };
+        let both = config_from(&flag, env(&[(BASE_URL_ENV, "http://ignored/v1")]));
+        assert_eq!(both.unwrap().base_url, "http://127.0.0.1:8000/v1");
+    }
+
+    #[test]
+    fn api_key_sources() {
+        let args = OpenAiArgs::default();
+        assert!(config_from(&args, env(&[])).unwrap().api_key.is_none());
+        let k = config_from(&args, env(&[(DEFAULT_API_KEY_ENV, "sk-a")])).unwrap();
+        assert_eq!(k.api_key, ApiKey::new("sk-a"));
+        let named = OpenAiArgs {
+            api_key_env: Some("GROQ_API_KEY".into()),
+            ..OpenAiArgs::default()
+        };
+        let k = config_from(
+            &named,
+            env(&[(DEFAULT_API_KEY_ENV, "sk-a"), ("GROQ_API_KEY", "gsk-b")]),
+        );
+        assert_eq!(k.unwrap().api_key, ApiKey::new("gsk-b"));
+        let missing = config_from(&named, env(&[])).unwrap_err();
+        assert_eq!(
+            missing.message,
+            "--api-key-env GROQ_API_KEY: the variable is not set (or empty)"
+        );
+    }
+
+    #[test]
+    fn defaults_and_bad_values() {
+        let c = config_from(&OpenAiArgs::default(), env(&[])).unwrap();
+        assert_eq!(c.retry.max_attempts, 4);
+        assert_eq!(c.request_timeout, Duration::from_secs(600));
+        assert_eq!(c.idle_timeout, Duration::from_secs(60));
+        assert!(!c.stream);
+        let bad = |args: OpenAiArgs| config_from(&args, env(&[])).unwrap_err().message;
+        assert_eq!(
+            bad(OpenAiArgs {
+                max_attempts: Some(0),
+                ..Default::default()
+            }),
+            "--max-attempts must be at least 1"
+        );
+        assert_eq!(
+            bad(OpenAiArgs {
+                idle_timeout: Some(-1.0),
+                ..Default::default()
+            }),
+            "--idle-timeout -1: must be a positive number of seconds"
+        );
+        assert_eq!(
+            bad(OpenAiArgs {
+                rpm: Some(0),
+                ..Default::default()
+            }),
+            "--rpm must be at least 1 (leave it out for no limit)"
+        );
+        assert_eq!(
+            bad(OpenAiArgs {
+                retry_initial_ms: Some(500),
+                retry_max_ms: Some(100),
+                ..Default::default()
+            }),
+            "--retry-max-ms 100 is below --retry-initial-ms 500"
+        );
+        assert_eq!(
+            bad(OpenAiArgs {
+                temperature: Some(f64::NAN),
+                ..Default::default()
+            }),
+            "--temperature NaN: not a number"
+        );
+    }
+
+    #[test]
+    fn sampling_flags_become_defaults() {
+        let args = OpenAiArgs {
+            model: Some("llama3.2".into()),
+            temperature: Some(0.1),
+            max_tokens: Some(32),
+            stop: vec!["END".into(), "STOP".into()],
+            seed: Some(42),
+            system: Some("Be brief.".into()),
+            stream: true,
+            ..OpenAiArgs::default()
+        };
+        let c = config_from(&args, env(&[])).unwrap();
+        assert_eq!(c.defaults.model.as_deref(), Some("llama3.2"));
+        assert_eq!(c.defaults.stop, Some(vec!["END".into(), "STOP".into()]));
+        assert_eq!(c.defaults.seed, Some(42));
+        assert!(c.stream);
+        assert_eq!(
+            args.given(),
+            [
+                "--model",
+                "--temperature",
+                "--max-tokens",
+                "--stop",
+                "--seed",
+                "--system",
+                "--stream"
+            ]
+        );
+    }
+
+    #[test]
+    fn events_read_well() {
+        let e = EngineEvent::Retrying {
+            task_id: "3".into(),
+            failed_attempt: 1,
+            max_attempts: 4,
+            delay: Duration::from_millis(1250),
+            outcome: "http_429".into(),
+        };
+        assert_eq!(
+            describe(&e).unwrap(),
+            "task 3: attempt 1/4 failed (http_429); retrying in 1.2 s"
+        );
+    }
+}
