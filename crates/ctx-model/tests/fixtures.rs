@@ -104,3 +104,36 @@ fn json_and_yaml_parse_the_same_small_plan() {
     .unwrap();
     assert_eq!(y, j);
 }
+
+/// The whole example in docs/plan-format.md parses, validates, and uses
+/// every field of the format.
+#[test]
+fn the_documented_example_is_a_valid_plan() {
+    let doc = std::fs::read_to_string(repo().join("docs/plan-format.md")).unwrap();
+    let start = doc.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let len = doc[start..].find("```").unwrap();
+    let text = &doc[start..start + len];
+    let plan = parse_plan(text, "docs/plan-format.md", PlanFormat::Yaml).unwrap();
+    assert_eq!(validate(&plan), []);
+    assert_eq!(plan.config, ctx_model::PlanConfig::default());
+    let json = serde_json::to_value(&plan).unwrap();
+    for key in ["goal", "entities", "sub_tasks", "config"] {
+        assert!(json.get(key).is_some(), "{key}");
+    }
+    let e = &json["entities"];
+    for key in ["name", "type", "intent", "grounded_value"] {
+        assert!(e[0].get(key).is_some(), "entities[0].{key}");
+    }
+    assert!(e[1].get("grounded_values").is_some());
+    let ec = &plan.sub_tasks[0].entity_context[1];
+    assert!(ec.usage_note.is_some() && ec.intent_relevance.is_some());
+    assert!(plan.sub_tasks[1].entity_context[0].grounded_value.is_some());
+    let params: Vec<_> = plan
+        .sub_tasks
+        .iter()
+        .map(|t| &t.tool_or_prompt.params)
+        .collect();
+    assert!(params.iter().any(|p| p.estimated_ms.is_some()));
+    assert!(params.iter().any(|p| p.max_tokens.is_some()));
+    assert!(params.iter().any(|p| !p.extra.is_empty()));
+}
