@@ -351,8 +351,18 @@ impl Compressible {
         self.units.is_empty()
     }
 
-    fn kept(&self, k: usize, i: usize) -> bool {
-        self.rank.get(i).is_some_and(|&r| r < k)
+    fn kept(&self, k: usize, extra: &[usize], i: usize) -> bool {
+        self.rank.get(i).is_some_and(|&r| r < k) || extra.contains(&i)
+    }
+
+    /// The unit index ranked `r` (0 = best), if any.
+    pub fn unit_at_rank(&self, r: usize) -> Option<usize> {
+        self.rank.iter().position(|&x| x == r)
+    }
+
+    /// Words of unit `i` alone.
+    pub fn unit_words(&self, i: usize) -> usize {
+        self.units.get(i).map_or(0, |u| u.words)
     }
 
     fn marker_after(&self, i: usize) -> &'static str {
@@ -365,13 +375,20 @@ impl Compressible {
     /// The text keeping the `k` best units, in document order, with
     /// elision marks, trimmed.
     pub fn render(&self, k: usize) -> String {
+        self.render_with(k, &[])
+    }
+
+    /// [`render`](Self::render) with the units `extra` (indices) kept as
+    /// well: how budget fitting fills the room a cut left with later units
+    /// that still fit.
+    pub fn render_with(&self, k: usize, extra: &[usize]) -> String {
         let mut out = String::new();
         for (i, u) in self.units.iter().enumerate() {
-            if !self.kept(k, i) {
+            if !self.kept(k, extra, i) {
                 continue;
             }
             out.push_str(&u.text);
-            if i + 1 < self.units.len() && !self.kept(k, i + 1) {
+            if i + 1 < self.units.len() && !self.kept(k, extra, i + 1) {
                 let trimmed = out.trim_end().len();
                 out.truncate(trimmed);
                 out.push_str(self.marker_after(i));
@@ -382,11 +399,16 @@ impl Compressible {
 
     /// Words of [`render(k)`](Self::render), without rendering.
     pub fn words(&self, k: usize) -> usize {
+        self.words_with(k, &[])
+    }
+
+    /// [`words`](Self::words) with the units `extra` kept as well.
+    pub fn words_with(&self, k: usize, extra: &[usize]) -> usize {
         let mut n = 0;
         for (i, u) in self.units.iter().enumerate() {
-            if self.kept(k, i) {
+            if self.kept(k, extra, i) {
                 n += u.words;
-                if i + 1 < self.units.len() && !self.kept(k, i + 1) {
+                if i + 1 < self.units.len() && !self.kept(k, extra, i + 1) {
                     n += 1;
                 }
             }
@@ -413,6 +435,7 @@ impl Compressible {
     pub fn approx_tokens(
         &self,
         k: usize,
+        extra: &[usize],
         counter: &dyn TokenCounter,
         cache: &mut Vec<Option<usize>>,
         marks: &MarkTokens,
@@ -420,7 +443,7 @@ impl Compressible {
         cache.resize(self.units.len(), None);
         let mut n = 0;
         for (i, u) in self.units.iter().enumerate() {
-            if !self.kept(k, i) {
+            if !self.kept(k, extra, i) {
                 continue;
             }
             let t = match cache.get(i).copied().flatten() {
@@ -434,7 +457,7 @@ impl Compressible {
                 }
             };
             n += t;
-            if i + 1 < self.units.len() && !self.kept(k, i + 1) {
+            if i + 1 < self.units.len() && !self.kept(k, extra, i + 1) {
                 n += if u.kind == Kind::Sentence {
                     marks.inline
                 } else {

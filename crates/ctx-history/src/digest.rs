@@ -159,8 +159,12 @@ struct Prepared {
     index: usize,
     header: String,
     body: Compressible,
-    /// Units kept; `None` = dropped.
+    /// Units kept (the best `k`); `None` = dropped.
     k: Option<usize>,
+    /// Units kept beyond the best `k` (indices), added to fill room.
+    extra: Vec<usize>,
+    /// `k` after compression to the word target.
+    k_target: usize,
     floor: usize,
     cache: Vec<Option<usize>>,
 }
@@ -231,6 +235,8 @@ pub fn assemble_digest(
                         floor: source.floor_words,
                         body,
                         k: Some(k),
+                        extra: Vec::new(),
+                        k_target: k,
                         cache: Vec::new(),
                     });
                 }
@@ -255,7 +261,7 @@ pub fn assemble_digest(
                 report.note.get_or_insert_with(|| "over the caps".into());
             }
             Some(k) => {
-                let text = p.body.render(k);
+                let text = p.body.render_with(k, &p.extra);
                 report.status = if k >= p.body.len() {
                     SourceStatus::Included
                 } else {
@@ -362,7 +368,7 @@ fn render_all(prepared: &[Prepared]) -> String {
     let mut out = String::new();
     for p in prepared {
         let Some(k) = p.k else { continue };
-        let text = p.body.render(k);
+        let text = p.body.render_with(k, &p.extra);
         if text.is_empty() {
             continue;
         }
@@ -396,7 +402,7 @@ impl Judge<'_> {
         let mut n = 0;
         for p in prepared {
             if let Some(k) = p.k {
-                n += p.header.split_whitespace().count() + p.body.words(k);
+                n += p.header.split_whitespace().count() + p.body.words_with(k, &p.extra);
             }
         }
         n
@@ -425,7 +431,7 @@ impl Judge<'_> {
                     h
                 }
             };
-            n += h + p.body.approx_tokens(k, counter, &mut p.cache, &marks);
+            n += h + p.body.approx_tokens(k, &p.extra, counter, &mut p.cache, &marks);
         }
         n + 1 // the final line break
     }
@@ -456,7 +462,9 @@ fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCo
         header_tokens: Vec::new(),
     };
     loop {
-        reduce(prepared, &mut judge);
+        if let Some(j) = reduce(prepared, &mut judge) {
+            fill(prepared, &mut judge, j);
+        }
         let markdown = render_all(prepared);
         if markdown.is_empty() {
             return Fitted { markdown, exact: None };
@@ -476,10 +484,12 @@ fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCo
     }
 }
 
-fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) {
+/// Cuts or drops sources, lowest priority first, until the judge is
+/// satisfied; returns the index of the source it cut (not dropped), if any.
+fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) -> Option<usize> {
     for j in (0..prepared.len()).rev() {
         if judge.fits(prepared) {
-            return;
+            return None;
         }
         let Some(current) = prepared.get(j).and_then(|p| p.k) else { continue };
         let is_top = prepared.iter().take(j).all(|p| p.k.is_none());
@@ -503,6 +513,7 @@ fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) {
         let set = |prepared: &mut [Prepared], k: Option<usize>| {
             if let Some(p) = prepared.get_mut(j) {
                 p.k = k;
+                p.extra.clear();
             }
         };
         set(prepared, Some(lowest));
@@ -517,6 +528,44 @@ fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) {
             if judge.fits(prepared) { lo = mid } else { hi = mid - 1 }
         }
         set(prepared, Some(lo));
-        return;
+        return Some(j);
+    }
+    None
+}
+
+/// After source `j` was cut to its best `k` units, keeps later-ranked units
+/// of it that still fit one by one (a long sentence that did not fit must
+/// not waste the room shorter ones after it would use). Only units within
+/// its target compression are tried, and at most `MAX_FILL` of them.
+fn fill(prepared: &mut [Prepared], judge: &mut Judge<'_>, j: usize) {
+    const MAX_FILL: usize = 64;
+    let Some(p) = prepared.get(j) else { return };
+    let Some(k) = p.k else { return };
+    let candidates: Vec<usize> = (k..p.k_target)
+        .filter_map(|r| p.body.unit_at_rank(r))
+        .collect();
+    let mut tries = 0;
+    for unit in candidates {
+        if tries >= MAX_FILL {
+            break;
+        }
+        let word_room = judge.max_words.saturating_sub(judge.words(prepared));
+        let Some(p) = prepared.get_mut(j) else { return };
+        // The unit plus at most one more elision mark.
+        if p.body.unit_words(unit) > word_room {
+            continue;
+        }
+        if let Some(Some(t)) = p.cache.get(unit) {
+            if *t > judge.effective {
+                continue;
+            }
+        }
+        p.extra.push(unit);
+        tries += 1;
+        if !judge.fits(prepared) {
+            if let Some(p) = prepared.get_mut(j) {
+                p.extra.pop();
+            }
+        }
     }
 }

@@ -90,10 +90,15 @@ pub fn today_utc() -> NaiveDate {
 }
 
 /// A date written at the start of a front-matter value: `2026-08-14`,
-/// `2026-08-14T10:00:00Z`, `2026-08-14 10:00`.
+/// `2026-08-14T10:00:00Z`, `2026-08-14 10:00`, `2026/08/14`, and the
+/// month-first `08-14-2026` / `08/14/2026` of Docusaurus sites (read month
+/// first, as JavaScript's `Date` does; day first only when the first number
+/// cannot be a month).
 fn leading_date(text: &str) -> Option<NaiveDate> {
     let head = text.trim().get(..10)?;
-    NaiveDate::parse_from_str(head, "%Y-%m-%d").ok()
+    ["%Y-%m-%d", "%Y/%m/%d", "%m-%d-%Y", "%m/%d/%Y", "%d-%m-%Y", "%d/%m/%Y"]
+        .iter()
+        .find_map(|f| NaiveDate::parse_from_str(head, f).ok())
 }
 
 /// `YYYY-MM-DD` anywhere in a file name.
@@ -388,6 +393,11 @@ mod tests {
         assert_eq!(parse_date("2026-08-20").unwrap().to_string(), "2026-08-20");
         assert_eq!(parse_date("2026-08-20T10:00:00Z").unwrap().to_string(), "2026-08-20");
         assert_eq!(parse_date("2026-08-20T10:00").unwrap().to_string(), "2026-08-20");
+        let d = |s: &str| leading_date(s).map(|d| d.to_string());
+        assert_eq!(d("07-25-2023").as_deref(), Some("2023-07-25"));
+        assert_eq!(d("25/07/2023").as_deref(), Some("2023-07-25"));
+        assert_eq!(d("2026-08-14T10:00:00Z").as_deref(), Some("2026-08-14"));
+        assert_eq!(d("soon"), None);
         let e = parse_date("2026-13-01").unwrap_err();
         assert!(e.to_string().starts_with("date: `2026-13-01`"));
     }
