@@ -1,0 +1,63 @@
+//! Arbitrary text through the template pipeline: parse, lint, render with
+//! arbitrary values, neutralize. Nothing may panic, and fences must hold:
+//! a neutralized value holds no tag, and a rendered prompt has exactly the
+//! fence tags its template has.
+//!
+//! Input layout: the template, then values separated by NUL bytes; the
+//! values are given to the template's placeholder names in order.
+
+#![no_main]
+
+use std::collections::BTreeMap;
+
+use ctx_prompt::fence::{TagKind, find_tags, neutralize};
+use ctx_prompt::template::{Classes, RenderError, Template, lint, render};
+use libfuzzer_sys::fuzz_target;
+
+fn fence_tags(text: &str) -> usize {
+    find_tags(text).iter().filter(|t| t.kind != TagKind::Control).count()
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut parts = text.split('\0');
+    let source = parts.next().unwrap_or("");
+    let raw_values: Vec<&str> = parts.collect();
+
+    for v in &raw_values {
+        let n = neutralize(v);
+        assert!(find_tags(&n).is_empty(), "neutralized value still holds a tag: {n:?}");
+        assert_eq!(neutralize(&n), n, "neutralize is idempotent");
+    }
+
+    let Ok(template) = Template::parse(source, "fuzz.md") else {
+        return;
+    };
+    let report = lint(&template, &Classes::default());
+    for f in &report.findings {
+        assert!(f.line >= 1);
+    }
+    let mut values = BTreeMap::new();
+    for (i, name) in template.names().into_iter().enumerate() {
+        let v = raw_values.get(i % raw_values.len().max(1)).copied().unwrap_or("");
+        values.insert(name.to_string(), v.to_string());
+    }
+    match render(&template, &Classes::default(), &values) {
+        Ok(r) => {
+            assert!(report.is_clean());
+            assert_eq!(fence_tags(&r.text), fence_tags(template.body()));
+            for v in r.values.iter().filter(|v| v.class == ctx_prompt::template::Class::Untrusted) {
+                assert!(find_tags(&v.text).is_empty());
+            }
+        }
+        Err(RenderError::Lint(r)) => assert!(!r.findings.is_empty()),
+        // A value whose edge completes a tag with the template text next
+        // to it (`<{{X}}` with X = `/untrusted-content>`) is refused as
+        // FenceBroken: never rendered.
+        Err(e) => {
+            let _ = e.to_string();
+        }
+    }
+});
