@@ -1,6 +1,47 @@
-//! `cargo xtask bench_plan` (being built).
+//! `cargo xtask bench-plan [--tasks N] [--seed S]`: the scheduler and
+//! prompt-assembly benchmark.
+//!
+//! The benchmark body lives in `crates/ctx-deps/benches/schedule.rs` (it
+//! needs ctx-deps, tokio's paused clock and the real prompt assembly, none
+//! of which xtask depends on); this runs it in release mode and passes the
+//! arguments through. It prints markdown tables: makespan ÷ critical-path
+//! lower bound for the ready queue and for level batches at several
+//! concurrencies, prompt-assembly throughput, peak memory. The figures are
+//! recorded in docs/performance-plan.md.
 
-/// Runs the task with its arguments.
-pub fn run(_args: &[String]) -> Result<(), String> {
-    Err("not built yet".into())
+use std::process::Command;
+
+/// Runs the benchmark with `args` (`--tasks N`, `--seed S`).
+pub fn run(args: &[String]) -> Result<(), String> {
+    for pair in args.chunks(2) {
+        match pair {
+            [flag, value]
+                if (flag == "--tasks" || flag == "--seed") && value.parse::<u64>().is_ok() => {}
+            _ => {
+                return Err(format!(
+                    "usage: cargo xtask bench-plan [--tasks N] [--seed S] (got {})",
+                    args.join(" ")
+                ));
+            }
+        }
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "bench",
+            "--package",
+            "ctx-deps",
+            "--bench",
+            "schedule",
+            "--",
+        ])
+        .args(args)
+        .current_dir(super::root())
+        .status()
+        .map_err(|e| format!("cargo bench: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err("the ctx-deps schedule benchmark failed".into())
+    }
 }

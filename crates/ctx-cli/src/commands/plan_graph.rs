@@ -1,12 +1,186 @@
-//! `ctx plan_graph` (being built).
+//! `ctx plan graph PLAN --format mermaid|dot|json`: the DAG with its
+//! topological order, levels and critical path.
+//!
+//! The data comes from `ctx_deps::PlanGraph`; this module only renders it.
+//! Edges point from a dependency to the task that needs it (the direction
+//! outputs flow). Critical-path tasks are drawn bold (dot) or with the
+//! `critical` class (mermaid). The critical path is weighed by task count,
+//! or by `params.estimated_ms` when any task gives one; every format says
+//! which.
+//!
+//! An invalid plan exits 2 with its validation problems.
 
-use crate::exit::{CliError, CliResult};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use ctx_deps::PlanGraph;
+use ctx_model::Plan;
+
+use crate::exit::{CliError, CliResult, Exit};
 
 /// Arguments of this command.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The plan (JSON or YAML by extension; `-` reads JSON from stdin).
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value = "mermaid")]
+    pub format: Format,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A Mermaid flowchart (renders on GitHub and in most markdown viewers).
+    Mermaid,
+    /// Graphviz dot (`ctx plan graph p.yaml --format dot | dot -Tsvg`).
+    Dot,
+    /// Order, levels, critical path and per-task priority as JSON.
+    Json,
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::usage("not built yet"))
+pub fn run(args: Args) -> CliResult {
+    let plan = super::plan_check::load_valid_plan(&args.plan)?;
+    let graph = PlanGraph::new(&plan)
+        .map_err(|e| CliError::usage(format!("{}: {e}", args.plan.display())))?;
+    let text = match args.format {
+        Format::Mermaid => mermaid(&plan, &graph),
+        Format::Dot => dot(&plan, &graph),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&graph.summary())
+                .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+            s.push('\n');
+            s
+        }
+    };
+    print!("{text}");
+    Ok(Exit::Ok)
+}
+
+/// One line of a description, at most `max` characters.
+fn short(description: &str, max: usize) -> String {
+    let line = description.lines().next().unwrap_or_default().trim();
+    if line.chars().count() <= max {
+        return line.to_string();
+    }
+    let mut s: String = line.chars().take(max.saturating_sub(3)).collect();
+    s.push_str("...");
+    s
+}
+
+fn path_comment(plan: &Plan, graph: &PlanGraph) -> String {
+    let ids: Vec<&str> = graph
+        .critical_path()
+        .iter()
+        .map(|&i| plan.sub_tasks[i].id.as_str())
+        .collect();
+    format!(
+        "critical path ({}, length {}): {}",
+        graph.weighting().as_str(),
+        graph.critical_path_length(),
+        ids.join(" -> ")
+    )
+}
+
+fn mermaid(plan: &Plan, graph: &PlanGraph) -> String {
+    // Mermaid labels are quoted strings; `"` is written as an entity and
+    // line breaks are dropped. Node names are generated (t0, t1, ...) so
+    // that no id can break the syntax.
+    let label = |s: &str| {
+        s.replace('&', "#amp;")
+            .replace('"', "#quot;")
+            .replace(['\n', '\r'], " ")
+    };
+    let mut out = String::from("flowchart TD\n");
+    let _ = writeln!(out, "  %% {}", label(&path_comment(plan, graph)));
+    for (i, t) in plan.sub_tasks.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  t{i}[\"{}: {}<br/>level {}, priority {}\"]",
+            label(&t.id),
+            label(&short(&t.description, 60)),
+            graph.level(i),
+            graph.remaining_path(i)
+        );
+    }
+    let critical = graph.critical_path();
+    let mut critical_links = Vec::new();
+    let mut link = 0usize;
+    for &i in graph.topological_order() {
+        for &d in graph.dependencies(i) {
+            let _ = writeln!(out, "  t{d} --> t{i}");
+            if critical.windows(2).any(|w| w[0] == d && w[1] == i) {
+                critical_links.push(link.to_string());
+            }
+            link += 1;
+        }
+    }
+    if !critical.is_empty() {
+        out.push_str("  classDef critical stroke-width:3px\n");
+        let names: Vec<String> = critical.iter().map(|i| format!("t{i}")).collect();
+        let _ = writeln!(out, "  class {} critical", names.join(","));
+    }
+    if !critical_links.is_empty() {
+        let _ = writeln!(
+            out,
+            "  linkStyle {} stroke-width:3px",
+            critical_links.join(",")
+        );
+    }
+    out
+}
+
+fn dot(plan: &Plan, graph: &PlanGraph) -> String {
+    let quote = |s: &str| {
+        let mut q = String::with_capacity(s.len() + 2);
+        q.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => q.push_str("\\\""),
+                '\\' => q.push_str("\\\\"),
+                '\n' | '\r' => q.push(' '),
+                c => q.push(c),
+            }
+        }
+        q.push('"');
+        q
+    };
+    let critical = graph.critical_path();
+    let mut out = String::from("digraph plan {\n");
+    let _ = writeln!(out, "  // {}", path_comment(plan, graph).replace('\n', " "));
+    out.push_str("  rankdir=TB;\n  node [shape=box];\n");
+    for (i, t) in plan.sub_tasks.iter().enumerate() {
+        let text = format!(
+            "{}: {}\nlevel {}, priority {}",
+            t.id,
+            short(&t.description, 60),
+            graph.level(i),
+            graph.remaining_path(i)
+        );
+        // Keep the line break between description and figures as dot's `\n`.
+        let label = quote(&text.replace('\n', "\u{0}")).replace('\u{0}', "\\n");
+        let style = if critical.contains(&i) {
+            ", style=bold, penwidth=2"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  {} [label={label}{style}];", quote(&t.id));
+    }
+    for &i in graph.topological_order() {
+        for &d in graph.dependencies(i) {
+            let on_path = critical.windows(2).any(|w| w[0] == d && w[1] == i);
+            let _ = writeln!(
+                out,
+                "  {} -> {}{};",
+                quote(&plan.sub_tasks[d].id),
+                quote(&plan.sub_tasks[i].id),
+                if on_path { " [penwidth=2]" } else { "" }
+            );
+        }
+    }
+    out.push_str("}\n");
+    out
 }

@@ -1,12 +1,428 @@
-//! `ctx run` (being built).
+//! `ctx run PLAN`: validate a plan, then execute it on an engine.
+//!
+//! Validation runs first and nothing executes on an invalid plan (exit 2).
+//! Tasks run on the ready-queue executor of `ctx-deps` against an
+//! in-memory store; the summary (a table, or JSON with `--format json`) goes
+//! to stdout, a progress bar to stderr when stderr is a terminal.
+//!
+//! Exit codes: 0 every task completed, 1 a task failed or was skipped,
+//! 2 usage or validation error, 4 the store failed, 130 interrupted by
+//! Ctrl-C (the summary is still printed and `--out` still written).
+//!
+//! ## `--out DIR`
+//!
+//! ```text
+//! DIR/prompts/{id}.md   the exact prompt sent (tasks that got one)
+//! DIR/outputs/{id}.md   the output (completed tasks)
+//! DIR/results.json      the same object as --format json
+//! ```
+//!
+//! A task id becomes a file name as it is when it uses only ASCII letters,
+//! digits, `.`, `_` and `-`, does not start with `.`, and is at most 100
+//! bytes. Any other id (`../x`, `a/b`, `ü`, an empty id) has every other
+//! character replaced by `_`, a leading `.` too, and gets `-` plus 8 hex
+//! digits of a hash of the id appended, so two ids never share a file and
+//! no id can name a path outside `DIR`.
 
-use crate::exit::{CliError, CliResult};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use std::sync::Arc;
+
+use ctx_deps::{
+    ExecError, Executor, ExecutorOptions, MemoryStore, ProgressEvent, RunReport, Schedule,
+};
+use ctx_model::{TaskExecutionResult, TaskStatus};
+use ctx_tokens::Tokenizer;
+
+use crate::engines::{self, EngineArgs};
+use crate::exit::{CliError, CliResult, Exit};
+use crate::io::write_atomic;
 
 /// Arguments of this command.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The plan (JSON or YAML by extension; `-` reads JSON from stdin).
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+
+    #[command(flatten)]
+    pub engine: EngineArgs,
+
+    /// Most tasks in flight at once; 0 means unlimited.
+    #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY)]
+    pub concurrency: usize,
+
+    /// Write prompts/{id}.md, outputs/{id}.md and results.json under DIR.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Summary format on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+
+    /// Cap on each assembled prompt, in tokens (overrides
+    /// config.max_prompt_tokens).
+    #[arg(long, value_name = "N")]
+    pub max_prompt_tokens: Option<usize>,
+
+    /// Tokenizer for every task (overrides config.tokenizer): cl100k_base,
+    /// o200k_base, o200k_harmony, p50k_base, r50k_base, estimate.
+    #[arg(long, value_name = "T")]
+    pub tokenizer: Option<String>,
+
+    /// Scheduling policy; `levels` (batch by dependency level) exists only
+    /// for the benchmark comparison.
+    #[arg(long, value_enum, default_value = "ready", hide = true)]
+    pub schedule: ScheduleArg,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A table: id, status, prompt tokens, time.
+    Text,
+    /// One JSON object: `{"order": [...], "tasks": [...]}`.
+    Json,
+}
+
+/// `--schedule` (hidden).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScheduleArg {
+    /// Ready queue, longest remaining path first.
+    Ready,
+    /// Level batches.
+    Levels,
+}
 
 /// Runs the command.
-pub fn run(_args: Args) -> CliResult {
-    Err(CliError::usage("not built yet"))
+pub fn run(args: Args) -> CliResult {
+    let mut plan = super::plan_check::load_valid_plan(&args.plan)?;
+    if let Some(n) = args.max_prompt_tokens {
+        if n == 0 {
+            return Err(CliError::usage("--max-prompt-tokens must be at least 1"));
+        }
+        plan.config.max_prompt_tokens = n;
+    }
+    if let Some(t) = &args.tokenizer {
+        let tokenizer: Tokenizer = t
+            .parse()
+            .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?;
+        plan.config.tokenizer = Some(tokenizer.as_str().to_string());
+    }
+    let engine = engines::build(&args.engine)?;
+    if let Some(dir) = &args.out {
+        for sub in ["prompts", "outputs"] {
+            let d = dir.join(sub);
+            std::fs::create_dir_all(&d)
+                .map_err(|e| CliError::usage(format!("--out: {}: {e}", d.display())))?;
+        }
+    }
+
+    let options = ExecutorOptions {
+        concurrency: args.concurrency,
+        schedule: match args.schedule {
+            ScheduleArg::Ready => Schedule::ReadyQueue,
+            ScheduleArg::Levels => Schedule::Levels,
+        },
+        ..ExecutorOptions::default()
+    };
+    let total = plan.sub_tasks.len();
+    let store = Arc::new(MemoryStore::new());
+    let executor = Executor::new(plan, engine, store, options)
+        .map_err(|e| CliError::usage(format!("{}: {e}", args.plan.display())))?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::with(Exit::Store, format!("cannot start the async runtime: {e}")))?;
+    let bar = progress_bar(total);
+    let report = runtime.block_on(async {
+        let cancel = async {
+            // If no handler can be installed, the run is simply not
+            // cancellable.
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        executor
+            .run_with(cancel, |event| {
+                if let Some(bar) = &bar {
+                    update_bar(bar, event);
+                }
+            })
+            .await
+    });
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let report = report.map_err(|e| match e {
+        ExecError::Graph(e) => CliError::usage(e),
+        store @ ExecError::Store { .. } => CliError::with(Exit::Store, store),
+    })?;
+
+    let json = report_json(&report);
+    if let Some(dir) = &args.out {
+        write_out_dir(dir, &report, &json)?;
+    }
+    match args.format {
+        Format::Json => {
+            let text = serde_json::to_string_pretty(&json)
+                .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+            println!("{text}");
+        }
+        Format::Text => print!("{}", summary_table(&report)),
+    }
+    if report.interrupted {
+        eprintln!(
+            "interrupted: {} of {} tasks completed",
+            report.count(TaskStatus::Completed),
+            report.results.len()
+        );
+        return Ok(Exit::Interrupted);
+    }
+    Ok(if report.all_completed() {
+        Exit::Ok
+    } else {
+        Exit::Findings
+    })
+}
+
+fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {pos}/{len} {wide_msg}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    Some(bar)
+}
+
+fn update_bar(bar: &indicatif::ProgressBar, event: &ProgressEvent) {
+    match event {
+        ProgressEvent::Started { task_id } => bar.set_message(format!("started {task_id}")),
+        ProgressEvent::Reused { task_id } => {
+            bar.inc(1);
+            bar.set_message(format!("reused {task_id}"));
+        }
+        ProgressEvent::Finished {
+            task_id, status, ..
+        } => {
+            bar.inc(1);
+            if *status != TaskStatus::Completed {
+                bar.println(format!("task {task_id}: {status}"));
+            }
+            bar.set_message(format!("{status} {task_id}"));
+        }
+    }
+}
+
+/// The `--format json` object (also `DIR/results.json`).
+fn report_json(report: &RunReport) -> serde_json::Value {
+    let tasks: Vec<serde_json::Value> = report.results.iter().map(task_json).collect();
+    serde_json::json!({
+        "order": report.order,
+        "tasks": tasks,
+    })
+}
+
+fn task_json(r: &TaskExecutionResult) -> serde_json::Value {
+    let mut obj = serde_json::Map::new();
+    obj.insert("task_id".into(), r.task_id.clone().into());
+    obj.insert("status".into(), r.status.as_str().into());
+    obj.insert("output".into(), r.output.clone().into());
+    if let Some(e) = &r.error {
+        obj.insert("error".into(), e.clone().into());
+    }
+    obj.insert(
+        "prompt".into(),
+        r.prompt.clone().map_or(serde_json::Value::Null, Into::into),
+    );
+    obj.insert(
+        "metadata".into(),
+        serde_json::to_value(&r.metadata).unwrap_or(serde_json::Value::Null),
+    );
+    serde_json::Value::Object(obj)
+}
+
+fn summary_table(report: &RunReport) -> String {
+    let rows: Vec<[String; 4]> = report
+        .results
+        .iter()
+        .map(|r| {
+            [
+                printable(&r.task_id),
+                r.status.as_str().to_string(),
+                r.metadata
+                    .prompt_tokens
+                    .map_or_else(|| "-".to_string(), |t| t.to_string()),
+                r.metadata
+                    .execution_time_ms
+                    .map_or_else(|| "-".to_string(), |ms| format!("{ms} ms")),
+            ]
+        })
+        .collect();
+    let header = ["TASK", "STATUS", "PROMPT TOKENS", "TIME"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: [&str; 4], out: &mut String| {
+        out.push_str(&format!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}\n",
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3]
+        ));
+    };
+    line(header, &mut out);
+    for row in &rows {
+        line([&row[0], &row[1], &row[2], &row[3]], &mut out);
+    }
+    let problems: Vec<&TaskExecutionResult> = report
+        .results
+        .iter()
+        .filter(|r| r.error.is_some())
+        .collect();
+    if !problems.is_empty() {
+        out.push('\n');
+        for r in problems {
+            let err = r.error.as_deref().unwrap_or_default();
+            let mut lines = err.lines();
+            out.push_str(&format!(
+                "{} {}: {}\n",
+                r.status,
+                printable(&r.task_id),
+                lines.next().unwrap_or_default()
+            ));
+            for l in lines {
+                out.push_str(&format!("    {l}\n"));
+            }
+        }
+    }
+    out.push_str(&format!(
+        "\n{} tasks: {} completed, {} failed, {} skipped{}\n",
+        report.results.len(),
+        report.count(TaskStatus::Completed),
+        report.count(TaskStatus::Failed),
+        report.count(TaskStatus::Skipped),
+        if report.reused.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} reused)", report.reused.len())
+        }
+    ));
+    out
+}
+
+/// An id as shown in a table: control characters escaped.
+fn printable(id: &str) -> String {
+    if id.chars().any(char::is_control) {
+        format!("{id:?}")
+    } else {
+        id.to_string()
+    }
+}
+
+fn write_out_dir(dir: &Path, report: &RunReport, json: &serde_json::Value) -> Result<(), CliError> {
+    for r in &report.results {
+        let stem = file_stem(&r.task_id);
+        if let Some(prompt) = &r.prompt {
+            write_atomic(
+                &dir.join("prompts").join(format!("{stem}.md")),
+                prompt.as_bytes(),
+            )?;
+        }
+        if r.status == TaskStatus::Completed {
+            write_atomic(
+                &dir.join("outputs").join(format!("{stem}.md")),
+                r.output.as_bytes(),
+            )?;
+        }
+    }
+    let mut text = serde_json::to_string_pretty(json)
+        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+    text.push('\n');
+    write_atomic(&dir.join("results.json"), text.as_bytes())
+}
+
+/// The file name stem for a task id; see the module docs.
+pub fn file_stem(id: &str) -> String {
+    let safe = !id.is_empty()
+        && id.len() <= 100
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if safe {
+        return id.to_string();
+    }
+    let mut stem: String = id
+        .chars()
+        .take(80)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if stem.starts_with('.') {
+        stem.replace_range(0..1, "_");
+    }
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{stem}-{:08x}", h as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_stem;
+
+    #[test]
+    fn file_stems_stay_inside_the_directory() {
+        assert_eq!(file_stem("1"), "1");
+        assert_eq!(file_stem("css-v2.final"), "css-v2.final");
+        for id in [
+            "../x",
+            "a/b",
+            "..",
+            ".",
+            "",
+            "/etc/passwd",
+            "a\\b",
+            "ü",
+            "a b",
+            &"x".repeat(300),
+        ] {
+            let s = file_stem(id);
+            assert!(!s.contains('/') && !s.contains('\\'), "{id:?} -> {s}");
+            assert!(!s.starts_with('.'), "{id:?} -> {s}");
+            assert!(!s.is_empty());
+            assert!(s.len() <= 100, "{id:?}");
+        }
+        assert_ne!(file_stem("a/b"), file_stem("a_b"));
+        assert_ne!(file_stem("a/b"), file_stem("a\\b"));
+        assert_eq!(file_stem("a/b"), file_stem("a/b"));
+    }
 }

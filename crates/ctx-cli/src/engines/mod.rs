@@ -1,5 +1,120 @@
 //! Choosing and building the `InferenceEngine` a run uses (`--engine`).
 //! The executor sees only the trait; this is the edge that knows names,
 //! flags and environment variables.
+//!
+//! | `--engine` | what it does | reads |
+//! |------------|--------------|-------|
+//! | `dry-run` (default) | no model; output `[dry-run] output of task {id}` | nothing |
+//! | `command` | `sh -c CMD` per task, prompt on stdin, stdout = output | `--command`, `--task-timeout` |
+//! | `openai`  | OpenAI-compatible chat completions over HTTP | the `openai` flags |
+//!
+//! `--command CMD` without `--engine` selects `command`.
 
 pub mod openai;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctx_deps::{CommandEngine, DryRunEngine, InferenceEngine};
+
+use crate::exit::CliError;
+
+/// The engines `--engine` accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineKind {
+    /// No model is called; each output is `[dry-run] output of task {id}`.
+    DryRun,
+    /// Run `--command` with `sh -c` once per task, the prompt on stdin.
+    Command,
+    /// An OpenAI-compatible HTTP server.
+    Openai,
+}
+
+/// Engine flags, flattened into `ctx run`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EngineArgs {
+    /// The engine that runs each task [default: dry-run, or command when
+    /// --command is given].
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub engine: Option<EngineKind>,
+
+    /// The shell command of `--engine command`: run with `sh -c` once per
+    /// task, the final prompt on stdin, stdout taken as the output;
+    /// CTX_TASK_ID and CTX_MODEL are set.
+    #[arg(long, value_name = "CMD")]
+    pub command: Option<String>,
+
+    /// Kill a task's command after this many seconds (fractions allowed);
+    /// the task fails.
+    #[arg(long, value_name = "SECS")]
+    pub task_timeout: Option<f64>,
+
+    /// Flags of the OpenAI-compatible engine.
+    #[command(flatten)]
+    pub openai: openai::OpenAiArgs,
+}
+
+impl EngineArgs {
+    /// The engine selected, after defaults.
+    pub fn kind(&self) -> EngineKind {
+        match (self.engine, &self.command) {
+            (Some(kind), _) => kind,
+            (None, Some(_)) => EngineKind::Command,
+            (None, None) => EngineKind::DryRun,
+        }
+    }
+}
+
+/// Builds the selected engine, or explains which flag is missing or out of
+/// place (exit 2).
+pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
+    let timeout = match args.task_timeout {
+        None => None,
+        Some(secs) if secs.is_finite() && secs > 0.0 => Some(
+            Duration::try_from_secs_f64(secs)
+                .map_err(|e| CliError::usage(format!("--task-timeout {secs}: {e}")))?,
+        ),
+        Some(secs) => {
+            return Err(CliError::usage(format!(
+                "--task-timeout {secs}: must be a positive number of seconds"
+            )));
+        }
+    };
+    match args.kind() {
+        EngineKind::DryRun => {
+            if args.command.is_some() {
+                return Err(CliError::usage(
+                    "--command is only used by --engine command (the dry-run engine runs nothing)",
+                ));
+            }
+            if timeout.is_some() {
+                return Err(CliError::usage(
+                    "--task-timeout is only used by --engine command",
+                ));
+            }
+            Ok(Arc::new(DryRunEngine))
+        }
+        EngineKind::Command => {
+            let Some(command) = args.command.as_deref().filter(|c| !c.trim().is_empty()) else {
+                return Err(CliError::usage(
+                    "--engine command needs --command 'CMD' (for example --command 'ollama run llama3.2')",
+                ));
+            };
+            Ok(Arc::new(CommandEngine::new(command).with_timeout(timeout)))
+        }
+        EngineKind::Openai => {
+            if args.command.is_some() {
+                return Err(CliError::usage(
+                    "--command is only used by --engine command",
+                ));
+            }
+            openai_engine(args)
+        }
+    }
+}
+
+fn openai_engine(_args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
+    Err(CliError::usage(
+        "--engine openai is not available in this build yet; use --engine dry-run or --engine command",
+    ))
+}

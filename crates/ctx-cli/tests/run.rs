@@ -1,0 +1,484 @@
+//! `ctx run`: dry runs, the command engine, `--out`, JSON shape, exit codes.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+fn tetris() -> PathBuf {
+    root().join("fixtures/tetris/plan.yaml")
+}
+
+fn ctx() -> Command {
+    let mut c = Command::cargo_bin("ctx").expect("ctx binary");
+    c.current_dir(root());
+    c
+}
+
+fn run_json(args: &[&str]) -> (i32, Value, String) {
+    let out = ctx()
+        .arg("run")
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (
+        code,
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn task<'a>(json: &'a Value, id: &str) -> &'a Value {
+    json["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == id)
+        .unwrap_or_else(|| panic!("no task {id}"))
+}
+
+/// A small plan: a -> b -> c, d independent.
+fn write_plan(dir: &Path, extra: &str) -> PathBuf {
+    let path = dir.join("plan.json");
+    let text = format!(
+        r#"{{"schema_version": 1, "sub_tasks": [
+  {{"id": "a", "description": "A", "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "Say a."}}}}}},
+  {{"id": "b", "description": "B", "dependencies": ["a"], "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "Say b."}}}}}},
+  {{"id": "c", "description": "C", "dependencies": ["b"], "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "Say c."}}}}}},
+  {{"id": "d", "description": "D", "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "Say d."}}}}}}{extra}
+]}}"#
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn dry_run_of_the_tetris_plan_prints_a_table() {
+    let out = ctx()
+        .args(["run", "fixtures/tetris/plan.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let mut lines = stdout.lines();
+    let header = lines.next().unwrap();
+    for col in ["TASK", "STATUS", "PROMPT TOKENS", "TIME"] {
+        assert!(header.contains(col), "{header}");
+    }
+    assert_eq!(stdout.matches(" completed ").count(), 9, "{stdout}");
+    assert!(
+        stdout.contains("9 tasks: 9 completed, 0 failed, 0 skipped"),
+        "{stdout}"
+    );
+    // No progress bar in a pipe.
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn json_shape_and_dependency_outputs_flow_downstream() {
+    let (code, json, _) = run_json(&[tetris().to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let order: Vec<&str> = json["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(order.len(), 9);
+    // Every task starts after its dependencies.
+    let pos = |id: &str| order.iter().position(|x| *x == id).unwrap();
+    for t in json["tasks"].as_array().unwrap() {
+        let id = t["task_id"].as_str().unwrap();
+        assert_eq!(t["status"], "completed");
+        assert_eq!(t["output"], format!("[dry-run] output of task {id}"));
+        assert!(t.get("error").is_none());
+        assert!(t["prompt"].is_string());
+        let meta = &t["metadata"];
+        assert!(meta["prompt_tokens"].as_u64().unwrap() > 0);
+        assert!(meta["execution_time_ms"].is_u64());
+        assert!(meta["tokenizer"].is_string());
+        assert_eq!(meta["attempts"].as_array().unwrap().len(), 1);
+        for key in t.as_object().unwrap().keys() {
+            assert!(
+                ["task_id", "status", "output", "error", "prompt", "metadata"]
+                    .contains(&key.as_str()),
+                "{key}"
+            );
+        }
+    }
+    let plan = ctx_model::load_plan(&tetris()).unwrap();
+    for st in &plan.sub_tasks {
+        for d in &st.dependencies {
+            assert!(pos(d) < pos(&st.id), "{d} before {}", st.id);
+            // The dependency's dry-run output is in the dependent's prompt.
+            let prompt = task(&json, &st.id)["prompt"].as_str().unwrap();
+            assert!(
+                prompt.contains(&format!("[dry-run] output of task {d}")),
+                "{} lacks {d}",
+                st.id
+            );
+        }
+        let prompt = task(&json, &st.id)["prompt"].as_str().unwrap();
+        assert!(
+            prompt.ends_with(st.tool_or_prompt.params.prompt.trim_end()),
+            "{}",
+            st.id
+        );
+    }
+}
+
+#[test]
+fn out_dir_holds_prompts_outputs_and_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let (code, json, _) = run_json(&[
+        tetris().to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    for t in json["tasks"].as_array().unwrap() {
+        let id = t["task_id"].as_str().unwrap();
+        let prompt = std::fs::read_to_string(out_dir.join(format!("prompts/{id}.md"))).unwrap();
+        assert_eq!(prompt, t["prompt"].as_str().unwrap());
+        let output = std::fs::read_to_string(out_dir.join(format!("outputs/{id}.md"))).unwrap();
+        assert_eq!(output, t["output"].as_str().unwrap());
+    }
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(results, json);
+    // Nothing else, and no temporary files left behind.
+    let mut top: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    top.sort();
+    assert_eq!(top, ["outputs", "prompts", "results.json"]);
+}
+
+#[test]
+fn command_engine_gets_the_prompt_on_stdin_and_env() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), "");
+    let (code, json, _) = run_json(&[
+        plan.to_str().unwrap(),
+        "--engine",
+        "command",
+        "--command",
+        "cat",
+    ]);
+    assert_eq!(code, 0);
+    for t in json["tasks"].as_array().unwrap() {
+        assert_eq!(t["output"], t["prompt"]);
+    }
+    // b's prompt carries a's output, which was a's own prompt.
+    assert!(
+        task(&json, "b")["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("Say a.")
+    );
+
+    // --command alone selects the command engine.
+    let (code, json, _) = run_json(&[
+        plan.to_str().unwrap(),
+        "--command",
+        "printf '%s' \"$CTX_TASK_ID\"",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(task(&json, "c")["output"], "c");
+}
+
+#[test]
+fn failing_command_skips_dependents_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), "");
+    let (code, json, _) = run_json(&[plan.to_str().unwrap(), "--command", "false"]);
+    assert_eq!(code, 1);
+    assert_eq!(task(&json, "a")["status"], "failed");
+    assert_eq!(
+        task(&json, "a")["error"],
+        "command exited with status 1 (stderr was empty)"
+    );
+    assert_eq!(task(&json, "b")["status"], "skipped");
+    assert_eq!(task(&json, "b")["error"], "skipped: dependency `a` failed");
+    assert_eq!(task(&json, "c")["error"], "skipped: dependency `a` failed");
+
+    // Only b fails: a and the independent d complete, c is skipped.
+    let cmd = r#"if [ "$CTX_TASK_ID" = b ]; then echo "model crashed" >&2; exit 7; fi; cat"#;
+    let out = ctx()
+        .args(["run", plan.to_str().unwrap(), "--command", cmd])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("failed b: command exited with status 7; stderr:"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("    model crashed"), "{stdout}");
+    assert!(
+        stdout.contains("skipped c: skipped: dependency `b` failed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("4 tasks: 2 completed, 1 failed, 1 skipped"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn task_timeout_kills_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), "");
+    let started = Instant::now();
+    let (code, json, _) = run_json(&[
+        plan.to_str().unwrap(),
+        "--command",
+        "sleep 20",
+        "--task-timeout",
+        "0.3",
+    ]);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(code, 1);
+    assert_eq!(
+        task(&json, "a")["error"],
+        "command timed out after 0.300s and was killed"
+    );
+    assert_eq!(
+        task(&json, "a")["metadata"]["attempts"][0]["outcome"],
+        "timeout"
+    );
+    assert_eq!(task(&json, "d")["status"], "failed");
+}
+
+#[test]
+fn invalid_plan_exits_2_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        r#",
+  {"id": "e", "description": "E", "dependencies": ["nope"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "x"}}}"#,
+    );
+    let marker = dir.path().join("ran");
+    let cmd = format!("touch '{}'", marker.display());
+    let out = ctx()
+        .args(["run", plan.to_str().unwrap(), "--command", &cmd])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("invalid plan"), "{stderr}");
+    assert!(stderr.contains("\"nope\""), "{stderr}");
+    assert!(!marker.exists(), "a task ran on an invalid plan");
+
+    // A parse error names the file.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"schema_version\": 1, \"sub_tasks\": [}").unwrap();
+    let out = ctx().args(["run", bad.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.json"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), "");
+    let p = plan.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["--engine", "command"], "needs --command"),
+        (vec!["--tokenizer", "nope"], "unknown tokenizer"),
+        (
+            vec!["--engine", "dry-run", "--command", "cat"],
+            "only used by --engine command",
+        ),
+        (vec!["--task-timeout=-1", "--command", "cat"], "positive"),
+        (vec!["--max-prompt-tokens", "0"], "at least 1"),
+        (vec!["--engine", "bogus"], "bogus"),
+    ] {
+        let out = ctx().arg("run").arg(p).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn prompt_over_the_cap_fails_with_both_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), "");
+    let (code, json, _) = run_json(&[
+        plan.to_str().unwrap(),
+        "--max-prompt-tokens",
+        "1",
+        "--tokenizer",
+        "estimate",
+    ]);
+    assert_eq!(code, 1);
+    let err = task(&json, "a")["error"].as_str().unwrap();
+    assert!(err.contains("max_prompt_tokens 1"), "{err}");
+    assert!(err.contains(" 2 tokens"), "{err}");
+    assert!(task(&json, "a")["prompt"].is_null());
+    assert_eq!(task(&json, "a")["metadata"]["tokenizer"], "estimate");
+}
+
+#[test]
+fn unsafe_task_ids_stay_inside_the_out_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"schema_version": 1, "sub_tasks": [
+  {"id": "ü", "description": "x", "tool_or_prompt": {"name": "inference", "params": {"prompt": "p"}}},
+  {"id": ".hidden", "description": "y", "tool_or_prompt": {"name": "inference", "params": {"prompt": "q"}}},
+  {"id": "a b*", "description": "z", "tool_or_prompt": {"name": "inference", "params": {"prompt": "r"}}}
+]}"#,
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let out = ctx()
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Ids with path separators, `.` and `..` never get here (validation
+    // refuses them); the file-name rule still covers them (unit test).
+    let mut prompts: Vec<String> = std::fs::read_dir(out_dir.join("prompts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    prompts.sort();
+    assert_eq!(prompts.len(), 3, "{prompts:?}");
+    assert!(
+        prompts[0].starts_with("_-") && prompts[0].ends_with(".md"),
+        "{prompts:?}"
+    );
+    assert!(prompts[1].starts_with("_hidden-"), "{prompts:?}");
+    assert!(prompts[2].starts_with("a_b_-"), "{prompts:?}");
+    assert_eq!(
+        std::fs::read_dir(out_dir.join("outputs")).unwrap().count(),
+        3
+    );
+    assert!(!dir.path().join("prompts").exists());
+}
+
+#[test]
+fn level_schedule_is_hidden_but_works() {
+    let help = ctx().args(["run", "--help"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&help.stdout).contains("--schedule"));
+    let (code, json, _) = run_json(&[
+        tetris().to_str().unwrap(),
+        "--schedule",
+        "levels",
+        "--concurrency",
+        "0",
+    ]);
+    assert_eq!(code, 0);
+    // Level batches start every level-0 task first.
+    let order: Vec<&str> = json["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let plan = ctx_model::load_plan(&tetris()).unwrap();
+    let g = ctx_deps::PlanGraph::new(&plan).unwrap();
+    let levels: Vec<usize> = order
+        .iter()
+        .map(|id| g.level(g.index_of(id).unwrap()))
+        .collect();
+    assert!(levels.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_interrupts_and_still_prints_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path(), "");
+    let out_dir = dir.path().join("out");
+    let bin = assert_cmd::cargo::cargo_bin("ctx");
+    let child = std::process::Command::new(bin)
+        .args([
+            "run",
+            plan.to_str().unwrap(),
+            "--format",
+            "json",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .args([
+            "--command",
+            r#"if [ "$CTX_TASK_ID" = d ]; then cat; else sleep 30; fi"#,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["tasks"].as_array().unwrap().len(), 4);
+    assert_eq!(task(&json, "d")["status"], "completed");
+    assert_eq!(task(&json, "a")["status"], "failed");
+    assert!(
+        task(&json, "a")["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("interrupted:")
+    );
+    assert_eq!(task(&json, "b")["status"], "skipped");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted: 1 of 4 tasks completed"));
+    assert!(out_dir.join("results.json").exists());
+    assert!(out_dir.join("prompts/a.md").exists());
+}
