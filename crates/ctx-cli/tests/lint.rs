@@ -26,23 +26,35 @@ fn clean_template_exits_0_and_lists_placeholders() {
         .args(["lint", "fixtures/weekly/prompts/analyze-weekly.md"])
         .assert()
         .code(0)
-        .stdout(predicate::str::contains("analyze-weekly.md:18: {{HISTORICAL_CONTEXT}} untrusted, fenced"))
-        .stdout(predicate::str::contains("analyze-weekly.md:6: {{WEEK}} trusted"))
+        .stdout(predicate::str::contains(
+            "analyze-weekly.md:18: {{HISTORICAL_CONTEXT}} untrusted, fenced",
+        ))
+        .stdout(predicate::str::contains(
+            "analyze-weekly.md:6: {{WEEK}} trusted",
+        ))
         .stdout(predicate::str::contains("6 placeholders, 0 findings"));
 }
 
 #[test]
 fn findings_exit_1_with_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let t = write(&dir, "t.md", "---\nuntrusted: [NOTES]\n---\nA {{NOTES}}\n{{WHO}}\n</untrusted-content>\n<untrusted-content>\n");
+    let t = write(
+        &dir,
+        "t.md",
+        "---\nuntrusted: [NOTES]\n---\nA {{NOTES}}\n{{WHO}}\n</untrusted-content>\n<untrusted-content>\n",
+    );
     ctx()
         .args(["lint", &t])
         .assert()
         .code(1)
-        .stdout(predicate::str::contains(":4: error[unfenced-untrusted]: untrusted {{NOTES}}"))
+        .stdout(predicate::str::contains(
+            ":4: error[unfenced-untrusted]: untrusted {{NOTES}}",
+        ))
         .stdout(predicate::str::contains(":5: error[unclassified]: {{WHO}}"))
         .stdout(predicate::str::contains(":6: error[unbalanced-fence]"))
-        .stdout(predicate::str::contains(":7: error[unbalanced-fence]: `<untrusted-content>` is never closed"));
+        .stdout(predicate::str::contains(
+            ":7: error[unbalanced-fence]: `<untrusted-content>` is never closed",
+        ));
 }
 
 #[test]
@@ -64,10 +76,24 @@ fn nested_fences_and_disguised_tags_are_findings() {
 #[test]
 fn classes_file_classifies_and_json_reports() {
     let dir = tempfile::tempdir().unwrap();
-    let t = write(&dir, "t.md", "Hello {{NAME}}\n<untrusted-content>\n{{BODY}}\n</untrusted-content>\n");
-    let c = write(&dir, "classes.toml", "trusted = [\"NAME\"]\nuntrusted = [\"BODY\"]\n");
+    let t = write(
+        &dir,
+        "t.md",
+        "Hello {{NAME}}\n<untrusted-content>\n{{BODY}}\n</untrusted-content>\n",
+    );
+    let c = write(
+        &dir,
+        "classes.toml",
+        "trusted = [\"NAME\"]\nuntrusted = [\"BODY\"]\n",
+    );
     ctx().args(["lint", &t]).assert().code(1);
-    let out = ctx().args(["lint", &t, "--classes", &c, "--format", "json"]).assert().code(0).get_output().stdout.clone();
+    let out = ctx()
+        .args(["lint", &t, "--classes", &c, "--format", "json"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["findings"], 0);
     let ph = &v["templates"][0]["placeholders"];
@@ -81,7 +107,11 @@ fn classes_file_classifies_and_json_reports() {
 #[test]
 fn unreadable_file_exits_2_but_others_are_still_checked() {
     ctx()
-        .args(["lint", "does/not/exist.md", "fixtures/weekly/prompts/analyze-weekly.md"])
+        .args([
+            "lint",
+            "does/not/exist.md",
+            "fixtures/weekly/prompts/analyze-weekly.md",
+        ])
         .assert()
         .code(2)
         .stdout(predicate::str::contains("6 placeholders, 0 findings"))
@@ -91,7 +121,11 @@ fn unreadable_file_exits_2_but_others_are_still_checked() {
 #[test]
 fn malformed_front_matter_names_the_line() {
     let dir = tempfile::tempdir().unwrap();
-    let t = write(&dir, "t.md", "---\ntrusted: [A]\nuntrusted: [b]\n---\n{{A}}\n");
+    let t = write(
+        &dir,
+        "t.md",
+        "---\ntrusted: [A]\nuntrusted: [b]\n---\n{{A}}\n",
+    );
     ctx()
         .args(["lint", &t])
         .assert()
@@ -104,7 +138,12 @@ fn bad_classes_file_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let c = write(&dir, "c.yaml", "trusted: [A]\ntrustd: [B]\n");
     ctx()
-        .args(["lint", "fixtures/weekly/prompts/analyze-weekly.md", "--classes", &c])
+        .args([
+            "lint",
+            "fixtures/weekly/prompts/analyze-weekly.md",
+            "--classes",
+            &c,
+        ])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("c.yaml:2:"));

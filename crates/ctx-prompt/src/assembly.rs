@@ -268,40 +268,35 @@ fn prefer_whitespace(text: &str, end: usize) -> usize {
 /// assert_eq!(ctx_prompt::extract_key_sections(md), "# Plan\n\nFirst para.\n\n## Risks\n\nRisk para.");
 /// ```
 pub fn extract_key_sections(text: &str) -> String {
-    use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+    use pulldown_cmark::{Event, Parser, Tag};
+    // Headings come from ctx-history's extractor (the one the digest uses),
+    // so "what is a heading" has one answer in the whole toolkit.
+    let heads: Vec<_> = ctx_history::markdown::headings(text)
+        .into_iter()
+        .filter(|h| !h.nested)
+        .collect();
     let mut pieces: Vec<&str> = Vec::new();
-    let mut in_heading = false;
-    let mut want_paragraph = false;
-    let mut depth = 0usize;
-    for (event, range) in Parser::new(text).into_offset_iter() {
-        match event {
-            Event::Start(tag) => {
-                let top = depth == 0;
-                depth += 1;
-                match tag {
-                    Tag::Heading { .. } if top => {
-                        in_heading = true;
-                        if let Some(s) = text.get(range) {
-                            pieces.push(s.trim_end());
-                        }
+    for (i, h) in heads.iter().enumerate() {
+        if let Some(s) = text.get(h.range.clone()) {
+            pieces.push(s.trim_end());
+        }
+        let end = heads.get(i + 1).map_or(text.len(), |n| n.range.start);
+        let Some(under) = text.get(h.range.end..end.max(h.range.end)) else {
+            continue;
+        };
+        let mut depth = 0usize;
+        for (event, range) in Parser::new(under).into_offset_iter() {
+            match event {
+                Event::Start(Tag::Paragraph) if depth == 0 => {
+                    if let Some(p) = under.get(range) {
+                        pieces.push(p.trim_end());
                     }
-                    Tag::Paragraph if top && want_paragraph => {
-                        want_paragraph = false;
-                        if let Some(s) = text.get(range) {
-                            pieces.push(s.trim_end());
-                        }
-                    }
-                    _ => {}
+                    break;
                 }
+                Event::Start(_) => depth += 1,
+                Event::End(_) => depth = depth.saturating_sub(1),
+                _ => {}
             }
-            Event::End(tag) => {
-                depth = depth.saturating_sub(1);
-                if matches!(tag, TagEnd::Heading(_)) && depth == 0 && in_heading {
-                    in_heading = false;
-                    want_paragraph = true;
-                }
-            }
-            _ => {}
         }
     }
     pieces.join("\n\n")

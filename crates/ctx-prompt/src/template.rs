@@ -1113,6 +1113,59 @@ mod tests {
         assert!(!preflight(&r, &*c, None).over_budget());
     }
 
+    fn template_fragment() -> impl Strategy<Value = String> {
+        prop_oneof![
+            proptest::sample::select(vec![
+                "{{A}}",
+                "{{B}}",
+                "{{HISTORICAL_CONTEXT}}",
+                "{{ A }}",
+                "{{a}}",
+                "{{",
+                "}}",
+                "{",
+                "}",
+                "<untrusted-content>",
+                "</untrusted-content>",
+                "\n",
+                "---\n",
+                "untrusted: [A]\n",
+                "trusted: [B]\n",
+                "<",
+                "/",
+                "&lt;",
+                "+++\n",
+                "\u{feff}",
+                "\r\n",
+            ])
+            .prop_map(str::to_string),
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+        #[test]
+        fn arbitrary_templates_never_panic_and_fences_hold(
+            parts in proptest::collection::vec(template_fragment(), 0..20),
+            value in prop_oneof![any::<String>(), "(</untrusted-content>|/untrusted-content>|<|&lt;|[a-z ]){0,8}"],
+        ) {
+            let src: String = parts.concat();
+            let Ok(t) = Template::parse(&src, "p.md") else { return Ok(()); };
+            let report = lint(&t, &Classes::default());
+            let values: BTreeMap<String, String> = t.names().into_iter().map(|n| (n.to_string(), value.clone())).collect();
+            match render(&t, &Classes::default(), &values) {
+                Ok(r) => {
+                    prop_assert!(report.is_clean());
+                    let count = |s: &str| fence::find_tags(s).iter().filter(|t| t.kind != TagKind::Control).count();
+                    prop_assert_eq!(count(&r.text), count(t.body()));
+                }
+                Err(RenderError::Lint(r)) => prop_assert!(!r.findings.is_empty()),
+                Err(e) => { let _ = e.to_string(); }
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
         #[test]

@@ -53,7 +53,13 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 pub fn print_findings(report: &LintReport, out: &mut dyn Write) {
     let path = &report.path;
     for f in &report.findings {
-        let _ = writeln!(out, "{path}:{}: error[{}]: {}", f.line, f.kind.as_str(), f.message);
+        let _ = writeln!(
+            out,
+            "{path}:{}: error[{}]: {}",
+            f.line,
+            f.kind.as_str(),
+            f.message
+        );
     }
 }
 

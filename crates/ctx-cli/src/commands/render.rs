@@ -20,7 +20,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ctx_history::{DigestRequest, HistoryConfig, assemble_digest, parse_date, today_utc, token_cap};
+use ctx_history::{
+    DigestRequest, HistoryConfig, assemble_digest, parse_date, today_utc, token_cap,
+};
 use ctx_prompt::template::{
     Classes, HISTORICAL_CONTEXT, RenderError, Template, is_valid_name, preflight, render,
 };
@@ -84,7 +86,9 @@ pub struct Args {
 /// A `--var` argument: the name and the value it stands for.
 fn parse_var(arg: &str) -> Result<(String, String), CliError> {
     let Some((name, value)) = arg.split_once('=') else {
-        return Err(CliError::usage(format!("--var {arg}: expected NAME=VALUE or NAME=@FILE")));
+        return Err(CliError::usage(format!(
+            "--var {arg}: expected NAME=VALUE or NAME=@FILE"
+        )));
     };
     if !is_valid_name(name) {
         return Err(CliError::usage(format!(
@@ -95,9 +99,12 @@ fn parse_var(arg: &str) -> Result<(String, String), CliError> {
         format!("@{lit}")
     } else if let Some(path) = value.strip_prefix('@') {
         if path.is_empty() {
-            return Err(CliError::usage(format!("--var {arg}: `@` needs a file name (or `@-` for stdin)")));
+            return Err(CliError::usage(format!(
+                "--var {arg}: `@` needs a file name (or `@-` for stdin)"
+            )));
         }
-        let mut text = read_text(path.as_ref()).map_err(|e| CliError::usage(format!("--var {name}: {e}")))?;
+        let mut text =
+            read_text(path.as_ref()).map_err(|e| CliError::usage(format!("--var {name}: {e}")))?;
         // One trailing line break goes, as with shell command substitution,
         // so `{{X}}` on its own line stays one line.
         if text.ends_with('\n') {
@@ -131,7 +138,9 @@ pub fn run(args: Args) -> CliResult {
     for arg in &args.vars {
         let (name, value) = parse_var(arg)?;
         if values.insert(name.clone(), value).is_some() {
-            return Err(CliError::usage(format!("--var {name} is given more than once")));
+            return Err(CliError::usage(format!(
+                "--var {name} is given more than once"
+            )));
         }
     }
 
@@ -141,7 +150,10 @@ pub fn run(args: Args) -> CliResult {
         print_findings(&report, &mut std::io::stderr().lock());
         return Err(CliError::with(
             Exit::Findings,
-            format!("{shown}: {} lint finding(s); nothing rendered", report.findings.len()),
+            format!(
+                "{shown}: {} lint finding(s); nothing rendered",
+                report.findings.len()
+            ),
         ));
     }
 
@@ -166,7 +178,9 @@ pub fn run(args: Args) -> CliResult {
         }
         if let Some(f) = args.share {
             if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
-                return Err(CliError::usage(format!("--share: must be between 0 and 1, got {f}")));
+                return Err(CliError::usage(format!(
+                    "--share: must be between 0 and 1, got {f}"
+                )));
             }
             config.share = f;
         }
@@ -191,7 +205,8 @@ pub fn run(args: Args) -> CliResult {
             token_cap: token_cap(config.prompt_budget, config.share),
             exact_counts: false,
         };
-        let digest = assemble_digest(&config, &request, &*tokenizer.counter()).map_err(CliError::usage)?;
+        let digest =
+            assemble_digest(&config, &request, &*tokenizer.counter()).map_err(CliError::usage)?;
         for w in &digest.warnings {
             eprintln!("warning: {w}");
         }
@@ -215,7 +230,13 @@ pub fn run(args: Args) -> CliResult {
     let rendered = render(&template, &classes, &values).map_err(|e| match e {
         RenderError::Lint(r) => {
             print_findings(&r, &mut std::io::stderr().lock());
-            CliError::with(Exit::Findings, format!("{shown}: {} lint finding(s); nothing rendered", r.findings.len()))
+            CliError::with(
+                Exit::Findings,
+                format!(
+                    "{shown}: {} lint finding(s); nothing rendered",
+                    r.findings.len()
+                ),
+            )
         }
         RenderError::FenceBroken { .. } => CliError::with(Exit::Findings, e),
         other => CliError::usage(other),
