@@ -146,7 +146,13 @@ impl ResultCache {
 
     /// Records `entry` under `key` (replacing an older entry). `engine` and
     /// `model` are kept for inspection only.
-    pub fn put(&self, key: &str, engine: &str, model: Option<&str>, entry: &CachedOutput) -> Result<()> {
+    pub fn put(
+        &self,
+        key: &str,
+        engine: &str,
+        model: Option<&str>,
+        entry: &CachedOutput,
+    ) -> Result<()> {
         let usage = entry
             .usage
             .as_ref()
@@ -223,7 +229,10 @@ impl CacheStats {
     }
     /// The last cache failure's message.
     pub fn last_error(&self) -> Option<String> {
-        self.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
     fn error(&self, e: &Error) {
         self.errors.fetch_add(1, Ordering::Relaxed);
@@ -248,7 +257,12 @@ pub struct CachingEngine<E: ?Sized = dyn InferenceEngine> {
 
 impl<E: InferenceEngine + ?Sized> CachingEngine<E> {
     /// Wraps `inner`; entries it records name `run_id` as their origin.
-    pub fn new(inner: Arc<E>, cache: Arc<ResultCache>, identity: impl Into<String>, run_id: Option<String>) -> Self {
+    pub fn new(
+        inner: Arc<E>,
+        cache: Arc<ResultCache>,
+        identity: impl Into<String>,
+        run_id: Option<String>,
+    ) -> Self {
         CachingEngine {
             inner,
             cache,
@@ -270,7 +284,10 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
         self.inner.name()
     }
 
-    fn infer<'a>(&'a self, request: &'a InferenceRequest) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
         Box::pin(async move {
             let key = cache_key(&self.identity, &request.params, &request.prompt);
             match self.cache.get(&key) {
@@ -299,7 +316,12 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
                     run_id: self.run_id.clone(),
                     task_id: request.task_id.clone(),
                 };
-                if let Err(e) = self.cache.put(&key, self.inner.name(), request.params.model.as_deref(), &entry) {
+                if let Err(e) = self.cache.put(
+                    &key,
+                    self.inner.name(),
+                    request.params.model.as_deref(),
+                    &entry,
+                ) {
                     self.stats.error(&e);
                 }
             }

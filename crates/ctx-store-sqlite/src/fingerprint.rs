@@ -15,6 +15,7 @@
 //! store keeps, so a plan that carries an API key by mistake does not put it
 //! on disk.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use ctx_model::{Params, Plan, SubTask};
@@ -39,6 +40,31 @@ pub struct TaskFingerprint {
 
 /// Computes `task`'s fingerprint within `plan`.
 pub fn fingerprint(plan: &Plan, task: &SubTask) -> TaskFingerprint {
+    fingerprint_with(plan, task, &|id| {
+        plan.task(id).map(|t| t.description.as_str())
+    })
+}
+
+/// Every task's fingerprint, by id (one pass; dependency descriptions are
+/// looked up in a map, not by scanning the plan).
+pub(crate) fn fingerprint_all(plan: &Plan) -> HashMap<String, TaskFingerprint> {
+    let descriptions: HashMap<&str, &str> = plan
+        .sub_tasks
+        .iter()
+        .map(|t| (t.id.as_str(), t.description.as_str()))
+        .collect();
+    let lookup = |id: &str| descriptions.get(id).copied();
+    plan.sub_tasks
+        .iter()
+        .map(|t| (t.id.clone(), fingerprint_with(plan, t, &lookup)))
+        .collect()
+}
+
+fn fingerprint_with<'p>(
+    plan: &'p Plan,
+    task: &SubTask,
+    description: &dyn Fn(&str) -> Option<&'p str>,
+) -> TaskFingerprint {
     let params = &task.tool_or_prompt.params;
     let entities: Vec<Value> = plan
         .resolve_entity_context(task)
@@ -55,7 +81,7 @@ pub fn fingerprint(plan: &Plan, task: &SubTask) -> TaskFingerprint {
     let dependencies: Vec<Value> = task
         .dependencies
         .iter()
-        .map(|d| json!({"id": d, "description": plan.task(d).map(|t| t.description.as_str())}))
+        .map(|d| json!({"id": d, "description": description(d)}))
         .collect();
     let inputs = json!({
         "tool": task.tool_or_prompt.name,
@@ -96,7 +122,15 @@ pub fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase().replace('-', "_");
     matches!(
         k.as_str(),
-        "api_key" | "apikey" | "authorization" | "auth" | "password" | "passwd" | "secret" | "token" | "bearer"
+        "api_key"
+            | "apikey"
+            | "authorization"
+            | "auth"
+            | "password"
+            | "passwd"
+            | "secret"
+            | "token"
+            | "bearer"
     ) || ["_key", "_secret", "_password", "_token", "_apikey"]
         .iter()
         .any(|s| k.ends_with(s))
@@ -233,23 +267,29 @@ mod tests {
         let mut q = p.clone();
         q.sub_tasks[0].description = "first, renamed".into();
         assert_eq!(fingerprint(&q, &q.sub_tasks[0]), base_a);
-        assert_ne!(fingerprint(&q, &q.sub_tasks[1]).inputs_hash, base_b.inputs_hash);
+        assert_ne!(
+            fingerprint(&q, &q.sub_tasks[1]).inputs_hash,
+            base_b.inputs_hash
+        );
 
         // Scheduling hints and secrets change nothing.
         let mut q = p.clone();
         q.sub_tasks[0].tool_or_prompt.params.estimated_ms = Some(5);
-        q.sub_tasks[0].tool_or_prompt.params.extra.insert("api_key".into(), json!("sk-2"));
+        q.sub_tasks[0]
+            .tool_or_prompt
+            .params
+            .extra
+            .insert("api_key".into(), json!("sk-2"));
         assert_eq!(fingerprint(&q, &q.sub_tasks[0]), base_a);
     }
 
     #[test]
     fn secrets_are_redacted_at_any_depth() {
         let mut p = plan();
-        p.sub_tasks[0]
-            .tool_or_prompt
-            .params
-            .extra
-            .insert("headers".into(), json!({"Authorization": "Bearer x", "X-Trace": "1"}));
+        p.sub_tasks[0].tool_or_prompt.params.extra.insert(
+            "headers".into(),
+            json!({"Authorization": "Bearer x", "X-Trace": "1"}),
+        );
         let r = redact_plan(&p);
         let s = serde_json::to_string(&r).unwrap();
         assert!(!s.contains("sk-1"), "{s}");

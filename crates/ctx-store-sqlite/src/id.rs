@@ -26,7 +26,8 @@ pub fn is_run_id(s: &str) -> bool {
     if b.len() != 29 {
         return false;
     }
-    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
     digits(0..8)
         && b.get(8) == Some(&b'T')
         && digits(9..15)
@@ -34,7 +35,10 @@ pub fn is_run_id(s: &str) -> bool {
         && digits(16..19)
         && b.get(19) == Some(&b'Z')
         && b.get(20) == Some(&b'-')
-        && b.get(21..29).is_some_and(|x| x.iter().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()))
+        && b.get(21..29).is_some_and(|x| {
+            x.iter()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        })
 }
 
 /// 32 bits that differ between processes, threads and calls. `RandomState`

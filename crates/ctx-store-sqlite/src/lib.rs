@@ -71,7 +71,8 @@ pub use lock::LOCK_FILE;
 pub use resume::{RerunReason, ResumePlan};
 pub use root::{DEFAULT_ROOT, GcReport, RunRoot, RunSummary, UnreadableRun};
 pub use schema::{
-    CACHE_APPLICATION_ID, Migration, RUN_APPLICATION_ID, RUN_MIGRATIONS, RUN_SCHEMA_VERSION, STORE_FILE, migrate,
+    CACHE_APPLICATION_ID, Migration, RUN_APPLICATION_ID, RUN_MIGRATIONS, RUN_SCHEMA_VERSION,
+    STORE_FILE, migrate,
 };
 pub use store::{
     NewRun, ResultRecord, RunState, RunView, SessionEnd, SessionInfo, SqliteStore, StatusCounts,

@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use ctx_model::{Plan, TaskStatus};
 
-use crate::fingerprint::fingerprint;
+use crate::fingerprint::{TaskFingerprint, fingerprint_all};
 use crate::store::ResultRecord;
 
 /// Why a task runs again on resume.
@@ -84,7 +84,9 @@ impl std::fmt::Display for RerunReason {
             RerunReason::Crashed => f.write_str("in_progress (crashed)"),
             RerunReason::NeverStarted => f.write_str("never started"),
             RerunReason::PromptChanged => f.write_str("prompt changed"),
-            RerunReason::ModelChanged { from, to } => write!(f, "model changed ({} -> {})", m(from), m(to)),
+            RerunReason::ModelChanged { from, to } => {
+                write!(f, "model changed ({} -> {})", m(from), m(to))
+            }
             RerunReason::ParamsChanged => f.write_str("params changed"),
             RerunReason::EngineChanged { from, to } => write!(f, "engine changed ({from} -> {to})"),
             RerunReason::Upstream(id) => write!(f, "upstream {id} re-runs"),
@@ -108,13 +110,20 @@ pub struct ResumePlan {
 impl ResumePlan {
     /// Decides per task of `plan` (see the module docs for the rule), given
     /// the stored latest results by task id and the current engine.
-    pub fn compute(plan: &Plan, stored: &BTreeMap<String, ResultRecord>, engine: &str) -> ResumePlan {
+    pub fn compute(
+        plan: &Plan,
+        stored: &BTreeMap<String, ResultRecord>,
+        engine: &str,
+    ) -> ResumePlan {
         let (order, in_cycle) = topological_order(plan);
         let mut reruns: HashMap<&str, bool> = HashMap::new();
         let mut out = ResumePlan::default();
+        let fingerprints = fingerprint_all(plan);
         for &i in &order {
-            let Some(task) = plan.sub_tasks.get(i) else { continue };
-            let own = own_reason(plan, i, stored.get(&task.id), engine);
+            let Some(task) = plan.sub_tasks.get(i) else {
+                continue;
+            };
+            let own = own_reason(fingerprints.get(&task.id), stored.get(&task.id), engine);
             let reason = own.or_else(|| {
                 task.dependencies
                     .iter()
@@ -153,8 +162,11 @@ impl ResumePlan {
     }
 }
 
-fn own_reason(plan: &Plan, i: usize, stored: Option<&ResultRecord>, engine: &str) -> Option<RerunReason> {
-    let task = plan.sub_tasks.get(i)?;
+fn own_reason(
+    now: Option<&TaskFingerprint>,
+    stored: Option<&ResultRecord>,
+    engine: &str,
+) -> Option<RerunReason> {
     let Some(rec) = stored else {
         return Some(RerunReason::NeverStarted);
     };
@@ -165,8 +177,7 @@ fn own_reason(plan: &Plan, i: usize, stored: Option<&ResultRecord>, engine: &str
         TaskStatus::InProgress => return Some(RerunReason::Crashed),
         TaskStatus::Pending => return Some(RerunReason::NeverStarted),
     }
-    let now = fingerprint(plan, task);
-    let Some(then) = &rec.fingerprint else {
+    let (Some(then), Some(now)) = (&rec.fingerprint, now) else {
         // Stored under a plan that did not have this task id.
         return Some(RerunReason::PromptChanged);
     };
@@ -176,7 +187,7 @@ fn own_reason(plan: &Plan, i: usize, stored: Option<&ResultRecord>, engine: &str
     if then.model != now.model {
         return Some(RerunReason::ModelChanged {
             from: then.model.clone(),
-            to: now.model,
+            to: now.model.clone(),
         });
     }
     if then.params_hash != now.params_hash {
@@ -296,7 +307,10 @@ mod tests {
     }
 
     fn reasons(r: &ResumePlan) -> Vec<(String, String)> {
-        r.rerun.iter().map(|(id, why)| (id.clone(), why.to_string())).collect()
+        r.rerun
+            .iter()
+            .map(|(id, why)| (id.clone(), why.to_string()))
+            .collect()
     }
 
     #[test]
@@ -365,7 +379,10 @@ mod tests {
 
         let r = ResumePlan::compute(&p, &s, "command");
         assert!(r.reuse.is_empty());
-        assert_eq!(r.rerun[0].1.to_string(), "engine changed (dry-run -> command)");
+        assert_eq!(
+            r.rerun[0].1.to_string(),
+            "engine changed (dry-run -> command)"
+        );
     }
 
     #[test]
@@ -392,6 +409,10 @@ mod tests {
         let r = ResumePlan::compute(&p, &all_completed(&p), "dry-run");
         assert_eq!(r.reuse, ["e"]);
         assert_eq!(r.rerun.len(), 4);
-        assert!(r.rerun.iter().all(|(_, why)| *why == RerunReason::InvalidGraph));
+        assert!(
+            r.rerun
+                .iter()
+                .all(|(_, why)| *why == RerunReason::InvalidGraph)
+        );
     }
 }

@@ -126,7 +126,11 @@ impl RunRoot {
     /// holding the run's lock, so a resume cannot start on it meanwhile.
     pub fn gc(&self, keep: usize) -> Result<GcReport> {
         let mut ids: Vec<(String, PathBuf)> = self
-            .run_dirs(|d| d.file_name().and_then(|n| n.to_str()).is_some_and(is_run_id))?
+            .run_dirs(|d| {
+                d.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(is_run_id)
+            })?
             .into_iter()
             .filter_map(|d| Some((d.file_name()?.to_str()?.to_string(), d)))
             .collect();

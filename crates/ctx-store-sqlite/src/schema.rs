@@ -141,7 +141,8 @@ pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection> {
         Access::Create => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
     } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(Error::sql(path))?;
-    conn.busy_timeout(Duration::from_secs(10)).map_err(Error::sql(path))?;
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(Error::sql(path))?;
     Ok(conn)
 }
 
@@ -198,7 +199,11 @@ pub(crate) fn inspect(
             format!(
                 "a SQLite database of another application (application_id {app:#x}, tables: {}{})",
                 shown.join(", "),
-                if tables.len() > shown.len() { ", ..." } else { "" }
+                if tables.len() > shown.len() {
+                    ", ..."
+                } else {
+                    ""
+                }
             )
         };
         return Err(Error::Foreign {

@@ -10,7 +10,9 @@ use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use crate::error::{Error, Result};
-use crate::fingerprint::{TaskFingerprint, canonical_json, fingerprint, redact_plan, sha256_hex};
+use crate::fingerprint::{
+    TaskFingerprint, canonical_json, fingerprint_all, redact_plan, sha256_hex,
+};
 use crate::id::{new_run_id, now_rfc3339};
 use crate::lock::{self, RunLock};
 use crate::resume::ResumePlan;
@@ -284,7 +286,11 @@ impl RunView {
     pub fn plan(&self) -> Result<Plan> {
         let json: String = self
             .conn()
-            .query_row("SELECT plan_json FROM sessions ORDER BY seq DESC LIMIT 1", [], |r| r.get(0))
+            .query_row(
+                "SELECT plan_json FROM sessions ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
             .map_err(Error::sql(&self.path))?;
         serde_json::from_str(&json).map_err(|e| Error::BadRow {
             path: self.path.clone(),
@@ -626,7 +632,7 @@ impl SqliteStore {
             },
             session,
             engine: new.engine.to_string(),
-            fingerprints: fingerprints(new.plan),
+            fingerprints: fingerprint_all(new.plan),
             _lock: lock,
         })
     }
@@ -670,7 +676,7 @@ impl SqliteStore {
                 view,
                 session,
                 engine: new.engine.to_string(),
-                fingerprints: fingerprints(new.plan),
+                fingerprints: fingerprint_all(new.plan),
                 _lock: lock,
             },
             plan,
@@ -754,7 +760,10 @@ impl SqliteStore {
         let seq = tx.last_insert_rowid();
         let prev: Option<(String, Option<i64>)> = tx
             .prepare_cached("SELECT status, started_seq FROM task_results WHERE task_id = ?1")
-            .and_then(|mut s| s.query_row([&result.task_id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .and_then(|mut s| {
+                s.query_row([&result.task_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
             .map_err(Error::sql(path))?;
         let started = match result.status {
             TaskStatus::InProgress => Some(seq),
@@ -791,13 +800,6 @@ impl ExecutionStore for SqliteStore {
     }
 }
 
-fn fingerprints(plan: &Plan) -> HashMap<String, TaskFingerprint> {
-    plan.sub_tasks
-        .iter()
-        .map(|t| (t.id.clone(), fingerprint(plan, t)))
-        .collect()
-}
-
 fn insert_session(
     tx: &rusqlite::Transaction<'_>,
     path: &Path,
@@ -829,4 +831,58 @@ fn insert_session(
     )
     .map_err(Error::sql(path))?;
     Ok(tx.last_insert_rowid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        serde_json::from_str(
+            r#"{"schema_version": 1, "sub_tasks": [
+            {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": {"prompt": "pa"}}}]}"#,
+        )
+        .unwrap()
+    }
+
+    /// A full disk, simulated with `max_page_count` (SQLite's own cap,
+    /// which fails writes with the same SQLITE_FULL a full file system
+    /// gives): `store` fails with an error naming the file, and every
+    /// result committed before is intact.
+    #[test]
+    fn a_full_disk_fails_the_write_and_keeps_earlier_results() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = plan();
+        let new = NewRun {
+            plan: &p,
+            engine: "dry-run",
+            plan_source: None,
+        };
+        let store = SqliteStore::create_in(tmp.path(), &new).unwrap();
+        let mut first = TaskExecutionResult::new("a", TaskStatus::Completed);
+        first.output = "small".into();
+        store.record(&first).unwrap();
+        {
+            let conn = store.view.conn();
+            let pages: i64 = conn
+                .query_row("PRAGMA page_count", [], |r| r.get(0))
+                .unwrap();
+            let _: i64 = conn
+                .query_row(&format!("PRAGMA max_page_count = {pages}"), [], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+        }
+        let mut big = TaskExecutionResult::new("b", TaskStatus::Completed);
+        big.output = "x".repeat(1 << 20);
+        let err = store.record(&big).unwrap_err().to_string();
+        assert!(err.contains("database or disk is full"), "{err}");
+        assert!(
+            err.contains(&tmp.path().join(STORE_FILE).display().to_string()),
+            "{err}"
+        );
+        assert_eq!(store.view.result("a").unwrap().unwrap().result, first);
+        assert!(store.view.result("b").unwrap().is_none());
+        assert_eq!(store.view.integrity_check().unwrap(), "ok");
+    }
 }

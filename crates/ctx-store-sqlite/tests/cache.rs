@@ -1,0 +1,202 @@
+//! The output cache: keys, the decorator engine, sharing between
+//! connections, gc.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ctx_deps::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_model::{Params, TokenUsage};
+use ctx_store_sqlite::{
+    CACHE_FILE, CachedOutput, CachingEngine, ResultCache, RunRoot, cache_key, sha256_hex,
+};
+
+/// Answers `echo:{prompt}` and counts its calls.
+#[derive(Default)]
+struct Counting {
+    calls: AtomicUsize,
+    fail: Mutex<bool>,
+}
+
+impl InferenceEngine for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(async move {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            if *self.fail.lock().unwrap() {
+                return Err(EngineError::new("boom"));
+            }
+            Ok(InferenceResponse {
+                output: format!("echo:{}", request.prompt),
+                model: Some("m-reported".into()),
+                usage: Some(TokenUsage {
+                    prompt_tokens: 1,
+                    completion_tokens: 2,
+                    total_tokens: 3,
+                    cached_tokens: None,
+                }),
+                finish_reason: Some("stop".into()),
+                ..InferenceResponse::default()
+            })
+        })
+    }
+}
+
+fn request(prompt: &str, params: Params) -> InferenceRequest {
+    InferenceRequest {
+        task_id: "t".into(),
+        prompt: prompt.into(),
+        params,
+        prompt_tokens: 1,
+    }
+}
+
+fn params() -> Params {
+    Params {
+        prompt: "template".into(),
+        model: Some("m".into()),
+        temperature: Some(0.0),
+        ..Params::default()
+    }
+}
+
+fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn key_covers_engine_model_params_and_final_prompt_only() {
+    let base = cache_key("command:abc", &params(), "final");
+    assert_eq!(base, cache_key("command:abc", &params(), "final"));
+    assert_ne!(base, cache_key("command:xyz", &params(), "final"));
+    assert_ne!(base, cache_key("command:abc", &params(), "final!"));
+    let mut p = params();
+    p.model = Some("other".into());
+    assert_ne!(base, cache_key("command:abc", &p, "final"));
+    let mut p = params();
+    p.temperature = Some(0.7);
+    assert_ne!(base, cache_key("command:abc", &p, "final"));
+    let mut p = params();
+    p.system = Some("be terse".into());
+    assert_ne!(base, cache_key("command:abc", &p, "final"));
+    // The template is inside the final prompt already; scheduling hints
+    // and credentials do not change the answer.
+    let mut p = params();
+    p.prompt = "another template".into();
+    p.estimated_ms = Some(10);
+    p.extra.insert("api_key".into(), serde_json::json!("sk-1"));
+    assert_eq!(base, cache_key("command:abc", &p, "final"));
+}
+
+#[test]
+fn hits_skip_the_engine_and_are_marked_cached() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path());
+    let cache = Arc::new(root.cache().unwrap());
+    let inner = Arc::new(Counting::default());
+    let engine = CachingEngine::new(
+        inner.clone(),
+        cache.clone(),
+        "counting",
+        Some("run-1".into()),
+    );
+    let stats = engine.stats();
+
+    let first = block(engine.infer(&request("hello", params()))).unwrap();
+    assert!(!first.cached);
+    let second = block(engine.infer(&request("hello", params()))).unwrap();
+    assert!(second.cached);
+    assert_eq!(second.output, "echo:hello");
+    assert_eq!(second.model.as_deref(), Some("m-reported"));
+    assert_eq!(second.usage, first.usage);
+    assert!(second.attempts.is_empty());
+    assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
+
+    // Another prompt misses; a failure is not cached.
+    *inner.fail.lock().unwrap() = true;
+    assert!(block(engine.infer(&request("other", params()))).is_err());
+    *inner.fail.lock().unwrap() = false;
+    assert!(
+        !block(engine.infer(&request("other", params())))
+            .unwrap()
+            .cached
+    );
+    assert_eq!(inner.calls.load(Ordering::SeqCst), 3);
+    assert_eq!((stats.hits(), stats.misses(), stats.errors()), (1, 3, 0));
+
+    // A second engine (another process, another run) sees the entries.
+    let engine2 = CachingEngine::new(
+        inner.clone() as Arc<dyn InferenceEngine>,
+        Arc::new(ResultCache::open(&tmp.path().join(CACHE_FILE)).unwrap()),
+        "counting",
+        Some("run-2".into()),
+    );
+    assert!(
+        block(engine2.infer(&request("other", params())))
+            .unwrap()
+            .cached
+    );
+    assert_eq!(inner.calls.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn concurrent_writers_share_one_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(CACHE_FILE);
+    let handles: Vec<_> = (0..4)
+        .map(|w| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let cache = ResultCache::open(&path).unwrap();
+                for i in 0..50 {
+                    let entry = CachedOutput {
+                        output: format!("{w}-{i}"),
+                        model: None,
+                        usage: None,
+                        finish_reason: None,
+                        run_id: Some(format!("run-{w}")),
+                        task_id: format!("t{i}"),
+                    };
+                    cache
+                        .put(
+                            &sha256_hex(format!("{w}-{i}").as_bytes()),
+                            "e",
+                            None,
+                            &entry,
+                        )
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let cache = ResultCache::open(&path).unwrap();
+    assert_eq!(cache.len().unwrap(), 200);
+    let hit = cache.get(&sha256_hex(b"2-7")).unwrap().unwrap();
+    assert_eq!(hit.output, "2-7");
+    assert_eq!(cache.remove_run("run-2").unwrap(), 50);
+    assert_eq!(cache.len().unwrap(), 150);
+}
+
+#[test]
+fn a_foreign_cache_file_is_refused_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(CACHE_FILE);
+    std::fs::write(&path, "not sqlite at all, just text\n".repeat(40)).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let err = ResultCache::open(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("cache.sqlite") && err.contains("not a SQLite database"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}

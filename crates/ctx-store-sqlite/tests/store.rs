@@ -1,0 +1,467 @@
+//! The durable store through its public API: round trips, the lock, bad
+//! input, migrations, and the latest-per-task semantics against
+//! `MemoryStore`.
+
+use std::path::Path;
+
+use ctx_deps::{ExecutionStore, MemoryStore};
+use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus, TokenUsage};
+use ctx_store_sqlite::{
+    Error, NewRun, RUN_MIGRATIONS, RunRoot, RunState, RunView, STORE_FILE, SessionEnd, SqliteStore,
+    migrate, sha256_hex,
+};
+use proptest::prelude::*;
+use rusqlite::Connection;
+
+fn plan() -> Plan {
+    serde_json::from_str(
+        r#"{"schema_version": 1, "goal": "test goal", "sub_tasks": [
+        {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": {"prompt": "pa", "api_key": "sk-secret-123"}}},
+        {"id": "b", "description": "B", "dependencies": ["a"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "pb"}}},
+        {"id": "c", "description": "C", "dependencies": ["b"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "pc"}}}]}"#,
+    )
+    .unwrap()
+}
+
+fn new_run(plan: &Plan) -> NewRun<'_> {
+    NewRun {
+        plan,
+        engine: "dry-run",
+        plan_source: Some("plan.json"),
+    }
+}
+
+fn completed(id: &str, output: &str) -> TaskExecutionResult {
+    let mut r = TaskExecutionResult::new(id, TaskStatus::Completed);
+    r.output = output.into();
+    r.prompt = Some(format!("prompt of {id}"));
+    r.metadata = ResultMetadata {
+        execution_time_ms: Some(12),
+        prompt_tokens: Some(3),
+        tokens_used: Some(TokenUsage {
+            prompt_tokens: 3,
+            completion_tokens: 4,
+            total_tokens: 7,
+            cached_tokens: None,
+        }),
+        model: Some("m".into()),
+        ..ResultMetadata::default()
+    };
+    r
+}
+
+fn file_digest(p: &Path) -> String {
+    sha256_hex(&std::fs::read(p).unwrap())
+}
+
+#[test]
+fn results_round_trip_with_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path());
+    let p = plan();
+    let store = root.create(&new_run(&p)).unwrap();
+    let mut started = TaskExecutionResult::new("a", TaskStatus::InProgress);
+    started.prompt = Some("prompt of a".into());
+    store.store(started).unwrap();
+    let a = completed("a", "out a");
+    store.store(a.clone()).unwrap();
+    let mut failed = TaskExecutionResult::new("b", TaskStatus::Failed);
+    failed.error = Some("exit 1: boom".into());
+    store.store(failed.clone()).unwrap();
+
+    assert_eq!(store.get_by_task_id("a").unwrap(), Some(a.clone()));
+    assert_eq!(store.get_by_task_id("zz").unwrap(), None);
+    assert_eq!(
+        store
+            .get_by_dependency_ids(&["b".into(), "zz".into(), "a".into()])
+            .unwrap(),
+        vec![failed.clone(), a.clone()]
+    );
+    store.finish(SessionEnd::Finished).unwrap();
+    let id = store.run_id().to_string();
+    drop(store);
+
+    let view = root.open(&id).unwrap();
+    let results = view.results().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0].result, a);
+    assert_eq!(
+        results[0].prompt_hash.as_deref(),
+        Some(sha256_hex(b"prompt of a").as_str())
+    );
+    assert!(results[0].fingerprint.is_some());
+    let history = view.history("a").unwrap();
+    assert_eq!(
+        history.iter().map(|h| h.result.status).collect::<Vec<_>>(),
+        [TaskStatus::InProgress, TaskStatus::Completed]
+    );
+    // The start of a's execution is its in_progress row.
+    assert_eq!(results[0].started_seq, Some(history[0].seq));
+    let counts = view.status_counts().unwrap();
+    assert_eq!((counts.completed, counts.failed, counts.pending), (1, 1, 1));
+    assert_eq!(view.state().unwrap(), RunState::Failed);
+    assert_eq!(view.integrity_check().unwrap(), "ok");
+    // Also reachable by directory.
+    let by_dir = root.open(view.dir().to_str().unwrap()).unwrap();
+    assert_eq!(by_dir.run_id(), id);
+}
+
+#[test]
+fn secrets_in_params_never_reach_the_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path());
+    let p = plan();
+    let store = root.create(&new_run(&p)).unwrap();
+    store.store(completed("a", "out")).unwrap();
+    let dir = store.dir().to_path_buf();
+    let stored_plan = store.view().plan().unwrap();
+    assert_eq!(
+        stored_plan.sub_tasks[0].tool_or_prompt.params.extra["api_key"],
+        "[redacted]"
+    );
+    drop(store);
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        let hay = String::from_utf8_lossy(&bytes);
+        assert!(!hay.contains("sk-secret-123"));
+    }
+}
+
+#[test]
+fn second_writer_is_refused_with_the_holders_pid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path());
+    let p = plan();
+    let store = root.create(&new_run(&p)).unwrap();
+    let dir = store.dir().to_path_buf();
+    let err = SqliteStore::resume(&dir, &new_run(&p)).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, Error::Locked { pid: Some(pid), .. } if pid == std::process::id()),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(
+            "run {} is being executed by another ctx process (pid {})",
+            store.run_id(),
+            std::process::id()
+        )),
+        "{msg}"
+    );
+    // Readers are not blocked, and see the run as running.
+    let view = RunView::open(&dir).unwrap();
+    assert_eq!(view.state().unwrap(), RunState::Running);
+    assert!(matches!(root.gc(0).unwrap().running.as_slice(), [id] if id == store.run_id()));
+    drop(store);
+    assert_eq!(view.state().unwrap(), RunState::Crashed);
+    let (again, _) = SqliteStore::resume(&dir, &new_run(&p)).unwrap();
+    assert_eq!(again.session(), 2);
+}
+
+#[test]
+fn create_in_refuses_an_existing_run_and_a_path_under_a_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan();
+    let dir = tmp.path().join("explicit");
+    let store = SqliteStore::create_in(&dir, &new_run(&p)).unwrap();
+    drop(store);
+    let before = file_digest(&dir.join(STORE_FILE));
+    let err = SqliteStore::create_in(&dir, &new_run(&p)).unwrap_err();
+    assert!(matches!(err, Error::AlreadyExists { .. }), "{err}");
+    assert!(err.to_string().contains("explicit"), "{err}");
+    assert_eq!(file_digest(&dir.join(STORE_FILE)), before);
+
+    // A directory that cannot be created (its parent is a regular file):
+    // the error names the path, even for root.
+    let file = tmp.path().join("plain-file");
+    std::fs::write(&file, "x").unwrap();
+    let under = file.join("run");
+    let err = SqliteStore::create_in(&under, &new_run(&p)).unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+    assert!(err.to_string().contains("plain-file/run"), "{err}");
+    let err = RunRoot::new(&file).create(&new_run(&p)).unwrap_err();
+    assert!(err.to_string().contains("plain-file"), "{err}");
+}
+
+#[test]
+fn read_only_directory_is_a_clear_error_when_the_os_enforces_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let ro = tmp.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    // Root ignores directory permissions: check that writing really fails.
+    if std::fs::write(ro.join("probe"), "x").is_ok() {
+        eprintln!("skipped: permissions are not enforced for this user (root)");
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+        return;
+    }
+    let p = plan();
+    let err = SqliteStore::create_in(&ro, &new_run(&p)).unwrap_err();
+    assert!(err.to_string().contains("ro"), "{err}");
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn missing_runs_and_non_run_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path().join("runs"));
+    let err = root.open("20261130T090000.000Z-00000000").unwrap_err();
+    assert!(err.is_not_found());
+    assert!(
+        err.to_string()
+            .contains("run `20261130T090000.000Z-00000000` not found"),
+        "{err}"
+    );
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let err = root.open(empty.to_str().unwrap()).unwrap_err();
+    assert!(matches!(err, Error::NoStore { .. }), "{err}");
+    let p = plan();
+    let err = SqliteStore::resume(&empty, &new_run(&p)).unwrap_err();
+    assert!(matches!(err, Error::NoStore { .. }), "{err}");
+    // Nothing was written into the directory.
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+}
+
+/// Writes `contents` as `dir/store.sqlite` and checks that opening and
+/// resuming fail with `expect` in the message and leave the file as it was.
+fn assert_refused(dir: &Path, expect: &str) {
+    let path = dir.join(STORE_FILE);
+    let before = file_digest(&path);
+    let p = plan();
+    let e1 = RunView::open(dir).unwrap_err().to_string();
+    let e2 = SqliteStore::resume(dir, &new_run(&p))
+        .unwrap_err()
+        .to_string();
+    for e in [&e1, &e2] {
+        assert!(e.contains(expect), "{e}");
+        assert!(e.contains(&path.display().to_string()), "{e}");
+    }
+    assert_eq!(file_digest(&path), before, "the file was modified");
+    assert!(
+        !dir.join("store.sqlite-wal").exists()
+            || std::fs::metadata(dir.join("store.sqlite-wal"))
+                .unwrap()
+                .len()
+                == 0
+    );
+}
+
+#[test]
+fn a_text_file_named_store_sqlite_is_refused_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join(STORE_FILE),
+        "these are my notes, not a database\n".repeat(50),
+    )
+    .unwrap();
+    assert_refused(tmp.path(), "not a SQLite database, or corrupt");
+}
+
+#[test]
+fn a_foreign_sqlite_database_is_refused_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let c = Connection::open(tmp.path().join(STORE_FILE)).unwrap();
+        c.execute_batch("CREATE TABLE customers (id INTEGER, name TEXT); INSERT INTO customers VALUES (1, 'x');")
+            .unwrap();
+    }
+    assert_refused(tmp.path(), "application_id 0x0, tables: customers");
+    // An empty SQLite file (0 bytes) is not a run either.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join(STORE_FILE), "").unwrap();
+    assert_refused(tmp.path(), "never initialised");
+}
+
+#[test]
+fn a_store_from_a_newer_ctx_is_refused_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan();
+    let dir = tmp.path().join("run");
+    let store = SqliteStore::create_in(&dir, &new_run(&p)).unwrap();
+    store.store(completed("a", "out")).unwrap();
+    drop(store);
+    {
+        let c = Connection::open(dir.join(STORE_FILE)).unwrap();
+        c.pragma_update(None, "user_version", 99).unwrap();
+    }
+    assert_refused(
+        &dir,
+        "store schema version 99 is newer than this ctx supports (1)",
+    );
+}
+
+#[test]
+fn a_truncated_store_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan();
+    let dir = tmp.path().join("run");
+    let store = SqliteStore::create_in(&dir, &new_run(&p)).unwrap();
+    for i in 0..200 {
+        store
+            .store(completed(&format!("t{i}"), &"x".repeat(2000)))
+            .unwrap();
+    }
+    drop(store); // checkpoints the WAL into the main file
+    let path = dir.join(STORE_FILE);
+    let bytes = std::fs::read(&path).unwrap();
+    // Keep the header, damage the pages after it.
+    let mut damaged = bytes[..bytes.len() / 2].to_vec();
+    damaged.extend(std::iter::repeat_n(0xA5u8, 4096));
+    std::fs::write(&path, &damaged).unwrap();
+    let err = SqliteStore::resume(&dir, &new_run(&p))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        damaged,
+        "the file was modified"
+    );
+}
+
+/// Schema version 2 of a hypothetical future ctx: one added column.
+fn test_v2(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "ALTER TABLE sessions ADD COLUMN note TEXT; UPDATE sessions SET note = 'migrated';",
+    )
+}
+
+#[test]
+fn migrations_carry_an_older_store_forward() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan();
+    let dir = tmp.path().join("run");
+    let store = SqliteStore::create_in(&dir, &new_run(&p)).unwrap();
+    store
+        .store(completed("a", "kept across the migration"))
+        .unwrap();
+    drop(store);
+    let path = dir.join(STORE_FILE);
+    let mut c = Connection::open(&path).unwrap();
+    let v1_and_v2: Vec<ctx_store_sqlite::Migration> = vec![RUN_MIGRATIONS[0], test_v2];
+    assert_eq!(migrate(&mut c, &path, &v1_and_v2).unwrap(), 2);
+    // Applying again is a no-op (each step re-checks the version).
+    assert_eq!(migrate(&mut c, &path, &v1_and_v2).unwrap(), 2);
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 2);
+    let note: String = c
+        .query_row("SELECT note FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(note, "migrated");
+    let out: String = c
+        .query_row("SELECT output FROM attempts WHERE task_id = 'a'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(out, "kept across the migration");
+    drop(c);
+    // This build knows version 1 only: the migrated store is "newer".
+    let err = RunView::open(&dir).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NewerSchema {
+                found: 2,
+                supported: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn list_and_gc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path());
+    let p = plan();
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let s = root.create(&new_run(&p)).unwrap();
+        s.store(completed("a", "x")).unwrap();
+        s.finish(SessionEnd::Finished).unwrap();
+        ids.push(s.run_id().to_string());
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    // A directory that is not a run, and one that looks like one but is
+    // damaged: gc never touches the first; list reports the second.
+    std::fs::create_dir(tmp.path().join("notes")).unwrap();
+    let running = root.create(&new_run(&p)).unwrap();
+    let (runs, bad) = root.list().unwrap();
+    assert!(bad.is_empty());
+    assert_eq!(runs.len(), 5);
+    assert_eq!(runs[0].id, ids[0]);
+    assert_eq!(runs[0].plan.as_deref(), Some("plan.json"));
+    assert_eq!(runs[0].counts.completed, 1);
+    assert_eq!(runs[4].state, RunState::Running);
+
+    let report = root.gc(1).unwrap();
+    assert_eq!(report.kept, [running.run_id().to_string()]);
+    assert_eq!(report.removed, ids);
+    // keep 0: the running run stays anyway.
+    let report = root.gc(0).unwrap();
+    assert_eq!(report.running, [running.run_id().to_string()]);
+    assert!(tmp.path().join("notes").is_dir());
+    assert!(running.dir().is_dir());
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Store(usize, TaskStatus, String),
+    Get(usize),
+    Deps(Vec<usize>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let status = prop_oneof![
+        Just(TaskStatus::Pending),
+        Just(TaskStatus::InProgress),
+        Just(TaskStatus::Completed),
+        Just(TaskStatus::Failed),
+        Just(TaskStatus::Skipped),
+    ];
+    prop_oneof![
+        3 => (0..6usize, status, ".{0,12}").prop_map(|(t, s, o)| Op::Store(t, s, o)),
+        1 => (0..7usize).prop_map(Op::Get),
+        1 => proptest::collection::vec(0..7usize, 0..5).prop_map(Op::Deps),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Any sequence of calls gives the same answers as `MemoryStore`, and
+    /// the history keeps every call.
+    #[test]
+    fn latest_per_task_matches_memory_store(ops in proptest::collection::vec(op(), 1..40)) {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = plan();
+        let sql = SqliteStore::create_in(tmp.path(), &new_run(&p)).unwrap();
+        let mem = MemoryStore::new();
+        let id = |i: usize| format!("t{i}");
+        let mut stores = 0;
+        for op in ops {
+            match op {
+                Op::Store(t, s, o) => {
+                    let mut r = TaskExecutionResult::new(id(t), s);
+                    r.output = o;
+                    sql.store(r.clone()).unwrap();
+                    mem.store(r).unwrap();
+                    stores += 1;
+                }
+                Op::Get(t) => prop_assert_eq!(sql.get_by_task_id(&id(t)).unwrap(), mem.get_by_task_id(&id(t)).unwrap()),
+                Op::Deps(ts) => {
+                    let ids: Vec<String> = ts.into_iter().map(id).collect();
+                    prop_assert_eq!(sql.get_by_dependency_ids(&ids).unwrap(), mem.get_by_dependency_ids(&ids).unwrap());
+                }
+            }
+        }
+        prop_assert_eq!(sql.all_results().unwrap(), mem.all_results().unwrap());
+        let history: usize = (0..6).map(|t| sql.view().history(&id(t)).unwrap().len()).sum();
+        prop_assert_eq!(history, stores);
+    }
+}
