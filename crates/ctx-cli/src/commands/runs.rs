@@ -1,15 +1,577 @@
-//! `ctx runs` (being built).
+//! `ctx runs`: inspect, export and prune the runs stored under a store root
+//! (`.ctx/runs` by default, `--root DIR` to change it).
+//!
+//! `RUN` is a run id (a directory under the root) or a run directory path,
+//! in every subcommand. Nothing here takes a run's lock except `gc`, and
+//! only for the moment it removes a run, so every command works on a run
+//! that another `ctx run` is executing (it shows the last committed state).
+//!
+//! Exit codes: 0 ok, 2 usage error or a `RUN`/`--task` that does not exist,
+//! 4 a store that cannot be read (foreign, corrupt, newer schema); `list`
+//! prints every readable run and exits 4 if any run under the root was not
+//! readable.
 
-use crate::exit::{CliError, CliResult};
+use std::path::PathBuf;
+
+use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+use ctx_store_sqlite::{ResultRecord, RunRoot, RunSummary, RunView, SessionInfo, StatusCounts};
+use serde_json::{Value, json};
+
+use crate::exit::{CliError, CliResult, Exit};
 
 /// The `ctx runs` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum RunsCommand {
-    /// List stored runs.
-    List,
+    /// List stored runs: id, state, start time, status counts, plan.
+    List(ListArgs),
+    /// Show a run's tasks, or one task's prompt, output, history and error.
+    Show(ShowArgs),
+    /// Print a run's results as `ctx run --format json` prints them.
+    Export(ExportArgs),
+    /// Remove all but the newest N runs (never a running one).
+    Gc(GcArgs),
+}
+
+/// Where runs are stored.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RootArg {
+    /// The store root holding run directories and cache.sqlite.
+    #[arg(long, value_name = "DIR", default_value = ctx_store_sqlite::DEFAULT_ROOT)]
+    pub root: PathBuf,
+}
+
+/// Text or JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned tables for people.
+    Text,
+    /// One JSON value for programs.
+    Json,
+}
+
+/// `ctx runs list`.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    root: RootArg,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+/// `ctx runs show`.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// A run id or a run directory.
+    #[arg(value_name = "RUN")]
+    run: String,
+    /// Show this task in full instead of the status table.
+    #[arg(long, value_name = "ID")]
+    task: Option<String>,
+    #[command(flatten)]
+    root: RootArg,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+/// The formats `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// The object `ctx run --format json` prints.
+    Json,
+}
+
+/// `ctx runs export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// A run id or a run directory.
+    #[arg(value_name = "RUN")]
+    run: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "json")]
+    format: ExportFormat,
+    #[command(flatten)]
+    root: RootArg,
+}
+
+/// `ctx runs gc`.
+#[derive(Debug, clap::Args)]
+pub struct GcArgs {
+    /// How many of the newest runs to keep.
+    #[arg(long, value_name = "N")]
+    keep: usize,
+    #[command(flatten)]
+    root: RootArg,
 }
 
 /// Runs the command.
-pub fn run(_cmd: RunsCommand) -> CliResult {
-    Err(CliError::usage("not built yet"))
+pub fn run(cmd: RunsCommand) -> CliResult {
+    match cmd {
+        RunsCommand::List(a) => list(a),
+        RunsCommand::Show(a) => show(a),
+        RunsCommand::Export(a) => export(a),
+        RunsCommand::Gc(a) => gc(a),
+    }
+}
+
+/// Maps a store error onto an exit code: naming a run that does not exist
+/// is a usage error (2), anything else a store error (4).
+pub fn store_error(e: ctx_store_sqlite::Error) -> CliError {
+    if e.is_not_found() {
+        CliError::usage(e)
+    } else {
+        CliError::with(Exit::Store, e)
+    }
+}
+
+fn print_json(v: &Value) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn list(a: ListArgs) -> CliResult {
+    let root = RunRoot::new(&a.root.root);
+    let (runs, bad) = root.list().map_err(store_error)?;
+    for b in &bad {
+        eprintln!("warning: {}", b.error);
+    }
+    match a.format {
+        Format::Json => print_json(&Value::Array(runs.iter().map(summary_json).collect()))?,
+        Format::Text if runs.is_empty() => println!("no runs under {}", root.path().display()),
+        Format::Text => {
+            let rows: Vec<Vec<String>> = runs
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.id.clone(),
+                        r.state.to_string(),
+                        r.created_at.clone(),
+                        r.counts.total().to_string(),
+                        r.counts.completed.to_string(),
+                        r.counts.failed.to_string(),
+                        r.counts.skipped.to_string(),
+                        (r.counts.pending + r.counts.in_progress).to_string(),
+                        r.plan.clone().map_or_else(|| "-".into(), |p| printable(&p)),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                table(
+                    &["RUN", "STATE", "STARTED", "TASKS", "COMPLETED", "FAILED", "SKIPPED", "NOT RUN", "PLAN"],
+                    &[false, false, false, true, true, true, true, true, false],
+                    &rows
+                )
+            );
+        }
+    }
+    Ok(if bad.is_empty() { Exit::Ok } else { Exit::Store })
+}
+
+fn summary_json(r: &RunSummary) -> Value {
+    json!({
+        "id": r.id,
+        "dir": r.dir.display().to_string(),
+        "state": r.state.as_str(),
+        "created_at": r.created_at,
+        "sessions": r.sessions,
+        "plan": r.plan,
+        "counts": counts_json(&r.counts),
+    })
+}
+
+fn counts_json(c: &StatusCounts) -> Value {
+    json!({
+        "total": c.total(),
+        "completed": c.completed,
+        "failed": c.failed,
+        "skipped": c.skipped,
+        "in_progress": c.in_progress,
+        "pending": c.pending,
+    })
+}
+
+fn open(root: &RootArg, run: &str) -> Result<RunView, CliError> {
+    RunRoot::new(&root.root).open(run).map_err(store_error)
+}
+
+/// The plan's tasks with their latest results, in plan order; a task with
+/// no result is `pending`. Results of tasks no longer in the plan are left
+/// out.
+fn plan_results(plan: &Plan, view: &RunView) -> Result<Vec<(String, Option<ResultRecord>)>, CliError> {
+    let mut stored: std::collections::HashMap<String, ResultRecord> = view
+        .results()
+        .map_err(store_error)?
+        .into_iter()
+        .map(|r| (r.result.task_id.clone(), r))
+        .collect();
+    Ok(plan
+        .sub_tasks
+        .iter()
+        .map(|t| (t.id.clone(), stored.remove(&t.id)))
+        .collect())
+}
+
+fn show(a: ShowArgs) -> CliResult {
+    let view = open(&a.root, &a.run)?;
+    match &a.task {
+        Some(task) => show_task(&view, task, a.format),
+        None => show_run(&view, a.format),
+    }
+}
+
+fn show_run(view: &RunView, format: Format) -> CliResult {
+    let plan = view.plan().map_err(store_error)?;
+    let sessions = view.sessions().map_err(store_error)?;
+    let state = view.state().map_err(store_error)?;
+    let counts = view.status_counts().map_err(store_error)?;
+    let created = view.created_at().map_err(store_error)?;
+    let tasks = plan_results(&plan, view)?;
+    if format == Format::Json {
+        let tasks: Vec<Value> = tasks
+            .iter()
+            .map(|(id, r)| {
+                json!({
+                    "task_id": id,
+                    "status": r.as_ref().map_or("pending", |r| r.result.status.as_str()),
+                    "prompt_tokens": r.as_ref().and_then(|r| r.result.metadata.prompt_tokens),
+                    "execution_time_ms": r.as_ref().and_then(|r| r.result.metadata.execution_time_ms),
+                    "cached": r.as_ref().is_some_and(|r| r.result.metadata.cached),
+                    "session": r.as_ref().map(|r| r.session),
+                    "recorded_at": r.as_ref().map(|r| r.recorded_at.clone()),
+                    "error": r.as_ref().and_then(|r| r.result.error.clone()),
+                })
+            })
+            .collect();
+        print_json(&json!({
+            "id": view.run_id(),
+            "dir": view.dir().display().to_string(),
+            "created_at": created,
+            "state": state.as_str(),
+            "goal": plan.goal,
+            "counts": counts_json(&counts),
+            "sessions": sessions.iter().map(session_json).collect::<Vec<_>>(),
+            "tasks": tasks,
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    let mut out = String::new();
+    out.push_str(&format!("run      {}\n", view.run_id()));
+    out.push_str(&format!("dir      {}\n", view.dir().display()));
+    out.push_str(&format!("created  {created}\n"));
+    out.push_str(&format!("state    {state}\n"));
+    if let Some(goal) = &plan.goal {
+        out.push_str(&format!("goal     {}\n", printable(goal)));
+    }
+    out.push_str(&format!(
+        "tasks    {} total: {} completed, {} failed, {} skipped, {} in progress, {} pending\n",
+        counts.total(),
+        counts.completed,
+        counts.failed,
+        counts.skipped,
+        counts.in_progress,
+        counts.pending
+    ));
+    out.push_str("\nsessions\n");
+    for s in &sessions {
+        out.push_str(&format!(
+            "  #{} {:<6}  {} -> {}  {}  engine {}  ctx {}  pid {}{}\n",
+            s.seq,
+            s.kind,
+            s.started_at,
+            s.finished_at.as_deref().unwrap_or("-"),
+            s.outcome.as_deref().unwrap_or(if state == ctx_store_sqlite::RunState::Running {
+                "running"
+            } else {
+                "no end recorded"
+            }),
+            s.engine,
+            s.ctx_version,
+            s.pid,
+            s.plan_source
+                .as_ref()
+                .map(|p| format!("  plan {}", printable(p)))
+                .unwrap_or_default()
+        ));
+    }
+    let rows: Vec<Vec<String>> = tasks
+        .iter()
+        .map(|(id, r)| {
+            let meta = r.as_ref().map(|r| &r.result.metadata);
+            vec![
+                printable(id),
+                r.as_ref()
+                    .map_or_else(|| "pending".into(), |r| r.result.status.to_string()),
+                meta.and_then(|m| m.prompt_tokens)
+                    .map_or_else(|| "-".into(), |t| t.to_string()),
+                meta.and_then(|m| m.execution_time_ms)
+                    .map_or_else(|| "-".into(), |ms| format!("{ms} ms")),
+                if meta.is_some_and(|m| m.cached) { "yes" } else { "" }.to_string(),
+                r.as_ref()
+                    .and_then(|r| r.result.error.as_deref())
+                    .and_then(|e| e.lines().next())
+                    .map(printable)
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    out.push('\n');
+    out.push_str(&table(
+        &["TASK", "STATUS", "PROMPT TOKENS", "TIME", "CACHED", "ERROR"],
+        &[false, false, true, true, false, false],
+        &rows,
+    ));
+    print!("{out}");
+    Ok(Exit::Ok)
+}
+
+fn session_json(s: &SessionInfo) -> Value {
+    json!({
+        "seq": s.seq,
+        "kind": s.kind,
+        "started_at": s.started_at,
+        "finished_at": s.finished_at,
+        "outcome": s.outcome,
+        "pid": s.pid,
+        "ctx_version": s.ctx_version,
+        "engine": s.engine,
+        "plan_source": s.plan_source,
+        "plan_hash": s.plan_hash,
+    })
+}
+
+fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
+    let plan = view.plan().map_err(store_error)?;
+    let latest = view.result(task).map_err(store_error)?;
+    if latest.is_none() && plan.task(task).is_none() {
+        return Err(CliError::usage(format!(
+            "run {}: no task `{}` (not in its plan and no stored result)",
+            view.run_id(),
+            task
+        )));
+    }
+    let history = view.history(task).map_err(store_error)?;
+    if format == Format::Json {
+        let history: Vec<Value> = history
+            .iter()
+            .map(|h| {
+                json!({
+                    "seq": h.seq,
+                    "session": h.session,
+                    "recorded_at": h.recorded_at,
+                    "engine": h.engine,
+                    "prompt_hash": h.prompt_hash,
+                    "result": task_json(&h.result),
+                })
+            })
+            .collect();
+        print_json(&json!({
+            "run": view.run_id(),
+            "task_id": task,
+            "result": latest.as_ref().map(|r| task_json(&r.result)),
+            "prompt_hash": latest.as_ref().and_then(|r| r.prompt_hash.clone()),
+            "history": history,
+        }))?;
+        return Ok(Exit::Ok);
+    }
+    let mut out = String::new();
+    out.push_str(&format!("run      {}\n", view.run_id()));
+    out.push_str(&format!("task     {}\n", printable(task)));
+    let Some(rec) = latest else {
+        out.push_str("status   pending (never started)\n");
+        print!("{out}");
+        return Ok(Exit::Ok);
+    };
+    let r = &rec.result;
+    let m = &r.metadata;
+    out.push_str(&format!("status   {}{}\n", r.status, if m.cached { " (cached)" } else { "" }));
+    out.push_str(&format!("stored   {} (session {}, engine {})\n", rec.recorded_at, rec.session, rec.engine));
+    if let Some(model) = &m.model {
+        out.push_str(&format!("model    {model}\n"));
+    }
+    if let Some(t) = m.prompt_tokens {
+        out.push_str(&format!(
+            "prompt   {t} tokens{}\n",
+            m.tokenizer.as_ref().map(|k| format!(" ({k})")).unwrap_or_default()
+        ));
+    }
+    if let Some(u) = &m.tokens_used {
+        out.push_str(&format!(
+            "usage    {} prompt + {} completion = {} tokens\n",
+            u.prompt_tokens, u.completion_tokens, u.total_tokens
+        ));
+    }
+    if let Some(ms) = m.execution_time_ms {
+        out.push_str(&format!("time     {ms} ms\n"));
+    }
+    if let Some(h) = &rec.prompt_hash {
+        out.push_str(&format!("sha256   {h}\n"));
+    }
+    if let Some(e) = &r.error {
+        out.push_str(&format!("\n## Error\n\n{e}\n"));
+    }
+    out.push_str("\n## Prompt\n\n");
+    out.push_str(r.prompt.as_deref().unwrap_or("(none: the task never got one)"));
+    out.push_str("\n\n## Output\n\n");
+    out.push_str(if r.output.is_empty() { "(empty)" } else { &r.output });
+    out.push_str("\n\n## History\n\n");
+    let rows: Vec<Vec<String>> = history
+        .iter()
+        .map(|h| {
+            vec![
+                h.seq.to_string(),
+                h.session.to_string(),
+                h.recorded_at.clone(),
+                h.result.status.to_string(),
+                h.result
+                    .error
+                    .as_deref()
+                    .and_then(|e| e.lines().next())
+                    .map(printable)
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&["SEQ", "SESSION", "RECORDED", "STATUS", "ERROR"], &[true, true, false, false, false], &rows));
+    if !m.attempts.is_empty() {
+        out.push_str("\n## Engine attempts\n\n");
+        let rows: Vec<Vec<String>> = m
+            .attempts
+            .iter()
+            .map(|a| {
+                vec![
+                    a.number.to_string(),
+                    a.outcome.clone(),
+                    format!("{} ms", a.duration_ms),
+                    a.backoff_ms.map_or_else(String::new, |b| format!("{b} ms")),
+                    a.error.as_deref().and_then(|e| e.lines().next()).map(printable).unwrap_or_default(),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&["#", "OUTCOME", "TIME", "BACKOFF", "ERROR"], &[true, false, true, true, false], &rows));
+    }
+    print!("{out}");
+    Ok(Exit::Ok)
+}
+
+/// The object `ctx run --format json` prints, rebuilt from the store:
+/// `tasks` in plan order (a task with no result appears as `pending`),
+/// `order` the ids of the started tasks by the start of the execution that
+/// produced their current result (a resumed run lists the reused tasks
+/// first, as they started in an earlier session).
+pub fn export_json(view: &RunView) -> Result<Value, CliError> {
+    let plan = view.plan().map_err(store_error)?;
+    let tasks = plan_results(&plan, view)?;
+    let mut started: Vec<(i64, &str)> = tasks
+        .iter()
+        .filter_map(|(id, r)| Some((r.as_ref()?.started_seq?, id.as_str())))
+        .collect();
+    started.sort();
+    let order: Vec<&str> = started.into_iter().map(|(_, id)| id).collect();
+    let tasks: Vec<Value> = tasks
+        .iter()
+        .map(|(id, r)| match r {
+            Some(r) => task_json(&r.result),
+            None => task_json(&TaskExecutionResult::new(id.clone(), TaskStatus::Pending)),
+        })
+        .collect();
+    Ok(json!({"order": order, "tasks": tasks}))
+}
+
+fn export(a: ExportArgs) -> CliResult {
+    let view = open(&a.root, &a.run)?;
+    match a.format {
+        ExportFormat::Json => print_json(&export_json(&view)?)?,
+    }
+    Ok(Exit::Ok)
+}
+
+/// One task as `ctx run --format json` writes it (keep in step with
+/// `commands::run`).
+fn task_json(r: &TaskExecutionResult) -> Value {
+    let mut obj = serde_json::Map::new();
+    obj.insert("task_id".into(), r.task_id.clone().into());
+    obj.insert("status".into(), r.status.as_str().into());
+    obj.insert("output".into(), r.output.clone().into());
+    if let Some(e) = &r.error {
+        obj.insert("error".into(), e.clone().into());
+    }
+    obj.insert("prompt".into(), r.prompt.clone().map_or(Value::Null, Into::into));
+    obj.insert(
+        "metadata".into(),
+        serde_json::to_value(&r.metadata).unwrap_or(Value::Null),
+    );
+    Value::Object(obj)
+}
+
+fn gc(a: GcArgs) -> CliResult {
+    let root = RunRoot::new(&a.root.root);
+    let report = root.gc(a.keep).map_err(store_error)?;
+    for id in &report.removed {
+        println!("removed {id}");
+    }
+    for id in &report.running {
+        println!("kept {id} (running)");
+    }
+    println!(
+        "{} removed, {} kept{}",
+        report.removed.len(),
+        report.kept.len() + report.running.len(),
+        if report.running.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} running)", report.running.len())
+        }
+    );
+    Ok(Exit::Ok)
+}
+
+/// Text with control characters escaped, for tables.
+fn printable(s: &str) -> String {
+    if s.chars().any(char::is_control) {
+        format!("{s:?}")
+    } else {
+        s.to_string()
+    }
+}
+
+/// An aligned table; `right[i]` right-aligns column `i`. The last column is
+/// not padded.
+fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let n = cells.len();
+        let mut s = String::new();
+        for (i, cell) in cells.into_iter().enumerate() {
+            let w = widths.get(i).copied().unwrap_or(0);
+            let pad = w.saturating_sub(cell.chars().count());
+            if i > 0 {
+                s.push_str("  ");
+            }
+            if right.get(i).copied().unwrap_or(false) {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                if i + 1 < n {
+                    s.push_str(&" ".repeat(pad));
+                }
+            }
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
 }
