@@ -228,8 +228,8 @@ fn failing_command_skips_dependents_and_exits_1() {
         "command exited with status 1 (stderr was empty)"
     );
     assert_eq!(task(&json, "b")["status"], "skipped");
-    assert_eq!(task(&json, "b")["error"], "skipped: dependency `a` failed");
-    assert_eq!(task(&json, "c")["error"], "skipped: dependency `a` failed");
+    assert_eq!(task(&json, "b")["error"], "dependency `a` failed");
+    assert_eq!(task(&json, "c")["error"], "upstream task `a` failed");
 
     // Only b fails: a and the independent d complete, c is skipped.
     let cmd = r#"if [ "$CTX_TASK_ID" = b ]; then echo "model crashed" >&2; exit 7; fi; cat"#;
@@ -245,7 +245,7 @@ fn failing_command_skips_dependents_and_exits_1() {
     );
     assert!(stdout.contains("    model crashed"), "{stdout}");
     assert!(
-        stdout.contains("skipped c: skipped: dependency `b` failed"),
+        stdout.contains("skipped c: dependency `b` failed"),
         "{stdout}"
     );
     assert!(
@@ -323,6 +323,14 @@ fn usage_errors_exit_2() {
         (vec!["--task-timeout=-1", "--command", "cat"], "positive"),
         (vec!["--max-prompt-tokens", "0"], "at least 1"),
         (vec!["--engine", "bogus"], "bogus"),
+        (
+            vec!["--engine", "openai", "--task-timeout", "3"],
+            "--request-timeout",
+        ),
+        (
+            vec!["--command", "cat", "--base-url", "http://127.0.0.1:9"],
+            "--base-url is only used by --engine openai",
+        ),
     ] {
         let out = ctx().arg("run").arg(p).args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");

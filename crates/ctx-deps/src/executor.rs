@@ -28,7 +28,9 @@
 //! ## Failure, skip, cancellation
 //!
 //! A failed task marks every transitive dependent `skipped`, with an error
-//! naming the failed task; tasks on independent branches run on. When the
+//! naming the failed task ("dependency \`a\` failed" for a direct
+//! dependent, "upstream task \`a\` failed" further down); tasks on
+//! independent branches run on. When the
 //! cancellation future resolves (Ctrl-C in the CLI), dispatching stops, the
 //! in-flight futures are dropped (engines clean up on drop: a command is
 //! killed, a request aborted), in-flight tasks are stored `failed` with
@@ -279,8 +281,8 @@ impl Executor {
                     }
                 }
             }
-            for i in 0..n {
-                if forced[i] {
+            for (i, &forced) in forced.iter().enumerate() {
+                if forced {
                     continue;
                 }
                 let stored = inner
@@ -482,7 +484,7 @@ impl Executor {
                     r.error = Some(if run.interrupted {
                         INTERRUPTED_BEFORE_START.to_string()
                     } else {
-                        format!("skipped: dependency `{failed}` {status}")
+                        skip_reason(&failed, g.dependencies(d).contains(&i))
                     });
                     store
                         .store(r.clone())
@@ -497,6 +499,16 @@ impl Executor {
             }
         }
         Ok(())
+    }
+}
+
+/// Why a task is skipped: its direct dependency, or a task further up,
+/// failed.
+fn skip_reason(failed: &str, direct: bool) -> String {
+    if direct {
+        format!("dependency `{failed}` failed")
+    } else {
+        format!("upstream task `{failed}` failed")
     }
 }
 

@@ -291,9 +291,13 @@ async fn failure_skips_transitive_dependents_and_independent_branches_run_on() {
         .unwrap();
     assert_eq!(status_of(&report, "a"), TaskStatus::Failed);
     assert_eq!(error_of(&report, "a"), "a broke");
-    for id in ["b", "c", "y"] {
+    for (id, why) in [
+        ("b", "dependency `a` failed"),
+        ("c", "upstream task `a` failed"),
+        ("y", "upstream task `a` failed"),
+    ] {
         assert_eq!(status_of(&report, id), TaskStatus::Skipped, "{id}");
-        assert_eq!(error_of(&report, id), "skipped: dependency `a` failed");
+        assert_eq!(error_of(&report, id), why);
         assert_eq!(
             store.get_by_task_id(id).unwrap().unwrap().status,
             TaskStatus::Skipped

@@ -80,7 +80,18 @@ pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
             )));
         }
     };
-    match args.kind() {
+    let kind = args.kind();
+    if kind != EngineKind::Openai {
+        let given = args.openai.given();
+        if !given.is_empty() {
+            return Err(CliError::usage(format!(
+                "{} {} only used by --engine openai",
+                given.join(", "),
+                if given.len() == 1 { "is" } else { "are" }
+            )));
+        }
+    }
+    match kind {
         EngineKind::DryRun => {
             if args.command.is_some() {
                 return Err(CliError::usage(
@@ -113,8 +124,11 @@ pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
     }
 }
 
-fn openai_engine(_args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
-    Err(CliError::usage(
-        "--engine openai is not available in this build yet; use --engine dry-run or --engine command",
-    ))
+fn openai_engine(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
+    if args.task_timeout.is_some() {
+        return Err(CliError::usage(
+            "--task-timeout is only used by --engine command (the openai engine takes --request-timeout)",
+        ));
+    }
+    openai::build(&args.openai)
 }
