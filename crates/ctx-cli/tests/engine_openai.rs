@@ -1,0 +1,631 @@
+//! `ctx run --engine openai` and `ctx engines`, against a scripted HTTP
+//! server on 127.0.0.1 (std only: a thread per connection answering from a
+//! queue of canned responses and recording every request).
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-cli-test-SECRET-9f8e7d6c5b4a";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+fn ctx() -> Command {
+    let mut c = Command::cargo_bin("ctx").expect("ctx binary");
+    c.current_dir(root())
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env("NO_PROXY", "127.0.0.1");
+    c
+}
+
+/// One recorded request.
+#[derive(Debug, Clone)]
+struct Seen {
+    head: String,
+    body: Value,
+}
+
+impl Seen {
+    fn prompt(&self) -> String {
+        self.body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    }
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    }
+}
+
+/// A canned response: raw HTTP, or a function of the request.
+type Responder = Box<dyn Fn(&Seen) -> String + Send + Sync>;
+
+struct Server {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    /// Answers requests in order from `script`; the last entry repeats.
+    fn start(script: Vec<Responder>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let queue = Arc::new(Mutex::new(VecDeque::from(script)));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let log = log.clone();
+                let queue = queue.clone();
+                std::thread::spawn(move || serve(stream, &log, &queue));
+            }
+        });
+        Server { url, seen }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve(mut stream: TcpStream, log: &Mutex<Vec<Seen>>, queue: &Mutex<VecDeque<Responder>>) {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    loop {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let (head, body) = loop {
+            let Ok(n) = stream.read(&mut chunk) else {
+                return;
+            };
+            if n == 0 {
+                return;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse().ok())?
+                    })
+                    .unwrap_or(0);
+                if buf.len() >= end + 4 + len {
+                    break (head, buf[end + 4..end + 4 + len].to_vec());
+                }
+            }
+        };
+        let seen = Seen {
+            head,
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        };
+        log.lock().unwrap().push(seen.clone());
+        let response = {
+            let mut q = queue.lock().unwrap();
+            let responder = if q.len() > 1 { q.pop_front() } else { None };
+            match responder {
+                Some(r) => r(&seen),
+                None => q.front().map(|r| r(&seen)).unwrap_or_default(),
+            }
+        };
+        if stream.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+fn http(status: &str, headers: &[(&str, &str)], body: &str) -> String {
+    let mut r = format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\n", body.len());
+    for (k, v) in headers {
+        r.push_str(&format!("{k}: {v}\r\n"));
+    }
+    r.push_str("\r\n");
+    r.push_str(body);
+    r
+}
+
+/// Answers with `answer to: <last line of the prompt>`, and usage.
+fn echo(finish: &'static str) -> Responder {
+    Box::new(move |seen: &Seen| {
+        let prompt = seen.prompt();
+        let last = prompt.lines().last().unwrap_or_default().to_string();
+        let body = json!({
+            "model": format!("{}-served", seen.body["model"].as_str().unwrap_or("?")),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("answer to: {last}")}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15, "prompt_tokens_details": {"cached_tokens": 3}}
+        });
+        http(
+            "200 OK",
+            &[("content-type", "application/json")],
+            &body.to_string(),
+        )
+    })
+}
+
+fn fixed(text: String) -> Responder {
+    Box::new(move |_| text.clone())
+}
+
+/// a -> b, a -> c; b names its own model.
+fn write_plan(dir: &Path) -> PathBuf {
+    let path = dir.join("plan.json");
+    let text = r#"{"schema_version": 1, "sub_tasks": [
+  {"id": "a", "description": "First", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say a.", "temperature": 0.3}}},
+  {"id": "b", "description": "Second", "dependencies": ["a"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say b.", "model": "task-model", "max_tokens": 7}}},
+  {"id": "c", "description": "Third", "dependencies": ["a"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say c."}}}
+]}"#;
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn task<'a>(json: &'a Value, id: &str) -> &'a Value {
+    json["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == id)
+        .unwrap_or_else(|| panic!("no task {id} in {json}"))
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    json: Value,
+}
+
+fn run(plan: &Path, args: &[&str], envs: &[(&str, &str)]) -> Run {
+    let mut c = ctx();
+    c.arg("run")
+        .arg(plan)
+        .args(["--engine", "openai", "--format", "json"])
+        .args(args);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+        json,
+    }
+}
+
+/// Every file under `dir`, and the run's stdout and stderr, free of `KEY`.
+fn assert_key_nowhere(run: &Run, dir: &Path) {
+    assert!(!run.stdout.contains(KEY), "stdout leaks the key");
+    assert!(!run.stderr.contains(KEY), "stderr leaks the key");
+    let mut stack = vec![dir.to_path_buf()];
+    let mut files = 0;
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files += 1;
+                let bytes = std::fs::read(&path).unwrap();
+                let text = String::from_utf8_lossy(&bytes);
+                assert!(!text.contains(KEY), "{} leaks the key", path.display());
+            }
+        }
+    }
+    assert!(files > 0, "nothing was written under {}", dir.display());
+}
+
+#[test]
+fn a_plan_runs_with_accounting_params_and_dependency_outputs() {
+    let server = Server::start(vec![echo("stop")]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let out = dir.path().join("out");
+    let r = run(
+        &plan,
+        &[
+            "--base-url",
+            &server.url,
+            "--model",
+            "cli-model",
+            "--temperature",
+            "0.9",
+            "--seed",
+            "5",
+            "--system",
+            "Be brief.",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[("OPENAI_API_KEY", KEY)],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let a = task(&r.json, "a");
+    assert_eq!(a["status"], "completed");
+    assert_eq!(a["output"], "answer to: Say a.");
+    assert_eq!(a["metadata"]["model"], "cli-model-served");
+    assert_eq!(a["metadata"]["finish_reason"], "stop");
+    assert_eq!(
+        a["metadata"]["tokens_used"],
+        json!({"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15, "cached_tokens": 3})
+    );
+    assert_eq!(a["metadata"]["attempts"][0]["outcome"], "ok");
+    assert_eq!(task(&r.json, "b")["metadata"]["model"], "task-model-served");
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3);
+    for s in &seen {
+        assert_eq!(
+            s.header("authorization").as_deref(),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        assert_eq!(
+            s.body["messages"][0],
+            json!({"role": "system", "content": "Be brief."})
+        );
+        assert_eq!(s.body["seed"], 5);
+    }
+    let by_prompt = |end: &str| {
+        seen.iter()
+            .find(|s| s.prompt().ends_with(end))
+            .unwrap()
+            .clone()
+    };
+    // Task params win over CLI defaults.
+    assert_eq!(by_prompt("Say a.").body["temperature"], 0.3);
+    assert_eq!(by_prompt("Say b.").body["temperature"], 0.9);
+    assert_eq!(by_prompt("Say b.").body["model"], "task-model");
+    assert_eq!(by_prompt("Say b.").body["max_tokens"], 7);
+    assert_eq!(by_prompt("Say c.").body["model"], "cli-model");
+    // Downstream prompts carry the real upstream output.
+    for end in ["Say b.", "Say c."] {
+        let p = by_prompt(end).prompt();
+        assert!(p.contains("### Task a: First"), "{p}");
+        assert!(p.contains("answer to: Say a."), "{p}");
+    }
+    assert_key_nowhere(&r, &out);
+}
+
+#[test]
+fn streaming_through_the_cli() {
+    let stream: Responder = Box::new(|seen: &Seen| {
+        let last = seen.prompt().lines().last().unwrap_or_default().to_string();
+        let mut body = String::new();
+        for piece in ["streamed ", "answer to: ", &last] {
+            body.push_str(&format!(
+                "data: {}\n\n",
+                json!({"model": "s", "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]})
+            ));
+        }
+        body.push_str(&format!(
+            "data: {}\n\n",
+            json!({"model": "s", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+        ));
+        body.push_str(&format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            json!({"model": "s", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 32, "total_tokens": 41}})
+        ));
+        http("200 OK", &[("content-type", "text/event-stream")], &body)
+    });
+    let server = Server::start(vec![stream]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let r = run(
+        &plan,
+        &["--base-url", &server.url, "--model", "m", "--stream"],
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let b = task(&r.json, "b");
+    assert_eq!(b["output"], "streamed answer to: Say b.");
+    assert_eq!(b["metadata"]["finish_reason"], "length");
+    assert_eq!(b["metadata"]["tokens_used"]["completion_tokens"], 32);
+    assert!(
+        task(&r.json, "b")["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("streamed answer to: Say a.")
+    );
+    for s in server.seen() {
+        assert_eq!(s.body["stream"], true);
+        assert_eq!(s.body["stream_options"], json!({"include_usage": true}));
+        assert!(s.header("authorization").is_none(), "no key set, no header");
+    }
+}
+
+#[test]
+fn rate_limit_then_success_is_retried_and_shown() {
+    let limited = http(
+        "429 Too Many Requests",
+        &[
+            ("retry-after-ms", "50"),
+            ("content-type", "application/json"),
+        ],
+        r#"{"error": {"message": "Rate limit reached", "code": "rate_limit_exceeded"}}"#,
+    );
+    let server = Server::start(vec![fixed(limited), echo("stop")]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let r = run(
+        &plan,
+        &[
+            "--base-url",
+            &server.url,
+            "--model",
+            "m",
+            "--concurrency",
+            "1",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let a = task(&r.json, "a");
+    let attempts = a["metadata"]["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[0]["outcome"], "http_429");
+    assert_eq!(attempts[0]["backoff_ms"], 50);
+    assert!(
+        attempts[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("Rate limit reached")
+    );
+    assert_eq!(attempts[1]["outcome"], "ok");
+    assert!(
+        r.stderr
+            .contains("task a: attempt 1/4 failed (http_429); retrying in 0.1 s"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn unreachable_server_fails_the_first_task_with_url_and_os_error() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let mut c = ctx();
+    c.arg("run")
+        .arg(&plan)
+        .args(["--engine", "openai", "--base-url", &url, "--model", "m"])
+        .args(["--max-attempts", "2", "--retry-initial-ms", "1"]);
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let want = format!("failed a: cannot connect to {url}/chat/completions: ");
+    assert!(table.contains(&want), "{table}");
+    assert!(table.contains("Connection refused"), "{table}");
+    assert!(table.contains("(gave up after 2 attempts)"), "{table}");
+    assert!(
+        table.contains("3 tasks: 0 completed, 1 failed, 2 skipped"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_task_without_a_model_fails_alone() {
+    let server = Server::start(vec![echo("stop")]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    // No --model: only b names one; a fails, so c (and b) are skipped.
+    let r = run(&plan, &["--base-url", &server.url], &[]);
+    assert_eq!(r.code, 1);
+    let a = task(&r.json, "a");
+    assert_eq!(a["status"], "failed");
+    assert_eq!(
+        a["error"],
+        "task `a`: no model: set `params.model` in the plan or pass --model"
+    );
+    assert!(server.seen().is_empty());
+}
+
+#[test]
+fn a_model_the_server_lacks_fails_that_task_not_the_run() {
+    let lacks: Responder = Box::new(|seen: &Seen| {
+        if seen.body["model"] == "task-model" {
+            http(
+                "404 Not Found",
+                &[("content-type", "application/json")],
+                r#"{"error": {"message": "The model `task-model` does not exist", "code": "model_not_found"}}"#,
+            )
+        } else {
+            echo("stop")(seen)
+        }
+    });
+    let server = Server::start(vec![lacks]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let r = run(&plan, &["--base-url", &server.url, "--model", "m"], &[]);
+    assert_eq!(r.code, 1);
+    assert_eq!(task(&r.json, "a")["status"], "completed");
+    assert_eq!(task(&r.json, "c")["status"], "completed");
+    let b = task(&r.json, "b");
+    assert_eq!(b["status"], "failed");
+    let err = b["error"].as_str().unwrap();
+    assert!(
+        err.starts_with("HTTP 404 Not Found from http://127.0.0.1:"),
+        "{err}"
+    );
+    assert!(
+        err.contains("The model `task-model` does not exist"),
+        "{err}"
+    );
+    assert_eq!(b["metadata"]["attempts"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn the_key_appears_in_no_artifact_even_when_the_server_echoes_it() {
+    let echoed = http(
+        "401 Unauthorized",
+        &[("content-type", "application/json")],
+        &json!({"error": {"message": format!("Incorrect API key provided: {KEY}."), "code": "invalid_api_key"}}).to_string(),
+    );
+    let server = Server::start(vec![fixed(echoed)]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let out = dir.path().join("out");
+    for format in ["json", "text"] {
+        let mut c = ctx();
+        c.arg("run")
+            .arg(&plan)
+            .args([
+                "--engine",
+                "openai",
+                "--base-url",
+                &server.url,
+                "--model",
+                "m",
+            ])
+            .args([
+                "--api-key-env",
+                "MY_PROVIDER_KEY",
+                "--format",
+                format,
+                "--out",
+            ])
+            .arg(&out)
+            .env("MY_PROVIDER_KEY", KEY);
+        let o = c.output().unwrap();
+        let r = Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            json: Value::Null,
+        };
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stdout.contains("Incorrect API key provided: <redacted>."),
+            "{}",
+            r.stdout
+        );
+        assert_key_nowhere(&r, &out);
+    }
+    // The key did reach the server, in the header only.
+    let seen = server.seen();
+    assert!(!seen.is_empty());
+    assert!(seen.iter().all(|s| s.header("authorization").as_deref() == Some(format!("Bearer {KEY}").as_str())));
+}
+
+#[test]
+fn bad_engine_settings_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--api-key-env", "CTX_TEST_UNSET_VAR"],
+            "--api-key-env CTX_TEST_UNSET_VAR: the variable is not set",
+        ),
+        (
+            &["--base-url", "ftp://example.com/v1"],
+            "scheme `ftp` is not http or https",
+        ),
+        (
+            &["--max-attempts", "0"],
+            "--max-attempts must be at least 1",
+        ),
+        (
+            &["--idle-timeout", "0"],
+            "--idle-timeout 0: must be a positive number of seconds",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--engine", "openai"])
+            .args(args)
+            .env_remove("CTX_TEST_UNSET_VAR")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn base_url_comes_from_the_environment() {
+    let server = Server::start(vec![echo("stop")]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let r = run(
+        &plan,
+        &["--model", "m"],
+        &[("OPENAI_BASE_URL", &server.url)],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(server.seen().len(), 3);
+}
+
+#[test]
+fn engines_lists_each_engine_and_what_it_reads() {
+    let out = ctx()
+        .arg("engines")
+        .env("OPENAI_API_KEY", KEY)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("dry-run (default)\n"), "{text}");
+    for needle in [
+        "\ncommand\n",
+        "\nopenai\n",
+        "--base-url URL",
+        "--api-key-env VAR",
+        "--stream",
+        "--rpm N",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    assert!(text.contains("OPENAI_API_KEY   API key"), "{text}");
+    assert!(text.contains("(set)"), "{text}");
+    assert!(!text.contains(KEY));
+
+    let out = ctx()
+        .args(["engines", "--format", "json"])
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let openai = &json["engines"][2];
+    assert_eq!(openai["name"], "openai");
+    assert!(
+        openai["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["name"] == "--max-attempts N" && f["default"] == "4")
+    );
+    assert!(
+        openai["environment"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "OPENAI_API_KEY" && e["set"] == false)
+    );
+}
