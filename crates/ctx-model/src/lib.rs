@@ -2,8 +2,9 @@
 //!
 //! The data every other ctx crate speaks: a [`Plan`] of [`SubTask`]s that
 //! depend on each other and are grounded in [`Entity`] values, and the
-//! [`TaskExecutionResult`] each task produces. No I/O beyond parsing, no
-//! async, no tokenizer: a crate any program can take to read or write plans.
+//! [`TaskExecutionResult`] each task produces. No I/O beyond reading a plan
+//! file, no async: a crate any program can take to read, check or write
+//! plans.
 //!
 //! ```
 //! use ctx_model::{Plan, Relevance};
@@ -20,6 +21,44 @@
 //! let resolved = plan.resolve_entity_context(&plan.sub_tasks[0]);
 //! assert_eq!(resolved[0].grounded_value.as_deref(), Some("10 x 20"));
 //! assert_eq!(resolved[0].relevance, Relevance::High);
+//! ```
+//!
+//! ## Reading and checking plans
+//!
+//! [`load_plan`] reads a file (`.json`, `.yaml`/`.yml`, `-` for standard
+//! input) and [`parse_plan`] reads text; both check `schema_version` first
+//! and report a malformed plan as a [`PlanError`] carrying the file, line,
+//! column and field path. A plan that parses can still be wrong in ways
+//! types cannot express — an unknown dependency, a cycle, an empty prompt:
+//! [`validate`] returns every such [`Problem`] at once, each with a stable
+//! [`ProblemCode`], the task id and the field. [`plan_json_schema`] is the
+//! format's JSON Schema for editors. The format is documented in
+//! `docs/plan-format.md`.
+//!
+//! ```
+//! use ctx_model::{parse_plan, validate, PlanFormat};
+//!
+//! let yaml = "\
+//! schema_version: 1
+//! sub_tasks:
+//!   - id: a
+//!     description: First
+//!     dependencies: [b]
+//!     tool_or_prompt: {name: inference, params: {prompt: Go.}}
+//!   - id: b
+//!     description: Second
+//!     dependencies: [a]
+//!     tool_or_prompt: {name: inference, params: {prompt: Go.}}
+//! ";
+//! let plan = parse_plan(yaml, "plan.yaml", PlanFormat::Yaml)?;
+//! let problems = validate(&plan);
+//! assert_eq!(problems[0].to_string(),
+//!            r#"task "a": sub_tasks[0].dependencies: dependency cycle: "a" -> "b" -> "a""#);
+//!
+//! let typo = yaml.replace("dependencies: [a]", "dependancies: [a]");
+//! let err = parse_plan(&typo, "plan.yaml", PlanFormat::Yaml).unwrap_err();
+//! assert!(err.to_string().starts_with("plan.yaml:9:5: sub_tasks[1].dependancies: unknown field"));
+//! # Ok::<(), ctx_model::PlanError>(())
 //! ```
 
 mod parse;

@@ -7,14 +7,14 @@
 //! path (`sub_tasks[2].dependancies`). Field paths come from
 //! `serde_path_to_error`, which wraps either deserializer.
 //!
-//! ## Why the version is read first
+//! ## Why the version wins over every other error
 //!
 //! A plan written for a later format may carry fields this build has never
-//! heard of. Deserializing it straight away would report the first of them
-//! as an unknown field, which hides the real problem. So [`parse_plan`]
-//! first reads `schema_version` alone (ignoring every other key) and stops
-//! with [`PlanError::UnsupportedVersion`] when it is not
-//! [`SCHEMA_VERSION`].
+//! heard of. Reporting the first of them as an unknown field would hide the
+//! real problem. So when a plan fails to parse, [`parse_plan`] reads
+//! `schema_version` alone (ignoring every other key) and reports
+//! [`PlanError::UnsupportedVersion`] when it is not [`SCHEMA_VERSION`];
+//! a plan that parses is checked the same way. A valid plan is parsed once.
 //!
 //! ## Text in YAML
 //!
@@ -27,8 +27,9 @@
 //! ## Limits
 //!
 //! Input over [`MAX_PLAN_BYTES`] is refused before parsing. YAML nesting is
-//! capped at [`MAX_YAML_DEPTH`] and alias expansion by serde-saphyr's
-//! budget (YAML bombs); JSON nesting by serde_json's recursion limit (128).
+//! capped at [`MAX_YAML_DEPTH`] and alias expansion at
+//! [`MAX_ALIAS_REPLAYED_EVENTS`] (YAML bombs); JSON nesting by serde_json's
+//! recursion limit (128).
 
 use std::fmt;
 use std::path::Path;
@@ -37,13 +38,19 @@ use serde::Deserialize;
 
 use crate::plan::{Plan, SCHEMA_VERSION};
 
-/// The largest plan file read, in bytes. Real plans are kilobytes; the cap
-/// only stops a wrong path (a log, a binary) from being slurped whole.
-pub const MAX_PLAN_BYTES: usize = 16 * 1024 * 1024;
+/// The largest plan file read, in bytes. Real plans are kilobytes (a
+/// 2,000-task plan with 1 KB prompts is 3.5 MB); the cap only stops a wrong
+/// path (a log, a disk image) from being slurped whole.
+pub const MAX_PLAN_BYTES: usize = 64 * 1024 * 1024;
 
 /// The deepest YAML nesting accepted. A plan needs 6 levels; `params`
 /// values passed through to engines may nest further, but not this far.
 pub const MAX_YAML_DEPTH: usize = 64;
+
+/// The most YAML events a plan may replay through aliases (`*name`). A
+/// shared `entity_context` list costs a few dozen; "billion laughs" costs
+/// billions.
+pub const MAX_ALIAS_REPLAYED_EVENTS: usize = 100_000;
 
 /// The two formats a plan is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -252,8 +259,9 @@ fn read_capped(reader: impl std::io::Read, buf: &mut Vec<u8>) -> std::io::Result
 /// Parses `text` as a plan in `format`; `origin` names the source in
 /// errors (a path, or `<stdin>`).
 ///
-/// Checks `schema_version` first (see the module docs), then deserializes
-/// the whole plan. Does not [`validate`](crate::validate()) it.
+/// An unsupported `schema_version` is reported as such, whatever else is
+/// wrong (see the module docs). Does not [`validate`](crate::validate())
+/// the plan.
 ///
 /// ```
 /// use ctx_model::{parse_plan, PlanError, PlanFormat};
@@ -273,26 +281,39 @@ pub fn parse_plan(text: &str, origin: &str, format: PlanFormat) -> Result<Plan, 
             limit: MAX_PLAN_BYTES,
         });
     }
-    let version = match format {
+    let parsed = match format {
+        PlanFormat::Json => parse_json(text, origin),
+        PlanFormat::Yaml => parse_yaml(text, origin),
+    };
+    let unsupported = |found: String| PlanError::UnsupportedVersion {
+        origin: origin.to_string(),
+        found,
+    };
+    match parsed {
+        Ok(plan) if plan.schema_version != SCHEMA_VERSION => {
+            Err(unsupported(plan.schema_version.to_string()))
+        }
+        Ok(plan) => Ok(plan),
+        // A plan for another format version fails on whatever this build
+        // does not know; when its version says so, report that instead.
+        // (Probing only on failure keeps a valid plan to one parse.)
+        Err(err) => match probe_version(text, format) {
+            Some(v) if !v.is_supported() => Err(unsupported(v.0)),
+            _ => Err(err),
+        },
+    }
+}
+
+/// `schema_version` as written, read with every other key ignored; `None`
+/// when the text is not even a mapping or has no version.
+fn probe_version(text: &str, format: PlanFormat) -> Option<VersionText> {
+    let probe = match format {
         PlanFormat::Json => serde_json::from_str::<VersionProbe>(text).ok(),
         PlanFormat::Yaml => {
             serde_saphyr::from_str_with_options::<VersionProbe>(text, yaml_options()).ok()
         }
     };
-    if let Some(VersionProbe {
-        schema_version: Some(v),
-    }) = version
-        && !v.is_supported()
-    {
-        return Err(PlanError::UnsupportedVersion {
-            origin: origin.to_string(),
-            found: v.0,
-        });
-    }
-    match format {
-        PlanFormat::Json => parse_json(text, origin),
-        PlanFormat::Yaml => parse_yaml(text, origin),
-    }
+    probe.and_then(|p| p.schema_version)
 }
 
 fn parse_json(text: &str, origin: &str) -> Result<Plan, PlanError> {
@@ -310,7 +331,8 @@ fn json_error(origin: &str, field: Option<String>, e: &serde_json::Error) -> Pla
     let (line, column) = if e.line() == 0 {
         (None, None)
     } else {
-        (Some(e.line() as u64), Some(e.column() as u64))
+        // serde_json says column 0 before the first character of a line.
+        (Some(e.line() as u64), Some(e.column().max(1) as u64))
     };
     // serde_json's Display appends " at line L column C"; the location is
     // carried separately, so drop it from the message.
@@ -332,8 +354,16 @@ fn yaml_options() -> serde_saphyr::Options {
     budget.max_depth = MAX_YAML_DEPTH;
     budget.max_reader_input_bytes = Some(MAX_PLAN_BYTES);
     budget.max_total_scalar_bytes = MAX_PLAN_BYTES;
+    // The default node and event caps (250,000 and 1,000,000) stop at about
+    // 8,000 tasks; a plan within MAX_PLAN_BYTES may need more. Alias
+    // expansion keeps its own, separate cap (YAML bombs).
+    budget.max_nodes = 20_000_000;
+    budget.max_events = 40_000_000;
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
+    // Anchors and aliases are fine for sharing a list between tasks; a
+    // plan that replays more than this through aliases is an attack.
+    options.alias_limits.max_total_replayed_events = MAX_ALIAS_REPLAYED_EVENTS;
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::Error;
     // Messages are one line; the CLI prints file:line:column itself.
     options.with_snippet = false;
@@ -725,6 +755,20 @@ mod tests {
         );
         let (_, _, _, m) = syntax(parse_plan(&deep_json, "p", PlanFormat::Json).unwrap_err());
         assert!(m.contains("recursion limit"), "{m}");
+    }
+
+    #[test]
+    fn anchors_share_lists_between_tasks() {
+        let text = "schema_version: 1\nentities: [{name: Board, grounded_value: 10 x 20}]\nsub_tasks:\n  - id: a\n    description: A\n    entity_context: &board\n      - {entity_name: Board, intent_relevance: constraint}\n    tool_or_prompt: &tool {name: inference, params: {prompt: go}}\n  - id: b\n    description: B\n    entity_context: *board\n    tool_or_prompt: *tool\n";
+        let plan = parse_plan(text, "p", PlanFormat::Yaml).unwrap();
+        assert_eq!(
+            plan.sub_tasks[0].entity_context,
+            plan.sub_tasks[1].entity_context
+        );
+        assert_eq!(
+            plan.sub_tasks[0].tool_or_prompt,
+            plan.sub_tasks[1].tool_or_prompt
+        );
     }
 
     #[test]
