@@ -394,7 +394,7 @@ fn rate_limit_then_success_is_retried_and_shown() {
     assert_eq!(attempts[1]["outcome"], "ok");
     assert!(
         r.stderr
-            .contains("task a: attempt 1/4 failed (http_429); retrying in 0.1 s"),
+            .contains("task a: attempt 1/4 failed (http_429); retrying in 50 ms"),
         "{}",
         r.stderr
     );

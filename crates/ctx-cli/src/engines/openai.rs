@@ -297,17 +297,26 @@ pub fn describe(event: &EngineEvent) -> Option<String> {
             delay,
             outcome,
         } => Some(format!(
-            "task {task_id}: attempt {failed_attempt}/{max_attempts} failed ({outcome}); retrying in {:.1} s",
-            delay.as_secs_f64()
+            "task {task_id}: attempt {failed_attempt}/{max_attempts} failed ({outcome}); retrying in {}",
+            human(*delay)
         )),
         EngineEvent::Paced { task_id, wait } => Some(format!(
-            "task {task_id}: paced by --rpm/--tpm, sending in {:.1} s",
-            wait.as_secs_f64()
+            "task {task_id}: paced by --rpm/--tpm, sending in {}",
+            human(*wait)
         )),
         EngineEvent::Streaming { task_id, chars } => {
             Some(format!("task {task_id}: streaming, {chars} characters"))
         }
         _ => None,
+    }
+}
+
+/// `850 ms`, `1.2 s`.
+fn human(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
     }
 }
 
@@ -467,6 +476,14 @@ mod tests {
         assert_eq!(
             describe(&e).unwrap(),
             "task 3: attempt 1/4 failed (http_429); retrying in 1.2 s"
+        );
+        let e = EngineEvent::Paced {
+            task_id: "3".into(),
+            wait: Duration::from_millis(40),
+        };
+        assert_eq!(
+            describe(&e).unwrap(),
+            "task 3: paced by --rpm/--tpm, sending in 40 ms"
         );
     }
 }
