@@ -130,7 +130,6 @@ pub struct OpenAiArgs {
 
 impl OpenAiArgs {
     /// The flags given, by name, so another engine can refuse them.
-    #[allow(dead_code)] // for `engines::build` to reject them with other engines
     pub fn given(&self) -> Vec<&'static str> {
         let mut given = Vec::new();
         let mut check = |set: bool, name: &'static str| {
