@@ -45,9 +45,15 @@ fn failed_run(root: &RunRoot) -> String {
             plan_source: Some("plan.json"),
         })
         .unwrap();
-    store.store(TaskExecutionResult::new("a", TaskStatus::InProgress)).unwrap();
-    store.store(result("a", TaskStatus::Completed, "output of a")).unwrap();
-    store.store(TaskExecutionResult::new("b", TaskStatus::InProgress)).unwrap();
+    store
+        .store(TaskExecutionResult::new("a", TaskStatus::InProgress))
+        .unwrap();
+    store
+        .store(result("a", TaskStatus::Completed, "output of a"))
+        .unwrap();
+    store
+        .store(TaskExecutionResult::new("b", TaskStatus::InProgress))
+        .unwrap();
     let mut b = result("b", TaskStatus::Failed, "");
     b.error = Some("exit 1: model not found\nsecond line".into());
     b.metadata.attempts = vec![
@@ -85,14 +91,24 @@ fn list_shows_runs_with_state_and_counts() {
 
     let root = RunRoot::new(tmp.path().join(".ctx/runs"));
     let id = failed_run(&root);
-    let out = ctx(tmp.path()).args(["runs", "list"]).assert().success().get_output().stdout.clone();
+    let out = ctx(tmp.path())
+        .args(["runs", "list"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let text = String::from_utf8(out).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("RUN "), "{text}");
     assert!(lines[1].starts_with(&id), "{text}");
     let cells: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(cells[1], "failed");
-    assert_eq!(&cells[3..], ["3", "1", "1", "1", "0", "plan.json"], "{text}");
+    assert_eq!(
+        &cells[3..],
+        ["3", "1", "1", "1", "0", "plan.json"],
+        "{text}"
+    );
 
     // --root and JSON.
     let out = ctx(Path::new("/"))
@@ -125,8 +141,16 @@ fn show_prints_the_status_table_or_one_task() {
                 .and(predicate::str::contains("#1 run"))
                 .and(predicate::str::contains("engine command"))
                 .and(predicate::str::is_match(r"(?m)^a\s+completed\s+5\s+40 ms\s*$").unwrap())
-                .and(predicate::str::is_match(r"(?m)^b\s+failed\s+5\s+40 ms\s+exit 1: model not found$").unwrap())
-                .and(predicate::str::is_match(r"(?m)^c\s+skipped\s+-\s+-\s+dependency b failed$").unwrap()),
+                .and(
+                    predicate::str::is_match(
+                        r"(?m)^b\s+failed\s+5\s+40 ms\s+exit 1: model not found$",
+                    )
+                    .unwrap(),
+                )
+                .and(
+                    predicate::str::is_match(r"(?m)^c\s+skipped\s+-\s+-\s+dependency b failed$")
+                        .unwrap(),
+                ),
         );
     // RUN as a directory works too.
     let dir = root.resolve(&id).unwrap();
@@ -136,12 +160,19 @@ fn show_prints_the_status_table_or_one_task() {
         .success()
         .stdout(
             predicate::str::contains("status   failed")
-                .and(predicate::str::contains("## Error\n\nexit 1: model not found\nsecond line"))
+                .and(predicate::str::contains(
+                    "## Error\n\nexit 1: model not found\nsecond line",
+                ))
                 .and(predicate::str::contains("## Prompt\n\nthe prompt of b"))
                 .and(predicate::str::contains("## History"))
                 .and(predicate::str::is_match(r"(?m)^\s*\d+\s+1\s+\S+\s+in_progress\s*$").unwrap())
                 .and(predicate::str::contains("## Engine attempts"))
-                .and(predicate::str::is_match(r"(?m)^1\s+exit_1\s+10 ms\s+100 ms\s+model not found$").unwrap()),
+                .and(
+                    predicate::str::is_match(
+                        r"(?m)^1\s+exit_1\s+10 ms\s+100 ms\s+model not found$",
+                    )
+                    .unwrap(),
+                ),
         );
     let out = ctx(tmp.path())
         .args(["runs", "show", &id, "--task", "a", "--format", "json"])
@@ -188,7 +219,9 @@ fn export_matches_ctx_run_json() {
         .unwrap();
     for t in from_run["tasks"].as_array().unwrap() {
         let r: TaskExecutionResult = serde_json::from_value(t.clone()).unwrap();
-        store.store(TaskExecutionResult::new(&r.task_id, TaskStatus::InProgress)).unwrap();
+        store
+            .store(TaskExecutionResult::new(&r.task_id, TaskStatus::InProgress))
+            .unwrap();
         store.store(r).unwrap();
     }
     let id = store.run_id().to_string();
@@ -218,8 +251,12 @@ fn export_of_an_unfinished_run_lists_every_plan_task() {
         },
     )
     .unwrap();
-    store.store(result("a", TaskStatus::Completed, "A")).unwrap();
-    store.store(TaskExecutionResult::new("b", TaskStatus::InProgress)).unwrap();
+    store
+        .store(result("a", TaskStatus::Completed, "A"))
+        .unwrap();
+    store
+        .store(TaskExecutionResult::new("b", TaskStatus::InProgress))
+        .unwrap();
     drop(store);
     let out = ctx(tmp.path())
         .args(["runs", "export", "r", "--root"])
@@ -231,13 +268,21 @@ fn export_of_an_unfinished_run_lists_every_plan_task() {
         .clone();
     let v: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["order"], serde_json::json!(["a", "b"]));
-    let statuses: Vec<&str> = v["tasks"].as_array().unwrap().iter().map(|t| t["status"].as_str().unwrap()).collect();
+    let statuses: Vec<&str> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
     assert_eq!(statuses, ["completed", "in_progress", "pending"]);
     ctx(tmp.path())
         .args(["runs", "show", "r"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("state    crashed").and(predicate::str::contains("no end recorded")));
+        .stdout(
+            predicate::str::contains("state    crashed")
+                .and(predicate::str::contains("no end recorded")),
+        );
 }
 
 #[test]
@@ -268,7 +313,10 @@ fn gc_keeps_the_newest_and_never_a_running_run() {
         .success()
         .stdout(
             predicate::str::contains(format!("removed {}", old[0]))
-                .and(predicate::str::contains(format!("kept {} (running)", running.run_id())))
+                .and(predicate::str::contains(format!(
+                    "kept {} (running)",
+                    running.run_id()
+                )))
                 .and(predicate::str::contains("3 removed, 2 kept (1 running)")),
         );
     assert!(root.resolve(&newest).is_ok());
@@ -286,18 +334,26 @@ fn bad_stores_are_clear_errors() {
         .args(["runs", "show", "20261130T000000.000Z-deadbeef"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("run `20261130T000000.000Z-deadbeef` not found"));
+        .stderr(predicate::str::contains(
+            "run `20261130T000000.000Z-deadbeef` not found",
+        ));
 
     let root = RunRoot::new(tmp.path().join(".ctx/runs"));
     let good = failed_run(&root);
     let bad = root.path().join("20261130T000000.000Z-0badf11e");
     std::fs::create_dir_all(&bad).unwrap();
-    std::fs::write(bad.join(STORE_FILE), "plain text, not a database\n".repeat(20)).unwrap();
+    std::fs::write(
+        bad.join(STORE_FILE),
+        "plain text, not a database\n".repeat(20),
+    )
+    .unwrap();
     ctx(tmp.path())
         .args(["runs", "export", bad.to_str().unwrap()])
         .assert()
         .code(4)
-        .stderr(predicate::str::contains("0badf11e/store.sqlite: not a SQLite database, or corrupt"));
+        .stderr(predicate::str::contains(
+            "0badf11e/store.sqlite: not a SQLite database, or corrupt",
+        ));
     // list still shows the readable runs, warns about the other, exits 4.
     ctx(tmp.path())
         .args(["runs", "list"])

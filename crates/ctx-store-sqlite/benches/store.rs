@@ -90,7 +90,9 @@ fn cache_hit(bencher: divan::Bencher<'_, '_>) {
     let tmp = tempfile::tempdir().unwrap();
     let cache = Arc::new(RunRoot::new(tmp.path()).cache().unwrap());
     let engine = CachingEngine::new(Arc::new(ctx_deps::DryRunEngine), cache, "dry-run", None);
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let req = |i: usize| InferenceRequest {
         task_id: format!("t{i}"),
         prompt: format!("final prompt {i} ").repeat(300),

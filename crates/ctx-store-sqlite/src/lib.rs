@@ -69,7 +69,7 @@ pub use fingerprint::{TaskFingerprint, fingerprint, is_secret_key, redact_plan, 
 pub use id::{is_run_id, new_run_id};
 pub use lock::LOCK_FILE;
 pub use resume::{RerunReason, ResumePlan};
-pub use root::{DEFAULT_ROOT, GcReport, RunRoot, RunSummary, UnreadableRun};
+pub use root::{DEFAULT_ROOT, GcReport, RunRoot, RunSummary, StartAt, UnreadableRun};
 pub use schema::{
     CACHE_APPLICATION_ID, Migration, RUN_APPLICATION_ID, RUN_MIGRATIONS, RUN_SCHEMA_VERSION,
     STORE_FILE, migrate,

@@ -7,6 +7,7 @@ use crate::cache::ResultCache;
 use crate::error::{Error, Result};
 use crate::id::is_run_id;
 use crate::lock;
+use crate::resume::ResumePlan;
 use crate::schema::STORE_FILE;
 use crate::store::{NewRun, RunState, RunView, SqliteStore, StatusCounts};
 
@@ -17,6 +18,17 @@ pub const DEFAULT_ROOT: &str = ".ctx/runs";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRoot {
     path: PathBuf,
+}
+
+/// Where [`RunRoot::start`] puts the run `ctx run` is about to execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt<'a> {
+    /// A new run in `root/{new run id}` (the default).
+    NewRun,
+    /// A new run in this directory (`--run-dir DIR`).
+    NewRunIn(&'a Path),
+    /// Resume this run (`--resume RUN`: a run id or a run directory).
+    Resume(&'a str),
 }
 
 /// One line of `ctx runs list`.
@@ -74,6 +86,25 @@ impl RunRoot {
         SqliteStore::create(&self.path, new)
     }
 
+    /// Opens the store `ctx run` executes into: a new run, a new run in a
+    /// given directory, or a resumed run (then with its [`ResumePlan`];
+    /// give the executor `reuse_completed: true` and
+    /// [`ResumePlan::rerun_ids`] as `force_rerun`).
+    pub fn start(
+        &self,
+        at: StartAt<'_>,
+        new: &NewRun<'_>,
+    ) -> Result<(SqliteStore, Option<ResumePlan>)> {
+        match at {
+            StartAt::NewRun => Ok((self.create(new)?, None)),
+            StartAt::NewRunIn(dir) => Ok((SqliteStore::create_in(dir, new)?, None)),
+            StartAt::Resume(run) => {
+                let (store, plan) = SqliteStore::resume(&self.resolve(run)?, new)?;
+                Ok((store, Some(plan)))
+            }
+        }
+    }
+
     /// The directory `run` names: `root/run` when that is a directory (a
     /// run id), else `run` itself as a path when it is a directory, else
     /// [`Error::NotFound`].
@@ -112,6 +143,9 @@ impl RunRoot {
         for dir in self.run_dirs(|d| d.join(STORE_FILE).is_file())? {
             match summarize(&dir) {
                 Ok(s) => ok.push(s),
+                // A run being created right now: its schema is not
+                // committed yet, but its lock is held. Not an error.
+                Err(_) if lock::probe(&dir).is_some() => {}
                 Err(error) => bad.push(UnreadableRun { dir, error }),
             }
         }

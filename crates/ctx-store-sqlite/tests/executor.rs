@@ -11,7 +11,9 @@ use ctx_deps::{
     InferenceRequest, InferenceResponse, RunReport,
 };
 use ctx_model::{Plan, TaskStatus};
-use ctx_store_sqlite::{CachingEngine, NewRun, ResumePlan, RunRoot, SessionEnd, SqliteStore};
+use ctx_store_sqlite::{
+    CachingEngine, NewRun, ResumePlan, RunRoot, SessionEnd, SqliteStore, StartAt,
+};
 
 /// Counts calls per task; fails the tasks listed in `failing`.
 #[derive(Default)]
@@ -108,7 +110,9 @@ fn failed_run_resumes_and_edited_plan_reruns_downstream_only() {
     };
 
     // 1. c fails, d is skipped.
-    let store = Arc::new(root.create(&new).unwrap());
+    let (store, resume) = root.start(StartAt::NewRun, &new).unwrap();
+    assert!(resume.is_none());
+    let store = Arc::new(store);
     let report = execute(&p, script.clone(), &store, None);
     assert!(!report.all_completed());
     assert_eq!(script.take_calls(), ["a", "b", "c", "e"]);
@@ -119,7 +123,8 @@ fn failed_run_resumes_and_edited_plan_reruns_downstream_only() {
     script.failing.lock().unwrap().clear();
     let dir = root.resolve(&id).unwrap();
     let dry = root.open(&id).unwrap().resume_plan(&p, "script").unwrap();
-    let (store, resume) = SqliteStore::resume(&dir, &new).unwrap();
+    let (store, resume) = root.start(StartAt::Resume(&id), &new).unwrap();
+    let resume = resume.unwrap();
     assert_eq!(dry, resume);
     assert_eq!(resume.reuse, ["a", "b", "e"]);
     let reasons: Vec<String> = resume

@@ -126,7 +126,8 @@ pub fn store_error(e: ctx_store_sqlite::Error) -> CliError {
 }
 
 fn print_json(v: &Value) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(v).map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+    let text = serde_json::to_string_pretty(v)
+        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
     println!("{text}");
     Ok(())
 }
@@ -160,14 +161,28 @@ fn list(a: ListArgs) -> CliResult {
             print!(
                 "{}",
                 table(
-                    &["RUN", "STATE", "STARTED", "TASKS", "COMPLETED", "FAILED", "SKIPPED", "NOT RUN", "PLAN"],
+                    &[
+                        "RUN",
+                        "STATE",
+                        "STARTED",
+                        "TASKS",
+                        "COMPLETED",
+                        "FAILED",
+                        "SKIPPED",
+                        "NOT RUN",
+                        "PLAN"
+                    ],
                     &[false, false, false, true, true, true, true, true, false],
                     &rows
                 )
             );
         }
     }
-    Ok(if bad.is_empty() { Exit::Ok } else { Exit::Store })
+    Ok(if bad.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Store
+    })
 }
 
 fn summary_json(r: &RunSummary) -> Value {
@@ -200,7 +215,10 @@ fn open(root: &RootArg, run: &str) -> Result<RunView, CliError> {
 /// The plan's tasks with their latest results, in plan order; a task with
 /// no result is `pending`. Results of tasks no longer in the plan are left
 /// out.
-fn plan_results(plan: &Plan, view: &RunView) -> Result<Vec<(String, Option<ResultRecord>)>, CliError> {
+fn plan_results(
+    plan: &Plan,
+    view: &RunView,
+) -> Result<Vec<(String, Option<ResultRecord>)>, CliError> {
     let mut stored: std::collections::HashMap<String, ResultRecord> = view
         .results()
         .map_err(store_error)?
@@ -282,11 +300,13 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
             s.kind,
             s.started_at,
             s.finished_at.as_deref().unwrap_or("-"),
-            s.outcome.as_deref().unwrap_or(if state == ctx_store_sqlite::RunState::Running {
-                "running"
-            } else {
-                "no end recorded"
-            }),
+            s.outcome
+                .as_deref()
+                .unwrap_or(if state == ctx_store_sqlite::RunState::Running {
+                    "running"
+                } else {
+                    "no end recorded"
+                }),
             s.engine,
             s.ctx_version,
             s.pid,
@@ -308,7 +328,12 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
                     .map_or_else(|| "-".into(), |t| t.to_string()),
                 meta.and_then(|m| m.execution_time_ms)
                     .map_or_else(|| "-".into(), |ms| format!("{ms} ms")),
-                if meta.is_some_and(|m| m.cached) { "yes" } else { "" }.to_string(),
+                if meta.is_some_and(|m| m.cached) {
+                    "yes"
+                } else {
+                    ""
+                }
+                .to_string(),
                 r.as_ref()
                     .and_then(|r| r.result.error.as_deref())
                     .and_then(|e| e.lines().next())
@@ -386,15 +411,25 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
     };
     let r = &rec.result;
     let m = &r.metadata;
-    out.push_str(&format!("status   {}{}\n", r.status, if m.cached { " (cached)" } else { "" }));
-    out.push_str(&format!("stored   {} (session {}, engine {})\n", rec.recorded_at, rec.session, rec.engine));
+    out.push_str(&format!(
+        "status   {}{}\n",
+        r.status,
+        if m.cached { " (cached)" } else { "" }
+    ));
+    out.push_str(&format!(
+        "stored   {} (session {}, engine {})\n",
+        rec.recorded_at, rec.session, rec.engine
+    ));
     if let Some(model) = &m.model {
         out.push_str(&format!("model    {model}\n"));
     }
     if let Some(t) = m.prompt_tokens {
         out.push_str(&format!(
             "prompt   {t} tokens{}\n",
-            m.tokenizer.as_ref().map(|k| format!(" ({k})")).unwrap_or_default()
+            m.tokenizer
+                .as_ref()
+                .map(|k| format!(" ({k})"))
+                .unwrap_or_default()
         ));
     }
     if let Some(u) = &m.tokens_used {
@@ -413,9 +448,17 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
         out.push_str(&format!("\n## Error\n\n{e}\n"));
     }
     out.push_str("\n## Prompt\n\n");
-    out.push_str(r.prompt.as_deref().unwrap_or("(none: the task never got one)"));
+    out.push_str(
+        r.prompt
+            .as_deref()
+            .unwrap_or("(none: the task never got one)"),
+    );
     out.push_str("\n\n## Output\n\n");
-    out.push_str(if r.output.is_empty() { "(empty)" } else { &r.output });
+    out.push_str(if r.output.is_empty() {
+        "(empty)"
+    } else {
+        &r.output
+    });
     out.push_str("\n\n## History\n\n");
     let rows: Vec<Vec<String>> = history
         .iter()
@@ -434,7 +477,11 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
             ]
         })
         .collect();
-    out.push_str(&table(&["SEQ", "SESSION", "RECORDED", "STATUS", "ERROR"], &[true, true, false, false, false], &rows));
+    out.push_str(&table(
+        &["SEQ", "SESSION", "RECORDED", "STATUS", "ERROR"],
+        &[true, true, false, false, false],
+        &rows,
+    ));
     if !m.attempts.is_empty() {
         out.push_str("\n## Engine attempts\n\n");
         let rows: Vec<Vec<String>> = m
@@ -446,11 +493,19 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
                     a.outcome.clone(),
                     format!("{} ms", a.duration_ms),
                     a.backoff_ms.map_or_else(String::new, |b| format!("{b} ms")),
-                    a.error.as_deref().and_then(|e| e.lines().next()).map(printable).unwrap_or_default(),
+                    a.error
+                        .as_deref()
+                        .and_then(|e| e.lines().next())
+                        .map(printable)
+                        .unwrap_or_default(),
                 ]
             })
             .collect();
-        out.push_str(&table(&["#", "OUTCOME", "TIME", "BACKOFF", "ERROR"], &[true, false, true, true, false], &rows));
+        out.push_str(&table(
+            &["#", "OUTCOME", "TIME", "BACKOFF", "ERROR"],
+            &[true, false, true, true, false],
+            &rows,
+        ));
     }
     print!("{out}");
     Ok(Exit::Ok)
@@ -498,7 +553,10 @@ fn task_json(r: &TaskExecutionResult) -> Value {
     if let Some(e) = &r.error {
         obj.insert("error".into(), e.clone().into());
     }
-    obj.insert("prompt".into(), r.prompt.clone().map_or(Value::Null, Into::into));
+    obj.insert(
+        "prompt".into(),
+        r.prompt.clone().map_or(Value::Null, Into::into),
+    );
     obj.insert(
         "metadata".into(),
         serde_json::to_value(&r.metadata).unwrap_or(Value::Null),
