@@ -206,6 +206,7 @@ fn export_matches_ctx_run_json() {
         .stdout
         .clone();
     let from_run: Value = serde_json::from_slice(&out).unwrap();
+    let run_out = out;
 
     // Replay those results into a store, in start order.
     let root = RunRoot::new(tmp.path().join(".ctx/runs"));
@@ -235,6 +236,11 @@ fn export_matches_ctx_run_json() {
         .clone();
     let exported: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(exported, from_run);
+    // Byte for byte, key order included.
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(run_out).unwrap()
+    );
 }
 
 #[test]

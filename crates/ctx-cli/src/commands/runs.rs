@@ -511,57 +511,80 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
     Ok(Exit::Ok)
 }
 
-/// The object `ctx run --format json` prints, rebuilt from the store:
-/// `tasks` in plan order (a task with no result appears as `pending`),
-/// `order` the ids of the started tasks by the start of the execution that
-/// produced their current result (a resumed run lists the reused tasks
-/// first, as they started in an earlier session).
-pub fn export_json(view: &RunView) -> Result<Value, CliError> {
+/// The object `ctx run --format json` prints, rebuilt from the store and
+/// encoded the same way (pretty, keys in the same order): `tasks` in plan
+/// order (a task with no result appears as `pending`), `order` the ids of
+/// the started tasks by the start of the execution that produced their
+/// current result (a resumed run lists the reused tasks first, as they
+/// started in an earlier session).
+pub fn export_json(view: &RunView) -> Result<String, CliError> {
+    #[derive(serde::Serialize)]
+    struct RunJson<'a> {
+        order: Vec<&'a str>,
+        tasks: Vec<TaskJson<'a>>,
+    }
     let plan = view.plan().map_err(store_error)?;
-    let tasks = plan_results(&plan, view)?;
-    let mut started: Vec<(i64, &str)> = tasks
-        .iter()
-        .filter_map(|(id, r)| Some((r.as_ref()?.started_seq?, id.as_str())))
-        .collect();
-    started.sort();
-    let order: Vec<&str> = started.into_iter().map(|(_, id)| id).collect();
-    let tasks: Vec<Value> = tasks
-        .iter()
+    let tasks: Vec<(String, TaskExecutionResult, Option<i64>)> = plan_results(&plan, view)?
+        .into_iter()
         .map(|(id, r)| match r {
-            Some(r) => task_json(&r.result),
-            None => task_json(&TaskExecutionResult::new(id.clone(), TaskStatus::Pending)),
+            Some(r) => (id, r.result, r.started_seq),
+            None => (
+                id.clone(),
+                TaskExecutionResult::new(id, TaskStatus::Pending),
+                None,
+            ),
         })
         .collect();
-    Ok(json!({"order": order, "tasks": tasks}))
+    let mut started: Vec<(i64, &str)> = tasks
+        .iter()
+        .filter_map(|(id, _, seq)| Some(((*seq)?, id.as_str())))
+        .collect();
+    started.sort();
+    let json = RunJson {
+        order: started.into_iter().map(|(_, id)| id).collect(),
+        tasks: tasks.iter().map(|(_, r, _)| TaskJson::of(r)).collect(),
+    };
+    serde_json::to_string_pretty(&json)
+        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))
 }
 
 fn export(a: ExportArgs) -> CliResult {
     let view = open(&a.root, &a.run)?;
     match a.format {
-        ExportFormat::Json => print_json(&export_json(&view)?)?,
+        ExportFormat::Json => println!("{}", export_json(&view)?),
     }
     Ok(Exit::Ok)
 }
 
-/// One task as `ctx run --format json` writes it (keep in step with
-/// `commands::run`).
-fn task_json(r: &TaskExecutionResult) -> Value {
-    let mut obj = serde_json::Map::new();
-    obj.insert("task_id".into(), r.task_id.clone().into());
-    obj.insert("status".into(), r.status.as_str().into());
-    obj.insert("output".into(), r.output.clone().into());
-    if let Some(e) = &r.error {
-        obj.insert("error".into(), e.clone().into());
+/// One task as `ctx run --format json` writes it: the same struct shape as
+/// `commands::run` (keep in step), so keys come out in the same order.
+#[derive(serde::Serialize)]
+struct TaskJson<'a> {
+    task_id: &'a str,
+    status: &'static str,
+    output: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    prompt: Option<&'a str>,
+    metadata: &'a ctx_model::ResultMetadata,
+}
+
+impl<'a> TaskJson<'a> {
+    fn of(r: &'a TaskExecutionResult) -> Self {
+        TaskJson {
+            task_id: &r.task_id,
+            status: r.status.as_str(),
+            output: &r.output,
+            error: r.error.as_deref(),
+            prompt: r.prompt.as_deref(),
+            metadata: &r.metadata,
+        }
     }
-    obj.insert(
-        "prompt".into(),
-        r.prompt.clone().map_or(Value::Null, Into::into),
-    );
-    obj.insert(
-        "metadata".into(),
-        serde_json::to_value(&r.metadata).unwrap_or(Value::Null),
-    );
-    Value::Object(obj)
+}
+
+/// A task as JSON inside `show --format json` (same fields as export).
+fn task_json(r: &TaskExecutionResult) -> Value {
+    serde_json::to_value(TaskJson::of(r)).unwrap_or(Value::Null)
 }
 
 fn gc(a: GcArgs) -> CliResult {
