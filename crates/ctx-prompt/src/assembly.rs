@@ -350,7 +350,13 @@ fn render(entities: &[(String, bool)], deps: &[DepPart<'_>], prompt: &str) -> St
 
 /// The longest prefix of `text` (on a char boundary, preferring to end at
 /// whitespace) that, with `...` appended, costs at most `limit` tokens.
-fn fit_prefix(text: &str, limit: usize, counter: &dyn TokenCounter) -> String {
+/// `total` is the token count of the whole `text` (which is over `limit`).
+///
+/// The search starts from the proportional guess `n × limit / total` and
+/// gallops outwards before bisecting, so the probes are prefixes about the
+/// size of the answer: cutting a megabyte output down to a few hundred
+/// tokens never tokenizes the megabyte again.
+fn fit_prefix(text: &str, limit: usize, total: usize, counter: &dyn TokenCounter) -> String {
     let bounds: Vec<usize> = text
         .char_indices()
         .map(|(i, _)| i)
@@ -362,19 +368,47 @@ fn fit_prefix(text: &str, limit: usize, counter: &dyn TokenCounter) -> String {
         s.push_str(ELLIPSIS);
         s
     };
-    // Invariant: bounds[lo] fits (or lo == 0); bounds[hi] does not.
-    let (mut lo, mut hi) = (0usize, bounds.len() - 1);
-    if counter.fits(&candidate(bounds[hi]), limit) {
-        lo = hi;
-    } else {
-        while lo + 1 < hi {
-            let mid = lo + (hi - lo) / 2;
-            if counter.fits(&candidate(bounds[mid]), limit) {
-                lo = mid;
-            } else {
-                hi = mid;
+    let fits = |i: usize| counter.fits(&candidate(bounds[i]), limit);
+    let n = bounds.len() - 1;
+    // Invariant: index `lo` fits (or is 0); index `hi` does not (or is n).
+    let (mut lo, mut hi) = (0usize, n);
+    if n > 1 {
+        let guess = (n as u128 * limit as u128 / total.max(1) as u128) as usize;
+        let guess = guess.clamp(1, n - 1);
+        let mut step = (guess / 8).max(1);
+        if fits(guess) {
+            lo = guess;
+            while lo + step < hi {
+                if fits(lo + step) {
+                    lo += step;
+                    step *= 2;
+                } else {
+                    hi = lo + step;
+                    break;
+                }
+            }
+        } else {
+            hi = guess;
+            while hi > lo + step {
+                if fits(hi - step) {
+                    lo = hi - step;
+                    break;
+                }
+                hi -= step;
+                step *= 2;
             }
         }
+    }
+    while lo + 1 < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    if hi == n && lo + 1 == n && fits(n) {
+        lo = n;
     }
     let end = prefer_whitespace(text, bounds[lo]);
     candidate(end)
@@ -519,7 +553,7 @@ pub fn assemble_task_prompt(
                     let next = if level == 0 {
                         ELLIPSIS.to_string()
                     } else {
-                        fit_prefix(&d.base, level, counter)
+                        fit_prefix(&d.base, level, d.base_tokens, counter)
                     };
                     d.current = next;
                     d.cut = true;
@@ -887,6 +921,21 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
         let p = assemble_task_prompt(&plan, &plan.sub_tasks[1], &[seed_dep()], &m, 4000).unwrap();
         assert_eq!(m.calls(), 1);
         assert_eq!(m.bytes_counted(), p.text.len() as u64);
+    }
+
+    #[test]
+    fn cutting_a_huge_output_does_not_retokenize_it_per_step() {
+        let mut plan = seed_plan();
+        plan.config.dependency.max_output_length = None;
+        let huge = "The planner kept the flag off for another week. ".repeat(20_000); // ~1 MB
+        let deps = [DependencyOutput { task_id: "1", description: "Huge", output: &huge, summary: None }];
+        let m = ctx_tokens::MeteredCounter::new(ctx_tokens::BpeCounter::new(Tokenizer::Cl100kBase));
+        let p = assemble_task_prompt(&plan, &plan.sub_tasks[1], &deps, &m, 1000).unwrap();
+        assert!(p.tokens <= 1000 && p.tokens >= 950, "{}", p.tokens);
+        // The whole prompt once, the output once, then only prefixes near
+        // the answer's size.
+        let ratio = m.bytes_counted() as f64 / huge.len() as f64;
+        assert!(ratio < 2.2, "bytes tokenized / output bytes = {ratio:.2} over {} calls", m.calls());
     }
 
     fn arb_text() -> impl Strategy<Value = String> {
