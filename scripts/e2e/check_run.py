@@ -14,6 +14,8 @@ Used by `cargo xtask e2e`; run with the e2e virtualenv's Python. Inputs:
   --expect ID=STATUS   a task's expected status (default: every task completed)
   --expect-error ID=TEXT  a failed task's error must contain TEXT
   --expect-attempts ID=N  a task's recorded attempts
+  --usage-optional     a server that reports no usage (llama-cpp-python when
+                       streaming) is accepted; usage it does report is checked
   --figures            print per-task time, tokens and tokens/s
 
 Exit 0 when every check passes; otherwise each failure on stderr, exit 1.
@@ -58,6 +60,7 @@ def main():
     ap.add_argument("--expect", action="append", default=[])
     ap.add_argument("--expect-error", action="append", default=[])
     ap.add_argument("--expect-attempts", action="append", default=[])
+    ap.add_argument("--usage-optional", action="store_true")
     ap.add_argument("--figures", action="store_true")
     args = ap.parse_args()
 
@@ -123,8 +126,9 @@ def main():
         if not output.strip():
             problems.append(f"task {tid}: empty output")
         usage = meta.get("tokens_used") or {}
-        if not usage.get("prompt_tokens") or not usage.get("completion_tokens"):
-            problems.append(f"task {tid}: no usage reported ({usage})")
+        if usage or not args.usage_optional:
+            if not usage.get("prompt_tokens") or not usage.get("completion_tokens"):
+                problems.append(f"task {tid}: no usage reported ({usage})")
         if not meta.get("model"):
             problems.append(f"task {tid}: no model recorded")
         if not meta.get("finish_reason"):
@@ -158,7 +162,7 @@ def main():
                 problems.append(f"{path} contains the API key")
 
     if args.figures:
-        print(f"{'task':<10} {'time s':>7} {'prompt tok':>10} {'compl tok':>9} {'tok/s':>6}  finish")
+        print(f"{'task':<10} {'time s':>7} {'prompt tok':>10} {'compl tok':>9} {'tok/s':>6} {'chars':>6}  finish")
         total_ms = total_p = total_c = 0
         for tid in results["order"]:
             t = tasks[tid]
@@ -168,7 +172,8 @@ def main():
             p, c = u.get("prompt_tokens", 0), u.get("completion_tokens", 0)
             total_ms, total_p, total_c = total_ms + ms, total_p + p, total_c + c
             rate = c / (ms / 1000) if ms else 0
-            print(f"{tid:<10} {ms / 1000:>7.2f} {p:>10} {c:>9} {rate:>6.1f}  {m.get('finish_reason')}")
+            chars = len(t.get("output") or "")
+            print(f"{tid:<10} {ms / 1000:>7.2f} {p or '-':>10} {c or '-':>9} {rate:>6.1f} {chars:>6}  {m.get('finish_reason')}")
         rate = total_c / (total_ms / 1000) if total_ms else 0
         print(f"{'all':<10} {total_ms / 1000:>7.2f} {total_p:>10} {total_c:>9} {rate:>6.1f}")
 

@@ -85,7 +85,9 @@ def main():
                 model_alias=args.alias,
                 n_ctx=args.n_ctx,
                 n_threads=args.threads,
-                verbose=False,
+                # llama.cpp's per-request timings (prompt eval and eval
+                # tokens per second) go to stderr, that is the server log.
+                verbose=True,
             )
         ],
     )

@@ -265,12 +265,15 @@ fn llm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         let mut check = run.checker(&venv, &plan, &log);
         check.arg("--figures");
         if stream {
-            check.arg("--stream");
+            // llama-cpp-python 0.3 ignores `stream_options.include_usage`:
+            // a streamed answer carries no usage to check.
+            check.args(["--stream", "--usage-optional"]);
         }
         let figures = checked(&mut check, &format!("llama.cpp {name} run"))?;
         report.push_str(&format!("{name}:\n{figures}\n"));
     }
     server.stop();
+    report.push_str(&server_timings(&run_dir.join("server.log")));
     let figures = run_dir.join("figures.txt");
     fs::write(&figures, &report).map_err(|e| format!("{}: {e}", figures.display()))?;
     print!("{report}");
@@ -280,6 +283,32 @@ fn llm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         figures.display()
     );
     Ok(())
+}
+
+/// llama.cpp's own generation speed from the server log (its `eval time`
+/// lines; its `prompt eval` figures are not meaningful under
+/// llama-cpp-python, which feeds prompts through its own batching).
+fn server_timings(log: &Path) -> String {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let rates: Vec<f64> = text
+        .lines()
+        .filter(|l| l.contains(" eval time") && !l.contains("prompt eval"))
+        .filter_map(|l| {
+            let before = l.split("tokens per second").next()?;
+            before.rsplit(',').next()?.trim().parse().ok()
+        })
+        .collect();
+    if rates.is_empty() {
+        return String::new();
+    }
+    let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+    let (lo, hi) = rates
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+    format!(
+        "llama.cpp generation speed over {} requests: mean {mean:.1} tok/s (min {lo:.1}, max {hi:.1})\n",
+        rates.len()
+    )
 }
 
 // ---------------------------------------------------------------- helpers
