@@ -675,7 +675,8 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         Ok(resp) => {
             result.status = TaskStatus::Completed;
             result.output = resp.output;
-            result.metadata.model = resp.model.or_else(|| request.params.model.clone());
+            // The engine's word only: a dry run names no model.
+            result.metadata.model = resp.model;
             result.metadata.tokens_used = resp.usage;
             result.metadata.finish_reason = resp.finish_reason;
             result.metadata.attempts = resp.attempts;

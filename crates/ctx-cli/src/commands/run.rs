@@ -32,7 +32,7 @@ use std::sync::Arc;
 use ctx_deps::{
     ExecError, Executor, ExecutorOptions, MemoryStore, ProgressEvent, RunReport, Schedule,
 };
-use ctx_model::{TaskExecutionResult, TaskStatus};
+use ctx_model::{ResultMetadata, TaskExecutionResult, TaskStatus};
 use ctx_tokens::Tokenizer;
 
 use crate::engines::{self, EngineArgs};
@@ -224,32 +224,41 @@ fn update_bar(bar: &indicatif::ProgressBar, event: &ProgressEvent) {
     }
 }
 
-/// The `--format json` object (also `DIR/results.json`).
-fn report_json(report: &RunReport) -> serde_json::Value {
-    let tasks: Vec<serde_json::Value> = report.results.iter().map(task_json).collect();
-    serde_json::json!({
-        "order": report.order,
-        "tasks": tasks,
-    })
+/// The `--format json` object (also `DIR/results.json`). Structs rather
+/// than a `serde_json::Map` so keys keep this documented order.
+#[derive(serde::Serialize)]
+struct RunJson<'a> {
+    order: &'a [String],
+    tasks: Vec<TaskJson<'a>>,
 }
 
-fn task_json(r: &TaskExecutionResult) -> serde_json::Value {
-    let mut obj = serde_json::Map::new();
-    obj.insert("task_id".into(), r.task_id.clone().into());
-    obj.insert("status".into(), r.status.as_str().into());
-    obj.insert("output".into(), r.output.clone().into());
-    if let Some(e) = &r.error {
-        obj.insert("error".into(), e.clone().into());
+#[derive(serde::Serialize)]
+struct TaskJson<'a> {
+    task_id: &'a str,
+    status: &'static str,
+    output: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    prompt: Option<&'a str>,
+    metadata: &'a ResultMetadata,
+}
+
+fn report_json(report: &RunReport) -> RunJson<'_> {
+    RunJson {
+        order: &report.order,
+        tasks: report
+            .results
+            .iter()
+            .map(|r| TaskJson {
+                task_id: &r.task_id,
+                status: r.status.as_str(),
+                output: &r.output,
+                error: r.error.as_deref(),
+                prompt: r.prompt.as_deref(),
+                metadata: &r.metadata,
+            })
+            .collect(),
     }
-    obj.insert(
-        "prompt".into(),
-        r.prompt.clone().map_or(serde_json::Value::Null, Into::into),
-    );
-    obj.insert(
-        "metadata".into(),
-        serde_json::to_value(&r.metadata).unwrap_or(serde_json::Value::Null),
-    );
-    serde_json::Value::Object(obj)
 }
 
 fn summary_table(report: &RunReport) -> String {
@@ -339,7 +348,7 @@ fn printable(id: &str) -> String {
     }
 }
 
-fn write_out_dir(dir: &Path, report: &RunReport, json: &serde_json::Value) -> Result<(), CliError> {
+fn write_out_dir(dir: &Path, report: &RunReport, json: &RunJson<'_>) -> Result<(), CliError> {
     for r in &report.results {
         let stem = file_stem(&r.task_id);
         if let Some(prompt) = &r.prompt {
