@@ -366,11 +366,11 @@ fn check_task(
     // Dependencies.
     let mut seen_deps: HashMap<&str, usize> = HashMap::new();
     for (k, dep) in task.dependencies.iter().enumerate() {
-        let field = at(&format!("dependencies[{k}]"));
+        let field = || at(&format!("dependencies[{k}]"));
         if let Some(&prev) = seen_deps.get(dep.as_str()) {
             push(
                 ProblemCode::DuplicateDependency,
-                field,
+                field(),
                 format!(
                     "{} is listed twice (first at dependencies[{prev}])",
                     quoted(dep)
@@ -382,13 +382,13 @@ fn check_task(
         if *dep == task.id {
             push(
                 ProblemCode::SelfDependency,
-                field,
+                field(),
                 "a task cannot depend on itself".into(),
             );
         } else if !first_index.contains_key(dep.as_str()) {
             push(
                 ProblemCode::UnknownDependency,
-                field,
+                field(),
                 format!(
                     "unknown task id {}{}",
                     quoted(dep),
@@ -401,11 +401,11 @@ fn check_task(
     // Entity references.
     let mut seen_entities: HashMap<&str, usize> = HashMap::new();
     for (k, ec) in task.entity_context.iter().enumerate() {
-        let field = at(&format!("entity_context[{k}].entity_name"));
+        let field = || at(&format!("entity_context[{k}].entity_name"));
         if let Some(&prev) = seen_entities.get(ec.entity_name.as_str()) {
             push(
                 ProblemCode::DuplicateEntityContext,
-                field,
+                field(),
                 format!(
                     "entity {} is listed twice (first at entity_context[{prev}])",
                     quoted(&ec.entity_name)
@@ -417,7 +417,7 @@ fn check_task(
         if !entity_names.contains(&ec.entity_name.as_str()) {
             push(
                 ProblemCode::UnknownEntity,
-                field,
+                field(),
                 format!(
                     "unknown entity {}{}",
                     quoted(&ec.entity_name),
