@@ -415,4 +415,90 @@ mod tests {
                 .all(|(_, why)| *why == RerunReason::InvalidGraph)
         );
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A random DAG (each task depends on some earlier ones), random
+        /// stored statuses (or none), and random prompt edits.
+        fn case() -> impl Strategy<Value = (Plan, Vec<Option<TaskStatus>>, Vec<bool>)> {
+            (1usize..12).prop_flat_map(|n| {
+                let deps = proptest::collection::vec(proptest::collection::vec(any::<prop::sample::Index>(), 0..3), n);
+                let status = proptest::option::of(prop_oneof![
+                    4 => Just(TaskStatus::Completed),
+                    1 => Just(TaskStatus::Failed),
+                    1 => Just(TaskStatus::Skipped),
+                    1 => Just(TaskStatus::InProgress),
+                    1 => Just(TaskStatus::Pending),
+                ]);
+                (
+                    deps,
+                    proptest::collection::vec(status, n),
+                    proptest::collection::vec(prop::bool::weighted(0.15), n),
+                )
+                    .prop_map(move |(deps, statuses, edits)| {
+                        let tasks: Vec<serde_json::Value> = deps
+                            .iter()
+                            .enumerate()
+                            .map(|(i, ds)| {
+                                let mut d: Vec<String> = if i == 0 {
+                                    Vec::new()
+                                } else {
+                                    ds.iter().map(|x| format!("t{}", x.index(i))).collect()
+                                };
+                                d.sort();
+                                d.dedup();
+                                json!({"id": format!("t{i}"), "description": "d", "dependencies": d,
+                                       "tool_or_prompt": {"name": "inference", "params": {"prompt": format!("p{i}")}}})
+                            })
+                            .collect();
+                        let plan: Plan =
+                            serde_json::from_value(json!({"schema_version": 1, "sub_tasks": tasks})).unwrap();
+                        (plan, statuses, edits)
+                    })
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn decisions_are_make_like((plan, statuses, edits) in case()) {
+                let stored_ids: Vec<(String, TaskStatus)> = statuses
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| Some((format!("t{i}"), (*s)?)))
+                    .collect();
+                let refs: Vec<(&str, TaskStatus)> = stored_ids.iter().map(|(id, s)| (id.as_str(), *s)).collect();
+                let stored = stored(&plan, &refs);
+                let mut current = plan.clone();
+                for (t, edit) in current.sub_tasks.iter_mut().zip(&edits) {
+                    if *edit {
+                        t.tool_or_prompt.params.prompt.push_str(" (edited)");
+                    }
+                }
+                let r = ResumePlan::compute(&current, &stored, "dry-run");
+                let rerun = r.rerun_ids();
+                prop_assert_eq!(r.reuse.len() + r.rerun.len(), current.sub_tasks.len());
+                for (i, t) in current.sub_tasks.iter().enumerate() {
+                    let reused = r.is_reused(&t.id);
+                    prop_assert_ne!(reused, rerun.contains(&t.id));
+                    let clean = statuses[i] == Some(TaskStatus::Completed) && !edits[i];
+                    if reused {
+                        // Reused: completed, unedited, and so is everything upstream.
+                        prop_assert!(clean);
+                        for d in &t.dependencies {
+                            prop_assert!(r.is_reused(d), "{} reused but upstream {} re-runs", t.id, d);
+                        }
+                    } else if clean {
+                        // Re-run although clean: only because a dependency re-runs.
+                        let why = &r.rerun.iter().find(|(id, _)| id == &t.id).unwrap().1;
+                        let RerunReason::Upstream(d) = why else {
+                            return Err(TestCaseError::fail(format!("{}: {why}", t.id)));
+                        };
+                        prop_assert!(t.dependencies.contains(d) && rerun.contains(d));
+                    }
+                }
+            }
+        }
+    }
 }

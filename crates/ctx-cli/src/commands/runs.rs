@@ -609,6 +609,42 @@ fn gc(a: GcArgs) -> CliResult {
     Ok(Exit::Ok)
 }
 
+/// The `ctx run --resume RUN --dry-run` listing: the reused tasks, then the
+/// tasks that would run with their reasons (each group in topological
+/// order), a count line, and a note for stored tasks no longer in the plan.
+pub fn resume_listing(run_id: &str, plan: &ctx_store_sqlite::ResumePlan) -> String {
+    let mut rows: Vec<Vec<String>> = plan
+        .reuse
+        .iter()
+        .map(|id| vec!["reuse".into(), printable(id), String::new()])
+        .collect();
+    rows.extend(
+        plan.rerun
+            .iter()
+            .map(|(id, why)| vec!["rerun".into(), printable(id), why.to_string()]),
+    );
+    let mut out = format!("resume plan for run {run_id}\n\n");
+    out.push_str(&table(
+        &["ACTION", "TASK", "REASON"],
+        &[false, false, false],
+        &rows,
+    ));
+    out.push_str(&format!(
+        "\n{} tasks: {} reused, {} to run\n",
+        plan.reuse.len() + plan.rerun.len(),
+        plan.reuse.len(),
+        plan.rerun.len()
+    ));
+    if !plan.dropped.is_empty() {
+        let dropped: Vec<String> = plan.dropped.iter().map(|d| printable(d)).collect();
+        out.push_str(&format!(
+            "stored but no longer in the plan (kept, ignored): {}\n",
+            dropped.join(", ")
+        ));
+    }
+    out
+}
+
 /// Text with control characters escaped, for tables.
 fn printable(s: &str) -> String {
     if s.chars().any(char::is_control) {
@@ -655,4 +691,43 @@ fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
         line(row.iter().map(String::as_str).collect());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctx_store_sqlite::{RerunReason, ResumePlan};
+
+    #[test]
+    fn resume_listing_shows_reasons() {
+        let plan = ResumePlan {
+            reuse: vec!["a".into(), "b".into()],
+            rerun: vec![
+                ("c".into(), RerunReason::Failed),
+                ("d".into(), RerunReason::Upstream("c".into())),
+            ],
+            dropped: vec!["old".into()],
+        };
+        assert_eq!(
+            resume_listing("R1", &plan),
+            "resume plan for run R1\n\n\
+             ACTION  TASK  REASON\n\
+             reuse   a\n\
+             reuse   b\n\
+             rerun   c     failed\n\
+             rerun   d     upstream c re-runs\n\
+             \n4 tasks: 2 reused, 2 to run\n\
+             stored but no longer in the plan (kept, ignored): old\n"
+        );
+    }
+
+    #[test]
+    fn table_aligns_and_trims() {
+        let t = table(
+            &["A", "NUM", "LAST"],
+            &[false, true, false],
+            &[vec!["long-id".into(), "5".into(), String::new()]],
+        );
+        assert_eq!(t, "A        NUM  LAST\nlong-id    5\n");
+    }
 }
