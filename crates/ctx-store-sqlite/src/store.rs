@@ -32,9 +32,11 @@ pub struct NewRun<'a> {
     /// from it. Secret-looking `params` keys are redacted before it is
     /// written.
     pub plan: &'a Plan,
-    /// The engine's identity as resume compares it: its `--engine` name
-    /// (`dry-run`, `command`, `openai`). A resume with a different engine
-    /// re-runs every task. Never put credentials here.
+    /// The engine label, stored with every result and compared on resume
+    /// (a different label re-runs the task): the `--engine` name plus the
+    /// engine-level defaults that change outputs and are not in `params`
+    /// (for `openai`: `--model`, `--temperature`, ...; e.g. `openai
+    /// model=gpt-4o`). Never a credential, base URL or command string.
     pub engine: &'a str,
     /// Where the plan came from (the path as given), for `ctx runs list`.
     pub plan_source: Option<&'a str>,
