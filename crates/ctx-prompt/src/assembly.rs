@@ -928,14 +928,23 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
         let mut plan = seed_plan();
         plan.config.dependency.max_output_length = None;
         let huge = "The planner kept the flag off for another week. ".repeat(20_000); // ~1 MB
-        let deps = [DependencyOutput { task_id: "1", description: "Huge", output: &huge, summary: None }];
+        let deps = [DependencyOutput {
+            task_id: "1",
+            description: "Huge",
+            output: &huge,
+            summary: None,
+        }];
         let m = ctx_tokens::MeteredCounter::new(ctx_tokens::BpeCounter::new(Tokenizer::Cl100kBase));
         let p = assemble_task_prompt(&plan, &plan.sub_tasks[1], &deps, &m, 1000).unwrap();
         assert!(p.tokens <= 1000 && p.tokens >= 950, "{}", p.tokens);
         // The whole prompt once, the output once, then only prefixes near
         // the answer's size.
         let ratio = m.bytes_counted() as f64 / huge.len() as f64;
-        assert!(ratio < 2.2, "bytes tokenized / output bytes = {ratio:.2} over {} calls", m.calls());
+        assert!(
+            ratio < 2.2,
+            "bytes tokenized / output bytes = {ratio:.2} over {} calls",
+            m.calls()
+        );
     }
 
     fn arb_text() -> impl Strategy<Value = String> {

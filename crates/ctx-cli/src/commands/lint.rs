@@ -92,7 +92,7 @@ pub fn run(args: Args) -> CliResult {
     let mut reports = Vec::new();
     let mut errors: Vec<(String, String)> = Vec::new();
     for path in &args.templates {
-        let shown = if path == &PathBuf::from("-") {
+        let shown = if path.as_os_str() == "-" {
             "<stdin>".to_string()
         } else {
             path.display().to_string()

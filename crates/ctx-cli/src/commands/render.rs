@@ -123,7 +123,7 @@ fn parse_var(arg: &str) -> Result<(String, String), CliError> {
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
     let source = read_text(&args.template)?;
-    let shown = if args.template == PathBuf::from("-") {
+    let shown = if args.template.as_os_str() == "-" {
         "<stdin>".to_string()
     } else {
         args.template.display().to_string()
