@@ -800,3 +800,29 @@ async fn bad_configuration_is_refused() {
         "--tpm: must be at least 1 (leave it out for no limit)"
     );
 }
+
+#[tokio::test]
+async fn dropping_the_future_closes_the_connection() {
+    // A server that never answers, and reports when the client hangs up.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        read_request(&mut socket).await;
+        let mut byte = [0u8; 1];
+        // Blocks until the client closes its end.
+        let n = socket.read(&mut byte).await.unwrap_or(0);
+        let _ = closed_tx.send(n);
+    });
+    let e = engine(config(url));
+    let req = request("t");
+    let call = tokio::time::timeout(Duration::from_millis(200), e.infer(&req)).await;
+    assert!(call.is_err(), "the server never answers");
+    // The timed-out future was dropped: the request is aborted.
+    let n = tokio::time::timeout(Duration::from_secs(5), closed_rx)
+        .await
+        .expect("connection closed after the drop")
+        .unwrap();
+    assert_eq!(n, 0);
+}
