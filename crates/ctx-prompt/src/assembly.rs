@@ -888,6 +888,40 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
     }
 
     #[test]
+    fn entities_drop_lowest_relevance_first_ties_later_first() {
+        let mut plan = seed_plan();
+        let mk = |name: &str, rel: &str| ctx_model::EntityContext {
+            entity_name: name.into(),
+            intent_relevance: Some(rel.into()),
+            grounded_value: Some("value value value".into()),
+            usage_note: None,
+        };
+        plan.sub_tasks[1].entity_context = vec![
+            mk("High", "constraint"),
+            mk("LowA", "other"),
+            mk("Mid", "partial"),
+            mk("LowB", "other"),
+        ];
+        let c = Tokenizer::Cl100kBase.counter();
+        let all = assemble_task_prompt(&plan, &plan.sub_tasks[1], &[], &*c, 100_000).unwrap();
+        let drop_order = |cap: usize| {
+            assemble_task_prompt(&plan, &plan.sub_tasks[1], &[], &*c, cap)
+                .unwrap()
+                .dropped_entities
+        };
+        assert_eq!(drop_order(all.tokens - 1), vec!["LowB".to_string()]);
+        let line = c.count("- LowB: value value value (other)\n");
+        assert_eq!(
+            drop_order(all.tokens - line - 1),
+            vec!["LowA".to_string(), "LowB".to_string()]
+        );
+        let prompt_only = c.count(SEED_PROMPT);
+        let p = assemble_task_prompt(&plan, &plan.sub_tasks[1], &[], &*c, prompt_only).unwrap();
+        assert_eq!(p.text, SEED_PROMPT);
+        assert_eq!(p.dropped_entities.len(), 4);
+    }
+
+    #[test]
     fn prompt_over_cap_and_context_over_cap() {
         let plan = seed_plan();
         let c = Tokenizer::Estimate.counter();
