@@ -304,6 +304,26 @@ fn content_root_and_a_historical_var_conflict() {
 }
 
 #[test]
+fn content_root_without_the_placeholder_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = write(&dir, "t.md", T);
+    ctx()
+        .args([
+            "render",
+            &t,
+            "--var",
+            "WHO=a",
+            "--var",
+            "NOTES=b",
+            "--content-root",
+            "fixtures/weekly/content",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("has no {{HISTORICAL_CONTEXT}}"));
+}
+
+#[test]
 fn unknown_tokenizer_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let t = write(&dir, "t.md", T);

@@ -161,6 +161,11 @@ pub fn run(args: Args) -> CliResult {
     let mut budget = args.prompt_budget;
     let mut digest_json = None;
     if let Some(root) = &args.content_root {
+        if !template.names().contains(HISTORICAL_CONTEXT) {
+            return Err(CliError::usage(format!(
+                "{shown}: --content-root is given but the template has no {{{{{HISTORICAL_CONTEXT}}}}}"
+            )));
+        }
         if values.contains_key(HISTORICAL_CONTEXT) {
             return Err(CliError::usage(format!(
                 "--var {HISTORICAL_CONTEXT} and --content-root both give {{{{{HISTORICAL_CONTEXT}}}}}; pass one"
