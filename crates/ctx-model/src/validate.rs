@@ -14,17 +14,15 @@
 //!
 //! ## Cycles
 //!
-//! A depth-first search over tasks in file order (dependencies in listed
-//! order) finds every back edge; each back edge closes exactly one cycle,
-//! which is reported once as a path where each arrow reads "depends on":
-//! `a -> b -> c -> a`, rotated to start at the task that comes first in the
-//! file. Every strongly connected set of tasks is reported at least once,
-//! and no cycle twice. (Enumerating every elementary cycle can be
-//! exponential in the number of tasks; breaking the reported ones is enough
-//! to break them all, and re-running the check shows any that remain.)
+//! Every elementary cycle is reported once (Johnson's algorithm, run per
+//! strongly connected set of tasks), as a path where each arrow reads
+//! "depends on": `a -> b -> c -> a`, starting at the task that comes first
+//! in the file; cycles are listed in file order of their tasks. A dense
+//! tangle of tasks can hold exponentially many cycles, so the list stops at
+//! [`MAX_REPORTED_CYCLES`] with one more problem saying so.
 //! Self-dependencies are reported on their own and are not cycles here.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -218,7 +216,8 @@ pub fn validate(plan: &Plan) -> Vec<Problem> {
     for (i, task) in plan.sub_tasks.iter().enumerate() {
         check_task(i, task, &first_index, &task_ids, &entity_names, &mut out);
     }
-    for cycle in find_cycles(plan) {
+    let (cycles, more) = find_cycles_limited(plan, MAX_REPORTED_CYCLES);
+    for cycle in &cycles {
         let first = cycle.first().copied().unwrap_or(0);
         let path = cycle
             .iter()
@@ -231,6 +230,16 @@ pub fn validate(plan: &Plan) -> Vec<Problem> {
             task_id: Some(plan.sub_tasks[first].id.clone()),
             field: format!("sub_tasks[{first}].dependencies"),
             message: format!("dependency cycle: {path}"),
+        });
+    }
+    if more {
+        out.push(Problem {
+            code: ProblemCode::Cycle,
+            task_id: None,
+            field: "sub_tasks".into(),
+            message: format!(
+                "more dependency cycles exist; the list stops at {MAX_REPORTED_CYCLES}"
+            ),
         });
     }
     out
@@ -551,22 +560,33 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// Every cycle closed by a back edge of a depth-first search, as task
-/// indices in "depends on" order, each rotated to start at its smallest
-/// index, sorted. Self-loops, unknown ids and later duplicates of an id are
-/// ignored. Iterative, so a deep chain cannot overflow the stack.
-pub(crate) fn find_cycles(plan: &Plan) -> Vec<Vec<usize>> {
-    let n = plan.sub_tasks.len();
+/// The most cycles one check lists. A dense tangle of tasks can hold
+/// exponentially many; past this many, one more problem says the list
+/// stops here.
+pub const MAX_REPORTED_CYCLES: usize = 100;
+
+/// The dependency graph over canonical tasks (the first of each id): for
+/// each task index, the indices it depends on, deduplicated, in listed
+/// order, without self-loops or unknown ids.
+fn dependency_graph(plan: &Plan) -> (Vec<Vec<usize>>, Vec<bool>) {
     let mut index: HashMap<&str, usize> = HashMap::new();
     for (i, t) in plan.sub_tasks.iter().enumerate() {
         index.entry(t.id.as_str()).or_insert(i);
     }
-    // Adjacency: task -> the tasks it depends on, deduplicated, in order.
-    let adj: Vec<Vec<usize>> = plan
+    let canonical: Vec<bool> = plan
+        .sub_tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| index.get(t.id.as_str()) == Some(&i))
+        .collect();
+    let adj = plan
         .sub_tasks
         .iter()
         .enumerate()
         .map(|(i, t)| {
+            if !canonical[i] {
+                return Vec::new();
+            }
             let mut seen = HashSet::new();
             t.dependencies
                 .iter()
@@ -575,68 +595,173 @@ pub(crate) fn find_cycles(plan: &Plan) -> Vec<Vec<usize>> {
                 .collect()
         })
         .collect();
+    (adj, canonical)
+}
 
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        New,
-        OnStack,
-        Done,
-    }
-    let mut mark = vec![Mark::New; n];
-    // Position of each on-stack node in `path`.
-    let mut pos = vec![usize::MAX; n];
-    let mut path: Vec<usize> = Vec::new();
-    let mut found: BTreeMap<Vec<usize>, ()> = BTreeMap::new();
+/// Every elementary cycle of the dependency graph (Johnson's algorithm),
+/// as task indices in "depends on" order, each starting at its smallest
+/// index, sorted; at most `limit` of them, and whether more exist.
+/// Self-loops, unknown ids and later duplicates of an id take no part.
+/// Iterative throughout, so a long chain cannot overflow the stack.
+pub(crate) fn find_cycles_limited(plan: &Plan, limit: usize) -> (Vec<Vec<usize>>, bool) {
+    let (adj, canonical) = dependency_graph(plan);
+    let n = adj.len();
+    let mut cycles: Vec<Vec<usize>> = Vec::new();
+    let mut more = false;
 
-    for root in 0..n {
-        // Only canonical tasks (first of their id) are nodes.
-        if mark[root] != Mark::New || index.get(plan.sub_tasks[root].id.as_str()) != Some(&root) {
-            continue;
+    // Components still to search, each a sorted list of task indices.
+    let all: Vec<bool> = canonical;
+    let mut pending: Vec<Vec<usize>> = nontrivial_sccs(&adj, &all);
+    // Process the component with the smallest start first, so the cycles
+    // found under a limit do not depend on hash order.
+    pending.sort_by(|a, b| b.first().cmp(&a.first()));
+
+    let mut in_scc = vec![false; n];
+    let mut blocked = vec![false; n];
+    let mut closed = vec![false; n];
+    let mut b_sets: Vec<Vec<usize>> = vec![Vec::new(); n];
+
+    'components: while let Some(scc) = pending.pop() {
+        let Some(&start) = scc.first() else { continue };
+        for &v in &scc {
+            in_scc[v] = true;
+            blocked[v] = false;
+            closed[v] = false;
+            b_sets[v].clear();
         }
-        // Stack of (node, next edge to try).
-        let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
-        mark[root] = Mark::OnStack;
-        pos[root] = path.len();
-        path.push(root);
+        let mut path = vec![start];
+        blocked[start] = true;
+        // (node, next neighbour to try)
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
         while let Some(top) = stack.last_mut() {
             let (node, edge) = *top;
-            top.1 += 1;
-            if let Some(&dep) = adj[node].get(edge) {
-                match mark[dep] {
-                    Mark::New => {
-                        mark[dep] = Mark::OnStack;
-                        pos[dep] = path.len();
-                        path.push(dep);
-                        stack.push((dep, 0));
+            let next = adj[node][edge..]
+                .iter()
+                .position(|&w| in_scc[w])
+                .map(|p| edge + p);
+            if let Some(k) = next {
+                top.1 = k + 1;
+                let w = adj[node][k];
+                if w == start {
+                    if cycles.len() == limit {
+                        more = true;
+                        break 'components;
                     }
-                    Mark::OnStack => {
-                        let cycle = rotate_to_min(&path[pos[dep]..]);
-                        found.insert(cycle, ());
+                    cycles.push(path.clone());
+                    for &v in &path {
+                        closed[v] = true;
                     }
-                    Mark::Done => {}
+                } else if !blocked[w] {
+                    path.push(w);
+                    stack.push((w, 0));
+                    closed[w] = false;
+                    blocked[w] = true;
                 }
+                continue;
+            }
+            // Every neighbour tried.
+            if closed[node] {
+                unblock(node, &mut blocked, &mut b_sets);
             } else {
-                mark[node] = Mark::Done;
-                pos[node] = usize::MAX;
-                path.pop();
-                stack.pop();
+                for &w in &adj[node] {
+                    if in_scc[w] && !b_sets[w].contains(&node) {
+                        b_sets[w].push(node);
+                    }
+                }
+            }
+            stack.pop();
+            path.pop();
+        }
+        for &v in &scc {
+            in_scc[v] = false;
+        }
+        // The rest of the component, without its start, may hold more.
+        let mut rest = vec![false; n];
+        for &v in &scc[1..] {
+            rest[v] = true;
+        }
+        let mut found = nontrivial_sccs(&adj, &rest);
+        found.sort_by(|a, b| b.first().cmp(&a.first()));
+        pending.extend(found);
+        pending.sort_by(|a, b| b.first().cmp(&a.first()));
+    }
+    cycles.sort();
+    (cycles, more)
+}
+
+/// Johnson's unblock: frees `node` and, transitively, whatever waited on it.
+fn unblock(node: usize, blocked: &mut [bool], b_sets: &mut [Vec<usize>]) {
+    let mut stack = vec![node];
+    while let Some(v) = stack.pop() {
+        if blocked[v] {
+            blocked[v] = false;
+            stack.append(&mut b_sets[v]);
+        }
+    }
+}
+
+/// Strongly connected components with two or more tasks, of the subgraph
+/// on the tasks marked in `keep` (Tarjan's algorithm, iterative). Each
+/// component is sorted.
+fn nontrivial_sccs(adj: &[Vec<usize>], keep: &[bool]) -> Vec<Vec<usize>> {
+    let n = adj.len();
+    const NONE: usize = usize::MAX;
+    let mut index = vec![NONE; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut next_index = 0usize;
+    let mut out = Vec::new();
+    for root in 0..n {
+        if !keep[root] || index[root] != NONE {
+            continue;
+        }
+        let mut call: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next_index;
+        low[root] = next_index;
+        next_index += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(top) = call.last_mut() {
+            let (v, edge) = *top;
+            if let Some(&w) = adj[v].get(edge) {
+                top.1 += 1;
+                if !keep[w] {
+                    continue;
+                }
+                if index[w] == NONE {
+                    index[w] = next_index;
+                    low[w] = next_index;
+                    next_index += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    call.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            call.pop();
+            if let Some(&(parent, _)) = call.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    component.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort_unstable();
+                    out.push(component);
+                }
             }
         }
     }
-    found.into_keys().collect()
-}
-
-fn rotate_to_min(cycle: &[usize]) -> Vec<usize> {
-    let start = cycle
-        .iter()
-        .enumerate()
-        .min_by_key(|&(_, v)| *v)
-        .map_or(0, |(i, _)| i);
-    cycle[start..]
-        .iter()
-        .chain(&cycle[..start])
-        .copied()
-        .collect()
+    out
 }
 
 #[cfg(test)]
@@ -835,6 +960,91 @@ mod tests {
         let mut shuffled = p.clone();
         shuffled.sub_tasks.reverse();
         assert_eq!(validate(&shuffled).len(), 3);
+    }
+
+    #[test]
+    fn cycles_sharing_edges_are_all_listed() {
+        // a -> b -> c -> a and a -> c -> a share the edge c -> a; a search
+        // that reports one cycle per back edge would miss the second.
+        let p = plan(vec![
+            task("a", &["b", "c"]),
+            task("b", &["c"]),
+            task("c", &["a"]),
+        ]);
+        let messages: Vec<String> = validate(&p).into_iter().map(|p| p.message).collect();
+        assert_eq!(
+            messages,
+            [
+                r#"dependency cycle: "a" -> "b" -> "c" -> "a""#,
+                r#"dependency cycle: "a" -> "c" -> "a""#,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_dense_tangle_stops_at_the_limit() {
+        // Six tasks each depending on all others: 409 elementary cycles.
+        let ids = ["a", "b", "c", "d", "e", "f"];
+        let tasks = ids
+            .iter()
+            .map(|id| {
+                let deps: Vec<&str> = ids.iter().copied().filter(|d| d != id).collect();
+                task(id, &deps)
+            })
+            .collect();
+        let problems = validate(&plan(tasks));
+        assert_eq!(problems.len(), MAX_REPORTED_CYCLES + 1);
+        assert!(problems.iter().all(|p| p.code == ProblemCode::Cycle));
+        let last = problems.last().unwrap();
+        assert_eq!(last.task_id, None);
+        assert_eq!(
+            last.message,
+            format!("more dependency cycles exist; the list stops at {MAX_REPORTED_CYCLES}")
+        );
+        let (all, more) = find_cycles_limited(
+            &plan(
+                ids.iter()
+                    .map(|id| {
+                        let deps: Vec<&str> = ids.iter().copied().filter(|d| d != id).collect();
+                        task(id, &deps)
+                    })
+                    .collect(),
+            ),
+            usize::MAX,
+        );
+        assert_eq!(all.len(), 409);
+        assert!(!more);
+    }
+
+    #[test]
+    fn many_cycles_in_a_big_plan_stop_at_the_limit() {
+        // 40,000 two-task cycles, and one ladder of 20,000 tasks where each
+        // depends on both neighbours: the search stops after the limit
+        // instead of walking every component.
+        let mut tasks: Vec<SubTask> = (0..40_000)
+            .map(|i| {
+                let other = if i % 2 == 0 { i + 1 } else { i - 1 };
+                task(&format!("p{i}"), &[&format!("p{other}")])
+            })
+            .collect();
+        tasks.extend((0..20_000).map(|i: usize| {
+            let mut deps = Vec::new();
+            if i > 0 {
+                deps.push(format!("l{}", i - 1));
+            }
+            if i < 19_999 {
+                deps.push(format!("l{}", i + 1));
+            }
+            let mut t = task(&format!("l{i}"), &[]);
+            t.dependencies = deps;
+            t
+        }));
+        let problems = validate(&plan(tasks));
+        assert_eq!(problems.len(), MAX_REPORTED_CYCLES + 1);
+        assert_eq!(
+            problems[0].message,
+            r#"dependency cycle: "p0" -> "p1" -> "p0""#
+        );
     }
 
     #[test]
