@@ -259,6 +259,10 @@ impl Executor {
     /// Runs until every task is terminal or `cancel` resolves, reporting
     /// each start and finish to `progress` (called on the dispatching task,
     /// never concurrently).
+    ///
+    /// Must be awaited inside a Tokio runtime with the time driver enabled:
+    /// each task runs as a spawned Tokio task, so prompt assembly of ready
+    /// tasks proceeds in parallel on a multi-threaded runtime.
     pub async fn run_with<C, P>(&self, cancel: C, mut progress: P) -> Result<RunReport, ExecError>
     where
         C: Future<Output = ()> + Send,

@@ -589,6 +589,63 @@ mod tests {
         assert!(g.levels().is_empty());
     }
 
+    proptest::proptest! {
+        /// On random DAGs: the order is topological, levels are one more
+        /// than the deepest dependency, priorities are longest paths, and
+        /// the critical path is a real chain whose weight is the maximum
+        /// priority.
+        #[test]
+        fn derived_data_is_consistent(
+            raw in proptest::collection::vec(
+                (proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..4),
+                 proptest::option::of(1u64..1000)),
+                1..40,
+            )
+        ) {
+            let spec: Vec<(String, Vec<String>, Option<u64>)> = raw
+                .iter()
+                .enumerate()
+                .map(|(i, (picks, est))| {
+                    let deps = if i == 0 { Vec::new() } else {
+                        picks.iter().map(|p| format!("n{}", p.index(i))).collect()
+                    };
+                    (format!("n{i}"), deps, *est)
+                })
+                .collect();
+            let refs: Vec<(&str, Vec<&str>, Option<u64>)> = spec
+                .iter()
+                .map(|(id, d, e)| (id.as_str(), d.iter().map(String::as_str).collect(), *e))
+                .collect();
+            let tasks: Vec<(&str, &[&str], Option<u64>)> =
+                refs.iter().map(|(id, d, e)| (*id, d.as_slice(), *e)).collect();
+            let g = PlanGraph::new(&plan(&tasks)).unwrap();
+            let n = g.len();
+            let mut pos = vec![0; n];
+            for (k, &i) in g.topological_order().iter().enumerate() {
+                pos[i] = k;
+            }
+            proptest::prop_assert_eq!(g.topological_order().len(), n);
+            for i in 0..n {
+                for &d in g.dependencies(i) {
+                    proptest::prop_assert!(pos[d] < pos[i]);
+                }
+                let level = g.dependencies(i).iter().map(|&d| g.level(d) + 1).max().unwrap_or(0);
+                proptest::prop_assert_eq!(g.level(i), level);
+                let tail = g.dependents(i).iter().map(|&d| g.remaining_path(d)).max().unwrap_or(0);
+                proptest::prop_assert_eq!(g.remaining_path(i), g.weight(i) + tail);
+            }
+            let path = g.critical_path();
+            proptest::prop_assert!(g.dependencies(path[0]).is_empty());
+            proptest::prop_assert!(g.dependents(*path.last().unwrap()).is_empty());
+            for w in path.windows(2) {
+                proptest::prop_assert!(g.dependencies(w[1]).contains(&w[0]));
+            }
+            let total: u64 = path.iter().map(|&i| g.weight(i)).sum();
+            proptest::prop_assert_eq!(total, g.critical_path_length());
+            proptest::prop_assert_eq!(Some(total), (0..n).map(|i| g.remaining_path(i)).max());
+        }
+    }
+
     #[test]
     fn summary_is_serializable() {
         let p = plan(&[("a", &[], None), ("b", &["a", "a"], None)]);
