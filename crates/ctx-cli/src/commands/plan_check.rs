@@ -100,7 +100,6 @@ pub fn run(args: Args) -> CliResult {
 /// invalid one. A read or parse error, or any validation problem, becomes a
 /// usage error (exit 2) whose message lists every problem, one per line,
 /// exactly as `ctx plan check` prints them.
-#[allow(dead_code)] // for `ctx run` and `ctx plan graph`, built alongside
 pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
     let plan = ctx_model::load_plan(path).map_err(CliError::usage)?;
     let problems = ctx_model::validate(&plan);
