@@ -317,6 +317,9 @@ fn probe_version(text: &str, format: PlanFormat) -> Option<VersionText> {
 }
 
 fn parse_json(text: &str, origin: &str) -> Result<Plan, PlanError> {
+    // Editors on Windows like to start files with a byte-order mark, which
+    // serde_json refuses; YAML allows it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut de = serde_json::Deserializer::from_str(text);
     let plan: Plan = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = field_path(e.path());
@@ -755,6 +758,26 @@ mod tests {
         );
         let (_, _, _, m) = syntax(parse_plan(&deep_json, "p", PlanFormat::Json).unwrap_err());
         assert!(m.contains("recursion limit"), "{m}");
+    }
+
+    #[test]
+    fn byte_order_marks_and_crlf_are_fine() {
+        let json = "\u{feff}{\"schema_version\": 1, \"sub_tasks\": []}";
+        assert!(parse_plan(json, "p", PlanFormat::Json).is_ok());
+        let yaml = "\u{feff}schema_version: 1\r\nsub_tasks: []\r\n";
+        assert!(parse_plan(yaml, "p", PlanFormat::Yaml).is_ok());
+        let (line, column, field, _) = syntax(
+            parse_plan(
+                "schema_version: 1\r\nsub_tasks: []\r\ngaol: x\r\n",
+                "p",
+                PlanFormat::Yaml,
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(
+            (line, column, field.as_deref()),
+            (Some(3), Some(1), Some("gaol"))
+        );
     }
 
     #[test]
