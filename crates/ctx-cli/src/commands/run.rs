@@ -30,7 +30,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ctx_deps::{
-    ExecError, Executor, ExecutorOptions, MemoryStore, ProgressEvent, RunReport, Schedule,
+    ExecError, ExecutionStore, Executor, ExecutorOptions, InferenceEngine, MemoryStore,
+    ProgressEvent, RunReport, Schedule,
 };
 use ctx_model::{ResultMetadata, TaskExecutionResult, TaskStatus};
 use ctx_tokens::Tokenizer;
@@ -127,10 +128,38 @@ pub fn run(args: Args) -> CliResult {
         },
         ..ExecutorOptions::default()
     };
+    let output = Output {
+        plan_path: &args.plan,
+        out: args.out.as_deref(),
+        format: args.format,
+    };
+    execute(plan, engine, Arc::new(MemoryStore::new()), options, &output)
+}
+
+/// Where and how a run's results are reported.
+pub struct Output<'a> {
+    /// The plan's path, for messages.
+    pub plan_path: &'a Path,
+    /// `--out DIR` (already created).
+    pub out: Option<&'a Path>,
+    /// `--format`.
+    pub format: Format,
+}
+
+/// Runs a validated plan against `store` and reports it: progress bar,
+/// Ctrl-C, `--out`, the summary, the exit code. Separate from [`run`] so
+/// that a durable store and `--resume` (with
+/// `ExecutorOptions::reuse_completed`) reuse all of it.
+pub fn execute(
+    plan: ctx_model::Plan,
+    engine: Arc<dyn InferenceEngine>,
+    store: Arc<dyn ExecutionStore>,
+    options: ExecutorOptions,
+    output: &Output<'_>,
+) -> CliResult {
     let total = plan.sub_tasks.len();
-    let store = Arc::new(MemoryStore::new());
     let executor = Executor::new(plan, engine, store, options)
-        .map_err(|e| CliError::usage(format!("{}: {e}", args.plan.display())))?;
+        .map_err(|e| CliError::usage(format!("{}: {e}", output.plan_path.display())))?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -162,10 +191,10 @@ pub fn run(args: Args) -> CliResult {
     })?;
 
     let json = report_json(&report);
-    if let Some(dir) = &args.out {
+    if let Some(dir) = output.out {
         write_out_dir(dir, &report, &json)?;
     }
-    match args.format {
+    match output.format {
         Format::Json => {
             let text = serde_json::to_string_pretty(&json)
                 .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
