@@ -166,6 +166,11 @@ pub fn execute(
         .build()
         .map_err(|e| CliError::with(Exit::Store, format!("cannot start the async runtime: {e}")))?;
     let bar = progress_bar(total);
+    if let Some(bar) = &bar {
+        // Retry, pacing and streaming notices of the HTTP engine go to the
+        // bar's message line instead of breaking it with raw lines.
+        engines::openai::attach_progress_bar(bar);
+    }
     let report = runtime.block_on(async {
         let cancel = async {
             // If no handler can be installed, the run is simply not
