@@ -114,6 +114,8 @@ pub struct SourceReport {
     pub sections: Vec<String>,
     /// Words of the extracted text before any compression.
     pub extracted_words: usize,
+    /// Bytes of the extracted text before any compression.
+    pub extracted_bytes: usize,
     /// Why the whole body was used, why it was dropped, ...
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -211,6 +213,7 @@ pub fn assemble_digest(
             tokens: 0,
             sections: Vec::new(),
             extracted_words: 0,
+            extracted_bytes: 0,
             note: None,
         };
         match located {
@@ -224,6 +227,7 @@ pub fn assemble_digest(
                 report.sections = found;
                 report.note = note;
                 report.extracted_words = body.words(body.len());
+                report.extracted_bytes = body.render(body.len()).len();
                 if body.is_empty() {
                     report.status = SourceStatus::Dropped;
                     report.note = Some("no text".into());

@@ -148,15 +148,65 @@ fn iso_week_in_name(stem: &str, parent: Option<&str>) -> Option<NaiveDate> {
     None
 }
 
+/// How much of a file discovery reads first: front matter sits at the
+/// top, so the date of a report rarely needs more.
+const HEAD_BYTES: usize = 8 * 1024;
+
 /// The date a report is filed under, from its front matter or its name;
 /// `None` when neither says.
+///
+/// Only the head of the file is read when its front matter closes within
+/// it (discovery looks at every report of an archive, and a ten-year
+/// archive is tens of megabytes); otherwise the whole file is.
 pub fn report_date(path: &Path) -> Result<Option<NaiveDate>, HistoryError> {
-    let text = read_markdown(path)?;
-    let doc = split_front_matter(&text, path)?;
-    if doc.front_matter.is_some() {
-        if let Some(d) = doc.metadata(path)?.text("date").as_deref().and_then(leading_date) {
-            return Ok(Some(d));
+    use std::io::Read;
+    let io = |e: std::io::Error| HistoryError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let mut head = Vec::with_capacity(HEAD_BYTES);
+    let file = std::fs::File::open(path).map_err(io)?;
+    file.take(HEAD_BYTES as u64 + 1).read_to_end(&mut head).map_err(io)?;
+    let truncated = head.len() > HEAD_BYTES;
+    let from_head = if truncated {
+        head.truncate(HEAD_BYTES);
+        // A multi-byte character may straddle the cut: keep what decodes.
+        let valid = match std::str::from_utf8(&head) {
+            Ok(_) => head.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => 0, // invalid UTF-8 inside the head: read it all below
+        };
+        head.truncate(valid);
+        let text = std::str::from_utf8(&head).unwrap_or("");
+        match split_front_matter(text, path) {
+            Ok(doc) => match &doc.front_matter {
+                // Closed inside the head (and not merely ended by the cut).
+                Some(fm) if fm.block_range.end < text.len() && !text.is_empty() => {
+                    Some(doc.metadata(path)?.text("date").as_deref().and_then(leading_date))
+                }
+                Some(_) => None,
+                None if text.is_empty() => None,
+                None => Some(None),
+            },
+            Err(_) => None,
         }
+    } else {
+        None
+    };
+    let fm_date = match from_head {
+        Some(d) => d,
+        None => {
+            let text = read_markdown(path)?;
+            let doc = split_front_matter(&text, path)?;
+            if doc.front_matter.is_some() {
+                doc.metadata(path)?.text("date").as_deref().and_then(leading_date)
+            } else {
+                None
+            }
+        }
+    };
+    if let Some(d) = fm_date {
+        return Ok(Some(d));
     }
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
     let parent = path
@@ -386,6 +436,28 @@ mod tests {
         assert!(match_component("{YYYY}-{MM}.md", "2026-08.md", &mut caps));
         assert_eq!(caps, [Some(2026), Some(8), None]);
         assert!(!match_component("{MM}.md", "8.md", &mut [None; 3]));
+    }
+
+    #[test]
+    fn report_dates_from_the_head_or_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok();
+        // Long body: the head is enough.
+        let long = dir.path().join("2020-01-01-a.md");
+        std::fs::write(&long, format!("---\ndate: 2026-08-14\n---\n{}", "é word. ".repeat(3000))).unwrap();
+        assert_eq!(report_date(&long).unwrap(), d("2026-08-14"));
+        // Front matter longer than the head: the whole file is read.
+        let big = dir.path().join("2020-01-02-b.md");
+        std::fs::write(&big, format!("---\nnotes: \"{}\"\ndate: 2026-08-13\n---\nbody\n", "x".repeat(20_000))).unwrap();
+        assert_eq!(report_date(&big).unwrap(), d("2026-08-13"));
+        // No front matter: the name decides.
+        let plain = dir.path().join("2026-08-12-c.md");
+        std::fs::write(&plain, "body ".repeat(5000)).unwrap();
+        assert_eq!(report_date(&plain).unwrap(), d("2026-08-12"));
+        // Unclosed front matter in a long file is still an error.
+        let bad = dir.path().join("2026-08-11-d.md");
+        std::fs::write(&bad, format!("---\ntitle: x\n{}", "line\n".repeat(5000))).unwrap();
+        assert!(report_date(&bad).unwrap_err().to_string().contains("never closed"));
     }
 
     #[test]

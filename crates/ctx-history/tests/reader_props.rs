@@ -1,0 +1,74 @@
+//! The invariants of the fuzz targets, as property tests that run with
+//! `cargo test`: arbitrary markdown-ish text never panics the reader, every
+//! range is a verbatim slice, compression never cuts a code fence open and
+//! counts words exactly; arbitrary configuration text never panics.
+
+use std::path::Path;
+
+use ctx_history::HistoryConfig;
+use ctx_history::compress::Compressible;
+use ctx_history::markdown::{split_front_matter, sections};
+use proptest::prelude::*;
+
+fn markdownish() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "---\n", "+++\n", "...\n", "## ", "# ", "### ", "Title\n", "===\n", "```\n", "~~~\n", "    ",
+        "> ", "- ", "1. ", "\n", "\r\n", "\n\n", "text. ", "Dr. Who", "e.g. x", "v1.2 ", "`co. de` ",
+        "[a. b](u.c) ", "<!--\n", "-->\n", "<div>\n", "| a | b |\n|---|---|\n", "key: value\n",
+        "Title: x\n", "date = 2026-01-01\n", "summary: [x\n", "\u{feff}", "é", "🦀", "\t", "…", "#",
+    ]);
+    prop::collection::vec(pieces, 0..60).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn reader_never_panics_and_slices_are_verbatim(text in markdownish()) {
+        let path = Path::new("p.md");
+        if let Ok(doc) = split_front_matter(&text, path) {
+            let _ = doc.metadata(path);
+            prop_assert_eq!(doc.body_range.end, text.len());
+            for level in 1..=6u8 {
+                let mut last = doc.body_range.start;
+                for s in doc.sections(level) {
+                    prop_assert!(s.range.start >= last);
+                    prop_assert_eq!(&text[s.range.clone()], s.text);
+                    last = s.range.end;
+                }
+            }
+            let c = Compressible::from_body(doc.body(), 2);
+            for k in 0..=c.len() {
+                let r = c.render(k);
+                prop_assert_eq!(c.words(k), r.split_whitespace().count());
+            }
+        }
+    }
+
+    #[test]
+    fn code_blocks_are_never_cut_open(paras in prop::collection::vec(
+        prop_oneof![
+            Just("Plain sentence one. Plain sentence two.".to_string()),
+            Just("```\ncode. More code!\n\n## not a heading\n```".to_string()),
+            Just("~~~rust\nlet a = 1. b;\n~~~".to_string()),
+            Just("- item one. Item two.\n- item three".to_string()),
+        ], 1..8)) {
+        let text = format!("## A\n\n{}\n", paras.join("\n\n"));
+        let c = Compressible::new(&[text.as_str()]);
+        for k in 0..=c.len() {
+            let r = c.render(k);
+            let fences = r.lines().filter(|l| l.starts_with("```") || l.starts_with("~~~")).count();
+            prop_assert_eq!(fences % 2, 0, "{}", r);
+        }
+        prop_assert_eq!(sections(&text, 2).len(), 1);
+    }
+
+    #[test]
+    fn config_parse_never_panics(text in "[a-z_\\[\\]=:\"{}. \\n0-9-]{0,200}") {
+        for name in ["c.toml", "c.yaml"] {
+            if let Err(e) = HistoryConfig::parse(&text, Path::new(name)) {
+                prop_assert!(e.to_string().starts_with(name));
+            }
+        }
+    }
+}
