@@ -490,3 +490,49 @@ fn ctrl_c_interrupts_and_still_prints_the_summary() {
     assert!(out_dir.join("results.json").exists());
     assert!(out_dir.join("prompts/a.md").exists());
 }
+
+#[test]
+fn concurrency_one_starts_tasks_by_priority() {
+    let (code, json, _) = run_json(&[tetris().to_str().unwrap(), "--concurrency", "1"]);
+    assert_eq!(code, 0);
+    let order: Vec<&str> = json["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    // Replay the rule: among tasks whose dependencies are done, the highest
+    // remaining path first, then plan order.
+    let plan = ctx_model::load_plan(&tetris()).unwrap();
+    let g = ctx_deps::PlanGraph::new(&plan).unwrap();
+    let mut done = vec![false; g.len()];
+    let mut expected = Vec::new();
+    while expected.len() < g.len() {
+        let next = (0..g.len())
+            .filter(|&i| !done[i] && g.dependencies(i).iter().all(|&d| done[d]))
+            .max_by_key(|&i| (g.remaining_path(i), std::cmp::Reverse(i)))
+            .unwrap();
+        done[next] = true;
+        expected.push(g.id(next).to_string());
+    }
+    assert_eq!(order, expected);
+}
+
+#[test]
+fn plan_from_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = std::fs::read_to_string(write_plan(dir.path(), "")).unwrap();
+    let out = ctx()
+        .args(["run", "-", "--format", "json"])
+        .write_stdin(plan)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["tasks"].as_array().unwrap().len(), 4);
+}
