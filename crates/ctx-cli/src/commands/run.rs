@@ -171,6 +171,7 @@ pub fn execute(
         // bar's message line instead of breaking it with raw lines.
         engines::openai::attach_progress_bar(bar);
     }
+    let mut in_flight = 0usize;
     let report = runtime.block_on(async {
         let cancel = async {
             // If no handler can be installed, the run is simply not
@@ -182,7 +183,7 @@ pub fn execute(
         executor
             .run_with(cancel, |event| {
                 if let Some(bar) = &bar {
-                    update_bar(bar, event);
+                    update_bar(bar, &mut in_flight, event);
                 }
             })
             .await
@@ -239,9 +240,12 @@ fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-fn update_bar(bar: &indicatif::ProgressBar, event: &ProgressEvent) {
+fn update_bar(bar: &indicatif::ProgressBar, in_flight: &mut usize, event: &ProgressEvent) {
     match event {
-        ProgressEvent::Started { task_id } => bar.set_message(format!("started {task_id}")),
+        ProgressEvent::Started { task_id } => {
+            *in_flight += 1;
+            bar.set_message(format!("{in_flight} running; started {task_id}"));
+        }
         ProgressEvent::Reused { task_id } => {
             bar.inc(1);
             bar.set_message(format!("reused {task_id}"));
@@ -250,10 +254,14 @@ fn update_bar(bar: &indicatif::ProgressBar, event: &ProgressEvent) {
             task_id, status, ..
         } => {
             bar.inc(1);
+            // Skips are settled without ever starting.
+            if *status != TaskStatus::Skipped {
+                *in_flight = in_flight.saturating_sub(1);
+            }
             if *status != TaskStatus::Completed {
                 bar.println(format!("task {task_id}: {status}"));
             }
-            bar.set_message(format!("{status} {task_id}"));
+            bar.set_message(format!("{in_flight} running; {status} {task_id}"));
         }
     }
 }
