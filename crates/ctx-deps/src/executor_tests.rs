@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::*;
 use crate::engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
 use crate::memory::MemoryStore;
+use crate::store::{ExecutionStore, StoreError};
 
 fn plan(tasks: &[(&str, &[&str])]) -> Plan {
     let subs: Vec<serde_json::Value> = tasks
@@ -582,4 +583,88 @@ proptest! {
             }
         }
     }
+}
+
+/// A store that refuses to record a completed result for one task.
+struct BrokenStore {
+    inner: MemoryStore,
+    refuse: String,
+}
+
+impl ExecutionStore for BrokenStore {
+    fn get_by_task_id(&self, task_id: &str) -> Result<Option<TaskExecutionResult>, StoreError> {
+        self.inner.get_by_task_id(task_id)
+    }
+    fn store(&self, result: TaskExecutionResult) -> Result<(), StoreError> {
+        if result.task_id == self.refuse && result.status == TaskStatus::Completed {
+            return Err(StoreError::new("disk full"));
+        }
+        self.inner.store(result)
+    }
+    fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError> {
+        self.inner.all_results()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_failure_stops_the_run_and_names_the_task() {
+    let p = plan(&[("a", &[]), ("b", &["a"]), ("slow", &[])]);
+    let store = Arc::new(BrokenStore {
+        inner: MemoryStore::new(),
+        refuse: "a".into(),
+    });
+    let engine =
+        Arc::new(TestEngine::new(Arc::new(MemoryStore::new()), &p).latency("slow", 60_000));
+    let exec = Executor::new(p, engine.clone(), store, ExecutorOptions::default()).unwrap();
+    let err = exec.run().await.unwrap_err();
+    assert_eq!(err.to_string(), "task `a`: execution store: disk full");
+    // b never started; the slow task was cancelled, not awaited.
+    assert!(!engine.calls().contains(&"b".to_string()));
+    assert_eq!(engine.dropped_unfinished.load(Ordering::SeqCst), 1);
+}
+
+/// Panics on one task.
+struct PanickyEngine;
+
+impl InferenceEngine for PanickyEngine {
+    fn name(&self) -> &str {
+        "panicky"
+    }
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(async move {
+            assert!(request.task_id != "boom", "engine bug");
+            Ok(InferenceResponse {
+                output: "fine".into(),
+                ..InferenceResponse::default()
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_engine_panic_fails_only_its_task() {
+    let p = plan(&[("boom", &[]), ("after", &["boom"]), ("other", &[])]);
+    let store = Arc::new(MemoryStore::new());
+    let exec = Executor::new(
+        p,
+        Arc::new(PanickyEngine),
+        store.clone(),
+        ExecutorOptions::default(),
+    )
+    .unwrap();
+    let report = exec.run().await.unwrap();
+    assert_eq!(status_of(&report, "boom"), TaskStatus::Failed);
+    assert_eq!(
+        error_of(&report, "boom"),
+        "the engine panicked while running this task"
+    );
+    assert_eq!(
+        store.get_by_task_id("boom").unwrap().unwrap().status,
+        TaskStatus::Failed
+    );
+    assert_eq!(status_of(&report, "after"), TaskStatus::Skipped);
+    assert_eq!(status_of(&report, "other"), TaskStatus::Completed);
 }
