@@ -1,10 +1,10 @@
 //! Arbitrary bytes through the plan reader: parse as JSON and as YAML
-//! (and by sniffing), validate whatever parses, and resolve every task's
-//! entity context. Nothing may panic; a parse error must name its origin.
+//! (and by sniffing), validate whatever parses, locate every problem's
+//! field in the text, and resolve every task's entity context. Nothing may panic; a parse error must name its origin.
 
 #![no_main]
 
-use ctx_model::{PlanFormat, parse_plan, validate};
+use ctx_model::{FieldLocator, PlanFormat, parse_plan, validate};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,8 +15,10 @@ fuzz_target!(|data: &[u8]| {
         match parse_plan(text, "fuzz", format) {
             Ok(plan) => {
                 let problems = validate(&plan);
+                let locator = FieldLocator::new(text);
                 for p in &problems {
                     let _ = p.to_string();
+                    let _ = locator.locate(&p.field);
                 }
                 for task in &plan.sub_tasks {
                     let _ = plan.resolve_entity_context(task);
@@ -27,4 +29,6 @@ fuzz_target!(|data: &[u8]| {
             Err(e) => assert!(e.to_string().starts_with("fuzz")),
         }
     }
+    // The locator walks any text, plan or not.
+    let _ = FieldLocator::new(text).locate("sub_tasks[0].dependencies[0]");
 });

@@ -62,18 +62,18 @@ fn every_problem_is_reported_with_file_task_and_field() {
         .clone();
     let out = String::from_utf8(out).unwrap();
     let expected = [
-        "fixtures/plans/invalid.yaml: config.tokenizer: unknown tokenizer `gpt2`",
-        "fixtures/plans/invalid.yaml: config.max_prompt_tokens: must be at least 1",
-        "fixtures/plans/invalid.yaml: entities[1].name: duplicate entity name \"Board\" (first at entities[0])",
-        "fixtures/plans/invalid.yaml: entities[2]: entity \"Palette\" has both grounded_value and grounded_values",
-        "fixtures/plans/invalid.yaml: task \"css\": sub_tasks[1].dependencies[0]: unknown task id \"htm\" (did you mean \"html\"?)",
-        "fixtures/plans/invalid.yaml: task \"css\": sub_tasks[1].dependencies[1]: a task cannot depend on itself",
-        "fixtures/plans/invalid.yaml: task \"css\": sub_tasks[1].entity_context[0].entity_name: unknown entity \"Bord\" (did you mean \"Board\"?)",
-        "fixtures/plans/invalid.yaml: task \"css\": sub_tasks[1].tool_or_prompt.params.prompt: prompt is empty",
-        "fixtures/plans/invalid.yaml: task \"html\": sub_tasks[2].id: duplicate task id \"html\" (first at sub_tasks[0])",
-        "fixtures/plans/invalid.yaml: task \"html\": sub_tasks[2].tool_or_prompt.name: unknown tool \"inferance\"",
-        "fixtures/plans/invalid.yaml: task \"html\": sub_tasks[2].tool_or_prompt.params.temperature: temperature 3 is outside 0..=2",
-        "fixtures/plans/invalid.yaml: task \"loop-a\": sub_tasks[3].dependencies: dependency cycle: \"loop-a\" -> \"loop-b\" -> \"loop-a\"",
+        "fixtures/plans/invalid.yaml:51:14: config.tokenizer: unknown tokenizer `gpt2`",
+        "fixtures/plans/invalid.yaml:52:22: config.max_prompt_tokens: must be at least 1",
+        "fixtures/plans/invalid.yaml:7:11: entities[1].name: duplicate entity name \"Board\" (first at entities[0])",
+        "fixtures/plans/invalid.yaml:9:5: entities[2]: entity \"Palette\" has both grounded_value and grounded_values",
+        "fixtures/plans/invalid.yaml:21:20: task \"css\": sub_tasks[1].dependencies[0]: unknown task id \"htm\" (did you mean \"html\"?)",
+        "fixtures/plans/invalid.yaml:21:25: task \"css\": sub_tasks[1].dependencies[1]: a task cannot depend on itself",
+        "fixtures/plans/invalid.yaml:23:22: task \"css\": sub_tasks[1].entity_context[0].entity_name: unknown entity \"Bord\" (did you mean \"Board\"?)",
+        "fixtures/plans/invalid.yaml:28:17: task \"css\": sub_tasks[1].tool_or_prompt.params.prompt: prompt is empty",
+        "fixtures/plans/invalid.yaml:29:9: task \"html\": sub_tasks[2].id: duplicate task id \"html\" (first at sub_tasks[0])",
+        "fixtures/plans/invalid.yaml:32:13: task \"html\": sub_tasks[2].tool_or_prompt.name: unknown tool \"inferance\"",
+        "fixtures/plans/invalid.yaml:35:22: task \"html\": sub_tasks[2].tool_or_prompt.params.temperature: temperature 3 is outside 0..=2",
+        "fixtures/plans/invalid.yaml:38:19: task \"loop-a\": sub_tasks[3].dependencies: dependency cycle: \"loop-a\" -> \"loop-b\" -> \"loop-a\"",
         "fixtures/plans/invalid.yaml: invalid: 12 problems (5 tasks, 3 entities, 5 dependencies)",
     ];
     let lines: Vec<&str> = out.lines().collect();
@@ -113,6 +113,8 @@ fn json_output_lists_problems_with_stable_codes() {
             "code": "unknown_dependency",
             "task_id": "css",
             "field": "sub_tasks[1].dependencies[0]",
+            "line": 21,
+            "column": 20,
             "message": "unknown task id \"htm\" (did you mean \"html\"?)"
         })
     );
@@ -245,6 +247,25 @@ fn unreadable_and_odd_files_are_usage_errors() {
 }
 
 #[test]
+fn problems_in_a_json_plan_are_located_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "p.json",
+        "{\n  \"schema_version\": 1,\n  \"sub_tasks\": [\n    {\"id\": \"a\", \"description\": \"A\",\n     \"dependencies\": [\"ghost\"],\n     \"tool_or_prompt\": {\"name\": \"inference\", \"params\": {\"prompt\": \"go\"}}}\n  ]\n}\n",
+    );
+    ctx()
+        .args(["plan", "check"])
+        .arg(&plan)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(format!(
+            "{}:5:23: task \"a\": sub_tasks[0].dependencies[0]: unknown task id \"ghost\"\n",
+            plan.display()
+        )));
+}
+
+#[test]
 fn usage_errors_exit_2() {
     ctx().args(["plan", "check"]).assert().code(2);
     ctx()
@@ -275,6 +296,6 @@ fn a_cycle_in_a_yaml_plan_is_a_path() {
         .assert()
         .code(1)
         .stdout(predicate::str::contains(
-            "task \"a\": sub_tasks[0].dependencies: dependency cycle: \"a\" -> \"c\" -> \"b\" -> \"a\"\n",
+            "cycle.yml:4:19: task \"a\": sub_tasks[0].dependencies: dependency cycle: \"a\" -> \"c\" -> \"b\" -> \"a\"\n",
         ));
 }

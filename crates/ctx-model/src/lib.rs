@@ -31,7 +31,8 @@
 //! column and field path. A plan that parses can still be wrong in ways
 //! types cannot express — an unknown dependency, a cycle, an empty prompt:
 //! [`validate`] returns every such [`Problem`] at once, each with a stable
-//! [`ProblemCode`], the task id and the field. [`plan_json_schema`] is the
+//! [`ProblemCode`], the task id and the field; a [`FieldLocator`] turns the
+//! field into a line and column of the text. [`plan_json_schema`] is the
 //! format's JSON Schema for editors. The format is documented in
 //! `docs/plan-format.md`.
 //!
@@ -61,12 +62,14 @@
 //! # Ok::<(), ctx_model::PlanError>(())
 //! ```
 
+mod locate;
 mod parse;
 mod plan;
 mod result;
 mod schema;
 mod validate;
 
+pub use locate::*;
 pub use parse::*;
 pub use plan::*;
 pub use result::*;

@@ -203,11 +203,30 @@ impl PlanError {
     }
 }
 
-/// Reads and parses the plan at `path`; `-` reads standard input as JSON.
-///
-/// The format follows the extension (see [`PlanFormat::from_path`]); a file
-/// with another extension is sniffed ([`PlanFormat::sniff`]).
-pub fn load_plan(path: &Path) -> Result<Plan, PlanError> {
+/// A plan's text as read, before parsing: what [`load_plan`] parses, kept
+/// for callers that also want to point into the text (see
+/// [`FieldLocator`](crate::FieldLocator)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanSource {
+    /// The path as given, or `<stdin>`.
+    pub origin: String,
+    /// The whole text.
+    pub text: String,
+    /// The format it will be parsed as: by extension, else sniffed.
+    pub format: PlanFormat,
+}
+
+impl PlanSource {
+    /// Parses the text ([`parse_plan`]).
+    pub fn parse(&self) -> Result<Plan, PlanError> {
+        parse_plan(&self.text, &self.origin, self.format)
+    }
+}
+
+/// Reads the plan text at `path` (`-` reads standard input, as JSON), at
+/// most [`MAX_PLAN_BYTES`], and decides its format: by extension (see
+/// [`PlanFormat::from_path`]), else by sniffing ([`PlanFormat::sniff`]).
+pub fn read_plan_source(path: &Path) -> Result<PlanSource, PlanError> {
     let (origin, bytes) = if path == Path::new("-") {
         let mut buf = Vec::new();
         read_capped(std::io::stdin().lock(), &mut buf).map_err(|source| PlanError::Io {
@@ -240,7 +259,19 @@ pub fn load_plan(path: &Path) -> Result<Plan, PlanError> {
         offset: e.utf8_error().valid_up_to(),
     })?;
     let format = PlanFormat::from_path(path).unwrap_or_else(|| PlanFormat::sniff(&text));
-    parse_plan(&text, &origin, format)
+    Ok(PlanSource {
+        origin,
+        text,
+        format,
+    })
+}
+
+/// Reads and parses the plan at `path`; `-` reads standard input as JSON.
+///
+/// The format follows the extension (see [`PlanFormat::from_path`]); a file
+/// with another extension is sniffed ([`PlanFormat::sniff`]).
+pub fn load_plan(path: &Path) -> Result<Plan, PlanError> {
+    read_plan_source(path)?.parse()
 }
 
 /// How standard input is named in errors.

@@ -442,6 +442,10 @@ fn parse_anything(text: &str) {
             Ok(plan) => {
                 let problems = validate(&plan);
                 assert_eq!(problems, validate(&plan));
+                let locator = ctx_model::FieldLocator::new(text);
+                for p in &problems {
+                    let _ = locator.locate(&p.field);
+                }
                 for task in &plan.sub_tasks {
                     let _ = plan.resolve_entity_context(task);
                 }
@@ -449,6 +453,7 @@ fn parse_anything(text: &str) {
             Err(e) => assert!(e.to_string().starts_with("t")),
         }
     }
+    let _ = ctx_model::FieldLocator::new(text).locate("sub_tasks[0].id");
 }
 
 fn fixture(path: &str) -> String {

@@ -9,9 +9,12 @@
 //! * the plan is well-formed but wrong (unknown dependency, cycle, empty
 //!   prompt, ...): every problem, one line each, exit 1.
 //!
-//! A text line reads `FILE: task "ID": FIELD: MESSAGE` (the task part is
-//! left out for plan-level fields such as `config.tokenizer`). `--format
-//! json` prints one object instead, with each problem's stable `code`.
+//! A text line reads `FILE:LINE:COLUMN: task "ID": FIELD: MESSAGE`: the
+//! position is where the field's value starts (for a field left at its
+//! default, where its nearest written parent starts), and the task part is
+//! left out for plan-level fields such as `config.tokenizer`. `--format
+//! json` prints one object instead, with each problem's stable `code` and
+//! its `line` and `column`.
 //!
 //! Other commands that must refuse an invalid plan (`ctx run`, `ctx plan
 //! graph`) use [`load_valid_plan`], so every command reports problems the
@@ -19,7 +22,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ctx_model::{Plan, PlanError, Problem};
+use ctx_model::{FieldLocator, Plan, PlanError, Problem};
 use serde_json::json;
 
 use crate::exit::{CliError, CliResult, Exit};
@@ -48,16 +51,23 @@ pub struct Args {
 
 /// Checks the plan and prints the result.
 pub fn run(args: Args) -> CliResult {
-    let plan = match ctx_model::load_plan(&args.plan) {
-        Ok(plan) => plan,
+    let loaded = ctx_model::read_plan_source(&args.plan)
+        .and_then(|source| source.parse().map(|plan| (source, plan)));
+    let (source, plan) = match loaded {
+        Ok(loaded) => loaded,
         Err(e) if args.format == Format::Json => {
             print_stdout(&format!("{}\n", pretty(&parse_error_json(&e))));
             return Ok(Exit::Usage);
         }
         Err(e) => return Err(CliError::usage(e)),
     };
-    let origin = origin_of(&args.plan);
+    let origin = source.origin.as_str();
     let problems = ctx_model::validate(&plan);
+    let locator = if problems.is_empty() {
+        FieldLocator::default()
+    } else {
+        FieldLocator::new(&source.text)
+    };
     let counts = Counts::of(&plan);
     match args.format {
         Format::Json => {
@@ -67,14 +77,14 @@ pub fn run(args: Args) -> CliResult {
                 "tasks": counts.tasks,
                 "entities": counts.entities,
                 "dependencies": counts.dependencies,
-                "problems": problems,
+                "problems": problems.iter().map(|p| problem_json(p, &locator)).collect::<Vec<_>>(),
             });
             print_stdout(&format!("{}\n", pretty(&value)));
         }
         Format::Text => {
             let mut text = String::new();
             for p in &problems {
-                text.push_str(&problem_line(&origin, p));
+                text.push_str(&problem_line(origin, &locator, p));
                 text.push('\n');
             }
             if problems.is_empty() {
@@ -101,12 +111,14 @@ pub fn run(args: Args) -> CliResult {
 /// usage error (exit 2) whose message lists every problem, one per line,
 /// exactly as `ctx plan check` prints them.
 pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
-    let plan = ctx_model::load_plan(path).map_err(CliError::usage)?;
+    let source = ctx_model::read_plan_source(path).map_err(CliError::usage)?;
+    let plan = source.parse().map_err(CliError::usage)?;
     let problems = ctx_model::validate(&plan);
     if problems.is_empty() {
         return Ok(plan);
     }
-    let origin = origin_of(path);
+    let origin = &source.origin;
+    let locator = FieldLocator::new(&source.text);
     let mut message = format!(
         "{origin}: invalid plan ({} problem{}; nothing was run)",
         problems.len(),
@@ -114,23 +126,32 @@ pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
     );
     for p in &problems {
         message.push('\n');
-        message.push_str(&problem_line(&origin, p));
+        message.push_str(&problem_line(origin, &locator, p));
     }
     Err(CliError::usage(message))
 }
 
-/// One problem as a line: `FILE: task "ID": FIELD: MESSAGE`.
-pub fn problem_line(origin: &str, problem: &Problem) -> String {
-    format!("{origin}: {problem}")
+/// One problem as a line: `FILE:LINE:COLUMN: task "ID": FIELD: MESSAGE`
+/// (`FILE: ...` when the field cannot be found in the text).
+pub fn problem_line(origin: &str, locator: &FieldLocator, problem: &Problem) -> String {
+    match locator.locate(&problem.field) {
+        Some((line, column)) => format!("{origin}:{line}:{column}: {problem}"),
+        None => format!("{origin}: {problem}"),
+    }
 }
 
-/// How a plan path is named in messages: the path as given, or `<stdin>`.
-pub fn origin_of(path: &Path) -> String {
-    if path == Path::new("-") {
-        ctx_model::STDIN.to_string()
-    } else {
-        path.display().to_string()
-    }
+/// A problem's JSON form: its fields plus `line` and `column` (null when
+/// the field cannot be found in the text).
+fn problem_json(problem: &Problem, locator: &FieldLocator) -> serde_json::Value {
+    let at = locator.locate(&problem.field);
+    json!({
+        "code": problem.code,
+        "task_id": problem.task_id,
+        "field": problem.field,
+        "line": at.map(|(l, _)| l),
+        "column": at.map(|(_, c)| c),
+        "message": problem.message,
+    })
 }
 
 struct Counts {
