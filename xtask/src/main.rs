@@ -25,7 +25,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("fixtures") => fixtures(&args[1..]),
         Some("test") => test(&args[1..]),
-        Some("bench") => bench_plan::run(&args[1..]).and_then(|()| bench_history::run(&args[1..])),
+        // Each benchmark has its own flags; `bench` runs both with their defaults.
+        Some("bench") if args.len() == 1 => bench_plan::run(&[]).and_then(|()| bench_history::run(&[])),
+        Some("bench") => Err("`cargo xtask bench` takes no flags; pass them to bench-plan or bench-history".into()),
         Some("bench-plan") => bench_plan::run(&args[1..]),
         Some("bench-history") => bench_history::run(&args[1..]),
         Some("e2e") => e2e::run(&args[1..]),
