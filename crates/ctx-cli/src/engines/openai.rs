@@ -280,7 +280,6 @@ static PROGRESS: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
 /// Routes the engine's retry, pacing and streaming notices to `bar` (its
 /// message line; retries are also printed above it). `ctx run` calls this
 /// after creating its bar; without it, retries go to stderr as lines.
-#[allow(dead_code)] // until `ctx run` attaches its bar
 pub fn attach_progress_bar(bar: &indicatif::ProgressBar) {
     let mut slot = PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
     *slot = Some(bar.clone());
