@@ -161,7 +161,7 @@ fn engines() -> Vec<Engine> {
                 setting(
                     DEFAULT_API_KEY_ENV,
                     None,
-                    "API key when --api-key-env is not given; unset is fine for local servers",
+                    "API key unless --api-key-env names another; unset suits local servers",
                 ),
             ],
         },
@@ -182,6 +182,9 @@ fn is_read(var: &str) -> bool {
     !var.starts_with("CTX_")
 }
 
+/// Longest line `text` writes where it can help it.
+const MAX_LINE: usize = 100;
+
 fn text(engines: &[Engine]) -> String {
     let mut out = String::new();
     for (i, e) in engines.iter().enumerate() {
@@ -198,9 +201,18 @@ fn text(engines: &[Engine]) -> String {
             out.push_str("  flags:\n");
             let width = e.flags.iter().map(|f| f.name.len()).max().unwrap_or(0);
             for f in &e.flags {
-                out.push_str(&format!("    {:width$}  {}", f.name, f.meaning));
+                let line = format!("    {:width$}  {}", f.name, f.meaning);
+                out.push_str(&line);
                 if let Some(d) = &f.default {
-                    out.push_str(&format!(" [default: {d}]"));
+                    let default = format!("[default: {d}]");
+                    if line.len() + 1 + default.len() > MAX_LINE {
+                        // Continue under the meaning column.
+                        out.push('\n');
+                        out.push_str(&" ".repeat(4 + width + 2));
+                    } else {
+                        out.push(' ');
+                    }
+                    out.push_str(&default);
                 }
                 out.push('\n');
             }
@@ -319,7 +331,7 @@ mod tests {
         ] {
             assert!(t.contains(needle), "missing {needle:?} in\n{t}");
         }
-        assert!(t.lines().all(|l| l.len() <= 120), "{t}");
+        assert!(t.lines().all(|l| l.len() <= MAX_LINE), "{t}");
     }
 
     #[test]
