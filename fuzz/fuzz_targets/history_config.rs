@@ -10,7 +10,9 @@ use ctx_history::HistoryConfig;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     for name in ["fuzz.toml", "fuzz.yaml"] {
         match HistoryConfig::parse(text, Path::new(name)) {
             Ok(config) => {

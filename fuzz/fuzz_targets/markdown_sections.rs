@@ -12,8 +12,12 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("fuzz.md");
-    let Ok(text) = decode_utf8(data, path) else { return };
-    let Ok(doc) = split_front_matter(text, path) else { return };
+    let Ok(text) = decode_utf8(data, path) else {
+        return;
+    };
+    let Ok(doc) = split_front_matter(text, path) else {
+        return;
+    };
     let _ = doc.metadata(path);
     assert!(doc.body_range.start <= doc.body_range.end && doc.body_range.end == text.len());
     assert!(text.is_char_boundary(doc.body_range.start));

@@ -29,10 +29,30 @@ struct Archive {
 }
 
 const ARCHIVES: [Archive; 4] = [
-    Archive { name: "13-weeks", weeks: 13, rolling_words: 3_000, weekly_words: 5_600 },
-    Archive { name: "1-year", weeks: 52, rolling_words: 10_000, weekly_words: 5_600 },
-    Archive { name: "3-years", weeks: 156, rolling_words: 25_000, weekly_words: 5_600 },
-    Archive { name: "10-years", weeks: 520, rolling_words: 50_000, weekly_words: 5_600 },
+    Archive {
+        name: "13-weeks",
+        weeks: 13,
+        rolling_words: 3_000,
+        weekly_words: 5_600,
+    },
+    Archive {
+        name: "1-year",
+        weeks: 52,
+        rolling_words: 10_000,
+        weekly_words: 5_600,
+    },
+    Archive {
+        name: "3-years",
+        weeks: 156,
+        rolling_words: 25_000,
+        weekly_words: 5_600,
+    },
+    Archive {
+        name: "10-years",
+        weeks: 520,
+        rolling_words: 50_000,
+        weekly_words: 5_600,
+    },
 ];
 
 fn cargo(root: &Path, args: &[&str]) -> Result<(), String> {
@@ -53,7 +73,9 @@ fn dir_bytes(dir: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -66,7 +88,12 @@ fn dir_bytes(dir: &Path) -> u64 {
     total
 }
 
-fn time_process(ctx: &Path, archive: &Path, budget: usize, runs: usize) -> Result<(f64, f64), String> {
+fn time_process(
+    ctx: &Path,
+    archive: &Path,
+    budget: usize,
+    runs: usize,
+) -> Result<(f64, f64), String> {
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
         let start = Instant::now();
@@ -104,29 +131,63 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     .filter(|n| *n > 0)
                     .ok_or("--runs needs a positive number")?;
             }
-            other => return Err(format!("bench-history: unknown argument `{other}` (known: --runs N)")),
+            other => {
+                return Err(format!(
+                    "bench-history: unknown argument `{other}` (known: --runs N)"
+                ));
+            }
         }
     }
     let root = crate::root();
-    cargo(&root, &["build", "--quiet", "--release", "-p", "ctx-cli", "--bin", "ctx"])?;
-    cargo(&root, &["build", "--quiet", "--release", "-p", "ctx-history", "--example", "history_bench"])?;
+    cargo(
+        &root,
+        &[
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "ctx-cli",
+            "--bin",
+            "ctx",
+        ],
+    )?;
+    cargo(
+        &root,
+        &[
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "ctx-history",
+            "--example",
+            "history_bench",
+        ],
+    )?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let exe = std::env::consts::EXE_SUFFIX;
     let ctx = target.join("release").join(format!("ctx{exe}"));
-    let helper = target.join("release/examples").join(format!("history_bench{exe}"));
+    let helper = target
+        .join("release/examples")
+        .join(format!("history_bench{exe}"));
     let out = target.join("bench-history");
 
     println!("## ctx history: whole process, cl100k_base, --date {DATE} ({runs} runs each)\n");
-    println!("| archive | files | input | budget | cap | median ms | fastest ms | tokenized ÷ extracted bytes | in-process ms |");
+    println!(
+        "| archive | files | input | budget | cap | median ms | fastest ms | tokenized ÷ extracted bytes | in-process ms |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|");
     for a in &ARCHIVES {
         let dir = out.join(a.name);
         let status = Command::new(&helper)
             .arg("generate")
             .arg(&dir)
-            .args([a.weeks.to_string(), a.rolling_words.to_string(), a.weekly_words.to_string()])
+            .args([
+                a.weeks.to_string(),
+                a.rolling_words.to_string(),
+                a.weekly_words.to_string(),
+            ])
             .status()
             .map_err(|e| format!("{}: {e}", helper.display()))?;
         if !status.success() {
@@ -142,7 +203,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
             .output()
             .map_err(|e| format!("{}: {e}", helper.display()))?;
         if !meter.status.success() {
-            return Err(format!("meter failed: {}", String::from_utf8_lossy(&meter.stderr)));
+            return Err(format!(
+                "meter failed: {}",
+                String::from_utf8_lossy(&meter.stderr)
+            ));
         }
         let meter_text = String::from_utf8_lossy(&meter.stdout).to_string();
         for (i, budget) in BUDGETS.iter().enumerate() {

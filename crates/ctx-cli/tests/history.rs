@@ -21,16 +21,40 @@ fn write(root: &Path, rel: &str, text: &[u8]) {
 }
 
 fn json(args: &[&str]) -> serde_json::Value {
-    let out = ctx().args(args).arg("--format").arg("json").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = ctx()
+        .args(args)
+        .arg("--format")
+        .arg("json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
 fn json_report_has_the_documented_shape() {
     let root = fixture();
-    let v = json(&["history", "--content-root", root.to_str().unwrap(), "--date", "2026-08-20"]);
-    for key in ["markdown", "words", "tokens", "max_words", "token_cap", "tokenizer", "sources", "slack"] {
+    let v = json(&[
+        "history",
+        "--content-root",
+        root.to_str().unwrap(),
+        "--date",
+        "2026-08-20",
+    ]);
+    for key in [
+        "markdown",
+        "words",
+        "tokens",
+        "max_words",
+        "token_cap",
+        "tokenizer",
+        "sources",
+        "slack",
+    ] {
         assert!(v.get(key).is_some(), "missing {key}");
     }
     assert_eq!(v["token_cap"], 13_500);
@@ -40,13 +64,23 @@ fn json_report_has_the_documented_shape() {
     let keys: Vec<_> = sources.iter().map(|s| s["key"].as_str().unwrap()).collect();
     assert_eq!(keys, ["rolling", "previous_week", "monthly", "yearly"]);
     for s in sources {
-        for key in ["key", "label", "path", "status", "words", "tokens", "sections"] {
+        for key in [
+            "key", "label", "path", "status", "words", "tokens", "sections",
+        ] {
             assert!(s.get(key).is_some(), "source missing {key}");
         }
     }
     // Strictly before the date: the 2026-08-21 report is never used.
-    assert_eq!(sources[1]["path"], "weekly/2026/2026-08-14-kestrel-weekly.md");
-    assert!(!v["markdown"].as_str().unwrap().contains("looked into the future"));
+    assert_eq!(
+        sources[1]["path"],
+        "weekly/2026/2026-08-14-kestrel-weekly.md"
+    );
+    assert!(
+        !v["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("looked into the future")
+    );
 }
 
 #[test]
@@ -59,9 +93,21 @@ fn nothing_at_all_when_no_source_exists() {
         .assert()
         .success()
         .stdout("");
-    let v = json(&["history", "--content-root", dir.path().to_str().unwrap(), "--date", "2026-08-20"]);
+    let v = json(&[
+        "history",
+        "--content-root",
+        dir.path().to_str().unwrap(),
+        "--date",
+        "2026-08-20",
+    ]);
     assert_eq!(v["markdown"], "");
-    assert!(v["sources"].as_array().unwrap().iter().all(|s| s["status"] == "missing"));
+    assert!(
+        v["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["status"] == "missing")
+    );
 }
 
 #[test]
@@ -69,47 +115,101 @@ fn discovery_rules() {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
     // Front-matter date beats the name; same-day reports are not "before".
-    write(r, "weekly/a-2026-01-01.md", b"---\ndate: 2026-08-10\nsummary: by front matter\n---\n## Blind Spots\nA.\n");
-    write(r, "weekly/2026-08-20.md", b"---\nsummary: same day\n---\n## Blind Spots\nB.\n");
-    write(r, "weekly/2026/W32.md", b"## Blind Spots\nWeek 32 ends 2026-08-09.\n");
+    write(
+        r,
+        "weekly/a-2026-01-01.md",
+        b"---\ndate: 2026-08-10\nsummary: by front matter\n---\n## Blind Spots\nA.\n",
+    );
+    write(
+        r,
+        "weekly/2026-08-20.md",
+        b"---\nsummary: same day\n---\n## Blind Spots\nB.\n",
+    );
+    write(
+        r,
+        "weekly/2026/W32.md",
+        b"## Blind Spots\nWeek 32 ends 2026-08-09.\n",
+    );
     // Monthly: no file for August, so July; yearly: 2025 (legacy).
     write(r, "monthly/2026/07.md", b"## Key Takeaways\nJuly.\n");
-    write(r, "monthly/2026/09.md", b"## Key Takeaways\nSeptember is later.\n");
+    write(
+        r,
+        "monthly/2026/09.md",
+        b"## Key Takeaways\nSeptember is later.\n",
+    );
     write(r, "yearly/2025.md", b"## Predictions Review\nOld.\n");
-    let v = json(&["history", "--content-root", r.to_str().unwrap(), "--date", "2026-08-20T07:00:00+02:00"]);
+    let v = json(&[
+        "history",
+        "--content-root",
+        r.to_str().unwrap(),
+        "--date",
+        "2026-08-20T07:00:00+02:00",
+    ]);
     let s = v["sources"].as_array().unwrap();
     assert_eq!(s[1]["path"], "weekly/a-2026-01-01.md");
     assert_eq!(s[2]["path"], "monthly/2026/07.md");
     assert_eq!(s[3]["path"], "yearly/2025.md");
     assert_eq!(s[3]["sections"], serde_json::json!(["Predictions Review"]));
     let md = v["markdown"].as_str().unwrap();
-    assert!(md.contains("- Prior weekly thesis: by front matter"), "{md}");
+    assert!(
+        md.contains("- Prior weekly thesis: by front matter"),
+        "{md}"
+    );
     // --previous-summary overrides the search.
     let prev = r.join("weekly/2026/W32.md");
     let v = json(&[
-        "history", "--content-root", r.to_str().unwrap(), "--date", "2026-08-20",
-        "--previous-summary", prev.to_str().unwrap(),
+        "history",
+        "--content-root",
+        r.to_str().unwrap(),
+        "--date",
+        "2026-08-20",
+        "--previous-summary",
+        prev.to_str().unwrap(),
     ]);
     let md = v["markdown"].as_str().unwrap();
     assert!(md.contains("Week 32 ends"), "{md}");
-    assert!(v["sources"][1]["note"].as_str().unwrap().contains("no front-matter `summary`"));
+    assert!(
+        v["sources"][1]["note"]
+            .as_str()
+            .unwrap()
+            .contains("no front-matter `summary`")
+    );
 }
 
 #[test]
 fn whole_body_fallback_when_no_named_section_exists() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "monthly/2026/08.md", b"# August\n\nNo named sections here. Just text.\n");
-    let v = json(&["history", "--content-root", dir.path().to_str().unwrap(), "--date", "2026-08-20"]);
+    write(
+        dir.path(),
+        "monthly/2026/08.md",
+        b"# August\n\nNo named sections here. Just text.\n",
+    );
+    let v = json(&[
+        "history",
+        "--content-root",
+        dir.path().to_str().unwrap(),
+        "--date",
+        "2026-08-20",
+    ]);
     let m = &v["sources"][2];
     assert_eq!(m["status"], "included");
     assert_eq!(m["sections"], serde_json::json!([]));
-    assert!(v["markdown"].as_str().unwrap().contains("No named sections here."));
+    assert!(
+        v["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("No named sections here.")
+    );
 }
 
 #[test]
 fn config_file_changes_sources_and_caps() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "notes/now.md", b"## Focus\nShip it. Then rest.\n## Other\nNo.\n");
+    write(
+        dir.path(),
+        "notes/now.md",
+        b"## Focus\nShip it. Then rest.\n## Other\nNo.\n",
+    );
     let cfg = dir.path().join("history.yaml");
     std::fs::write(
         &cfg,
@@ -132,8 +232,15 @@ fn estimate_tokenizer_and_tight_budgets_hold() {
     let root = fixture();
     for budget in ["0", "100", "1000", "4000"] {
         let v = json(&[
-            "history", "--content-root", root.to_str().unwrap(), "--date", "2026-08-20",
-            "--prompt-budget", budget, "--tokenizer", "estimate",
+            "history",
+            "--content-root",
+            root.to_str().unwrap(),
+            "--date",
+            "2026-08-20",
+            "--prompt-budget",
+            budget,
+            "--tokenizer",
+            "estimate",
         ]);
         let md = v["markdown"].as_str().unwrap();
         assert!(md.len().div_ceil(4) <= v["token_cap"].as_u64().unwrap() as usize);
@@ -147,52 +254,132 @@ fn bad_input_is_exit_2_naming_path_and_line() {
     let r = dir.path();
     let root = r.to_str().unwrap();
 
-    ctx().args(["history", "--content-root", "/no/such/root", "--date", "2026-08-20"])
-        .assert().code(2).stderr(predicate::str::contains("/no/such/root: content root does not exist"));
+    ctx()
+        .args([
+            "history",
+            "--content-root",
+            "/no/such/root",
+            "--date",
+            "2026-08-20",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "/no/such/root: content root does not exist",
+        ));
 
-    ctx().args(["history", "--content-root", root, "--tokenizer", "gpt9"])
-        .assert().code(2).stderr(predicate::str::contains("unknown tokenizer `gpt9`"));
+    ctx()
+        .args(["history", "--content-root", root, "--tokenizer", "gpt9"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown tokenizer `gpt9`"));
 
-    ctx().args(["history", "--content-root", root, "--date", "August"])
-        .assert().code(2).stderr(predicate::str::contains("--date: `August` is not a date"));
+    ctx()
+        .args(["history", "--content-root", root, "--date", "August"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--date: `August` is not a date"));
 
-    ctx().args(["history", "--content-root", root, "--share", "1.5"])
-        .assert().code(2).stderr(predicate::str::contains("--share"));
+    ctx()
+        .args(["history", "--content-root", root, "--share", "1.5"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--share"));
 
     let cfg = r.join("bad.toml");
     std::fs::write(&cfg, "max_words = 10\nmax_wordz = 3\n").unwrap();
-    ctx().args(["history", "--content-root", root, "--config", cfg.to_str().unwrap()])
-        .assert().code(2).stderr(predicate::str::contains("bad.toml:2:"));
+    ctx()
+        .args([
+            "history",
+            "--content-root",
+            root,
+            "--config",
+            cfg.to_str().unwrap(),
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.toml:2:"));
 
-    ctx().args(["history", "--content-root", root, "--config", "/no/such.toml"])
-        .assert().code(2).stderr(predicate::str::contains("/no/such.toml"));
+    ctx()
+        .args([
+            "history",
+            "--content-root",
+            root,
+            "--config",
+            "/no/such.toml",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("/no/such.toml"));
 
-    write(r, "rolling/last-month.md", b"---\ntitle: x\nsummary: [unclosed\n---\nbody\n");
+    write(
+        r,
+        "rolling/last-month.md",
+        b"---\ntitle: x\nsummary: [unclosed\n---\nbody\n",
+    );
     // Rolling does not parse front matter it does not need...
-    ctx().args(["history", "--content-root", root, "--date", "2026-08-20"]).assert().success();
+    ctx()
+        .args(["history", "--content-root", root, "--date", "2026-08-20"])
+        .assert()
+        .success();
     // ...but a weekly report's front matter is always read.
-    write(r, "weekly/2026-08-14.md", b"---\ntitle: x\nsummary: [unclosed\n---\nbody\n");
-    ctx().args(["history", "--content-root", root, "--date", "2026-08-20"])
-        .assert().code(2).stderr(predicate::str::contains("weekly/2026-08-14.md:").and(predicate::str::contains("malformed YAML front matter")));
+    write(
+        r,
+        "weekly/2026-08-14.md",
+        b"---\ntitle: x\nsummary: [unclosed\n---\nbody\n",
+    );
+    ctx()
+        .args(["history", "--content-root", root, "--date", "2026-08-20"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("weekly/2026-08-14.md:")
+                .and(predicate::str::contains("malformed YAML front matter")),
+        );
 
-    write(r, "weekly/2026-08-14.md", b"---\ntitle: x\n## never closed\n");
-    ctx().args(["history", "--content-root", root, "--date", "2026-08-20"])
-        .assert().code(2).stderr(predicate::str::contains("weekly/2026-08-14.md:1: front matter opened with `---` is never closed"));
+    write(
+        r,
+        "weekly/2026-08-14.md",
+        b"---\ntitle: x\n## never closed\n",
+    );
+    ctx()
+        .args(["history", "--content-root", root, "--date", "2026-08-20"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "weekly/2026-08-14.md:1: front matter opened with `---` is never closed",
+        ));
 
     write(r, "weekly/2026-08-14.md", b"## Blind Spots\nok\n\xff\xfe\n");
-    ctx().args(["history", "--content-root", root, "--date", "2026-08-20"])
-        .assert().code(2).stderr(predicate::str::contains("weekly/2026-08-14.md: not valid UTF-8").and(predicate::str::contains("line 3")));
+    ctx()
+        .args(["history", "--content-root", root, "--date", "2026-08-20"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("weekly/2026-08-14.md: not valid UTF-8")
+                .and(predicate::str::contains("line 3")),
+        );
 
-    write(r, "weekly/2026-08-14.md", b"+++\ndate = 2026-08-14\nsummary = \n+++\n");
-    ctx().args(["history", "--content-root", root, "--date", "2026-08-20"])
-        .assert().code(2).stderr(predicate::str::contains("weekly/2026-08-14.md:3: malformed TOML front matter"));
+    write(
+        r,
+        "weekly/2026-08-14.md",
+        b"+++\ndate = 2026-08-14\nsummary = \n+++\n",
+    );
+    ctx()
+        .args(["history", "--content-root", root, "--date", "2026-08-20"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "weekly/2026-08-14.md:3: malformed TOML front matter",
+        ));
 }
 
 #[test]
 fn undated_reports_warn_on_stderr() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "weekly/notes.md", b"## Blind Spots\nx\n");
-    ctx().args(["history", "--content-root"])
+    ctx()
+        .args(["history", "--content-root"])
         .arg(dir.path())
         .args(["--date", "2026-08-20"])
         .assert()

@@ -17,16 +17,57 @@ use ctx_history::{DigestRequest, HistoryConfig, assemble_digest, parse_date, tok
 use ctx_tokens::{MeteredCounter, TokenCounter, Tokenizer};
 
 const VOCAB: &[&str] = &[
-    "latency", "review", "release", "storage", "planner", "the", "team", "measured", "quotas", "growth",
-    "held", "slipped", "contributors", "benchmark", "regression", "upgrade", "users", "reported", "a",
-    "of", "and", "in", "with", "clusters", "fixed", "tests", "owner", "week", "month", "risk", "signal",
-    "noise", "data", "query", "index", "metadata", "compaction", "write", "path", "lock", "v1.2", "e.g.",
+    "latency",
+    "review",
+    "release",
+    "storage",
+    "planner",
+    "the",
+    "team",
+    "measured",
+    "quotas",
+    "growth",
+    "held",
+    "slipped",
+    "contributors",
+    "benchmark",
+    "regression",
+    "upgrade",
+    "users",
+    "reported",
+    "a",
+    "of",
+    "and",
+    "in",
+    "with",
+    "clusters",
+    "fixed",
+    "tests",
+    "owner",
+    "week",
+    "month",
+    "risk",
+    "signal",
+    "noise",
+    "data",
+    "query",
+    "index",
+    "metadata",
+    "compaction",
+    "write",
+    "path",
+    "lock",
+    "v1.2",
+    "e.g.",
 ];
 
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) as usize
     }
     fn sentence(&mut self) -> String {
@@ -49,8 +90,8 @@ impl Lcg {
             let s = self.sentence();
             count += s.split_whitespace().count();
             out.push_str(&s);
-            out.push(if self.next() % 5 == 0 { '\n' } else { ' ' });
-            if self.next() % 6 == 0 {
+            out.push(if matches!(self.next() % 5, 0) { '\n' } else { ' ' });
+            if matches!(self.next() % 6, 0) {
                 out.push('\n');
             }
         }
@@ -78,18 +119,33 @@ fn generate(dir: &Path, weeks: usize, rolling_words: usize, weekly_words: usize)
             "---\ntitle: \"Weekly {w}\"\ndate: {y:04}-{m:02}-{d:02}\nsummary: \"{}\"\ntags: [bench]\n---\n\n# Weekly\n\n",
             rng.sentence()
         );
-        for name in ["Headline", "Signal & Noise", "Raw Numbers", "Blind Spots", "Appendix", "The Week Ahead"] {
+        for name in [
+            "Headline",
+            "Signal & Noise",
+            "Raw Numbers",
+            "Blind Spots",
+            "Appendix",
+            "The Week Ahead",
+        ] {
             text.push_str(&format!("## {name}\n\n{}\n", rng.paragraphs(per)));
             if name == "Appendix" {
                 text.push_str("```json\n{\"##\": \"not a heading\"}\n```\n\n");
             }
         }
-        write(&dir.join(format!("weekly/{y:04}/{y:04}-{m:02}-{d:02}.md")), &text);
+        write(
+            &dir.join(format!("weekly/{y:04}/{y:04}-{m:02}-{d:02}.md")),
+            &text,
+        );
     }
     let years: std::collections::BTreeSet<u32> = months.iter().map(|(y, _)| *y).collect();
     for (y, m) in &months {
         let mut text = format!("---\ndate: {y:04}-{m:02}-28\n---\n\n");
-        for name in ["Month Overview", "Numbers", "Trends Observed", "Key Takeaways"] {
+        for name in [
+            "Month Overview",
+            "Numbers",
+            "Trends Observed",
+            "Key Takeaways",
+        ] {
             text.push_str(&format!("## {name}\n\n{}\n", rng.paragraphs(400)));
         }
         write(&dir.join(format!("monthly/{y:04}/{m:02}.md")), &text);
@@ -104,7 +160,10 @@ fn generate(dir: &Path, weeks: usize, rolling_words: usize, weekly_words: usize)
     let mut rolling = String::from("---\ntitle: rolling\n---\n\n");
     let sections = (rolling_words / 2000).max(1);
     for i in 0..sections {
-        rolling.push_str(&format!("## Part {i}\n\n{}\n", rng.paragraphs(rolling_words / sections)));
+        rolling.push_str(&format!(
+            "## Part {i}\n\n{}\n",
+            rng.paragraphs(rolling_words / sections)
+        ));
     }
     write(&dir.join("rolling/last-month.md"), &rolling);
 }
@@ -152,7 +211,12 @@ fn meter(dir: &Path, date: &str, tokenizer: &str, budgets: &[usize]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["generate", dir, weeks, rolling, weekly] => generate(
             Path::new(dir),
             weeks.parse().expect("weeks"),
@@ -164,7 +228,9 @@ fn main() {
             meter(Path::new(dir), date, tokenizer, &budgets);
         }
         _ => {
-            eprintln!("usage: history_bench generate DIR WEEKS ROLLING_WORDS WEEKLY_WORDS | meter DIR DATE TOKENIZER BUDGET...");
+            eprintln!(
+                "usage: history_bench generate DIR WEEKS ROLLING_WORDS WEEKLY_WORDS | meter DIR DATE TOKENIZER BUDGET..."
+            );
             std::process::exit(2);
         }
     }

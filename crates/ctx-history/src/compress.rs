@@ -40,11 +40,11 @@ pub const ELISION: &str = "…";
 /// Abbreviations after which a dot does not end a sentence (lower case,
 /// without the final dot).
 const ABBREVIATIONS: &[&str] = &[
-    "e.g", "i.e", "etc", "vs", "cf", "al", "dr", "mr", "mrs", "ms", "prof", "st", "jr", "sr", "inc",
-    "ltd", "co", "corp", "no", "nos", "fig", "figs", "approx", "est", "dept", "jan", "feb", "mar",
-    "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "wed", "thu",
-    "fri", "sat", "sun", "vol", "pp", "p", "ca", "op", "ed", "eds", "rev", "gen", "gov", "sen",
-    "rep", "mt", "ft", "u.s", "u.k", "a.m", "p.m",
+    "e.g", "i.e", "etc", "vs", "cf", "al", "dr", "mr", "mrs", "ms", "prof", "st", "jr", "sr",
+    "inc", "ltd", "co", "corp", "no", "nos", "fig", "figs", "approx", "est", "dept", "jan", "feb",
+    "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "wed",
+    "thu", "fri", "sat", "sun", "vol", "pp", "p", "ca", "op", "ed", "eds", "rev", "gen", "gov",
+    "sen", "rep", "mt", "ft", "u.s", "u.k", "a.m", "p.m",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +132,9 @@ fn starts_block(line: &str) -> bool {
 
 /// Cut points (byte offsets) inside a prose span of `text`.
 fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
-    let Some(s) = text.get(span.clone()) else { return };
+    let Some(s) = text.get(span.clone()) else {
+        return;
+    };
     let base = span.start;
     let bytes = s.as_bytes();
     let mut in_code = false;
@@ -142,7 +144,10 @@ fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
     while let Some((i, c)) = iter.next() {
         match c {
             '\n' => {
-                let next_line = s.get(i + 1..).and_then(|r| r.split('\n').next()).unwrap_or("");
+                let next_line = s
+                    .get(i + 1..)
+                    .and_then(|r| r.split('\n').next())
+                    .unwrap_or("");
                 if starts_block(next_line) {
                     // End the unit at the line break, after trimming blanks.
                     let end = s.get(..i).map_or(i, |p| p.trim_end().len());
@@ -161,7 +166,19 @@ fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
                 // Swallow further terminators and closers.
                 let mut end = i + c.len_utf8();
                 while let Some(&(j, d)) = iter.peek() {
-                    if matches!(d, '.' | '!' | '?' | ')' | '"' | '\'' | '\u{201d}' | '\u{2019}' | '*' | '_' | ']') {
+                    if matches!(
+                        d,
+                        '.' | '!'
+                            | '?'
+                            | ')'
+                            | '"'
+                            | '\''
+                            | '\u{201d}'
+                            | '\u{2019}'
+                            | '*'
+                            | '_'
+                            | ']'
+                    ) {
                         end = j + d.len_utf8();
                         iter.next();
                     } else {
@@ -169,7 +186,9 @@ fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
                     }
                 }
                 let after = s.get(end..).unwrap_or("");
-                let Some(first_after) = after.chars().next() else { continue };
+                let Some(first_after) = after.chars().next() else {
+                    continue;
+                };
                 if !first_after.is_whitespace() {
                     continue;
                 }
@@ -204,9 +223,8 @@ fn is_abbreviation(line_before: &str, _bytes: &[u8], _dot: usize) -> bool {
     }
     let mut chars = word.chars();
     if let (Some(c), None) = (chars.next(), chars.next()) {
-        if c.is_alphabetic() && c.is_uppercase() {
-            return true; // an initial: "J. Smith"
-        }
+        // An initial: "J. Smith".
+        return c.is_alphabetic() && c.is_uppercase();
     }
     if word.contains('.') && word.chars().any(char::is_alphabetic) && !word.contains("..") {
         return true; // "U.S", "e.g" written oddly
@@ -224,7 +242,11 @@ impl Compressible {
             let normalized = part.replace("\r\n", "\n");
             let body = normalized.trim_end();
             // Sections after the first start on a fresh paragraph.
-            let text = if section == 0 { body.to_string() } else { format!("\n\n{body}") };
+            let text = if section == 0 {
+                body.to_string()
+            } else {
+                format!("\n\n{body}")
+            };
             let (blocks, heads) = blocks_and_headings(&text);
             let mut cuts = vec![0, text.len()];
             let mut pos = 0;
@@ -258,7 +280,9 @@ impl Compressible {
             let mut pending = String::new();
             for w in cuts.windows(2) {
                 let (a, b) = (w[0], w[1]);
-                let Some(piece) = text.get(a..b) else { continue };
+                let Some(piece) = text.get(a..b) else {
+                    continue;
+                };
                 pending.push_str(piece);
                 if pending.trim().is_empty() {
                     continue;
@@ -274,7 +298,11 @@ impl Compressible {
                 let is_block = blocks.iter().any(|r| r.start < b && a < r.end);
                 section_units.push(Unit {
                     words: count_words(&pending),
-                    kind: if is_block { Kind::Block } else { Kind::Sentence },
+                    kind: if is_block {
+                        Kind::Block
+                    } else {
+                        Kind::Sentence
+                    },
                     text: std::mem::take(&mut pending),
                 });
             }
@@ -321,10 +349,8 @@ impl Compressible {
         let secs = sections(body, level);
         let mut parts: Vec<&str> = Vec::new();
         let first = secs.first().map_or(body.len(), |s| s.range.start);
-        if let Some(pre) = body.get(..first) {
-            if !pre.trim().is_empty() {
-                parts.push(pre);
-            }
+        if let Some(pre) = body.get(..first).filter(|p| !p.trim().is_empty()) {
+            parts.push(pre);
         }
         let mut pos = first;
         for s in &secs {
@@ -333,10 +359,8 @@ impl Compressible {
             parts.push(body.get(pos..s.range.end).unwrap_or(""));
             pos = s.range.end;
         }
-        if let Some(rest) = body.get(pos..) {
-            if !rest.trim().is_empty() {
-                parts.push(rest);
-            }
+        if let Some(rest) = body.get(pos..).filter(|r| !r.trim().is_empty()) {
+            parts.push(rest);
         }
         Compressible::new(&parts)
     }
@@ -423,7 +447,11 @@ impl Compressible {
         let (mut lo, mut hi) = (0usize, self.len());
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
-            if self.words(mid) <= target { lo = mid } else { hi = mid - 1 }
+            if self.words(mid) <= target {
+                lo = mid
+            } else {
+                hi = mid - 1
+            }
         }
         lo.max(usize::from(!self.is_empty()))
     }
@@ -496,7 +524,8 @@ mod tests {
 
     #[test]
     fn sentences_and_abbreviations() {
-        let t = "Rates rose, e.g. in the U.S. market. Dr. Ames spoke on v1.2 today! Next came more.";
+        let t =
+            "Rates rose, e.g. in the U.S. market. Dr. Ames spoke on v1.2 today! Next came more.";
         let x = c(t);
         assert_eq!(x.len(), 3, "{:?}", x.units);
         assert_eq!(x.render(1), "Rates rose, e.g. in the U.S. market. …");

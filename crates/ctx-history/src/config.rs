@@ -207,7 +207,9 @@ impl HistoryConfig {
             }
         } else {
             toml::from_str(text).map_err(|e| {
-                let line = e.span().map(|s| crate::error::line_of(text.as_bytes(), s.start));
+                let line = e
+                    .span()
+                    .map(|s| crate::error::line_of(text.as_bytes(), s.start));
                 fail(line, e.message().trim().to_string())
             })?
         };
@@ -229,10 +231,16 @@ impl HistoryConfig {
     /// the field.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.share.is_finite() && (0.0..=1.0).contains(&self.share)) {
-            return Err(format!("share: must be between 0 and 1, got {}", self.share));
+            return Err(format!(
+                "share: must be between 0 and 1, got {}",
+                self.share
+            ));
         }
         if !(1..=6).contains(&self.heading_level) {
-            return Err(format!("heading_level: must be 1 to 6, got {}", self.heading_level));
+            return Err(format!(
+                "heading_level: must be 1 to 6, got {}",
+                self.heading_level
+            ));
         }
         if self.tokenizer.parse::<ctx_tokens::Tokenizer>().is_err() {
             return Err(format!("tokenizer: unknown tokenizer `{}`", self.tokenizer));
@@ -252,10 +260,14 @@ impl HistoryConfig {
                 return Err(format!("{at}.path: {m}"));
             }
             if s.select == Select::Before && crate::locate::has_placeholders(&s.path) {
-                return Err(format!("{at}.path: a `before` source names a directory, without placeholders"));
+                return Err(format!(
+                    "{at}.path: a `before` source names a directory, without placeholders"
+                ));
             }
             if s.select == Select::Period && !crate::locate::has_placeholders(&s.path) {
-                return Err(format!("{at}.path: a `period` source needs {{YYYY}}, {{MM}} or {{DD}}"));
+                return Err(format!(
+                    "{at}.path: a `period` source needs {{YYYY}}, {{MM}} or {{DD}}"
+                ));
             }
             if s.sections.iter().any(|alt| alt.is_empty()) {
                 return Err(format!("{at}.sections: an alternative lists no section"));
@@ -289,7 +301,11 @@ impl HistoryConfig {
 /// assert_eq!(ctx_history::token_cap(1000, 0.07), 70);
 /// ```
 pub fn token_cap(prompt_budget: usize, share: f64) -> usize {
-    let share = if share.is_finite() { share.clamp(0.0, 1.0) } else { 0.0 };
+    let share = if share.is_finite() {
+        share.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let product = prompt_budget as f64 * share;
     let rounded = (product * 1e9).round() / 1e9;
     (rounded.floor() as usize).min(prompt_budget)
@@ -314,7 +330,10 @@ mod tests {
     #[test]
     fn errors_name_file_line_and_field() {
         let e = HistoryConfig::parse("share = 2.0\n", Path::new("c.toml")).unwrap_err();
-        assert_eq!(e.to_string(), "c.toml: share: must be between 0 and 1, got 2");
+        assert_eq!(
+            e.to_string(),
+            "c.toml: share: must be between 0 and 1, got 2"
+        );
         let e = HistoryConfig::parse("a: 1\nmax_wordz: 2\n", Path::new("c.yml")).unwrap_err();
         assert!(e.to_string().starts_with("c.yml:"), "{e}");
         let e = HistoryConfig::parse("tokenizer = \"gpt9\"\n", Path::new("c.toml")).unwrap_err();
@@ -325,7 +344,11 @@ mod tests {
     fn priority_orders_sources() {
         let mut c = HistoryConfig::default();
         c.sources[0].priority = Some(9);
-        let keys: Vec<_> = c.sources_by_priority().iter().map(|s| s.key.clone()).collect();
+        let keys: Vec<_> = c
+            .sources_by_priority()
+            .iter()
+            .map(|s| s.key.clone())
+            .collect();
         assert_eq!(keys, ["previous_week", "monthly", "yearly", "rolling"]);
     }
 }

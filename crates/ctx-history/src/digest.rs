@@ -254,11 +254,15 @@ pub fn assemble_digest(
     let tokens_exact = fitted.exact.is_some() || request.exact_counts;
     let tokens = match fitted.exact {
         Some(t) => t,
-        None if request.exact_counts && !fitted.markdown.is_empty() => counter.count(&fitted.markdown),
+        None if request.exact_counts && !fitted.markdown.is_empty() => {
+            counter.count(&fitted.markdown)
+        }
         None => counter.upper_bound(&fitted.markdown),
     };
     for p in &prepared {
-        let Some(report) = reports.get_mut(p.index) else { continue };
+        let Some(report) = reports.get_mut(p.index) else {
+            continue;
+        };
         match p.k {
             None => {
                 report.status = SourceStatus::Dropped;
@@ -314,7 +318,11 @@ fn extract(
         // Parse the front matter only when a field is wanted.
         let meta = doc.metadata(path)?;
         match meta.text(field) {
-            Some(v) => parts.push(source.summary_line.replace("{summary}", &v.replace('\n', " "))),
+            Some(v) => parts.push(
+                source
+                    .summary_line
+                    .replace("{summary}", &v.replace('\n', " ")),
+            ),
             None => note = Some(format!("no front-matter `{field}`")),
         }
     }
@@ -435,7 +443,9 @@ impl Judge<'_> {
                     h
                 }
             };
-            n += h + p.body.approx_tokens(k, &p.extra, counter, &mut p.cache, &marks);
+            n += h + p
+                .body
+                .approx_tokens(k, &p.extra, counter, &mut p.cache, &marks);
         }
         n + 1 // the final line break
     }
@@ -471,10 +481,16 @@ fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCo
         }
         let markdown = render_all(prepared);
         if markdown.is_empty() {
-            return Fitted { markdown, exact: None };
+            return Fitted {
+                markdown,
+                exact: None,
+            };
         }
         if counter.upper_bound(&markdown) <= request.token_cap {
-            return Fitted { markdown, exact: None };
+            return Fitted {
+                markdown,
+                exact: None,
+            };
         }
         let exact = counter.count(&markdown);
         if exact <= request.token_cap {
@@ -484,7 +500,9 @@ fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCo
             };
         }
         // The additive estimate undershot: lower its limit by the excess.
-        judge.effective = judge.effective.saturating_sub((exact - request.token_cap).max(1));
+        judge.effective = judge
+            .effective
+            .saturating_sub((exact - request.token_cap).max(1));
     }
 }
 
@@ -495,7 +513,9 @@ fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) -> Option<usize> {
         if judge.fits(prepared) {
             return None;
         }
-        let Some(current) = prepared.get(j).and_then(|p| p.k) else { continue };
+        let Some(current) = prepared.get(j).and_then(|p| p.k) else {
+            continue;
+        };
         let is_top = prepared.iter().take(j).all(|p| p.k.is_none());
         let lowest = {
             let Some(p) = prepared.get(j) else { continue };
@@ -508,7 +528,11 @@ fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) -> Option<usize> {
                 let (mut lo, mut hi) = (1usize, current);
                 while lo < hi {
                     let mid = (lo + hi) / 2;
-                    if p.body.words(mid) >= need { hi = mid } else { lo = mid + 1 }
+                    if p.body.words(mid) >= need {
+                        hi = mid
+                    } else {
+                        lo = mid + 1
+                    }
                 }
                 lo
             }
@@ -529,7 +553,11 @@ fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) -> Option<usize> {
         while lo < hi {
             let mid = (lo + hi).div_ceil(2);
             set(prepared, Some(mid));
-            if judge.fits(prepared) { lo = mid } else { hi = mid - 1 }
+            if judge.fits(prepared) {
+                lo = mid
+            } else {
+                hi = mid - 1
+            }
         }
         set(prepared, Some(lo));
         return Some(j);
@@ -559,17 +587,14 @@ fn fill(prepared: &mut [Prepared], judge: &mut Judge<'_>, j: usize) {
         if p.body.unit_words(unit) > word_room {
             continue;
         }
-        if let Some(Some(t)) = p.cache.get(unit) {
-            if *t > judge.effective {
-                continue;
-            }
+        if matches!(p.cache.get(unit), Some(Some(t)) if *t > judge.effective) {
+            continue;
         }
         p.extra.push(unit);
         tries += 1;
-        if !judge.fits(prepared) {
-            if let Some(p) = prepared.get_mut(j) {
-                p.extra.pop();
-            }
+        let fits = judge.fits(prepared);
+        if let Some(p) = prepared.get_mut(j).filter(|_| !fits) {
+            p.extra.pop();
         }
     }
 }

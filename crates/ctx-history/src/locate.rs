@@ -76,7 +76,12 @@ pub fn parse_date(text: &str) -> Result<NaiveDate, HistoryError> {
     if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(t) {
         return Ok(dt.naive_local().date());
     }
-    for f in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M"] {
+    for f in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%d %H:%M",
+    ] {
         if let Ok(dt) = NaiveDateTime::parse_from_str(t, f) {
             return Ok(dt.date());
         }
@@ -96,9 +101,11 @@ pub fn today_utc() -> NaiveDate {
 /// cannot be a month).
 fn leading_date(text: &str) -> Option<NaiveDate> {
     let head = text.trim().get(..10)?;
-    ["%Y-%m-%d", "%Y/%m/%d", "%m-%d-%Y", "%m/%d/%Y", "%d-%m-%Y", "%d/%m/%Y"]
-        .iter()
-        .find_map(|f| NaiveDate::parse_from_str(head, f).ok())
+    [
+        "%Y-%m-%d", "%Y/%m/%d", "%m-%d-%Y", "%m/%d/%Y", "%d-%m-%Y", "%d/%m/%Y",
+    ]
+    .iter()
+    .find_map(|f| NaiveDate::parse_from_str(head, f).ok())
 }
 
 /// `YYYY-MM-DD` anywhere in a file name.
@@ -128,7 +135,11 @@ fn iso_week_in_name(stem: &str, parent: Option<&str>) -> Option<NaiveDate> {
         if !matches!(b.get(i), Some(b'W' | b'w')) {
             continue;
         }
-        let digits: String = stem.get(i + 1..)?.chars().take_while(char::is_ascii_digit).collect();
+        let digits: String = stem
+            .get(i + 1..)?
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
         if digits.is_empty() || digits.len() > 2 {
             continue;
         }
@@ -166,7 +177,9 @@ pub fn report_date(path: &Path) -> Result<Option<NaiveDate>, HistoryError> {
     };
     let mut head = Vec::with_capacity(HEAD_BYTES);
     let file = std::fs::File::open(path).map_err(io)?;
-    file.take(HEAD_BYTES as u64 + 1).read_to_end(&mut head).map_err(io)?;
+    file.take(HEAD_BYTES as u64 + 1)
+        .read_to_end(&mut head)
+        .map_err(io)?;
     let truncated = head.len() > HEAD_BYTES;
     let from_head = if truncated {
         head.truncate(HEAD_BYTES);
@@ -181,9 +194,12 @@ pub fn report_date(path: &Path) -> Result<Option<NaiveDate>, HistoryError> {
         match split_front_matter(text, path) {
             Ok(doc) => match &doc.front_matter {
                 // Closed inside the head (and not merely ended by the cut).
-                Some(fm) if fm.block_range.end < text.len() && !text.is_empty() => {
-                    Some(doc.metadata(path)?.text("date").as_deref().and_then(leading_date))
-                }
+                Some(fm) if fm.block_range.end < text.len() && !text.is_empty() => Some(
+                    doc.metadata(path)?
+                        .text("date")
+                        .as_deref()
+                        .and_then(leading_date),
+                ),
                 Some(_) => None,
                 None if text.is_empty() => None,
                 None => Some(None),
@@ -199,7 +215,10 @@ pub fn report_date(path: &Path) -> Result<Option<NaiveDate>, HistoryError> {
             let text = read_markdown(path)?;
             let doc = split_front_matter(&text, path)?;
             if doc.front_matter.is_some() {
-                doc.metadata(path)?.text("date").as_deref().and_then(leading_date)
+                doc.metadata(path)?
+                    .text("date")
+                    .as_deref()
+                    .and_then(leading_date)
             } else {
                 None
             }
@@ -226,9 +245,11 @@ pub enum Located {
 }
 
 fn is_markdown(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| ["md", "markdown", "mdx"].iter().any(|m| e.eq_ignore_ascii_case(m)))
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        ["md", "markdown", "mdx"]
+            .iter()
+            .any(|m| e.eq_ignore_ascii_case(m))
+    })
 }
 
 fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, HistoryError> {
@@ -254,13 +275,21 @@ fn match_component(template: &str, name: &str, caps: &mut [Option<u32>; 3]) -> b
     let mut t = template;
     let mut n = name;
     while !t.is_empty() {
-        if let Some((idx, p)) = PLACEHOLDERS.iter().enumerate().find(|(_, p)| t.starts_with(**p)) {
+        if let Some((idx, p)) = PLACEHOLDERS
+            .iter()
+            .enumerate()
+            .find(|(_, p)| t.starts_with(**p))
+        {
             let width = if idx == 0 { 4 } else { 2 };
-            let Some(digits) = n.get(..width) else { return false };
+            let Some(digits) = n.get(..width) else {
+                return false;
+            };
             if !digits.bytes().all(|b| b.is_ascii_digit()) {
                 return false;
             }
-            let Ok(v) = digits.parse::<u32>() else { return false };
+            let Ok(v) = digits.parse::<u32>() else {
+                return false;
+            };
             if caps[idx].is_some_and(|old| old != v) {
                 return false;
             }
@@ -304,7 +333,9 @@ fn period_candidates(
         return Ok(());
     }
     for p in read_dir_sorted(dir)? {
-        let Some(name) = p.file_name().and_then(|n| n.to_str()) else { continue };
+        let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
         let mut c = caps;
         if !match_component(first, name, &mut c) {
             continue;
@@ -349,7 +380,11 @@ pub fn locate(
     match select {
         Select::Fixed | Select::Auto => {
             let p = root.join(rel);
-            Ok(if p.is_file() { Located::Found(p) } else { Located::Missing(p) })
+            Ok(if p.is_file() {
+                Located::Found(p)
+            } else {
+                Located::Missing(p)
+            })
         }
         Select::Period => {
             let parts: Vec<&str> = rel.split('/').filter(|s| !s.is_empty()).collect();
@@ -431,7 +466,11 @@ mod tests {
     #[test]
     fn templates_are_checked() {
         assert!(check_template("{root}/monthly/{YYYY}/{MM}.md").is_ok());
-        assert!(check_template("monthly/{YY}.md").unwrap_err().contains("{YY}"));
+        assert!(
+            check_template("monthly/{YY}.md")
+                .unwrap_err()
+                .contains("{YY}")
+        );
         let mut caps = [None; 3];
         assert!(match_component("{YYYY}-{MM}.md", "2026-08.md", &mut caps));
         assert_eq!(caps, [Some(2026), Some(8), None]);
@@ -444,11 +483,22 @@ mod tests {
         let d = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok();
         // Long body: the head is enough.
         let long = dir.path().join("2020-01-01-a.md");
-        std::fs::write(&long, format!("---\ndate: 2026-08-14\n---\n{}", "é word. ".repeat(3000))).unwrap();
+        std::fs::write(
+            &long,
+            format!("---\ndate: 2026-08-14\n---\n{}", "é word. ".repeat(3000)),
+        )
+        .unwrap();
         assert_eq!(report_date(&long).unwrap(), d("2026-08-14"));
         // Front matter longer than the head: the whole file is read.
         let big = dir.path().join("2020-01-02-b.md");
-        std::fs::write(&big, format!("---\nnotes: \"{}\"\ndate: 2026-08-13\n---\nbody\n", "x".repeat(20_000))).unwrap();
+        std::fs::write(
+            &big,
+            format!(
+                "---\nnotes: \"{}\"\ndate: 2026-08-13\n---\nbody\n",
+                "x".repeat(20_000)
+            ),
+        )
+        .unwrap();
         assert_eq!(report_date(&big).unwrap(), d("2026-08-13"));
         // No front matter: the name decides.
         let plain = dir.path().join("2026-08-12-c.md");
@@ -457,14 +507,25 @@ mod tests {
         // Unclosed front matter in a long file is still an error.
         let bad = dir.path().join("2026-08-11-d.md");
         std::fs::write(&bad, format!("---\ntitle: x\n{}", "line\n".repeat(5000))).unwrap();
-        assert!(report_date(&bad).unwrap_err().to_string().contains("never closed"));
+        assert!(
+            report_date(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("never closed")
+        );
     }
 
     #[test]
     fn dates_parse() {
         assert_eq!(parse_date("2026-08-20").unwrap().to_string(), "2026-08-20");
-        assert_eq!(parse_date("2026-08-20T10:00:00Z").unwrap().to_string(), "2026-08-20");
-        assert_eq!(parse_date("2026-08-20T10:00").unwrap().to_string(), "2026-08-20");
+        assert_eq!(
+            parse_date("2026-08-20T10:00:00Z").unwrap().to_string(),
+            "2026-08-20"
+        );
+        assert_eq!(
+            parse_date("2026-08-20T10:00").unwrap().to_string(),
+            "2026-08-20"
+        );
         let d = |s: &str| leading_date(s).map(|d| d.to_string());
         assert_eq!(d("07-25-2023").as_deref(), Some("2023-07-25"));
         assert_eq!(d("25/07/2023").as_deref(), Some("2023-07-25"));

@@ -219,7 +219,11 @@ pub fn split_front_matter<'a>(source: &'a str, path: &Path) -> Result<Document<'
     Err(HistoryError::UnclosedFrontMatter {
         path: path.to_path_buf(),
         line: 1,
-        delimiter: if format == FrontMatterFormat::Yaml { "---" } else { "+++" },
+        delimiter: if format == FrontMatterFormat::Yaml {
+            "---"
+        } else {
+            "+++"
+        },
     })
 }
 
@@ -315,10 +319,12 @@ fn toml_to_json(v: toml::Value) -> serde_json::Value {
             .unwrap_or(serde_json::Value::Null),
         toml::Value::Boolean(b) => serde_json::Value::Bool(b),
         toml::Value::Datetime(d) => serde_json::Value::String(d.to_string()),
-        toml::Value::Array(a) => serde_json::Value::Array(a.into_iter().map(toml_to_json).collect()),
-        toml::Value::Table(t) => serde_json::Value::Object(
-            t.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect(),
-        ),
+        toml::Value::Array(a) => {
+            serde_json::Value::Array(a.into_iter().map(toml_to_json).collect())
+        }
+        toml::Value::Table(t) => {
+            serde_json::Value::Object(t.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect())
+        }
     }
 }
 
@@ -358,7 +364,10 @@ impl<'a> Document<'a> {
                     serde_json::Value::Object(map) => map.into_iter().collect(),
                     serde_json::Value::Null => BTreeMap::new(),
                     _ => {
-                        return Err(fail(fm.first_line, "front matter must be a mapping of fields".into()));
+                        return Err(fail(
+                            fm.first_line,
+                            "front matter must be a mapping of fields".into(),
+                        ));
                     }
                 }
             }
@@ -370,13 +379,21 @@ impl<'a> Document<'a> {
                         .unwrap_or(fm.first_line);
                     fail(line, e.message().trim().to_string())
                 })?;
-                table.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect()
+                table
+                    .into_iter()
+                    .map(|(k, v)| (k, toml_to_json(v)))
+                    .collect()
             }
             FrontMatterFormat::Pelican => fm
                 .raw
                 .lines()
                 .filter_map(pelican_pair)
-                .map(|(k, v)| (k.to_ascii_lowercase(), serde_json::Value::String(v.to_string())))
+                .map(|(k, v)| {
+                    (
+                        k.to_ascii_lowercase(),
+                        serde_json::Value::String(v.to_string()),
+                    )
+                })
                 .collect(),
         };
         Ok(Metadata { fields })
@@ -565,7 +582,11 @@ pub fn sections(text: &str, level: u8) -> Vec<Section<'_>> {
 pub fn normalize_name(name: &str) -> String {
     let mut s = name.trim();
     loop {
-        let t = s.trim_end_matches('#').trim_end().trim_end_matches(':').trim_end();
+        let t = s
+            .trim_end_matches('#')
+            .trim_end()
+            .trim_end_matches(':')
+            .trim_end();
         if t.len() == s.len() {
             break;
         }
@@ -606,14 +627,17 @@ pub fn find_section<'s, 'a>(sections: &'s [Section<'a>], name: &str) -> Option<&
 /// let titles: Vec<_> = got.iter().map(|s| s.title.as_str()).collect();
 /// assert_eq!(titles, ["Signal & Noise", "Blind Spots"]);
 /// ```
-pub fn extract_sections<'a, S: AsRef<str>>(text: &'a str, level: u8, names: &[S]) -> Vec<Section<'a>> {
+pub fn extract_sections<'a, S: AsRef<str>>(
+    text: &'a str,
+    level: u8,
+    names: &[S],
+) -> Vec<Section<'a>> {
     let all = sections(text, level);
     let mut out: Vec<Section<'a>> = Vec::new();
     for name in names {
-        if let Some(s) = find_section(&all, name.as_ref()) {
-            if !out.iter().any(|o| o.range == s.range) {
-                out.push(s.clone());
-            }
+        let found = find_section(&all, name.as_ref());
+        if let Some(s) = found.filter(|s| !out.iter().any(|o| o.range == s.range)) {
+            out.push(s.clone());
         }
     }
     out
@@ -639,7 +663,10 @@ mod tests {
     #[test]
     fn unclosed_is_an_error_naming_the_file() {
         let e = split_front_matter("---\ntitle: x\n## body\n", p()).unwrap_err();
-        assert_eq!(e.to_string(), "t.md:1: front matter opened with `---` is never closed");
+        assert_eq!(
+            e.to_string(),
+            "t.md:1: front matter opened with `---` is never closed"
+        );
         let e = split_front_matter("+++\n", p()).unwrap_err();
         assert!(e.to_string().contains("`+++`"));
     }
@@ -652,19 +679,32 @@ mod tests {
         assert_eq!(m.text("date").as_deref(), Some("2026-08-14"));
         assert_eq!(m.text("Summary").as_deref(), Some("x"));
         let bad = "+++\nok = 1\nbroken = \n+++\n";
-        let e = split_front_matter(bad, p()).unwrap().metadata(p()).unwrap_err();
-        assert!(e.to_string().starts_with("t.md:3: malformed TOML front matter"), "{e}");
+        let e = split_front_matter(bad, p())
+            .unwrap()
+            .metadata(p())
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("t.md:3: malformed TOML front matter"),
+            "{e}"
+        );
     }
 
     #[test]
     fn yaml_errors_are_located_in_the_file() {
         let bad = "---\ntitle: a\nsummary: [unclosed\n---\nbody\n";
-        let e = split_front_matter(bad, p()).unwrap().metadata(p()).unwrap_err();
+        let e = split_front_matter(bad, p())
+            .unwrap()
+            .metadata(p())
+            .unwrap_err();
         let msg = e.to_string();
         assert!(msg.starts_with("t.md:"), "{msg}");
         assert!(msg.contains("malformed YAML front matter"), "{msg}");
         let dup = "---\na: 1\na: 2\n---\n";
-        let e = split_front_matter(dup, p()).unwrap().metadata(p()).unwrap_err();
+        let e = split_front_matter(dup, p())
+            .unwrap()
+            .metadata(p())
+            .unwrap_err();
         assert!(e.to_string().starts_with("t.md:3:"), "{e}");
     }
 
@@ -682,9 +722,15 @@ mod tests {
     fn pelican_metadata() {
         let src = "Title: Issue 5\nNumber: 5\nDate: 2025-01-01\n\nHello\n## A\n";
         let d = split_front_matter(src, p()).unwrap();
-        assert_eq!(d.front_matter.as_ref().unwrap().format, FrontMatterFormat::Pelican);
+        assert_eq!(
+            d.front_matter.as_ref().unwrap().format,
+            FrontMatterFormat::Pelican
+        );
         assert_eq!(d.body(), "Hello\n## A\n");
-        assert_eq!(d.metadata(p()).unwrap().text("date").as_deref(), Some("2025-01-01"));
+        assert_eq!(
+            d.metadata(p()).unwrap().text("date").as_deref(),
+            Some("2025-01-01")
+        );
         // An ordinary first paragraph is not metadata.
         let d = split_front_matter("Note: a draft\n\ntext\n", p()).unwrap();
         assert!(d.front_matter.is_none());
@@ -706,7 +752,10 @@ mod tests {
     fn nested_and_code_headings_are_not_boundaries() {
         let md = "## A\n> ## Quoted\n- item\n\n  ## in item\n\n    ## indented code\n<!--\n## comment\n-->\n## B\n";
         let s = sections(md, 2);
-        assert_eq!(s.iter().map(|s| s.title.as_str()).collect::<Vec<_>>(), ["A", "B"]);
+        assert_eq!(
+            s.iter().map(|s| s.title.as_str()).collect::<Vec<_>>(),
+            ["A", "B"]
+        );
     }
 
     #[test]
@@ -719,6 +768,9 @@ mod tests {
     #[test]
     fn invalid_utf8_names_the_file() {
         let e = decode_utf8(b"ok\n\xff", p()).unwrap_err();
-        assert_eq!(e.to_string(), "t.md: not valid UTF-8 (first bad byte at offset 3, line 2)");
+        assert_eq!(
+            e.to_string(),
+            "t.md: not valid UTF-8 (first bad byte at offset 3, line 2)"
+        );
     }
 }

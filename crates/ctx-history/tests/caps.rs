@@ -8,12 +8,33 @@ use ctx_tokens::{MeteredCounter, TokenCounter, Tokenizer};
 use proptest::prelude::*;
 
 const WORDS: &[&str] = &[
-    "rates", "held", "the", "team", "shipped", "v1.2", "e.g.", "Dr.", "growth", "slowed", "🦀", "日本語",
-    "naïve", "U.S.", "review", "<|endoftext|>", "`code`", "[link](https://x.io/a.b)", "**bold**", "—",
+    "rates",
+    "held",
+    "the",
+    "team",
+    "shipped",
+    "v1.2",
+    "e.g.",
+    "Dr.",
+    "growth",
+    "slowed",
+    "🦀",
+    "日本語",
+    "naïve",
+    "U.S.",
+    "review",
+    "<|endoftext|>",
+    "`code`",
+    "[link](https://x.io/a.b)",
+    "**bold**",
+    "—",
 ];
 
 fn sentence() -> impl Strategy<Value = String> {
-    (prop::collection::vec(prop::sample::select(WORDS), 1..14), prop::sample::select(&[".", "!", "?", ""][..]))
+    (
+        prop::collection::vec(prop::sample::select(WORDS), 1..14),
+        prop::sample::select(&[".", "!", "?", ""][..]),
+    )
         .prop_map(|(w, end)| {
             let mut s = w.join(" ");
             if let Some(c) = s.get_mut(0..1) {
@@ -35,24 +56,46 @@ fn block() -> impl Strategy<Value = String> {
 }
 
 fn section(names: &'static [&'static str]) -> impl Strategy<Value = String> {
-    (prop::sample::select(names), prop::collection::vec(block(), 0..5))
+    (
+        prop::sample::select(names),
+        prop::collection::vec(block(), 0..5),
+    )
         .prop_map(|(name, blocks)| format!("## {name}\n\n{}\n", blocks.join("\n\n")))
 }
 
 fn doc(names: &'static [&'static str], front: bool) -> impl Strategy<Value = String> {
-    (prop::collection::vec(section(names), 0..5), sentence(), any::<bool>()).prop_map(move |(secs, summary, crlf)| {
-        let mut s = String::new();
-        if front {
-            s.push_str(&format!("---\ndate: 2026-08-14\nsummary: \"{}\"\n---\n", summary.replace('"', "'")));
-        }
-        s.push_str(&secs.join("\n"));
-        if crlf { s.replace('\n', "\r\n") } else { s }
-    })
+    (
+        prop::collection::vec(section(names), 0..5),
+        sentence(),
+        any::<bool>(),
+    )
+        .prop_map(move |(secs, summary, crlf)| {
+            let mut s = String::new();
+            if front {
+                s.push_str(&format!(
+                    "---\ndate: 2026-08-14\nsummary: \"{}\"\n---\n",
+                    summary.replace('"', "'")
+                ));
+            }
+            s.push_str(&secs.join("\n"));
+            if crlf { s.replace('\n', "\r\n") } else { s }
+        })
 }
 
 const WEEKLY: &[&str] = &["Signal & Noise", "Blind Spots", "The Week Ahead", "Other"];
-const MONTHLY: &[&str] = &["Month Overview", "Trends Observed", "Key Takeaways", "Numbers"];
-const YEARLY: &[&str] = &["Narrative", "Arc", "Year in Review", "Biggest Trends", "Predictions Review"];
+const MONTHLY: &[&str] = &[
+    "Month Overview",
+    "Trends Observed",
+    "Key Takeaways",
+    "Numbers",
+];
+const YEARLY: &[&str] = &[
+    "Narrative",
+    "Arc",
+    "Year in Review",
+    "Biggest Trends",
+    "Predictions Review",
+];
 const ROLLING: &[&str] = &["Week 1", "Week 2", "Carried Forward"];
 
 #[derive(Debug, Clone)]
@@ -70,7 +113,12 @@ fn archive() -> impl Strategy<Value = Archive> {
         prop::option::weighted(0.8, doc(MONTHLY, false)),
         prop::option::weighted(0.8, doc(YEARLY, false)),
     )
-        .prop_map(|(rolling, weekly, monthly, yearly)| Archive { rolling, weekly, monthly, yearly })
+        .prop_map(|(rolling, weekly, monthly, yearly)| Archive {
+            rolling,
+            weekly,
+            monthly,
+            yearly,
+        })
 }
 
 fn write(root: &Path, a: &Archive) {
@@ -89,7 +137,12 @@ fn write(root: &Path, a: &Archive) {
     }
 }
 
-fn check(a: &Archive, budget: usize, max_words: usize, tokenizer: Tokenizer) -> Result<(), TestCaseError> {
+fn check(
+    a: &Archive,
+    budget: usize,
+    max_words: usize,
+    tokenizer: Tokenizer,
+) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), a);
     let config = HistoryConfig::default();
@@ -99,13 +152,22 @@ fn check(a: &Archive, budget: usize, max_words: usize, tokenizer: Tokenizer) -> 
     let counter = tokenizer.counter();
     let d = assemble_digest(&config, &request, &*counter).unwrap();
     let exact = counter.count(&d.markdown);
-    prop_assert!(exact <= request.token_cap, "{exact} tokens > cap {}\n{}", request.token_cap, d.markdown);
+    prop_assert!(
+        exact <= request.token_cap,
+        "{exact} tokens > cap {}\n{}",
+        request.token_cap,
+        d.markdown
+    );
     let words = d.markdown.split_whitespace().count();
     prop_assert!(words <= max_words, "{words} words > {max_words}");
     prop_assert_eq!(words, d.words);
     prop_assert!(d.tokens >= exact, "reported tokens never undercount");
     // Code fences are never cut open.
-    let fences = d.markdown.lines().filter(|l| l.trim_start().starts_with("```")).count();
+    let fences = d
+        .markdown
+        .lines()
+        .filter(|l| l.trim_start().starts_with("```"))
+        .count();
     prop_assert_eq!(fences % 2, 0, "{}", d.markdown);
     prop_assert!(!d.markdown.contains('\r'));
     // Reverse priority: a kept source implies every higher-priority source
@@ -126,9 +188,18 @@ fn check(a: &Archive, budget: usize, max_words: usize, tokenizer: Tokenizer) -> 
     // that small.
     let kept: Vec<_> = d.sources.iter().filter(|s| s.words > 0).collect();
     for (i, s) in kept.iter().enumerate() {
-        let floor = config.sources.iter().find(|c| c.key == s.key).unwrap().floor_words;
+        let floor = config
+            .sources
+            .iter()
+            .find(|c| c.key == s.key)
+            .unwrap()
+            .floor_words;
         if i > 0 && s.words < floor {
-            prop_assert!(s.words >= s.extracted_words.min(floor) || s.status == SourceStatus::Included, "{:?}", s);
+            prop_assert!(
+                s.words >= s.extracted_words.min(floor) || s.status == SourceStatus::Included,
+                "{:?}",
+                s
+            );
         }
     }
     if d.sources.iter().all(|s| s.status == SourceStatus::Missing) {
@@ -176,7 +247,11 @@ fn generous_caps_never_tokenize() {
     let counter = MeteredCounter::new(Tokenizer::Cl100kBase.counter());
     let d = assemble_digest(&config, &request, &counter).unwrap();
     assert!(!d.markdown.is_empty());
-    assert_eq!(counter.bytes_counted(), 0, "the byte bound already fits 13,500 tokens");
+    assert_eq!(
+        counter.bytes_counted(),
+        0,
+        "the byte bound already fits 13,500 tokens"
+    );
     assert!(!d.tokens_exact);
 }
 
@@ -184,7 +259,8 @@ fn generous_caps_never_tokenize() {
 fn tight_caps_tokenize_little_and_use_nearly_all_of_the_cap() {
     let config = HistoryConfig::default();
     for budget in [8_000usize, 4_000, 2_000, 1_000, 500] {
-        let mut request = DigestRequest::new(&config, fixture_root(), parse_date("2026-08-20").unwrap());
+        let mut request =
+            DigestRequest::new(&config, fixture_root(), parse_date("2026-08-20").unwrap());
         request.token_cap = ctx_history::token_cap(budget, 0.15);
         let counter = MeteredCounter::new(Tokenizer::Cl100kBase.counter());
         let d = assemble_digest(&config, &request, &counter).unwrap();

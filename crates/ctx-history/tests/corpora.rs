@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use ctx_history::compress::Compressible;
 use ctx_history::markdown::{FrontMatterFormat, decode_utf8, split_front_matter};
-use ctx_history::{DigestRequest, HistoryConfig, Select, SourceConfig, assemble_digest, parse_date};
+use ctx_history::{
+    DigestRequest, HistoryConfig, Select, SourceConfig, assemble_digest, parse_date,
+};
 use ctx_tokens::{TokenCounter, Tokenizer};
 
 fn corpora() -> Option<PathBuf> {
@@ -22,7 +24,9 @@ fn corpora() -> Option<PathBuf> {
 }
 
 fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     paths.sort();
     for p in paths {
@@ -52,7 +56,9 @@ fn fenced_regions(text: &str) -> Vec<(usize, usize)> {
         let run = fence_char.map_or(0, |c| t.chars().take_while(|x| *x == c).count());
         match (open, fence_char) {
             (None, Some(c)) if indent <= 3 && run >= 3 => open = Some((pos, c, run)),
-            (Some((start, c, n)), Some(d)) if d == c && run >= n && t.trim_end().chars().all(|x| x == c) => {
+            (Some((start, c, n)), Some(d))
+                if d == c && run >= n && t.trim_end().chars().all(|x| x == c) =>
+            {
                 out.push((start, pos + line.len()));
                 open = None;
             }
@@ -79,7 +85,14 @@ fn check_corpus(dir: &Path) -> Tally {
     let mut files = Vec::new();
     markdown_files(dir, &mut files);
     assert!(!files.is_empty(), "{}: no markdown files", dir.display());
-    let mut t = Tally { files: 0, sections: 0, pelican: 0, yaml: 0, none: 0, duplicate_names: 0 };
+    let mut t = Tally {
+        files: 0,
+        sections: 0,
+        pelican: 0,
+        yaml: 0,
+        none: 0,
+        duplicate_names: 0,
+    };
     for path in &files {
         let bytes = std::fs::read(path).unwrap();
         let text = decode_utf8(&bytes, path).unwrap_or_else(|e| panic!("{e}"));
@@ -88,7 +101,11 @@ fn check_corpus(dir: &Path) -> Tally {
         match doc.front_matter.as_ref().map(|f| f.format) {
             Some(FrontMatterFormat::Pelican) => {
                 t.pelican += 1;
-                assert!(meta.text("title").is_some() || meta.text("date").is_some(), "{}", path.display());
+                assert!(
+                    meta.text("title").is_some() || meta.text("date").is_some(),
+                    "{}",
+                    path.display()
+                );
             }
             Some(_) => t.yaml += 1,
             None => t.none += 1,
@@ -105,12 +122,18 @@ fn check_corpus(dir: &Path) -> Tally {
             for s in &secs {
                 // Verbatim, in order, non-overlapping, inside the body.
                 assert_eq!(&text[s.range.clone()], s.text, "{}", path.display());
-                assert!(s.range.start >= last_end && s.range.end <= text.len(), "{}", path.display());
+                assert!(
+                    s.range.start >= last_end && s.range.end <= text.len(),
+                    "{}",
+                    path.display()
+                );
                 assert!(s.range.start == body_start || text.as_bytes()[s.range.start - 1] == b'\n');
                 last_end = s.range.end;
                 // Never a heading inside a code fence.
                 assert!(
-                    !fences.iter().any(|(a, b)| s.range.start > *a && s.range.start < *b),
+                    !fences
+                        .iter()
+                        .any(|(a, b)| s.range.start > *a && s.range.start < *b),
                     "{}: section `{}` starts inside a code fence",
                     path.display(),
                     s.title
@@ -123,12 +146,26 @@ fn check_corpus(dir: &Path) -> Tally {
         }
         // Compression keeps code blocks whole at every size we try.
         let c = Compressible::from_body(doc.body(), 2);
-        assert_eq!(c.words(c.len()), c.render(c.len()).split_whitespace().count(), "{}", path.display());
+        assert_eq!(
+            c.words(c.len()),
+            c.render(c.len()).split_whitespace().count(),
+            "{}",
+            path.display()
+        );
         for k in [1, c.len() / 3, c.len() / 2] {
             let r = c.render(k);
-            let opened = fenced_regions(&r).iter().filter(|(_, b)| *b == r.len()).count();
-            let unclosed_in_source = fenced_regions(doc.body()).iter().any(|(_, b)| *b == doc.body().len());
-            assert!(opened == 0 || unclosed_in_source, "{} k={k}: a code fence was cut open:\n{r}", path.display());
+            let opened = fenced_regions(&r)
+                .iter()
+                .filter(|(_, b)| *b == r.len())
+                .count();
+            let unclosed_in_source = fenced_regions(doc.body())
+                .iter()
+                .any(|(_, b)| *b == doc.body().len());
+            assert!(
+                opened == 0 || unclosed_in_source,
+                "{} k={k}: a code fence was cut open:\n{r}",
+                path.display()
+            );
         }
         t.files += 1;
     }
@@ -143,7 +180,10 @@ fn this_week_in_rust() {
         "this-week-in-rust: {} files, {} sections, {} Pelican, {} without metadata, {} duplicate names",
         t.files, t.sections, t.pelican, t.none, t.duplicate_names
     );
-    assert!(t.pelican > 400, "Pelican metadata recognised in most issues");
+    assert!(
+        t.pelican > 400,
+        "Pelican metadata recognised in most issues"
+    );
     assert!(t.duplicate_names > 0);
 }
 
@@ -151,7 +191,10 @@ fn this_week_in_rust() {
 fn this_week_in_react() {
     let Some(root) = corpora() else { return };
     let t = check_corpus(&root.join("this-week-in-react/website"));
-    eprintln!("this-week-in-react: {} files, {} sections, {} YAML", t.files, t.sections, t.yaml);
+    eprintln!(
+        "this-week-in-react: {} files, {} sections, {} YAML",
+        t.files, t.sections, t.yaml
+    );
     assert!(t.yaml > 150);
 }
 
@@ -159,7 +202,10 @@ fn this_week_in_react() {
 fn nushell_blog() {
     let Some(root) = corpora() else { return };
     let t = check_corpus(&root.join("nushell-blog/blog"));
-    eprintln!("nushell-blog: {} files, {} sections, {} without front matter", t.files, t.sections, t.none);
+    eprintln!(
+        "nushell-blog: {} files, {} sections, {} without front matter",
+        t.files, t.sections, t.none
+    );
     assert!(t.sections > 500);
 }
 
@@ -169,9 +215,21 @@ fn nushell_blog() {
 fn digests_of_real_archives() {
     let Some(root) = corpora() else { return };
     let cases = [
-        ("this-week-in-rust/content", vec!["Crate of the Week", "Quote of the Week"], "2025-06-01"),
-        ("this-week-in-react/website/newsletter", vec!["💡 Worth Knowing", "Other Content"], "2024-01-01"),
-        ("nushell-blog/blog", vec!["Highlights", "Breaking changes"], "2024-01-01"),
+        (
+            "this-week-in-rust/content",
+            vec!["Crate of the Week", "Quote of the Week"],
+            "2025-06-01",
+        ),
+        (
+            "this-week-in-react/website/newsletter",
+            vec!["💡 Worth Knowing", "Other Content"],
+            "2024-01-01",
+        ),
+        (
+            "nushell-blog/blog",
+            vec!["Highlights", "Breaking changes"],
+            "2024-01-01",
+        ),
     ];
     let counter = Tokenizer::Cl100kBase.counter();
     for (dir, names, date) in cases {
@@ -193,9 +251,13 @@ fn digests_of_real_archives() {
         };
         let mut request = DigestRequest::new(&config, root.join(dir), parse_date(date).unwrap());
         request.token_cap = 200;
-        let d = assemble_digest(&config, &request, &*counter).unwrap_or_else(|e| panic!("{dir}: {e}"));
+        let d =
+            assemble_digest(&config, &request, &*counter).unwrap_or_else(|e| panic!("{dir}: {e}"));
         assert!(counter.count(&d.markdown) <= 200, "{dir}");
         assert!(!d.markdown.is_empty(), "{dir}: {:?}", d.sources);
-        eprintln!("{dir}: {:?} {} words {} tokens", d.sources[0].path, d.words, d.tokens);
+        eprintln!(
+            "{dir}: {:?} {} words {} tokens",
+            d.sources[0].path, d.words, d.tokens
+        );
     }
 }

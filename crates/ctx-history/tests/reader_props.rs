@@ -7,15 +7,48 @@ use std::path::Path;
 
 use ctx_history::HistoryConfig;
 use ctx_history::compress::Compressible;
-use ctx_history::markdown::{split_front_matter, sections};
+use ctx_history::markdown::{sections, split_front_matter};
 use proptest::prelude::*;
 
 fn markdownish() -> impl Strategy<Value = String> {
     let pieces = prop::sample::select(vec![
-        "---\n", "+++\n", "...\n", "## ", "# ", "### ", "Title\n", "===\n", "```\n", "~~~\n", "    ",
-        "> ", "- ", "1. ", "\n", "\r\n", "\n\n", "text. ", "Dr. Who", "e.g. x", "v1.2 ", "`co. de` ",
-        "[a. b](u.c) ", "<!--\n", "-->\n", "<div>\n", "| a | b |\n|---|---|\n", "key: value\n",
-        "Title: x\n", "date = 2026-01-01\n", "summary: [x\n", "\u{feff}", "é", "🦀", "\t", "…", "#",
+        "---\n",
+        "+++\n",
+        "...\n",
+        "## ",
+        "# ",
+        "### ",
+        "Title\n",
+        "===\n",
+        "```\n",
+        "~~~\n",
+        "    ",
+        "> ",
+        "- ",
+        "1. ",
+        "\n",
+        "\r\n",
+        "\n\n",
+        "text. ",
+        "Dr. Who",
+        "e.g. x",
+        "v1.2 ",
+        "`co. de` ",
+        "[a. b](u.c) ",
+        "<!--\n",
+        "-->\n",
+        "<div>\n",
+        "| a | b |\n|---|---|\n",
+        "key: value\n",
+        "Title: x\n",
+        "date = 2026-01-01\n",
+        "summary: [x\n",
+        "\u{feff}",
+        "é",
+        "🦀",
+        "\t",
+        "…",
+        "#",
     ]);
     prop::collection::vec(pieces, 0..60).prop_map(|v| v.concat())
 }

@@ -7,7 +7,9 @@
 
 use std::path::PathBuf;
 
-use ctx_history::{DigestRequest, HistoryConfig, assemble_digest, parse_date, today_utc, token_cap};
+use ctx_history::{
+    DigestRequest, HistoryConfig, assemble_digest, parse_date, today_utc, token_cap,
+};
 use ctx_tokens::Tokenizer;
 
 use crate::exit::{CliError, CliResult, Exit};
@@ -67,7 +69,9 @@ pub fn run(args: Args) -> CliResult {
     }
     if let Some(f) = args.share {
         if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
-            return Err(CliError::usage(format!("--share: must be between 0 and 1, got {f}")));
+            return Err(CliError::usage(format!(
+                "--share: must be between 0 and 1, got {f}"
+            )));
         }
         config.share = f;
     }
