@@ -1,13 +1,22 @@
 //! `ctx run PLAN`: validate a plan, then execute it on an engine.
 //!
 //! Validation runs first and nothing executes on an invalid plan (exit 2).
-//! Tasks run on the ready-queue executor of `ctx-deps` against an
-//! in-memory store; the summary (a table, or JSON with `--format json`) goes
-//! to stdout, a progress bar to stderr when stderr is a terminal.
+//! Tasks run on the ready-queue executor of `ctx-deps`; every result is
+//! committed to a durable SQLite store (`ctx-store-sqlite`) before any
+//! dependent starts: a new run in `ROOT/{run-id}/` (`--root`, default
+//! `.ctx/runs`) or `--run-dir DIR`, or the run named by `--resume RUN`
+//! (completed tasks reused; `--dry-run` lists the decisions). `--cache`
+//! answers identical requests from earlier runs under the root;
+//! `--no-store` keeps the run in memory. The run id and directory go to
+//! stderr; the summary (a table, or JSON with `--format json`) to stdout, a
+//! progress bar to stderr when stderr is a terminal. docs/runs.md has the
+//! rules.
 //!
 //! Exit codes: 0 every task completed, 1 a task failed or was skipped,
-//! 2 usage or validation error, 4 the store failed, 130 interrupted by
-//! Ctrl-C (the summary is still printed and `--out` still written).
+//! 2 usage or validation error (a `--resume` run that does not exist),
+//! 4 the store failed (locked by another process, corrupt, newer schema),
+//! 130 interrupted by Ctrl-C (the summary is still printed and `--out`
+//! still written).
 //!
 //! ## `--out DIR`
 //!
@@ -36,6 +45,9 @@ use ctx_deps::{
 use ctx_model::{ResultMetadata, TaskExecutionResult, TaskStatus};
 use ctx_tokens::Tokenizer;
 
+use ctx_store_sqlite::{CachingEngine, NewRun, ResumePlan, RunRoot, SessionEnd, StartAt};
+
+use super::runs;
 use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::write_atomic;
@@ -76,6 +88,39 @@ pub struct Args {
     /// for the benchmark comparison.
     #[arg(long, value_enum, default_value = "ready", hide = true)]
     pub schedule: ScheduleArg,
+
+    /// The store root: each run is recorded in ROOT/{run-id}/store.sqlite
+    /// [default: .ctx/runs]; `--cache` keeps its index here too.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Record this run in DIR instead of ROOT/{run-id} (DIR must not hold
+    /// a run already).
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    pub run_dir: Option<PathBuf>,
+
+    /// Resume RUN (a run id under the root, or a run directory): tasks
+    /// completed before are reused, the others run, and so does every task
+    /// whose prompt, model or params changed, with its dependents. Give the
+    /// engine flags again.
+    #[arg(long, value_name = "RUN")]
+    pub resume: Option<String>,
+
+    /// With --resume: list what would be reused and what would run, and
+    /// why; execute nothing. (`--engine dry-run` is the run without a
+    /// model.)
+    #[arg(long, requires = "resume")]
+    pub dry_run: bool,
+
+    /// Reuse outputs of identical requests (engine, model, params, final
+    /// prompt) from earlier runs under the same root. Off by default: a
+    /// sampled output is one draw, not a function of the prompt.
+    #[arg(long)]
+    pub cache: bool,
+
+    /// Keep the run in memory only: no run directory, no resume.
+    #[arg(long, conflicts_with_all = ["root", "run_dir", "resume", "cache"])]
+    pub no_store: bool,
 }
 
 /// `--format`.
@@ -112,6 +157,21 @@ pub fn run(args: Args) -> CliResult {
         plan.config.tokenizer = Some(tokenizer.as_str().to_string());
     }
     let engine = engines::build(&args.engine)?;
+    let label = engines::label(&args.engine);
+    let root = RunRoot::new(
+        args.root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
+    );
+    let plan_source = args.plan.to_str();
+
+    if let (Some(run), true) = (&args.resume, args.dry_run) {
+        let view = root.open(run).map_err(runs::store_error)?;
+        let resume = view.resume_plan(&plan, &label).map_err(runs::store_error)?;
+        print!("{}", runs::resume_listing(view.run_id(), &resume));
+        return Ok(Exit::Ok);
+    }
+
     if let Some(dir) = &args.out {
         for sub in ["prompts", "outputs"] {
             let d = dir.join(sub);
@@ -119,7 +179,6 @@ pub fn run(args: Args) -> CliResult {
                 .map_err(|e| CliError::usage(format!("--out: {}: {e}", d.display())))?;
         }
     }
-
     let options = ExecutorOptions {
         concurrency: args.concurrency,
         schedule: match args.schedule {
@@ -133,7 +192,80 @@ pub fn run(args: Args) -> CliResult {
         out: args.out.as_deref(),
         format: args.format,
     };
-    execute(plan, engine, Arc::new(MemoryStore::new()), options, &output)
+
+    if args.no_store {
+        let report = execute(plan, engine, Arc::new(MemoryStore::new()), options, &output)?;
+        return report_run(&report, &output);
+    }
+
+    let new = NewRun {
+        plan: &plan,
+        engine: &label,
+        plan_source,
+    };
+    let at = match (&args.resume, &args.run_dir) {
+        (Some(run), _) => StartAt::Resume(run),
+        (None, Some(dir)) => StartAt::NewRunIn(dir),
+        (None, None) => StartAt::NewRun,
+    };
+    let (store, resume) = root.start(at, &new).map_err(runs::store_error)?;
+    let store = Arc::new(store);
+    match &resume {
+        Some(r) => eprintln!(
+            "resuming run {} in {}: {} reused, {} to run",
+            store.run_id(),
+            store.dir().display(),
+            r.reuse.len(),
+            r.rerun.len()
+        ),
+        None => eprintln!("run {} in {}", store.run_id(), store.dir().display()),
+    }
+    let engine: Arc<dyn InferenceEngine> = if args.cache {
+        let cache = root.cache().map_err(runs::store_error)?;
+        Arc::new(CachingEngine::new(
+            engine,
+            Arc::new(cache),
+            engines::cache_identity(&args.engine),
+            Some(store.run_id().to_string()),
+        ))
+    } else {
+        engine
+    };
+    let options = ExecutorOptions {
+        reuse_completed: resume.is_some(),
+        force_rerun: resume
+            .as_ref()
+            .map(ResumePlan::rerun_ids)
+            .unwrap_or_default(),
+        ..options
+    };
+    let report = execute(
+        plan,
+        engine,
+        Arc::clone(&store) as Arc<dyn ExecutionStore>,
+        options,
+        &output,
+    )?;
+    store
+        .finish(if report.interrupted {
+            SessionEnd::Interrupted
+        } else {
+            SessionEnd::Finished
+        })
+        .map_err(runs::store_error)?;
+    let exit = report_run(&report, &output)?;
+    if report.all_completed() {
+        eprintln!("run {} stored in {}", store.run_id(), store.dir().display());
+    } else {
+        eprintln!(
+            "run {} stored in {}; resume with: ctx run {} --resume {}",
+            store.run_id(),
+            store.dir().display(),
+            args.plan.display(),
+            store.run_id()
+        );
+    }
+    Ok(exit)
 }
 
 /// Where and how a run's results are reported.
@@ -146,17 +278,17 @@ pub struct Output<'a> {
     pub format: Format,
 }
 
-/// Runs a validated plan against `store` and reports it: progress bar,
-/// Ctrl-C, `--out`, the summary, the exit code. Separate from [`run`] so
-/// that a durable store and `--resume` (with
-/// `ExecutorOptions::reuse_completed`) reuse all of it.
+/// Runs a validated plan against `store`: progress bar and Ctrl-C
+/// included. The store may be in memory (`--no-store`) or durable (then
+/// with `ExecutorOptions::reuse_completed` for `--resume`); [`report_run`]
+/// prints what came out.
 pub fn execute(
     plan: ctx_model::Plan,
     engine: Arc<dyn InferenceEngine>,
     store: Arc<dyn ExecutionStore>,
     options: ExecutorOptions,
     output: &Output<'_>,
-) -> CliResult {
+) -> Result<RunReport, CliError> {
     let total = plan.sub_tasks.len();
     let executor = Executor::new(plan, engine, store, options)
         .map_err(|e| CliError::usage(format!("{}: {e}", output.plan_path.display())))?;
@@ -191,14 +323,17 @@ pub fn execute(
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    let report = report.map_err(|e| match e {
+    report.map_err(|e| match e {
         ExecError::Graph(e) => CliError::usage(e),
         store @ ExecError::Store { .. } => CliError::with(Exit::Store, store),
-    })?;
+    })
+}
 
-    let json = report_json(&report);
+/// Reports a run: `--out`, the summary on stdout, the exit code.
+pub fn report_run(report: &RunReport, output: &Output<'_>) -> CliResult {
+    let json = RunJson::of(report);
     if let Some(dir) = output.out {
-        write_out_dir(dir, &report, &json)?;
+        write_out_dir(dir, report, &json)?;
     }
     match output.format {
         Format::Json => {
@@ -206,7 +341,7 @@ pub fn execute(
                 .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
             println!("{text}");
         }
-        Format::Text => print!("{}", summary_table(&report)),
+        Format::Text => print!("{}", summary_table(report)),
     }
     if report.interrupted {
         eprintln!(
@@ -266,16 +401,21 @@ fn update_bar(bar: &indicatif::ProgressBar, in_flight: &mut usize, event: &Progr
     }
 }
 
-/// The `--format json` object (also `DIR/results.json`). Structs rather
-/// than a `serde_json::Map` so keys keep this documented order.
+/// The `--format json` object (also `DIR/results.json`, and what `ctx runs
+/// export` prints). Structs rather than a `serde_json::Map` so keys keep
+/// this documented order; `ctx runs export` builds the same struct from a
+/// store, so the two are byte-identical.
 #[derive(serde::Serialize)]
-struct RunJson<'a> {
-    order: &'a [String],
-    tasks: Vec<TaskJson<'a>>,
+pub(crate) struct RunJson<'a> {
+    /// Ids of the tasks started, in start order.
+    pub order: Vec<&'a str>,
+    /// Every task of the plan, in plan order.
+    pub tasks: Vec<TaskJson<'a>>,
 }
 
+/// One task of [`RunJson`].
 #[derive(serde::Serialize)]
-struct TaskJson<'a> {
+pub(crate) struct TaskJson<'a> {
     task_id: &'a str,
     status: &'static str,
     output: &'a str,
@@ -285,32 +425,54 @@ struct TaskJson<'a> {
     metadata: &'a ResultMetadata,
 }
 
-fn report_json(report: &RunReport) -> RunJson<'_> {
-    RunJson {
-        order: &report.order,
-        tasks: report
-            .results
-            .iter()
-            .map(|r| TaskJson {
-                task_id: &r.task_id,
-                status: r.status.as_str(),
-                output: &r.output,
-                error: r.error.as_deref(),
-                prompt: r.prompt.as_deref(),
-                metadata: &r.metadata,
-            })
-            .collect(),
+impl<'a> TaskJson<'a> {
+    /// A result as JSON.
+    pub(crate) fn of(r: &'a TaskExecutionResult) -> Self {
+        TaskJson {
+            task_id: &r.task_id,
+            status: r.status.as_str(),
+            output: &r.output,
+            error: r.error.as_deref(),
+            prompt: r.prompt.as_deref(),
+            metadata: &r.metadata,
+        }
+    }
+}
+
+impl<'a> RunJson<'a> {
+    fn of(report: &'a RunReport) -> Self {
+        RunJson {
+            order: report.order.iter().map(String::as_str).collect(),
+            tasks: report.results.iter().map(TaskJson::of).collect(),
+        }
     }
 }
 
 fn summary_table(report: &RunReport) -> String {
+    let reused: std::collections::HashSet<&str> =
+        report.reused.iter().map(String::as_str).collect();
+    let cached = report
+        .results
+        .iter()
+        .filter(|r| {
+            r.metadata.cached
+                && r.status == TaskStatus::Completed
+                && !reused.contains(r.task_id.as_str())
+        })
+        .count();
     let rows: Vec<[String; 4]> = report
         .results
         .iter()
         .map(|r| {
             [
                 printable(&r.task_id),
-                r.status.as_str().to_string(),
+                if reused.contains(r.task_id.as_str()) {
+                    format!("{} (reused)", r.status)
+                } else if r.metadata.cached && r.status == TaskStatus::Completed {
+                    format!("{} (cached)", r.status)
+                } else {
+                    r.status.to_string()
+                },
                 r.metadata
                     .prompt_tokens
                     .map_or_else(|| "-".to_string(), |t| t.to_string()),
@@ -372,10 +534,11 @@ fn summary_table(report: &RunReport) -> String {
         report.count(TaskStatus::Completed),
         report.count(TaskStatus::Failed),
         report.count(TaskStatus::Skipped),
-        if report.reused.is_empty() {
-            String::new()
-        } else {
-            format!(" ({} reused)", report.reused.len())
+        match (report.reused.len(), cached) {
+            (0, 0) => String::new(),
+            (r, 0) => format!(" ({r} reused)"),
+            (0, c) => format!(" ({c} cached)"),
+            (r, c) => format!(" ({r} reused, {c} cached)"),
         }
     ));
     out

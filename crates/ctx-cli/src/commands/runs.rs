@@ -17,6 +17,7 @@ use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store_sqlite::{ResultRecord, RunRoot, RunSummary, RunView, SessionInfo, StatusCounts};
 use serde_json::{Value, json};
 
+use super::run::{RunJson, TaskJson};
 use crate::exit::{CliError, CliResult, Exit};
 
 /// The `ctx runs` subcommands.
@@ -518,11 +519,6 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
 /// current result (a resumed run lists the reused tasks first, as they
 /// started in an earlier session).
 pub fn export_json(view: &RunView) -> Result<String, CliError> {
-    #[derive(serde::Serialize)]
-    struct RunJson<'a> {
-        order: Vec<&'a str>,
-        tasks: Vec<TaskJson<'a>>,
-    }
     let plan = view.plan().map_err(store_error)?;
     let tasks: Vec<(String, TaskExecutionResult, Option<i64>)> = plan_results(&plan, view)?
         .into_iter()
@@ -554,32 +550,6 @@ fn export(a: ExportArgs) -> CliResult {
         ExportFormat::Json => println!("{}", export_json(&view)?),
     }
     Ok(Exit::Ok)
-}
-
-/// One task as `ctx run --format json` writes it: the same struct shape as
-/// `commands::run` (keep in step), so keys come out in the same order.
-#[derive(serde::Serialize)]
-struct TaskJson<'a> {
-    task_id: &'a str,
-    status: &'static str,
-    output: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
-    prompt: Option<&'a str>,
-    metadata: &'a ctx_model::ResultMetadata,
-}
-
-impl<'a> TaskJson<'a> {
-    fn of(r: &'a TaskExecutionResult) -> Self {
-        TaskJson {
-            task_id: &r.task_id,
-            status: r.status.as_str(),
-            output: &r.output,
-            error: r.error.as_deref(),
-            prompt: r.prompt.as_deref(),
-            metadata: &r.metadata,
-        }
-    }
 }
 
 /// A task as JSON inside `show --format json` (same fields as export).
