@@ -17,9 +17,17 @@ fn tetris() -> PathBuf {
     root().join("fixtures/tetris/plan.yaml")
 }
 
+/// A scratch working directory under target/: `ctx run` records each run
+/// in `./.ctx/runs` by default, and tests must not write into the repo.
+fn scratch() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ctx-run-tests");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
 fn ctx() -> Command {
     let mut c = Command::cargo_bin("ctx").expect("ctx binary");
-    c.current_dir(root());
+    c.current_dir(scratch());
     c
 }
 
@@ -72,7 +80,8 @@ fn write_plan(dir: &Path, extra: &str) -> PathBuf {
 #[test]
 fn dry_run_of_the_tetris_plan_prints_a_table() {
     let out = ctx()
-        .args(["run", "fixtures/tetris/plan.yaml"])
+        .arg("run")
+        .arg(tetris())
         .output()
         .unwrap();
     assert_eq!(
@@ -92,12 +101,21 @@ fn dry_run_of_the_tetris_plan_prints_a_table() {
         stdout.contains("9 tasks: 9 completed, 0 failed, 0 skipped"),
         "{stdout}"
     );
-    // No progress bar in a pipe.
-    assert!(
-        out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    // No progress bar in a pipe: stderr holds only where the run is stored.
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    let id = lines[0]
+        .strip_prefix("run ")
+        .and_then(|l| l.split(' ').next())
+        .unwrap();
+    assert!(ctx_store_sqlite::is_run_id(id), "{stderr}");
+    assert_eq!(
+        lines[1],
+        format!("run {id} stored in .ctx/runs/{id}"),
+        "{stderr}"
     );
+    assert!(scratch().join(".ctx/runs").join(id).join("store.sqlite").is_file());
 }
 
 #[test]
@@ -444,6 +462,7 @@ fn ctrl_c_interrupts_and_still_prints_the_summary() {
     let out_dir = dir.path().join("out");
     let bin = assert_cmd::cargo::cargo_bin("ctx");
     let child = std::process::Command::new(bin)
+        .current_dir(dir.path())
         .args([
             "run",
             plan.to_str().unwrap(),
