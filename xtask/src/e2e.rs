@@ -556,14 +556,12 @@ impl Server {
     fn wait_ready(&mut self, port: u16, path: &str, within: Duration) -> Result<(), String> {
         let deadline = Instant::now() + within;
         loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    return Err(format!(
-                        "the {} exited before it was ready ({status})\n{}",
-                        self.name,
-                        tail(&self.log, 40)
-                    ));
-                }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                return Err(format!(
+                    "the {} exited before it was ready ({status})\n{}",
+                    self.name,
+                    tail(&self.log, 40)
+                ));
             }
             if http_status(port, path) == Some(200) {
                 return Ok(());

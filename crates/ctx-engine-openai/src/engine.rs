@@ -405,10 +405,13 @@ impl OpenAiEngine {
             message.push_str(": ");
             message.push_str(&info.message);
         }
-        if let Some(code) = info.code.as_ref().or(info.kind.as_ref()) {
-            if !info.message.contains(code.as_str()) {
-                message.push_str(&format!(" ({code})"));
-            }
+        if let Some(code) = info
+            .code
+            .as_ref()
+            .or(info.kind.as_ref())
+            .filter(|c| !info.message.contains(c.as_str()))
+        {
+            message.push_str(&format!(" ({code})"));
         }
         Err(Failure {
             outcome: format!("http_{}", status.as_u16()),

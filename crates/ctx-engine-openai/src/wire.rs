@@ -118,10 +118,12 @@ pub(crate) fn parse_completion(body: &[u8]) -> Result<Completion, BodyError> {
     if !value.is_object() {
         return Err(BodyError::Malformed("expected a JSON object".into()));
     }
-    if value.get("error").is_some_and(|e| !e.is_null()) {
-        if let Some(info) = ApiErrorInfo::from_value(&value) {
-            return Err(BodyError::Api(info));
-        }
+    if let Some(info) = value
+        .get("error")
+        .filter(|e| !e.is_null())
+        .and_then(|_| ApiErrorInfo::from_value(&value))
+    {
+        return Err(BodyError::Api(info));
     }
     let choice = value
         .get("choices")
@@ -229,10 +231,12 @@ impl StreamAccumulator {
         if !value.is_object() {
             return Err(BodyError::Malformed("expected a JSON object".into()));
         }
-        if value.get("error").is_some_and(|e| !e.is_null()) {
-            if let Some(info) = ApiErrorInfo::from_value(&value) {
-                return Err(BodyError::Api(info));
-            }
+        if let Some(info) = value
+            .get("error")
+            .filter(|e| !e.is_null())
+            .and_then(|_| ApiErrorInfo::from_value(&value))
+        {
+            return Err(BodyError::Api(info));
         }
         if let Some(model) = model_of(&value) {
             self.completion.model = Some(model);

@@ -234,10 +234,8 @@ pub fn config_from(
             )));
         }
     }
-    if let Some(model) = &args.model {
-        if model.trim().is_empty() {
-            return Err(CliError::usage("--model: empty model name"));
-        }
+    if args.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err(CliError::usage("--model: empty model name"));
     }
     Ok(OpenAiConfig {
         base_url,
