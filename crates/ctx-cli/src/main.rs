@@ -27,7 +27,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Execute a plan: assemble each task's prompt and run it on an engine.
-    Run(commands::run::Args),
+    // Boxed: `ctx run` flattens every engine's flags, which makes its
+    // arguments far larger than any other command's.
+    Run(Box<commands::run::Args>),
     /// Check or draw a plan.
     #[command(subcommand)]
     Plan(PlanCommand),
@@ -57,7 +59,7 @@ enum PlanCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(a) => commands::run::run(a),
+        Command::Run(a) => commands::run::run(*a),
         Command::Plan(PlanCommand::Check(a)) => commands::plan_check::run(a),
         Command::Plan(PlanCommand::Graph(a)) => commands::plan_graph::run(a),
         Command::Schema(a) => commands::schema::run(a),
