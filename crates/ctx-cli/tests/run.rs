@@ -79,11 +79,7 @@ fn write_plan(dir: &Path, extra: &str) -> PathBuf {
 
 #[test]
 fn dry_run_of_the_tetris_plan_prints_a_table() {
-    let out = ctx()
-        .arg("run")
-        .arg(tetris())
-        .output()
-        .unwrap();
+    let out = ctx().arg("run").arg(tetris()).output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -115,7 +111,13 @@ fn dry_run_of_the_tetris_plan_prints_a_table() {
         format!("run {id} stored in .ctx/runs/{id}"),
         "{stderr}"
     );
-    assert!(scratch().join(".ctx/runs").join(id).join("store.sqlite").is_file());
+    assert!(
+        scratch()
+            .join(".ctx/runs")
+            .join(id)
+            .join("store.sqlite")
+            .is_file()
+    );
 }
 
 #[test]

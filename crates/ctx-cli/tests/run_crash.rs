@@ -99,7 +99,11 @@ fn kill_and_resume(kill_after: usize) -> (usize, usize, usize) {
 
     let run_dir = dir.join("run");
     let view = RunView::open(&run_dir).unwrap();
-    assert_eq!(view.integrity_check().unwrap(), "ok", "after kill at {kill_after}");
+    assert_eq!(
+        view.integrity_check().unwrap(),
+        "ok",
+        "after kill at {kill_after}"
+    );
     let completed: BTreeSet<String> = view
         .results()
         .unwrap()
@@ -136,16 +140,19 @@ fn kill_and_resume(kill_after: usize) -> (usize, usize, usize) {
     assert_eq!(tasks.len(), TASKS);
     assert!(tasks.iter().all(|t| t["status"] == "completed"), "{json}");
     let after = counts(dir);
-    for i in 0..TASKS {
+    for (i, t) in tasks.iter().enumerate() {
         let id = format!("t{i:02}");
+        assert_eq!(t["task_id"], id.as_str());
         let n = after.get(&id).copied().unwrap_or(0);
         assert!(n >= 1, "{id} never ran");
         if completed.contains(&id) {
-            assert_eq!(n, 1, "{id} was completed before the kill at {kill_after} and ran again");
+            assert_eq!(
+                n, 1,
+                "{id} was completed before the kill at {kill_after} and ran again"
+            );
         }
         // Each task's output is its own prompt (cat): the stored results
         // are the ones of real executions, upstream outputs included.
-        let t = &tasks[i];
         assert_eq!(t["output"], t["prompt"]);
     }
     let view = RunView::open(&run_dir).unwrap();

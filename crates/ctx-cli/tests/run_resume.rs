@@ -139,18 +139,17 @@ fn every_run_is_stored_and_named_on_stderr() {
     let view = RunView::open(&d.root().join(&id)).unwrap();
     assert_eq!(view.status_counts().unwrap().completed, 4);
     assert_eq!(view.sessions().unwrap()[0].engine, "command");
-    assert_eq!(view.sessions().unwrap()[0].outcome.as_deref(), Some("finished"));
+    assert_eq!(
+        view.sessions().unwrap()[0].outcome.as_deref(),
+        Some("finished")
+    );
     // The command string (which may hold secrets) is not stored.
     let bytes = std::fs::read(d.root().join(&id).join("store.sqlite")).unwrap();
     let needle = b"fail-b";
     assert!(!bytes.windows(needle.len()).any(|w| w == needle));
 
     // Default root: ./.ctx/runs of the working directory.
-    let out = d
-        .ctx()
-        .args(["run", "plan.json"])
-        .output()
-        .unwrap();
+    let out = d.ctx().args(["run", "plan.json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let runs: Vec<_> = std::fs::read_dir(d.path().join(".ctx/runs"))
         .unwrap()
@@ -176,7 +175,11 @@ fn no_store_writes_nothing() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(d.counts().len(), 4);
     assert!(!d.root().exists());
     assert!(!d.path().join(".ctx").exists());
@@ -202,7 +205,11 @@ fn resume_reuses_completed_tasks_and_runs_the_rest() {
         ["a", "b", "c", "d"].map(|t| status(&j, t)),
         ["completed", "failed", "skipped", "completed"]
     );
-    assert!(first.stderr.contains(&format!("--resume {id}")), "{}", first.stderr);
+    assert!(
+        first.stderr.contains(&format!("--resume {id}")),
+        "{}",
+        first.stderr
+    );
     assert_eq!(d.counts(), counts(&[("a", 1), ("b", 1), ("d", 1)]));
 
     // --dry-run: what would run and why; nothing executes.
@@ -210,17 +217,37 @@ fn resume_reuses_completed_tasks_and_runs_the_rest() {
     assert_eq!(dry.code, 0, "{}", dry.stderr);
     assert!(dry.stdout.contains("reuse   a"), "{}", dry.stdout);
     assert!(dry.stdout.contains("reuse   d"), "{}", dry.stdout);
-    assert!(dry.stdout.contains("rerun   b     failed"), "{}", dry.stdout);
-    assert!(dry.stdout.contains("rerun   c     skipped"), "{}", dry.stdout);
-    assert!(dry.stdout.contains("4 tasks: 2 reused, 2 to run"), "{}", dry.stdout);
+    assert!(
+        dry.stdout.contains("rerun   b     failed"),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("rerun   c     skipped"),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("4 tasks: 2 reused, 2 to run"),
+        "{}",
+        dry.stdout
+    );
     assert_eq!(d.counts(), counts(&[("a", 1), ("b", 1), ("d", 1)]));
 
     std::fs::remove_file(d.path().join("fail-b")).unwrap();
     // Text summary marks reused tasks.
     let text = d.run(&["--resume", &id]);
     assert_eq!(text.code, 0, "{}", text.stderr);
-    assert!(text.stdout.contains("a     completed (reused)"), "{}", text.stdout);
-    assert!(text.stdout.contains("d     completed (reused)"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("a     completed (reused)"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("d     completed (reused)"),
+        "{}",
+        text.stdout
+    );
     assert!(text.stdout.contains("b     completed "), "{}", text.stdout);
     assert!(
         text.stdout
@@ -228,8 +255,13 @@ fn resume_reuses_completed_tasks_and_runs_the_rest() {
         "{}",
         text.stdout
     );
-    assert!(text.stderr.contains(&format!("resuming run {id} in runs/{id}: 2 reused, 2 to run")));
-    assert_eq!(d.counts(), counts(&[("a", 1), ("b", 2), ("c", 1), ("d", 1)]));
+    assert!(text.stderr.contains(&format!(
+        "resuming run {id} in runs/{id}: 2 reused, 2 to run"
+    )));
+    assert_eq!(
+        d.counts(),
+        counts(&[("a", 1), ("b", 2), ("c", 1), ("d", 1)])
+    );
 
     // Resuming a finished run runs nothing; JSON covers every task, the
     // reused ones with their stored outputs. A run directory works as RUN.
@@ -238,10 +270,17 @@ fn resume_reuses_completed_tasks_and_runs_the_rest() {
     assert_eq!(again.code, 0, "{}", again.stderr);
     let j = again.json();
     assert_eq!(j["tasks"].as_array().unwrap().len(), 4);
-    assert!(["a", "b", "c", "d"].iter().all(|t| status(&j, t) == "completed"));
+    assert!(
+        ["a", "b", "c", "d"]
+            .iter()
+            .all(|t| status(&j, t) == "completed")
+    );
     assert_eq!(j["tasks"][0]["output"], j["tasks"][0]["prompt"]);
     assert_eq!(j["order"].as_array().unwrap().len(), 0);
-    assert_eq!(d.counts(), counts(&[("a", 1), ("b", 2), ("c", 1), ("d", 1)]));
+    assert_eq!(
+        d.counts(),
+        counts(&[("a", 1), ("b", 2), ("c", 1), ("d", 1)])
+    );
     let sessions = RunView::open(&dir).unwrap().sessions().unwrap();
     assert_eq!(
         sessions.iter().map(|s| s.kind.as_str()).collect::<Vec<_>>(),
@@ -258,7 +297,11 @@ fn a_changed_task_reruns_with_its_dependents_only() {
     d.write_plan("prompt c, edited");
     let dry = d.run(&["--resume", &id, "--dry-run"]);
     assert_eq!(dry.code, 0, "{}", dry.stderr);
-    assert!(dry.stdout.contains("rerun   c     prompt changed"), "{}", dry.stdout);
+    assert!(
+        dry.stdout.contains("rerun   c     prompt changed"),
+        "{}",
+        dry.stdout
+    );
     assert!(dry.stdout.contains("3 reused, 1 to run"), "{}", dry.stdout);
 
     // Editing b re-runs b and c (downstream), not a or d.
@@ -267,7 +310,10 @@ fn a_changed_task_reruns_with_its_dependents_only() {
     std::fs::write(d.path().join("plan.json"), text).unwrap();
     let out = d.run(&["--resume", &id, "--format", "json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(d.counts(), counts(&[("a", 1), ("b", 2), ("c", 2), ("d", 1)]));
+    assert_eq!(
+        d.counts(),
+        counts(&[("a", 1), ("b", 2), ("c", 2), ("d", 1)])
+    );
     let j = out.json();
     let c_prompt = j["tasks"][2]["prompt"].as_str().unwrap();
     assert!(c_prompt.contains("prompt b, edited"), "{c_prompt}");
@@ -275,7 +321,15 @@ fn a_changed_task_reruns_with_its_dependents_only() {
     // Another engine label re-runs everything.
     let dry = d
         .ctx()
-        .args(["run", "plan.json", "--root", "runs", "--resume", &id, "--dry-run"])
+        .args([
+            "run",
+            "plan.json",
+            "--root",
+            "runs",
+            "--resume",
+            &id,
+            "--dry-run",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&dry.stdout);
@@ -291,7 +345,11 @@ fn resume_errors_name_the_run_or_the_store() {
     // A run that does not exist: exit 2, named.
     let out = d.run(&["--resume", "20990101T000000.000Z-deadbeef"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("20990101T000000.000Z-deadbeef"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("20990101T000000.000Z-deadbeef"),
+        "{}",
+        out.stderr
+    );
     assert!(d.counts().is_empty());
 
     // --resume with --run-dir: usage error.
@@ -331,7 +389,9 @@ fn resume_errors_name_the_run_or_the_store() {
     let out = d.run(&["--resume", &first.run_id()]);
     assert_eq!(out.code, 4, "{}", out.stderr);
     assert!(out.stderr.contains("newer"), "{}", out.stderr);
-    assert!(out.stderr.contains(&file.display().to_string()) || out.stderr.contains("store.sqlite"));
+    assert!(
+        out.stderr.contains(&file.display().to_string()) || out.stderr.contains("store.sqlite")
+    );
     assert_eq!(std::fs::read(&file).unwrap(), bytes);
     assert_eq!(d.counts(), before);
 }
@@ -340,38 +400,60 @@ fn resume_errors_name_the_run_or_the_store() {
 fn a_running_run_cannot_be_resumed_twice() {
     let d = Dir::new();
     let bin = assert_cmd::cargo::cargo_bin("ctx");
+    let slow_command = format!(
+        r#"echo "$CTX_TASK_ID" >> '{}/counts'; sleep 2; cat"#,
+        d.path().display()
+    );
     let mut slow = std::process::Command::new(bin)
         .current_dir(d.path())
-        .args(["run", "plan.json", "--run-dir", "slow", "--command", "sleep 2; cat"])
+        .args([
+            "run",
+            "plan.json",
+            "--run-dir",
+            "slow",
+            "--command",
+            &slow_command,
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the run exists and is locked (the lock file holds a pid).
-    let lock = d.path().join("slow/run.lock");
+    // Wait until the run is executing: a and d (the roots) have started;
+    // b and c wait for a's 2 s.
     let start = Instant::now();
-    while !std::fs::read_to_string(&lock).is_ok_and(|s| !s.trim().is_empty()) {
-        assert!(start.elapsed() < Duration::from_secs(20), "run never started");
+    while d.counts().len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "run never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
+    let running = d.counts();
     let out = d.run(&["--resume", "slow"]);
     assert_eq!(out.code, 4, "{}", out.stderr);
     assert!(
-        out.stderr.contains("is being executed by another ctx process"),
+        out.stderr
+            .contains("is being executed by another ctx process"),
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains(&slow.id().to_string()), "{}", out.stderr);
-    assert!(d.counts().is_empty());
+    assert!(
+        out.stderr.contains(&slow.id().to_string()),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(d.counts(), running, "the refused resume ran nothing");
     // --dry-run reads without the lock.
     let dry = d.run(&["--resume", "slow", "--dry-run"]);
     assert_eq!(dry.code, 0, "{}", dry.stderr);
     let status = slow.wait().unwrap();
     assert!(status.success());
+    let total: usize = d.counts().values().sum();
     // Once the writer is gone, the run can be resumed.
     let out = d.run(&["--resume", "slow"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("(4 reused)"), "{}", out.stdout);
+    assert_eq!(d.counts().values().sum::<usize>(), total);
 }
 
 #[test]
@@ -380,13 +462,19 @@ fn cache_reuses_identical_requests_across_runs() {
     let first = d.run(&["--cache"]);
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert!(d.root().join("cache.sqlite").is_file());
-    assert_eq!(d.counts(), counts(&[("a", 1), ("b", 1), ("c", 1), ("d", 1)]));
+    assert_eq!(
+        d.counts(),
+        counts(&[("a", 1), ("b", 1), ("c", 1), ("d", 1)])
+    );
 
     // A new run of the same plan: every task answered from the cache.
     let second = d.run(&["--cache", "--format", "json"]);
     assert_eq!(second.code, 0, "{}", second.stderr);
     assert_ne!(second.run_id(), first.run_id());
-    assert_eq!(d.counts(), counts(&[("a", 1), ("b", 1), ("c", 1), ("d", 1)]));
+    assert_eq!(
+        d.counts(),
+        counts(&[("a", 1), ("b", 1), ("c", 1), ("d", 1)])
+    );
     let j = second.json();
     for t in j["tasks"].as_array().unwrap() {
         assert_eq!(t["status"], "completed");
@@ -394,22 +482,41 @@ fn cache_reuses_identical_requests_across_runs() {
     }
     // The cached flag is stored with the result.
     let view = RunView::open(&d.root().join(second.run_id())).unwrap();
-    assert!(view.results().unwrap().iter().all(|r| r.result.metadata.cached));
+    assert!(
+        view.results()
+            .unwrap()
+            .iter()
+            .all(|r| r.result.metadata.cached)
+    );
 
     // Edit b: b and its dependent c miss; a and d hit.
     let text = plan_text("prompt c").replace("prompt b", "prompt b, edited");
     std::fs::write(d.path().join("plan.json"), text).unwrap();
     let third = d.run(&["--cache"]);
     assert_eq!(third.code, 0, "{}", third.stderr);
-    assert_eq!(d.counts(), counts(&[("a", 1), ("b", 2), ("c", 2), ("d", 1)]));
-    assert!(third.stdout.contains("a     completed (cached)"), "{}", third.stdout);
-    assert!(third.stdout.contains("d     completed (cached)"), "{}", third.stdout);
+    assert_eq!(
+        d.counts(),
+        counts(&[("a", 1), ("b", 2), ("c", 2), ("d", 1)])
+    );
+    assert!(
+        third.stdout.contains("a     completed (cached)"),
+        "{}",
+        third.stdout
+    );
+    assert!(
+        third.stdout.contains("d     completed (cached)"),
+        "{}",
+        third.stdout
+    );
     assert!(third.stdout.contains("(2 cached)"), "{}", third.stdout);
 
     // Without --cache nothing is reused.
     let fourth = d.run(&[]);
     assert_eq!(fourth.code, 0);
-    assert_eq!(d.counts(), counts(&[("a", 2), ("b", 3), ("c", 3), ("d", 2)]));
+    assert_eq!(
+        d.counts(),
+        counts(&[("a", 2), ("b", 3), ("c", 3), ("d", 2)])
+    );
 
     // Another command is another engine identity: no hits.
     let other = d
@@ -419,7 +526,10 @@ fn cache_reuses_identical_requests_across_runs() {
         .output()
         .unwrap();
     assert_eq!(other.status.code(), Some(0));
-    assert_eq!(d.counts(), counts(&[("a", 3), ("b", 4), ("c", 4), ("d", 3)]));
+    assert_eq!(
+        d.counts(),
+        counts(&[("a", 3), ("b", 4), ("c", 4), ("d", 3)])
+    );
 }
 
 /// `ctx run --format json` and `ctx runs export` of the run it stored are
@@ -463,10 +573,21 @@ fn a_library_made_run_resumes_from_the_cli() {
     drop(store);
     let out = d
         .ctx()
-        .args(["run", "plan.json", "--root", "runs", "--resume", &id, "--dry-run"])
+        .args([
+            "run",
+            "plan.json",
+            "--root",
+            "runs",
+            "--resume",
+            &id,
+            "--dry-run",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("rerun   d     in_progress (crashed)"), "{stdout}");
+    assert!(
+        stdout.contains("rerun   d     in_progress (crashed)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("rerun   a     never started"), "{stdout}");
 }

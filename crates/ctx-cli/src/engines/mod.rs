@@ -163,7 +163,10 @@ pub fn label(args: &EngineArgs) -> String {
         }
         if let Some(s) = &o.system {
             let hash = ctx_store_sqlite::sha256_hex(s.as_bytes());
-            push("system", format!("sha256:{}", hash.get(..12).unwrap_or(&hash)));
+            push(
+                "system",
+                format!("sha256:{}", hash.get(..12).unwrap_or(&hash)),
+            );
         }
     }
     label
@@ -181,10 +184,7 @@ pub fn cache_identity(args: &EngineArgs) -> String {
             "{label}\ncommand={}",
             args.command.as_deref().unwrap_or_default()
         ),
-        EngineKind::Openai => format!(
-            "{label}\nbase_url={}",
-            resolved_base_url(&args.openai)
-        ),
+        EngineKind::Openai => format!("{label}\nbase_url={}", resolved_base_url(&args.openai)),
     }
 }
 
@@ -212,7 +212,11 @@ fn kind_name(kind: EngineKind) -> &'static str {
 /// A label value: as is when it has no spaces, quotes or control
 /// characters, else quoted.
 fn quote(s: &str) -> String {
-    if !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control() || c == '"') {
+    if !s.is_empty()
+        && !s
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '"')
+    {
         s.to_string()
     } else {
         format!("{s:?}")
