@@ -510,6 +510,14 @@ fn ctrl_c_interrupts_and_still_prints_the_summary() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted: 1 of 4 tasks completed"));
     assert!(out_dir.join("results.json").exists());
     assert!(out_dir.join("prompts/a.md").exists());
+    // The stored run records the interruption, and d's result.
+    let (runs, bad) = ctx_store_sqlite::RunRoot::new(dir.path().join(".ctx/runs"))
+        .list()
+        .unwrap();
+    assert!(bad.is_empty());
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].state, ctx_store_sqlite::RunState::Interrupted);
+    assert_eq!(runs[0].counts.completed, 1);
 }
 
 #[test]
