@@ -532,6 +532,23 @@ fn cache_reuses_identical_requests_across_runs() {
     );
 }
 
+/// A damaged cache index: exit 4 naming it, untouched, and no run started.
+#[test]
+fn a_bad_cache_index_stops_before_the_run_starts() {
+    let d = Dir::new();
+    std::fs::create_dir_all(d.root()).unwrap();
+    std::fs::write(d.root().join("cache.sqlite"), "garbage").unwrap();
+    let out = d.run(&["--cache"]);
+    assert_eq!(out.code, 4, "{}", out.stderr);
+    assert!(out.stderr.contains("cache.sqlite"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read(d.root().join("cache.sqlite")).unwrap(),
+        b"garbage"
+    );
+    assert_eq!(std::fs::read_dir(d.root()).unwrap().count(), 1);
+    assert!(d.counts().is_empty());
+}
+
 /// `ctx run --format json` and `ctx runs export` of the run it stored are
 /// byte-identical.
 #[test]

@@ -208,6 +208,13 @@ pub fn run(args: Args) -> CliResult {
         (None, Some(dir)) => StartAt::NewRunIn(dir),
         (None, None) => StartAt::NewRun,
     };
+    // The cache index first: a bad cache.sqlite must not leave behind a
+    // started run.
+    let cache = if args.cache {
+        Some(Arc::new(root.cache().map_err(runs::store_error)?))
+    } else {
+        None
+    };
     let (store, resume) = root.start(at, &new).map_err(runs::store_error)?;
     let store = Arc::new(store);
     match &resume {
@@ -220,16 +227,14 @@ pub fn run(args: Args) -> CliResult {
         ),
         None => eprintln!("run {} in {}", store.run_id(), store.dir().display()),
     }
-    let engine: Arc<dyn InferenceEngine> = if args.cache {
-        let cache = root.cache().map_err(runs::store_error)?;
-        Arc::new(CachingEngine::new(
+    let engine: Arc<dyn InferenceEngine> = match cache {
+        Some(cache) => Arc::new(CachingEngine::new(
             engine,
-            Arc::new(cache),
+            cache,
             engines::cache_identity(&args.engine),
             Some(store.run_id().to_string()),
-        ))
-    } else {
-        engine
+        )),
+        None => engine,
     };
     let options = ExecutorOptions {
         reuse_completed: resume.is_some(),
@@ -246,13 +251,13 @@ pub fn run(args: Args) -> CliResult {
         options,
         &output,
     )?;
-    store
-        .finish(if report.interrupted {
-            SessionEnd::Interrupted
-        } else {
-            SessionEnd::Finished
-        })
-        .map_err(runs::store_error)?;
+    // Every result is committed already; a failure to record the session's
+    // end only makes the run look crashed, so the summary still comes first.
+    let finished = store.finish(if report.interrupted {
+        SessionEnd::Interrupted
+    } else {
+        SessionEnd::Finished
+    });
     let exit = report_run(&report, &output)?;
     if report.all_completed() {
         eprintln!("run {} stored in {}", store.run_id(), store.dir().display());
@@ -265,6 +270,7 @@ pub fn run(args: Args) -> CliResult {
             store.run_id()
         );
     }
+    finished.map_err(runs::store_error)?;
     Ok(exit)
 }
 
