@@ -14,11 +14,12 @@ use serde_json::{Value, json};
 
 const KEY: &str = "sk-cli-test-SECRET-9f8e7d6c5b4a";
 
+/// Where `ctx run` runs: a scratch folder, so the run stores it writes by
+/// default (`.ctx/runs`) land under target/, never in the repo.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("engine_openai");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
 }
 
 fn ctx() -> Command {

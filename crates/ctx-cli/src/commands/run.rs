@@ -476,6 +476,8 @@ fn summary_table(report: &RunReport) -> String {
                     format!("{} (reused)", r.status)
                 } else if r.metadata.cached && r.status == TaskStatus::Completed {
                     format!("{} (cached)", r.status)
+                } else if cut_by_max_tokens(r) {
+                    format!("{} (cut at max_tokens)", r.status)
                 } else {
                     r.status.to_string()
                 },
@@ -534,6 +536,18 @@ fn summary_table(report: &RunReport) -> String {
             }
         }
     }
+    let cut: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| cut_by_max_tokens(r))
+        .map(|r| printable(&r.task_id))
+        .collect();
+    if !cut.is_empty() {
+        out.push_str(&format!(
+            "\nwarning: output cut short by max_tokens (finish_reason \"length\"): {}\n",
+            cut.join(", ")
+        ));
+    }
     out.push_str(&format!(
         "\n{} tasks: {} completed, {} failed, {} skipped{}\n",
         report.results.len(),
@@ -548,6 +562,12 @@ fn summary_table(report: &RunReport) -> String {
         }
     ));
     out
+}
+
+/// Whether the engine stopped because it hit `max_tokens`: the output is
+/// complete as far as ctx knows, but probably not as far as the user wants.
+fn cut_by_max_tokens(r: &TaskExecutionResult) -> bool {
+    r.status == TaskStatus::Completed && r.metadata.finish_reason.as_deref() == Some("length")
 }
 
 /// An id as shown in a table: control characters escaped.

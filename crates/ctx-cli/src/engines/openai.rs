@@ -16,7 +16,7 @@
 //!   `--system`.
 //!
 //! Retries, streaming progress and pacing waits are reported through an
-//! [`Observer`]: they appear on the progress bar once `ctx run` has called
+//! [`ctx_engine_openai::Observer`]: they appear on the progress bar once `ctx run` has called
 //! [`attach_progress_bar`], and as one line each on stderr otherwise.
 
 use std::sync::{Arc, Mutex};
@@ -51,7 +51,7 @@ pub const DEFAULT_RETRY_MAX_MS: u64 = 30_000;
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct OpenAiArgs {
     /// API root, before `/chat/completions` [default: $OPENAI_BASE_URL, else
-    /// https://api.openai.com/v1]. Ollama: http://localhost:11434/v1.
+    /// `https://api.openai.com/v1`]. Ollama: `http://localhost:11434/v1`.
     #[arg(long, value_name = "URL", help_heading = HEADING)]
     pub base_url: Option<String>,
 
