@@ -14,7 +14,8 @@ pub fn read_text(path: &Path) -> Result<String, CliError> {
             .map_err(|e| CliError::usage(format!("<stdin>: {e}")))?;
         return Ok(s);
     }
-    let bytes = std::fs::read(path).map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
     String::from_utf8(bytes).map_err(|e| {
         CliError::usage(format!(
             "{}: not valid UTF-8 (first bad byte at offset {})",

@@ -630,3 +630,42 @@ fn engines_lists_each_engine_and_what_it_reads() {
             .any(|e| e["name"] == "OPENAI_API_KEY" && e["set"] == false)
     );
 }
+
+#[test]
+fn text_summary_flags_outputs_cut_at_max_tokens() {
+    // Task `b` (and only b) is answered with finish_reason "length".
+    let cut: Responder = Box::new(|seen: &Seen| {
+        let finish = if seen.prompt().ends_with("Say b.") {
+            "length"
+        } else {
+            "stop"
+        };
+        echo(finish)(seen)
+    });
+    let server = Server::start(vec![cut]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let out = ctx()
+        .arg("run")
+        .arg(&plan)
+        .args([
+            "--engine",
+            "openai",
+            "--base-url",
+            &server.url,
+            "--model",
+            "m",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row_b = table.lines().find(|l| l.starts_with("b ")).unwrap();
+    assert!(row_b.contains("completed (cut at max_tokens)"), "{table}");
+    let row_c = table.lines().find(|l| l.starts_with("c ")).unwrap();
+    assert!(!row_c.contains("cut at max_tokens"), "{table}");
+    assert!(
+        table.contains("warning: output cut short by max_tokens (finish_reason \"length\"): b\n"),
+        "{table}"
+    );
+}

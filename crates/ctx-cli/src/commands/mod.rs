@@ -1,7 +1,7 @@
 //! One module per subcommand; each exposes `Args` and `run`.
 
-pub mod history;
 pub mod engines;
+pub mod history;
 pub mod lint;
 pub mod plan_check;
 pub mod plan_graph;
