@@ -125,10 +125,8 @@ pub fn run_all(ctx_bin: &Path, root: &Path, mode: Mode) -> Result<Vec<String>, S
                     match mode {
                         Mode::Write => std::fs::remove_file(&path)
                             .map_err(|e| format!("{}: {e}", path.display()))?,
-                        Mode::Check => problems.push(format!(
-                            "{label}: {} is no longer produced",
-                            path.display()
-                        )),
+                        Mode::Check => problems
+                            .push(format!("{label}: {} is no longer produced", path.display())),
                     }
                 }
             }
@@ -153,7 +151,8 @@ fn compare_or_write(
     match mode {
         Mode::Write => {
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("{}: {e}", parent.display()))?;
             }
             std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
         }
@@ -189,7 +188,11 @@ fn collect_files(dir: &Path, include: &[String]) -> Result<BTreeMap<String, Vec<
                 .unwrap_or(&path)
                 .to_string_lossy()
                 .replace('\\', "/");
-            if !include.is_empty() && !include.iter().any(|i| rel.starts_with(&format!("{i}/")) || &rel == i) {
+            if !include.is_empty()
+                && !include
+                    .iter()
+                    .any(|i| rel.starts_with(&format!("{i}/")) || &rel == i)
+            {
                 continue;
             }
             let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
