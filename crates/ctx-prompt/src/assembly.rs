@@ -157,16 +157,15 @@ pub fn tokenizer_for_task(plan: &Plan, task: &SubTask) -> Tokenizer {
 /// ```
 pub fn entity_line(entity: &ResolvedEntity, include_entity_type: bool) -> String {
     let mut line = format!("- {}", entity.name);
-    if include_entity_type {
-        if let Some(t) = entity
+    if include_entity_type
+        && let Some(t) = entity
             .entity_type
             .as_deref()
             .filter(|t| !t.trim().is_empty())
-        {
-            line.push_str(" [");
-            line.push_str(t);
-            line.push(']');
-        }
+    {
+        line.push_str(" [");
+        line.push_str(t);
+        line.push(']');
     }
     if let Some(v) = entity.grounded_value.as_deref() {
         line.push_str(": ");

@@ -264,18 +264,18 @@ fn decode_pass(items: Vec<SkeletonChar>) -> (Vec<SkeletonChar>, bool) {
     let mut i = 0;
     while i < items.len() {
         let it = items[i];
-        if it.ch == '&' {
-            if let Some((c, next)) = decode_at(&items, i) {
-                let end = items.get(next - 1).map_or(it.end, |l| l.end);
-                out.push(SkeletonChar {
-                    ch: c,
-                    start: it.start,
-                    end,
-                });
-                decoded = true;
-                i = next;
-                continue;
-            }
+        if it.ch == '&'
+            && let Some((c, next)) = decode_at(&items, i)
+        {
+            let end = items.get(next - 1).map_or(it.end, |l| l.end);
+            out.push(SkeletonChar {
+                ch: c,
+                start: it.start,
+                end,
+            });
+            decoded = true;
+            i = next;
+            continue;
         }
         out.push(it);
         i += 1;

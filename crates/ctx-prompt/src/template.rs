@@ -166,14 +166,14 @@ impl Classes {
                         ),
                     });
                 }
-                if let Some(prev) = map.insert(name.clone(), class) {
-                    if prev != class {
-                        return Err(TemplateError::Malformed {
-                            path: path.to_string(),
-                            line,
-                            message: format!("`{name}` is listed both as trusted and as untrusted"),
-                        });
-                    }
+                if let Some(prev) = map.insert(name.clone(), class)
+                    && prev != class
+                {
+                    return Err(TemplateError::Malformed {
+                        path: path.to_string(),
+                        line,
+                        message: format!("`{name}` is listed both as trusted and as untrusted"),
+                    });
                 }
             }
         }
