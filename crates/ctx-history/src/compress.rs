@@ -239,7 +239,7 @@ impl Compressible {
     pub fn new(parts: &[&str]) -> Compressible {
         let mut units: Vec<(Unit, usize)> = Vec::new();
         for (section, part) in parts.iter().enumerate() {
-            let normalized = part.replace("\r\n", "\n");
+            let normalized = part.replace("\r\n", "\n").replace('\r', "\n");
             let body = normalized.trim_end();
             // Sections after the first start on a fresh paragraph.
             let text = if section == 0 {

@@ -441,21 +441,36 @@ fn level_number(l: HeadingLevel) -> u8 {
     }
 }
 
+/// Start of the line holding byte `pos`. Line ends are LF, CRLF or a lone
+/// CR, as in CommonMark.
 fn line_start(text: &str, pos: usize) -> usize {
     text.as_bytes()
         .get(..pos)
-        .and_then(|b| b.iter().rposition(|&c| c == b'\n'))
+        .and_then(|b| b.iter().rposition(|&c| c == b'\n' || c == b'\r'))
         .map_or(0, |i| i + 1)
 }
 
+/// Start of the line after the one holding byte `pos - 1` (`pos` itself
+/// when it already starts a line).
 fn next_line_start(text: &str, pos: usize) -> usize {
-    if pos > 0 && text.as_bytes().get(pos - 1) == Some(&b'\n') {
-        return pos;
+    let b = text.as_bytes();
+    let at_line_start = |p: usize| match b.get(p.wrapping_sub(1)) {
+        Some(b'\n') => true,
+        Some(b'\r') => b.get(p) != Some(&b'\n'),
+        _ => false,
+    };
+    if pos > 0 && at_line_start(pos) {
+        return pos.min(text.len());
     }
-    text.as_bytes()
-        .get(pos..)
-        .and_then(|b| b.iter().position(|&c| c == b'\n'))
-        .map_or(text.len(), |i| pos + i + 1)
+    let Some(i) = b.get(pos..).and_then(|r| r.iter().position(|&c| c == b'\n' || c == b'\r')) else {
+        return text.len();
+    };
+    let end = pos + i;
+    if b.get(end) == Some(&b'\r') && b.get(end + 1) == Some(&b'\n') {
+        end + 2
+    } else {
+        end + 1
+    }
 }
 
 /// Every heading of `text` (a body without front matter), in order.
@@ -756,6 +771,18 @@ mod tests {
             s.iter().map(|s| s.title.as_str()).collect::<Vec<_>>(),
             ["A", "B"]
         );
+    }
+
+    #[test]
+    fn lone_carriage_returns_end_lines() {
+        // Found by the markdown_sections fuzz target.
+        let src = "\r#\r#";
+        let s = sections(src, 1);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].range, 1..3);
+        assert_eq!(s[1].range, 3..4);
+        let s = sections("a\r\n## B\r\nx\r## C\rY", 2);
+        assert_eq!(s.iter().map(|s| s.text).collect::<Vec<_>>(), ["## B\r\nx\r", "## C\rY"]);
     }
 
     #[test]
