@@ -90,7 +90,11 @@ impl Lcg {
             let s = self.sentence();
             count += s.split_whitespace().count();
             out.push_str(&s);
-            out.push(if matches!(self.next() % 5, 0) { '\n' } else { ' ' });
+            out.push(if matches!(self.next() % 5, 0) {
+                '\n'
+            } else {
+                ' '
+            });
             if matches!(self.next() % 6, 0) {
                 out.push('\n');
             }

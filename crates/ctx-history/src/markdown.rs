@@ -462,7 +462,10 @@ fn next_line_start(text: &str, pos: usize) -> usize {
     if pos > 0 && at_line_start(pos) {
         return pos.min(text.len());
     }
-    let Some(i) = b.get(pos..).and_then(|r| r.iter().position(|&c| c == b'\n' || c == b'\r')) else {
+    let Some(i) = b
+        .get(pos..)
+        .and_then(|r| r.iter().position(|&c| c == b'\n' || c == b'\r'))
+    else {
         return text.len();
     };
     let end = pos + i;
@@ -782,7 +785,10 @@ mod tests {
         assert_eq!(s[0].range, 1..3);
         assert_eq!(s[1].range, 3..4);
         let s = sections("a\r\n## B\r\nx\r## C\rY", 2);
-        assert_eq!(s.iter().map(|s| s.text).collect::<Vec<_>>(), ["## B\r\nx\r", "## C\rY"]);
+        assert_eq!(
+            s.iter().map(|s| s.text).collect::<Vec<_>>(),
+            ["## B\r\nx\r", "## C\rY"]
+        );
     }
 
     #[test]

@@ -111,6 +111,23 @@ fn check_corpus(dir: &Path) -> Tally {
             None => t.none += 1,
         }
         let body_start = doc.body_range.start;
+        // HTML comments that start a line (HTML blocks): heading-like lines
+        // inside them are not headings.
+        let mut comments = Vec::new();
+        let mut from = 0;
+        let body = doc.body();
+        while let Some(i) = body.get(from..).and_then(|r| r.find("<!--")) {
+            let start = from + i;
+            let end = body
+                .get(start..)
+                .and_then(|r| r.find("-->"))
+                .map_or(body.len(), |j| start + j + 3);
+            let at_line_start = start == 0 || body.as_bytes()[start - 1] == b'\n';
+            if at_line_start {
+                comments.push((start + body_start, end + body_start));
+            }
+            from = end.max(start + 4);
+        }
         let fences: Vec<(usize, usize)> = fenced_regions(doc.body())
             .into_iter()
             .map(|(a, b)| (a + body_start, b + body_start))
@@ -135,6 +152,14 @@ fn check_corpus(dir: &Path) -> Tally {
                         .iter()
                         .any(|(a, b)| s.range.start > *a && s.range.start < *b),
                     "{}: section `{}` starts inside a code fence",
+                    path.display(),
+                    s.title
+                );
+                assert!(
+                    !comments
+                        .iter()
+                        .any(|(a, b)| s.range.start > *a && s.range.start < *b),
+                    "{}: section `{}` starts inside an HTML comment",
                     path.display(),
                     s.title
                 );
