@@ -135,14 +135,14 @@ fn test(args: &[String]) -> Result<(), String> {
         run_step(
             "unit, integration, property and golden tests (nextest)",
             Command::new(cargo())
-                .args(["nextest", "run", "--workspace", "--all-targets", "--no-fail-fast"])
+                .args(["nextest", "run", "--workspace", "--no-fail-fast"])
                 .current_dir(&root),
         )?;
     } else {
         run_step(
             "unit, integration, property and golden tests (cargo test)",
             Command::new(cargo())
-                .args(["test", "--workspace", "--all-targets", "--no-fail-fast"])
+                .args(["test", "--workspace", "--no-fail-fast"])
                 .current_dir(&root),
         )?;
     }
