@@ -5,7 +5,7 @@
 //! itself (nothing at all when no source exists); JSON output is the digest
 //! with its report. Warnings (undated reports) go to stderr.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ctx_history::{
     DigestRequest, HistoryConfig, assemble_digest, parse_date, today_utc, token_cap,
@@ -55,19 +55,44 @@ pub struct Args {
     pub format: Format,
 }
 
-/// Runs the command.
-pub fn run(args: Args) -> CliResult {
-    let mut config = match &args.config {
+/// The history flags `ctx history` and `ctx render --content-root` share,
+/// as given on the command line (`None` = not given).
+pub(crate) struct DigestFlags<'a> {
+    pub content_root: &'a Path,
+    pub config: Option<&'a Path>,
+    pub date: Option<&'a str>,
+    pub previous_summary: Option<&'a Path>,
+    pub prompt_budget: Option<usize>,
+    pub share: Option<f64>,
+    pub max_words: Option<usize>,
+    pub tokenizer: Option<&'a str>,
+}
+
+/// Everything `assemble_digest` needs, with the flags applied over the
+/// config file (or the built-in defaults).
+pub(crate) struct DigestSetup {
+    pub config: HistoryConfig,
+    pub tokenizer: Tokenizer,
+    pub request: DigestRequest,
+}
+
+/// Loads the sources config, applies the flags over it, checks them, and
+/// builds the request. One place, so both commands read flags alike.
+pub(crate) fn digest_setup(
+    flags: &DigestFlags<'_>,
+    exact_counts: bool,
+) -> Result<DigestSetup, CliError> {
+    let mut config = match flags.config {
         Some(path) => HistoryConfig::load(path).map_err(CliError::usage)?,
         None => HistoryConfig::default(),
     };
-    if let Some(n) = args.max_words {
+    if let Some(n) = flags.max_words {
         config.max_words = n;
     }
-    if let Some(n) = args.prompt_budget {
+    if let Some(n) = flags.prompt_budget {
         config.prompt_budget = n;
     }
-    if let Some(f) = args.share {
+    if let Some(f) = flags.share {
         if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
             return Err(CliError::usage(format!(
                 "--share: must be between 0 and 1, got {f}"
@@ -75,25 +100,51 @@ pub fn run(args: Args) -> CliResult {
         }
         config.share = f;
     }
-    if let Some(t) = &args.tokenizer {
-        config.tokenizer = t.clone();
+    if let Some(t) = flags.tokenizer {
+        config.tokenizer = t.to_string();
     }
     let tokenizer: Tokenizer = config
         .tokenizer
         .parse()
         .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?;
-    let date = match &args.date {
+    let date = match flags.date {
         Some(d) => parse_date(d).map_err(|e| CliError::usage(format!("--{e}")))?,
         None => today_utc(),
     };
     let request = DigestRequest {
-        content_root: args.content_root.clone(),
+        content_root: flags.content_root.to_path_buf(),
         date,
-        previous_summary: args.previous_summary.clone(),
+        previous_summary: flags.previous_summary.map(Path::to_path_buf),
         max_words: config.max_words,
         token_cap: token_cap(config.prompt_budget, config.share),
-        exact_counts: args.format == Format::Json,
+        exact_counts,
     };
+    Ok(DigestSetup {
+        config,
+        tokenizer,
+        request,
+    })
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> CliResult {
+    let DigestSetup {
+        config,
+        tokenizer,
+        request,
+    } = digest_setup(
+        &DigestFlags {
+            content_root: &args.content_root,
+            config: args.config.as_deref(),
+            date: args.date.as_deref(),
+            previous_summary: args.previous_summary.as_deref(),
+            prompt_budget: args.prompt_budget,
+            share: args.share,
+            max_words: args.max_words,
+            tokenizer: args.tokenizer.as_deref(),
+        },
+        args.format == Format::Json,
+    )?;
     let counter = tokenizer.counter();
     let digest = assemble_digest(&config, &request, &*counter).map_err(CliError::usage)?;
     for w in &digest.warnings {

@@ -20,14 +20,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ctx_history::{
-    DigestRequest, HistoryConfig, assemble_digest, parse_date, today_utc, token_cap,
-};
+use ctx_history::assemble_digest;
 use ctx_prompt::template::{
     Classes, HISTORICAL_CONTEXT, RenderError, Template, is_valid_name, preflight, render,
 };
 use ctx_tokens::Tokenizer;
 
+use crate::commands::history::{DigestFlags, DigestSetup, digest_setup};
 use crate::commands::lint::print_findings;
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::read_text;
@@ -171,45 +170,25 @@ pub fn run(args: Args) -> CliResult {
                 "--var {HISTORICAL_CONTEXT} and --content-root both give {{{{{HISTORICAL_CONTEXT}}}}}; pass one"
             )));
         }
-        let mut config = match &args.config {
-            Some(path) => HistoryConfig::load(path).map_err(CliError::usage)?,
-            None => HistoryConfig::default(),
-        };
-        if let Some(n) = args.max_words {
-            config.max_words = n;
-        }
-        if let Some(n) = args.prompt_budget {
-            config.prompt_budget = n;
-        }
-        if let Some(f) = args.share {
-            if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
-                return Err(CliError::usage(format!(
-                    "--share: must be between 0 and 1, got {f}"
-                )));
-            }
-            config.share = f;
-        }
-        match &tokenizer_name {
-            Some(t) => config.tokenizer = t.clone(),
-            None => tokenizer_name = Some(config.tokenizer.clone()),
-        }
+        let DigestSetup {
+            config,
+            tokenizer,
+            request,
+        } = digest_setup(
+            &DigestFlags {
+                content_root: root,
+                config: args.config.as_deref(),
+                date: args.date.as_deref(),
+                previous_summary: args.previous_summary.as_deref(),
+                prompt_budget: args.prompt_budget,
+                share: args.share,
+                max_words: args.max_words,
+                tokenizer: tokenizer_name.as_deref(),
+            },
+            false,
+        )?;
+        tokenizer_name = Some(tokenizer.as_str().to_string());
         budget = Some(config.prompt_budget);
-        let tokenizer: Tokenizer = config
-            .tokenizer
-            .parse()
-            .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?;
-        let date = match &args.date {
-            Some(d) => parse_date(d).map_err(|e| CliError::usage(format!("--{e}")))?,
-            None => today_utc(),
-        };
-        let request = DigestRequest {
-            content_root: root.clone(),
-            date,
-            previous_summary: args.previous_summary.clone(),
-            max_words: config.max_words,
-            token_cap: token_cap(config.prompt_budget, config.share),
-            exact_counts: false,
-        };
         let digest =
             assemble_digest(&config, &request, &*tokenizer.counter()).map_err(CliError::usage)?;
         for w in &digest.warnings {
