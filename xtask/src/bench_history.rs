@@ -1,5 +1,5 @@
 //! `cargo xtask bench-history [--runs N]`: the historical-digest benchmark
-//! whose figures are in docs/performance-history.md.
+//! whose figures are in docs/performance.md.
 //!
 //! 1. Builds `ctx` and the `history_bench` example of ctx-history in
 //!    release mode.

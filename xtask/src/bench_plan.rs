@@ -7,7 +7,7 @@
 //! arguments through. It prints markdown tables: makespan ÷ critical-path
 //! lower bound for the ready queue and for level batches at several
 //! concurrencies, prompt-assembly throughput, peak memory. The figures are
-//! recorded in docs/performance-plan.md.
+//! recorded in docs/performance.md.
 
 use std::process::Command;
 

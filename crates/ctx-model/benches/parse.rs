@@ -3,7 +3,7 @@
 //! drawn from the previous 300 tasks, prompts of 200–2,000 characters, ten
 //! entities referenced at random) is written as JSON and as YAML, then
 //! parsed and validated repeatedly. Prints the median time of each step and
-//! the input size; figures are recorded in docs/performance-model.md.
+//! the input size; figures are recorded in docs/performance.md.
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! Prompt assembly, fencing and rendering throughput (figures in
-//! docs/performance-prompt.md). Run with `cargo bench -p ctx-prompt`.
+//! docs/performance.md). Run with `cargo bench -p ctx-prompt`.
 
 use std::collections::BTreeMap;
 
