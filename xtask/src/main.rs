@@ -26,8 +26,12 @@ fn main() -> ExitCode {
         Some("fixtures") => fixtures(&args[1..]),
         Some("test") => test(&args[1..]),
         // Each benchmark has its own flags; `bench` runs both with their defaults.
-        Some("bench") if args.len() == 1 => bench_plan::run(&[]).and_then(|()| bench_history::run(&[])),
-        Some("bench") => Err("`cargo xtask bench` takes no flags; pass them to bench-plan or bench-history".into()),
+        Some("bench") if args.len() == 1 => {
+            bench_plan::run(&[]).and_then(|()| bench_history::run(&[]))
+        }
+        Some("bench") => Err(
+            "`cargo xtask bench` takes no flags; pass them to bench-plan or bench-history".into(),
+        ),
         Some("bench-plan") => bench_plan::run(&args[1..]),
         Some("bench-history") => bench_history::run(&args[1..]),
         Some("e2e") => e2e::run(&args[1..]),
@@ -73,7 +77,9 @@ fn build_ctx(root: &Path) -> Result<PathBuf, String> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    Ok(target.join("debug").join(format!("ctx{}", std::env::consts::EXE_SUFFIX)))
+    Ok(target
+        .join("debug")
+        .join(format!("ctx{}", std::env::consts::EXE_SUFFIX)))
 }
 
 fn fixtures(args: &[String]) -> Result<(), String> {

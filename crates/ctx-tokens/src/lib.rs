@@ -158,9 +158,8 @@ impl Tokenizer {
         if m.starts_with("gpt-oss") {
             return Tokenizer::O200kHarmony;
         }
-        let o_series = m.len() >= 2
-            && m.starts_with('o')
-            && m[1..].starts_with(|c: char| c.is_ascii_digit());
+        let o_series =
+            m.len() >= 2 && m.starts_with('o') && m[1..].starts_with(|c: char| c.is_ascii_digit());
         if m.starts_with("gpt-4o")
             || m.starts_with("gpt-4.1")
             || m.starts_with("gpt-4.5")
@@ -192,7 +191,9 @@ impl fmt::Display for Tokenizer {
 
 /// A tokenizer name that ctx does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown tokenizer `{name}` (known: cl100k_base, o200k_base, o200k_harmony, p50k_base, r50k_base, estimate)")]
+#[error(
+    "unknown tokenizer `{name}` (known: cl100k_base, o200k_base, o200k_harmony, p50k_base, r50k_base, estimate)"
+)]
 pub struct UnknownTokenizer {
     /// The name as given.
     pub name: String,
@@ -205,7 +206,9 @@ impl FromStr for Tokenizer {
             .iter()
             .copied()
             .find(|t| t.as_str().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| UnknownTokenizer { name: s.to_string() })
+            .ok_or_else(|| UnknownTokenizer {
+                name: s.to_string(),
+            })
     }
 }
 
@@ -368,8 +371,19 @@ mod tests {
 
     #[test]
     fn upper_bound_never_undercounts() {
-        let samples = ["", "a", "héllo wörld", "日本語のテキスト", "   \n\t", "🦀🦀🦀 crab"];
-        for t in [Tokenizer::Cl100kBase, Tokenizer::O200kBase, Tokenizer::Estimate] {
+        let samples = [
+            "",
+            "a",
+            "héllo wörld",
+            "日本語のテキスト",
+            "   \n\t",
+            "🦀🦀🦀 crab",
+        ];
+        for t in [
+            Tokenizer::Cl100kBase,
+            Tokenizer::O200kBase,
+            Tokenizer::Estimate,
+        ] {
             let c = t.counter();
             for s in samples {
                 assert!(c.upper_bound(s) >= c.count(s), "{t} {s:?}");
