@@ -239,8 +239,10 @@ impl OpenAiEngine {
                 request.task_id
             ))
         })?;
-        let cost = (request.prompt_tokens as u64)
-            .saturating_add(wire::effective_max_tokens(&request.params, defaults).unwrap_or(0));
+        // The same cap the body carries (`request_body` asks `completion_cap`
+        // too), so `--tpm` reserves what the server may really generate.
+        let cap = wire::completion_cap(&request.params, defaults).and_then(|c| c.tokens());
+        let cost = (request.prompt_tokens as u64).saturating_add(cap.unwrap_or(0));
         let max = self.config.retry.max_attempts;
         let mut attempts: Vec<Attempt> = Vec::new();
         for number in 1..=max {

@@ -11,8 +11,10 @@
 //! than the bucket still goes through once the bucket is full.
 //!
 //! The token cost of a request is its prompt's token count (ctx counts it
-//! before dispatch) plus its `max_tokens`, which is how providers reckon a
-//! request against a tokens-per-minute limit.
+//! before dispatch) plus the completion cap its body carries
+//! (`max_completion_tokens` or `max_tokens`, decided in one place,
+//! `wire::completion_cap`), which is how providers reckon a request
+//! against a tokens-per-minute limit.
 
 use std::sync::Mutex;
 use std::time::Duration;

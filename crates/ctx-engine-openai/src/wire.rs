@@ -40,7 +40,6 @@ pub(crate) fn request_body(
     messages.push(json!({"role": "user", "content": prompt}));
     body.insert("messages".into(), Value::Array(messages));
 
-    let has_max_completion_tokens = body.contains_key("max_completion_tokens");
     let mut set = |key: &str, value: Option<Value>| {
         if let Some(value) = value {
             body.insert(key.to_string(), value);
@@ -64,13 +63,13 @@ pub(crate) fn request_body(
             .filter(|s| !s.is_empty())
             .map(|v| json!(v)),
     );
-    // Reasoning models take `max_completion_tokens` and reject `max_tokens`;
-    // a plan that passes the former through `extra` gets only that one.
-    if !has_max_completion_tokens {
-        set(
-            "max_tokens",
-            params.max_tokens.or(defaults.max_tokens).map(|v| json!(v)),
-        );
+    // Exactly one cap key goes out, the one `completion_cap` chose (and
+    // pacing reserves): never both, never one the pacer does not know of.
+    for key in CAP_KEYS {
+        body.remove(key);
+    }
+    if let Some(cap) = completion_cap(params, defaults) {
+        body.insert(cap.key.to_string(), cap.value);
     }
     if stream {
         body.insert("stream".into(), json!(true));
@@ -79,16 +78,66 @@ pub(crate) fn request_body(
     Value::Object(body)
 }
 
-/// The `max_tokens` a request will carry, for pacing by tokens.
-pub(crate) fn effective_max_tokens(params: &Params, defaults: &RequestDefaults) -> Option<u64> {
-    let from_extra = ["max_completion_tokens", "max_tokens"]
-        .iter()
-        .find_map(|k| params.extra.get(*k).and_then(Value::as_u64));
-    params
-        .max_tokens
-        .or(defaults.max_tokens)
-        .map(u64::from)
-        .or(from_extra)
+/// The keys that cap a completion's length. OpenAI's reasoning models
+/// take `max_completion_tokens` and reject `max_tokens`; other servers
+/// take `max_tokens`.
+const CAP_KEYS: [&str; 2] = ["max_completion_tokens", "max_tokens"];
+
+/// The cap on generated tokens a request carries: the body key and the
+/// value sent under it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CompletionCap {
+    /// `max_completion_tokens` or `max_tokens`.
+    pub key: &'static str,
+    /// Sent as it is (a plan may pass anything through `extra`).
+    pub value: Value,
+}
+
+impl CompletionCap {
+    /// The cap as a token count, for pacing; `None` when the value is not
+    /// a non-negative number (`null` asks for no cap, which the pacer
+    /// cannot price).
+    pub(crate) fn tokens(&self) -> Option<u64> {
+        self.value.as_u64().or_else(|| {
+            self.value
+                .as_f64()
+                .filter(|f| f.is_finite() && *f >= 0.0)
+                // Saturating cast: a cap beyond u64 prices as u64::MAX.
+                .map(|f| f.ceil() as u64)
+        })
+    }
+}
+
+/// Decides the one completion cap a request carries. [`request_body`]
+/// sends it and the engine's `--tpm` pacing reserves it, so the two can
+/// never disagree (pacing that reserved `--max-tokens 64` while the body
+/// asked for 4000 would let a run blow through its tokens-per-minute
+/// limit).
+///
+/// First match wins:
+/// 1. `max_completion_tokens` in `params.extra`: a plan that names it
+///    targets a reasoning model, which rejects `max_tokens`, so it is sent
+///    alone, whatever `params.max_tokens` or `--max-tokens` say;
+/// 2. `params.max_tokens`, else `--max-tokens`, as `max_tokens`;
+/// 3. `max_tokens` in `params.extra` (only a caller building [`Params`]
+///    by hand can put it there; a plan's `max_tokens` is the field).
+pub(crate) fn completion_cap(params: &Params, defaults: &RequestDefaults) -> Option<CompletionCap> {
+    if let Some(value) = params.extra.get("max_completion_tokens") {
+        return Some(CompletionCap {
+            key: "max_completion_tokens",
+            value: value.clone(),
+        });
+    }
+    if let Some(max) = params.max_tokens.or(defaults.max_tokens) {
+        return Some(CompletionCap {
+            key: "max_tokens",
+            value: json!(max),
+        });
+    }
+    params.extra.get("max_tokens").map(|value| CompletionCap {
+        key: "max_tokens",
+        value: value.clone(),
+    })
 }
 
 /// A finished chat completion, whichever way it arrived.
@@ -147,6 +196,21 @@ pub(crate) fn parse_completion(body: &[u8]) -> Result<Completion, BodyError> {
         usage: value.get("usage").and_then(usage_of),
         finish_reason: finish_reason_of(choice),
     })
+}
+
+/// Whether a streamed choice belongs to the first completion: its `index`
+/// is 0, or absent (servers that only ever stream one choice may leave it
+/// out).
+///
+/// With `n > 1` each chunk carries one choice of one completion, so
+/// [`first_choice`]'s fallback to "whichever comes first" would splice the
+/// completions together (`A` from index 0, then `B` from index 1, read as
+/// `AB`); the stream keeps index 0 alone, as a whole body does.
+fn is_first_choice(choice: &Value) -> bool {
+    match choice.get("index") {
+        None | Some(Value::Null) => true,
+        Some(index) => index.as_u64() == Some(0) || index.as_f64() == Some(0.0),
+    }
 }
 
 /// The choice with `index` 0, else the first.
@@ -248,7 +312,7 @@ impl StreamAccumulator {
         if let Some(choice) = value
             .get("choices")
             .and_then(Value::as_array)
-            .and_then(|c| first_choice(c))
+            .and_then(|c| c.iter().find(|c| is_first_choice(c)))
         {
             self.saw_choice = true;
             let text = choice
@@ -326,6 +390,28 @@ mod tests {
         );
     }
 
+    /// The cap the body sends, read back from the body.
+    fn sent_cap(body: &Value) -> Option<(&'static str, Value)> {
+        let sent: Vec<_> = CAP_KEYS
+            .iter()
+            .filter_map(|k| body.get(*k).map(|v| (*k, v.clone())))
+            .collect();
+        assert!(sent.len() <= 1, "both caps sent: {body}");
+        sent.into_iter().next()
+    }
+
+    /// The body and the pacer agree on the cap: same key, same value.
+    fn assert_agree(p: &Params, d: &RequestDefaults) -> Option<u64> {
+        let body = request_body("x", "m", p, d, false);
+        let cap = completion_cap(p, d);
+        assert_eq!(
+            sent_cap(&body),
+            cap.clone().map(|c| (c.key, c.value)),
+            "{body}"
+        );
+        cap.and_then(|c| c.tokens())
+    }
+
     #[test]
     fn stream_asks_for_usage_and_max_completion_tokens_replaces_max_tokens() {
         let mut p = params("x");
@@ -337,15 +423,63 @@ mod tests {
         assert_eq!(body["max_completion_tokens"], json!(99));
         assert!(body.get("max_tokens").is_none());
         assert!(body.get("system").is_none());
-        assert_eq!(
-            effective_max_tokens(&p, &RequestDefaults::default()),
-            Some(10)
-        );
+        // Pacing reserves the cap that is sent (99), not the one that was
+        // dropped (10).
+        assert_eq!(assert_agree(&p, &RequestDefaults::default()), Some(99));
         p.max_tokens = None;
+        assert_eq!(assert_agree(&p, &RequestDefaults::default()), Some(99));
+    }
+
+    #[test]
+    fn body_and_pacer_agree_on_the_completion_cap() {
+        let cli = RequestDefaults {
+            max_tokens: Some(64),
+            ..RequestDefaults::default()
+        };
+        let none = RequestDefaults::default();
+        // The reviewer's case: `--max-tokens 64`, a task passing
+        // `max_completion_tokens: 4000`. 4000 is sent, 4000 is reserved.
+        let mut p = params("x");
+        p.extra.insert("max_completion_tokens".into(), json!(4000));
+        assert_eq!(assert_agree(&p, &cli), Some(4000));
         assert_eq!(
-            effective_max_tokens(&p, &RequestDefaults::default()),
-            Some(99)
+            request_body("x", "m", &p, &cli, false)["max_completion_tokens"],
+            json!(4000)
         );
+        // A task's own max_tokens beats --max-tokens.
+        let mut p = params("x");
+        p.max_tokens = Some(5);
+        assert_eq!(assert_agree(&p, &cli), Some(5));
+        // --max-tokens alone.
+        assert_eq!(assert_agree(&params("x"), &cli), Some(64));
+        // No cap anywhere: nothing sent, nothing reserved.
+        assert_eq!(assert_agree(&params("x"), &none), None);
+        assert_eq!(completion_cap(&params("x"), &none), None);
+        // `max_tokens` only in extra (a hand-built Params) is sent and
+        // reserved when nothing else sets it, and overridden otherwise.
+        let mut p = params("x");
+        p.extra.insert("max_tokens".into(), json!(300));
+        assert_eq!(assert_agree(&p, &none), Some(300));
+        assert_eq!(assert_agree(&p, &cli), Some(64));
+        // Both in extra: only max_completion_tokens goes out.
+        p.extra.insert("max_completion_tokens".into(), json!(700));
+        assert_eq!(assert_agree(&p, &cli), Some(700));
+        // Values the pacer cannot price: `null` (no cap) and a string are
+        // still sent as written; a float is rounded up.
+        for (value, tokens) in [
+            (json!(null), None),
+            (json!("many"), None),
+            (json!(-3), None),
+            (json!(12.5), Some(13)),
+        ] {
+            let mut p = params("x");
+            p.extra
+                .insert("max_completion_tokens".into(), value.clone());
+            assert_eq!(assert_agree(&p, &cli), tokens, "{value}");
+            let body = request_body("x", "m", &p, &cli, false);
+            assert_eq!(body["max_completion_tokens"], value);
+            assert!(body.get("max_tokens").is_none());
+        }
     }
 
     #[test]
@@ -424,5 +558,53 @@ mod tests {
             acc.push("{not json"),
             Err(BodyError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn stream_with_n_choices_keeps_index_0_only() {
+        // `n: 2`: each chunk carries one choice of one completion.
+        let mut acc = StreamAccumulator::default();
+        let chunks = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"A"}}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"content":"B"}}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"content":"BB"},"finish_reason":"length"}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"index":1,"delta":{},"finish_reason":"content_filter"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4}}"#,
+        ];
+        let added: Vec<usize> = chunks.iter().map(|c| acc.push(c).unwrap()).collect();
+        assert_eq!(added, [0, 0, 1, 0, 0, 1, 0, 0]);
+        assert_eq!(acc.completion.output, "Aa");
+        // Index 1's finish reasons, before and after index 0's, are not ours.
+        assert_eq!(acc.completion.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(acc.completion.usage.unwrap().total_tokens, 9);
+
+        // Several choices in one chunk, index 1 first.
+        let mut acc = StreamAccumulator::default();
+        acc.push(r#"{"choices":[{"index":1,"delta":{"content":"B"}},{"index":0,"delta":{"content":"A"}}]}"#)
+            .unwrap();
+        assert_eq!(acc.completion.output, "A");
+
+        // Only other choices so far: no choice of ours seen.
+        let mut acc = StreamAccumulator::default();
+        assert_eq!(
+            acc.push(r#"{"choices":[{"index":1,"delta":{"content":"B"}}]}"#),
+            Ok(0)
+        );
+        assert!(!acc.saw_choice);
+        assert_eq!(acc.completion.output, "");
+
+        // Servers that leave `index` out (or null) stream one choice.
+        let mut acc = StreamAccumulator::default();
+        acc.push(r#"{"choices":[{"delta":{"content":"x"}}]}"#)
+            .unwrap();
+        acc.push(r#"{"choices":[{"index":null,"delta":{"content":"y"}}]}"#)
+            .unwrap();
+        acc.push(r#"{"choices":[{"index":0.0,"text":"z","finish_reason":"stop"}]}"#)
+            .unwrap();
+        assert_eq!(acc.completion.output, "xyz");
+        assert!(acc.saw_choice);
     }
 }

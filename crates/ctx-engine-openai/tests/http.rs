@@ -229,6 +229,62 @@ async fn streaming_assembles_output_usage_and_progress() {
     );
 }
 
+/// A chunk of choice `index` of an `n > 1` stream.
+fn chunk_of(index: u32, content: Option<&str>, finish: Option<&str>) -> Value {
+    let mut c = chunk(content, finish);
+    c["choices"][0]["index"] = json!(index);
+    c
+}
+
+#[tokio::test]
+async fn streaming_with_n_2_returns_the_first_choice_alone() {
+    let s = server().await;
+    let body = sse_body(&[
+        chunk_of(0, Some(""), None),
+        chunk_of(1, Some(""), None),
+        chunk_of(0, Some("A"), None),
+        chunk_of(1, Some("B"), None),
+        chunk_of(0, Some("lpha"), None),
+        chunk_of(1, Some("eta"), Some("length")),
+        chunk_of(0, None, Some("stop")),
+        json!({"id": "c", "model": "streamer-1", "choices": [],
+               "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}}),
+    ]);
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(body),
+        )
+        .expect(1)
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.stream = true;
+    let chars = Arc::new(Mutex::new(Vec::new()));
+    let sink = chars.clone();
+    let e = engine(cfg).with_observer(Arc::new(move |ev: &EngineEvent| {
+        if let EngineEvent::Streaming { chars, .. } = ev {
+            sink.lock().unwrap().push(*chars);
+        }
+    }));
+    let mut req = request("n2");
+    req.params.extra.insert("n".into(), json!(2));
+    let r = e.infer(&req).await.unwrap();
+    // Not "ABlphaeta": choice 1 is neither spliced in nor its finish
+    // reason taken.
+    assert_eq!(r.output, "Alpha");
+    assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(r.usage.unwrap().total_tokens, 13);
+    assert_eq!(outcomes(&r.attempts), ["ok"]);
+    // Progress counts choice 0's characters only.
+    assert_eq!(chars.lock().unwrap().last(), Some(&5));
+    let sent: Value =
+        serde_json::from_slice(&s.received_requests().await.unwrap()[0].body).unwrap();
+    assert_eq!(sent["n"], 2);
+    assert_eq!(sent["stream"], true);
+}
+
 #[tokio::test]
 async fn streaming_request_answered_with_plain_json_still_works() {
     let s = server().await;
@@ -761,6 +817,44 @@ async fn tokens_per_minute_count_prompt_and_max_tokens() {
         "{:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test]
+async fn tokens_per_minute_reserve_max_completion_tokens_from_params() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .expect(2)
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.tokens_per_minute = Some(1200); // 20 tokens/s, a bucket of 20
+    cfg.defaults.max_tokens = Some(1); // `--max-tokens 1`, overridden below
+    let e = engine(cfg);
+    let reasoning = |id: &str| {
+        let mut req = request(id);
+        // 12 prompt + 28 = 40 per request, twice the bucket.
+        req.params
+            .extra
+            .insert("max_completion_tokens".into(), json!(28));
+        req
+    };
+    let started = Instant::now();
+    e.infer(&reasoning("a")).await.unwrap();
+    e.infer(&reasoning("b")).await.unwrap();
+    // The first request takes the full bucket and owes 20; the second
+    // waits for 20 of debt plus a full bucket: 2 s at 20/s. Reserving
+    // `--max-tokens` (12 + 1 = 13 each) would have waited 0.3 s.
+    assert!(
+        started.elapsed() >= Duration::from_millis(1990),
+        "{:?}",
+        started.elapsed()
+    );
+    for received in s.received_requests().await.unwrap() {
+        let sent: Value = serde_json::from_slice(&received.body).unwrap();
+        assert_eq!(sent["max_completion_tokens"], 28);
+        assert!(sent.get("max_tokens").is_none(), "{sent}");
+    }
 }
 
 #[tokio::test]
