@@ -322,7 +322,8 @@ fn bad_input_is_exit_2_naming_path_and_line() {
         .args(["history", "--content-root", root, "--date", "2026-08-20"])
         .assert()
         .success();
-    // ...but a weekly report's front matter is always read.
+    // ...but the chosen weekly report's front matter is always read (here
+    // the only weekly report, dated by its name: its error is the answer).
     write(
         r,
         "weekly/2026-08-14.md",
@@ -386,4 +387,79 @@ fn undated_reports_warn_on_stderr() {
         .success()
         .stdout("")
         .stderr(predicate::str::contains("notes.md: no date"));
+}
+
+#[test]
+fn a_broken_unrelated_weekly_file_is_a_warning_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    write(
+        r,
+        "weekly/2026-08-14.md",
+        b"---\nsummary: Latest thesis\n---\n## Blind Spots\nlatest\n",
+    );
+    // A horizontal rule on the first line reads as unclosed front matter.
+    write(r, "weekly/2019-01-01.md", b"---\nOld notes\n");
+    let out = ctx()
+        .args(["history", "--content-root"])
+        .arg(r)
+        .args(["--date", "2026-08-20", "--format", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "weekly/2019-01-01.md:1: front matter opened with `---` is never closed; \
+             not the chosen report, skipped"
+        ),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sources"][1]["path"], "weekly/2026-08-14.md");
+    assert!(v["markdown"].as_str().unwrap().contains("Latest thesis"));
+
+    // Once the broken file is the latest report, it is an error again.
+    write(r, "weekly/2026-08-19.md", b"---\nOld notes\n");
+    ctx()
+        .args(["history", "--content-root"])
+        .arg(r)
+        .args(["--date", "2026-08-20"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "weekly/2026-08-19.md:1: front matter opened with `---` is never closed",
+        ));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_loop_lists_each_report_once() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    write(r, "weekly/2026-08-14.md", b"## Blind Spots\nlatest\n");
+    write(r, "weekly/notes.md", b"undated\n");
+    symlink("..", r.join("weekly/archive")).unwrap();
+    symlink("..", r.join("weekly/back")).unwrap();
+    let out = ctx()
+        .args(["history", "--content-root"])
+        .arg(r)
+        .args(["--date", "2026-08-20", "--format", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Followed links would list `notes.md` once per `archive/` level.
+    assert_eq!(stderr.matches("notes.md: no date").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("weekly/archive: symbolic link to a directory; not followed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("weekly/back: symbolic link to a directory; not followed"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sources"][1]["path"], "weekly/2026-08-14.md");
 }

@@ -12,6 +12,16 @@
 //!   so it is "before" a date only once it has ended), or a `YYYY-MM-DD` in
 //!   its name. The latest one dated strictly before the date wins (ties:
 //!   the greater path). Files with no date are skipped with a warning.
+//!   Symbolic links to directories are not followed (one warning each); a
+//!   link to a file is read like the file.
+//!
+//! A `before` search reads the head of every report in the directory, so
+//! one broken file must not stop it: a file whose front matter cannot be
+//! read (never closed, malformed YAML/TOML) or that is not UTF-8 is dated
+//! by its name alone. If that file is the one chosen, its error is
+//! returned — the report the date asks for is never silently replaced by an
+//! older one. Otherwise it is skipped with a warning naming the file and
+//! line (and with no date in its name it is skipped with a warning too).
 
 use std::path::{Path, PathBuf};
 
@@ -227,12 +237,30 @@ pub fn report_date(path: &Path) -> Result<Option<NaiveDate>, HistoryError> {
     if let Some(d) = fm_date {
         return Ok(Some(d));
     }
+    Ok(name_date(path))
+}
+
+/// The date in a report's file name: an ISO week (`2026-W33.md`, or
+/// `W33.md` in a year folder) or a `YYYY-MM-DD`.
+fn name_date(path: &Path) -> Option<NaiveDate> {
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
     let parent = path
         .parent()
         .and_then(|p| p.file_name())
         .and_then(|s| s.to_str());
-    Ok(iso_week_in_name(stem, parent).or_else(|| date_in_name(stem)))
+    iso_week_in_name(stem, parent).or_else(|| date_in_name(stem))
+}
+
+/// Whether a discovery error is about the file's text (its front matter
+/// or encoding) rather than about reading the disk: such a file is an
+/// unrelated broken file until it is chosen.
+fn is_unreadable_report(e: &HistoryError) -> bool {
+    matches!(
+        e,
+        HistoryError::UnclosedFrontMatter { .. }
+            | HistoryError::FrontMatter { .. }
+            | HistoryError::InvalidUtf8 { .. }
+    )
 }
 
 /// Where a source was looked for and what was found.
@@ -349,12 +377,43 @@ fn period_candidates(
     Ok(())
 }
 
-fn collect_markdown(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), HistoryError> {
+/// Every markdown file under `dir`, in sorted path order (depth first).
+///
+/// Symbolic links to directories are not followed: a link back up the
+/// tree (`weekly/archive -> ..`) would list every report again at each
+/// level and two such links make the walk exponential. Each one is
+/// reported in `warnings`. A link to a file is kept (it is read like the
+/// file); a dangling link is skipped with a warning.
+fn collect_markdown(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    warnings: &mut Vec<String>,
+) -> Result<(), HistoryError> {
     for p in read_dir_sorted(dir)? {
+        let link = std::fs::symlink_metadata(&p)
+            .map(|m| m.file_type().is_symlink())
+            .map_err(|e| HistoryError::Io {
+                path: p.clone(),
+                message: e.to_string(),
+            })?;
         if p.is_dir() {
-            collect_markdown(&p, out)?;
+            if link {
+                warnings.push(format!(
+                    "{}: symbolic link to a directory; not followed",
+                    p.display()
+                ));
+            } else {
+                collect_markdown(&p, out, warnings)?;
+            }
         } else if is_markdown(&p) {
-            out.push(p);
+            if p.is_file() {
+                out.push(p);
+            } else if link {
+                warnings.push(format!(
+                    "{}: symbolic link to nothing readable; skipped",
+                    p.display()
+                ));
+            }
         }
     }
     Ok(())
@@ -424,26 +483,52 @@ pub fn locate(
                 return Ok(Located::Missing(dir));
             }
             let mut files = Vec::new();
-            collect_markdown(&dir, &mut files)?;
-            let mut best: Option<(NaiveDate, PathBuf)> = None;
+            collect_markdown(&dir, &mut files, warnings)?;
+            // Date every file first (a broken one by its name alone, keeping
+            // its error), choose, then warn in path order about the files
+            // left out: the chosen one's error is returned instead.
+            let mut dated: Vec<(PathBuf, Option<NaiveDate>, Option<HistoryError>)> = Vec::new();
             for f in files {
-                match report_date(&f)? {
-                    Some(d) if d < date => {
-                        if best.as_ref().is_none_or(|(bd, bp)| (d, &f) > (*bd, bp)) {
-                            best = Some((d, f));
-                        }
+                match report_date(&f) {
+                    Ok(d) => dated.push((f, d, None)),
+                    Err(e) if is_unreadable_report(&e) => {
+                        let d = name_date(&f);
+                        dated.push((f, d, Some(e)));
                     }
-                    Some(_) => {}
-                    None => warnings.push(format!(
+                    Err(e) => return Err(e),
+                }
+            }
+            let best = dated
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (f, d, _))| d.filter(|d| *d < date).map(|d| (d, f, i)))
+                .max()
+                .map(|(_, _, i)| i);
+            let mut chosen = None;
+            for (i, (f, d, error)) in dated.into_iter().enumerate() {
+                if Some(i) == best {
+                    chosen = Some((f, error));
+                    continue;
+                }
+                match (d, error) {
+                    (None, Some(e)) => {
+                        warnings.push(format!("{e}; no date in its name, skipped"));
+                    }
+                    (Some(_), Some(e)) => {
+                        warnings.push(format!("{e}; not the chosen report, skipped"));
+                    }
+                    (None, None) => warnings.push(format!(
                         "{}: no date (front-matter `date`, ISO week or YYYY-MM-DD in the name); skipped",
                         f.display()
                     )),
+                    (Some(_), None) => {}
                 }
             }
-            Ok(match best {
-                Some((_, p)) => Located::Found(p),
-                None => Located::Missing(dir),
-            })
+            match chosen {
+                Some((_, Some(e))) => Err(e),
+                Some((p, None)) => Ok(Located::Found(p)),
+                None => Ok(Located::Missing(dir)),
+            }
         }
     }
 }
@@ -513,6 +598,177 @@ mod tests {
                 .to_string()
                 .contains("never closed")
         );
+    }
+
+    fn weekly_source() -> SourceConfig {
+        let config = crate::HistoryConfig::default();
+        config
+            .sources
+            .iter()
+            .find(|s| s.key == "previous_week")
+            .cloned()
+            .unwrap()
+    }
+
+    fn put(root: &Path, rel: &str, text: &[u8]) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn find(root: &Path, date: &str) -> (Result<Located, HistoryError>, Vec<String>) {
+        let mut warnings = Vec::new();
+        let found = locate(
+            &weekly_source(),
+            root,
+            parse_date(date).unwrap(),
+            None,
+            &mut warnings,
+        );
+        (found, warnings)
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinked_directories_are_not_followed() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        put(root, "weekly/2026-08-07.md", b"## Blind Spots\na\n");
+        put(root, "weekly/2026/2026-08-14.md", b"## Blind Spots\nb\n");
+        put(root, "elsewhere/r.md", b"---\ndate: 2026-08-15\n---\nc\n");
+        // Two loops: before the fix every report was listed once per
+        // level of `archive/archive/...` and `up/.../archive/...`, until
+        // the path grew too long.
+        symlink("..", root.join("weekly/archive")).unwrap();
+        symlink("..", root.join("weekly/2026/up")).unwrap();
+        symlink(".", root.join("weekly/2026/here")).unwrap();
+        let mut files = Vec::new();
+        let mut warnings = Vec::new();
+        collect_markdown(&root.join("weekly"), &mut files, &mut warnings).unwrap();
+        assert_eq!(
+            files,
+            [
+                root.join("weekly/2026/2026-08-14.md"),
+                root.join("weekly/2026-08-07.md"),
+            ]
+        );
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(
+            warnings[0].ends_with("weekly/2026/here: symbolic link to a directory; not followed")
+        );
+        assert!(
+            warnings[1].ends_with("weekly/2026/up: symbolic link to a directory; not followed")
+        );
+        assert!(
+            warnings[2].ends_with("weekly/archive: symbolic link to a directory; not followed")
+        );
+        let (found, _) = find(root, "2026-08-20");
+        assert_eq!(
+            found.unwrap(),
+            Located::Found(root.join("weekly/2026/2026-08-14.md"))
+        );
+
+        // A link to a file is read like the file (dated by its target's
+        // front matter); a dangling link is skipped with a warning.
+        symlink("../elsewhere/r.md", root.join("weekly/latest.md")).unwrap();
+        symlink("../nowhere.md", root.join("weekly/gone.md")).unwrap();
+        let (found, warnings) = find(root, "2026-08-20");
+        assert_eq!(
+            found.unwrap(),
+            Located::Found(root.join("weekly/latest.md"))
+        );
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.ends_with("weekly/gone.md: symbolic link to nothing readable; skipped")),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
+    fn a_broken_report_that_is_not_chosen_is_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        put(root, "weekly/2026-08-14.md", b"## Blind Spots\nlatest\n");
+        // A markdown rule on the first line reads as unclosed front matter.
+        put(root, "weekly/2019-01-01.md", b"---\nOld notes\n");
+        put(
+            root,
+            "weekly/2019-02-01.md",
+            b"---\ntitle: x\nsummary: [unclosed\n---\nbody\n",
+        );
+        put(root, "weekly/2019-03-01.md", b"notes\n\xff\n");
+        put(root, "weekly/notes.md", b"+++\ntitle = 1\n");
+        // Dated after the date: never a candidate, still only a warning.
+        put(root, "weekly/2026-09-01.md", b"---\nlater\n");
+        let (found, warnings) = find(root, "2026-08-20");
+        assert_eq!(
+            found.unwrap(),
+            Located::Found(root.join("weekly/2026-08-14.md"))
+        );
+        let w = |i: usize| warnings.get(i).map(String::as_str).unwrap_or("");
+        assert_eq!(warnings.len(), 5, "{warnings:?}");
+        assert!(w(0).ends_with(
+            "weekly/2019-01-01.md:1: front matter opened with `---` is never closed; not the chosen report, skipped"
+        ), "{}", w(0));
+        assert!(
+            w(1).contains("weekly/2019-02-01.md:3: malformed YAML front matter"),
+            "{}",
+            w(1)
+        );
+        assert!(
+            w(1).ends_with("; not the chosen report, skipped"),
+            "{}",
+            w(1)
+        );
+        assert!(
+            w(2).contains("weekly/2019-03-01.md: not valid UTF-8"),
+            "{}",
+            w(2)
+        );
+        assert!(w(2).contains("line 2"), "{}", w(2));
+        assert!(w(3).ends_with(
+            "weekly/2026-09-01.md:1: front matter opened with `---` is never closed; not the chosen report, skipped"
+        ), "{}", w(3));
+        assert!(w(4).ends_with(
+            "weekly/notes.md:1: front matter opened with `+++` is never closed; no date in its name, skipped"
+        ), "{}", w(4));
+    }
+
+    #[test]
+    fn a_broken_report_that_is_chosen_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        put(root, "weekly/2026-08-07.md", b"## Blind Spots\nolder\n");
+        // Dated by its name, it is the latest: its error, not the older
+        // report, is the answer.
+        put(root, "weekly/2026-08-14.md", b"---\nOld notes\n");
+        let (found, _) = find(root, "2026-08-20");
+        assert_eq!(
+            found.unwrap_err().to_string(),
+            format!(
+                "{}:1: front matter opened with `---` is never closed",
+                root.join("weekly/2026-08-14.md").display()
+            )
+        );
+        // Closed but malformed: an error too, whether or not the source
+        // reads a front-matter field.
+        put(root, "weekly/2026-08-14.md", b"---\ndate: [\n---\nbody\n");
+        let (found, _) = find(root, "2026-08-20");
+        let e = found.unwrap_err().to_string();
+        assert!(
+            e.contains("2026-08-14.md:2: malformed YAML front matter"),
+            "{e}"
+        );
+        // For an earlier date the older report is chosen and the broken
+        // one only warned about.
+        let (found, warnings) = find(root, "2026-08-10");
+        assert_eq!(
+            found.unwrap(),
+            Located::Found(root.join("weekly/2026-08-07.md"))
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
     }
 
     #[test]
