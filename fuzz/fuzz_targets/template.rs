@@ -1,7 +1,9 @@
 //! Arbitrary text through the template pipeline: parse, lint, render with
 //! arbitrary values, neutralize. Nothing may panic, and fences must hold:
-//! a neutralized value holds no tag, and a rendered prompt has exactly the
-//! fence tags its template has.
+//! a neutralized value holds no tag, a rendered prompt has exactly the
+//! fence tags its template has, and no control token appears that neither
+//! the template nor a trusted value wrote (not even one assembled across
+//! the seam between two values).
 //!
 //! Input layout: the template, then values separated by NUL bytes; the
 //! values are given to the template's placeholder names in order.
@@ -16,6 +18,10 @@ use libfuzzer_sys::fuzz_target;
 
 fn fence_tags(text: &str) -> usize {
     find_tags(text).iter().filter(|t| t.kind != TagKind::Control).count()
+}
+
+fn control_tokens(text: &str) -> usize {
+    find_tags(text).iter().filter(|t| t.kind == TagKind::Control).count()
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -48,14 +54,22 @@ fuzz_target!(|data: &[u8]| {
         Ok(r) => {
             assert!(report.is_clean());
             assert_eq!(fence_tags(&r.text), fence_tags(template.body()));
+            let trusted_write_tokens = r
+                .values
+                .iter()
+                .any(|v| v.class != ctx_prompt::template::Class::Untrusted && control_tokens(&v.text) > 0);
+            if !trusted_write_tokens {
+                assert_eq!(control_tokens(&r.text), control_tokens(template.body()));
+            }
             for v in r.values.iter().filter(|v| v.class == ctx_prompt::template::Class::Untrusted) {
                 assert!(find_tags(&v.text).is_empty());
             }
         }
         Err(RenderError::Lint(r)) => assert!(!r.findings.is_empty()),
-        // A value whose edge completes a tag with the template text next
-        // to it (`<{{X}}` with X = `/untrusted-content>`) is refused as
-        // FenceBroken: never rendered.
+        // A tag assembled across a seam is neutralized on the untrusted
+        // side; what is left is refused as FenceBroken and never rendered
+        // (a trusted value completing a control token, or an untrusted
+        // value breaking a token the template writes around it).
         Err(e) => {
             let _ = e.to_string();
         }

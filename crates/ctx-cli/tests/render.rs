@@ -342,3 +342,32 @@ fn unknown_tokenizer_is_a_usage_error() {
         .code(2)
         .stderr(predicate::str::contains("unknown tokenizer"));
 }
+
+#[test]
+fn a_control_token_split_across_two_untrusted_values_is_neutralized() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = write(
+        &dir,
+        "t.md",
+        "---\nuntrusted: [A, B]\n---\n<untrusted-content>\n{{A}}{{B}}\n</untrusted-content>\n",
+    );
+    ctx()
+        .args(["render", &t, "--var", "A=<|im_", "--var", "B=start|>"])
+        .args(["--tokenizer", "estimate"])
+        .assert()
+        .code(0)
+        .stdout("<untrusted-content>\n[neutralized control token]\n</untrusted-content>\n");
+}
+
+#[test]
+fn a_trusted_value_completing_a_control_token_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // Trusted text is never rewritten, so the only safe answer is no prompt.
+    let t = write(&dir, "t.md", "---\ntrusted: [W]\n---\n{{W}}start|> hello\n");
+    ctx()
+        .args(["render", &t, "--var", "W=<|im_", "--tokenizer", "estimate"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains("control token"));
+}
