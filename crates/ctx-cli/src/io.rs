@@ -38,3 +38,27 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), CliError> {
     std::fs::write(&tmp, contents).map_err(fail)?;
     std::fs::rename(&tmp, path).map_err(fail)
 }
+
+/// Writes `text` to standard output and flushes it.
+///
+/// A closed pipe (`ctx run plan.yaml | head -3`) ends the output quietly:
+/// the reader has what it wanted, and the command's own work (a stored run,
+/// `--out` files) is already done. `print!` would panic there instead.
+pub fn print_stdout(text: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::usage(format!("<stdout>: {e}"))),
+    }
+}
+
+/// `value` as pretty-printed JSON with a trailing newline: the one JSON
+/// layout every `--format json` output and `results.json` use.
+pub fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, CliError> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
+    text.push('\n');
+    Ok(text)
+}

@@ -565,3 +565,36 @@ fn plan_from_stdin() {
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["tasks"].as_array().unwrap().len(), 4);
 }
+
+/// `ctx run plan | true`: the reader is gone before ctx writes a byte.
+/// ctx must not panic (as `print!` would), and the run itself must have
+/// finished and been stored.
+#[test]
+fn a_closed_stdout_pipe_is_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("runs");
+    let bin = assert_cmd::cargo::cargo_bin("ctx");
+    let script = format!(
+        "'{}' run '{}' --root '{}' --format json | true; echo \"status=${{PIPESTATUS[0]}}\"",
+        bin.display(),
+        tetris().display(),
+        store.display()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(scratch())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stdout.contains("status=0"), "{stdout}\n{stderr}");
+    let listed = ctx()
+        .args(["runs", "list", "--root"])
+        .arg(&store)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(runs[0]["state"], "completed", "{runs}");
+}

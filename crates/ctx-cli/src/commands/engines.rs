@@ -9,7 +9,7 @@ use crate::engines::openai::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_ATTEMPTS, DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_RETRY_INITIAL_MS, DEFAULT_RETRY_MAX_MS,
 };
-use crate::exit::{CliError, CliResult, Exit};
+use crate::exit::{CliResult, Exit};
 use ctx_engine_openai::{BASE_URL_ENV, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL};
 
 /// Arguments of `ctx engines`.
@@ -295,17 +295,9 @@ pub fn run(args: Args) -> CliResult {
     let list = engines();
     let text = match args.format {
         Format::Text => text(&list),
-        Format::Json => {
-            let mut t = serde_json::to_string_pretty(&json(&list))
-                .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
-            t.push('\n');
-            t
-        }
+        Format::Json => crate::io::json_text(&json(&list))?,
     };
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    // A closed pipe (`ctx engines | head`) is not an error worth a message.
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    crate::io::print_stdout(&text)?;
     Ok(Exit::Ok)
 }
 

@@ -152,18 +152,8 @@ pub fn run(args: Args) -> CliResult {
     }
     let out = match args.format {
         Format::Markdown => digest.markdown.clone(),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&digest)
-                .map_err(|e| CliError::usage(format!("serializing the report: {e}")))?;
-            s.push('\n');
-            s
-        }
+        Format::Json => crate::io::json_text(&digest)?,
     };
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|e| CliError::usage(format!("<stdout>: {e}")))?;
+    crate::io::print_stdout(&out)?;
     Ok(Exit::Ok)
 }

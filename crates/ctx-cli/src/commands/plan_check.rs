@@ -56,7 +56,7 @@ pub fn run(args: Args) -> CliResult {
     let (source, plan) = match loaded {
         Ok(loaded) => loaded,
         Err(e) if args.format == Format::Json => {
-            print_stdout(&format!("{}\n", pretty(&parse_error_json(&e))));
+            crate::io::print_stdout(&crate::io::json_text(&parse_error_json(&e))?)?;
             return Ok(Exit::Usage);
         }
         Err(e) => return Err(CliError::usage(e)),
@@ -79,7 +79,7 @@ pub fn run(args: Args) -> CliResult {
                 "dependencies": counts.dependencies,
                 "problems": problems.iter().map(|p| problem_json(p, &locator)).collect::<Vec<_>>(),
             });
-            print_stdout(&format!("{}\n", pretty(&value)));
+            crate::io::print_stdout(&crate::io::json_text(&value)?)?;
         }
         Format::Text => {
             let mut text = String::new();
@@ -96,7 +96,7 @@ pub fn run(args: Args) -> CliResult {
                     if n == 1 { "" } else { "s" }
                 ));
             }
-            print_stdout(&text);
+            crate::io::print_stdout(&text)?;
         }
     }
     Ok(if problems.is_empty() {
@@ -212,15 +212,4 @@ fn parse_error_json(e: &PlanError) -> serde_json::Value {
         _ => json!({ "kind": "io", "message": e.to_string() }),
     };
     json!({ "file": e.origin(), "valid": false, "error": error })
-}
-
-fn pretty(value: &serde_json::Value) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
-}
-
-fn print_stdout(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    // A closed pipe is not worth a second error.
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }

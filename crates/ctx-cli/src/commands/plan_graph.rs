@@ -49,14 +49,9 @@ pub fn run(args: Args) -> CliResult {
     let text = match args.format {
         Format::Mermaid => mermaid(&plan, &graph),
         Format::Dot => dot(&plan, &graph),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&graph.summary())
-                .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
-            s.push('\n');
-            s
-        }
+        Format::Json => crate::io::json_text(&graph.summary())?,
     };
-    print!("{text}");
+    crate::io::print_stdout(&text)?;
     Ok(Exit::Ok)
 }
 

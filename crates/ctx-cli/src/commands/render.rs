@@ -240,7 +240,6 @@ pub fn run(args: Args) -> CliResult {
         ));
     }
 
-    use std::io::Write;
     let out = match args.format {
         Format::Text => {
             eprint!("{}", pre.table());
@@ -258,16 +257,9 @@ pub fn run(args: Args) -> CliResult {
             if let (Some(d), Some(map)) = (digest_json, obj.as_object_mut()) {
                 map.insert("historical_context".into(), d);
             }
-            let mut s = serde_json::to_string_pretty(&obj)
-                .map_err(|e| CliError::usage(format!("serializing the report: {e}")))?;
-            s.push('\n');
-            s
+            crate::io::json_text(&obj)?
         }
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|e| CliError::usage(format!("<stdout>: {e}")))?;
+    crate::io::print_stdout(&out)?;
     Ok(Exit::Ok)
 }

@@ -168,7 +168,7 @@ pub fn run(args: Args) -> CliResult {
     if let (Some(run), true) = (&args.resume, args.dry_run) {
         let view = root.open(run).map_err(runs::store_error)?;
         let resume = view.resume_plan(&plan, &label).map_err(runs::store_error)?;
-        print!("{}", runs::resume_listing(view.run_id(), &resume));
+        crate::io::print_stdout(&runs::resume_listing(view.run_id(), &resume))?;
         return Ok(Exit::Ok);
     }
 
@@ -343,11 +343,9 @@ pub fn report_run(report: &RunReport, output: &Output<'_>) -> CliResult {
     }
     match output.format {
         Format::Json => {
-            let text = serde_json::to_string_pretty(&json)
-                .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
-            println!("{text}");
+            crate::io::print_stdout(&crate::io::json_text(&json)?)?;
         }
-        Format::Text => print!("{}", summary_table(report)),
+        Format::Text => crate::io::print_stdout(&summary_table(report))?,
     }
     if report.interrupted {
         eprintln!(
@@ -595,10 +593,10 @@ fn write_out_dir(dir: &Path, report: &RunReport, json: &RunJson<'_>) -> Result<(
             )?;
         }
     }
-    let mut text = serde_json::to_string_pretty(json)
-        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
-    text.push('\n');
-    write_atomic(&dir.join("results.json"), text.as_bytes())
+    write_atomic(
+        &dir.join("results.json"),
+        crate::io::json_text(json)?.as_bytes(),
+    )
 }
 
 /// The file name stem for a task id; see the module docs.

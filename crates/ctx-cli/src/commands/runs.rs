@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::run::{RunJson, TaskJson};
 use crate::exit::{CliError, CliResult, Exit};
+use crate::io::{json_text, print_stdout};
 
 /// The `ctx runs` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -127,10 +128,7 @@ pub fn store_error(e: ctx_store_sqlite::Error) -> CliError {
 }
 
 fn print_json(v: &Value) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(v)
-        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
+    print_stdout(&json_text(v)?)
 }
 
 fn list(a: ListArgs) -> CliResult {
@@ -141,7 +139,9 @@ fn list(a: ListArgs) -> CliResult {
     }
     match a.format {
         Format::Json => print_json(&Value::Array(runs.iter().map(summary_json).collect()))?,
-        Format::Text if runs.is_empty() => println!("no runs under {}", root.path().display()),
+        Format::Text if runs.is_empty() => {
+            print_stdout(&format!("no runs under {}\n", root.path().display()))?;
+        }
         Format::Text => {
             let rows: Vec<Vec<String>> = runs
                 .iter()
@@ -159,24 +159,21 @@ fn list(a: ListArgs) -> CliResult {
                     ]
                 })
                 .collect();
-            print!(
-                "{}",
-                table(
-                    &[
-                        "RUN",
-                        "STATE",
-                        "STARTED",
-                        "TASKS",
-                        "COMPLETED",
-                        "FAILED",
-                        "SKIPPED",
-                        "NOT RUN",
-                        "PLAN"
-                    ],
-                    &[false, false, false, true, true, true, true, true, false],
-                    &rows
-                )
-            );
+            print_stdout(&table(
+                &[
+                    "RUN",
+                    "STATE",
+                    "STARTED",
+                    "TASKS",
+                    "COMPLETED",
+                    "FAILED",
+                    "SKIPPED",
+                    "NOT RUN",
+                    "PLAN",
+                ],
+                &[false, false, false, true, true, true, true, true, false],
+                &rows,
+            ))?;
         }
     }
     Ok(if bad.is_empty() {
@@ -349,7 +346,7 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
         &[false, false, true, true, false, false],
         &rows,
     ));
-    print!("{out}");
+    print_stdout(&out)?;
     Ok(Exit::Ok)
 }
 
@@ -407,7 +404,7 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
     out.push_str(&format!("task     {}\n", printable(task)));
     let Some(rec) = latest else {
         out.push_str("status   pending (never started)\n");
-        print!("{out}");
+        print_stdout(&out)?;
         return Ok(Exit::Ok);
     };
     let r = &rec.result;
@@ -508,7 +505,7 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
             &rows,
         ));
     }
-    print!("{out}");
+    print_stdout(&out)?;
     Ok(Exit::Ok)
 }
 
@@ -540,14 +537,13 @@ pub fn export_json(view: &RunView) -> Result<String, CliError> {
         order: started.into_iter().map(|(_, id)| id).collect(),
         tasks: tasks.iter().map(|(_, r, _)| TaskJson::of(r)).collect(),
     };
-    serde_json::to_string_pretty(&json)
-        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))
+    json_text(&json)
 }
 
 fn export(a: ExportArgs) -> CliResult {
     let view = open(&a.root, &a.run)?;
     match a.format {
-        ExportFormat::Json => println!("{}", export_json(&view)?),
+        ExportFormat::Json => print_stdout(&export_json(&view)?)?,
     }
     Ok(Exit::Ok)
 }
@@ -560,14 +556,15 @@ fn task_json(r: &TaskExecutionResult) -> Value {
 fn gc(a: GcArgs) -> CliResult {
     let root = RunRoot::new(&a.root.root);
     let report = root.gc(a.keep).map_err(store_error)?;
+    let mut out = String::new();
     for id in &report.removed {
-        println!("removed {id}");
+        out.push_str(&format!("removed {id}\n"));
     }
     for id in &report.running {
-        println!("kept {id} (running)");
+        out.push_str(&format!("kept {id} (running)\n"));
     }
-    println!(
-        "{} removed, {} kept{}",
+    out.push_str(&format!(
+        "{} removed, {} kept{}\n",
         report.removed.len(),
         report.kept.len() + report.running.len(),
         if report.running.is_empty() {
@@ -575,7 +572,8 @@ fn gc(a: GcArgs) -> CliResult {
         } else {
             format!(" ({} running)", report.running.len())
         }
-    );
+    ));
+    print_stdout(&out)?;
     Ok(Exit::Ok)
 }
 

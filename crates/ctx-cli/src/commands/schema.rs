@@ -24,13 +24,7 @@ pub fn run(args: Args) -> CliResult {
     let text = ctx_model::plan_json_schema_text();
     match args.out {
         Some(path) => crate::io::write_atomic(&path, text.as_bytes())?,
-        None => {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            // A closed pipe (`ctx schema | head`) is not an error worth a
-            // message.
-            let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
-        }
+        None => crate::io::print_stdout(&text)?,
     }
     Ok(Exit::Ok)
 }
