@@ -68,7 +68,9 @@ pub struct Compressible {
     rank: Vec<usize>,
 }
 
-fn count_words(s: &str) -> usize {
+/// Words as the word caps count them: whitespace-separated tokens. The one
+/// definition, used by compression and by the digest's own totals.
+pub(crate) fn count_words(s: &str) -> usize {
     s.split_whitespace().count()
 }
 

@@ -34,7 +34,7 @@ use serde::Serialize;
 
 use ctx_tokens::TokenCounter;
 
-use crate::compress::{Compressible, MarkTokens};
+use crate::compress::{Compressible, MarkTokens, count_words};
 use crate::config::{HistoryConfig, SourceConfig};
 use crate::error::HistoryError;
 use crate::locate::{Located, locate};
@@ -275,7 +275,7 @@ pub fn assemble_digest(
                 } else {
                     SourceStatus::Compressed
                 };
-                report.words = text.split_whitespace().count();
+                report.words = count_words(&text);
                 report.tokens = if tokens_exact {
                     counter.count(&text)
                 } else {
@@ -284,7 +284,7 @@ pub fn assemble_digest(
             }
         }
     }
-    let words = fitted.markdown.split_whitespace().count();
+    let words = count_words(&fitted.markdown);
     Ok(Digest {
         slack: Slack {
             words: request.max_words.saturating_sub(words),
@@ -414,7 +414,7 @@ impl Judge<'_> {
         let mut n = 0;
         for p in prepared {
             if let Some(k) = p.k {
-                n += p.header.split_whitespace().count() + p.body.words_with(k, &p.extra);
+                n += count_words(&p.header) + p.body.words_with(k, &p.extra);
             }
         }
         n

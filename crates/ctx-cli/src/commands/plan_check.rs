@@ -120,7 +120,7 @@ pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
     let origin = &source.origin;
     let locator = FieldLocator::new(&source.text);
     let mut message = format!(
-        "{origin}: invalid plan ({} problem{}; nothing was run)",
+        "{origin}: invalid plan ({} problem{}; nothing was done)",
         problems.len(),
         if problems.len() == 1 { "" } else { "s" }
     );
