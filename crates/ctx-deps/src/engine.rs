@@ -12,6 +12,12 @@ use std::pin::Pin;
 
 use ctx_model::{Attempt, Params, TokenUsage};
 
+/// The default bound on one task's output, in bytes (64 MiB): far above
+/// any real completion, far below what could exhaust memory.
+/// [`ExecutorOptions::max_output_bytes`](crate::ExecutorOptions::max_output_bytes)
+/// overrides it; `ctx run --max-output-bytes` sets that.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
+
 /// A `Send` future boxed for dynamic dispatch.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -27,6 +33,17 @@ pub struct InferenceRequest {
     pub params: Params,
     /// The prompt's token count, for engines that pace by tokens.
     pub prompt_tokens: usize,
+    /// The most output, in bytes, this task may produce.
+    ///
+    /// An engine that reads output incrementally (a command's stdout, a
+    /// server-sent-event stream, a response body) must stop reading once
+    /// the output grows past this, release what produces it (kill the
+    /// command, drop the connection) and fail the task: a command that
+    /// never stops writing (`yes`) or a server that streams forever must
+    /// not grow memory until the allocator aborts. The executor also
+    /// refuses a longer output from an engine that does not check, so the
+    /// bound holds for every engine.
+    pub max_output_bytes: usize,
 }
 
 /// What an engine answered.
@@ -45,6 +62,16 @@ pub struct InferenceResponse {
     /// The output was reused from a cache, not generated now.
     pub cached: bool,
 }
+
+/// The error of an output longer than
+/// [`InferenceRequest::max_output_bytes`]: the one wording every engine and
+/// the executor use.
+pub fn output_too_large(limit: usize) -> String {
+    format!("output exceeded the limit of {limit} bytes (--max-output-bytes)")
+}
+
+/// The [`Attempt::outcome`] of an output longer than the limit.
+pub const OUTPUT_TOO_LARGE: &str = "output_too_large";
 
 /// An engine gave up on a task.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -58,12 +58,21 @@ use ctx_tokens::{TokenCounter, Tokenizer};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::engine::{InferenceEngine, InferenceRequest};
+use crate::engine::{EngineError, InferenceEngine, InferenceRequest};
 use crate::graph::{GraphError, PlanGraph};
 use crate::store::{ExecutionStore, StoreError};
 
 /// The default number of tasks in flight.
 pub const DEFAULT_CONCURRENCY: usize = 4;
+
+/// The default bound on one task's engine call (one hour).
+///
+/// Long enough for the slowest honest case the defaults allow (the HTTP
+/// engine's four attempts of up to ten minutes each, with backoff), short
+/// enough that a command that hangs forever does not hold a scheduled job
+/// for ever. [`ExecutorOptions::task_timeout`] overrides it; `None` means
+/// no bound (`ctx run --task-timeout 0`).
+pub const DEFAULT_TASK_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// How ready tasks are dispatched.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -89,6 +98,15 @@ pub struct ExecutorOptions {
     /// With `reuse_completed`: ids executed again anyway, together with
     /// everything that depends on them.
     pub force_rerun: BTreeSet<String>,
+    /// Bound on each task's engine call, retries included; `None` means
+    /// none. When it expires the engine's future is dropped (a command's
+    /// process group is killed, a request aborted) and the task fails with
+    /// outcome `timeout`.
+    pub task_timeout: Option<Duration>,
+    /// Bound on each task's output in bytes, passed to the engine as
+    /// [`InferenceRequest::max_output_bytes`] and checked again on what it
+    /// returns.
+    pub max_output_bytes: usize,
 }
 
 impl Default for ExecutorOptions {
@@ -98,6 +116,8 @@ impl Default for ExecutorOptions {
             schedule: Schedule::ReadyQueue,
             reuse_completed: false,
             force_rerun: BTreeSet::new(),
+            task_timeout: Some(DEFAULT_TASK_TIMEOUT),
+            max_output_bytes: crate::engine::DEFAULT_MAX_OUTPUT_BYTES,
         }
     }
 }
@@ -203,6 +223,8 @@ struct Inner {
     engine: Arc<dyn InferenceEngine>,
     store: Arc<dyn ExecutionStore>,
     counters: Vec<Arc<dyn TokenCounter>>,
+    task_timeout: Option<Duration>,
+    max_output_bytes: usize,
 }
 
 impl Executor {
@@ -235,6 +257,8 @@ impl Executor {
                 engine,
                 store,
                 counters,
+                task_timeout: options.task_timeout,
+                max_output_bytes: options.max_output_bytes,
             }),
             options,
         })
@@ -526,6 +550,33 @@ fn store_err(task_id: &str, source: StoreError) -> ExecError {
     }
 }
 
+/// The failure of an engine call cut off by [`ExecutorOptions::task_timeout`].
+fn timed_out(limit: Duration, took: Duration) -> EngineError {
+    let message = format!(
+        "timed out after {} (--task-timeout); the engine was stopped",
+        fmt_duration(limit)
+    );
+    EngineError {
+        attempts: vec![ctx_model::Attempt {
+            number: 1,
+            duration_ms: millis(took),
+            outcome: "timeout".into(),
+            error: Some(message.clone()),
+            backoff_ms: None,
+        }],
+        message,
+    }
+}
+
+/// `600s`, `0.300s`.
+fn fmt_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 && d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.3}s", d.as_secs_f64())
+    }
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -672,8 +723,33 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         prompt: assembled.text,
         params: task.tool_or_prompt.params.clone(),
         prompt_tokens: assembled.tokens,
+        max_output_bytes: inner.max_output_bytes,
     };
-    let response = inner.engine.infer(&request).await;
+    let call_started = Instant::now();
+    let response = match inner.task_timeout {
+        Some(limit) => match tokio::time::timeout(limit, inner.engine.infer(&request)).await {
+            Ok(response) => response,
+            // The engine's future is dropped here: it kills its command or
+            // aborts its request.
+            Err(_) => Err(timed_out(limit, call_started.elapsed())),
+        },
+        None => inner.engine.infer(&request).await,
+    };
+    let response = response.and_then(|resp| {
+        if resp.output.len() > inner.max_output_bytes {
+            // An engine that does not bound its own reading: its output is
+            // refused here all the same.
+            let message = crate::engine::output_too_large(inner.max_output_bytes);
+            let mut attempts = resp.attempts;
+            if let Some(last) = attempts.last_mut() {
+                last.outcome = crate::engine::OUTPUT_TOO_LARGE.into();
+                last.error = Some(message.clone());
+            }
+            Err(EngineError { message, attempts })
+        } else {
+            Ok(resp)
+        }
+    });
     result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
     match response {
         Ok(resp) => {

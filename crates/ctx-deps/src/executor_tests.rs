@@ -33,6 +33,8 @@ fn plan(tasks: &[(&str, &[&str])]) -> Plan {
 /// executor's promises at every call.
 struct TestEngine {
     store: Arc<MemoryStore>,
+    /// Output length by task, when not the default `out {id}`.
+    output_len: BTreeMap<String, usize>,
     deps: BTreeMap<String, Vec<String>>,
     latency_ms: BTreeMap<String, u64>,
     fail: HashSet<String>,
@@ -45,6 +47,7 @@ impl TestEngine {
     fn new(store: Arc<MemoryStore>, plan: &Plan) -> TestEngine {
         TestEngine {
             store,
+            output_len: BTreeMap::new(),
             deps: plan
                 .sub_tasks
                 .iter()
@@ -147,7 +150,10 @@ impl InferenceEngine for TestEngine {
                 });
             }
             Ok(InferenceResponse {
-                output: format!("out {id}"),
+                output: match self.output_len.get(&id) {
+                    Some(&n) => "x".repeat(n),
+                    None => format!("out {id}"),
+                },
                 model: Some("test-model".into()),
                 attempts,
                 ..InferenceResponse::default()
@@ -667,4 +673,72 @@ async fn an_engine_panic_fails_only_its_task() {
     );
     assert_eq!(status_of(&report, "after"), TaskStatus::Skipped);
     assert_eq!(status_of(&report, "other"), TaskStatus::Completed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn task_timeout_drops_the_call_and_fails_the_task() {
+    let p = plan(&[("slow", &[]), ("after", &["slow"]), ("quick", &[])]);
+    let store = Arc::new(MemoryStore::new());
+    let engine = Arc::new(TestEngine::new(store.clone(), &p).latency("slow", 10_000));
+    let opts = ExecutorOptions {
+        task_timeout: Some(Duration::from_millis(1500)),
+        ..ExecutorOptions::default()
+    };
+    let report = executor(p, engine.clone(), store.clone(), opts)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(status_of(&report, "slow"), TaskStatus::Failed);
+    assert_eq!(
+        error_of(&report, "slow"),
+        "timed out after 1.500s (--task-timeout); the engine was stopped"
+    );
+    let slow = store.get_by_task_id("slow").unwrap().unwrap();
+    assert_eq!(slow.metadata.attempts[0].outcome, "timeout");
+    assert_eq!(slow.metadata.attempts[0].duration_ms, 1500);
+    assert_eq!(status_of(&report, "after"), TaskStatus::Skipped);
+    assert_eq!(status_of(&report, "quick"), TaskStatus::Completed);
+    // The engine's future was dropped before it finished.
+    assert_eq!(engine.dropped_unfinished.load(Ordering::SeqCst), 1);
+    // The default bounds every task; `None` bounds none.
+    assert_eq!(
+        ExecutorOptions::default().task_timeout,
+        Some(DEFAULT_TASK_TIMEOUT)
+    );
+    let p = plan(&[("slow", &[])]);
+    let store = Arc::new(MemoryStore::new());
+    let engine = Arc::new(TestEngine::new(store.clone(), &p).latency("slow", 10_000_000));
+    let opts = ExecutorOptions {
+        task_timeout: None,
+        ..ExecutorOptions::default()
+    };
+    let report = executor(p, engine, store, opts).run().await.unwrap();
+    assert!(report.all_completed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn output_past_the_bound_fails_whatever_the_engine() {
+    let p = plan(&[("big", &[]), ("after", &["big"]), ("exact", &[])]);
+    let store = Arc::new(MemoryStore::new());
+    let mut engine = TestEngine::new(store.clone(), &p);
+    engine.output_len.insert("big".into(), 101);
+    engine.output_len.insert("exact".into(), 100);
+    let opts = ExecutorOptions {
+        max_output_bytes: 100,
+        ..ExecutorOptions::default()
+    };
+    let report = executor(p, Arc::new(engine), store.clone(), opts)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(status_of(&report, "big"), TaskStatus::Failed);
+    assert_eq!(
+        error_of(&report, "big"),
+        "output exceeded the limit of 100 bytes (--max-output-bytes)"
+    );
+    let big = store.get_by_task_id("big").unwrap().unwrap();
+    assert!(big.output.is_empty(), "the oversized output is not stored");
+    assert_eq!(big.metadata.attempts[0].outcome, "output_too_large");
+    assert_eq!(status_of(&report, "after"), TaskStatus::Skipped);
+    assert_eq!(status_of(&report, "exact"), TaskStatus::Completed);
 }

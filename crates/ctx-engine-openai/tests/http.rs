@@ -51,6 +51,7 @@ fn request(id: &str) -> InferenceRequest {
             ..Params::default()
         },
         prompt_tokens: 12,
+        max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
     }
 }
 

@@ -52,6 +52,7 @@ fn request(prompt: &str, params: Params) -> InferenceRequest {
         prompt: prompt.into(),
         params,
         prompt_tokens: 1,
+        max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
     }
 }
 

@@ -2,57 +2,73 @@
 //! output on stdout (`ollama run`, `llm`, a script) becomes an engine.
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use ctx_model::Attempt;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use crate::engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use crate::engine::{
+    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
+    OUTPUT_TOO_LARGE, output_too_large,
+};
 
 /// How many trailing lines of stderr a failure carries.
 pub const STDERR_TAIL_LINES: usize = 10;
+
+/// The most bytes of stderr a failure carries, the `...` marker of a cut
+/// tail included.
+pub const STDERR_TAIL_BYTES: usize = 4096;
+
+/// How much of the end of stderr is kept while the command runs: the tail
+/// shown is cut from this, so a command that floods stderr costs no more
+/// memory than this.
+const STDERR_KEEP: usize = 2 * STDERR_TAIL_BYTES;
 
 /// Runs `sh -c COMMAND` once per task.
 ///
 /// * The final prompt is written to the command's stdin, which is then
 ///   closed; a command that does not read stdin is fine.
 /// * stdout, decoded as UTF-8 (invalid bytes become U+FFFD), is the output.
+///   It is read as it arrives and may not grow past the request's
+///   [`max_output_bytes`](InferenceRequest::max_output_bytes): past it the
+///   command is killed and the task fails (outcome `output_too_large`), so
+///   `yes` costs a bounded amount of memory, not all of it.
 /// * The environment carries `CTX_TASK_ID` (the task's id) and `CTX_MODEL`
 ///   (the task's `params.model`, empty when the task names none).
 /// * A non-zero exit, or death by a signal, fails the task with the last
-///   [`STDERR_TAIL_LINES`] lines of stderr.
-/// * With a timeout, a command still running when it expires is killed and
-///   the task fails with `timed out after ...`.
+///   [`STDERR_TAIL_LINES`] lines of stderr, at most [`STDERR_TAIL_BYTES`].
+///   Only the end of stderr is ever held in memory.
+///
+/// Time is bounded by the executor
+/// ([`ExecutorOptions::task_timeout`](crate::ExecutorOptions::task_timeout)),
+/// which drops the future when it expires.
 ///
 /// ## Killing
 ///
 /// The command runs in its own process group. When the future is dropped
-/// before the command has exited (a timeout, or a cancelled run), the whole
-/// group is sent `SIGKILL`, so a pipeline such as `sleep 60; llm` leaves no
-/// orphan behind; tokio's `kill_on_drop` covers the shell itself on
-/// platforms without process groups.
+/// before the command has exited (a timeout, a cancelled run, an output
+/// past the bound), the whole group is sent `SIGKILL`, so a pipeline such
+/// as `sleep 60; llm` leaves no orphan behind; tokio's `kill_on_drop`
+/// covers the shell itself on platforms without process groups. A group of
+/// its own also means a signal sent to ctx's group (Ctrl-C in a terminal)
+/// does not reach the command directly: ctx decides, records the
+/// interruption, then kills.
 #[derive(Debug, Clone)]
 pub struct CommandEngine {
     command: String,
-    timeout: Option<Duration>,
 }
+
+/// Why a command's run failed: the attempt's outcome and the message.
+type Failure = (String, String);
 
 impl CommandEngine {
     /// The engine's name as `--engine` takes it.
     pub const NAME: &'static str = "command";
 
-    /// An engine running `command` with no timeout.
+    /// An engine running `command`.
     pub fn new(command: impl Into<String>) -> CommandEngine {
         CommandEngine {
             command: command.into(),
-            timeout: None,
         }
-    }
-
-    /// Kills the command when it runs longer than `timeout`.
-    pub fn with_timeout(mut self, timeout: Option<Duration>) -> CommandEngine {
-        self.timeout = timeout;
-        self
     }
 
     /// The shell command line.
@@ -60,7 +76,7 @@ impl CommandEngine {
         &self.command
     }
 
-    async fn run_once(&self, request: &InferenceRequest) -> Result<String, (String, String)> {
+    async fn run_once(&self, request: &InferenceRequest) -> Result<String, Failure> {
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c")
             .arg(&self.command)
@@ -83,6 +99,8 @@ impl CommandEngine {
         })?;
         let mut guard = GroupKill { pid: child.id() };
         let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
         let prompt = request.prompt.as_bytes();
         let write = async move {
             if let Some(mut stdin) = stdin {
@@ -91,41 +109,41 @@ impl CommandEngine {
                 let _ = stdin.write_all(prompt).await;
                 let _ = stdin.shutdown().await;
             }
+            Ok::<(), Failure>(())
         };
-        let run = async {
-            let ((), out) = tokio::join!(write, child.wait_with_output());
-            out
+        let limit = request.max_output_bytes;
+        let read_out = async move {
+            match stdout {
+                Some(out) => read_bounded(out, limit).await,
+                None => Ok(Vec::new()),
+            }
         };
-        let out = match self.timeout {
-            Some(limit) => match tokio::time::timeout(limit, run).await {
-                Ok(out) => out,
-                Err(_) => {
-                    // `run` is dropped here: the guard kills the group.
-                    return Err((
-                        "timeout".into(),
-                        format!(
-                            "command timed out after {} and was killed",
-                            fmt_duration(limit)
-                        ),
-                    ));
-                }
-            },
-            None => run.await,
+        let read_err = async move {
+            Ok::<Vec<u8>, Failure>(match stderr {
+                Some(err) => read_tail(err, STDERR_KEEP).await,
+                None => Vec::new(),
+            })
         };
-        let out = out.map_err(|e| ("io_error".to_string(), format!("command I/O: {e}")))?;
+        // An output past the bound ends the join at once; returning drops
+        // the pipes and the guard kills the group.
+        let ((), out, err) = tokio::try_join!(write, read_out, read_err)?;
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| ("io_error".to_string(), format!("command I/O: {e}")))?;
         guard.pid = None;
-        if out.status.success() {
-            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        if status.success() {
+            return Ok(String::from_utf8_lossy(&out).into_owned());
         }
-        let tail = stderr_tail(&out.stderr);
-        let (outcome, what) = match out.status.code() {
+        let tail = stderr_tail(&err);
+        let (outcome, what) = match status.code() {
             Some(code) => (
                 format!("exit_{code}"),
                 format!("command exited with status {code}"),
             ),
             None => {
                 #[cfg(unix)]
-                let sig = std::os::unix::process::ExitStatusExt::signal(&out.status).unwrap_or(0);
+                let sig = std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0);
                 #[cfg(not(unix))]
                 let sig = 0;
                 (
@@ -141,6 +159,49 @@ impl CommandEngine {
         };
         Err((outcome, message))
     }
+}
+
+/// Reads `reader` to its end, failing as soon as more than `limit` bytes
+/// have arrived (at most `limit` plus one read's worth is ever held).
+async fn read_bounded<R: AsyncRead + Unpin>(mut reader: R, limit: usize) -> Result<Vec<u8>, Failure> {
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = reader
+            .read(&mut chunk)
+            .await
+            .map_err(|e| ("io_error".to_string(), format!("command I/O: {e}")))?;
+        if n == 0 {
+            return Ok(out);
+        }
+        if out.len().saturating_add(n) > limit {
+            return Err((
+                OUTPUT_TOO_LARGE.to_string(),
+                format!("{}; the command was killed", output_too_large(limit)),
+            ));
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Reads `reader` to its end (or its first error), keeping only the last
+/// `keep` bytes.
+async fn read_tail<R: AsyncRead + Unpin>(mut reader: R, keep: usize) -> Vec<u8> {
+    let mut tail = Vec::new();
+    let mut chunk = vec![0u8; 16 * 1024];
+    while let Ok(n) = reader.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        tail.extend_from_slice(&chunk[..n]);
+        if tail.len() > 2 * keep {
+            tail.drain(..tail.len() - keep);
+        }
+    }
+    if tail.len() > keep {
+        tail.drain(..tail.len() - keep);
+    }
+    tail
 }
 
 impl InferenceEngine for CommandEngine {
@@ -209,34 +270,31 @@ impl Drop for GroupKill {
     }
 }
 
-/// The last [`STDERR_TAIL_LINES`] non-empty lines of `stderr`, at most 4 KB.
+/// The last [`STDERR_TAIL_LINES`] non-empty lines of `stderr`, at most
+/// [`STDERR_TAIL_BYTES`] bytes *after* decoding (an invalid byte becomes
+/// the three-byte U+FFFD, so the bound is applied to the text, `...`
+/// marker included).
 fn stderr_tail(stderr: &[u8]) -> String {
+    const MARK: &str = "...";
     let text = String::from_utf8_lossy(stderr);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let start = lines.len().saturating_sub(STDERR_TAIL_LINES);
-    let mut tail = lines[start..].join("\n");
-    if tail.len() > 4096 {
-        let mut cut = tail.len() - 4096;
-        while !tail.is_char_boundary(cut) {
-            cut += 1;
-        }
-        tail = format!("...{}", &tail[cut..]);
+    let tail = lines[start..].join("\n");
+    if tail.len() <= STDERR_TAIL_BYTES {
+        return tail;
     }
-    tail
-}
-
-fn fmt_duration(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{:.3}s", d.as_secs_f64())
+    let mut cut = tail.len() - (STDERR_TAIL_BYTES - MARK.len());
+    while !tail.is_char_boundary(cut) {
+        cut += 1;
     }
+    format!("{MARK}{}", &tail[cut..])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use ctx_model::Params;
+    use std::time::Duration;
 
     fn request(id: &str, prompt: &str) -> InferenceRequest {
         InferenceRequest {
@@ -247,6 +305,7 @@ mod tests {
                 ..Params::default()
             },
             prompt_tokens: 1,
+            max_output_bytes: crate::DEFAULT_MAX_OUTPUT_BYTES,
         }
     }
 
@@ -303,29 +362,76 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn timeout_kills_the_whole_group() {
-        let dir = std::env::temp_dir().join(format!("ctx-cmd-timeout-{}", std::process::id()));
+    async fn dropping_the_future_kills_the_whole_group() {
+        let dir = std::env::temp_dir().join(format!("ctx-cmd-drop-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let marker = dir.join("survived");
         // The grandchild would write the marker after 1 s unless killed.
         let cmd = format!("(sleep 1; touch '{}') & sleep 5", marker.display());
-        let e = CommandEngine::new(cmd).with_timeout(Some(Duration::from_millis(200)));
+        let e = CommandEngine::new(cmd);
+        let req = request("t", "");
         let started = std::time::Instant::now();
-        let err = e.infer(&request("t", "")).await.unwrap_err();
+        // What the executor's task timeout and a cancelled run both do.
+        let call = tokio::time::timeout(Duration::from_millis(200), e.infer(&req)).await;
+        assert!(call.is_err());
         assert!(started.elapsed() < Duration::from_secs(3));
-        assert_eq!(err.message, "command timed out after 0.200s and was killed");
-        assert_eq!(err.attempts[0].outcome, "timeout");
         std::thread::sleep(Duration::from_millis(1500));
-        assert!(!marker.exists(), "grandchild survived the timeout");
+        assert!(!marker.exists(), "grandchild survived the drop");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[tokio::test]
+    async fn endless_output_is_cut_at_the_bound_and_the_group_killed() {
+        // `yes` never stops: before the bound, memory grew until the
+        // allocator aborted the process.
+        let dir = std::env::temp_dir().join(format!("ctx-cmd-yes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let marker = dir.join("survived");
+        let cmd = format!("(sleep 1; touch '{}') & yes", marker.display());
+        let mut req = request("t", "");
+        req.max_output_bytes = 1 << 20;
+        let started = std::time::Instant::now();
+        let err = CommandEngine::new(cmd).infer(&req).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            err.message,
+            "output exceeded the limit of 1048576 bytes (--max-output-bytes); the command was killed"
+        );
+        assert_eq!(err.attempts[0].outcome, "output_too_large");
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(!marker.exists(), "the group outlived the cut");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // Exactly at the bound is fine.
+        let mut req = request("t", "abcd");
+        req.max_output_bytes = 4;
+        assert_eq!(CommandEngine::new("cat").infer(&req).await.unwrap().output, "abcd");
+        req.max_output_bytes = 3;
+        assert!(CommandEngine::new("cat").infer(&req).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_stderr_keeps_only_its_tail() {
+        let e = CommandEngine::new("head -c 50000000 /dev/zero | tr '\\0' x >&2; echo >&2; echo last >&2; exit 4");
+        let err = e.infer(&request("t", "")).await.unwrap_err();
+        assert!(err.message.ends_with("\nlast"), "{}", &err.message[err.message.len() - 40..]);
+        assert!(err.message.len() <= STDERR_TAIL_BYTES + 100, "{}", err.message.len());
+    }
+
     #[test]
-    fn tail_keeps_char_boundaries() {
+    fn tail_keeps_char_boundaries_and_the_byte_bound() {
         let s = "é".repeat(5000);
         let t = stderr_tail(s.as_bytes());
         assert!(t.starts_with("..."));
-        assert!(t.len() <= 4096 + 3);
+        assert!(t.len() <= STDERR_TAIL_BYTES, "{}", t.len());
+        // Invalid bytes expand threefold when decoded: the bound is on the
+        // decoded text.
+        let t = stderr_tail(&[0xff; STDERR_KEEP]);
+        assert!(t.starts_with("..."));
+        assert!(t.len() <= STDERR_TAIL_BYTES, "{}", t.len());
+        assert!(t.ends_with('\u{fffd}'));
+        assert_eq!(stderr_tail(b"a\n\n  \nb\n"), "a\nb");
     }
 }
