@@ -5,7 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use ctx_deps::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_deps::{
+    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
+    OUTPUT_TOO_LARGE, output_too_large,
+};
 use ctx_model::{Attempt, Params};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Client, Response, Url};
@@ -18,8 +21,19 @@ use crate::wire::{self, BodyError, Completion, StreamAccumulator};
 
 /// Largest error body read (the message is at the start).
 const MAX_ERROR_BODY: usize = 64 * 1024;
-/// Largest completion body read without streaming.
-const MAX_BODY: usize = 64 * 1024 * 1024;
+/// The least a completion body may be read up to, whatever the output
+/// bound: an answer's JSON around a short output.
+const MIN_BODY: usize = 64 * 1024;
+
+/// How much of a whole (non-streamed) completion body is read for an
+/// output bound of `max_output` bytes: the output plus room for its JSON
+/// escaping and the fields around it. A longer body fails the attempt
+/// without being read further.
+fn body_cap(max_output: usize) -> usize {
+    max_output
+        .saturating_add(max_output / 4)
+        .saturating_add(MIN_BODY)
+}
 
 /// Something the engine did that a person watching the run may want to
 /// see. The CLI shows retries on its progress line.
@@ -255,7 +269,9 @@ impl OpenAiEngine {
                 tokio::time::sleep(wait).await;
             }
             let started = Instant::now();
-            let result = self.attempt(&request.task_id, body.clone()).await;
+            let result = self
+                .attempt(&request.task_id, body.clone(), request.max_output_bytes)
+                .await;
             let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             match result {
                 Ok(completion) => {
@@ -318,8 +334,13 @@ impl OpenAiEngine {
         })
     }
 
-    /// One HTTP exchange.
-    async fn attempt(&self, task_id: &str, body: Vec<u8>) -> Result<Completion, Failure> {
+    /// One HTTP exchange, its output bounded by `max_output` bytes.
+    async fn attempt(
+        &self,
+        task_id: &str,
+        body: Vec<u8>,
+        max_output: usize,
+    ) -> Result<Completion, Failure> {
         let mut builder = self
             .client
             .post(self.endpoint.clone())
@@ -342,10 +363,12 @@ impl OpenAiEngine {
                 .is_some_and(|v| v.starts_with("application/json"));
             if is_json {
                 // The server ignored `stream`; read the whole answer.
-                let body = self.read_all(response, self.config.idle_timeout).await?;
-                return self.completion_of(&body);
+                let body = self
+                    .read_all(response, self.config.idle_timeout, body_cap(max_output))
+                    .await?;
+                return self.bounded_completion_of(&body, max_output);
             }
-            self.read_stream(task_id, response).await
+            self.read_stream(task_id, response, max_output).await
         } else {
             let exchange = async {
                 let response = builder
@@ -353,19 +376,10 @@ impl OpenAiEngine {
                     .await
                     .map_err(|e| self.transport_failure(&e))?;
                 let response = self.check_status(response).await?;
-                let body = read_capped(response, MAX_BODY)
+                let body = read_capped(response, body_cap(max_output))
                     .await
                     .map_err(|e| self.transport_failure(&e))?;
-                if body.len() > MAX_BODY {
-                    return Err(Failure::fatal(
-                        "malformed",
-                        format!(
-                            "response from {} is larger than {MAX_BODY} bytes",
-                            self.shown
-                        ),
-                    ));
-                }
-                self.completion_of(&body)
+                self.bounded_completion_of(&body, max_output)
             };
             tokio::time::timeout(self.config.request_timeout, exchange)
                 .await
@@ -423,8 +437,13 @@ impl OpenAiEngine {
         })
     }
 
-    async fn read_all(&self, response: Response, within: Duration) -> Result<Vec<u8>, Failure> {
-        let body = tokio::time::timeout(within, read_capped(response, MAX_BODY))
+    async fn read_all(
+        &self,
+        response: Response,
+        within: Duration,
+        cap: usize,
+    ) -> Result<Vec<u8>, Failure> {
+        let body = tokio::time::timeout(within, read_capped(response, cap))
             .await
             .map_err(|_| self.idle_timed_out())?
             .map_err(|e| self.transport_failure(&e))?;
@@ -433,6 +452,28 @@ impl OpenAiEngine {
 
     fn completion_of(&self, body: &[u8]) -> Result<Completion, Failure> {
         wire::parse_completion(body).map_err(|e| self.body_failure(e, body))
+    }
+
+    /// A whole body read by [`read_capped`] up to [`body_cap`]: a body
+    /// longer than the cap, or an output longer than `max_output`, fails
+    /// the attempt for good (the same request would bring the same answer).
+    fn bounded_completion_of(&self, body: &[u8], max_output: usize) -> Result<Completion, Failure> {
+        let cap = body_cap(max_output);
+        if body.len() > cap {
+            return Err(Failure::fatal(
+                OUTPUT_TOO_LARGE,
+                format!(
+                    "response from {} is larger than {cap} bytes, the most read for an \
+                     output limit of {max_output} bytes (--max-output-bytes)",
+                    self.shown
+                ),
+            ));
+        }
+        let completion = self.completion_of(body)?;
+        if completion.output.len() > max_output {
+            return Err(Failure::fatal(OUTPUT_TOO_LARGE, output_too_large(max_output)));
+        }
+        Ok(completion)
     }
 
     fn body_failure(&self, error: BodyError, body: &[u8]) -> Failure {
@@ -480,10 +521,15 @@ impl OpenAiEngine {
         )
     }
 
+    /// Reads a server-sent-event stream to `data: [DONE]`. The idle
+    /// timeout catches a silent server; `max_output` catches one that never
+    /// stops talking (chunks keep arriving, so the idle timeout never
+    /// fires): past it the stream is dropped and the attempt fails.
     async fn read_stream(
         &self,
         task_id: &str,
         mut response: Response,
+        max_output: usize,
     ) -> Result<Completion, Failure> {
         let mut parser = SseParser::new();
         let mut acc = StreamAccumulator::default();
@@ -520,7 +566,19 @@ impl OpenAiEngine {
                     continue;
                 }
                 match acc.push(&event.data) {
-                    Ok(added) => chars += added,
+                    Ok(added) => {
+                        chars += added;
+                        if acc.completion.output.len() > max_output {
+                            return Err(Failure::fatal(
+                                OUTPUT_TOO_LARGE,
+                                format!(
+                                    "stream from {}: {}; the stream was dropped",
+                                    self.shown,
+                                    output_too_large(max_output)
+                                ),
+                            ));
+                        }
+                    }
                     Err(BodyError::Api(info)) => {
                         let retryable = [info.kind.as_deref(), info.code.as_deref()]
                             .into_iter()

@@ -946,3 +946,93 @@ async fn dropping_the_future_closes_the_connection() {
         .unwrap();
     assert_eq!(n, 0);
 }
+
+/// A server that answers with a stream of content chunks that never ends
+/// (a chunk every millisecond, so the idle timeout never fires). Reports
+/// when the client hangs up.
+async fn endless_stream_server() -> (String, tokio::sync::oneshot::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        read_request(&mut socket).await;
+        let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        if socket.write_all(head).await.is_err() {
+            return;
+        }
+        let content = "y".repeat(4000);
+        let event = format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}}}}]}}\n\n"
+        );
+        let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+        loop {
+            if socket.write_all(chunk.as_bytes()).await.is_err() {
+                let _ = closed_tx.send(());
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    (url, closed_rx)
+}
+
+#[tokio::test]
+async fn an_endless_stream_is_cut_at_the_output_bound() {
+    // Before the bound, this grew memory until the allocator aborted: the
+    // idle timeout never fires while chunks keep arriving.
+    let (url, closed) = endless_stream_server().await;
+    let mut cfg = config(url);
+    cfg.stream = true;
+    cfg.idle_timeout = Duration::from_millis(500);
+    let mut req = request("t");
+    req.max_output_bytes = 1 << 20;
+    let started = Instant::now();
+    let e = engine(cfg).infer(&req).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // Not retried: the same request would stream the same flood.
+    assert_eq!(outcomes(&e.attempts), ["output_too_large"]);
+    assert!(
+        e.message.ends_with(
+            "output exceeded the limit of 1048576 bytes (--max-output-bytes); the stream was dropped"
+        ),
+        "{}",
+        e.message
+    );
+    // The connection was closed, so the server stops too.
+    tokio::time::timeout(Duration::from_secs(5), closed)
+        .await
+        .expect("the client hung up")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_whole_answer_past_the_output_bound_fails() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(&"z".repeat(2000))))
+        .mount(&s)
+        .await;
+    let mut req = request("t");
+    req.max_output_bytes = 1000;
+    let e = engine(config(base(&s))).infer(&req).await.unwrap_err();
+    assert_eq!(outcomes(&e.attempts), ["output_too_large"]);
+    assert_eq!(
+        e.message,
+        "output exceeded the limit of 1000 bytes (--max-output-bytes)"
+    );
+    req.max_output_bytes = 2000;
+    let r = engine(config(base(&s))).infer(&req).await.unwrap();
+    assert_eq!(r.output.len(), 2000);
+    // A body far past the bound is not read to its end.
+    let big = "w".repeat(300_000);
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(&big)))
+        .mount(&s)
+        .await;
+    req.max_output_bytes = 1000;
+    let e = engine(config(base(&s))).infer(&req).await.unwrap_err();
+    assert_eq!(outcomes(&e.attempts), ["output_too_large"]);
+    assert!(e.message.contains("is larger than 66786 bytes"), "{}", e.message);
+}
