@@ -22,8 +22,20 @@ pub enum Exit {
     OverBudget = 3,
     /// A run store could not be opened, locked, or written.
     Store = 4,
-    /// Interrupted by Ctrl-C; the summary was still printed.
+    /// `ctx run`: the tasks ran and the run is stored, the summary was
+    /// printed, but the `--out` files could not be written (disk full, a
+    /// path taken by a directory). No temporary file is left behind.
+    OutWrite = 5,
+    /// Stopped by SIGHUP (128 + 1; the terminal went away); the run is
+    /// stored as interrupted and the summary was still printed.
+    Hangup = 129,
+    /// Interrupted by Ctrl-C (SIGINT, 128 + 2); the summary was still
+    /// printed.
     Interrupted = 130,
+    /// Stopped by SIGTERM (128 + 15; cron, systemd, Kubernetes and CI
+    /// runners stop jobs with it); the run is stored as interrupted and the
+    /// summary was still printed.
+    Terminated = 143,
 }
 
 impl From<Exit> for ExitCode {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use ctx_deps::{
-    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
-    OUTPUT_TOO_LARGE, output_too_large,
+    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, OUTPUT_TOO_LARGE,
+    output_too_large,
 };
 use ctx_model::{Attempt, Params};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
@@ -471,7 +471,10 @@ impl OpenAiEngine {
         }
         let completion = self.completion_of(body)?;
         if completion.output.len() > max_output {
-            return Err(Failure::fatal(OUTPUT_TOO_LARGE, output_too_large(max_output)));
+            return Err(Failure::fatal(
+                OUTPUT_TOO_LARGE,
+                output_too_large(max_output),
+            ));
         }
         Ok(completion)
     }

@@ -1034,5 +1034,9 @@ async fn a_whole_answer_past_the_output_bound_fails() {
     req.max_output_bytes = 1000;
     let e = engine(config(base(&s))).infer(&req).await.unwrap_err();
     assert_eq!(outcomes(&e.attempts), ["output_too_large"]);
-    assert!(e.message.contains("is larger than 66786 bytes"), "{}", e.message);
+    assert!(
+        e.message.contains("is larger than 66786 bytes"),
+        "{}",
+        e.message
+    );
 }

@@ -151,7 +151,7 @@ pub enum RunState {
     Completed,
     /// The last session finished with failed, skipped or unrun tasks.
     Failed,
-    /// The last session was stopped by Ctrl-C.
+    /// The last session was stopped by Ctrl-C, SIGTERM or SIGHUP.
     Interrupted,
     /// The last session never recorded an end and nobody holds the lock:
     /// the process died (kill, crash, power loss).

@@ -68,14 +68,12 @@ fn engines() -> Vec<Engine> {
             description: "Runs CMD with `sh -c` once per task: the final prompt on stdin, stdout \
                           is the output, a non-zero exit fails the task with the end of stderr. \
                           Chosen by --command alone too.",
-            flags: vec![
-                setting("--command CMD", None, "the shell command (required)"),
-                setting(
-                    "--task-timeout SECS",
-                    None,
-                    "kill the command after SECS; the task fails",
-                ),
-            ],
+            flags: vec![setting(
+                "--command CMD",
+                None,
+                "the shell command (required); --task-timeout and --max-output-bytes \
+                 (ctx run) kill its process group",
+            )],
             environment: vec![
                 setting("CTX_TASK_ID", None, "set for the command: the task's id"),
                 setting(

@@ -12,11 +12,18 @@
 //! progress bar to stderr when stderr is a terminal. docs/runs.md has the
 //! rules.
 //!
+//! Every task's engine call is bounded in time (`--task-timeout`, default
+//! one hour, `0` = none) and in output (`--max-output-bytes`, default 64
+//! MiB); both defaults are ctx-deps' and hold for every engine.
+//!
 //! Exit codes: 0 every task completed, 1 a task failed or was skipped,
-//! 2 usage or validation error (a `--resume` run that does not exist),
-//! 4 the store failed (locked by another process, corrupt, newer schema),
-//! 130 interrupted by Ctrl-C (the summary is still printed and `--out`
-//! still written).
+//! 2 usage or validation error (a `--resume` run that does not exist;
+//! nothing was executed), 4 the store failed (locked by another process,
+//! corrupt, newer schema), 5 the run is stored and summarised but the
+//! `--out` files could not be written, 129 / 130 / 143 stopped by SIGHUP /
+//! Ctrl-C (SIGINT) / SIGTERM. A stop signal is handled like Ctrl-C: the
+//! commands' process groups are killed, requests aborted, the run stored
+//! as interrupted, the summary printed and `--out` written.
 //!
 //! ## `--out DIR`
 //!
@@ -26,15 +33,29 @@
 //! DIR/results.json      the same object as --format json
 //! ```
 //!
-//! A task id becomes a file name as it is when it uses only ASCII letters,
-//! digits, `.`, `_` and `-`, does not start with `.`, and is at most 100
-//! bytes. Any other id (`../x`, `a/b`, `ü`, an empty id) has every other
-//! character replaced by `_`, a leading `.` too, and gets `-` plus 8 hex
-//! digits of a hash of the id appended, so two ids never share a file and
-//! no id can name a path outside `DIR`.
+//! A task id becomes a file name by [`file_stem`], which is injective by
+//! construction, so two tasks never share a file:
+//!
+//! * **plain**: an id of 1 to 120 bytes made only of ASCII letters, digits,
+//!   `.`, `_` and `-`, not starting with `.`, is its own name;
+//! * **escaped**: any other id has each byte outside that set (and a
+//!   leading `.`) written as `%XX` (upper-case hex), so `a b*` is
+//!   `a%20b%2A` and `.hidden` is `%2Ehidden`. Percent-encoding is
+//!   reversible, and an escaped name always holds a `%`, which no plain
+//!   name does;
+//! * **hashed**: when the escaped name would be longer than 120 bytes (or
+//!   empty), it is cut after 56 bytes (at a whole `%XX`) and followed by
+//!   `~` and the id's full SHA-256 in hex. Only hashed names hold a `~`
+//!   (an id's own `~` is escaped as `%7E`), and the hash is not truncated.
+//!
+//! No name contains a path separator or starts with `.`, so no id can name
+//! a path outside `DIR`. (On a case-insensitive file system ids differing
+//! only in case, `A` and `a`, still share a file; the name rule cannot see
+//! the file system.)
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use std::sync::Arc;
 
@@ -56,8 +77,9 @@ use crate::io::write_atomic;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The plan (JSON or YAML by extension; `-` reads JSON from stdin).
-    #[arg(value_name = "PLAN")]
-    pub plan: PathBuf,
+    /// With --resume it may be left out: the run's stored plan is resumed.
+    #[arg(value_name = "PLAN", required_unless_present = "resume")]
+    pub plan: Option<PathBuf>,
 
     #[command(flatten)]
     pub engine: EngineArgs,
@@ -65,6 +87,18 @@ pub struct Args {
     /// Most tasks in flight at once; 0 means unlimited.
     #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
+
+    /// Stop a task's engine call after this many seconds (fractions
+    /// allowed; retries included): the command's process group is killed
+    /// or the request aborted, and the task fails. 0 means no limit.
+    #[arg(long, value_name = "SECS", default_value_t = ctx_deps::DEFAULT_TASK_TIMEOUT.as_secs_f64())]
+    pub task_timeout: f64,
+
+    /// Most bytes one task's output may have: past it the engine stops
+    /// reading (the command is killed, the stream dropped) and the task
+    /// fails.
+    #[arg(long, value_name = "BYTES", default_value_t = ctx_deps::DEFAULT_MAX_OUTPUT_BYTES)]
+    pub max_output_bytes: usize,
 
     /// Write prompts/{id}.md, outputs/{id}.md and results.json under DIR.
     #[arg(long, value_name = "DIR")]
@@ -100,9 +134,10 @@ pub struct Args {
     pub run_dir: Option<PathBuf>,
 
     /// Resume RUN (a run id under the root, or a run directory): tasks
-    /// completed before are reused, the others run, and so does every task
-    /// whose prompt, model or params changed, with its dependents. Give the
-    /// engine flags again.
+    /// completed before are reused, the others run. Without PLAN the run's
+    /// stored plan is resumed; with PLAN, every task whose prompt, model or
+    /// params changed runs again, with its dependents. Give the engine
+    /// flags again.
     #[arg(long, value_name = "RUN")]
     pub resume: Option<String>,
 
@@ -143,7 +178,20 @@ pub enum ScheduleArg {
 
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
-    let mut plan = super::plan_check::load_valid_plan(&args.plan)?;
+    let root = RunRoot::new(
+        args.root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
+    );
+    let (mut plan, plan_path, plan_source) = match (&args.plan, &args.resume) {
+        (Some(path), _) => (
+            super::plan_check::load_valid_plan(path)?,
+            path.clone(),
+            path.to_str().map(str::to_string),
+        ),
+        (None, Some(run)) => stored_plan(&root, run)?,
+        (None, None) => return Err(CliError::usage("a PLAN is needed unless --resume is given")),
+    };
     if let Some(n) = args.max_prompt_tokens {
         if n == 0 {
             return Err(CliError::usage("--max-prompt-tokens must be at least 1"));
@@ -156,14 +204,13 @@ pub fn run(args: Args) -> CliResult {
             .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?;
         plan.config.tokenizer = Some(tokenizer.as_str().to_string());
     }
+    let task_timeout = task_timeout(args.task_timeout)?;
+    if args.max_output_bytes == 0 {
+        return Err(CliError::usage("--max-output-bytes must be at least 1"));
+    }
     let engine = engines::build(&args.engine)?;
     let label = engines::label(&args.engine);
-    let root = RunRoot::new(
-        args.root
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
-    );
-    let plan_source = args.plan.to_str();
+    let plan_source = plan_source.as_deref();
 
     if let (Some(run), true) = (&args.resume, args.dry_run) {
         let view = root.open(run).map_err(runs::store_error)?;
@@ -185,17 +232,19 @@ pub fn run(args: Args) -> CliResult {
             ScheduleArg::Ready => Schedule::ReadyQueue,
             ScheduleArg::Levels => Schedule::Levels,
         },
+        task_timeout,
+        max_output_bytes: args.max_output_bytes,
         ..ExecutorOptions::default()
     };
     let output = Output {
-        plan_path: &args.plan,
+        plan_path: &plan_path,
         out: args.out.as_deref(),
         format: args.format,
     };
 
     if args.no_store {
-        let report = execute(plan, engine, Arc::new(MemoryStore::new()), options, &output)?;
-        return report_run(&report, &output);
+        let run = execute(plan, engine, Arc::new(MemoryStore::new()), options, &output)?;
+        return report_run(&run, &output);
     }
 
     let new = NewRun {
@@ -244,7 +293,7 @@ pub fn run(args: Args) -> CliResult {
             .unwrap_or_default(),
         ..options
     };
-    let report = execute(
+    let executed = execute(
         plan,
         engine,
         Arc::clone(&store) as Arc<dyn ExecutionStore>,
@@ -253,25 +302,107 @@ pub fn run(args: Args) -> CliResult {
     )?;
     // Every result is committed already; a failure to record the session's
     // end only makes the run look crashed, so the summary still comes first.
-    let finished = store.finish(if report.interrupted {
+    let finished = store.finish(if executed.report.interrupted {
         SessionEnd::Interrupted
     } else {
         SessionEnd::Finished
     });
-    let exit = report_run(&report, &output)?;
-    if report.all_completed() {
+    let exit = report_run(&executed, &output)?;
+    if executed.report.all_completed() {
         eprintln!("run {} stored in {}", store.run_id(), store.dir().display());
     } else {
+        // The run stores its plan: resuming needs no plan path.
         eprintln!(
-            "run {} stored in {}; resume with: ctx run {} --resume {}",
+            "run {} stored in {}; resume with: ctx run --resume {}",
             store.run_id(),
             store.dir().display(),
-            args.plan.display(),
             store.run_id()
         );
     }
     finished.map_err(runs::store_error)?;
     Ok(exit)
+}
+
+/// `--task-timeout SECS` as the executor's bound: `0` is none.
+fn task_timeout(secs: f64) -> Result<Option<Duration>, CliError> {
+    if secs == 0.0 {
+        return Ok(None);
+    }
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(CliError::usage(format!(
+            "--task-timeout {secs}: must be a positive number of seconds, or 0 for none"
+        )));
+    }
+    Duration::try_from_secs_f64(secs)
+        .map(Some)
+        .map_err(|e| CliError::usage(format!("--task-timeout {secs}: {e}")))
+}
+
+/// `--resume RUN` without a PLAN: the plan the run stored at its last
+/// session, its path as then given (for messages and the next session's
+/// record).
+///
+/// The store writes plans with secret-looking `params` keys redacted; a
+/// plan holding such a key cannot be resumed from the store (the task
+/// would be sent `[redacted]`), so the plan file must be given again.
+fn stored_plan(
+    root: &RunRoot,
+    run: &str,
+) -> Result<(ctx_model::Plan, PathBuf, Option<String>), CliError> {
+    let view = root.open(run).map_err(runs::store_error)?;
+    let plan = view.plan().map_err(runs::store_error)?;
+    let source = view
+        .sessions()
+        .map_err(runs::store_error)?
+        .last()
+        .and_then(|s| s.plan_source.clone());
+    let secrets = redacted_params(&plan);
+    if !secrets.is_empty() {
+        return Err(CliError::usage(format!(
+            "run {}: the stored plan has redacted secrets ({}); give the plan file: ctx run PLAN --resume {run}",
+            view.run_id(),
+            secrets.join(", ")
+        )));
+    }
+    let shown = PathBuf::from(format!(
+        "{} (the plan stored in run {})",
+        source.as_deref().unwrap_or("<plan>"),
+        view.run_id()
+    ));
+    Ok((plan, shown, source))
+}
+
+/// `task.params.KEY` for every secret-looking key in the tasks' params,
+/// at any depth (what the store redacts).
+fn redacted_params(plan: &ctx_model::Plan) -> Vec<String> {
+    fn walk(v: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, val) in map {
+                    let here = format!("{path}.{k}");
+                    if ctx_store_sqlite::is_secret_key(k) {
+                        out.push(here);
+                    } else {
+                        walk(val, &here, out);
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|x| walk(x, path, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for task in &plan.sub_tasks {
+        for (k, v) in &task.tool_or_prompt.params.extra {
+            let here = format!("{}.params.{k}", task.id);
+            if ctx_store_sqlite::is_secret_key(k) {
+                out.push(here);
+            } else {
+                walk(v, &here, &mut out);
+            }
+        }
+    }
+    out
 }
 
 /// Where and how a run's results are reported.
@@ -284,7 +415,78 @@ pub struct Output<'a> {
     pub format: Format,
 }
 
-/// Runs a validated plan against `store`: progress bar and Ctrl-C
+/// A signal that stops a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM (cron, systemd, Kubernetes, CI runners, `timeout`).
+    Terminate,
+    /// SIGHUP (the terminal went away).
+    Hangup,
+}
+
+impl StopSignal {
+    /// The signal's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopSignal::Interrupt => "SIGINT",
+            StopSignal::Terminate => "SIGTERM",
+            StopSignal::Hangup => "SIGHUP",
+        }
+    }
+
+    /// The conventional exit code: 128 + the signal's number.
+    pub fn exit(self) -> Exit {
+        match self {
+            StopSignal::Interrupt => Exit::Interrupted,
+            StopSignal::Terminate => Exit::Terminated,
+            StopSignal::Hangup => Exit::Hangup,
+        }
+    }
+}
+
+/// Resolves when the first of SIGINT, SIGTERM or SIGHUP arrives. Handlers
+/// are installed on the first poll and stay for the process's life, so a
+/// second signal during the clean-up does not kill ctx half-way either. A
+/// signal whose handler cannot be installed is simply not waited for.
+async fn stop_signal() -> StopSignal {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let wait = |kind: SignalKind| async move {
+            match signal(kind) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = wait(SignalKind::interrupt()) => StopSignal::Interrupt,
+            () = wait(SignalKind::terminate()) => StopSignal::Terminate,
+            () = wait(SignalKind::hangup()) => StopSignal::Hangup,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        StopSignal::Interrupt
+    }
+}
+
+/// What [`execute`] returns: the executor's report and the signal that
+/// stopped the run, if one did.
+pub struct Executed {
+    /// Every task's final result.
+    pub report: RunReport,
+    /// The signal that interrupted the run.
+    pub signal: Option<StopSignal>,
+}
+
+/// Runs a validated plan against `store`: progress bar and stop signals
 /// included. The store may be in memory (`--no-store`) or durable (then
 /// with `ExecutorOptions::reuse_completed` for `--resume`); [`report_run`]
 /// prints what came out.
@@ -294,7 +496,7 @@ pub fn execute(
     store: Arc<dyn ExecutionStore>,
     options: ExecutorOptions,
     output: &Output<'_>,
-) -> Result<RunReport, CliError> {
+) -> Result<Executed, CliError> {
     let total = plan.sub_tasks.len();
     let executor = Executor::new(plan, engine, store, options)
         .map_err(|e| CliError::usage(format!("{}: {e}", output.plan_path.display())))?;
@@ -310,13 +512,10 @@ pub fn execute(
         engines::openai::attach_progress_bar(bar);
     }
     let mut in_flight = 0usize;
+    let mut signal = None;
     let report = runtime.block_on(async {
         let cancel = async {
-            // If no handler can be installed, the run is simply not
-            // cancellable.
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
+            signal = Some(stop_signal().await);
         };
         executor
             .run_with(cancel, |event| {
@@ -329,37 +528,63 @@ pub fn execute(
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    report.map_err(|e| match e {
+    let report = report.map_err(|e| match e {
         ExecError::Graph(e) => CliError::usage(e),
         store @ ExecError::Store { .. } => CliError::with(Exit::Store, store),
-    })
+    })?;
+    Ok(Executed { report, signal })
 }
 
-/// Reports a run: `--out`, the summary on stdout, the exit code.
-pub fn report_run(report: &RunReport, output: &Output<'_>) -> CliResult {
+/// Reports a run: the summary on stdout, then `--out`, then the exit code.
+///
+/// The tasks have run (and a durable run is stored) by now, so nothing
+/// here is a usage error: the summary is printed first, and a failure to
+/// write `--out` is reported and exits [`Exit::OutWrite`] (5), unless a
+/// signal stopped the run, whose code wins.
+pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
+    let report = &executed.report;
     let json = RunJson::of(report);
-    if let Some(dir) = output.out {
-        write_out_dir(dir, report, &json)?;
-    }
     match output.format {
         Format::Json => {
             crate::io::print_stdout(&crate::io::json_text(&json)?)?;
         }
         Format::Text => crate::io::print_stdout(&summary_table(report))?,
     }
+    let written = match output.out {
+        Some(dir) => write_out_dir(dir, report, &json),
+        None => Ok(()),
+    };
+    if let Err(e) = &written {
+        eprintln!("error: --out: {}", e.message);
+    }
     if report.interrupted {
+        let by = executed
+            .signal
+            .map_or_else(String::new, |s| format!(" by {}", s.name()));
         eprintln!(
-            "interrupted: {} of {} tasks completed",
+            "interrupted{by}: {} of {} completed",
             report.count(TaskStatus::Completed),
-            report.results.len()
+            tasks(report.results.len())
         );
-        return Ok(Exit::Interrupted);
+        return Ok(executed.signal.map_or(Exit::Interrupted, StopSignal::exit));
+    }
+    if written.is_err() {
+        return Ok(Exit::OutWrite);
     }
     Ok(if report.all_completed() {
         Exit::Ok
     } else {
         Exit::Findings
     })
+}
+
+/// `1 task`, `4 tasks`.
+pub fn tasks(n: usize) -> String {
+    if n == 1 {
+        "1 task".to_string()
+    } else {
+        format!("{n} tasks")
+    }
 }
 
 fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {
@@ -547,8 +772,8 @@ fn summary_table(report: &RunReport) -> String {
         ));
     }
     out.push_str(&format!(
-        "\n{} tasks: {} completed, {} failed, {} skipped{}\n",
-        report.results.len(),
+        "\n{}: {} completed, {} failed, {} skipped{}\n",
+        tasks(report.results.len()),
         report.count(TaskStatus::Completed),
         report.count(TaskStatus::Failed),
         report.count(TaskStatus::Skipped),
@@ -599,48 +824,98 @@ fn write_out_dir(dir: &Path, report: &RunReport, json: &RunJson<'_>) -> Result<(
     )
 }
 
-/// The file name stem for a task id; see the module docs.
+/// The longest stem a plain or escaped name may have (bytes).
+const MAX_STEM: usize = 120;
+/// How much of the escaped id a hashed name keeps before `~` and the hash.
+const HASHED_PREFIX: usize = 56;
+
+/// Bytes an id may keep as they are in a file name.
+fn plain_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')
+}
+
+/// The file name stem for a task id: plain, escaped or hashed, as the
+/// module docs describe. Distinct ids always get distinct stems.
 pub fn file_stem(id: &str) -> String {
-    let safe = !id.is_empty()
-        && id.len() <= 100
-        && !id.starts_with('.')
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if safe {
+    if !id.is_empty() && id.len() <= MAX_STEM && !id.starts_with('.') && id.bytes().all(plain_byte)
+    {
         return id.to_string();
     }
-    let mut stem: String = id
-        .chars()
-        .take(80)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if stem.starts_with('.') {
-        stem.replace_range(0..1, "_");
+    let mut escaped = String::with_capacity(id.len() * 3);
+    for (i, b) in id.bytes().enumerate() {
+        if plain_byte(b) && !(i == 0 && b == b'.') {
+            escaped.push(char::from(b));
+        } else {
+            escaped.push_str(&format!("%{b:02X}"));
+        }
     }
-    // FNV-1a: stable across builds and platforms, unlike std's hasher.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in id.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    if !escaped.is_empty() && escaped.len() <= MAX_STEM {
+        return escaped;
     }
-    format!("{stem}-{:08x}", h as u32)
+    // Cut at a whole `%XX`: every `%` in `escaped` starts one.
+    let bytes = escaped.as_bytes();
+    let mut cut = HASHED_PREFIX.min(bytes.len());
+    if let Some(p) = bytes[cut.saturating_sub(2)..cut]
+        .iter()
+        .position(|&b| b == b'%')
+    {
+        cut = cut.saturating_sub(2) + p;
+    }
+    format!(
+        "{}~{}",
+        &escaped[..cut],
+        ctx_store_sqlite::sha256_hex(id.as_bytes())
+    )
 }
 
 #[cfg(test)]
 mod tests {
-    use super::file_stem;
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Undoes the escaping of an escaped (not hashed) stem.
+    fn unescape(stem: &str) -> Vec<u8> {
+        let b = stem.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' {
+                out.push(u8::from_str_radix(&stem[i + 1..i + 3], 16).unwrap());
+                i += 3;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    fn check_shape(id: &str, s: &str) {
+        assert!(!s.is_empty(), "{id:?}");
+        assert!(!s.starts_with('.'), "{id:?} -> {s}");
+        assert!(s.len() <= MAX_STEM + 1, "{id:?} -> {s}");
+        assert!(
+            s.bytes().all(|b| plain_byte(b) || b == b'%' || b == b'~'),
+            "{id:?} -> {s}"
+        );
+        if s.contains('~') {
+            let (_, hash) = s.split_once('~').unwrap();
+            assert_eq!(hash, ctx_store_sqlite::sha256_hex(id.as_bytes()));
+        } else if s.contains('%') {
+            assert_eq!(unescape(s), id.as_bytes(), "{s}");
+        } else {
+            assert_eq!(s, id);
+        }
+    }
 
     #[test]
     fn file_stems_stay_inside_the_directory() {
         assert_eq!(file_stem("1"), "1");
         assert_eq!(file_stem("css-v2.final"), "css-v2.final");
+        assert_eq!(file_stem("a b*"), "a%20b%2A");
+        assert_eq!(file_stem(".hidden"), "%2Ehidden");
+        assert_eq!(file_stem("ü"), "%C3%BC");
+        assert_eq!(file_stem("a%20b%2A"), "a%2520b%252A");
         for id in [
             "../x",
             "a/b",
@@ -651,16 +926,60 @@ mod tests {
             "a\\b",
             "ü",
             "a b",
+            "~",
             &"x".repeat(300),
+            &"ü".repeat(100),
         ] {
-            let s = file_stem(id);
-            assert!(!s.contains('/') && !s.contains('\\'), "{id:?} -> {s}");
-            assert!(!s.starts_with('.'), "{id:?} -> {s}");
-            assert!(!s.is_empty());
-            assert!(s.len() <= 100, "{id:?}");
+            check_shape(id, &file_stem(id));
         }
-        assert_ne!(file_stem("a/b"), file_stem("a_b"));
-        assert_ne!(file_stem("a/b"), file_stem("a\\b"));
-        assert_eq!(file_stem("a/b"), file_stem("a/b"));
+    }
+
+    #[test]
+    fn the_collisions_of_the_old_rule_are_gone() {
+        // Issue 8: both pairs shared one file under the truncated-hash rule.
+        assert_ne!(file_stem("a b*"), file_stem("a_b_-aaf960a8"));
+        assert_ne!(file_stem(".hidden"), file_stem("_hidden-cdcb6865"));
+        // Every escaped or hashed name, used as an id, is its own name.
+        for id in ["a b*", ".hidden", "", &"y".repeat(200)] {
+            let s = file_stem(id);
+            assert_ne!(file_stem(&s), s, "{id:?}");
+        }
+        // Long ids sharing a prefix differ by their full hash.
+        let a = format!("{}a", "x".repeat(200));
+        let b = format!("{}b", "x".repeat(200));
+        assert_ne!(file_stem(&a), file_stem(&b));
+        // A cut never splits a `%XX`.
+        let s = file_stem(&"ü".repeat(60));
+        let (prefix, _) = s.split_once('~').unwrap();
+        assert_eq!(prefix.len() % 3, 0, "{s}");
+    }
+
+    fn id() -> impl Strategy<Value = String> {
+        // A small alphabet of the characters each rule treats differently,
+        // and lengths around the 120-byte limits, so near-misses are common.
+        prop_oneof![
+            "[a._%~ /ü-]{0,8}",
+            "[a_%.-]{110,130}",
+            "[aü ]{35,45}",
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn distinct_ids_get_distinct_file_names(ids in proptest::collection::vec(id(), 1..40)) {
+            let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+            let stems: std::collections::BTreeSet<String> =
+                unique.iter().map(|id| file_stem(id)).collect();
+            prop_assert_eq!(stems.len(), unique.len());
+        }
+
+        #[test]
+        fn an_id_spelled_like_another_ids_file_name_gets_another(id in id()) {
+            let s = file_stem(&id);
+            check_shape(&id, &s);
+            // The old rule's collision: the escaped name, taken as an id.
+            prop_assert_eq!(file_stem(&s) == s, s == id);
+        }
     }
 }

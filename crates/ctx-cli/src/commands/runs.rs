@@ -598,8 +598,8 @@ pub fn resume_listing(run_id: &str, plan: &ctx_store_sqlite::ResumePlan) -> Stri
         &rows,
     ));
     out.push_str(&format!(
-        "\n{} tasks: {} reused, {} to run\n",
-        plan.reuse.len() + plan.rerun.len(),
+        "\n{}: {} reused, {} to run\n",
+        super::run::tasks(plan.reuse.len() + plan.rerun.len()),
         plan.reuse.len(),
         plan.rerun.len()
     ));

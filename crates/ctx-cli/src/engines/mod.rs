@@ -5,15 +5,16 @@
 //! | `--engine` | what it does | reads |
 //! |------------|--------------|-------|
 //! | `dry-run` (default) | no model; output `[dry-run] output of task {id}` | nothing |
-//! | `command` | `sh -c CMD` per task, prompt on stdin, stdout = output | `--command`, `--task-timeout` |
+//! | `command` | `sh -c CMD` per task, prompt on stdin, stdout = output | `--command` |
 //! | `openai`  | OpenAI-compatible chat completions over HTTP | the `openai` flags |
 //!
-//! `--command CMD` without `--engine` selects `command`.
+//! `--command CMD` without `--engine` selects `command`. The bounds every
+//! engine shares (`--task-timeout`, `--max-output-bytes`) are `ctx run`'s,
+//! enforced by the executor, not an engine's.
 
 pub mod openai;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ctx_deps::{CommandEngine, DryRunEngine, InferenceEngine};
 
@@ -44,11 +45,6 @@ pub struct EngineArgs {
     #[arg(long, value_name = "CMD")]
     pub command: Option<String>,
 
-    /// Kill a task's command after this many seconds (fractions allowed);
-    /// the task fails.
-    #[arg(long, value_name = "SECS")]
-    pub task_timeout: Option<f64>,
-
     /// Flags of the OpenAI-compatible engine.
     #[command(flatten)]
     pub openai: openai::OpenAiArgs,
@@ -68,18 +64,6 @@ impl EngineArgs {
 /// Builds the selected engine, or explains which flag is missing or out of
 /// place (exit 2).
 pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
-    let timeout = match args.task_timeout {
-        None => None,
-        Some(secs) if secs.is_finite() && secs > 0.0 => Some(
-            Duration::try_from_secs_f64(secs)
-                .map_err(|e| CliError::usage(format!("--task-timeout {secs}: {e}")))?,
-        ),
-        Some(secs) => {
-            return Err(CliError::usage(format!(
-                "--task-timeout {secs}: must be a positive number of seconds"
-            )));
-        }
-    };
     let kind = args.kind();
     if kind != EngineKind::Openai {
         let given = args.openai.given();
@@ -98,11 +82,6 @@ pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
                     "--command is only used by --engine command (the dry-run engine runs nothing)",
                 ));
             }
-            if timeout.is_some() {
-                return Err(CliError::usage(
-                    "--task-timeout is only used by --engine command",
-                ));
-            }
             Ok(Arc::new(DryRunEngine))
         }
         EngineKind::Command => {
@@ -111,7 +90,7 @@ pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
                     "--engine command needs --command 'CMD' (for example --command 'ollama run llama3.2')",
                 ));
             };
-            Ok(Arc::new(CommandEngine::new(command).with_timeout(timeout)))
+            Ok(Arc::new(CommandEngine::new(command)))
         }
         EngineKind::Openai => {
             if args.command.is_some() {
@@ -119,7 +98,7 @@ pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
                     "--command is only used by --engine command",
                 ));
             }
-            openai_engine(args)
+            openai::build(&args.openai)
         }
     }
 }
@@ -221,15 +200,6 @@ fn quote(s: &str) -> String {
     } else {
         format!("{s:?}")
     }
-}
-
-fn openai_engine(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
-    if args.task_timeout.is_some() {
-        return Err(CliError::usage(
-            "--task-timeout is only used by --engine command (the openai engine takes --request-timeout)",
-        ));
-    }
-    openai::build(&args.openai)
 }
 
 #[cfg(test)]

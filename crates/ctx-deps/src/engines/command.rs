@@ -7,8 +7,8 @@ use ctx_model::Attempt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::engine::{
-    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
-    OUTPUT_TOO_LARGE, output_too_large,
+    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, OUTPUT_TOO_LARGE,
+    output_too_large,
 };
 
 /// How many trailing lines of stderr a failure carries.
@@ -163,7 +163,10 @@ impl CommandEngine {
 
 /// Reads `reader` to its end, failing as soon as more than `limit` bytes
 /// have arrived (at most `limit` plus one read's worth is ever held).
-async fn read_bounded<R: AsyncRead + Unpin>(mut reader: R, limit: usize) -> Result<Vec<u8>, Failure> {
+async fn read_bounded<R: AsyncRead + Unpin>(
+    mut reader: R,
+    limit: usize,
+) -> Result<Vec<u8>, Failure> {
     let mut out = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
@@ -407,17 +410,30 @@ mod tests {
         // Exactly at the bound is fine.
         let mut req = request("t", "abcd");
         req.max_output_bytes = 4;
-        assert_eq!(CommandEngine::new("cat").infer(&req).await.unwrap().output, "abcd");
+        assert_eq!(
+            CommandEngine::new("cat").infer(&req).await.unwrap().output,
+            "abcd"
+        );
         req.max_output_bytes = 3;
         assert!(CommandEngine::new("cat").infer(&req).await.is_err());
     }
 
     #[tokio::test]
     async fn a_flood_of_stderr_keeps_only_its_tail() {
-        let e = CommandEngine::new("head -c 50000000 /dev/zero | tr '\\0' x >&2; echo >&2; echo last >&2; exit 4");
+        let e = CommandEngine::new(
+            "head -c 50000000 /dev/zero | tr '\\0' x >&2; echo >&2; echo last >&2; exit 4",
+        );
         let err = e.infer(&request("t", "")).await.unwrap_err();
-        assert!(err.message.ends_with("\nlast"), "{}", &err.message[err.message.len() - 40..]);
-        assert!(err.message.len() <= STDERR_TAIL_BYTES + 100, "{}", err.message.len());
+        assert!(
+            err.message.ends_with("\nlast"),
+            "{}",
+            &err.message[err.message.len() - 40..]
+        );
+        assert!(
+            err.message.len() <= STDERR_TAIL_BYTES + 100,
+            "{}",
+            err.message.len()
+        );
     }
 
     #[test]
