@@ -608,3 +608,89 @@ fn a_library_made_run_resumes_from_the_cli() {
     );
     assert!(stdout.contains("rerun   a     never started"), "{stdout}");
 }
+
+#[test]
+fn resume_without_a_plan_runs_the_stored_plan() {
+    let d = Dir::new();
+    std::fs::write(d.path().join("fail-b"), "").unwrap();
+    let first = d.run(&[]);
+    assert_eq!(first.code, 1, "{}", first.stderr);
+    let id = first.run_id();
+    // The hint needs no plan path.
+    assert!(
+        first
+            .stderr
+            .contains(&format!("resume with: ctx run --resume {id}")),
+        "{}",
+        first.stderr
+    );
+    std::fs::remove_file(d.path().join("fail-b")).unwrap();
+    // The plan file is gone: the stored plan is what runs.
+    std::fs::remove_file(d.path().join("plan.json")).unwrap();
+    let dry = d
+        .ctx()
+        .args(["run", "--root", "runs", "--resume", &id, "--dry-run"])
+        .arg("--command")
+        .arg(d.command())
+        .output()
+        .unwrap();
+    assert_eq!(dry.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&dry.stdout).contains("4 tasks: 2 reused, 2 to run"));
+    let out = d
+        .ctx()
+        .args(["run", "--root", "runs", "--resume", &id, "--format", "json"])
+        .arg("--command")
+        .arg(d.command())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        ["a", "b", "c", "d"].map(|t| status(&j, t)),
+        ["completed"; 4]
+    );
+    assert_eq!(
+        d.counts(),
+        counts(&[("a", 1), ("b", 2), ("c", 1), ("d", 1)])
+    );
+    assert!(
+        stderr.contains(&format!(
+            "resuming run {id} in runs/{id}: 2 reused, 2 to run"
+        )),
+        "{stderr}"
+    );
+
+    // Without --resume a plan is still required.
+    let out = d.ctx().args(["run", "--root", "runs"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("<PLAN>"));
+}
+
+#[test]
+fn a_stored_plan_with_redacted_secrets_needs_the_plan_file() {
+    let d = Dir::new();
+    std::fs::write(
+        d.path().join("plan.json"),
+        r#"{"schema_version": 1, "sub_tasks": [
+ {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": {"prompt": "p", "api_key": "sk-secret"}}}]}"#,
+    )
+    .unwrap();
+    let first = d.run(&[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let id = first.run_id();
+    let out = d
+        .ctx()
+        .args(["run", "--root", "runs", "--resume", &id])
+        .arg("--command")
+        .arg(d.command())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("redacted secrets (a.params.api_key)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-secret"));
+}

@@ -372,3 +372,42 @@ fn bad_stores_are_clear_errors() {
         "plain text, not a database\n".repeat(20)
     );
 }
+
+#[test]
+fn gc_keeps_a_run_it_cannot_read_unless_forced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path().join(".ctx/runs"));
+    // The oldest run's store is damaged: gc used to delete it unread.
+    let bad = root.path().join("20200101T000000.000Z-0badf11e");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(
+        bad.join(STORE_FILE),
+        "plain text, not a database\n".repeat(20),
+    )
+    .unwrap();
+    let old = failed_run(&root);
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let newest = failed_run(&root);
+    ctx(tmp.path())
+        .args(["runs", "gc", "--keep", "1"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains(format!("removed {old}"))
+                .and(predicate::str::contains(
+                    "kept 20200101T000000.000Z-0badf11e (unreadable, --force removes it): ",
+                ))
+                .and(predicate::str::contains("1 removed, 2 kept (1 unreadable)")),
+        );
+    assert!(bad.join(STORE_FILE).is_file());
+    assert!(root.resolve(&newest).is_ok());
+    ctx(tmp.path())
+        .args(["runs", "gc", "--keep", "1", "--force"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "removed 20200101T000000.000Z-0badf11e",
+        ));
+    assert!(!bad.exists());
+    assert!(root.resolve(&newest).is_ok());
+}

@@ -68,6 +68,10 @@ pub struct GcReport {
     pub kept: Vec<String>,
     /// Run ids that would have been removed but are being executed.
     pub running: Vec<String>,
+    /// Runs that would have been removed but whose store cannot be read
+    /// (corrupt, foreign, from a newer ctx), with why: kept, since what
+    /// cannot be read cannot be judged disposable, unless `force`.
+    pub unreadable: Vec<(String, String)>,
 }
 
 impl RunRoot {
@@ -156,9 +160,12 @@ impl RunRoot {
     /// Removes all but the newest `keep` runs (by id, i.e. creation time),
     /// with their cache entries. Only directories whose name is a run id
     /// are considered (a `--run-dir` elsewhere is never touched); a run
-    /// whose lock is held is never removed. Each removal happens while
-    /// holding the run's lock, so a resume cannot start on it meanwhile.
-    pub fn gc(&self, keep: usize) -> Result<GcReport> {
+    /// whose lock is held is never removed. A run whose store cannot be
+    /// read (a newer ctx's, a damaged one someone may want to rescue) is
+    /// kept and listed in [`GcReport::unreadable`] unless `force`. Each
+    /// removal happens while holding the run's lock, so a resume cannot
+    /// start on it meanwhile.
+    pub fn gc(&self, keep: usize, force: bool) -> Result<GcReport> {
         let mut ids: Vec<(String, PathBuf)> = self
             .run_dirs(|d| {
                 d.file_name()
@@ -182,6 +189,20 @@ impl RunRoot {
                 report.kept.push(id);
                 continue;
             }
+            // Read before the lock is taken: opening an older store
+            // migrates it, which takes the lock itself.
+            if !force {
+                let readable = RunView::open(&dir).and_then(|view| view.plan().map(drop));
+                if let Err(e) = readable {
+                    if lock::try_take(&dir)?.is_none() {
+                        // Being created or run right now: not unreadable.
+                        report.running.push(id);
+                    } else {
+                        report.unreadable.push((id, e.to_string()));
+                    }
+                    continue;
+                }
+            }
             let Some(lock) = lock::try_take(&dir)? else {
                 report.running.push(id);
                 continue;
@@ -196,6 +217,7 @@ impl RunRoot {
         report.kept.reverse();
         report.removed.reverse();
         report.running.reverse();
+        report.unreadable.reverse();
         Ok(report)
     }
 

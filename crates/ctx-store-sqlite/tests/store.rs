@@ -151,7 +151,7 @@ fn second_writer_is_refused_with_the_holders_pid() {
     // Readers are not blocked, and see the run as running.
     let view = RunView::open(&dir).unwrap();
     assert_eq!(view.state().unwrap(), RunState::Running);
-    assert!(matches!(root.gc(0).unwrap().running.as_slice(), [id] if id == store.run_id()));
+    assert!(matches!(root.gc(0, false).unwrap().running.as_slice(), [id] if id == store.run_id()));
     drop(store);
     assert_eq!(view.state().unwrap(), RunState::Crashed);
     let (again, _) = SqliteStore::resume(&dir, &new_run(&p)).unwrap();
@@ -399,11 +399,11 @@ fn list_and_gc() {
     assert_eq!(runs[0].counts.completed, 1);
     assert_eq!(runs[4].state, RunState::Running);
 
-    let report = root.gc(1).unwrap();
+    let report = root.gc(1, false).unwrap();
     assert_eq!(report.kept, [running.run_id().to_string()]);
     assert_eq!(report.removed, ids);
     // keep 0: the running run stays anyway.
-    let report = root.gc(0).unwrap();
+    let report = root.gc(0, false).unwrap();
     assert_eq!(report.running, [running.run_id().to_string()]);
     assert!(tmp.path().join("notes").is_dir());
     assert!(running.dir().is_dir());

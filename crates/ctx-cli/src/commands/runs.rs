@@ -103,6 +103,10 @@ pub struct GcArgs {
     /// How many of the newest runs to keep.
     #[arg(long, value_name = "N")]
     keep: usize,
+    /// Also remove old runs whose store cannot be read (corrupt, foreign,
+    /// from a newer ctx); without it they are kept and named.
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     root: RootArg,
 }
@@ -555,7 +559,7 @@ fn task_json(r: &TaskExecutionResult) -> Value {
 
 fn gc(a: GcArgs) -> CliResult {
     let root = RunRoot::new(&a.root.root);
-    let report = root.gc(a.keep).map_err(store_error)?;
+    let report = root.gc(a.keep, a.force).map_err(store_error)?;
     let mut out = String::new();
     for id in &report.removed {
         out.push_str(&format!("removed {id}\n"));
@@ -563,14 +567,28 @@ fn gc(a: GcArgs) -> CliResult {
     for id in &report.running {
         out.push_str(&format!("kept {id} (running)\n"));
     }
+    for (id, why) in &report.unreadable {
+        out.push_str(&format!(
+            "kept {id} (unreadable, --force removes it): {}\n",
+            why.lines().next().unwrap_or_default()
+        ));
+    }
+    let notes: Vec<String> = [
+        (report.running.len(), "running"),
+        (report.unreadable.len(), "unreadable"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
     out.push_str(&format!(
         "{} removed, {} kept{}\n",
         report.removed.len(),
-        report.kept.len() + report.running.len(),
-        if report.running.is_empty() {
+        report.kept.len() + report.running.len() + report.unreadable.len(),
+        if notes.is_empty() {
             String::new()
         } else {
-            format!(" ({} running)", report.running.len())
+            format!(" ({})", notes.join(", "))
         }
     ));
     print_stdout(&out)?;
