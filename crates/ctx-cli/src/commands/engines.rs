@@ -67,12 +67,12 @@ fn engines() -> Vec<Engine> {
             default: false,
             description: "Runs CMD with `sh -c` once per task: the final prompt on stdin, stdout \
                           is the output, a non-zero exit fails the task with the end of stderr. \
-                          Chosen by --command alone too.",
+                          Past ctx run's --task-timeout or --max-output-bytes its process \
+                          group is killed. Chosen by --command alone too.",
             flags: vec![setting(
                 "--command CMD",
                 None,
-                "the shell command (required); --task-timeout and --max-output-bytes \
-                 (ctx run) kill its process group",
+                "the shell command (required)",
             )],
             environment: vec![
                 setting("CTX_TASK_ID", None, "set for the command: the task's id"),
