@@ -21,9 +21,15 @@
 //!    ([`ctx_prompt::tokenizer_for_task`]). An [`AssemblyError`] fails the
 //!    task before any engine call.
 //! 3. An `in_progress` result holding the exact prompt is stored.
-//! 4. The engine runs; a `completed` or `failed` result is stored. A
-//!    dependent is dispatched only after the `completed` result's `store`
-//!    has returned.
+//! 4. The engine runs, bounded in time by [`ExecutorOptions::task_timeout`]
+//!    (default [`DEFAULT_TASK_TIMEOUT`]; on expiry its future is dropped
+//!    and the task fails with outcome `timeout`) and in output by
+//!    [`ExecutorOptions::max_output_bytes`] (default
+//!    [`DEFAULT_MAX_OUTPUT_BYTES`](crate::DEFAULT_MAX_OUTPUT_BYTES)),
+//!    which travels with the request so the engine stops reading in time,
+//!    and is checked again on what comes back. A `completed` or `failed`
+//!    result is stored. A dependent is dispatched only after the
+//!    `completed` result's `store` has returned.
 //!
 //! ## Failure, skip, cancellation
 //!
@@ -31,7 +37,8 @@
 //! naming the failed task ("dependency \`a\` failed" for a direct
 //! dependent, "upstream task \`a\` failed" further down); tasks on
 //! independent branches run on. When the
-//! cancellation future resolves (Ctrl-C in the CLI), dispatching stops, the
+//! cancellation future resolves (Ctrl-C, SIGTERM or SIGHUP in the CLI),
+//! dispatching stops, the
 //! in-flight futures are dropped (engines clean up on drop: a command is
 //! killed, a request aborted), in-flight tasks are stored `failed` with
 //! `interrupted`, never-started ones `skipped`, and a full [`RunReport`] is

@@ -446,34 +446,63 @@ impl StopSignal {
     }
 }
 
-/// Resolves when the first of SIGINT, SIGTERM or SIGHUP arrives. Handlers
-/// are installed on the first poll and stay for the process's life, so a
-/// second signal during the clean-up does not kill ctx half-way either. A
-/// signal whose handler cannot be installed is simply not waited for.
-async fn stop_signal() -> StopSignal {
+/// The handlers of SIGINT, SIGTERM and SIGHUP, installed before the first
+/// task is dispatched: from then on none of them can end ctx before its
+/// children (the default action would, leaving them orphaned). Once
+/// installed, tokio keeps them for the process's life, so a second signal
+/// during the clean-up does not kill ctx half-way either. A signal whose
+/// handler cannot be installed is simply not waited for.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let wait = |kind: SignalKind| async move {
-            match signal(kind) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    hangup: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    /// Installs the handlers; must run inside the runtime.
+    fn install() -> StopSignals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            StopSignals {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
+                hangup: signal(SignalKind::hangup()).ok(),
             }
-        };
-        tokio::select! {
-            () = wait(SignalKind::interrupt()) => StopSignal::Interrupt,
-            () = wait(SignalKind::terminate()) => StopSignal::Terminate,
-            () = wait(SignalKind::hangup()) => StopSignal::Hangup,
         }
+        #[cfg(not(unix))]
+        StopSignals {}
     }
-    #[cfg(not(unix))]
-    {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
+
+    /// Resolves with the first of the signals to arrive.
+    async fn first(mut self) -> StopSignal {
+        #[cfg(unix)]
+        {
+            async fn arrival(s: &mut Option<tokio::signal::unix::Signal>) {
+                let arrived = match s {
+                    Some(s) => s.recv().await.is_some(),
+                    None => false,
+                };
+                if !arrived {
+                    std::future::pending::<()>().await;
+                }
+            }
+            tokio::select! {
+                () = arrival(&mut self.interrupt) => StopSignal::Interrupt,
+                () = arrival(&mut self.terminate) => StopSignal::Terminate,
+                () = arrival(&mut self.hangup) => StopSignal::Hangup,
+            }
         }
-        StopSignal::Interrupt
+        #[cfg(not(unix))]
+        {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            StopSignal::Interrupt
+        }
     }
 }
 
@@ -514,8 +543,10 @@ pub fn execute(
     let mut in_flight = 0usize;
     let mut signal = None;
     let report = runtime.block_on(async {
+        // Before any task starts (see `StopSignals`).
+        let signals = StopSignals::install();
         let cancel = async {
-            signal = Some(stop_signal().await);
+            signal = Some(signals.first().await);
         };
         executor
             .run_with(cancel, |event| {
