@@ -747,3 +747,42 @@ fn one_task_is_one_task() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("\n1 task: 1 completed"), "{stdout}");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_write_error_mid_file_leaves_no_temporary_file() {
+    // A file-size limit makes a write fail half-way, as a full disk does
+    // (EFBIG instead of ENOSPC; SIGXFSZ is ignored so the write returns
+    // the error). The old code left `prompts/a.md.ctx-tmp` and exited 2.
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let long = "word ".repeat(2000);
+    std::fs::write(
+        &plan,
+        format!(
+            r#"{{"schema_version": 1, "sub_tasks": [{{"id": "a", "description": "A", "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "{long}"}}}}}}]}}"#
+        ),
+    )
+    .unwrap();
+    let out_dir = dir.path().join("out");
+    let bin = assert_cmd::cargo::cargo_bin("ctx");
+    let out = std::process::Command::new("sh")
+        .current_dir(dir.path())
+        .arg("-c")
+        .arg(r#"trap '' XFSZ; ulimit -f 4; exec "$0" run plan.json --no-store --tokenizer estimate --out out"#)
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("1 task: 1 completed"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("error: --out: "), "{stderr}");
+    let left: Vec<String> = std::fs::read_dir(out_dir.join("prompts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
