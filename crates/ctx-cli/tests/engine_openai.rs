@@ -669,3 +669,89 @@ fn text_summary_flags_outputs_cut_at_max_tokens() {
         "{table}"
     );
 }
+
+/// A server whose every answer is a stream of content that never ends (a
+/// chunk each millisecond, so `--idle-timeout` never fires).
+fn endless_stream_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 8192];
+                // The request: headers, then as much body as they announce.
+                loop {
+                    let Ok(n) = stream.read(&mut chunk) else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+                if stream.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                let event = format!(
+                    "data: {}\n\n",
+                    json!({"choices": [{"index": 0, "delta": {"content": "y".repeat(4000)}}]})
+                );
+                let chunk = format!("{:x}\r\n{event}\r\n", event.len());
+                while stream.write_all(chunk.as_bytes()).is_ok() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn an_endless_stream_fails_its_task_at_the_output_bound() {
+    // Before the bound: memory grew until the allocator aborted ctx.
+    let url = endless_stream_server();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let started = std::time::Instant::now();
+    let r = run(
+        &plan,
+        &[
+            "--no-store",
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "--stream",
+            "--max-output-bytes",
+            "200000",
+        ],
+        &[],
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let a = task(&r.json, "a");
+    assert_eq!(a["status"], "failed");
+    assert!(
+        a["error"].as_str().unwrap().ends_with(
+            "output exceeded the limit of 200000 bytes (--max-output-bytes); the stream was dropped"
+        ),
+        "{a}"
+    );
+    assert_eq!(a["metadata"]["attempts"][0]["outcome"], "output_too_large");
+    assert_eq!(task(&r.json, "b")["status"], "skipped");
+}
