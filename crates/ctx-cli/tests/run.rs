@@ -674,6 +674,9 @@ fn a_failed_out_write_after_the_run_prints_the_summary_and_exits_5() {
     assert!(stdout.contains("4 tasks: 4 completed"), "{stdout}");
     assert!(stderr.contains("error: --out: "), "{stderr}");
     assert!(stderr.contains("outputs/a.md"), "{stderr}");
+    // The other files were written all the same.
+    assert!(out_dir.join("outputs/d.md").is_file());
+    assert!(out_dir.join("results.json").is_file());
     // No temporary file is left anywhere under --out.
     let mut stack = vec![out_dir.clone()];
     while let Some(d) = stack.pop() {

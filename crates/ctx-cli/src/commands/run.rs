@@ -833,26 +833,44 @@ fn printable(id: &str) -> String {
     }
 }
 
+/// Writes every `--out` file. One file that cannot be written does not
+/// stop the others (a directory in the way of one output leaves the rest
+/// useful); the error names the first failure and how many others failed.
 fn write_out_dir(dir: &Path, report: &RunReport, json: &RunJson<'_>) -> Result<(), CliError> {
+    let mut files: Vec<(PathBuf, &[u8])> = Vec::new();
     for r in &report.results {
         let stem = file_stem(&r.task_id);
         if let Some(prompt) = &r.prompt {
-            write_atomic(
-                &dir.join("prompts").join(format!("{stem}.md")),
+            files.push((
+                dir.join("prompts").join(format!("{stem}.md")),
                 prompt.as_bytes(),
-            )?;
+            ));
         }
         if r.status == TaskStatus::Completed {
-            write_atomic(
-                &dir.join("outputs").join(format!("{stem}.md")),
+            files.push((
+                dir.join("outputs").join(format!("{stem}.md")),
                 r.output.as_bytes(),
-            )?;
+            ));
         }
     }
-    write_atomic(
-        &dir.join("results.json"),
-        crate::io::json_text(json)?.as_bytes(),
-    )
+    let results = crate::io::json_text(json)?;
+    files.push((dir.join("results.json"), results.as_bytes()));
+    let mut failures = files
+        .iter()
+        .filter_map(|(path, bytes)| write_atomic(path, bytes).err());
+    let Some(first) = failures.next() else {
+        return Ok(());
+    };
+    let more = failures.count();
+    Err(if more == 0 {
+        first
+    } else {
+        CliError::usage(format!(
+            "{} (and {more} more file{} not written)",
+            first.message,
+            if more == 1 { "" } else { "s" }
+        ))
+    })
 }
 
 /// The longest stem a plain or escaped name may have (bytes).
