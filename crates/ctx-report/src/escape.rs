@@ -20,20 +20,30 @@ pub fn text(s: &str) -> String {
 
 /// Appends `s`, escaped as by [`text`], to `out`.
 pub fn push_text(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\n' | '\t' => out.push(c),
+    // Copy runs of ordinary characters as slices; only the few characters
+    // that need a replacement are handled one by one.
+    let mut from = 0;
+    for (i, c) in s.char_indices() {
+        let mut buf = [0u8; 4];
+        let replacement: &str = match c {
+            '&' => "&amp;",
+            '<' => "&lt;",
+            '>' => "&gt;",
+            '"' => "&quot;",
+            '\'' => "&#39;",
+            '\n' | '\t' => continue,
             // CR would be normalised away by the parser; show it.
-            '\u{0}'..='\u{1f}' => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}')),
-            '\u{7f}'..='\u{9f}' => out.push('\u{fffd}'),
-            _ => out.push(c),
-        }
+            '\u{0}'..='\u{1f}' => char::from_u32(0x2400 + c as u32)
+                .unwrap_or('\u{fffd}')
+                .encode_utf8(&mut buf),
+            '\u{7f}'..='\u{9f}' => "\u{fffd}",
+            _ => continue,
+        };
+        out.push_str(&s[from..i]);
+        out.push_str(replacement);
+        from = i + c.len_utf8();
     }
+    out.push_str(&s[from..]);
 }
 
 /// At most `max` characters of `s` for a label, with `…` when cut.

@@ -111,7 +111,7 @@ td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
 details.task { border: 1px solid var(--line); border-radius: 4px; margin: 4px 0; padding: 2px 10px; }
 details.task > summary { cursor: pointer; } details.task:target { outline: 2px solid var(--in_progress); }
 details.task .body { padding: 4px 0 8px; }
-dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0 14px; margin: 6px 0; } dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
+p.facts { color: var(--muted); margin: 4px 0; } p.deps { margin: 4px 0; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f7f9; border: 1px solid var(--line); padding: 8px; border-radius: 4px; max-height: 60vh; overflow: auto; }
 pre.error { background: #fdeeee; border-color: var(--failed); }
 #report-errors { border: 2px solid var(--failed); padding: 6px 12px; margin-top: 24px; }
@@ -420,10 +420,6 @@ fn task_table(out: &mut String, input: &RunReportInput, a: &Analysis) {
     out.push_str("</tbody></table></div></section>\n");
 }
 
-fn fact(out: &mut String, name: &str, value: &str) {
-    let _ = write!(out, "<dt>{name}</dt><dd>{value}</dd>");
-}
-
 fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
     let mut positions: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for (i, t) in input.tasks.iter().enumerate() {
@@ -458,49 +454,48 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
             push_text(out, &task.description);
             out.push_str("</p>");
         }
-        out.push_str("<dl class=\"facts\">");
+        // Facts, dependencies and calls are one line each where possible:
+        // at 2,000 tasks every element counts (the browser parses closed
+        // <details> too), so no table per task unless there were retries.
+        let mut facts: Vec<String> = Vec::new();
         if let Some(m) = &task.model {
-            fact(out, "model", &text(m));
+            facts.push(format!("model {}", text(m)));
         }
-        fact(out, "level", &a.level[i].to_string());
-        if let (Some(s), Some(start)) = (span, task.started_at) {
-            fact(out, "started", &format!("{start} (+{})", duration(s.start)));
-            match task.ended_at {
-                Some(end) => fact(out, "ended", &end.to_string()),
-                None => fact(out, "ended", "not yet"),
-            }
-            fact(
-                out,
-                "time",
-                &format!(
+        facts.push(format!("level {}", a.level[i]));
+        match (span, task.started_at) {
+            (Some(s), Some(start)) => {
+                facts.push(format!("started {start} (+{})", duration(s.start)));
+                facts.push(match task.ended_at {
+                    Some(end) => format!("ended {end}"),
+                    None => "not ended".into(),
+                });
+                facts.push(format!(
                     "{}{}",
                     duration(s.duration()),
                     if s.open { " so far" } else { "" }
-                ),
-            );
-        } else {
-            fact(out, "started", "never");
+                ));
+            }
+            _ => facts.push("never started".into()),
         }
         if on_path[i] {
-            fact(out, "critical path", "on the run's actual critical path");
+            facts.push("<strong>on the actual critical path</strong>".into());
         }
-        fact(
-            out,
-            "prompt tokens",
-            &task.prompt_tokens.map_or_else(|| "unknown".into(), count),
-        );
-        fact(
-            out,
-            "completion tokens",
-            &task
-                .completion_tokens
-                .map_or_else(|| "unknown".into(), count),
-        );
-        fact(out, "cost", &cost(task));
+        facts.push(format!(
+            "{} prompt tokens",
+            task.prompt_tokens.map_or_else(|| "unknown".into(), count)
+        ));
+        facts.push(format!(
+            "{} completion tokens",
+            task.completion_tokens.map_or_else(|| "unknown".into(), count)
+        ));
+        facts.push(format!("cost {}", cost(task)));
         if task.cached {
-            fact(out, "cached", "yes: reused from the cache, no engine call");
+            facts.push("served from the cache".into());
         }
-        out.push_str("</dl>");
+        if !task.attempts.is_empty() {
+            facts.push(format!("engine calls: {}", attempts_summary(task)));
+        }
+        let _ = write!(out, "<p class=\"facts\">{}</p>", facts.join(" · "));
 
         // Dependencies, with what their outputs kept in this prompt.
         let mut dep_ids: Vec<&str> = task.dependencies.iter().map(String::as_str).collect();
@@ -510,9 +505,15 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
             }
         }
         if !dep_ids.is_empty() {
-            out.push_str("<h4>Dependencies</h4><table><thead><tr><th>Task</th><th class=\"n\">Output tokens</th><th class=\"n\">Kept in prompt</th><th class=\"n\">Cut</th></tr></thead><tbody>");
-            for id in dep_ids {
-                out.push_str("<tr><td>");
+            out.push_str("<p class=\"deps\">Dependencies");
+            if task.dependency_cuts.is_empty() && task.started_at.is_some() {
+                out.push_str(" (cuts not recorded)");
+            }
+            out.push_str(": ");
+            for (k, id) in dep_ids.into_iter().enumerate() {
+                if k > 0 {
+                    out.push_str(", ");
+                }
                 match index(id) {
                     Some(j) => {
                         let _ = write!(out, "<a href=\"#task-{j}\">");
@@ -524,34 +525,30 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
                         out.push_str(" (not in the run)");
                     }
                 }
-                out.push_str("</td>");
-                match task.dependency_cuts.iter().find(|c| c.task_id == id) {
-                    Some(c) => {
-                        let cut = c.original_tokens.saturating_sub(c.kept_tokens);
-                        let pct = if c.original_tokens > 0 {
-                            format!(
-                                " ({}%)",
-                                u128::from(cut) * 100 / u128::from(c.original_tokens)
-                            )
-                        } else {
-                            String::new()
-                        };
+                if let Some(c) = task.dependency_cuts.iter().find(|c| c.task_id == id) {
+                    let cut = c.original_tokens.saturating_sub(c.kept_tokens);
+                    if cut == 0 {
+                        let _ = write!(out, " all {} tokens kept", count(c.original_tokens));
+                    } else {
                         let _ = write!(
                             out,
-                            "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}{pct}</td>",
-                            count(c.original_tokens),
+                            " {} of {} tokens kept ({}% cut)",
                             count(c.kept_tokens),
-                            count(cut)
+                            count(c.original_tokens),
+                            u128::from(cut) * 100 / u128::from(c.original_tokens)
                         );
                     }
-                    None => out.push_str("<td class=\"n\" colspan=\"3\">not recorded</td>"),
                 }
-                out.push_str("</tr>");
             }
-            out.push_str("</tbody></table>");
+            out.push_str("</p>");
         }
 
-        if !task.attempts.is_empty() {
+        let eventful = task.attempts.len() > 1
+            || task
+                .attempts
+                .iter()
+                .any(|at| at.outcome != AttemptOutcome::Success || at.error.is_some());
+        if eventful {
             out.push_str("<h4>Engine calls</h4><table><thead><tr><th class=\"n\">#</th><th class=\"n\">Start</th><th class=\"n\">Time</th><th>Outcome</th><th>Class</th><th>Error</th></tr></thead><tbody>");
             for at in &task.attempts {
                 let start = at

@@ -128,7 +128,7 @@ fn one_bar_per_started_task_and_the_run_state_shown() {
     assert!(html.contains("skipped (never started)"));
     assert!(html.contains("class=\"mark m-retry\""));
     assert!(html.contains("<span class=\"badge run-failed\">failed</span>"));
-    assert!(html.contains(">10 of 40<") && html.contains(">10 (25%)<"));
+    assert!(html.contains(">10 of 40<") && html.contains(" 30 of 40 tokens kept (25% cut)"));
     assert!(!html.contains("still in progress"));
 
     let mut running = run;
