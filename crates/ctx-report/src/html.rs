@@ -106,9 +106,12 @@ svg .stripe { fill: var(--in_progress); }
 .dag .node + text { fill: #fff; } .dag .node.st-pending + text, .dag .node.st-in_progress + text { fill: #1d2330; }
 a:hover rect { stroke: #000; stroke-width: 2; }
 table { border-collapse: collapse; font-size: 13px; }
+#tasks table { table-layout: fixed; width: 1180px; } #tasks td { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+td.s-completed { color: var(--completed); } td.s-failed { color: var(--failed); } td.s-interrupted { color: var(--interrupted); }
+td.s-in_progress { color: var(--in_progress); } td.s-skipped, td.s-pending { color: var(--muted); }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; text-align: left; vertical-align: top; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
-details.task { border: 1px solid var(--line); border-radius: 4px; margin: 4px 0; padding: 2px 10px; }
+details.task { border: 1px solid var(--line); border-radius: 4px; margin: 4px 0; padding: 2px 10px; content-visibility: auto; contain-intrinsic-size: auto 28px; }
 details.task > summary { cursor: pointer; } details.task:target { outline: 2px solid var(--in_progress); }
 details.task .body { padding: 4px 0 8px; }
 p.facts { color: var(--muted); margin: 4px 0; } p.deps { margin: 4px 0; }
@@ -390,14 +393,14 @@ fn time_cell(s: Option<Span>) -> (String, String) {
 }
 
 fn task_table(out: &mut String, input: &RunReportInput, a: &Analysis) {
-    out.push_str("<section id=\"tasks\"><h2>Tasks</h2><div class=\"scroll\"><table><thead><tr><th>Task</th><th>Status</th><th class=\"n\">Level</th><th class=\"n\">Start</th><th class=\"n\">Time</th><th class=\"n\">Calls</th><th class=\"n\">Prompt tokens</th><th class=\"n\">Cut from deps</th><th class=\"n\">Completion</th><th class=\"n\">Cost</th><th>Cached</th></tr></thead><tbody>\n");
+    out.push_str("<section id=\"tasks\"><h2>Tasks</h2><div class=\"scroll\"><table><colgroup><col style=\"width:200px\"><col style=\"width:90px\"><col style=\"width:50px\"><col style=\"width:80px\"><col style=\"width:90px\"><col style=\"width:150px\"><col style=\"width:100px\"><col style=\"width:140px\"><col style=\"width:100px\"><col style=\"width:100px\"><col style=\"width:80px\"></colgroup><thead><tr><th>Task</th><th>Status</th><th class=\"n\">Level</th><th class=\"n\">Start</th><th class=\"n\">Time</th><th class=\"n\">Calls</th><th class=\"n\">Prompt tokens</th><th class=\"n\">Cut from deps</th><th class=\"n\">Completion</th><th class=\"n\">Cost</th><th>Cached</th></tr></thead><tbody>\n");
     for (i, task) in input.tasks.iter().enumerate() {
         let (start, time) = time_cell(a.span[i]);
         let _ = write!(out, "<tr><td><a href=\"#task-{i}\">");
         push_text(out, &truncate(&task.id, 48));
         let _ = writeln!(
             out,
-            "</a></td><td><span class=\"badge st-{}\">{}</span></td><td class=\"n\">{}</td><td class=\"n\">{start}</td><td class=\"n\">{time}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            "</a></td><td class=\"s-{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{start}</td><td class=\"n\">{time}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
             task.status.as_str(),
             task.status.label(),
             a.level[i],
@@ -486,7 +489,8 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
         ));
         facts.push(format!(
             "{} completion tokens",
-            task.completion_tokens.map_or_else(|| "unknown".into(), count)
+            task.completion_tokens
+                .map_or_else(|| "unknown".into(), count)
         ));
         facts.push(format!("cost {}", cost(task)));
         if task.cached {
@@ -624,6 +628,7 @@ mod tests {
     fn unused_state_is_still_styled() {
         for s in TaskState::ALL {
             assert!(STYLE.contains(&format!(".st-{}", s.as_str())), "{s:?}");
+            assert!(STYLE.contains(&format!("td.s-{}", s.as_str())), "{s:?}");
         }
     }
 }
