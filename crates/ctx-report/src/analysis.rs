@@ -275,7 +275,7 @@ impl Analysis {
 
         let totals = totals(input, &span);
         for t in &input.tasks {
-            if t.cost_usd.is_some_and(|c| !(c >= 0.0)) {
+            if t.cost_usd.is_some_and(|c| c < 0.0 || c.is_nan()) {
                 warnings.push(format!("task `{}` has a negative cost", t.id));
             }
             for c in &t.dependency_cuts {

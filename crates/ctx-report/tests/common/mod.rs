@@ -211,7 +211,7 @@ pub fn synthetic_run(n: usize, seed: u64) -> RunReportInput {
     let mut rng = Rng::new(seed);
     let deps: Vec<Vec<usize>> = (0..n)
         .map(|i| {
-            if i == 0 || i % 10 == 0 {
+            if i.is_multiple_of(10) {
                 return Vec::new();
             }
             let lo = i.saturating_sub(300);
@@ -235,7 +235,11 @@ pub fn synthetic_run(n: usize, seed: u64) -> RunReportInput {
             let mut s = String::with_capacity(len + 8);
             while s.len() < len {
                 s.push_str(words[(rng.next() % 10) as usize]);
-                s.push(if rng.next() % 12 == 0 { '\n' } else { ' ' });
+                s.push(if rng.next().is_multiple_of(12) {
+                    '\n'
+                } else {
+                    ' '
+                });
             }
             s
         })
