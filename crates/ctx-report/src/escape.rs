@@ -46,7 +46,8 @@ pub fn push_text(out: &mut String, s: &str) {
     out.push_str(&s[from..]);
 }
 
-/// At most `max` characters of `s` for a label, with `…` when cut.
+/// At most `max` characters of `s` for a label, with `…` when cut (the
+/// ellipsis alone when `max` is 0).
 pub fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_string();

@@ -617,7 +617,7 @@ mod tests {
     use crate::input::TaskState;
 
     #[test]
-    fn the_script_hash_matches_the_script() {
+    fn script_hash_is_a_sha256_source_expression() {
         let h = script_hash();
         assert!(h.starts_with("'sha256-") && h.ends_with("='"), "{h}");
         // 32 bytes in base64 are 44 characters.
