@@ -1,0 +1,556 @@
+//! What the report computes from its input before drawing: resolved
+//! dependencies, levels, the time axis, the run's actual critical path, the
+//! critical-path lower bound, totals, and every problem found in the input.
+//!
+//! The input may come from a hand-written JSON file, so nothing here trusts
+//! it: duplicate ids, unknown or repeated dependencies, cycles, ends before
+//! starts and missing times are reported as warnings and drawn as well as
+//! they can be, never a panic. The graph is small work (a topological
+//! order over at most a few thousand tasks), done here rather than through
+//! ctx-deps so the report does not pull in tokio and the prompt assembler.
+
+use std::collections::HashMap;
+
+use crate::input::{AttemptOutcome, RunReportInput, RunStatus, TaskState};
+
+/// Everything derived from a [`RunReportInput`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysis {
+    /// Per task (input order): indices of its resolved dependencies,
+    /// deduplicated, in declaration order.
+    pub deps: Vec<Vec<usize>>,
+    /// Per task: its dependency level (0 = no dependencies). Tasks on a
+    /// cycle are put one level after everything else.
+    pub level: Vec<usize>,
+    /// The number of levels.
+    pub levels: usize,
+    /// The time axis origin, in Unix ms: the run's start, else the earliest
+    /// task start, else 0.
+    pub origin_ms: i64,
+    /// The end of the time axis, in Unix ms (at least `origin_ms`): the run's
+    /// end, else `as_of` while running, else the latest time in the input.
+    pub horizon_ms: i64,
+    /// Per task: its drawn span in ms relative to `origin_ms`, when it
+    /// started. An in-progress task (or one with no recorded end) spans to
+    /// the horizon.
+    pub span: Vec<Option<Span>>,
+    /// The run's actual critical path, first task first: from the task that
+    /// ended last, back through the dependency that ended last before each
+    /// task (the one it waited for), to a task that waited for none.
+    pub actual_path: Vec<usize>,
+    /// The longest dependency chain weighted by the tasks' durations, first
+    /// task first; its total is the wall time no schedule could beat.
+    pub lower_bound_path: Vec<usize>,
+    /// The sum of durations along `lower_bound_path`, in ms.
+    pub lower_bound_ms: i64,
+    /// Totals over all tasks.
+    pub totals: Totals,
+    /// Problems found in the input, in a fixed order.
+    pub warnings: Vec<String>,
+}
+
+/// A task's drawn time span, in ms after the axis origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// Start offset.
+    pub start: i64,
+    /// End offset (at least `start`).
+    pub end: i64,
+    /// The end is the horizon, not a recorded end (still running, or the
+    /// end was never recorded).
+    pub open: bool,
+}
+
+impl Span {
+    /// `end - start`.
+    pub fn duration(self) -> i64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// Sums over the run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    /// Tasks per state, in [`TaskState::ALL`] order.
+    pub by_state: Vec<(TaskState, usize)>,
+    /// Tasks that have a start.
+    pub started: usize,
+    /// Prompt tokens over the tasks that report them.
+    pub prompt_tokens: u64,
+    /// Completion tokens over the tasks that report them.
+    pub completion_tokens: u64,
+    /// Tokens of dependency outputs left out of prompts.
+    pub cut_tokens: u64,
+    /// Known cost in USD.
+    pub cost_usd: f64,
+    /// Started tasks whose cost is unknown.
+    pub unpriced: usize,
+    /// Tasks served from the cache.
+    pub cache_hits: usize,
+    /// Engine calls.
+    pub attempts: usize,
+    /// Calls that were retried.
+    pub retries: usize,
+    /// Calls whose output a check rejected.
+    pub check_failures: usize,
+    /// Sum of the started tasks' durations, in ms.
+    pub work_ms: i64,
+}
+
+impl Analysis {
+    /// Analyses `input`.
+    pub fn of(input: &RunReportInput) -> Analysis {
+        let mut warnings = Vec::new();
+        let n = input.tasks.len();
+
+        let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
+        for (i, t) in input.tasks.iter().enumerate() {
+            if index.contains_key(t.id.as_str()) {
+                warnings.push(format!(
+                    "task #{} repeats the id `{}`; dependencies on it refer to the first",
+                    i + 1,
+                    t.id
+                ));
+            } else {
+                index.insert(&t.id, i);
+            }
+        }
+
+        let mut deps = Vec::with_capacity(n);
+        for (i, t) in input.tasks.iter().enumerate() {
+            let mut d: Vec<usize> = Vec::with_capacity(t.dependencies.len());
+            for dep in &t.dependencies {
+                match index.get(dep.as_str()) {
+                    Some(&j) if j == i => {
+                        warnings.push(format!("task `{}` depends on itself; ignored", t.id))
+                    }
+                    Some(&j) if !d.contains(&j) => d.push(j),
+                    Some(_) => {}
+                    None => warnings.push(format!(
+                        "task `{}` depends on `{dep}`, which is not in the run; ignored",
+                        t.id
+                    )),
+                }
+            }
+            deps.push(d);
+        }
+
+        let (order, level, on_cycle) = topological(&deps);
+        if !on_cycle.is_empty() {
+            let ids: Vec<&str> = on_cycle
+                .iter()
+                .map(|&i| input.tasks[i].id.as_str())
+                .collect();
+            warnings.push(format!(
+                "dependency cycle through {}; drawn after the last level, with the tasks that depend on it",
+                ids.join(", ")
+            ));
+        }
+        let levels = level.iter().map(|l| l + 1).max().unwrap_or(0);
+
+        // The time axis.
+        let earliest = input
+            .tasks
+            .iter()
+            .filter_map(|t| t.started_at)
+            .map(|t| t.unix_ms())
+            .min();
+        let origin_ms = input
+            .started_at
+            .map(|t| t.unix_ms())
+            .into_iter()
+            .chain(earliest)
+            .min()
+            .unwrap_or(0);
+        let latest = input
+            .tasks
+            .iter()
+            .flat_map(|t| {
+                let attempt_times = t.attempts.iter().flat_map(|a| [a.started_at, a.ended_at]);
+                [t.started_at, t.ended_at].into_iter().chain(attempt_times)
+            })
+            .chain([input.started_at, input.ended_at, input.as_of])
+            .flatten()
+            .map(|t| t.unix_ms())
+            .max()
+            .unwrap_or(origin_ms);
+        let horizon_ms = match (input.status, input.ended_at, input.as_of) {
+            (RunStatus::Running, _, Some(now)) => now.unix_ms().max(latest),
+            (_, Some(end), _) => end.unix_ms().max(latest),
+            _ => latest,
+        }
+        .max(origin_ms);
+
+        let mut span = Vec::with_capacity(n);
+        for t in &input.tasks {
+            let Some(s) = t.started_at else {
+                if t.ended_at.is_some() {
+                    warnings.push(format!(
+                        "task `{}` has an end but no start; not drawn on the timeline",
+                        t.id
+                    ));
+                }
+                span.push(None);
+                continue;
+            };
+            if matches!(t.status, TaskState::Pending | TaskState::Skipped) {
+                warnings.push(format!(
+                    "task `{}` is {} but has a start time",
+                    t.id,
+                    t.status.label()
+                ));
+            }
+            let start = s.unix_ms().saturating_sub(origin_ms);
+            let (end, open) = match t.ended_at {
+                Some(e) if e < s => {
+                    warnings.push(format!(
+                        "task `{}` ends ({e}) before it starts ({s}); drawn with no length",
+                        t.id
+                    ));
+                    (start, false)
+                }
+                Some(e) => (e.unix_ms().saturating_sub(origin_ms), false),
+                None => (horizon_ms.saturating_sub(origin_ms).max(start), true),
+            };
+            span.push(Some(Span { start, end, open }));
+        }
+
+        // The actual critical path: walk back from the task that ended last
+        // through the dependency each task waited for last.
+        let mut actual_path = Vec::new();
+        let last = (0..n)
+            .filter_map(|i| span[i].map(|s| (s.end, i)))
+            .max_by_key(|&(end, i)| (end, std::cmp::Reverse(i)));
+        if let Some((_, mut cur)) = last {
+            let mut seen = vec![false; n];
+            loop {
+                seen[cur] = true;
+                actual_path.push(cur);
+                let waited = deps[cur]
+                    .iter()
+                    .filter(|&&d| !seen[d])
+                    .filter_map(|&d| span[d].map(|s| (s.end, d)))
+                    .max_by_key(|&(end, d)| (end, std::cmp::Reverse(d)));
+                match waited {
+                    Some((_, d)) => cur = d,
+                    None => break,
+                }
+            }
+            actual_path.reverse();
+        }
+
+        // The lower bound: the longest chain by duration, over the
+        // topological order (edges inside a cycle are ignored).
+        let dur: Vec<i64> = span.iter().map(|s| s.map_or(0, Span::duration)).collect();
+        let mut best = vec![0i64; n];
+        let mut via: Vec<Option<usize>> = vec![None; n];
+        let mut position = vec![usize::MAX; n];
+        for (p, &i) in order.iter().enumerate() {
+            position[i] = p;
+        }
+        for &i in &order {
+            let (mut b, mut v) = (0, None);
+            for &d in &deps[i] {
+                if position[d] < position[i] && (v.is_none() || best[d] > b) {
+                    (b, v) = (best[d], Some(d));
+                }
+            }
+            via[i] = v;
+            best[i] = b.saturating_add(dur[i]);
+        }
+        let mut lower_bound_path = Vec::new();
+        let mut lower_bound_ms = 0;
+        let longest = (0..n)
+            .filter(|&i| best[i] > 0)
+            .max_by_key(|&i| (best[i], std::cmp::Reverse(i)));
+        if let Some(end) = longest {
+            lower_bound_ms = best[end];
+            let mut cur = Some(end);
+            while let Some(c) = cur {
+                lower_bound_path.push(c);
+                cur = via[c];
+            }
+            lower_bound_path.reverse();
+        }
+
+        let totals = totals(input, &span);
+        for t in &input.tasks {
+            if t.cost_usd.is_some_and(|c| c < 0.0 || c.is_nan()) {
+                warnings.push(format!("task `{}` has a negative cost", t.id));
+            }
+            for c in &t.dependency_cuts {
+                if c.kept_tokens > c.original_tokens {
+                    warnings.push(format!(
+                        "task `{}` kept {} tokens of `{}`, more than its {} tokens",
+                        t.id, c.kept_tokens, c.task_id, c.original_tokens
+                    ));
+                }
+            }
+        }
+
+        Analysis {
+            deps,
+            level,
+            levels,
+            origin_ms,
+            horizon_ms,
+            span,
+            actual_path,
+            lower_bound_path,
+            lower_bound_ms,
+            totals,
+            warnings,
+        }
+    }
+
+    /// The wall time of the run in ms: the axis length.
+    pub fn wall_ms(&self) -> i64 {
+        self.horizon_ms.saturating_sub(self.origin_ms)
+    }
+}
+
+/// Kahn's algorithm in input order: the order, each task's level, and the
+/// tasks on cycles (appended to the order one level after the rest, then
+/// the tasks downstream of them, levelled as if the cycle were one level).
+fn topological(deps: &[Vec<usize>]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let n = deps.len();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut missing: Vec<usize> = vec![0; n];
+    for (i, d) in deps.iter().enumerate() {
+        missing[i] = d.len();
+        for &j in d {
+            dependents[j].push(i);
+        }
+    }
+    let mut level = vec![0usize; n];
+    let mut order: Vec<usize> = (0..n).filter(|&i| missing[i] == 0).collect();
+    let mut next = 0;
+    while next < order.len() {
+        let i = order[next];
+        next += 1;
+        for &j in &dependents[i] {
+            level[j] = level[j].max(level[i] + 1);
+            missing[j] -= 1;
+            if missing[j] == 0 {
+                order.push(j);
+            }
+        }
+    }
+    let mut on_cycle = Vec::new();
+    if order.len() < n {
+        // What is left is on a cycle or downstream of one. Peel the
+        // downstream tasks off from the bottom (tasks no other leftover
+        // depends on); the core that remains is the cycles.
+        let mut left = vec![false; n];
+        for i in 0..n {
+            left[i] = missing[i] > 0;
+        }
+        let mut waiting_on_me = vec![0usize; n];
+        for i in (0..n).filter(|&i| left[i]) {
+            for &d in &deps[i] {
+                if left[d] {
+                    waiting_on_me[d] += 1;
+                }
+            }
+        }
+        let mut peeled: Vec<usize> = (0..n)
+            .filter(|&i| left[i] && waiting_on_me[i] == 0)
+            .collect();
+        let mut k = 0;
+        while k < peeled.len() {
+            let i = peeled[k];
+            k += 1;
+            left[i] = false;
+            for &d in &deps[i] {
+                if left[d] {
+                    waiting_on_me[d] -= 1;
+                    if waiting_on_me[d] == 0 {
+                        peeled.push(d);
+                    }
+                }
+            }
+        }
+        let after = order.iter().map(|&i| level[i] + 1).max().unwrap_or(0);
+        for i in 0..n {
+            if left[i] {
+                level[i] = after;
+                on_cycle.push(i);
+                order.push(i);
+            }
+        }
+        // Peeled in reverse is a topological order of the downstream tasks.
+        for &i in peeled.iter().rev() {
+            level[i] = deps[i].iter().map(|&d| level[d] + 1).max().unwrap_or(0);
+            order.push(i);
+        }
+    }
+    (order, level, on_cycle)
+}
+
+fn totals(input: &RunReportInput, span: &[Option<Span>]) -> Totals {
+    let mut t = Totals {
+        by_state: TaskState::ALL.iter().map(|&s| (s, 0)).collect(),
+        ..Totals::default()
+    };
+    for (task, s) in input.tasks.iter().zip(span) {
+        if let Some(entry) = t.by_state.iter_mut().find(|(st, _)| *st == task.status) {
+            entry.1 += 1;
+        }
+        t.prompt_tokens = t
+            .prompt_tokens
+            .saturating_add(task.prompt_tokens.unwrap_or(0));
+        t.completion_tokens = t
+            .completion_tokens
+            .saturating_add(task.completion_tokens.unwrap_or(0));
+        for c in &task.dependency_cuts {
+            t.cut_tokens = t
+                .cut_tokens
+                .saturating_add(c.original_tokens.saturating_sub(c.kept_tokens));
+        }
+        match task.cost_usd {
+            Some(c) => t.cost_usd += c,
+            None if task.started_at.is_some() && !task.cached => t.unpriced += 1,
+            None => {}
+        }
+        t.cache_hits += usize::from(task.cached);
+        t.attempts += task.attempts.len();
+        for a in &task.attempts {
+            match a.outcome {
+                AttemptOutcome::Retry => t.retries += 1,
+                AttemptOutcome::CheckFailure => t.check_failures += 1,
+                AttemptOutcome::Success | AttemptOutcome::Error => {}
+            }
+        }
+        if let Some(s) = s {
+            t.started += 1;
+            t.work_ms = t.work_ms.saturating_add(s.duration());
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::{TaskReport, Timestamp};
+
+    fn task(id: &str, deps: &[&str], span: Option<(i64, i64)>) -> TaskReport {
+        let mut t = TaskReport::new(id, TaskState::Completed);
+        t.dependencies = deps.iter().map(|d| d.to_string()).collect();
+        if let Some((s, e)) = span {
+            t.started_at = Some(Timestamp::from_unix_ms(s));
+            t.ended_at = Some(Timestamp::from_unix_ms(e));
+        } else {
+            t.status = TaskState::Skipped;
+        }
+        t
+    }
+
+    fn run(tasks: Vec<TaskReport>) -> RunReportInput {
+        RunReportInput {
+            run_id: "r".into(),
+            plan: "p".into(),
+            status: RunStatus::Completed,
+            started_at: Some(Timestamp::from_unix_ms(1_000)),
+            ended_at: None,
+            as_of: None,
+            tasks,
+        }
+    }
+
+    #[test]
+    fn levels_and_both_paths() {
+        // a(0-100) -> b(100-400) -> d(700-800); a -> c(100-600) -> d.
+        // d waited for c (ended last), so the actual path is a, c, d; the
+        // lower bound is the same chain: 100 + 500 + 100.
+        let input = run(vec![
+            task("a", &[], Some((1_000, 1_100))),
+            task("b", &["a"], Some((1_100, 1_400))),
+            task("c", &["a"], Some((1_100, 1_600))),
+            task("d", &["b", "c"], Some((1_700, 1_800))),
+        ]);
+        let a = Analysis::of(&input);
+        assert_eq!(a.level, [0, 1, 1, 2]);
+        assert_eq!(a.levels, 3);
+        assert_eq!(a.actual_path, [0, 2, 3]);
+        assert_eq!(a.lower_bound_path, [0, 2, 3]);
+        assert_eq!(a.lower_bound_ms, 700);
+        assert_eq!(a.wall_ms(), 800);
+        assert_eq!(a.totals.work_ms, 100 + 300 + 500 + 100);
+        assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+    }
+
+    #[test]
+    fn actual_path_differs_from_the_lower_bound_when_a_task_waited() {
+        // b is long, but d started late because it waited for c, which
+        // itself started late (a concurrency limit): the actual path is
+        // c, d; the lower bound chain is b, d.
+        let input = run(vec![
+            task("b", &[], Some((1_000, 2_000))),
+            task("c", &[], Some((2_000, 2_100))),
+            task("d", &["b", "c"], Some((2_100, 2_200))),
+        ]);
+        let a = Analysis::of(&input);
+        assert_eq!(a.actual_path, [1, 2]);
+        assert_eq!(a.lower_bound_path, [0, 2]);
+        assert_eq!(a.lower_bound_ms, 1_100);
+    }
+
+    #[test]
+    fn bad_input_is_reported_not_fatal() {
+        let mut backwards = task("e", &[], Some((1_500, 1_200)));
+        backwards.cost_usd = Some(-1.0);
+        let input = run(vec![
+            task("a", &["b", "zz", "a"], Some((1_000, 1_100))),
+            task("b", &["a"], Some((1_000, 1_100))),
+            task("a", &[], None),
+            task("c", &["a", "a"], None),
+            backwards,
+        ]);
+        let a = Analysis::of(&input);
+        let w = a.warnings.join("\n");
+        for needle in [
+            "repeats the id `a`",
+            "depends on itself",
+            "`zz`, which is not in the run",
+            "dependency cycle through a, b",
+            "ends (",
+            "negative cost",
+        ] {
+            assert!(w.contains(needle), "missing {needle:?} in\n{w}");
+        }
+        assert_eq!(a.deps[3], [0]);
+        assert_eq!(a.span[4].unwrap().duration(), 0);
+        assert_eq!(a.level[0], a.level[1]);
+        assert!(a.level[3] > a.level[0]);
+    }
+
+    #[test]
+    fn an_empty_run_has_an_empty_analysis() {
+        let mut input = run(Vec::new());
+        input.started_at = None;
+        let a = Analysis::of(&input);
+        assert_eq!((a.levels, a.wall_ms(), a.lower_bound_ms), (0, 0, 0));
+        assert!(a.actual_path.is_empty() && a.lower_bound_path.is_empty());
+    }
+
+    #[test]
+    fn a_running_task_spans_to_as_of() {
+        let mut t = task("a", &[], Some((1_000, 0)));
+        t.ended_at = None;
+        t.status = TaskState::InProgress;
+        let mut input = run(vec![t]);
+        input.status = RunStatus::Running;
+        input.as_of = Some(Timestamp::from_unix_ms(4_000));
+        let a = Analysis::of(&input);
+        assert_eq!(
+            a.span[0],
+            Some(Span {
+                start: 0,
+                end: 3_000,
+                open: true
+            })
+        );
+        assert_eq!(a.wall_ms(), 3_000);
+    }
+}

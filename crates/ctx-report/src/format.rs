@@ -1,0 +1,138 @@
+//! Numbers as the report writes them: durations, token counts, dollars,
+//! SVG coordinates. Fixed formats only (no locale, no clock), so the same
+//! input gives the same bytes.
+
+/// A duration for people: `850 ms`, `12.3 s`, `4 min 05 s`, `2 h 03 min`.
+pub fn duration(ms: i64) -> String {
+    let sign = if ms < 0 { "-" } else { "" };
+    let ms = ms.unsigned_abs();
+    if ms < 1_000 {
+        format!("{sign}{ms} ms")
+    } else if ms < 60_000 {
+        format!("{sign}{}.{} s", ms / 1_000, (ms % 1_000) / 100)
+    } else if ms < 3_600_000 {
+        format!("{sign}{} min {:02} s", ms / 60_000, (ms % 60_000) / 1_000)
+    } else {
+        format!(
+            "{sign}{} h {:02} min",
+            ms / 3_600_000,
+            (ms % 3_600_000) / 60_000
+        )
+    }
+}
+
+/// A short axis label: `0`, `500 ms`, `30 s`, `2 min`, `1.5 h`.
+pub fn axis(ms: i64) -> String {
+    if ms == 0 {
+        "0".into()
+    } else if ms < 1_000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        trim(ms as f64 / 1e3, "s")
+    } else if ms < 3_600_000 {
+        trim(ms as f64 / 6e4, "min")
+    } else {
+        trim(ms as f64 / 3.6e6, "h")
+    }
+}
+
+fn trim(v: f64, unit: &str) -> String {
+    let s = format!("{v:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s} {unit}")
+}
+
+/// A count with thousands separators: `12,345`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// US dollars: four decimals, six below a cent so small calls still show.
+pub fn usd(v: f64) -> String {
+    if !v.is_finite() {
+        return "unknown".into();
+    }
+    if v != 0.0 && v.abs() < 0.01 {
+        format!("${v:.6}")
+    } else {
+        format!("${v:.4}")
+    }
+}
+
+/// An optional cost: `unknown` when absent.
+pub fn usd_opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "unknown".into(), usd)
+}
+
+/// An SVG coordinate with one decimal.
+pub fn px(v: f64) -> String {
+    if v.is_finite() {
+        let s = format!("{v:.1}");
+        s.strip_suffix(".0").map_or(s.clone(), str::to_string)
+    } else {
+        "0".into()
+    }
+}
+
+/// A ratio like `1.23×`.
+pub fn ratio(num: i64, den: i64) -> Option<String> {
+    (den > 0).then(|| format!("{:.2}×", num as f64 / den as f64))
+}
+
+/// A nice axis step (1, 2 or 5 × 10^k ms) giving at most about `ticks`
+/// ticks over `span` ms.
+pub fn tick_step(span: i64, ticks: i64) -> i64 {
+    let (span, ticks) = (span.max(1), ticks.max(1));
+    let raw = span / ticks + i64::from(span % ticks != 0);
+    let mut base = 1i64;
+    loop {
+        for m in [1, 2, 5] {
+            let step = base.saturating_mul(m);
+            if step >= raw {
+                return step;
+            }
+        }
+        if base > i64::MAX / 10 {
+            return i64::MAX;
+        }
+        base *= 10;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(duration(850), "850 ms");
+        assert_eq!(duration(12_345), "12.3 s");
+        assert_eq!(duration(245_000), "4 min 05 s");
+        assert_eq!(duration(7_380_000), "2 h 03 min");
+        assert_eq!(duration(-5), "-5 ms");
+        assert_eq!(axis(0), "0");
+        assert_eq!(axis(30_000), "30 s");
+        assert_eq!(axis(90_000), "1.5 min");
+        assert_eq!(count(0), "0");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(usd(0.5), "$0.5000");
+        assert_eq!(usd(0.000123), "$0.000123");
+        assert_eq!(usd_opt(None), "unknown");
+        assert_eq!(px(3.0), "3");
+        assert_eq!(px(3.25), "3.2");
+        assert_eq!(px(f64::NAN), "0");
+        assert_eq!(ratio(3, 2).as_deref(), Some("1.50×"));
+        assert_eq!(ratio(3, 0), None);
+        assert_eq!(tick_step(10_000, 8), 2_000);
+        assert_eq!(tick_step(0, 8), 1);
+        assert!(tick_step(i64::MAX, 8) >= i64::MAX / 8);
+    }
+}

@@ -1,0 +1,260 @@
+//! The rendered page, without a browser: determinism, escaping of every
+//! field, the snapshot of a small run, and robustness on arbitrary input.
+
+mod common;
+
+use common::{ATTACKS, tetris_run};
+use ctx_report::{
+    AttemptOutcome, AttemptReport, DependencyCut, RunReportInput, RunStatus, TaskReport, TaskState,
+    Timestamp, render_html,
+};
+use proptest::prelude::*;
+
+fn small_run() -> RunReportInput {
+    let at = |s: i64| Some(Timestamp::from_unix_ms(1_796_032_800_000 + s));
+    let mut a = TaskReport::new("fetch", TaskState::Completed);
+    a.description = "Fetch the sources.".into();
+    a.started_at = at(0);
+    a.ended_at = at(2_000);
+    a.prompt_tokens = Some(120);
+    a.completion_tokens = Some(40);
+    a.cost_usd = Some(0.0012);
+    a.model = Some("gpt-4o-mini".into());
+    a.prompt = Some("Fetch.".into());
+    a.output = "sources <ok> & done".into();
+    a.attempts = vec![
+        AttemptReport {
+            number: 1,
+            started_at: at(0),
+            ended_at: at(600),
+            outcome: AttemptOutcome::Retry,
+            class: Some("http_429".into()),
+            error: Some("rate limited".into()),
+        },
+        AttemptReport {
+            number: 2,
+            started_at: at(900),
+            ended_at: at(2_000),
+            outcome: AttemptOutcome::Success,
+            class: Some("ok".into()),
+            error: None,
+        },
+    ];
+    let mut b = TaskReport::new("summarize", TaskState::Failed);
+    b.description = "Summarize them.".into();
+    b.dependencies = vec!["fetch".into()];
+    b.started_at = at(2_100);
+    b.ended_at = at(3_000);
+    b.prompt_tokens = Some(300);
+    b.dependency_cuts = vec![DependencyCut {
+        task_id: "fetch".into(),
+        kept_tokens: 30,
+        original_tokens: 40,
+    }];
+    b.prompt = Some("Summarize:\nsources <ok> & d".into());
+    b.error = Some("exit 1: model crashed".into());
+    b.attempts = vec![AttemptReport {
+        number: 1,
+        started_at: at(2_100),
+        ended_at: at(3_000),
+        outcome: AttemptOutcome::Error,
+        class: Some("exit_1".into()),
+        error: Some("model crashed".into()),
+    }];
+    let mut c = TaskReport::new("publish", TaskState::Skipped);
+    c.description = "Publish the summary.".into();
+    c.dependencies = vec!["summarize".into()];
+    c.error = Some("dependency summarize failed".into());
+    let mut d = TaskReport::new("index", TaskState::Completed);
+    d.dependencies = vec!["fetch".into()];
+    d.started_at = at(2_050);
+    d.ended_at = at(2_400);
+    d.cached = true;
+    d.output = "cached index".into();
+    RunReportInput {
+        run_id: "20261130T100000.000Z-5a11c0de".into(),
+        plan: "plans/small.yaml".into(),
+        status: RunStatus::Failed,
+        started_at: at(0),
+        ended_at: at(3_100),
+        as_of: None,
+        tasks: vec![a, b, c, d],
+    }
+}
+
+#[test]
+fn small_run_snapshot() {
+    insta::assert_snapshot!(render_html(&small_run()));
+}
+
+#[test]
+fn rendering_is_deterministic_and_survives_a_json_round_trip() {
+    let run = tetris_run(false);
+    let html = render_html(&run);
+    assert_eq!(html, render_html(&run));
+    let json = serde_json::to_string_pretty(&run).unwrap();
+    let back = RunReportInput::from_json(&json, "run.json").unwrap();
+    assert_eq!(render_html(&back), html);
+}
+
+#[test]
+fn every_field_is_escaped() {
+    let html = render_html(&tetris_run(true));
+    // Ours: one script, one style, no image, no link but to #task-N.
+    assert_eq!(html.matches("<script").count(), 1);
+    assert_eq!(html.matches("<style").count(), 1);
+    assert!(!html.contains("<img") && !html.contains("<a href=\"javascript"));
+    assert!(!html.contains("onerror=\"") && !html.contains("onload=\""));
+    for (i, _) in html.match_indices("href=\"") {
+        assert!(
+            html[i..].starts_with("href=\"#task-"),
+            "{}",
+            &html[i..i + 40]
+        );
+    }
+    for attack in ATTACKS {
+        assert!(!html.contains(attack), "raw {attack}");
+    }
+    assert!(
+        html.contains("&lt;/script&gt;&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;")
+    );
+}
+
+#[test]
+fn one_bar_per_started_task_and_the_run_state_shown() {
+    let run = small_run();
+    let html = render_html(&run);
+    assert_eq!(html.matches("<rect class=\"bar ").count(), 3);
+    assert!(html.contains("skipped (never started)"));
+    assert!(html.contains("class=\"mark m-retry\""));
+    assert!(html.contains("<span class=\"badge run-failed\">failed</span>"));
+    assert!(html.contains(">10 of 40<") && html.contains(" 30 of 40 tokens kept (25% cut)"));
+    assert!(!html.contains("still in progress"));
+
+    let mut running = run;
+    running.status = RunStatus::Running;
+    running.ended_at = None;
+    running.as_of = Some(Timestamp::from_unix_ms(1_796_032_800_000 + 5_000));
+    running.tasks[1].status = TaskState::InProgress;
+    running.tasks[1].ended_at = None;
+    let html = render_html(&running);
+    assert!(html.contains("This run is still in progress"));
+    assert!(html.contains("in progress</span>"));
+    assert!(html.contains("class=\"bar st-in_progress crit open\""));
+    assert!(html.contains(">2.9 s so far<"));
+    assert!(html.contains(">5.0 s so far<"));
+}
+
+#[test]
+fn an_empty_run_renders() {
+    let run = RunReportInput {
+        run_id: "r".into(),
+        plan: String::new(),
+        status: RunStatus::Running,
+        started_at: None,
+        ended_at: None,
+        as_of: None,
+        tasks: Vec::new(),
+    };
+    let html = render_html(&run);
+    assert!(html.ends_with("</html>\n"));
+    assert!(html.contains("0 total"));
+}
+
+fn arb_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        "[a-c]{1,2}",
+        ".{0,12}",
+        proptest::sample::select(ATTACKS.to_vec()).prop_map(str::to_string),
+    ]
+}
+
+fn arb_time() -> impl Strategy<Value = Option<Timestamp>> {
+    prop_oneof![
+        Just(None),
+        (-5_000i64..5_000).prop_map(|t| Some(Timestamp::from_unix_ms(t))),
+        prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(0)]
+            .prop_map(|t| Some(Timestamp::from_unix_ms(t))),
+    ]
+}
+
+fn arb_task() -> impl Strategy<Value = TaskReport> {
+    (
+        arb_text(),
+        proptest::collection::vec(arb_text(), 0..4),
+        proptest::sample::select(TaskState::ALL.to_vec()),
+        arb_time(),
+        arb_time(),
+        proptest::collection::vec((arb_time(), arb_time(), any::<bool>()), 0..3),
+        proptest::option::of(-1.0f64..1.0),
+        (arb_text(), any::<u64>(), any::<u64>()),
+        arb_text(),
+    )
+        .prop_map(|(id, deps, status, s, e, attempts, cost, cut, content)| {
+            let mut t = TaskReport::new(id, status);
+            t.dependencies = deps;
+            t.started_at = s;
+            t.ended_at = e;
+            t.attempts = attempts
+                .into_iter()
+                .enumerate()
+                .map(|(k, (s, e, retry))| AttemptReport {
+                    number: k as u32 + 1,
+                    started_at: s,
+                    ended_at: e,
+                    outcome: if retry {
+                        AttemptOutcome::Retry
+                    } else {
+                        AttemptOutcome::CheckFailure
+                    },
+                    class: Some(content.clone()),
+                    error: None,
+                })
+                .collect();
+            t.cost_usd = cost;
+            t.prompt_tokens = Some(cut.1);
+            t.dependency_cuts = vec![DependencyCut {
+                task_id: cut.0,
+                kept_tokens: cut.1,
+                original_tokens: cut.2,
+            }];
+            t.output = content.clone();
+            t.description = content;
+            t
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Any input (duplicate ids, cycles, unknown dependencies, times at the
+    /// ends of i64, ends before starts, negative costs, hostile text)
+    /// renders without panicking, to the same bytes twice, with one bar per
+    /// task that has a start and no markup from content.
+    #[test]
+    fn any_input_renders(
+        tasks in proptest::collection::vec(arb_task(), 0..8),
+        status in proptest::sample::select(vec![RunStatus::Running, RunStatus::Completed, RunStatus::Crashed]),
+        s in arb_time(), e in arb_time(), now in arb_time(),
+    ) {
+        let run = RunReportInput {
+            run_id: "r".into(),
+            plan: "p".into(),
+            status,
+            started_at: s,
+            ended_at: e,
+            as_of: now,
+            tasks,
+        };
+        let html = render_html(&run);
+        prop_assert_eq!(&html, &render_html(&run));
+        prop_assert_eq!(
+            html.matches("<rect class=\"bar ").count(),
+            run.tasks.iter().filter(|t| t.started_at.is_some()).count()
+        );
+        prop_assert_eq!(html.matches("<script").count(), 1);
+        prop_assert!(!html.contains("<img"));
+        prop_assert!(!html.contains("NaN") && !html.contains("inf"));
+    }
+}
