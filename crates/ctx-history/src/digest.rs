@@ -34,14 +34,15 @@ use serde::Serialize;
 
 use ctx_tokens::TokenCounter;
 
-use crate::compress::{Compressible, MarkTokens, count_words};
+use crate::compress::{Compressible, Level, MarkTokens, count_words};
 use crate::config::{HistoryConfig, SourceConfig};
 use crate::error::HistoryError;
-use crate::locate::{Located, locate};
+use crate::locate::{Located, Scope, locate};
+use crate::warning::Warning;
 use crate::markdown::{extract_sections, read_markdown, split_front_matter};
 
 /// What to assemble, and under which caps.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct DigestRequest {
     /// The archive (`--content-root`).
     pub content_root: PathBuf,
@@ -60,6 +61,17 @@ pub struct DigestRequest {
     /// false, reported token figures may be upper bounds (see
     /// [`Digest::tokens_exact`]).
     pub exact_counts: bool,
+    /// Read files whose symbolic links lead outside the content root
+    /// (`--follow-symlinks`); see [`Scope`].
+    pub follow_symlinks: bool,
+    /// Applied to each source's text (its body and summary line, not its
+    /// front matter) before it is cut, so the caps hold for the text as
+    /// rewritten. The CLI passes `ctx-prompt`'s fence neutralizer here (this
+    /// crate cannot depend on `ctx-prompt`, which uses its section
+    /// extractor): the replacement is longer than the tag it replaces, and
+    /// rewriting after fitting could push a digest at a binding cap over
+    /// it.
+    pub rewrite: Option<fn(&str) -> String>,
 }
 
 impl DigestRequest {
@@ -74,6 +86,8 @@ impl DigestRequest {
             max_words: config.max_words,
             token_cap: config.token_cap(),
             exact_counts: false,
+            follow_symlinks: false,
+            rewrite: None,
         }
     }
 }
@@ -152,8 +166,9 @@ pub struct Digest {
     pub sources: Vec<SourceReport>,
     /// What is left of each cap.
     pub slack: Slack,
-    /// Things worth telling that did not stop assembly (undated reports).
-    pub warnings: Vec<String>,
+    /// Things worth telling that did not stop assembly: skipped reports,
+    /// links not followed, sources dropped for lack of room.
+    pub warnings: Vec<Warning>,
 }
 
 /// A source that was found and has text.
@@ -161,14 +176,27 @@ struct Prepared {
     index: usize,
     header: String,
     body: Compressible,
-    /// Units kept (the best `k`); `None` = dropped.
-    k: Option<usize>,
-    /// Units kept beyond the best `k` (indices), added to fill room.
+    /// The size kept ([`Compressible::level`]); `None` = dropped.
+    level: Option<usize>,
+    /// Units kept beyond the level's best `k` (indices), added to fill
+    /// room.
     extra: Vec<usize>,
-    /// `k` after compression to the word target.
-    k_target: usize,
+    /// The level after compression to the word target.
+    level_target: usize,
     floor: usize,
     cache: Vec<Option<usize>>,
+    cut_cache: Vec<(usize, usize)>,
+}
+
+impl Prepared {
+    fn set(&mut self, level: Option<usize>) {
+        self.level = level;
+        self.extra.clear();
+    }
+
+    fn render(&self) -> Option<String> {
+        self.level.map(|l| self.body.render_level(l, &self.extra))
+    }
 }
 
 fn display_path(root: &Path, p: &Path) -> String {
@@ -193,13 +221,17 @@ pub fn assemble_digest(
     if !root.is_dir() {
         return Err(HistoryError::MissingContentRoot { path: root.clone() });
     }
+    let scope = Scope::new(root, request.follow_symlinks)?;
     let mut warnings = Vec::new();
+    // Whether any source file exists (read or refused as a link outside).
+    let mut found_any = false;
     let mut reports = Vec::new();
     let mut prepared: Vec<Prepared> = Vec::new();
     for source in config.sources_by_priority() {
         let located = locate(
             source,
             root,
+            &scope,
             request.date,
             request.previous_summary.as_deref(),
             &mut warnings,
@@ -221,9 +253,18 @@ pub fn assemble_digest(
                 report.path = Some(display_path(root, &p));
                 report.note = Some("no file found".into());
             }
-            Located::Found(p) => {
+            Located::Outside(p) => {
+                found_any = true;
                 report.path = Some(display_path(root, &p));
-                let (body, found, note) = extract(source, &p, config.heading_level)?;
+                report.note = Some(
+                    "symbolic link leading outside the content root; not followed".into(),
+                );
+            }
+            Located::Found(p) => {
+                found_any = true;
+                report.path = Some(display_path(root, &p));
+                let (body, found, note) =
+                    extract(source, &p, config.heading_level, request.rewrite)?;
                 report.sections = found;
                 report.note = note;
                 report.extracted_words = body.words(body.len());
@@ -232,21 +273,33 @@ pub fn assemble_digest(
                     report.status = SourceStatus::Dropped;
                     report.note = Some("no text".into());
                 } else {
-                    let k = body.k_for_words(source.target_words);
+                    let level = body.level_for_words(source.target_words);
                     prepared.push(Prepared {
                         index: reports.len(),
                         header: format!("### {}\n\n", source.label.trim()),
                         floor: source.floor_words,
                         body,
-                        k: Some(k),
+                        level: Some(level),
                         extra: Vec::new(),
-                        k_target: k,
+                        level_target: level,
                         cache: Vec::new(),
+                        cut_cache: Vec::new(),
                     });
                 }
             }
         }
         reports.push(report);
+    }
+
+    if !found_any && !reports.is_empty() {
+        warnings.push(Warning::NoRecognisedSource {
+            content_root: root.display().to_string(),
+            looked_for: config
+                .sources_by_priority()
+                .iter()
+                .map(|s| crate::locate::strip_root(&s.path).to_string())
+                .collect(),
+        });
     }
 
     let fitted = fit(&mut prepared, request, counter);
@@ -263,17 +316,29 @@ pub fn assemble_digest(
         let Some(report) = reports.get_mut(p.index) else {
             continue;
         };
-        match p.k {
+        match p.level {
             None => {
                 report.status = SourceStatus::Dropped;
                 report.note.get_or_insert_with(|| "over the caps".into());
+                warnings.push(Warning::SourceDropped {
+                    source: report.key.clone(),
+                    path: report.path.clone().unwrap_or_default(),
+                    extracted_words: report.extracted_words,
+                });
             }
-            Some(k) => {
-                let text = p.body.render_with(k, &p.extra);
-                report.status = if k >= p.body.len() {
-                    SourceStatus::Included
-                } else {
-                    SourceStatus::Compressed
+            Some(level) => {
+                let text = p.body.render_level(level, &p.extra);
+                report.status = match p.body.level(level) {
+                    Level::Units(k) if k >= p.body.len() => SourceStatus::Included,
+                    Level::Cut(_) => {
+                        let cut = "its first unit cut inside at a word boundary";
+                        report.note = Some(match report.note.take() {
+                            Some(n) => format!("{n}; {cut}"),
+                            None => cut.into(),
+                        });
+                        SourceStatus::Compressed
+                    }
+                    _ => SourceStatus::Compressed,
                 };
                 report.words = count_words(&text);
                 report.tokens = if tokens_exact {
@@ -309,24 +374,27 @@ fn extract(
     source: &SourceConfig,
     path: &Path,
     level: u8,
+    rewrite: Option<fn(&str) -> String>,
 ) -> Result<(Compressible, Vec<String>, Option<String>), HistoryError> {
     let text = read_markdown(path)?;
     let doc = split_front_matter(&text, path)?;
+    let rewrite = |t: &str| rewrite.map_or_else(|| t.to_string(), |f| f(t));
     let mut parts: Vec<String> = Vec::new();
     let mut note = None;
     if let Some(field) = &source.summary_field {
         // Parse the front matter only when a field is wanted.
         let meta = doc.metadata(path)?;
         match meta.text(field) {
-            Some(v) => parts.push(
-                source
+            Some(v) => parts.push(rewrite(
+                &source
                     .summary_line
                     .replace("{summary}", &v.replace('\n', " ")),
-            ),
+            )),
             None => note = Some(format!("no front-matter `{field}`")),
         }
     }
-    let body = doc.body();
+    let body = rewrite(doc.body());
+    let body = body.as_str();
     let mut found = Vec::new();
     for alternative in &source.sections {
         let secs = extract_sections(body, level, alternative);
@@ -379,8 +447,7 @@ struct Fitted {
 fn render_all(prepared: &[Prepared]) -> String {
     let mut out = String::new();
     for p in prepared {
-        let Some(k) = p.k else { continue };
-        let text = p.body.render_with(k, &p.extra);
+        let Some(text) = p.render() else { continue };
         if text.is_empty() {
             continue;
         }
@@ -413,8 +480,8 @@ impl Judge<'_> {
     fn words(&self, prepared: &[Prepared]) -> usize {
         let mut n = 0;
         for p in prepared {
-            if let Some(k) = p.k {
-                n += count_words(&p.header) + p.body.words_with(k, &p.extra);
+            if let Some(level) = p.level {
+                n += count_words(&p.header) + p.body.words_level(level, &p.extra);
             }
         }
         n
@@ -428,7 +495,7 @@ impl Judge<'_> {
         let mut n = 0;
         let mut first = true;
         for (i, p) in prepared.iter_mut().enumerate() {
-            let Some(k) = p.k else { continue };
+            let Some(level) = p.level else { continue };
             if !first {
                 n += sep;
             }
@@ -443,9 +510,13 @@ impl Judge<'_> {
                     h
                 }
             };
-            n += h + p
-                .body
-                .approx_tokens(k, &p.extra, counter, &mut p.cache, &marks);
+            n += h + p.body.approx_tokens_level(
+                level,
+                &p.extra,
+                counter,
+                (&mut p.cache, &mut p.cut_cache),
+                &marks,
+            );
         }
         n + 1 // the final line break
     }
@@ -464,7 +535,7 @@ impl Judge<'_> {
     }
 }
 
-/// Reduces the sources until both caps hold; see the module documentation.
+/// Fits the sources to both caps; see the module documentation.
 fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCounter) -> Fitted {
     let mut judge = Judge {
         counter,
@@ -477,7 +548,16 @@ fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCo
     };
     loop {
         if let Some(j) = reduce(prepared, &mut judge) {
-            fill(prepared, &mut judge, j);
+            let upto = prepared
+                .get(j)
+                .map_or(0, |p| units_of(&p.body, p.level_target));
+            fill(prepared, &mut judge, j, upto);
+        }
+        if prepared
+            .iter()
+            .any(|p| p.level.is_none_or(|l| l < p.level_target))
+        {
+            grow(prepared, &mut judge);
         }
         let markdown = render_all(prepared);
         if markdown.is_empty() {
@@ -506,29 +586,75 @@ fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCo
     }
 }
 
+/// Whole units a level keeps (0 for a cut or nothing).
+fn units_of(body: &Compressible, level: usize) -> usize {
+    match body.level(level) {
+        Level::Units(k) => k,
+        Level::Cut(_) | Level::Empty => 0,
+    }
+}
+
+/// The largest level in `[lo, hi]` at which source `j` fits, given that
+/// `lo` fits (sizes grow with the level). Units kept beyond the level
+/// (`extra`) stay.
+fn largest_fitting(
+    prepared: &mut [Prepared],
+    judge: &mut Judge<'_>,
+    j: usize,
+    lo: usize,
+    hi: usize,
+) -> usize {
+    let (mut lo, mut hi) = (lo, hi);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if let Some(p) = prepared.get_mut(j) {
+            p.level = Some(mid);
+        }
+        if judge.fits(prepared) {
+            lo = mid
+        } else {
+            hi = mid - 1
+        }
+    }
+    if let Some(p) = prepared.get_mut(j) {
+        p.level = Some(lo);
+    }
+    lo
+}
+
 /// Cuts or drops sources, lowest priority first, until the judge is
 /// satisfied; returns the index of the source it cut (not dropped), if any.
+///
+/// A source is cut no lower than its floor, and never inside a unit
+/// unless it was already a cut (its first unit alone is over its target);
+/// below that it is dropped. The highest-priority source still present is
+/// the exception: it is cut as far as the caps require, inside its first
+/// unit if need be, and dropped only when not one word of it fits.
 fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) -> Option<usize> {
     for j in (0..prepared.len()).rev() {
         if judge.fits(prepared) {
             return None;
         }
-        let Some(current) = prepared.get(j).and_then(|p| p.k) else {
+        let Some(current) = prepared.get(j).and_then(|p| p.level) else {
             continue;
         };
-        let is_top = prepared.iter().take(j).all(|p| p.k.is_none());
+        let is_top = prepared.iter().take(j).all(|p| p.level.is_none());
         let lowest = {
             let Some(p) = prepared.get(j) else { continue };
             if is_top {
                 1
             } else {
-                // The smallest k that keeps the floor (or the whole of a
-                // source already smaller than its floor).
-                let need = p.floor.min(p.body.words(current));
-                let (mut lo, mut hi) = (1usize, current);
+                let first = match p.body.level(current) {
+                    Level::Cut(_) => 1,
+                    _ => p.body.level_of_units(1),
+                };
+                // The smallest level that keeps the floor (or the whole of
+                // a source already smaller than its floor).
+                let need = p.floor.min(p.body.words_level(current, &[]));
+                let (mut lo, mut hi) = (first.min(current), current);
                 while lo < hi {
                     let mid = (lo + hi) / 2;
-                    if p.body.words(mid) >= need {
+                    if p.body.words_level(mid, &[]) >= need {
                         hi = mid
                     } else {
                         lo = mid + 1
@@ -537,44 +663,84 @@ fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) -> Option<usize> {
                 lo
             }
         };
-        // Largest k in [lowest, current] that fits.
-        let set = |prepared: &mut [Prepared], k: Option<usize>| {
-            if let Some(p) = prepared.get_mut(j) {
-                p.k = k;
-                p.extra.clear();
-            }
-        };
-        set(prepared, Some(lowest));
+        if let Some(p) = prepared.get_mut(j) {
+            p.set(Some(lowest));
+        }
         if !judge.fits(prepared) {
-            set(prepared, None);
+            if let Some(p) = prepared.get_mut(j) {
+                p.set(None);
+            }
             continue;
         }
-        let (mut lo, mut hi) = (lowest, current);
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            set(prepared, Some(mid));
-            if judge.fits(prepared) {
-                lo = mid
-            } else {
-                hi = mid - 1
-            }
-        }
-        set(prepared, Some(lo));
+        largest_fitting(prepared, judge, j, lowest, current);
         return Some(j);
     }
     None
 }
 
+/// When a cap binds, hands the room left back, in priority order: each
+/// kept source grows past its word target as far as it fits, then keeps
+/// later units that still fit; a dropped source comes back with as many
+/// whole units as fit (its floor no longer applies: a shorter piece that
+/// fits beats nothing). Only the highest-priority source present may come
+/// back cut inside its first unit, so the room is used without fragments
+/// of lower sources.
+///
+/// This is what keeps a binding cap nearly full: before it, a source that
+/// could not keep its floor was dropped whole and its room left unused,
+/// and one oversized source dropped emptied the digest.
+fn grow(prepared: &mut [Prepared], judge: &mut Judge<'_>) {
+    for j in 0..prepared.len() {
+        let is_top = prepared.iter().take(j).all(|p| p.level.is_none());
+        let Some(p) = prepared.get_mut(j) else {
+            continue;
+        };
+        let max = p.body.max_level();
+        let current = match p.level {
+            Some(l) => l,
+            None => {
+                let lowest = if is_top {
+                    1
+                } else {
+                    p.body.level_of_units(1)
+                };
+                if lowest > max {
+                    continue;
+                }
+                p.set(Some(lowest));
+                if !judge.fits(prepared) {
+                    if let Some(p) = prepared.get_mut(j) {
+                        p.set(None);
+                    }
+                    continue;
+                }
+                lowest
+            }
+        };
+        let level = largest_fitting(prepared, judge, j, current, max);
+        let (kept, len) = prepared
+            .get(j)
+            .map_or((0, 0), |p| (units_of(&p.body, level), p.body.len()));
+        if kept < len {
+            fill(prepared, judge, j, len);
+        }
+    }
+}
+
 /// After source `j` was cut to its best `k` units, keeps later-ranked units
-/// of it that still fit one by one (a long sentence that did not fit must
-/// not waste the room shorter ones after it would use). Only units within
-/// its target compression are tried, and at most `MAX_FILL` of them.
-fn fill(prepared: &mut [Prepared], judge: &mut Judge<'_>, j: usize) {
+/// of it, up to rank `upto`, that still fit, one by one (a long sentence
+/// that did not fit must not waste the room shorter ones after it would
+/// use). At most `MAX_FILL` of them are tried against the caps.
+fn fill(prepared: &mut [Prepared], judge: &mut Judge<'_>, j: usize, upto: usize) {
     const MAX_FILL: usize = 64;
     let Some(p) = prepared.get(j) else { return };
-    let Some(k) = p.k else { return };
-    let candidates: Vec<usize> = (k..p.k_target)
+    let Some(level) = p.level else { return };
+    let Level::Units(k) = p.body.level(level) else {
+        return;
+    };
+    let candidates: Vec<usize> = (k..upto)
         .filter_map(|r| p.body.unit_at_rank(r))
+        .filter(|u| !p.extra.contains(u))
         .collect();
     let mut tries = 0;
     for unit in candidates {

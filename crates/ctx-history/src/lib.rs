@@ -53,8 +53,10 @@ pub mod digest;
 pub mod error;
 pub mod locate;
 pub mod markdown;
+pub mod warning;
 
 pub use config::{HistoryConfig, Select, SourceConfig, token_cap};
 pub use digest::{Digest, DigestRequest, Slack, SourceReport, SourceStatus, assemble_digest};
 pub use error::HistoryError;
 pub use locate::{parse_date, today_utc};
+pub use warning::Warning;
