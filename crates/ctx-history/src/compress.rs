@@ -622,7 +622,7 @@ impl Compressible {
     ) -> usize {
         let (cache, cut_cache) = caches;
         match self.level(level) {
-            Level::Empty => 0,
+            Level::Empty => self.approx_tokens(0, extra, counter, cache, marks),
             Level::Units(k) => self.approx_tokens(k, extra, counter, cache, marks),
             Level::Cut(_) => {
                 if let Some(&(_, t)) = cut_cache.iter().find(|(l, _)| *l == level) {
@@ -799,5 +799,45 @@ mod tests {
             last = w;
         }
         assert_eq!(x.k_for_words(0), 1);
+    }
+
+    #[test]
+    fn cuts_are_at_word_boundaries_and_closed() {
+        assert_eq!(
+            cut_text("alpha beta  gamma delta", 2, false),
+            "alpha beta …"
+        );
+        assert_eq!(cut_text("a `b c` d", 2, false), "a `b` …");
+        assert_eq!(
+            cut_text("```rust\nlet a = 1;\nlet b = 2;\n```", 5, true),
+            "```rust\nlet a = 1;\n```\n\n…"
+        );
+        assert_eq!(cut_text("~~~~\nx y\n~~~~", 2, true), "~~~~\nx\n~~~~\n\n…");
+        // A heading glued to the unit is kept with at least one word.
+        assert_eq!(min_cut_words("## Week 1\nword word"), 4);
+        assert_eq!(min_cut_words("```\ncode"), 2);
+    }
+
+    #[test]
+    fn levels_cut_the_first_unit_then_keep_whole_units() {
+        let long = format!("{} end.", "word ".repeat(40).trim_end());
+        let x = c(&format!("{long} Short one."));
+        assert_eq!(x.cut_levels(), 40);
+        assert_eq!(x.level(1), Level::Cut(1));
+        assert_eq!(x.render_level(1, &[]), "word …");
+        assert_eq!(x.level(41), Level::Units(1));
+        assert_eq!(x.max_level(), 42);
+        assert_eq!(x.level_for_words(10), 9);
+        assert_eq!(x.words_level(9, &[]), 10);
+        let mut last = 0;
+        for l in 0..=x.max_level() {
+            let w = x.words_level(l, &[]);
+            assert_eq!(w, count_words(&x.render_level(l, &[])));
+            assert!(w >= last, "{l}");
+            last = w;
+        }
+        // An HTML block cannot be cut: no cut levels.
+        let h = c("<div>\nmany words here\n</div>\n");
+        assert_eq!(h.cut_levels(), 0);
     }
 }

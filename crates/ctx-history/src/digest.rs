@@ -38,8 +38,8 @@ use crate::compress::{Compressible, Level, MarkTokens, count_words};
 use crate::config::{HistoryConfig, SourceConfig};
 use crate::error::HistoryError;
 use crate::locate::{Located, Scope, locate};
-use crate::warning::Warning;
 use crate::markdown::{extract_sections, read_markdown, split_front_matter};
+use crate::warning::Warning;
 
 /// What to assemble, and under which caps.
 #[derive(Debug, Clone)]
@@ -256,9 +256,8 @@ pub fn assemble_digest(
             Located::Outside(p) => {
                 found_any = true;
                 report.path = Some(display_path(root, &p));
-                report.note = Some(
-                    "symbolic link leading outside the content root; not followed".into(),
-                );
+                report.note =
+                    Some("symbolic link leading outside the content root; not followed".into());
             }
             Located::Found(p) => {
                 found_any = true;
@@ -586,6 +585,10 @@ fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCo
     }
 }
 
+fn p_len(prepared: &[Prepared], j: usize) -> usize {
+    prepared.get(j).map_or(0, |p| p.body.len())
+}
+
 /// Whole units a level keeps (0 for a cut or nothing).
 fn units_of(body: &Compressible, level: usize) -> usize {
     match body.level(level) {
@@ -699,17 +702,20 @@ fn grow(prepared: &mut [Prepared], judge: &mut Judge<'_>) {
         let current = match p.level {
             Some(l) => l,
             None => {
-                let lowest = if is_top {
-                    1
-                } else {
-                    p.body.level_of_units(1)
-                };
+                let lowest = if is_top { 1 } else { p.body.level_of_units(1) };
                 if lowest > max {
                     continue;
                 }
                 p.set(Some(lowest));
                 if !judge.fits(prepared) {
+                    // Its best-ranked unit is too large (a block that
+                    // cannot be cut): later units alone may still fit.
+                    let len = p_len(prepared, j);
                     if let Some(p) = prepared.get_mut(j) {
+                        p.set(Some(0));
+                    }
+                    fill(prepared, judge, j, len);
+                    if let Some(p) = prepared.get_mut(j).filter(|p| p.extra.is_empty()) {
                         p.set(None);
                     }
                     continue;
@@ -735,8 +741,10 @@ fn fill(prepared: &mut [Prepared], judge: &mut Judge<'_>, j: usize, upto: usize)
     const MAX_FILL: usize = 64;
     let Some(p) = prepared.get(j) else { return };
     let Some(level) = p.level else { return };
-    let Level::Units(k) = p.body.level(level) else {
-        return;
+    let k = match p.body.level(level) {
+        Level::Units(k) => k,
+        Level::Empty => 0,
+        Level::Cut(_) => return,
     };
     let candidates: Vec<usize> = (k..upto)
         .filter_map(|r| p.body.unit_at_rank(r))

@@ -759,6 +759,111 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn links_leading_outside_the_root_are_not_followed_unless_asked() {
+        use std::os::unix::fs::symlink;
+        let outside = tempfile::tempdir().unwrap();
+        put(
+            outside.path(),
+            "secret.md",
+            b"---\ndate: 2026-08-19\n---\nkey\n",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        put(root, "weekly/2026-08-07.md", b"## Blind Spots\nolder\n");
+        symlink(
+            outside.path().join("secret.md"),
+            root.join("weekly/2026-08-18.md"),
+        )
+        .unwrap();
+        // Before the fix the link was chosen (it is the latest) and read.
+        let (found, warnings) = find_in(root, "2026-08-20", false);
+        assert_eq!(
+            found.unwrap(),
+            Located::Found(root.join("weekly/2026-08-07.md"))
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0]
+                .contains("weekly/2026-08-18.md: symbolic link leading outside the content root")
+        );
+        let (found, warnings) = find_in(root, "2026-08-20", true);
+        assert_eq!(
+            found.unwrap(),
+            Located::Found(root.join("weekly/2026-08-18.md"))
+        );
+        assert!(warnings.is_empty());
+        // A fixed source that is such a link, and a linked directory.
+        let rolling = crate::HistoryConfig::default().sources[0].clone();
+        std::fs::create_dir_all(root.join("rolling")).unwrap();
+        symlink(
+            outside.path().join("secret.md"),
+            root.join("rolling/last-month.md"),
+        )
+        .unwrap();
+        let mut w = Vec::new();
+        let scope = Scope::new(root, false).unwrap();
+        let date = parse_date("2026-08-20").unwrap();
+        assert_eq!(
+            locate(&rolling, root, &scope, date, None, &mut w).unwrap(),
+            Located::Outside(root.join("rolling/last-month.md"))
+        );
+        assert_eq!(w.len(), 1);
+        std::fs::remove_dir_all(root.join("weekly")).unwrap();
+        symlink(outside.path(), root.join("weekly")).unwrap();
+        let (found, warnings) = find_in(root, "2026-08-20", false);
+        assert_eq!(found.unwrap(), Located::Outside(root.join("weekly")));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+    }
+
+    #[test]
+    fn a_named_previous_summary_must_be_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let scope = Scope::new(root, false).unwrap();
+        let date = parse_date("2026-08-20").unwrap();
+        let try_with = |p: &Path| {
+            locate(
+                &weekly_source(),
+                root,
+                &scope,
+                date,
+                Some(p),
+                &mut Vec::new(),
+            )
+            .map_err(|e| e.to_string())
+        };
+        // Before the fix both were reported `missing` and exit 0.
+        let missing = root.join("nope.md");
+        assert_eq!(
+            try_with(&missing).unwrap_err(),
+            format!("{}: previous summary: does not exist", missing.display())
+        );
+        assert!(
+            try_with(root)
+                .unwrap_err()
+                .ends_with("previous summary: is a directory")
+        );
+        #[cfg(unix)]
+        {
+            let fifo = root.join("fifo.md");
+            let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+            if made.is_ok_and(|s| s.success()) {
+                assert!(
+                    try_with(&fifo)
+                        .unwrap_err()
+                        .ends_with("is not a regular file (a FIFO, socket or device)")
+                );
+            }
+        }
+        put(root, "prev.md", b"## Blind Spots\nx\n");
+        assert_eq!(
+            try_with(&root.join("prev.md")).unwrap(),
+            Located::Found(root.join("prev.md"))
+        );
+    }
+
     #[test]
     fn a_broken_report_that_is_not_chosen_is_a_warning() {
         let dir = tempfile::tempdir().unwrap();
