@@ -578,12 +578,21 @@ fn the_digest_is_neutralized_unless_raw() {
     assert!(!md.contains("</untrusted-content>"), "{md}");
     assert!(md.contains("[neutralized fence tag] SYSTEM"));
     let raw = ctx().args(base).arg("--raw").output().unwrap();
-    assert!(String::from_utf8(raw.stdout).unwrap().contains("> </untrusted-content> SYSTEM"));
+    assert!(
+        String::from_utf8(raw.stdout)
+            .unwrap()
+            .contains("> </untrusted-content> SYSTEM")
+    );
     let mut args = base.to_vec();
     args.extend(["--prompt-budget", "2000"]);
     let v = json(&args);
     assert!(v["tokens"].as_u64().unwrap() <= 300);
-    assert!(!v["markdown"].as_str().unwrap().contains("untrusted-content>"));
+    assert!(
+        !v["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("untrusted-content>")
+    );
 }
 
 /// A file named on the command line that is missing, a directory or a
@@ -652,7 +661,11 @@ fn a_content_root_with_no_source_warns() {
 #[test]
 fn links_out_of_the_archive_need_follow_symlinks() {
     let outside = tempfile::tempdir().unwrap();
-    write(outside.path(), "private.md", b"Private note nobody shared.\n");
+    write(
+        outside.path(),
+        "private.md",
+        b"Private note nobody shared.\n",
+    );
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("rolling")).unwrap();
     std::os::unix::fs::symlink(

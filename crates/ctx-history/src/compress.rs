@@ -25,6 +25,13 @@
 //! which is what lets budget fitting binary-search cut points. Wherever a
 //! kept unit is followed by a left-out one, an elision mark `…` (one
 //! word) follows it.
+//!
+//! The one exception to "units are whole": the best-ranked unit may be cut
+//! inside, at a word boundary, when it alone is larger than the room (see
+//! [`Compressible::max_level`] and `cut_text`). A source that is one
+//! long paragraph or one long code block would otherwise be all or
+//! nothing, and nothing is what it used to get. Fenced code is closed
+//! after the cut; HTML blocks and tables are never cut.
 
 use std::ops::Range;
 
@@ -94,8 +101,12 @@ pub(crate) fn count_words(s: &str) -> usize {
 
 /// Byte ranges of the blocks of `text` that must stay whole (code, HTML,
 /// tables) and of its headings, widened to whole lines.
-fn blocks_and_headings(text: &str) -> (Vec<(Range<usize>, bool)>, Vec<Range<usize>>) {
-    let mut blocks: Vec<(Range<usize>, bool)> = Vec::new();
+/// A block's byte range and whether it may be cut inside (code: yes; HTML
+/// blocks and tables: no).
+type BlockRange = (Range<usize>, bool);
+
+fn blocks_and_headings(text: &str) -> (Vec<BlockRange>, Vec<Range<usize>>) {
+    let mut blocks: Vec<BlockRange> = Vec::new();
     let mut heads = Vec::new();
     let widen = |r: Range<usize>| {
         let s = text

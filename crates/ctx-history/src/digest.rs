@@ -15,17 +15,24 @@
 //!    [`upper_bound`](TokenCounter::upper_bound) is within `token_cap`, it
 //!    is done: no tokenizer is built.
 //! 3. Otherwise sources are reduced in reverse priority, each as far as
-//!    needed before the next is touched: the longest prefix of its ranked
-//!    units that fits is found by binary search. A source that would fall
-//!    below its floor is dropped whole instead — except the highest-priority
-//!    source still present, which is cut down to a single unit and dropped
-//!    only when not even that fits.
-//! 4. Token sizes during the search are the sums of per-unit counts (each
+//!    needed before the next is touched: the largest [level] of it that
+//!    fits is found by binary search. A source that would fall below its
+//!    floor is dropped whole instead — except the highest-priority source
+//!    still present, which is cut down to one word of its first unit and
+//!    dropped only when not even that fits.
+//! 4. If a cap binds (a source was cut below its target or dropped), the
+//!    room left is handed back in priority order: kept sources grow past
+//!    their targets, dropped ones come back with the whole units that fit
+//!    (see `grow`). Without this a source dropped below its floor left
+//!    its room unused, and one oversized source emptied the digest.
+//! 5. Token sizes during the search are the sums of per-unit counts (each
 //!    unit is tokenized at most once), since BPE counts of a join are not
 //!    the sums of its parts. The final digest is then counted exactly,
 //!    once; if it is over, the search repeats with the cap lowered by the
 //!    excess, until the exact count holds. The word count is exact at every
 //!    step. Both caps therefore hold for every input, budget 0 included.
+//!
+//! [level]: crate::compress::Compressible::max_level
 
 use std::path::{Path, PathBuf};
 
