@@ -392,6 +392,15 @@ impl Compressible {
     /// A whole body: split at its `level` headings (the text before the
     /// first heading is a section of its own) and built like [`new`](Self::new).
     pub fn from_body(body: &str, level: u8) -> Compressible {
+        Compressible::new(&body_parts(body, level))
+    }
+}
+
+/// A whole body split into the parts [`Compressible::from_body`] builds
+/// from: the text before the first `level` heading, then each section
+/// (with any text between sections going with the next one).
+pub fn body_parts(body: &str, level: u8) -> Vec<&str> {
+    {
         let secs = sections(body, level);
         let mut parts: Vec<&str> = Vec::new();
         let first = secs.first().map_or(body.len(), |s| s.range.start);
@@ -408,9 +417,11 @@ impl Compressible {
         if let Some(rest) = body.get(pos..).filter(|r| !r.trim().is_empty()) {
             parts.push(rest);
         }
-        Compressible::new(&parts)
+        parts
     }
+}
 
+impl Compressible {
     /// How many units there are (the largest useful `k`).
     pub fn len(&self) -> usize {
         self.units.len()
@@ -618,6 +629,25 @@ impl Compressible {
             }
         }
         lo.max(usize::from(!self.is_empty()))
+    }
+
+    /// Tokens of unit `i` alone, counted at most once (`cache` as for
+    /// [`approx_tokens`](Self::approx_tokens)).
+    pub fn unit_tokens(
+        &self,
+        i: usize,
+        counter: &dyn TokenCounter,
+        cache: &mut Vec<Option<usize>>,
+    ) -> usize {
+        cache.resize(self.units.len(), None);
+        if let Some(t) = cache.get(i).copied().flatten() {
+            return t;
+        }
+        let t = self.units.get(i).map_or(0, |u| counter.count(&u.text));
+        if let Some(slot) = cache.get_mut(i) {
+            *slot = Some(t);
+        }
+        t
     }
 
     /// [`approx_tokens`](Self::approx_tokens) of a level. A cut is counted

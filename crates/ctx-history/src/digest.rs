@@ -41,7 +41,7 @@ use serde::Serialize;
 
 use ctx_tokens::TokenCounter;
 
-use crate::compress::{Compressible, Level, MarkTokens, count_words};
+use crate::compress::{Compressible, Level, MarkTokens, body_parts, count_words};
 use crate::config::{HistoryConfig, SourceConfig};
 use crate::error::HistoryError;
 use crate::locate::{Located, Scope, locate};
@@ -384,23 +384,21 @@ fn extract(
 ) -> Result<(Compressible, Vec<String>, Option<String>), HistoryError> {
     let text = read_markdown(path)?;
     let doc = split_front_matter(&text, path)?;
-    let rewrite = |t: &str| rewrite.map_or_else(|| t.to_string(), |f| f(t));
     let mut parts: Vec<String> = Vec::new();
     let mut note = None;
     if let Some(field) = &source.summary_field {
         // Parse the front matter only when a field is wanted.
         let meta = doc.metadata(path)?;
         match meta.text(field) {
-            Some(v) => parts.push(rewrite(
-                &source
+            Some(v) => parts.push(
+                source
                     .summary_line
                     .replace("{summary}", &v.replace('\n', " ")),
-            )),
+            ),
             None => note = Some(format!("no front-matter `{field}`")),
         }
     }
-    let body = rewrite(doc.body());
-    let body = body.as_str();
+    let body = doc.body();
     let mut found = Vec::new();
     for alternative in &source.sections {
         let secs = extract_sections(body, level, alternative);
@@ -410,37 +408,24 @@ fn extract(
             break;
         }
     }
-    let compressible = if found.is_empty() {
+    if found.is_empty() {
         if !source.sections.is_empty() {
             note = Some(match note {
                 Some(n) => format!("{n}; no named section found, whole body used"),
                 None => "no named section found, whole body used".into(),
             });
         }
-        if parts.is_empty() {
-            Compressible::from_body(body, level)
-        } else {
-            // The summary line first, then the body split at its headings.
-            let secs = crate::markdown::sections(body, level);
-            let first = secs.first().map_or(body.len(), |s| s.range.start);
-            let mut all: Vec<&str> = parts.iter().map(String::as_str).collect();
-            if let Some(pre) = body.get(..first).filter(|p| !p.trim().is_empty()) {
-                all.push(pre);
-            }
-            let mut pos = first;
-            for s in &secs {
-                all.push(body.get(pos..s.range.end).unwrap_or(""));
-                pos = s.range.end;
-            }
-            if let Some(rest) = body.get(pos..).filter(|r| !r.trim().is_empty()) {
-                all.push(rest);
-            }
-            Compressible::new(&all)
-        }
-    } else {
-        let all: Vec<&str> = parts.iter().map(String::as_str).collect();
-        Compressible::new(&all)
-    };
+        // The summary line (if any) first, then the body split at its
+        // headings.
+        parts.extend(body_parts(body, level).into_iter().map(str::to_string));
+    }
+    // Only what was extracted is rewritten, part by part (a section never
+    // holds half a tag of another), not the whole file.
+    if let Some(f) = rewrite {
+        parts = parts.iter().map(|p| f(p)).collect();
+    }
+    let all: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let compressible = Compressible::new(&all);
     Ok((compressible, found, note))
 }
 
@@ -758,23 +743,32 @@ fn fill(prepared: &mut [Prepared], judge: &mut Judge<'_>, j: usize, upto: usize)
         .filter(|u| !p.extra.contains(u))
         .collect();
     let mut tries = 0;
+    // The room left, recomputed only when a unit is kept: a unit larger
+    // than it is skipped without rendering the digest (the additive
+    // estimate is what the judge compares with `effective` too).
+    let mut word_room = judge.max_words.saturating_sub(judge.words(prepared));
+    let mut token_room = judge
+        .effective
+        .saturating_sub(judge.approx_tokens(prepared));
+    let counter = judge.counter;
     for unit in candidates {
         if tries >= MAX_FILL {
             break;
         }
-        let word_room = judge.max_words.saturating_sub(judge.words(prepared));
         let Some(p) = prepared.get_mut(j) else { return };
-        // The unit plus at most one more elision mark.
-        if p.body.unit_words(unit) > word_room {
-            continue;
-        }
-        if matches!(p.cache.get(unit), Some(Some(t)) if *t > judge.effective) {
+        if p.body.unit_words(unit) > word_room
+            || p.body.unit_tokens(unit, counter, &mut p.cache) > token_room
+        {
             continue;
         }
         p.extra.push(unit);
         tries += 1;
-        let fits = judge.fits(prepared);
-        if let Some(p) = prepared.get_mut(j).filter(|_| !fits) {
+        if judge.fits(prepared) {
+            word_room = judge.max_words.saturating_sub(judge.words(prepared));
+            token_room = judge
+                .effective
+                .saturating_sub(judge.approx_tokens(prepared));
+        } else if let Some(p) = prepared.get_mut(j) {
             p.extra.pop();
         }
     }
