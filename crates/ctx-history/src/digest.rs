@@ -322,7 +322,9 @@ pub fn assemble_digest(
         let Some(report) = reports.get_mut(p.index) else {
             continue;
         };
-        match p.level {
+        // A level that renders nothing is a drop.
+        let level = p.level.filter(|&l| !p.body.render_level(l, &p.extra).is_empty());
+        match level {
             None => {
                 report.status = SourceStatus::Dropped;
                 report.note.get_or_insert_with(|| "over the caps".into());
@@ -633,6 +635,14 @@ fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) -> Option<usize> {
         let Some(current) = prepared.get(j).and_then(|p| p.level) else {
             continue;
         };
+        if current == 0 {
+            // Only units added to fill room (`extra`) are kept: there is
+            // nothing smaller to cut to.
+            if let Some(p) = prepared.get_mut(j) {
+                p.set(None);
+            }
+            continue;
+        }
         let is_top = prepared.iter().take(j).all(|p| p.level.is_none());
         let lowest = {
             let Some(p) = prepared.get(j) else { continue };
