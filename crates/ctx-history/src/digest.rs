@@ -323,7 +323,9 @@ pub fn assemble_digest(
             continue;
         };
         // A level that renders nothing is a drop.
-        let level = p.level.filter(|&l| !p.body.render_level(l, &p.extra).is_empty());
+        let level = p
+            .level
+            .filter(|&l| !p.body.render_level(l, &p.extra).is_empty());
         match level {
             None => {
                 report.status = SourceStatus::Dropped;

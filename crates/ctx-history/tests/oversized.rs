@@ -238,3 +238,22 @@ fn a_binding_cap_is_used_to_at_least_90_percent() {
         "the cap binds over most of the range: {binding}"
     );
 }
+
+/// The same for the word cap (`--max-words`): before the fix, 800 words
+/// kept 704 (88%).
+#[test]
+fn a_binding_word_cap_is_used_to_at_least_90_percent() {
+    let root = fixture_root();
+    let free = unbound_words(&root);
+    for max_words in (100..=1500).step_by(50) {
+        let (d, _) = digest(&root, 90_000, max_words);
+        let binds = d.sources.iter().zip(&free).any(|(s, f)| s.words < *f);
+        if binds {
+            assert!(
+                d.words * 10 >= max_words * 9,
+                "{max_words}: {} words",
+                d.words
+            );
+        }
+    }
+}
