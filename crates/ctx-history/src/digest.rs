@@ -596,6 +596,12 @@ fn units_of(body: &Compressible, level: usize) -> usize {
 /// The largest level in `[lo, hi]` at which source `j` fits, given that
 /// `lo` fits (sizes grow with the level). Units kept beyond the level
 /// (`extra`) stay.
+///
+/// The search gallops up from `lo` (lo+1, lo+2, lo+4, ...) and then
+/// bisects the last step, rather than bisecting `[lo, hi]` from its
+/// middle: each probe tokenizes the units it adds, and growing a source
+/// past its target starts far below `hi` — a middle probe would tokenize
+/// half of a long source that can only grow a little.
 fn largest_fitting(
     prepared: &mut [Prepared],
     judge: &mut Judge<'_>,
@@ -603,22 +609,37 @@ fn largest_fitting(
     lo: usize,
     hi: usize,
 ) -> usize {
-    let (mut lo, mut hi) = (lo, hi);
-    while lo < hi {
-        let mid = (lo + hi).div_ceil(2);
+    let mut probe_fits = |prepared: &mut [Prepared], level: usize| {
         if let Some(p) = prepared.get_mut(j) {
-            p.level = Some(mid);
+            p.level = Some(level);
         }
-        if judge.fits(prepared) {
-            lo = mid
+        judge.fits(prepared)
+    };
+    // `good` fits; `bad` does not, or is past `hi`.
+    let (mut good, mut bad) = (lo, hi.saturating_add(1));
+    let mut step = 1usize;
+    while good + 1 < bad {
+        let probe = good.saturating_add(step).min(bad - 1);
+        if probe_fits(prepared, probe) {
+            good = probe;
+            step = step.saturating_mul(2);
         } else {
-            hi = mid - 1
+            bad = probe;
+            break;
+        }
+    }
+    while good + 1 < bad {
+        let mid = good + (bad - good) / 2;
+        if probe_fits(prepared, mid) {
+            good = mid
+        } else {
+            bad = mid
         }
     }
     if let Some(p) = prepared.get_mut(j) {
-        p.level = Some(lo);
+        p.level = Some(good);
     }
-    lo
+    good
 }
 
 /// Cuts or drops sources, lowest priority first, until the judge is
@@ -757,24 +778,29 @@ fn fill(prepared: &mut [Prepared], judge: &mut Judge<'_>, j: usize, upto: usize)
     let mut tries = 0;
     // The room left, recomputed only when a unit is kept: a unit larger
     // than it is skipped without rendering the digest (the additive
-    // estimate is what the judge compares with `effective` too).
+    // estimate is what the judge compares with `effective` too). Every
+    // unit tokenized counts as a try, so a source of many units that do
+    // not fit is not tokenized whole; and once less than 1% of a cap is
+    // left, filling stops.
     let mut word_room = judge.max_words.saturating_sub(judge.words(prepared));
     let mut token_room = judge
         .effective
         .saturating_sub(judge.approx_tokens(prepared));
     let counter = judge.counter;
     for unit in candidates {
-        if tries >= MAX_FILL {
+        let nearly_full = token_room * 100 <= judge.effective || word_room * 100 <= judge.max_words;
+        if tries >= MAX_FILL || nearly_full {
             break;
         }
         let Some(p) = prepared.get_mut(j) else { return };
-        if p.body.unit_words(unit) > word_room
-            || p.body.unit_tokens(unit, counter, &mut p.cache) > token_room
-        {
+        if p.body.unit_words(unit) > word_room {
+            continue;
+        }
+        tries += 1;
+        if p.body.unit_tokens(unit, counter, &mut p.cache) > token_room {
             continue;
         }
         p.extra.push(unit);
-        tries += 1;
         if judge.fits(prepared) {
             word_room = judge.max_words.saturating_sub(judge.words(prepared));
             token_room = judge
