@@ -208,6 +208,7 @@ pub fn run(args: Args) -> CliResult {
             "sources": digest.sources.iter().map(|s| serde_json::json!({
                 "key": s.key, "status": s.status, "words": s.words,
             })).collect::<Vec<_>>(),
+            "warnings": digest.warnings,
         }));
         values.insert(HISTORICAL_CONTEXT.to_string(), digest.markdown);
     }
