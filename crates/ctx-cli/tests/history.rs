@@ -463,3 +463,233 @@ fn a_symlink_loop_lists_each_report_once() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["sources"][1]["path"], "weekly/2026-08-14.md");
 }
+
+/// Copies the fixture archive into a fresh directory.
+fn fixture_copy() -> tempfile::TempDir {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                copy(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    copy(&fixture(), dir.path());
+    dir
+}
+
+/// Issue 8, item 5: a rolling report that is one 1,600-word paragraph
+/// with no sentence end (generated here) emptied the digest, exit 0,
+/// `words: 0`, all four sources dropped.
+#[test]
+fn a_1600_word_paragraph_does_not_empty_the_digest() {
+    let dir = fixture_copy();
+    let words: Vec<String> = (0..1600)
+        .map(|i| ["harbor", "ledger", "signal", "quota", "review"][i % 5].to_string())
+        .collect();
+    write(
+        dir.path(),
+        "rolling/last-month.md",
+        format!("{}\n", words.join(" ")).as_bytes(),
+    );
+    let v = json(&[
+        "history",
+        "--content-root",
+        dir.path().to_str().unwrap(),
+        "--date",
+        "2026-08-20",
+    ]);
+    let w = v["words"].as_u64().unwrap();
+    assert!(w > 1000 && w <= 1500, "{w}");
+    let statuses: Vec<&str> = v["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    assert!(!statuses.contains(&"dropped"), "{statuses:?}");
+    // Cut inside at a word boundary, marked.
+    let md = v["markdown"].as_str().unwrap();
+    let rolling = md.split("\n\n### ").next().unwrap();
+    assert!(rolling.ends_with(" …"), "{rolling}");
+    let kept = rolling
+        .trim_start_matches("### Rolling Last 4 Weeks\n\n")
+        .trim_end_matches(" …");
+    assert!(format!("{}\n", words.join(" ")).starts_with(&format!("{kept} ")));
+}
+
+/// A source dropped for lack of room is a warning on stderr and in JSON.
+#[test]
+fn a_source_dropped_for_room_warns() {
+    let root = fixture();
+    ctx()
+        .args(["history", "--content-root"])
+        .arg(&root)
+        .args(["--date", "2026-08-20", "--prompt-budget", "2000"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "source `yearly` dropped: not even its smallest piece fits",
+        ));
+    let v = json(&[
+        "history",
+        "--content-root",
+        root.to_str().unwrap(),
+        "--date",
+        "2026-08-20",
+        "--prompt-budget",
+        "2000",
+    ]);
+    let kinds: Vec<(&str, &str)> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["kind"].as_str().unwrap(), w["source"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("source_dropped", "previous_week"),
+            ("source_dropped", "monthly"),
+            ("source_dropped", "yearly")
+        ]
+    );
+}
+
+/// The digest is untrusted: fence tags are neutralized by default (the
+/// fixture's previous week quotes `</untrusted-content>`), `--raw` keeps
+/// them, and the caps hold for what is printed.
+#[test]
+fn the_digest_is_neutralized_unless_raw() {
+    let root = fixture();
+    let base = [
+        "history",
+        "--content-root",
+        root.to_str().unwrap(),
+        "--date",
+        "2026-08-20",
+    ];
+    let out = ctx().args(base).output().unwrap();
+    let md = String::from_utf8(out.stdout).unwrap();
+    assert!(!md.contains("</untrusted-content>"), "{md}");
+    assert!(md.contains("[neutralized fence tag] SYSTEM"));
+    let raw = ctx().args(base).arg("--raw").output().unwrap();
+    assert!(
+        String::from_utf8(raw.stdout)
+            .unwrap()
+            .contains("> </untrusted-content> SYSTEM")
+    );
+    let mut args = base.to_vec();
+    args.extend(["--prompt-budget", "2000"]);
+    let v = json(&args);
+    assert!(v["tokens"].as_u64().unwrap() <= 300);
+    assert!(
+        !v["markdown"]
+            .as_str()
+            .unwrap()
+            .contains("untrusted-content>")
+    );
+}
+
+/// A file named on the command line that is missing, a directory or a
+/// FIFO is an input error (it was silently `missing`).
+#[test]
+fn named_files_must_be_regular_files() {
+    let root = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.md");
+    let mut cases: Vec<(std::path::PathBuf, &str)> = vec![
+        (missing.clone(), "does not exist"),
+        (dir.path().to_path_buf(), "is a directory"),
+    ];
+    #[cfg(unix)]
+    {
+        let fifo = dir.path().join("fifo.md");
+        if std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            cases.push((fifo, "is not a regular file"));
+        }
+    }
+    for (path, problem) in &cases {
+        for flag in ["--previous-summary", "--config"] {
+            ctx()
+                .args(["history", "--content-root"])
+                .arg(&root)
+                .args(["--date", "2026-08-20", flag])
+                .arg(path)
+                .timeout(std::time::Duration::from_secs(20))
+                .assert()
+                .code(2)
+                .stderr(predicate::str::contains(format!(
+                    "{}: {}: {problem}",
+                    path.display(),
+                    if flag == "--config" {
+                        "configuration"
+                    } else {
+                        "previous summary"
+                    }
+                )));
+        }
+    }
+}
+
+#[test]
+fn a_content_root_with_no_source_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    ctx()
+        .args(["history", "--content-root"])
+        .arg(dir.path())
+        .args(["--date", "2026-08-20"])
+        .assert()
+        .success()
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "no source found (looked for rolling/last-month.md, weekly, monthly/{YYYY}/{MM}.md, yearly/{YYYY}.md); is this the content root?",
+        ));
+}
+
+/// A link inside the archive to a file outside it is not read unless
+/// `--follow-symlinks` is given (it was read into the digest).
+#[cfg(unix)]
+#[test]
+fn links_out_of_the_archive_need_follow_symlinks() {
+    let outside = tempfile::tempdir().unwrap();
+    write(
+        outside.path(),
+        "private.md",
+        b"Private note nobody shared.\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("rolling")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("private.md"),
+        dir.path().join("rolling/last-month.md"),
+    )
+    .unwrap();
+    let run = |follow: bool| {
+        let mut c = ctx();
+        c.args(["history", "--content-root"])
+            .arg(dir.path())
+            .args(["--date", "2026-08-20"]);
+        if follow {
+            c.arg("--follow-symlinks");
+        }
+        c.output().unwrap()
+    };
+    let out = run(false);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Private note"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("rolling/last-month.md: symbolic link leading outside the content root")
+    );
+    let out = run(true);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Private note nobody shared."));
+}

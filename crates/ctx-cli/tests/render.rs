@@ -371,3 +371,44 @@ fn a_trusted_value_completing_a_control_token_is_refused() {
         .stdout("")
         .stderr(predicate::str::contains("control token"));
 }
+
+/// The digest `ctx render --content-root` fills in reads no link leading
+/// out of the archive unless `--follow-symlinks` is given.
+#[cfg(unix)]
+#[test]
+fn the_digest_reads_links_out_of_the_archive_only_when_asked() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("p.md"), "Private note nobody shared.\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let arch = dir.path().join("arch");
+    std::fs::create_dir_all(arch.join("rolling")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("p.md"),
+        arch.join("rolling/last-month.md"),
+    )
+    .unwrap();
+    let template = dir.path().join("t.md");
+    std::fs::write(
+        &template,
+        "# T\n\n<untrusted-content>\n{{HISTORICAL_CONTEXT}}\n</untrusted-content>\n",
+    )
+    .unwrap();
+    let run = |follow: bool| {
+        let mut c = assert_cmd::Command::cargo_bin("ctx").unwrap();
+        c.arg("render")
+            .arg(&template)
+            .arg("--content-root")
+            .arg(&arch)
+            .args(["--date", "2026-08-20"]);
+        if follow {
+            c.arg("--follow-symlinks");
+        }
+        c.output().unwrap()
+    };
+    let out = run(false);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Private note"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link leading outside"));
+    let out = run(true);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Private note nobody shared."));
+}

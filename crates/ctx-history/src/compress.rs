@@ -25,6 +25,13 @@
 //! which is what lets budget fitting binary-search cut points. Wherever a
 //! kept unit is followed by a left-out one, an elision mark `…` (one
 //! word) follows it.
+//!
+//! The one exception to "units are whole": the best-ranked unit may be cut
+//! inside, at a word boundary, when it alone is larger than the room (see
+//! [`Compressible::max_level`] and `cut_text`). A source that is one
+//! long paragraph or one long code block would otherwise be all or
+//! nothing, and nothing is what it used to get. Fenced code is closed
+//! after the cut; HTML blocks and tables are never cut.
 
 use std::ops::Range;
 
@@ -58,6 +65,9 @@ struct Unit {
     text: String,
     words: usize,
     kind: Kind,
+    /// Whether the unit may be cut inside (prose and code; not HTML
+    /// blocks or tables, whose markup a cut would leave open).
+    cuttable: bool,
 }
 
 /// A text ready to be cut to any size: its units and their ranking.
@@ -66,6 +76,21 @@ pub struct Compressible {
     units: Vec<Unit>,
     /// Position of each unit in `order`.
     rank: Vec<usize>,
+    /// The best-ranked unit, when it may be cut inside, and the fewest
+    /// words a cut of it keeps (its glued heading and fence line, plus
+    /// one word of its text).
+    first_cut: Option<(usize, usize)>,
+}
+
+/// What a [level](Compressible::max_level) keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Nothing.
+    Empty,
+    /// The best-ranked unit alone, cut inside after this many words.
+    Cut(usize),
+    /// The best `k` units whole.
+    Units(usize),
 }
 
 /// Words as the word caps count them: whitespace-separated tokens. The one
@@ -76,8 +101,12 @@ pub(crate) fn count_words(s: &str) -> usize {
 
 /// Byte ranges of the blocks of `text` that must stay whole (code, HTML,
 /// tables) and of its headings, widened to whole lines.
-fn blocks_and_headings(text: &str) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
-    let mut blocks: Vec<Range<usize>> = Vec::new();
+/// A block's byte range and whether it may be cut inside (code: yes; HTML
+/// blocks and tables: no).
+type BlockRange = (Range<usize>, bool);
+
+fn blocks_and_headings(text: &str) -> (Vec<BlockRange>, Vec<Range<usize>>) {
+    let mut blocks: Vec<BlockRange> = Vec::new();
     let mut heads = Vec::new();
     let widen = |r: Range<usize>| {
         let s = text
@@ -97,11 +126,15 @@ fn blocks_and_headings(text: &str) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
     };
     for (event, range) in Parser::new_ext(text, parser_options()).into_offset_iter() {
         match event {
-            Event::Start(Tag::CodeBlock(_) | Tag::HtmlBlock | Tag::Table(_)) => {
+            Event::Start(tag @ (Tag::CodeBlock(_) | Tag::HtmlBlock | Tag::Table(_))) => {
+                let cuttable = matches!(tag, Tag::CodeBlock(_));
                 let r = widen(range);
                 match blocks.last_mut() {
-                    Some(last) if r.start < last.end => last.end = last.end.max(r.end),
-                    _ => blocks.push(r),
+                    Some((last, c)) if r.start < last.end => {
+                        last.end = last.end.max(r.end);
+                        *c &= cuttable;
+                    }
+                    _ => blocks.push((r, cuttable)),
                 }
             }
             Event::Start(Tag::Heading { .. }) => heads.push(widen(range)),
@@ -252,7 +285,7 @@ impl Compressible {
             let (blocks, heads) = blocks_and_headings(&text);
             let mut cuts = vec![0, text.len()];
             let mut pos = 0;
-            for b in &blocks {
+            for (b, _) in &blocks {
                 if b.start > pos {
                     prose_cuts(&text, pos..b.start, &mut cuts);
                 }
@@ -297,14 +330,17 @@ impl Compressible {
                 if only_heading && b < text.len() {
                     continue;
                 }
-                let is_block = blocks.iter().any(|r| r.start < b && a < r.end);
+                let mut overlapping = blocks.iter().filter(|(r, _)| r.start < b && a < r.end);
+                let first = overlapping.next();
+                let cuttable = first.is_none_or(|(_, c)| *c) && overlapping.all(|(_, c)| *c);
                 section_units.push(Unit {
                     words: count_words(&pending),
-                    kind: if is_block {
+                    kind: if first.is_some() {
                         Kind::Block
                     } else {
                         Kind::Sentence
                     },
+                    cuttable,
                     text: std::mem::take(&mut pending),
                 });
             }
@@ -312,6 +348,7 @@ impl Compressible {
                 section_units.push(Unit {
                     words: count_words(&pending),
                     kind: Kind::Sentence,
+                    cuttable: true,
                     text: std::mem::take(&mut pending),
                 });
             } else if let Some(last) = section_units.last_mut() {
@@ -339,15 +376,31 @@ impl Compressible {
                 *slot = r;
             }
         }
+        let units: Vec<Unit> = units.into_iter().map(|(u, _)| u).collect();
+        let first_cut = order.first().and_then(|&i| {
+            let u = units.get(i)?;
+            let min = min_cut_words(&u.text);
+            (u.cuttable && u.words > min).then_some((i, min))
+        });
         Compressible {
-            units: units.into_iter().map(|(u, _)| u).collect(),
+            units,
             rank,
+            first_cut,
         }
     }
 
     /// A whole body: split at its `level` headings (the text before the
     /// first heading is a section of its own) and built like [`new`](Self::new).
     pub fn from_body(body: &str, level: u8) -> Compressible {
+        Compressible::new(&body_parts(body, level))
+    }
+}
+
+/// A whole body split into the parts [`Compressible::from_body`] builds
+/// from: the text before the first `level` heading, then each section
+/// (with any text between sections going with the next one).
+pub fn body_parts(body: &str, level: u8) -> Vec<&str> {
+    {
         let secs = sections(body, level);
         let mut parts: Vec<&str> = Vec::new();
         let first = secs.first().map_or(body.len(), |s| s.range.start);
@@ -364,9 +417,11 @@ impl Compressible {
         if let Some(rest) = body.get(pos..).filter(|r| !r.trim().is_empty()) {
             parts.push(rest);
         }
-        Compressible::new(&parts)
+        parts
     }
+}
 
+impl Compressible {
     /// How many units there are (the largest useful `k`).
     pub fn len(&self) -> usize {
         self.units.len()
@@ -499,6 +554,218 @@ impl Compressible {
     }
 }
 
+impl Compressible {
+    /// How many sizes of an inside cut of the best-ranked unit there are
+    /// (0 when it cannot be cut: an HTML block, a table, or a unit no
+    /// longer than its heading and one word).
+    pub fn cut_levels(&self) -> usize {
+        self.first_cut
+            .map_or(0, |(i, min)| self.unit_words(i).saturating_sub(min))
+    }
+
+    /// The largest level: every unit whole. Levels order every size this
+    /// text can be cut to, smallest first: 0 is nothing, `1..=cut_levels()`
+    /// cut the best-ranked unit inside after one more word each, and
+    /// `cut_levels() + k` keeps the best `k` units whole. Sizes grow with
+    /// the level, which is what lets budget fitting binary-search it.
+    pub fn max_level(&self) -> usize {
+        self.cut_levels() + self.len()
+    }
+
+    /// The level keeping the best `k` units whole.
+    pub fn level_of_units(&self, k: usize) -> usize {
+        if k == 0 { 0 } else { self.cut_levels() + k }
+    }
+
+    /// What `level` keeps.
+    pub fn level(&self, level: usize) -> Level {
+        let cuts = self.cut_levels();
+        match (level, self.first_cut) {
+            (0, _) => Level::Empty,
+            (l, Some((_, min))) if l <= cuts => Level::Cut(min - 1 + l),
+            (l, _) => Level::Units((l - cuts).min(self.len())),
+        }
+    }
+
+    /// The text of `level`, with the units `extra` kept as well when it
+    /// keeps whole units (see [`render_with`](Self::render_with)).
+    pub fn render_level(&self, level: usize, extra: &[usize]) -> String {
+        match self.level(level) {
+            Level::Empty => self.render_with(0, extra),
+            Level::Units(k) => self.render_with(k, extra),
+            Level::Cut(w) => self.render_cut(w),
+        }
+    }
+
+    fn render_cut(&self, w: usize) -> String {
+        let Some(u) = self.first_cut.and_then(|(i, _)| self.units.get(i)) else {
+            return String::new();
+        };
+        cut_text(u.text.trim(), w, u.kind == Kind::Block)
+    }
+
+    /// Words of [`render_level`](Self::render_level).
+    pub fn words_level(&self, level: usize, extra: &[usize]) -> usize {
+        match self.level(level) {
+            Level::Empty => self.words_with(0, extra),
+            Level::Units(k) => self.words_with(k, extra),
+            Level::Cut(w) => count_words(&self.render_cut(w)),
+        }
+    }
+
+    /// The largest level whose text has at most `target` words; at least
+    /// 1 when there is any text. A best-ranked unit longer than the target
+    /// is cut inside to it; one that cannot be cut (an HTML block, a
+    /// table) is kept whole over the target (targets are nominal, only the
+    /// caps are hard).
+    pub fn level_for_words(&self, target: usize) -> usize {
+        let (mut lo, mut hi) = (0usize, self.max_level());
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if self.words_level(mid, &[]) <= target {
+                lo = mid
+            } else {
+                hi = mid - 1
+            }
+        }
+        lo.max(usize::from(!self.is_empty()))
+    }
+
+    /// Tokens of unit `i` alone, counted at most once (`cache` as for
+    /// [`approx_tokens`](Self::approx_tokens)).
+    pub fn unit_tokens(
+        &self,
+        i: usize,
+        counter: &dyn TokenCounter,
+        cache: &mut Vec<Option<usize>>,
+    ) -> usize {
+        cache.resize(self.units.len(), None);
+        if let Some(t) = cache.get(i).copied().flatten() {
+            return t;
+        }
+        let t = self.units.get(i).map_or(0, |u| counter.count(&u.text));
+        if let Some(slot) = cache.get_mut(i) {
+            *slot = Some(t);
+        }
+        t
+    }
+
+    /// [`approx_tokens`](Self::approx_tokens) of a level. A cut is counted
+    /// whole (it is one piece of text); `cut_cache` keeps those counts by
+    /// level.
+    pub fn approx_tokens_level(
+        &self,
+        level: usize,
+        extra: &[usize],
+        counter: &dyn TokenCounter,
+        caches: (&mut Vec<Option<usize>>, &mut Vec<(usize, usize)>),
+        marks: &MarkTokens,
+    ) -> usize {
+        let (cache, cut_cache) = caches;
+        match self.level(level) {
+            Level::Empty => self.approx_tokens(0, extra, counter, cache, marks),
+            Level::Units(k) => self.approx_tokens(k, extra, counter, cache, marks),
+            Level::Cut(_) => {
+                if let Some(&(_, t)) = cut_cache.iter().find(|(l, _)| *l == level) {
+                    return t;
+                }
+                let t = counter.count(&self.render_level(level, &[]));
+                cut_cache.push((level, t));
+                t
+            }
+        }
+    }
+}
+
+/// Words at the start of a unit that a cut inside it always keeps: the
+/// lines of a heading glued to it and the opening line of a code fence,
+/// plus one word of its own text (a cut that kept only a heading would
+/// say nothing).
+fn min_cut_words(text: &str) -> usize {
+    let mut n = 0;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.is_empty() {
+            continue;
+        }
+        if t.starts_with('#') {
+            n += count_words(line);
+            continue;
+        }
+        if fence_opener(t).is_some() {
+            n += count_words(line);
+        }
+        break;
+    }
+    n + 1
+}
+
+/// The fence character and run length of a line opening a fenced code
+/// block (three or more backticks or tildes), given without its indent.
+fn fence_opener(trimmed: &str) -> Option<(char, usize)> {
+    let c = trimmed.chars().next().filter(|c| matches!(c, '`' | '~'))?;
+    let run = trimmed.chars().take_while(|&x| x == c).count();
+    (run >= 3).then_some((c, run))
+}
+
+/// The first `w` words of `text`, cut at the word boundary, made whole
+/// again and marked: a code fence the cut leaves open is closed (so what
+/// follows is not read as code), an inline code span left open is closed,
+/// and the elision mark `…` follows — after the closing fence, or on a
+/// line of its own after a block, so it is never read as code.
+pub(crate) fn cut_text(text: &str, w: usize, block: bool) -> String {
+    let mut end = text.len();
+    let mut count = 0;
+    let mut in_word = false;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() {
+            if in_word {
+                in_word = false;
+                count += 1;
+                if count == w {
+                    end = i;
+                    break;
+                }
+            }
+        } else {
+            in_word = true;
+        }
+    }
+    let prefix = text.get(..end).unwrap_or(text).trim_end();
+    let mut open: Option<(char, usize)> = None;
+    for line in prefix.split('\n') {
+        let t = line.trim_start();
+        match open {
+            None => open = fence_opener(t),
+            Some((c, n)) => {
+                let run = t.chars().take_while(|&x| x == c).count();
+                if run >= n && t.get(run..).is_some_and(|r| r.trim().is_empty()) {
+                    open = None;
+                }
+            }
+        }
+    }
+    let mut out = prefix.to_string();
+    if let Some((c, n)) = open {
+        out.push('\n');
+        out.extend(std::iter::repeat_n(c, n));
+        out.push_str("\n\n");
+        out.push_str(ELISION);
+    } else if block {
+        out.push_str("\n\n");
+        out.push_str(ELISION);
+    } else {
+        // An inline code span the cut leaves open would swallow the mark.
+        let paragraph = prefix.rsplit("\n\n").next().unwrap_or(prefix);
+        if paragraph.matches('`').count() % 2 == 1 {
+            out.push('`');
+        }
+        out.push(' ');
+        out.push_str(ELISION);
+    }
+    out
+}
+
 /// Token costs of the elision marks under one counter.
 #[derive(Debug, Clone, Copy)]
 pub struct MarkTokens {
@@ -573,5 +840,45 @@ mod tests {
             last = w;
         }
         assert_eq!(x.k_for_words(0), 1);
+    }
+
+    #[test]
+    fn cuts_are_at_word_boundaries_and_closed() {
+        assert_eq!(
+            cut_text("alpha beta  gamma delta", 2, false),
+            "alpha beta …"
+        );
+        assert_eq!(cut_text("a `b c` d", 2, false), "a `b` …");
+        assert_eq!(
+            cut_text("```rust\nlet a = 1;\nlet b = 2;\n```", 5, true),
+            "```rust\nlet a = 1;\n```\n\n…"
+        );
+        assert_eq!(cut_text("~~~~\nx y\n~~~~", 2, true), "~~~~\nx\n~~~~\n\n…");
+        // A heading glued to the unit is kept with at least one word.
+        assert_eq!(min_cut_words("## Week 1\nword word"), 4);
+        assert_eq!(min_cut_words("```\ncode"), 2);
+    }
+
+    #[test]
+    fn levels_cut_the_first_unit_then_keep_whole_units() {
+        let long = format!("{} end.", "word ".repeat(40).trim_end());
+        let x = c(&format!("{long} Short one."));
+        assert_eq!(x.cut_levels(), 40);
+        assert_eq!(x.level(1), Level::Cut(1));
+        assert_eq!(x.render_level(1, &[]), "word …");
+        assert_eq!(x.level(41), Level::Units(1));
+        assert_eq!(x.max_level(), 42);
+        assert_eq!(x.level_for_words(10), 9);
+        assert_eq!(x.words_level(9, &[]), 10);
+        let mut last = 0;
+        for l in 0..=x.max_level() {
+            let w = x.words_level(l, &[]);
+            assert_eq!(w, count_words(&x.render_level(l, &[])));
+            assert!(w >= last, "{l}");
+            last = w;
+        }
+        // An HTML block cannot be cut: no cut levels.
+        let h = c("<div>\nmany words here\n</div>\n");
+        assert_eq!(h.cut_levels(), 0);
     }
 }

@@ -219,6 +219,7 @@ impl HistoryConfig {
 
     /// Reads and parses a configuration file.
     pub fn load(path: &Path) -> Result<HistoryConfig, HistoryError> {
+        crate::error::require_file(path, "configuration")?;
         let bytes = std::fs::read(path).map_err(|e| HistoryError::Io {
             path: path.to_path_buf(),
             message: e.to_string(),

@@ -15,17 +15,24 @@
 //!    [`upper_bound`](TokenCounter::upper_bound) is within `token_cap`, it
 //!    is done: no tokenizer is built.
 //! 3. Otherwise sources are reduced in reverse priority, each as far as
-//!    needed before the next is touched: the longest prefix of its ranked
-//!    units that fits is found by binary search. A source that would fall
-//!    below its floor is dropped whole instead — except the highest-priority
-//!    source still present, which is cut down to a single unit and dropped
-//!    only when not even that fits.
-//! 4. Token sizes during the search are the sums of per-unit counts (each
+//!    needed before the next is touched: the largest [level] of it that
+//!    fits is found by binary search. A source that would fall below its
+//!    floor is dropped whole instead — except the highest-priority source
+//!    still present, which is cut down to one word of its first unit and
+//!    dropped only when not even that fits.
+//! 4. If a cap binds (a source was cut below its target or dropped), the
+//!    room left is handed back in priority order: kept sources grow past
+//!    their targets, dropped ones come back with the whole units that fit
+//!    (see `grow`). Without this a source dropped below its floor left
+//!    its room unused, and one oversized source emptied the digest.
+//! 5. Token sizes during the search are the sums of per-unit counts (each
 //!    unit is tokenized at most once), since BPE counts of a join are not
 //!    the sums of its parts. The final digest is then counted exactly,
 //!    once; if it is over, the search repeats with the cap lowered by the
 //!    excess, until the exact count holds. The word count is exact at every
 //!    step. Both caps therefore hold for every input, budget 0 included.
+//!
+//! [level]: crate::compress::Compressible::max_level
 
 use std::path::{Path, PathBuf};
 
@@ -34,14 +41,15 @@ use serde::Serialize;
 
 use ctx_tokens::TokenCounter;
 
-use crate::compress::{Compressible, MarkTokens, count_words};
+use crate::compress::{Compressible, Level, MarkTokens, body_parts, count_words};
 use crate::config::{HistoryConfig, SourceConfig};
 use crate::error::HistoryError;
-use crate::locate::{Located, locate};
+use crate::locate::{Located, Scope, locate};
 use crate::markdown::{extract_sections, read_markdown, split_front_matter};
+use crate::warning::Warning;
 
 /// What to assemble, and under which caps.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct DigestRequest {
     /// The archive (`--content-root`).
     pub content_root: PathBuf,
@@ -60,6 +68,17 @@ pub struct DigestRequest {
     /// false, reported token figures may be upper bounds (see
     /// [`Digest::tokens_exact`]).
     pub exact_counts: bool,
+    /// Read files whose symbolic links lead outside the content root
+    /// (`--follow-symlinks`); see [`Scope`].
+    pub follow_symlinks: bool,
+    /// Applied to each source's text (its body and summary line, not its
+    /// front matter) before it is cut, so the caps hold for the text as
+    /// rewritten. The CLI passes `ctx-prompt`'s fence neutralizer here (this
+    /// crate cannot depend on `ctx-prompt`, which uses its section
+    /// extractor): the replacement is longer than the tag it replaces, and
+    /// rewriting after fitting could push a digest at a binding cap over
+    /// it.
+    pub rewrite: Option<fn(&str) -> String>,
 }
 
 impl DigestRequest {
@@ -74,6 +93,8 @@ impl DigestRequest {
             max_words: config.max_words,
             token_cap: config.token_cap(),
             exact_counts: false,
+            follow_symlinks: false,
+            rewrite: None,
         }
     }
 }
@@ -152,8 +173,9 @@ pub struct Digest {
     pub sources: Vec<SourceReport>,
     /// What is left of each cap.
     pub slack: Slack,
-    /// Things worth telling that did not stop assembly (undated reports).
-    pub warnings: Vec<String>,
+    /// Things worth telling that did not stop assembly: skipped reports,
+    /// links not followed, sources dropped for lack of room.
+    pub warnings: Vec<Warning>,
 }
 
 /// A source that was found and has text.
@@ -161,14 +183,27 @@ struct Prepared {
     index: usize,
     header: String,
     body: Compressible,
-    /// Units kept (the best `k`); `None` = dropped.
-    k: Option<usize>,
-    /// Units kept beyond the best `k` (indices), added to fill room.
+    /// The size kept ([`Compressible::level`]); `None` = dropped.
+    level: Option<usize>,
+    /// Units kept beyond the level's best `k` (indices), added to fill
+    /// room.
     extra: Vec<usize>,
-    /// `k` after compression to the word target.
-    k_target: usize,
+    /// The level after compression to the word target.
+    level_target: usize,
     floor: usize,
     cache: Vec<Option<usize>>,
+    cut_cache: Vec<(usize, usize)>,
+}
+
+impl Prepared {
+    fn set(&mut self, level: Option<usize>) {
+        self.level = level;
+        self.extra.clear();
+    }
+
+    fn render(&self) -> Option<String> {
+        self.level.map(|l| self.body.render_level(l, &self.extra))
+    }
 }
 
 fn display_path(root: &Path, p: &Path) -> String {
@@ -193,13 +228,17 @@ pub fn assemble_digest(
     if !root.is_dir() {
         return Err(HistoryError::MissingContentRoot { path: root.clone() });
     }
+    let scope = Scope::new(root, request.follow_symlinks)?;
     let mut warnings = Vec::new();
+    // Whether any source file exists (read or refused as a link outside).
+    let mut found_any = false;
     let mut reports = Vec::new();
     let mut prepared: Vec<Prepared> = Vec::new();
     for source in config.sources_by_priority() {
         let located = locate(
             source,
             root,
+            &scope,
             request.date,
             request.previous_summary.as_deref(),
             &mut warnings,
@@ -221,9 +260,17 @@ pub fn assemble_digest(
                 report.path = Some(display_path(root, &p));
                 report.note = Some("no file found".into());
             }
-            Located::Found(p) => {
+            Located::Outside(p) => {
+                found_any = true;
                 report.path = Some(display_path(root, &p));
-                let (body, found, note) = extract(source, &p, config.heading_level)?;
+                report.note =
+                    Some("symbolic link leading outside the content root; not followed".into());
+            }
+            Located::Found(p) => {
+                found_any = true;
+                report.path = Some(display_path(root, &p));
+                let (body, found, note) =
+                    extract(source, &p, config.heading_level, request.rewrite)?;
                 report.sections = found;
                 report.note = note;
                 report.extracted_words = body.words(body.len());
@@ -232,21 +279,33 @@ pub fn assemble_digest(
                     report.status = SourceStatus::Dropped;
                     report.note = Some("no text".into());
                 } else {
-                    let k = body.k_for_words(source.target_words);
+                    let level = body.level_for_words(source.target_words);
                     prepared.push(Prepared {
                         index: reports.len(),
                         header: format!("### {}\n\n", source.label.trim()),
                         floor: source.floor_words,
                         body,
-                        k: Some(k),
+                        level: Some(level),
                         extra: Vec::new(),
-                        k_target: k,
+                        level_target: level,
                         cache: Vec::new(),
+                        cut_cache: Vec::new(),
                     });
                 }
             }
         }
         reports.push(report);
+    }
+
+    if !found_any && !reports.is_empty() {
+        warnings.push(Warning::NoRecognisedSource {
+            content_root: root.display().to_string(),
+            looked_for: config
+                .sources_by_priority()
+                .iter()
+                .map(|s| crate::locate::strip_root(&s.path).to_string())
+                .collect(),
+        });
     }
 
     let fitted = fit(&mut prepared, request, counter);
@@ -263,17 +322,33 @@ pub fn assemble_digest(
         let Some(report) = reports.get_mut(p.index) else {
             continue;
         };
-        match p.k {
+        // A level that renders nothing is a drop.
+        let level = p
+            .level
+            .filter(|&l| !p.body.render_level(l, &p.extra).is_empty());
+        match level {
             None => {
                 report.status = SourceStatus::Dropped;
                 report.note.get_or_insert_with(|| "over the caps".into());
+                warnings.push(Warning::SourceDropped {
+                    source: report.key.clone(),
+                    path: report.path.clone().unwrap_or_default(),
+                    extracted_words: report.extracted_words,
+                });
             }
-            Some(k) => {
-                let text = p.body.render_with(k, &p.extra);
-                report.status = if k >= p.body.len() {
-                    SourceStatus::Included
-                } else {
-                    SourceStatus::Compressed
+            Some(level) => {
+                let text = p.body.render_level(level, &p.extra);
+                report.status = match p.body.level(level) {
+                    Level::Units(k) if k >= p.body.len() => SourceStatus::Included,
+                    Level::Cut(_) => {
+                        let cut = "its first unit cut inside at a word boundary";
+                        report.note = Some(match report.note.take() {
+                            Some(n) => format!("{n}; {cut}"),
+                            None => cut.into(),
+                        });
+                        SourceStatus::Compressed
+                    }
+                    _ => SourceStatus::Compressed,
                 };
                 report.words = count_words(&text);
                 report.tokens = if tokens_exact {
@@ -309,6 +384,7 @@ fn extract(
     source: &SourceConfig,
     path: &Path,
     level: u8,
+    rewrite: Option<fn(&str) -> String>,
 ) -> Result<(Compressible, Vec<String>, Option<String>), HistoryError> {
     let text = read_markdown(path)?;
     let doc = split_front_matter(&text, path)?;
@@ -336,37 +412,24 @@ fn extract(
             break;
         }
     }
-    let compressible = if found.is_empty() {
+    if found.is_empty() {
         if !source.sections.is_empty() {
             note = Some(match note {
                 Some(n) => format!("{n}; no named section found, whole body used"),
                 None => "no named section found, whole body used".into(),
             });
         }
-        if parts.is_empty() {
-            Compressible::from_body(body, level)
-        } else {
-            // The summary line first, then the body split at its headings.
-            let secs = crate::markdown::sections(body, level);
-            let first = secs.first().map_or(body.len(), |s| s.range.start);
-            let mut all: Vec<&str> = parts.iter().map(String::as_str).collect();
-            if let Some(pre) = body.get(..first).filter(|p| !p.trim().is_empty()) {
-                all.push(pre);
-            }
-            let mut pos = first;
-            for s in &secs {
-                all.push(body.get(pos..s.range.end).unwrap_or(""));
-                pos = s.range.end;
-            }
-            if let Some(rest) = body.get(pos..).filter(|r| !r.trim().is_empty()) {
-                all.push(rest);
-            }
-            Compressible::new(&all)
-        }
-    } else {
-        let all: Vec<&str> = parts.iter().map(String::as_str).collect();
-        Compressible::new(&all)
-    };
+        // The summary line (if any) first, then the body split at its
+        // headings.
+        parts.extend(body_parts(body, level).into_iter().map(str::to_string));
+    }
+    // Only what was extracted is rewritten, part by part (a section never
+    // holds half a tag of another), not the whole file.
+    if let Some(f) = rewrite {
+        parts = parts.iter().map(|p| f(p)).collect();
+    }
+    let all: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let compressible = Compressible::new(&all);
     Ok((compressible, found, note))
 }
 
@@ -379,8 +442,7 @@ struct Fitted {
 fn render_all(prepared: &[Prepared]) -> String {
     let mut out = String::new();
     for p in prepared {
-        let Some(k) = p.k else { continue };
-        let text = p.body.render_with(k, &p.extra);
+        let Some(text) = p.render() else { continue };
         if text.is_empty() {
             continue;
         }
@@ -413,8 +475,8 @@ impl Judge<'_> {
     fn words(&self, prepared: &[Prepared]) -> usize {
         let mut n = 0;
         for p in prepared {
-            if let Some(k) = p.k {
-                n += count_words(&p.header) + p.body.words_with(k, &p.extra);
+            if let Some(level) = p.level {
+                n += count_words(&p.header) + p.body.words_level(level, &p.extra);
             }
         }
         n
@@ -428,7 +490,7 @@ impl Judge<'_> {
         let mut n = 0;
         let mut first = true;
         for (i, p) in prepared.iter_mut().enumerate() {
-            let Some(k) = p.k else { continue };
+            let Some(level) = p.level else { continue };
             if !first {
                 n += sep;
             }
@@ -443,9 +505,13 @@ impl Judge<'_> {
                     h
                 }
             };
-            n += h + p
-                .body
-                .approx_tokens(k, &p.extra, counter, &mut p.cache, &marks);
+            n += h + p.body.approx_tokens_level(
+                level,
+                &p.extra,
+                counter,
+                (&mut p.cache, &mut p.cut_cache),
+                &marks,
+            );
         }
         n + 1 // the final line break
     }
@@ -464,7 +530,7 @@ impl Judge<'_> {
     }
 }
 
-/// Reduces the sources until both caps hold; see the module documentation.
+/// Fits the sources to both caps; see the module documentation.
 fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCounter) -> Fitted {
     let mut judge = Judge {
         counter,
@@ -477,7 +543,16 @@ fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCo
     };
     loop {
         if let Some(j) = reduce(prepared, &mut judge) {
-            fill(prepared, &mut judge, j);
+            let upto = prepared
+                .get(j)
+                .map_or(0, |p| units_of(&p.body, p.level_target));
+            fill(prepared, &mut judge, j, upto);
+        }
+        if prepared
+            .iter()
+            .any(|p| p.level.is_none_or(|l| l < p.level_target))
+        {
+            grow(prepared, &mut judge);
         }
         let markdown = render_all(prepared);
         if markdown.is_empty() {
@@ -506,29 +581,108 @@ fn fit(prepared: &mut [Prepared], request: &DigestRequest, counter: &dyn TokenCo
     }
 }
 
+fn p_len(prepared: &[Prepared], j: usize) -> usize {
+    prepared.get(j).map_or(0, |p| p.body.len())
+}
+
+/// Whole units a level keeps (0 for a cut or nothing).
+fn units_of(body: &Compressible, level: usize) -> usize {
+    match body.level(level) {
+        Level::Units(k) => k,
+        Level::Cut(_) | Level::Empty => 0,
+    }
+}
+
+/// The largest level in `[lo, hi]` at which source `j` fits, given that
+/// `lo` fits (sizes grow with the level). Units kept beyond the level
+/// (`extra`) stay.
+///
+/// The search gallops up from `lo` (lo+1, lo+2, lo+4, ...) and then
+/// bisects the last step, rather than bisecting `[lo, hi]` from its
+/// middle: each probe tokenizes the units it adds, and growing a source
+/// past its target starts far below `hi` — a middle probe would tokenize
+/// half of a long source that can only grow a little.
+fn largest_fitting(
+    prepared: &mut [Prepared],
+    judge: &mut Judge<'_>,
+    j: usize,
+    lo: usize,
+    hi: usize,
+) -> usize {
+    let mut probe_fits = |prepared: &mut [Prepared], level: usize| {
+        if let Some(p) = prepared.get_mut(j) {
+            p.level = Some(level);
+        }
+        judge.fits(prepared)
+    };
+    // `good` fits; `bad` does not, or is past `hi`.
+    let (mut good, mut bad) = (lo, hi.saturating_add(1));
+    let mut step = 1usize;
+    while good + 1 < bad {
+        let probe = good.saturating_add(step).min(bad - 1);
+        if probe_fits(prepared, probe) {
+            good = probe;
+            step = step.saturating_mul(2);
+        } else {
+            bad = probe;
+            break;
+        }
+    }
+    while good + 1 < bad {
+        let mid = good + (bad - good) / 2;
+        if probe_fits(prepared, mid) {
+            good = mid
+        } else {
+            bad = mid
+        }
+    }
+    if let Some(p) = prepared.get_mut(j) {
+        p.level = Some(good);
+    }
+    good
+}
+
 /// Cuts or drops sources, lowest priority first, until the judge is
 /// satisfied; returns the index of the source it cut (not dropped), if any.
+///
+/// A source is cut no lower than its floor, and never inside a unit
+/// unless it was already a cut (its first unit alone is over its target);
+/// below that it is dropped. The highest-priority source still present is
+/// the exception: it is cut as far as the caps require, inside its first
+/// unit if need be, and dropped only when not one word of it fits.
 fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) -> Option<usize> {
     for j in (0..prepared.len()).rev() {
         if judge.fits(prepared) {
             return None;
         }
-        let Some(current) = prepared.get(j).and_then(|p| p.k) else {
+        let Some(current) = prepared.get(j).and_then(|p| p.level) else {
             continue;
         };
-        let is_top = prepared.iter().take(j).all(|p| p.k.is_none());
+        if current == 0 {
+            // Only units added to fill room (`extra`) are kept: there is
+            // nothing smaller to cut to.
+            if let Some(p) = prepared.get_mut(j) {
+                p.set(None);
+            }
+            continue;
+        }
+        let is_top = prepared.iter().take(j).all(|p| p.level.is_none());
         let lowest = {
             let Some(p) = prepared.get(j) else { continue };
             if is_top {
                 1
             } else {
-                // The smallest k that keeps the floor (or the whole of a
-                // source already smaller than its floor).
-                let need = p.floor.min(p.body.words(current));
-                let (mut lo, mut hi) = (1usize, current);
+                let first = match p.body.level(current) {
+                    Level::Cut(_) => 1,
+                    _ => p.body.level_of_units(1),
+                };
+                // The smallest level that keeps the floor (or the whole of
+                // a source already smaller than its floor).
+                let need = p.floor.min(p.body.words_level(current, &[]));
+                let (mut lo, mut hi) = (first.min(current), current);
                 while lo < hi {
                     let mid = (lo + hi) / 2;
-                    if p.body.words(mid) >= need {
+                    if p.body.words_level(mid, &[]) >= need {
                         hi = mid
                     } else {
                         lo = mid + 1
@@ -537,63 +691,122 @@ fn reduce(prepared: &mut [Prepared], judge: &mut Judge<'_>) -> Option<usize> {
                 lo
             }
         };
-        // Largest k in [lowest, current] that fits.
-        let set = |prepared: &mut [Prepared], k: Option<usize>| {
-            if let Some(p) = prepared.get_mut(j) {
-                p.k = k;
-                p.extra.clear();
-            }
-        };
-        set(prepared, Some(lowest));
+        if let Some(p) = prepared.get_mut(j) {
+            p.set(Some(lowest));
+        }
         if !judge.fits(prepared) {
-            set(prepared, None);
+            if let Some(p) = prepared.get_mut(j) {
+                p.set(None);
+            }
             continue;
         }
-        let (mut lo, mut hi) = (lowest, current);
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            set(prepared, Some(mid));
-            if judge.fits(prepared) {
-                lo = mid
-            } else {
-                hi = mid - 1
-            }
-        }
-        set(prepared, Some(lo));
+        largest_fitting(prepared, judge, j, lowest, current);
         return Some(j);
     }
     None
 }
 
+/// When a cap binds, hands the room left back, in priority order: each
+/// kept source grows past its word target as far as it fits, then keeps
+/// later units that still fit; a dropped source comes back with as many
+/// whole units as fit (its floor no longer applies: a shorter piece that
+/// fits beats nothing). Only the highest-priority source present may come
+/// back cut inside its first unit, so the room is used without fragments
+/// of lower sources.
+///
+/// This is what keeps a binding cap nearly full: before it, a source that
+/// could not keep its floor was dropped whole and its room left unused,
+/// and one oversized source dropped emptied the digest.
+fn grow(prepared: &mut [Prepared], judge: &mut Judge<'_>) {
+    for j in 0..prepared.len() {
+        let is_top = prepared.iter().take(j).all(|p| p.level.is_none());
+        let Some(p) = prepared.get_mut(j) else {
+            continue;
+        };
+        let max = p.body.max_level();
+        let current = match p.level {
+            Some(l) => l,
+            None => {
+                let lowest = if is_top { 1 } else { p.body.level_of_units(1) };
+                if lowest > max {
+                    continue;
+                }
+                p.set(Some(lowest));
+                if !judge.fits(prepared) {
+                    // Its best-ranked unit is too large (a block that
+                    // cannot be cut): later units alone may still fit.
+                    let len = p_len(prepared, j);
+                    if let Some(p) = prepared.get_mut(j) {
+                        p.set(Some(0));
+                    }
+                    fill(prepared, judge, j, len);
+                    if let Some(p) = prepared.get_mut(j).filter(|p| p.extra.is_empty()) {
+                        p.set(None);
+                    }
+                    continue;
+                }
+                lowest
+            }
+        };
+        let level = largest_fitting(prepared, judge, j, current, max);
+        let (kept, len) = prepared
+            .get(j)
+            .map_or((0, 0), |p| (units_of(&p.body, level), p.body.len()));
+        if kept < len {
+            fill(prepared, judge, j, len);
+        }
+    }
+}
+
 /// After source `j` was cut to its best `k` units, keeps later-ranked units
-/// of it that still fit one by one (a long sentence that did not fit must
-/// not waste the room shorter ones after it would use). Only units within
-/// its target compression are tried, and at most `MAX_FILL` of them.
-fn fill(prepared: &mut [Prepared], judge: &mut Judge<'_>, j: usize) {
+/// of it, up to rank `upto`, that still fit, one by one (a long sentence
+/// that did not fit must not waste the room shorter ones after it would
+/// use). At most `MAX_FILL` of them are tried against the caps.
+fn fill(prepared: &mut [Prepared], judge: &mut Judge<'_>, j: usize, upto: usize) {
     const MAX_FILL: usize = 64;
     let Some(p) = prepared.get(j) else { return };
-    let Some(k) = p.k else { return };
-    let candidates: Vec<usize> = (k..p.k_target)
+    let Some(level) = p.level else { return };
+    let k = match p.body.level(level) {
+        Level::Units(k) => k,
+        Level::Empty => 0,
+        Level::Cut(_) => return,
+    };
+    let candidates: Vec<usize> = (k..upto)
         .filter_map(|r| p.body.unit_at_rank(r))
+        .filter(|u| !p.extra.contains(u))
         .collect();
     let mut tries = 0;
+    // The room left, recomputed only when a unit is kept: a unit larger
+    // than it is skipped without rendering the digest (the additive
+    // estimate is what the judge compares with `effective` too). Every
+    // unit tokenized counts as a try, so a source of many units that do
+    // not fit is not tokenized whole; and once less than 1% of a cap is
+    // left, filling stops.
+    let mut word_room = judge.max_words.saturating_sub(judge.words(prepared));
+    let mut token_room = judge
+        .effective
+        .saturating_sub(judge.approx_tokens(prepared));
+    let counter = judge.counter;
     for unit in candidates {
-        if tries >= MAX_FILL {
+        let nearly_full = token_room * 100 <= judge.effective || word_room * 100 <= judge.max_words;
+        if tries >= MAX_FILL || nearly_full {
             break;
         }
-        let word_room = judge.max_words.saturating_sub(judge.words(prepared));
         let Some(p) = prepared.get_mut(j) else { return };
-        // The unit plus at most one more elision mark.
         if p.body.unit_words(unit) > word_room {
             continue;
         }
-        if matches!(p.cache.get(unit), Some(Some(t)) if *t > judge.effective) {
+        tries += 1;
+        if p.body.unit_tokens(unit, counter, &mut p.cache) > token_room {
             continue;
         }
         p.extra.push(unit);
-        tries += 1;
-        let fits = judge.fits(prepared);
-        if let Some(p) = prepared.get_mut(j).filter(|_| !fits) {
+        if judge.fits(prepared) {
+            word_room = judge.max_words.saturating_sub(judge.words(prepared));
+            token_room = judge
+                .effective
+                .saturating_sub(judge.approx_tokens(prepared));
+        } else if let Some(p) = prepared.get_mut(j) {
             p.extra.pop();
         }
     }

@@ -66,6 +66,18 @@ pub enum HistoryError {
         /// What is wrong.
         message: String,
     },
+    /// A file named by the caller (`--previous-summary`, `--config`) is
+    /// missing or is not a regular file. Reading a FIFO would block and a
+    /// directory has no text, so both are refused before any read.
+    #[error("{}: {role}: {problem}", path.display())]
+    NotAFile {
+        /// The path given.
+        path: PathBuf,
+        /// What it was given as (`previous summary`, `configuration`).
+        role: &'static str,
+        /// `does not exist`, `is a directory`, `is not a regular file (a FIFO, socket or device)`.
+        problem: &'static str,
+    },
     /// A request value is out of range (`--date`, `--share`, ...).
     #[error("{field}: {message}")]
     Request {
@@ -74,6 +86,28 @@ pub enum HistoryError {
         /// What is wrong.
         message: String,
     },
+}
+
+/// Checks that a file the caller named is a regular file (following
+/// links), without opening it: a FIFO would block the read.
+pub(crate) fn require_file(path: &std::path::Path, role: &'static str) -> Result<(), HistoryError> {
+    let problem = match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => return Ok(()),
+        Ok(m) if m.is_dir() => "is a directory",
+        Ok(_) => "is not a regular file (a FIFO, socket or device)",
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "does not exist",
+        Err(e) => {
+            return Err(HistoryError::Io {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            });
+        }
+    };
+    Err(HistoryError::NotAFile {
+        path: path.to_path_buf(),
+        role,
+        problem,
+    })
 }
 
 /// 1-based line number of byte `offset` in `text`.

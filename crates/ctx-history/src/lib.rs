@@ -19,10 +19,14 @@
 //!   design.
 //! * [`locate`]: finding the previous weekly report and the monthly and
 //!   yearly files for a date.
-//! * [`compress`]: cutting text to a word target at sentence boundaries,
-//!   never inside a word or a code block.
-//! * [`digest`]: [`assemble_digest`], which puts it all together and fits
-//!   the caps in reverse priority.
+//! * [`compress`]: cutting text to a word target at sentence boundaries;
+//!   only a source's first unit, when it alone is too large, is cut inside
+//!   (at a word boundary, code fences closed).
+//! * [`warning`]: the typed warnings of an assembly (a source dropped for
+//!   lack of room, a link not followed, a skipped report).
+//! * [`digest`]: [`assemble_digest`], which puts it all together, fits
+//!   the caps in reverse priority and hands the room left back in priority
+//!   order.
 //!
 //! ```
 //! use ctx_history::{assemble_digest, parse_date, DigestRequest, HistoryConfig};
@@ -53,8 +57,10 @@ pub mod digest;
 pub mod error;
 pub mod locate;
 pub mod markdown;
+pub mod warning;
 
 pub use config::{HistoryConfig, Select, SourceConfig, token_cap};
 pub use digest::{Digest, DigestRequest, Slack, SourceReport, SourceStatus, assemble_digest};
 pub use error::HistoryError;
 pub use locate::{parse_date, today_utc};
+pub use warning::Warning;

@@ -30,6 +30,7 @@ use chrono::{Datelike, NaiveDate, NaiveDateTime, Weekday};
 use crate::config::{Select, SourceConfig};
 use crate::error::HistoryError;
 use crate::markdown::{read_markdown, split_front_matter};
+use crate::warning::Warning;
 
 const PLACEHOLDERS: [&str; 3] = ["{YYYY}", "{MM}", "{DD}"];
 
@@ -38,7 +39,7 @@ pub fn has_placeholders(template: &str) -> bool {
     PLACEHOLDERS.iter().any(|p| template.contains(p))
 }
 
-fn strip_root(template: &str) -> &str {
+pub(crate) fn strip_root(template: &str) -> &str {
     let t = template.strip_prefix("{root}").unwrap_or(template);
     t.trim_start_matches('/')
 }
@@ -270,6 +271,58 @@ pub enum Located {
     Found(PathBuf),
     /// Nothing usable; the path (or pattern) looked at.
     Missing(PathBuf),
+    /// The file is a symbolic link (or under one) that leads outside the
+    /// content root, and links are not followed there (a warning says so).
+    Outside(PathBuf),
+}
+
+/// The archive being read and how far its links may lead.
+///
+/// An archive can come from someone else: a link `rolling/last-month.md ->
+/// ~/.ssh/id_ed25519` would otherwise be read into the digest and from
+/// there into a prompt. So a file is read only when its real path (links
+/// resolved) is inside the content root's, unless the caller asks
+/// (`--follow-symlinks`) — then links lead anywhere, as before.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    /// The content root, links resolved.
+    canonical_root: PathBuf,
+    /// Whether links may lead outside it.
+    follow_symlinks: bool,
+}
+
+impl Scope {
+    /// The scope of `root` (which must exist).
+    pub fn new(root: &Path, follow_symlinks: bool) -> Result<Scope, HistoryError> {
+        let canonical_root = root.canonicalize().map_err(|e| HistoryError::Io {
+            path: root.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        Ok(Scope {
+            canonical_root,
+            follow_symlinks,
+        })
+    }
+
+    /// Whether the existing path `p` may be read: links are followed, or
+    /// its real path is inside the root.
+    fn allows(&self, p: &Path) -> bool {
+        self.follow_symlinks
+            || p.canonicalize()
+                .is_ok_and(|c| c.starts_with(&self.canonical_root))
+    }
+
+    /// [`allows`](Self::allows), warning when not.
+    fn check(&self, p: &Path, warnings: &mut Vec<Warning>) -> bool {
+        let ok = self.allows(p);
+        if !ok {
+            warnings.push(Warning::SymlinkNotFollowed {
+                path: p.display().to_string(),
+                reason: "symbolic link leading outside the content root; not followed (--follow-symlinks reads it)".into(),
+            });
+        }
+        ok
+    }
 }
 
 fn is_markdown(path: &Path) -> bool {
@@ -386,8 +439,9 @@ fn period_candidates(
 /// file); a dangling link is skipped with a warning.
 fn collect_markdown(
     dir: &Path,
+    scope: &Scope,
     out: &mut Vec<PathBuf>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<(), HistoryError> {
     for p in read_dir_sorted(dir)? {
         let link = std::fs::symlink_metadata(&p)
@@ -398,21 +452,23 @@ fn collect_markdown(
             })?;
         if p.is_dir() {
             if link {
-                warnings.push(format!(
-                    "{}: symbolic link to a directory; not followed",
-                    p.display()
-                ));
+                warnings.push(Warning::SymlinkNotFollowed {
+                    path: p.display().to_string(),
+                    reason: "symbolic link to a directory; not followed".into(),
+                });
             } else {
-                collect_markdown(&p, out, warnings)?;
+                collect_markdown(&p, scope, out, warnings)?;
             }
         } else if is_markdown(&p) {
             if p.is_file() {
-                out.push(p);
+                if !link || scope.check(&p, warnings) {
+                    out.push(p);
+                }
             } else if link {
-                warnings.push(format!(
-                    "{}: symbolic link to nothing readable; skipped",
-                    p.display()
-                ));
+                warnings.push(Warning::SymlinkNotFollowed {
+                    path: p.display().to_string(),
+                    reason: "symbolic link to nothing readable; skipped".into(),
+                });
             }
         }
     }
@@ -422,13 +478,16 @@ fn collect_markdown(
 /// Finds `source`'s file under `root` for `date`. `previous` (from
 /// `--previous-summary`) replaces the search of a `before` source.
 /// Problems that do not stop the digest (an undated report) are pushed to
-/// `warnings`.
+/// `warnings`. Files are read only as far as `scope` allows (see
+/// [`Scope`]); `previous`, named by the caller, is exempt, but must be a
+/// regular file.
 pub fn locate(
     source: &SourceConfig,
     root: &Path,
+    scope: &Scope,
     date: NaiveDate,
     previous: Option<&Path>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Located, HistoryError> {
     let rel = strip_root(&source.path);
     let select = match source.select {
@@ -439,10 +498,12 @@ pub fn locate(
     match select {
         Select::Fixed | Select::Auto => {
             let p = root.join(rel);
-            Ok(if p.is_file() {
+            Ok(if !p.is_file() {
+                Located::Missing(p)
+            } else if scope.check(&p, warnings) {
                 Located::Found(p)
             } else {
-                Located::Missing(p)
+                Located::Outside(p)
             })
         }
         Select::Period => {
@@ -460,6 +521,7 @@ pub fn locate(
                 .filter(|(caps, _)| *caps <= key_of_date)
                 .max_by(|a, b| a.cmp(b));
             Ok(match best {
+                Some((_, p)) if !scope.check(&p, warnings) => Located::Outside(p),
                 Some((_, p)) => Located::Found(p),
                 None => {
                     let expected = rel
@@ -472,18 +534,18 @@ pub fn locate(
         }
         Select::Before => {
             if let Some(p) = previous {
-                return Ok(if p.is_file() {
-                    Located::Found(p.to_path_buf())
-                } else {
-                    Located::Missing(p.to_path_buf())
-                });
+                crate::error::require_file(p, "previous summary")?;
+                return Ok(Located::Found(p.to_path_buf()));
             }
             let dir = root.join(rel);
             if !dir.is_dir() {
                 return Ok(Located::Missing(dir));
             }
+            if !scope.check(&dir, warnings) {
+                return Ok(Located::Outside(dir));
+            }
             let mut files = Vec::new();
-            collect_markdown(&dir, &mut files, warnings)?;
+            collect_markdown(&dir, scope, &mut files, warnings)?;
             // Date every file first (a broken one by its name alone, keeping
             // its error), choose, then warn in path order about the files
             // left out: the chosen one's error is returned instead.
@@ -510,19 +572,19 @@ pub fn locate(
                     chosen = Some((f, error));
                     continue;
                 }
-                match (d, error) {
-                    (None, Some(e)) => {
-                        warnings.push(format!("{e}; no date in its name, skipped"));
-                    }
-                    (Some(_), Some(e)) => {
-                        warnings.push(format!("{e}; not the chosen report, skipped"));
-                    }
-                    (None, None) => warnings.push(format!(
+                let message = match (d, error) {
+                    (None, Some(e)) => format!("{e}; no date in its name, skipped"),
+                    (Some(_), Some(e)) => format!("{e}; not the chosen report, skipped"),
+                    (None, None) => format!(
                         "{}: no date (front-matter `date`, ISO week or YYYY-MM-DD in the name); skipped",
                         f.display()
-                    )),
-                    (Some(_), None) => {}
-                }
+                    ),
+                    (Some(_), None) => continue,
+                };
+                warnings.push(Warning::SkippedReport {
+                    path: f.display().to_string(),
+                    message,
+                });
             }
             match chosen {
                 Some((_, Some(e))) => Err(e),
@@ -617,15 +679,24 @@ mod tests {
     }
 
     fn find(root: &Path, date: &str) -> (Result<Located, HistoryError>, Vec<String>) {
+        find_in(root, date, false)
+    }
+
+    fn find_in(
+        root: &Path,
+        date: &str,
+        follow: bool,
+    ) -> (Result<Located, HistoryError>, Vec<String>) {
         let mut warnings = Vec::new();
         let found = locate(
             &weekly_source(),
             root,
+            &Scope::new(root, follow).unwrap(),
             parse_date(date).unwrap(),
             None,
             &mut warnings,
         );
-        (found, warnings)
+        (found, warnings.iter().map(ToString::to_string).collect())
     }
 
     #[cfg(unix)]
@@ -645,7 +716,9 @@ mod tests {
         symlink(".", root.join("weekly/2026/here")).unwrap();
         let mut files = Vec::new();
         let mut warnings = Vec::new();
-        collect_markdown(&root.join("weekly"), &mut files, &mut warnings).unwrap();
+        let scope = Scope::new(root, false).unwrap();
+        collect_markdown(&root.join("weekly"), &scope, &mut files, &mut warnings).unwrap();
+        let warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();
         assert_eq!(
             files,
             [
@@ -683,6 +756,111 @@ mod tests {
                 .iter()
                 .any(|w| w.ends_with("weekly/gone.md: symbolic link to nothing readable; skipped")),
             "{warnings:?}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_leading_outside_the_root_are_not_followed_unless_asked() {
+        use std::os::unix::fs::symlink;
+        let outside = tempfile::tempdir().unwrap();
+        put(
+            outside.path(),
+            "secret.md",
+            b"---\ndate: 2026-08-19\n---\nkey\n",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        put(root, "weekly/2026-08-07.md", b"## Blind Spots\nolder\n");
+        symlink(
+            outside.path().join("secret.md"),
+            root.join("weekly/2026-08-18.md"),
+        )
+        .unwrap();
+        // Before the fix the link was chosen (it is the latest) and read.
+        let (found, warnings) = find_in(root, "2026-08-20", false);
+        assert_eq!(
+            found.unwrap(),
+            Located::Found(root.join("weekly/2026-08-07.md"))
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0]
+                .contains("weekly/2026-08-18.md: symbolic link leading outside the content root")
+        );
+        let (found, warnings) = find_in(root, "2026-08-20", true);
+        assert_eq!(
+            found.unwrap(),
+            Located::Found(root.join("weekly/2026-08-18.md"))
+        );
+        assert!(warnings.is_empty());
+        // A fixed source that is such a link, and a linked directory.
+        let rolling = crate::HistoryConfig::default().sources[0].clone();
+        std::fs::create_dir_all(root.join("rolling")).unwrap();
+        symlink(
+            outside.path().join("secret.md"),
+            root.join("rolling/last-month.md"),
+        )
+        .unwrap();
+        let mut w = Vec::new();
+        let scope = Scope::new(root, false).unwrap();
+        let date = parse_date("2026-08-20").unwrap();
+        assert_eq!(
+            locate(&rolling, root, &scope, date, None, &mut w).unwrap(),
+            Located::Outside(root.join("rolling/last-month.md"))
+        );
+        assert_eq!(w.len(), 1);
+        std::fs::remove_dir_all(root.join("weekly")).unwrap();
+        symlink(outside.path(), root.join("weekly")).unwrap();
+        let (found, warnings) = find_in(root, "2026-08-20", false);
+        assert_eq!(found.unwrap(), Located::Outside(root.join("weekly")));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+    }
+
+    #[test]
+    fn a_named_previous_summary_must_be_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let scope = Scope::new(root, false).unwrap();
+        let date = parse_date("2026-08-20").unwrap();
+        let try_with = |p: &Path| {
+            locate(
+                &weekly_source(),
+                root,
+                &scope,
+                date,
+                Some(p),
+                &mut Vec::new(),
+            )
+            .map_err(|e| e.to_string())
+        };
+        // Before the fix both were reported `missing` and exit 0.
+        let missing = root.join("nope.md");
+        assert_eq!(
+            try_with(&missing).unwrap_err(),
+            format!("{}: previous summary: does not exist", missing.display())
+        );
+        assert!(
+            try_with(root)
+                .unwrap_err()
+                .ends_with("previous summary: is a directory")
+        );
+        #[cfg(unix)]
+        {
+            let fifo = root.join("fifo.md");
+            let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+            if made.is_ok_and(|s| s.success()) {
+                assert!(
+                    try_with(&fifo)
+                        .unwrap_err()
+                        .ends_with("is not a regular file (a FIFO, socket or device)")
+                );
+            }
+        }
+        put(root, "prev.md", b"## Blind Spots\nx\n");
+        assert_eq!(
+            try_with(&root.join("prev.md")).unwrap(),
+            Located::Found(root.join("prev.md"))
         );
     }
 

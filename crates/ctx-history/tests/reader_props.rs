@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use ctx_history::HistoryConfig;
-use ctx_history::compress::Compressible;
+use ctx_history::compress::{Compressible, Level};
 use ctx_history::markdown::{sections, split_front_matter};
 use proptest::prelude::*;
 
@@ -53,6 +53,24 @@ fn markdownish() -> impl Strategy<Value = String> {
     prop::collection::vec(pieces, 0..60).prop_map(|v| v.concat())
 }
 
+/// Whether `text` ends inside a fenced code block (CommonMark's rule: a
+/// fence closes on a line of the same character, at least as long, and
+/// nothing else).
+fn ends_inside_a_fence(text: &str) -> bool {
+    let mut open: Option<(char, usize)> = None;
+    for line in text.lines() {
+        let t = line.trim_start();
+        let c = t.chars().next().unwrap_or(' ');
+        let run = t.chars().take_while(|&x| x == c).count();
+        match open {
+            None if matches!(c, '`' | '~') && run >= 3 => open = Some((c, run)),
+            Some((oc, n)) if c == oc && run >= n && t[run..].trim().is_empty() => open = None,
+            _ => {}
+        }
+    }
+    open.is_some()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
@@ -94,6 +112,49 @@ proptest! {
             prop_assert_eq!(fences % 2, 0, "{}", r);
         }
         prop_assert_eq!(sections(&text, 2).len(), 1);
+    }
+
+    /// Every level — the inside cuts of the first unit included — has the
+    /// words it says, keeps fences balanced, and a cut is a piece of the
+    /// text ending at a word boundary, followed by the mark.
+    #[test]
+    fn cuts_inside_the_best_unit_are_whole_words_and_closed(first in prop_oneof![
+            Just("```rust\nlet a = 1. b;\nlet c = d;\n```".to_string()),
+            Just("~~~~\nx y z\n~~~ not a close\nw\n~~~~".to_string()),
+            Just("A `code span with words` and more words without an end".to_string()),
+            Just("## Heading here\nsome words then more words".to_string()),
+            Just("    indented code line one\n    line two".to_string()),
+        ], rest in markdownish()) {
+        let text = format!("{first}\n\n{rest}");
+        let c = Compressible::new(&[text.as_str()]);
+        for level in 0..=c.max_level() {
+            let r = c.render_level(level, &[]);
+            prop_assert_eq!(c.words_level(level, &[]), r.split_whitespace().count());
+            if let Level::Cut(_) = c.level(level) {
+                prop_assert!(r.ends_with('…'), "{}", r);
+                // What the cut kept, with the closers it added taken off
+                // (a closing fence line, a closing backtick): some form of
+                // it is in the text and ends at a word boundary there.
+                let body = r.trim_end_matches('…').trim_end();
+                let mut forms = vec![body];
+                for closer in ['`', '~'] {
+                    let k = body.trim_end_matches(closer);
+                    if k.len() < body.len() {
+                        forms.push(k.trim_end());
+                        forms.push(&body[..body.len() - 1]);
+                    }
+                }
+                // Line ends are LF in units.
+                let lf = text.replace("\r\n", "\n").replace('\r', "\n");
+                let at_boundary = forms.iter().any(|k| {
+                    lf.match_indices(k).any(|(i, _)| {
+                        lf[i + k.len()..].chars().next().is_none_or(char::is_whitespace)
+                    })
+                });
+                prop_assert!(at_boundary, "{:?} is not a cut of {:?}", r, text);
+                prop_assert!(!ends_inside_a_fence(&r), "{}", r);
+            }
+        }
     }
 
     #[test]

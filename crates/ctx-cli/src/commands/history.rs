@@ -3,7 +3,15 @@
 //! Flags override the configuration file (`--config`), which overrides the
 //! built-in defaults of the original design. Markdown output is the digest
 //! itself (nothing at all when no source exists); JSON output is the digest
-//! with its report. Warnings (undated reports) go to stderr.
+//! with its report. Warnings (skipped reports, links not followed, sources
+//! dropped for lack of room) go to stderr, and into the JSON report.
+//!
+//! The digest is archive text, untrusted by definition: it goes into a
+//! prompt. Its fence tags and control tokens are neutralized by default,
+//! with the same neutralizer `ctx render` applies to untrusted values
+//! (`ctx_prompt::fence::neutralize`), so swapping the Python assembler —
+//! which escapes them in its own output — for `ctx history` loses no
+//! protection. `--raw` prints the text as extracted.
 
 use std::path::{Path, PathBuf};
 
@@ -50,6 +58,13 @@ pub struct Args {
     /// Sources configuration (TOML, or YAML for .yaml/.yml).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Read files whose symbolic links lead outside the content root.
+    #[arg(long)]
+    pub follow_symlinks: bool,
+    /// Print the archive text as extracted, without neutralizing fence
+    /// tags and control tokens (the default neutralizes them).
+    #[arg(long)]
+    pub raw: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "markdown")]
     pub format: Format,
@@ -66,6 +81,9 @@ pub(crate) struct DigestFlags<'a> {
     pub share: Option<f64>,
     pub max_words: Option<usize>,
     pub tokenizer: Option<&'a str>,
+    pub follow_symlinks: bool,
+    /// Keep fence tags and control tokens as written (`--raw`).
+    pub raw: bool,
 }
 
 /// Everything `assemble_digest` needs, with the flags applied over the
@@ -118,6 +136,8 @@ pub(crate) fn digest_setup(
         max_words: config.max_words,
         token_cap: token_cap(config.prompt_budget, config.share),
         exact_counts,
+        follow_symlinks: flags.follow_symlinks,
+        rewrite: (!flags.raw).then_some(ctx_prompt::fence::neutralize as fn(&str) -> String),
     };
     Ok(DigestSetup {
         config,
@@ -142,13 +162,33 @@ pub fn run(args: Args) -> CliResult {
             share: args.share,
             max_words: args.max_words,
             tokenizer: args.tokenizer.as_deref(),
+            follow_symlinks: args.follow_symlinks,
+            raw: args.raw,
         },
         args.format == Format::Json,
     )?;
     let counter = tokenizer.counter();
-    let digest = assemble_digest(&config, &request, &*counter).map_err(CliError::usage)?;
+    let mut digest = assemble_digest(&config, &request, &*counter).map_err(CliError::usage)?;
     for w in &digest.warnings {
         eprintln!("warning: {w}");
+    }
+    if !args.raw {
+        // Each source was neutralized before it was cut (so the caps hold
+        // for the neutralized text); cutting and joining cannot make a new
+        // tag, and this guard makes sure of it.
+        let safe = ctx_prompt::fence::neutralize(&digest.markdown);
+        if safe != digest.markdown {
+            // The report's figures describe what is printed.
+            digest.words = safe.split_whitespace().count();
+            digest.tokens = if digest.tokens_exact {
+                counter.count(&safe)
+            } else {
+                counter.upper_bound(&safe)
+            };
+            digest.slack.words = digest.max_words.saturating_sub(digest.words);
+            digest.slack.tokens = digest.token_cap.saturating_sub(digest.tokens);
+            digest.markdown = safe;
+        }
     }
     let out = match args.format {
         Format::Markdown => digest.markdown.clone(),

@@ -70,6 +70,9 @@ pub struct Args {
     /// History sources configuration (TOML, or YAML for .yaml/.yml).
     #[arg(long, value_name = "FILE", requires = "content_root")]
     pub config: Option<PathBuf>,
+    /// Read archive files whose symbolic links lead outside the content root.
+    #[arg(long, requires = "content_root")]
+    pub follow_symlinks: bool,
     /// Tokenizer for the digest and the preflight [default: cl100k_base].
     #[arg(long, value_name = "T")]
     pub tokenizer: Option<String>,
@@ -184,6 +187,10 @@ pub fn run(args: Args) -> CliResult {
                 share: args.share,
                 max_words: args.max_words,
                 tokenizer: tokenizer_name.as_deref(),
+                follow_symlinks: args.follow_symlinks,
+                // The digest fills an untrusted placeholder: neutralized
+                // before fitting so its size holds after render's own pass.
+                raw: false,
             },
             false,
         )?;
@@ -201,6 +208,7 @@ pub fn run(args: Args) -> CliResult {
             "sources": digest.sources.iter().map(|s| serde_json::json!({
                 "key": s.key, "status": s.status, "words": s.words,
             })).collect::<Vec<_>>(),
+            "warnings": digest.warnings,
         }));
         values.insert(HISTORICAL_CONTEXT.to_string(), digest.markdown);
     }
