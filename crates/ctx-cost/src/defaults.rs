@@ -72,7 +72,10 @@ mod tests {
         };
         assert_eq!(date, "2026-10-07");
         assert!(origin.starts_with("LiteLLM 1.100.5"), "{origin}");
-        assert!(t.skipped().is_empty(), "every shipped entry is a token price");
+        assert!(
+            t.skipped().is_empty(),
+            "every shipped entry is a token price"
+        );
         assert_eq!(t.len(), 24);
     }
 
@@ -90,7 +93,10 @@ mod tests {
             shown("claude-sonnet-4-5"),
             "in 3 / cached 0.3 / out 15; above 200000 prompt tokens: in 6 / cached 0.6 / out 22.5"
         );
-        assert_eq!(shown("gemini/gemini-2.5-flash"), "in 0.3 / cached 0.03 / out 2.5");
+        assert_eq!(
+            shown("gemini/gemini-2.5-flash"),
+            "in 0.3 / cached 0.03 / out 2.5"
+        );
     }
 
     #[test]

@@ -170,7 +170,9 @@ pub fn estimate_costs(book: &PriceBook, tasks: &[TaskEstimate]) -> CostReport {
             }
         };
         low_sum = low_sum.saturating_add(cost_usd.low.unwrap_or(Usd::ZERO));
-        high_sum = high_sum.zip(cost_usd.high).map(|(a, b)| a.saturating_add(b));
+        high_sum = high_sum
+            .zip(cost_usd.high)
+            .map(|(a, b)| a.saturating_add(b));
         lines.push(TaskCost {
             task_id: task.task_id.clone(),
             model: task.model.clone(),
@@ -339,11 +341,41 @@ mod tests {
 
     fn sample() -> Vec<TaskEstimate> {
         vec![
-            task("outline", "openai/gpt-4o", TokenRange::bounded(120, 4000), TokenRange::bounded(0, 512), 3),
-            task("draft", "gpt-4o", TokenRange::bounded(800, 4000), TokenRange::unbounded(0), 1),
-            task("review", "mystery-model", TokenRange::bounded(50, 4000), TokenRange::bounded(0, 256), 2),
-            task("lint", "local", TokenRange::bounded(10, 4000), TokenRange::bounded(1, 64), 1),
-            task("polish", "mystery-model", TokenRange::bounded(50, 4000), TokenRange::bounded(0, 256), 0),
+            task(
+                "outline",
+                "openai/gpt-4o",
+                TokenRange::bounded(120, 4000),
+                TokenRange::bounded(0, 512),
+                3,
+            ),
+            task(
+                "draft",
+                "gpt-4o",
+                TokenRange::bounded(800, 4000),
+                TokenRange::unbounded(0),
+                1,
+            ),
+            task(
+                "review",
+                "mystery-model",
+                TokenRange::bounded(50, 4000),
+                TokenRange::bounded(0, 256),
+                2,
+            ),
+            task(
+                "lint",
+                "local",
+                TokenRange::bounded(10, 4000),
+                TokenRange::bounded(1, 64),
+                1,
+            ),
+            task(
+                "polish",
+                "mystery-model",
+                TokenRange::bounded(50, 4000),
+                TokenRange::bounded(0, 256),
+                0,
+            ),
         ]
     }
 
@@ -357,7 +389,13 @@ mod tests {
         assert_eq!(outline.cost_usd.high.unwrap().to_string(), "0.04536");
         assert_eq!(outline.price_source.as_deref(), Some("--price"));
         assert_eq!(r.tasks[1].cost_usd.high, None);
-        assert_eq!(r.tasks[2].cost_usd, CostRange { low: None, high: None });
+        assert_eq!(
+            r.tasks[2].cost_usd,
+            CostRange {
+                low: None,
+                high: None
+            }
+        );
         assert_eq!(r.tasks[4].attempts, 1, "0 attempts counts as one");
         assert_eq!(r.total.unbounded, ["draft"]);
         assert_eq!(r.total.unpriced, ["mystery-model"]);
@@ -369,8 +407,20 @@ mod tests {
     #[test]
     fn a_fully_bounded_priced_plan_has_a_total_high_end() {
         let tasks = vec![
-            task("a", "gpt-4o", TokenRange::bounded(0, 1_000_000), TokenRange::bounded(0, 1_000_000), 1),
-            task("b", "gpt-4o", TokenRange::bounded(0, 1_000_000), TokenRange::bounded(0, 0), 2),
+            task(
+                "a",
+                "gpt-4o",
+                TokenRange::bounded(0, 1_000_000),
+                TokenRange::bounded(0, 1_000_000),
+                1,
+            ),
+            task(
+                "b",
+                "gpt-4o",
+                TokenRange::bounded(0, 1_000_000),
+                TokenRange::bounded(0, 0),
+                2,
+            ),
         ];
         let r = estimate_costs(&book(), &tasks);
         assert_eq!(r.total.cost_usd.high.unwrap().to_string(), "17.5");
@@ -397,7 +447,13 @@ mod tests {
 
     #[test]
     fn an_unpriced_but_bounded_total_is_unknown_not_unbounded() {
-        let tasks = vec![task("a", "mystery", TokenRange::bounded(1, 2), TokenRange::bounded(1, 2), 1)];
+        let tasks = vec![task(
+            "a",
+            "mystery",
+            TokenRange::bounded(1, 2),
+            TokenRange::bounded(1, 2),
+            1,
+        )];
         let text = estimate_costs(&book(), &tasks).render_text();
         let total = text.lines().find(|l| l.starts_with("total")).unwrap();
         assert!(total.ends_with("$0.000000  price unknown"), "{total}");

@@ -15,7 +15,9 @@ use crate::table::{PriceSource, PriceTable};
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum PriceFlagError {
     /// No `=` between model and prices.
-    #[error("--price {arg:?}: expected MODEL=IN,OUT[,CACHED] (US dollars per million tokens, e.g. gpt-4o=2.5,10,1.25)")]
+    #[error(
+        "--price {arg:?}: expected MODEL=IN,OUT[,CACHED] (US dollars per million tokens, e.g. gpt-4o=2.5,10,1.25)"
+    )]
     Shape {
         /// The flag's value.
         arg: String,
@@ -84,7 +86,9 @@ pub fn parse_price_flag(arg: &str) -> Result<(String, Price), PriceFlagError> {
 
 /// The table of every `--price` flag, labelled [`PriceSource::Flag`]; a
 /// later flag for the same model wins.
-pub fn flag_table<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<PriceTable, PriceFlagError> {
+pub fn flag_table<'a>(
+    args: impl IntoIterator<Item = &'a str>,
+) -> Result<PriceTable, PriceFlagError> {
     let mut table = PriceTable::new(PriceSource::Flag);
     for arg in args {
         let (model, price) = parse_price_flag(arg)?;
@@ -100,9 +104,15 @@ mod tests {
     #[test]
     fn reads_two_or_three_prices() {
         let (m, p) = parse_price_flag("gpt-4o=2.5,10,1.25").unwrap();
-        assert_eq!((m.as_str(), p.to_string().as_str()), ("gpt-4o", "in 2.5 / cached 1.25 / out 10"));
+        assert_eq!(
+            (m.as_str(), p.to_string().as_str()),
+            ("gpt-4o", "in 2.5 / cached 1.25 / out 10")
+        );
         let (m, p) = parse_price_flag("ollama/llama3:8b=0,0").unwrap();
-        assert_eq!((m.as_str(), p.to_string().as_str()), ("ollama/llama3:8b", "in 0 / cached 0 / out 0"));
+        assert_eq!(
+            (m.as_str(), p.to_string().as_str()),
+            ("ollama/llama3:8b", "in 0 / cached 0 / out 0")
+        );
         let (m, _) = parse_price_flag("a=b=1,2").unwrap();
         assert_eq!(m, "a=b");
         let t = flag_table(["x=1,2", "x=3,4"]).unwrap();
@@ -117,14 +127,26 @@ mod tests {
             "--price \"gpt-4o\": expected MODEL=IN,OUT[,CACHED] (US dollars per million tokens, e.g. gpt-4o=2.5,10,1.25)"
         );
         assert_eq!(e("=1,2"), "--price \"=1,2\": the model name is empty");
-        assert_eq!(e("m=1"), "--price \"m=1\": expected 2 or 3 prices (IN,OUT[,CACHED]), found 1");
-        assert_eq!(e("m=1,2,3,4"), "--price \"m=1,2,3,4\": expected 2 or 3 prices (IN,OUT[,CACHED]), found 4");
-        assert_eq!(e("m=-1,2"), "--price \"m=-1,2\": the input price \"-1\" is negative");
+        assert_eq!(
+            e("m=1"),
+            "--price \"m=1\": expected 2 or 3 prices (IN,OUT[,CACHED]), found 1"
+        );
+        assert_eq!(
+            e("m=1,2,3,4"),
+            "--price \"m=1,2,3,4\": expected 2 or 3 prices (IN,OUT[,CACHED]), found 4"
+        );
+        assert_eq!(
+            e("m=-1,2"),
+            "--price \"m=-1,2\": the input price \"-1\" is negative"
+        );
         assert_eq!(
             e("m=1,ten"),
             "--price \"m=1,ten\": the output price \"ten\" is not a number (write a plain decimal such as 2.5)"
         );
-        assert_eq!(e("m=1,2,"), "--price \"m=1,2,\": the cached input price \"\" is empty");
+        assert_eq!(
+            e("m=1,2,"),
+            "--price \"m=1,2,\": the cached input price \"\" is empty"
+        );
         assert_eq!(
             e("m=1,2,0.0000001"),
             "--price \"m=1,2,0.0000001\": the cached input price \"0.0000001\" has more than 6 decimal places"

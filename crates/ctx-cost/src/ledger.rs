@@ -379,7 +379,8 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..200u32 {
                         let id = format!("{t}-{i}");
-                        let high = Usd::from_picos(u128::from(1 + (i * 7 + t) % 50) * 1_000_000_000);
+                        let high =
+                            Usd::from_picos(u128::from(1 + (i * 7 + t) % 50) * 1_000_000_000);
                         if ledger.reserve(&id, high) == Ok(Reservation::Reserved) {
                             let snap = ledger.snapshot();
                             assert!(snap.spent.saturating_add(snap.reserved) <= snap.budget);

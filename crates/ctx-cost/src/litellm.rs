@@ -608,7 +608,10 @@ mod tests {
             PricesFileError::InvalidPrice {
                 line, model, field, ..
             } => {
-                assert_eq!((*line, model.as_str(), field.as_str()), (3, "m", "output_cost_per_token"));
+                assert_eq!(
+                    (*line, model.as_str(), field.as_str()),
+                    (3, "m", "output_cost_per_token")
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -654,7 +657,10 @@ mod tests {
             classify("output_cost_per_token_above_272k_tokens"),
             Some((Kind::Output, Some(272)))
         );
-        assert_eq!(classify("input_cost_per_token_above_200k_tokens_priority"), None);
+        assert_eq!(
+            classify("input_cost_per_token_above_200k_tokens_priority"),
+            None
+        );
         assert_eq!(classify("input_cost_per_token_above_k_tokens"), None);
         assert_eq!(classify("input_cost_per_token_batches"), None);
         assert_eq!(classify("input_cost_per_token_flex"), None);
@@ -664,8 +670,14 @@ mod tests {
     #[test]
     fn a_missing_file_names_the_path() {
         let e = load_litellm(Path::new("/nonexistent/prices.json")).unwrap_err();
-        assert!(e.to_string().starts_with("cannot read prices file /nonexistent/prices.json"));
-        assert!(std::error::Error::source(&e).is_some(), "the io error is kept");
+        assert!(
+            e.to_string()
+                .starts_with("cannot read prices file /nonexistent/prices.json")
+        );
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "the io error is kept"
+        );
     }
 
     /// The real table LiteLLM ships, when a copy is at hand

@@ -97,7 +97,7 @@ impl Usd {
         let step = 10u128.pow(USD_DECIMALS - decimals);
         let units = match round {
             Round::Down => self.0 / step,
-            Round::Up => self.0 / step + u128::from(self.0 % step != 0),
+            Round::Up => self.0 / step + u128::from(!self.0.is_multiple_of(step)),
         };
         let scale = 10u128.pow(decimals);
         let (whole, frac) = (units / scale, units % scale);
@@ -164,7 +164,9 @@ impl Rate {
     /// (`2.5`), exactly: at most six decimal places, no sign, no exponent.
     pub fn parse(text: &str) -> Result<Rate, DecimalError> {
         let micros = parse_decimal(text, RATE_DECIMALS, Rounding::Exact)?;
-        u64::try_from(micros).map(Rate).map_err(|_| DecimalError::TooLarge)
+        u64::try_from(micros)
+            .map(Rate)
+            .map_err(|_| DecimalError::TooLarge)
     }
 
     /// A rate from a per-token price in dollars as LiteLLM writes it
@@ -459,7 +461,10 @@ mod tests {
         // The extremes do not overflow.
         let max = Rate(u64::MAX).cost(u64::MAX);
         assert_eq!(max.picos(), u128::from(u64::MAX) * u128::from(u64::MAX));
-        assert_eq!(Usd(u128::MAX).saturating_add(Usd::ONE_DOLLAR), Usd(u128::MAX));
+        assert_eq!(
+            Usd(u128::MAX).saturating_add(Usd::ONE_DOLLAR),
+            Usd(u128::MAX)
+        );
         assert_eq!(Usd(u128::MAX).saturating_mul(3), Usd(u128::MAX));
     }
 

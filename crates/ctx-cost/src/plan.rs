@@ -66,7 +66,10 @@ mod tests {
         )
         .unwrap();
         let t = plan_table(&prices);
-        assert_eq!(t.get("my-model").unwrap().to_string(), "in 3 / cached 0.3 / out 12.5");
+        assert_eq!(
+            t.get("my-model").unwrap().to_string(),
+            "in 3 / cached 0.3 / out 12.5"
+        );
         assert_eq!(t.get("b").unwrap().to_string(), "in 0 / cached 0 / out 0");
         assert_eq!(t.source(), &PriceSource::Plan);
         let back = serde_json::to_string(&prices).unwrap();
@@ -78,12 +81,21 @@ mod tests {
 
     #[test]
     fn refuses_bad_prices_naming_the_field() {
-        let bad = |text: &str| serde_json::from_str::<PlanPrices>(text).unwrap_err().to_string();
+        let bad = |text: &str| {
+            serde_json::from_str::<PlanPrices>(text)
+                .unwrap_err()
+                .to_string()
+        };
         assert!(bad(r#"{"m": {"input": -1, "output": 1}}"#).contains("is negative"));
         assert!(bad(r#"{"m": {"input": "1", "output": 1}}"#).contains("dollars per million"));
         assert!(bad(r#"{"m": {"input": 1}}"#).contains("missing field `output`"));
-        assert!(bad(r#"{"m": {"input": 1, "output": 1, "currency": "EUR"}}"#).contains("unknown field"));
-        assert!(bad(r#"{"m": {"input": 0.0000001, "output": 1}}"#).contains("more than 6 decimal places"));
+        assert!(
+            bad(r#"{"m": {"input": 1, "output": 1, "currency": "EUR"}}"#).contains("unknown field")
+        );
+        assert!(
+            bad(r#"{"m": {"input": 0.0000001, "output": 1}}"#)
+                .contains("more than 6 decimal places")
+        );
     }
 
     #[test]

@@ -240,7 +240,10 @@ mod tests {
             book.lookup("gemini/gemini-2.5-flash").unwrap().key,
             "gemini/gemini-2.5-flash"
         );
-        assert!(book.lookup("gemini-2.5-flash").is_none(), "no prefix is added");
+        assert!(
+            book.lookup("gemini-2.5-flash").is_none(),
+            "no prefix is added"
+        );
         assert!(book.lookup("GPT-4o").is_none(), "case matters");
         assert!(book.lookup("a/b/gpt-4o").is_none(), "one prefix only");
         assert!(book.lookup("").is_none());
@@ -264,6 +267,13 @@ mod tests {
             .iter()
             .map(|m| format!("{} {}", m.key, m.source))
             .collect();
-        assert_eq!(listed, ["gpt-4o --price", "o3 file p.json", "openai/gpt-4o file p.json"]);
+        assert_eq!(
+            listed,
+            [
+                "gpt-4o --price",
+                "o3 file p.json",
+                "openai/gpt-4o file p.json"
+            ]
+        );
     }
 }
