@@ -249,37 +249,9 @@ impl CostReport {
                 _ => high(total.cost_usd),
             },
         ]);
-        let mut width = header.map(str::len);
-        for row in &rows {
-            for (w, cell) in width.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
         // Text columns left-aligned, figures right-aligned.
         let right = [false, false, true, true, true, true, true];
-        let mut out = String::new();
-        let mut line = |cells: &[String]| {
-            let mut text = String::new();
-            for (i, cell) in cells.iter().enumerate() {
-                if i > 0 {
-                    text.push_str("  ");
-                }
-                let pad = width[i].saturating_sub(cell.chars().count());
-                if right[i] {
-                    text.extend(std::iter::repeat_n(' ', pad));
-                    text.push_str(cell);
-                } else {
-                    text.push_str(cell);
-                    text.extend(std::iter::repeat_n(' ', pad));
-                }
-            }
-            out.push_str(text.trim_end());
-            out.push('\n');
-        };
-        line(&header.map(String::from));
-        for row in &rows {
-            line(row);
-        }
+        let mut out = crate::text_table::render(header, &rows, right);
         if !total.unbounded.is_empty() {
             out.push_str(&format!(
                 "unbounded: {} (no max_tokens: set params.max_tokens or pass --max-tokens)\n",

@@ -213,6 +213,17 @@ impl BudgetLedger {
         self.books().spent
     }
 
+    /// Reservations of tasks in flight.
+    pub fn reserved(&self) -> Usd {
+        self.books().reserved
+    }
+
+    /// `budget - spent - reserved`, or zero: the largest reservation that
+    /// would be granted right now.
+    pub fn remaining(&self) -> Usd {
+        self.snapshot().remaining
+    }
+
     /// The books at this moment, all figures from one lock.
     pub fn snapshot(&self) -> LedgerSnapshot {
         let books = self.books();

@@ -86,10 +86,12 @@ mod defaults;
 mod estimate;
 mod flag;
 mod ledger;
+mod listing;
 mod litellm;
 mod plan;
 mod price;
 mod table;
+mod text_table;
 
 pub use defaults::default_table;
 pub use estimate::{
@@ -101,6 +103,7 @@ pub use ledger::{
     BudgetLedger, LedgerError, LedgerSnapshot, MaxCostError, Reservation, Settlement,
     parse_max_cost,
 };
+pub use listing::{DefaultTableLabel, ListedPrice, PriceListing};
 pub use litellm::{PriceProblem, PricesFileError, load_litellm, parse_litellm};
 pub use money::{DecimalError, Rate, Round, Usd};
 pub use plan::{PlanPrice, PlanPrices, plan_table};

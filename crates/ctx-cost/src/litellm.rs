@@ -200,11 +200,24 @@ enum Problem {
     },
 }
 
+/// serde_json's own message for the problem; callers see the typed error
+/// that [`locate`] builds from the same data instead.
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Only seen if serde_json's own message is shown; the typed error
-        // built by `locate` replaces it.
-        write!(f, "{self:?}")
+        match self {
+            Problem::Price {
+                model,
+                field,
+                problem,
+            } => write!(f, "model {model:?}: {field} {problem}"),
+            Problem::NotAnEntry { model } => write!(f, "model {model:?}: not an object"),
+            Problem::Duplicate { model, field } => {
+                write!(f, "{} appears twice", duplicate_what(model, field))
+            }
+            Problem::MixedThresholds { model, .. } => {
+                write!(f, "model {model:?}: mixed long-context thresholds")
+            }
+        }
     }
 }
 
