@@ -98,6 +98,25 @@ mod tests {
         );
     }
 
+    /// Plans are mostly YAML: the same type reads there, integers and
+    /// floats alike, and a bad value is refused.
+    #[test]
+    fn reads_from_yaml_too() {
+        let prices: PlanPrices = serde_saphyr::from_str(
+            "my-model:\n  input: 3\n  output: 12.5\n  cached_input: 0.075\n",
+        )
+        .unwrap();
+        assert_eq!(
+            plan_table(&prices).get("my-model").unwrap().to_string(),
+            "in 3 / cached 0.075 / out 12.5"
+        );
+        let err = serde_saphyr::from_str::<PlanPrices>("m:\n  input: -2\n  output: 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is negative"), "{err}");
+        assert!(serde_saphyr::from_str::<PlanPrices>("m:\n  input: two\n  output: 1\n").is_err());
+    }
+
     #[test]
     fn has_a_json_schema_with_non_negative_numbers() {
         let schema = schemars::schema_for!(PlanPrices);
