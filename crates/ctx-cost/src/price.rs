@@ -1,0 +1,307 @@
+//! A model's price and the cost of one call.
+//!
+//! A price has three rates — prompt tokens, prompt tokens served from the
+//! provider's cache, completion tokens — and, for models that charge more
+//! for long prompts (Gemini 2.5 Pro, Claude Sonnet 4 and 4.5 above 200k
+//! tokens), a second set of rates that applies to the *whole* call once its
+//! prompt exceeds a threshold. That is how the providers bill and how
+//! LiteLLM's `*_above_200k_tokens` keys describe it.
+//!
+//! Two bounds are computed without knowing the exact usage:
+//! [`Price::lowest_cost`] for a call with *at least* the given tokens and
+//! [`Price::highest_cost`] for one with *at most* them. Both hold for every
+//! split of the prompt into cached and uncached tokens and for every rate
+//! set that could apply, so a cost range built from them always contains
+//! the real cost.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::money::{Rate, Usd};
+
+/// Token counts of one call, in OpenAI's convention: `cached_prompt_tokens`
+/// is the part of `prompt_tokens` the provider served from its cache
+/// (`usage.prompt_tokens_details.cached_tokens`); reasoning tokens are part
+/// of `completion_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Usage {
+    /// All prompt tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// The cached part of `prompt_tokens`.
+    pub cached_prompt_tokens: u64,
+    /// Generated tokens, reasoning included.
+    pub completion_tokens: u64,
+}
+
+/// The three rates of one pricing tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rates {
+    /// Uncached prompt tokens.
+    pub input: Rate,
+    /// Prompt tokens served from the provider's cache.
+    pub cached_input: Rate,
+    /// Completion tokens.
+    pub output: Rate,
+}
+
+impl Rates {
+    /// Rates whose cached price equals the input price: what a provider
+    /// without a cache discount charges.
+    pub const fn uncached(input: Rate, output: Rate) -> Rates {
+        Rates {
+            input,
+            cached_input: input,
+            output,
+        }
+    }
+
+    fn componentwise(self, other: Rates, pick: fn(Rate, Rate) -> Rate) -> Rates {
+        Rates {
+            input: pick(self.input, other.input),
+            cached_input: pick(self.cached_input, other.cached_input),
+            output: pick(self.output, other.output),
+        }
+    }
+}
+
+/// Rates that replace the base rates for a whole call whose prompt has more
+/// than `above_prompt_tokens` tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LongContext {
+    /// The threshold: a prompt of more tokens than this is billed at
+    /// `rates`.
+    pub above_prompt_tokens: u64,
+    /// The long-context rates.
+    pub rates: Rates,
+}
+
+/// A model's price.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Price {
+    /// The rates of an ordinary call.
+    pub base: Rates,
+    /// Higher rates for long prompts, where the provider has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub long_context: Option<LongContext>,
+}
+
+impl Price {
+    /// A single-tier price. Without a cached rate, cached tokens cost the
+    /// input rate (no discount is assumed).
+    pub fn flat(input: Rate, output: Rate, cached_input: Option<Rate>) -> Price {
+        Price {
+            base: Rates {
+                input,
+                cached_input: cached_input.unwrap_or(input),
+                output,
+            },
+            long_context: None,
+        }
+    }
+
+    /// The rates a call with `prompt_tokens` prompt tokens is billed at.
+    pub fn rates_for(&self, prompt_tokens: u64) -> Rates {
+        match self.long_context {
+            Some(lc) if prompt_tokens > lc.above_prompt_tokens => lc.rates,
+            _ => self.base,
+        }
+    }
+
+    /// The exact cost of one call. A usage reporting more cached than
+    /// prompt tokens (inconsistent server data) is billed as if the whole
+    /// prompt were cached, which keeps the cost within
+    /// [`Price::highest_cost`] of its prompt size.
+    pub fn cost(&self, usage: &Usage) -> Usd {
+        let rates = self.rates_for(usage.prompt_tokens);
+        let cached = usage.cached_prompt_tokens.min(usage.prompt_tokens);
+        let uncached = usage.prompt_tokens - cached;
+        rates
+            .input
+            .cost(uncached)
+            .saturating_add(rates.cached_input.cost(cached))
+            .saturating_add(rates.output.cost(usage.completion_tokens))
+    }
+
+    /// A lower bound on the cost of any call with at least `prompt_tokens`
+    /// prompt and at least `completion_tokens` completion tokens, however
+    /// much of the prompt is cached.
+    pub fn lowest_cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Usd {
+        // A longer prompt may move the call to the long-context tier, so
+        // every tier reachable from here is a candidate; a prompt already
+        // past the threshold can only be in that tier.
+        let rates = match self.long_context {
+            Some(lc) if prompt_tokens > lc.above_prompt_tokens => lc.rates,
+            Some(lc) => self.base.componentwise(lc.rates, Ord::min),
+            None => self.base,
+        };
+        rates
+            .input
+            .min(rates.cached_input)
+            .cost(prompt_tokens)
+            .saturating_add(rates.output.cost(completion_tokens))
+    }
+
+    /// An upper bound on the cost of any call with at most `prompt_tokens`
+    /// prompt and at most `completion_tokens` completion tokens, however
+    /// much of the prompt is cached.
+    pub fn highest_cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Usd {
+        let rates = match self.long_context {
+            Some(lc) if prompt_tokens > lc.above_prompt_tokens => {
+                self.base.componentwise(lc.rates, Ord::max)
+            }
+            _ => self.base,
+        };
+        rates
+            .input
+            .max(rates.cached_input)
+            .cost(prompt_tokens)
+            .saturating_add(rates.output.cost(completion_tokens))
+    }
+}
+
+/// `in 2.5 / cached 1.25 / out 10` (dollars per million tokens), with the
+/// long-context tier after a semicolon.
+impl fmt::Display for Price {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.base;
+        write!(
+            f,
+            "in {} / cached {} / out {}",
+            r.input, r.cached_input, r.output
+        )?;
+        if let Some(lc) = self.long_context {
+            let r = lc.rates;
+            write!(
+                f,
+                "; above {} prompt tokens: in {} / cached {} / out {}",
+                lc.above_prompt_tokens, r.input, r.cached_input, r.output
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn rate(s: &str) -> Rate {
+        Rate::parse(s).unwrap()
+    }
+
+    fn gpt_4o() -> Price {
+        Price::flat(rate("2.5"), rate("10"), Some(rate("1.25")))
+    }
+
+    fn tiered() -> Price {
+        Price {
+            base: Rates {
+                input: rate("1.25"),
+                cached_input: rate("0.125"),
+                output: rate("10"),
+            },
+            long_context: Some(LongContext {
+                above_prompt_tokens: 200_000,
+                rates: Rates {
+                    input: rate("2.5"),
+                    cached_input: rate("0.25"),
+                    output: rate("15"),
+                },
+            }),
+        }
+    }
+
+    #[test]
+    fn a_call_costs_its_tokens_times_its_rates() {
+        let usage = Usage {
+            prompt_tokens: 1_000,
+            cached_prompt_tokens: 400,
+            completion_tokens: 200,
+        };
+        // 600 × 2.5 + 400 × 1.25 + 200 × 10 micro-dollars... per million.
+        // = (1500 + 500 + 2000) × 10⁻⁶ dollars = $0.004
+        assert_eq!(gpt_4o().cost(&usage).to_string(), "0.004");
+    }
+
+    #[test]
+    fn long_prompts_switch_the_whole_call_to_the_long_context_rates() {
+        let p = tiered();
+        let at = |prompt| Usage {
+            prompt_tokens: prompt,
+            cached_prompt_tokens: 0,
+            completion_tokens: 1_000,
+        };
+        // 200,000 × 1.25 + 1,000 × 10 = 250,000 + 10,000 µ$ = $0.26
+        assert_eq!(p.cost(&at(200_000)).to_string(), "0.26");
+        // 200,001 × 2.5 + 1,000 × 15 = 500,002.5 + 15,000 µ$
+        assert_eq!(p.cost(&at(200_001)).to_string(), "0.5150025");
+    }
+
+    #[test]
+    fn cached_beyond_prompt_is_billed_as_all_cached() {
+        let usage = Usage {
+            prompt_tokens: 100,
+            cached_prompt_tokens: 500,
+            completion_tokens: 0,
+        };
+        assert_eq!(gpt_4o().cost(&usage), rate("1.25").cost(100));
+    }
+
+    #[test]
+    fn display_names_every_rate() {
+        assert_eq!(gpt_4o().to_string(), "in 2.5 / cached 1.25 / out 10");
+        assert_eq!(
+            tiered().to_string(),
+            "in 1.25 / cached 0.125 / out 10; above 200000 prompt tokens: in 2.5 / cached 0.25 / out 15"
+        );
+    }
+
+    fn any_rates() -> impl Strategy<Value = Rates> {
+        (0u64..50_000_000, 0u64..50_000_000, 0u64..100_000_000).prop_map(|(i, c, o)| Rates {
+            input: Rate::from_micros_per_million(i),
+            cached_input: Rate::from_micros_per_million(c),
+            output: Rate::from_micros_per_million(o),
+        })
+    }
+
+    fn any_price() -> impl Strategy<Value = Price> {
+        (
+            any_rates(),
+            proptest::option::of((0u64..300_000, any_rates())),
+        )
+            .prop_map(|(base, lc)| Price {
+                base,
+                long_context: lc.map(|(above_prompt_tokens, rates)| LongContext {
+                    above_prompt_tokens,
+                    rates,
+                }),
+            })
+    }
+
+    proptest! {
+        /// Every call inside a token range costs between the range's
+        /// bounds, whatever the tiers and whichever part is cached.
+        #[test]
+        fn bounds_contain_every_call_in_range(
+            price in any_price(),
+            p_lo in 0u64..400_000, p_extra in 0u64..400_000, p_at in 0.0f64..=1.0,
+            c_lo in 0u64..100_000, c_extra in 0u64..100_000, c_at in 0.0f64..=1.0,
+            cached_at in 0.0f64..=1.2,
+        ) {
+            let p_hi = p_lo + p_extra;
+            let c_hi = c_lo + c_extra;
+            let prompt = p_lo + (p_extra as f64 * p_at) as u64;
+            let completion = c_lo + (c_extra as f64 * c_at) as u64;
+            let usage = Usage {
+                prompt_tokens: prompt,
+                cached_prompt_tokens: (prompt as f64 * cached_at) as u64,
+                completion_tokens: completion,
+            };
+            let cost = price.cost(&usage);
+            prop_assert!(price.lowest_cost(p_lo, c_lo) <= cost);
+            prop_assert!(cost <= price.highest_cost(p_hi, c_hi));
+        }
+    }
+}
