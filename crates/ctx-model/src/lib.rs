@@ -67,6 +67,7 @@ mod parse;
 mod plan;
 mod result;
 mod schema;
+mod suggest;
 mod validate;
 
 pub use locate::*;
