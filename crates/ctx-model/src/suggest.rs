@@ -140,9 +140,7 @@ impl<'a> Suggester<'a> {
             let bound = best.map_or(limit, |(d, _)| d);
             let row_min = row.iter().copied().min().unwrap_or(usize::MAX);
             // Extending the prefix never lowers the row's minimum.
-            if row_min > bound
-                || best.is_some_and(|(d, i)| row_min == d && node.min_index > i)
-            {
+            if row_min > bound || best.is_some_and(|(d, i)| row_min == d && node.min_index > i) {
                 continue;
             }
             if let Some(t) = node.terminal {

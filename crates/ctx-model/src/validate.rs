@@ -1,7 +1,9 @@
 //! Checking a parsed plan: every problem at once, each naming its field.
 //!
 //! Parsing already rejects what the types can express (missing fields,
-//! unknown fields, wrong types). [`validate`] checks what they cannot: that
+//! wrong types). Unknown fields are read past and collected
+//! ([`ParsedPlan`]); [`ParsedPlan::problems`] reports them first, then
+//! [`validate`]'s. [`validate`] checks what the types cannot: that
 //! ids are unique and safe as file names, that dependencies name real tasks
 //! and form a DAG, that entity references resolve, that prompts are not
 //! empty and that config values are in range.
@@ -29,6 +31,7 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::parse::{ParsedPlan, UnknownField};
 use crate::plan::{INFERENCE_TOOL, Plan, SubTask};
 use crate::suggest::Suggester;
 
@@ -50,6 +53,8 @@ pub const TEMPERATURE_RANGE: std::ops::RangeInclusive<f64> = 0.0..=2.0;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ProblemCode {
+    /// A key the plan format does not have (`dependancies`).
+    UnknownField,
     /// The plan has no sub-tasks.
     NoTasks,
     /// A task id is empty or only whitespace.
@@ -103,6 +108,7 @@ impl ProblemCode {
     /// The code as written in JSON output.
     pub fn as_str(self) -> &'static str {
         match self {
+            ProblemCode::UnknownField => "unknown_field",
             ProblemCode::NoTasks => "no_tasks",
             ProblemCode::EmptyId => "empty_id",
             ProblemCode::InvalidId => "invalid_id",
@@ -251,6 +257,40 @@ pub fn validate(plan: &Plan) -> Vec<Problem> {
         });
     }
     out
+}
+
+impl ParsedPlan {
+    /// Every problem of the plan as read, in a deterministic order: its
+    /// unknown fields in file order, each with the known field it is
+    /// closest to, then [`validate`]'s problems. Empty when the plan is
+    /// valid.
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut out: Vec<Problem> = self
+            .unknown_fields
+            .iter()
+            .map(|u| unknown_field_problem(&self.plan, u))
+            .collect();
+        out.extend(validate(&self.plan));
+        out
+    }
+}
+
+fn unknown_field_problem(plan: &Plan, unknown: &UnknownField) -> Problem {
+    let hint = match Suggester::new(unknown.expected.iter().copied()).suggest(&unknown.key, None) {
+        Some(name) => format!(" (did you mean {}?)", quoted(name)),
+        None if unknown.expected.is_empty() => String::new(),
+        None => format!(" (known fields: {})", unknown.expected.join(", ")),
+    };
+    Problem {
+        code: ProblemCode::UnknownField,
+        task_id: unknown
+            .task
+            .and_then(|i| plan.sub_tasks.get(i))
+            .filter(|t| !t.id.trim().is_empty())
+            .map(|t| t.id.clone()),
+        field: unknown.field.clone(),
+        message: format!("unknown field {}{hint}", quoted(&unknown.key)),
+    }
 }
 
 fn check_config(plan: &Plan, out: &mut Vec<Problem>) {
