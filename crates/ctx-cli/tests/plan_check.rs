@@ -163,8 +163,8 @@ fn unknown_fields_are_reported_with_every_other_problem() {
         .stderr("")
         .stdout(format!(
             "{shown}:7:5: task \"b\": sub_tasks[1].dependancies: unknown field \"dependancies\" (did you mean \"dependencies\"?)\n\
-             {shown}:15:3: config.max_prompt_token: unknown field \"max_prompt_token\" (did you mean \"max_prompt_tokens\"?)\n\
-             {shown}:12:20: task \"c\": sub_tasks[2].dependencies[0]: unknown task id \"bb\" (did you mean \"b\"?)\n\
+             {shown}:16:3: config.max_prompt_token: unknown field \"max_prompt_token\" (did you mean \"max_prompt_tokens\"?)\n\
+             {shown}:12:20: task \"c\": sub_tasks[2].dependencies[0]: unknown task id \"bb\"\n\
              {shown}: invalid: 3 problems (3 tasks, 0 entities, 1 dependency)\n"
         ));
 
@@ -232,7 +232,7 @@ fn schema_version_as_text_is_a_located_parse_error() {
         .code(2)
         .stdout("")
         .stderr(predicate::str::starts_with(format!(
-            "error: {shown}:1:17: schema_version: invalid type: string \"1\""
+            "error: {shown}:1:1: schema_version: invalid type: string \"1\", expected a version number"
         )));
 }
 
