@@ -104,7 +104,10 @@ fn median(text: &str, runs: usize) -> (Duration, usize) {
 
 fn main() {
     let n = 10_000;
-    println!("| shape | problems at N | N = {n} | 4N = {} | ratio |", 4 * n);
+    println!(
+        "| shape | problems at N | N = {n} | 4N = {} | ratio |",
+        4 * n
+    );
     println!("|---|---|---|---|---|");
     for (shape, make) in [
         (
