@@ -244,6 +244,23 @@ mod tests {
     }
 
     #[test]
+    fn long_similar_ids_find_their_match_within_the_cap() {
+        // Long ids allow many edits (a third of the length), so pruning
+        // starts late; walking the branch that matches the word first
+        // finds the close candidate early and tightens the bound.
+        let ids: Vec<String> = (0..10_000)
+            .map(|i| format!("implement-feature-{i:05}-for-the-user-interface"))
+            .collect();
+        let s = Suggester::new(ids.iter().map(String::as_str));
+        for id in ids.iter().step_by(331) {
+            let typo = id
+                .replacen("feature", "featrue", 1)
+                .replacen("user", "usr", 1);
+            assert_eq!(s.suggest(&typo, None), Some(id.as_str()), "{typo}");
+        }
+    }
+
+    #[test]
     fn a_huge_word_is_bounded() {
         let long = "x".repeat(200_000);
         let near = format!("{long}y");
