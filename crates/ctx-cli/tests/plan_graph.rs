@@ -119,6 +119,34 @@ fn mermaid_and_dot_draw_every_edge_and_escape_labels() {
     assert!(d.contains(r#""a" -> "c" [penwidth=2];"#), "{d}");
     assert!(d.contains(r#""a" -> "b";"#), "{d}");
     assert!(d.contains(r#"Quick \"side\""#), "{d}");
+    // Exactly the path's nodes are bold and exactly its edges are thick:
+    // a -> c -> d, not b, and not the edge b -> d into a path node.
+    let bold: Vec<&str> = d
+        .lines()
+        .filter(|l| l.contains("style=bold"))
+        .map(|l| l.trim().split(' ').next().unwrap_or(""))
+        .collect();
+    assert_eq!(bold, [r#""a""#, r#""c""#, r#""d""#], "{d}");
+    let thick: Vec<&str> = d
+        .lines()
+        .filter(|l| l.contains("-> ") && l.contains("penwidth=2"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        thick,
+        [r#""a" -> "c" [penwidth=2];"#, r#""c" -> "d" [penwidth=2];"#],
+        "{d}"
+    );
+    // Mermaid numbers links in the order written; the path's are styled.
+    let links: Vec<&str> = m.lines().filter(|l| l.contains(" --> ")).collect();
+    let styled: Vec<usize> = m
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("linkStyle "))
+        .and_then(|l| l.split(' ').next())
+        .map(|l| l.split(',').map(|n| n.parse().unwrap()).collect())
+        .unwrap_or_default();
+    let styled_links: Vec<&str> = styled.iter().map(|&k| links[k].trim()).collect();
+    assert_eq!(styled_links, ["t0 --> t2", "t2 --> t3"], "{m}");
 }
 
 #[test]

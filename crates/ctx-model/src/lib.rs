@@ -32,7 +32,11 @@
 //! types cannot express — an unknown dependency, a cycle, an empty prompt:
 //! [`validate`] returns every such [`Problem`] at once, each with a stable
 //! [`ProblemCode`], the task id and the field; a [`FieldLocator`] turns the
-//! field into a line and column of the text. [`plan_json_schema`] is the
+//! field into a line and column of the text. [`parse_plan`] refuses an
+//! unknown field (`dependancies`) as a parse error;
+//! [`parse_plan_with_unknown_fields`] reads past them so that
+//! [`ParsedPlan::problems`] reports them beside the others, as `ctx plan
+//! check` does. [`plan_json_schema`] is the
 //! format's JSON Schema for editors. The format is documented in
 //! `docs/plan-format.md`.
 //!
@@ -67,6 +71,7 @@ mod parse;
 mod plan;
 mod result;
 mod schema;
+mod suggest;
 mod validate;
 
 pub use locate::*;

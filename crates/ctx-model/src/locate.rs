@@ -16,6 +16,9 @@ use serde_saphyr::granit_parser::{Event, Parser};
 #[derive(Debug, Clone, Default)]
 pub struct FieldLocator {
     positions: HashMap<String, (u64, u64)>,
+    /// Where each mapping key is written, by the path it names; what an
+    /// unknown field points at (its value may be far below it).
+    keys: HashMap<String, (u64, u64)>,
 }
 
 #[derive(Debug)]
@@ -52,6 +55,7 @@ impl FieldLocator {
     /// ```
     pub fn new(text: &str) -> FieldLocator {
         let mut positions = HashMap::new();
+        let mut keys = HashMap::new();
         let mut stack: Vec<Frame> = Vec::new();
         for item in Parser::new_from_str(text) {
             let Ok((event, span)) = item else { break };
@@ -63,6 +67,7 @@ impl FieldLocator {
                     {
                         *key = Some(value.into_owned());
                         *state = KeyState::Value;
+                        keys.entry(path_of(&stack)).or_insert(at);
                         continue;
                     }
                     positions.entry(path_of(&stack)).or_insert(at);
@@ -114,7 +119,7 @@ impl FieldLocator {
                 _ => {}
             }
         }
-        FieldLocator { positions }
+        FieldLocator { positions, keys }
     }
 
     /// The 1-based line and column where `field`'s value starts; for a
@@ -132,6 +137,31 @@ impl FieldLocator {
             // Drop the last segment: `.key` or `[i]`.
             let cut = path.rfind(['.', '[']).unwrap_or(0);
             path = &path[..cut];
+        }
+    }
+}
+
+impl FieldLocator {
+    /// Where the key naming `field` is written (`dependancies` in
+    /// `dependancies: [a]`), else where [`locate`](Self::locate) finds it.
+    ///
+    /// ```
+    /// let text = "schema_version: 1\nsub_tasks:\n  - id: a\n    dependancies:\n      - b\n";
+    /// let at = ctx_model::FieldLocator::new(text);
+    /// assert_eq!(at.locate_key("sub_tasks[0].dependancies"), Some((4, 5)));
+    /// assert_eq!(at.locate("sub_tasks[0].dependancies"), Some((5, 7)));
+    /// ```
+    pub fn locate_key(&self, field: &str) -> Option<(u64, u64)> {
+        self.keys.get(field).copied().or_else(|| self.locate(field))
+    }
+
+    /// Where a problem points: the key of an unknown field, the value of
+    /// any other field.
+    pub fn locate_problem(&self, problem: &crate::Problem) -> Option<(u64, u64)> {
+        if problem.code == crate::ProblemCode::UnknownField {
+            self.locate_key(&problem.field)
+        } else {
+            self.locate(&problem.field)
         }
     }
 }

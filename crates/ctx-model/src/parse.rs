@@ -2,10 +2,22 @@
 //!
 //! Both formats deserialize straight into the typed [`Plan`] (never into an
 //! untyped tree first), so every rule the types carry — required fields,
-//! `deny_unknown_fields`, enum spellings — is enforced by the parser itself
-//! and reported with a line, a column and, where serde knows it, the field
-//! path (`sub_tasks[2].dependancies`). Field paths come from
+//! types, enum spellings — is enforced by the parser itself and reported
+//! with a line, a column and, where serde knows it, the field path
+//! (`sub_tasks[2].dependancies`). Field paths come from
 //! `serde_path_to_error`, which wraps either deserializer.
+//!
+//! ## Unknown fields
+//!
+//! A key the format does not have (`dependancies`) does not stop the
+//! reading: `serde_ignored` collects every such key with its path while the
+//! rest of the plan is read, so `ctx plan check` can report all of them
+//! beside the validation problems ([`parse_plan_with_unknown_fields`],
+//! [`ParsedPlan::problems`](crate::ParsedPlan::problems)). [`parse_plan`]
+//! stays strict: the first unknown key is a located [`PlanError::Syntax`].
+//! Either way a plan with an unknown key is never run, since a typo such as
+//! `dependancies` would otherwise silently drop edges of the DAG. `params`
+//! is free-form and has no unknown keys.
 //!
 //! ## Why the version wins over every other error
 //!
@@ -221,6 +233,12 @@ impl PlanSource {
     pub fn parse(&self) -> Result<Plan, PlanError> {
         parse_plan(&self.text, &self.origin, self.format)
     }
+
+    /// Parses the text, reading past unknown keys
+    /// ([`parse_plan_with_unknown_fields`]).
+    pub fn parse_with_unknown_fields(&self) -> Result<ParsedPlan, PlanError> {
+        parse_plan_with_unknown_fields(&self.text, &self.origin, self.format)
+    }
 }
 
 /// Reads the plan text at `path` (`-` reads standard input, as JSON), at
@@ -287,6 +305,106 @@ fn read_capped(reader: impl std::io::Read, buf: &mut Vec<u8>) -> std::io::Result
     reader.take(limit).read_to_end(buf).map(|_| ())
 }
 
+/// A key the plan format does not have, met while reading a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownField {
+    /// Where, as a path into the plan: `sub_tasks[2].dependancies`.
+    pub field: String,
+    /// The key as written: `dependancies`.
+    pub key: String,
+    /// The index of the task it belongs to, when it is inside `sub_tasks`.
+    pub task: Option<usize>,
+    /// The keys the enclosing object accepts; empty when not known.
+    pub expected: &'static [&'static str],
+}
+
+/// A plan as read, with the unknown keys it was read past.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedPlan {
+    /// The plan, every unknown key left out.
+    pub plan: Plan,
+    /// The unknown keys, in the order they are written.
+    pub unknown_fields: Vec<UnknownField>,
+}
+
+/// Parses `text` as a plan in `format` like [`parse_plan`], but reads past
+/// unknown keys and returns them beside the plan, for a caller that reports
+/// every problem at once. Text that cannot be read as a plan at all (bad
+/// syntax, a wrong type, a missing field, an unsupported `schema_version`)
+/// is still an error; when an unknown key was read before such a failure
+/// (`descripton` leaves `description` missing), the error names that key.
+///
+/// ```
+/// use ctx_model::{parse_plan_with_unknown_fields, PlanFormat};
+///
+/// let text = "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    dependancies: [b]\n    tool_or_prompt: {name: inference, params: {prompt: go}}\n";
+/// let parsed = parse_plan_with_unknown_fields(text, "plan.yaml", PlanFormat::Yaml).unwrap();
+/// assert_eq!(parsed.unknown_fields[0].field, "sub_tasks[0].dependancies");
+/// let problems = parsed.problems();
+/// assert_eq!(problems[0].to_string(),
+///     r#"task "a": sub_tasks[0].dependancies: unknown field "dependancies" (did you mean "dependencies"?)"#);
+/// ```
+pub fn parse_plan_with_unknown_fields(
+    text: &str,
+    origin: &str,
+    format: PlanFormat,
+) -> Result<ParsedPlan, PlanError> {
+    if text.len() > MAX_PLAN_BYTES {
+        return Err(PlanError::TooLarge {
+            origin: origin.to_string(),
+            size: text.len(),
+            limit: MAX_PLAN_BYTES,
+        });
+    }
+    let mut unknown_fields = Vec::new();
+    let parsed = match format {
+        PlanFormat::Json => parse_json(text, origin, &mut unknown_fields),
+        PlanFormat::Yaml => parse_yaml(text, origin, &mut unknown_fields),
+    };
+    let unsupported = |found: String| PlanError::UnsupportedVersion {
+        origin: origin.to_string(),
+        found,
+    };
+    match parsed {
+        Ok(plan) if plan.schema_version != SCHEMA_VERSION => {
+            Err(unsupported(plan.schema_version.to_string()))
+        }
+        Ok(plan) => Ok(ParsedPlan {
+            plan,
+            unknown_fields,
+        }),
+        // A plan for another format version fails on whatever this build
+        // does not know; when its version says so, report that instead.
+        // (Probing only on failure keeps a valid plan to one parse.)
+        // A misspelt required field (`descripton`) fails as a missing one;
+        // the unknown key read before the failure is the better message,
+        // and the one a strict parse gives.
+        Err(err) => match (probe_version(text, format), unknown_fields.first()) {
+            (Some(v), _) if !v.is_supported() => Err(unsupported(v.0)),
+            (_, Some(unknown)) => Err(unknown_field_error(text, origin, format, unknown)),
+            _ => Err(err),
+        },
+    }
+}
+
+/// The located parse error for `unknown`.
+fn unknown_field_error(
+    text: &str,
+    origin: &str,
+    format: PlanFormat,
+    unknown: &UnknownField,
+) -> PlanError {
+    let at = crate::FieldLocator::new(text).locate_key(&unknown.field);
+    PlanError::Syntax {
+        origin: origin.to_string(),
+        format,
+        line: at.map(|(l, _)| l),
+        column: at.map(|(_, c)| c),
+        field: Some(unknown.field.clone()),
+        message: unknown_field_message(unknown),
+    }
+}
+
 /// Parses `text` as a plan in `format`; `origin` names the source in
 /// errors (a path, or `<stdin>`).
 ///
@@ -305,34 +423,130 @@ fn read_capped(reader: impl std::io::Read, buf: &mut Vec<u8>) -> std::io::Result
 /// assert!(err.to_string().starts_with("plan.yaml:4:5: sub_tasks[0].dependancies: unknown field"));
 /// ```
 pub fn parse_plan(text: &str, origin: &str, format: PlanFormat) -> Result<Plan, PlanError> {
-    if text.len() > MAX_PLAN_BYTES {
-        return Err(PlanError::TooLarge {
-            origin: origin.to_string(),
-            size: text.len(),
-            limit: MAX_PLAN_BYTES,
-        });
+    let parsed = parse_plan_with_unknown_fields(text, origin, format)?;
+    match parsed.unknown_fields.first() {
+        None => Ok(parsed.plan),
+        Some(unknown) => Err(unknown_field_error(text, origin, format, unknown)),
     }
-    let parsed = match format {
-        PlanFormat::Json => parse_json(text, origin),
-        PlanFormat::Yaml => parse_yaml(text, origin),
-    };
-    let unsupported = |found: String| PlanError::UnsupportedVersion {
-        origin: origin.to_string(),
-        found,
-    };
-    match parsed {
-        Ok(plan) if plan.schema_version != SCHEMA_VERSION => {
-            Err(unsupported(plan.schema_version.to_string()))
+}
+
+/// serde's wording: ``unknown field `x`, expected one of `a`, `b` ``.
+fn unknown_field_message(unknown: &UnknownField) -> String {
+    let names: Vec<String> = unknown.expected.iter().map(|f| format!("`{f}`")).collect();
+    match names.as_slice() {
+        [] => format!("unknown field `{}`", unknown.key),
+        [one] => format!("unknown field `{}`, expected {one}", unknown.key),
+        _ => format!(
+            "unknown field `{}`, expected one of {}",
+            unknown.key,
+            names.join(", ")
+        ),
+    }
+}
+
+/// Turns `serde_ignored`'s path into an [`UnknownField`].
+fn unknown_field(path: &serde_ignored::Path<'_>) -> UnknownField {
+    enum Seg {
+        Key(String),
+        Index(usize),
+    }
+    fn collect(path: &serde_ignored::Path<'_>, out: &mut Vec<Seg>) {
+        use serde_ignored::Path;
+        match path {
+            Path::Root => {}
+            Path::Seq { parent, index } => {
+                collect(parent, out);
+                out.push(Seg::Index(*index));
+            }
+            Path::Map { parent, key } => {
+                collect(parent, out);
+                out.push(Seg::Key(key.clone()));
+            }
+            Path::Some { parent }
+            | Path::NewtypeStruct { parent }
+            | Path::NewtypeVariant { parent } => collect(parent, out),
         }
-        Ok(plan) => Ok(plan),
-        // A plan for another format version fails on whatever this build
-        // does not know; when its version says so, report that instead.
-        // (Probing only on failure keeps a valid plan to one parse.)
-        Err(err) => match probe_version(text, format) {
-            Some(v) if !v.is_supported() => Err(unsupported(v.0)),
-            _ => Err(err),
-        },
     }
+    let mut segs = Vec::new();
+    collect(path, &mut segs);
+    let mut field = String::new();
+    for seg in &segs {
+        match seg {
+            Seg::Key(k) => {
+                if !field.is_empty() {
+                    field.push('.');
+                }
+                field.push_str(k);
+            }
+            Seg::Index(i) => field.push_str(&format!("[{i}]")),
+        }
+    }
+    let key = match segs.last() {
+        Some(Seg::Key(k)) => k.clone(),
+        _ => String::new(),
+    };
+    let task = match segs.as_slice() {
+        [Seg::Key(k), Seg::Index(i), ..] if k == "sub_tasks" => Some(*i),
+        _ => None,
+    };
+    // The object the key sits in, by its place in the plan.
+    let parent: Vec<Option<&str>> = segs[..segs.len().saturating_sub(1)]
+        .iter()
+        .map(|s| match s {
+            Seg::Key(k) => Some(k.as_str()),
+            Seg::Index(_) => None,
+        })
+        .collect();
+    let expected = match parent.as_slice() {
+        [] => fields_of::<Plan>(),
+        [Some("entities"), None] => fields_of::<crate::Entity>(),
+        [Some("sub_tasks"), None] => fields_of::<crate::SubTask>(),
+        [Some("sub_tasks"), None, Some("entity_context"), None] => {
+            fields_of::<crate::EntityContext>()
+        }
+        [Some("sub_tasks"), None, Some("tool_or_prompt")] => fields_of::<crate::ToolOrPrompt>(),
+        [Some("config")] => fields_of::<crate::PlanConfig>(),
+        [Some("config"), Some("dependency")] => fields_of::<crate::DependencyConfig>(),
+        [Some("config"), Some("entities")] => fields_of::<crate::EntityContextConfig>(),
+        _ => &[],
+    };
+    UnknownField {
+        field,
+        key,
+        task,
+        expected,
+    }
+}
+
+/// The field names `T`'s derived `Deserialize` accepts, read from the types
+/// themselves (so they cannot drift from what the parser takes): a
+/// deserializer that records what `deserialize_struct` is asked for.
+fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    use serde::de::{Error as _, Visitor, value::Error};
+    struct Names<'a>(&'a mut &'static [&'static str]);
+    impl<'de> serde::Deserializer<'de> for Names<'_> {
+        type Error = Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+            Err(Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Error> {
+            *self.0 = fields;
+            Err(Error::custom("names read"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut names: &'static [&'static str] = &[];
+    let _ = T::deserialize(Names(&mut names));
+    names
 }
 
 /// `schema_version` as written, read with every other key ignored; `None`
@@ -347,12 +561,18 @@ fn probe_version(text: &str, format: PlanFormat) -> Option<VersionText> {
     probe.and_then(|p| p.schema_version)
 }
 
-fn parse_json(text: &str, origin: &str) -> Result<Plan, PlanError> {
+fn parse_json(
+    text: &str,
+    origin: &str,
+    unknown: &mut Vec<UnknownField>,
+) -> Result<Plan, PlanError> {
     // Editors on Windows like to start files with a byte-order mark, which
     // serde_json refuses; YAML allows it.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut de = serde_json::Deserializer::from_str(text);
-    let plan: Plan = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let mut found = |path: serde_ignored::Path<'_>| unknown.push(unknown_field(&path));
+    let collecting = serde_ignored::Deserializer::new(&mut de, &mut found);
+    let plan: Plan = serde_path_to_error::deserialize(collecting).map_err(|e| {
         let field = field_path(e.path());
         let inner = e.into_inner();
         json_error(origin, field, &inner)
@@ -404,11 +624,17 @@ fn yaml_options() -> serde_saphyr::Options {
     options
 }
 
-fn parse_yaml(text: &str, origin: &str) -> Result<Plan, PlanError> {
+fn parse_yaml(
+    text: &str,
+    origin: &str,
+    unknown: &mut Vec<UnknownField>,
+) -> Result<Plan, PlanError> {
     let mut path: Option<String> = None;
+    let mut found = |p: serde_ignored::Path<'_>| unknown.push(unknown_field(&p));
     let result =
         serde_saphyr::with_deserializer_from_str_with_options(text, yaml_options(), |de| {
-            serde_path_to_error::deserialize::<_, Plan>(de).map_err(|e| {
+            let collecting = serde_ignored::Deserializer::new(de, &mut found);
+            serde_path_to_error::deserialize::<_, Plan>(collecting).map_err(|e| {
                 path = field_path(e.path());
                 e.into_inner()
             })
@@ -646,6 +872,87 @@ mod tests {
     }
 
     #[test]
+    fn every_unknown_field_is_collected_in_file_order() {
+        let text = "schema_version: 1\ngaol: x\nentities:\n  - name: E\n    grounded_valu: x\nsub_tasks:\n  - id: a\n    dependancies: [b]\n    description: A\n    entity_context: [{entity_name: E, relevance: high}]\n    tool_or_prompt: {name: inference, prams: 1, params: {prompt: go, anything: 1}}\nconfig: {dependency: {max_output_len: 3}, entities: {include: true}, tokeniser: x}\n";
+        let parsed = parse_plan_with_unknown_fields(text, "p", PlanFormat::Yaml).unwrap();
+        let fields: Vec<(&str, &str, Option<usize>)> = parsed
+            .unknown_fields
+            .iter()
+            .map(|u| (u.field.as_str(), u.key.as_str(), u.task))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("gaol", "gaol", None),
+                ("entities[0].grounded_valu", "grounded_valu", None),
+                ("sub_tasks[0].dependancies", "dependancies", Some(0)),
+                (
+                    "sub_tasks[0].entity_context[0].relevance",
+                    "relevance",
+                    Some(0)
+                ),
+                ("sub_tasks[0].tool_or_prompt.prams", "prams", Some(0)),
+                ("config.dependency.max_output_len", "max_output_len", None),
+                ("config.entities.include", "include", None),
+                ("config.tokeniser", "tokeniser", None),
+            ]
+        );
+        // The known fields come from the types themselves.
+        assert!(parsed.unknown_fields[2].expected.contains(&"dependencies"));
+        assert!(parsed.unknown_fields[1].expected.contains(&"type"));
+        let messages: Vec<String> = parsed.problems().iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            messages[..3],
+            [
+                // Two edits in four letters is too far for a suggestion.
+                r#"gaol: unknown field "gaol" (known fields: schema_version, goal, entities, sub_tasks, config)"#,
+                r#"entities[0].grounded_valu: unknown field "grounded_valu" (did you mean "grounded_value"?)"#,
+                r#"task "a": sub_tasks[0].dependancies: unknown field "dependancies" (did you mean "dependencies"?)"#,
+            ]
+        );
+        assert_eq!(
+            messages[6],
+            r#"config.entities.include: unknown field "include" (known fields: include_all, filter_by_relevance, include_entity_type)"#
+        );
+        // The same plan in JSON collects the same paths.
+        let json = r#"{"schema_version": 1, "gaol": "x", "sub_tasks": [{"id": "a", "description": "A", "dependancies": [],
+            "tool_or_prompt": {"name": "inference", "params": {"prompt": "go", "anything": 1}}}]}"#;
+        let parsed = parse_plan_with_unknown_fields(json, "p", PlanFormat::Json).unwrap();
+        let fields: Vec<&str> = parsed
+            .unknown_fields
+            .iter()
+            .map(|u| u.field.as_str())
+            .collect();
+        assert_eq!(fields, ["gaol", "sub_tasks[0].dependancies"]);
+        // A strict parse refuses the first, located at its key.
+        let (line, column, field, message) =
+            syntax(parse_plan(json, "p", PlanFormat::Json).unwrap_err());
+        assert_eq!(
+            (line, column, field.as_deref()),
+            (Some(1), Some(23), Some("gaol"))
+        );
+        assert!(
+            message.starts_with("unknown field `gaol`, expected one of `schema_version`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_misspelt_required_field_is_named() {
+        let text = "schema_version: 1\nsub_tasks:\n  - id: a\n    descripton: A\n    tool_or_prompt: {name: inference, params: {prompt: go}}\n";
+        let err = parse_plan_with_unknown_fields(text, "p", PlanFormat::Yaml).unwrap_err();
+        let (line, column, field, message) = syntax(err);
+        assert_eq!(
+            (line, column, field.as_deref()),
+            (Some(4), Some(5), Some("sub_tasks[0].descripton"))
+        );
+        assert!(
+            message.starts_with("unknown field `descripton`"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn schema_version_is_checked_before_the_fields() {
         for (text, format) in [
             (
@@ -681,6 +988,36 @@ mod tests {
             .unwrap_err(),
         );
         assert_eq!(f.as_deref(), Some("schema_version"));
+        // Text is refused even when it reads as the right number: YAML
+        // quotes make a string, as JSON's do.
+        for (text, format, line) in [
+            (
+                "sub_tasks: []\nschema_version: \"1\"\n",
+                PlanFormat::Yaml,
+                2,
+            ),
+            ("schema_version: '1'\nsub_tasks: []\n", PlanFormat::Yaml, 1),
+            (
+                "{\"sub_tasks\": [],\n \"schema_version\": \"1\"}",
+                PlanFormat::Json,
+                2,
+            ),
+        ] {
+            let (l, c, f, m) = syntax(parse_plan(text, "p", format).unwrap_err());
+            assert_eq!(
+                (l, f.as_deref()),
+                (Some(line), Some("schema_version")),
+                "{text}"
+            );
+            assert!(c.is_some(), "{text}");
+            assert!(m.contains("invalid type: string"), "{m}");
+        }
+        for text in [
+            "schema_version: 1\nsub_tasks: []\n",
+            "schema_version: 0x1\nsub_tasks: []\n",
+        ] {
+            assert!(parse_plan(text, "p", PlanFormat::Yaml).is_ok(), "{text}");
+        }
     }
 
     #[test]

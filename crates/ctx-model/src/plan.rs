@@ -2,8 +2,14 @@
 //!
 //! Field names follow the originating design (`entity_context`,
 //! `grounded_value`, `tool_or_prompt`) so plans written for it load as they
-//! are. Every struct except [`Params`] rejects unknown fields: a typo such as
-//! `dependancies` must fail loudly, not silently drop every edge of the DAG.
+//! are. Every struct except [`Params`] has a closed set of fields: a typo
+//! such as `dependancies` must fail loudly, not silently drop every edge of
+//! the DAG. The derived `Deserialize` skips unknown keys so that
+//! [`parse_plan_with_unknown_fields`](crate::parse_plan_with_unknown_fields)
+//! can collect all of them; read plans through it or
+//! [`parse_plan`](crate::parse_plan) (which refuses them), not through
+//! `serde_json::from_str` alone. The JSON Schema says
+//! `additionalProperties: false` for each of them.
 
 use std::collections::BTreeMap;
 
@@ -15,10 +21,11 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// A task decomposition: entities plus sub-tasks that depend on each other.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Plan {
-    /// Always `1` for this format.
-    #[schemars(extend("const" = 1))]
+    /// Always `1` for this format, written as a number.
+    #[serde(deserialize_with = "schema_version_number")]
+    #[schemars(with = "u32", extend("const" = 1))]
     pub schema_version: u32,
     /// What the whole plan is for; informational.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,9 +40,31 @@ pub struct Plan {
     pub config: PlanConfig,
 }
 
+/// Reads `schema_version` as a number only. serde-saphyr converts a quoted
+/// YAML scalar to a number when the field asks for one, so `"1"` would pass
+/// where JSON refuses it; asking for whatever the text holds makes both
+/// formats refuse text with the same located type error.
+fn schema_version_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    struct Number;
+    impl serde::de::Visitor<'_> for Number {
+        type Value = u32;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a version number such as 1 (not text)")
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u32, E> {
+            u32::try_from(v)
+                .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u32, E> {
+            u32::try_from(v).map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+        }
+    }
+    d.deserialize_any(Number)
+}
+
 /// A named fact with the value the plan is grounded in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Entity {
     /// Unique name, referenced by `entity_context[].entity_name`.
     pub name: String,
@@ -68,7 +97,7 @@ impl Entity {
 
 /// One node of the DAG.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct SubTask {
     /// Unique, non-empty id. Ids name output files (`prompts/{id}.md`),
     /// so they may not contain `/`, `\` or control characters.
@@ -89,7 +118,7 @@ pub struct SubTask {
 
 /// A task's reference to a plan entity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct EntityContext {
     /// The name of an entry in the plan's `entities`.
     pub entity_name: String,
@@ -107,7 +136,7 @@ pub struct EntityContext {
 
 /// The tool a task runs. Only `inference` ships.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct ToolOrPrompt {
     /// The tool's name; [`INFERENCE_TOOL`] is the only one.
     pub name: String,
@@ -159,7 +188,7 @@ pub struct Params {
 
 /// Plan-wide settings. CLI flags override them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct PlanConfig {
     /// How dependency outputs are injected.
     #[serde(default)]
@@ -198,7 +227,7 @@ impl Default for PlanConfig {
 
 /// The design's `DependencyConfig`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct DependencyConfig {
     /// When false, a dependency's `summary` is injected instead of its
     /// output (the output is used when there is no summary).
@@ -250,7 +279,7 @@ pub enum SummarizeStrategy {
 
 /// The design's `EntityContextConfig`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct EntityContextConfig {
     /// Inject every plan entity into every task, not only the task's own
     /// `entity_context`.

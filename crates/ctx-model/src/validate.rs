@@ -1,7 +1,9 @@
 //! Checking a parsed plan: every problem at once, each naming its field.
 //!
 //! Parsing already rejects what the types can express (missing fields,
-//! unknown fields, wrong types). [`validate`] checks what they cannot: that
+//! wrong types). Unknown fields are read past and collected
+//! ([`ParsedPlan`]); [`ParsedPlan::problems`] reports them first, then
+//! [`validate`]'s. [`validate`] checks what the types cannot: that
 //! ids are unique and safe as file names, that dependencies name real tasks
 //! and form a DAG, that entity references resolve, that prompts are not
 //! empty and that config values are in range.
@@ -29,7 +31,9 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::parse::{ParsedPlan, UnknownField};
 use crate::plan::{INFERENCE_TOOL, Plan, SubTask};
+use crate::suggest::Suggester;
 
 /// The longest task id, in bytes. Ids name files (`prompts/{id}.md`), and
 /// most file systems cap a name at 255 bytes.
@@ -49,6 +53,8 @@ pub const TEMPERATURE_RANGE: std::ops::RangeInclusive<f64> = 0.0..=2.0;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ProblemCode {
+    /// A key the plan format does not have (`dependancies`).
+    UnknownField,
     /// The plan has no sub-tasks.
     NoTasks,
     /// A task id is empty or only whitespace.
@@ -102,6 +108,7 @@ impl ProblemCode {
     /// The code as written in JSON output.
     pub fn as_str(self) -> &'static str {
         match self {
+            ProblemCode::UnknownField => "unknown_field",
             ProblemCode::NoTasks => "no_tasks",
             ProblemCode::EmptyId => "empty_id",
             ProblemCode::InvalidId => "invalid_id",
@@ -213,8 +220,15 @@ pub fn validate(plan: &Plan) -> Vec<Problem> {
             .collect()
     };
 
+    // Indexed once: a plan can hold thousands of near-miss names.
+    let task_names = Suggester::new(task_ids.iter().copied());
+    let entity_set: HashSet<&str> = entity_names.iter().copied().collect();
+    let entities = Known {
+        names: &entity_set,
+        suggest: Suggester::new(entity_names.iter().copied()),
+    };
     for (i, task) in plan.sub_tasks.iter().enumerate() {
-        check_task(i, task, &first_index, &task_ids, &entity_names, &mut out);
+        check_task(i, task, &first_index, &task_names, &entities, &mut out);
     }
     let (cycles, more) = find_cycles_limited(plan, MAX_REPORTED_CYCLES);
     for cycle in &cycles {
@@ -243,6 +257,40 @@ pub fn validate(plan: &Plan) -> Vec<Problem> {
         });
     }
     out
+}
+
+impl ParsedPlan {
+    /// Every problem of the plan as read, in a deterministic order: its
+    /// unknown fields in file order, each with the known field it is
+    /// closest to, then [`validate`]'s problems. Empty when the plan is
+    /// valid.
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut out: Vec<Problem> = self
+            .unknown_fields
+            .iter()
+            .map(|u| unknown_field_problem(&self.plan, u))
+            .collect();
+        out.extend(validate(&self.plan));
+        out
+    }
+}
+
+fn unknown_field_problem(plan: &Plan, unknown: &UnknownField) -> Problem {
+    let hint = match Suggester::new(unknown.expected.iter().copied()).suggest(&unknown.key, None) {
+        Some(name) => format!(" (did you mean {}?)", quoted(name)),
+        None if unknown.expected.is_empty() => String::new(),
+        None => format!(" (known fields: {})", unknown.expected.join(", ")),
+    };
+    Problem {
+        code: ProblemCode::UnknownField,
+        task_id: unknown
+            .task
+            .and_then(|i| plan.sub_tasks.get(i))
+            .filter(|t| !t.id.trim().is_empty())
+            .map(|t| t.id.clone()),
+        field: unknown.field.clone(),
+        message: format!("unknown field {}{hint}", quoted(&unknown.key)),
+    }
 }
 
 fn check_config(plan: &Plan, out: &mut Vec<Problem>) {
@@ -317,12 +365,18 @@ fn check_entities<'p>(plan: &'p Plan, out: &mut Vec<Problem>) -> Vec<&'p str> {
     names
 }
 
+/// The plan's entity names, for membership and for suggestions.
+struct Known<'p> {
+    names: &'p HashSet<&'p str>,
+    suggest: Suggester<'p>,
+}
+
 fn check_task(
     i: usize,
     task: &SubTask,
     first_index: &HashMap<&str, usize>,
-    task_ids: &[&str],
-    entity_names: &[&str],
+    task_names: &Suggester<'_>,
+    entities: &Known<'_>,
     out: &mut Vec<Problem>,
 ) {
     let tid = (!task.id.trim().is_empty()).then(|| task.id.clone());
@@ -401,7 +455,7 @@ fn check_task(
                 format!(
                     "unknown task id {}{}",
                     quoted(dep),
-                    did_you_mean(dep, task_ids.iter().copied().filter(|&id| id != task.id))
+                    task_names.did_you_mean(dep, Some(task.id.as_str()))
                 ),
             );
         }
@@ -423,14 +477,14 @@ fn check_task(
             continue;
         }
         seen_entities.insert(&ec.entity_name, k);
-        if !entity_names.contains(&ec.entity_name.as_str()) {
+        if !entities.names.contains(ec.entity_name.as_str()) {
             push(
                 ProblemCode::UnknownEntity,
                 field(),
                 format!(
                     "unknown entity {}{}",
                     quoted(&ec.entity_name),
-                    did_you_mean(&ec.entity_name, entity_names.iter().copied())
+                    entities.suggest.did_you_mean(&ec.entity_name, None)
                 ),
             );
         }
@@ -446,7 +500,7 @@ fn check_task(
                 "unknown tool {} (this build ships: {}){}",
                 quoted(&tool.name),
                 KNOWN_TOOLS.join(", "),
-                did_you_mean(&tool.name, KNOWN_TOOLS.iter().copied())
+                Suggester::new(KNOWN_TOOLS).did_you_mean(&tool.name, None)
             ),
         );
     }
@@ -514,50 +568,6 @@ fn id_unsafe_reason(id: &str) -> Option<String> {
         ));
     }
     None
-}
-
-/// ` (did you mean "x"?)` when a candidate is close to `word`, else empty.
-///
-/// Close means an edit distance of at most a third of the word's length
-/// (so words under three characters only match ignoring case), or equal
-/// ignoring case. Ties go to the first candidate.
-pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> String {
-    let limit = word.chars().count() / 3;
-    let mut best: Option<(usize, &str)> = None;
-    for c in candidates {
-        if c == word {
-            continue;
-        }
-        let d = if c.to_lowercase() == word.to_lowercase() {
-            0
-        } else {
-            edit_distance(word, c)
-        };
-        if d <= limit && best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, c));
-        }
-    }
-    match best {
-        Some((_, c)) => format!(" (did you mean {}?)", quoted(c)),
-        None => String::new(),
-    }
-}
-
-/// Levenshtein distance over chars, two rows.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
 }
 
 /// The most cycles one check lists. A dense tangle of tasks can hold
@@ -1157,28 +1167,6 @@ mod tests {
         p.config.max_prompt_tokens = 1;
         p.config.dependency.max_output_length = None;
         assert_eq!(validate(&p), []);
-    }
-
-    #[test]
-    fn did_you_mean_is_conservative() {
-        let ids = ["html", "css", "game-logic"];
-        assert_eq!(
-            did_you_mean("htm", ids.iter().copied()),
-            r#" (did you mean "html"?)"#
-        );
-        assert_eq!(
-            did_you_mean("CSS", ids.iter().copied()),
-            r#" (did you mean "css"?)"#
-        );
-        assert_eq!(
-            did_you_mean("game_logic", ids.iter().copied()),
-            r#" (did you mean "game-logic"?)"#
-        );
-        assert_eq!(did_you_mean("js", ids.iter().copied()), "");
-        assert_eq!(did_you_mean("", ids.iter().copied()), "");
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("ü", "u"), 1);
     }
 
     #[test]

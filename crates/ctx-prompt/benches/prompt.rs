@@ -136,3 +136,48 @@ fn render_weekly(b: Bencher<'_, '_>) {
         render(&t, &Classes::default(), &values).map(|r| r.text.len())
     });
 }
+
+/// A generated template with `n` placeholders, one per line: mostly two
+/// trusted names, and every tenth an untrusted one in its own fence (so
+/// there are n / 10 fences too). The shape `ctx lint` and `ctx render`
+/// must handle in time linear in `n` (issue 8: 100,000 took 20 s).
+fn many_placeholders(n: usize) -> String {
+    let mut src = String::from("---\ntrusted: [NAME, WEEK]\nuntrusted: [NOTE]\n---\n");
+    for i in 0..n {
+        if i % 10 == 9 {
+            src.push_str("<untrusted-content>\n{{NOTE}}\n</untrusted-content>\n");
+        } else if i % 2 == 0 {
+            src.push_str("Report for {{NAME}}:\n");
+        } else {
+            src.push_str("in week {{WEEK}}.\n");
+        }
+    }
+    src
+}
+
+/// Parse and lint a template of 25,000 and of 100,000 placeholders: the
+/// second should take about 4× the first.
+#[divan::bench(args = [25_000, 100_000])]
+fn lint_placeholders(b: Bencher<'_, '_>, n: usize) {
+    let src = many_placeholders(n);
+    b.bench(|| {
+        let t = Template::parse(black_box(&src), "many.md").expect("template");
+        ctx_prompt::template::lint(&t, &Classes::default())
+            .findings
+            .len()
+    });
+}
+
+/// Parse, lint and render the same templates.
+#[divan::bench(args = [25_000, 100_000])]
+fn render_placeholders(b: Bencher<'_, '_>, n: usize) {
+    let src = many_placeholders(n);
+    let mut values = BTreeMap::new();
+    values.insert("NAME".to_string(), "Kestrel".to_string());
+    values.insert("WEEK".to_string(), "2026-W34".to_string());
+    values.insert("NOTE".to_string(), "a note <b>with</b> markup".to_string());
+    b.bench(|| {
+        let t = Template::parse(black_box(&src), "many.md").expect("template");
+        render(&t, &Classes::default(), &values).map(|r| r.text.len())
+    });
+}

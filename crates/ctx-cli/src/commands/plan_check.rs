@@ -2,16 +2,17 @@
 //!
 //! Reading a plan can fail two ways, and they exit differently:
 //!
-//! * the file cannot be read or is not a well-formed plan (bad syntax, an
-//!   unknown field such as `dependancies`, an unsupported
-//!   `schema_version`): one error naming `file:line:column` and the field
-//!   path, exit 2 (usage/input error);
-//! * the plan is well-formed but wrong (unknown dependency, cycle, empty
-//!   prompt, ...): every problem, one line each, exit 1.
+//! * the file cannot be read as a plan at all (bad syntax, a wrong type, a
+//!   missing field, an unsupported `schema_version`): one error naming
+//!   `file:line:column` and the field path, exit 2 (usage/input error);
+//! * the plan can be read but is wrong (an unknown field such as
+//!   `dependancies`, an unknown dependency, a cycle, an empty prompt, ...):
+//!   every problem, one line each, exit 1.
 //!
 //! A text line reads `FILE:LINE:COLUMN: task "ID": FIELD: MESSAGE`: the
-//! position is where the field's value starts (for a field left at its
-//! default, where its nearest written parent starts), and the task part is
+//! position is where the field's value starts (for an unknown field, where
+//! its key is written; for a field left at its default, where its nearest
+//! written parent starts), and the task part is
 //! left out for plan-level fields such as `config.tokenizer`. `--format
 //! json` prints one object instead, with each problem's stable `code` and
 //! its `line` and `column`.
@@ -51,9 +52,12 @@ pub struct Args {
 
 /// Checks the plan and prints the result.
 pub fn run(args: Args) -> CliResult {
-    let loaded = ctx_model::read_plan_source(&args.plan)
-        .and_then(|source| source.parse().map(|plan| (source, plan)));
-    let (source, plan) = match loaded {
+    let loaded = ctx_model::read_plan_source(&args.plan).and_then(|source| {
+        source
+            .parse_with_unknown_fields()
+            .map(|parsed| (source, parsed))
+    });
+    let (source, parsed) = match loaded {
         Ok(loaded) => loaded,
         Err(e) if args.format == Format::Json => {
             crate::io::print_stdout(&crate::io::json_text(&parse_error_json(&e))?)?;
@@ -62,13 +66,14 @@ pub fn run(args: Args) -> CliResult {
         Err(e) => return Err(CliError::usage(e)),
     };
     let origin = source.origin.as_str();
-    let problems = ctx_model::validate(&plan);
+    let problems = parsed.problems();
+    let plan = &parsed.plan;
     let locator = if problems.is_empty() {
         FieldLocator::default()
     } else {
         FieldLocator::new(&source.text)
     };
-    let counts = Counts::of(&plan);
+    let counts = Counts::of(plan);
     match args.format {
         Format::Json => {
             let value = json!({
@@ -107,15 +112,18 @@ pub fn run(args: Args) -> CliResult {
 }
 
 /// Loads and validates a plan for a command that must not act on an
-/// invalid one. A read or parse error, or any validation problem, becomes a
-/// usage error (exit 2) whose message lists every problem, one per line,
-/// exactly as `ctx plan check` prints them.
+/// invalid one. A read or parse error, or any problem `ctx plan check`
+/// would report (unknown fields among them), becomes a usage error (exit 2)
+/// whose message lists every problem, one per line, exactly as `ctx plan
+/// check` prints them.
 pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
     let source = ctx_model::read_plan_source(path).map_err(CliError::usage)?;
-    let plan = source.parse().map_err(CliError::usage)?;
-    let problems = ctx_model::validate(&plan);
+    let parsed = source
+        .parse_with_unknown_fields()
+        .map_err(CliError::usage)?;
+    let problems = parsed.problems();
     if problems.is_empty() {
-        return Ok(plan);
+        return Ok(parsed.plan);
     }
     let origin = &source.origin;
     let locator = FieldLocator::new(&source.text);
@@ -134,7 +142,7 @@ pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
 /// One problem as a line: `FILE:LINE:COLUMN: task "ID": FIELD: MESSAGE`
 /// (`FILE: ...` when the field cannot be found in the text).
 pub fn problem_line(origin: &str, locator: &FieldLocator, problem: &Problem) -> String {
-    match locator.locate(&problem.field) {
+    match locator.locate_problem(problem) {
         Some((line, column)) => format!("{origin}:{line}:{column}: {problem}"),
         None => format!("{origin}: {problem}"),
     }
@@ -143,7 +151,7 @@ pub fn problem_line(origin: &str, locator: &FieldLocator, problem: &Problem) -> 
 /// A problem's JSON form: its fields plus `line` and `column` (null when
 /// the field cannot be found in the text).
 fn problem_json(problem: &Problem, locator: &FieldLocator) -> serde_json::Value {
-    let at = locator.locate(&problem.field);
+    let at = locator.locate_problem(problem);
     json!({
         "code": problem.code,
         "task_id": problem.task_id,
