@@ -304,6 +304,49 @@ fn a_run_being_executed_is_reported_in_progress() {
     drop(store);
 }
 
+/// A run whose process died: the task it was executing has a start and no
+/// end (its `in_progress` row is not an end) and is shown as interrupted.
+#[test]
+fn a_crashed_run_has_no_end_for_the_task_it_was_executing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path().join(".ctx/runs"));
+    let p = plan();
+    let store = root
+        .create(&NewRun {
+            plan: &p,
+            engine: "dry-run",
+            plan_source: None,
+        })
+        .unwrap();
+    store
+        .store(TaskExecutionResult::new("a", TaskStatus::InProgress))
+        .unwrap();
+    let id = store.run_id().to_string();
+    drop(store); // no finish(): the lock is released, no end recorded.
+
+    let json: Value = serde_json::from_str(&stdout(
+        ctx(tmp.path()).args(["runs", "export", &id, "--format", "json"]),
+    ))
+    .unwrap();
+    let a = &json["tasks"][0];
+    assert_eq!(a["status"], "in_progress");
+    assert!(a["started_at"].is_string());
+    assert_eq!(a["ended_at"], Value::Null);
+    let csv_text = stdout(ctx(tmp.path()).args(["runs", "export", &id, "--format", "csv"]));
+    let mut r = csv::Reader::from_reader(csv_text.as_bytes());
+    let first = r.records().next().unwrap().unwrap();
+    assert_eq!(&first[2], "interrupted");
+    assert_eq!(&first[4], "", "no end time");
+
+    let html = stdout(ctx(tmp.path()).args(["runs", "report", &id]));
+    assert!(
+        !html.contains("still in progress"),
+        "a crashed run is not running"
+    );
+    assert_eq!(bars(&html), 1);
+    assert!(html.contains("interrupted"));
+}
+
 #[test]
 fn reports_of_missing_or_unreadable_runs_are_clear_errors() {
     let tmp = tempfile::tempdir().unwrap();

@@ -9,7 +9,9 @@
 //!   `started_seq` points at (its `in_progress` row, or the result itself
 //!   when the executor stored no `in_progress` row);
 //! - its **end** is the `recorded_at` of its latest row, except while it is
-//!   in progress (no end yet) or when it never started (skipped, pending);
+//!   in progress or was interrupted by a crash (its latest row is its
+//!   `in_progress` row: no end was stored) or never started (skipped,
+//!   pending);
 //! - the run's start is its first session's start, its end the last
 //!   session's end (absent while running or after a crash);
 //! - cost and dependency cuts are not stored yet, so they stay unknown.
@@ -22,6 +24,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use ctx_model::TaskStatus;
 use ctx_report::{RunReportInput, RunStatus, TaskReport, Timestamp, render_html};
 use ctx_store_sqlite::{ResultRecord, RunState, RunView};
 
@@ -89,10 +92,12 @@ pub(super) fn read_run(view: &RunView, now: Timestamp) -> Result<StoredRun, CliE
                     .as_deref()
                     .map(|t| time(t, &format!("task `{}`: start time", task.id)))
                     .transpose()?,
-                Some(time(
-                    &r.recorded_at,
-                    &format!("task `{}`: recorded_at", task.id),
-                )?),
+                // A latest row that is the `in_progress` row itself marks
+                // a start, not an end: the task is running, or its process
+                // died under it (no end was ever stored).
+                (r.result.status != TaskStatus::InProgress)
+                    .then(|| time(&r.recorded_at, &format!("task `{}`: recorded_at", task.id)))
+                    .transpose()?,
             ),
             None => (None, None),
         };
