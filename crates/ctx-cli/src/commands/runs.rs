@@ -534,14 +534,15 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
 /// execution that produced their current result (a resumed run lists the
 /// reused tasks first, as they started in an earlier session).
 fn export_json(run: &report::StoredRun) -> Result<String, CliError> {
-    let results: Vec<TaskExecutionResult> = run
+    use std::borrow::Cow;
+    let results: Vec<Cow<'_, TaskExecutionResult>> = run
         .input
         .tasks
         .iter()
         .zip(&run.records)
         .map(|(t, r)| match r {
-            Some(r) => r.result.clone(),
-            None => TaskExecutionResult::new(t.id.clone(), TaskStatus::Pending),
+            Some(r) => Cow::Borrowed(&r.result),
+            None => Cow::Owned(TaskExecutionResult::new(t.id.clone(), TaskStatus::Pending)),
         })
         .collect();
     let mut started: Vec<(i64, &str)> = run
