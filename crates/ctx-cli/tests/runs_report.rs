@@ -254,6 +254,18 @@ fn csv_has_a_row_per_engine_call_and_quotes_hostile_text() {
     let html = stdout(ctx(tmp.path()).args(["runs", "report", &id]));
     assert_eq!(bars(&html), 2, "a and b started; c was skipped");
     assert!(html.contains("=HYPERLINK(&quot;http://evil&quot;"));
+
+    // An output path taken by a directory: exit 2 naming it, nothing left.
+    std::fs::create_dir(tmp.path().join("taken")).unwrap();
+    ctx(tmp.path())
+        .args(["runs", "report", &id, "-o", "taken"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("taken"));
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("taken")).unwrap().count(),
+        0
+    );
 }
 
 #[test]
