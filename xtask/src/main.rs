@@ -3,7 +3,9 @@
 //! * `cargo xtask test [--no-e2e]` runs every test the project has: the
 //!   workspace's unit, integration, property and golden tests (nextest when
 //!   installed, else `cargo test`), the doctests, and the end-to-end run
-//!   against a real LiteLLM proxy. `.ci/run` calls exactly this.
+//!   against a real LiteLLM proxy. `.ci/run` calls exactly this. First it
+//!   installs a headless Chromium (`scripts/install-chromium.sh`) for the
+//!   tests that load the HTML run report in a browser.
 //! * `cargo xtask fixtures [--check]` regenerates (or checks) every golden
 //!   file listed in `fixtures/*/goldens.toml` by running the real `ctx`
 //!   binary.
@@ -49,7 +51,7 @@ fn main() -> ExitCode {
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  test [--no-e2e]      every test: unit, integration, golden, doc, and the LiteLLM e2e
+  test [--no-e2e]      every test: unit, integration, golden, doc, browser, and the LiteLLM e2e
   fixtures [--check]   regenerate golden files (or only check them)
   bench                run bench-plan, then bench-history
   bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
@@ -120,6 +122,33 @@ fn run_step(what: &str, cmd: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Installs the headless Chromium that the report's browser tests
+/// (crates/ctx-report/tests/browser.rs, crates/ctx-cli/tests/runs_report.rs)
+/// load pages in, with scripts/install-chromium.sh (idempotent: it does
+/// nothing when one is on PATH). Those tests fail when `CI` is set and no
+/// browser is found, so in CI a failed install stops here with the
+/// script's reason; elsewhere it is a warning and the tests skip their
+/// browser part, saying so.
+fn browser(root: &Path) -> Result<(), String> {
+    let what = "headless Chromium for the report's browser tests (scripts/install-chromium.sh)";
+    let installed = run_step(
+        what,
+        Command::new("sh")
+            .arg(root.join("scripts/install-chromium.sh"))
+            .current_dir(root),
+    );
+    match installed {
+        Err(e) if std::env::var_os("CI").is_some() => Err(format!(
+            "{e}\nCI is set: the browser tests would fail without a browser"
+        )),
+        Err(e) => {
+            eprintln!("warning: {e}; the browser tests will skip (they fail only when CI is set)");
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
+}
+
 fn has_nextest() -> bool {
     Command::new(cargo())
         .args(["nextest", "--version"])
@@ -137,6 +166,7 @@ fn test(args: &[String]) -> Result<(), String> {
         _ => return Err(USAGE.to_string()),
     };
     let root = root();
+    browser(&root)?;
     if has_nextest() {
         run_step(
             "unit, integration, property and golden tests (nextest)",

@@ -291,6 +291,7 @@ mod tests {
                         recorded_at: String::new(),
                         seq: 0,
                         started_seq: None,
+                        started_at: None,
                     },
                 )
             })

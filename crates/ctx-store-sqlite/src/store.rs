@@ -83,6 +83,11 @@ pub struct ResultRecord {
     /// when there was none); `None` for tasks that never started (skipped,
     /// pending) and for history rows. Sorting by it gives the start order.
     pub started_seq: Option<i64>,
+    /// The `recorded_at` of the row `started_seq` points at: when the
+    /// execution that produced this result started (RFC 3339, UTC). `None`
+    /// exactly when `started_seq` is. Read in the same query so a report of
+    /// a 2,000-task run does not look up 2,000 history rows one by one.
+    pub started_at: Option<String>,
 }
 
 /// One `ctx run` or `ctx run --resume` of a run.
@@ -308,8 +313,9 @@ impl RunView {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {COLUMNS}, t.started_seq FROM task_results t
-                 JOIN attempts a ON a.seq = t.attempt_seq ORDER BY t.task_id"
+                "SELECT {COLUMNS}, {STARTED} FROM task_results t
+                 JOIN attempts a ON a.seq = t.attempt_seq
+                 LEFT JOIN attempts s ON s.seq = t.started_seq ORDER BY t.task_id"
             ))
             .map_err(Error::sql(&self.path))?;
         let raw = stmt
@@ -332,8 +338,9 @@ impl RunView {
             let conn = self.conn();
             let mut stmt = conn
                 .prepare_cached(&format!(
-                    "SELECT {COLUMNS}, t.started_seq FROM task_results t
-                     JOIN attempts a ON a.seq = t.attempt_seq WHERE t.task_id = ?1"
+                    "SELECT {COLUMNS}, {STARTED} FROM task_results t
+                     JOIN attempts a ON a.seq = t.attempt_seq
+                     LEFT JOIN attempts s ON s.seq = t.started_seq WHERE t.task_id = ?1"
                 ))
                 .map_err(Error::sql(&self.path))?;
             let mut out = Vec::with_capacity(ids.len());
@@ -437,6 +444,10 @@ impl RunView {
 const COLUMNS: &str = "a.task_id, a.status, a.output, a.summary, a.error, a.prompt, a.prompt_hash,
     a.metadata_json, a.engine, a.inputs_hash, a.model, a.params_hash, a.session, a.recorded_at, a.seq";
 
+/// The latest-result columns after [`COLUMNS`]: where the execution started
+/// (`s` is the `attempts` row `t.started_seq` points at, left-joined).
+const STARTED: &str = "t.started_seq, s.recorded_at";
+
 /// A row as read, before its JSON and status are decoded (decoding errors
 /// must name the path and task, which a rusqlite row mapper cannot).
 struct RawRow {
@@ -456,6 +467,7 @@ struct RawRow {
     recorded_at: String,
     seq: i64,
     started_seq: Option<i64>,
+    started_at: Option<String>,
 }
 
 impl RawRow {
@@ -477,6 +489,7 @@ impl RawRow {
             recorded_at: r.get(13)?,
             seq: r.get(14)?,
             started_seq: if with_started { r.get(15)? } else { None },
+            started_at: if with_started { r.get(16)? } else { None },
         })
     }
 
@@ -514,6 +527,7 @@ impl RawRow {
             recorded_at: self.recorded_at,
             seq: self.seq,
             started_seq: self.started_seq,
+            started_at: self.started_at,
         })
     }
 }

@@ -97,6 +97,16 @@ fn results_round_trip_with_history() {
     );
     // The start of a's execution is its in_progress row.
     assert_eq!(results[0].started_seq, Some(history[0].seq));
+    // ...and its time is that row's (for `ctx runs report`), on both reads.
+    assert_eq!(
+        results[0].started_at.as_deref(),
+        Some(history[0].recorded_at.as_str())
+    );
+    assert_eq!(
+        view.result("a").unwrap().unwrap().started_at,
+        results[0].started_at
+    );
+    assert!(history.iter().all(|h| h.started_at.is_none()));
     let counts = view.status_counts().unwrap();
     assert_eq!((counts.completed, counts.failed, counts.pending), (1, 1, 1));
     assert_eq!(view.state().unwrap(), RunState::Failed);

@@ -661,10 +661,10 @@ fn update_bar(bar: &indicatif::ProgressBar, in_flight: &mut usize, event: &Progr
     }
 }
 
-/// The `--format json` object (also `DIR/results.json`, and what `ctx runs
-/// export` prints). Structs rather than a `serde_json::Map` so keys keep
-/// this documented order; `ctx runs export` builds the same struct from a
-/// store, so the two are byte-identical.
+/// The `--format json` object (also `DIR/results.json`). Structs rather
+/// than a `serde_json::Map` so keys keep this documented order; `ctx runs
+/// export` prints the same tasks from a store, byte-identical but for the
+/// `started_at`, `ended_at` and `cost_usd` it adds after each task's keys.
 #[derive(serde::Serialize)]
 pub(crate) struct RunJson<'a> {
     /// Ids of the tasks started, in start order.

@@ -6,10 +6,10 @@
 //! only for the moment it removes a run, so every command works on a run
 //! that another `ctx run` is executing (it shows the last committed state).
 //!
-//! Exit codes: 0 ok, 2 usage error or a `RUN`/`--task` that does not exist,
-//! 4 a store that cannot be read (foreign, corrupt, newer schema); `list`
-//! prints every readable run and exits 4 if any run under the root was not
-//! readable.
+//! Exit codes: 0 ok, 2 usage error or a `RUN`/`--task` that does not exist
+//! (or a `report -o FILE` that cannot be written), 4 a store that cannot be
+//! read (foreign, corrupt, newer schema); `list` prints every readable run
+//! and exits 4 if any run under the root was not readable.
 
 use std::path::PathBuf;
 
@@ -17,9 +17,12 @@ use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store_sqlite::{ResultRecord, RunRoot, RunSummary, RunView, SessionInfo, StatusCounts};
 use serde_json::{Value, json};
 
-use super::run::{RunJson, TaskJson};
+use super::run::TaskJson;
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
+
+mod csv_export;
+pub mod report;
 
 /// The `ctx runs` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -28,8 +31,12 @@ pub enum RunsCommand {
     List(ListArgs),
     /// Show a run's tasks, or one task's prompt, output, history and error.
     Show(ShowArgs),
-    /// Print a run's results as `ctx run --format json` prints them.
+    /// Print a run's results (JSON, with task times) or its timeline (CSV,
+    /// one row per engine call).
     Export(ExportArgs),
+    /// Write a run's self-contained HTML report: timeline, dependency
+    /// graph, totals, and each task's tokens, prompt and output.
+    Report(report::ReportArgs),
     /// Remove all but the newest N runs (never a running one).
     Gc(GcArgs),
 }
@@ -80,8 +87,11 @@ pub struct ShowArgs {
 /// The formats `export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportFormat {
-    /// The object `ctx run --format json` prints.
+    /// The object `ctx run --format json` prints, each task with its start,
+    /// end and cost.
     Json,
+    /// One row per engine call of each task, for spreadsheets.
+    Csv,
 }
 
 /// `ctx runs export`.
@@ -117,6 +127,7 @@ pub fn run(cmd: RunsCommand) -> CliResult {
         RunsCommand::List(a) => list(a),
         RunsCommand::Show(a) => show(a),
         RunsCommand::Export(a) => export(a),
+        RunsCommand::Report(a) => report::run(a),
         RunsCommand::Gc(a) => gc(a),
     }
 }
@@ -514,40 +525,72 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
 }
 
 /// The object `ctx run --format json` prints, rebuilt from the store and
-/// encoded the same way (pretty, keys in the same order): `tasks` in plan
-/// order (a task with no result appears as `pending`), `order` the ids of
-/// the started tasks by the start of the execution that produced their
-/// current result (a resumed run lists the reused tasks first, as they
-/// started in an earlier session).
-pub fn export_json(view: &RunView) -> Result<String, CliError> {
-    let plan = view.plan().map_err(store_error)?;
-    let tasks: Vec<(String, TaskExecutionResult, Option<i64>)> = plan_results(&plan, view)?
-        .into_iter()
-        .map(|(id, r)| match r {
-            Some(r) => (id, r.result, r.started_seq),
-            None => (
-                id.clone(),
-                TaskExecutionResult::new(id, TaskStatus::Pending),
-                None,
-            ),
+/// encoded the same way (pretty, keys in the same order), with three keys
+/// added to each task after `metadata`: `started_at` and `ended_at` (RFC
+/// 3339, null when the task never started or has not ended; the same times
+/// `ctx runs report` draws) and `cost_usd` (null: costs are not stored
+/// yet). `tasks` are in plan order (a task with no result appears as
+/// `pending`), `order` the ids of the started tasks by the start of the
+/// execution that produced their current result (a resumed run lists the
+/// reused tasks first, as they started in an earlier session).
+fn export_json(run: &report::StoredRun) -> Result<String, CliError> {
+    use std::borrow::Cow;
+    let results: Vec<Cow<'_, TaskExecutionResult>> = run
+        .input
+        .tasks
+        .iter()
+        .zip(&run.records)
+        .map(|(t, r)| match r {
+            Some(r) => Cow::Borrowed(&r.result),
+            None => Cow::Owned(TaskExecutionResult::new(t.id.clone(), TaskStatus::Pending)),
         })
         .collect();
-    let mut started: Vec<(i64, &str)> = tasks
+    let mut started: Vec<(i64, &str)> = run
+        .records
         .iter()
-        .filter_map(|(id, _, seq)| Some(((*seq)?, id.as_str())))
+        .zip(&run.input.tasks)
+        .filter_map(|(r, t)| Some((r.as_ref()?.started_seq?, t.id.as_str())))
         .collect();
     started.sort();
-    let json = RunJson {
+    let json = ExportJson {
         order: started.into_iter().map(|(_, id)| id).collect(),
-        tasks: tasks.iter().map(|(_, r, _)| TaskJson::of(r)).collect(),
+        tasks: results
+            .iter()
+            .zip(&run.input.tasks)
+            .map(|(r, t)| ExportTask {
+                task: TaskJson::of(r),
+                started_at: t.started_at.map(ctx_report::Timestamp::to_rfc3339),
+                ended_at: t.ended_at.map(ctx_report::Timestamp::to_rfc3339),
+                cost_usd: t.cost_usd,
+            })
+            .collect(),
     };
     json_text(&json)
 }
 
+/// [`super::run::RunJson`] with each task's times and cost.
+#[derive(serde::Serialize)]
+struct ExportJson<'a> {
+    order: Vec<&'a str>,
+    tasks: Vec<ExportTask<'a>>,
+}
+
+/// One task of [`ExportJson`]: `ctx run`'s task object, then the times.
+#[derive(serde::Serialize)]
+struct ExportTask<'a> {
+    #[serde(flatten)]
+    task: TaskJson<'a>,
+    started_at: Option<String>,
+    ended_at: Option<String>,
+    cost_usd: Option<f64>,
+}
+
 fn export(a: ExportArgs) -> CliResult {
     let view = open(&a.root, &a.run)?;
+    let run = report::read_run(&view, report::now())?;
     match a.format {
-        ExportFormat::Json => print_stdout(&export_json(&view)?)?,
+        ExportFormat::Json => print_stdout(&export_json(&run)?)?,
+        ExportFormat::Csv => print_stdout(&csv_export::export_csv(&run)?)?,
     }
     Ok(Exit::Ok)
 }
