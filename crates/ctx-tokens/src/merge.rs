@@ -79,41 +79,59 @@ fn count_small(table: &RankTable, piece: &[u8]) -> usize {
 
 fn count_large(table: &RankTable, piece: &[u8]) -> usize {
     let n = piece.len();
-    // end[s] = end of the part starting at s; usize::MAX for a position
-    // that no longer starts a part. prev[s] = start of the part before.
-    let mut end: Vec<usize> = (1..=n).collect();
-    let mut prev: Vec<usize> = (0..n).map(|s| s.wrapping_sub(1)).collect();
+    // Positions fit in 32 bits, ranks in 32 bits: a heap entry is one u64,
+    // `rank << 32 | start`, so the smallest entry is the lowest rank and,
+    // on a tie, the leftmost pair: tiktoken's rule.
+    const DEAD: u32 = u32::MAX;
+    let Ok(n32) = u32::try_from(n) else {
+        // A piece of 4 GiB or more: the byte bound, which never
+        // undercounts, rather than a panic.
+        return n;
+    };
+    // end[s]: end of the part starting at s (DEAD if s starts none).
+    // prev[s]: start of the part before it. pair[s]: rank of merging the
+    // part at s with the next one, u32::MAX if that is no token; a heap
+    // entry whose rank is not `pair[start]` any more is stale.
+    let mut end: Vec<u32> = (1..=n32).collect();
+    let mut prev: Vec<u32> = (0..n32).map(|s| s.wrapping_sub(1)).collect();
+    let mut pair = vec![u32::MAX; n];
     let mut heap = BinaryHeap::with_capacity(n);
     for s in 0..n - 1 {
         if let Some(rank) = table.rank(&piece[s..s + 2]) {
-            heap.push(Reverse((rank, s, s + 2)));
+            pair[s] = rank;
+            heap.push(Reverse((u64::from(rank) << 32) | s as u64));
         }
     }
     let mut parts = n;
-    while let Some(Reverse((_, s, pair_end))) = heap.pop() {
-        // Stale unless the part at `s` is alive and the part after it ends
-        // where this candidate was computed to end.
-        let mid = end[s];
-        if mid == usize::MAX || mid >= n || end[mid] != pair_end {
+    let set_pair = |pair: &mut Vec<u32>, heap: &mut BinaryHeap<Reverse<u64>>, s: usize, e: usize| {
+        let rank = table.rank(&piece[s..e]).unwrap_or(u32::MAX);
+        pair[s] = rank;
+        if rank != u32::MAX {
+            heap.push(Reverse((u64::from(rank) << 32) | s as u64));
+        }
+    };
+    while let Some(Reverse(entry)) = heap.pop() {
+        let rank = (entry >> 32) as u32;
+        let s = (entry & 0xFFFF_FFFF) as usize;
+        if end[s] == DEAD || pair[s] != rank {
             continue;
         }
-        end[s] = pair_end;
-        end[mid] = usize::MAX;
-        if pair_end < n {
-            prev[pair_end] = s;
-        }
+        let mid = end[s] as usize;
+        let pair_end = end[mid] as usize;
+        end[s] = pair_end as u32;
+        end[mid] = DEAD;
+        pair[mid] = u32::MAX;
         parts -= 1;
         if pair_end < n {
-            let next_end = end[pair_end];
-            if let Some(rank) = table.rank(&piece[s..next_end]) {
-                heap.push(Reverse((rank, s, next_end)));
-            }
+            prev[pair_end] = s as u32;
+            let next_end = end[pair_end] as usize;
+            set_pair(&mut pair, &mut heap, s, next_end);
+        } else {
+            pair[s] = u32::MAX;
         }
         if s > 0 {
-            let p = prev[s];
-            if let Some(rank) = table.rank(&piece[p..pair_end]) {
-                heap.push(Reverse((rank, p, pair_end)));
-            }
+            let p = prev[s] as usize;
+            set_pair(&mut pair, &mut heap, p, pair_end);
         }
     }
     parts

@@ -140,3 +140,41 @@ pub(crate) static R50K: RankTable = RankTable::new(
     generated::P50K_BITS,
     generated::R50K_LAST_RANK,
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every ordinary token of the reference maps to its own rank, and the
+    /// tables hold nothing else.
+    #[test]
+    fn tables_equal_tiktoken_ranks() {
+        let cases = [
+            (&CL100K, tiktoken_rs::cl100k_base().unwrap()),
+            (&O200K, tiktoken_rs::o200k_base().unwrap()),
+            (&O200K, tiktoken_rs::o200k_harmony().unwrap()),
+            (&P50K, tiktoken_rs::p50k_base().unwrap()),
+            (&R50K, tiktoken_rs::r50k_base().unwrap()),
+        ];
+        for (table, bpe) in cases {
+            let specials = bpe.special_tokens();
+            let mut ordinary = 0;
+            for rank in 0..202_000u32 {
+                let Ok(bytes) = bpe.decode_bytes(&[rank]) else {
+                    continue;
+                };
+                if std::str::from_utf8(&bytes).is_ok_and(|s| specials.contains(s)) {
+                    continue;
+                }
+                ordinary += 1;
+                assert_eq!(table.rank(&bytes), Some(rank), "rank {rank}");
+            }
+            assert_eq!(table.len(), ordinary);
+            for (rank, bytes) in table.tokens().take(1000) {
+                assert_eq!(bpe.decode_bytes(&[rank]).unwrap(), bytes);
+            }
+        }
+        assert_eq!(R50K.rank(b"  "), None, "p50k's whitespace tokens are not r50k's");
+        assert!(P50K.rank(b"  ").is_some());
+    }
+}
