@@ -5,7 +5,8 @@
 //! * per encoding, an open-addressing hash table `bytes -> rank`, the token
 //!   bytes in rank order and their offsets, written as little-endian files
 //!   into `OUT_DIR` and embedded with `include_bytes!` (read-only data,
-//!   mapped lazily by the OS, never copied);
+//!   mapped lazily by the OS, never copied), plus a direct table of the
+//!   ranks of all byte pairs;
 //! * the Unicode classes the pre-tokenizers test (`\p{L}`, `\p{N}`, `\s`,
 //!   and o200k's upper/lower letter groups) as a two-level table;
 //! * the characters that match a contraction letter case-insensitively.
@@ -45,7 +46,7 @@ fn write_le_u32(path: &Path, values: &[u32]) {
     std::fs::write(path, bytes).expect("write table into OUT_DIR");
 }
 
-/// Writes `<name>.slots`, `<name>.offsets`, `<name>.bytes` and returns the
+/// Writes `<name>.slots`, `.offsets`, `.bytes` and `.pairs` and returns the
 /// table's log2 size.
 fn write_rank_table(out: &Path, name: &str, tokens: &[Option<Vec<u8>>]) -> u32 {
     let count = tokens.iter().filter(|t| t.is_some()).count();
@@ -57,7 +58,10 @@ fn write_rank_table(out: &Path, name: &str, tokens: &[Option<Vec<u8>>]) -> u32 {
     }
     let size = 1usize << bits;
     let mask = size - 1;
-    assert!(tokens.len() < (1 << rank_hash::RANK_BITS), "{name}: ranks exceed the slot layout");
+    assert!(
+        tokens.len() < (1 << rank_hash::RANK_BITS),
+        "{name}: ranks exceed the slot layout"
+    );
 
     let mut blob = Vec::new();
     let mut offsets = Vec::with_capacity(tokens.len() + 1);
@@ -74,7 +78,10 @@ fn write_rank_table(out: &Path, name: &str, tokens: &[Option<Vec<u8>>]) -> u32 {
     for (rank, token) in tokens.iter().enumerate() {
         let Some(bytes) = token else { continue };
         assert!(!bytes.is_empty(), "{name}: empty token at rank {rank}");
-        assert!(seen.insert(bytes.clone(), rank).is_none(), "{name}: duplicate token");
+        assert!(
+            seen.insert(bytes.clone(), rank).is_none(),
+            "{name}: duplicate token"
+        );
         let hash = rank_hash::hash_bytes(bytes);
         let mut i = (hash >> (64 - bits)) as usize;
         while slots[i] != 0 {
@@ -83,6 +90,15 @@ fn write_rank_table(out: &Path, name: &str, tokens: &[Option<Vec<u8>>]) -> u32 {
         slots[i] = rank_hash::tag_of(hash) | (rank as u32 + 1);
     }
     write_le_u32(&out.join(format!("{name}.slots")), &slots);
+    // Every merge starts from byte pairs, so pairs get a direct table: one
+    // read instead of a hash and a probe (256 KiB per encoding).
+    let mut pairs = vec![u32::MAX; 1 << 16];
+    for (rank, token) in tokens.iter().enumerate() {
+        if let Some(&[a, b]) = token.as_deref() {
+            pairs[usize::from(a) << 8 | usize::from(b)] = rank as u32;
+        }
+    }
+    write_le_u32(&out.join(format!("{name}.pairs")), &pairs);
     write_le_u32(&out.join(format!("{name}.offsets")), &offsets);
     std::fs::write(out.join(format!("{name}.bytes")), blob).expect("write table into OUT_DIR");
     bits
@@ -97,7 +113,10 @@ fn unicode_ranges(pattern: &str) -> Vec<(u32, u32)> {
             .map(|r| (r.start() as u32, r.end() as u32))
             .collect(),
         HirKind::Literal(lit) => {
-            let c = std::str::from_utf8(&lit.0).expect("literal is UTF-8").chars().next();
+            let c = std::str::from_utf8(&lit.0)
+                .expect("literal is UTF-8")
+                .chars()
+                .next();
             let c = c.expect("non-empty literal") as u32;
             vec![(c, c)]
         }
@@ -159,7 +178,10 @@ fn main() {
     // r50k_base is p50k_base without p50k's whitespace-run tokens, which all
     // rank above r50k's last one: one table serves both, r50k ignoring the
     // ranks past its own. Checked here rather than assumed.
-    let r50k_limit = r50k_tokens.iter().rposition(Option::is_some).expect("r50k has tokens");
+    let r50k_limit = r50k_tokens
+        .iter()
+        .rposition(Option::is_some)
+        .expect("r50k has tokens");
     for (rank, token) in p50k_tokens.iter().enumerate() {
         let expected = r50k_tokens.get(rank).cloned().flatten();
         if rank <= r50k_limit {
@@ -189,7 +211,11 @@ fn main() {
         writeln!(consts, "/// log2 of the {name} slot count.").unwrap();
         writeln!(consts, "pub const {upper}_BITS: u32 = {bits};").unwrap();
     }
-    writeln!(consts, "/// The last rank r50k_base has (it shares p50k's table).").unwrap();
+    writeln!(
+        consts,
+        "/// The last rank r50k_base has (it shares p50k's table)."
+    )
+    .unwrap();
     writeln!(consts, "pub const R50K_LAST_RANK: u32 = {r50k_limit};").unwrap();
     let blocks = write_class_tables(&out);
     writeln!(consts, "/// Distinct 256-code-point class blocks.").unwrap();

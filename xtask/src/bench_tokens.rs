@@ -1,9 +1,10 @@
-//! `cargo xtask bench-tokens [--before PATH] [--runs N] [--peer CMD]`: the
+//! `cargo xtask bench-tokens [--before PATH] [--runs N] [--peer CMD] [--no-build]`: the
 //! token-counting benchmark whose figures are in docs/performance.md
 //! ("Token counting").
 //!
 //! 1. Builds `ctx` and the `tokens_bench` (ctx-tokens) and `history_bench`
-//!    (ctx-history) examples in release mode.
+//!    (ctx-history) examples in release mode (`--no-build`: measure the
+//!    ones already in target/release).
 //! 2. First count in a fresh process and its peak memory, per tokenizer,
 //!    for the static tables and for tiktoken-rs (median of N processes).
 //! 3. Counting throughput on every file of ../shared/corpora (MB/s), both
@@ -33,8 +34,10 @@ const TOKENIZERS: [&str; 6] = [
 ];
 /// The bench-history archives used here: (name, weeks, rolling words,
 /// weekly words), as in xtask/src/bench_history.rs.
-const ARCHIVES: [(&str, usize, usize, usize); 2] =
-    [("13-weeks", 13, 3_000, 5_600), ("10-years", 520, 50_000, 5_600)];
+const ARCHIVES: [(&str, usize, usize, usize); 2] = [
+    ("13-weeks", 13, 3_000, 5_600),
+    ("10-years", 520, 50_000, 5_600),
+];
 
 fn cargo(root: &Path, args: &[&str]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -55,8 +58,11 @@ fn median(v: &mut [f64]) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// One process under `/usr/bin/time`: (wall ms, cpu ms, peak kB).
+/// One process under `/usr/bin/time`: (wall ms, cpu ms, peak kB). Wall
+/// time is taken here (spawn to exit, microseconds); CPU time and peak RSS
+/// come from `/usr/bin/time`, whose CPU figures have a 10 ms resolution.
 fn timed(program: &Path, args: &[String], report: &Path) -> Result<(f64, f64, f64), String> {
+    let start = std::time::Instant::now();
     let status = Command::new("/usr/bin/time")
         .arg("-f")
         .arg("%e %U %S %M")
@@ -68,6 +74,7 @@ fn timed(program: &Path, args: &[String], report: &Path) -> Result<(f64, f64, f6
         .stderr(Stdio::null())
         .status()
         .map_err(|e| format!("/usr/bin/time {}: {e}", program.display()))?;
+    let wall = start.elapsed().as_secs_f64() * 1000.0;
     if !status.success() {
         return Err(format!("{} {} failed", program.display(), args.join(" ")));
     }
@@ -80,7 +87,7 @@ fn timed(program: &Path, args: &[String], report: &Path) -> Result<(f64, f64, f6
         .filter_map(|x| x.parse().ok())
         .collect();
     match f.as_slice() {
-        [wall, user, sys, kb] => Ok((wall * 1000.0, (user + sys) * 1000.0, *kb)),
+        [_, user, sys, kb] => Ok((wall, (user + sys) * 1000.0, *kb)),
         _ => Err(format!("unreadable /usr/bin/time output: {text}")),
     }
 }
@@ -96,6 +103,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut runs = 9usize;
     let mut before: Option<PathBuf> = None;
     let mut peer: Option<String> = None;
+    let mut build = true;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -108,20 +116,47 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
             "--before" => before = Some(it.next().ok_or("--before needs a path")?.into()),
             "--peer" => peer = Some(it.next().ok_or("--peer needs a command")?.clone()),
+            "--no-build" => build = false,
             other => {
                 return Err(format!(
-                    "bench-tokens: unknown argument `{other}` (known: --runs N, --before PATH, --peer CMD)"
+                    "bench-tokens: unknown argument `{other}` (known: --runs N, --before PATH, --peer CMD, --no-build)"
                 ));
             }
         }
     }
     let root = crate::root();
     for args in [
-        &["build", "--quiet", "--release", "-p", "ctx-cli", "--bin", "ctx"][..],
-        &["build", "--quiet", "--release", "-p", "ctx-tokens", "--example", "tokens_bench"],
-        &["build", "--quiet", "--release", "-p", "ctx-history", "--example", "history_bench"],
+        &[
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "ctx-cli",
+            "--bin",
+            "ctx",
+        ][..],
+        &[
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "ctx-tokens",
+            "--example",
+            "tokens_bench",
+        ],
+        &[
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "ctx-history",
+            "--example",
+            "history_bench",
+        ],
     ] {
-        cargo(&root, args)?;
+        if build {
+            cargo(&root, args)?;
+        }
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -151,7 +186,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 us.push(key(&line, "first_us").parse().unwrap_or(f64::NAN));
                 kb.push(key(&line, "peak_kb").parse().unwrap_or(f64::NAN));
             }
-            println!("| {t} | {imp} | {:.0} | {:.0} |", median(&mut us), median(&mut kb));
+            println!(
+                "| {t} | {imp} | {:.0} | {:.0} |",
+                median(&mut us),
+                median(&mut kb)
+            );
         }
     }
 
@@ -177,7 +216,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         }
     } else {
-        println!("\n(no corpora at {}: throughput skipped)", corpora.display());
+        println!(
+            "\n(no corpora at {}: throughput skipped)",
+            corpora.display()
+        );
     }
 
     println!("\n## ctx history, whole process, --date {DATE} (median of {runs}; peak = largest)\n");

@@ -39,7 +39,7 @@ fn count_small(table: &RankTable, piece: &[u8]) -> usize {
     let n = piece.len();
     for (i, part) in parts.iter_mut().enumerate().take(n) {
         let rank = if i + 2 <= n {
-            table.rank(&piece[i..i + 2]).unwrap_or(u32::MAX)
+            table.pair_rank(piece[i], piece[i + 1]).unwrap_or(u32::MAX)
         } else {
             u32::MAX
         };
@@ -51,7 +51,9 @@ fn count_small(table: &RankTable, piece: &[u8]) -> usize {
         // Merging part k with part k+1 after the pending removal of k+1:
         // the bytes run from part k's start to part k+3's start.
         if k + 3 < len {
-            table.rank(&piece[parts[k].0..parts[k + 3].0]).unwrap_or(u32::MAX)
+            table
+                .rank(&piece[parts[k].0..parts[k + 3].0])
+                .unwrap_or(u32::MAX)
         } else {
             u32::MAX
         }
@@ -97,19 +99,20 @@ fn count_large(table: &RankTable, piece: &[u8]) -> usize {
     let mut pair = vec![u32::MAX; n];
     let mut heap = BinaryHeap::with_capacity(n);
     for s in 0..n - 1 {
-        if let Some(rank) = table.rank(&piece[s..s + 2]) {
+        if let Some(rank) = table.pair_rank(piece[s], piece[s + 1]) {
             pair[s] = rank;
             heap.push(Reverse((u64::from(rank) << 32) | s as u64));
         }
     }
     let mut parts = n;
-    let set_pair = |pair: &mut Vec<u32>, heap: &mut BinaryHeap<Reverse<u64>>, s: usize, e: usize| {
-        let rank = table.rank(&piece[s..e]).unwrap_or(u32::MAX);
-        pair[s] = rank;
-        if rank != u32::MAX {
-            heap.push(Reverse((u64::from(rank) << 32) | s as u64));
-        }
-    };
+    let set_pair =
+        |pair: &mut Vec<u32>, heap: &mut BinaryHeap<Reverse<u64>>, s: usize, e: usize| {
+            let rank = table.rank(&piece[s..e]).unwrap_or(u32::MAX);
+            pair[s] = rank;
+            if rank != u32::MAX {
+                heap.push(Reverse((u64::from(rank) << 32) | s as u64));
+            }
+        };
     while let Some(Reverse(entry)) = heap.pop() {
         let rank = (entry >> 32) as u32;
         let s = (entry & 0xFFFF_FFFF) as usize;

@@ -76,7 +76,13 @@ fn class_at(text: &[u8], i: usize) -> (u8, usize) {
         Some(&[lo, hi]) => u16::from_le_bytes([lo, hi]) as usize,
         _ => 0,
     };
-    (STAGE2.get(id * 256 + (cp & 0xFF) as usize).copied().unwrap_or(0), len)
+    (
+        STAGE2
+            .get(id * 256 + (cp & 0xFF) as usize)
+            .copied()
+            .unwrap_or(0),
+        len,
+    )
 }
 
 /// The character starting at `i` (valid UTF-8 guaranteed by the caller).
@@ -87,7 +93,10 @@ fn char_at(text: &[u8], i: usize) -> Option<char> {
         b if *b < 0xF0 => 3,
         _ => 4,
     };
-    std::str::from_utf8(text.get(i..i + len)?).ok()?.chars().next()
+    std::str::from_utf8(text.get(i..i + len)?)
+        .ok()?
+        .chars()
+        .next()
 }
 
 /// The contraction letter `c` stands for under `(?i)`, if any.
@@ -190,10 +199,8 @@ fn whitespace(text: &[u8], i: usize, end_rule: bool, newline_rule: bool) -> usiz
     if end_rule && j == text.len() {
         return j;
     }
-    if newline_rule {
-        if let Some(p) = last_newline {
-            return p + 1;
-        }
+    if newline_rule && let Some(p) = last_newline {
+        return p + 1;
     }
     if j == text.len() || last_start == i {
         return j;
@@ -339,10 +346,8 @@ fn o200k(text: &[u8], i: usize) -> usize {
     // without it (a mark can be both the prefix and the word's start).
     let prefix = class & (LETTER | NUMBER) == 0 && !is_newline(text[i]);
     for word in [o200k_lower_word, o200k_upper_word] {
-        if prefix {
-            if let Some(end) = word(text, i + len) {
-                return end;
-            }
+        if prefix && let Some(end) = word(text, i + len) {
+            return end;
         }
         if let Some(end) = word(text, i) {
             return end;

@@ -7,7 +7,7 @@
 //! only the pages a lookup touches. That is what makes the first exact count
 //! of a fresh process as cheap as the thousandth.
 
-use crate::rank_hash::{hash_bytes, tag_of, RANK_MASK};
+use crate::rank_hash::{RANK_MASK, hash_bytes, tag_of};
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/tables.rs"));
@@ -20,6 +20,8 @@ pub(crate) struct RankTable {
     slots: &'static [u8],
     offsets: &'static [u8],
     bytes: &'static [u8],
+    /// Rank of every two-byte token, indexed by `a << 8 | b`.
+    pairs: &'static [u8],
     shift: u32,
     mask: usize,
     /// Ranks above this one are not part of the encoding (r50k reads
@@ -32,6 +34,7 @@ impl RankTable {
         slots: &'static [u8],
         offsets: &'static [u8],
         bytes: &'static [u8],
+        pairs: &'static [u8],
         bits: u32,
         last_rank: u32,
     ) -> RankTable {
@@ -39,6 +42,7 @@ impl RankTable {
             slots,
             offsets,
             bytes,
+            pairs,
             shift: 64 - bits,
             mask: (1usize << bits) - 1,
             last_rank,
@@ -82,6 +86,13 @@ impl RankTable {
         }
     }
 
+    /// The rank of the two-byte token `[a, b]`, if there is one.
+    #[inline]
+    pub(crate) fn pair_rank(&self, a: u8, b: u8) -> Option<u32> {
+        let rank = Self::u32_at(self.pairs, usize::from(a) << 8 | usize::from(b));
+        (rank <= self.last_rank && rank != u32::MAX).then_some(rank)
+    }
+
     /// How many tokens the table holds at or below `last_rank`.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -110,6 +121,7 @@ pub(crate) static CL100K: RankTable = RankTable::new(
     table_file!("cl100k", "slots"),
     table_file!("cl100k", "offsets"),
     table_file!("cl100k", "bytes"),
+    table_file!("cl100k", "pairs"),
     generated::CL100K_BITS,
     u32::MAX,
 );
@@ -119,6 +131,7 @@ pub(crate) static O200K: RankTable = RankTable::new(
     table_file!("o200k", "slots"),
     table_file!("o200k", "offsets"),
     table_file!("o200k", "bytes"),
+    table_file!("o200k", "pairs"),
     generated::O200K_BITS,
     u32::MAX,
 );
@@ -128,6 +141,7 @@ pub(crate) static P50K: RankTable = RankTable::new(
     table_file!("p50k", "slots"),
     table_file!("p50k", "offsets"),
     table_file!("p50k", "bytes"),
+    table_file!("p50k", "pairs"),
     generated::P50K_BITS,
     u32::MAX,
 );
@@ -137,6 +151,7 @@ pub(crate) static R50K: RankTable = RankTable::new(
     table_file!("p50k", "slots"),
     table_file!("p50k", "offsets"),
     table_file!("p50k", "bytes"),
+    table_file!("p50k", "pairs"),
     generated::P50K_BITS,
     generated::R50K_LAST_RANK,
 );
@@ -174,7 +189,19 @@ mod tests {
                 assert_eq!(bpe.decode_bytes(&[rank]).unwrap(), bytes);
             }
         }
-        assert_eq!(R50K.rank(b"  "), None, "p50k's whitespace tokens are not r50k's");
+        // The direct pair table agrees with the hash table on every pair.
+        for table in [&CL100K, &O200K, &P50K, &R50K] {
+            for a in 0..=255u8 {
+                for b in 0..=255u8 {
+                    assert_eq!(table.pair_rank(a, b), table.rank(&[a, b]));
+                }
+            }
+        }
+        assert_eq!(
+            R50K.rank(b"  "),
+            None,
+            "p50k's whitespace tokens are not r50k's"
+        );
         assert!(P50K.rank(b"  ").is_some());
     }
 }

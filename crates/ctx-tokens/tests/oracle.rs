@@ -160,9 +160,9 @@ fn assert_same_or_oracle_refuses(unit: &str, bytes: usize) {
     let mut size = bytes;
     loop {
         let text = unit.repeat((size / unit.len()).max(1));
-        let refused = BPE_TOKENIZERS.iter().any(|&t| {
-            std::panic::catch_unwind(|| oracle(t).encode_ordinary(&text).len()).is_err()
-        });
+        let refused = BPE_TOKENIZERS
+            .iter()
+            .any(|&t| std::panic::catch_unwind(|| oracle(t).encode_ordinary(&text).len()).is_err());
         if !refused {
             assert_same(&text);
             break;
@@ -186,11 +186,7 @@ fn bpe_worst_cases_match_tiktoken() {
         assert_same_or_oracle_refuses(c, mib / 4);
     }
     // A megabyte without whitespace, mixing classes.
-    let mixed: String = "aZé日0!\u{301}ʰ'/"
-        .chars()
-        .cycle()
-        .take(mib / 2)
-        .collect();
+    let mixed: String = "aZé日0!\u{301}ʰ'/".chars().cycle().take(mib / 2).collect();
     assert_same(&mixed);
     // A megabyte of letters without a break: one piece for the merge.
     let letters: String = "abcdefghijklmnopqrstuvwxyz"
@@ -251,5 +247,8 @@ fn every_corpus_file_matches_tiktoken() {
             assert_eq!(got, expected, "{t} on {}", file.display());
         }
     }
-    eprintln!("{} corpus files, {bytes} bytes, identical counts", files.len());
+    eprintln!(
+        "{} corpus files, {bytes} bytes, identical counts",
+        files.len()
+    );
 }
