@@ -18,6 +18,7 @@ use std::process::{Command, ExitCode};
 
 mod bench_history;
 mod bench_plan;
+mod bench_tokens;
 mod e2e;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
 mod goldens;
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
         ),
         Some("bench-plan") => bench_plan::run(&args[1..]),
         Some("bench-history") => bench_history::run(&args[1..]),
+        Some("bench-tokens") => bench_tokens::run(&args[1..]),
         Some("e2e") => e2e::run(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
@@ -56,6 +58,7 @@ commands:
   bench                run bench-plan, then bench-history
   bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
   bench-history        history digest benchmark on a generated archive
+  bench-tokens         token counting: first count, throughput, ctx history per tokenizer
   e2e [--llm]          ctx run against real OpenAI-compatible servers";
 
 fn root() -> PathBuf {

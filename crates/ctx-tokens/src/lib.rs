@@ -10,16 +10,22 @@
 //!
 //! * [`BpeCounter`]: exact counts for OpenAI's byte-level BPE encodings
 //!   (`cl100k_base`, `o200k_base`, `p50k_base`, `r50k_base`,
-//!   `o200k_harmony`) through `tiktoken-rs`, whose rank tables are compiled
-//!   into the binary, so counting never touches the network.
+//!   `o200k_harmony`), identical to tiktoken-rs's, from rank tables the
+//!   build script lays out into the binary's read-only data, so counting
+//!   never touches the network and never builds anything. With the
+//!   `tiktoken-rs` cargo feature, `TiktokenCounter` (tiktoken-rs itself,
+//!   the tests' oracle) is used instead.
 //! * [`EstimateCounter`]: `ceil(utf8_bytes / 4)`, for models without a known
 //!   tokenizer.
 //!
-//! ## Why counters are lazy
+//! ## Why nothing is built at run time
 //!
-//! Building a BPE table costs 65–150 ms in a fresh process, more than
-//! assembling a whole digest. A [`BpeCounter`] therefore builds its table on
-//! the first [`TokenCounter::count`] call, and callers ask
+//! Building tiktoken-rs's table costs 65–150 ms and 25–50 MB in a fresh
+//! process, more than assembling a whole digest; a `ctx history` at a
+//! binding budget spent most of its time there. The static tables
+//! (`rank_table`) cost nothing to load, the pre-tokenizers (`pretokenize`)
+//! replace the splitting regexes exactly, and the first count of a process
+//! takes well under a millisecond. Callers still ask
 //! [`TokenCounter::upper_bound`] first: a byte-level BPE never yields more
 //! tokens than the text has bytes, so a cap at or above the byte length
 //! holds without tokenizing at all.
@@ -35,7 +41,7 @@
 //!
 //! let counter = Tokenizer::Cl100kBase.counter();
 //! let text = "Exact counts, caps that hold.";
-//! // Cheap: no table is built for the bound.
+//! // Cheaper still: the bound reads only the length.
 //! assert!(counter.upper_bound(text) >= counter.count(text));
 //! assert_eq!(counter.count(text), 7);
 //!
@@ -45,10 +51,20 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 
-use tiktoken_rs::CoreBPE;
+mod merge;
+mod pretokenize;
+mod rank_hash;
+mod rank_table;
+#[cfg(feature = "tiktoken-rs")]
+mod tiktoken;
+
+use pretokenize::Pattern;
+use rank_table::RankTable;
+#[cfg(feature = "tiktoken-rs")]
+pub use tiktoken::TiktokenCounter;
 
 /// Counts the tokens a text costs under one tokenizer.
 ///
@@ -173,11 +189,15 @@ impl Tokenizer {
         }
     }
 
-    /// A shared counter for this tokenizer. BPE tables are built once per
-    /// process, on first use, and shared by every counter handed out.
+    /// A shared counter for this tokenizer: a [`BpeCounter`], or with the
+    /// `tiktoken-rs` cargo feature a [`TiktokenCounter`] (the reference
+    /// implementation, same counts, a table built on first use).
     pub fn counter(self) -> Arc<dyn TokenCounter> {
         match self {
             Tokenizer::Estimate => Arc::new(EstimateCounter),
+            #[cfg(feature = "tiktoken-rs")]
+            bpe => Arc::new(TiktokenCounter::new(bpe)),
+            #[cfg(not(feature = "tiktoken-rs"))]
             bpe => Arc::new(BpeCounter::new(bpe)),
         }
     }
@@ -230,9 +250,13 @@ impl TokenCounter for EstimateCounter {
 
 /// Exact counts for one of OpenAI's byte-level BPE encodings.
 ///
-/// The rank table is built on the first [`count`](TokenCounter::count) and
-/// shared process-wide; [`upper_bound`](TokenCounter::upper_bound) never
-/// builds it.
+/// Counts are identical to tiktoken-rs's `encode_ordinary(text).len()`
+/// (the tests prove it on random Unicode and on real archives), but nothing
+/// is built at run time: the rank tables are laid out by the build script
+/// into read-only data (see `rank_table`), and the splitting regex is
+/// replaced by an equivalent hand-written pre-tokenizer (see
+/// `pretokenize`). The first count of a fresh process therefore costs what
+/// any other does.
 pub struct BpeCounter {
     tokenizer: Tokenizer,
 }
@@ -240,33 +264,45 @@ pub struct BpeCounter {
 impl BpeCounter {
     /// A counter for `tokenizer`.
     ///
-    /// # Panics
-    /// Never for BPE encodings; passing [`Tokenizer::Estimate`] makes
-    /// [`count`](TokenCounter::count) fall back to the estimate rule.
+    /// Passing [`Tokenizer::Estimate`] makes [`count`](TokenCounter::count)
+    /// use the estimate rule.
     pub fn new(tokenizer: Tokenizer) -> BpeCounter {
         BpeCounter { tokenizer }
     }
 
-    fn bpe(&self) -> Option<&'static CoreBPE> {
-        static CL100K: OnceLock<Option<CoreBPE>> = OnceLock::new();
-        static O200K: OnceLock<Option<CoreBPE>> = OnceLock::new();
-        static O200K_HARMONY: OnceLock<Option<CoreBPE>> = OnceLock::new();
-        static P50K: OnceLock<Option<CoreBPE>> = OnceLock::new();
-        static R50K: OnceLock<Option<CoreBPE>> = OnceLock::new();
-        // The rank files are embedded in tiktoken-rs, so construction can
-        // only fail on a corrupt build; such a counter degrades to the
-        // byte bound, which still never undercounts.
-        let cell = match self.tokenizer {
-            Tokenizer::Cl100kBase => CL100K.get_or_init(|| tiktoken_rs::cl100k_base().ok()),
-            Tokenizer::O200kBase => O200K.get_or_init(|| tiktoken_rs::o200k_base().ok()),
-            Tokenizer::O200kHarmony => {
-                O200K_HARMONY.get_or_init(|| tiktoken_rs::o200k_harmony().ok())
-            }
-            Tokenizer::P50kBase => P50K.get_or_init(|| tiktoken_rs::p50k_base().ok()),
-            Tokenizer::R50kBase => R50K.get_or_init(|| tiktoken_rs::r50k_base().ok()),
+    fn encoding(&self) -> Option<(Pattern, &'static RankTable)> {
+        Some(match self.tokenizer {
+            Tokenizer::Cl100kBase => (Pattern::Cl100k, &rank_table::CL100K),
+            Tokenizer::O200kBase | Tokenizer::O200kHarmony => (Pattern::O200k, &rank_table::O200K),
+            Tokenizer::P50kBase => (Pattern::Gpt2, &rank_table::P50K),
+            Tokenizer::R50kBase => (Pattern::Gpt2, &rank_table::R50K),
             Tokenizer::Estimate => return None,
+        })
+    }
+
+    /// Counts pieces until the running total exceeds `limit` (then returns
+    /// that partial total) or the text ends.
+    fn count_until(&self, text: &str, limit: usize) -> usize {
+        let Some((pattern, table)) = self.encoding() else {
+            return EstimateCounter.count(text);
         };
-        cell.as_ref()
+        let bytes = text.as_bytes();
+        let mut total = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            let mut end = pretokenize::piece_end(pattern, bytes, i);
+            if end <= i {
+                // Unreachable by construction; never loop forever or split
+                // a character if it ever were.
+                end = i + text[i..].chars().next().map_or(1, char::len_utf8);
+            }
+            total += merge::count_piece(table, &bytes[i..end]);
+            if total > limit {
+                return total;
+            }
+            i = end;
+        }
+        total
     }
 }
 
@@ -283,14 +319,12 @@ impl TokenCounter for BpeCounter {
         self.tokenizer.as_str()
     }
     fn count(&self, text: &str) -> usize {
-        if text.is_empty() {
-            return 0;
-        }
-        match self.bpe() {
-            Some(bpe) => bpe.encode_ordinary(text).len(),
-            None if self.tokenizer == Tokenizer::Estimate => EstimateCounter.count(text),
-            None => text.len(),
-        }
+        self.count_until(text, usize::MAX)
+    }
+    /// Stops counting as soon as the total passes `limit`: a prompt far over
+    /// its cap is refused after its first `limit` tokens, not its last.
+    fn fits(&self, text: &str, limit: usize) -> bool {
+        self.upper_bound(text) <= limit || self.count_until(text, limit) <= limit
     }
 }
 
