@@ -8,15 +8,16 @@
 //!
 //! One job a file:
 //!
-//! * [`decode`](self::decode): HTML references (the whole WHATWG table),
+//! * `decode.rs`: HTML references (the whole WHATWG table),
 //!   JSON/JavaScript escapes and percent-encoding;
-//! * [`fold`](self::fold): one character onto what a reader takes it for
+//! * `fold.rs`: one character onto what a reader takes it for
 //!   (tag characters, ignorables, NFKD, UTS #39 confusables, a generated
 //!   Latin-letter table, lower case);
-//! * [`tokens`]: the control tokens of each model family, as data with
+//! * `tokens.rs` ([`CONTROL_TOKENS`]): the control tokens of each model family, as data with
 //!   their sources;
-//! * [`matcher`](self::matcher): the tag grammar on a skeleton;
-//! * [`boundary`]: the opt-in per-render nonce on fence tags;
+//! * `matcher.rs`: the tag grammar on a skeleton;
+//! * `boundary.rs` ([`FenceNonce`]): the opt-in per-render nonce on fence tags;
+//! * `latin.rs`: the generated Latin-letter table;
 //! * this file: [`skeleton`], [`find_tags`] and [`neutralize`].
 //!
 //! # How a tag is recognised
@@ -25,7 +26,7 @@
 //! ([`skeleton`]): escapes decoded, then every character folded, repeated
 //! until nothing changes (at most 8 rounds, so nested encodings such as
 //! `&amp;lt;`, `\\u003c` or `%253C` unwind). The grammar is described in
-//! the matcher module.
+//! `matcher.rs`.
 //!
 //! Each match is replaced in the *original* text (the skeleton keeps the
 //! byte range each of its characters came from) by [`NEUTRALIZED_FENCE_TAG`]
