@@ -12,7 +12,7 @@
 //!   `&LeftAngleBracket;` all decode), with or without the `;`; decimal and
 //!   hex references with any number of digits, as HTML reads them.
 //! * **JSON / JavaScript**: `\uXXXX` (surrogate pairs joined), `\u{X…}`,
-//!   `\xXX`, `\UXXXXXXXX`, and the one-character escapes `\/` `\\` `\<`
+//!   `\xXX`, `\UXXXXXXXX` and `\UXXXX`, and the one-character escapes `\/` `\\` `\<`
 //!   `\>` `\|` `\[` `\]`. Go's `json.Marshal` writes `<` as `\u003c`.
 //! * **Percent-encoding**: `%XX`, and a run of `%XX` that spells one UTF-8
 //!   character (`%EF%BC%9C` is `＜`).
@@ -170,8 +170,10 @@ fn backslash_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> 
             }
             Some((Expansion::One(char_or_replacement(unit)), end))
         }
+        // Python's `\U` takes 8 digits; with 4 it reads as `\u` does
+        // once lower-cased, so it is decoded either way.
         'U' => {
-            let (value, end) = hex_exact(items, j + 1, 8)?;
+            let (value, end) = hex_exact(items, j + 1, 8).or_else(|| hex_exact(items, j + 1, 4))?;
             Some((Expansion::One(char_or_replacement(value)), end))
         }
         'x' => {
@@ -281,7 +283,7 @@ mod tests {
         assert_eq!(decode("\\u003c\\/\\u003E"), "</>");
         assert_eq!(decode("\\x3c\\u{3e}\\u{00003C}"), "<><");
         assert_eq!(decode("\\ud83d\\ude00 \\ud83d"), "\u{1F600} \u{FFFD}");
-        assert_eq!(decode("\\U0000003C"), "<");
+        assert_eq!(decode("\\U0000003C \\U003C"), "< <");
         assert_eq!(decode("\\\\u003c"), "\\u003c");
         assert_eq!(decode("C:\\path \\q \\u12"), "C:\\path \\q \\u12");
     }

@@ -113,21 +113,21 @@ fn starts_escape(c: char) -> bool {
 
 /// One folding round. The flag is true when a further round could still
 /// change something: a non-ASCII character came out different from its
-/// source, or anything changed in a text that holds an escape character
-/// (`＆ｌｔ；` folds to `&lt;`, which the next round decodes).
+/// source, or a non-ASCII or control character was folded in a text that
+/// holds an escape character (`＆ｌｔ；` folds to `&lt;`, and `&l\u{1}t;`
+/// to `&lt;`, which the next round decodes). Lower-casing ASCII never
+/// makes a new escape (the decoders accept either case), so printable
+/// ASCII text takes one round.
 fn fold_pass(items: &[SkeletonChar]) -> (Vec<SkeletonChar>, bool) {
     let mut out = Vec::with_capacity(items.len());
     let mut unstable = false;
     let mut changed = false;
     for it in items {
-        let mut n = 0;
+        changed |= !it.ch.is_ascii() || (it.ch.is_ascii_control() && !it.ch.is_ascii_whitespace());
         fold::fold_char(it.ch, &mut |ch| {
             unstable |= !ch.is_ascii() && ch != it.ch;
-            changed |= ch != it.ch;
-            n += 1;
             out.push(SkeletonChar { ch, ..*it });
         });
-        changed |= n != 1;
     }
     let more = unstable || (changed && out.iter().any(|c| starts_escape(c.ch)));
     (out, more)
