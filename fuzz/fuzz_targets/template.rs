@@ -5,6 +5,10 @@
 //! the template nor a trusted value wrote (not even one assembled across
 //! the seam between two values).
 //!
+//! A template with `fence: nonce` is rendered with a nonce taken from the
+//! input's length and first bytes; its prompt must hold exactly the
+//! template's fence tags, each carrying that nonce.
+//!
 //! Input layout: the template, then values separated by NUL bytes; the
 //! values are given to the template's placeholder names in order.
 
@@ -12,8 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use ctx_prompt::fence::{TagKind, find_tags, neutralize};
-use ctx_prompt::template::{Classes, RenderError, Template, lint, render};
+use ctx_prompt::fence::{FenceNonce, TagKind, find_tags, neutralize};
+use ctx_prompt::template::{Classes, FenceStyle, RenderError, Template, lint, render_with_nonce};
 use libfuzzer_sys::fuzz_target;
 
 fn fence_tags(text: &str) -> usize {
@@ -36,6 +40,10 @@ fuzz_target!(|data: &[u8]| {
         let n = neutralize(v);
         assert!(find_tags(&n).is_empty(), "neutralized value still holds a tag: {n:?}");
         assert_eq!(neutralize(&n), n, "neutralize is idempotent");
+        assert!(
+            !n.chars().any(|c| ('\u{E0000}'..='\u{E007F}').contains(&c)),
+            "tag characters survive: {n:?}"
+        );
     }
 
     let Ok(template) = Template::parse(source, "fuzz.md") else {
@@ -50,10 +58,25 @@ fuzz_target!(|data: &[u8]| {
         let v = raw_values.get(i % raw_values.len().max(1)).copied().unwrap_or("");
         values.insert(name.to_string(), v.to_string());
     }
-    match render(&template, &Classes::default(), &values) {
+    let mut seed = [0u8; 16];
+    seed[..8].copy_from_slice(&(data.len() as u64).to_le_bytes());
+    for (s, b) in seed[8..].iter_mut().zip(data) {
+        *s = *b;
+    }
+    let nonce = FenceNonce::from_bytes(seed);
+    match render_with_nonce(&template, &Classes::default(), &values, Some(&nonce)) {
         Ok(r) => {
             assert!(report.is_clean());
             assert_eq!(fence_tags(&r.text), fence_tags(template.body()));
+            if template.fence == FenceStyle::Nonce {
+                for t in find_tags(&r.text).iter().filter(|t| t.kind != TagKind::Control) {
+                    let tag = &r.text[t.range.clone()];
+                    assert!(
+                        tag == nonce.open_tag() || tag == nonce.close_tag(),
+                        "fence tag without the nonce: {tag:?}"
+                    );
+                }
+            }
             let trusted_write_tokens = r
                 .values
                 .iter()

@@ -10,6 +10,8 @@
 //! 3. with `--content-root`, assemble the historical digest against the
 //!    same `--prompt-budget` and use it as `{{HISTORICAL_CONTEXT}}`;
 //! 4. render in one pass (a missing value or an unused `--var` → exit 2);
+//!    a template with `fence: nonce` gets a nonce of 16 bytes from the
+//!    operating system's random source, new on every run;
 //! 5. preflight: count the template text, each value and the whole prompt;
 //!    over `--prompt-budget` → exit 3 with the table on stderr.
 //!
@@ -21,8 +23,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use ctx_history::assemble_digest;
+use ctx_prompt::fence::FenceNonce;
 use ctx_prompt::template::{
-    Classes, HISTORICAL_CONTEXT, RenderError, Template, is_valid_name, preflight, render,
+    Classes, FenceStyle, HISTORICAL_CONTEXT, RenderError, Template, is_valid_name, preflight,
+    render_with_nonce,
 };
 use ctx_tokens::Tokenizer;
 
@@ -219,20 +223,33 @@ pub fn run(args: Args) -> CliResult {
         .parse()
         .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?;
 
-    let rendered = render(&template, &classes, &values).map_err(|e| match e {
-        RenderError::Lint(r) => {
-            print_findings(&r, &mut std::io::stderr().lock());
-            CliError::with(
-                Exit::Findings,
-                format!(
-                    "{shown}: {} lint finding(s); nothing rendered",
-                    r.findings.len()
-                ),
-            )
+    let nonce = match template.fence {
+        FenceStyle::Plain => None,
+        FenceStyle::Nonce => {
+            let mut bytes = [0u8; 16];
+            getrandom::fill(&mut bytes).map_err(|e| {
+                CliError::usage(format!(
+                    "{shown}: `fence: nonce` needs a random nonce, and the operating system gave none: {e}"
+                ))
+            })?;
+            Some(FenceNonce::from_bytes(bytes))
         }
-        RenderError::FenceBroken { .. } => CliError::with(Exit::Findings, e),
-        other => CliError::usage(other),
-    })?;
+    };
+    let rendered =
+        render_with_nonce(&template, &classes, &values, nonce.as_ref()).map_err(|e| match e {
+            RenderError::Lint(r) => {
+                print_findings(&r, &mut std::io::stderr().lock());
+                CliError::with(
+                    Exit::Findings,
+                    format!(
+                        "{shown}: {} lint finding(s); nothing rendered",
+                        r.findings.len()
+                    ),
+                )
+            }
+            RenderError::FenceBroken { .. } => CliError::with(Exit::Findings, e),
+            other => CliError::usage(other),
+        })?;
 
     let counter = tokenizer.counter();
     let pre = preflight(&rendered, &*counter, budget);
@@ -262,6 +279,9 @@ pub fn run(args: Args) -> CliResult {
                 "budget": pre.budget,
                 "tokenizer": pre.tokenizer,
             });
+            if let (Some(n), Some(map)) = (&nonce, obj.as_object_mut()) {
+                map.insert("fence_nonce".into(), n.as_str().into());
+            }
             if let (Some(d), Some(map)) = (digest_json, obj.as_object_mut()) {
                 map.insert("historical_context".into(), d);
             }

@@ -1,0 +1,313 @@
+//! Decoding the escapes a tag can hide behind: HTML character references,
+//! JSON and JavaScript string escapes, and percent-encoding.
+//!
+//! Each decoded character keeps the byte range of its whole escape in the
+//! original text, so a tag found through a decoding is replaced there.
+//! One pass decodes one level; [`super::skeleton`] repeats the passes, so
+//! nested encodings (`&amp;lt;`, `\\u003c`, `%253C`) unwind too.
+//!
+//! * **HTML**: every named reference in the WHATWG table (through the
+//!   `htmlize` crate's copy of `entities.json`), matched case-sensitively
+//!   first and then case-insensitively (so `&LT;`, `&Lt;` and
+//!   `&LeftAngleBracket;` all decode), with or without the `;`; decimal and
+//!   hex references with any number of digits, as HTML reads them.
+//! * **JSON / JavaScript**: `\uXXXX` (surrogate pairs joined), `\u{X…}`,
+//!   `\xXX`, `\UXXXXXXXX` and `\UXXXX`, and the one-character escapes `\/` `\\` `\<`
+//!   `\>` `\|` `\[` `\]`. Go's `json.Marshal` writes `<` as `\u003c`.
+//! * **Percent-encoding**: `%XX`, and a run of `%XX` that spells one UTF-8
+//!   character (`%EF%BC%9C` is `＜`).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use super::SkeletonChar;
+
+/// What an escape decodes to.
+enum Expansion {
+    One(char),
+    Str(&'static str),
+}
+
+/// The WHATWG named references, by name without `&` and `;`: exact, and
+/// lower-cased (the all-lower-case name wins a clash, else the smallest).
+struct Entities {
+    exact: HashMap<&'static str, &'static str>,
+    folded: HashMap<String, &'static str>,
+    longest: usize,
+}
+
+fn entities() -> &'static Entities {
+    static ENTITIES: OnceLock<Entities> = OnceLock::new();
+    ENTITIES.get_or_init(|| {
+        let mut names: Vec<(&'static str, &'static str)> = htmlize::ENTITIES
+            .entries()
+            .filter_map(|(k, v)| {
+                let name = std::str::from_utf8(k).ok()?;
+                let name = name.strip_prefix('&')?;
+                let name = name.strip_suffix(';').unwrap_or(name);
+                Some((name, std::str::from_utf8(v).ok()?))
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut exact = HashMap::with_capacity(names.len());
+        let mut folded: HashMap<String, &'static str> = HashMap::with_capacity(names.len());
+        let mut longest = 0;
+        for &(name, value) in &names {
+            exact.insert(name, value);
+            longest = longest.max(name.len());
+            let lower = name.to_ascii_lowercase();
+            let canonical = lower == name;
+            match folded.get(&lower) {
+                Some(_) if !canonical => {}
+                _ => {
+                    folded.insert(lower, value);
+                }
+            }
+        }
+        Entities {
+            exact,
+            folded,
+            longest,
+        }
+    })
+}
+
+fn at(items: &[SkeletonChar], k: usize) -> Option<char> {
+    items.get(k).map(|s| s.ch)
+}
+
+/// Every digit of `base` from `j`, saturating just past U+10FFFF: the
+/// value and the index after the digits (none: `None`).
+fn digits(items: &[SkeletonChar], mut j: usize, base: u32, max: usize) -> Option<(u32, usize)> {
+    let start = j;
+    let mut value: u32 = 0;
+    while j - start < max
+        && let Some(d) = at(items, j).and_then(|c| c.to_digit(base))
+    {
+        value = value.saturating_mul(base).saturating_add(d).min(0x11_0000);
+        j += 1;
+    }
+    (j > start).then_some((value, j))
+}
+
+/// Exactly `n` hex digits from `j`.
+fn hex_exact(items: &[SkeletonChar], j: usize, n: usize) -> Option<(u32, usize)> {
+    let (value, end) = digits(items, j, 16, n)?;
+    (end - j == n).then_some((value, end))
+}
+
+fn char_or_replacement(value: u32) -> char {
+    char::from_u32(value).unwrap_or('\u{FFFD}')
+}
+
+/// An HTML character reference at `i` (an `&`).
+fn html_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> {
+    let mut j = i + 1;
+    if at(items, j) == Some('#') {
+        j += 1;
+        let hex = matches!(at(items, j), Some('x' | 'X'));
+        if hex {
+            j += 1;
+        }
+        // As in HTML, every digit belongs to the reference, however many
+        // there are: leading zeros add nothing (`&#000000060;` is `<`),
+        // and a value past U+10FFFF (or a surrogate) is U+FFFD.
+        let (value, mut end) = digits(items, j, if hex { 16 } else { 10 }, usize::MAX)?;
+        if at(items, end) == Some(';') {
+            end += 1;
+        }
+        return Some((Expansion::One(char_or_replacement(value)), end));
+    }
+    let table = entities();
+    let mut name = String::new();
+    while let Some(c) = at(items, j) {
+        if !c.is_ascii_alphanumeric() || name.len() >= table.longest {
+            break;
+        }
+        name.push(c);
+        j += 1;
+    }
+    // The longest name that is a prefix: legacy references such as
+    // `&ltfoo` decode without the `;`.
+    for len in (1..=name.len()).rev() {
+        let candidate = &name[..len];
+        let found = table
+            .exact
+            .get(candidate)
+            .copied()
+            .or_else(|| table.folded.get(&candidate.to_ascii_lowercase()).copied());
+        if let Some(value) = found {
+            let mut end = i + 1 + len;
+            if at(items, end) == Some(';') {
+                end += 1;
+            }
+            return Some((Expansion::Str(value), end));
+        }
+    }
+    None
+}
+
+/// A JSON or JavaScript escape at `i` (a `\`).
+fn backslash_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> {
+    let j = i + 1;
+    match at(items, j)? {
+        'u' if at(items, j + 1) == Some('{') => {
+            let (value, end) = digits(items, j + 2, 16, usize::MAX)?;
+            (at(items, end) == Some('}'))
+                .then(|| (Expansion::One(char_or_replacement(value)), end + 1))
+        }
+        'u' => {
+            let (unit, end) = hex_exact(items, j + 1, 4)?;
+            if (0xD800..0xDC00).contains(&unit)
+                && at(items, end) == Some('\\')
+                && at(items, end + 1) == Some('u')
+                && let Some((low, end2)) = hex_exact(items, end + 2, 4)
+                && (0xDC00..0xE000).contains(&low)
+            {
+                let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                return Some((Expansion::One(char_or_replacement(c)), end2));
+            }
+            Some((Expansion::One(char_or_replacement(unit)), end))
+        }
+        // Python's `\U` takes 8 digits; with 4 it reads as `\u` does
+        // once lower-cased, so it is decoded either way.
+        'U' => {
+            let (value, end) = hex_exact(items, j + 1, 8).or_else(|| hex_exact(items, j + 1, 4))?;
+            Some((Expansion::One(char_or_replacement(value)), end))
+        }
+        'x' => {
+            let (value, end) = hex_exact(items, j + 1, 2)?;
+            Some((Expansion::One(char_or_replacement(value)), end))
+        }
+        c @ ('/' | '\\' | '<' | '>' | '|' | '[' | ']') => Some((Expansion::One(c), j + 1)),
+        _ => None,
+    }
+}
+
+/// Percent-encoding at `i` (a `%`): one ASCII byte, or the bytes of one
+/// UTF-8 character.
+fn percent_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> {
+    let byte = |k: usize| -> Option<(u8, usize)> {
+        (at(items, k)? == '%')
+            .then(|| hex_exact(items, k + 1, 2))
+            .flatten()
+            .map(|(v, e)| (v as u8, e))
+    };
+    let (first, mut end) = byte(i)?;
+    let len = match first {
+        0x00..=0x7F => return Some((Expansion::One(first as char), end)),
+        0xC2..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF4 => 4,
+        _ => return None,
+    };
+    let mut bytes = vec![first];
+    for _ in 1..len {
+        let (b, e) = byte(end)?;
+        bytes.push(b);
+        end = e;
+    }
+    let c = std::str::from_utf8(&bytes).ok()?.chars().next()?;
+    Some((Expansion::One(c), end))
+}
+
+/// One decoding round; the flag is true when an escape was decoded.
+pub(super) fn decode_pass(items: Vec<SkeletonChar>) -> (Vec<SkeletonChar>, bool) {
+    if !items.iter().any(|c| matches!(c.ch, '&' | '\\' | '%')) {
+        return (items, false);
+    }
+    let mut out = Vec::with_capacity(items.len());
+    let mut decoded = false;
+    let mut i = 0;
+    while i < items.len() {
+        let it = items[i];
+        let found = match it.ch {
+            '&' => html_at(&items, i),
+            '\\' => backslash_at(&items, i),
+            '%' => percent_at(&items, i),
+            _ => None,
+        };
+        if let Some((expansion, next)) = found {
+            let end = items.get(next - 1).map_or(it.end, |l| l.end);
+            let mut push = |ch: char| {
+                out.push(SkeletonChar {
+                    ch,
+                    start: it.start,
+                    end,
+                })
+            };
+            match expansion {
+                Expansion::One(c) => push(c),
+                Expansion::Str(s) => s.chars().for_each(push),
+            }
+            decoded = true;
+            i = next;
+            continue;
+        }
+        out.push(it);
+        i += 1;
+    }
+    (out, decoded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(text: &str) -> String {
+        let items = text
+            .char_indices()
+            .map(|(i, c)| SkeletonChar {
+                ch: c,
+                start: i,
+                end: i + c.len_utf8(),
+            })
+            .collect();
+        decode_pass(items).0.iter().map(|c| c.ch).collect()
+    }
+
+    #[test]
+    fn html_named_references_use_the_whole_table() {
+        assert_eq!(decode("&ndash;&mdash;&frasl;"), "\u{2013}\u{2014}\u{2044}");
+        assert_eq!(decode("&LeftAngleBracket;"), "\u{27E8}");
+        assert_eq!(decode("&LT;&lt&Lt;"), "<<\u{226A}");
+        // Case-insensitive fallback for names the table spells otherwise.
+        assert_eq!(decode("&leftanglebracket;"), "\u{27E8}");
+        assert_eq!(decode("&nvlt;"), "<\u{20D2}");
+        assert_eq!(decode("&ltfoo &unknown; & x"), "<foo &unknown; & x");
+    }
+
+    #[test]
+    fn json_and_js_escapes() {
+        assert_eq!(decode("\\u003c\\/\\u003E"), "</>");
+        assert_eq!(decode("\\x3c\\u{3e}\\u{00003C}"), "<><");
+        assert_eq!(decode("\\ud83d\\ude00 \\ud83d"), "\u{1F600} \u{FFFD}");
+        assert_eq!(decode("\\U0000003C \\U003C"), "< <");
+        assert_eq!(decode("\\\\u003c"), "\\u003c");
+        assert_eq!(decode("C:\\path \\q \\u12"), "C:\\path \\q \\u12");
+    }
+
+    #[test]
+    fn percent_encoding() {
+        assert_eq!(decode("%3C%2f%3e"), "</>");
+        assert_eq!(decode("%EF%BC%9C"), "\u{FF1C}");
+        assert_eq!(decode("%253C"), "%3C");
+        assert_eq!(decode("100% %zz %EF%BC %C3"), "100% %zz %EF%BC %C3");
+    }
+
+    #[test]
+    fn a_decoded_character_keeps_the_whole_range() {
+        let items = "a\\u003cb"
+            .char_indices()
+            .map(|(i, c)| SkeletonChar {
+                ch: c,
+                start: i,
+                end: i + 1,
+            })
+            .collect();
+        let (out, decoded) = decode_pass(items);
+        assert!(decoded);
+        assert_eq!((out[1].ch, out[1].start, out[1].end), ('<', 1, 7));
+    }
+}
