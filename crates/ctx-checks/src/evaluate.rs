@@ -6,7 +6,7 @@
 //! sees the same text. No check can panic or recurse on the output's
 //! shape: text checks are linear scans (`str::contains`, the `regex`
 //! crate's finite automata), and JSON is parsed by `serde_json`, whose
-//! nesting limit (128) turns a 100,000-deep `[[[[...` into an ordinary
+//! nesting limit (127 levels parse, 128 do not) turns a 100,000-deep `[[[[...` into an ordinary
 //! "not JSON" failure instead of a stack overflow.
 //!
 //! Checks run locally except `judge`, which needs a model. Evaluation is
@@ -51,8 +51,9 @@ pub struct CheckResult {
     pub kind: CheckKind,
     /// Whether the output passed.
     pub passed: bool,
-    /// What to show: on failure the check's own `message` when it has one,
-    /// else the generated explanation; on success what was verified.
+    /// What to show: on failure the check's own `message` when it has one
+    /// (and it is not blank), else the generated explanation; on success
+    /// what was verified.
     pub message: String,
     /// The generated explanation, when `message` is the check's own and
     /// says something else.
@@ -239,7 +240,7 @@ pub fn all_passed(results: &[CheckResult]) -> bool {
 
 fn outcome(kind: CheckKind, passed: bool, detail: String, own: Option<&str>) -> CheckResult {
     match own {
-        Some(own) if !passed && own != detail => CheckResult {
+        Some(own) if !passed && !own.trim().is_empty() && own != detail => CheckResult {
             kind,
             passed,
             message: own.to_string(),
