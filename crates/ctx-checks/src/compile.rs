@@ -19,6 +19,10 @@ use crate::spec::{Check, CheckKind, DEFAULT_JUDGE_MAX_TOKENS, Rule, SchemaSource
 /// taking gigabytes.
 pub(crate) const REGEX_SIZE_LIMIT: usize = 10 * (1 << 20);
 
+/// The largest schema file read. Real schemas are kilobytes; the cap keeps
+/// a path such as `/dev/zero` from reading forever.
+pub const MAX_SCHEMA_BYTES: u64 = 16 << 20;
+
 /// A list of checks, compiled and ready to evaluate outputs.
 #[derive(Debug)]
 pub struct CheckSet {
@@ -259,12 +263,10 @@ fn compile_one(
                 SchemaSource::Inline(value) => (value.clone(), None),
                 SchemaSource::Path(relative) => {
                     let path = base_dir.join(relative);
-                    let text = std::fs::read_to_string(&path).map_err(|source| {
-                        CompileError::SchemaRead {
-                            index,
-                            path: path.clone(),
-                            source,
-                        }
+                    let text = read_capped(&path).map_err(|source| CompileError::SchemaRead {
+                        index,
+                        path: path.clone(),
+                        source,
                     })?;
                     let value = serde_json::from_str(&text).map_err(|source| {
                         CompileError::SchemaParse {
@@ -298,6 +300,23 @@ fn compile_one(
         message: check.message.clone(),
         test,
     })
+}
+
+/// The file's text, refusing more than [`MAX_SCHEMA_BYTES`] (as an
+/// `InvalidData` error, like text that is not UTF-8).
+fn read_capped(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_SCHEMA_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_SCHEMA_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} MiB", MAX_SCHEMA_BYTES >> 20),
+        ));
+    }
+    Ok(text)
 }
 
 /// `text` as a case-insensitive literal pattern: the regex engine's Unicode
@@ -394,6 +413,12 @@ mod tests {
             )
         );
         assert!(matches!(read("bad.json"), CompileError::SchemaParse { .. }));
+        // A directory, or a device that never ends, is a read error.
+        assert!(matches!(read("schemas"), CompileError::SchemaRead { .. }));
+        if Path::new("/dev/zero").exists() {
+            let zero = read("/dev/zero");
+            assert!(matches!(zero, CompileError::SchemaRead { .. }), "{zero}");
+        }
         let invalid = read("invalid.json");
         assert!(matches!(invalid, CompileError::Schema { .. }));
         assert!(invalid.to_string().ends_with("invalid.json"), "{invalid}");
