@@ -44,8 +44,8 @@ pub struct EvalContext<'a> {
     pub neutralize: Neutralizer,
 }
 
-/// The result of one check on one output.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The result of one check on one output, as reports and stores keep it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckResult {
     /// The check's kind.
     pub kind: CheckKind,
@@ -407,9 +407,10 @@ fn entities_outcome(entities: &[ExpectedEntity], text: &str) -> (bool, String) {
         })
         .collect();
     if failures.is_empty() {
-        let n = entities.len();
-        let s = if n == 1 { "entity" } else { "entities" };
-        (true, format!("reflects all {n} {s}"))
+        match entities {
+            [one] => (true, format!("reflects the entity {}", quote(one.name()))),
+            _ => (true, format!("reflects all {} entities", entities.len())),
+        }
     } else {
         let s = if failures.len() == 1 {
             "entity"
@@ -594,6 +595,11 @@ mod tests {
         assert_eq!(
             (r.passed, r.message.as_str()),
             (true, "reflects all 2 entities")
+        );
+        let r = run_with(r#"[{"entities": true}]"#, b"10 x 20", &entities[..1]).remove(0);
+        assert_eq!(
+            (r.passed, r.message.as_str()),
+            (true, "reflects the entity \"Board\"")
         );
         let r = run_with(r#"[{"entities": true}]"#, b"", &[]).remove(0);
         assert!(r.passed);
