@@ -50,8 +50,9 @@
 //!   they are declared: the plan model validates them, the executor runs
 //!   them, the store keeps their results, `ctx eval` counts them. A small
 //!   synchronous library that all of these call keeps one definition of
-//!   each check. It depends on `ctx-tokens` only (for the feedback's token
-//!   cost), so the plan model can depend on it for the check types. The
+//!   each check. Of the ctx crates it depends on `ctx-tokens` only (for the
+//!   feedback's token cost), so the plan model can depend on it for the
+//!   check types; the fence neutralizer of `ctx-prompt` is passed in. The
 //!   judge, which needs a model, is split into a request and an answer
 //!   ([`Evaluation::take_judge_requests`], [`Evaluation::record_judge_answer`]).
 //! * **Case-sensitive `contains` by default.** A check is an assertion; a
