@@ -64,9 +64,11 @@ pub struct CheckResult {
 /// How many JSON Schema errors a failure message lists.
 pub const SCHEMA_ERRORS_SHOWN: usize = 3;
 
-/// How many JSON Schema errors are collected before sorting them: enough to
-/// pick a deterministic few, bounded for a 100 MB array of wrong items.
-const SCHEMA_ERRORS_COLLECTED: usize = 1000;
+/// The largest output whose JSON Schema errors are all collected (to list a
+/// few and count the rest). The validator gathers every error before it
+/// yields the first, and a 100 MB array of wrong items has tens of millions
+/// of them, so beyond this size only the first error is reported.
+pub const SCHEMA_ERRORS_LISTED_BELOW: usize = 256 << 10;
 
 /// The results of one output against a check set, some possibly waiting
 /// for a judge.
@@ -322,7 +324,7 @@ fn run_local(
         },
         Test::JsonSchema { validator, .. } => match parsed(json, text) {
             Err(e) => (false, format!("is not valid JSON: {e}")),
-            Ok(value) => schema_outcome(validator, value, context.neutralize),
+            Ok(value) => schema_outcome(validator, value, text.len(), context.neutralize),
         },
         Test::Entities => entities_outcome(context.entities, text),
         Test::Judge { .. } => (false, "the judge was not asked".to_string()),
@@ -350,19 +352,34 @@ fn parsed<'j>(
 fn schema_outcome(
     validator: &jsonschema::Validator,
     value: &serde_json::Value,
+    output_len: usize,
     neutralize: Neutralizer,
 ) -> (bool, String) {
-    let mut errors: Vec<(String, String)> = validator
-        .iter_errors(value)
-        .take(SCHEMA_ERRORS_COLLECTED)
-        .map(|e| {
-            let pointer = e.instance_path().as_str().to_string();
-            let rule = one_line(&e.masked_with("the value").to_string(), 200);
-            (pointer, rule)
-        })
-        .collect();
-    if errors.is_empty() {
+    if validator.is_valid(value) {
         return (true, "matches the JSON Schema".to_string());
+    }
+    let describe = |e: jsonschema::ValidationError<'_>| {
+        let pointer = e.instance_path().as_str().to_string();
+        let rule = one_line(&e.masked_with("the value").to_string(), 200);
+        (pointer, rule)
+    };
+    let (mut errors, all): (Vec<(String, String)>, bool) =
+        if output_len <= SCHEMA_ERRORS_LISTED_BELOW {
+            (validator.iter_errors(value).map(describe).collect(), true)
+        } else {
+            (
+                validator
+                    .validate(value)
+                    .err()
+                    .map(describe)
+                    .into_iter()
+                    .collect(),
+                false,
+            )
+        };
+    if errors.is_empty() {
+        // `is_valid` and the error walk disagree; never call that a pass.
+        errors.push((String::new(), "the value does not match".to_string()));
     }
     errors.sort();
     errors.dedup();
@@ -381,12 +398,9 @@ fn schema_outcome(
     let mut detail = format!("does not match the JSON Schema: {}", shown.join("; "));
     if errors.len() > SCHEMA_ERRORS_SHOWN {
         let more = errors.len() - SCHEMA_ERRORS_SHOWN;
-        let plus = if errors.len() >= SCHEMA_ERRORS_COLLECTED {
-            "+"
-        } else {
-            ""
-        };
-        detail.push_str(&format!("; and {more}{plus} more"));
+        detail.push_str(&format!("; and {more} more"));
+    } else if !all {
+        detail.push_str(" (the first error; the output is too large to list them all)");
     }
     (false, neutralize(&detail))
 }

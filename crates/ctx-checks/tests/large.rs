@@ -68,3 +68,30 @@ fn deeply_nested_json_fails_without_overflowing_the_stack() {
         );
     }
 }
+
+#[test]
+fn a_huge_document_with_millions_of_schema_errors_reports_the_first() {
+    // 20 MB: ten million wrong items, which collected as errors would take
+    // gigabytes.
+    let mut doc = String::with_capacity(20 << 20);
+    doc.push('[');
+    while doc.len() < 20 << 20 {
+        doc.push_str("1,");
+    }
+    doc.push_str("1]");
+    let checks: Vec<Check> = serde_json::from_str(
+        r#"[{"json_schema": {"type": "array", "items": {"type": "string"}}}]"#,
+    )
+    .unwrap();
+    let set = CheckSet::compile(&checks, Path::new(".")).unwrap();
+    let context = EvalContext {
+        entities: &[],
+        neutralize: |s| s.to_string(),
+    };
+    let results = set.evaluate(doc.as_bytes(), &context).finish();
+    assert_eq!(
+        results[0].message,
+        "does not match the JSON Schema: at \"/0\": the value is not of type \"string\" \
+         (the first error; the output is too large to list them all)"
+    );
+}
