@@ -282,7 +282,10 @@ impl fmt::Display for CheckKind {
 /// Every key a check may have, as the plan spells it. Private: it only
 /// carries the flat map between serde and [`Check`].
 #[derive(Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a check: a map with one kind key such as `contains: TEXT`"
+)]
 struct RawCheck {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     contains: Option<String>,
@@ -783,7 +786,7 @@ mod tests {
             ),
             (
                 r#"["contains"]"#,
-                "checks[0]: invalid type: string \"contains\", expected struct RawCheck",
+                "checks[0]: invalid type: string \"contains\", expected a check: a map with one kind key such as `contains: TEXT`",
             ),
         ];
         for (json, want) in cases {
