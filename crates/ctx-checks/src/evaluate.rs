@@ -163,11 +163,10 @@ impl Evaluation {
         let neutralize = self.neutralize;
         let result = match parse_answer(answer) {
             Ok(verdict) => {
-                let reason = neutralize(&verdict.reason);
-                let detail = if verdict.pass {
-                    format!("the judge passed it: {reason}")
-                } else {
-                    format!("the judge failed it: {reason}")
+                let verb = if verdict.pass { "passed" } else { "failed" };
+                let detail = match neutralize(&verdict.reason) {
+                    reason if reason.is_empty() => format!("the judge {verb} it"),
+                    reason => format!("the judge {verb} it: {reason}"),
                 };
                 (verdict.pass, detail)
             }
