@@ -47,11 +47,11 @@ enum Command {
     Lint(commands::lint::Args),
     /// List the inference engines and the settings each reads.
     Engines(commands::engines::Args),
+    /// Print a shell completion script to stdout.
+    Completions(commands::completions::Args),
     /// Inspect, export and prune stored runs.
     #[command(subcommand)]
     Runs(commands::runs::RunsCommand),
-    /// Print a shell completion script to stdout.
-    Completions(commands::completions::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,8 +81,8 @@ pub fn main() -> ExitCode {
         Command::Render(a) => commands::render::run(a),
         Command::Lint(a) => commands::lint::run(a),
         Command::Engines(a) => commands::engines::run(a),
-        Command::Runs(c) => commands::runs::run(c),
         Command::Completions(a) => commands::completions::run(a, command()),
+        Command::Runs(c) => commands::runs::run(c),
     };
     match result {
         Ok(code) => code.into(),
