@@ -12,16 +12,23 @@
 //! * `cargo xtask bench`, `bench-plan`, `bench-history`: the benchmarks
 //!   whose figures are in docs/performance.md.
 //! * `cargo xtask e2e [--llm]`: end-to-end runs against real servers.
+//! * `cargo xtask man [--out DIR]`: man pages from the clap definition.
+//! * `cargo xtask arch [--pending]`: the architecture checks (also run as tests by
+//!   `cargo xtask test`): the dependency-direction block of
+//!   docs/architecture.md against the Cargo.toml files, forbidden edges,
+//!   broken links.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod arch;
 mod bench_history;
 mod bench_plan;
 mod bench_tokens;
 mod e2e;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
 mod goldens;
+mod man;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -39,6 +46,8 @@ fn main() -> ExitCode {
         Some("bench-history") => bench_history::run(&args[1..]),
         Some("bench-tokens") => bench_tokens::run(&args[1..]),
         Some("e2e") => e2e::run(&args[1..]),
+        Some("man") => man::run(&args[1..]),
+        Some("arch") => arch::run(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -59,7 +68,10 @@ commands:
   bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
   bench-history        history digest benchmark on a generated archive
   bench-tokens         token counting: first count, throughput, ctx history per tokenizer
-  e2e [--llm]          ctx run against real OpenAI-compatible servers";
+  e2e [--llm]          ctx run against real OpenAI-compatible servers
+  man [--out DIR]      man pages for ctx and each subcommand (default target/man)
+  arch [--pending]     check docs/architecture.md's dependency rules and every doc link
+                       (--pending: also the rules not met yet, issue 9 item 3)";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,9 +1,13 @@
 //! `ctx`: give every LLM prompt exactly the context it needs, within a
 //! budget, and never let untrusted text pose as instructions.
 //!
-//! This binary is the only place that knows about terminals, output formats
-//! and exit codes (see [`exit`]); everything else lives in the library
+//! This crate is the only place that knows about terminals, output formats
+//! and exit codes (see `exit.rs`); everything else lives in the library
 //! crates.
+//!
+//! It is the root of ctx-cli's library target: the binary (src/bin/ctx.rs)
+//! calls [`main`], and [`command`] hands the clap definition to
+//! `cargo xtask man`. Nothing else is public.
 
 mod commands;
 mod engines;
@@ -12,7 +16,7 @@ mod io;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::exit::Exit;
 
@@ -43,6 +47,8 @@ enum Command {
     Lint(commands::lint::Args),
     /// List the inference engines and the settings each reads.
     Engines(commands::engines::Args),
+    /// Print a shell completion script to stdout.
+    Completions(commands::completions::Args),
     /// Inspect, export and prune stored runs.
     #[command(subcommand)]
     Runs(commands::runs::RunsCommand),
@@ -56,7 +62,15 @@ enum PlanCommand {
     Graph(commands::plan_graph::Args),
 }
 
-fn main() -> ExitCode {
+/// The clap definition of `ctx`, every subcommand and flag, for
+/// generating man pages (`cargo xtask man`).
+pub fn command() -> clap::Command {
+    Cli::command()
+}
+
+/// Parses the process's arguments, runs the command and returns its exit
+/// code.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => commands::run::run(*a),
@@ -67,6 +81,7 @@ fn main() -> ExitCode {
         Command::Render(a) => commands::render::run(a),
         Command::Lint(a) => commands::lint::run(a),
         Command::Engines(a) => commands::engines::run(a),
+        Command::Completions(a) => commands::completions::run(a, command()),
         Command::Runs(c) => commands::runs::run(c),
     };
     match result {

@@ -1,5 +1,6 @@
 //! One module per subcommand; each exposes `Args` and `run`.
 
+pub mod completions;
 pub mod engines;
 pub mod history;
 pub mod lint;

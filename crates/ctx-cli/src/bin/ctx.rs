@@ -1,0 +1,6 @@
+//! The `ctx` binary: everything is in the library (src/main.rs), so that
+//! `cargo xtask man` can reach the clap definition.
+
+fn main() -> std::process::ExitCode {
+    ctx_cli::main()
+}

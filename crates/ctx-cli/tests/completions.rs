@@ -1,0 +1,67 @@
+//! `ctx completions SHELL`: scripts generated from the clap definition.
+
+use assert_cmd::Command;
+
+fn ctx() -> Command {
+    Command::cargo_bin("ctx").expect("ctx binary")
+}
+
+#[test]
+fn bash_completions_name_every_subcommand() {
+    let out = ctx().args(["completions", "bash"]).assert().success();
+    let script = String::from_utf8(out.get_output().stdout.clone()).expect("UTF-8");
+    assert!(script.contains("_ctx()"), "no bash function:\n{script}");
+    // Each subcommand, top-level or nested (`plan check`), has the case
+    // label `PARENT,NAME)` that completes it.
+    for name in [
+        "run",
+        "plan",
+        "check",
+        "graph",
+        "schema",
+        "history",
+        "render",
+        "lint",
+        "engines",
+        "runs",
+        "completions",
+    ] {
+        assert!(
+            script.contains(&format!(",{name})")),
+            "bash script does not complete `{name}`"
+        );
+    }
+}
+
+#[test]
+fn every_shell_gets_a_script() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = ctx().args(["completions", shell]).assert().success();
+        let script = String::from_utf8(out.get_output().stdout.clone()).expect("UTF-8");
+        assert!(
+            script.contains("history") && script.contains("render"),
+            "{shell}: script lacks subcommand names"
+        );
+    }
+}
+
+#[test]
+fn same_script_every_time() {
+    let a = ctx().args(["completions", "zsh"]).output().expect("run");
+    let b = ctx().args(["completions", "zsh"]).output().expect("run");
+    assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn unknown_shell_is_a_usage_error() {
+    let out = ctx().args(["completions", "tcsh"]).assert().code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).expect("UTF-8");
+    assert!(
+        err.contains("tcsh"),
+        "stderr does not name the shell: {err}"
+    );
+    assert!(
+        err.contains("bash"),
+        "stderr does not list valid shells: {err}"
+    );
+}
