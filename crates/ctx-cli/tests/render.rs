@@ -411,6 +411,8 @@ fn the_digest_reads_links_out_of_the_archive_only_when_asked() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link leading outside"));
     let out = run(true);
     assert!(String::from_utf8_lossy(&out.stdout).contains("Private note nobody shared."));
+}
+
 /// Issue 8's disguises, as a JSON value from a file would carry them:
 /// each is neutralized on the way into the prompt.
 #[test]
