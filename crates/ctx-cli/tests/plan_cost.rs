@@ -65,7 +65,13 @@ fn json_has_the_issue_shape_with_ranges_per_task_and_total() {
     let tasks = j["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 9);
     for t in tasks {
-        for key in ["task_id", "model", "prompt_tokens", "completion_tokens", "cost_usd"] {
+        for key in [
+            "task_id",
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+        ] {
             assert!(t.get(key).is_some(), "task lacks {key}: {t}");
         }
         let low = t["prompt_tokens"]["low"].as_u64().unwrap();

@@ -196,7 +196,10 @@ fn list(ids: &[String]) -> String {
 }
 
 /// One [`TaskEstimate`] per task, in plan order.
-fn task_estimates(plan: &Plan, defaults: &Defaults<'_>) -> Result<Vec<TaskEstimate>, EstimateError> {
+fn task_estimates(
+    plan: &Plan,
+    defaults: &Defaults<'_>,
+) -> Result<Vec<TaskEstimate>, EstimateError> {
     let graph = PlanGraph::new(plan).map_err(|e| EstimateError::Graph(e.to_string()))?;
     let cap = plan.config.max_prompt_tokens;
     // One counter per tokenizer, as the executor keeps them.
