@@ -76,5 +76,22 @@ impl fmt::Display for CliError {
     }
 }
 
+/// A prices file (`--prices FILE`) that cannot be read or parsed: bad
+/// input, exit 2. The message names the file, and the line and column of
+/// the problem when there is one.
+impl From<ctx_cost::PricesFileError> for CliError {
+    fn from(e: ctx_cost::PricesFileError) -> Self {
+        CliError::usage(format!("--prices: {e}"))
+    }
+}
+
+/// A `--price MODEL=IN,OUT[,CACHED]` value that cannot be read: bad usage,
+/// exit 2. The message quotes the flag's value and names the wrong part.
+impl From<ctx_cost::PriceFlagError> for CliError {
+    fn from(e: ctx_cost::PriceFlagError) -> Self {
+        CliError::usage(e)
+    }
+}
+
 /// What a command returns.
 pub type CliResult = Result<Exit, CliError>;

@@ -45,6 +45,9 @@ enum Command {
     Render(commands::render::Args),
     /// Check prompt templates for unfenced or unclassified placeholders.
     Lint(commands::lint::Args),
+    /// List the known model prices, where each came from, and the default
+    /// table's date.
+    Prices(commands::prices::Args),
     /// List the inference engines and the settings each reads.
     Engines(commands::engines::Args),
     /// Print a shell completion script to stdout.
@@ -60,6 +63,9 @@ enum PlanCommand {
     Check(commands::plan_check::Args),
     /// Print the DAG with its order, levels and critical path.
     Graph(commands::plan_graph::Args),
+    /// What a run can cost: prompt tokens and dollars per task and in
+    /// total, as a range.
+    Cost(commands::plan_cost::Args),
 }
 
 /// The clap definition of `ctx`, every subcommand and flag, for
@@ -76,6 +82,8 @@ pub fn main() -> ExitCode {
         Command::Run(a) => commands::run::run(*a),
         Command::Plan(PlanCommand::Check(a)) => commands::plan_check::run(a),
         Command::Plan(PlanCommand::Graph(a)) => commands::plan_graph::run(a),
+        Command::Plan(PlanCommand::Cost(a)) => commands::plan_cost::run(a),
+        Command::Prices(a) => commands::prices::run(a),
         Command::Schema(a) => commands::schema::run(a),
         Command::History(a) => commands::history::run(a),
         Command::Render(a) => commands::render::run(a),

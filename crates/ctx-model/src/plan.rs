@@ -205,6 +205,13 @@ pub struct PlanConfig {
     /// task's model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<String>,
+    /// Prices of the models this plan calls, in US dollars per million
+    /// tokens (`input`, `output`, optional `cached_input`). They win over
+    /// the shipped default table and a `--prices` file, and lose to
+    /// `--price` flags (docs/cost.md). The type is ctx-cost's, so the
+    /// schema and the parser cannot drift from the arithmetic.
+    #[serde(default, skip_serializing_if = "ctx_cost::PlanPrices::is_empty")]
+    pub prices: ctx_cost::PlanPrices,
 }
 
 /// The default per-prompt cap, from the design's success metric.
@@ -221,6 +228,7 @@ impl Default for PlanConfig {
             entities: EntityContextConfig::default(),
             max_prompt_tokens: DEFAULT_MAX_PROMPT_TOKENS,
             tokenizer: None,
+            prices: ctx_cost::PlanPrices::new(),
         }
     }
 }

@@ -152,6 +152,7 @@ fn config() -> impl Strategy<Value = PlanConfig> {
                 },
                 max_prompt_tokens: cap,
                 tokenizer,
+                prices: Default::default(),
             },
         )
 }

@@ -1,0 +1,380 @@
+//! `ctx plan cost PLAN`: what a run of the plan can cost, per task and in
+//! total, as a range `[low, high]`, before anything is sent.
+//!
+//! ## Where each end comes from
+//!
+//! Everything that decides a task's prompt is resolved exactly as `ctx run`
+//! resolves it, by the same code: the plan is loaded and validated by
+//! [`super::plan_check::load_valid_plan`], the tokenizer is
+//! [`ctx_prompt::tokenizer_for_task`], the cap is the plan's
+//! `config.max_prompt_tokens`, and the prompt is built by
+//! [`ctx_prompt::assemble_task_prompt`], which the executor calls too. The
+//! model and `max_tokens` follow the OpenAI engine's rule: the task's
+//! `params` win over `--model` / `--max-tokens` (and `params.system` over
+//! `--system`).
+//!
+//! * **Prompt, high**: the cap — assembly never returns a prompt over it —
+//!   plus the system message's exact token count and a fixed allowance for
+//!   the chat framing the server wraps around messages
+//!   ([`FRAMING_PER_MESSAGE`] per message, [`FRAMING_REPLY`] for the
+//!   reply's header). The framing is not ctx's to count: it is the
+//!   server's chat template. The allowance covers the templates of
+//!   OpenAI's chat models (3 per message and 3 for the reply, by OpenAI's
+//!   own counting) and of Llama 3 (5 and 5); a server with a larger
+//!   template can exceed it, which is why `--max-cost` settles with the
+//!   usage the server reports.
+//! * **Prompt, low**: the task's own prompt and entities with every
+//!   dependency output empty, assembled under the same cap and counted
+//!   exactly, plus the system message. No framing allowance: a server may
+//!   add none.
+//! * **Completion**: low 0 (a model may answer with nothing, or stop at
+//!   once), high the task's `max_tokens`. Without one the high end is
+//!   unbounded, and the report names the task and suggests `--max-tokens`.
+//! * **Attempts**: the high end is multiplied by
+//!   [`ctx_cost::attempt_bound`]: `--max-attempts` of the OpenAI engine
+//!   (default 4, as `ctx run`'s), since a retried request may be billed.
+//!   ctx has no check retries yet, so that factor is 1.
+//!
+//! Prices come from [`super::prices::PriceArgs::book`], with the plan's
+//! `config.prices` in its place; a model no source prices is "price
+//! unknown" and is listed under `unpriced`.
+//!
+//! Exit codes: 0 the report was printed; 2 an invalid plan, a bad prices
+//! file or `--price`, a task with no model and no `--model`, an option out
+//! of range; 3 a task whose own prompt cannot fit its cap (`ctx run` would
+//! fail it before calling any model), each such task named.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ctx_cost::{TaskEstimate, TokenRange, attempt_bound, estimate_costs};
+use ctx_deps::PlanGraph;
+use ctx_model::Plan;
+use ctx_prompt::DependencyOutput;
+use ctx_tokens::{TokenCounter, Tokenizer};
+
+use super::prices::PriceArgs;
+use crate::engines::openai::DEFAULT_MAX_ATTEMPTS;
+use crate::exit::{CliError, CliResult, Exit};
+
+/// Framing allowance per chat message, in tokens (role markers and
+/// separators of the server's chat template).
+pub const FRAMING_PER_MESSAGE: u64 = 8;
+/// Framing allowance for the header that primes the reply, in tokens.
+pub const FRAMING_REPLY: u64 = 8;
+
+/// Arguments of this command.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plan (JSON or YAML by extension; `-` reads JSON from stdin).
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+
+    /// Model for tasks whose params name none (as `ctx run --model`).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+
+    /// Cap on generated tokens for tasks whose params set none (as
+    /// `ctx run --max-tokens`); without it such a task has no high end.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+
+    /// Engine attempts per task, the first included (as `ctx run
+    /// --max-attempts`); multiplies the high end.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ATTEMPTS)]
+    pub max_attempts: u32,
+
+    /// System message for tasks whose params set none (as `ctx run
+    /// --system`); it is part of every prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+
+    #[command(flatten)]
+    pub prices: PriceArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// An aligned table, one line per task and a total, then the unbounded
+    /// tasks and unpriced models with what to do about them.
+    Text,
+    /// `{"tasks": [...], "total": {"cost_usd", "unbounded", "unpriced"}}`
+    /// (docs/cost.md).
+    Json,
+}
+
+/// The engine-level defaults a task's params win over.
+struct Defaults<'a> {
+    model: Option<&'a str>,
+    max_tokens: Option<u32>,
+    system: Option<&'a str>,
+    attempts: u32,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> CliResult {
+    if args.max_attempts == 0 {
+        return Err(CliError::usage("--max-attempts must be at least 1"));
+    }
+    if args.max_tokens == Some(0) {
+        return Err(CliError::usage("--max-tokens must be at least 1"));
+    }
+    if args.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err(CliError::usage("--model: empty model name"));
+    }
+    let plan = super::plan_check::load_valid_plan(&args.plan)?;
+    let book = args.prices.book(Some(&plan.config.prices))?;
+    let defaults = Defaults {
+        model: args.model.as_deref(),
+        max_tokens: args.max_tokens,
+        system: args.system.as_deref(),
+        attempts: attempt_bound(0, args.max_attempts),
+    };
+    let estimates = task_estimates(&plan, &defaults)
+        .map_err(|e| e.located(&args.plan.display().to_string()))?;
+    let report = estimate_costs(&book, &estimates);
+    let text = match args.format {
+        Format::Text => report.render_text(),
+        Format::Json => report.to_json(),
+    };
+    crate::io::print_stdout(&text)?;
+    Ok(Exit::Ok)
+}
+
+/// Why a plan's tasks cannot be estimated; every offending task is named.
+enum EstimateError {
+    /// Tasks with neither `params.model` nor `--model` (exit 2).
+    NoModel(Vec<String>),
+    /// Tasks whose own prompt does not fit the cap (exit 3).
+    OverCap(Vec<String>),
+    /// The plan's graph could not be built (exit 2).
+    Graph(String),
+}
+
+impl EstimateError {
+    /// The error for the CLI, prefixed with the plan's path.
+    fn located(self, origin: &str) -> CliError {
+        match self {
+            EstimateError::NoModel(ids) => CliError::usage(format!(
+                "{origin}: {} task{} name{} no model ({}); give params.model or pass --model",
+                ids.len(),
+                if ids.len() == 1 { "" } else { "s" },
+                if ids.len() == 1 { "s" } else { "" },
+                list(&ids)
+            )),
+            EstimateError::OverCap(lines) => {
+                let mut message = format!(
+                    "{origin}: {} task{} cannot be assembled under the prompt cap; `ctx run` would fail {} before calling a model",
+                    lines.len(),
+                    if lines.len() == 1 { "" } else { "s" },
+                    if lines.len() == 1 { "it" } else { "them" }
+                );
+                for line in lines {
+                    message.push('\n');
+                    message.push_str(&line);
+                }
+                CliError::with(Exit::OverBudget, message)
+            }
+            EstimateError::Graph(e) => CliError::usage(format!("{origin}: {e}")),
+        }
+    }
+}
+
+/// At most ten ids, then how many more.
+fn list(ids: &[String]) -> String {
+    let shown: Vec<&str> = ids.iter().take(10).map(String::as_str).collect();
+    match ids.len().saturating_sub(shown.len()) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+/// One [`TaskEstimate`] per task, in plan order.
+fn task_estimates(
+    plan: &Plan,
+    defaults: &Defaults<'_>,
+) -> Result<Vec<TaskEstimate>, EstimateError> {
+    let graph = PlanGraph::new(plan).map_err(|e| EstimateError::Graph(e.to_string()))?;
+    let cap = plan.config.max_prompt_tokens;
+    // One counter per tokenizer, as the executor keeps them.
+    let mut counters: HashMap<Tokenizer, Arc<dyn TokenCounter>> = HashMap::new();
+    let mut estimates = Vec::with_capacity(plan.sub_tasks.len());
+    let mut no_model = Vec::new();
+    let mut over_cap = Vec::new();
+    for (i, task) in plan.sub_tasks.iter().enumerate() {
+        let params = &task.tool_or_prompt.params;
+        let Some(model) = params.model.as_deref().or(defaults.model) else {
+            no_model.push(task.id.clone());
+            continue;
+        };
+        let tokenizer = ctx_prompt::tokenizer_for_task(plan, task);
+        let counter = counters
+            .entry(tokenizer)
+            .or_insert_with(|| tokenizer.counter());
+        // The executor hands dependencies over in the graph's order. The
+        // graph's indices are the plan's task indices, so the description
+        // is an index away (`Plan::task` scans, which made 8,000 tasks
+        // quadratic).
+        let empty: Vec<DependencyOutput<'_>> = graph
+            .dependencies(i)
+            .iter()
+            .map(|&d| DependencyOutput {
+                task_id: graph.id(d),
+                description: plan.sub_tasks.get(d).map_or("", |t| t.description.as_str()),
+                output: "",
+                summary: None,
+            })
+            .collect();
+        let low = match ctx_prompt::assemble_task_prompt(plan, task, &empty, counter.as_ref(), cap)
+        {
+            Ok(assembled) => assembled.tokens as u64,
+            Err(e) => {
+                over_cap.push(e.to_string());
+                continue;
+            }
+        };
+        let system = params.system.as_deref().or(defaults.system);
+        let system_tokens = system.map_or(0, |s| counter.count(s) as u64);
+        let messages = 1 + u64::from(system.is_some());
+        let framing = messages * FRAMING_PER_MESSAGE + FRAMING_REPLY;
+        let completion = match params.max_tokens.or(defaults.max_tokens) {
+            Some(n) => TokenRange::bounded(0, u64::from(n)),
+            None => TokenRange::unbounded(0),
+        };
+        estimates.push(TaskEstimate {
+            task_id: task.id.clone(),
+            model: model.to_string(),
+            prompt_tokens: TokenRange::bounded(
+                low + system_tokens,
+                cap as u64 + system_tokens + framing,
+            ),
+            completion_tokens: completion,
+            attempts: defaults.attempts,
+        });
+    }
+    if !no_model.is_empty() {
+        return Err(EstimateError::NoModel(no_model));
+    }
+    if !over_cap.is_empty() {
+        return Err(EstimateError::OverCap(over_cap));
+    }
+    Ok(estimates)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(json: &str) -> Plan {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn defaults() -> Defaults<'static> {
+        Defaults {
+            model: None,
+            max_tokens: None,
+            system: None,
+            attempts: 1,
+        }
+    }
+
+    const TWO: &str = r#"{
+      "schema_version": 1,
+      "config": {"max_prompt_tokens": 500},
+      "entities": [{"name": "Board", "grounded_value": "10 x 20"}],
+      "sub_tasks": [
+        {"id": "a", "description": "First",
+         "tool_or_prompt": {"name": "inference", "params": {"prompt": "Write A.", "model": "gpt-4o", "max_tokens": 100}}},
+        {"id": "b", "description": "Second", "dependencies": ["a"],
+         "entity_context": [{"entity_name": "Board", "intent_relevance": "constraint"}],
+         "tool_or_prompt": {"name": "inference", "params": {"prompt": "Write B.", "system": "Be brief."}}}
+      ]
+    }"#;
+
+    #[test]
+    fn low_is_the_assembled_prompt_with_empty_outputs_and_high_the_cap_plus_framing() {
+        let p = plan(TWO);
+        let d = Defaults {
+            model: Some("gpt-4o-mini"),
+            ..defaults()
+        };
+        let e = task_estimates(&p, &d).unwrap_or_else(|_| panic!("estimates"));
+        let counter = Tokenizer::for_model("gpt-4o").counter();
+        assert_eq!(e[0].model, "gpt-4o");
+        assert_eq!(
+            e[0].prompt_tokens,
+            TokenRange::bounded(
+                counter.count("Write A.") as u64,
+                500 + FRAMING_PER_MESSAGE + FRAMING_REPLY
+            )
+        );
+        assert_eq!(e[0].completion_tokens, TokenRange::bounded(0, 100));
+        // b: the default model, the dependency heading with an empty
+        // output, the entity, the system message.
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[1]).counter();
+        let assembled = concat!(
+            "## Entity Constraints and Values\n- Board: 10 x 20 (constraint)\n\n",
+            "## Outputs from Dependent Tasks\n\n### Task a: First\n**Output:**\n\n\n---\n\n",
+            "Write B."
+        );
+        let system = counter.count("Be brief.") as u64;
+        assert_eq!(e[1].model, "gpt-4o-mini");
+        assert_eq!(
+            e[1].prompt_tokens,
+            TokenRange::bounded(
+                counter.count(assembled) as u64 + system,
+                500 + system + 2 * FRAMING_PER_MESSAGE + FRAMING_REPLY
+            )
+        );
+        assert_eq!(e[1].completion_tokens, TokenRange::unbounded(0));
+    }
+
+    #[test]
+    fn params_win_over_defaults_and_max_tokens_default_bounds_the_rest() {
+        let p = plan(TWO);
+        let d = Defaults {
+            model: Some("other"),
+            max_tokens: Some(7),
+            system: Some("ignored for b, used for a"),
+            attempts: 4,
+        };
+        let e = task_estimates(&p, &d).unwrap_or_else(|_| panic!("estimates"));
+        assert_eq!(e[0].model, "gpt-4o");
+        assert_eq!(e[0].completion_tokens, TokenRange::bounded(0, 100));
+        assert_eq!(e[1].model, "other");
+        assert_eq!(e[1].completion_tokens, TokenRange::bounded(0, 7));
+        assert!(e.iter().all(|t| t.attempts == 4));
+    }
+
+    #[test]
+    fn tasks_without_a_model_are_all_named() {
+        let p = plan(TWO);
+        match task_estimates(&p, &defaults()) {
+            Err(EstimateError::NoModel(ids)) => assert_eq!(ids, ["b"]),
+            _ => panic!("expected NoModel"),
+        }
+    }
+
+    #[test]
+    fn a_prompt_over_its_cap_is_reported() {
+        let mut p = plan(TWO);
+        p.config.max_prompt_tokens = 2;
+        let d = Defaults {
+            model: Some("m"),
+            ..defaults()
+        };
+        match task_estimates(&p, &d) {
+            Err(EstimateError::OverCap(lines)) => {
+                assert_eq!(lines.len(), 2);
+                assert!(lines[0].contains("task `a`"), "{lines:?}");
+            }
+            _ => panic!("expected OverCap"),
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! `ctx plan cost` and `ctx prices`: cost ranges on the Tetris plan, the
+//! order of the price sources, unbounded and unpriced tasks, and located
+//! errors for bad prices.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const TETRIS: &str = "fixtures/tetris/plan.yaml";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+fn ctx(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("ctx")
+        .unwrap()
+        .current_dir(root())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn cost_json(args: &[&str]) -> Value {
+    let mut all = vec!["plan", "cost"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json"]);
+    let (code, out, err) = ctx(&all);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn task<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == id)
+        .unwrap_or_else(|| panic!("no task {id}"))
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// Dollars as the JSON prints them, compared to an exact decimal figure.
+fn usd(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn json_has_the_issue_shape_with_ranges_per_task_and_total() {
+    let j = cost_json(&[TETRIS]);
+    let tasks = j["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 9);
+    for t in tasks {
+        for key in [
+            "task_id",
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+        ] {
+            assert!(t.get(key).is_some(), "task lacks {key}: {t}");
+        }
+        let low = t["prompt_tokens"]["low"].as_u64().unwrap();
+        let high = t["prompt_tokens"]["high"].as_u64().unwrap();
+        // The plan's cap is 4000; the high end adds one message's framing
+        // allowance and the reply's (16 tokens).
+        assert_eq!(high, 4016, "{t}");
+        assert!(0 < low && low < 4000, "{t}");
+        assert_eq!(t["completion_tokens"]["low"], 0);
+        assert_eq!(t["model"], "gpt-4o-mini");
+        assert_eq!(t["attempts"], 4);
+    }
+    // Task 3 has max_tokens 3000: 4 attempts x (4016 x $0.15 + 3000 x
+    // $0.60) per million tokens.
+    let t3 = task(&j, "3");
+    assert_eq!(t3["completion_tokens"]["high"], 3000);
+    assert!((usd(&t3["cost_usd"]["high"]) - 0.0096096).abs() < 1e-12);
+    let total = &j["total"];
+    assert!(total["cost_usd"]["high"].is_null());
+    assert!(usd(&total["cost_usd"]["low"]) > 0.0);
+    assert_eq!(total["unpriced"], serde_json::json!([]));
+}
+
+#[test]
+fn text_names_the_unbounded_tasks_and_suggests_max_tokens() {
+    let (code, out, err) = ctx(&["plan", "cost", TETRIS]);
+    assert_eq!(code, 0, "{err}");
+    let last = out.lines().find(|l| l.starts_with("unbounded:")).unwrap();
+    assert!(last.contains("1, 2, 4, 5, 6, 8"), "{out}");
+    assert!(last.contains("--max-tokens"), "{out}");
+    let total = out.lines().find(|l| l.starts_with("total")).unwrap();
+    assert!(total.ends_with("unbounded"), "{out}");
+}
+
+#[test]
+fn max_tokens_bounds_the_tasks_without_their_own() {
+    let j = cost_json(&[TETRIS, "--max-tokens", "1000", "--max-attempts", "1"]);
+    assert_eq!(j["total"]["unbounded"], serde_json::json!([]));
+    // A task's own max_tokens wins over the flag.
+    assert_eq!(task(&j, "3")["completion_tokens"]["high"], 3000);
+    assert_eq!(task(&j, "1")["completion_tokens"]["high"], 1000);
+    let sum: f64 = j["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| usd(&t["cost_usd"]["high"]))
+        .sum();
+    assert!((usd(&j["total"]["cost_usd"]["high"]) - sum).abs() < 1e-12);
+    assert_eq!(task(&j, "1")["attempts"], 1);
+}
+
+#[test]
+fn price_flag_wins_over_the_default_table() {
+    let j = cost_json(&[TETRIS, "--price", "gpt-4o-mini=1,2"]);
+    let t3 = task(&j, "3");
+    assert_eq!(t3["price_source"], "--price");
+    // 4 x (4016 x $1 + 3000 x $2) per million tokens.
+    assert!((usd(&t3["cost_usd"]["high"]) - 0.040064).abs() < 1e-12);
+}
+
+#[test]
+fn sources_win_in_order_file_then_plan_then_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "prices.json",
+        r#"{"a-model": {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6},
+            "b-model": {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6},
+            "c-model": {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}}"#,
+    );
+    let plan = write(
+        dir.path(),
+        "plan.yaml",
+        r#"schema_version: 1
+config:
+  prices:
+    b-model: {input: 3, output: 4}
+    c-model: {input: 3, output: 4}
+sub_tasks:
+  - id: a
+    description: A
+    tool_or_prompt: {name: inference, params: {prompt: "Say a.", model: a-model, max_tokens: 10}}
+  - id: b
+    description: B
+    tool_or_prompt: {name: inference, params: {prompt: "Say b.", model: b-model, max_tokens: 10}}
+  - id: c
+    description: C
+    tool_or_prompt: {name: inference, params: {prompt: "Say c.", model: c-model, max_tokens: 10}}
+"#,
+    );
+    let j = cost_json(&[&plan, "--prices", &file, "--price", "c-model=5,6"]);
+    assert_eq!(
+        task(&j, "a")["price_source"].as_str().unwrap(),
+        format!("file {file}")
+    );
+    assert_eq!(task(&j, "b")["price_source"], "plan config.prices");
+    assert_eq!(task(&j, "c")["price_source"], "--price");
+    // c: 4 attempts x (4016 x $5 + 10 x $6) per million tokens.
+    assert!((usd(&task(&j, "c")["cost_usd"]["high"]) - 0.0805600).abs() < 1e-12);
+}
+
+#[test]
+fn an_unknown_model_is_listed_as_unpriced_and_leaves_the_total_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "plan.json",
+        r#"{"schema_version": 1, "sub_tasks": [
+          {"id": "known", "description": "K", "tool_or_prompt": {"name": "inference", "params": {"prompt": "p", "model": "gpt-4o", "max_tokens": 5}}},
+          {"id": "odd", "description": "O", "tool_or_prompt": {"name": "inference", "params": {"prompt": "p", "max_tokens": 5}}}
+        ]}"#,
+    );
+    let j = cost_json(&[&plan, "--model", "mystery-model"]);
+    assert_eq!(j["total"]["unpriced"], serde_json::json!(["mystery-model"]));
+    assert!(j["total"]["cost_usd"]["high"].is_null());
+    assert!(task(&j, "odd")["cost_usd"]["low"].is_null());
+    assert!(task(&j, "known")["cost_usd"]["high"].is_number());
+
+    let (code, out, _) = ctx(&["plan", "cost", &plan, "--model", "mystery-model"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("price unknown: mystery-model"), "{out}");
+}
+
+#[test]
+fn a_task_without_any_model_is_a_usage_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "plan.json",
+        r#"{"schema_version": 1, "sub_tasks": [
+          {"id": "nameless", "description": "N", "tool_or_prompt": {"name": "inference", "params": {"prompt": "p"}}}
+        ]}"#,
+    );
+    let (code, out, err) = ctx(&["plan", "cost", &plan]);
+    assert_eq!(code, 2, "{out}");
+    assert!(err.contains("nameless") && err.contains("--model"), "{err}");
+}
+
+#[test]
+fn a_prompt_over_its_cap_exits_3_naming_the_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "plan.json",
+        r#"{"schema_version": 1, "config": {"max_prompt_tokens": 3}, "sub_tasks": [
+          {"id": "wordy", "description": "W", "tool_or_prompt": {"name": "inference", "params": {"prompt": "one two three four five six seven", "model": "gpt-4o"}}}
+        ]}"#,
+    );
+    let (code, _, err) = ctx(&["plan", "cost", &plan]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("task `wordy`"), "{err}");
+}
+
+#[test]
+fn a_malformed_prices_file_is_named_with_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir.path(),
+        "bad.json",
+        "{\n  \"m\": {\n    \"input_cost_per_token\": 1e-6,\n    \"output_cost_per_token\": -1\n  }\n}\n",
+    );
+    let syntax = write(
+        dir.path(),
+        "syntax.json",
+        "{\n  \"m\": {\n    \"input_cost_per_token\" 1e-6\n  }\n}\n",
+    );
+    for args in [
+        vec!["plan", "cost", TETRIS, "--prices", &bad],
+        vec!["prices", "--prices", &bad],
+    ] {
+        let (code, out, err) = ctx(&args);
+        assert_eq!(code, 2, "{out}");
+        assert!(
+            err.contains(&format!("{bad}:4:31:")) && err.contains("negative"),
+            "{err}"
+        );
+    }
+    let (code, _, err) = ctx(&["plan", "cost", TETRIS, "--prices", &syntax]);
+    assert_eq!(code, 2);
+    assert!(err.contains(&format!("{syntax}:3:28:")), "{err}");
+}
+
+#[test]
+fn a_bad_price_flag_is_quoted() {
+    for args in [
+        vec!["plan", "cost", TETRIS, "--price", "gpt-4o-mini=1,ten"],
+        vec!["prices", "--price", "gpt-4o-mini=1,ten"],
+    ] {
+        let (code, out, err) = ctx(&args);
+        assert_eq!(code, 2, "{out}");
+        assert!(err.contains("--price \"gpt-4o-mini=1,ten\""), "{err}");
+        assert!(err.contains("\"ten\""), "{err}");
+    }
+    let (code, _, err) = ctx(&["prices", "--price", "gpt-4o=-1,2"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("gpt-4o=-1,2"), "{err}");
+}
+
+#[test]
+fn prices_lists_the_default_table_with_its_date_and_flags_win() {
+    let (code, out, err) = ctx(&["prices"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("default table of 2026-10-07"), "{out}");
+
+    let (code, out, err) = ctx(&["prices", "--price", "gpt-4o=2,8", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["default_table"]["date"], "2026-10-07");
+    let gpt4o = j["prices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["model"] == "gpt-4o")
+        .unwrap();
+    assert_eq!(gpt4o["source"], "--price");
+    assert_eq!(gpt4o["input"], 2.0);
+    assert_eq!(gpt4o["output"], 8.0);
+}
+
+#[test]
+fn output_is_byte_identical_across_runs() {
+    let a = ctx(&["plan", "cost", TETRIS, "--format", "json"]);
+    let b = ctx(&["plan", "cost", TETRIS, "--format", "json"]);
+    assert_eq!(a, b);
+}
