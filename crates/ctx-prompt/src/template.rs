@@ -1562,9 +1562,9 @@ mod tests {
     }
 
     /// The seam pass examines O(segments + tags) (tag, segment) pairs, not
-    /// tags × segments: 2,000 fenced blocks of two values each (6,001
+    /// tags × segments: 2,000 fenced blocks of two values each (8,001
     /// segments, 4,000 template fence tags plus one seam attack per block)
-    /// would cost 30 million visits walked the old way.
+    /// cost 80 million visits walked the old way.
     #[test]
     fn seam_pass_work_is_linear_in_segments_and_tags() {
         let blocks = 2_000;
