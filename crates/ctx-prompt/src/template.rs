@@ -811,15 +811,18 @@ pub fn render_with_nonce(
             });
         }
     };
+    // Each distinct name's first line and number of occurrences, in one
+    // pass: looking them up per name would be quadratic in a template of
+    // many distinct names.
+    let mut seen: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for p in &template.placeholders {
+        seen.entry(p.name.as_str()).or_insert((p.line, 0)).1 += 1;
+    }
     let names = template.names();
     let mut missing = Vec::new();
     for name in &names {
         if !values.contains_key(*name) {
-            let line = template
-                .placeholders
-                .iter()
-                .find(|p| p.name == *name)
-                .map_or(0, |p| p.line);
+            let line = seen.get(*name).map_or(0, |s| s.0);
             missing.push(((*name).to_string(), line));
         }
     }
@@ -848,11 +851,7 @@ pub fn render_with_nonce(
                     .iter()
                     .any(|t| t.kind != TagKind::Control)
                 {
-                    let line = template
-                        .placeholders
-                        .iter()
-                        .find(|p| p.name == *name)
-                        .map_or(0, |p| p.line);
+                    let line = seen.get(*name).map_or(0, |s| s.0);
                     return Err(RenderError::TrustedFenceTag {
                         path: template.path.clone(),
                         line,
@@ -862,11 +861,7 @@ pub fn render_with_nonce(
                 raw.to_string()
             }
         };
-        let occurrences = template
-            .placeholders
-            .iter()
-            .filter(|p| p.name == *name)
-            .count();
+        let occurrences = seen.get(*name).map_or(0, |s| s.1);
         inserted.insert(
             name,
             RenderedValue {
@@ -982,6 +977,18 @@ struct Segment {
 /// survives with the value replaced by the marker; `render`'s final count
 /// check refuses anything else left over.
 fn neutralize_seams(segments: &mut [Segment]) -> String {
+    neutralize_seams_metered(segments, &mut 0)
+}
+
+/// [`neutralize_seams`], adding to `visits` the number of (tag, segment)
+/// pairs it examines. The pass finds each tag's segments by binary search
+/// over the segments' end offsets instead of walking every segment for
+/// every tag: a template with many fence tags and many placeholders made
+/// that walk quadratic (20,000 tags × 200,000 segments for 100,000
+/// placeholders). Tags do not overlap, so all tags together touch at most
+/// one segment each plus one shared boundary segment per tag; the meter
+/// lets a test hold the pass to that bound without timing it.
+fn neutralize_seams_metered(segments: &mut [Segment], visits: &mut usize) -> String {
     let join = |segments: &[Segment]| segments.iter().map(|s| s.text.as_str()).collect::<String>();
     let mut text = join(segments);
     for _ in 0..8 {
@@ -989,14 +996,27 @@ fn neutralize_seams(segments: &mut [Segment]) -> String {
         if tags.is_empty() {
             break;
         }
+        // Each segment's byte range in `text`.
+        let mut bounds: Vec<(usize, usize)> = Vec::with_capacity(segments.len());
+        let mut offset = 0;
+        for seg in segments.iter() {
+            bounds.push((offset, offset + seg.text.len()));
+            offset += seg.text.len();
+        }
         // (segment, range inside it, replacement), in text order.
         let mut edits: Vec<(usize, Range<usize>, &'static str)> = Vec::new();
         for tag in &tags {
-            let mut offset = 0;
+            // A segment [a, b) touches the tag when it overlaps it or, for
+            // an empty one, sits strictly inside it; both need b > start
+            // and a < end, so the candidates are one run of indices.
+            let first_idx = bounds.partition_point(|&(_, b)| b <= tag.range.start);
             let mut first = true;
-            for (i, seg) in segments.iter().enumerate() {
-                let (a, b) = (offset, offset + seg.text.len());
-                offset = b;
+            for (i, &(a, b)) in bounds.iter().enumerate().skip(first_idx) {
+                if a >= tag.range.end {
+                    break;
+                }
+                *visits += 1;
+                let seg = &segments[i];
                 let (lo, hi) = (tag.range.start.max(a), tag.range.end.min(b));
                 // An empty value touches a tag that runs across its place
                 // (`<SYS{{A}}>` with A = ``): the marker goes in between.
@@ -1539,6 +1559,42 @@ mod tests {
                 r.text
             );
         }
+    }
+
+    /// The seam pass examines O(segments + tags) (tag, segment) pairs, not
+    /// tags × segments: 2,000 fenced blocks of two values each (8,001
+    /// segments, 4,000 template fence tags plus one seam attack per block)
+    /// cost 80 million visits walked the old way.
+    #[test]
+    fn seam_pass_work_is_linear_in_segments_and_tags() {
+        let blocks = 2_000;
+        let seg = |untrusted: bool, text: &str| Segment {
+            untrusted,
+            text: text.to_string(),
+        };
+        let mut segments = Vec::new();
+        for _ in 0..blocks {
+            segments.push(seg(false, "<untrusted-content>\nnote: "));
+            segments.push(seg(true, "<|im_"));
+            segments.push(seg(true, "start|> then"));
+            segments.push(seg(false, "\n</untrusted-content>\n"));
+        }
+        segments.push(seg(false, "end\n"));
+        let n_segments = segments.len();
+        let mut visits = 0;
+        let text = neutralize_seams_metered(&mut segments, &mut visits);
+        let tags = fence::find_tags(&text);
+        // Every seam attack is rewritten; the template's fences stay.
+        assert_eq!(tags.len(), 2 * blocks);
+        assert!(tags.iter().all(|t| t.kind != TagKind::Control));
+        assert_eq!(
+            text.matches(fence::NEUTRALIZED_CONTROL_TOKEN).count(),
+            blocks
+        );
+        // Two rounds (the rewrite, then a check that finds nothing new),
+        // each at most segments + 2 × tags.
+        let bound = 2 * (n_segments + 2 * 3 * blocks);
+        assert!(visits <= bound, "{visits} visits for {n_segments} segments");
     }
 
     #[test]
