@@ -592,7 +592,7 @@ mod tests {
     fn comment_paths_are_recognised() {
         let top = BTreeSet::from(["docs".to_string(), "crates".to_string()]);
         let words = path_like_words(
-            " see docs/performance.md#x, (crates/ctx-cli/src/main.rs). src/bin/ctx.rs \
+            " see docs/performance.md#x, (crates/ctx-cli/src/lib.rs). src/bin/ctx.rs \
              fixtures/*/goldens.toml https://e.org/a.md and/or rustls/ring HTTP/1.1",
             &top,
         );
@@ -600,7 +600,7 @@ mod tests {
             words,
             vec![
                 "docs/performance.md",
-                "crates/ctx-cli/src/main.rs",
+                "crates/ctx-cli/src/lib.rs",
                 "src/bin/ctx.rs"
             ]
         );

@@ -190,7 +190,7 @@ impl Tokenizer {
     }
 
     /// A shared counter for this tokenizer: a [`BpeCounter`], or with the
-    /// `tiktoken-rs` cargo feature a [`TiktokenCounter`] (the reference
+    /// `tiktoken-rs` cargo feature a `TiktokenCounter` (the reference
     /// implementation, same counts, a table built on first use).
     pub fn counter(self) -> Arc<dyn TokenCounter> {
         match self {
