@@ -12,6 +12,7 @@
 mod commands;
 mod engines;
 mod exit;
+mod format;
 mod io;
 
 use std::process::ExitCode;

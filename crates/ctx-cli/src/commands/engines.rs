@@ -20,14 +20,7 @@ pub struct Args {
     pub format: Format,
 }
 
-/// `--format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// One block per engine.
-    Text,
-    /// `{"engines": [{"name", "default", "description", "flags", "environment"}]}`.
-    Json,
-}
+pub use crate::format::Format;
 
 struct Setting {
     name: &'static str,

@@ -22,14 +22,7 @@ use ctx_prompt::template::{Class, Classes, LintReport, Template, lint};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::read_text;
 
-/// Output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// One line per placeholder and finding.
-    Text,
-    /// One JSON object with a report per template.
-    Json,
-}
+pub use crate::format::Format;
 
 /// Arguments of this command.
 #[derive(Debug, clap::Args)]

@@ -28,15 +28,7 @@ use serde_json::json;
 
 use crate::exit::{CliError, CliResult, Exit};
 
-/// Output formats of `ctx plan check`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// One line per problem, then a summary line.
-    Text,
-    /// One JSON object: `{file, valid, tasks, entities, dependencies,
-    /// problems: [{code, task_id, field, message}]}`.
-    Json,
-}
+pub use crate::format::Format;
 
 /// Arguments of `ctx plan check`.
 #[derive(Debug, clap::Args)]

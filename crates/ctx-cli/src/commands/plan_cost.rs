@@ -98,16 +98,7 @@ pub struct Args {
     pub format: Format,
 }
 
-/// `--format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// An aligned table, one line per task and a total, then the unbounded
-    /// tasks and unpriced models with what to do about them.
-    Text,
-    /// `{"tasks": [...], "total": {"cost_usd", "unbounded", "unpriced"}}`
-    /// (docs/cost.md).
-    Json,
-}
+pub use crate::format::Format;
 
 /// The engine-level defaults a task's params win over.
 struct Defaults<'a> {

@@ -67,15 +67,7 @@ pub struct Args {
     pub format: Format,
 }
 
-/// `--format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// An aligned table ending with the unit and the default table's date.
-    Text,
-    /// `{"prices": [{"model", "input", "cached_input", "output",
-    /// "long_context"?, "source"}], "default_table": {"date", "origin"}}`.
-    Json,
-}
+pub use crate::format::Format;
 
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {

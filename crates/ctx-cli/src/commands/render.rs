@@ -35,14 +35,7 @@ use crate::commands::lint::print_findings;
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::read_text;
 
-/// Output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// The prompt on stdout, the preflight table on stderr.
-    Text,
-    /// One JSON object: prompt, components, total, budget.
-    Json,
-}
+pub use crate::format::Format;
 
 /// Arguments of this command.
 #[derive(Debug, clap::Args)]

@@ -158,14 +158,7 @@ pub struct Args {
     pub no_store: bool,
 }
 
-/// `--format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// A table: id, status, prompt tokens, time.
-    Text,
-    /// One JSON object: `{"order": [...], "tasks": [...]}`.
-    Json,
-}
+pub use crate::format::Format;
 
 /// `--schedule` (hidden).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

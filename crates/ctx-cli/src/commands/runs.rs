@@ -49,14 +49,7 @@ pub struct RootArg {
     pub root: PathBuf,
 }
 
-/// Text or JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Aligned tables for people.
-    Text,
-    /// One JSON value for programs.
-    Json,
-}
+pub use crate::format::Format;
 
 /// `ctx runs list`.
 #[derive(Debug, clap::Args)]
