@@ -113,6 +113,19 @@ impl Error {
         let path = path.into();
         move |source| Error::Sqlite { path, source }
     }
+
+    /// Whether SQLite answered "database is locked" (or "busy"): another
+    /// connection held a lock longer than it would wait, or a step that
+    /// does not wait at all met one.
+    pub(crate) fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            Error::Sqlite {
+                source: rusqlite::Error::SqliteFailure(f, _),
+                ..
+            } if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
 }
 
 impl From<Error> for StoreError {

@@ -133,7 +133,10 @@ pub(crate) enum Access {
     Create,
 }
 
-/// Opens `path`, waiting up to 10 s on another connection's lock.
+/// How long a connection waits on another connection's lock.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Opens `path`, waiting up to [`BUSY_TIMEOUT`] on another connection's lock.
 pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection> {
     let flags = match access {
         Access::Read => OpenFlags::SQLITE_OPEN_READ_ONLY,
@@ -141,8 +144,7 @@ pub(crate) fn connect(path: &Path, access: Access) -> Result<Connection> {
         Access::Create => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
     } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(Error::sql(path))?;
-    conn.busy_timeout(Duration::from_secs(10))
-        .map_err(Error::sql(path))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(Error::sql(path))?;
     Ok(conn)
 }
 
@@ -220,6 +222,23 @@ pub(crate) fn inspect(
         });
     }
     Ok(version)
+}
+
+/// Whether `path` is a SQLite database with nothing in it yet: no
+/// application id, no schema version, no table. Writes nothing.
+pub(crate) fn is_blank(conn: &Connection, path: &Path) -> Result<bool> {
+    let corrupt = |source| Error::Corrupt {
+        path: path.to_path_buf(),
+        source,
+    };
+    conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id) = 0
+            AND (SELECT user_version FROM pragma_user_version) = 0
+            AND NOT EXISTS (SELECT 1 FROM sqlite_schema)",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(corrupt)
 }
 
 /// Applies every migration after the file's current version, each in its

@@ -201,3 +201,30 @@ fn a_foreign_cache_file_is_refused_untouched() {
     );
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
+
+/// The state a second process finds while the first is creating the cache:
+/// the file exists with a WAL header but no schema yet. Opening it must
+/// initialise it, not refuse it as foreign (the race
+/// `concurrent_writers_share_one_cache` hit now and then).
+#[test]
+fn a_cache_being_created_by_another_process_is_joined() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(CACHE_FILE);
+    let creator = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = creator
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    assert!(std::fs::metadata(&path).unwrap().len() > 0);
+    let cache = ResultCache::open(&path).unwrap();
+    assert_eq!(cache.len().unwrap(), 0);
+    drop(creator);
+    // A database that holds someone else's table is still refused.
+    let other = tmp.path().join("other.sqlite");
+    let conn = rusqlite::Connection::open(&other).unwrap();
+    conn.execute_batch("CREATE TABLE notes (body TEXT);")
+        .unwrap();
+    drop(conn);
+    let err = ResultCache::open(&other).unwrap_err().to_string();
+    assert!(err.contains("another application"), "{err}");
+}
