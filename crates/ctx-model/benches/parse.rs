@@ -85,6 +85,7 @@ fn random_plan(tasks: usize, seed: u64) -> Plan {
                         ..Params::default()
                     },
                 },
+                dependency: Default::default(),
             }
         })
         .collect();

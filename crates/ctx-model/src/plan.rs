@@ -114,6 +114,35 @@ pub struct SubTask {
     pub entity_context: Vec<EntityContext>,
     /// What runs the task.
     pub tool_or_prompt: ToolOrPrompt,
+    /// How this task receives its dependencies' outputs, overriding
+    /// `config.dependency` for this task only.
+    #[serde(default, skip_serializing_if = "TaskDependencyConfig::is_empty")]
+    pub dependency: TaskDependencyConfig,
+}
+
+/// A task's override of `config.dependency`: how the outputs of *its*
+/// dependencies reach *its* prompt.
+///
+/// Only the strategy is overridable per task. The summary settings
+/// (`summary_model`, `summary_prompt`, `summary_max_tokens`,
+/// `summary_focus`) stay plan-wide: under `summary_focus: output` one
+/// summary is shared by every dependent, so a per-dependent setting would
+/// have no single answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct TaskDependencyConfig {
+    /// Overrides `config.dependency.summarize_strategy` for this task's
+    /// dependency outputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarize_strategy: Option<SummarizeStrategy>,
+}
+
+impl TaskDependencyConfig {
+    /// Whether nothing is overridden (the field is then left out when a
+    /// plan is written).
+    pub fn is_empty(&self) -> bool {
+        self.summarize_strategy.is_none()
+    }
 }
 
 /// A task's reference to a plan entity.
@@ -249,6 +278,60 @@ pub struct DependencyConfig {
     /// How an output over `max_output_length` is shortened.
     #[serde(default)]
     pub summarize_strategy: SummarizeStrategy,
+    /// Under `llm`: the most tokens a summary may have. It is the summary
+    /// call's `max_tokens`, and a longer answer is cut to it (counted with
+    /// the producing task's tokenizer).
+    #[serde(default = "default_summary_max_tokens")]
+    #[schemars(range(min = 1))]
+    pub summary_max_tokens: u32,
+    /// Under `llm`: the model that writes summaries; the producing task's
+    /// `params.model` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_model: Option<String>,
+    /// Under `llm`: the summary prompt, a template with `{{OUTPUT}}` (the
+    /// output, fenced as untrusted content; required), `{{DESCRIPTION}}`
+    /// (the producing task's description) and `{{FOCUS}}` (the dependent's
+    /// prompt under `summary_focus: dependent`, else empty). ctx's own
+    /// prompt is used when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_prompt: Option<String>,
+    /// Under `llm`: one summary per output, shared by every dependent
+    /// (`output`), or one per dependent with its prompt as the focus
+    /// (`dependent`).
+    #[serde(default)]
+    pub summary_focus: SummaryFocus,
+}
+
+/// The default `summary_max_tokens`.
+pub const DEFAULT_SUMMARY_MAX_TOKENS: u32 = 300;
+
+fn default_summary_max_tokens() -> u32 {
+    DEFAULT_SUMMARY_MAX_TOKENS
+}
+
+/// The placeholders a `summary_prompt` may hold.
+pub const SUMMARY_PROMPT_PLACEHOLDERS: [&str; 3] = ["{{OUTPUT}}", "{{DESCRIPTION}}", "{{FOCUS}}"];
+
+/// Whom an `llm` summary is written for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryFocus {
+    /// One summary per long output, shared by all its dependents.
+    #[default]
+    Output,
+    /// One summary per (output, dependent) pair, focused on the dependent's
+    /// own prompt: more calls, a closer fit.
+    Dependent,
+}
+
+impl SummaryFocus {
+    /// The focus as written in plans and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SummaryFocus::Output => "output",
+            SummaryFocus::Dependent => "dependent",
+        }
+    }
 }
 
 /// The design's default `max_output_length`.
@@ -268,6 +351,10 @@ impl Default for DependencyConfig {
             include_full_output: true,
             max_output_length: Some(DEFAULT_MAX_OUTPUT_LENGTH),
             summarize_strategy: SummarizeStrategy::default(),
+            summary_max_tokens: DEFAULT_SUMMARY_MAX_TOKENS,
+            summary_model: None,
+            summary_prompt: None,
+            summary_focus: SummaryFocus::default(),
         }
     }
 }
@@ -283,6 +370,31 @@ pub enum SummarizeStrategy {
     ExtractKeySections,
     /// Never shortened (the token cap still applies).
     None,
+    /// A summary written by a model when the producing task completes
+    /// (`summary_*` settings); the `truncate` form when that call fails.
+    Llm,
+}
+
+impl SummarizeStrategy {
+    /// The strategy as written in plans and flags.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SummarizeStrategy::Truncate => "truncate",
+            SummarizeStrategy::ExtractKeySections => "extract_key_sections",
+            SummarizeStrategy::None => "none",
+            SummarizeStrategy::Llm => "llm",
+        }
+    }
+}
+
+impl Plan {
+    /// The strategy by which `task` receives its dependencies' outputs:
+    /// its own `dependency.summarize_strategy`, else the plan's.
+    pub fn summarize_strategy_for(&self, task: &SubTask) -> SummarizeStrategy {
+        task.dependency
+            .summarize_strategy
+            .unwrap_or(self.config.dependency.summarize_strategy)
+    }
 }
 
 /// The design's `EntityContextConfig`.
@@ -472,6 +584,8 @@ mod tests {
         assert!(c.dependency.include_full_output);
         assert_eq!(c.dependency.max_output_length, Some(2000));
         assert_eq!(c.dependency.summarize_strategy, SummarizeStrategy::Truncate);
+        assert_eq!(c.dependency.summary_max_tokens, 300);
+        assert_eq!(c.dependency.summary_focus, SummaryFocus::Output);
         assert!(!c.entities.include_all);
         assert_eq!(c.entities.filter_by_relevance, RelevanceFilter::All);
         assert!(c.entities.include_entity_type);

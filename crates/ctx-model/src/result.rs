@@ -58,7 +58,10 @@ pub struct TaskExecutionResult {
     #[serde(default)]
     pub output: String,
     /// A short summary injected downstream instead of `output` when
-    /// `include_full_output` is false.
+    /// `include_full_output` is false, and under `summarize_strategy: llm`
+    /// when the output is over `max_output_length`. Written by the
+    /// executor under `summary_focus: output`; per-dependent summaries
+    /// live in [`ResultMetadata::summary`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     /// Why the task failed or was skipped.
@@ -115,6 +118,93 @@ pub struct ResultMetadata {
     /// The output was reused from an earlier run's identical task.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
+    /// The `summarize_strategy: llm` calls made for this output, when any
+    /// were needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<SummaryRecord>,
+}
+
+/// The `llm` summaries of one task's output: every call made, and whether
+/// any fell back to `truncate`.
+///
+/// # Why the summaries live on the producing result
+///
+/// Under `summary_focus: dependent` there is one summary per
+/// (producer, dependent) edge. They are kept here, keyed by the dependent's
+/// id, rather than on the dependents' results, because:
+///
+/// * the producing result is what `--resume` reuses: a dependent that is
+///   run again (failed, forced, interrupted) gets the stored summary back
+///   without another call, while its own row is rewritten at every dispatch;
+/// * a summary is computed *before* its dependent is dispatched, when the
+///   dependent has no result yet;
+/// * the store keeps metadata as JSON, so one row per task still holds
+///   everything and no store schema changes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SummaryRecord {
+    /// `output` (one shared summary, its text in
+    /// [`TaskExecutionResult::summary`]) or `dependent`.
+    pub focus: String,
+    /// The calls, in the order they were made (dependents in plan order).
+    pub calls: Vec<SummaryCall>,
+}
+
+impl SummaryRecord {
+    /// Whether any call fell back to `truncate`.
+    pub fn fallback(&self) -> bool {
+        self.calls.iter().any(|c| c.fallback)
+    }
+
+    /// The summary written for dependent `id` under `summary_focus:
+    /// dependent`, when its call succeeded.
+    pub fn text_for(&self, id: &str) -> Option<&str> {
+        self.calls
+            .iter()
+            .find(|c| c.dependent.as_deref() == Some(id))
+            .and_then(|c| c.text.as_deref())
+    }
+
+    /// Whether a call for dependent `id` (`None`: the shared one) was
+    /// already made, successful or not.
+    pub fn has_call_for(&self, id: Option<&str>) -> bool {
+        self.calls.iter().any(|c| c.dependent.as_deref() == id)
+    }
+}
+
+/// One summary call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SummaryCall {
+    /// The dependent whose prompt was the focus (`summary_focus:
+    /// dependent`); absent for the shared summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependent: Option<String>,
+    /// The summary, for a per-dependent call that succeeded (the shared
+    /// summary's text is the result's `summary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The model asked (`summary_model`, else the task's model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Usage as reported by the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_used: Option<TokenUsage>,
+    /// Wall time of the call, retries included.
+    pub execution_time_ms: u64,
+    /// Every engine attempt, the last one deciding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    /// Answered by `--cache`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+    /// The answer was longer than `summary_max_tokens` and was cut.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
+    /// The call failed: dependents get the `truncate` form instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fallback: bool,
+    /// Why the call failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Token usage reported by an engine.

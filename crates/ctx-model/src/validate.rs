@@ -102,6 +102,14 @@ pub enum ProblemCode {
     ZeroMaxPromptTokens,
     /// `config.dependency.max_output_length` is 0.
     ZeroMaxOutputLength,
+    /// `config.dependency.summary_max_tokens` is 0.
+    ZeroSummaryMaxTokens,
+    /// `config.dependency.summary_prompt` has no `{{OUTPUT}}`, or holds a
+    /// placeholder that is not `{{OUTPUT}}`, `{{DESCRIPTION}}` or
+    /// `{{FOCUS}}`.
+    BadSummaryPrompt,
+    /// `config.dependency.summary_model` is empty or only whitespace.
+    EmptySummaryModel,
 }
 
 impl ProblemCode {
@@ -132,6 +140,9 @@ impl ProblemCode {
             ProblemCode::UnknownTokenizer => "unknown_tokenizer",
             ProblemCode::ZeroMaxPromptTokens => "zero_max_prompt_tokens",
             ProblemCode::ZeroMaxOutputLength => "zero_max_output_length",
+            ProblemCode::ZeroSummaryMaxTokens => "zero_summary_max_tokens",
+            ProblemCode::BadSummaryPrompt => "bad_summary_prompt",
+            ProblemCode::EmptySummaryModel => "empty_summary_model",
         }
     }
 }
@@ -321,6 +332,83 @@ fn check_config(plan: &Plan, out: &mut Vec<Problem>) {
             message: "must be at least 1, or null for unlimited".into(),
         });
     }
+    check_summary_settings(cfg, out);
+}
+
+/// The `summary_*` settings are checked whatever the strategy: a plan that
+/// sets them means to use them (possibly through a task's override or
+/// `--summarize-strategy llm`), and a mistake found before the run costs
+/// nothing, while one found at the first long output costs a fallback.
+fn check_summary_settings(cfg: &crate::plan::PlanConfig, out: &mut Vec<Problem>) {
+    let dep = &cfg.dependency;
+    if dep.summary_max_tokens == 0 {
+        out.push(Problem {
+            code: ProblemCode::ZeroSummaryMaxTokens,
+            task_id: None,
+            field: "config.dependency.summary_max_tokens".into(),
+            message: "must be at least 1 (the most tokens an llm summary may have)".into(),
+        });
+    }
+    if let Some(model) = &dep.summary_model
+        && model.trim().is_empty()
+    {
+        out.push(Problem {
+            code: ProblemCode::EmptySummaryModel,
+            task_id: None,
+            field: "config.dependency.summary_model".into(),
+            message: "is empty; leave it out to summarise with each producing task's model".into(),
+        });
+    }
+    if let Some(template) = &dep.summary_prompt {
+        let field = "config.dependency.summary_prompt".to_string();
+        if !template.contains("{{OUTPUT}}") {
+            out.push(Problem {
+                code: ProblemCode::BadSummaryPrompt,
+                task_id: None,
+                field: field.clone(),
+                message: "has no {{OUTPUT}} placeholder: the summary call would not see the output"
+                    .into(),
+            });
+        }
+        for name in unknown_placeholders(template) {
+            out.push(Problem {
+                code: ProblemCode::BadSummaryPrompt,
+                task_id: None,
+                field: field.clone(),
+                message: format!(
+                    "unknown placeholder {name} (known: {})",
+                    crate::plan::SUMMARY_PROMPT_PLACEHOLDERS.join(", ")
+                ),
+            });
+        }
+    }
+}
+
+/// The `{{NAME}}` placeholders of `template` that a summary prompt does not
+/// have, in order of first appearance, each once. A name is upper-case
+/// letters, digits and `_`; other `{{` text is left alone (a prompt may
+/// show code with braces).
+fn unknown_placeholders(template: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let name_len = after
+            .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(after.len());
+        if name_len > 0 && after[name_len..].starts_with("}}") {
+            let placeholder = format!("{{{{{}}}}}", &after[..name_len]);
+            if !crate::plan::SUMMARY_PROMPT_PLACEHOLDERS.contains(&placeholder.as_str())
+                && !out.contains(&placeholder)
+            {
+                out.push(placeholder);
+            }
+            rest = &after[name_len + 2..];
+        } else {
+            rest = after;
+        }
+    }
+    out
 }
 
 /// Checks the plan's entities; returns the set of names, first occurrence
@@ -792,6 +880,7 @@ mod tests {
                     ..Params::default()
                 },
             },
+            dependency: Default::default(),
         }
     }
 
@@ -1166,6 +1255,22 @@ mod tests {
         p.config.tokenizer = Some("O200K_BASE".into());
         p.config.max_prompt_tokens = 1;
         p.config.dependency.max_output_length = None;
+        assert!(validate(&p).is_empty());
+        p.config.dependency.summary_max_tokens = 0;
+        p.config.dependency.summary_model = Some(" ".into());
+        p.config.dependency.summary_prompt = Some("Sum up {{DESCRIPTION}} {{OUTPT}} {{x}}".into());
+        let codes: Vec<(ProblemCode, String)> = validate(&p)
+            .into_iter()
+            .map(|q| (q.code, q.message))
+            .collect();
+        assert_eq!(codes.len(), 4, "{codes:?}");
+        assert_eq!(codes[0].0, ProblemCode::ZeroSummaryMaxTokens);
+        assert_eq!(codes[1].0, ProblemCode::EmptySummaryModel);
+        assert_eq!(codes[2].0, ProblemCode::BadSummaryPrompt);
+        assert!(codes[3].1.contains("{{OUTPT}}"), "{codes:?}");
+        p.config.dependency.summary_max_tokens = 1;
+        p.config.dependency.summary_model = None;
+        p.config.dependency.summary_prompt = Some("{{FOCUS}} {{OUTPUT}} {{ {{DESCRIPTION}}".into());
         assert_eq!(validate(&p), []);
     }
 

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ctx_model::{
     DependencyConfig, Entity, EntityContext, EntityContextConfig, Params, Plan, PlanConfig,
-    PlanFormat, ProblemCode, RelevanceFilter, SubTask, SummarizeStrategy, ToolOrPrompt, parse_plan,
+    PlanFormat, ProblemCode, RelevanceFilter, SubTask, SummarizeStrategy, SummaryFocus, TaskDependencyConfig, ToolOrPrompt, parse_plan,
     validate,
 };
 use proptest::prelude::*;
@@ -87,14 +87,18 @@ fn sub_task() -> impl Strategy<Value = SubTask> {
         prop::collection::vec(entity_context(), 0..3),
         prop_oneof![Just("inference".to_string()), text()],
         params(),
+        opt(strategy()),
     )
         .prop_map(
-            |(id, description, dependencies, entity_context, name, params)| SubTask {
+            |(id, description, dependencies, entity_context, name, params, own)| SubTask {
                 id,
                 description,
                 dependencies,
                 entity_context,
                 tool_or_prompt: ToolOrPrompt { name, params },
+                dependency: TaskDependencyConfig {
+                    summarize_strategy: own,
+                },
             },
         )
 }
@@ -118,15 +122,30 @@ fn entity() -> impl Strategy<Value = Entity> {
         )
 }
 
+fn strategy() -> impl Strategy<Value = SummarizeStrategy> {
+    prop_oneof![
+        Just(SummarizeStrategy::Truncate),
+        Just(SummarizeStrategy::ExtractKeySections),
+        Just(SummarizeStrategy::None),
+        Just(SummarizeStrategy::Llm)
+    ]
+}
+
+fn summary_settings() -> impl Strategy<Value = (u32, Option<String>, Option<String>, SummaryFocus)>
+{
+    (
+        0u32..2_000,
+        opt(text()),
+        opt(text()),
+        prop_oneof![Just(SummaryFocus::Output), Just(SummaryFocus::Dependent)],
+    )
+}
+
 fn config() -> impl Strategy<Value = PlanConfig> {
     (
         any::<bool>(),
         opt(0usize..10_000),
-        prop_oneof![
-            Just(SummarizeStrategy::Truncate),
-            Just(SummarizeStrategy::ExtractKeySections),
-            Just(SummarizeStrategy::None)
-        ],
+        strategy(),
         any::<bool>(),
         prop_oneof![
             Just(RelevanceFilter::High),
@@ -137,13 +156,18 @@ fn config() -> impl Strategy<Value = PlanConfig> {
         any::<bool>(),
         0usize..100_000,
         opt(prop_oneof![Just("o200k_base".to_string()), text()]),
+        summary_settings(),
     )
         .prop_map(
-            |(full, max_len, strategy, all, filter, with_type, cap, tokenizer)| PlanConfig {
+            |(full, max_len, strategy, all, filter, with_type, cap, tokenizer, summary)| PlanConfig {
                 dependency: DependencyConfig {
                     include_full_output: full,
                     max_output_length: max_len,
                     summarize_strategy: strategy,
+                    summary_max_tokens: summary.0,
+                    summary_model: summary.1,
+                    summary_prompt: summary.2,
+                    summary_focus: summary.3,
                 },
                 entities: EntityContextConfig {
                     include_all: all,
@@ -193,6 +217,7 @@ fn graph_plan(n: usize, edges: &[(usize, usize)]) -> Plan {
                     ..Params::default()
                 },
             },
+            dependency: Default::default(),
         })
         .collect();
     Plan {

@@ -75,8 +75,11 @@ pub struct DependencyOutput<'a> {
     pub description: &'a str,
     /// Its full output.
     pub output: &'a str,
-    /// Its summary, used instead of `output` when
-    /// `config.dependency.include_full_output` is false.
+    /// Its summary for this dependent (the shared one, or the one written
+    /// for this dependent under `summary_focus: dependent`). Used instead
+    /// of `output` when `config.dependency.include_full_output` is false,
+    /// and under `summarize_strategy: llm` when `output` is over
+    /// `max_output_length`.
     pub summary: Option<&'a str>,
 }
 
@@ -195,6 +198,10 @@ pub fn entity_line(entity: &ResolvedEntity, include_entity_type: bool) -> String
 ///   no headings, or the extract is still over the limit, the `truncate`
 ///   rule applies to what there is.
 /// * `none`: as is.
+/// * `llm`: the `truncate` rule. A model's summary replaces the output
+///   before this function is reached ([`assemble_task_prompt`]); what
+///   comes here is an output without one, and the summary call's failure
+///   falls back to `truncate`.
 ///
 /// ```
 /// use ctx_model::SummarizeStrategy;
@@ -215,7 +222,7 @@ pub fn shorten_output(
     }
     match strategy {
         SummarizeStrategy::None => output.to_string(),
-        SummarizeStrategy::Truncate => truncate_rule(output, max),
+        SummarizeStrategy::Truncate | SummarizeStrategy::Llm => truncate_rule(output, max),
         SummarizeStrategy::ExtractKeySections => {
             let extract = extract_key_sections(output);
             if extract.is_empty() {
@@ -413,6 +420,28 @@ fn fit_prefix(text: &str, limit: usize, total: usize, counter: &dyn TokenCounter
     candidate(end)
 }
 
+/// `text` cut to at most `limit` tokens under `counter`, the way the cap
+/// cuts a dependency output (longest prefix, preferring to end at
+/// whitespace, then `...`); `None` when it already fits. A `limit` too
+/// small for even `...` gives `...`.
+///
+/// ```
+/// let counter = ctx_tokens::Tokenizer::Estimate.counter();
+/// assert_eq!(ctx_prompt::cut_to_tokens("short", 10, &*counter), None);
+/// let cut = ctx_prompt::cut_to_tokens(&"word ".repeat(200), 10, &*counter).unwrap();
+/// assert!(counter.count(&cut) <= 10 && cut.ends_with("..."));
+/// ```
+pub fn cut_to_tokens(text: &str, limit: usize, counter: &dyn TokenCounter) -> Option<String> {
+    let total = counter.count(text);
+    if total <= limit {
+        return None;
+    }
+    if !counter.fits(ELLIPSIS, limit) {
+        return Some(ELLIPSIS.to_string());
+    }
+    Some(fit_prefix(text, limit, total, counter))
+}
+
 /// The water level: the largest `L` such that cutting every count above
 /// `L` down to `L` removes at least `need` tokens (0 when even that fails).
 fn water_level(counts: &[usize], need: usize) -> usize {
@@ -437,9 +466,17 @@ fn water_level(counts: &[usize], need: usize) -> usize {
 /// Assembles `task`'s final prompt from the plan's entities and the
 /// dependency outputs, within `max_prompt_tokens` as counted by `counter`.
 ///
-/// Entities come from [`Plan::resolve_entity_context`]; each dependency's
-/// text is its `summary` when `include_full_output` is false and a summary
-/// is given, else its output, shortened by [`shorten_output`]. See the
+/// Entities come from [`Plan::resolve_entity_context`]. Each dependency's
+/// text, under the task's strategy ([`Plan::summarize_strategy_for`]):
+///
+/// * `llm`, and the output is over `max_output_length` or
+///   `include_full_output` is false, and a summary is given: the summary
+///   as it is (it was already bounded by `summary_max_tokens`; the cap
+///   below still applies);
+/// * otherwise `include_full_output` false and a summary given: the
+///   summary, shortened by [`shorten_output`];
+/// * otherwise the output, shortened by [`shorten_output`] (`llm` without
+///   a summary shortens by `truncate`: the recorded fallback). See the
 /// module documentation for the shape and the cap algorithm.
 ///
 /// ```
@@ -469,6 +506,7 @@ pub fn assemble_task_prompt(
     let cap = max_prompt_tokens;
     let prompt = task.tool_or_prompt.params.prompt.as_str();
     let dep_cfg = &plan.config.dependency;
+    let strategy = plan.summarize_strategy_for(task);
     let include_type = plan.config.entities.include_entity_type;
 
     let resolved = plan.resolve_entity_context(task);
@@ -480,16 +518,22 @@ pub fn assemble_task_prompt(
     let mut deps: Vec<DepPart<'_>> = dependencies
         .iter()
         .map(|d| {
-            let chosen = match (dep_cfg.include_full_output, d.summary) {
-                (false, Some(s)) => s,
-                _ => d.output,
+            let over = dep_cfg
+                .max_output_length
+                .is_some_and(|max| d.output.chars().count() > max);
+            let (chosen, shorten) = match d.summary {
+                Some(s) if strategy == SummarizeStrategy::Llm && (over || !dep_cfg.include_full_output) => {
+                    (s, false)
+                }
+                Some(s) if !dep_cfg.include_full_output => (s, true),
+                _ => (d.output, true),
             };
             let chosen = chosen.trim_end_matches(['\n', '\r']);
-            let base = shorten_output(
-                chosen,
-                dep_cfg.max_output_length,
-                dep_cfg.summarize_strategy,
-            );
+            let base = if shorten {
+                shorten_output(chosen, dep_cfg.max_output_length, strategy)
+            } else {
+                chosen.to_string()
+            };
             DepPart {
                 task_id: d.task_id,
                 description: d.description,
@@ -706,6 +750,45 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
         );
         assert!(p.text.ends_with("(constraint)\n\nGenerate CSS styles to be embedded in the <style> tag. Style the game board with a subtle grid background..."));
         assert!(!p.text.contains(DEPENDENCY_HEADING));
+    }
+
+    #[test]
+    fn llm_strategy_uses_the_summary_of_a_long_output_only() {
+        let mut plan = seed_plan();
+        plan.config.dependency.summarize_strategy = SummarizeStrategy::Llm;
+        plan.config.dependency.max_output_length = Some(20);
+        let c = Tokenizer::Estimate.counter();
+        let mut task = plan.sub_tasks[0].clone();
+        task.tool_or_prompt.params.prompt = "P".into();
+        let long = "long output that ends with the conclusion: ship it";
+        let dep = |output, summary| DependencyOutput {
+            task_id: "a",
+            description: "A",
+            output,
+            summary,
+        };
+        let p = assemble_task_prompt(&plan, &task, &[dep(long, Some("ship it"))], &*c, 4000)
+            .unwrap();
+        assert!(p.text.contains("**Output:**\nship it\n"), "{}", p.text);
+        // A short output is given whole even when a summary exists.
+        let p = assemble_task_prompt(&plan, &task, &[dep("short", Some("s"))], &*c, 4000).unwrap();
+        assert!(p.text.contains("**Output:**\nshort\n"));
+        // No summary (the call failed): the truncate form.
+        let p = assemble_task_prompt(&plan, &task, &[dep(long, None)], &*c, 4000).unwrap();
+        assert!(p.text.contains("**Output:**\nlong outpu...\n"), "{}", p.text);
+        // A task's own strategy wins over the plan's.
+        task.dependency.summarize_strategy = Some(SummarizeStrategy::Truncate);
+        let p = assemble_task_prompt(&plan, &task, &[dep(long, Some("ship it"))], &*c, 4000)
+            .unwrap();
+        assert!(p.text.contains("**Output:**\nlong outpu...\n"), "{}", p.text);
+        // A summary is not cut by max_output_length (it is bounded in
+        // tokens), but the cap still applies to it.
+        task.dependency.summarize_strategy = None;
+        let wordy = "word ".repeat(40);
+        let p = assemble_task_prompt(&plan, &task, &[dep(long, Some(&wordy))], &*c, 4000).unwrap();
+        assert!(p.text.contains(wordy.trim_end()));
+        let p = assemble_task_prompt(&plan, &task, &[dep(long, Some(&wordy))], &*c, 30).unwrap();
+        assert!(p.tokens <= 30 && p.shortened_dependencies == ["a"]);
     }
 
     #[test]
@@ -997,20 +1080,25 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
             prompt in "[A-Za-z .\n]{1,200}",
             cap in 0usize..600,
             bpe in any::<bool>(),
-            strategy in prop_oneof![Just(SummarizeStrategy::Truncate), Just(SummarizeStrategy::ExtractKeySections), Just(SummarizeStrategy::None)],
+            strategy in prop_oneof![Just(SummarizeStrategy::Truncate), Just(SummarizeStrategy::ExtractKeySections), Just(SummarizeStrategy::None), Just(SummarizeStrategy::Llm)],
             max_len in proptest::option::of(0usize..300),
+            // `llm` summaries (of any length: a model may ignore
+            // max_tokens) and include_full_output: the cap holds with them.
+            summaries in proptest::collection::vec(proptest::option::of(arb_text()), 4),
+            full in any::<bool>(),
         ) {
             let mut plan = seed_plan();
             plan.config.dependency.summarize_strategy = strategy;
             plan.config.dependency.max_output_length = max_len;
+            plan.config.dependency.include_full_output = full;
             let mut task = plan.sub_tasks[1].clone();
             task.tool_or_prompt.params.prompt = prompt.clone();
             task.entity_context = values.iter().map(|(n, v, r)| ctx_model::EntityContext {
                 entity_name: n.clone(), intent_relevance: Some((*r).to_string()), grounded_value: Some(v.clone()), usage_note: None,
             }).collect();
             let ids: Vec<String> = (0..outputs.len()).map(|i| format!("t{i}")).collect();
-            let deps: Vec<DependencyOutput<'_>> = outputs.iter().zip(&ids).map(|(o, id)| DependencyOutput {
-                task_id: id, description: "desc", output: o, summary: None }).collect();
+            let deps: Vec<DependencyOutput<'_>> = outputs.iter().zip(&ids).zip(&summaries).map(|((o, id), s)| DependencyOutput {
+                task_id: id, description: "desc", output: o, summary: s.as_deref() }).collect();
             let c = if bpe { Tokenizer::Cl100kBase.counter() } else { Tokenizer::Estimate.counter() };
             match assemble_task_prompt(&plan, &task, &deps, &*c, cap) {
                 Ok(p) => {
@@ -1029,9 +1117,10 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
                     }
                     if !p.dropped_entities.is_empty() {
                         // Entities go only after every output is down to `...`.
-                        for (id, o) in ids.iter().zip(&outputs) {
+                        for ((id, o), s) in ids.iter().zip(&outputs).zip(&summaries) {
                             let needle = format!("### Task {id}: desc\n**Output:**\n...\n\n---");
-                            let empty = o.trim_end_matches(['\n', '\r']).is_empty();
+                            let empty = o.trim_end_matches(['\n', '\r']).is_empty()
+                                || s.as_deref().is_some_and(|s| s.trim_end_matches(['\n', '\r']).is_empty());
                             prop_assert!(head.contains(&needle) || empty, "{}", head);
                         }
                     }
