@@ -44,6 +44,24 @@ pub struct InferenceRequest {
     /// refuses a longer output from an engine that does not check, so the
     /// bound holds for every engine.
     pub max_output_bytes: usize,
+    /// Whether the call runs a task or writes a summary of one; engines
+    /// that label calls (the dry run, a command's environment) say which.
+    pub purpose: RequestPurpose,
+}
+
+/// What a call is for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RequestPurpose {
+    /// A plan task's own call.
+    #[default]
+    Task,
+    /// A `summarize_strategy: llm` summary of task
+    /// [`task_id`](InferenceRequest::task_id)'s output.
+    Summary {
+        /// The dependent the summary is focused on (`summary_focus:
+        /// dependent`); `None` for the summary every dependent shares.
+        dependent: Option<String>,
+    },
 }
 
 /// What an engine answered.

@@ -114,6 +114,11 @@ pub struct ExecutorOptions {
     /// [`InferenceRequest::max_output_bytes`] and checked again on what it
     /// returns.
     pub max_output_bytes: usize,
+    /// Under `summarize_strategy: llm`, summarise every output a dependent
+    /// receives under `llm`, whatever its length. For the dry run, whose
+    /// placeholder outputs are never long: its prompts then show where a
+    /// summary goes.
+    pub summarize_every_output: bool,
 }
 
 impl Default for ExecutorOptions {
@@ -125,6 +130,7 @@ impl Default for ExecutorOptions {
             force_rerun: BTreeSet::new(),
             task_timeout: Some(DEFAULT_TASK_TIMEOUT),
             max_output_bytes: crate::engine::DEFAULT_MAX_OUTPUT_BYTES,
+            summarize_every_output: false,
         }
     }
 }
@@ -224,14 +230,18 @@ pub struct Executor {
     options: ExecutorOptions,
 }
 
-struct Inner {
-    plan: Plan,
-    graph: PlanGraph,
-    engine: Arc<dyn InferenceEngine>,
-    store: Arc<dyn ExecutionStore>,
-    counters: Vec<Arc<dyn TokenCounter>>,
-    task_timeout: Option<Duration>,
-    max_output_bytes: usize,
+pub(crate) struct Inner {
+    pub(crate) plan: Plan,
+    pub(crate) graph: PlanGraph,
+    pub(crate) engine: Arc<dyn InferenceEngine>,
+    pub(crate) store: Arc<dyn ExecutionStore>,
+    pub(crate) counters: Vec<Arc<dyn TokenCounter>>,
+    pub(crate) task_timeout: Option<Duration>,
+    pub(crate) max_output_bytes: usize,
+    pub(crate) summarize_every_output: bool,
+    /// Dispatch priorities counting `llm` summary calls; `None` when the
+    /// plan makes none (the graph's remaining path is used).
+    pub(crate) priorities: Option<Vec<u64>>,
 }
 
 impl Executor {
@@ -257,8 +267,12 @@ impl Executor {
                     .clone()
             })
             .collect();
+        let priorities =
+            crate::summarize::priorities(&plan, &graph, options.summarize_every_output);
         Ok(Executor {
             inner: Arc::new(Inner {
+                priorities,
+                summarize_every_output: options.summarize_every_output,
                 plan,
                 graph,
                 engine,
@@ -302,7 +316,7 @@ impl Executor {
         let inner = &self.inner;
         let g = &inner.graph;
         let n = g.len();
-        let mut run = RunState::new(n, self.options.schedule, g);
+        let mut run = RunState::new(n, self.options.schedule, g, inner.priorities.clone());
 
         // Resume: reuse completed results, except forced ids and all that
         // depends on them.
@@ -325,16 +339,31 @@ impl Executor {
                     .get_by_task_id(g.id(i))
                     .map_err(|source| store_err(g.id(i), source))?;
                 if let Some(r) = stored.filter(|r| r.status == TaskStatus::Completed) {
-                    run.finish(i, r);
                     run.reused.push(g.id(i).to_string());
                     progress(&ProgressEvent::Reused {
                         task_id: g.id(i).to_string(),
                     });
+                    let summaries_missing = !crate::summarize::needed_calls(
+                        &inner.plan,
+                        g,
+                        i,
+                        &r,
+                        inner.summarize_every_output,
+                    )
+                    .is_empty();
+                    if summaries_missing {
+                        // Completed, but the process stopped before its
+                        // summary was written: a job writes only that.
+                        run.pending_summary[i] = Some(r);
+                        run.push_ready(i, g);
+                    } else {
+                        run.finish(i, r);
+                    }
                 }
             }
         }
         for i in 0..n {
-            if run.results[i].is_none() {
+            if run.results[i].is_none() && run.pending_summary[i].is_none() {
                 run.missing[i] = g
                     .dependencies(i)
                     .iter()
@@ -363,11 +392,27 @@ impl Executor {
                 let Some(i) = run.pop_ready(running.len()) else {
                     break;
                 };
-                let id = g.id(i).to_string();
-                run.order.push(id.clone());
-                progress(&ProgressEvent::Started { task_id: id });
+                // A reused result still owing its summary is not run again.
+                let reused = run.pending_summary[i].take();
+                if reused.is_none() {
+                    let id = g.id(i).to_string();
+                    run.order.push(id.clone());
+                    progress(&ProgressEvent::Started { task_id: id });
+                }
                 let inner = Arc::clone(inner);
-                let handle = running.spawn(async move { (i, execute_task(&inner, i).await) });
+                let handle = running.spawn(async move {
+                    let result = match reused {
+                        Some(r) => Ok(r),
+                        None => execute_task(&inner, i).await,
+                    };
+                    // The one place summaries are written: after the
+                    // task's completion, in its slot, before release.
+                    let result = match result {
+                        Ok(r) => crate::summarize::after_completion(&inner, i, r).await,
+                        Err(e) => Err(e),
+                    };
+                    (i, result)
+                });
                 in_flight.insert(handle.id(), (i, Instant::now()));
             }
             if running.is_empty() {
@@ -436,6 +481,15 @@ impl Executor {
                 .store
                 .get_by_task_id(g.id(i))
                 .map_err(|source| store_err(g.id(i), source))?;
+            if let Some(done) = previous
+                .as_ref()
+                .filter(|r| r.status == TaskStatus::Completed)
+            {
+                // Cancelled during its summary: the task itself completed
+                // (and is stored so); `--resume` writes the summary.
+                self.settle(&mut run, i, done.clone(), true, &mut progress)?;
+                continue;
+            }
             let mut r = previous
                 .filter(|r| r.status == TaskStatus::InProgress)
                 .unwrap_or_else(|| TaskExecutionResult::new(g.id(i), TaskStatus::Failed));
@@ -601,10 +655,14 @@ struct RunState {
     reused: Vec<String>,
     /// Set once the run is cancelled: skips then say so.
     interrupted: bool,
+    /// Reused completed results whose `llm` summary is still to write.
+    pending_summary: Vec<Option<TaskExecutionResult>>,
+    /// Priorities that count summary calls, when the plan makes any.
+    priorities: Option<Vec<u64>>,
 }
 
 impl RunState {
-    fn new(n: usize, schedule: Schedule, g: &PlanGraph) -> RunState {
+    fn new(n: usize, schedule: Schedule, g: &PlanGraph, priorities: Option<Vec<u64>>) -> RunState {
         let (ready, levels) = match schedule {
             Schedule::ReadyQueue => (vec![BinaryHeap::new()], None),
             Schedule::Levels => (
@@ -621,6 +679,8 @@ impl RunState {
             order: Vec::with_capacity(n),
             reused: Vec::new(),
             interrupted: false,
+            pending_summary: vec![None; n],
+            priorities,
         }
     }
 
@@ -637,7 +697,12 @@ impl RunState {
     fn push_ready(&mut self, i: usize, g: &PlanGraph) {
         let slot = self.levels.as_ref().map_or(0, |l| l[i]);
         if let Some(heap) = self.ready.get_mut(slot) {
-            heap.push((g.remaining_path(i), Reverse(i)));
+            let priority = self
+                .priorities
+                .as_ref()
+                .and_then(|p| p.get(i).copied())
+                .unwrap_or_else(|| g.remaining_path(i));
+            heap.push((priority, Reverse(i)));
         }
     }
 
@@ -698,7 +763,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
             task_id: &r.task_id,
             description: plan.task(id).map_or("", |t| t.description.as_str()),
             output: &r.output,
-            summary: r.summary.as_deref(),
+            summary: crate::summarize::summary_for_dependent(r, &task.id),
         });
     }
 
@@ -731,6 +796,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         params: task.tool_or_prompt.params.clone(),
         prompt_tokens: assembled.tokens,
         max_output_bytes: inner.max_output_bytes,
+        purpose: Default::default(),
     };
     let call_started = Instant::now();
     let response = match inner.task_timeout {

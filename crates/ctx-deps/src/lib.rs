@@ -50,6 +50,7 @@ pub mod executor;
 pub mod graph;
 pub mod memory;
 pub mod store;
+pub mod summarize;
 
 pub use engine::*;
 pub use engines::*;
@@ -57,3 +58,4 @@ pub use executor::*;
 pub use graph::*;
 pub use memory::*;
 pub use store::*;
+pub use summarize::{SummaryTotals, summary_for_dependent};

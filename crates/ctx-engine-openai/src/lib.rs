@@ -56,6 +56,7 @@
 //!     params: Default::default(),
 //!     prompt_tokens: 3,
 //!     max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
+//!     purpose: Default::default(),
 //! };
 //! let error = engine.infer(&request).await.unwrap_err();
 //! assert!(error.message.starts_with(&format!("cannot connect to http://127.0.0.1:{port}/v1/chat/completions")));

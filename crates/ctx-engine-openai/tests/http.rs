@@ -52,6 +52,7 @@ fn request(id: &str) -> InferenceRequest {
         },
         prompt_tokens: 12,
         max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
+        purpose: Default::default(),
     }
 }
 

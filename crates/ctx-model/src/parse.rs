@@ -505,9 +505,7 @@ fn unknown_field(path: &serde_ignored::Path<'_>) -> UnknownField {
             fields_of::<crate::EntityContext>()
         }
         [Some("sub_tasks"), None, Some("tool_or_prompt")] => fields_of::<crate::ToolOrPrompt>(),
-        [Some("sub_tasks"), None, Some("dependency")] => {
-            fields_of::<crate::TaskDependencyConfig>()
-        }
+        [Some("sub_tasks"), None, Some("dependency")] => fields_of::<crate::TaskDependencyConfig>(),
         [Some("config")] => fields_of::<crate::PlanConfig>(),
         [Some("config"), Some("dependency")] => fields_of::<crate::DependencyConfig>(),
         [Some("config"), Some("entities")] => fields_of::<crate::EntityContextConfig>(),

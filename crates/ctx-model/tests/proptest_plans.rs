@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ctx_model::{
     DependencyConfig, Entity, EntityContext, EntityContextConfig, Params, Plan, PlanConfig,
-    PlanFormat, ProblemCode, RelevanceFilter, SubTask, SummarizeStrategy, SummaryFocus, TaskDependencyConfig, ToolOrPrompt, parse_plan,
-    validate,
+    PlanFormat, ProblemCode, RelevanceFilter, SubTask, SummarizeStrategy, SummaryFocus,
+    TaskDependencyConfig, ToolOrPrompt, parse_plan, validate,
 };
 use proptest::prelude::*;
 
@@ -159,24 +159,26 @@ fn config() -> impl Strategy<Value = PlanConfig> {
         summary_settings(),
     )
         .prop_map(
-            |(full, max_len, strategy, all, filter, with_type, cap, tokenizer, summary)| PlanConfig {
-                dependency: DependencyConfig {
-                    include_full_output: full,
-                    max_output_length: max_len,
-                    summarize_strategy: strategy,
-                    summary_max_tokens: summary.0,
-                    summary_model: summary.1,
-                    summary_prompt: summary.2,
-                    summary_focus: summary.3,
-                },
-                entities: EntityContextConfig {
-                    include_all: all,
-                    filter_by_relevance: filter,
-                    include_entity_type: with_type,
-                },
-                max_prompt_tokens: cap,
-                tokenizer,
-                prices: Default::default(),
+            |(full, max_len, strategy, all, filter, with_type, cap, tokenizer, summary)| {
+                PlanConfig {
+                    dependency: DependencyConfig {
+                        include_full_output: full,
+                        max_output_length: max_len,
+                        summarize_strategy: strategy,
+                        summary_max_tokens: summary.0,
+                        summary_model: summary.1,
+                        summary_prompt: summary.2,
+                        summary_focus: summary.3,
+                    },
+                    entities: EntityContextConfig {
+                        include_all: all,
+                        filter_by_relevance: filter,
+                        include_entity_type: with_type,
+                    },
+                    max_prompt_tokens: cap,
+                    tokenizer,
+                    prices: Default::default(),
+                }
             },
         )
 }

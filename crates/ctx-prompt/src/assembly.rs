@@ -78,8 +78,8 @@ pub struct DependencyOutput<'a> {
     /// Its summary for this dependent (the shared one, or the one written
     /// for this dependent under `summary_focus: dependent`). Used instead
     /// of `output` when `config.dependency.include_full_output` is false,
-    /// and under `summarize_strategy: llm` when `output` is over
-    /// `max_output_length`.
+    /// and whenever given under `summarize_strategy: llm` (the executor
+    /// writes one only for an output over `max_output_length`).
     pub summary: Option<&'a str>,
 }
 
@@ -469,9 +469,9 @@ fn water_level(counts: &[usize], need: usize) -> usize {
 /// Entities come from [`Plan::resolve_entity_context`]. Each dependency's
 /// text, under the task's strategy ([`Plan::summarize_strategy_for`]):
 ///
-/// * `llm`, and the output is over `max_output_length` or
-///   `include_full_output` is false, and a summary is given: the summary
-///   as it is (it was already bounded by `summary_max_tokens`; the cap
+/// * `llm` and a summary is given: the summary as it is (the executor
+///   writes one only for an output over `max_output_length`, or for every
+///   output in a dry run, and bounds it by `summary_max_tokens`; the cap
 ///   below still applies);
 /// * otherwise `include_full_output` false and a summary given: the
 ///   summary, shortened by [`shorten_output`];
@@ -518,13 +518,8 @@ pub fn assemble_task_prompt(
     let mut deps: Vec<DepPart<'_>> = dependencies
         .iter()
         .map(|d| {
-            let over = dep_cfg
-                .max_output_length
-                .is_some_and(|max| d.output.chars().count() > max);
             let (chosen, shorten) = match d.summary {
-                Some(s) if strategy == SummarizeStrategy::Llm && (over || !dep_cfg.include_full_output) => {
-                    (s, false)
-                }
+                Some(s) if strategy == SummarizeStrategy::Llm => (s, false),
                 Some(s) if !dep_cfg.include_full_output => (s, true),
                 _ => (d.output, true),
             };
@@ -767,20 +762,28 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
             output,
             summary,
         };
-        let p = assemble_task_prompt(&plan, &task, &[dep(long, Some("ship it"))], &*c, 4000)
-            .unwrap();
+        let p =
+            assemble_task_prompt(&plan, &task, &[dep(long, Some("ship it"))], &*c, 4000).unwrap();
         assert!(p.text.contains("**Output:**\nship it\n"), "{}", p.text);
-        // A short output is given whole even when a summary exists.
-        let p = assemble_task_prompt(&plan, &task, &[dep("short", Some("s"))], &*c, 4000).unwrap();
+        // A short output without a summary is given whole.
+        let p = assemble_task_prompt(&plan, &task, &[dep("short", None)], &*c, 4000).unwrap();
         assert!(p.text.contains("**Output:**\nshort\n"));
         // No summary (the call failed): the truncate form.
         let p = assemble_task_prompt(&plan, &task, &[dep(long, None)], &*c, 4000).unwrap();
-        assert!(p.text.contains("**Output:**\nlong outpu...\n"), "{}", p.text);
+        assert!(
+            p.text.contains("**Output:**\nlong outpu...\n"),
+            "{}",
+            p.text
+        );
         // A task's own strategy wins over the plan's.
         task.dependency.summarize_strategy = Some(SummarizeStrategy::Truncate);
-        let p = assemble_task_prompt(&plan, &task, &[dep(long, Some("ship it"))], &*c, 4000)
-            .unwrap();
-        assert!(p.text.contains("**Output:**\nlong outpu...\n"), "{}", p.text);
+        let p =
+            assemble_task_prompt(&plan, &task, &[dep(long, Some("ship it"))], &*c, 4000).unwrap();
+        assert!(
+            p.text.contains("**Output:**\nlong outpu...\n"),
+            "{}",
+            p.text
+        );
         // A summary is not cut by max_output_length (it is bounded in
         // tokens), but the cap still applies to it.
         task.dependency.summarize_strategy = None;

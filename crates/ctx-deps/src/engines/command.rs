@@ -8,7 +8,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::engine::{
     BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, OUTPUT_TOO_LARGE,
-    output_too_large,
+    RequestPurpose, output_too_large,
 };
 
 /// How many trailing lines of stderr a failure carries.
@@ -33,7 +33,11 @@ const STDERR_KEEP: usize = 2 * STDERR_TAIL_BYTES;
 ///   command is killed and the task fails (outcome `output_too_large`), so
 ///   `yes` costs a bounded amount of memory, not all of it.
 /// * The environment carries `CTX_TASK_ID` (the task's id) and `CTX_MODEL`
-///   (the task's `params.model`, empty when the task names none).
+///   (the task's `params.model`, empty when the task names none). A
+///   `summarize_strategy: llm` summary call also carries `CTX_SUMMARY=1`,
+///   with `CTX_TASK_ID` the summarised task and, under `summary_focus:
+///   dependent`, `CTX_SUMMARY_FOR` the dependent; `CTX_MAX_TOKENS` is
+///   the call's `max_tokens` when it has one.
 /// * A non-zero exit, or death by a signal, fails the task with the last
 ///   [`STDERR_TAIL_LINES`] lines of stderr, at most [`STDERR_TAIL_BYTES`].
 ///   Only the end of stderr is ever held in memory.
@@ -89,6 +93,15 @@ impl CommandEngine {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        if let Some(n) = request.params.max_tokens {
+            cmd.env("CTX_MAX_TOKENS", n.to_string());
+        }
+        if let RequestPurpose::Summary { dependent } = &request.purpose {
+            cmd.env("CTX_SUMMARY", "1");
+            if let Some(d) = dependent {
+                cmd.env("CTX_SUMMARY_FOR", d);
+            }
+        }
         #[cfg(unix)]
         cmd.process_group(0);
         let mut child = cmd.spawn().map_err(|e| {
@@ -309,6 +322,7 @@ mod tests {
             },
             prompt_tokens: 1,
             max_output_bytes: crate::DEFAULT_MAX_OUTPUT_BYTES,
+            purpose: Default::default(),
         }
     }
 

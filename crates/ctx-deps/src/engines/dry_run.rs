@@ -2,9 +2,13 @@
 
 use ctx_model::Attempt;
 
-use crate::engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use crate::engine::{
+    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, RequestPurpose,
+};
 
-/// Answers every task with `[dry-run] output of task {id}`.
+/// Answers every task with `[dry-run] output of task {id}`, and every
+/// summary call with `[dry-run] summary of task {id}` (`... for task
+/// {dependent}` under `summary_focus: dependent`).
 ///
 /// The output is deterministic and carries no metadata beyond one attempt of
 /// zero milliseconds, so a dry run's prompts and outputs are byte-identical
@@ -21,6 +25,15 @@ impl DryRunEngine {
     pub fn output_for(task_id: &str) -> String {
         format!("[dry-run] output of task {task_id}")
     }
+
+    /// The summary a dry run gives of task `task_id`'s output, for
+    /// `dependent` under `summary_focus: dependent`.
+    pub fn summary_for(task_id: &str, dependent: Option<&str>) -> String {
+        match dependent {
+            Some(d) => format!("[dry-run] summary of task {task_id} for task {d}"),
+            None => format!("[dry-run] summary of task {task_id}"),
+        }
+    }
 }
 
 impl InferenceEngine for DryRunEngine {
@@ -34,7 +47,12 @@ impl InferenceEngine for DryRunEngine {
     ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
         Box::pin(async move {
             Ok(InferenceResponse {
-                output: DryRunEngine::output_for(&request.task_id),
+                output: match &request.purpose {
+                    RequestPurpose::Task => DryRunEngine::output_for(&request.task_id),
+                    RequestPurpose::Summary { dependent } => {
+                        DryRunEngine::summary_for(&request.task_id, dependent.as_deref())
+                    }
+                },
                 attempts: vec![Attempt {
                     number: 1,
                     duration_ms: 0,
