@@ -61,7 +61,7 @@ use std::sync::Arc;
 
 use ctx_deps::{
     ExecError, ExecutionStore, Executor, ExecutorOptions, InferenceEngine, MemoryStore,
-    ProgressEvent, RunReport, Schedule,
+    ProgressEvent, RunReport, Schedule, SummaryTotals,
 };
 use ctx_model::{ResultMetadata, TaskExecutionResult, TaskStatus};
 use ctx_tokens::Tokenizer;
@@ -118,6 +118,12 @@ pub struct Args {
     #[arg(long, value_name = "T")]
     pub tokenizer: Option<String>,
 
+    /// How long dependency outputs are shortened, for every task
+    /// (overrides config.dependency.summarize_strategy and the tasks' own):
+    /// `llm` asks the engine for a summary when a task completes.
+    #[arg(long, value_enum, value_name = "STRATEGY")]
+    pub summarize_strategy: Option<StrategyArg>,
+
     /// Scheduling policy; `levels` (batch by dependency level) exists only
     /// for the benchmark comparison.
     #[arg(long, value_enum, default_value = "ready", hide = true)]
@@ -160,6 +166,31 @@ pub struct Args {
 
 pub use crate::format::Format;
 
+/// `--summarize-strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StrategyArg {
+    /// First half of max_output_length, then `...`.
+    Truncate,
+    /// Headings with the first paragraph under each.
+    #[value(name = "extract_key_sections", alias = "extract-key-sections")]
+    ExtractKeySections,
+    /// Never shortened (max_prompt_tokens still applies).
+    None,
+    /// A summary written by the engine (config.dependency.summary_*).
+    Llm,
+}
+
+impl From<StrategyArg> for ctx_model::SummarizeStrategy {
+    fn from(a: StrategyArg) -> Self {
+        match a {
+            StrategyArg::Truncate => ctx_model::SummarizeStrategy::Truncate,
+            StrategyArg::ExtractKeySections => ctx_model::SummarizeStrategy::ExtractKeySections,
+            StrategyArg::None => ctx_model::SummarizeStrategy::None,
+            StrategyArg::Llm => ctx_model::SummarizeStrategy::Llm,
+        }
+    }
+}
+
 /// `--schedule` (hidden).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ScheduleArg {
@@ -197,6 +228,12 @@ pub fn run(args: Args) -> CliResult {
             .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?;
         plan.config.tokenizer = Some(tokenizer.as_str().to_string());
     }
+    if let Some(strategy) = args.summarize_strategy {
+        plan.config.dependency.summarize_strategy = strategy.into();
+        for t in &mut plan.sub_tasks {
+            t.dependency.summarize_strategy = None;
+        }
+    }
     let task_timeout = task_timeout(args.task_timeout)?;
     if args.max_output_bytes == 0 {
         return Err(CliError::usage("--max-output-bytes must be at least 1"));
@@ -227,6 +264,9 @@ pub fn run(args: Args) -> CliResult {
         },
         task_timeout,
         max_output_bytes: args.max_output_bytes,
+        // A dry run's outputs are placeholders, never long: summarise them
+        // all, so its prompts show where each summary goes.
+        summarize_every_output: engine.name() == ctx_deps::DryRunEngine::NAME,
         ..ExecutorOptions::default()
     };
     let output = Output {
@@ -664,6 +704,33 @@ pub(crate) struct RunJson<'a> {
     pub order: Vec<&'a str>,
     /// Every task of the plan, in plan order.
     pub tasks: Vec<TaskJson<'a>>,
+    /// The `summarize_strategy: llm` calls, when any were made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summaries: Option<SummariesJson>,
+}
+
+/// The totals of a run's summary calls in [`RunJson`].
+#[derive(serde::Serialize)]
+pub(crate) struct SummariesJson {
+    calls: u64,
+    cached: u64,
+    fallbacks: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    time_ms: u64,
+}
+
+impl SummariesJson {
+    fn of(t: SummaryTotals) -> Option<Self> {
+        (t.calls > 0).then_some(SummariesJson {
+            calls: t.calls,
+            cached: t.cached,
+            fallbacks: t.fallbacks,
+            prompt_tokens: t.prompt_tokens,
+            completion_tokens: t.completion_tokens,
+            time_ms: t.time_ms,
+        })
+    }
 }
 
 /// One task of [`RunJson`].
@@ -672,6 +739,8 @@ pub(crate) struct TaskJson<'a> {
     task_id: &'a str,
     status: &'static str,
     output: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
     prompt: Option<&'a str>,
@@ -685,6 +754,7 @@ impl<'a> TaskJson<'a> {
             task_id: &r.task_id,
             status: r.status.as_str(),
             output: &r.output,
+            summary: r.summary.as_deref(),
             error: r.error.as_deref(),
             prompt: r.prompt.as_deref(),
             metadata: &r.metadata,
@@ -697,6 +767,7 @@ impl<'a> RunJson<'a> {
         RunJson {
             order: report.order.iter().map(String::as_str).collect(),
             tasks: report.results.iter().map(TaskJson::of).collect(),
+            summaries: SummariesJson::of(SummaryTotals::of(&report.results)),
         }
     }
 }
@@ -725,6 +796,8 @@ fn summary_table(report: &RunReport) -> String {
                     format!("{} (cached)", r.status)
                 } else if cut_by_max_tokens(r) {
                     format!("{} (cut at max_tokens)", r.status)
+                } else if summary_fell_back(r) {
+                    format!("{} (summary fell back)", r.status)
                 } else {
                     r.status.to_string()
                 },
@@ -795,6 +868,62 @@ fn summary_table(report: &RunReport) -> String {
             cut.join(", ")
         ));
     }
+    let fell_back: Vec<&TaskExecutionResult> = report
+        .results
+        .iter()
+        .filter(|r| summary_fell_back(r))
+        .collect();
+    if !fell_back.is_empty() {
+        out.push('\n');
+        for r in fell_back {
+            let why = r
+                .metadata
+                .summary
+                .iter()
+                .flat_map(|s| &s.calls)
+                .find_map(|c| c.error.as_deref())
+                .unwrap_or("the call failed");
+            let mut lines = why.lines();
+            out.push_str(&format!(
+                "summary of {} fell back to truncate: {}\n",
+                printable(&r.task_id),
+                lines.next().unwrap_or_default()
+            ));
+            for l in lines {
+                out.push_str(&format!("    {l}\n"));
+            }
+        }
+    }
+    let totals = SummaryTotals::of(&report.results);
+    if totals.calls > 0 {
+        let mut notes = Vec::new();
+        if totals.cached > 0 {
+            notes.push(format!("{} cached", totals.cached));
+        }
+        if totals.fallbacks > 0 {
+            notes.push(format!("{} fell back to truncate", totals.fallbacks));
+        }
+        // A command engine reports no usage: say nothing rather than 0.
+        let tokens = if totals.prompt_tokens + totals.completion_tokens > 0 {
+            format!(
+                ", {} prompt + {} completion tokens",
+                totals.prompt_tokens, totals.completion_tokens
+            )
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "\nsummaries: {} call{}{}{tokens}, {} ms\n",
+            totals.calls,
+            if totals.calls == 1 { "" } else { "s" },
+            if notes.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", notes.join(", "))
+            },
+            totals.time_ms
+        ));
+    }
     out.push_str(&format!(
         "\n{}: {} completed, {} failed, {} skipped{}\n",
         tasks(report.results.len()),
@@ -809,6 +938,12 @@ fn summary_table(report: &RunReport) -> String {
         }
     ));
     out
+}
+
+/// Whether an `llm` summary of this task's output failed, so its
+/// dependents got the `truncate` form.
+fn summary_fell_back(r: &TaskExecutionResult) -> bool {
+    r.metadata.summary.as_ref().is_some_and(|s| s.fallback())
 }
 
 /// Whether the engine stopped because it hit `max_tokens`: the output is

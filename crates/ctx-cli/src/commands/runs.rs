@@ -465,6 +465,9 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
     } else {
         &r.output
     });
+    if let Some(text) = summary_section(r) {
+        out.push_str(&text);
+    }
     out.push_str("\n\n## History\n\n");
     let rows: Vec<Vec<String>> = history
         .iter()
@@ -515,6 +518,62 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
     }
     print_stdout(&out)?;
     Ok(Exit::Ok)
+}
+
+/// `## Summary`: the `llm` summary (or summaries, one per dependent) of a
+/// task's output, each with its call's model, usage, time and whether it
+/// fell back to `truncate`. `None` when no summary was made.
+fn summary_section(r: &TaskExecutionResult) -> Option<String> {
+    let record = r.metadata.summary.as_ref();
+    if record.is_none() && r.summary.is_none() {
+        return None;
+    }
+    let mut out = String::from("\n\n## Summary\n");
+    let Some(record) = record else {
+        out.push_str("\n");
+        out.push_str(r.summary.as_deref().unwrap_or_default());
+        return Some(out);
+    };
+    for c in &record.calls {
+        out.push('\n');
+        let whom = c.dependent.as_deref().map_or_else(
+            || "every dependent".to_string(),
+            |d| format!("task {}", printable(d)),
+        );
+        let usage = c.tokens_used.map_or_else(String::new, |u| {
+            format!(
+                ", {} prompt + {} completion tokens",
+                u.prompt_tokens, u.completion_tokens
+            )
+        });
+        out.push_str(&format!(
+            "for {whom}: model {}, {} ms{usage}{}{}\n",
+            c.model.as_deref().unwrap_or("(engine default)"),
+            c.execution_time_ms,
+            if c.cached { ", cached" } else { "" },
+            if c.cut {
+                ", cut at summary_max_tokens"
+            } else {
+                ""
+            },
+        ));
+        if c.fallback {
+            out.push_str(&format!(
+                "fell back to truncate: {}\n",
+                c.error.as_deref().unwrap_or("the call failed")
+            ));
+        } else {
+            let text = c
+                .text
+                .as_deref()
+                .or(r.summary.as_deref())
+                .unwrap_or("(empty)");
+            out.push('\n');
+            out.push_str(text);
+            out.push('\n');
+        }
+    }
+    Some(out.trim_end().to_string())
 }
 
 /// The object `ctx run --format json` prints, rebuilt from the store and
