@@ -156,12 +156,116 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         "unknown=1",
     ]);
     checked(&mut check, "LiteLLM missing-model run")?;
+
+    // One `summarize_strategy: llm` summary through the proxy.
+    let summary_plan = run_dir.join("summary.yaml");
+    fs::write(&summary_plan, SUMMARY_PLAN)
+        .map_err(|e| format!("{}: {e}", summary_plan.display()))?;
+    let out = run_dir.join("summary");
+    let args = ["--model", "mock-gpt", "--max-attempts", "2"].map(String::from);
+    let mut run = CtxRun::new(&ctx, &summary_plan, &base_url, &secret, &out, &args);
+    let code = run.execute(Duration::from_secs(120))?;
+    let log = rotate(&requests, &run_dir.join("requests-summary.jsonl"))?;
+    if code != 0 {
+        return Err(run.failure(&format!("exited with {code}, expected 0")));
+    }
+    check_summary_run(&out, &log).map_err(|e| run.failure(&e))?;
     server.stop();
 
     println!(
-        "e2e: LiteLLM proxy: {TETRIS_PLAN} ({tasks} tasks) plain and --stream, and a missing model, checked in {:.0} s",
+        "e2e: LiteLLM proxy: {TETRIS_PLAN} ({tasks} tasks) plain and --stream, a missing model and an llm summary, checked in {:.0} s",
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// Two tasks; the first's mock answer (about 60 characters) is over
+/// `max_output_length`, so it is summarised by the proxy before the second
+/// starts.
+const SUMMARY_PLAN: &str = r#"schema_version: 1
+goal: One llm summary through the proxy.
+config:
+  dependency:
+    max_output_length: 20
+    summarize_strategy: llm
+    summary_max_tokens: 120
+sub_tasks:
+  - id: draft
+    description: Write a long draft.
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: Write the draft.
+  - id: use
+    description: Build on the draft.
+    dependencies: [draft]
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: Build on it.
+"#;
+
+/// The summary run made three requests in order (the draft, its summary,
+/// the dependent); the summary request carried the draft's answer fenced
+/// and `max_tokens` 120; the dependent's prompt carries the summary's
+/// answer, not the draft's; results.json records the summary.
+fn check_summary_run(out: &Path, requests: &Path) -> Result<(), String> {
+    use serde_json::Value;
+    let read = |p: &Path| fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+    let log: Vec<Value> = read(requests)?
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", requests.display()))?;
+    let [draft, summary, dependent] = log.as_slice() else {
+        return Err(format!("summary run: {} requests, expected 3", log.len()));
+    };
+    let text = |v: &Value| -> String {
+        v["messages"]
+            .as_array()
+            .map(|ms| {
+                ms.iter()
+                    .filter_map(|m| m["content"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    };
+    let answer = |v: &Value| v["answer"].as_str().unwrap_or_default().to_string();
+    let fenced = format!(
+        "<untrusted-content>\n{}\n</untrusted-content>",
+        answer(draft)
+    );
+    if !text(summary).contains(&fenced) {
+        return Err(format!(
+            "the summary request lacks the fenced draft: {}",
+            text(summary)
+        ));
+    }
+    if summary["max_tokens"] != 120 {
+        return Err(format!(
+            "summary max_tokens {}, expected 120",
+            summary["max_tokens"]
+        ));
+    }
+    if !text(dependent).contains(&answer(summary)) || text(dependent).contains(&answer(draft)) {
+        return Err(format!(
+            "the dependent's prompt does not carry the summary: {}",
+            text(dependent)
+        ));
+    }
+    let results: Value = serde_json::from_str(&read(&out.join("results.json"))?)
+        .map_err(|e| format!("results.json: {e}"))?;
+    if results["tasks"][0]["summary"] != Value::String(answer(summary)) {
+        return Err(format!(
+            "results.json: draft summary {}",
+            results["tasks"][0]["summary"]
+        ));
+    }
+    if results["summaries"]["calls"] != 1 || results["summaries"]["fallbacks"] != 0 {
+        return Err(format!("results.json: summaries {}", results["summaries"]));
+    }
     Ok(())
 }
 

@@ -755,3 +755,70 @@ fn an_endless_stream_fails_its_task_at_the_output_bound() {
     assert_eq!(a["metadata"]["attempts"][0]["outcome"], "output_too_large");
     assert_eq!(task(&r.json, "b")["status"], "skipped");
 }
+
+#[test]
+fn an_llm_summary_goes_through_the_server() {
+    let server = Server::start(vec![echo("stop")]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"schema_version": 1,
+  "config": {"dependency": {"max_output_length": 5, "summarize_strategy": "llm", "summary_model": "small-model", "summary_max_tokens": 40}},
+  "sub_tasks": [
+  {"id": "a", "description": "First", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say a."}}},
+  {"id": "b", "description": "Second", "dependencies": ["a"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say b."}}}
+]}"#,
+    )
+    .unwrap();
+    let r = run(
+        &plan,
+        &[
+            "--base-url",
+            &server.url,
+            "--model",
+            "cli-model",
+            "--no-store",
+        ],
+        &[("OPENAI_API_KEY", KEY)],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 3);
+    let summary_call = &seen[1];
+    assert_eq!(summary_call.body["model"], "small-model");
+    assert_eq!(summary_call.body["max_tokens"], 40);
+    let p = summary_call.prompt();
+    assert!(p.contains("## The step\n\nFirst\n"), "{p}");
+    assert!(
+        p.contains("<untrusted-content>\nanswer to: Say a.\n</untrusted-content>"),
+        "{p}"
+    );
+    // The echo answers the last line of the summary prompt, over 40
+    // tokens: the summary is cut to summary_max_tokens.
+    let a = task(&r.json, "a");
+    let summary = a["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("answer to: Write a summary of at most 40 tokens"),
+        "{summary}"
+    );
+    assert!(summary.ends_with("..."), "{summary}");
+    assert_eq!(a["metadata"]["summary"]["calls"][0]["cut"], true);
+    assert_eq!(
+        a["metadata"]["summary"]["calls"][0]["model"],
+        "small-model-served"
+    );
+    assert_eq!(
+        a["metadata"]["summary"]["calls"][0]["tokens_used"]["completion_tokens"],
+        4
+    );
+    assert!(
+        seen[2]
+            .prompt()
+            .contains(&format!("**Output:**\n{summary}\n"))
+    );
+    assert_eq!(
+        r.json["summaries"],
+        json!({"calls": 1, "cached": 0, "fallbacks": 0, "prompt_tokens": 11, "completion_tokens": 4, "time_ms": r.json["summaries"]["time_ms"]})
+    );
+}
