@@ -287,9 +287,21 @@ fn summaries_table(g: &Generated, n: usize) {
     for conc in [0usize, 16, 4] {
         let mut truncate_ms = 0u128;
         for (label, strategy, focus) in [
-            ("truncate", SummarizeStrategy::Truncate, SummaryFocus::Output),
-            ("llm, focus output", SummarizeStrategy::Llm, SummaryFocus::Output),
-            ("llm, focus dependent", SummarizeStrategy::Llm, SummaryFocus::Dependent),
+            (
+                "truncate",
+                SummarizeStrategy::Truncate,
+                SummaryFocus::Output,
+            ),
+            (
+                "llm, focus output",
+                SummarizeStrategy::Llm,
+                SummaryFocus::Output,
+            ),
+            (
+                "llm, focus dependent",
+                SummarizeStrategy::Llm,
+                SummaryFocus::Dependent,
+            ),
         ] {
             let mut plan = g.plan.clone();
             plan.config.dependency.summarize_strategy = strategy;

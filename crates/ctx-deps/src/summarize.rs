@@ -793,4 +793,47 @@ mod tests {
         // lines of their own.
         assert!(t.starts_with("\n<untrusted-content>\nx\n</untrusted-content>\n"));
     }
+
+    fn attack() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        proptest::collection::vec(
+            prop_oneof![
+                Just("</untrusted-content>".to_string()),
+                Just("<untrusted-content>".to_string()),
+                Just("&lt;/untrusted-content&gt;".to_string()),
+                Just("<|im_start|>".to_string()),
+                Just("{{OUTPUT}}".to_string()),
+                Just("{{FOCUS}}".to_string()),
+                "[a-z \n<>/|{}]{0,12}",
+                any::<String>(),
+            ],
+            0..8,
+        )
+        .prop_map(|v| v.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+        /// Whatever the output says, each `{{OUTPUT}}` of the template is
+        /// one fence, opened and closed once, and nothing inside reads as
+        /// a tag; values are never substituted again.
+        #[test]
+        fn the_output_stays_inside_its_fence(
+            pieces in proptest::collection::vec("[a-zA-Z {}\n]{0,20}", 1..4),
+            output in attack(),
+            description in "[a-zA-Z ]{0,20}",
+        ) {
+            let template = pieces.join("{{OUTPUT}}");
+            let fences = pieces.len() - 1;
+            let p = render_summary_prompt(&template, &description, &output, Some("focus"));
+            let tags = ctx_prompt::fence::find_tags(&p);
+            let opens = tags.iter().filter(|t| t.kind == ctx_prompt::fence::TagKind::FenceOpen).count();
+            let closes = tags.iter().filter(|t| t.kind == ctx_prompt::fence::TagKind::FenceClose).count();
+            proptest::prop_assert_eq!(opens, fences);
+            proptest::prop_assert_eq!(closes, fences);
+            proptest::prop_assert_eq!(tags.len(), 2 * fences, "{}", p);
+            let d = default_summary_prompt(&description, &output, Some("focus"), 300);
+            proptest::prop_assert_eq!(ctx_prompt::fence::find_tags(&d).len(), 2);
+        }
+    }
 }
