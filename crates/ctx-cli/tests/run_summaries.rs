@@ -136,7 +136,7 @@ fn the_summary_reaches_the_dependent_the_json_show_and_export() {
     let (code, show, _) = d.ctx(&["runs", "show", &id, "--root", "runs", "--task", "research"]);
     assert_eq!(code, 0);
     assert!(
-        show.contains(&format!("## Summary\n\nfor every dependent: model m1, ")),
+        show.contains("## Summary\n\nfor every dependent: model m1, "),
         "{show}"
     );
     assert!(show.contains(summary));

@@ -3,12 +3,12 @@
 //!
 //! ## When
 //!
-//! [`after_completion`] runs inside the producing task's job, right after
+//! `after_completion` runs inside the producing task's job, right after
 //! its `completed` result is stored and before the dispatcher sees it: the
 //! summary takes the same `--concurrency` slot, and the dependents are
 //! released only once it is stored. That puts the summary on their
 //! critical path, where it belongs, and the scheduler's priority counts it
-//! ([`priorities`]).
+//! (`priorities`).
 //!
 //! A call is needed when the output is longer than `max_output_length`
 //! characters and at least one dependent receives it under `llm` (the
@@ -460,13 +460,16 @@ mod tests {
         p
     }
 
+    /// One call seen: task id, purpose, prompt, max_tokens, model.
+    type Call = (String, RequestPurpose, String, Option<u32>, Option<String>);
+
     /// Task calls answer a long text (or `short` for `short_ids`); summary
     /// calls answer `SUM(...)`, or fail when `fail_summaries`.
     #[derive(Default)]
     struct Fake {
         fail_summaries: bool,
         summary_answer: Option<String>,
-        calls: Mutex<Vec<(String, RequestPurpose, String, Option<u32>, Option<String>)>>,
+        calls: Mutex<Vec<Call>>,
     }
 
     impl InferenceEngine for Fake {

@@ -476,8 +476,9 @@ fn water_level(counts: &[usize], need: usize) -> usize {
 /// * otherwise `include_full_output` false and a summary given: the
 ///   summary, shortened by [`shorten_output`];
 /// * otherwise the output, shortened by [`shorten_output`] (`llm` without
-///   a summary shortens by `truncate`: the recorded fallback). See the
-/// module documentation for the shape and the cap algorithm.
+///   a summary shortens by `truncate`: the recorded fallback).
+///
+/// See the module documentation for the shape and the cap algorithm.
 ///
 /// ```
 /// use ctx_prompt::{assemble_task_prompt, DependencyOutput};

@@ -530,7 +530,7 @@ fn summary_section(r: &TaskExecutionResult) -> Option<String> {
     }
     let mut out = String::from("\n\n## Summary\n");
     let Some(record) = record else {
-        out.push_str("\n");
+        out.push('\n');
         out.push_str(r.summary.as_deref().unwrap_or_default());
         return Some(out);
     };
