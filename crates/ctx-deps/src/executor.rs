@@ -330,6 +330,7 @@ impl Executor {
                     }
                 }
             }
+            let mut completed: Vec<Option<TaskExecutionResult>> = vec![None; n];
             for (i, &forced) in forced.iter().enumerate() {
                 if forced {
                     continue;
@@ -338,27 +339,31 @@ impl Executor {
                     .store
                     .get_by_task_id(g.id(i))
                     .map_err(|source| store_err(g.id(i), source))?;
-                if let Some(r) = stored.filter(|r| r.status == TaskStatus::Completed) {
-                    run.reused.push(g.id(i).to_string());
-                    progress(&ProgressEvent::Reused {
-                        task_id: g.id(i).to_string(),
-                    });
-                    let summaries_missing = !crate::summarize::needed_calls(
-                        &inner.plan,
-                        g,
-                        i,
-                        &r,
-                        inner.summarize_every_output,
-                    )
-                    .is_empty();
-                    if summaries_missing {
-                        // Completed, but the process stopped before its
-                        // summary was written: a job writes only that.
-                        run.pending_summary[i] = Some(r);
-                        run.push_ready(i, g);
-                    } else {
-                        run.finish(i, r);
-                    }
+                completed[i] = stored.filter(|r| r.status == TaskStatus::Completed);
+            }
+            let will_run: Vec<bool> = completed.iter().map(Option::is_none).collect();
+            for (i, r) in completed.into_iter().enumerate() {
+                let Some(r) = r else { continue };
+                run.reused.push(g.id(i).to_string());
+                progress(&ProgressEvent::Reused {
+                    task_id: g.id(i).to_string(),
+                });
+                // Summaries owed to dependents that will run: the process
+                // stopped between this task's completion and its summary.
+                let owed = crate::summarize::needed_calls(
+                    &inner.plan,
+                    g,
+                    i,
+                    &r,
+                    inner.summarize_every_output,
+                    &|d| will_run[d],
+                );
+                if owed.is_empty() {
+                    run.finish(i, r);
+                } else {
+                    // A job writes only those; the task is not run again.
+                    run.pending_summary[i] = Some((r, owed));
+                    run.push_ready(i, g);
                 }
             }
         }
@@ -401,14 +406,14 @@ impl Executor {
                 }
                 let inner = Arc::clone(inner);
                 let handle = running.spawn(async move {
-                    let result = match reused {
-                        Some(r) => Ok(r),
-                        None => execute_task(&inner, i).await,
+                    let (result, owed) = match reused {
+                        Some((r, owed)) => (Ok(r), Some(owed)),
+                        None => (execute_task(&inner, i).await, None),
                     };
                     // The one place summaries are written: after the
                     // task's completion, in its slot, before release.
                     let result = match result {
-                        Ok(r) => crate::summarize::after_completion(&inner, i, r).await,
+                        Ok(r) => crate::summarize::after_completion(&inner, i, r, owed).await,
                         Err(e) => Err(e),
                     };
                     (i, result)
@@ -655,8 +660,9 @@ struct RunState {
     reused: Vec<String>,
     /// Set once the run is cancelled: skips then say so.
     interrupted: bool,
-    /// Reused completed results whose `llm` summary is still to write.
-    pending_summary: Vec<Option<TaskExecutionResult>>,
+    /// Reused completed results whose `llm` summaries are still to write,
+    /// with the calls owed (see `summarize::needed_calls`).
+    pending_summary: Vec<Option<(TaskExecutionResult, Vec<Option<usize>>)>>,
     /// Priorities that count summary calls, when the plan makes any.
     priorities: Option<Vec<u64>>,
 }

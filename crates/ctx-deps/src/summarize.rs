@@ -115,14 +115,17 @@ pub(crate) fn priorities(plan: &Plan, g: &PlanGraph, every_output: bool) -> Opti
 }
 
 /// The summary calls `result` still needs: `None` for the shared one,
-/// `Some(d)` for dependent `d`'s. Empty when the strategy, the length or
-/// the status asks for none, or every call is already recorded.
+/// `Some(d)` for dependent `d`'s. Only dependents for which `will_run`
+/// holds count (on `--resume`, a dependent already completed needs no
+/// summary). Empty when the strategy, the length or the status asks for
+/// none, or every call is already recorded.
 pub(crate) fn needed_calls(
     plan: &Plan,
     g: &PlanGraph,
     i: usize,
     result: &TaskExecutionResult,
     every_output: bool,
+    will_run: &dyn Fn(usize) -> bool,
 ) -> Vec<Option<usize>> {
     if result.status != TaskStatus::Completed {
         return Vec::new();
@@ -134,7 +137,8 @@ pub(crate) fn needed_calls(
     if !(long || every_output) {
         return Vec::new();
     }
-    let dependents = llm_dependents(plan, g, i);
+    let mut dependents = llm_dependents(plan, g, i);
+    dependents.retain(|&d| will_run(d));
     if dependents.is_empty() {
         return Vec::new();
     }
@@ -257,18 +261,22 @@ fn summary_prompt(plan: &Plan, producer: &SubTask, output: &str, focus: Option<&
     }
 }
 
-/// Writes the summaries `result` needs (see the module docs), stores the
-/// result once when any call was made, and returns it. Anything but a
-/// `completed` result needing a summary is returned untouched. `Err` only
-/// when the store fails.
+/// Writes the summaries `result` needs (see the module docs), or the
+/// `owed` ones a resume computed, stores the result once when any call
+/// was made, and returns it. Anything but a `completed` result needing a
+/// summary is returned untouched. `Err` only when the store fails.
 pub(crate) async fn after_completion(
     inner: &Inner,
     i: usize,
     mut result: TaskExecutionResult,
+    owed: Option<Vec<Option<usize>>>,
 ) -> Result<TaskExecutionResult, StoreError> {
     let plan = &inner.plan;
     let g = &inner.graph;
-    let needed = needed_calls(plan, g, i, &result, inner.summarize_every_output);
+    // A task that just ran: none of its dependents has run yet.
+    let needed = owed.unwrap_or_else(|| {
+        needed_calls(plan, g, i, &result, inner.summarize_every_output, &|_| true)
+    });
     if needed.is_empty() {
         return Ok(result);
     }
@@ -727,6 +735,48 @@ mod tests {
         .unwrap();
         rt.block_on(exec.run()).unwrap();
         assert!(again.calls.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn resume_writes_no_summary_that_no_dependent_will_read() {
+        let store = Arc::new(MemoryStore::new());
+        run(
+            plan(SummarizeStrategy::Truncate, SummaryFocus::Dependent),
+            Arc::new(Fake::default()),
+            store.clone(),
+            ExecutorOptions::default(),
+        );
+        // Only c is to run again: one summary, for c alone.
+        store
+            .store(TaskExecutionResult::new("c", TaskStatus::Failed))
+            .unwrap();
+        let engine = Arc::new(Fake::default());
+        run(
+            plan(SummarizeStrategy::Llm, SummaryFocus::Dependent),
+            engine.clone(),
+            store.clone(),
+            ExecutorOptions {
+                reuse_completed: true,
+                ..ExecutorOptions::default()
+            },
+        );
+        let calls = engine.calls.lock().unwrap().clone();
+        let purposes: Vec<_> = calls.iter().map(|c| (c.0.as_str(), c.1.clone())).collect();
+        assert_eq!(
+            purposes,
+            [
+                (
+                    "a",
+                    RequestPurpose::Summary {
+                        dependent: Some("c".into())
+                    }
+                ),
+                ("c", RequestPurpose::Task)
+            ]
+        );
+        let record = result(&store, "a").metadata.summary.unwrap();
+        assert_eq!(record.calls.len(), 1);
+        assert!(result(&store, "c").prompt.unwrap().contains("SUM(a for c)"));
     }
 
     #[test]
