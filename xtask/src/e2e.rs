@@ -837,3 +837,54 @@ impl CtxRun {
         format!("`{}` {what}\n{}", self.shown, tail(&self.stderr, 30))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request log and results.json as the summary run writes them.
+    fn write_run(dir: &Path, dependent_prompt: &str, max_tokens: u32) {
+        let log = [
+            serde_json::json!({"model": "mock-gpt", "answer": "Mock answer aaa: draft.",
+                "messages": [{"role": "user", "content": "Write the draft."}]}),
+            serde_json::json!({"model": "mock-gpt", "answer": "Mock answer bbb: summary.", "max_tokens": max_tokens,
+                "messages": [{"role": "user", "content": "## Its output\n\n<untrusted-content>\nMock answer aaa: draft.\n</untrusted-content>\n"}]}),
+            serde_json::json!({"model": "mock-gpt", "answer": "Mock answer ccc.",
+                "messages": [{"role": "user", "content": dependent_prompt}]}),
+        ];
+        let text: String = log.iter().map(|v| format!("{v}\n")).collect();
+        fs::write(dir.join("requests.jsonl"), text).unwrap();
+        let results = serde_json::json!({
+            "tasks": [{"task_id": "draft", "summary": "Mock answer bbb: summary."}, {"task_id": "use"}],
+            "summaries": {"calls": 1, "fallbacks": 0}
+        });
+        fs::write(dir.join("results.json"), results.to_string()).unwrap();
+    }
+
+    #[test]
+    fn the_summary_check_accepts_a_good_run_and_names_a_bad_one() {
+        let dir = std::env::temp_dir().join(format!("ctx-e2e-summary-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        write_run(
+            &dir,
+            "**Output:**\nMock answer bbb: summary.\n\nBuild on it.",
+            120,
+        );
+        assert_eq!(check_summary_run(&dir, &dir.join("requests.jsonl")), Ok(()));
+        write_run(
+            &dir,
+            "**Output:**\nMock answer aaa: draft.\n\nBuild on it.",
+            120,
+        );
+        let e = check_summary_run(&dir, &dir.join("requests.jsonl")).unwrap_err();
+        assert!(e.contains("does not carry the summary"), "{e}");
+        write_run(
+            &dir,
+            "**Output:**\nMock answer bbb: summary.\n\nBuild on it.",
+            300,
+        );
+        let e = check_summary_run(&dir, &dir.join("requests.jsonl")).unwrap_err();
+        assert!(e.contains("max_tokens 300"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
