@@ -399,6 +399,7 @@ impl Executor {
                 };
                 // A reused result still owing its summary is not run again.
                 let reused = run.pending_summary[i].take();
+                run.summary_only[i] = reused.is_some();
                 if reused.is_none() {
                     let id = g.id(i).to_string();
                     run.order.push(id.clone());
@@ -550,11 +551,15 @@ impl Executor {
                 .store(result.clone())
                 .map_err(|source| store_err(g.id(i), source))?;
         }
-        progress(&ProgressEvent::Finished {
-            task_id: g.id(i).to_string(),
-            status,
-            error: result.error.clone(),
-        });
+        // A reused task whose summary was just written was reported as
+        // reused, not started: it does not finish a second time.
+        if !run.summary_only[i] {
+            progress(&ProgressEvent::Finished {
+                task_id: g.id(i).to_string(),
+                status,
+                error: result.error.clone(),
+            });
+        }
         run.finish(i, result);
         match status {
             TaskStatus::Completed => {
@@ -663,6 +668,8 @@ struct RunState {
     /// Reused completed results whose `llm` summaries are still to write,
     /// with the calls owed (see `summarize::needed_calls`).
     pending_summary: Vec<Option<(TaskExecutionResult, Vec<Option<usize>>)>>,
+    /// Tasks dispatched only to write their summaries.
+    summary_only: Vec<bool>,
     /// Priorities that count summary calls, when the plan makes any.
     priorities: Option<Vec<u64>>,
 }
@@ -686,6 +693,7 @@ impl RunState {
             reused: Vec::new(),
             interrupted: false,
             pending_summary: vec![None; n],
+            summary_only: vec![false; n],
             priorities,
         }
     }

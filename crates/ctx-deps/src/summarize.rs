@@ -705,9 +705,22 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let report = rt.block_on(exec.run()).unwrap();
+        let mut events = Vec::new();
+        let report = rt
+            .block_on(exec.run_with(std::future::pending(), |e| events.push(e.clone())))
+            .unwrap();
         assert!(report.all_completed());
         assert_eq!(report.reused, ["a"]);
+        // `a` is reported reused, never started or finished again.
+        assert!(events.contains(&crate::ProgressEvent::Reused {
+            task_id: "a".into()
+        }));
+        let about_a = |e: &&crate::ProgressEvent| match e {
+            crate::ProgressEvent::Started { task_id }
+            | crate::ProgressEvent::Finished { task_id, .. } => task_id == "a",
+            crate::ProgressEvent::Reused { .. } => false,
+        };
+        assert_eq!(events.iter().filter(about_a).count(), 0, "{events:?}");
         assert_eq!(report.order, ["b", "c"]);
         let calls = engine.calls.lock().unwrap().clone();
         let who: Vec<_> = calls
