@@ -88,6 +88,23 @@ fn possible_calls(plan: &Plan, g: &PlanGraph, i: usize, every_output: bool) -> u
     }
 }
 
+/// The summary calls task `i`'s output may need, if it is long: `[None]`
+/// (the shared one) under `summary_focus: output` when any dependent
+/// receives it under `llm`, `Some(d)` for each such dependent under
+/// `dependent`; empty with unlimited `max_output_length`. For estimates
+/// before a run (`ctx plan cost`).
+pub fn possible_summary_calls(plan: &Plan, g: &PlanGraph, i: usize) -> Vec<Option<usize>> {
+    if plan.config.dependency.max_output_length.is_none() {
+        return Vec::new();
+    }
+    let dependents = llm_dependents(plan, g, i);
+    match plan.config.dependency.summary_focus {
+        SummaryFocus::Output if dependents.is_empty() => Vec::new(),
+        SummaryFocus::Output => vec![None],
+        SummaryFocus::Dependent => dependents.into_iter().map(Some).collect(),
+    }
+}
+
 /// Dispatch priorities that count summary calls, or `None` when the plan
 /// makes none (the graph's [`PlanGraph::remaining_path`] is used as is).
 ///
@@ -247,8 +264,14 @@ pub fn render_summary_prompt(
     }
 }
 
-/// The prompt of one summary call.
-fn summary_prompt(plan: &Plan, producer: &SubTask, output: &str, focus: Option<&str>) -> String {
+/// The prompt of one summary call of `producer`'s `output`, with the
+/// dependent's prompt as `focus` under `summary_focus: dependent`.
+pub fn summary_prompt(
+    plan: &Plan,
+    producer: &SubTask,
+    output: &str,
+    focus: Option<&str>,
+) -> String {
     let dep_cfg = &plan.config.dependency;
     match &dep_cfg.summary_prompt {
         Some(t) => render_summary_prompt(t, &producer.description, output, focus),

@@ -248,6 +248,16 @@ fn task_estimates(
             completion_tokens: completion,
             attempts: defaults.attempts,
         });
+        summary_estimates(
+            plan,
+            &graph,
+            i,
+            model,
+            completion,
+            defaults,
+            counter.as_ref(),
+            &mut estimates,
+        );
     }
     if !no_model.is_empty() {
         return Err(EstimateError::NoModel(no_model));
@@ -256,6 +266,57 @@ fn task_estimates(
         return Err(EstimateError::OverCap(over_cap));
     }
     Ok(estimates)
+}
+
+/// The `summarize_strategy: llm` calls task `i`'s output may need, one
+/// row each (`ID (summary)`, or `ID (summary for DEP)` under
+/// `summary_focus: dependent`), after the task's own row.
+///
+/// Low is 0 for both prompt and completion: a short output needs no
+/// summary. High: the summary prompt with an empty output, plus the
+/// producing task's completion high (the most output there is to
+/// summarise, counted in the producing task's tokens; unbounded when that
+/// is), plus the framing of one message; completion high is
+/// `summary_max_tokens`.
+#[allow(clippy::too_many_arguments)]
+fn summary_estimates(
+    plan: &Plan,
+    graph: &PlanGraph,
+    i: usize,
+    model: &str,
+    output: TokenRange,
+    defaults: &Defaults<'_>,
+    counter: &dyn TokenCounter,
+    estimates: &mut Vec<TaskEstimate>,
+) {
+    let Some(task) = plan.sub_tasks.get(i) else {
+        return;
+    };
+    let dep_cfg = &plan.config.dependency;
+    let summary_model = dep_cfg.summary_model.as_deref().unwrap_or(model);
+    for call in ctx_deps::summarize::possible_summary_calls(plan, graph, i) {
+        let dependent = call.and_then(|d| plan.sub_tasks.get(d));
+        let focus = dependent.map(|t| t.tool_or_prompt.params.prompt.as_str());
+        let template = ctx_deps::summarize::summary_prompt(plan, task, "", focus);
+        let fixed = counter.count(&template) as u64 + FRAMING_PER_MESSAGE + FRAMING_REPLY;
+        let system_tokens = defaults
+            .system
+            .map_or(0, |s| counter.count(s) as u64 + FRAMING_PER_MESSAGE);
+        let prompt = match output.high {
+            Some(high) => TokenRange::bounded(0, fixed + system_tokens + high),
+            None => TokenRange::unbounded(0),
+        };
+        estimates.push(TaskEstimate {
+            task_id: match dependent {
+                Some(d) => format!("{} (summary for {})", task.id, d.id),
+                None => format!("{} (summary)", task.id),
+            },
+            model: summary_model.to_string(),
+            prompt_tokens: prompt,
+            completion_tokens: TokenRange::bounded(0, u64::from(dep_cfg.summary_max_tokens)),
+            attempts: defaults.attempts,
+        });
+    }
 }
 
 #[cfg(test)]
@@ -341,6 +402,39 @@ mod tests {
         assert_eq!(e[1].model, "other");
         assert_eq!(e[1].completion_tokens, TokenRange::bounded(0, 7));
         assert!(e.iter().all(|t| t.attempts == 4));
+    }
+
+    #[test]
+    fn llm_summaries_are_estimated_after_their_task() {
+        let mut p = plan(TWO);
+        p.config.dependency.summarize_strategy = ctx_model::SummarizeStrategy::Llm;
+        p.config.dependency.summary_model = Some("gpt-4o-mini".into());
+        p.config.dependency.summary_max_tokens = 50;
+        let d = Defaults {
+            model: Some("m"),
+            ..defaults()
+        };
+        let e = task_estimates(&p, &d).unwrap_or_else(|_| panic!("estimates"));
+        let ids: Vec<&str> = e.iter().map(|t| t.task_id.as_str()).collect();
+        assert_eq!(ids, ["a", "a (summary)", "b"]);
+        assert_eq!(e[1].model, "gpt-4o-mini");
+        assert_eq!(e[1].completion_tokens, TokenRange::bounded(0, 50));
+        // The empty-output prompt plus a's 100 completion tokens, framed.
+        let template = ctx_deps::summarize::summary_prompt(&p, &p.sub_tasks[0], "", None);
+        let counter = Tokenizer::O200kBase.counter();
+        let fixed = counter.count(&template) as u64 + FRAMING_PER_MESSAGE + FRAMING_REPLY;
+        assert_eq!(e[1].prompt_tokens, TokenRange::bounded(0, fixed + 100));
+        // One per dependent under summary_focus: dependent; none for b,
+        // which nothing depends on.
+        p.config.dependency.summary_focus = ctx_model::SummaryFocus::Dependent;
+        let e = task_estimates(&p, &d).unwrap_or_else(|_| panic!("estimates"));
+        let ids: Vec<&str> = e.iter().map(|t| t.task_id.as_str()).collect();
+        assert_eq!(ids, ["a", "a (summary for b)", "b"]);
+        // b has no max_tokens: nothing bounds what a summary of b reads,
+        // but nothing depends on b either. Unlimited output length: no
+        // summaries at all.
+        p.config.dependency.max_output_length = None;
+        assert_eq!(task_estimates(&p, &d).map(|e| e.len()).ok(), Some(2));
     }
 
     #[test]
