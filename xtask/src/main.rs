@@ -13,7 +13,7 @@
 //!   whose figures are in docs/performance.md.
 //! * `cargo xtask e2e [--llm]`: end-to-end runs against real servers.
 //! * `cargo xtask man [--out DIR]`: man pages from the clap definition.
-//! * `cargo xtask arch [--pending]`: the architecture checks (also run as tests by
+//! * `cargo xtask arch`: the architecture checks (also run as tests by
 //!   `cargo xtask test`): the dependency-direction block of
 //!   docs/architecture.md against the Cargo.toml files, forbidden edges,
 //!   broken links.
@@ -70,8 +70,7 @@ commands:
   bench-tokens         token counting: first count, throughput, ctx history per tokenizer
   e2e [--llm]          ctx run against real OpenAI-compatible servers
   man [--out DIR]      man pages for ctx and each subcommand (default target/man)
-  arch [--pending]     check docs/architecture.md's dependency rules and every doc link
-                       (--pending: also the rules not met yet, issue 9 item 3)";
+  arch                 check docs/architecture.md's dependency rules and every doc link";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

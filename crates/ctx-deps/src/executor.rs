@@ -65,9 +65,9 @@ use ctx_tokens::{TokenCounter, Tokenizer};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::engine::{EngineError, InferenceEngine, InferenceRequest};
 use crate::graph::{GraphError, PlanGraph};
-use crate::store::{ExecutionStore, StoreError};
+use ctx_engine::{EngineError, InferenceEngine, InferenceRequest};
+use ctx_store::{ExecutionStore, StoreError};
 
 /// The default number of tasks in flight.
 pub const DEFAULT_CONCURRENCY: usize = 4;
@@ -124,7 +124,7 @@ impl Default for ExecutorOptions {
             reuse_completed: false,
             force_rerun: BTreeSet::new(),
             task_timeout: Some(DEFAULT_TASK_TIMEOUT),
-            max_output_bytes: crate::engine::DEFAULT_MAX_OUTPUT_BYTES,
+            max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         }
     }
 }
@@ -746,10 +746,10 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         if resp.output.len() > inner.max_output_bytes {
             // An engine that does not bound its own reading: its output is
             // refused here all the same.
-            let message = crate::engine::output_too_large(inner.max_output_bytes);
+            let message = ctx_engine::output_too_large(inner.max_output_bytes);
             let mut attempts = resp.attempts;
             if let Some(last) = attempts.last_mut() {
-                last.outcome = crate::engine::OUTPUT_TOO_LARGE.into();
+                last.outcome = ctx_engine::OUTPUT_TOO_LARGE.into();
                 last.error = Some(message.clone());
             }
             Err(EngineError { message, attempts })

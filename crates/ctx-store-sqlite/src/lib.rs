@@ -19,7 +19,7 @@
 //! Layout, schema, rules and guarantees: docs/runs.md.
 //!
 //! ```
-//! use ctx_deps::ExecutionStore;
+//! use ctx_store::ExecutionStore;
 //! use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 //! use ctx_store_sqlite::{NewRun, RunRoot, SessionEnd, SqliteStore};
 //!
@@ -51,7 +51,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`ExecutionStore`]: ctx_deps::ExecutionStore
+//! [`ExecutionStore`]: ctx_store::ExecutionStore
 
 mod cache;
 mod error;

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use ctx_deps::{ExecutionStore, StoreError};
 use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus};
+use ctx_store::{ExecutionStore, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use crate::error::{Error, Result};

@@ -2,7 +2,7 @@
 
 use ctx_model::Attempt;
 
-use crate::engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
 
 /// Answers every task with `[dry-run] output of task {id}`.
 ///
