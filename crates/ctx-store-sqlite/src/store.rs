@@ -6,17 +6,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus};
-use ctx_store::{ExecutionStore, StoreError};
+use ctx_store::{ExecutionStore, ResultRecord, StoreError};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use crate::error::{Error, Result};
-use crate::fingerprint::{
-    TaskFingerprint, canonical_json, fingerprint_all, redact_plan, sha256_hex,
-};
 use crate::id::{new_run_id, now_rfc3339};
 use crate::lock::{self, RunLock};
-use crate::resume::ResumePlan;
 use crate::schema::{self, Access, RUN_APPLICATION_ID, RUN_MIGRATIONS, STORE_FILE};
+use ctx_store::ResumePlan;
+use ctx_store::fingerprint::{
+    TaskFingerprint, canonical_json, fingerprint_all, redact_plan, sha256_hex,
+};
 
 /// The `synchronous` setting of run stores. `FULL` with WAL fsyncs the WAL
 /// at every commit, so a result survives an OS crash or power loss once
@@ -58,36 +58,6 @@ impl SessionEnd {
             SessionEnd::Interrupted => "interrupted",
         }
     }
-}
-
-/// One stored result: a row of the attempts history, or a task's latest.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResultRecord {
-    /// The result as the executor stored it.
-    pub result: TaskExecutionResult,
-    /// SHA-256 of `result.prompt`.
-    pub prompt_hash: Option<String>,
-    /// The engine of the session that stored it.
-    pub engine: String,
-    /// The task's fingerprint under the plan of that session (`None` when
-    /// the task was not in that plan).
-    pub fingerprint: Option<TaskFingerprint>,
-    /// The session (1 = first run) that stored it.
-    pub session: i64,
-    /// When it was stored (RFC 3339, UTC).
-    pub recorded_at: String,
-    /// Its position in the run's history (increasing).
-    pub seq: i64,
-    /// For a task's latest result: the history position where the execution
-    /// that produced it started (its `in_progress` row, or the result itself
-    /// when there was none); `None` for tasks that never started (skipped,
-    /// pending) and for history rows. Sorting by it gives the start order.
-    pub started_seq: Option<i64>,
-    /// The `recorded_at` of the row `started_seq` points at: when the
-    /// execution that produced this result started (RFC 3339, UTC). `None`
-    /// exactly when `started_seq` is. Read in the same query so a report of
-    /// a 2,000-task run does not look up 2,000 history rows one by one.
-    pub started_at: Option<String>,
 }
 
 /// One `ctx run` or `ctx run --resume` of a run.

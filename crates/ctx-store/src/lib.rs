@@ -9,7 +9,13 @@
 //! The trait lives in a crate of its own, apart from every implementation
 //! (`ctx-deps` ships an in-memory store, `ctx-store-sqlite` the durable
 //! one), so that a store depends on the plan model and this crate only,
-//! never on prompt assembly or the graph code.
+//! never on prompt assembly or the executor.
+//!
+//! Beside the trait sit the rules every *durable* store shares, so that
+//! two stores cannot disagree on them: what a task's result depends on
+//! ([`mod@fingerprint`]), the record a store keeps per result
+//! ([`ResultRecord`]), and which tasks a resume reuses and which it runs
+//! again, and why ([`ResumePlan`]).
 //!
 //! Methods take `&self`: stores use interior mutability so that one store
 //! can be shared (`Arc<dyn ExecutionStore>`) between the executor and a
@@ -48,6 +54,16 @@
 //! let found = store.get_by_dependency_ids(&["html".into(), "css".into()]).unwrap();
 //! assert_eq!(found.len(), 1); // `css` has no result yet
 //! ```
+
+pub mod fingerprint;
+pub mod record;
+pub mod resume;
+
+pub use fingerprint::{
+    TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
+};
+pub use record::ResultRecord;
+pub use resume::{RerunReason, ResumePlan};
 
 use ctx_model::TaskExecutionResult;
 
