@@ -58,8 +58,10 @@ mod error;
 mod id;
 mod lock;
 mod root;
+mod rows;
 mod schema;
 mod store;
+mod view;
 
 pub use cache::{CACHE_FILE, CacheStats, CachedOutput, CachingEngine, ResultCache, cache_key};
 pub use error::{Error, Result};
@@ -76,4 +78,5 @@ pub use schema::{
     CACHE_APPLICATION_ID, Migration, RUN_APPLICATION_ID, RUN_MIGRATIONS, RUN_SCHEMA_VERSION,
     STORE_FILE, migrate,
 };
-pub use store::{NewRun, RunState, RunView, SessionEnd, SessionInfo, SqliteStore, StatusCounts};
+pub use store::{NewRun, SessionEnd, SqliteStore};
+pub use view::{RunState, RunView, SessionInfo, StatusCounts};

@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::id::is_run_id;
 use crate::lock;
 use crate::schema::STORE_FILE;
-use crate::store::{NewRun, RunState, RunView, SqliteStore, StatusCounts};
+use crate::store::{NewRun, SqliteStore};
+use crate::view::{RunState, RunView, StatusCounts};
 use ctx_store::ResumePlan;
 
 /// The default store root, relative to the working directory.
