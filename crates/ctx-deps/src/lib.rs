@@ -44,6 +44,7 @@
 //! assert_eq!(css.output, "[dry-run] output of task css");
 //! ```
 
+pub mod cost;
 pub mod engine;
 pub mod engines;
 pub mod executor;
@@ -51,6 +52,7 @@ pub mod graph;
 pub mod memory;
 pub mod store;
 
+pub use cost::*;
 pub use engine::*;
 pub use engines::*;
 pub use executor::*;
