@@ -210,3 +210,101 @@ fn list(ids: &[String]) -> String {
         more => format!("{} and {more} more", shown.join(", ")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engines::EngineKind;
+
+    fn plan() -> Plan {
+        serde_json::from_str(
+            r#"{"schema_version": 1, "config": {"max_prompt_tokens": 1000}, "sub_tasks": [
+              {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference",
+                "params": {"prompt": "Say a.", "model": "gpt-4o", "max_tokens": 100}}},
+              {"id": "b", "description": "B", "dependencies": ["a"], "tool_or_prompt": {"name": "inference",
+                "params": {"prompt": "Say b."}}}
+            ]}"#,
+        )
+        .unwrap()
+    }
+
+    fn engine(kind: EngineKind) -> EngineArgs {
+        let mut e = EngineArgs {
+            engine: Some(kind),
+            ..EngineArgs::default()
+        };
+        if kind == EngineKind::Openai {
+            e.openai.model = Some("gpt-4o-mini".into());
+        }
+        e
+    }
+
+    fn usd(s: &str) -> Usd {
+        Usd::parse(s).unwrap()
+    }
+
+    /// The reservation is `ctx plan cost`'s high end: (cap + framing) at
+    /// the input rate plus max_tokens at the output rate, times the
+    /// openai engine's attempts.
+    #[test]
+    fn reserves_the_plan_cost_high_end() {
+        let mut e = engine(EngineKind::Openai);
+        e.openai.max_tokens = Some(10);
+        e.openai.max_attempts = Some(2);
+        let o = options(&plan(), &e, PriceBook::with_defaults(), Some(usd("1")), Usd::ZERO)
+            .unwrap();
+        let p = plan();
+        // gpt-4o (default table): $2.5 / $10 per million. a: (1000 + 16)
+        // × 2.5 + 100 × 10 = 3,540 µ$ per call, two attempts.
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(usd("0.00708")));
+        // b: --model gpt-4o-mini ($0.15 / $0.60) and --max-tokens 10.
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
+        assert_eq!(o.model.max_tokens(&p.sub_tasks[1]), Some(10));
+        assert!(!o.cut_output_at_max_tokens);
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_bound() {
+        let e = engine(EngineKind::Openai);
+        let err = options(&plan(), &e, PriceBook::with_defaults(), Some(usd("1")), Usd::ZERO)
+            .err()
+            .unwrap();
+        assert!(err.message.contains("1 task without max_tokens (b)"), "{}", err.message);
+        // The command engine has no --model: b names no model.
+        let mut c = engine(EngineKind::Command);
+        c.openai.max_tokens = Some(5);
+        let err = options(&plan(), &c, PriceBook::with_defaults(), Some(usd("1")), Usd::ZERO)
+            .err()
+            .unwrap();
+        assert!(err.message.contains("1 task names no model (b)"), "{}", err.message);
+        // Without a budget nothing is refused: b's cost is just unknown.
+        let o = options(&plan(), &c, PriceBook::with_defaults(), None, Usd::ZERO).unwrap();
+        let usage = Usage {
+            prompt_tokens: 1_000_000,
+            cached_prompt_tokens: 0,
+            completion_tokens: 0,
+        };
+        assert_eq!(o.model.call_cost(&plan().sub_tasks[1], &usage), None);
+        assert_eq!(
+            o.model.call_cost(&plan().sub_tasks[0], &usage),
+            Some(usd("2.5"))
+        );
+    }
+
+    #[test]
+    fn the_dry_run_spends_nothing_and_commands_are_cut_under_a_budget() {
+        let mut d = engine(EngineKind::DryRun);
+        d.openai.max_tokens = Some(5);
+        let o = options(&plan(), &d, PriceBook::new(), Some(usd("1")), Usd::ZERO).unwrap();
+        assert_eq!(o.model.bound(&plan().sub_tasks[0]), Some(Usd::ZERO));
+        let mut c = engine(EngineKind::Command);
+        c.openai.max_tokens = Some(5);
+        let p: Plan = serde_json::from_str(
+            r#"{"schema_version": 1, "sub_tasks": [{"id": "a", "description": "A",
+              "tool_or_prompt": {"name": "inference", "params": {"prompt": "p", "model": "gpt-4o"}}}]}"#,
+        )
+        .unwrap();
+        let o = options(&p, &c, PriceBook::with_defaults(), Some(usd("1")), Usd::ZERO).unwrap();
+        assert!(o.cut_output_at_max_tokens);
+    }
+}
