@@ -63,7 +63,11 @@ fuzz_target!(|data: &[u8]| {
         // digits, the f64 a JSON number holds exactly).
         if amount.to_string().trim_start_matches(['0', '.']).len() <= 15 {
             let json = serde_json::to_string(&amount).unwrap_or_default();
-            assert_eq!(serde_json::from_str::<Usd>(&json).ok(), Some(amount), "{json}");
+            assert_eq!(
+                serde_json::from_str::<Usd>(&json).ok(),
+                Some(amount),
+                "{json}"
+            );
         }
     }
 });

@@ -148,8 +148,10 @@ fn json_shape_and_dependency_outputs_flow_downstream() {
         assert_eq!(t["cost_usd"], 0.0);
         for key in t.as_object().unwrap().keys() {
             assert!(
-                ["task_id", "status", "output", "error", "prompt", "metadata", "cost_usd"]
-                    .contains(&key.as_str()),
+                [
+                    "task_id", "status", "output", "error", "prompt", "metadata", "cost_usd"
+                ]
+                .contains(&key.as_str()),
                 "{key}"
             );
         }

@@ -77,7 +77,15 @@ fn each_task_costs_its_prompt_and_output_exactly() {
     let tmp = setup();
     let out = run(
         tmp.path(),
-        &["plan.json", "--command", HELLO, "--price", "m=1,2", "--root", "runs"],
+        &[
+            "plan.json",
+            "--command",
+            HELLO,
+            "--price",
+            "m=1,2",
+            "--root",
+            "runs",
+        ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let mut sum = 0.0;
@@ -87,7 +95,10 @@ fn each_task_costs_its_prompt_and_output_exactly() {
         // $1 per million prompt tokens, $2 per million output tokens.
         let expected = (prompt + 2.0 * 2.0) / 1e6;
         let cost = t["cost_usd"].as_f64().unwrap();
-        assert!((cost - expected).abs() < 1e-15, "{id}: {cost} != {expected}");
+        assert!(
+            (cost - expected).abs() < 1e-15,
+            "{id}: {cost} != {expected}"
+        );
         assert_eq!(t["metadata"]["cost_usd"], t["cost_usd"]);
         sum += cost;
     }
@@ -98,7 +109,10 @@ fn each_task_costs_its_prompt_and_output_exactly() {
 #[test]
 fn without_a_price_the_cost_is_unknown_not_zero() {
     let tmp = setup();
-    let out = run(tmp.path(), &["plan.json", "--command", HELLO, "--root", "runs"]);
+    let out = run(
+        tmp.path(),
+        &["plan.json", "--command", HELLO, "--root", "runs"],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(task(&out.json, "a")["cost_usd"], Value::Null);
     assert!(task(&out.json, "a")["metadata"].get("cost_usd").is_none());
@@ -113,8 +127,19 @@ fn a_budget_too_small_skips_with_reason_budget_and_exits_1() {
     let out = run(
         tmp.path(),
         &[
-            "plan.json", "--command", HELLO, "--price", "m=1,2", "--max-tokens", "50",
-            "--max-cost", "0.00033", "--concurrency", "1", "--root", "runs",
+            "plan.json",
+            "--command",
+            HELLO,
+            "--price",
+            "m=1,2",
+            "--max-tokens",
+            "50",
+            "--max-cost",
+            "0.00033",
+            "--concurrency",
+            "1",
+            "--root",
+            "runs",
         ],
     );
     assert_eq!(out.code, 1, "{}", out.stderr);
@@ -146,14 +171,29 @@ fn a_budget_too_small_skips_with_reason_budget_and_exits_1() {
     // The text summary says what was spent and what the rest needs.
     let text = ctx(tmp.path())
         .args([
-            "run", "plan.json", "--command", HELLO, "--price", "m=1,2", "--max-tokens", "50",
-            "--max-cost", "0.00033", "--concurrency", "1", "--root", "runs",
+            "run",
+            "plan.json",
+            "--command",
+            HELLO,
+            "--price",
+            "m=1,2",
+            "--max-tokens",
+            "50",
+            "--max-cost",
+            "0.00033",
+            "--concurrency",
+            "1",
+            "--root",
+            "runs",
         ])
         .output()
         .unwrap();
     assert_eq!(text.status.code(), Some(1));
     let text = String::from_utf8(text.stdout).unwrap();
-    assert!(text.contains("of the $0.000330 budget; the tasks skipped by the budget need up to $"), "{text}");
+    assert!(
+        text.contains("of the $0.000330 budget; the tasks skipped by the budget need up to $"),
+        "{text}"
+    );
     assert!(text.contains("COST"), "{text}");
 }
 
@@ -161,19 +201,24 @@ fn a_budget_too_small_skips_with_reason_budget_and_exits_1() {
 fn a_resumed_run_counts_what_was_already_spent() {
     let tmp = setup();
     let args = [
-        "--command", HELLO, "--price", "m=1,2", "--max-tokens", "50", "--max-cost", "0.00033",
-        "--concurrency", "1", "--root", "runs",
+        "--command",
+        HELLO,
+        "--price",
+        "m=1,2",
+        "--max-tokens",
+        "50",
+        "--max-cost",
+        "0.00033",
+        "--concurrency",
+        "1",
+        "--root",
+        "runs",
     ];
     let mut first_args = vec!["plan.json"];
     first_args.extend(args);
     let first = run(tmp.path(), &first_args);
     assert_eq!(first.code, 1, "{}", first.stderr);
-    let run_id = first
-        .stderr
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_string();
+    let run_id = first.stderr.split_whitespace().nth(1).unwrap().to_string();
     // The same budget again: what the first session spent still counts,
     // so nothing more fits.
     let mut again = vec!["--resume", run_id.as_str()];
@@ -199,7 +244,9 @@ fn a_resumed_run_counts_what_was_already_spent() {
     let export: Value = serde_json::from_slice(&export.stdout).unwrap();
     assert_eq!(export["spent_usd"], third.json["spent_usd"]);
     let show = ctx(tmp.path())
-        .args(["runs", "show", &run_id, "--root", "runs", "--format", "json"])
+        .args([
+            "runs", "show", &run_id, "--root", "runs", "--format", "json",
+        ])
         .output()
         .unwrap();
     let show: Value = serde_json::from_slice(&show.stdout).unwrap();
@@ -214,24 +261,65 @@ fn refuses_to_start_without_max_tokens_or_price() {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
-        assert!(!tmp.path().join("runs").exists(), "no run may start: {args:?}");
+        assert!(
+            !tmp.path().join("runs").exists(),
+            "no run may start: {args:?}"
+        );
     };
     refused(
-        &["plan.json", "--command", HELLO, "--price", "m=1,2", "--max-cost", "1", "--root", "runs"],
+        &[
+            "plan.json",
+            "--command",
+            HELLO,
+            "--price",
+            "m=1,2",
+            "--max-cost",
+            "1",
+            "--root",
+            "runs",
+        ],
         "1 task without max_tokens (d)",
     );
     refused(
-        &["plan.json", "--command", HELLO, "--max-tokens", "5", "--max-cost", "1", "--root", "runs"],
+        &[
+            "plan.json",
+            "--command",
+            HELLO,
+            "--max-tokens",
+            "5",
+            "--max-cost",
+            "1",
+            "--root",
+            "runs",
+        ],
         "price unknown for m",
     );
     for bad in ["0", "-1", "abc", "0.0", "1e3", ""] {
         refused(
-            &["plan.json", "--command", HELLO, "--price", "m=1,2", "--max-cost", bad, "--root", "runs"],
+            &[
+                "plan.json",
+                "--command",
+                HELLO,
+                "--price",
+                "m=1,2",
+                "--max-cost",
+                bad,
+                "--root",
+                "runs",
+            ],
             "--max-cost",
         );
     }
     refused(
-        &["plan.json", "--command", HELLO, "--max-tokens", "5", "--root", "runs"],
+        &[
+            "plan.json",
+            "--command",
+            HELLO,
+            "--max-tokens",
+            "5",
+            "--root",
+            "runs",
+        ],
         "--max-tokens is used by the command engine only with --max-cost",
     );
 }
@@ -242,8 +330,17 @@ fn the_command_engine_is_cut_at_max_tokens_under_a_budget() {
     let out = run(
         tmp.path(),
         &[
-            "plan.json", "--command", "cat >/dev/null; yes word | head -n 500", "--price", "m=1,2",
-            "--max-tokens", "50", "--max-cost", "1", "--root", "runs",
+            "plan.json",
+            "--command",
+            "cat >/dev/null; yes word | head -n 500",
+            "--price",
+            "m=1,2",
+            "--max-tokens",
+            "50",
+            "--max-cost",
+            "1",
+            "--root",
+            "runs",
         ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -252,7 +349,10 @@ fn the_command_engine_is_cut_at_max_tokens_under_a_budget() {
         assert_eq!(t["metadata"]["finish_reason"], "length", "{id}");
         let output = t["output"].as_str().unwrap();
         // "word\n" is two tokens in cl100k_base: at most 50 in all.
-        assert!(output.len() < 500 && output.starts_with("word"), "{output:?}");
+        assert!(
+            output.len() < 500 && output.starts_with("word"),
+            "{output:?}"
+        );
         let prompt = t["metadata"]["prompt_tokens"].as_f64().unwrap();
         let cost = t["cost_usd"].as_f64().unwrap();
         assert!(cost <= (prompt + 2.0 * 50.0) / 1e6 + 1e-15, "{id}: {cost}");

@@ -171,9 +171,13 @@ impl serde::de::Visitor<'_> for UsdVisitor {
             return Err(E::custom(DecimalError::Negative));
         }
         // Display of an f64 never uses an exponent.
-        parse_decimal(&format!("{}", v.abs()), USD_DECIMALS, Rounding::NearestHalfUp)
-            .map(Usd)
-            .map_err(E::custom)
+        parse_decimal(
+            &format!("{}", v.abs()),
+            USD_DECIMALS,
+            Rounding::NearestHalfUp,
+        )
+        .map(Usd)
+        .map_err(E::custom)
     }
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Usd, E> {
@@ -439,13 +443,26 @@ mod tests {
 
     #[test]
     fn amounts_read_back_what_they_write() {
-        for text in ["0", "0.000366", "12.5", "0.000000000001", "999.123456789012", "3"] {
+        for text in [
+            "0",
+            "0.000366",
+            "12.5",
+            "0.000000000001",
+            "999.123456789012",
+            "3",
+        ] {
             let a = Usd::parse(text).unwrap();
             let json = serde_json::to_string(&a).unwrap();
             assert_eq!(serde_json::from_str::<Usd>(&json).unwrap(), a, "{json}");
         }
-        assert_eq!(serde_json::from_str::<Usd>("\"0.25\"").unwrap(), Usd::parse("0.25").unwrap());
-        assert_eq!(serde_json::from_str::<Usd>("2").unwrap(), Usd::parse("2").unwrap());
+        assert_eq!(
+            serde_json::from_str::<Usd>("\"0.25\"").unwrap(),
+            Usd::parse("0.25").unwrap()
+        );
+        assert_eq!(
+            serde_json::from_str::<Usd>("2").unwrap(),
+            Usd::parse("2").unwrap()
+        );
         assert!(serde_json::from_str::<Usd>("-0.5").is_err());
         assert!(serde_json::from_str::<Usd>("-1").is_err());
         assert!(serde_json::from_str::<Usd>("\"1e3\"").is_err());

@@ -215,7 +215,11 @@ pub fn task_cost(
 
 /// Cuts `output` to the longest prefix (at a character boundary) of at
 /// most `max_tokens` tokens; `None` when it already fits.
-pub fn cut_to_tokens(output: &str, max_tokens: usize, counter: &dyn TokenCounter) -> Option<String> {
+pub fn cut_to_tokens(
+    output: &str,
+    max_tokens: usize,
+    counter: &dyn TokenCounter,
+) -> Option<String> {
     if counter.fits(output, max_tokens) {
         return None;
     }

@@ -664,7 +664,12 @@ impl Budget {
     /// Reserves task `i`'s high end. A task without one cannot be bounded,
     /// so it never fits (callers refuse such plans before the run).
     fn reserve(&self, id: &str, i: usize) -> Reservation {
-        let high = self.bounds.get(i).copied().flatten().unwrap_or(Usd::from_picos(u128::MAX));
+        let high = self
+            .bounds
+            .get(i)
+            .copied()
+            .flatten()
+            .unwrap_or(Usd::from_picos(u128::MAX));
         // Each task is reserved once: the dispatch loop pops it once, and
         // a task that must wait is settled by nobody until it is reserved.
         self.ledger
@@ -689,7 +694,9 @@ impl Budget {
             })
         });
         // A task that was never reserved has nothing to settle.
-        let _ = self.ledger.settle(inner.graph.id(i), cost.unwrap_or(reserved));
+        let _ = self
+            .ledger
+            .settle(inner.graph.id(i), cost.unwrap_or(reserved));
     }
 }
 

@@ -31,8 +31,13 @@ struct Prices {
 
 impl Prices {
     fn price(&self, task: &SubTask) -> Option<&Price> {
-        self.by_model
-            .get(task.tool_or_prompt.params.model.as_deref().unwrap_or_default())
+        self.by_model.get(
+            task.tool_or_prompt
+                .params
+                .model
+                .as_deref()
+                .unwrap_or_default(),
+        )
     }
 }
 
@@ -189,7 +194,17 @@ fn case() -> impl Strategy<Value = Case> {
             any::<bool>(),
         )
             .prop_map(
-                move |(raw, model, max_tokens, prompt_words, behaviour, rates, budget, conc, usage)| {
+                move |(
+                    raw,
+                    model,
+                    max_tokens,
+                    prompt_words,
+                    behaviour,
+                    rates,
+                    budget,
+                    conc,
+                    usage,
+                )| {
                     let deps = raw
                         .iter()
                         .enumerate()
@@ -443,13 +458,28 @@ fn dependents_of_a_budget_skip_are_skipped_for_the_budget() {
         .map(|r| r.error.as_deref().unwrap_or(""))
         .collect();
     assert!(errors[0].starts_with("budget: needs up to"), "{errors:?}");
-    assert_eq!(errors[1], "budget: dependency `t0` was not run (over budget)");
-    assert_eq!(errors[2], "budget: upstream task `t0` was not run (over budget)");
-    assert!(report.results.iter().all(|r| r.status == TaskStatus::Skipped));
+    assert_eq!(
+        errors[1],
+        "budget: dependency `t0` was not run (over budget)"
+    );
+    assert_eq!(
+        errors[2],
+        "budget: upstream task `t0` was not run (over budget)"
+    );
+    assert!(
+        report
+            .results
+            .iter()
+            .all(|r| r.status == TaskStatus::Skipped)
+    );
     let s = report.cost.unwrap();
     assert_eq!(s.spent, Usd::ZERO);
     let prices = prices(&c);
-    let all: Usd = plan(&c).sub_tasks.iter().filter_map(|t| prices.bound(t)).sum();
+    let all: Usd = plan(&c)
+        .sub_tasks
+        .iter()
+        .filter_map(|t| prices.bound(t))
+        .sum();
     assert_eq!(s.needed, all);
 }
 
@@ -483,18 +513,29 @@ fn already_spent_counts_against_the_budget() {
         cost: Some(CostOptions {
             model: Arc::new(prices),
             max_cost: Some(budget),
-            already_spent: budget.saturating_sub(bound).saturating_add(Usd::from_picos(1)),
+            already_spent: budget
+                .saturating_sub(bound)
+                .saturating_add(Usd::from_picos(1)),
             cut_output_at_max_tokens: false,
         }),
         ..ExecutorOptions::default()
     };
-    let exec = Executor::new(p, Arc::new(ctx_deps::DryRunEngine), Arc::new(MemoryStore::new()), options)
-        .unwrap();
+    let exec = Executor::new(
+        p,
+        Arc::new(ctx_deps::DryRunEngine),
+        Arc::new(MemoryStore::new()),
+        options,
+    )
+    .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let report = rt.block_on(exec.run()).unwrap();
-    assert!(is_budget_skip(&report.results[0]), "{:?}", report.results[0]);
+    assert!(
+        is_budget_skip(&report.results[0]),
+        "{:?}",
+        report.results[0]
+    );
     assert!(report.cost.unwrap().total() <= budget);
 }

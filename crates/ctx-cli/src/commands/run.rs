@@ -59,11 +59,11 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use ctx_cost::Usd;
 use ctx_deps::{
     ExecError, ExecutionStore, Executor, ExecutorOptions, InferenceEngine, MemoryStore,
     ProgressEvent, RunReport, Schedule,
 };
-use ctx_cost::Usd;
 use ctx_model::{ResultMetadata, TaskExecutionResult, TaskStatus};
 use ctx_tokens::Tokenizer;
 
@@ -214,9 +214,9 @@ pub fn run(args: Args) -> CliResult {
         return Err(CliError::usage("--max-output-bytes must be at least 1"));
     }
     let max_cost = match &args.max_cost {
-        Some(text) => Some(
-            ctx_cost::parse_max_cost(text).map_err(|e| CliError::usage(e.to_string()))?,
-        ),
+        Some(text) => {
+            Some(ctx_cost::parse_max_cost(text).map_err(|e| CliError::usage(e.to_string()))?)
+        }
         None => None,
     };
     if args.engine.kind() == engines::EngineKind::Command
@@ -891,7 +891,9 @@ fn summary_table(report: &RunReport) -> String {
 /// Whether the summary shows costs: a budget was set or something cost
 /// money (a dry run's zeros are left out).
 fn shows_cost(report: &RunReport) -> bool {
-    report.cost.is_some_and(|c| c.budget.is_some() || c.total() > Usd::ZERO)
+    report
+        .cost
+        .is_some_and(|c| c.budget.is_some() || c.total() > Usd::ZERO)
 }
 
 /// `spent $0.0012 of the $0.01 budget; 3 tasks skipped by the budget need

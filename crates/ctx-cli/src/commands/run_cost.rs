@@ -163,7 +163,11 @@ fn bounds_with(
             if e.no_model.len() == 1 { "s" } else { "" },
             list(&e.no_model),
             if e.no_model.len() == 1 { "it" } else { "them" },
-            if defaults.model.is_none() { "" } else { " or --model" }
+            if defaults.model.is_none() {
+                ""
+            } else {
+                " or --model"
+            }
         )));
     }
     let report = estimate_costs(&costs.book, &e.tasks);
@@ -251,8 +255,14 @@ mod tests {
         let mut e = engine(EngineKind::Openai);
         e.openai.max_tokens = Some(10);
         e.openai.max_attempts = Some(2);
-        let o = options(&plan(), &e, PriceBook::with_defaults(), Some(usd("1")), Usd::ZERO)
-            .unwrap();
+        let o = options(
+            &plan(),
+            &e,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .unwrap();
         let p = plan();
         // gpt-4o (default table): $2.5 / $10 per million. a: (1000 + 16)
         // × 2.5 + 100 × 10 = 3,540 µ$ per call, two attempts.
@@ -266,17 +276,37 @@ mod tests {
     #[test]
     fn refuses_what_it_cannot_bound() {
         let e = engine(EngineKind::Openai);
-        let err = options(&plan(), &e, PriceBook::with_defaults(), Some(usd("1")), Usd::ZERO)
-            .err()
-            .unwrap();
-        assert!(err.message.contains("1 task without max_tokens (b)"), "{}", err.message);
+        let err = options(
+            &plan(),
+            &e,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.message.contains("1 task without max_tokens (b)"),
+            "{}",
+            err.message
+        );
         // The command engine has no --model: b names no model.
         let mut c = engine(EngineKind::Command);
         c.openai.max_tokens = Some(5);
-        let err = options(&plan(), &c, PriceBook::with_defaults(), Some(usd("1")), Usd::ZERO)
-            .err()
-            .unwrap();
-        assert!(err.message.contains("1 task names no model (b)"), "{}", err.message);
+        let err = options(
+            &plan(),
+            &c,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.message.contains("1 task names no model (b)"),
+            "{}",
+            err.message
+        );
         // Without a budget nothing is refused: b's cost is just unknown.
         let o = options(&plan(), &c, PriceBook::with_defaults(), None, Usd::ZERO).unwrap();
         let usage = Usage {
@@ -304,7 +334,14 @@ mod tests {
               "tool_or_prompt": {"name": "inference", "params": {"prompt": "p", "model": "gpt-4o"}}}]}"#,
         )
         .unwrap();
-        let o = options(&p, &c, PriceBook::with_defaults(), Some(usd("1")), Usd::ZERO).unwrap();
+        let o = options(
+            &p,
+            &c,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .unwrap();
         assert!(o.cut_output_at_max_tokens);
     }
 }

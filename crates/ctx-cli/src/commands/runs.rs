@@ -374,7 +374,15 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
     out.push('\n');
     if show_cost {
         out.push_str(&table(
-            &["TASK", "STATUS", "PROMPT TOKENS", "TIME", "COST", "CACHED", "ERROR"],
+            &[
+                "TASK",
+                "STATUS",
+                "PROMPT TOKENS",
+                "TIME",
+                "COST",
+                "CACHED",
+                "ERROR",
+            ],
             &[false, false, true, true, true, false, false],
             &rows,
         ));
