@@ -525,7 +525,6 @@ impl Executor {
             }
         }
 
-        let results: Vec<TaskExecutionResult> = run.results.into_iter().flatten().collect();
         let cost = inner.cost.as_ref().map(|c| {
             let reused: BTreeSet<&str> = run.reused.iter().map(String::as_str).collect();
             let executed: BTreeSet<&str> = run.order.iter().map(String::as_str).collect();
@@ -536,7 +535,8 @@ impl Executor {
                 needed: Usd::ZERO,
                 unknown: 0,
             };
-            for (i, r) in results.iter().enumerate() {
+            for (i, r) in run.results.iter().enumerate() {
+                let Some(r) = r else { continue };
                 if reused.contains(r.task_id.as_str()) {
                     continue;
                 }
@@ -556,7 +556,7 @@ impl Executor {
         });
         Ok(RunReport {
             order: run.order,
-            results,
+            results: run.results.into_iter().flatten().collect(),
             reused: run.reused,
             interrupted,
             makespan: started.elapsed(),
@@ -670,8 +670,9 @@ impl Budget {
             .copied()
             .flatten()
             .unwrap_or(Usd::from_picos(u128::MAX));
-        // Each task is reserved once: the dispatch loop pops it once, and
-        // a task that must wait is settled by nobody until it is reserved.
+        // A task is popped once per try; one that must wait holds no
+        // reservation until a later try is granted, so no task is ever
+        // reserved twice (the ledger would refuse it).
         self.ledger
             .reserve(id, high)
             .unwrap_or(Reservation::NeverFits {

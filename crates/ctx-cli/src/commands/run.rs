@@ -919,7 +919,7 @@ fn cost_line(c: &ctx_deps::CostSummary) -> String {
     }
     if c.unknown > 0 {
         line.push_str(&format!(
-            "; {} of unknown cost (price unknown)",
+            "; {} of unknown cost (no price, or interrupted)",
             tasks(c.unknown)
         ));
     }
