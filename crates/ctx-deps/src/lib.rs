@@ -47,11 +47,13 @@
 //! assert_eq!(css.output, "[dry-run] output of task css");
 //! ```
 
+pub mod cost;
 pub mod engines;
 pub mod executor;
 pub mod graph;
 pub mod memory;
 
+pub use cost::*;
 pub use ctx_engine::*;
 pub use ctx_store::*;
 pub use engines::*;
