@@ -1,13 +1,15 @@
-//! Arbitrary text through the LiteLLM prices-file parser and the `--price`
-//! flag parser: nothing may panic; an error from the file parser names a
-//! line and column inside the text; every price read prints and parses
-//! back to the same exact rate.
+//! Arbitrary text through the LiteLLM prices-file parser, the `--price`
+//! flag parser, the `--max-cost` parser and the reader of stored amounts
+//! (`metadata.cost_usd`): nothing may panic; an error from the file parser
+//! names a line and column inside the text; every price read prints and
+//! parses back to the same exact rate, every budget and amount to the same
+//! exact amount.
 
 #![no_main]
 
 use std::path::Path;
 
-use ctx_cost::{PricesFileError, Rate, parse_litellm, parse_price_flag};
+use ctx_cost::{PricesFileError, Rate, Usd, parse_litellm, parse_max_cost, parse_price_flag};
 use libfuzzer_sys::fuzz_target;
 
 fn round_trips(rate: Rate) {
@@ -51,5 +53,21 @@ fuzz_target!(|data: &[u8]| {
         round_trips(price.base.input);
         round_trips(price.base.output);
         round_trips(price.base.cached_input);
+    }
+    if let Ok(budget) = parse_max_cost(text) {
+        assert!(budget > Usd::ZERO);
+        assert_eq!(Usd::parse(&budget.to_string()), Ok(budget));
+    }
+    if let Ok(amount) = serde_json::from_str::<Usd>(text) {
+        // What is written reads back as itself (up to 15 significant
+        // digits, the f64 a JSON number holds exactly).
+        if amount.to_string().trim_start_matches(['0', '.']).len() <= 15 {
+            let json = serde_json::to_string(&amount).unwrap_or_default();
+            assert_eq!(
+                serde_json::from_str::<Usd>(&json).ok(),
+                Some(amount),
+                "{json}"
+            );
+        }
     }
 });

@@ -71,16 +71,29 @@ pub const RULES: &[Rule] = &[
         from: &["ctx-history", "ctx-prompt"],
         never: &["tokio"],
     },
+    Rule {
+        why: "adapters pull in neither markdown parsing, prompt assembly nor the graph code",
+        from: &["ctx-store-sqlite", "ctx-engine-openai"],
+        never: &[
+            "pulldown-cmark",
+            "petgraph",
+            "ctx-history",
+            "ctx-prompt",
+            "ctx-deps",
+        ],
+    },
+    Rule {
+        why: "the seam crates hold traits and data only",
+        from: &["ctx-engine", "ctx-store"],
+        never: &[
+            "tokio",
+            "pulldown-cmark",
+            "petgraph",
+            "ctx-prompt",
+            "ctx-deps",
+        ],
+    },
 ];
-
-/// Issue 9 item 3, "adapters stay light": not true until the store and
-/// engine traits move out of ctx-deps. Its test is `#[ignore]`d; enable it
-/// in the commit that moves them.
-pub const ADAPTER_RULES: &[Rule] = &[Rule {
-    why: "adapters pull in neither markdown parsing, prompt assembly nor the graph code (issue 9 item 3)",
-    from: &["ctx-store-sqlite", "ctx-engine-openai"],
-    never: &["pulldown-cmark", "petgraph", "ctx-history", "ctx-prompt"],
-}];
 
 /// The repository root (xtask's parent directory).
 pub fn root() -> PathBuf {
@@ -423,23 +436,17 @@ pub fn check_manifest_comments(root: &Path, meta: &Metadata) -> Result<Vec<Strin
     Ok(problems)
 }
 
-/// `cargo xtask arch [--pending]`: every check that holds today, and with
-/// `--pending` also the rules not yet met ([`ADAPTER_RULES`]).
+/// `cargo xtask arch`: the dependency block, the forbidden edges, the links.
 pub fn run(args: &[String]) -> Result<(), String> {
-    let pending = match args {
-        [] => false,
-        [flag] if flag == "--pending" => true,
-        _ => return Err("usage: cargo xtask arch [--pending]".into()),
-    };
+    if !args.is_empty() {
+        return Err("usage: cargo xtask arch".into());
+    }
     let root = root();
     let meta = metadata(&root)?;
     let doc = std::fs::read_to_string(root.join("docs/architecture.md"))
         .map_err(|e| format!("docs/architecture.md: {e}"))?;
     let mut problems = compare_edges(&doc_edges(&doc)?, &cargo_edges(&meta));
     problems.extend(check_rules(&meta, RULES)?);
-    if pending {
-        problems.extend(check_rules(&meta, ADAPTER_RULES)?);
-    }
     problems.extend(check_links(&root)?);
     problems.extend(check_manifest_comments(&root, &meta)?);
     if problems.is_empty() {
@@ -485,15 +492,6 @@ mod tests {
         assert_none(
             "forbidden dependencies",
             check_rules(&meta(), RULES).expect("graph"),
-        );
-    }
-
-    #[test]
-    #[ignore = "issue 9 item 3: seam traits not yet moved"]
-    fn adapters_stay_light() {
-        assert_none(
-            "adapters pull in heavy crates",
-            check_rules(&meta(), ADAPTER_RULES).expect("graph"),
         );
     }
 

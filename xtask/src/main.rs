@@ -13,7 +13,9 @@
 //!   whose figures are in docs/performance.md.
 //! * `cargo xtask e2e [--llm]`: end-to-end runs against real servers.
 //! * `cargo xtask man [--out DIR]`: man pages from the clap definition.
-//! * `cargo xtask arch [--pending]`: the architecture checks (also run as tests by
+//! * `cargo xtask examples`: the library use-case examples print what the
+//!   CLI prints for the same input (also run by `cargo xtask test`).
+//! * `cargo xtask arch`: the architecture checks (also run as tests by
 //!   `cargo xtask test`): the dependency-direction block of
 //!   docs/architecture.md against the Cargo.toml files, forbidden edges,
 //!   broken links.
@@ -26,6 +28,7 @@ mod bench_history;
 mod bench_plan;
 mod bench_tokens;
 mod e2e;
+mod examples;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
 mod goldens;
 mod man;
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Some("e2e") => e2e::run(&args[1..]),
         Some("man") => man::run(&args[1..]),
         Some("arch") => arch::run(&args[1..]),
+        Some("examples") => examples::run(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -70,8 +74,8 @@ commands:
   bench-tokens         token counting: first count, throughput, ctx history per tokenizer
   e2e [--llm]          ctx run against real OpenAI-compatible servers
   man [--out DIR]      man pages for ctx and each subcommand (default target/man)
-  arch [--pending]     check docs/architecture.md's dependency rules and every doc link
-                       (--pending: also the rules not met yet, issue 9 item 3)";
+  arch                 check docs/architecture.md's dependency rules and every doc link
+  examples             run the library use-case examples and compare them with the CLI";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -203,6 +207,8 @@ fn test(args: &[String]) -> Result<(), String> {
             .args(["test", "--workspace", "--doc"])
             .current_dir(&root),
     )?;
+    eprintln!("==> library examples against the CLI");
+    examples::run(&[])?;
     if e2e {
         e2e::run(&[])?;
     }

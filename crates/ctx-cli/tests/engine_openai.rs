@@ -756,6 +756,68 @@ fn an_endless_stream_fails_its_task_at_the_output_bound() {
     assert_eq!(task(&r.json, "b")["status"], "skipped");
 }
 
+/// Costs from the server's usage: 11 prompt tokens of which 3 cached, 4
+/// completion tokens. The 429 before a's answer returned no usage and may
+/// have been billed, so it is charged its high end: a's exact prompt plus
+/// max_tokens. `--max-cost` reserves each task's high end and holds.
+#[test]
+fn usage_is_priced_and_a_budget_holds() {
+    let limited = http(
+        "429 Too Many Requests",
+        &[
+            ("retry-after-ms", "5"),
+            ("content-type", "application/json"),
+        ],
+        r#"{"error": {"message": "Rate limit reached"}}"#,
+    );
+    let server = Server::start(vec![fixed(limited), echo("stop")]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let r = run(
+        &plan,
+        &[
+            "--base-url",
+            &server.url,
+            "--model",
+            "m",
+            "--max-tokens",
+            "20",
+            "--price",
+            "m=1,2,0.5",
+            "--price",
+            "task-model=1,2,0.5",
+            "--max-cost",
+            "1",
+            "--concurrency",
+            "1",
+            "--no-store",
+        ],
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // 8 × $1 + 3 × $0.5 + 4 × $2 per million = $0.0000175.
+    let one_call = 0.0000175;
+    for id in ["b", "c"] {
+        let cost = task(&r.json, id)["cost_usd"].as_f64().unwrap();
+        assert!((cost - one_call).abs() < 1e-15, "{id}: {cost}");
+    }
+    let a = task(&r.json, "a");
+    let prompt = a["metadata"]["prompt_tokens"].as_f64().unwrap();
+    let cost = a["cost_usd"].as_f64().unwrap();
+    let expected = one_call + (prompt + 20.0 * 2.0) / 1e6;
+    assert!((cost - expected).abs() < 1e-15, "a: {cost} != {expected}");
+    let spent = r.json["spent_usd"].as_f64().unwrap();
+    assert!((spent - (cost + 2.0 * one_call)).abs() < 1e-15, "{spent}");
+    assert_eq!(r.json["budget_usd"], 1.0);
+    assert_eq!(r.json["needed_usd"], 0.0);
+    // The server was asked for at most max_tokens: b's own 7, else 20.
+    let seen = server.seen.lock().unwrap();
+    for s in seen.iter() {
+        let max = s.body["max_tokens"].as_u64();
+        assert!(max == Some(20) || max == Some(7), "{:?}", s.body);
+    }
+}
+
 #[test]
 fn an_llm_summary_goes_through_the_server() {
     let server = Server::start(vec![echo("stop")]);

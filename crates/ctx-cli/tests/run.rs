@@ -144,10 +144,14 @@ fn json_shape_and_dependency_outputs_flow_downstream() {
         assert!(meta["execution_time_ms"].is_u64());
         assert!(meta["tokenizer"].is_string());
         assert_eq!(meta["attempts"].as_array().unwrap().len(), 1);
+        // The dry-run engine calls no model: it spends nothing.
+        assert_eq!(t["cost_usd"], 0.0);
         for key in t.as_object().unwrap().keys() {
             assert!(
-                ["task_id", "status", "output", "error", "prompt", "metadata"]
-                    .contains(&key.as_str()),
+                [
+                    "task_id", "status", "output", "error", "prompt", "metadata", "cost_usd"
+                ]
+                .contains(&key.as_str()),
                 "{key}"
             );
         }

@@ -144,6 +144,7 @@ fn the_summary_reaches_the_dependent_the_json_show_and_export() {
     assert_eq!(code, 0);
     let export: Value = serde_json::from_str(&export).unwrap();
     assert_eq!(task(&export, "research")["summary"], summary);
+    assert_eq!(export["summaries"], json["summaries"]);
 
     // The text table says how many summary calls were made.
     let d = Dir::new(PLAN);

@@ -131,6 +131,74 @@ impl Serialize for Usd {
     }
 }
 
+/// Reads a dollar amount as [`Usd`]'s `Serialize` writes it: a JSON or
+/// YAML number (`0.000366`). The number's shortest decimal form is parsed,
+/// so every amount written with at most 15 significant digits reads back
+/// exactly; digits past the twelfth decimal (binary noise of a longer
+/// amount) round to the nearest pico-dollar. A decimal string (`"0.25"`)
+/// is read exactly. Negative amounts are refused.
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Usd, D::Error> {
+        deserializer.deserialize_any(UsdVisitor)
+    }
+}
+
+struct UsdVisitor;
+
+impl serde::de::Visitor<'_> for UsdVisitor {
+    type Value = Usd;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an amount of US dollars (a number such as 0.25)")
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Usd, E> {
+        Ok(Usd(u128::from(v).saturating_mul(PICOS_PER_DOLLAR)))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Usd, E> {
+        if v < 0 {
+            return Err(E::custom(DecimalError::Negative));
+        }
+        self.visit_u64(v.unsigned_abs())
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Usd, E> {
+        if !v.is_finite() {
+            return Err(E::custom(DecimalError::NotANumber));
+        }
+        if v < 0.0 {
+            return Err(E::custom(DecimalError::Negative));
+        }
+        // Display of an f64 never uses an exponent.
+        parse_decimal(
+            &format!("{}", v.abs()),
+            USD_DECIMALS,
+            Rounding::NearestHalfUp,
+        )
+        .map(Usd)
+        .map_err(E::custom)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Usd, E> {
+        Usd::parse(v).map_err(E::custom)
+    }
+}
+
+impl JsonSchema for Usd {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Usd".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "number",
+            "minimum": 0,
+            "description": "An amount of US dollars (exact to the pico-dollar up to 15 significant digits)."
+        })
+    }
+}
+
 impl std::iter::Sum for Usd {
     fn sum<I: Iterator<Item = Usd>>(iter: I) -> Usd {
         iter.fold(Usd::ZERO, Usd::saturating_add)
@@ -372,6 +440,34 @@ fn write_decimal(f: &mut fmt::Formatter<'_>, units: u128, scale: u32) -> fmt::Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn amounts_read_back_what_they_write() {
+        for text in [
+            "0",
+            "0.000366",
+            "12.5",
+            "0.000000000001",
+            "999.123456789012",
+            "3",
+        ] {
+            let a = Usd::parse(text).unwrap();
+            let json = serde_json::to_string(&a).unwrap();
+            assert_eq!(serde_json::from_str::<Usd>(&json).unwrap(), a, "{json}");
+        }
+        assert_eq!(
+            serde_json::from_str::<Usd>("\"0.25\"").unwrap(),
+            Usd::parse("0.25").unwrap()
+        );
+        assert_eq!(
+            serde_json::from_str::<Usd>("2").unwrap(),
+            Usd::parse("2").unwrap()
+        );
+        assert!(serde_json::from_str::<Usd>("-0.5").is_err());
+        assert!(serde_json::from_str::<Usd>("-1").is_err());
+        assert!(serde_json::from_str::<Usd>("\"1e3\"").is_err());
+        assert!(serde_json::from_str::<Usd>("true").is_err());
+    }
 
     #[test]
     fn rates_parse_exactly_and_print_back() {

@@ -44,6 +44,24 @@
 //! `interrupted`, never-started ones `skipped`, and a full [`RunReport`] is
 //! still returned.
 //!
+//! ## Budget
+//!
+//! With [`ExecutorOptions::cost`] holding a
+//! [`max_cost`](crate::CostOptions::max_cost), every task reserves its high
+//! end ([`CostModel::bound`](crate::CostModel::bound)) in a
+//! [`BudgetLedger`] just before it is dispatched, and settles its actual
+//! cost ([`crate::task_cost`]) when its result comes back, which returns
+//! the unused part. A ready task whose reservation does not fit while
+//! other tasks are in flight waits (cheaper ready tasks may go first) and
+//! is tried again after the next settlement; once nothing in flight could
+//! free enough, it ends `skipped` with an error starting `budget`, and so
+//! do its dependents. Reservation and settlement happen only here, in the
+//! dispatch loop, so the ledger sees every task exactly once. As long as
+//! no call can cost more than its task's bound — which holds when every
+//! task has `max_tokens` and the engine stops there, or
+//! [`cut_output_at_max_tokens`](crate::CostOptions::cut_output_at_max_tokens)
+//! cuts it — the run never spends more than the budget.
+//!
 //! ## Resume
 //!
 //! With [`ExecutorOptions::reuse_completed`], a task whose stored result is
@@ -65,9 +83,12 @@ use ctx_tokens::{TokenCounter, Tokenizer};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::engine::{EngineError, InferenceEngine, InferenceRequest};
+use ctx_cost::{Reservation, Usd};
+
+use crate::cost::{BudgetLedger, CostOptions, CostSummary};
 use crate::graph::{GraphError, PlanGraph};
-use crate::store::{ExecutionStore, StoreError};
+use ctx_engine::{EngineError, InferenceEngine, InferenceRequest};
+use ctx_store::{ExecutionStore, StoreError};
 
 /// The default number of tasks in flight.
 pub const DEFAULT_CONCURRENCY: usize = 4;
@@ -114,6 +135,9 @@ pub struct ExecutorOptions {
     /// [`InferenceRequest::max_output_bytes`] and checked again on what it
     /// returns.
     pub max_output_bytes: usize,
+    /// Prices: each task's `cost_usd`, and optionally a budget
+    /// (module documentation, "Budget"). `None`: no costs are recorded.
+    pub cost: Option<CostOptions>,
     /// Under `summarize_strategy: llm`, summarise every output a dependent
     /// receives under `llm`, whatever its length. For the dry run, whose
     /// placeholder outputs are never long: its prompts then show where a
@@ -129,7 +153,8 @@ impl Default for ExecutorOptions {
             reuse_completed: false,
             force_rerun: BTreeSet::new(),
             task_timeout: Some(DEFAULT_TASK_TIMEOUT),
-            max_output_bytes: crate::engine::DEFAULT_MAX_OUTPUT_BYTES,
+            max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
+            cost: None,
             summarize_every_output: false,
         }
     }
@@ -173,6 +198,8 @@ pub struct RunReport {
     pub interrupted: bool,
     /// From the first dispatch to the last result (tokio clock).
     pub makespan: Duration,
+    /// What the run spent, when it was given [`ExecutorOptions::cost`].
+    pub cost: Option<CostSummary>,
 }
 
 impl RunReport {
@@ -238,6 +265,7 @@ pub(crate) struct Inner {
     pub(crate) counters: Vec<Arc<dyn TokenCounter>>,
     pub(crate) task_timeout: Option<Duration>,
     pub(crate) max_output_bytes: usize,
+    pub(crate) cost: Option<CostOptions>,
     pub(crate) summarize_every_output: bool,
     /// Dispatch priorities counting `llm` summary calls; `None` when the
     /// plan makes none (the graph's remaining path is used).
@@ -280,6 +308,7 @@ impl Executor {
                 counters,
                 task_timeout: options.task_timeout,
                 max_output_bytes: options.max_output_bytes,
+                cost: options.cost.clone(),
             }),
             options,
         })
@@ -390,17 +419,44 @@ impl Executor {
         let mut in_flight: HashMap<tokio::task::Id, (usize, Instant)> = HashMap::new();
         let mut interrupted = false;
         let mut fatal: Option<ExecError> = None;
+        let budget = Budget::new(inner);
         tokio::pin!(cancel);
 
         loop {
+            // Tasks whose reservation must wait for a settlement; they go
+            // back to the ready queue after this round.
+            let mut waiting = Vec::new();
             while running.len() < limit {
                 let Some(i) = run.pop_ready(running.len()) else {
                     break;
                 };
-                // A reused result still owing its summary is not run again.
+                // A reused result still owing its summary is not run again
+                // (and reserves nothing: the task's own call was settled).
                 let reused = run.pending_summary[i].take();
                 run.summary_only[i] = reused.is_some();
                 if reused.is_none() {
+                    if let Some(budget) = &budget {
+                        match budget.reserve(g.id(i), i) {
+                            Reservation::Reserved => {}
+                            Reservation::MustWait { .. } => {
+                                waiting.push(i);
+                                continue;
+                            }
+                            Reservation::NeverFits {
+                                needed,
+                                available_at_best,
+                            } => {
+                                let mut r = TaskExecutionResult::new(g.id(i), TaskStatus::Skipped);
+                                r.error = Some(crate::cost::budget_skip_reason(
+                                    needed,
+                                    available_at_best,
+                                    budget.ledger.budget(),
+                                ));
+                                self.settle(&mut run, i, r, false, &mut progress)?;
+                                continue;
+                            }
+                        }
+                    }
                     let id = g.id(i).to_string();
                     run.order.push(id.clone());
                     progress(&ProgressEvent::Started { task_id: id });
@@ -421,6 +477,9 @@ impl Executor {
                 });
                 in_flight.insert(handle.id(), (i, Instant::now()));
             }
+            for i in waiting {
+                run.push_ready(i, g);
+            }
             if running.is_empty() {
                 break;
             }
@@ -436,6 +495,9 @@ impl Executor {
             match joined {
                 Ok((tid, (i, Ok(result)))) => {
                     in_flight.remove(&tid);
+                    if let Some(budget) = &budget {
+                        budget.settle(inner, i, Some(&result));
+                    }
                     self.settle(&mut run, i, result, true, &mut progress)?;
                 }
                 Ok((tid, (i, Err(source)))) => {
@@ -451,6 +513,11 @@ impl Executor {
                     let mut r = TaskExecutionResult::new(g.id(i), TaskStatus::Failed);
                     r.error = Some("the engine panicked while running this task".into());
                     r.metadata.execution_time_ms = Some(millis(t0.elapsed()));
+                    if let Some(budget) = &budget {
+                        // What the call cost is unknown: it keeps its
+                        // whole reservation.
+                        budget.settle(inner, i, None);
+                    }
                     self.settle(&mut run, i, r, false, &mut progress)?;
                 }
             }
@@ -519,12 +586,42 @@ impl Executor {
             }
         }
 
+        let cost = inner.cost.as_ref().map(|c| {
+            let reused: BTreeSet<&str> = run.reused.iter().map(String::as_str).collect();
+            let executed: BTreeSet<&str> = run.order.iter().map(String::as_str).collect();
+            let mut summary = CostSummary {
+                spent: Usd::ZERO,
+                earlier: c.already_spent,
+                budget: c.max_cost,
+                needed: Usd::ZERO,
+                unknown: 0,
+            };
+            for (i, r) in run.results.iter().enumerate() {
+                let Some(r) = r else { continue };
+                if reused.contains(r.task_id.as_str()) {
+                    continue;
+                }
+                if crate::cost::is_budget_skip(r) {
+                    let task = &inner.plan.sub_tasks[i];
+                    summary.needed = summary
+                        .needed
+                        .saturating_add(c.model.bound(task).unwrap_or(Usd::ZERO));
+                } else if executed.contains(r.task_id.as_str()) {
+                    match r.metadata.cost_usd {
+                        Some(cost) => summary.spent = summary.spent.saturating_add(cost),
+                        None => summary.unknown += 1,
+                    }
+                }
+            }
+            summary
+        });
         Ok(RunReport {
             order: run.order,
             results: run.results.into_iter().flatten().collect(),
             reused: run.reused,
             interrupted,
             makespan: started.elapsed(),
+            cost,
         })
     }
 
@@ -575,15 +672,21 @@ impl Executor {
             }
             _ => {
                 let failed = g.id(i).to_string();
+                let budget = run.results[i]
+                    .as_ref()
+                    .is_some_and(crate::cost::is_budget_skip);
                 for d in g.transitive_dependents(i) {
                     if run.results[d].is_some() {
                         continue;
                     }
                     let mut r = TaskExecutionResult::new(g.id(d), TaskStatus::Skipped);
+                    let direct = g.dependencies(d).contains(&i);
                     r.error = Some(if run.interrupted {
                         INTERRUPTED_BEFORE_START.to_string()
+                    } else if budget {
+                        crate::cost::budget_dependent_reason(&failed, direct)
                     } else {
-                        skip_reason(&failed, g.dependencies(d).contains(&i))
+                        skip_reason(&failed, direct)
                     });
                     store
                         .store(r.clone())
@@ -598,6 +701,68 @@ impl Executor {
             }
         }
         Ok(())
+    }
+}
+
+/// The run's budget: the ledger and each task's high end.
+struct Budget {
+    ledger: BudgetLedger,
+    bounds: Vec<Option<Usd>>,
+}
+
+impl Budget {
+    /// The budget of a run whose options set `max_cost`.
+    fn new(inner: &Inner) -> Option<Budget> {
+        let c = inner.cost.as_ref()?;
+        let max = c.max_cost?;
+        Some(Budget {
+            ledger: BudgetLedger::resumed(max, c.already_spent),
+            bounds: inner
+                .plan
+                .sub_tasks
+                .iter()
+                .map(|t| c.model.bound(t))
+                .collect(),
+        })
+    }
+
+    /// Reserves task `i`'s high end. A task without one cannot be bounded,
+    /// so it never fits (callers refuse such plans before the run).
+    fn reserve(&self, id: &str, i: usize) -> Reservation {
+        let high = self
+            .bounds
+            .get(i)
+            .copied()
+            .flatten()
+            .unwrap_or(Usd::from_picos(u128::MAX));
+        // A task is popped once per try; one that must wait holds no
+        // reservation until a later try is granted, so no task is ever
+        // reserved twice (the ledger would refuse it).
+        self.ledger
+            .reserve(id, high)
+            .unwrap_or(Reservation::NeverFits {
+                needed: high,
+                available_at_best: Usd::ZERO,
+            })
+    }
+
+    /// Settles task `i` at the cost of `result`, or at its whole
+    /// reservation when that cost is unknown (a panicked engine).
+    fn settle(&self, inner: &Inner, i: usize, result: Option<&TaskExecutionResult>) {
+        let reserved = self.bounds.get(i).copied().flatten().unwrap_or(Usd::ZERO);
+        let cost = result.and_then(|r| {
+            // Results stored before any call (assembly failed) carry no
+            // cost; computing it gives zero.
+            r.metadata.cost_usd.or_else(|| {
+                let c = inner.cost.as_ref()?;
+                let task = inner.plan.sub_tasks.get(i)?;
+                crate::cost::task_cost(c.model.as_ref(), task, r, inner.counters[i].as_ref())
+            })
+        });
+        // A task that was never reserved has nothing to settle.
+        let _ = self
+            .ledger
+            .settle(inner.graph.id(i), cost.unwrap_or(reserved));
     }
 }
 
@@ -822,14 +987,15 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         },
         None => inner.engine.infer(&request).await,
     };
+    let response = response.map(|resp| cut_at_max_tokens(inner, task, i, resp));
     let response = response.and_then(|resp| {
         if resp.output.len() > inner.max_output_bytes {
             // An engine that does not bound its own reading: its output is
             // refused here all the same.
-            let message = crate::engine::output_too_large(inner.max_output_bytes);
+            let message = ctx_engine::output_too_large(inner.max_output_bytes);
             let mut attempts = resp.attempts;
             if let Some(last) = attempts.last_mut() {
-                last.outcome = crate::engine::OUTPUT_TOO_LARGE.into();
+                last.outcome = ctx_engine::OUTPUT_TOO_LARGE.into();
                 last.error = Some(message.clone());
             }
             Err(EngineError { message, attempts })
@@ -855,8 +1021,34 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
             result.metadata.attempts = e.attempts;
         }
     }
+    if let Some(c) = &inner.cost {
+        result.metadata.cost_usd =
+            crate::cost::task_cost(c.model.as_ref(), task, &result, counter.as_ref());
+    }
     inner.store.store(result.clone())?;
     Ok(result)
+}
+
+/// With [`CostOptions::cut_output_at_max_tokens`]: the output cut at the
+/// task's `max_tokens`, counted with its tokenizer, and flagged `length`.
+fn cut_at_max_tokens(
+    inner: &Inner,
+    task: &ctx_model::SubTask,
+    i: usize,
+    mut resp: ctx_engine::InferenceResponse,
+) -> ctx_engine::InferenceResponse {
+    let Some(c) = inner.cost.as_ref().filter(|c| c.cut_output_at_max_tokens) else {
+        return resp;
+    };
+    let Some(max) = c.model.max_tokens(task) else {
+        return resp;
+    };
+    let max = usize::try_from(max).unwrap_or(usize::MAX);
+    if let Some(cut) = crate::cost::cut_to_tokens(&resp.output, max, inner.counters[i].as_ref()) {
+        resp.output = cut;
+        resp.finish_reason = Some("length".into());
+    }
+    resp
 }
 
 #[cfg(test)]

@@ -11,9 +11,9 @@ use proptest::prelude::*;
 use tokio::time::Instant;
 
 use super::*;
-use crate::engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
 use crate::memory::MemoryStore;
-use crate::store::{ExecutionStore, StoreError};
+use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_store::{ExecutionStore, StoreError};
 
 fn plan(tasks: &[(&str, &[&str])]) -> Plan {
     let subs: Vec<serde_json::Value> = tasks

@@ -26,10 +26,10 @@
 //! scheduling rule: the tasks that hold up the end of the run go first.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use ctx_model::Plan;
-use petgraph::graph::{DiGraph, NodeIndex};
+use ctx_model::graph::{DependencyGraph, TopologicalOrder};
 
 /// How tasks are weighed for the critical path and priorities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -92,8 +92,7 @@ pub enum GraphError {
 #[derive(Debug, Clone)]
 pub struct PlanGraph {
     ids: Vec<String>,
-    deps: Vec<Vec<usize>>,
-    dependents: Vec<Vec<usize>>,
+    graph: DependencyGraph,
     weights: Vec<u64>,
     weighting: Weighting,
     order: Vec<usize>,
@@ -134,51 +133,28 @@ impl PlanGraph {
             index.insert(t.id.as_str(), i);
         }
 
-        let mut graph: DiGraph<usize, ()> = DiGraph::with_capacity(n, 0);
-        let nodes: Vec<NodeIndex> = (0..n).map(|i| graph.add_node(i)).collect();
-        let mut deps = vec![Vec::new(); n];
-        let mut dependents = vec![Vec::new(); n];
-        for (i, t) in plan.sub_tasks.iter().enumerate() {
-            // A dependency listed twice is one edge.
-            let mut seen = BTreeSet::new();
-            for d in &t.dependencies {
-                let Some(&j) = index.get(d.as_str()) else {
-                    return Err(GraphError::UnknownDependency {
-                        task_id: t.id.clone(),
-                        dependency: d.clone(),
-                    });
-                };
-                if seen.insert(j) {
-                    deps[i].push(j);
-                    dependents[j].push(i);
-                    graph.add_edge(nodes[j], nodes[i], ());
-                }
+        for t in &plan.sub_tasks {
+            if let Some(d) = t
+                .dependencies
+                .iter()
+                .find(|d| !index.contains_key(d.as_str()))
+            {
+                return Err(GraphError::UnknownDependency {
+                    task_id: t.id.clone(),
+                    dependency: d.clone(),
+                });
             }
         }
-        for list in &mut dependents {
-            list.sort_unstable();
-        }
-
+        // The one dependency graph of ctx (ctx-model's): edges, dependents
+        // and the deterministic topological order (plan order on ties).
+        let graph = DependencyGraph::new(plan);
+        let deps: Vec<Vec<usize>> = (0..n).map(|i| graph.dependencies(i).to_vec()).collect();
+        let dependents: Vec<Vec<usize>> = (0..n).map(|i| graph.dependents(i).to_vec()).collect();
         let ids: Vec<String> = plan.sub_tasks.iter().map(|t| t.id.clone()).collect();
-
-        // Kahn's algorithm with a min-heap on plan index: deterministic, and
-        // among ready tasks the earliest in the plan comes first.
-        let mut indegree: Vec<usize> = deps.iter().map(Vec::len).collect();
-        let mut heap: BinaryHeap<Reverse<usize>> =
-            (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
-        let mut order = Vec::with_capacity(n);
-        while let Some(Reverse(i)) = heap.pop() {
-            order.push(i);
-            for &d in &dependents[i] {
-                indegree[d] -= 1;
-                if indegree[d] == 0 {
-                    heap.push(Reverse(d));
-                }
-            }
-        }
-        if order.len() < n {
+        let TopologicalOrder { order, unplaced } = graph.topological_order();
+        if !unplaced.is_empty() {
             return Err(GraphError::Cycle {
-                path: find_cycle(&graph, &ids, &deps),
+                path: find_cycle(&graph, &ids),
             });
         }
 
@@ -239,8 +215,7 @@ impl PlanGraph {
 
         Ok(PlanGraph {
             ids,
-            deps,
-            dependents,
+            graph,
             weights,
             weighting,
             order,
@@ -286,12 +261,12 @@ impl PlanGraph {
     /// Plan indexes of task `i`'s dependencies, in the order written (each
     /// once).
     pub fn dependencies(&self, i: usize) -> &[usize] {
-        &self.deps[i]
+        self.graph.dependencies(i)
     }
 
     /// Plan indexes of the tasks that depend on task `i`, ascending.
     pub fn dependents(&self, i: usize) -> &[usize] {
-        &self.dependents[i]
+        self.graph.dependents(i)
     }
 
     /// Task `i`'s weight under [`weighting`](Self::weighting).
@@ -341,20 +316,8 @@ impl PlanGraph {
 
     /// Every task that depends on task `i`, directly or not, ascending.
     pub fn transitive_dependents(&self, i: usize) -> Vec<usize> {
-        let mut seen = vec![false; self.len()];
-        let mut stack = vec![i];
-        let mut out = Vec::new();
-        while let Some(cur) = stack.pop() {
-            for &d in &self.dependents[cur] {
-                if !seen[d] {
-                    seen[d] = true;
-                    out.push(d);
-                    stack.push(d);
-                }
-            }
-        }
-        out.sort_unstable();
-        out
+        // The graph is acyclic here, so `i` is never among them.
+        self.graph.transitive_dependents(i)
     }
 
     /// The data `ctx plan graph --format json` prints.
@@ -376,7 +339,12 @@ impl PlanGraph {
             tasks: (0..self.len())
                 .map(|i| TaskSummary {
                     id: self.ids[i].clone(),
-                    dependencies: self.deps[i].iter().map(|&d| self.ids[d].clone()).collect(),
+                    dependencies: self
+                        .graph
+                        .dependencies(i)
+                        .iter()
+                        .map(|&d| self.ids[d].clone())
+                        .collect(),
                     level: self.levels[i],
                     weight: self.weights[i],
                     priority: self.remaining[i],
@@ -421,17 +389,23 @@ pub struct TaskSummary {
     pub critical: bool,
 }
 
-/// One cycle, as ids with the first repeated at the end. Uses the strongly
-/// connected components (petgraph's Tarjan) to find a node on a cycle, then
-/// walks dependencies inside its component until a node repeats.
-fn find_cycle(graph: &DiGraph<usize, ()>, ids: &[String], deps: &[Vec<usize>]) -> Vec<String> {
-    let sccs = petgraph::algo::tarjan_scc(graph);
+/// One cycle, as ids with the first repeated at the end. Finds the
+/// strongly connected components (ctx-model's Tarjan) to get a node on a
+/// cycle, then walks dependencies inside its component until a node
+/// repeats.
+fn find_cycle(graph: &DependencyGraph, ids: &[String]) -> Vec<String> {
+    let n = graph.len();
     // A component of more than one node, or a node depending on itself; the
     // one holding the earliest task in plan order, for determinism.
-    let component = sccs
+    let component = graph
+        .cyclic_components(&vec![true; n])
         .into_iter()
-        .map(|c| c.into_iter().map(|n| graph[n]).collect::<BTreeSet<usize>>())
-        .filter(|c| c.len() > 1 || c.iter().any(|&i| deps[i].contains(&i)))
+        .map(|c| c.into_iter().collect::<BTreeSet<usize>>())
+        .chain(
+            (0..n)
+                .filter(|&i| graph.depends_on_itself(i))
+                .map(|i| BTreeSet::from([i])),
+        )
         .min_by_key(|c| c.first().copied());
     let Some(component) = component else {
         return Vec::new();
@@ -446,7 +420,8 @@ fn find_cycle(graph: &DiGraph<usize, ()>, ids: &[String], deps: &[Vec<usize>]) -
     let mut pos: HashMap<usize, usize> = HashMap::from([(start, 0)]);
     let mut cur = start;
     loop {
-        let Some(next) = deps[cur]
+        let Some(next) = graph
+            .dependencies(cur)
             .iter()
             .copied()
             .filter(|d| component.contains(d))

@@ -7,13 +7,16 @@
 //! dependencies have completed, longest remaining path first, up to a
 //! concurrency limit.
 //!
-//! Two seams keep the executor ignorant of the outside world:
+//! Two seams keep the executor ignorant of the outside world. Each trait
+//! lives in a crate of its own, so that an implementation depends on that
+//! crate and the plan model only (re-exported here for convenience):
 //!
-//! * [`ExecutionStore`] — where results live. [`MemoryStore`] ships here; a
-//!   durable SQLite store lives in `ctx-store-sqlite`.
-//! * [`InferenceEngine`] — what turns a prompt into output.
-//!   [`DryRunEngine`] and [`CommandEngine`] ship here; the OpenAI-compatible
-//!   HTTP engine lives in `ctx-engine-openai`.
+//! * [`ExecutionStore`] (crate `ctx-store`) — where results live.
+//!   [`MemoryStore`] ships here; a durable SQLite store lives in
+//!   `ctx-store-sqlite`.
+//! * [`InferenceEngine`] (crate `ctx-engine`) — what turns a prompt into
+//!   output. [`DryRunEngine`] and [`CommandEngine`] ship here; the
+//!   OpenAI-compatible HTTP engine lives in `ctx-engine-openai`.
 //!
 //! Prompts are assembled by `ctx-prompt` (entity block, dependency outputs,
 //! the task's own prompt, under a token cap); this crate only feeds it the
@@ -44,18 +47,18 @@
 //! assert_eq!(css.output, "[dry-run] output of task css");
 //! ```
 
-pub mod engine;
+pub mod cost;
 pub mod engines;
 pub mod executor;
 pub mod graph;
 pub mod memory;
-pub mod store;
 pub mod summarize;
 
-pub use engine::*;
+pub use cost::*;
+pub use ctx_engine::*;
+pub use ctx_store::*;
 pub use engines::*;
 pub use executor::*;
 pub use graph::*;
 pub use memory::*;
-pub use store::*;
 pub use summarize::{SummaryTotals, summary_for_dependent};

@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use ctx_model::TaskExecutionResult;
 
-use crate::store::{ExecutionStore, StoreError};
+use ctx_store::{ExecutionStore, StoreError};
 
 /// Results in a `BTreeMap` behind a mutex; the latest result per task wins.
 ///

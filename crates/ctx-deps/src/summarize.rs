@@ -48,10 +48,10 @@ use ctx_model::{
 use ctx_prompt::fence::{FENCE_CLOSE, FENCE_OPEN, neutralize};
 use tokio::time::Instant;
 
-use crate::engine::{EngineError, InferenceRequest, RequestPurpose};
 use crate::executor::Inner;
 use crate::graph::PlanGraph;
-use crate::store::StoreError;
+use ctx_engine::{EngineError, InferenceRequest, RequestPurpose};
+use ctx_store::StoreError;
 
 /// Whether any task of `plan` receives its dependencies under `llm`.
 pub fn uses_llm_summaries(plan: &Plan) -> bool {
@@ -362,7 +362,7 @@ pub(crate) async fn after_completion(
                 let text = resp.output.trim();
                 if resp.output.len() > inner.max_output_bytes {
                     call.fallback = true;
-                    call.error = Some(crate::engine::output_too_large(inner.max_output_bytes));
+                    call.error = Some(ctx_engine::output_too_large(inner.max_output_bytes));
                 } else if text.is_empty() {
                     call.fallback = true;
                     call.error = Some("the summary call answered nothing".into());
@@ -465,10 +465,10 @@ mod tests {
     use ctx_model::{Plan, SummarizeStrategy, SummaryFocus, TaskStatus, TokenUsage};
 
     use super::*;
-    use crate::engine::{BoxFuture, InferenceEngine, InferenceResponse};
     use crate::executor::{Executor, ExecutorOptions};
     use crate::memory::MemoryStore;
-    use crate::store::ExecutionStore;
+    use ctx_engine::{BoxFuture, InferenceEngine, InferenceResponse};
+    use ctx_store::ExecutionStore;
 
     /// `a` writes a long output ending in a conclusion; `b` and `c` build
     /// on it.

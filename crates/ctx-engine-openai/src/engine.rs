@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use ctx_deps::{
+use ctx_engine::{
     BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, OUTPUT_TOO_LARGE,
     output_too_large,
 };

@@ -3,7 +3,7 @@
 //! Hosted APIs and local servers alike (OpenAI, Ollama, vLLM, llama.cpp's
 //! server, LM Studio, the LiteLLM proxy) speak the chat-completions API, so
 //! one engine done well covers them all. [`OpenAiEngine`] implements
-//! ctx-deps' [`InferenceEngine`](ctx_deps::InferenceEngine) seam:
+//! ctx-engine's [`InferenceEngine`](ctx_engine::InferenceEngine) seam:
 //!
 //! * **Configuration** ([`OpenAiConfig`]): base URL, optional API key,
 //!   request defaults that a task's own `params` override, `params.extra`
@@ -30,7 +30,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use ctx_deps::{InferenceEngine, InferenceRequest};
+//! use ctx_engine::{InferenceEngine, InferenceRequest};
 //! use ctx_engine_openai::{ApiKey, OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -55,7 +55,7 @@
 //!     prompt: "Say hello.".into(),
 //!     params: Default::default(),
 //!     prompt_tokens: 3,
-//!     max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
+//!     max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
 //!     purpose: Default::default(),
 //! };
 //! let error = engine.infer(&request).await.unwrap_err();

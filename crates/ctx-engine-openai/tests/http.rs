@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ctx_deps::{EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_engine::{EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
 use ctx_engine_openai::{
     ApiKey, EngineEvent, OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy,
 };
@@ -51,7 +51,7 @@ fn request(id: &str) -> InferenceRequest {
             ..Params::default()
         },
         prompt_tokens: 12,
-        max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
+        max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         purpose: Default::default(),
     }
 }

@@ -66,6 +66,7 @@
 //! # Ok::<(), ctx_model::PlanError>(())
 //! ```
 
+pub mod graph;
 mod locate;
 mod parse;
 mod plan;

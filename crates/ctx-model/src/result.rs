@@ -118,6 +118,15 @@ pub struct ResultMetadata {
     /// The output was reused from an earlier run's identical task.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
+    /// What this execution of the task cost in US dollars, exact (see
+    /// [`ctx_cost::Usd`]), written when the model's price is known: the
+    /// server's reported usage priced, else ctx's exact prompt count and a
+    /// count of the output; a call that failed without usage is charged
+    /// its high end (the prompt plus `max_tokens`), since the provider may
+    /// have billed it. Zero for a cached output or a task that failed
+    /// before any call. docs/cost.md has the rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<ctx_cost::Usd>,
     /// The `summarize_strategy: llm` calls made for this output, when any
     /// were needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

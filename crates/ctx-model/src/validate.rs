@@ -31,6 +31,7 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::graph::DependencyGraph;
 use crate::parse::{ParsedPlan, UnknownField};
 use crate::plan::{INFERENCE_TOOL, Plan, SubTask};
 use crate::suggest::Suggester;
@@ -663,53 +664,33 @@ fn id_unsafe_reason(id: &str) -> Option<String> {
 /// stops here.
 pub const MAX_REPORTED_CYCLES: usize = 100;
 
-/// The dependency graph over canonical tasks (the first of each id): for
-/// each task index, the indices it depends on, deduplicated, in listed
-/// order, without self-loops or unknown ids.
-fn dependency_graph(plan: &Plan) -> (Vec<Vec<usize>>, Vec<bool>) {
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    for (i, t) in plan.sub_tasks.iter().enumerate() {
-        index.entry(t.id.as_str()).or_insert(i);
-    }
-    let canonical: Vec<bool> = plan
-        .sub_tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| index.get(t.id.as_str()) == Some(&i))
-        .collect();
-    let adj = plan
-        .sub_tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            if !canonical[i] {
-                return Vec::new();
-            }
-            let mut seen = HashSet::new();
-            t.dependencies
-                .iter()
-                .filter_map(|d| index.get(d.as_str()).copied())
-                .filter(|&j| j != i && seen.insert(j))
-                .collect()
-        })
-        .collect();
-    (adj, canonical)
-}
-
 /// Every elementary cycle of the dependency graph (Johnson's algorithm),
 /// as task indices in "depends on" order, each starting at its smallest
 /// index, sorted; at most `limit` of them, and whether more exist.
 /// Self-loops, unknown ids and later duplicates of an id take no part.
 /// Iterative throughout, so a long chain cannot overflow the stack.
 pub(crate) fn find_cycles_limited(plan: &Plan, limit: usize) -> (Vec<Vec<usize>>, bool) {
-    let (adj, canonical) = dependency_graph(plan);
-    let n = adj.len();
+    let graph = DependencyGraph::new(plan);
+    let n = graph.len();
+    // Johnson's walk over "depends on" edges; self-dependencies are
+    // reported on their own and take no part.
+    let adj: Vec<Vec<usize>> = (0..n)
+        .map(|i| {
+            graph
+                .dependencies(i)
+                .iter()
+                .copied()
+                .filter(|&j| j != i)
+                .collect()
+        })
+        .collect();
+    let canonical: Vec<bool> = (0..n).map(|i| graph.is_canonical(i)).collect();
     let mut cycles: Vec<Vec<usize>> = Vec::new();
     let mut more = false;
 
     // Components still to search, each a sorted list of task indices.
     let all: Vec<bool> = canonical;
-    let mut pending: Vec<Vec<usize>> = nontrivial_sccs(&adj, &all);
+    let mut pending: Vec<Vec<usize>> = graph.cyclic_components(&all);
     // Process the component with the smallest start first, so the cycles
     // found under a limit do not depend on hash order.
     pending.sort_by(|a, b| b.first().cmp(&a.first()));
@@ -778,7 +759,7 @@ pub(crate) fn find_cycles_limited(plan: &Plan, limit: usize) -> (Vec<Vec<usize>>
         for &v in &scc[1..] {
             rest[v] = true;
         }
-        let mut found = nontrivial_sccs(&adj, &rest);
+        let mut found = graph.cyclic_components(&rest);
         found.sort_by(|a, b| b.first().cmp(&a.first()));
         pending.extend(found);
         pending.sort_by(|a, b| b.first().cmp(&a.first()));
@@ -796,70 +777,6 @@ fn unblock(node: usize, blocked: &mut [bool], b_sets: &mut [Vec<usize>]) {
             stack.append(&mut b_sets[v]);
         }
     }
-}
-
-/// Strongly connected components with two or more tasks, of the subgraph
-/// on the tasks marked in `keep` (Tarjan's algorithm, iterative). Each
-/// component is sorted.
-fn nontrivial_sccs(adj: &[Vec<usize>], keep: &[bool]) -> Vec<Vec<usize>> {
-    let n = adj.len();
-    const NONE: usize = usize::MAX;
-    let mut index = vec![NONE; n];
-    let mut low = vec![0usize; n];
-    let mut on_stack = vec![false; n];
-    let mut stack: Vec<usize> = Vec::new();
-    let mut next_index = 0usize;
-    let mut out = Vec::new();
-    for root in 0..n {
-        if !keep[root] || index[root] != NONE {
-            continue;
-        }
-        let mut call: Vec<(usize, usize)> = vec![(root, 0)];
-        index[root] = next_index;
-        low[root] = next_index;
-        next_index += 1;
-        stack.push(root);
-        on_stack[root] = true;
-        while let Some(top) = call.last_mut() {
-            let (v, edge) = *top;
-            if let Some(&w) = adj[v].get(edge) {
-                top.1 += 1;
-                if !keep[w] {
-                    continue;
-                }
-                if index[w] == NONE {
-                    index[w] = next_index;
-                    low[w] = next_index;
-                    next_index += 1;
-                    stack.push(w);
-                    on_stack[w] = true;
-                    call.push((w, 0));
-                } else if on_stack[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-                continue;
-            }
-            call.pop();
-            if let Some(&(parent, _)) = call.last() {
-                low[parent] = low[parent].min(low[v]);
-            }
-            if low[v] == index[v] {
-                let mut component = Vec::new();
-                while let Some(w) = stack.pop() {
-                    on_stack[w] = false;
-                    component.push(w);
-                    if w == v {
-                        break;
-                    }
-                }
-                if component.len() > 1 {
-                    component.sort_unstable();
-                    out.push(component);
-                }
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! # ctx-prompt: prompts that fit and fences that hold
 //!
-//! Three modules, one concern: what goes into a prompt, and how much.
+//! Four modules, one concern: what goes into a prompt, and how much.
 //!
 //! * [`assembly`]: the final prompt of a plan task — the entity block, the
 //!   dependency block and the task's own prompt, in the exact shape of the
@@ -11,6 +11,8 @@
 //!   placeholders: parsing, lint (unfenced or unclassified placeholders,
 //!   broken fences), one-pass rendering and the token preflight behind
 //!   `ctx render` and `ctx lint`.
+//! * [`render_prompt`]: the `ctx render` use case in one call — lint gate,
+//!   historical digest, render, preflight.
 //! * [`fence`]: the `<untrusted-content>` fence and [`fence::neutralize`],
 //!   which rewrites every disguised fence tag and model control token in an
 //!   untrusted value so that it cannot open or close a fence.
@@ -36,6 +38,7 @@
 
 pub mod assembly;
 pub mod fence;
+pub mod render_prompt;
 pub mod template;
 
 pub use assembly::*;

@@ -5,8 +5,9 @@
 //! Two things the result itself does not hold come from the store: the
 //! task's start (the `recorded_at` of the `in_progress` row its
 //! `started_seq` points at) and its end (the `recorded_at` of its latest
-//! row). Per-dependency cuts and costs are not stored yet; they stay empty
-//! (shown as "not recorded" and "unknown") until the store keeps them.
+//! row). A task's cost is its stored `metadata.cost_usd` (absent, and
+//! shown as "unknown", when its price was not known). Per-dependency cuts
+//! are not stored yet; they stay empty (shown as "not recorded").
 
 use ctx_model::{Attempt, SubTask, TaskExecutionResult, TaskStatus};
 
@@ -124,6 +125,7 @@ impl TaskReport {
             .or(m.tokens_used.map(|u| u.prompt_tokens));
         report.completion_tokens = m.tokens_used.map(|u| u.completion_tokens);
         report.cached = m.cached;
+        report.cost_usd = m.cost_usd.map(|c| c.to_f64());
         report.prompt = r.prompt.clone();
         report.output = r.output.clone();
         report.error = r.error.clone();
@@ -250,6 +252,11 @@ mod tests {
         assert!(t.cached);
         assert_eq!(t.attempts[0].ended_at, Some(Timestamp::from_unix_ms(50)));
         assert_eq!(t.cost_usd, None);
+        let mut priced = r.clone();
+        // As the store reads it back from its JSON.
+        priced.metadata = serde_json::from_str(r#"{"cost_usd": 0.000366}"#).unwrap();
+        let t = TaskReport::from_model(&task, Some(&priced), s, e, RunStatus::Completed);
+        assert_eq!(t.cost_usd, Some(0.000366));
 
         let running = TaskExecutionResult::new("b", TaskStatus::InProgress);
         let t = TaskReport::from_model(&task, Some(&running), s, e, RunStatus::Running);

@@ -102,7 +102,7 @@ fn cache_hit(bencher: divan::Bencher<'_, '_>) {
             ..Params::default()
         },
         prompt_tokens: 1,
-        max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
+        max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         purpose: Default::default(),
     };
     for i in 0..10_000 {

@@ -30,14 +30,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ctx_deps::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
 use ctx_model::{Params, TokenUsage};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
-use crate::fingerprint::{canonical_json, sampling_params, sha256_fields};
 use crate::id::now_rfc3339;
 use crate::schema::{self, Access, CACHE_APPLICATION_ID, CACHE_MIGRATIONS};
+use ctx_store::fingerprint::{canonical_json, sampling_params, sha256_fields};
 
 /// The cache's file name at the store root.
 pub const CACHE_FILE: &str = "cache.sqlite";

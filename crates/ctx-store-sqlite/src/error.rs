@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use ctx_deps::StoreError;
+use ctx_store::StoreError;
 
 /// What went wrong opening, locking, reading or writing a run store.
 #[derive(Debug, thiserror::Error)]

@@ -19,7 +19,7 @@
 //! Layout, schema, rules and guarantees: docs/runs.md.
 //!
 //! ```
-//! use ctx_deps::ExecutionStore;
+//! use ctx_store::ExecutionStore;
 //! use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 //! use ctx_store_sqlite::{NewRun, RunRoot, SessionEnd, SqliteStore};
 //!
@@ -51,29 +51,32 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`ExecutionStore`]: ctx_deps::ExecutionStore
+//! [`ExecutionStore`]: ctx_store::ExecutionStore
 
 mod cache;
 mod error;
-mod fingerprint;
 mod id;
 mod lock;
-mod resume;
 mod root;
+mod rows;
 mod schema;
 mod store;
+mod view;
 
 pub use cache::{CACHE_FILE, CacheStats, CachedOutput, CachingEngine, ResultCache, cache_key};
 pub use error::{Error, Result};
-pub use fingerprint::{TaskFingerprint, fingerprint, is_secret_key, redact_plan, sha256_hex};
+// The rules every durable store shares live in ctx-store; re-exported so
+// that users of this store find them here too.
+pub use ctx_store::{
+    RerunReason, ResultRecord, ResumePlan, TaskFingerprint, fingerprint, is_secret_key,
+    redact_plan, sha256_hex,
+};
 pub use id::{is_run_id, new_run_id};
 pub use lock::LOCK_FILE;
-pub use resume::{RerunReason, ResumePlan};
 pub use root::{DEFAULT_ROOT, GcReport, RunRoot, RunSummary, StartAt, UnreadableRun};
 pub use schema::{
     CACHE_APPLICATION_ID, Migration, RUN_APPLICATION_ID, RUN_MIGRATIONS, RUN_SCHEMA_VERSION,
     STORE_FILE, migrate,
 };
-pub use store::{
-    NewRun, ResultRecord, RunState, RunView, SessionEnd, SessionInfo, SqliteStore, StatusCounts,
-};
+pub use store::{NewRun, SessionEnd, SqliteStore};
+pub use view::{RunState, RunView, SessionInfo, StatusCounts};

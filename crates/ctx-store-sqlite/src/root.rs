@@ -7,9 +7,10 @@ use crate::cache::ResultCache;
 use crate::error::{Error, Result};
 use crate::id::is_run_id;
 use crate::lock;
-use crate::resume::ResumePlan;
 use crate::schema::STORE_FILE;
-use crate::store::{NewRun, RunState, RunView, SqliteStore, StatusCounts};
+use crate::store::{NewRun, SqliteStore};
+use crate::view::{RunState, RunView, StatusCounts};
+use ctx_store::ResumePlan;
 
 /// The default store root, relative to the working directory.
 pub const DEFAULT_ROOT: &str = ".ctx/runs";

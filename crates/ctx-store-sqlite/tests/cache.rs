@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ctx_deps::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
 use ctx_model::{Params, TokenUsage};
 use ctx_store_sqlite::{
     CACHE_FILE, CachedOutput, CachingEngine, ResultCache, RunRoot, cache_key, sha256_hex,
@@ -52,7 +52,7 @@ fn request(prompt: &str, params: Params) -> InferenceRequest {
         prompt: prompt.into(),
         params,
         prompt_tokens: 1,
-        max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
+        max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         purpose: Default::default(),
     }
 }

@@ -6,8 +6,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use ctx_deps::ExecutionStore;
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+use ctx_store::ExecutionStore;
 use ctx_store_sqlite::{Error, NewRun, RunView, SqliteStore};
 
 fn plan() -> Plan {

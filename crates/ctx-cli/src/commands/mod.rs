@@ -10,5 +10,6 @@ pub mod plan_graph;
 pub mod prices;
 pub mod render;
 pub mod run;
+pub mod run_cost;
 pub mod runs;
 pub mod schema;

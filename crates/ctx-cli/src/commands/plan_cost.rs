@@ -100,12 +100,23 @@ pub struct Args {
 
 pub use crate::format::Format;
 
-/// The engine-level defaults a task's params win over.
-struct Defaults<'a> {
-    model: Option<&'a str>,
-    max_tokens: Option<u32>,
-    system: Option<&'a str>,
-    attempts: u32,
+/// The engine-level defaults a task's params win over (also `ctx run
+/// --max-cost`'s, which reserves these estimates' high ends).
+pub(crate) struct Defaults<'a> {
+    pub model: Option<&'a str>,
+    pub max_tokens: Option<u32>,
+    pub system: Option<&'a str>,
+    pub attempts: u32,
+}
+
+/// Every task's estimate, and the tasks that have none.
+pub(crate) struct Estimates {
+    /// Tasks with a model whose own prompt fits the cap, in plan order.
+    pub tasks: Vec<TaskEstimate>,
+    /// Tasks with neither `params.model` nor a default model.
+    pub no_model: Vec<String>,
+    /// Task ids whose own prompt does not fit the cap, and why.
+    pub over_cap: Vec<(String, String)>,
 }
 
 /// Runs the command.
@@ -191,7 +202,21 @@ fn task_estimates(
     plan: &Plan,
     defaults: &Defaults<'_>,
 ) -> Result<Vec<TaskEstimate>, EstimateError> {
-    let graph = PlanGraph::new(plan).map_err(|e| EstimateError::Graph(e.to_string()))?;
+    let e = estimate_tasks(plan, defaults).map_err(EstimateError::Graph)?;
+    if !e.no_model.is_empty() {
+        return Err(EstimateError::NoModel(e.no_model));
+    }
+    if !e.over_cap.is_empty() {
+        return Err(EstimateError::OverCap(
+            e.over_cap.into_iter().map(|(_, why)| why).collect(),
+        ));
+    }
+    Ok(e.tasks)
+}
+
+/// The estimates of every task that has one, and the tasks that do not.
+pub(crate) fn estimate_tasks(plan: &Plan, defaults: &Defaults<'_>) -> Result<Estimates, String> {
+    let graph = PlanGraph::new(plan).map_err(|e| e.to_string())?;
     let cap = plan.config.max_prompt_tokens;
     // One counter per tokenizer, as the executor keeps them.
     let mut counters: HashMap<Tokenizer, Arc<dyn TokenCounter>> = HashMap::new();
@@ -226,7 +251,7 @@ fn task_estimates(
         {
             Ok(assembled) => assembled.tokens as u64,
             Err(e) => {
-                over_cap.push(e.to_string());
+                over_cap.push((task.id.clone(), e.to_string()));
                 continue;
             }
         };
@@ -259,13 +284,11 @@ fn task_estimates(
             &mut estimates,
         );
     }
-    if !no_model.is_empty() {
-        return Err(EstimateError::NoModel(no_model));
-    }
-    if !over_cap.is_empty() {
-        return Err(EstimateError::OverCap(over_cap));
-    }
-    Ok(estimates)
+    Ok(Estimates {
+        tasks: estimates,
+        no_model,
+        over_cap,
+    })
 }
 
 /// The `summarize_strategy: llm` calls task `i`'s output may need, one

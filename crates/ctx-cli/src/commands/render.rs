@@ -22,13 +22,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ctx_history::assemble_digest;
 use ctx_prompt::fence::FenceNonce;
+use ctx_prompt::render_prompt::{HistoryInput, RenderInput, RenderPromptError, render_prompt};
 use ctx_prompt::template::{
-    Classes, FenceStyle, HISTORICAL_CONTEXT, RenderError, Template, is_valid_name, preflight,
-    render_with_nonce,
+    Classes, FenceStyle, HISTORICAL_CONTEXT, RenderError, Template, is_valid_name,
 };
-use ctx_tokens::Tokenizer;
 
 use crate::commands::history::{DigestFlags, DigestSetup, digest_setup};
 use crate::commands::lint::print_findings;
@@ -143,37 +141,10 @@ pub fn run(args: Args) -> CliResult {
         }
     }
 
-    // The lint gate comes before any other work (the digest can be costly).
-    let report = ctx_prompt::template::lint(&template, &classes);
-    if !report.is_clean() {
-        print_findings(&report, &mut std::io::stderr().lock());
-        return Err(CliError::with(
-            Exit::Findings,
-            format!(
-                "{shown}: {} lint finding(s); nothing rendered",
-                report.findings.len()
-            ),
-        ));
-    }
-
-    let mut tokenizer_name = args.tokenizer.clone();
-    let mut budget = args.prompt_budget;
-    let mut digest_json = None;
+    let mut input = RenderInput::new(&template, &classes, values);
     if let Some(root) = &args.content_root {
-        if !template.names().contains(HISTORICAL_CONTEXT) {
-            return Err(CliError::usage(format!(
-                "{shown}: --content-root is given but the template has no {{{{{HISTORICAL_CONTEXT}}}}}"
-            )));
-        }
-        if values.contains_key(HISTORICAL_CONTEXT) {
-            return Err(CliError::usage(format!(
-                "--var {HISTORICAL_CONTEXT} and --content-root both give {{{{{HISTORICAL_CONTEXT}}}}}; pass one"
-            )));
-        }
         let DigestSetup {
-            config,
-            tokenizer,
-            request,
+            config, request, ..
         } = digest_setup(
             &DigestFlags {
                 content_root: root,
@@ -183,80 +154,61 @@ pub fn run(args: Args) -> CliResult {
                 prompt_budget: args.prompt_budget,
                 share: args.share,
                 max_words: args.max_words,
-                tokenizer: tokenizer_name.as_deref(),
+                tokenizer: args.tokenizer.as_deref(),
                 follow_symlinks: args.follow_symlinks,
-                // The digest fills an untrusted placeholder: neutralized
-                // before fitting so its size holds after render's own pass.
                 raw: false,
             },
             false,
         )?;
-        tokenizer_name = Some(tokenizer.as_str().to_string());
-        budget = Some(config.prompt_budget);
-        let digest =
-            assemble_digest(&config, &request, &*tokenizer.counter()).map_err(CliError::usage)?;
+        input.history = Some(HistoryInput::new(config, request));
+    } else {
+        input.budget = args.prompt_budget;
+        input.tokenizer = match args.tokenizer.as_deref() {
+            Some(name) => Some(
+                name.parse()
+                    .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?,
+            ),
+            None => None,
+        };
+    }
+    if template.fence == FenceStyle::Nonce {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).map_err(|e| {
+            CliError::usage(format!(
+                "{shown}: `fence: nonce` needs a random nonce, and the operating system gave none: {e}"
+            ))
+        })?;
+        input.nonce = Some(FenceNonce::from_bytes(bytes));
+    }
+    let nonce = input.nonce.clone();
+
+    let rendered = render_prompt(input).map_err(|e| match e {
+        RenderPromptError::Lint(ref report) => {
+            print_findings(report, &mut std::io::stderr().lock());
+            CliError::with(Exit::Findings, e)
+        }
+        RenderPromptError::Render(RenderError::FenceBroken { .. }) => {
+            CliError::with(Exit::Findings, e)
+        }
+        RenderPromptError::OverBudget { ref preflight, .. } => {
+            eprint!("{}", preflight.table());
+            CliError::with(Exit::OverBudget, e)
+        }
+        RenderPromptError::NoHistoryPlaceholder { .. } => CliError::usage(format!(
+            "{shown}: --content-root is given but the template has no {{{{{HISTORICAL_CONTEXT}}}}}"
+        )),
+        RenderPromptError::HistoryGivenTwice { .. } => CliError::usage(format!(
+            "--var {HISTORICAL_CONTEXT} and --content-root both give {{{{{HISTORICAL_CONTEXT}}}}}; pass one"
+        )),
+        RenderPromptError::Tokenizer(e) => CliError::usage(format!("--tokenizer: {e}")),
+        other => CliError::usage(other),
+    })?;
+    if let Some(digest) = &rendered.digest {
         for w in &digest.warnings {
             eprintln!("warning: {w}");
         }
-        digest_json = Some(serde_json::json!({
-            "words": digest.words,
-            "max_words": digest.max_words,
-            "token_cap": digest.token_cap,
-            "sources": digest.sources.iter().map(|s| serde_json::json!({
-                "key": s.key, "status": s.status, "words": s.words,
-            })).collect::<Vec<_>>(),
-            "warnings": digest.warnings,
-        }));
-        values.insert(HISTORICAL_CONTEXT.to_string(), digest.markdown);
     }
-
-    let tokenizer: Tokenizer = tokenizer_name
-        .as_deref()
-        .unwrap_or("cl100k_base")
-        .parse()
-        .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?;
-
-    let nonce = match template.fence {
-        FenceStyle::Plain => None,
-        FenceStyle::Nonce => {
-            let mut bytes = [0u8; 16];
-            getrandom::fill(&mut bytes).map_err(|e| {
-                CliError::usage(format!(
-                    "{shown}: `fence: nonce` needs a random nonce, and the operating system gave none: {e}"
-                ))
-            })?;
-            Some(FenceNonce::from_bytes(bytes))
-        }
-    };
-    let rendered =
-        render_with_nonce(&template, &classes, &values, nonce.as_ref()).map_err(|e| match e {
-            RenderError::Lint(r) => {
-                print_findings(&r, &mut std::io::stderr().lock());
-                CliError::with(
-                    Exit::Findings,
-                    format!(
-                        "{shown}: {} lint finding(s); nothing rendered",
-                        r.findings.len()
-                    ),
-                )
-            }
-            RenderError::FenceBroken { .. } => CliError::with(Exit::Findings, e),
-            other => CliError::usage(other),
-        })?;
-
-    let counter = tokenizer.counter();
-    let pre = preflight(&rendered, &*counter, budget);
-    if pre.over_budget() {
-        eprint!("{}", pre.table());
-        return Err(CliError::with(
-            Exit::OverBudget,
-            format!(
-                "{shown}: the rendered prompt is {} tokens, over the budget of {}",
-                pre.total_tokens,
-                budget.unwrap_or(0)
-            ),
-        ));
-    }
+    let pre = &rendered.preflight;
 
     let out = match args.format {
         Format::Text => {
@@ -275,8 +227,19 @@ pub fn run(args: Args) -> CliResult {
             if let (Some(n), Some(map)) = (&nonce, obj.as_object_mut()) {
                 map.insert("fence_nonce".into(), n.as_str().into());
             }
-            if let (Some(d), Some(map)) = (digest_json, obj.as_object_mut()) {
-                map.insert("historical_context".into(), d);
+            if let (Some(digest), Some(map)) = (&rendered.digest, obj.as_object_mut()) {
+                map.insert(
+                    "historical_context".into(),
+                    serde_json::json!({
+                        "words": digest.words,
+                        "max_words": digest.max_words,
+                        "token_cap": digest.token_cap,
+                        "sources": digest.sources.iter().map(|s| serde_json::json!({
+                            "key": s.key, "status": s.status, "words": s.words,
+                        })).collect::<Vec<_>>(),
+                        "warnings": digest.warnings,
+                    }),
+                );
             }
             crate::io::json_text(&obj)?
         }

@@ -59,6 +59,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use ctx_cost::Usd;
 use ctx_deps::{
     ExecError, ExecutionStore, Executor, ExecutorOptions, InferenceEngine, MemoryStore,
     ProgressEvent, RunReport, Schedule, SummaryTotals,
@@ -162,6 +163,17 @@ pub struct Args {
     /// Keep the run in memory only: no run directory, no resume.
     #[arg(long, conflicts_with_all = ["root", "run_dir", "resume", "cache"])]
     pub no_store: bool,
+
+    /// A budget in US dollars the run never exceeds: each task reserves
+    /// its high end (as `ctx plan cost` prints it) before it starts, and a
+    /// task that can never fit is skipped with reason `budget`. Every task
+    /// needs max_tokens (params or --max-tokens) and a known price. A
+    /// resumed run's budget counts what earlier sessions spent.
+    #[arg(long, value_name = "USD", allow_hyphen_values = true)]
+    pub max_cost: Option<String>,
+
+    #[command(flatten)]
+    pub prices: super::prices::PriceArgs,
 }
 
 pub use crate::format::Format;
@@ -238,8 +250,26 @@ pub fn run(args: Args) -> CliResult {
     if args.max_output_bytes == 0 {
         return Err(CliError::usage("--max-output-bytes must be at least 1"));
     }
+    let max_cost = match &args.max_cost {
+        Some(text) => {
+            Some(ctx_cost::parse_max_cost(text).map_err(|e| CliError::usage(e.to_string()))?)
+        }
+        None => None,
+    };
+    if args.engine.kind() == engines::EngineKind::Command
+        && args.engine.openai.max_tokens.is_some()
+        && max_cost.is_none()
+    {
+        return Err(CliError::usage(
+            "--max-tokens is used by the command engine only with --max-cost (ctx cuts each output there)",
+        ));
+    }
+    if args.engine.openai.max_tokens == Some(0) {
+        return Err(CliError::usage("--max-tokens must be at least 1"));
+    }
     let engine = engines::build(&args.engine)?;
     let label = engines::label(&args.engine);
+    let book = args.prices.book(Some(&plan.config.prices))?;
     let plan_source = plan_source.as_deref();
 
     if let (Some(run), true) = (&args.resume, args.dry_run) {
@@ -276,6 +306,11 @@ pub fn run(args: Args) -> CliResult {
     };
 
     if args.no_store {
+        let cost = super::run_cost::options(&plan, &args.engine, book, max_cost, Usd::ZERO)?;
+        let options = ExecutorOptions {
+            cost: Some(cost),
+            ..options
+        };
         let run = execute(plan, engine, Arc::new(MemoryStore::new()), options, &output)?;
         return report_run(&run, &output);
     }
@@ -297,7 +332,18 @@ pub fn run(args: Args) -> CliResult {
     } else {
         None
     };
+    // Refuse an unbounded budget before a run directory is created.
+    let cost = super::run_cost::options(&plan, &args.engine, book, max_cost, Usd::ZERO)?;
     let (store, resume) = root.start(at, &new).map_err(runs::store_error)?;
+    // A resumed run's budget covers the whole run: what earlier sessions
+    // spent counts (docs/cost.md).
+    let cost = match &resume {
+        Some(_) => ctx_deps::CostOptions {
+            already_spent: runs::spent(store.view()).map_err(runs::store_error)?,
+            ..cost
+        },
+        None => cost,
+    };
     let store = Arc::new(store);
     match &resume {
         Some(r) => eprintln!(
@@ -319,6 +365,7 @@ pub fn run(args: Args) -> CliResult {
         None => engine,
     };
     let options = ExecutorOptions {
+        cost: Some(cost),
         reuse_completed: resume.is_some(),
         force_rerun: resume
             .as_ref()
@@ -697,13 +744,24 @@ fn update_bar(bar: &indicatif::ProgressBar, in_flight: &mut usize, event: &Progr
 /// The `--format json` object (also `DIR/results.json`). Structs rather
 /// than a `serde_json::Map` so keys keep this documented order; `ctx runs
 /// export` prints the same tasks from a store, byte-identical but for the
-/// `started_at`, `ended_at` and `cost_usd` it adds after each task's keys.
+/// `started_at` and `ended_at` it adds after each task's keys.
 #[derive(serde::Serialize)]
 pub(crate) struct RunJson<'a> {
     /// Ids of the tasks started, in start order.
     pub order: Vec<&'a str>,
     /// Every task of the plan, in plan order.
     pub tasks: Vec<TaskJson<'a>>,
+    /// What the run has spent in US dollars, earlier sessions of a resumed
+    /// run included (the sum of the known `cost_usd`).
+    pub spent_usd: Option<Usd>,
+    /// `--max-cost`, when given (absent otherwise, so that `ctx runs
+    /// export` of the run, which does not know the budget, matches).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<Usd>,
+    /// With a budget: the high ends of the tasks it skipped, what the rest
+    /// of the run may need.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needed_usd: Option<Usd>,
     /// The `summarize_strategy: llm` calls, when any were made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summaries: Option<SummariesJson>,
@@ -721,7 +779,8 @@ pub(crate) struct SummariesJson {
 }
 
 impl SummariesJson {
-    fn of(t: SummaryTotals) -> Option<Self> {
+    /// The totals, or `None` when no summary call was made.
+    pub(crate) fn of(t: SummaryTotals) -> Option<Self> {
         (t.calls > 0).then_some(SummariesJson {
             calls: t.calls,
             cached: t.cached,
@@ -745,6 +804,9 @@ pub(crate) struct TaskJson<'a> {
     error: Option<&'a str>,
     prompt: Option<&'a str>,
     metadata: &'a ResultMetadata,
+    /// `metadata.cost_usd`, repeated at the top for tools that read only
+    /// the top level; null when unknown.
+    cost_usd: Option<Usd>,
 }
 
 impl<'a> TaskJson<'a> {
@@ -758,6 +820,7 @@ impl<'a> TaskJson<'a> {
             error: r.error.as_deref(),
             prompt: r.prompt.as_deref(),
             metadata: &r.metadata,
+            cost_usd: r.metadata.cost_usd,
         }
     }
 }
@@ -767,6 +830,9 @@ impl<'a> RunJson<'a> {
         RunJson {
             order: report.order.iter().map(String::as_str).collect(),
             tasks: report.results.iter().map(TaskJson::of).collect(),
+            spent_usd: report.cost.map(|c| c.total()),
+            budget_usd: report.cost.and_then(|c| c.budget),
+            needed_usd: report.cost.and_then(|c| c.budget.map(|_| c.needed)),
             summaries: SummariesJson::of(SummaryTotals::of(&report.results)),
         }
     }
@@ -784,7 +850,8 @@ fn summary_table(report: &RunReport) -> String {
                 && !reused.contains(r.task_id.as_str())
         })
         .count();
-    let rows: Vec<[String; 4]> = report
+    let show_cost = shows_cost(report);
+    let rows: Vec<[String; 5]> = report
         .results
         .iter()
         .map(|r| {
@@ -807,10 +874,13 @@ fn summary_table(report: &RunReport) -> String {
                 r.metadata
                     .execution_time_ms
                     .map_or_else(|| "-".to_string(), |ms| format!("{ms} ms")),
+                r.metadata
+                    .cost_usd
+                    .map_or_else(|| "-".to_string(), ctx_deps::dollars),
             ]
         })
         .collect();
-    let header = ["TASK", "STATUS", "PROMPT TOKENS", "TIME"];
+    let header = ["TASK", "STATUS", "PROMPT TOKENS", "TIME", "COST"];
     let mut widths = header.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -818,9 +888,9 @@ fn summary_table(report: &RunReport) -> String {
         }
     }
     let mut out = String::new();
-    let line = |cells: [&str; 4], out: &mut String| {
-        out.push_str(&format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}\n",
+    let line = |cells: [&str; 5], out: &mut String| {
+        let mut text = format!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}",
             cells[0],
             cells[1],
             cells[2],
@@ -829,11 +899,16 @@ fn summary_table(report: &RunReport) -> String {
             w1 = widths[1],
             w2 = widths[2],
             w3 = widths[3]
-        ));
+        );
+        if show_cost {
+            text.push_str(&format!("  {:>w4$}", cells[4], w4 = widths[4]));
+        }
+        out.push_str(&text);
+        out.push('\n');
     };
     line(header, &mut out);
     for row in &rows {
-        line([&row[0], &row[1], &row[2], &row[3]], &mut out);
+        line([&row[0], &row[1], &row[2], &row[3], &row[4]], &mut out);
     }
     let problems: Vec<&TaskExecutionResult> = report
         .results
@@ -937,6 +1012,9 @@ fn summary_table(report: &RunReport) -> String {
             (r, c) => format!(" ({r} reused, {c} cached)"),
         }
     ));
+    if show_cost && let Some(c) = report.cost {
+        out.push_str(&cost_line(&c));
+    }
     out
 }
 
@@ -944,6 +1022,45 @@ fn summary_table(report: &RunReport) -> String {
 /// dependents got the `truncate` form.
 fn summary_fell_back(r: &TaskExecutionResult) -> bool {
     r.metadata.summary.as_ref().is_some_and(|s| s.fallback())
+}
+
+/// Whether the summary shows costs: a budget was set or something cost
+/// money (a dry run's zeros are left out).
+fn shows_cost(report: &RunReport) -> bool {
+    report
+        .cost
+        .is_some_and(|c| c.budget.is_some() || c.total() > Usd::ZERO)
+}
+
+/// `spent $0.0012 of the $0.01 budget; 3 tasks skipped by the budget need
+/// up to $0.004 more`.
+fn cost_line(c: &ctx_deps::CostSummary) -> String {
+    use ctx_deps::dollars;
+    let mut line = format!("spent {}", dollars(c.total()));
+    if c.earlier > Usd::ZERO {
+        line.push_str(&format!(
+            " ({} in this session, {} before)",
+            dollars(c.spent),
+            dollars(c.earlier)
+        ));
+    }
+    if let Some(budget) = c.budget {
+        line.push_str(&format!(" of the {} budget", dollars(budget)));
+        if c.needed > Usd::ZERO {
+            line.push_str(&format!(
+                "; the tasks skipped by the budget need up to {} more",
+                dollars(c.needed)
+            ));
+        }
+    }
+    if c.unknown > 0 {
+        line.push_str(&format!(
+            "; {} of unknown cost (no price, or interrupted)",
+            tasks(c.unknown)
+        ));
+    }
+    line.push('\n');
+    line
 }
 
 /// Whether the engine stopped because it hit `max_tokens`: the output is

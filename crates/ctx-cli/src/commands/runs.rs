@@ -253,6 +253,7 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
     let counts = view.status_counts().map_err(store_error)?;
     let created = view.created_at().map_err(store_error)?;
     let tasks = plan_results(&plan, view)?;
+    let spent_usd = spent(view).map_err(store_error)?;
     if format == Format::Json {
         let tasks: Vec<Value> = tasks
             .iter()
@@ -263,6 +264,7 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
                     "prompt_tokens": r.as_ref().and_then(|r| r.result.metadata.prompt_tokens),
                     "execution_time_ms": r.as_ref().and_then(|r| r.result.metadata.execution_time_ms),
                     "cached": r.as_ref().is_some_and(|r| r.result.metadata.cached),
+                    "cost_usd": r.as_ref().and_then(|r| r.result.metadata.cost_usd),
                     "session": r.as_ref().map(|r| r.session),
                     "recorded_at": r.as_ref().map(|r| r.recorded_at.clone()),
                     "error": r.as_ref().and_then(|r| r.result.error.clone()),
@@ -278,6 +280,7 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
             "counts": counts_json(&counts),
             "sessions": sessions.iter().map(session_json).collect::<Vec<_>>(),
             "tasks": tasks,
+            "spent_usd": spent_usd,
         }))?;
         return Ok(Exit::Ok);
     }
@@ -298,6 +301,14 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
         counts.in_progress,
         counts.pending
     ));
+    // A run that spent nothing (a dry run) keeps the table it always had.
+    let show_cost = spent_usd > ctx_cost::Usd::ZERO;
+    if show_cost {
+        out.push_str(&format!(
+            "spent    {} over all sessions\n",
+            ctx_deps::dollars(spent_usd)
+        ));
+    }
     out.push_str("\nsessions\n");
     for s in &sessions {
         out.push_str(&format!(
@@ -334,6 +345,8 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
                     .map_or_else(|| "-".into(), |t| t.to_string()),
                 meta.and_then(|m| m.execution_time_ms)
                     .map_or_else(|| "-".into(), |ms| format!("{ms} ms")),
+                meta.and_then(|m| m.cost_usd)
+                    .map_or_else(|| "-".into(), ctx_deps::dollars),
                 if meta.is_some_and(|m| m.cached) {
                     "yes"
                 } else {
@@ -348,12 +361,38 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
             ]
         })
         .collect();
+    let rows: Vec<Vec<String>> = if show_cost {
+        rows
+    } else {
+        rows.into_iter()
+            .map(|mut row| {
+                row.remove(4);
+                row
+            })
+            .collect()
+    };
     out.push('\n');
-    out.push_str(&table(
-        &["TASK", "STATUS", "PROMPT TOKENS", "TIME", "CACHED", "ERROR"],
-        &[false, false, true, true, false, false],
-        &rows,
-    ));
+    if show_cost {
+        out.push_str(&table(
+            &[
+                "TASK",
+                "STATUS",
+                "PROMPT TOKENS",
+                "TIME",
+                "COST",
+                "CACHED",
+                "ERROR",
+            ],
+            &[false, false, true, true, true, false, false],
+            &rows,
+        ));
+    } else {
+        out.push_str(&table(
+            &["TASK", "STATUS", "PROMPT TOKENS", "TIME", "CACHED", "ERROR"],
+            &[false, false, true, true, false, false],
+            &rows,
+        ));
+    }
     print_stdout(&out)?;
     Ok(Exit::Ok)
 }
@@ -446,6 +485,9 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
     }
     if let Some(ms) = m.execution_time_ms {
         out.push_str(&format!("time     {ms} ms\n"));
+    }
+    if let Some(cost) = m.cost_usd {
+        out.push_str(&format!("cost     {}\n", ctx_deps::dollars(cost)));
     }
     if let Some(h) = &rec.prompt_hash {
         out.push_str(&format!("sha256   {h}\n"));
@@ -576,16 +618,32 @@ fn summary_section(r: &TaskExecutionResult) -> Option<String> {
     Some(out.trim_end().to_string())
 }
 
+/// What a stored run has spent over all its sessions: the `cost_usd` of
+/// every result it ever recorded (a task run again in a later session
+/// counts each time; a reused task is not recorded again, so it counts
+/// once). The budget of a resumed run starts from this.
+pub fn spent(view: &ctx_store_sqlite::RunView) -> Result<ctx_cost::Usd, ctx_store_sqlite::Error> {
+    let mut total = ctx_cost::Usd::ZERO;
+    for latest in view.results()? {
+        for row in view.history(&latest.result.task_id)? {
+            if let Some(cost) = row.result.metadata.cost_usd {
+                total = total.saturating_add(cost);
+            }
+        }
+    }
+    Ok(total)
+}
+
 /// The object `ctx run --format json` prints, rebuilt from the store and
-/// encoded the same way (pretty, keys in the same order), with three keys
-/// added to each task after `metadata`: `started_at` and `ended_at` (RFC
+/// encoded the same way (pretty, keys in the same order), with two keys
+/// added to each task after `cost_usd`: `started_at` and `ended_at` (RFC
 /// 3339, null when the task never started or has not ended; the same times
-/// `ctx runs report` draws) and `cost_usd` (null: costs are not stored
-/// yet). `tasks` are in plan order (a task with no result appears as
+/// `ctx runs report` draws), and `spent_usd` at the end: what the run spent
+/// over all its sessions. `tasks` are in plan order (a task with no result appears as
 /// `pending`), `order` the ids of the started tasks by the start of the
 /// execution that produced their current result (a resumed run lists the
 /// reused tasks first, as they started in an earlier session).
-fn export_json(run: &report::StoredRun) -> Result<String, CliError> {
+fn export_json(run: &report::StoredRun, spent: ctx_cost::Usd) -> Result<String, CliError> {
     use std::borrow::Cow;
     let results: Vec<Cow<'_, TaskExecutionResult>> = run
         .input
@@ -613,18 +671,26 @@ fn export_json(run: &report::StoredRun) -> Result<String, CliError> {
                 task: TaskJson::of(r),
                 started_at: t.started_at.map(ctx_report::Timestamp::to_rfc3339),
                 ended_at: t.ended_at.map(ctx_report::Timestamp::to_rfc3339),
-                cost_usd: t.cost_usd,
             })
             .collect(),
+        spent_usd: spent,
+        summaries: super::run::SummariesJson::of(ctx_deps::SummaryTotals::of(
+            results.iter().map(|r| r.as_ref()),
+        )),
     };
     json_text(&json)
 }
 
-/// [`super::run::RunJson`] with each task's times and cost.
+/// [`super::run::RunJson`] with each task's times, and what the run spent
+/// over all its sessions ([`spent`]).
 #[derive(serde::Serialize)]
 struct ExportJson<'a> {
     order: Vec<&'a str>,
     tasks: Vec<ExportTask<'a>>,
+    spent_usd: ctx_cost::Usd,
+    /// As in `ctx run --format json`: the llm summary calls, when any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summaries: Option<super::run::SummariesJson>,
 }
 
 /// One task of [`ExportJson`]: `ctx run`'s task object, then the times.
@@ -634,14 +700,15 @@ struct ExportTask<'a> {
     task: TaskJson<'a>,
     started_at: Option<String>,
     ended_at: Option<String>,
-    cost_usd: Option<f64>,
 }
 
 fn export(a: ExportArgs) -> CliResult {
     let view = open(&a.root, &a.run)?;
     let run = report::read_run(&view, report::now())?;
     match a.format {
-        ExportFormat::Json => print_stdout(&export_json(&run)?)?,
+        ExportFormat::Json => {
+            print_stdout(&export_json(&run, spent(&view).map_err(store_error)?)?)?;
+        }
         ExportFormat::Csv => print_stdout(&csv_export::export_csv(&run)?)?,
     }
     Ok(Exit::Ok)

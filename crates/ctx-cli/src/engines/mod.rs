@@ -66,7 +66,14 @@ impl EngineArgs {
 pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
     let kind = args.kind();
     if kind != EngineKind::Openai {
-        let given = args.openai.given();
+        // The command engine takes `--max-tokens` too: under `ctx run
+        // --max-cost` ctx cuts its output there (run.rs checks the pair).
+        let given: Vec<&str> = args
+            .openai
+            .given()
+            .into_iter()
+            .filter(|flag| !(kind == EngineKind::Command && *flag == "--max-tokens"))
+            .collect();
         if !given.is_empty() {
             return Err(CliError::usage(format!(
                 "{} {} only used by --engine openai",

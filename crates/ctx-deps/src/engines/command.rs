@@ -6,7 +6,7 @@ use std::process::Stdio;
 use ctx_model::Attempt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
-use crate::engine::{
+use ctx_engine::{
     BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, OUTPUT_TOO_LARGE,
     RequestPurpose, output_too_large,
 };

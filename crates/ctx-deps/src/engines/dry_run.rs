@@ -2,7 +2,7 @@
 
 use ctx_model::Attempt;
 
-use crate::engine::{
+use ctx_engine::{
     BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, RequestPurpose,
 };
 

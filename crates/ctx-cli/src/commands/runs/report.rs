@@ -14,7 +14,8 @@
 //!   pending);
 //! - the run's start is its first session's start, its end the last
 //!   session's end (absent while running or after a crash);
-//! - cost and dependency cuts are not stored yet, so they stay unknown.
+//! - a task's cost is its stored `metadata.cost_usd`; dependency cuts are
+//!   not stored yet, so they stay unknown.
 //!
 //! Reading takes no lock and writes nothing (a store from an older ctx is
 //! migrated on open, as every `ctx runs` reader does), so a report of a run

@@ -30,13 +30,13 @@
 //! (With `--cache`, a re-run dependent whose upstream produced the same
 //! output again finds its final prompt in the cache and costs nothing.)
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
+use ctx_model::graph::{DependencyGraph, TopologicalOrder};
 use ctx_model::{Plan, TaskStatus};
 
 use crate::fingerprint::{TaskFingerprint, fingerprint_all};
-use crate::store::ResultRecord;
+use crate::record::ResultRecord;
 
 /// Why a task runs again on resume.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,7 +115,13 @@ impl ResumePlan {
         stored: &BTreeMap<String, ResultRecord>,
         engine: &str,
     ) -> ResumePlan {
-        let (order, in_cycle) = topological_order(plan);
+        // Unknown dependency ids are left out of the ordering; rule 6 then
+        // treats them as re-running. Tasks on a cycle or downstream of one
+        // cannot be placed and are never reused.
+        let TopologicalOrder {
+            order,
+            unplaced: in_cycle,
+        } = DependencyGraph::new(plan).topological_order();
         let mut reruns: HashMap<&str, bool> = HashMap::new();
         let mut out = ResumePlan::default();
         let fingerprints = fingerprint_all(plan);
@@ -200,57 +206,6 @@ fn own_reason(
         });
     }
     None
-}
-
-/// Kahn's algorithm, always taking the ready task that comes first in the
-/// plan: deterministic, and the plan's own order when it is topological. Returns the
-/// order over the tasks it could place, and the indices it could not (in a
-/// cycle, or downstream of one). Unknown dependency ids are ignored for the
-/// ordering; rule 6 then treats them as re-running.
-fn topological_order(plan: &Plan) -> (Vec<usize>, Vec<usize>) {
-    let index: HashMap<&str, usize> = plan
-        .sub_tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id.as_str(), i))
-        .collect();
-    let n = plan.sub_tasks.len();
-    let mut indegree = vec![0usize; n];
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, t) in plan.sub_tasks.iter().enumerate() {
-        for d in &t.dependencies {
-            if let Some(&j) = index.get(d.as_str()) {
-                if let Some(x) = indegree.get_mut(i) {
-                    *x += 1;
-                }
-                if let Some(v) = dependents.get_mut(j) {
-                    v.push(i);
-                }
-            }
-        }
-    }
-    let mut ready: BinaryHeap<Reverse<usize>> = (0..n)
-        .filter(|&i| indegree.get(i) == Some(&0))
-        .map(Reverse)
-        .collect();
-    let mut order = Vec::with_capacity(n);
-    let mut placed = vec![false; n];
-    while let Some(Reverse(i)) = ready.pop() {
-        order.push(i);
-        if let Some(p) = placed.get_mut(i) {
-            *p = true;
-        }
-        for &k in dependents.get(i).map(Vec::as_slice).unwrap_or(&[]) {
-            if let Some(x) = indegree.get_mut(k) {
-                *x -= 1;
-                if *x == 0 {
-                    ready.push(Reverse(k));
-                }
-            }
-        }
-    }
-    let rest = (0..n).filter(|&i| placed.get(i) == Some(&false)).collect();
-    (order, rest)
 }
 
 #[cfg(test)]

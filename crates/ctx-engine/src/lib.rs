@@ -1,11 +1,55 @@
-//! The `InferenceEngine` seam: what turns an assembled prompt into output.
+//! # ctx-engine: the `InferenceEngine` seam
 //!
-//! Engines live at the edge (a dry run, a shell command, an HTTP client);
-//! the executor sees only this trait. The method returns a boxed future so
-//! that the trait stays object-safe (`Arc<dyn InferenceEngine>`) without a
-//! macro crate. Cancellation is by drop: when a run is interrupted the
-//! executor drops the future, so an engine must release its resources in
-//! `Drop` (kill a child process, abort a request).
+//! What turns an assembled prompt into output. This crate holds the trait,
+//! its request, its response and its error, and nothing else, so that an
+//! engine (a dry run, a shell command, an HTTP client) depends on the
+//! plan model and this crate only, never on markdown parsing, prompt
+//! assembly or the graph code. That is ripgrep's `grep-matcher` split: the
+//! executor in `ctx-deps` sees only this trait; `ctx-deps` ships the
+//! dry-run and command engines, `ctx-engine-openai` the HTTP one, and a
+//! program that brings its own model implements the trait in a few lines.
+//!
+//! The method returns a boxed future so that the trait stays object-safe
+//! (`Arc<dyn InferenceEngine>`) without a macro crate. Cancellation is by
+//! drop: when a run is interrupted the executor drops the future, so an
+//! engine must release its resources in `Drop` (kill a child process,
+//! abort a request).
+//!
+//! ```
+//! use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+//!
+//! /// Answers every prompt with its length.
+//! struct Length;
+//!
+//! impl InferenceEngine for Length {
+//!     fn name(&self) -> &str { "length" }
+//!     fn infer<'a>(&'a self, request: &'a InferenceRequest)
+//!         -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+//!         Box::pin(async move {
+//!             if request.prompt.is_empty() {
+//!                 return Err(EngineError::new("empty prompt"));
+//!             }
+//!             Ok(InferenceResponse {
+//!                 output: format!("{} bytes", request.prompt.len()),
+//!                 ..InferenceResponse::default()
+//!             })
+//!         })
+//!     }
+//! }
+//!
+//! let request = InferenceRequest {
+//!     task_id: "a".into(),
+//!     prompt: "Say hello.".into(),
+//!     params: Default::default(),
+//!     prompt_tokens: 3,
+//!     max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
+//! };
+//! // Any executor drives the future; this one is ready at once.
+//! let mut future = Length.infer(&request);
+//! let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+//! let std::task::Poll::Ready(answer) = future.as_mut().poll(&mut cx) else { unreachable!() };
+//! assert_eq!(answer.unwrap().output, "10 bytes");
+//! ```
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,8 +58,7 @@ use ctx_model::{Attempt, Params, TokenUsage};
 
 /// The default bound on one task's output, in bytes (64 MiB): far above
 /// any real completion, far below what could exhaust memory.
-/// [`ExecutorOptions::max_output_bytes`](crate::ExecutorOptions::max_output_bytes)
-/// overrides it; `ctx run --max-output-bytes` sets that.
+/// `ctx_deps::ExecutorOptions::max_output_bytes` overrides it; `ctx run --max-output-bytes` sets that.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024 * 1024;
 
 /// A `Send` future boxed for dynamic dispatch.

@@ -47,7 +47,7 @@ pub fn fingerprint(plan: &Plan, task: &SubTask) -> TaskFingerprint {
 
 /// Every task's fingerprint, by id (one pass; dependency descriptions are
 /// looked up in a map, not by scanning the plan).
-pub(crate) fn fingerprint_all(plan: &Plan) -> HashMap<String, TaskFingerprint> {
+pub fn fingerprint_all(plan: &Plan) -> HashMap<String, TaskFingerprint> {
     let descriptions: HashMap<&str, &str> = plan
         .sub_tasks
         .iter()
@@ -100,7 +100,7 @@ fn fingerprint_with<'p>(
 
 /// The parameters that influence sampling, as canonical JSON input: every
 /// key but `prompt`, `model`, `system`, `estimated_ms` and secret keys.
-pub(crate) fn sampling_params(params: &Params) -> Value {
+pub fn sampling_params(params: &Params) -> Value {
     let mut v = serde_json::to_value(params).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut v {
         for k in ["prompt", "model", "system", "estimated_ms"] {
@@ -180,7 +180,7 @@ pub fn redact_plan(plan: &Plan) -> Plan {
 
 /// JSON with object keys sorted at every depth and no whitespace: equal
 /// values give equal bytes whatever map order serde_json was built with.
-pub(crate) fn canonical_json(v: &Value) -> String {
+pub fn canonical_json(v: &Value) -> String {
     fn sort(v: &Value) -> Value {
         match v {
             Value::Object(m) => {
@@ -213,7 +213,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// SHA-256 over several fields, each prefixed by its length so that
 /// `("ab", "c")` and `("a", "bc")` differ.
-pub(crate) fn sha256_fields(fields: &[&[u8]]) -> String {
+pub fn sha256_fields(fields: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     for f in fields {
         h.update((f.len() as u64).to_le_bytes());

@@ -1,0 +1,347 @@
+//! What `ctx run` spends: each task's `cost_usd`, and `--max-cost USD`.
+//!
+//! This is the edge's side of ctx-deps' [`CostModel`]: it knows which
+//! model a task resolves to, the price sources, the engine's defaults and
+//! attempts. The high end a task reserves under a budget is exactly
+//! `ctx plan cost`'s (the same [`super::plan_cost::estimate_tasks`] and
+//! [`ctx_cost::estimate_costs`]), so `ctx plan cost` tells before a run
+//! what `--max-cost` will reserve.
+//!
+//! * **Model**: the task's `params.model`, else `--model` (the openai
+//!   engine only; the command engine passes `params.model` as
+//!   `CTX_MODEL`). The dry-run engine calls no model: its tasks cost $0.
+//! * **max_tokens**: `params.max_tokens`, else `--max-tokens`.
+//! * **Attempts**: the openai engine's `--max-attempts` (default 4); one
+//!   for the others.
+//!
+//! With `--max-cost`, the run refuses to start (exit 2) when a task has no
+//! `max_tokens` (its completion has no bound), names no model, or names a
+//! model without a known price (its cost has no bound). Under a budget the
+//! command engine, which cannot stop a program at `max_tokens`, has its
+//! output cut there by the executor.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ctx_cost::{PriceBook, Usage, Usd, attempt_bound, estimate_costs};
+use ctx_deps::{CostModel, CostOptions};
+use ctx_model::{Plan, SubTask};
+
+use super::plan_cost::{Defaults, estimate_tasks};
+use crate::engines::{EngineArgs, EngineKind, openai::DEFAULT_MAX_ATTEMPTS};
+use crate::exit::CliError;
+
+/// The prices of one run.
+pub struct RunCosts {
+    /// The dry-run engine: nothing is spent.
+    free: bool,
+    default_model: Option<String>,
+    default_max_tokens: Option<u32>,
+    book: PriceBook,
+    /// Each task's high end, by id (with `--max-cost` only).
+    bounds: HashMap<String, Option<Usd>>,
+}
+
+impl RunCosts {
+    fn model<'a>(&'a self, task: &'a SubTask) -> Option<&'a str> {
+        task.tool_or_prompt
+            .params
+            .model
+            .as_deref()
+            .or(self.default_model.as_deref())
+    }
+}
+
+impl CostModel for RunCosts {
+    fn bound(&self, task: &SubTask) -> Option<Usd> {
+        if self.free {
+            return Some(Usd::ZERO);
+        }
+        self.bounds.get(&task.id).copied().flatten()
+    }
+
+    fn max_tokens(&self, task: &SubTask) -> Option<u64> {
+        task.tool_or_prompt
+            .params
+            .max_tokens
+            .or(self.default_max_tokens)
+            .map(u64::from)
+    }
+
+    fn call_cost(&self, task: &SubTask, usage: &Usage) -> Option<Usd> {
+        if self.free {
+            return Some(Usd::ZERO);
+        }
+        Some(self.book.lookup(self.model(task)?)?.price.cost(usage))
+    }
+}
+
+/// The executor's cost options for `plan` run on `engine`: prices always,
+/// and a budget with `max_cost`. `already_spent` is what earlier sessions
+/// of a resumed run spent. Refuses (exit 2) a budget it cannot bound.
+pub fn options(
+    plan: &Plan,
+    engine: &EngineArgs,
+    book: PriceBook,
+    max_cost: Option<Usd>,
+    already_spent: Usd,
+) -> Result<CostOptions, CliError> {
+    let kind = engine.kind();
+    let o = &engine.openai;
+    let mut costs = RunCosts {
+        free: kind == EngineKind::DryRun,
+        default_model: (kind == EngineKind::Openai)
+            .then(|| o.model.clone())
+            .flatten(),
+        default_max_tokens: o.max_tokens,
+        book,
+        bounds: HashMap::new(),
+    };
+    if max_cost.is_some() {
+        let unbounded: Vec<String> = plan
+            .sub_tasks
+            .iter()
+            .filter(|t| costs.max_tokens(t).is_none())
+            .map(|t| t.id.clone())
+            .collect();
+        if !unbounded.is_empty() {
+            return Err(CliError::usage(format!(
+                "--max-cost: {} without max_tokens ({}): their cost has no bound; set params.max_tokens or pass --max-tokens N",
+                count(unbounded.len()),
+                list(&unbounded)
+            )));
+        }
+        if !costs.free {
+            costs.bounds = bounds(plan, &costs, engine)?;
+        }
+    }
+    Ok(CostOptions {
+        model: Arc::new(costs),
+        max_cost,
+        already_spent,
+        cut_output_at_max_tokens: max_cost.is_some() && kind == EngineKind::Command,
+    })
+}
+
+/// Each task's high end, as `ctx plan cost` computes it with the same
+/// engine defaults; refuses tasks with no model or no price.
+fn bounds(
+    plan: &Plan,
+    costs: &RunCosts,
+    engine: &EngineArgs,
+) -> Result<HashMap<String, Option<Usd>>, CliError> {
+    let kind = engine.kind();
+    let o = &engine.openai;
+    let attempts = match kind {
+        EngineKind::Openai => o.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+        _ => 1,
+    };
+    let defaults = Defaults {
+        model: costs.default_model.as_deref(),
+        max_tokens: costs.default_max_tokens,
+        system: if kind == EngineKind::Openai {
+            o.system.as_deref()
+        } else {
+            None
+        },
+        attempts: attempt_bound(0, attempts),
+    };
+    bounds_with(plan, costs, &defaults)
+}
+
+/// [`bounds`] with the engine defaults given.
+fn bounds_with(
+    plan: &Plan,
+    costs: &RunCosts,
+    defaults: &Defaults<'_>,
+) -> Result<HashMap<String, Option<Usd>>, CliError> {
+    let e = estimate_tasks(plan, defaults).map_err(CliError::usage)?;
+    if !e.no_model.is_empty() {
+        return Err(CliError::usage(format!(
+            "--max-cost: {} name{} no model ({}), so no price bounds {}; give params.model{}",
+            count(e.no_model.len()),
+            if e.no_model.len() == 1 { "s" } else { "" },
+            list(&e.no_model),
+            if e.no_model.len() == 1 { "it" } else { "them" },
+            if defaults.model.is_none() {
+                ""
+            } else {
+                " or --model"
+            }
+        )));
+    }
+    let report = estimate_costs(&costs.book, &e.tasks);
+    if !report.total.unpriced.is_empty() {
+        return Err(CliError::usage(format!(
+            "--max-cost: price unknown for {} ({}); give prices with --price MODEL=IN,OUT[,CACHED], config.prices or --prices FILE",
+            report.total.unpriced.join(", "),
+            {
+                let ids: Vec<String> = report
+                    .tasks
+                    .iter()
+                    .filter(|t| t.cost_usd.high.is_none())
+                    .map(|t| t.task_id.clone())
+                    .collect();
+                format!("tasks {}", list(&ids))
+            }
+        )));
+    }
+    let mut map: HashMap<String, Option<Usd>> = report
+        .tasks
+        .into_iter()
+        .map(|t| (t.task_id, t.cost_usd.high))
+        .collect();
+    // A task whose own prompt cannot fit its cap fails before any call.
+    for (id, _) in e.over_cap {
+        map.insert(id, Some(Usd::ZERO));
+    }
+    Ok(map)
+}
+
+fn count(n: usize) -> String {
+    if n == 1 {
+        "1 task".into()
+    } else {
+        format!("{n} tasks")
+    }
+}
+
+/// At most ten ids, then how many more.
+fn list(ids: &[String]) -> String {
+    let shown: Vec<&str> = ids.iter().take(10).map(String::as_str).collect();
+    match ids.len().saturating_sub(shown.len()) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engines::EngineKind;
+
+    fn plan() -> Plan {
+        serde_json::from_str(
+            r#"{"schema_version": 1, "config": {"max_prompt_tokens": 1000}, "sub_tasks": [
+              {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference",
+                "params": {"prompt": "Say a.", "model": "gpt-4o", "max_tokens": 100}}},
+              {"id": "b", "description": "B", "dependencies": ["a"], "tool_or_prompt": {"name": "inference",
+                "params": {"prompt": "Say b."}}}
+            ]}"#,
+        )
+        .unwrap()
+    }
+
+    fn engine(kind: EngineKind) -> EngineArgs {
+        let mut e = EngineArgs {
+            engine: Some(kind),
+            ..EngineArgs::default()
+        };
+        if kind == EngineKind::Openai {
+            e.openai.model = Some("gpt-4o-mini".into());
+        }
+        e
+    }
+
+    fn usd(s: &str) -> Usd {
+        Usd::parse(s).unwrap()
+    }
+
+    /// The reservation is `ctx plan cost`'s high end: (cap + framing) at
+    /// the input rate plus max_tokens at the output rate, times the
+    /// openai engine's attempts.
+    #[test]
+    fn reserves_the_plan_cost_high_end() {
+        let mut e = engine(EngineKind::Openai);
+        e.openai.max_tokens = Some(10);
+        e.openai.max_attempts = Some(2);
+        let o = options(
+            &plan(),
+            &e,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .unwrap();
+        let p = plan();
+        // gpt-4o (default table): $2.5 / $10 per million. a: (1000 + 16)
+        // × 2.5 + 100 × 10 = 3,540 µ$ per call, two attempts.
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(usd("0.00708")));
+        // b: --model gpt-4o-mini ($0.15 / $0.60) and --max-tokens 10.
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
+        assert_eq!(o.model.max_tokens(&p.sub_tasks[1]), Some(10));
+        assert!(!o.cut_output_at_max_tokens);
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_bound() {
+        let e = engine(EngineKind::Openai);
+        let err = options(
+            &plan(),
+            &e,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.message.contains("1 task without max_tokens (b)"),
+            "{}",
+            err.message
+        );
+        // The command engine has no --model: b names no model.
+        let mut c = engine(EngineKind::Command);
+        c.openai.max_tokens = Some(5);
+        let err = options(
+            &plan(),
+            &c,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.message.contains("1 task names no model (b)"),
+            "{}",
+            err.message
+        );
+        // Without a budget nothing is refused: b's cost is just unknown.
+        let o = options(&plan(), &c, PriceBook::with_defaults(), None, Usd::ZERO).unwrap();
+        let usage = Usage {
+            prompt_tokens: 1_000_000,
+            cached_prompt_tokens: 0,
+            completion_tokens: 0,
+        };
+        assert_eq!(o.model.call_cost(&plan().sub_tasks[1], &usage), None);
+        assert_eq!(
+            o.model.call_cost(&plan().sub_tasks[0], &usage),
+            Some(usd("2.5"))
+        );
+    }
+
+    #[test]
+    fn the_dry_run_spends_nothing_and_commands_are_cut_under_a_budget() {
+        let mut d = engine(EngineKind::DryRun);
+        d.openai.max_tokens = Some(5);
+        let o = options(&plan(), &d, PriceBook::new(), Some(usd("1")), Usd::ZERO).unwrap();
+        assert_eq!(o.model.bound(&plan().sub_tasks[0]), Some(Usd::ZERO));
+        let mut c = engine(EngineKind::Command);
+        c.openai.max_tokens = Some(5);
+        let p: Plan = serde_json::from_str(
+            r#"{"schema_version": 1, "sub_tasks": [{"id": "a", "description": "A",
+              "tool_or_prompt": {"name": "inference", "params": {"prompt": "p", "model": "gpt-4o"}}}]}"#,
+        )
+        .unwrap();
+        let o = options(
+            &p,
+            &c,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .unwrap();
+        assert!(o.cut_output_at_max_tokens);
+    }
+}

@@ -1,0 +1,360 @@
+//! `ctx run --max-cost USD` and the cost of every task: budget skips (exit
+//! 1), refusals (exit 2), `cost_usd` and `spent_usd` in the JSON, the
+//! command engine's output cut at `max_tokens`, and a resumed run's budget
+//! counting what earlier sessions spent.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// A chain a → b → c and an independent d, on model `m` (priced with
+/// `--price`), counted with cl100k_base.
+const PLAN: &str = r#"{
+  "schema_version": 1,
+  "config": {"tokenizer": "cl100k_base", "max_prompt_tokens": 200},
+  "sub_tasks": [
+    {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference",
+      "params": {"prompt": "Say a.", "model": "m", "max_tokens": 50}}},
+    {"id": "b", "description": "B", "dependencies": ["a"], "tool_or_prompt": {"name": "inference",
+      "params": {"prompt": "Say b.", "model": "m", "max_tokens": 50}}},
+    {"id": "c", "description": "C", "dependencies": ["b"], "tool_or_prompt": {"name": "inference",
+      "params": {"prompt": "Say c.", "model": "m", "max_tokens": 50}}},
+    {"id": "d", "description": "D", "tool_or_prompt": {"name": "inference",
+      "params": {"prompt": "Say d.", "model": "m"}}}
+  ]
+}"#;
+
+fn ctx(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("ctx").expect("ctx binary");
+    c.current_dir(dir);
+    c
+}
+
+struct Out {
+    code: i32,
+    json: Value,
+    stderr: String,
+}
+
+fn run(dir: &Path, args: &[&str]) -> Out {
+    let out = ctx(dir)
+        .arg("run")
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        stderr,
+    }
+}
+
+fn task<'a>(json: &'a Value, id: &str) -> &'a Value {
+    json["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == id)
+        .unwrap()
+}
+
+fn setup() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("plan.json"), PLAN).unwrap();
+    tmp
+}
+
+/// The command every test runs: prints `hello world` (2 tokens in
+/// cl100k_base) whatever the prompt.
+const HELLO: &str = "cat >/dev/null; printf 'hello world'";
+
+#[test]
+fn each_task_costs_its_prompt_and_output_exactly() {
+    let tmp = setup();
+    let out = run(
+        tmp.path(),
+        &[
+            "plan.json",
+            "--command",
+            HELLO,
+            "--price",
+            "m=1,2",
+            "--root",
+            "runs",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut sum = 0.0;
+    for id in ["a", "b", "c", "d"] {
+        let t = task(&out.json, id);
+        let prompt = t["metadata"]["prompt_tokens"].as_f64().unwrap();
+        // $1 per million prompt tokens, $2 per million output tokens.
+        let expected = (prompt + 2.0 * 2.0) / 1e6;
+        let cost = t["cost_usd"].as_f64().unwrap();
+        assert!(
+            (cost - expected).abs() < 1e-15,
+            "{id}: {cost} != {expected}"
+        );
+        assert_eq!(t["metadata"]["cost_usd"], t["cost_usd"]);
+        sum += cost;
+    }
+    assert!((out.json["spent_usd"].as_f64().unwrap() - sum).abs() < 1e-15);
+    assert!(out.json.get("budget_usd").is_none());
+}
+
+#[test]
+fn without_a_price_the_cost_is_unknown_not_zero() {
+    let tmp = setup();
+    let out = run(
+        tmp.path(),
+        &["plan.json", "--command", HELLO, "--root", "runs"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(task(&out.json, "a")["cost_usd"], Value::Null);
+    assert!(task(&out.json, "a")["metadata"].get("cost_usd").is_none());
+}
+
+#[test]
+fn a_budget_too_small_skips_with_reason_budget_and_exits_1() {
+    let tmp = setup();
+    // Each task's high end: (200 + 16 framing) × $1/M + 50 × $2/M =
+    // $0.000316; d's max_tokens comes from --max-tokens 50. The budget
+    // holds one: once it has spent anything, no other fits.
+    let out = run(
+        tmp.path(),
+        &[
+            "plan.json",
+            "--command",
+            HELLO,
+            "--price",
+            "m=1,2",
+            "--max-tokens",
+            "50",
+            "--max-cost",
+            "0.00033",
+            "--concurrency",
+            "1",
+            "--root",
+            "runs",
+        ],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let j = &out.json;
+    let spent = j["spent_usd"].as_f64().unwrap();
+    assert!(spent > 0.0 && spent <= 0.00033, "{spent}");
+    assert_eq!(j["budget_usd"], 0.00033);
+    let skipped: Vec<&Value> = j["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["status"] == "skipped")
+        .collect();
+    assert!(!skipped.is_empty(), "{j}");
+    for t in &skipped {
+        let error = t["error"].as_str().unwrap();
+        assert!(error.starts_with("budget"), "{error}");
+        assert!(t["cost_usd"].is_null());
+    }
+    assert!(j["needed_usd"].as_f64().unwrap() >= 0.000316 * skipped.len() as f64 - 1e-12);
+    // c depends on b: when b is skipped by the budget, c says why.
+    if task(j, "b")["status"] == "skipped" {
+        assert_eq!(
+            task(j, "c")["error"],
+            "budget: dependency `b` was not run (over budget)"
+        );
+    }
+
+    // The text summary says what was spent and what the rest needs.
+    let text = ctx(tmp.path())
+        .args([
+            "run",
+            "plan.json",
+            "--command",
+            HELLO,
+            "--price",
+            "m=1,2",
+            "--max-tokens",
+            "50",
+            "--max-cost",
+            "0.00033",
+            "--concurrency",
+            "1",
+            "--root",
+            "runs",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(text.status.code(), Some(1));
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("of the $0.000330 budget; the tasks skipped by the budget need up to $"),
+        "{text}"
+    );
+    assert!(text.contains("COST"), "{text}");
+}
+
+#[test]
+fn a_resumed_run_counts_what_was_already_spent() {
+    let tmp = setup();
+    let args = [
+        "--command",
+        HELLO,
+        "--price",
+        "m=1,2",
+        "--max-tokens",
+        "50",
+        "--max-cost",
+        "0.00033",
+        "--concurrency",
+        "1",
+        "--root",
+        "runs",
+    ];
+    let mut first_args = vec!["plan.json"];
+    first_args.extend(args);
+    let first = run(tmp.path(), &first_args);
+    assert_eq!(first.code, 1, "{}", first.stderr);
+    let run_id = first.stderr.split_whitespace().nth(1).unwrap().to_string();
+    // The same budget again: what the first session spent still counts,
+    // so nothing more fits.
+    let mut again = vec!["--resume", run_id.as_str()];
+    again.extend(args);
+    let second = run(tmp.path(), &again);
+    assert_eq!(second.code, 1, "{}", second.stderr);
+    let spent = second.json["spent_usd"].as_f64().unwrap();
+    assert!(spent <= 0.00033, "{spent}");
+    assert_eq!(spent, first.json["spent_usd"].as_f64().unwrap());
+    // A larger budget lets the rest run; the total covers both sessions.
+    let mut larger: Vec<&str> = again.clone();
+    let at = larger.iter().position(|a| *a == "0.00033").unwrap();
+    larger[at] = "0.01";
+    let third = run(tmp.path(), &larger);
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    let total = third.json["spent_usd"].as_f64().unwrap();
+    assert!(total > spent, "{total}");
+    // `ctx runs export` and `ctx runs show` agree on the total.
+    let export = ctx(tmp.path())
+        .args(["runs", "export", &run_id, "--root", "runs"])
+        .output()
+        .unwrap();
+    let export: Value = serde_json::from_slice(&export.stdout).unwrap();
+    assert_eq!(export["spent_usd"], third.json["spent_usd"]);
+    let show = ctx(tmp.path())
+        .args([
+            "runs", "show", &run_id, "--root", "runs", "--format", "json",
+        ])
+        .output()
+        .unwrap();
+    let show: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(show["spent_usd"], third.json["spent_usd"]);
+}
+
+#[test]
+fn refuses_to_start_without_max_tokens_or_price() {
+    let tmp = setup();
+    let refused = |args: &[&str], needle: &str| {
+        let out = ctx(tmp.path()).arg("run").args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(
+            !tmp.path().join("runs").exists(),
+            "no run may start: {args:?}"
+        );
+    };
+    refused(
+        &[
+            "plan.json",
+            "--command",
+            HELLO,
+            "--price",
+            "m=1,2",
+            "--max-cost",
+            "1",
+            "--root",
+            "runs",
+        ],
+        "1 task without max_tokens (d)",
+    );
+    refused(
+        &[
+            "plan.json",
+            "--command",
+            HELLO,
+            "--max-tokens",
+            "5",
+            "--max-cost",
+            "1",
+            "--root",
+            "runs",
+        ],
+        "price unknown for m",
+    );
+    for bad in ["0", "-1", "abc", "0.0", "1e3", ""] {
+        refused(
+            &[
+                "plan.json",
+                "--command",
+                HELLO,
+                "--price",
+                "m=1,2",
+                "--max-cost",
+                bad,
+                "--root",
+                "runs",
+            ],
+            "--max-cost",
+        );
+    }
+    refused(
+        &[
+            "plan.json",
+            "--command",
+            HELLO,
+            "--max-tokens",
+            "5",
+            "--root",
+            "runs",
+        ],
+        "--max-tokens is used by the command engine only with --max-cost",
+    );
+}
+
+#[test]
+fn the_command_engine_is_cut_at_max_tokens_under_a_budget() {
+    let tmp = setup();
+    let out = run(
+        tmp.path(),
+        &[
+            "plan.json",
+            "--command",
+            "cat >/dev/null; yes word | head -n 500",
+            "--price",
+            "m=1,2",
+            "--max-tokens",
+            "50",
+            "--max-cost",
+            "1",
+            "--root",
+            "runs",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for id in ["a", "b", "c", "d"] {
+        let t = task(&out.json, id);
+        assert_eq!(t["metadata"]["finish_reason"], "length", "{id}");
+        let output = t["output"].as_str().unwrap();
+        // "word\n" is two tokens in cl100k_base: at most 50 in all.
+        assert!(
+            output.len() < 500 && output.starts_with("word"),
+            "{output:?}"
+        );
+        let prompt = t["metadata"]["prompt_tokens"].as_f64().unwrap();
+        let cost = t["cost_usd"].as_f64().unwrap();
+        assert!(cost <= (prompt + 2.0 * 50.0) / 1e6 + 1e-15, "{id}: {cost}");
+    }
+}

@@ -1,0 +1,381 @@
+//! Money in the executor: each task's cost, and the `--max-cost` budget.
+//!
+//! ## Why a trait, and why ctx-cost anyway
+//!
+//! What a task may cost depends on things only the edge knows: which model
+//! a task resolves to (its `params.model`, else an engine flag), the price
+//! sources (`--prices`, `config.prices`, `--price`), the `max_tokens` an
+//! engine default supplies, how many attempts the engine makes, and the
+//! chat framing a server adds. The executor knows none of those, and
+//! should not: so pricing is behind [`CostModel`], which the CLI
+//! implements with `ctx plan cost`'s estimate code.
+//!
+//! The *arithmetic* of the budget, though, is ctx-cost's
+//! [`BudgetLedger`]: exact integer amounts ([`Usd`]) and a reserve/settle
+//! protocol whose invariant (`spent + reserved <= budget`) is tested there.
+//! ctx-deps depends on ctx-cost directly rather than re-implementing it
+//! behind a closure: ctx-cost is a leaf crate of serde, serde_json,
+//! thiserror and schemars, all already in ctx-deps' graph (ctx-model embeds
+//! ctx-cost's price type), so the edge costs nothing to build.
+//!
+//! ## What the executor does with it
+//!
+//! * **Cost of a task** ([`task_cost`]): a cached output made no call and
+//!   costs zero; a task that failed before any engine call costs zero; the
+//!   successful call is priced from the server's usage, else from ctx's
+//!   exact prompt count and a count of the output with the task's
+//!   tokenizer; every call that failed (no usage comes back) is charged as
+//!   the exact prompt plus `max_tokens`, the most it could have been
+//!   billed. Unknown price, or a failed call without `max_tokens`: no cost
+//!   (`None`).
+//! * **Budget** ([`CostOptions::max_cost`]): see the executor's module
+//!   documentation, "Budget".
+//! * **Output cut** ([`CostOptions::cut_output_at_max_tokens`]): an engine
+//!   that cannot stop at `max_tokens` itself (a shell command) has its
+//!   output cut to the longest prefix of at most `max_tokens` tokens,
+//!   counted with the task's tokenizer, and its finish reason set to
+//!   `length`, so the completion the budget priced is the completion that
+//!   was kept.
+
+use std::fmt;
+use std::sync::Arc;
+
+use ctx_cost::{Usage, Usd};
+use ctx_model::{SubTask, TaskExecutionResult, TaskStatus};
+use ctx_tokens::TokenCounter;
+
+pub use ctx_cost::BudgetLedger;
+
+/// Prices a plan's tasks for the executor. Implemented at the edge (the
+/// CLI), which knows models, price sources and engine defaults.
+pub trait CostModel: Send + Sync {
+    /// The most `task` can cost over all its engine calls: the high end of
+    /// `ctx plan cost` (its prompt cap and `max_tokens` at the dearest
+    /// rates, times the attempts the engine may make). `None` when it
+    /// cannot be bounded: no price for its model, or no `max_tokens`.
+    fn bound(&self, task: &SubTask) -> Option<Usd>;
+
+    /// The `max_tokens` the task's calls are limited to (its params, else
+    /// the engine's default), if any.
+    fn max_tokens(&self, task: &SubTask) -> Option<u64>;
+
+    /// The exact cost of one call of `task` with `usage`; `None` when its
+    /// model has no known price.
+    fn call_cost(&self, task: &SubTask, usage: &Usage) -> Option<Usd>;
+}
+
+/// How a run prices its tasks and, optionally, holds to a budget.
+#[derive(Clone)]
+pub struct CostOptions {
+    /// The prices.
+    pub model: Arc<dyn CostModel>,
+    /// `ctx run --max-cost`: the most the run may spend. Every task that
+    /// will be executed must have a [`CostModel::bound`]; a task without
+    /// one is never started under a budget (it is skipped with reason
+    /// `budget`), so callers refuse such plans up front.
+    pub max_cost: Option<Usd>,
+    /// Spent by earlier sessions of a resumed run, counted against
+    /// `max_cost` (docs/cost.md: a resumed run's budget covers the whole
+    /// run).
+    pub already_spent: Usd,
+    /// Cut each output at the task's `max_tokens` (see the module
+    /// documentation): for engines that cannot enforce it themselves.
+    pub cut_output_at_max_tokens: bool,
+}
+
+impl fmt::Debug for CostOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CostOptions")
+            .field("max_cost", &self.max_cost)
+            .field("already_spent", &self.already_spent)
+            .field("cut_output_at_max_tokens", &self.cut_output_at_max_tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a run spent, in its [`RunReport`](crate::RunReport) when the
+/// executor was given [`CostOptions`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CostSummary {
+    /// The costs of the tasks executed in this session (known ones).
+    pub spent: Usd,
+    /// Spent by earlier sessions ([`CostOptions::already_spent`]).
+    pub earlier: Usd,
+    /// The budget, when one was set.
+    pub budget: Option<Usd>,
+    /// The sum of the high ends of the tasks skipped by the budget (their
+    /// dependents included): what the rest of the run may need.
+    pub needed: Usd,
+    /// Tasks executed whose cost is unknown (no price, or interrupted).
+    pub unknown: usize,
+}
+
+impl CostSummary {
+    /// `earlier + spent`: what the run has cost so far.
+    pub fn total(&self) -> Usd {
+        self.earlier.saturating_add(self.spent)
+    }
+}
+
+/// The error of a task skipped because its high end does not fit what is
+/// left of the budget. Starts with `budget`, which is how
+/// [`is_budget_skip`] and the reports recognise it.
+pub(crate) fn budget_skip_reason(needed: Usd, left: Usd, budget: Usd) -> String {
+    format!(
+        "budget: needs up to {} (its high end), {} more than the {} left of the {} budget",
+        dollars(needed),
+        dollars(needed.saturating_sub(left)),
+        dollars(left),
+        dollars(budget)
+    )
+}
+
+/// The error of a dependent of a task skipped by the budget.
+pub(crate) fn budget_dependent_reason(skipped: &str, direct: bool) -> String {
+    if direct {
+        format!("budget: dependency `{skipped}` was not run (over budget)")
+    } else {
+        format!("budget: upstream task `{skipped}` was not run (over budget)")
+    }
+}
+
+/// Whether `result` was skipped by the budget (itself or upstream).
+pub fn is_budget_skip(result: &TaskExecutionResult) -> bool {
+    result.status == TaskStatus::Skipped
+        && result
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("budget"))
+}
+
+/// `$0.001234`: six decimals, rounded up so a printed need is never less
+/// than the exact one (amounts under a micro-dollar print exactly).
+pub fn dollars(amount: Usd) -> String {
+    let six = amount.to_dollars(6, ctx_cost::Round::Up);
+    if amount != Usd::ZERO && amount < Usd::from_picos(1_000_000) {
+        format!("${amount}")
+    } else {
+        six
+    }
+}
+
+/// What one finished execution of `task` cost (module documentation).
+/// `counter` is the task's tokenizer, for outputs the engine reported no
+/// usage for.
+pub fn task_cost(
+    model: &dyn CostModel,
+    task: &SubTask,
+    result: &TaskExecutionResult,
+    counter: &dyn TokenCounter,
+) -> Option<Usd> {
+    let m = &result.metadata;
+    if m.cached {
+        return Some(Usd::ZERO);
+    }
+    let calls = m.attempts.len();
+    let prompt = m.prompt_tokens.unwrap_or(0) as u64;
+    let called = match result.status {
+        TaskStatus::Completed => true,
+        // A failure before the engine (assembly, a lost dependency) has
+        // no attempts and no prompt: nothing was sent.
+        TaskStatus::Failed => calls > 0 || result.prompt.is_some(),
+        _ => false,
+    };
+    if !called {
+        return Some(Usd::ZERO);
+    }
+    let (failed_calls, last) = if result.status == TaskStatus::Completed {
+        let usage = match m.tokens_used {
+            Some(u) => Usage {
+                prompt_tokens: u.prompt_tokens,
+                cached_prompt_tokens: u.cached_tokens.unwrap_or(0),
+                completion_tokens: u.completion_tokens,
+            },
+            None => Usage {
+                prompt_tokens: prompt,
+                cached_prompt_tokens: 0,
+                completion_tokens: counter.count(&result.output) as u64,
+            },
+        };
+        (calls.saturating_sub(1), model.call_cost(task, &usage)?)
+    } else {
+        (calls.max(1), Usd::ZERO)
+    };
+    if failed_calls == 0 {
+        return Some(last);
+    }
+    let worst = Usage {
+        prompt_tokens: prompt,
+        cached_prompt_tokens: 0,
+        completion_tokens: model.max_tokens(task)?,
+    };
+    let each = model.call_cost(task, &worst)?;
+    Some(last.saturating_add(each.saturating_mul(failed_calls as u64)))
+}
+
+/// Cuts `output` to the longest prefix (at a character boundary) of at
+/// most `max_tokens` tokens; `None` when it already fits.
+pub fn cut_to_tokens(
+    output: &str,
+    max_tokens: usize,
+    counter: &dyn TokenCounter,
+) -> Option<String> {
+    if counter.fits(output, max_tokens) {
+        return None;
+    }
+    let bounds: Vec<usize> = output
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(output.len()))
+        .collect();
+    // bounds[lo] fits (the empty prefix always does); bounds[hi] does not.
+    let (mut lo, mut hi) = (0usize, bounds.len() - 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if counter.fits(&output[..bounds[mid]], max_tokens) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(output[..bounds[lo]].to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctx_cost::Rate;
+    use ctx_model::{Attempt, TokenUsage};
+    use ctx_tokens::Tokenizer;
+
+    /// $1 per million prompt tokens, $2 per million output tokens,
+    /// max_tokens 100 unless the task is named `open`, unpriced when
+    /// named `free-for-all`.
+    struct Fixed;
+
+    impl CostModel for Fixed {
+        fn bound(&self, _: &SubTask) -> Option<Usd> {
+            None
+        }
+        fn max_tokens(&self, task: &SubTask) -> Option<u64> {
+            (task.id != "open").then_some(100)
+        }
+        fn call_cost(&self, task: &SubTask, usage: &Usage) -> Option<Usd> {
+            (task.id != "free-for-all").then(|| {
+                ctx_cost::Price::flat(Rate::parse("1").unwrap(), Rate::parse("2").unwrap(), None)
+                    .cost(usage)
+            })
+        }
+    }
+
+    fn task(id: &str) -> SubTask {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "description": "d",
+            "tool_or_prompt": {"name": "inference", "params": {"prompt": "p"}}
+        }))
+        .unwrap()
+    }
+
+    fn attempt(n: u32, outcome: &str) -> Attempt {
+        Attempt {
+            number: n,
+            outcome: outcome.into(),
+            ..Attempt::default()
+        }
+    }
+
+    fn usd(s: &str) -> Usd {
+        Usd::parse(s).unwrap()
+    }
+
+    #[test]
+    fn prices_usage_counts_and_failed_calls() {
+        let counter = Tokenizer::Cl100kBase.counter();
+        let mut r = TaskExecutionResult::new("t", TaskStatus::Completed);
+        r.metadata.prompt_tokens = Some(1000);
+        r.output = "hello world".into(); // 2 tokens in cl100k
+        r.metadata.attempts = vec![attempt(1, "ok")];
+        // No usage: the prompt count and the output's count.
+        assert_eq!(
+            task_cost(&Fixed, &task("t"), &r, counter.as_ref()),
+            Some(usd("0.001004"))
+        );
+        // Usage wins, cached tokens at the (here equal) cached rate.
+        r.metadata.tokens_used = Some(TokenUsage {
+            prompt_tokens: 1010,
+            completion_tokens: 50,
+            total_tokens: 1060,
+            cached_tokens: Some(10),
+        });
+        assert_eq!(
+            task_cost(&Fixed, &task("t"), &r, counter.as_ref()),
+            Some(usd("0.00111"))
+        );
+        // A retried call before the successful one: prompt + max_tokens.
+        r.metadata.attempts = vec![attempt(1, "http_500"), attempt(2, "ok")];
+        assert_eq!(
+            task_cost(&Fixed, &task("t"), &r, counter.as_ref()),
+            Some(usd("0.00231"))
+        );
+        // ... unknown when nothing bounds the failed call.
+        assert_eq!(task_cost(&Fixed, &task("open"), &r, counter.as_ref()), None);
+        assert_eq!(
+            task_cost(&Fixed, &task("free-for-all"), &r, counter.as_ref()),
+            None
+        );
+        r.metadata.cached = true;
+        assert_eq!(
+            task_cost(&Fixed, &task("free-for-all"), &r, counter.as_ref()),
+            Some(Usd::ZERO)
+        );
+    }
+
+    #[test]
+    fn failures_before_and_after_the_call() {
+        let counter = Tokenizer::Cl100kBase.counter();
+        let mut r = TaskExecutionResult::new("t", TaskStatus::Failed);
+        assert_eq!(
+            task_cost(&Fixed, &task("t"), &r, counter.as_ref()),
+            Some(Usd::ZERO)
+        );
+        r.metadata.prompt_tokens = Some(1000);
+        r.metadata.attempts = vec![attempt(1, "timeout"), attempt(2, "exit_1")];
+        // Two calls of 1000 prompt + 100 output tokens.
+        assert_eq!(
+            task_cost(&Fixed, &task("t"), &r, counter.as_ref()),
+            Some(usd("0.0024"))
+        );
+        let skipped = TaskExecutionResult::new("t", TaskStatus::Skipped);
+        assert_eq!(
+            task_cost(&Fixed, &task("t"), &skipped, counter.as_ref()),
+            Some(Usd::ZERO)
+        );
+    }
+
+    #[test]
+    fn cuts_keep_the_longest_prefix_that_fits() {
+        let counter = Tokenizer::Cl100kBase.counter();
+        let text = "one two three four five six seven ünïcödé eight";
+        assert_eq!(cut_to_tokens(text, 1000, counter.as_ref()), None);
+        for n in 0..12 {
+            let cut = cut_to_tokens(text, n, counter.as_ref()).unwrap_or(text.to_string());
+            assert!(counter.count(&cut) <= n || cut == text, "{n}: {cut:?}");
+            assert!(text.starts_with(&cut));
+        }
+        assert_eq!(cut_to_tokens(text, 2, counter.as_ref()).unwrap(), "one two");
+        assert_eq!(cut_to_tokens(text, 0, counter.as_ref()).unwrap(), "");
+    }
+
+    #[test]
+    fn skip_reasons_start_with_budget() {
+        let r = budget_skip_reason(usd("0.5"), usd("0.2"), usd("1"));
+        assert_eq!(
+            r,
+            "budget: needs up to $0.500000 (its high end), $0.300000 more than the $0.200000 left of the $1.000000 budget"
+        );
+        let mut t = TaskExecutionResult::new("x", TaskStatus::Skipped);
+        t.error = Some(budget_dependent_reason("a", true));
+        assert!(is_budget_skip(&t));
+        assert_eq!(dollars(Usd::from_picos(5)), "$0.000000000005");
+    }
+}

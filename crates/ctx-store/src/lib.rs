@@ -1,0 +1,114 @@
+//! # ctx-store: the `ExecutionStore` seam
+//!
+//! Where results live. The executor in `ctx-deps` never knows whether
+//! results sit in a `HashMap` or a SQLite file; it calls these methods and
+//! nothing else. The operations are the originating design's
+//! (`getByTaskId`, `getByDependencyIds`, `store`) plus `all_results`, which
+//! a summary and a resume need.
+//!
+//! The trait lives in a crate of its own, apart from every implementation
+//! (`ctx-deps` ships an in-memory store, `ctx-store-sqlite` the durable
+//! one), so that a store depends on the plan model and this crate only,
+//! never on prompt assembly or the executor.
+//!
+//! Beside the trait sit the rules every *durable* store shares, so that
+//! two stores cannot disagree on them: what a task's result depends on
+//! ([`mod@fingerprint`]), the record a store keeps per result
+//! ([`ResultRecord`]), and which tasks a resume reuses and which it runs
+//! again, and why ([`ResumePlan`]).
+//!
+//! Methods take `&self`: stores use interior mutability so that one store
+//! can be shared (`Arc<dyn ExecutionStore>`) between the executor and a
+//! progress reporter. They are synchronous because every backend we ship
+//! answers in microseconds to milliseconds; a networked backend would do its
+//! own blocking inside.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use std::sync::Mutex;
+//! use ctx_model::{TaskExecutionResult, TaskStatus};
+//! use ctx_store::{ExecutionStore, StoreError};
+//!
+//! /// Results in a sorted map.
+//! #[derive(Default)]
+//! struct MapStore(Mutex<BTreeMap<String, TaskExecutionResult>>);
+//!
+//! impl ExecutionStore for MapStore {
+//!     fn get_by_task_id(&self, id: &str) -> Result<Option<TaskExecutionResult>, StoreError> {
+//!         let map = self.0.lock().map_err(|_| StoreError::new("poisoned"))?;
+//!         Ok(map.get(id).cloned())
+//!     }
+//!     fn store(&self, result: TaskExecutionResult) -> Result<(), StoreError> {
+//!         let mut map = self.0.lock().map_err(|_| StoreError::new("poisoned"))?;
+//!         map.insert(result.task_id.clone(), result);
+//!         Ok(())
+//!     }
+//!     fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError> {
+//!         let map = self.0.lock().map_err(|_| StoreError::new("poisoned"))?;
+//!         Ok(map.values().cloned().collect())
+//!     }
+//! }
+//!
+//! let store = MapStore::default();
+//! store.store(TaskExecutionResult::new("html", TaskStatus::Completed)).unwrap();
+//! let found = store.get_by_dependency_ids(&["html".into(), "css".into()]).unwrap();
+//! assert_eq!(found.len(), 1); // `css` has no result yet
+//! ```
+
+pub mod fingerprint;
+pub mod record;
+pub mod resume;
+
+pub use fingerprint::{
+    TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
+};
+pub use record::ResultRecord;
+pub use resume::{RerunReason, ResumePlan};
+
+use ctx_model::TaskExecutionResult;
+
+/// A backend failed to read or write.
+#[derive(Debug, thiserror::Error)]
+#[error("execution store: {message}")]
+pub struct StoreError {
+    /// What went wrong, naming the task or file where known.
+    pub message: String,
+}
+
+impl StoreError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        StoreError {
+            message: message.into(),
+        }
+    }
+}
+
+/// Holds task results for one run.
+pub trait ExecutionStore: Send + Sync {
+    /// The latest result recorded for `task_id`.
+    fn get_by_task_id(&self, task_id: &str) -> Result<Option<TaskExecutionResult>, StoreError>;
+
+    /// The latest results for `ids`, in the order of `ids`, leaving out ids
+    /// with no result.
+    fn get_by_dependency_ids(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<TaskExecutionResult>, StoreError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(r) = self.get_by_task_id(id)? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records `result` as the task's latest. A durable store must have
+    /// committed it when this returns: the executor starts dependents only
+    /// after `store` of a completed result has returned `Ok`.
+    fn store(&self, result: TaskExecutionResult) -> Result<(), StoreError>;
+
+    /// Every task's latest result, ordered by task id.
+    fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError>;
+}
