@@ -98,6 +98,13 @@ pub trait InferenceEngine: Send + Sync {
     /// The engine's name as `--engine` takes it.
     fn name(&self) -> &str;
 
+    /// Whether outputs answer their prompts. Only then are a task's checks
+    /// evaluated and a `judge` check can be asked: a dry run's
+    /// placeholders would fail every check, and could not judge one.
+    fn answers_prompts(&self) -> bool {
+        true
+    }
+
     /// Runs `request`. Retries, if any, happen inside and are listed in the
     /// response's or the error's `attempts`.
     fn infer<'a>(

@@ -30,6 +30,10 @@
 //!    and is checked again on what comes back. A `completed` or `failed`
 //!    result is stored. A dependent is dispatched only after the
 //!    `completed` result's `store` has returned.
+//! 5. When the task has checks (and the engine answers prompts), they run
+//!    on the output; a failure is retried with a feedback section, up to
+//!    `config.max_check_attempts` attempts in all, and a last failure fails
+//!    the task naming every failed check. See [`checking`](crate::checking).
 //!
 //! ## Failure, skip, cancellation
 //!
@@ -59,7 +63,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+use ctx_model::{Plan, TaskExecutionResult, TaskStatus, TokenUsage};
 use ctx_prompt::DependencyOutput;
 use ctx_tokens::{TokenCounter, Tokenizer};
 use tokio::task::JoinSet;
@@ -709,8 +713,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         counter.as_ref(),
         plan.config.max_prompt_tokens,
     );
-    drop(deps);
-    let assembled = match assembled {
+    let mut assembled = match assembled {
         Ok(a) => a,
         Err(e) => {
             result.error = Some(e.to_string());
@@ -719,30 +722,155 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
             return Ok(result);
         }
     };
-    result.status = TaskStatus::InProgress;
-    result.prompt = Some(assembled.text.clone());
-    result.metadata.prompt_tokens = Some(assembled.tokens);
-    result.metadata.tokenizer = Some(assembled.tokenizer);
-    inner.store.store(result.clone())?;
-
-    let request = InferenceRequest {
-        task_id: task.id.clone(),
-        prompt: assembled.text,
-        params: task.tool_or_prompt.params.clone(),
-        prompt_tokens: assembled.tokens,
-        max_output_bytes: inner.max_output_bytes,
+    // Checks run only on real answers (not a dry run's placeholders).
+    let checks = if inner.engine.answers_prompts() {
+        match crate::checking::prepare(plan, task) {
+            Ok(checks) => checks,
+            Err(e) => {
+                result.error = Some(e);
+                result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
+                inner.store.store(result.clone())?;
+                return Ok(result);
+            }
+        }
+    } else {
+        None
     };
+    let max_attempts = match checks {
+        Some(_) => plan.config.max_check_attempts.max(1),
+        None => 1,
+    };
+
+    let mut number = 0;
+    loop {
+        number += 1;
+        result.status = TaskStatus::InProgress;
+        result.prompt = Some(assembled.text.clone());
+        result.metadata.prompt_tokens = Some(assembled.tokens);
+        result.metadata.tokenizer = Some(assembled.tokenizer.clone());
+        inner.store.store(result.clone())?;
+
+        let request = InferenceRequest {
+            task_id: task.id.clone(),
+            prompt: assembled.text.clone(),
+            params: task.tool_or_prompt.params.clone(),
+            prompt_tokens: assembled.tokens,
+            max_output_bytes: inner.max_output_bytes,
+        };
+        let response = call_engine(inner, &request).await;
+        result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
+        let resp = match response {
+            Ok(resp) => resp,
+            Err(e) => {
+                result.status = TaskStatus::Failed;
+                result.error = Some(e.message.clone());
+                result.metadata.attempts.extend(e.attempts);
+                if checks.is_some() {
+                    result
+                        .metadata
+                        .check_attempts
+                        .push(ctx_model::CheckAttempt {
+                            number,
+                            prompt: request.prompt,
+                            prompt_tokens: request.prompt_tokens,
+                            error: Some(e.message),
+                            ..ctx_model::CheckAttempt::default()
+                        });
+                }
+                break;
+            }
+        };
+        result.status = TaskStatus::Completed;
+        result.error = None;
+        // The engine's word only: a dry run names no model.
+        result.metadata.model = resp.model;
+        result.metadata.tokens_used = match checks {
+            // Every attempt and judge of a checked task counts.
+            Some(_) => TokenUsage::sum([result.metadata.tokens_used, resp.usage]),
+            None => resp.usage,
+        };
+        result.metadata.finish_reason = resp.finish_reason;
+        result.metadata.attempts.extend(resp.attempts);
+        result.metadata.cached = resp.cached;
+        let Some(task_checks) = &checks else {
+            result.output = resp.output;
+            break;
+        };
+        let (results, judge_usage) = crate::checking::evaluate(
+            task_checks,
+            task,
+            &resp.output,
+            inner.engine.as_ref(),
+            counter.as_ref(),
+            inner.max_output_bytes,
+        )
+        .await;
+        result.metadata.tokens_used = TokenUsage::sum([result.metadata.tokens_used, judge_usage]);
+        result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
+        result.output = resp.output;
+        result.metadata.checks = results.clone();
+        result
+            .metadata
+            .check_attempts
+            .push(ctx_model::CheckAttempt {
+                number,
+                prompt: request.prompt,
+                prompt_tokens: request.prompt_tokens,
+                output: result.output.clone(),
+                checks: results.clone(),
+                tokens_used: resp.usage,
+                judge_tokens_used: judge_usage,
+                error: None,
+            });
+        if ctx_checks::all_passed(&results) {
+            break;
+        }
+        if number >= max_attempts {
+            result.status = TaskStatus::Failed;
+            result.error = Some(crate::checking::failure_message(&results, number));
+            break;
+        }
+        match crate::checking::retry_prompt(
+            plan,
+            task,
+            &deps,
+            counter.as_ref(),
+            plan.config.max_prompt_tokens,
+            &results,
+        ) {
+            Ok((next, _feedback)) => assembled = next,
+            Err(e) => {
+                result.status = TaskStatus::Failed;
+                result.error = Some(format!(
+                    "{}; the retry could not be assembled: {e}",
+                    crate::checking::failure_message(&results, number)
+                ));
+                break;
+            }
+        }
+    }
+    drop(deps);
+    inner.store.store(result.clone())?;
+    Ok(result)
+}
+
+/// One engine call, bounded in time by [`ExecutorOptions::task_timeout`]
+/// and in output by [`ExecutorOptions::max_output_bytes`].
+async fn call_engine(
+    inner: &Inner,
+    request: &InferenceRequest,
+) -> Result<crate::engine::InferenceResponse, EngineError> {
     let call_started = Instant::now();
     let response = match inner.task_timeout {
-        Some(limit) => match tokio::time::timeout(limit, inner.engine.infer(&request)).await {
+        Some(limit) => match tokio::time::timeout(limit, inner.engine.infer(request)).await {
             Ok(response) => response,
             // The engine's future is dropped here: it kills its command or
             // aborts its request.
             Err(_) => Err(timed_out(limit, call_started.elapsed())),
         },
-        None => inner.engine.infer(&request).await,
+        None => inner.engine.infer(request).await,
     };
-    let response = response.and_then(|resp| {
+    response.and_then(|resp| {
         if resp.output.len() > inner.max_output_bytes {
             // An engine that does not bound its own reading: its output is
             // refused here all the same.
@@ -756,27 +884,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         } else {
             Ok(resp)
         }
-    });
-    result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-    match response {
-        Ok(resp) => {
-            result.status = TaskStatus::Completed;
-            result.output = resp.output;
-            // The engine's word only: a dry run names no model.
-            result.metadata.model = resp.model;
-            result.metadata.tokens_used = resp.usage;
-            result.metadata.finish_reason = resp.finish_reason;
-            result.metadata.attempts = resp.attempts;
-            result.metadata.cached = resp.cached;
-        }
-        Err(e) => {
-            result.status = TaskStatus::Failed;
-            result.error = Some(e.message);
-            result.metadata.attempts = e.attempts;
-        }
-    }
-    inner.store.store(result.clone())?;
-    Ok(result)
+    })
 }
 
 #[cfg(test)]

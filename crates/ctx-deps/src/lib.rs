@@ -44,6 +44,7 @@
 //! assert_eq!(css.output, "[dry-run] output of task css");
 //! ```
 
+pub mod checking;
 pub mod engine;
 pub mod engines;
 pub mod executor;

@@ -66,6 +66,7 @@
 //! # Ok::<(), ctx_model::PlanError>(())
 //! ```
 
+mod checks;
 mod locate;
 mod parse;
 mod plan;
@@ -74,6 +75,7 @@ mod schema;
 mod suggest;
 mod validate;
 
+pub use checks::*;
 pub use locate::*;
 pub use parse::*;
 pub use plan::*;

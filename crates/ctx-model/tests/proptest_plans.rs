@@ -95,6 +95,7 @@ fn sub_task() -> impl Strategy<Value = SubTask> {
                 dependencies,
                 entity_context,
                 tool_or_prompt: ToolOrPrompt { name, params },
+                checks: Vec::new(),
             },
         )
 }
@@ -114,6 +115,7 @@ fn entity() -> impl Strategy<Value = Entity> {
                 intent,
                 grounded_value,
                 grounded_values,
+                check: None,
             },
         )
 }
@@ -153,6 +155,8 @@ fn config() -> impl Strategy<Value = PlanConfig> {
                 max_prompt_tokens: cap,
                 tokenizer,
                 prices: Default::default(),
+                checks: Vec::new(),
+                max_check_attempts: ctx_model::DEFAULT_MAX_CHECK_ATTEMPTS,
             },
         )
 }
@@ -193,6 +197,7 @@ fn graph_plan(n: usize, edges: &[(usize, usize)]) -> Plan {
                     ..Params::default()
                 },
             },
+            checks: Vec::new(),
         })
         .collect();
     Plan {

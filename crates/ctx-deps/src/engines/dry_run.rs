@@ -28,6 +28,10 @@ impl InferenceEngine for DryRunEngine {
         Self::NAME
     }
 
+    fn answers_prompts(&self) -> bool {
+        false
+    }
+
     fn infer<'a>(
         &'a self,
         request: &'a InferenceRequest,
