@@ -288,3 +288,45 @@ fn a_judge_check_needs_an_engine_that_can_judge() {
         "{stderr}"
     );
 }
+
+/// The Tetris fixture's checks, with an engine that answers each checked
+/// task as a model would: the assembly task forgets its `<canvas>` until
+/// the feedback says so.
+#[test]
+fn the_tetris_fixture_checks_pass_after_one_retry_of_the_assembly() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tetris/plan.yaml");
+    let script = r#"p=$(cat)
+case "$CTX_TASK_ID" in
+  2) echo '#board { width: 300px; height: 600px; }';;
+  5) echo 'const LINES = [0, 40, 100, 300, 1200]; // x (level + 1); level up every 10 lines; 48 frames at level 0';;
+  9) case "$p" in
+       *"Your previous answer failed these checks"*) echo '<!DOCTYPE html><html><body><canvas id="board" width="300" height="600"></canvas></body></html>';;
+       *) echo '<!DOCTYPE html><html><body></body></html>';;
+     esac;;
+  *) echo "part $CTX_TASK_ID";;
+esac"#;
+    let (code, json, stderr) = run(dir.path(), &[plan.to_str().unwrap(), "--command", script]);
+    assert_eq!(code, 0, "{json}\n{stderr}");
+    for (id, attempts) in [("2", 1), ("5", 1), ("9", 2)] {
+        let t = task(&json, id);
+        assert_eq!(t["status"], "completed", "{t}");
+        assert_eq!(t["check_attempts"], attempts, "task {id}");
+        assert!(t["checks"].as_array().unwrap().iter().all(|c| c["passed"] == true));
+    }
+    let first = &task(&json, "9")["metadata"]["check_attempts"][0]["checks"];
+    assert_eq!(first[1]["message"], "The file must contain the board's <canvas> element.");
+    assert_eq!(first[1]["passed"], false);
+    // An answer without the scoring values fails task 5 after 2 attempts.
+    let script = script.replace("[0, 40, 100, 300, 1200]", "[0, 50, 150]");
+    let (code, json, _) = run(dir.path(), &[plan.to_str().unwrap(), "--command", &script]);
+    assert_eq!(code, 1);
+    let five = task(&json, "5");
+    assert_eq!(five["status"], "failed");
+    assert!(five["error"].as_str().unwrap().starts_with(
+        "failed 1 check after 2 attempts: entities: Use the Nintendo scoring values"
+    ), "{five}");
+    for dependent in ["7", "8", "9"] {
+        assert_eq!(task(&json, dependent)["status"], "skipped");
+    }
+}
