@@ -312,10 +312,19 @@ esac"#;
         let t = task(&json, id);
         assert_eq!(t["status"], "completed", "{t}");
         assert_eq!(t["check_attempts"], attempts, "task {id}");
-        assert!(t["checks"].as_array().unwrap().iter().all(|c| c["passed"] == true));
+        assert!(
+            t["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["passed"] == true)
+        );
     }
     let first = &task(&json, "9")["metadata"]["check_attempts"][0]["checks"];
-    assert_eq!(first[1]["message"], "The file must contain the board's <canvas> element.");
+    assert_eq!(
+        first[1]["message"],
+        "The file must contain the board's <canvas> element."
+    );
     assert_eq!(first[1]["passed"], false);
     // An answer without the scoring values fails task 5 after 2 attempts.
     let script = script.replace("[0, 40, 100, 300, 1200]", "[0, 50, 150]");
@@ -323,9 +332,12 @@ esac"#;
     assert_eq!(code, 1);
     let five = task(&json, "5");
     assert_eq!(five["status"], "failed");
-    assert!(five["error"].as_str().unwrap().starts_with(
-        "failed 1 check after 2 attempts: entities: Use the Nintendo scoring values"
-    ), "{five}");
+    assert!(
+        five["error"].as_str().unwrap().starts_with(
+            "failed 1 check after 2 attempts: entities: Use the Nintendo scoring values"
+        ),
+        "{five}"
+    );
     for dependent in ["7", "8", "9"] {
         assert_eq!(task(&json, dependent)["status"], "skipped");
     }

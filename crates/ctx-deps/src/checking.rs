@@ -99,6 +99,7 @@ pub(crate) async fn evaluate(
                 ..Params::default()
             },
             max_output_bytes,
+            response_schema: Some(ctx_checks::judge::answer_schema()),
         };
         let recorded = match engine.infer(&request).await {
             Ok(response) => {
@@ -463,6 +464,85 @@ mod tests {
                 .metadata
                 .checks
                 .is_empty()
+        );
+    }
+
+    /// Answers a fenced JSON object and records the schema it was asked for.
+    struct Fenced {
+        schemas: std::sync::Mutex<Vec<Option<serde_json::Value>>>,
+    }
+
+    impl crate::engine::InferenceEngine for Fenced {
+        fn name(&self) -> &str {
+            "fenced"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> crate::engine::BoxFuture<
+            'a,
+            Result<crate::engine::InferenceResponse, crate::engine::EngineError>,
+        > {
+            self.schemas
+                .lock()
+                .unwrap()
+                .push(request.response_schema.clone());
+            Box::pin(async move {
+                Ok(crate::engine::InferenceResponse {
+                    output: "```json\n{\"score\": 40}\n```\n".into(),
+                    ..Default::default()
+                })
+            })
+        }
+    }
+
+    #[test]
+    fn a_json_schema_task_asks_for_its_schema_and_hands_dependents_the_bare_json() {
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "sub_tasks": [
+                {"id": "score", "description": "Score",
+                 "checks": [{"json_schema": {"type": "object", "required": ["score"]}}],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "Give the score as JSON."}}},
+                {"id": "show", "description": "Show", "dependencies": ["score"],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "Show it."}}}
+            ]
+        }))
+        .unwrap();
+        let engine = Arc::new(Fenced {
+            schemas: Default::default(),
+        });
+        let store = Arc::new(crate::MemoryStore::new());
+        let exec = crate::Executor::new(
+            plan,
+            engine.clone(),
+            store.clone(),
+            crate::ExecutorOptions::default(),
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert!(rt.block_on(exec.run()).unwrap().all_completed());
+        let schemas = engine.schemas.lock().unwrap().clone();
+        assert_eq!(
+            schemas[0],
+            Some(serde_json::json!({"type": "object", "required": ["score"]}))
+        );
+        assert_eq!(schemas[1], None);
+        let score = store.get_by_task_id("score").unwrap().unwrap();
+        assert_eq!(score.output, "{\"score\": 40}");
+        assert!(
+            score.metadata.check_attempts[0]
+                .output
+                .starts_with("```json")
+        );
+        let show = store.get_by_task_id("show").unwrap().unwrap();
+        assert!(
+            show.prompt
+                .unwrap()
+                .contains("**Output:**\n{\"score\": 40}\n")
         );
     }
 

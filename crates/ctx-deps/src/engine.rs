@@ -33,6 +33,11 @@ pub struct InferenceRequest {
     pub params: Params,
     /// The prompt's token count, for engines that pace by tokens.
     pub prompt_tokens: usize,
+    /// The JSON Schema the answer must follow (a task's first
+    /// `json_schema` check), for engines that can constrain their output
+    /// to it (the OpenAI-compatible engine's `response_format`). Engines
+    /// that cannot ignore it: the check still runs on the answer.
+    pub response_schema: Option<serde_json::Value>,
     /// The most output, in bytes, this task may produce.
     ///
     /// An engine that reads output incrementally (a command's stdout, a

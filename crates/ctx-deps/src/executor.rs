@@ -756,6 +756,9 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
             params: task.tool_or_prompt.params.clone(),
             prompt_tokens: assembled.tokens,
             max_output_bytes: inner.max_output_bytes,
+            response_schema: checks
+                .as_ref()
+                .and_then(|c| c.set.response_schema().cloned()),
         };
         let response = call_engine(inner, &request).await;
         result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
@@ -823,6 +826,16 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
                 error: None,
             });
         if ctx_checks::all_passed(&results) {
+            // Dependents receive the JSON a `json`/`json_schema` check
+            // validated, without the code fence models wrap it in.
+            if results.iter().any(|r| {
+                matches!(
+                    r.kind,
+                    ctx_checks::CheckKind::Json | ctx_checks::CheckKind::JsonSchema
+                )
+            }) {
+                result.output = ctx_checks::text::strip_code_fence(&result.output).to_string();
+            }
             break;
         }
         if number >= max_attempts {

@@ -53,6 +53,7 @@ fn request(prompt: &str, params: Params) -> InferenceRequest {
         params,
         prompt_tokens: 1,
         max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
+        response_schema: None,
     }
 }
 

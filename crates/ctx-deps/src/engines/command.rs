@@ -309,6 +309,7 @@ mod tests {
             },
             prompt_tokens: 1,
             max_output_bytes: crate::DEFAULT_MAX_OUTPUT_BYTES,
+            response_schema: None,
         }
     }
 
