@@ -546,6 +546,87 @@ mod tests {
         );
     }
 
+    /// Every prompt of a dry run of the Tetris plan under `variant`.
+    fn tetris_prompts(variant: crate::ContextVariant) -> Vec<(String, String)> {
+        let plan = ctx_model::parse_plan(
+            include_str!("../../../fixtures/tetris/plan.yaml"),
+            "plan.yaml",
+            ctx_model::PlanFormat::Yaml,
+        )
+        .unwrap();
+        let store = Arc::new(crate::MemoryStore::new());
+        let options = crate::ExecutorOptions {
+            context: variant,
+            ..Default::default()
+        };
+        let exec =
+            crate::Executor::new(plan, Arc::new(crate::DryRunEngine), store, options).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let report = rt.block_on(exec.run()).unwrap();
+        assert!(report.all_completed());
+        report
+            .results
+            .into_iter()
+            .map(|r| (r.task_id, r.prompt.unwrap()))
+            .collect()
+    }
+
+    /// `text` without the block that starts with `heading` (up to the
+    /// blank line before the next block, or the dependency block's `---`).
+    fn without_block(text: &str, heading: &str, end: &str) -> String {
+        match text.find(heading) {
+            Some(start) => {
+                let rest = &text[start..];
+                let stop = rest.find(end).map_or(rest.len(), |i| i + end.len());
+                format!("{}{}", &text[..start], &rest[stop..])
+            }
+            None => text.to_string(),
+        }
+    }
+
+    /// A variant changes only what it says, byte for byte, for the same
+    /// dependency outputs (a dry run's are the same in every variant).
+    #[test]
+    fn variants_leave_out_exactly_their_blocks() {
+        let full = tetris_prompts(crate::ContextVariant::Full);
+        let no_entities = tetris_prompts(crate::ContextVariant::NoEntities);
+        let no_dependencies = tetris_prompts(crate::ContextVariant::NoDependencies);
+        let bare = tetris_prompts(crate::ContextVariant::Bare);
+        let plan = ctx_model::parse_plan(
+            include_str!("../../../fixtures/tetris/plan.yaml"),
+            "plan.yaml",
+            ctx_model::PlanFormat::Yaml,
+        )
+        .unwrap();
+        let mut entity_blocks = 0;
+        for (i, (id, prompt)) in full.iter().enumerate() {
+            assert_eq!(&no_entities[i].0, id);
+            let expected = without_block(prompt, ctx_prompt::ENTITY_HEADING, "\n\n");
+            entity_blocks += usize::from(expected != *prompt);
+            assert_eq!(no_entities[i].1, expected, "task {id}");
+            // The dependency block ends with the last dependency's `---`.
+            let dep_end = format!("\n\n---\n\n");
+            let expected = match prompt.find(ctx_prompt::DEPENDENCY_HEADING) {
+                Some(start) => {
+                    let stop = prompt.rfind(&dep_end).map(|e| e + dep_end.len()).unwrap();
+                    format!("{}{}", &prompt[..start], &prompt[stop..])
+                }
+                None => prompt.clone(),
+            };
+            assert_eq!(no_dependencies[i].1, expected, "task {id}");
+            let task = plan.task(id).unwrap();
+            assert_eq!(bare[i].1, task.tool_or_prompt.params.prompt, "task {id}");
+        }
+        assert_eq!(
+            entity_blocks,
+            full.len(),
+            "every Tetris task names entities"
+        );
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// The retried prompt never exceeds the cap, keeps the task's own

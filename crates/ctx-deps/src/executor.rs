@@ -118,6 +118,71 @@ pub struct ExecutorOptions {
     /// [`InferenceRequest::max_output_bytes`] and checked again on what it
     /// returns.
     pub max_output_bytes: usize,
+    /// Which context prompts get: everything (the default), or a variant
+    /// of `ctx eval` that leaves entities and/or dependency outputs out.
+    pub context: ContextVariant,
+}
+
+/// The context a prompt is assembled with: the variants `ctx eval`
+/// compares. A variant changes only what it names: checks (the `entities`
+/// check too) and the schedule stay as designed, so `no-dependencies`
+/// still waits for the dependencies it leaves out of the prompt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ContextVariant {
+    /// Entities and dependency outputs, as designed.
+    #[default]
+    Full,
+    /// The entity block left out.
+    NoEntities,
+    /// The dependency outputs left out.
+    NoDependencies,
+    /// Both left out: the task's own prompt alone.
+    Bare,
+}
+
+impl ContextVariant {
+    /// Every variant, in the order reports list them.
+    pub const ALL: [ContextVariant; 4] = [
+        ContextVariant::Full,
+        ContextVariant::NoEntities,
+        ContextVariant::NoDependencies,
+        ContextVariant::Bare,
+    ];
+
+    /// The name `ctx eval --ablate` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContextVariant::Full => "full",
+            ContextVariant::NoEntities => "no-entities",
+            ContextVariant::NoDependencies => "no-dependencies",
+            ContextVariant::Bare => "bare",
+        }
+    }
+
+    /// Whether prompts carry the entity block.
+    pub fn entities(self) -> bool {
+        matches!(self, ContextVariant::Full | ContextVariant::NoDependencies)
+    }
+
+    /// Whether prompts carry the dependency outputs.
+    pub fn dependencies(self) -> bool {
+        matches!(self, ContextVariant::Full | ContextVariant::NoEntities)
+    }
+
+    /// The plan prompts are assembled from: `plan` itself, or without
+    /// entities a copy whose tasks name none (so the assembler renders no
+    /// entity block and nothing else changes).
+    pub fn prompt_plan(self, plan: &Plan) -> Option<Plan> {
+        if self.entities() {
+            return None;
+        }
+        let mut bare = plan.clone();
+        bare.config.entities.include_all = false;
+        for task in &mut bare.sub_tasks {
+            task.entity_context.clear();
+        }
+        Some(bare)
+    }
 }
 
 impl Default for ExecutorOptions {
@@ -129,6 +194,7 @@ impl Default for ExecutorOptions {
             force_rerun: BTreeSet::new(),
             task_timeout: Some(DEFAULT_TASK_TIMEOUT),
             max_output_bytes: crate::engine::DEFAULT_MAX_OUTPUT_BYTES,
+            context: ContextVariant::Full,
         }
     }
 }
@@ -236,6 +302,11 @@ struct Inner {
     counters: Vec<Arc<dyn TokenCounter>>,
     task_timeout: Option<Duration>,
     max_output_bytes: usize,
+    /// The plan prompts are assembled from, when the context variant
+    /// leaves entities out ([`ContextVariant::prompt_plan`]).
+    prompt_plan: Option<Plan>,
+    /// Whether prompts carry dependency outputs.
+    include_dependencies: bool,
 }
 
 impl Executor {
@@ -263,13 +334,15 @@ impl Executor {
             .collect();
         Ok(Executor {
             inner: Arc::new(Inner {
-                plan,
                 graph,
                 engine,
                 store,
                 counters,
                 task_timeout: options.task_timeout,
                 max_output_bytes: options.max_output_bytes,
+                prompt_plan: options.context.prompt_plan(&plan),
+                include_dependencies: options.context.dependencies(),
+                plan,
             }),
             options,
         })
@@ -706,10 +779,18 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         });
     }
 
+    // The context variant (`ctx eval`): the prompt's plan and dependencies.
+    let prompt_plan = inner.prompt_plan.as_ref().unwrap_or(plan);
+    let prompt_task = prompt_plan.sub_tasks.get(i).unwrap_or(task);
+    let prompt_deps: &[DependencyOutput<'_>] = if inner.include_dependencies {
+        &deps
+    } else {
+        &[]
+    };
     let assembled = ctx_prompt::assemble_task_prompt(
-        plan,
-        task,
-        &deps,
+        prompt_plan,
+        prompt_task,
+        prompt_deps,
         counter.as_ref(),
         plan.config.max_prompt_tokens,
     );
@@ -844,9 +925,9 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
             break;
         }
         match crate::checking::retry_prompt(
-            plan,
-            task,
-            &deps,
+            prompt_plan,
+            prompt_task,
+            prompt_deps,
             counter.as_ref(),
             plan.config.max_prompt_tokens,
             &results,
