@@ -6,7 +6,8 @@
 //!   no weights, no network. Three runs: the Tetris plan without and with
 //!   `--stream` (its checked tasks answered by `scripts/e2e/tetris_answers.json`:
 //!   the assembly fails its `<canvas` check once and passes on the retry
-//!   with feedback), then a plan naming a model the proxy lacks (that task
+//!   with feedback), `ctx eval` of it with two variants, then a plan
+//!   naming a model the proxy lacks (that task
 //!   fails, its dependent is skipped, the rest completes). A LiteLLM
 //!   callback (`scripts/e2e/request_log.py`) logs every request and gives
 //!   each a distinct answer, so `scripts/e2e/check_run.py` can check that
@@ -139,6 +140,12 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         tasks = count_results(&out)?;
     }
 
+    // `ctx eval` with two variants: each an ordinary stored run; under the
+    // mock, whose answers follow the task's own prompt only, both pass
+    // every check (task 9 after its retry).
+    eval_two_variants(&ctx, &venv, &plan, &base_url, &secret, &run_dir)?;
+    rotate(&requests, &run_dir.join("requests-eval.jsonl"))?;
+
     // A model the proxy lacks fails that task, not the run.
     let missing_plan = run_dir.join("missing-model.yaml");
     fs::write(&missing_plan, MISSING_MODEL_PLAN)
@@ -169,9 +176,76 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     server.stop();
 
     println!(
-        "e2e: LiteLLM proxy: {TETRIS_PLAN} ({tasks} tasks) plain and --stream, and a missing model, checked in {:.0} s",
+        "e2e: LiteLLM proxy: {TETRIS_PLAN} ({tasks} tasks) plain and --stream, ctx eval (full, bare), and a missing model, checked in {:.0} s",
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// `ctx eval PLAN --ablate full,bare` against the proxy; checks the JSON
+/// with the virtualenv's Python (two variants, one stored run each, every
+/// check passed).
+fn eval_two_variants(
+    ctx: &Path,
+    venv: &Venv,
+    plan: &Path,
+    base_url: &str,
+    secret: &str,
+    run_dir: &Path,
+) -> Result<(), String> {
+    let json = run_dir.join("eval.json");
+    let stdout = fs::File::create(&json).map_err(|e| format!("{}: {e}", json.display()))?;
+    let stderr_path = run_dir.join("eval.stderr");
+    let stderr =
+        fs::File::create(&stderr_path).map_err(|e| format!("{}: {e}", stderr_path.display()))?;
+    let status = Command::new("timeout")
+        .args(["300"])
+        .arg(ctx)
+        .arg("eval")
+        .arg(plan)
+        .args([
+            "--engine",
+            "openai",
+            "--base-url",
+            base_url,
+            "--model",
+            "mock-gpt",
+        ])
+        .args([
+            "--max-attempts",
+            "2",
+            "--ablate",
+            "full,bare",
+            "--format",
+            "json",
+            "--root",
+        ])
+        .arg(run_dir.join("eval-runs"))
+        .env_remove("OPENAI_BASE_URL")
+        .env("OPENAI_API_KEY", secret)
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .stdout(stdout)
+        .stderr(stderr)
+        .status()
+        .map_err(|e| format!("ctx eval: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "ctx eval exited with {status}\n{}",
+            tail(&stderr_path, 20)
+        ));
+    }
+    let script = "import json,sys\n\
+d = json.load(open(sys.argv[1]))\n\
+names = [v['name'] for v in d['variants']]\n\
+assert names == ['full', 'bare'], names\n\
+for v in d['variants']:\n\
+    assert v['runs'] == 1 and len(v['run_ids']) == 1, v\n\
+    assert v['checks_total'] == 5 and v['checks_passed'] == 5, v\n\
+    assert v['prompt_tokens'] > 0 and v['completion_tokens'] > 0, v\n\
+assert [t['task_id'] for t in d['tasks']] == ['2', '5', '9'], d['tasks']\n";
+    let mut check = Command::new(venv.python());
+    check.arg("-c").arg(script).arg(&json);
+    checked(&mut check, "LiteLLM ctx eval (full, bare)")?;
     Ok(())
 }
 

@@ -366,7 +366,7 @@ pub fn refuse_unjudgeable(
 }
 
 /// `--task-timeout SECS` as the executor's bound: `0` is none.
-fn task_timeout(secs: f64) -> Result<Option<Duration>, CliError> {
+pub(crate) fn task_timeout(secs: f64) -> Result<Option<Duration>, CliError> {
     if secs == 0.0 {
         return Ok(None);
     }

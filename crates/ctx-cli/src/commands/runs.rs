@@ -729,7 +729,7 @@ fn printable(s: &str) -> String {
 
 /// An aligned table; `right[i]` right-aligns column `i`. The last column is
 /// not padded.
-fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
