@@ -608,10 +608,10 @@ mod tests {
             entity_blocks += usize::from(expected != *prompt);
             assert_eq!(no_entities[i].1, expected, "task {id}");
             // The dependency block ends with the last dependency's `---`.
-            let dep_end = format!("\n\n---\n\n");
+            let dep_end = "\n\n---\n\n";
             let expected = match prompt.find(ctx_prompt::DEPENDENCY_HEADING) {
                 Some(start) => {
-                    let stop = prompt.rfind(&dep_end).map(|e| e + dep_end.len()).unwrap();
+                    let stop = prompt.rfind(dep_end).map(|e| e + dep_end.len()).unwrap();
                     format!("{}{}", &prompt[..start], &prompt[stop..])
                 }
                 None => prompt.clone(),

@@ -211,7 +211,8 @@ pub fn run(args: Args) -> CliResult {
         format: Format::Text,
     };
 
-    let mut rows: Vec<(Variant, VariantJson, Vec<(u64, u64)>)> = Vec::new();
+    // Per variant: its totals and (passed, total) per task.
+    let mut rows: Vec<(VariantJson, Vec<(u64, u64)>)> = Vec::new();
     for &variant in &variants {
         let name = variant.context().as_str();
         let mut v = VariantJson {
@@ -293,7 +294,7 @@ pub fn run(args: Args) -> CliResult {
             }
         }
         v.pass_rate = rate(v.checks_passed, v.checks_total);
-        rows.push((variant, v, per_task));
+        rows.push((v, per_task));
     }
 
     let tasks: Vec<TaskRates> = plan
@@ -306,12 +307,12 @@ pub fn run(args: Args) -> CliResult {
             checks: counts[i],
             pass_rate: rows
                 .iter()
-                .map(|(_, v, per)| (v.name, rate(per[i].0, per[i].1)))
+                .map(|(v, per)| (v.name, rate(per[i].0, per[i].1)))
                 .collect(),
         })
         .collect();
     let json = EvalJson {
-        variants: rows.into_iter().map(|(_, v, _)| v).collect(),
+        variants: rows.into_iter().map(|(v, _)| v).collect(),
         tasks,
     };
     match args.format {
