@@ -234,15 +234,16 @@ fn eval_two_variants(
             tail(&stderr_path, 20)
         ));
     }
-    let script = "import json,sys\n\
-d = json.load(open(sys.argv[1]))\n\
-names = [v['name'] for v in d['variants']]\n\
-assert names == ['full', 'bare'], names\n\
-for v in d['variants']:\n\
-    assert v['runs'] == 1 and len(v['run_ids']) == 1, v\n\
-    assert v['checks_total'] == 5 and v['checks_passed'] == 5, v\n\
-    assert v['prompt_tokens'] > 0 and v['completion_tokens'] > 0, v\n\
-assert [t['task_id'] for t in d['tasks']] == ['2', '5', '9'], d['tasks']\n";
+    let script = r#"import json, sys
+d = json.load(open(sys.argv[1]))
+names = [v["name"] for v in d["variants"]]
+assert names == ["full", "bare"], names
+for v in d["variants"]:
+    assert v["runs"] == 1 and len(v["run_ids"]) == 1, v
+    assert v["checks_total"] == 5 and v["checks_passed"] == 5, v
+    assert v["prompt_tokens"] > 0 and v["completion_tokens"] > 0, v
+assert [t["task_id"] for t in d["tasks"]] == ["2", "5", "9"], d["tasks"]
+"#;
     let mut check = Command::new(venv.python());
     check.arg("-c").arg(script).arg(&json);
     checked(&mut check, "LiteLLM ctx eval (full, bare)")?;

@@ -3,7 +3,7 @@
 //!
 //! A task with checks (`config.checks` and its own `checks`, see
 //! docs/checks.md) is tried up to `config.max_check_attempts` times in
-//! all. After each answer every check runs on the output ([`evaluate`]);
+//! all. After each answer every check runs on the output (`evaluate`);
 //! `judge` checks are sent to the run's engine, bounded by their
 //! `max_tokens`, and their usage is added to the task's. When a check fails
 //! and attempts remain, the task is asked again with [`retry_prompt`]: the
