@@ -31,6 +31,9 @@ use ctx_tokens::TokenCounter;
 
 use crate::engine::{InferenceEngine, InferenceRequest};
 
+/// The outcome of an engine attempt whose answer failed its checks.
+pub const CHECK_FAILED: &str = "check_failed";
+
 /// What joins the assembled prompt and the feedback section.
 pub const FEEDBACK_JOIN: &str = "\n\n";
 
@@ -320,6 +323,11 @@ mod tests {
                         total_tokens: 15,
                         cached_tokens: None,
                     }),
+                    attempts: vec![ctx_model::Attempt {
+                        number: 1,
+                        outcome: "ok".into(),
+                        ..Default::default()
+                    }],
                     ..Default::default()
                 })
             })
@@ -398,6 +406,13 @@ mod tests {
         assert_eq!(css.prompt.as_deref(), Some(second.prompt.as_str()));
         // Two answers and two judges, 15 tokens each.
         assert_eq!(css.metadata.tokens_used.unwrap().total_tokens, 60);
+        let outcomes: Vec<&str> = css
+            .metadata
+            .attempts
+            .iter()
+            .map(|a| a.outcome.as_str())
+            .collect();
+        assert_eq!(outcomes, [CHECK_FAILED, "ok"]);
         // The dependent sees the passing output.
         let js = store.get_by_task_id("js").unwrap().unwrap();
         assert!(js.prompt.unwrap().contains("a 10 x 20 board"));
@@ -427,6 +442,12 @@ mod tests {
             "{error}"
         );
         assert_eq!(css.output, "still a board");
+        assert!(
+            css.metadata
+                .attempts
+                .iter()
+                .all(|a| a.outcome == CHECK_FAILED)
+        );
         let js = report.results.iter().find(|r| r.task_id == "js").unwrap();
         assert_eq!(js.status, ctx_model::TaskStatus::Skipped);
         assert_eq!(js.error.as_deref(), Some("dependency `css` failed"));

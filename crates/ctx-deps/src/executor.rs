@@ -919,6 +919,12 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
             }
             break;
         }
+        // The call answered, but the answer was rejected: its engine
+        // attempt says so (`ctx runs report` marks it a check failure).
+        if let Some(last) = result.metadata.attempts.last_mut() {
+            last.outcome = crate::checking::CHECK_FAILED.into();
+            last.error = Some(crate::checking::failure_message(&results, number));
+        }
         if number >= max_attempts {
             result.status = TaskStatus::Failed;
             result.error = Some(crate::checking::failure_message(&results, number));
