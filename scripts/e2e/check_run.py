@@ -14,6 +14,7 @@ Used by `cargo xtask e2e`; run with the e2e virtualenv's Python. Inputs:
   --expect ID=STATUS   a task's expected status (default: every task completed)
   --expect-error ID=TEXT  a failed task's error must contain TEXT
   --expect-attempts ID=N  a task's recorded attempts
+  --expect-check-attempts ID=N  a task's check attempts (retries with feedback)
   --usage-optional     a server that reports no usage (llama-cpp-python when
                        streaming) is accepted; usage it does report is checked
   --figures            print per-task time, tokens and tokens/s
@@ -60,6 +61,7 @@ def main():
     ap.add_argument("--expect", action="append", default=[])
     ap.add_argument("--expect-error", action="append", default=[])
     ap.add_argument("--expect-attempts", action="append", default=[])
+    ap.add_argument("--expect-check-attempts", action="append", default=[])
     ap.add_argument("--usage-optional", action="store_true")
     ap.add_argument("--figures", action="store_true")
     args = ap.parse_args()
@@ -100,6 +102,21 @@ def main():
         if got != int(n):
             problems.append(f"task {tid}: {got} attempts recorded, expected {n}")
 
+    for e in args.expect_check_attempts:
+        tid, n = e.split("=", 1)
+        task = tasks.get(tid) or {}
+        got = task.get("check_attempts", 0)
+        if got != int(n):
+            problems.append(f"task {tid}: {got} check attempts, expected {n}")
+        if any(not c.get("passed") for c in task.get("checks") or []):
+            problems.append(f"task {tid}: a check failed on the last attempt: {task.get('checks')}")
+        if int(n) > 1:
+            earlier = ((task.get("metadata") or {}).get("check_attempts") or [])[:-1]
+            if not earlier or all(all(c.get("passed") for c in a.get("checks") or []) for a in earlier):
+                problems.append(f"task {tid}: no earlier attempt failed a check")
+            if "## Your previous answer failed these checks" not in (task.get("prompt") or ""):
+                problems.append(f"task {tid}: the retried prompt has no feedback section")
+
     # Every request the server saw, matched to the task whose prompt it carried.
     by_prompt = {}
     for r in requests:
@@ -112,7 +129,12 @@ def main():
         elif r.get("stream"):
             problems.append("a request asked for a stream without --stream")
 
-    prompts = {t.get("prompt") for t in tasks.values()}
+    # A task retried for its checks sent one prompt per check attempt.
+    def task_prompts(task):
+        earlier = ((task.get("metadata") or {}).get("check_attempts") or [])[:-1]
+        return [a.get("prompt") for a in earlier] + [task.get("prompt")]
+
+    prompts = {p for t in tasks.values() for p in task_prompts(t)}
     strays = [r for r in requests if user_prompt(r) not in prompts]
     if strays:
         problems.append(f"the server received {len(strays)} request(s) with no task's prompt")
@@ -136,9 +158,11 @@ def main():
         if not attempts or attempts[-1].get("outcome") != "ok":
             problems.append(f"task {tid}: last attempt is not ok: {attempts}")
         seen = by_prompt.get(prompt, [])
-        if len(seen) != len(attempts) or not seen:
+        # Engine attempts of every check attempt are recorded together.
+        sent = sum(len(by_prompt.get(p, [])) for p in set(task_prompts(task)))
+        if sent != len(attempts) or not seen:
             problems.append(
-                f"task {tid}: the server received its prompt {len(seen)} times; {len(attempts)} attempts recorded"
+                f"task {tid}: the server received its prompts {sent} times; {len(attempts)} attempts recorded"
             )
             continue
         received = user_prompt(seen[-1])

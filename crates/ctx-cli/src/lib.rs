@@ -35,6 +35,10 @@ enum Command {
     // Boxed: `ctx run` flattens every engine's flags, which makes its
     // arguments far larger than any other command's.
     Run(Box<commands::run::Args>),
+    /// Measure whether context helps: run a checked plan in variants
+    /// without entities and/or dependency outputs, and count the checks
+    /// that pass.
+    Eval(Box<commands::eval::Args>),
     /// Check or draw a plan.
     #[command(subcommand)]
     Plan(PlanCommand),
@@ -81,6 +85,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => commands::run::run(*a),
+        Command::Eval(a) => commands::eval::run(*a),
         Command::Plan(PlanCommand::Check(a)) => commands::plan_check::run(a),
         Command::Plan(PlanCommand::Graph(a)) => commands::plan_graph::run(a),
         Command::Plan(PlanCommand::Cost(a)) => commands::plan_cost::run(a),

@@ -30,6 +30,10 @@
 //!    and is checked again on what comes back. A `completed` or `failed`
 //!    result is stored. A dependent is dispatched only after the
 //!    `completed` result's `store` has returned.
+//! 5. When the task has checks (and the engine answers prompts), they run
+//!    on the output; a failure is retried with a feedback section, up to
+//!    `config.max_check_attempts` attempts in all, and a last failure fails
+//!    the task naming every failed check. See [`checking`](crate::checking).
 //!
 //! ## Failure, skip, cancellation
 //!
@@ -77,7 +81,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+use ctx_model::{Plan, TaskExecutionResult, TaskStatus, TokenUsage};
 use ctx_prompt::DependencyOutput;
 use ctx_tokens::{TokenCounter, Tokenizer};
 use tokio::task::JoinSet;
@@ -143,6 +147,71 @@ pub struct ExecutorOptions {
     /// placeholder outputs are never long: its prompts then show where a
     /// summary goes.
     pub summarize_every_output: bool,
+    /// Which context prompts get: everything (the default), or a variant
+    /// of `ctx eval` that leaves entities and/or dependency outputs out.
+    pub context: ContextVariant,
+}
+
+/// The context a prompt is assembled with: the variants `ctx eval`
+/// compares. A variant changes only what it names: checks (the `entities`
+/// check too) and the schedule stay as designed, so `no-dependencies`
+/// still waits for the dependencies it leaves out of the prompt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ContextVariant {
+    /// Entities and dependency outputs, as designed.
+    #[default]
+    Full,
+    /// The entity block left out.
+    NoEntities,
+    /// The dependency outputs left out.
+    NoDependencies,
+    /// Both left out: the task's own prompt alone.
+    Bare,
+}
+
+impl ContextVariant {
+    /// Every variant, in the order reports list them.
+    pub const ALL: [ContextVariant; 4] = [
+        ContextVariant::Full,
+        ContextVariant::NoEntities,
+        ContextVariant::NoDependencies,
+        ContextVariant::Bare,
+    ];
+
+    /// The name `ctx eval --ablate` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContextVariant::Full => "full",
+            ContextVariant::NoEntities => "no-entities",
+            ContextVariant::NoDependencies => "no-dependencies",
+            ContextVariant::Bare => "bare",
+        }
+    }
+
+    /// Whether prompts carry the entity block.
+    pub fn entities(self) -> bool {
+        matches!(self, ContextVariant::Full | ContextVariant::NoDependencies)
+    }
+
+    /// Whether prompts carry the dependency outputs.
+    pub fn dependencies(self) -> bool {
+        matches!(self, ContextVariant::Full | ContextVariant::NoEntities)
+    }
+
+    /// The plan prompts are assembled from: `plan` itself, or without
+    /// entities a copy whose tasks name none (so the assembler renders no
+    /// entity block and nothing else changes).
+    pub fn prompt_plan(self, plan: &Plan) -> Option<Plan> {
+        if self.entities() {
+            return None;
+        }
+        let mut bare = plan.clone();
+        bare.config.entities.include_all = false;
+        for task in &mut bare.sub_tasks {
+            task.entity_context.clear();
+        }
+        Some(bare)
+    }
 }
 
 impl Default for ExecutorOptions {
@@ -156,6 +225,7 @@ impl Default for ExecutorOptions {
             max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
             cost: None,
             summarize_every_output: false,
+            context: ContextVariant::Full,
         }
     }
 }
@@ -270,6 +340,11 @@ pub(crate) struct Inner {
     /// Dispatch priorities counting `llm` summary calls; `None` when the
     /// plan makes none (the graph's remaining path is used).
     pub(crate) priorities: Option<Vec<u64>>,
+    /// The plan prompts are assembled from, when the context variant
+    /// leaves entities out ([`ContextVariant::prompt_plan`]).
+    pub(crate) prompt_plan: Option<Plan>,
+    /// Whether prompts carry dependency outputs.
+    pub(crate) include_dependencies: bool,
 }
 
 impl Executor {
@@ -301,7 +376,6 @@ impl Executor {
             inner: Arc::new(Inner {
                 priorities,
                 summarize_every_output: options.summarize_every_output,
-                plan,
                 graph,
                 engine,
                 store,
@@ -309,6 +383,9 @@ impl Executor {
                 task_timeout: options.task_timeout,
                 max_output_bytes: options.max_output_bytes,
                 cost: options.cost.clone(),
+                prompt_plan: options.context.prompt_plan(&plan),
+                include_dependencies: options.context.dependencies(),
+                plan,
             }),
             options,
         })
@@ -946,15 +1023,22 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         });
     }
 
+    // The context variant (`ctx eval`): the prompt's plan and dependencies.
+    let prompt_plan = inner.prompt_plan.as_ref().unwrap_or(plan);
+    let prompt_task = prompt_plan.sub_tasks.get(i).unwrap_or(task);
+    let prompt_deps: &[DependencyOutput<'_>] = if inner.include_dependencies {
+        &deps
+    } else {
+        &[]
+    };
     let assembled = ctx_prompt::assemble_task_prompt(
-        plan,
-        task,
-        &deps,
+        prompt_plan,
+        prompt_task,
+        prompt_deps,
         counter.as_ref(),
         plan.config.max_prompt_tokens,
     );
-    drop(deps);
-    let assembled = match assembled {
+    let mut assembled = match assembled {
         Ok(a) => a,
         Err(e) => {
             result.error = Some(e.to_string());
@@ -963,32 +1047,181 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
             return Ok(result);
         }
     };
-    result.status = TaskStatus::InProgress;
-    result.prompt = Some(assembled.text.clone());
-    result.metadata.prompt_tokens = Some(assembled.tokens);
-    result.metadata.tokenizer = Some(assembled.tokenizer);
-    inner.store.store(result.clone())?;
-
-    let request = InferenceRequest {
-        task_id: task.id.clone(),
-        prompt: assembled.text,
-        params: task.tool_or_prompt.params.clone(),
-        prompt_tokens: assembled.tokens,
-        max_output_bytes: inner.max_output_bytes,
-        purpose: Default::default(),
+    // Checks run only on real answers (not a dry run's placeholders).
+    let checks = if inner.engine.answers_prompts() {
+        match crate::checking::prepare(plan, task) {
+            Ok(checks) => checks,
+            Err(e) => {
+                result.error = Some(e);
+                result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
+                inner.store.store(result.clone())?;
+                return Ok(result);
+            }
+        }
+    } else {
+        None
     };
+    let max_attempts = match checks {
+        Some(_) => plan.config.max_check_attempts.max(1),
+        None => 1,
+    };
+
+    let mut number = 0;
+    loop {
+        number += 1;
+        result.status = TaskStatus::InProgress;
+        result.prompt = Some(assembled.text.clone());
+        result.metadata.prompt_tokens = Some(assembled.tokens);
+        result.metadata.tokenizer = Some(assembled.tokenizer.clone());
+        inner.store.store(result.clone())?;
+
+        let request = InferenceRequest {
+            task_id: task.id.clone(),
+            prompt: assembled.text.clone(),
+            params: task.tool_or_prompt.params.clone(),
+            prompt_tokens: assembled.tokens,
+            max_output_bytes: inner.max_output_bytes,
+            response_schema: checks
+                .as_ref()
+                .and_then(|c| c.set.response_schema().cloned()),
+            purpose: Default::default(),
+        };
+        let response = call_engine(inner, &request)
+            .await
+            .map(|resp| cut_at_max_tokens(inner, task, i, resp));
+        result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
+        let resp = match response {
+            Ok(resp) => resp,
+            Err(e) => {
+                result.status = TaskStatus::Failed;
+                result.error = Some(e.message.clone());
+                result.metadata.attempts.extend(e.attempts);
+                if checks.is_some() {
+                    result
+                        .metadata
+                        .check_attempts
+                        .push(ctx_model::CheckAttempt {
+                            number,
+                            prompt: request.prompt,
+                            prompt_tokens: request.prompt_tokens,
+                            error: Some(e.message),
+                            ..ctx_model::CheckAttempt::default()
+                        });
+                }
+                break;
+            }
+        };
+        result.status = TaskStatus::Completed;
+        result.error = None;
+        // The engine's word only: a dry run names no model.
+        result.metadata.model = resp.model;
+        result.metadata.tokens_used = match checks {
+            // Every attempt and judge of a checked task counts.
+            Some(_) => TokenUsage::sum([result.metadata.tokens_used, resp.usage]),
+            None => resp.usage,
+        };
+        result.metadata.finish_reason = resp.finish_reason;
+        result.metadata.attempts.extend(resp.attempts);
+        result.metadata.cached = resp.cached;
+        let Some(task_checks) = &checks else {
+            result.output = resp.output;
+            break;
+        };
+        let (results, judge_usage) = crate::checking::evaluate(
+            task_checks,
+            task,
+            &resp.output,
+            inner.engine.as_ref(),
+            counter.as_ref(),
+            inner.max_output_bytes,
+        )
+        .await;
+        result.metadata.tokens_used = TokenUsage::sum([result.metadata.tokens_used, judge_usage]);
+        result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
+        result.output = resp.output;
+        result.metadata.checks = results.clone();
+        result
+            .metadata
+            .check_attempts
+            .push(ctx_model::CheckAttempt {
+                number,
+                prompt: request.prompt,
+                prompt_tokens: request.prompt_tokens,
+                output: result.output.clone(),
+                checks: results.clone(),
+                tokens_used: resp.usage,
+                judge_tokens_used: judge_usage,
+                error: None,
+            });
+        if ctx_checks::all_passed(&results) {
+            // Dependents receive the JSON a `json`/`json_schema` check
+            // validated, without the code fence models wrap it in.
+            if results.iter().any(|r| {
+                matches!(
+                    r.kind,
+                    ctx_checks::CheckKind::Json | ctx_checks::CheckKind::JsonSchema
+                )
+            }) {
+                result.output = ctx_checks::text::strip_code_fence(&result.output).to_string();
+            }
+            break;
+        }
+        // The call answered, but the answer was rejected: its engine
+        // attempt says so (`ctx runs report` marks it a check failure).
+        if let Some(last) = result.metadata.attempts.last_mut() {
+            last.outcome = crate::checking::CHECK_FAILED.into();
+            last.error = Some(crate::checking::failure_message(&results, number));
+        }
+        if number >= max_attempts {
+            result.status = TaskStatus::Failed;
+            result.error = Some(crate::checking::failure_message(&results, number));
+            break;
+        }
+        match crate::checking::retry_prompt(
+            prompt_plan,
+            prompt_task,
+            prompt_deps,
+            counter.as_ref(),
+            plan.config.max_prompt_tokens,
+            &results,
+        ) {
+            Ok((next, _feedback)) => assembled = next,
+            Err(e) => {
+                result.status = TaskStatus::Failed;
+                result.error = Some(format!(
+                    "{}; the retry could not be assembled: {e}",
+                    crate::checking::failure_message(&results, number)
+                ));
+                break;
+            }
+        }
+    }
+    drop(deps);
+    if let Some(c) = &inner.cost {
+        result.metadata.cost_usd =
+            crate::cost::task_cost(c.model.as_ref(), task, &result, counter.as_ref());
+    }
+    inner.store.store(result.clone())?;
+    Ok(result)
+}
+
+/// One engine call, bounded in time by [`ExecutorOptions::task_timeout`]
+/// and in output by [`ExecutorOptions::max_output_bytes`].
+async fn call_engine(
+    inner: &Inner,
+    request: &InferenceRequest,
+) -> Result<ctx_engine::InferenceResponse, EngineError> {
     let call_started = Instant::now();
     let response = match inner.task_timeout {
-        Some(limit) => match tokio::time::timeout(limit, inner.engine.infer(&request)).await {
+        Some(limit) => match tokio::time::timeout(limit, inner.engine.infer(request)).await {
             Ok(response) => response,
             // The engine's future is dropped here: it kills its command or
             // aborts its request.
             Err(_) => Err(timed_out(limit, call_started.elapsed())),
         },
-        None => inner.engine.infer(&request).await,
+        None => inner.engine.infer(request).await,
     };
-    let response = response.map(|resp| cut_at_max_tokens(inner, task, i, resp));
-    let response = response.and_then(|resp| {
+    response.and_then(|resp| {
         if resp.output.len() > inner.max_output_bytes {
             // An engine that does not bound its own reading: its output is
             // refused here all the same.
@@ -1002,31 +1235,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         } else {
             Ok(resp)
         }
-    });
-    result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-    match response {
-        Ok(resp) => {
-            result.status = TaskStatus::Completed;
-            result.output = resp.output;
-            // The engine's word only: a dry run names no model.
-            result.metadata.model = resp.model;
-            result.metadata.tokens_used = resp.usage;
-            result.metadata.finish_reason = resp.finish_reason;
-            result.metadata.attempts = resp.attempts;
-            result.metadata.cached = resp.cached;
-        }
-        Err(e) => {
-            result.status = TaskStatus::Failed;
-            result.error = Some(e.message);
-            result.metadata.attempts = e.attempts;
-        }
-    }
-    if let Some(c) = &inner.cost {
-        result.metadata.cost_usd =
-            crate::cost::task_cost(c.model.as_ref(), task, &result, counter.as_ref());
-    }
-    inner.store.store(result.clone())?;
-    Ok(result)
+    })
 }
 
 /// With [`CostOptions::cut_output_at_max_tokens`]: the output cut at the

@@ -330,6 +330,7 @@ pub(crate) async fn after_completion(
             prompt,
             params,
             max_output_bytes: inner.max_output_bytes,
+            response_schema: None,
             purpose: RequestPurpose::Summary {
                 dependent: dependent_task.map(|t| t.id.clone()),
             },
@@ -520,7 +521,7 @@ mod tests {
                     r.params.model.clone(),
                 ));
                 let output = match &r.purpose {
-                    RequestPurpose::Task => {
+                    RequestPurpose::Task | RequestPurpose::Judge => {
                         format!("{} THE CONCLUSION of {}", "filler ".repeat(50), r.task_id)
                     }
                     RequestPurpose::Summary { .. } if self.fail_summaries => {

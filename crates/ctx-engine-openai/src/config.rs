@@ -131,6 +131,28 @@ pub struct OpenAiConfig {
     pub requests_per_minute: Option<u32>,
     /// Tokens per minute (`--tpm`); `None` = unpaced.
     pub tokens_per_minute: Option<u32>,
+    /// When a request carries a JSON Schema for its answer, whether it is
+    /// sent as `response_format` (`--structured-output`).
+    pub structured_output: StructuredOutput,
+}
+
+/// Whether a task's JSON Schema (its `json_schema` check) is sent as
+/// `response_format: {type: json_schema, strict: true}`.
+///
+/// Many OpenAI-compatible servers support structured output, some reject
+/// the field with a 4xx; the check runs on the answer either way, so the
+/// schema in the request is a help to the model, not the guarantee.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StructuredOutput {
+    /// Send it; when the server rejects it (a 4xx whose error mentions
+    /// `response_format` or `json_schema`), send the request again without
+    /// it and leave it out for the rest of the run (one warning).
+    #[default]
+    Auto,
+    /// Send it; a server that rejects it fails the task.
+    Always,
+    /// Never send it: the prompt alone asks for the JSON.
+    Never,
 }
 
 impl Default for OpenAiConfig {
@@ -146,6 +168,7 @@ impl Default for OpenAiConfig {
             retry: RetryPolicy::default(),
             requests_per_minute: None,
             tokens_per_minute: None,
+            structured_output: StructuredOutput::Auto,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use ctx_engine::{
@@ -13,7 +14,7 @@ use ctx_model::{Attempt, Params};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Client, Response, Url};
 
-use crate::config::{ConfigError, OpenAiConfig, display_url, endpoint};
+use crate::config::{ConfigError, OpenAiConfig, StructuredOutput, display_url, endpoint};
 use crate::pacing::Pacer;
 use crate::retry::{self, ApiErrorInfo, snippet};
 use crate::sse::SseParser;
@@ -61,6 +62,15 @@ pub enum EngineEvent {
         /// How long the request waits before it is sent.
         wait: Duration,
     },
+    /// The server rejected `response_format`: this and every later request
+    /// of the run go without it, the prompt alone asking for the JSON
+    /// (sent once per run).
+    StructuredOutputRejected {
+        /// The task whose request was rejected.
+        task_id: String,
+        /// The server's error.
+        message: String,
+    },
     /// Streaming: `chars` characters of output received so far.
     Streaming {
         /// The task.
@@ -89,6 +99,9 @@ pub struct OpenAiEngine {
     config: OpenAiConfig,
     pacer: Pacer,
     observer: Option<Observer>,
+    /// The server rejected `response_format` once: prompt-only from then
+    /// on, for the rest of the run ([`StructuredOutput::Auto`]).
+    structured_rejected: AtomicBool,
 }
 
 impl fmt::Debug for OpenAiEngine {
@@ -190,6 +203,7 @@ impl OpenAiEngine {
             pacer: Pacer::new(config.requests_per_minute, config.tokens_per_minute),
             config,
             observer: None,
+            structured_rejected: AtomicBool::new(false),
         })
     }
 
@@ -232,7 +246,53 @@ impl OpenAiEngine {
         }
     }
 
+    /// Runs `request`, with `response_format` when it carries a schema and
+    /// [`StructuredOutput`] allows; in `auto` mode a server that rejects
+    /// the field gets the request again without it (its failed attempt is
+    /// kept in the record), and never again this run.
     async fn run(&self, request: &InferenceRequest) -> Result<InferenceResponse, EngineError> {
+        let mode = self.config.structured_output;
+        let schema = request.response_schema.as_ref().filter(|_| {
+            mode == StructuredOutput::Always
+                || (mode == StructuredOutput::Auto
+                    && !self.structured_rejected.load(Ordering::Relaxed))
+        });
+        // A plan that sets `response_format` itself (params.extra) wins.
+        let schema = schema.filter(|_| !request.params.extra.contains_key("response_format"));
+        let Some(schema) = schema else {
+            return self.run_with(request, None).await;
+        };
+        match self.run_with(request, Some(schema)).await {
+            Err(e) if mode == StructuredOutput::Auto && rejects_response_format(&e) => {
+                if !self.structured_rejected.swap(true, Ordering::Relaxed) {
+                    self.emit(EngineEvent::StructuredOutputRejected {
+                        task_id: request.task_id.clone(),
+                        message: e.message.clone(),
+                    });
+                }
+                let mut attempts = e.attempts;
+                let mut again = self.run_with(request, None).await;
+                let later = match &mut again {
+                    Ok(r) => &mut r.attempts,
+                    Err(e) => &mut e.attempts,
+                };
+                let first = u32::try_from(attempts.len()).unwrap_or(u32::MAX);
+                for a in later.iter_mut() {
+                    a.number = a.number.saturating_add(first);
+                }
+                attempts.append(later);
+                *later = attempts;
+                again
+            }
+            other => other,
+        }
+    }
+
+    async fn run_with(
+        &self,
+        request: &InferenceRequest,
+        schema: Option<&serde_json::Value>,
+    ) -> Result<InferenceResponse, EngineError> {
         let Some(model) = self.model_for(&request.params) else {
             return Err(EngineError::new(format!(
                 "task `{}`: no model: set `params.model` in the plan or pass --model",
@@ -240,13 +300,16 @@ impl OpenAiEngine {
             )));
         };
         let defaults = &self.config.defaults;
-        let body = wire::request_body(
+        let mut body = wire::request_body(
             &request.prompt,
             model,
             &request.params,
             defaults,
             self.config.stream,
         );
+        if let (Some(schema), Some(map)) = (schema, body.as_object_mut()) {
+            map.insert("response_format".into(), wire::response_format(schema));
+        }
         let body = serde_json::to_vec(&body).map_err(|e| {
             EngineError::new(format!(
                 "task `{}`: cannot encode the request: {e}",
@@ -660,6 +723,20 @@ impl InferenceEngine for OpenAiEngine {
     ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
         Box::pin(self.run(request))
     }
+}
+
+/// Whether a failure is the server refusing `response_format`: a 4xx whose
+/// message names the field or its `json_schema` type. Servers word it
+/// differently ("response_format is not supported", "Unrecognized request
+/// argument supplied: response_format", "json_schema ... not allowed"), and
+/// all of them name one or the other.
+fn rejects_response_format(e: &EngineError) -> bool {
+    let client_error = e
+        .attempts
+        .last()
+        .is_some_and(|a| a.outcome.starts_with("http_4") && a.outcome != "http_429");
+    let text = e.message.to_ascii_lowercase();
+    client_error && (text.contains("response_format") || text.contains("json_schema"))
 }
 
 /// Reads a body, stopping once it is longer than `cap` (the caller sees a

@@ -57,6 +57,7 @@
 //!     prompt_tokens: 3,
 //!     max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
 //!     purpose: Default::default(),
+//!     response_schema: None,
 //! };
 //! let error = engine.infer(&request).await.unwrap_err();
 //! assert!(error.message.starts_with(&format!("cannot connect to http://127.0.0.1:{port}/v1/chat/completions")));
@@ -76,6 +77,6 @@ mod wire;
 
 pub use config::{
     ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, OpenAiConfig,
-    RequestDefaults, RetryPolicy,
+    RequestDefaults, RetryPolicy, StructuredOutput,
 };
 pub use engine::{EngineEvent, Observer, OpenAiEngine};

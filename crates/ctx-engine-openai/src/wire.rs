@@ -14,6 +14,16 @@ use serde_json::{Map, Value, json};
 use crate::config::RequestDefaults;
 use crate::retry::ApiErrorInfo;
 
+/// `response_format` for a JSON Schema: strict, so a server that supports
+/// it constrains decoding to the schema. The name is fixed: it only labels
+/// the schema for the server.
+pub(crate) fn response_format(schema: &Value) -> Value {
+    json!({
+        "type": "json_schema",
+        "json_schema": {"name": "task_output", "strict": true, "schema": schema}
+    })
+}
+
 /// Keys ctx sets itself; `params.extra` cannot override them.
 const RESERVED: [&str; 4] = ["model", "messages", "stream", "stream_options"];
 

@@ -53,6 +53,7 @@ fn request(id: &str) -> InferenceRequest {
         prompt_tokens: 12,
         max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         purpose: Default::default(),
+        response_schema: None,
     }
 }
 
@@ -1040,4 +1041,103 @@ async fn a_whole_answer_past_the_output_bound_fails() {
         "{}",
         e.message
     );
+}
+
+fn schema_request(id: &str) -> InferenceRequest {
+    let mut r = request(id);
+    r.response_schema = Some(json!({"type": "object", "required": ["score"]}));
+    r
+}
+
+/// Answers 400 to a body with `response_format`, else a completion.
+struct RejectsResponseFormat;
+
+impl wiremock::Respond for RejectsResponseFormat {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        if body.get("response_format").is_some() {
+            ResponseTemplate::new(400).set_body_json(json!({"error": {
+                "message": "Unrecognized request argument supplied: response_format",
+                "type": "invalid_request_error"}}))
+        } else {
+            ResponseTemplate::new(200).set_body_json(completion("{\"score\": 1}"))
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_schema_is_sent_as_strict_response_format() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("{\"score\": 1}")))
+        .mount(&s)
+        .await;
+    let e = engine(config(base(&s)));
+    e.infer(&schema_request("t")).await.unwrap();
+    // Without a schema, none is sent.
+    e.infer(&request("u")).await.unwrap();
+    let received = s.received_requests().await.unwrap();
+    let body: Value = serde_json::from_slice(&received[0].body).unwrap();
+    assert_eq!(
+        body["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "task_output", "strict": true,
+               "schema": {"type": "object", "required": ["score"]}}})
+    );
+    let body: Value = serde_json::from_slice(&received[1].body).unwrap();
+    assert!(body.get("response_format").is_none());
+
+    // `never` leaves it out; a plan's own response_format wins.
+    let e = engine(OpenAiConfig {
+        structured_output: ctx_engine_openai::StructuredOutput::Never,
+        ..config(base(&s))
+    });
+    e.infer(&schema_request("v")).await.unwrap();
+    let mut own = schema_request("w");
+    own.params
+        .extra
+        .insert("response_format".into(), json!({"type": "json_object"}));
+    engine(config(base(&s))).infer(&own).await.unwrap();
+    let received = s.received_requests().await.unwrap();
+    let never: Value = serde_json::from_slice(&received[2].body).unwrap();
+    assert!(never.get("response_format").is_none());
+    let own: Value = serde_json::from_slice(&received[3].body).unwrap();
+    assert_eq!(own["response_format"], json!({"type": "json_object"}));
+}
+
+#[tokio::test]
+async fn a_rejected_response_format_falls_back_once_for_the_run_with_one_warning() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(RejectsResponseFormat)
+        .mount(&s)
+        .await;
+    let events: Arc<Mutex<Vec<EngineEvent>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    let e = engine(config(base(&s))).with_observer(Arc::new(move |ev: &EngineEvent| {
+        seen.lock().unwrap().push(ev.clone())
+    }));
+    let first = e.infer(&schema_request("a")).await.unwrap();
+    assert_eq!(first.output, "{\"score\": 1}");
+    assert_eq!(outcomes(&first.attempts), ["http_400", "ok"]);
+    assert_eq!(first.attempts[1].number, 2);
+    let second = e.infer(&schema_request("b")).await.unwrap();
+    assert_eq!(outcomes(&second.attempts), ["ok"]);
+    // Three requests: the rejected one, its retry, and b without the field.
+    assert_eq!(s.received_requests().await.unwrap().len(), 3);
+    let warnings: Vec<EngineEvent> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e, EngineEvent::StructuredOutputRejected { .. }))
+        .cloned()
+        .collect();
+    assert_eq!(warnings.len(), 1);
+
+    // `always` does not fall back: the task fails with the server's word.
+    let e = engine(OpenAiConfig {
+        structured_output: ctx_engine_openai::StructuredOutput::Always,
+        ..config(base(&s))
+    });
+    let err = e.infer(&schema_request("c")).await.unwrap_err();
+    assert!(err.message.contains("response_format"), "{}", err.message);
 }

@@ -77,6 +77,11 @@ pub struct InferenceRequest {
     pub params: Params,
     /// The prompt's token count, for engines that pace by tokens.
     pub prompt_tokens: usize,
+    /// The JSON Schema the answer must follow (a task's first
+    /// `json_schema` check), for engines that can constrain their output
+    /// to it (the OpenAI-compatible engine's `response_format`). Engines
+    /// that cannot ignore it: the check still runs on the answer.
+    pub response_schema: Option<serde_json::Value>,
     /// The most output, in bytes, this task may produce.
     ///
     /// An engine that reads output incrementally (a command's stdout, a
@@ -106,6 +111,10 @@ pub enum RequestPurpose {
         /// dependent`); `None` for the summary every dependent shares.
         dependent: Option<String>,
     },
+    /// A `judge` check of task [`task_id`](InferenceRequest::task_id)'s
+    /// output: the prompt is the rubric with the output fenced, and the
+    /// answer must be the judge's fixed JSON shape.
+    Judge,
 }
 
 /// What an engine answered.
@@ -159,6 +168,13 @@ impl EngineError {
 pub trait InferenceEngine: Send + Sync {
     /// The engine's name as `--engine` takes it.
     fn name(&self) -> &str;
+
+    /// Whether outputs answer their prompts. Only then are a task's checks
+    /// evaluated and a `judge` check can be asked: a dry run's
+    /// placeholders would fail every check, and could not judge one.
+    fn answers_prompts(&self) -> bool {
+        true
+    }
 
     /// Runs `request`. Retries, if any, happen inside and are listed in the
     /// response's or the error's `attempts`.

@@ -36,6 +36,7 @@ fn random_plan(tasks: usize, seed: u64) -> Plan {
             intent: Some("Why it matters.".into()),
             grounded_value: Some(format!("value number {i}")),
             grounded_values: None,
+            check: None,
         })
         .collect();
     let words = [
@@ -86,6 +87,7 @@ fn random_plan(tasks: usize, seed: u64) -> Plan {
                     },
                 },
                 dependency: Default::default(),
+                checks: Vec::new(),
             }
         })
         .collect();

@@ -66,6 +66,7 @@
 //! # Ok::<(), ctx_model::PlanError>(())
 //! ```
 
+mod checks;
 pub mod graph;
 mod locate;
 mod parse;
@@ -75,6 +76,7 @@ mod schema;
 mod suggest;
 mod validate;
 
+pub use checks::*;
 pub use locate::*;
 pub use parse::*;
 pub use plan::*;

@@ -81,6 +81,12 @@ pub struct Entity {
     /// The values, when there are several; joined with `, ` in prompts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grounded_values: Option<Vec<String>>,
+    /// A Rust `regex` pattern an `entities` check looks for instead of the
+    /// value, for entities whose value is prose no literal search can find
+    /// (docs/checks.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub check: Option<String>,
 }
 
 impl Entity {
@@ -118,6 +124,10 @@ pub struct SubTask {
     /// `config.dependency` for this task only.
     #[serde(default, skip_serializing_if = "TaskDependencyConfig::is_empty")]
     pub dependency: TaskDependencyConfig,
+    /// What the output must satisfy (docs/checks.md); run after
+    /// `config.checks`, retried with feedback when one fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<ctx_checks::Check>,
 }
 
 /// A task's override of `config.dependency`: how the outputs of *its*
@@ -241,6 +251,23 @@ pub struct PlanConfig {
     /// schema and the parser cannot drift from the arithmetic.
     #[serde(default, skip_serializing_if = "ctx_cost::PlanPrices::is_empty")]
     pub prices: ctx_cost::PlanPrices,
+    /// Checks applied to every task's output, before the task's own
+    /// `checks` (docs/checks.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<ctx_checks::Check>,
+    /// How many times in all a task with checks is tried: the first
+    /// attempt and the retries with feedback. At least 1; `ctx run
+    /// --max-check-attempts` overrides it.
+    #[serde(default = "default_max_check_attempts")]
+    #[schemars(range(min = 1))]
+    pub max_check_attempts: u32,
+}
+
+/// The default `max_check_attempts`: one try and one retry with feedback.
+pub const DEFAULT_MAX_CHECK_ATTEMPTS: u32 = 2;
+
+fn default_max_check_attempts() -> u32 {
+    DEFAULT_MAX_CHECK_ATTEMPTS
 }
 
 /// The default per-prompt cap, from the design's success metric.
@@ -258,6 +285,8 @@ impl Default for PlanConfig {
             max_prompt_tokens: DEFAULT_MAX_PROMPT_TOKENS,
             tokenizer: None,
             prices: ctx_cost::PlanPrices::new(),
+            checks: Vec::new(),
+            max_check_attempts: DEFAULT_MAX_CHECK_ATTEMPTS,
         }
     }
 }

@@ -131,6 +131,14 @@ pub struct ResultMetadata {
     /// were needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<SummaryRecord>,
+    /// The results of the task's checks on its final attempt, in check
+    /// order; empty when the task has no checks (or they were not run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<ctx_checks::CheckResult>,
+    /// Every attempt of a checked task: its prompt, output and check
+    /// results, the first attempt first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check_attempts: Vec<CheckAttempt>,
 }
 
 /// The `llm` summaries of one task's output: every call made, and whether
@@ -214,6 +222,55 @@ pub struct SummaryCall {
     /// Why the call failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// One attempt of a task with checks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckAttempt {
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// The exact prompt sent (from the second attempt on, with the
+    /// feedback section).
+    pub prompt: String,
+    /// Its token count under the task's tokenizer.
+    pub prompt_tokens: usize,
+    /// What the engine answered; empty when the call failed.
+    pub output: String,
+    /// The check results of this output.
+    #[serde(default)]
+    pub checks: Vec<ctx_checks::CheckResult>,
+    /// Usage of this attempt's call, as the engine reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_used: Option<TokenUsage>,
+    /// Usage of the judge calls that checked this output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_tokens_used: Option<TokenUsage>,
+    /// The engine's error, when the call failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl TokenUsage {
+    /// `self + other`, field by field (saturating); cached tokens add when
+    /// either side reports them.
+    pub fn plus(self, other: TokenUsage) -> TokenUsage {
+        TokenUsage {
+            prompt_tokens: self.prompt_tokens.saturating_add(other.prompt_tokens),
+            completion_tokens: self
+                .completion_tokens
+                .saturating_add(other.completion_tokens),
+            total_tokens: self.total_tokens.saturating_add(other.total_tokens),
+            cached_tokens: match (self.cached_tokens, other.cached_tokens) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+            },
+        }
+    }
+
+    /// The sum of some usages; `None` when none is known.
+    pub fn sum(usages: impl IntoIterator<Item = Option<TokenUsage>>) -> Option<TokenUsage> {
+        usages.into_iter().flatten().reduce(TokenUsage::plus)
+    }
 }
 
 /// Token usage reported by an engine.

@@ -111,6 +111,13 @@ pub enum ProblemCode {
     BadSummaryPrompt,
     /// `config.dependency.summary_model` is empty or only whitespace.
     EmptySummaryModel,
+    /// A check that does not compile: a malformed pattern, a schema that
+    /// cannot be read or is not a valid JSON Schema.
+    InvalidCheck,
+    /// An entity's `check:` pattern does not compile.
+    InvalidEntityCheck,
+    /// `config.max_check_attempts` is 0.
+    ZeroMaxCheckAttempts,
 }
 
 impl ProblemCode {
@@ -144,6 +151,9 @@ impl ProblemCode {
             ProblemCode::ZeroSummaryMaxTokens => "zero_summary_max_tokens",
             ProblemCode::BadSummaryPrompt => "bad_summary_prompt",
             ProblemCode::EmptySummaryModel => "empty_summary_model",
+            ProblemCode::InvalidCheck => "invalid_check",
+            ProblemCode::InvalidEntityCheck => "invalid_entity_check",
+            ProblemCode::ZeroMaxCheckAttempts => "zero_max_check_attempts",
         }
     }
 }
@@ -325,6 +335,14 @@ fn check_config(plan: &Plan, out: &mut Vec<Problem>) {
             message: "must be at least 1 (the cap on every assembled prompt)".into(),
         });
     }
+    if cfg.max_check_attempts == 0 {
+        out.push(Problem {
+            code: ProblemCode::ZeroMaxCheckAttempts,
+            task_id: None,
+            field: "config.max_check_attempts".into(),
+            message: "must be at least 1 (the first attempt counts)".into(),
+        });
+    }
     if cfg.dependency.max_output_length == Some(0) {
         out.push(Problem {
             code: ProblemCode::ZeroMaxOutputLength,
@@ -438,6 +456,16 @@ fn check_entities<'p>(plan: &'p Plan, out: &mut Vec<Problem>) -> Vec<&'p str> {
         } else {
             first.insert(&e.name, i);
             names.push(e.name.as_str());
+        }
+        if let Some(pattern) = &e.check
+            && let Err(err) = ctx_checks::ExpectedEntity::new(&e.name, &[], Some(pattern))
+        {
+            out.push(Problem {
+                code: ProblemCode::InvalidEntityCheck,
+                task_id: None,
+                field: format!("entities[{i}].check"),
+                message: crate::checks::error_text("invalid pattern", &err.source),
+            });
         }
         if e.grounded_value.is_some() && e.grounded_values.is_some() {
             out.push(Problem {
@@ -798,6 +826,7 @@ mod tests {
                 },
             },
             dependency: Default::default(),
+            checks: Vec::new(),
         }
     }
 
@@ -808,6 +837,7 @@ mod tests {
             intent: None,
             grounded_value: Some("v".into()),
             grounded_values: None,
+            check: None,
         }
     }
 

@@ -99,6 +99,7 @@ fn sub_task() -> impl Strategy<Value = SubTask> {
                 dependency: TaskDependencyConfig {
                     summarize_strategy: own,
                 },
+                checks: Vec::new(),
             },
         )
 }
@@ -118,6 +119,7 @@ fn entity() -> impl Strategy<Value = Entity> {
                 intent,
                 grounded_value,
                 grounded_values,
+                check: None,
             },
         )
 }
@@ -178,6 +180,8 @@ fn config() -> impl Strategy<Value = PlanConfig> {
                     max_prompt_tokens: cap,
                     tokenizer,
                     prices: Default::default(),
+                    checks: Vec::new(),
+                    max_check_attempts: ctx_model::DEFAULT_MAX_CHECK_ATTEMPTS,
                 }
             },
         )
@@ -220,6 +224,7 @@ fn graph_plan(n: usize, edges: &[(usize, usize)]) -> Plan {
                 },
             },
             dependency: Default::default(),
+            checks: Vec::new(),
         })
         .collect();
     Plan {

@@ -315,6 +315,10 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
         self.inner.name()
     }
 
+    fn answers_prompts(&self) -> bool {
+        self.inner.answers_prompts()
+    }
+
     fn infer<'a>(
         &'a self,
         request: &'a InferenceRequest,

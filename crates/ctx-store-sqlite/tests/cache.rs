@@ -54,6 +54,7 @@ fn request(prompt: &str, params: Params) -> InferenceRequest {
         prompt_tokens: 1,
         max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         purpose: Default::default(),
+        response_schema: None,
     }
 }
 

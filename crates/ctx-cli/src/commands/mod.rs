@@ -2,6 +2,7 @@
 
 pub mod completions;
 pub mod engines;
+pub mod eval;
 pub mod history;
 pub mod lint;
 pub mod plan_check;

@@ -58,7 +58,7 @@ pub fn run(args: Args) -> CliResult {
         Err(e) => return Err(CliError::usage(e)),
     };
     let origin = source.origin.as_str();
-    let problems = parsed.problems();
+    let problems = parsed.problems_in(ctx_model::plan_base_dir(&args.plan));
     let plan = &parsed.plan;
     let locator = if problems.is_empty() {
         FieldLocator::default()
@@ -107,15 +107,21 @@ pub fn run(args: Args) -> CliResult {
 /// invalid one. A read or parse error, or any problem `ctx plan check`
 /// would report (unknown fields among them), becomes a usage error (exit 2)
 /// whose message lists every problem, one per line, exactly as `ctx plan
-/// check` prints them.
+/// check` prints them. The plan returned has its `json_schema` files
+/// inlined ([`Plan::inline_check_schemas`]).
 pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
     let source = ctx_model::read_plan_source(path).map_err(CliError::usage)?;
     let parsed = source
         .parse_with_unknown_fields()
         .map_err(CliError::usage)?;
-    let problems = parsed.problems();
+    let base_dir = ctx_model::plan_base_dir(path);
+    let problems = parsed.problems_in(base_dir);
     if problems.is_empty() {
-        return Ok(parsed.plan);
+        // Schema files become part of the plan, so the plan a run stores
+        // checks the same schemas when resumed from anywhere.
+        let mut plan = parsed.plan;
+        plan.inline_check_schemas(base_dir);
+        return Ok(plan);
     }
     let origin = &source.origin;
     let locator = FieldLocator::new(&source.text);

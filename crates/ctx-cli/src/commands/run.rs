@@ -114,6 +114,11 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub max_prompt_tokens: Option<usize>,
 
+    /// How many times in all a task with checks is tried, retries with
+    /// feedback included (overrides config.max_check_attempts; at least 1).
+    #[arg(long, value_name = "N")]
+    pub max_check_attempts: Option<u32>,
+
     /// Tokenizer for every task (overrides config.tokenizer): cl100k_base,
     /// o200k_base, o200k_harmony, p50k_base, r50k_base, estimate.
     #[arg(long, value_name = "T")]
@@ -246,6 +251,14 @@ pub fn run(args: Args) -> CliResult {
             t.dependency.summarize_strategy = None;
         }
     }
+    if let Some(n) = args.max_check_attempts {
+        if n == 0 {
+            return Err(CliError::usage(
+                "--max-check-attempts must be at least 1 (the first attempt counts)",
+            ));
+        }
+        plan.config.max_check_attempts = n;
+    }
     let task_timeout = task_timeout(args.task_timeout)?;
     if args.max_output_bytes == 0 {
         return Err(CliError::usage("--max-output-bytes must be at least 1"));
@@ -268,6 +281,7 @@ pub fn run(args: Args) -> CliResult {
         return Err(CliError::usage("--max-tokens must be at least 1"));
     }
     let engine = engines::build(&args.engine)?;
+    refuse_unjudgeable(&plan, engine.as_ref(), &plan_path)?;
     let label = engines::label(&args.engine);
     let book = args.prices.book(Some(&plan.config.prices))?;
     let plan_source = plan_source.as_deref();
@@ -403,8 +417,43 @@ pub fn run(args: Args) -> CliResult {
     Ok(exit)
 }
 
+/// A plan with `judge` checks needs an engine that answers prompts: the
+/// dry-run engine cannot judge, so the run is refused before it starts,
+/// naming each judge check by file, line, task and field.
+pub fn refuse_unjudgeable(
+    plan: &ctx_model::Plan,
+    engine: &dyn InferenceEngine,
+    plan_path: &Path,
+) -> Result<(), CliError> {
+    let judges = ctx_model::judge_checks(plan);
+    if judges.is_empty() || engine.answers_prompts() {
+        return Ok(());
+    }
+    let source = ctx_model::read_plan_source(plan_path).ok();
+    let locator = source
+        .as_ref()
+        .map(|s| ctx_model::FieldLocator::new(&s.text))
+        .unwrap_or_default();
+    let origin = source
+        .as_ref()
+        .map_or("<stored plan>", |s| s.origin.as_str());
+    let mut message = format!(
+        "the {} engine cannot run `judge` checks (they need a model): use --engine command or --engine openai",
+        engine.name()
+    );
+    for (task_id, field) in judges {
+        let at = locator
+            .locate(&field)
+            .map(|(l, c)| format!("{origin}:{l}:{c}: "))
+            .unwrap_or_else(|| format!("{origin}: "));
+        let task = task_id.map(|t| format!("task {t:?}: ")).unwrap_or_default();
+        message.push_str(&format!("\n{at}{task}{field}: a judge check"));
+    }
+    Err(CliError::usage(message))
+}
+
 /// `--task-timeout SECS` as the executor's bound: `0` is none.
-fn task_timeout(secs: f64) -> Result<Option<Duration>, CliError> {
+pub(crate) fn task_timeout(secs: f64) -> Result<Option<Duration>, CliError> {
     if secs == 0.0 {
         return Ok(None);
     }
@@ -803,10 +852,20 @@ pub(crate) struct TaskJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
     prompt: Option<&'a str>,
+    /// The final attempt's check results (`kind`, `passed`, `message`).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    checks: &'a [ctx_checks::CheckResult],
+    /// How many attempts the checks took (0, left out, without checks).
+    #[serde(skip_serializing_if = "is_zero")]
+    check_attempts: usize,
     metadata: &'a ResultMetadata,
     /// `metadata.cost_usd`, repeated at the top for tools that read only
     /// the top level; null when unknown.
     cost_usd: Option<Usd>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl<'a> TaskJson<'a> {
@@ -819,6 +878,8 @@ impl<'a> TaskJson<'a> {
             summary: r.summary.as_deref(),
             error: r.error.as_deref(),
             prompt: r.prompt.as_deref(),
+            checks: &r.metadata.checks,
+            check_attempts: r.metadata.check_attempts.len(),
             metadata: &r.metadata,
             cost_usd: r.metadata.cost_usd,
         }

@@ -510,6 +510,9 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
     if let Some(text) = summary_section(r) {
         out.push_str(&text);
     }
+    if !m.checks.is_empty() {
+        out.push_str(&checks_text(m));
+    }
     out.push_str("\n\n## History\n\n");
     let rows: Vec<Vec<String>> = history
         .iter()
@@ -632,6 +635,54 @@ pub fn spent(view: &ctx_store_sqlite::RunView) -> Result<ctx_cost::Usd, ctx_stor
         }
     }
     Ok(total)
+}
+
+/// The `## Checks` section of `ctx runs show RUN --task ID`: the final
+/// attempt's results, then one line per attempt.
+fn checks_text(m: &ctx_model::ResultMetadata) -> String {
+    let mut out = format!(
+        "\n\n## Checks (attempt {} of the task)\n\n",
+        m.check_attempts.len().max(1)
+    );
+    for r in &m.checks {
+        out.push_str(&format!(
+            "{} {}: {}\n",
+            if r.passed { "pass" } else { "FAIL" },
+            r.kind,
+            printable(&r.message)
+        ));
+    }
+    if m.check_attempts.len() > 1 {
+        out.push_str("\n## Check attempts\n\n");
+        let rows: Vec<Vec<String>> = m
+            .check_attempts
+            .iter()
+            .map(|a| {
+                let passed = a.checks.iter().filter(|r| r.passed).count();
+                let failed: Vec<&str> = a
+                    .checks
+                    .iter()
+                    .filter(|r| !r.passed)
+                    .map(|r| r.kind.as_str())
+                    .collect();
+                vec![
+                    a.number.to_string(),
+                    a.prompt_tokens.to_string(),
+                    format!("{passed}/{}", a.checks.len()),
+                    a.error
+                        .as_deref()
+                        .map(|e| printable(e.lines().next().unwrap_or_default()))
+                        .unwrap_or_else(|| failed.join(", ")),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["#", "PROMPT TOKENS", "PASSED", "FAILED"],
+            &[true, true, true, false],
+            &rows,
+        ));
+    }
+    out.trim_end().to_string()
 }
 
 /// The object `ctx run --format json` prints, rebuilt from the store and
@@ -804,7 +855,7 @@ fn printable(s: &str) -> String {
 
 /// An aligned table; `right[i]` right-aligns column `i`. The last column is
 /// not padded.
-fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

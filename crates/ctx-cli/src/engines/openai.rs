@@ -25,7 +25,7 @@ use std::time::Duration;
 use ctx_deps::InferenceEngine;
 use ctx_engine_openai::{
     ApiKey, BASE_URL_ENV, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, EngineEvent, OpenAiConfig,
-    OpenAiEngine, RequestDefaults, RetryPolicy,
+    OpenAiEngine, RequestDefaults, RetryPolicy, StructuredOutput,
 };
 
 use crate::exit::CliError;
@@ -126,6 +126,23 @@ pub struct OpenAiArgs {
     /// [default: unlimited].
     #[arg(long, value_name = "N", help_heading = HEADING)]
     pub tpm: Option<u32>,
+
+    /// Send a task's json_schema check as `response_format` (strict JSON
+    /// Schema): auto falls back to the prompt alone, for the rest of the
+    /// run, when the server rejects the field [default: auto].
+    #[arg(long, value_enum, value_name = "WHEN", help_heading = HEADING)]
+    pub structured_output: Option<StructuredOutputArg>,
+}
+
+/// `--structured-output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StructuredOutputArg {
+    /// Send it; fall back to the prompt alone when the server rejects it.
+    Auto,
+    /// Send it; a server that rejects it fails the task.
+    Always,
+    /// Never send it.
+    Never,
 }
 
 impl OpenAiArgs {
@@ -155,6 +172,7 @@ impl OpenAiArgs {
         check(self.retry_max_ms.is_some(), "--retry-max-ms");
         check(self.rpm.is_some(), "--rpm");
         check(self.tpm.is_some(), "--tpm");
+        check(self.structured_output.is_some(), "--structured-output");
         given
     }
 }
@@ -269,6 +287,11 @@ pub fn config_from(
         },
         requests_per_minute: args.rpm,
         tokens_per_minute: args.tpm,
+        structured_output: match args.structured_output {
+            None | Some(StructuredOutputArg::Auto) => StructuredOutput::Auto,
+            Some(StructuredOutputArg::Always) => StructuredOutput::Always,
+            Some(StructuredOutputArg::Never) => StructuredOutput::Never,
+        },
     })
 }
 
@@ -300,6 +323,10 @@ pub fn describe(event: &EngineEvent) -> Option<String> {
             "task {task_id}: paced by --rpm/--tpm, sending in {}",
             human(*wait)
         )),
+        EngineEvent::StructuredOutputRejected { task_id, message } => Some(format!(
+            "warning: task {task_id}: the server rejected response_format ({message}); \
+             structured output is off for the rest of the run, the checks still run"
+        )),
         EngineEvent::Streaming { task_id, chars } => {
             Some(format!("task {task_id}: streaming, {chars} characters"))
         }
@@ -320,13 +347,18 @@ fn report_event(event: &EngineEvent) {
     let Some(text) = describe(event) else { return };
     let bar = PROGRESS.lock().unwrap_or_else(|p| p.into_inner()).clone();
     match (bar, event) {
-        (Some(bar), EngineEvent::Retrying { .. }) => {
+        (
+            Some(bar),
+            EngineEvent::Retrying { .. } | EngineEvent::StructuredOutputRejected { .. },
+        ) => {
             bar.println(&text);
             bar.set_message(text);
         }
         (Some(bar), _) => bar.set_message(text),
         // No bar: only retries are worth a line of their own in a log.
-        (None, EngineEvent::Retrying { .. }) => eprintln!("ctx: {text}"),
+        (None, EngineEvent::Retrying { .. } | EngineEvent::StructuredOutputRejected { .. }) => {
+            eprintln!("ctx: {text}")
+        }
         (None, _) => {}
     }
 }

@@ -102,6 +102,9 @@ impl CommandEngine {
                 cmd.env("CTX_SUMMARY_FOR", d);
             }
         }
+        if request.purpose == RequestPurpose::Judge {
+            cmd.env("CTX_JUDGE", "1");
+        }
         #[cfg(unix)]
         cmd.process_group(0);
         let mut child = cmd.spawn().map_err(|e| {
@@ -323,6 +326,7 @@ mod tests {
             prompt_tokens: 1,
             max_output_bytes: crate::DEFAULT_MAX_OUTPUT_BYTES,
             purpose: Default::default(),
+            response_schema: None,
         }
     }
 

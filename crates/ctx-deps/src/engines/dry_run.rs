@@ -41,6 +41,10 @@ impl InferenceEngine for DryRunEngine {
         Self::NAME
     }
 
+    fn answers_prompts(&self) -> bool {
+        false
+    }
+
     fn infer<'a>(
         &'a self,
         request: &'a InferenceRequest,
@@ -48,7 +52,9 @@ impl InferenceEngine for DryRunEngine {
         Box::pin(async move {
             Ok(InferenceResponse {
                 output: match &request.purpose {
-                    RequestPurpose::Task => DryRunEngine::output_for(&request.task_id),
+                    RequestPurpose::Task | RequestPurpose::Judge => {
+                        DryRunEngine::output_for(&request.task_id)
+                    }
                     RequestPurpose::Summary { dependent } => {
                         DryRunEngine::summary_for(&request.task_id, dependent.as_deref())
                     }

@@ -1,0 +1,680 @@
+//! Checks in the executor: evaluating an answer, asking judges, and the
+//! retried prompt with its feedback section.
+//!
+//! A task with checks (`config.checks` and its own `checks`, see
+//! docs/checks.md) is tried up to `config.max_check_attempts` times in
+//! all. After each answer every check runs on the output (`evaluate`);
+//! `judge` checks are sent to the run's engine, bounded by their
+//! `max_tokens`, and their usage is added to the task's. When a check fails
+//! and attempts remain, the task is asked again with [`retry_prompt`]: the
+//! prompt assembled as usual plus the `## Your previous answer failed these
+//! checks` section.
+//!
+//! ## The budget of a retried prompt
+//!
+//! The feedback is part of the prompt, so the whole text stays within
+//! `max_prompt_tokens`, counted exactly, and the task's own prompt is
+//! never cut. The feedback is given room before the context: it is fitted
+//! ([`Feedback::fit`]) to what the cap leaves beside the task's own prompt,
+//! then the context (dependency outputs, entities) is assembled under the
+//! cap less the feedback, shrinking by the usual rules. Token counts are
+//! not exactly additive across the join, so the joined text is counted
+//! again; when it is over, the feedback's budget is lowered by the excess
+//! and the fit repeated. When no feedback fits at all (or the context
+//! cannot shrink enough beside it), the retry is the plain prompt: a second
+//! sample is still a second chance.
+
+use ctx_checks::{CheckResult, CheckSet, EvalContext, ExpectedEntity, Feedback};
+use ctx_model::{Params, Plan, SubTask, TokenUsage};
+use ctx_prompt::{AssembledPrompt, AssemblyError, DependencyOutput};
+use ctx_tokens::TokenCounter;
+
+use ctx_engine::{InferenceEngine, InferenceRequest};
+
+/// The outcome of an engine attempt whose answer failed its checks.
+pub const CHECK_FAILED: &str = "check_failed";
+
+/// What joins the assembled prompt and the feedback section.
+pub const FEEDBACK_JOIN: &str = "\n\n";
+
+/// How many times the feedback's budget is lowered before the retry goes
+/// without feedback (each round is one assembly and one count).
+const FIT_ROUNDS: usize = 8;
+
+/// A task's compiled checks and the entities its `entities` checks look
+/// for.
+pub(crate) struct TaskChecks {
+    pub(crate) set: CheckSet,
+    pub(crate) entities: Vec<ExpectedEntity>,
+}
+
+/// The checks of `task`, compiled; `None` when it has none. Schema paths
+/// are read relative to the current directory (`ctx run` inlines them
+/// when it loads the plan). An error is the task's failure: validation
+/// reports the same problems before a run, so it means an unvalidated
+/// plan.
+pub(crate) fn prepare(plan: &Plan, task: &SubTask) -> Result<Option<TaskChecks>, String> {
+    let checks = ctx_model::task_checks(plan, task);
+    if checks.is_empty() {
+        return Ok(None);
+    }
+    let set = CheckSet::compile(&checks, std::path::Path::new("."))
+        .map_err(|e| format!("{}: {}", e, source_text(&e)))?;
+    let entities = ctx_model::expected_entities(plan, task)
+        .map_err(|e| format!("{}: {}", e, source_text(&e)))?;
+    Ok(Some(TaskChecks { set, entities }))
+}
+
+fn source_text(e: &dyn std::error::Error) -> String {
+    e.source()
+        .map(|s| s.to_string().replace('\n', " "))
+        .unwrap_or_default()
+}
+
+/// Runs every check on `output`, asking the judges through `engine`.
+/// Returns the results and the judges' total usage. Never fails: a judge
+/// whose call fails fails its check.
+pub(crate) async fn evaluate(
+    checks: &TaskChecks,
+    task: &SubTask,
+    output: &str,
+    engine: &dyn InferenceEngine,
+    counter: &dyn TokenCounter,
+    max_output_bytes: usize,
+) -> (Vec<CheckResult>, Option<TokenUsage>) {
+    let context = EvalContext {
+        entities: &checks.entities,
+        neutralize: ctx_prompt::fence::neutralize,
+    };
+    let mut evaluation = checks.set.evaluate(output.as_bytes(), &context);
+    let mut usage = None;
+    for judge in evaluation.take_judge_requests() {
+        let request = InferenceRequest {
+            task_id: task.id.clone(),
+            prompt_tokens: counter.count(&judge.prompt),
+            prompt: judge.prompt,
+            params: Params {
+                model: judge
+                    .model
+                    .or_else(|| task.tool_or_prompt.params.model.clone()),
+                max_tokens: Some(judge.max_tokens),
+                temperature: Some(0.0),
+                ..Params::default()
+            },
+            max_output_bytes,
+            response_schema: Some(ctx_checks::judge::answer_schema()),
+            purpose: ctx_engine::RequestPurpose::Judge,
+        };
+        let recorded = match engine.infer(&request).await {
+            Ok(response) => {
+                usage = TokenUsage::sum([usage, response.usage]);
+                evaluation.record_judge_answer(judge.index, &response.output)
+            }
+            Err(e) => evaluation.record_judge_error(judge.index, &e.message),
+        };
+        // The index came from this evaluation's own requests.
+        debug_assert!(recorded.is_ok());
+    }
+    (evaluation.finish(), usage)
+}
+
+/// The error of a task whose last attempt failed checks: every failure,
+/// by kind and message.
+pub(crate) fn failure_message(results: &[CheckResult], attempts: u32) -> String {
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| format!("{}: {}", r.kind, r.message.replace('\n', " ")))
+        .collect();
+    let s = if attempts == 1 { "" } else { "s" };
+    format!(
+        "failed {} check{} after {attempts} attempt{s}: {}",
+        failed.len(),
+        if failed.len() == 1 { "" } else { "s" },
+        failed.join("; ")
+    )
+}
+
+/// The prompt of a retry: `task`'s prompt assembled as usual plus the
+/// feedback section for `results`, within `max_prompt_tokens` exactly (see
+/// the module docs). The feedback is `None` when none fits.
+pub fn retry_prompt(
+    plan: &Plan,
+    task: &SubTask,
+    dependencies: &[DependencyOutput<'_>],
+    counter: &dyn TokenCounter,
+    max_prompt_tokens: usize,
+    results: &[CheckResult],
+) -> Result<(AssembledPrompt, Option<Feedback>), AssemblyError> {
+    let cap = max_prompt_tokens;
+    let plain = || {
+        ctx_prompt::assemble_task_prompt(plan, task, dependencies, counter, cap).map(|a| (a, None))
+    };
+    let own = counter.count(&task.tool_or_prompt.params.prompt);
+    let join = counter.count(FEEDBACK_JOIN);
+    let mut budget = cap.saturating_sub(own.saturating_add(join));
+    for _ in 0..FIT_ROUNDS {
+        let Some(feedback) = Feedback::fit(results, counter, budget) else {
+            return plain();
+        };
+        let context_cap = cap.saturating_sub(feedback.tokens.saturating_add(join));
+        let assembled = match ctx_prompt::assemble_task_prompt(
+            plan,
+            task,
+            dependencies,
+            counter,
+            context_cap,
+        ) {
+            Ok(a) => a,
+            Err(AssemblyError::ContextOverCap { minimum_tokens, .. }) => {
+                // The scaffolding does not fit beside this feedback: leave
+                // the feedback what the smallest context leaves.
+                let room = cap.saturating_sub(minimum_tokens.saturating_add(join));
+                budget = room.min(feedback.tokens.saturating_sub(1));
+                continue;
+            }
+            Err(AssemblyError::PromptOverCap { .. }) => {
+                budget = feedback.tokens.saturating_sub(1);
+                continue;
+            }
+        };
+        let text = format!("{}{FEEDBACK_JOIN}{}", assembled.text, feedback.text);
+        let tokens = counter.count(&text);
+        if tokens <= cap {
+            return Ok((
+                AssembledPrompt {
+                    text,
+                    tokens,
+                    ..assembled
+                },
+                Some(feedback),
+            ));
+        }
+        budget = feedback.tokens.saturating_sub((tokens - cap).max(1));
+    }
+    plain()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctx_checks::CheckKind;
+    use ctx_tokens::Tokenizer;
+    use proptest::prelude::*;
+
+    fn plan(prompt: &str) -> Plan {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "entities": [{"name": "Board", "grounded_value": "10 x 20"},
+                         {"name": "Speed", "grounded_value": "fast"}],
+            "sub_tasks": [{"id": "css", "description": "Style", "dependencies": [],
+                "entity_context": [{"entity_name": "Board", "intent_relevance": "constraint"},
+                                   {"entity_name": "Speed"}],
+                "tool_or_prompt": {"name": "inference", "params": {"prompt": prompt}}}]
+        }))
+        .unwrap()
+    }
+
+    fn failed(message: &str) -> CheckResult {
+        CheckResult {
+            kind: CheckKind::Contains,
+            passed: false,
+            message: message.to_string(),
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn the_feedback_follows_the_prompt_when_there_is_room() {
+        let plan = plan("Write the CSS.");
+        let dep = DependencyOutput {
+            task_id: "html",
+            description: "Page",
+            output: "<canvas></canvas>",
+            summary: None,
+        };
+        let counter = Tokenizer::Cl100kBase.counter();
+        let results = [failed("does not contain \"10 x 20\"")];
+        let (p, fb) =
+            retry_prompt(&plan, &plan.sub_tasks[0], &[dep], &*counter, 4000, &results).unwrap();
+        let plain =
+            ctx_prompt::assemble_task_prompt(&plan, &plan.sub_tasks[0], &[dep], &*counter, 4000)
+                .unwrap();
+        let fb = fb.unwrap();
+        assert_eq!(p.text, format!("{}\n\n{}", plain.text, fb.text));
+        assert!(p.text.ends_with(
+            "## Your previous answer failed these checks\n\n- does not contain \"10 x 20\"\n\nAnswer the task again, in full, so that every check passes.\n"
+        ));
+        assert_eq!(p.tokens, counter.count(&p.text));
+    }
+
+    #[test]
+    fn a_tight_cap_shrinks_the_context_then_the_feedback_never_the_prompt() {
+        let plan = plan("Write the CSS.");
+        let long = "word ".repeat(400);
+        let dep = DependencyOutput {
+            task_id: "html",
+            description: "Page",
+            output: &long,
+            summary: None,
+        };
+        let counter = Tokenizer::Cl100kBase.counter();
+        let results: Vec<CheckResult> = (0..5)
+            .map(|i| failed(&format!("failure number {i} {}", "detail ".repeat(30))))
+            .collect();
+        for cap in [30, 45, 60, 90, 150, 400] {
+            let (p, _) =
+                retry_prompt(&plan, &plan.sub_tasks[0], &[dep], &*counter, cap, &results).unwrap();
+            assert!(p.tokens <= cap, "cap {cap}: {}", p.tokens);
+            assert_eq!(p.tokens, counter.count(&p.text));
+            assert!(p.text.contains("Write the CSS."));
+        }
+    }
+
+    #[test]
+    fn failure_messages_name_every_failed_check() {
+        let mut ok = failed("fine");
+        ok.passed = true;
+        let results = [failed("no \"10 x 20\""), ok, failed("line\nbreak")];
+        assert_eq!(
+            failure_message(&results, 2),
+            "failed 2 checks after 2 attempts: contains: no \"10 x 20\"; contains: line break"
+        );
+    }
+
+    /// Answers by what the prompt holds: a judge prompt gets a verdict on
+    /// whether the judged output says "10 x 20"; a prompt with feedback
+    /// gets `fixed`, any other `first`.
+    struct ByPrompt {
+        first: &'static str,
+        fixed: &'static str,
+        prompts: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl ctx_engine::InferenceEngine for ByPrompt {
+        fn name(&self) -> &str {
+            "by-prompt"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> ctx_engine::BoxFuture<'a, Result<ctx_engine::InferenceResponse, ctx_engine::EngineError>>
+        {
+            self.prompts.lock().unwrap().push(request.prompt.clone());
+            let fenced = request
+                .prompt
+                .split_once(ctx_checks::judge::FENCE_OPEN)
+                .and_then(|(_, rest)| rest.split_once(ctx_checks::judge::FENCE_CLOSE));
+            let output = if let Some((judged, _)) = fenced {
+                let pass = judged.contains("10 x 20");
+                format!(r#"{{"pass": {pass}, "reason": "judged"}}"#)
+            } else if request.prompt.contains(ctx_checks::FEEDBACK_HEADING) {
+                self.fixed.to_string()
+            } else {
+                self.first.to_string()
+            };
+            Box::pin(async move {
+                Ok(ctx_engine::InferenceResponse {
+                    output,
+                    usage: Some(TokenUsage {
+                        prompt_tokens: 10,
+                        completion_tokens: 5,
+                        total_tokens: 15,
+                        cached_tokens: None,
+                    }),
+                    attempts: vec![ctx_model::Attempt {
+                        number: 1,
+                        outcome: "ok".into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                })
+            })
+        }
+    }
+
+    fn checked_plan(attempts: u32) -> Plan {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "entities": [{"name": "Board", "grounded_value": "10 x 20"}],
+            "sub_tasks": [
+                {"id": "css", "description": "Style",
+                 "entity_context": [{"entity_name": "Board", "intent_relevance": "constraint"}],
+                 "checks": [{"contains": "10 x 20", "message": "Keep the 10 x 20 board."},
+                            {"judge": "Is the board 10 x 20?"}],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "Write the CSS."}}},
+                {"id": "js", "description": "Script", "dependencies": ["css"],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "Write the JS."}}}
+            ],
+            "config": {"checks": [{"entities": true}], "max_check_attempts": attempts}
+        }))
+        .unwrap()
+    }
+
+    fn run(plan: Plan, engine: Arc<ByPrompt>) -> (crate::RunReport, Arc<crate::MemoryStore>) {
+        let store = Arc::new(crate::MemoryStore::new());
+        let exec = crate::Executor::new(
+            plan,
+            engine,
+            store.clone(),
+            crate::ExecutorOptions::default(),
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        (rt.block_on(exec.run()).unwrap(), store)
+    }
+
+    use ctx_store::ExecutionStore;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_failing_check_is_retried_with_feedback_and_passes() {
+        let engine = Arc::new(ByPrompt {
+            first: "a board",
+            fixed: "a 10 x 20 board",
+            prompts: Default::default(),
+        });
+        let (report, store) = run(checked_plan(2), engine.clone());
+        assert!(report.all_completed(), "{:?}", report.results);
+        let css = store.get_by_task_id("css").unwrap().unwrap();
+        assert_eq!(css.output, "a 10 x 20 board");
+        assert_eq!(css.metadata.check_attempts.len(), 2);
+        let first = &css.metadata.check_attempts[0];
+        assert_eq!(first.output, "a board");
+        let kinds: Vec<(&str, bool)> = first
+            .checks
+            .iter()
+            .map(|r| (r.kind.as_str(), r.passed))
+            .collect();
+        assert_eq!(
+            kinds,
+            [("entities", false), ("contains", false), ("judge", false)]
+        );
+        assert!(css.metadata.checks.iter().all(|r| r.passed));
+        let second = &css.metadata.check_attempts[1];
+        assert!(
+            second
+                .prompt
+                .contains("- Keep the 10 x 20 board. (does not contain \"10 x 20\")"),
+            "{}",
+            second.prompt
+        );
+        assert_eq!(css.prompt.as_deref(), Some(second.prompt.as_str()));
+        // Two answers and two judges, 15 tokens each.
+        assert_eq!(css.metadata.tokens_used.unwrap().total_tokens, 60);
+        let outcomes: Vec<&str> = css
+            .metadata
+            .attempts
+            .iter()
+            .map(|a| a.outcome.as_str())
+            .collect();
+        assert_eq!(outcomes, [CHECK_FAILED, "ok"]);
+        // The dependent sees the passing output.
+        let js = store.get_by_task_id("js").unwrap().unwrap();
+        assert!(js.prompt.unwrap().contains("a 10 x 20 board"));
+        assert!(js.metadata.check_attempts.len() == 1 && js.metadata.checks.len() == 1);
+    }
+
+    #[test]
+    fn a_check_that_never_passes_fails_the_task_and_skips_dependents() {
+        let engine = Arc::new(ByPrompt {
+            first: "a board",
+            fixed: "still a board",
+            prompts: Default::default(),
+        });
+        let (report, store) = run(checked_plan(3), engine.clone());
+        let css = store.get_by_task_id("css").unwrap().unwrap();
+        assert_eq!(css.status, ctx_model::TaskStatus::Failed);
+        assert_eq!(css.metadata.check_attempts.len(), 3);
+        let error = css.error.unwrap();
+        assert!(
+            error.starts_with(
+                "failed 3 checks after 3 attempts: entities: does not reflect the entity \"Board\""
+            ),
+            "{error}"
+        );
+        assert!(
+            error.contains("contains: Keep the 10 x 20 board.") && error.contains("judge: "),
+            "{error}"
+        );
+        assert_eq!(css.output, "still a board");
+        assert!(
+            css.metadata
+                .attempts
+                .iter()
+                .all(|a| a.outcome == CHECK_FAILED)
+        );
+        let js = report.results.iter().find(|r| r.task_id == "js").unwrap();
+        assert_eq!(js.status, ctx_model::TaskStatus::Skipped);
+        assert_eq!(js.error.as_deref(), Some("dependency `css` failed"));
+    }
+
+    #[test]
+    fn one_attempt_means_no_retry_and_dry_runs_check_nothing() {
+        let engine = Arc::new(ByPrompt {
+            first: "a board",
+            fixed: "a 10 x 20 board",
+            prompts: Default::default(),
+        });
+        let (_, store) = run(checked_plan(1), engine.clone());
+        let css = store.get_by_task_id("css").unwrap().unwrap();
+        assert_eq!(css.status, ctx_model::TaskStatus::Failed);
+        assert_eq!(css.metadata.check_attempts.len(), 1);
+        let store = Arc::new(crate::MemoryStore::new());
+        let exec = crate::Executor::new(
+            checked_plan(2),
+            Arc::new(crate::DryRunEngine),
+            store.clone(),
+            crate::ExecutorOptions::default(),
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert!(rt.block_on(exec.run()).unwrap().all_completed());
+        assert!(
+            store
+                .get_by_task_id("css")
+                .unwrap()
+                .unwrap()
+                .metadata
+                .checks
+                .is_empty()
+        );
+    }
+
+    /// Answers a fenced JSON object and records the schema it was asked for.
+    struct Fenced {
+        schemas: std::sync::Mutex<Vec<Option<serde_json::Value>>>,
+    }
+
+    impl ctx_engine::InferenceEngine for Fenced {
+        fn name(&self) -> &str {
+            "fenced"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> ctx_engine::BoxFuture<'a, Result<ctx_engine::InferenceResponse, ctx_engine::EngineError>>
+        {
+            self.schemas
+                .lock()
+                .unwrap()
+                .push(request.response_schema.clone());
+            Box::pin(async move {
+                Ok(ctx_engine::InferenceResponse {
+                    output: "```json\n{\"score\": 40}\n```\n".into(),
+                    ..Default::default()
+                })
+            })
+        }
+    }
+
+    #[test]
+    fn a_json_schema_task_asks_for_its_schema_and_hands_dependents_the_bare_json() {
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "sub_tasks": [
+                {"id": "score", "description": "Score",
+                 "checks": [{"json_schema": {"type": "object", "required": ["score"]}}],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "Give the score as JSON."}}},
+                {"id": "show", "description": "Show", "dependencies": ["score"],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "Show it."}}}
+            ]
+        }))
+        .unwrap();
+        let engine = Arc::new(Fenced {
+            schemas: Default::default(),
+        });
+        let store = Arc::new(crate::MemoryStore::new());
+        let exec = crate::Executor::new(
+            plan,
+            engine.clone(),
+            store.clone(),
+            crate::ExecutorOptions::default(),
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert!(rt.block_on(exec.run()).unwrap().all_completed());
+        let schemas = engine.schemas.lock().unwrap().clone();
+        assert_eq!(
+            schemas[0],
+            Some(serde_json::json!({"type": "object", "required": ["score"]}))
+        );
+        assert_eq!(schemas[1], None);
+        let score = store.get_by_task_id("score").unwrap().unwrap();
+        assert_eq!(score.output, "{\"score\": 40}");
+        assert!(
+            score.metadata.check_attempts[0]
+                .output
+                .starts_with("```json")
+        );
+        let show = store.get_by_task_id("show").unwrap().unwrap();
+        assert!(
+            show.prompt
+                .unwrap()
+                .contains("**Output:**\n{\"score\": 40}\n")
+        );
+    }
+
+    /// Every prompt of a dry run of the Tetris plan under `variant`.
+    fn tetris_prompts(variant: crate::ContextVariant) -> Vec<(String, String)> {
+        let plan = ctx_model::parse_plan(
+            include_str!("../../../fixtures/tetris/plan.yaml"),
+            "plan.yaml",
+            ctx_model::PlanFormat::Yaml,
+        )
+        .unwrap();
+        let store = Arc::new(crate::MemoryStore::new());
+        let options = crate::ExecutorOptions {
+            context: variant,
+            ..Default::default()
+        };
+        let exec =
+            crate::Executor::new(plan, Arc::new(crate::DryRunEngine), store, options).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let report = rt.block_on(exec.run()).unwrap();
+        assert!(report.all_completed());
+        report
+            .results
+            .into_iter()
+            .map(|r| (r.task_id, r.prompt.unwrap()))
+            .collect()
+    }
+
+    /// `text` without the block that starts with `heading` (up to the
+    /// blank line before the next block, or the dependency block's `---`).
+    fn without_block(text: &str, heading: &str, end: &str) -> String {
+        match text.find(heading) {
+            Some(start) => {
+                let rest = &text[start..];
+                let stop = rest.find(end).map_or(rest.len(), |i| i + end.len());
+                format!("{}{}", &text[..start], &rest[stop..])
+            }
+            None => text.to_string(),
+        }
+    }
+
+    /// A variant changes only what it says, byte for byte, for the same
+    /// dependency outputs (a dry run's are the same in every variant).
+    #[test]
+    fn variants_leave_out_exactly_their_blocks() {
+        let full = tetris_prompts(crate::ContextVariant::Full);
+        let no_entities = tetris_prompts(crate::ContextVariant::NoEntities);
+        let no_dependencies = tetris_prompts(crate::ContextVariant::NoDependencies);
+        let bare = tetris_prompts(crate::ContextVariant::Bare);
+        let plan = ctx_model::parse_plan(
+            include_str!("../../../fixtures/tetris/plan.yaml"),
+            "plan.yaml",
+            ctx_model::PlanFormat::Yaml,
+        )
+        .unwrap();
+        let mut entity_blocks = 0;
+        for (i, (id, prompt)) in full.iter().enumerate() {
+            assert_eq!(&no_entities[i].0, id);
+            let expected = without_block(prompt, ctx_prompt::ENTITY_HEADING, "\n\n");
+            entity_blocks += usize::from(expected != *prompt);
+            assert_eq!(no_entities[i].1, expected, "task {id}");
+            // The dependency block ends with the last dependency's `---`.
+            let dep_end = "\n\n---\n\n";
+            let expected = match prompt.find(ctx_prompt::DEPENDENCY_HEADING) {
+                Some(start) => {
+                    let stop = prompt.rfind(dep_end).map(|e| e + dep_end.len()).unwrap();
+                    format!("{}{}", &prompt[..start], &prompt[stop..])
+                }
+                None => prompt.clone(),
+            };
+            assert_eq!(no_dependencies[i].1, expected, "task {id}");
+            let task = plan.task(id).unwrap();
+            assert_eq!(bare[i].1, task.tool_or_prompt.params.prompt, "task {id}");
+        }
+        assert_eq!(
+            entity_blocks,
+            full.len(),
+            "every Tetris task names entities"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// The retried prompt never exceeds the cap, keeps the task's own
+        /// prompt whole, and fails only where the plain prompt fails.
+        #[test]
+        fn retried_prompts_stay_within_the_cap(
+            prompt in "[a-z ]{1,80}",
+            output in "[a-z<>/ \n]{0,3000}",
+            messages in prop::collection::vec("[A-Za-z0-9 \"]{1,200}", 1..6),
+            cap in 1usize..700,
+            estimate in any::<bool>(),
+        ) {
+            let plan = plan(&prompt);
+            let dep = DependencyOutput { task_id: "html", description: "Page", output: &output, summary: None };
+            let counter = if estimate { Tokenizer::Estimate.counter() } else { Tokenizer::Cl100kBase.counter() };
+            let results: Vec<CheckResult> = messages.iter().map(|m| failed(m)).collect();
+            let plain = ctx_prompt::assemble_task_prompt(&plan, &plan.sub_tasks[0], &[dep], &*counter, cap);
+            let retried = retry_prompt(&plan, &plan.sub_tasks[0], &[dep], &*counter, cap, &results);
+            match (plain, retried) {
+                (Ok(_), Ok((p, fb))) => {
+                    prop_assert!(p.tokens <= cap);
+                    prop_assert_eq!(p.tokens, counter.count(&p.text));
+                    prop_assert!(p.text.contains(prompt.as_str()));
+                    if let Some(fb) = fb {
+                        prop_assert!(p.text.ends_with(&fb.text));
+                    }
+                }
+                (Err(a), Err(b)) => prop_assert_eq!(a, b),
+                (a, b) => prop_assert!(false, "plain {:?} but retried {:?}", a.is_ok(), b.is_ok()),
+            }
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! A plan's checks: which apply to a task, compiling them with located
+//! problems, the entities an `entities` check looks for, and making a plan
+//! self-contained by inlining its schema files.
+//!
+//! The check types and their semantics are `ctx-checks`'s
+//! (docs/checks.md); this module only knows where they sit in a plan.
+//! Compiling needs the plan's directory (a `json_schema` may name a file
+//! relative to it), which [`validate`](crate::validate()) does not have, so
+//! compilation problems come from [`check_problems`] and
+//! [`ParsedPlan::problems_in`], which `ctx plan check` and every command
+//! that runs a plan call.
+
+use std::path::Path;
+
+use ctx_checks::{Check, CheckSet, CompileError, ExpectedEntity, Rule, SchemaSource};
+
+use crate::parse::ParsedPlan;
+use crate::plan::{Plan, Relevance, SubTask};
+use crate::validate::{Problem, ProblemCode};
+
+/// The checks run on `task`'s output, in order: `config.checks` first
+/// (they apply to every task), then the task's own `checks`.
+pub fn task_checks(plan: &Plan, task: &SubTask) -> Vec<Check> {
+    plan.config
+        .checks
+        .iter()
+        .chain(&task.checks)
+        .cloned()
+        .collect()
+}
+
+/// Whether any task of `plan` has a check to run.
+pub fn plan_has_checks(plan: &Plan) -> bool {
+    !plan.sub_tasks.is_empty()
+        && (!plan.config.checks.is_empty() || plan.sub_tasks.iter().any(|t| !t.checks.is_empty()))
+}
+
+/// Compiles [`task_checks`]; schema files are read relative to `base_dir`.
+/// An error's index counts `config.checks` first; [`check_problems`] names
+/// the field as written instead.
+pub fn compile_task_checks(
+    plan: &Plan,
+    task: &SubTask,
+    base_dir: &Path,
+) -> Result<CheckSet, CompileError> {
+    CheckSet::compile(&task_checks(plan, task), base_dir)
+}
+
+/// The entities `task` names in `entity_context` with high relevance, as
+/// an `entities` check looks for them: the entry's `grounded_value` when it
+/// overrides the plan entity's, else the plan entity's `grounded_value` or
+/// each of its `grounded_values`; the entity's `check:` pattern instead
+/// when it has one. Entities added by `include_all` are not named by the
+/// task and are not looked for.
+pub fn expected_entities(
+    plan: &Plan,
+    task: &SubTask,
+) -> Result<Vec<ExpectedEntity>, ctx_checks::EntityPatternError> {
+    let mut out = Vec::new();
+    for ec in &task.entity_context {
+        if Relevance::from_intent(ec.intent_relevance.as_deref()) != Relevance::High {
+            continue;
+        }
+        let entity = plan.entity(&ec.entity_name);
+        let values: Vec<String> = match (&ec.grounded_value, entity) {
+            (Some(v), _) => vec![v.clone()],
+            (None, Some(e)) => match (&e.grounded_value, &e.grounded_values) {
+                (Some(v), _) => vec![v.clone()],
+                (None, Some(vs)) => vs.clone(),
+                (None, None) => Vec::new(),
+            },
+            (None, None) => Vec::new(),
+        };
+        let pattern = entity.and_then(|e| e.check.as_deref());
+        out.push(ExpectedEntity::new(&ec.entity_name, &values, pattern)?);
+    }
+    Ok(out)
+}
+
+/// Every check of `plan` that does not compile, each located at the field
+/// as written (`config.checks[0].regex`, `sub_tasks[2].checks[1].json_schema`),
+/// in plan order. Schema files are read relative to `base_dir`.
+pub fn check_problems(plan: &Plan, base_dir: &Path) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if let Err(e) = CheckSet::compile(&plan.config.checks, base_dir) {
+        out.push(compile_problem(None, "config", &e));
+    }
+    for (i, task) in plan.sub_tasks.iter().enumerate() {
+        if let Err(e) = CheckSet::compile(&task.checks, base_dir) {
+            let tid = (!task.id.trim().is_empty()).then(|| task.id.clone());
+            out.push(compile_problem(tid, &format!("sub_tasks[{i}]"), &e));
+        }
+    }
+    out
+}
+
+fn compile_problem(task_id: Option<String>, parent: &str, e: &CompileError) -> Problem {
+    // The error's own text starts with its path; the problem names the
+    // path as its field, so the message is what follows, with the cause.
+    let text = e.to_string();
+    let what = text
+        .split_once(": ")
+        .map_or(text.as_str(), |(_, rest)| rest)
+        .to_string();
+    let message = match std::error::Error::source(e) {
+        Some(source) => format!("{what}: {}", one_line(&source.to_string())),
+        None => what,
+    };
+    Problem {
+        code: ProblemCode::InvalidCheck,
+        task_id,
+        field: format!("{parent}.{}", e.field_path()),
+        message,
+    }
+}
+
+/// `what: cause`, the cause on one line.
+pub(crate) fn error_text(what: &str, cause: &dyn std::fmt::Display) -> String {
+    format!("{what}: {}", one_line(&cause.to_string()))
+}
+
+/// Multi-line errors on one line, so every problem stays one line of
+/// output: the regex crate's caret line under the pattern means nothing
+/// once the lines are joined, so it is left out
+/// (`regex parse error: (open; error: unclosed group`).
+fn one_line(text: &str) -> String {
+    let mut out = String::new();
+    let lines = text
+        .split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.chars().all(|c| c == '^' || c.is_whitespace()));
+    for line in lines {
+        if !out.is_empty() {
+            out.push_str(if out.ends_with(':') { " " } else { "; " });
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// The `judge` checks of `plan`, as `(task id, field)` pairs
+/// (`config.checks[1].judge` has no task), for a caller that must refuse a
+/// plan no engine of its can judge.
+pub fn judge_checks(plan: &Plan) -> Vec<(Option<String>, String)> {
+    let mut out = Vec::new();
+    for (j, c) in plan.config.checks.iter().enumerate() {
+        if matches!(c.rule, Rule::Judge(_)) {
+            out.push((None, format!("config.checks[{j}].judge")));
+        }
+    }
+    for (i, t) in plan.sub_tasks.iter().enumerate() {
+        for (j, c) in t.checks.iter().enumerate() {
+            if matches!(c.rule, Rule::Judge(_)) {
+                out.push((
+                    Some(t.id.clone()),
+                    format!("sub_tasks[{i}].checks[{j}].judge"),
+                ));
+            }
+        }
+    }
+    out
+}
+
+impl Plan {
+    /// Replaces every `json_schema` file path by the schema it holds (read
+    /// relative to `base_dir`), so the plan is self-contained: a stored
+    /// plan resumed from another directory checks the same schemas. Call
+    /// it on a plan whose [`check_problems`] are empty; a file that cannot
+    /// be read or parsed is left as a path (and fails to compile again).
+    pub fn inline_check_schemas(&mut self, base_dir: &Path) {
+        let lists = std::iter::once(&mut self.config.checks)
+            .chain(self.sub_tasks.iter_mut().map(|t| &mut t.checks));
+        for list in lists {
+            for check in list.iter_mut() {
+                if let Rule::JsonSchema { schema } = &mut check.rule
+                    && let SchemaSource::Path(path) = schema
+                    && let Some(value) = read_schema(&base_dir.join(&*path))
+                {
+                    *schema = SchemaSource::Inline(value);
+                }
+            }
+        }
+    }
+}
+
+fn read_schema(path: &Path) -> Option<serde_json::Value> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(ctx_checks::compile::MAX_SCHEMA_BYTES + 1)
+        .read_to_string(&mut text)
+        .ok()?;
+    if text.len() as u64 > ctx_checks::compile::MAX_SCHEMA_BYTES {
+        return None;
+    }
+    serde_json::from_str(&text).ok()
+}
+
+impl ParsedPlan {
+    /// [`problems`](ParsedPlan::problems) and then [`check_problems`], with
+    /// schema files read relative to `base_dir` (the plan's directory):
+    /// everything `ctx plan check` reports.
+    pub fn problems_in(&self, base_dir: &Path) -> Vec<Problem> {
+        let mut out = self.problems();
+        out.extend(check_problems(&self.plan, base_dir));
+        out
+    }
+}
+
+/// The directory a plan's relative paths are read from: the plan file's
+/// own, or the current directory for standard input and bare file names.
+pub fn plan_base_dir(plan_path: &Path) -> &Path {
+    match plan_path.parent() {
+        Some(p) if !p.as_os_str().is_empty() && plan_path != Path::new("-") => p,
+        _ => Path::new("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{PlanFormat, parse_plan_with_unknown_fields};
+
+    const PLAN: &str = "\
+schema_version: 1
+entities:
+  - name: Board
+    grounded_value: 10 x 20
+  - name: Scoring
+    grounded_values: [\"40\", \"1200\"]
+    check: \"(?i)nintendo\"
+sub_tasks:
+  - id: css
+    description: Style
+    entity_context:
+      - {entity_name: Board, intent_relevance: constraint}
+      - {entity_name: Scoring, intent_relevance: context}
+    checks:
+      - contains: grid
+      - regex: \"(unclosed\"
+    tool_or_prompt: {name: inference, params: {prompt: Go.}}
+  - id: score
+    description: Score
+    entity_context:
+      - {entity_name: Scoring, intent_relevance: must}
+      - {entity_name: Board, intent_relevance: must, grounded_value: 12 x 24}
+    tool_or_prompt: {name: inference, params: {prompt: Go.}}
+config:
+  checks:
+    - entities: true
+    - judge: Is it good?
+  max_check_attempts: 3
+";
+
+    fn parsed(text: &str) -> ParsedPlan {
+        parse_plan_with_unknown_fields(text, "plan.yaml", PlanFormat::Yaml).unwrap()
+    }
+
+    #[test]
+    fn config_checks_come_first_and_the_regex_is_located() {
+        let parsed = parsed(PLAN);
+        let plan = &parsed.plan;
+        assert_eq!(plan.config.max_check_attempts, 3);
+        let kinds: Vec<&str> = task_checks(plan, &plan.sub_tasks[0])
+            .iter()
+            .map(|c| c.kind().as_str())
+            .collect();
+        assert_eq!(kinds, ["entities", "judge", "contains", "regex"]);
+        let problems = parsed.problems_in(Path::new("."));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].code, ProblemCode::InvalidCheck);
+        assert_eq!(problems[0].task_id.as_deref(), Some("css"));
+        assert_eq!(problems[0].field, "sub_tasks[0].checks[1].regex");
+        assert!(
+            problems[0].message.starts_with("invalid pattern: "),
+            "{}",
+            problems[0].message
+        );
+        assert_eq!(
+            problems[0].message,
+            "invalid pattern: regex parse error: (unclosed; error: unclosed group"
+        );
+        let at = crate::FieldLocator::new(PLAN).locate_problem(&problems[0]);
+        assert_eq!(at.map(|(l, _)| l), Some(16));
+        assert_eq!(
+            judge_checks(plan),
+            [(None, "config.checks[1].judge".to_string())]
+        );
+    }
+
+    #[test]
+    fn expected_entities_are_the_high_relevance_ones_with_overrides_and_patterns() {
+        let plan = parsed(PLAN).plan;
+        let css = expected_entities(&plan, &plan.sub_tasks[0]).unwrap();
+        assert_eq!(css.iter().map(|e| e.name()).collect::<Vec<_>>(), ["Board"]);
+        assert!(css[0].missing("a 10 X 20 grid").is_empty());
+        let score = expected_entities(&plan, &plan.sub_tasks[1]).unwrap();
+        assert_eq!(score.len(), 2);
+        // The pattern replaces the values.
+        assert!(score[0].missing("Nintendo scoring").is_empty());
+        assert!(!score[0].missing("40 and 1200").is_empty());
+        // The task's override replaces the plan's value.
+        assert!(score[1].missing("10 x 20").len() == 1);
+        assert!(score[1].missing("12 x 24").is_empty());
+    }
+
+    #[test]
+    fn entity_patterns_and_zero_attempts_are_validated() {
+        let text = PLAN
+            .replace("check: \"(?i)nintendo\"", "check: \"[\"")
+            .replace("max_check_attempts: 3", "max_check_attempts: 0")
+            .replace("      - regex: \"(unclosed\"\n", "");
+        let problems = parsed(&text).problems_in(Path::new("."));
+        let fields: Vec<(&str, ProblemCode)> = problems
+            .iter()
+            .map(|p| (p.field.as_str(), p.code))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                (
+                    "config.max_check_attempts",
+                    ProblemCode::ZeroMaxCheckAttempts
+                ),
+                ("entities[1].check", ProblemCode::InvalidEntityCheck),
+            ]
+        );
+    }
+
+    #[test]
+    fn schema_files_are_read_from_the_plan_directory_and_inlined() {
+        let dir = std::env::temp_dir().join(format!("ctx-model-checks-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("schemas")).unwrap();
+        std::fs::write(
+            dir.join("schemas/score.json"),
+            r#"{"type": "object", "required": ["score"]}"#,
+        )
+        .unwrap();
+        let text = "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    checks:\n      - json_schema: schemas/score.json\n      - json_schema: schemas/missing.json\n    tool_or_prompt: {name: inference, params: {prompt: Go.}}\n";
+        let mut parsed = parsed(text);
+        let problems = parsed.problems_in(&dir);
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].field, "sub_tasks[0].checks[1].json_schema");
+        assert!(
+            problems[0].message.starts_with("cannot read "),
+            "{}",
+            problems[0].message
+        );
+        parsed.plan.inline_check_schemas(&dir);
+        assert!(matches!(
+            &parsed.plan.sub_tasks[0].checks[0].rule,
+            Rule::JsonSchema { schema: SchemaSource::Inline(v) } if v["required"][0] == "score"
+        ));
+        assert!(matches!(
+            &parsed.plan.sub_tasks[0].checks[1].rule,
+            Rule::JsonSchema {
+                schema: SchemaSource::Path(_)
+            }
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn base_dirs() {
+        assert_eq!(plan_base_dir(Path::new("plan.yaml")), Path::new("."));
+        assert_eq!(plan_base_dir(Path::new("-")), Path::new("."));
+        assert_eq!(plan_base_dir(Path::new("a/b/plan.yaml")), Path::new("a/b"));
+    }
+}
