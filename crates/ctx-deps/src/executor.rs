@@ -441,9 +441,8 @@ impl Executor {
                 if forced {
                     continue;
                 }
-                let stored = inner
-                    .store
-                    .get_by_task_id(g.id(i))
+                let stored = crate::offload::get_by_task_id(&inner.store, g.id(i))
+                    .await
                     .map_err(|source| store_err(g.id(i), source))?;
                 completed[i] = stored.filter(|r| r.status == TaskStatus::Completed);
             }
@@ -529,7 +528,7 @@ impl Executor {
                                     available_at_best,
                                     budget.ledger.budget(),
                                 ));
-                                self.settle(&mut run, i, r, false, &mut progress)?;
+                                self.settle(&mut run, i, r, false, &mut progress).await?;
                                 continue;
                             }
                         }
@@ -575,7 +574,8 @@ impl Executor {
                     if let Some(budget) = &budget {
                         budget.settle(inner, i, Some(&result));
                     }
-                    self.settle(&mut run, i, result, true, &mut progress)?;
+                    self.settle(&mut run, i, result, true, &mut progress)
+                        .await?;
                 }
                 Ok((tid, (i, Err(source)))) => {
                     in_flight.remove(&tid);
@@ -595,7 +595,7 @@ impl Executor {
                         // whole reservation.
                         budget.settle(inner, i, None);
                     }
-                    self.settle(&mut run, i, r, false, &mut progress)?;
+                    self.settle(&mut run, i, r, false, &mut progress).await?;
                 }
             }
         }
@@ -609,7 +609,8 @@ impl Executor {
                     Ok((tid, (i, Ok(result)))) => {
                         in_flight.remove(&tid);
                         if fatal.is_none() {
-                            self.settle(&mut run, i, result, true, &mut progress)?;
+                            self.settle(&mut run, i, result, true, &mut progress)
+                                .await?;
                         }
                     }
                     Ok((tid, (i, Err(source)))) => {
@@ -627,9 +628,8 @@ impl Executor {
         let mut cancelled: Vec<(usize, Instant)> = in_flight.into_values().collect();
         cancelled.sort_unstable_by_key(|&(i, _)| i);
         for (i, t0) in cancelled {
-            let previous = inner
-                .store
-                .get_by_task_id(g.id(i))
+            let previous = crate::offload::get_by_task_id(&inner.store, g.id(i))
+                .await
                 .map_err(|source| store_err(g.id(i), source))?;
             if let Some(done) = previous
                 .as_ref()
@@ -637,7 +637,8 @@ impl Executor {
             {
                 // Cancelled during its summary: the task itself completed
                 // (and is stored so); `--resume` writes the summary.
-                self.settle(&mut run, i, done.clone(), true, &mut progress)?;
+                self.settle(&mut run, i, done.clone(), true, &mut progress)
+                    .await?;
                 continue;
             }
             let mut r = previous
@@ -649,7 +650,7 @@ impl Executor {
             r.error = Some(format!(
                 "interrupted: cancelled while running, after {ms} ms"
             ));
-            self.settle(&mut run, i, r, false, &mut progress)?;
+            self.settle(&mut run, i, r, false, &mut progress).await?;
         }
         for i in 0..n {
             if run.results[i].is_none() {
@@ -659,7 +660,7 @@ impl Executor {
                 } else {
                     "not run: a dependency never completed".into()
                 });
-                self.settle(&mut run, i, r, false, &mut progress)?;
+                self.settle(&mut run, i, r, false, &mut progress).await?;
             }
         }
 
@@ -704,7 +705,7 @@ impl Executor {
 
     /// Records task `i`'s terminal result, stores it when the task did not
     /// store it itself, and releases or skips its dependents.
-    fn settle<P>(
+    async fn settle<P>(
         &self,
         run: &mut RunState,
         i: usize,
@@ -721,8 +722,8 @@ impl Executor {
         // Results from `execute_task` are already stored; the executor's
         // own (interruptions, panics) are stored here.
         if !already_stored {
-            store
-                .store(result.clone())
+            crate::offload::store(store, result.clone())
+                .await
                 .map_err(|source| store_err(g.id(i), source))?;
         }
         // A reused task whose summary was just written was reported as
@@ -765,8 +766,8 @@ impl Executor {
                     } else {
                         skip_reason(&failed, direct)
                     });
-                    store
-                        .store(r.clone())
+                    crate::offload::store(store, r.clone())
+                        .await
                         .map_err(|source| store_err(g.id(d), source))?;
                     progress(&ProgressEvent::Finished {
                         task_id: g.id(d).to_string(),
@@ -995,7 +996,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         .iter()
         .map(|&d| g.id(d).to_string())
         .collect();
-    let dep_results = inner.store.get_by_dependency_ids(&dep_ids)?;
+    let dep_results = crate::offload::get_by_dependency_ids(&inner.store, &dep_ids).await?;
     let mut result = TaskExecutionResult::new(&task.id, TaskStatus::Failed);
     let counter = &inner.counters[i];
     result.metadata.tokenizer = Some(counter.name().to_string());
@@ -1012,7 +1013,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
                 "dependency `{id}` has no completed result in the execution store"
             ));
             result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-            inner.store.store(result.clone())?;
+            crate::offload::store(&inner.store, result.clone()).await?;
             return Ok(result);
         };
         deps.push(DependencyOutput {
@@ -1043,7 +1044,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         Err(e) => {
             result.error = Some(e.to_string());
             result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-            inner.store.store(result.clone())?;
+            crate::offload::store(&inner.store, result.clone()).await?;
             return Ok(result);
         }
     };
@@ -1054,7 +1055,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
             Err(e) => {
                 result.error = Some(e);
                 result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-                inner.store.store(result.clone())?;
+                crate::offload::store(&inner.store, result.clone()).await?;
                 return Ok(result);
             }
         }
@@ -1073,7 +1074,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         result.prompt = Some(assembled.text.clone());
         result.metadata.prompt_tokens = Some(assembled.tokens);
         result.metadata.tokenizer = Some(assembled.tokenizer.clone());
-        inner.store.store(result.clone())?;
+        crate::offload::store(&inner.store, result.clone()).await?;
 
         let request = InferenceRequest {
             task_id: task.id.clone(),
@@ -1201,7 +1202,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         result.metadata.cost_usd =
             crate::cost::task_cost(c.model.as_ref(), task, &result, counter.as_ref());
     }
-    inner.store.store(result.clone())?;
+    crate::offload::store(&inner.store, result.clone()).await?;
     Ok(result)
 }
 

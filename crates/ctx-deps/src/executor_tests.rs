@@ -742,3 +742,75 @@ async fn output_past_the_bound_fails_whatever_the_engine() {
     assert_eq!(status_of(&report, "after"), TaskStatus::Skipped);
     assert_eq!(status_of(&report, "exact"), TaskStatus::Completed);
 }
+
+/// A store whose first write of each task blocks (in plain `std` sync,
+/// as an fsync or a network round trip would) until every other task has
+/// written something. Were store calls made on the runtime's thread, the
+/// first blocked write would stop the executor from ever dispatching the
+/// other task, and the wait would time out.
+struct RendezvousStore {
+    inner: MemoryStore,
+    tasks: usize,
+    seen: Mutex<BTreeSet<String>>,
+    changed: std::sync::Condvar,
+    timed_out: AtomicUsize,
+}
+
+impl ExecutionStore for RendezvousStore {
+    fn get_by_task_id(&self, task_id: &str) -> Result<Option<TaskExecutionResult>, StoreError> {
+        self.inner.get_by_task_id(task_id)
+    }
+
+    fn store(&self, result: TaskExecutionResult) -> Result<(), StoreError> {
+        let mut seen = self.seen.lock().unwrap();
+        seen.insert(result.task_id.clone());
+        self.changed.notify_all();
+        let (seen, wait) = self
+            .changed
+            .wait_timeout_while(seen, Duration::from_secs(5), |s| s.len() < self.tasks)
+            .unwrap();
+        if wait.timed_out() {
+            self.timed_out.fetch_add(1, Ordering::SeqCst);
+        }
+        drop(seen);
+        self.inner.store(result)
+    }
+
+    fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError> {
+        self.inner.all_results()
+    }
+}
+
+#[test]
+fn a_blocking_store_does_not_stall_dispatching() {
+    // One runtime thread: a store call made on it would block everything.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let p = plan(&[("a", &[]), ("b", &[]), ("c", &[])]);
+    let store = Arc::new(RendezvousStore {
+        inner: MemoryStore::new(),
+        tasks: 3,
+        seen: Mutex::new(BTreeSet::new()),
+        changed: std::sync::Condvar::new(),
+        timed_out: AtomicUsize::new(0),
+    });
+    let exec = Executor::new(
+        p,
+        Arc::new(crate::DryRunEngine),
+        store.clone(),
+        ExecutorOptions {
+            concurrency: 3,
+            ..ExecutorOptions::default()
+        },
+    )
+    .unwrap();
+    let report = rt.block_on(exec.run()).unwrap();
+    assert!(report.all_completed());
+    assert_eq!(
+        store.timed_out.load(Ordering::SeqCst),
+        0,
+        "a store write blocked the runtime: the other tasks were not dispatched"
+    );
+}

@@ -53,6 +53,7 @@ pub mod engines;
 pub mod executor;
 pub mod graph;
 pub mod memory;
+mod offload;
 pub mod summarize;
 
 pub use cost::*;

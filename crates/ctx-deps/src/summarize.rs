@@ -392,7 +392,7 @@ pub(crate) async fn after_completion(
         record.calls.push(call);
     }
     result.metadata.summary = Some(record);
-    inner.store.store(result.clone())?;
+    crate::offload::store(&inner.store, result.clone()).await?;
     Ok(result)
 }
 
