@@ -221,14 +221,16 @@ pub enum ExecError {
 /// ```
 pub struct Executor {
     inner: Arc<Inner>,
+    store: Arc<dyn ExecutionStore>,
     options: ExecutorOptions,
 }
 
+/// What running one task needs, shared by [`Executor`] and [`TaskRunner`]:
+/// everything but the store, which the caller passes per task.
 struct Inner {
     plan: Plan,
     graph: PlanGraph,
     engine: Arc<dyn InferenceEngine>,
-    store: Arc<dyn ExecutionStore>,
     counters: Vec<Arc<dyn TokenCounter>>,
     task_timeout: Option<Duration>,
     max_output_bytes: usize,
@@ -243,30 +245,9 @@ impl Executor {
         store: Arc<dyn ExecutionStore>,
         options: ExecutorOptions,
     ) -> Result<Executor, GraphError> {
-        let graph = PlanGraph::new(&plan)?;
-        // One counter per tokenizer, shared by the tasks that use it.
-        let mut by_tokenizer: HashMap<Tokenizer, Arc<dyn TokenCounter>> = HashMap::new();
-        let counters = plan
-            .sub_tasks
-            .iter()
-            .map(|t| {
-                let tok = ctx_prompt::tokenizer_for_task(&plan, t);
-                by_tokenizer
-                    .entry(tok)
-                    .or_insert_with(|| tok.counter())
-                    .clone()
-            })
-            .collect();
         Ok(Executor {
-            inner: Arc::new(Inner {
-                plan,
-                graph,
-                engine,
-                store,
-                counters,
-                task_timeout: options.task_timeout,
-                max_output_bytes: options.max_output_bytes,
-            }),
+            inner: Arc::new(Inner::new(plan, engine, &options)?),
+            store,
             options,
         })
     }
@@ -320,7 +301,7 @@ impl Executor {
                 if forced {
                     continue;
                 }
-                let stored = inner
+                let stored = self
                     .store
                     .get_by_task_id(g.id(i))
                     .map_err(|source| store_err(g.id(i), source))?;
@@ -367,7 +348,9 @@ impl Executor {
                 run.order.push(id.clone());
                 progress(&ProgressEvent::Started { task_id: id });
                 let inner = Arc::clone(inner);
-                let handle = running.spawn(async move { (i, execute_task(&inner, i).await) });
+                let store = Arc::clone(&self.store);
+                let handle =
+                    running.spawn(async move { (i, execute_task(&inner, &*store, i).await) });
                 in_flight.insert(handle.id(), (i, Instant::now()));
             }
             if running.is_empty() {
@@ -432,7 +415,7 @@ impl Executor {
         let mut cancelled: Vec<(usize, Instant)> = in_flight.into_values().collect();
         cancelled.sort_unstable_by_key(|&(i, _)| i);
         for (i, t0) in cancelled {
-            let previous = inner
+            let previous = self
                 .store
                 .get_by_task_id(g.id(i))
                 .map_err(|source| store_err(g.id(i), source))?;
@@ -482,7 +465,7 @@ impl Executor {
         P: FnMut(&ProgressEvent),
     {
         let g = &self.inner.graph;
-        let store = &self.inner.store;
+        let store = &self.store;
         let status = result.status;
         // Results from `execute_task` are already stored; the executor's
         // own (interruptions, panics) are stored here.
@@ -537,9 +520,94 @@ impl Executor {
     }
 }
 
+impl Inner {
+    fn new(
+        plan: Plan,
+        engine: Arc<dyn InferenceEngine>,
+        options: &ExecutorOptions,
+    ) -> Result<Inner, GraphError> {
+        let graph = PlanGraph::new(&plan)?;
+        // One counter per tokenizer, shared by the tasks that use it.
+        let mut by_tokenizer: HashMap<Tokenizer, Arc<dyn TokenCounter>> = HashMap::new();
+        let counters = plan
+            .sub_tasks
+            .iter()
+            .map(|t| {
+                let tok = ctx_prompt::tokenizer_for_task(&plan, t);
+                by_tokenizer
+                    .entry(tok)
+                    .or_insert_with(|| tok.counter())
+                    .clone()
+            })
+            .collect();
+        Ok(Inner {
+            plan,
+            graph,
+            engine,
+            counters,
+            task_timeout: options.task_timeout,
+            max_output_bytes: options.max_output_bytes,
+        })
+    }
+}
+
+/// Runs one task at a time of a plan, outside the ready queue: what a
+/// worker of a shared store (`ctx worker`) calls for each task it claimed.
+///
+/// It is the executor's own task body (read the dependencies' results from
+/// `store`, assemble the prompt under the cap, store `in_progress`, call
+/// the engine within the timeout and output bound, store the outcome), so
+/// a task gives the same prompt and the same result whether the
+/// single-process executor or a worker runs it. Deciding *which* task is
+/// ready, and skipping dependents of a failure, is the caller's job (a
+/// shared store does both in its commit transaction). Only
+/// `task_timeout` and `max_output_bytes` of the options apply.
+pub struct TaskRunner {
+    inner: Arc<Inner>,
+}
+
+impl TaskRunner {
+    /// A runner for `plan`'s tasks on `engine`.
+    pub fn new(
+        plan: Plan,
+        engine: Arc<dyn InferenceEngine>,
+        options: &ExecutorOptions,
+    ) -> Result<TaskRunner, GraphError> {
+        Ok(TaskRunner {
+            inner: Arc::new(Inner::new(plan, engine, options)?),
+        })
+    }
+
+    /// The plan's graph (priorities, dependencies).
+    pub fn graph(&self) -> &PlanGraph {
+        &self.inner.graph
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.inner.plan
+    }
+
+    /// Runs the task `task_id`: its dependencies' results are read from
+    /// `store`, its `in_progress` and final results written to it. Returns
+    /// the final result (`completed` or `failed`); `Err` only when the
+    /// store fails or the plan has no such task.
+    pub async fn run_task(
+        &self,
+        task_id: &str,
+        store: &dyn ExecutionStore,
+    ) -> Result<TaskExecutionResult, StoreError> {
+        let Some(i) = self.inner.graph.index_of(task_id) else {
+            return Err(StoreError::new(format!("task `{task_id}` is not in the plan")));
+        };
+        execute_task(&self.inner, store, i).await
+    }
+}
+
 /// Why a task is skipped: its direct dependency, or a task further up,
-/// failed.
-fn skip_reason(failed: &str, direct: bool) -> String {
+/// failed. Public so that a shared store's worker, which skips dependents
+/// in its commit transaction, words it as the executor does.
+pub fn skip_reason(failed: &str, direct: bool) -> String {
     if direct {
         format!("dependency `{failed}` failed")
     } else {
@@ -662,7 +730,11 @@ impl RunState {
 
 /// Assembles, stores `in_progress`, runs the engine, stores the outcome.
 /// Returns `Err` only when the store fails.
-async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, StoreError> {
+async fn execute_task(
+    inner: &Inner,
+    store: &dyn ExecutionStore,
+    i: usize,
+) -> Result<TaskExecutionResult, StoreError> {
     let t0 = Instant::now();
     let plan = &inner.plan;
     let g = &inner.graph;
@@ -674,7 +746,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         .iter()
         .map(|&d| g.id(d).to_string())
         .collect();
-    let dep_results = inner.store.get_by_dependency_ids(&dep_ids)?;
+    let dep_results = store.get_by_dependency_ids(&dep_ids)?;
     let mut result = TaskExecutionResult::new(&task.id, TaskStatus::Failed);
     let counter = &inner.counters[i];
     result.metadata.tokenizer = Some(counter.name().to_string());
@@ -691,7 +763,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
                 "dependency `{id}` has no completed result in the execution store"
             ));
             result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-            inner.store.store(result.clone())?;
+            store.store(result.clone())?;
             return Ok(result);
         };
         deps.push(DependencyOutput {
@@ -715,7 +787,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         Err(e) => {
             result.error = Some(e.to_string());
             result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-            inner.store.store(result.clone())?;
+            store.store(result.clone())?;
             return Ok(result);
         }
     };
@@ -723,7 +795,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
     result.prompt = Some(assembled.text.clone());
     result.metadata.prompt_tokens = Some(assembled.tokens);
     result.metadata.tokenizer = Some(assembled.tokenizer);
-    inner.store.store(result.clone())?;
+    store.store(result.clone())?;
 
     let request = InferenceRequest {
         task_id: task.id.clone(),
@@ -775,7 +847,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
             result.metadata.attempts = e.attempts;
         }
     }
-    inner.store.store(result.clone())?;
+    store.store(result.clone())?;
     Ok(result)
 }
 
