@@ -195,9 +195,13 @@ fn postgres(root: &Path) -> Result<Option<String>, String> {
         _ => {
             let e = format!("scripts/postgres.sh start failed ({})", out.status);
             if std::env::var_os("CI").is_some() {
-                Err(format!("{e}\nCI is set: the PostgreSQL store tests would fail without a server"))
+                Err(format!(
+                    "{e}\nCI is set: the PostgreSQL store tests would fail without a server"
+                ))
             } else {
-                eprintln!("warning: {e}; the PostgreSQL store tests will skip (they fail only when CI is set)");
+                eprintln!(
+                    "warning: {e}; the PostgreSQL store tests will skip (they fail only when CI is set)"
+                );
                 Ok(None)
             }
         }
@@ -241,13 +245,19 @@ fn test(args: &[String]) -> Result<(), String> {
         cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"])
             .current_dir(&root);
         with_pg(&mut cmd);
-        run_step("unit, integration, property and golden tests (nextest)", &mut cmd)
+        run_step(
+            "unit, integration, property and golden tests (nextest)",
+            &mut cmd,
+        )
     } else {
         let mut cmd = Command::new(cargo());
         cmd.args(["test", "--workspace", "--no-fail-fast"])
             .current_dir(&root);
         with_pg(&mut cmd);
-        run_step("unit, integration, property and golden tests (cargo test)", &mut cmd)
+        run_step(
+            "unit, integration, property and golden tests (cargo test)",
+            &mut cmd,
+        )
     };
     if pg.is_some() {
         stop_postgres(&root);

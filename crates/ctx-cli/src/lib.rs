@@ -35,6 +35,9 @@ enum Command {
     // Boxed: `ctx run` flattens every engine's flags, which makes its
     // arguments far larger than any other command's.
     Run(Box<commands::run::Args>),
+    /// Work on the runs of a shared PostgreSQL store: claim ready tasks,
+    /// run them, commit results under a lease.
+    Worker(Box<commands::worker::Args>),
     /// Check or draw a plan.
     #[command(subcommand)]
     Plan(PlanCommand),
@@ -81,6 +84,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => commands::run::run(*a),
+        Command::Worker(a) => commands::worker::run(*a),
         Command::Plan(PlanCommand::Check(a)) => commands::plan_check::run(a),
         Command::Plan(PlanCommand::Graph(a)) => commands::plan_graph::run(a),
         Command::Plan(PlanCommand::Cost(a)) => commands::plan_cost::run(a),

@@ -598,7 +598,9 @@ impl TaskRunner {
         store: &dyn ExecutionStore,
     ) -> Result<TaskExecutionResult, StoreError> {
         let Some(i) = self.inner.graph.index_of(task_id) else {
-            return Err(StoreError::new(format!("task `{task_id}` is not in the plan")));
+            return Err(StoreError::new(format!(
+                "task `{task_id}` is not in the plan"
+            )));
         };
         execute_task(&self.inner, store, i).await
     }

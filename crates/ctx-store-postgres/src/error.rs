@@ -23,7 +23,9 @@ pub enum Error {
         source: tokio_postgres::Error,
     },
     /// The server refused the user or password.
-    #[error("{url}: authentication failed ({source}); check the user and password (PGPASSWORD or the URL)")]
+    #[error(
+        "{url}: authentication failed ({source}); check the user and password (PGPASSWORD or the URL)"
+    )]
     Auth {
         /// The URL, password removed.
         url: String,

@@ -46,9 +46,7 @@ use ctx_store::{ExecutionStore, StoreError};
 
 pub use error::{Error, Result};
 pub use schema::{APPLICATION, MIGRATIONS, Migration, SCHEMA_VERSION};
-pub use store::{
-    Claim, Commit, Counts, PgStore, RegisterRun, RunInfo, StoreOptions, TaskRow,
-};
+pub use store::{Claim, Commit, Counts, PgStore, RegisterRun, RunInfo, StoreOptions, TaskRow};
 pub use url::{StoreUrl, redact};
 
 /// Whether `s` names a PostgreSQL store (`postgres://` or
@@ -99,7 +97,9 @@ impl ExecutionStore for RunStore {
         &self,
         ids: &[String],
     ) -> Result<Vec<TaskExecutionResult>, StoreError> {
-        let found = self.store.blocking_results(&self.run_id, Some(ids.to_vec()))?;
+        let found = self
+            .store
+            .blocking_results(&self.run_id, Some(ids.to_vec()))?;
         Ok(in_order(ids, found))
     }
 

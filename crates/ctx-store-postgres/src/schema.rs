@@ -58,6 +58,7 @@ CREATE TABLE ctx_runs (
     late_commits bigint      NOT NULL DEFAULT 0
 );
 -- One row per task: its latest result and its claim.
+CREATE SEQUENCE ctx_claim_seq;
 CREATE TABLE ctx_tasks (
     run_id       text        NOT NULL REFERENCES ctx_runs ON DELETE CASCADE,
     task_id      text        NOT NULL,
@@ -68,6 +69,7 @@ CREATE TABLE ctx_tasks (
     claimed_by   text,                          -- worker id
     lease_until  timestamptz,                   -- the claim lapses unless renewed
     attempt      integer     NOT NULL DEFAULT 0, -- the fencing token: +1 at every claim
+    claim_seq    bigint,                        -- global claim order (ctx_claim_seq): the dispatch order
     result_json  text,
     started_at   timestamptz,
     finished_at  timestamptz,

@@ -133,6 +133,9 @@ pub struct TaskRow {
     pub started_at: Option<String>,
     /// When it became terminal.
     pub finished_at: Option<String>,
+    /// Its last claim's place in the order of all claims: sorting by it
+    /// gives the dispatch order.
+    pub claim_seq: Option<i64>,
 }
 
 /// The shared PostgreSQL store. Cheap to clone; every clone shares one
@@ -557,7 +560,7 @@ impl PgStore {
                                  UPDATE ctx_tasks t
                                     SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
                                         lease_until = now() + $3::float8 * interval '1 millisecond',
-                                        started_at = now()
+                                        started_at = now(), claim_seq = nextval('ctx_claim_seq')
                                    FROM c
                                   WHERE t.run_id = c.run_id AND t.task_id = c.task_id
                                  RETURNING t.run_id, t.task_id, t.attempt",
@@ -613,8 +616,10 @@ impl PgStore {
     /// Stores the task's `in_progress` result (its exact prompt) under the
     /// claim, for `ctx runs show` while it runs. `false`: the claim is lost.
     pub async fn save_progress(&self, claim: &Claim, result: &TaskExecutionResult) -> Result<bool> {
-        let json = serde_json::to_string(result)
-            .map_err(|e| self.shared.corrupt(&claim.run_id, format!("task `{}`", claim.task_id), e))?;
+        let json = serde_json::to_string(result).map_err(|e| {
+            self.shared
+                .corrupt(&claim.run_id, format!("task `{}`", claim.task_id), e)
+        })?;
         self.fenced(
             claim,
             "storing the prompt of",
@@ -646,16 +651,37 @@ impl PgStore {
                     async move {
                         let r = match (lease, text) {
                             (Some(l), _) => {
-                                c.execute(sql, &[&claim.run_id, &claim.task_id, &claim.attempt, &claim.worker, &l])
-                                    .await
+                                c.execute(
+                                    sql,
+                                    &[
+                                        &claim.run_id,
+                                        &claim.task_id,
+                                        &claim.attempt,
+                                        &claim.worker,
+                                        &l,
+                                    ],
+                                )
+                                .await
                             }
                             (None, Some(t)) => {
-                                c.execute(sql, &[&claim.run_id, &claim.task_id, &claim.attempt, &claim.worker, &t])
-                                    .await
+                                c.execute(
+                                    sql,
+                                    &[
+                                        &claim.run_id,
+                                        &claim.task_id,
+                                        &claim.attempt,
+                                        &claim.worker,
+                                        &t,
+                                    ],
+                                )
+                                .await
                             }
                             (None, None) => {
-                                c.execute(sql, &[&claim.run_id, &claim.task_id, &claim.attempt, &claim.worker])
-                                    .await
+                                c.execute(
+                                    sql,
+                                    &[&claim.run_id, &claim.task_id, &claim.attempt, &claim.worker],
+                                )
+                                .await
                             }
                         };
                         (c, r)
@@ -683,29 +709,44 @@ impl PgStore {
     ) -> Result<Commit> {
         let claim = claim.clone();
         let status = result.status.as_str().to_string();
-        let json = serde_json::to_string(result)
-            .map_err(|e| self.shared.corrupt(&claim.run_id, format!("task `{}`", claim.task_id), e))?;
+        let json = serde_json::to_string(result).map_err(|e| {
+            self.shared
+                .corrupt(&claim.run_id, format!("task `{}`", claim.task_id), e)
+        })?;
         let mut skip_ids = Vec::with_capacity(skips.len());
         let mut skip_json = Vec::with_capacity(skips.len());
         for (id, reason) in skips {
             let mut r = TaskExecutionResult::new(id, TaskStatus::Skipped);
             r.error = Some(reason.clone());
             skip_ids.push(id.clone());
-            skip_json.push(
-                serde_json::to_string(&r)
-                    .map_err(|e| self.shared.corrupt(&claim.run_id, format!("task `{id}`"), e))?,
-            );
+            skip_json.push(serde_json::to_string(&r).map_err(|e| {
+                self.shared
+                    .corrupt(&claim.run_id, format!("task `{id}`"), e)
+            })?);
         }
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let window = shared.options.reconnect_window;
-            let ctx = || format!("committing task `{}` of run `{}`", claim.task_id, claim.run_id);
+            let ctx = || {
+                format!(
+                    "committing task `{}` of run `{}`",
+                    claim.task_id, claim.run_id
+                )
+            };
             let outcome = shared
                 .with(&ctx, 2, window, |c, retry| {
-                    let (claim, status, json, skip_ids, skip_json) =
-                        (claim.clone(), status.clone(), json.clone(), skip_ids.clone(), skip_json.clone());
+                    let (claim, status, json, skip_ids, skip_json) = (
+                        claim.clone(),
+                        status.clone(),
+                        json.clone(),
+                        skip_ids.clone(),
+                        skip_json.clone(),
+                    );
                     async move {
-                        let r = commit_statement(&c, &claim, &status, &json, &skip_ids, &skip_json, retry).await;
+                        let r = commit_statement(
+                            &c, &claim, &status, &json, &skip_ids, &skip_json, retry,
+                        )
+                        .await;
                         (c, r)
                     }
                 })
@@ -749,15 +790,23 @@ impl PgStore {
             let window = shared.options.reconnect_window;
             let rid = run_id.clone();
             let row = shared
-                .with(&|| format!("reading the plan of run `{rid}`"), 1, window, |c, _| {
-                    let run_id = run_id.clone();
-                    async move {
-                        let r = c
-                            .query_opt("SELECT plan_json FROM ctx_runs WHERE run_id = $1", &[&run_id])
-                            .await;
-                        (c, r)
-                    }
-                })
+                .with(
+                    &|| format!("reading the plan of run `{rid}`"),
+                    1,
+                    window,
+                    |c, _| {
+                        let run_id = run_id.clone();
+                        async move {
+                            let r = c
+                                .query_opt(
+                                    "SELECT plan_json FROM ctx_runs WHERE run_id = $1",
+                                    &[&run_id],
+                                )
+                                .await;
+                            (c, r)
+                        }
+                    },
+                )
                 .await?;
             let Some(row) = row else {
                 return Err(Error::NoRun {
@@ -848,7 +897,8 @@ impl PgStore {
     pub async fn tasks(&self, run_id: &str) -> Result<Vec<TaskRow>> {
         let run_id = run_id.to_string();
         let shared = Arc::clone(&self.shared);
-        self.call(async move { tasks(&shared, &run_id).await }).await
+        self.call(async move { tasks(&shared, &run_id).await })
+            .await
     }
 
     /// An [`ExecutionStore`](ctx_store::ExecutionStore) over one run, for
@@ -879,8 +929,12 @@ impl PgStore {
             let ctx = || format!("storing task `{task_id}` of run `{run_id}`");
             shared
                 .with(&ctx, 2, window, |c, _| {
-                    let (run_id, task_id, status, json) =
-                        (run_id.clone(), task_id.clone(), status.clone(), json.clone());
+                    let (run_id, task_id, status, json) = (
+                        run_id.clone(),
+                        task_id.clone(),
+                        status.clone(),
+                        json.clone(),
+                    );
                     async move {
                         let r = unfenced_store(&c, &run_id, &task_id, &status, &json).await;
                         (c, r)
@@ -993,11 +1047,16 @@ async fn migrate(shared: &Shared) -> Result<()> {
         .await
         .map_err(|e| q("writing ctx_meta", e))?;
     } else if current < SCHEMA_VERSION {
-        tx.execute("UPDATE ctx_meta SET schema_version = $1", &[&SCHEMA_VERSION])
-            .await
-            .map_err(|e| q("writing ctx_meta", e))?;
+        tx.execute(
+            "UPDATE ctx_meta SET schema_version = $1",
+            &[&SCHEMA_VERSION],
+        )
+        .await
+        .map_err(|e| q("writing ctx_meta", e))?;
     }
-    tx.commit().await.map_err(|e| q("committing the schema", e))?;
+    tx.commit()
+        .await
+        .map_err(|e| q("committing the schema", e))?;
     shared.give_back(client);
     Ok(())
 }
@@ -1056,7 +1115,13 @@ async fn commit_statement(
             .query_opt(
                 "SELECT 1 FROM ctx_tasks WHERE run_id = $1 AND task_id = $2 AND attempt = $3
                     AND status = $4 AND result_json = $5",
-                &[&claim.run_id, &claim.task_id, &claim.attempt, &status, &json],
+                &[
+                    &claim.run_id,
+                    &claim.task_id,
+                    &claim.attempt,
+                    &status,
+                    &json,
+                ],
             )
             .await?;
         if row.is_some() {
@@ -1136,27 +1201,33 @@ async fn results(
     let window = shared.options.reconnect_window;
     let rid = run_id.to_string();
     let rows = shared
-        .with(&|| format!("reading results of run `{rid}`"), 1, window, |c, _| {
-            let (run_id, ids) = (rid.clone(), ids.clone());
-            async move {
-                let r = c
-                    .query(
-                        "SELECT task_id, result_json FROM ctx_tasks
+        .with(
+            &|| format!("reading results of run `{rid}`"),
+            1,
+            window,
+            |c, _| {
+                let (run_id, ids) = (rid.clone(), ids.clone());
+                async move {
+                    let r = c
+                        .query(
+                            "SELECT task_id, result_json FROM ctx_tasks
                           WHERE run_id = $1 AND result_json IS NOT NULL
                             AND ($2::text[] IS NULL OR task_id = ANY($2))
                           ORDER BY task_id",
-                        &[&run_id, &ids],
-                    )
-                    .await;
-                (c, r)
-            }
-        })
+                            &[&run_id, &ids],
+                        )
+                        .await;
+                    (c, r)
+                }
+            },
+        )
         .await?;
     rows.iter()
         .map(|r| {
             let id: String = r.get(0);
             let text: String = r.get(1);
-            serde_json::from_str(&text).map_err(|e| shared.corrupt(run_id, format!("task `{id}`"), e))
+            serde_json::from_str(&text)
+                .map_err(|e| shared.corrupt(run_id, format!("task `{id}`"), e))
         })
         .collect()
 }
@@ -1172,7 +1243,8 @@ async fn tasks(shared: &Shared, run_id: &str) -> Result<Vec<TaskRow>> {
                     .query(
                         "SELECT task_id, status, attempt, result_json,
                                 to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
-                                to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+                                to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+                                claim_seq
                            FROM ctx_tasks WHERE run_id = $1 ORDER BY idx",
                         &[&run_id],
                     )
@@ -1217,6 +1289,7 @@ async fn tasks(shared: &Shared, run_id: &str) -> Result<Vec<TaskRow>> {
                 result,
                 started_at: r.get(4),
                 finished_at: r.get(5),
+                claim_seq: r.get(6),
             })
         })
         .collect()

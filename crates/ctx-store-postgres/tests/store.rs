@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store::ExecutionStore;
-use ctx_store_postgres::{
-    ClaimStore, Commit, Error, PgStore, RegisterRun, StoreOptions, StoreUrl,
-};
+use ctx_store_postgres::{ClaimStore, Commit, Error, PgStore, RegisterRun, StoreOptions, StoreUrl};
 
 fn open(url: &str) -> Result<PgStore, Error> {
     PgStore::open(&StoreUrl::parse(url, |_| None)?, StoreOptions::default())
@@ -49,7 +47,11 @@ fn an_empty_database_is_migrated_and_reopened() {
     open(&url).unwrap();
     // Twice: the second open finds version 1 and changes nothing.
     let store = open(&url).unwrap();
-    assert!(!store.display_url().contains(":ctx@"), "{}", store.display_url());
+    assert!(
+        !store.display_url().contains(":ctx@"),
+        "{}",
+        store.display_url()
+    );
 }
 
 #[test]
@@ -60,7 +62,17 @@ fn a_newer_schema_is_refused() {
     open(&url).unwrap();
     support::sql(&url, &["UPDATE ctx_meta SET schema_version = 99"]);
     let e = open(&url).unwrap_err();
-    assert!(matches!(e, Error::NewerSchema { found: 99, known: 1, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::NewerSchema {
+                found: 99,
+                known: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("upgrade ctx"), "{e}");
 }
 
@@ -82,7 +94,9 @@ fn a_foreign_database_is_refused_and_left_alone() {
     };
     support::sql(
         &url,
-        &["CREATE TABLE ctx_meta (application text, schema_version int); INSERT INTO ctx_meta VALUES ('other', 1)"],
+        &[
+            "CREATE TABLE ctx_meta (application text, schema_version int); INSERT INTO ctx_meta VALUES ('other', 1)",
+        ],
     );
     let e = open(&url).unwrap_err();
     assert!(e.to_string().contains("`other`"), "{e}");
@@ -104,7 +118,11 @@ fn a_wrong_password_and_a_dead_port_are_clear_errors_without_the_password() {
     // A port nobody listens on (port 1 needs root to bind; nothing does).
     let e = open("postgres://u:hidden@127.0.0.1:1/x").unwrap_err();
     assert!(matches!(e, Error::Unreachable { .. }), "{e}");
-    assert!(e.to_string().contains("cannot connect to postgres://u@127.0.0.1:1/x"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("cannot connect to postgres://u@127.0.0.1:1/x"),
+        "{e}"
+    );
     assert!(!e.to_string().contains("hidden"));
 }
 
@@ -125,27 +143,48 @@ fn claims_follow_readiness_and_the_critical_path() {
             plan_source: None,
         }))
         .unwrap();
-    let a = rt.block_on(store.claim(Some(&run), "w1", LEASE)).unwrap().unwrap();
+    let a = rt
+        .block_on(store.claim(Some(&run), "w1", LEASE))
+        .unwrap()
+        .unwrap();
     assert_eq!((a.task_id.as_str(), a.attempt), ("a", 1));
     // Nothing else is ready until `a` commits.
-    assert_eq!(rt.block_on(store.claim(Some(&run), "w2", LEASE)).unwrap(), None);
+    assert_eq!(
+        rt.block_on(store.claim(Some(&run), "w2", LEASE)).unwrap(),
+        None
+    );
     assert_eq!(
         rt.block_on(store.complete(&a, &done("a"), &[])).unwrap(),
         Commit::Committed
     );
-    let first = rt.block_on(store.claim(None, "w2", LEASE)).unwrap().unwrap();
-    let second = rt.block_on(store.claim(None, "w2", LEASE)).unwrap().unwrap();
-    assert_eq!([first.task_id.as_str(), second.task_id.as_str()], ["b", "c"]);
+    let first = rt
+        .block_on(store.claim(None, "w2", LEASE))
+        .unwrap()
+        .unwrap();
+    let second = rt
+        .block_on(store.claim(None, "w2", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        [first.task_id.as_str(), second.task_id.as_str()],
+        ["b", "c"]
+    );
     assert_eq!(rt.block_on(store.claim(None, "w2", LEASE)).unwrap(), None);
     // Dependencies are read from the store by the worker of `b`.
     let cs = ClaimStore::new(store.clone(), first.clone(), vec![]);
-    let deps = cs.get_by_dependency_ids(&["a".into(), "zz".into()]).unwrap();
+    let deps = cs
+        .get_by_dependency_ids(&["a".into(), "zz".into()])
+        .unwrap();
     assert_eq!(deps.len(), 1);
     assert_eq!(deps[0].output, "out a");
     cs.store(done("b")).unwrap();
     assert_eq!(cs.outcome(), Some(Commit::Committed));
-    rt.block_on(store.complete(&second, &done("c"), &[])).unwrap();
-    let d = rt.block_on(store.claim(Some(&run), "w3", LEASE)).unwrap().unwrap();
+    rt.block_on(store.complete(&second, &done("c"), &[]))
+        .unwrap();
+    let d = rt
+        .block_on(store.claim(Some(&run), "w3", LEASE))
+        .unwrap()
+        .unwrap();
     assert_eq!(d.task_id, "d");
     assert!(rt.block_on(store.has_open_runs(Some(&run))).unwrap());
     rt.block_on(store.complete(&d, &done("d"), &[])).unwrap();
@@ -154,7 +193,10 @@ fn claims_follow_readiness_and_the_critical_path() {
     assert_eq!(info[0].counts.completed, 4);
     assert!(!info[0].open);
     let all = store.run_store(&run).all_results().unwrap();
-    assert_eq!(all.iter().map(|r| r.task_id.as_str()).collect::<Vec<_>>(), ["a", "b", "c", "d"]);
+    assert_eq!(
+        all.iter().map(|r| r.task_id.as_str()).collect::<Vec<_>>(),
+        ["a", "b", "c", "d"]
+    );
 }
 
 #[test]
@@ -181,7 +223,11 @@ fn concurrent_claimers_never_get_the_same_task() {
             let (store, run) = (store.clone(), run.clone());
             set.spawn(async move {
                 let mut mine = Vec::new();
-                while let Some(c) = store.claim(Some(&run), &format!("w{w}"), LEASE).await.unwrap() {
+                while let Some(c) = store
+                    .claim(Some(&run), &format!("w{w}"), LEASE)
+                    .await
+                    .unwrap()
+                {
                     mine.push(c.task_id);
                 }
                 mine
@@ -214,19 +260,35 @@ fn a_lapsed_lease_is_reclaimed_and_the_late_commit_refused() {
         }))
         .unwrap();
     let short = Duration::from_millis(300);
-    let old = rt.block_on(store.claim(Some(&run), "slow", short)).unwrap().unwrap();
+    let old = rt
+        .block_on(store.claim(Some(&run), "slow", short))
+        .unwrap()
+        .unwrap();
     assert!(rt.block_on(store.heartbeat(&old, short)).unwrap());
     // Not yet lapsed: nobody else gets it.
-    assert_eq!(rt.block_on(store.claim(Some(&run), "other", LEASE)).unwrap(), None);
+    assert_eq!(
+        rt.block_on(store.claim(Some(&run), "other", LEASE))
+            .unwrap(),
+        None
+    );
     std::thread::sleep(Duration::from_millis(700));
-    let new = rt.block_on(store.claim(Some(&run), "other", LEASE)).unwrap().unwrap();
+    let new = rt
+        .block_on(store.claim(Some(&run), "other", LEASE))
+        .unwrap()
+        .unwrap();
     assert_eq!((new.task_id.as_str(), new.attempt), ("a", 2));
     // The slow worker is fenced out everywhere.
     assert!(!rt.block_on(store.heartbeat(&old, short)).unwrap());
     let mut late = done("a");
     late.output = "late".into();
-    assert_eq!(rt.block_on(store.complete(&old, &late, &[])).unwrap(), Commit::Refused);
-    assert_eq!(rt.block_on(store.complete(&new, &done("a"), &[])).unwrap(), Commit::Committed);
+    assert_eq!(
+        rt.block_on(store.complete(&old, &late, &[])).unwrap(),
+        Commit::Refused
+    );
+    assert_eq!(
+        rt.block_on(store.complete(&new, &done("a"), &[])).unwrap(),
+        Commit::Committed
+    );
     let info = &rt.block_on(store.runs(Some(&run))).unwrap()[0];
     assert_eq!(info.late_commits, 1);
     assert_eq!(info.reclaims, 1);
@@ -234,9 +296,15 @@ fn a_lapsed_lease_is_reclaimed_and_the_late_commit_refused() {
     assert_eq!(a.output, "out a");
     // A lapsed but not yet reclaimed lease refuses too: a result commits
     // only under a live lease.
-    let b = rt.block_on(store.claim(Some(&run), "slow", short)).unwrap().unwrap();
+    let b = rt
+        .block_on(store.claim(Some(&run), "slow", short))
+        .unwrap()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(rt.block_on(store.complete(&b, &done("b"), &[])).unwrap(), Commit::Refused);
+    assert_eq!(
+        rt.block_on(store.complete(&b, &done("b"), &[])).unwrap(),
+        Commit::Refused
+    );
 }
 
 #[test]
@@ -255,7 +323,10 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             plan_source: Some("p.json"),
         }))
         .unwrap();
-    let a = rt.block_on(store.claim(Some(&run), "w", LEASE)).unwrap().unwrap();
+    let a = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
     assert_eq!(a.task_id, "a");
     let mut failed = TaskExecutionResult::new("a", TaskStatus::Failed);
     failed.error = Some("boom".into());
@@ -263,14 +334,23 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
         ("b".to_string(), "dependency `a` failed".to_string()),
         ("c".to_string(), "upstream task `a` failed".to_string()),
     ];
-    assert_eq!(rt.block_on(store.complete(&a, &failed, &skips)).unwrap(), Commit::Committed);
-    let x = rt.block_on(store.claim(Some(&run), "w", LEASE)).unwrap().unwrap();
+    assert_eq!(
+        rt.block_on(store.complete(&a, &failed, &skips)).unwrap(),
+        Commit::Committed
+    );
+    let x = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
     assert_eq!(x.task_id, "x");
     assert!(rt.block_on(store.has_open_runs(None)).unwrap());
     rt.block_on(store.complete(&x, &done("x"), &[])).unwrap();
     assert!(!rt.block_on(store.has_open_runs(None)).unwrap());
     let rows = rt.block_on(store.tasks(&run)).unwrap();
-    let st: Vec<_> = rows.iter().map(|r| (r.task_id.as_str(), r.status)).collect();
+    let st: Vec<_> = rows
+        .iter()
+        .map(|r| (r.task_id.as_str(), r.status))
+        .collect();
     assert_eq!(
         st,
         [
@@ -294,9 +374,15 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             plan_source: None,
         }))
         .unwrap();
-    let r1 = rt.block_on(store.claim(Some(&run2), "w", LEASE)).unwrap().unwrap();
+    let r1 = rt
+        .block_on(store.claim(Some(&run2), "w", LEASE))
+        .unwrap()
+        .unwrap();
     assert!(rt.block_on(store.release(&r1)).unwrap());
-    let r2 = rt.block_on(store.claim(Some(&run2), "v", LEASE)).unwrap().unwrap();
+    let r2 = rt
+        .block_on(store.claim(Some(&run2), "v", LEASE))
+        .unwrap()
+        .unwrap();
     assert_eq!(r2.attempt, 2);
     let e = rt.block_on(store.plan("no-such-run")).unwrap_err();
     assert!(matches!(e, Error::NoRun { .. }), "{e}");

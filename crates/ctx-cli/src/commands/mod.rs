@@ -12,3 +12,4 @@ pub mod render;
 pub mod run;
 pub mod runs;
 pub mod schema;
+pub mod worker;

@@ -156,6 +156,18 @@ pub struct Args {
     /// Keep the run in memory only: no run directory, no resume.
     #[arg(long, conflicts_with_all = ["root", "run_dir", "resume", "cache"])]
     pub no_store: bool,
+
+    /// The store: `sqlite` (run directories under --root, the default) or
+    /// a shared PostgreSQL store, postgres://USER:PASSWORD@HOST/DB, where
+    /// the run is registered for `ctx worker`s and worked on here too.
+    /// Default: $CTX_STORE.
+    #[arg(long, value_name = "URL", conflicts_with = "no_store")]
+    pub store: Option<String>,
+
+    /// With a postgres:// --store: only register the run and follow its
+    /// progress until workers finish it; run nothing here.
+    #[arg(long)]
+    pub no_local: bool,
 }
 
 pub use crate::format::Format;
@@ -234,6 +246,32 @@ pub fn run(args: Args) -> CliResult {
         out: args.out.as_deref(),
         format: args.format,
     };
+
+    let shared = if args.no_store {
+        None
+    } else {
+        super::worker::shared_store_url(args.store.as_deref())?
+    };
+    if let Some(url) = shared {
+        super::worker::refuse_local_flags(
+            args.resume.is_some(),
+            args.run_dir.as_ref(),
+            args.cache,
+        )?;
+        return super::worker::run_on_shared_store(
+            &url,
+            plan,
+            plan_source,
+            &label,
+            engine,
+            options,
+            &output,
+            args.no_local,
+        );
+    }
+    if args.no_local {
+        return Err(CliError::usage("--no-local needs a postgres:// --store"));
+    }
 
     if args.no_store {
         let run = execute(plan, engine, Arc::new(MemoryStore::new()), options, &output)?;
@@ -445,7 +483,7 @@ impl StopSignal {
 /// installed, tokio keeps them for the process's life, so a second signal
 /// during the clean-up does not kill ctx half-way either. A signal whose
 /// handler cannot be installed is simply not waited for.
-struct StopSignals {
+pub(crate) struct StopSignals {
     #[cfg(unix)]
     interrupt: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
@@ -456,7 +494,7 @@ struct StopSignals {
 
 impl StopSignals {
     /// Installs the handlers; must run inside the runtime.
-    fn install() -> StopSignals {
+    pub(crate) fn install() -> StopSignals {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -471,7 +509,7 @@ impl StopSignals {
     }
 
     /// Resolves with the first of the signals to arrive.
-    async fn first(mut self) -> StopSignal {
+    pub(crate) async fn first(mut self) -> StopSignal {
         #[cfg(unix)]
         {
             async fn arrival(s: &mut Option<tokio::signal::unix::Signal>) {

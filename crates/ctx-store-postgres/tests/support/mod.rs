@@ -53,7 +53,13 @@ pub fn fresh_db(test: &str) -> Option<String> {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     );
-    sql(&url, &[&format!("DROP DATABASE IF EXISTS {db}"), &format!("CREATE DATABASE {db}")]);
+    sql(
+        &url,
+        &[
+            &format!("DROP DATABASE IF EXISTS {db}"),
+            &format!("CREATE DATABASE {db}"),
+        ],
+    );
     Some(with_db(&url, &db))
 }
 
