@@ -90,15 +90,21 @@ start)
         echo "export CTX_TEST_POSTGRES_URL=$(url_of)"
         exit 0
     fi
-    port=55432
+    # The port of the last start first, so a restarted server keeps its URL.
+    port=$(cat "$dir/port" 2>/dev/null || echo 55432)
     while :; do
         if ! bash -c "echo > /dev/tcp/127.0.0.1/$port" 2>/dev/null; then
             if as_owner "'$bin/pg_ctl' -D '$dir/data' -l '$dir/server.log' -w -t 30 -o \"-p $port -k '$dir' -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off\" start" >/dev/null 2>&1; then
                 break
             fi
         fi
-        port=$((port + 1))
         if [ "$port" -gt 55532 ]; then
+            port=55432
+        else
+            port=$((port + 1))
+        fi
+        tries=$((${tries:-0} + 1))
+        if [ "$tries" -gt 101 ]; then
             echo "postgres.sh: could not start a server on any port 55432..55532; see $dir/server.log" >&2
             tail -n 20 "$dir/server.log" >&2 || true
             exit 1

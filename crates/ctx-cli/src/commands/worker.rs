@@ -344,9 +344,22 @@ impl Work {
                         }
                     };
                     let end = tokio::select! {
+                        biased;
                         r = plan.runner.run_task(&c.task_id, &cs) => TaskEnd::Done(r, cs.outcome()),
                         () = beat => TaskEnd::Lost,
                     };
+                    if let TaskEnd::Lost = end {
+                        // The engine call was stopped (dropped). What it
+                        // was doing is recorded as this attempt's result,
+                        // which the fence refuses: a late commit, counted
+                        // and kept in the history like any other.
+                        let mut r = TaskExecutionResult::new(&c.task_id, TaskStatus::Failed);
+                        r.error = Some(format!(
+                            "lease lost: the engine call was stopped (worker {})",
+                            c.worker
+                        ));
+                        let _ = store.complete(&c, &r, &[]).await;
+                    }
                     (c, end)
                 });
                 held.insert(handle.id(), claim);
