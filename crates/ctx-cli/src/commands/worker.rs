@@ -199,8 +199,12 @@ pub fn run(args: Args) -> CliResult {
         work.run(signals.first()).await
     })?;
     eprintln!(
-        "worker {}: {} committed, {} late (refused), {} released",
-        work.worker, outcome.committed, outcome.refused, outcome.released
+        "worker {}: {} committed, {} late (refused), {} released, {} round trips",
+        work.worker,
+        outcome.committed,
+        outcome.refused,
+        outcome.released,
+        work.store.round_trips()
     );
     Ok(outcome.signal.map_or(Exit::Ok, StopSignal::exit))
 }
