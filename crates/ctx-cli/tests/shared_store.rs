@@ -549,7 +549,13 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
         "{}",
         String::from_utf8_lossy(&shared.stderr)
     );
-    assert_eq!(local.stdout.len() > 0, shared.stdout.len() > 0);
+    for out in [&local.stdout, &shared.stdout] {
+        let text = String::from_utf8_lossy(out);
+        assert!(
+            text.contains("7 tasks: 4 completed, 1 failed, 2 skipped"),
+            "{text}"
+        );
+    }
     let a = normalized(&tmp.path().join("local/results.json"));
     let b = normalized(&tmp.path().join("shared/results.json"));
     assert_eq!(a, b);

@@ -15,7 +15,9 @@ use ctx_store_postgres::{PgStore, RegisterRun, StoreOptions, StoreUrl};
 
 fn main() {
     let Ok(server) = std::env::var("CTX_TEST_POSTGRES_URL") else {
-        eprintln!("claims bench: skipped: CTX_TEST_POSTGRES_URL is not set (scripts/postgres.sh start)");
+        eprintln!(
+            "claims bench: skipped: CTX_TEST_POSTGRES_URL is not set (scripts/postgres.sh start)"
+        );
         return;
     };
     let args: Vec<String> = std::env::args().collect();
@@ -37,8 +39,10 @@ fn main() {
     };
     let store = open();
     let subs: Vec<serde_json::Value> = (0..n)
-        .map(|i| serde_json::json!({"id": format!("t{i:05}"), "description": "d",
-            "tool_or_prompt": {"name": "inference", "params": {"prompt": "p"}}}))
+        .map(|i| {
+            serde_json::json!({"id": format!("t{i:05}"), "description": "d",
+            "tool_or_prompt": {"name": "inference", "params": {"prompt": "p"}}})
+        })
         .collect();
     let plan: Plan =
         serde_json::from_value(serde_json::json!({"schema_version": 1, "sub_tasks": subs}))

@@ -264,7 +264,7 @@ impl RunPlan {
 enum TaskEnd {
     /// The task body ended; the store's word on its commit.
     Done(
-        Result<TaskExecutionResult, ctx_deps::StoreError>,
+        Box<Result<TaskExecutionResult, ctx_deps::StoreError>>,
         Option<Commit>,
     ),
     /// The lease was lost while the engine ran: the task was stopped.
@@ -349,7 +349,7 @@ impl Work {
                     };
                     let end = tokio::select! {
                         biased;
-                        r = plan.runner.run_task(&c.task_id, &cs) => TaskEnd::Done(r, cs.outcome()),
+                        r = plan.runner.run_task(&c.task_id, &cs) => TaskEnd::Done(Box::new(r), cs.outcome()),
                         () = beat => TaskEnd::Lost,
                     };
                     if let TaskEnd::Lost = end {
@@ -441,21 +441,25 @@ impl Work {
             "task `{}` of run {} (attempt {})",
             claim.task_id, claim.run_id, claim.attempt
         );
+        let end = match end {
+            TaskEnd::Done(r, c) => Some((*r, c)),
+            TaskEnd::Lost => None,
+        };
         match end {
-            TaskEnd::Done(Ok(result), Some(Commit::Committed)) => {
+            Some((Ok(result), Some(Commit::Committed))) => {
                 worked.committed += 1;
                 self.say(&format!("{what}: {}", result.status.as_str()));
             }
-            TaskEnd::Done(Ok(_), Some(Commit::Refused)) | TaskEnd::Lost => {
+            Some((Ok(_), Some(Commit::Refused))) | None => {
                 worked.refused += 1;
                 self.say(&format!(
                     "{what}: late commit refused: the lease lapsed and the task belongs to another claim now"
                 ));
             }
-            TaskEnd::Done(Ok(_), None) => {
+            Some((Ok(_), None)) => {
                 self.say(&format!("{what}: ended without a result"));
             }
-            TaskEnd::Done(Err(e), _) => {
+            Some((Err(e), _)) => {
                 self.say(&format!("{what}: store error, the claim will lapse: {e}"));
             }
         }
