@@ -100,12 +100,25 @@ impl StoreUrl {
     }
 }
 
+/// A user, host or database name as shown: one holding `@` (or, but for
+/// a host, which may be an IPv6 address, `:`) is hidden, since it can only
+/// come from a URL the driver read differently from its writer's intent —
+/// `postgres://@/:pw@h/d` has the database `:pw@h/d` — and may hold a
+/// password.
+fn shown(part: &str, colon_ok: bool) -> String {
+    if part.contains('@') || (!colon_ok && part.contains(':')) {
+        "[hidden]".into()
+    } else {
+        part.to_string()
+    }
+}
+
 fn display_of(config: &tokio_postgres::Config) -> String {
-    let user = config.get_user().unwrap_or("");
+    let user = shown(config.get_user().unwrap_or(""), false);
     let host = match config.get_hosts().first() {
-        Some(Host::Tcp(h)) => h.clone(),
+        Some(Host::Tcp(h)) => shown(h, true),
         #[cfg(unix)]
-        Some(Host::Unix(p)) => p.display().to_string(),
+        Some(Host::Unix(p)) => shown(&p.display().to_string(), true),
         None => "localhost".into(),
     };
     let port = config
@@ -113,36 +126,59 @@ fn display_of(config: &tokio_postgres::Config) -> String {
         .first()
         .map(|p| format!(":{p}"))
         .unwrap_or_default();
-    let db = config.get_dbname().unwrap_or(user);
+    let db = config
+        .get_dbname()
+        .map_or_else(|| user.clone(), |d| shown(d, false));
     format!("postgres://{user}@{host}{port}/{db}")
 }
 
-/// `raw` with any password removed: the `:password` of a URL's user info
-/// and the value of a `password=` key are replaced by nothing and `***`.
-/// Used for URLs that could not be parsed, so even a malformed one is
-/// never echoed with its secret.
+/// `raw` with anything that may be a password removed: in a URL, all
+/// between `://` and the last `@` but the user name (up to the first `:`);
+/// in the key=value form or a query string, the value of every
+/// `password` key (quoted or not, spaces around `=` allowed). Used for
+/// URLs that could not be parsed, so even a malformed one is never echoed
+/// with its secret; it errs on the side of hiding.
 pub fn redact(raw: &str) -> String {
     let mut out = raw.to_string();
     if let Some(scheme_end) = out.find("://") {
-        let rest_start = scheme_end + 3;
-        let authority_end = out[rest_start..]
-            .find(['/', '?'])
-            .map_or(out.len(), |i| rest_start + i);
-        if let Some(at) = out[rest_start..authority_end].rfind('@') {
-            let at = rest_start + at;
-            if let Some(colon) = out[rest_start..at].find(':') {
-                out.replace_range(rest_start + colon..at, "");
-            }
+        let rest = scheme_end + 3;
+        if let Some(at) = out[rest..].rfind('@') {
+            let at = rest + at;
+            let user_end = out[rest..at].find([':', '@']).map_or(at, |i| rest + i);
+            out.replace_range(user_end..at, "");
         }
     }
-    // `password=...` in the query string or in key=value form.
-    let lower = out.to_ascii_lowercase();
-    if let Some(i) = lower.find("password=") {
-        let start = i + "password=".len();
-        let end = out[start..]
-            .find(['&', ' '])
-            .map_or(out.len(), |j| start + j);
-        out.replace_range(start..end, "***");
+    let mut from = 0;
+    loop {
+        let lower = out.to_ascii_lowercase();
+        let Some(i) = lower[from..].find("password").map(|i| from + i) else {
+            break;
+        };
+        let bytes = out.as_bytes();
+        let mut j = i + "password".len();
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        if j >= bytes.len() || bytes[j] != b'=' {
+            from = i + 1;
+            continue;
+        }
+        j += 1;
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        let end = if bytes.get(j) == Some(&b'\'') {
+            // A quoted value runs to the next unescaped quote (or the end).
+            let mut k = j + 1;
+            while k < bytes.len() && bytes[k] != b'\'' {
+                k += if bytes[k] == b'\\' { 2 } else { 1 };
+            }
+            (k + 1).min(bytes.len())
+        } else {
+            out[j..].find([' ', '&']).map_or(out.len(), |k| j + k)
+        };
+        out.replace_range(j..end, "***");
+        from = j + 3;
     }
     out
 }
@@ -163,6 +199,27 @@ mod tests {
             assert!(!url.display().contains("hunter2"), "{}", url.display());
             assert!(!format!("{url:?}").contains("hunter2"));
             assert!(!redact(raw).contains("hunter2"), "{}", redact(raw));
+        }
+    }
+
+    proptest::proptest! {
+        /// What fuzz/fuzz_targets/store_url.rs checks, on every test run:
+        /// any text around a password never shows the password.
+        #[test]
+        fn no_text_shows_a_password(text in "\\PC{0,40}") {
+            const SECRET: &str = "Zq7secretXw";
+            proptest::prop_assume!(!text.contains(SECRET));
+            for raw in [
+                format!("postgres://u:{SECRET}@{text}"),
+                format!("{text} password={SECRET}"),
+                format!("postgresql://{text}:{SECRET}@h/d"),
+            ] {
+                let shown = match StoreUrl::parse(&raw, |_| None) {
+                    Ok(url) => format!("{} {url:?}", url.display()),
+                    Err(e) => e.to_string(),
+                };
+                proptest::prop_assert!(!shown.contains(SECRET), "{raw:?} shown as {shown:?}");
+            }
         }
     }
 
