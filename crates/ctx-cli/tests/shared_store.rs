@@ -644,3 +644,58 @@ fn bad_stores_are_clear_errors_with_exit_codes() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn sigterm_stops_a_worker_and_releases_its_claims_at_once() {
+    let Some(url) = pg::fresh_db("sigterm") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(tmp.path(), &[("slow", &[]), ("next", &["slow"])]);
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--no-local"]),
+        &tmp.path().join("follow.err"),
+    );
+    wait_for("the registration", Duration::from_secs(20), || {
+        run_id_from(&tmp.path().join("follow.err")).is_some()
+    });
+    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    // A lease far longer than the test: only a release can free the task.
+    let a = spawn(
+        ctx()
+            .args(["worker", "--store", &url, "--lease", "600"])
+            .args(engine(&log, 30.0)),
+        &tmp.path().join("a.err"),
+    );
+    wait_for("the slow task to start", Duration::from_secs(20), || {
+        starts(&log).contains(&"slow".to_string())
+    });
+    signal(&a, "TERM");
+    let a = finish(a, Duration::from_secs(10));
+    let a_err = std::fs::read_to_string(tmp.path().join("a.err")).unwrap();
+    assert_eq!(a.status.code(), Some(143), "{a_err}");
+    assert!(a_err.contains("released task `slow`"), "{a_err}");
+    let b = spawn(
+        ctx()
+            .args(["worker", "--store", &url, "--until-idle", "--lease", "600"])
+            .args(engine(&log, 0.1)),
+        &tmp.path().join("b.err"),
+    );
+    let b = finish(b, Duration::from_secs(30));
+    assert!(
+        b.status.success(),
+        "{}",
+        std::fs::read_to_string(tmp.path().join("b.err")).unwrap()
+    );
+    let follower = finish(follower, Duration::from_secs(30));
+    assert!(follower.status.success());
+    let v = export(&url, &run);
+    assert!(statuses(&v).iter().all(|(_, s)| s == "completed"), "{v}");
+    let info = run_info(&url, &run);
+    assert_eq!(info["reclaims"], 1, "{info}");
+    assert_eq!(info["late_commits"], 0, "{info}");
+}
