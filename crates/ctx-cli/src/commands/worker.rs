@@ -452,9 +452,11 @@ impl Work {
             }
             Some((Ok(_), Some(Commit::Refused))) | None => {
                 worked.refused += 1;
-                self.say(&format!(
-                    "{what}: late commit refused: the lease lapsed and the task belongs to another claim now"
-                ));
+                // Always said, even by `ctx run`'s quiet local worker.
+                eprintln!(
+                    "worker {}: {what}: late commit refused: the lease lapsed and the task belongs to another claim now",
+                    self.worker
+                );
             }
             Some((Ok(_), None)) => {
                 self.say(&format!("{what}: ended without a result"));
@@ -784,7 +786,9 @@ pub fn runs_export(url: &str, run_id: &str) -> CliResult {
     Ok(Exit::Ok)
 }
 
-/// Unused-path guard: `ctx run --store` takes no run directory.
+/// Refuses the `ctx run` flags that exist only for the local SQLite store
+/// when the store is a shared one, naming them (exit 2), rather than
+/// ignoring them silently.
 pub fn refuse_local_flags(
     resume: bool,
     run_dir: Option<&PathBuf>,
