@@ -699,3 +699,46 @@ fn sigterm_stops_a_worker_and_releases_its_claims_at_once() {
     assert_eq!(info["reclaims"], 1, "{info}");
     assert_eq!(info["late_commits"], 0, "{info}");
 }
+
+#[test]
+fn a_workers_local_cache_answers_the_same_request_in_a_later_run() {
+    let Some(url) = pg::fresh_db("cache") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(tmp.path(), &[("a", &[]), ("b", &["a"])]);
+    let root = tmp.path().join("runs");
+    let run = || {
+        let out = ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--cache", "--root"])
+            .arg(&root)
+            .args(engine(&log, 0.1))
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let first = run();
+    assert_eq!(starts(&log), ["a", "b"]);
+    let second = run();
+    // No engine call the second time: both answered from the cache.
+    assert_eq!(starts(&log), ["a", "b"]);
+    for (x, y) in first["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(second["tasks"].as_array().unwrap())
+    {
+        assert_eq!(x["output"], y["output"]);
+        assert_eq!(y["metadata"]["cached"], true, "{y}");
+    }
+    assert!(root.join("cache.sqlite").exists());
+}

@@ -253,11 +253,13 @@ pub fn run(args: Args) -> CliResult {
         super::worker::shared_store_url(args.store.as_deref())?
     };
     if let Some(url) = shared {
-        super::worker::refuse_local_flags(
-            args.resume.is_some(),
-            args.run_dir.as_ref(),
-            args.cache,
-        )?;
+        super::worker::refuse_local_flags(args.resume.is_some(), args.run_dir.as_ref())?;
+        // The cache is this machine's, as for a local run.
+        let engine = if args.cache {
+            super::worker::with_local_cache(engine, &args.engine, args.root.as_deref())?
+        } else {
+            engine
+        };
         return super::worker::run_on_shared_store(
             &url,
             plan,

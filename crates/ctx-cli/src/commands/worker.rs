@@ -77,6 +77,16 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = ctx_deps::DEFAULT_MAX_OUTPUT_BYTES)]
     pub max_output_bytes: usize,
 
+    /// Reuse outputs of identical requests (engine, model, params, final
+    /// prompt) from this machine's cache (ROOT/cache.sqlite, the one local
+    /// runs use): each worker has its own, as its own rate limits.
+    #[arg(long)]
+    pub cache: bool,
+
+    /// Where the local cache lives [default: .ctx/runs].
+    #[arg(long, value_name = "DIR", requires = "cache")]
+    pub root: Option<PathBuf>,
+
     /// How long to wait between claims when nothing is ready, in
     /// milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 100, hide = true)]
@@ -169,6 +179,11 @@ pub fn run(args: Args) -> CliResult {
         ..ExecutorOptions::default()
     };
     let engine = engines::build(&args.engine)?;
+    let engine = if args.cache {
+        with_local_cache(engine, &args.engine, args.root.as_deref())?
+    } else {
+        engine
+    };
     let store = open_store(&url)?;
     let rt = runtime()?;
     let me = worker_id();
@@ -207,6 +222,26 @@ pub fn run(args: Args) -> CliResult {
         work.store.round_trips()
     );
     Ok(outcome.signal.map_or(Exit::Ok, StopSignal::exit))
+}
+
+/// `engine` answering identical requests from the local cache under
+/// `root` (`.ctx/runs` by default), as `ctx run --cache` does.
+pub fn with_local_cache(
+    engine: Arc<dyn InferenceEngine>,
+    args: &EngineArgs,
+    root: Option<&std::path::Path>,
+) -> Result<Arc<dyn InferenceEngine>, CliError> {
+    let root = ctx_store_sqlite::RunRoot::new(root.map_or_else(
+        || PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT),
+        PathBuf::from,
+    ));
+    let cache = root.cache().map_err(super::runs::store_error)?;
+    Ok(Arc::new(ctx_store_sqlite::CachingEngine::new(
+        engine,
+        Arc::new(cache),
+        engines::cache_identity(args),
+        None,
+    )))
 }
 
 /// What a worker loop did.
@@ -789,20 +824,13 @@ pub fn runs_export(url: &str, run_id: &str) -> CliResult {
 /// Refuses the `ctx run` flags that exist only for the local SQLite store
 /// when the store is a shared one, naming them (exit 2), rather than
 /// ignoring them silently.
-pub fn refuse_local_flags(
-    resume: bool,
-    run_dir: Option<&PathBuf>,
-    cache: bool,
-) -> Result<(), CliError> {
+pub fn refuse_local_flags(resume: bool, run_dir: Option<&PathBuf>) -> Result<(), CliError> {
     let mut bad = Vec::new();
     if resume {
         bad.push("--resume");
     }
     if run_dir.is_some() {
         bad.push("--run-dir");
-    }
-    if cache {
-        bad.push("--cache");
     }
     if bad.is_empty() {
         Ok(())
