@@ -841,3 +841,60 @@ pub fn refuse_local_flags(resume: bool, run_dir: Option<&PathBuf>) -> Result<(),
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_flags_pick_the_store_and_never_echo_a_password() {
+        assert_eq!(shared_store_url(Some("sqlite")).unwrap(), None);
+        assert_eq!(
+            shared_store_url(Some("postgres://u:p@h/d"))
+                .unwrap()
+                .as_deref(),
+            Some("postgres://u:p@h/d")
+        );
+        assert!(
+            shared_store_url(Some("postgresql://h/d"))
+                .unwrap()
+                .is_some()
+        );
+        let e = shared_store_url(Some("mysql://u:hunter2@h/d")).unwrap_err();
+        assert_eq!(e.exit, Exit::Usage);
+        assert!(e.message.contains("mysql://u@h/d"), "{}", e.message);
+        assert!(!e.message.contains("hunter2"));
+    }
+
+    #[test]
+    fn lease_and_timeout_seconds_are_checked() {
+        assert_eq!(secs("--lease", 0.0).unwrap(), None);
+        assert_eq!(
+            secs("--lease", 1.5).unwrap(),
+            Some(Duration::from_millis(1500))
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(secs("--lease", bad).unwrap_err().exit, Exit::Usage);
+        }
+    }
+
+    #[test]
+    fn bad_store_errors_map_to_their_exit_codes() {
+        let e = pg_error(PgError::NoRun {
+            url: "postgres://u@h/d".into(),
+            run_id: "r".into(),
+        });
+        assert_eq!(e.exit, Exit::Usage);
+        let e = pg_error(PgError::NewerSchema {
+            url: "postgres://u@h/d".into(),
+            found: 2,
+            known: 1,
+        });
+        assert_eq!(e.exit, Exit::Store);
+        let e = pg_error(PgError::Foreign {
+            url: "postgres://u@h/d".into(),
+            reason: "x".into(),
+        });
+        assert_eq!(e.exit, Exit::Store);
+    }
+}
