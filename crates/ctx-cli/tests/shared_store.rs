@@ -742,3 +742,85 @@ fn a_workers_local_cache_answers_the_same_request_in_a_later_run() {
     }
     assert!(root.join("cache.sqlite").exists());
 }
+
+#[test]
+fn a_shared_run_resumes_its_failed_and_skipped_tasks_only() {
+    let Some(url) = pg::fresh_db("resume") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let fixed = tmp.path().join("fixed");
+    let plan = write_plan(
+        tmp.path(),
+        &[("a", &[]), ("bad", &["a"]), ("c", &["bad"]), ("x", &[])],
+    );
+    let engine = [
+        "--engine".to_string(),
+        "command".to_string(),
+        "--command".to_string(),
+        format!(
+            "echo \"start $CTX_TASK_ID\" >> '{}'; if [ \"$CTX_TASK_ID\" = bad ] && [ ! -e '{}' ]; then exit 3; fi; echo \"out $CTX_TASK_ID\"",
+            log.display(),
+            fixed.display()
+        ),
+    ];
+    let first = ctx()
+        .arg("run")
+        .arg(&plan)
+        .args(["--store", &url])
+        .args(&engine)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&first.stderr).to_string();
+    assert_eq!(first.status.code(), Some(1), "{err}");
+    let run = run_id_from_text(&err);
+    assert_eq!(starts(&log), ["a", "bad", "x"]);
+
+    // A changed plan is refused: a shared run resumes its stored plan.
+    let changed = ctx()
+        .arg("run")
+        .arg(&plan)
+        .args([
+            "--store",
+            &url,
+            "--resume",
+            &run,
+            "--max-prompt-tokens",
+            "77",
+        ])
+        .args(&engine)
+        .output()
+        .unwrap();
+    assert_eq!(
+        changed.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&changed.stderr)
+    );
+
+    std::fs::write(&fixed, "").unwrap();
+    let again = ctx()
+        .args(["run", "--store", &url, "--resume", &run])
+        .args(&engine)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{err}");
+    assert!(err.contains("2 to run again"), "{err}");
+    // Only the failed task and its skipped dependent ran again.
+    assert_eq!(starts(&log), ["a", "bad", "bad", "c", "x"]);
+    let v = export(&url, &run);
+    assert!(statuses(&v).iter().all(|(_, s)| s == "completed"), "{v}");
+}
+
+fn run_id_from_text(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("run ")
+                .and_then(|r| r.split_once(" registered"))
+                .map(|(id, _)| id.to_string())
+        })
+        .unwrap_or_else(|| panic!("no run id in {stderr}"))
+}

@@ -756,6 +756,84 @@ impl PgStore {
         .await
     }
 
+    /// Resumes a run: its failed and skipped tasks become `pending` again
+    /// (their latest result cleared; the history keeps it), every pending
+    /// task's ready counter is recomputed from its dependencies' statuses,
+    /// and the run is open again; completed tasks are reused as they are,
+    /// and tasks another worker holds now are left to it. One transaction.
+    /// Returns how many tasks will run again, and the stored plan's hash.
+    pub async fn reopen_run(&self, run_id: &str) -> Result<(u64, String)> {
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let window = shared.options.reconnect_window;
+            let rid = run_id.clone();
+            let found = shared
+                .with(&|| format!("resuming run `{rid}`"), 5, window, |mut c, _| {
+                    let run_id = run_id.clone();
+                    async move {
+                        let r = async {
+                            let tx = c.transaction().await?;
+                            let hash = tx
+                                .query_opt(
+                                    "SELECT plan_hash FROM ctx_runs WHERE run_id = $1 FOR UPDATE",
+                                    &[&run_id],
+                                )
+                                .await?;
+                            let Some(hash) = hash else {
+                                return Ok(None);
+                            };
+                            let n = tx
+                                .execute(
+                                    "UPDATE ctx_tasks SET status = 'pending', result_json = NULL,
+                                            claimed_by = NULL, lease_until = NULL, finished_at = NULL
+                                      WHERE run_id = $1 AND status IN ('failed', 'skipped')",
+                                    &[&run_id],
+                                )
+                                .await?;
+                            tx.execute(
+                                "UPDATE ctx_tasks t SET pending_deps = (
+                                     SELECT count(*) FROM ctx_edges e
+                                       JOIN ctx_tasks d ON d.run_id = e.run_id AND d.task_id = e.depends_on
+                                      WHERE e.run_id = $1 AND e.task_id = t.task_id AND d.status <> 'completed')
+                                  WHERE t.run_id = $1 AND t.status = 'pending'",
+                                &[&run_id],
+                            )
+                            .await?;
+                            tx.execute(
+                                &format!(
+                                    "UPDATE ctx_runs SET open = EXISTS (SELECT 1 FROM ctx_tasks
+                                        WHERE run_id = $1 AND status NOT IN {TERMINAL}),
+                                            finished_at = NULL
+                                      WHERE run_id = $1"
+                                ),
+                                &[&run_id],
+                            )
+                            .await?;
+                            tx.commit().await?;
+                            Ok(Some((n, hash.get::<_, String>(0))))
+                        }
+                        .await;
+                        (c, r)
+                    }
+                })
+                .await?;
+            found.ok_or_else(|| Error::NoRun {
+                url: shared.url.display().to_string(),
+                run_id: rid.clone(),
+            })
+        })
+        .await
+    }
+
+    /// The hash [`register_run`](Self::register_run) stores for `plan`:
+    /// SHA-256 of its JSON as stored.
+    pub fn plan_hash(plan: &Plan) -> Option<String> {
+        serde_json::to_string(plan)
+            .ok()
+            .map(|j| hex(&Sha256::digest(j.as_bytes())))
+    }
+
     /// Whether `run` (or, without one, any run) still has tasks that are
     /// not terminal.
     pub async fn has_open_runs(&self, run: Option<&str>) -> Result<bool> {

@@ -188,12 +188,20 @@ pub fn run(args: Args) -> CliResult {
             .clone()
             .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
     );
+    let shared = if args.no_store {
+        None
+    } else {
+        super::worker::shared_store_url(args.store.as_deref())?
+    };
     let (mut plan, plan_path, plan_source) = match (&args.plan, &args.resume) {
         (Some(path), _) => (
             super::plan_check::load_valid_plan(path)?,
             path.clone(),
             path.to_str().map(str::to_string),
         ),
+        (None, Some(run)) if shared.is_some() => {
+            super::worker::shared_plan(shared.as_deref().unwrap_or_default(), run)?
+        }
         (None, Some(run)) => stored_plan(&root, run)?,
         (None, None) => return Err(CliError::usage("a PLAN is needed unless --resume is given")),
     };
@@ -217,7 +225,7 @@ pub fn run(args: Args) -> CliResult {
     let label = engines::label(&args.engine);
     let plan_source = plan_source.as_deref();
 
-    if let (Some(run), true) = (&args.resume, args.dry_run) {
+    if let (Some(run), true, None) = (&args.resume, args.dry_run, &shared) {
         let view = root.open(run).map_err(runs::store_error)?;
         let resume = view.resume_plan(&plan, &label).map_err(runs::store_error)?;
         crate::io::print_stdout(&runs::resume_listing(view.run_id(), &resume))?;
@@ -247,13 +255,8 @@ pub fn run(args: Args) -> CliResult {
         format: args.format,
     };
 
-    let shared = if args.no_store {
-        None
-    } else {
-        super::worker::shared_store_url(args.store.as_deref())?
-    };
     if let Some(url) = shared {
-        super::worker::refuse_local_flags(args.resume.is_some(), args.run_dir.as_ref())?;
+        super::worker::refuse_local_flags(args.dry_run, args.run_dir.as_ref())?;
         // The cache is this machine's, as for a local run.
         let engine = if args.cache {
             super::worker::with_local_cache(engine, &args.engine, args.root.as_deref())?
@@ -269,6 +272,7 @@ pub fn run(args: Args) -> CliResult {
             options,
             &output,
             args.no_local,
+            args.resume.as_deref(),
         );
     }
     if args.no_local {

@@ -517,6 +517,7 @@ pub fn run_on_shared_store(
     options: ExecutorOptions,
     output: &Output<'_>,
     no_local: bool,
+    resume: Option<&str>,
 ) -> CliResult {
     let store = open_store(url)?;
     let graph = PlanGraph::new(&plan)
@@ -525,15 +526,38 @@ pub fn run_on_shared_store(
     // Workers run the stored plan: secrets are redacted as in run directories.
     let plan = ctx_store_sqlite::redact_plan(&plan);
     let rt = runtime()?;
-    let run_id = rt
-        .block_on(store.register_run(&RegisterRun {
-            plan: &plan,
-            priorities: &priorities,
-            engine: label,
-            plan_source,
-        }))
-        .map_err(pg_error)?;
-    eprintln!("run {run_id} registered in {}", store.display_url());
+    let run_id = match resume {
+        Some(run) => {
+            // A shared run is resumed as stored: failed and skipped tasks
+            // run again, completed ones are reused. A changed plan would
+            // need the fingerprint comparison of the local store.
+            let stored = rt.block_on(store.runs(Some(run))).map_err(pg_error)?;
+            let hash = stored.first().map(|r| r.plan_hash.as_str());
+            if PgStore::plan_hash(&plan).as_deref() != hash {
+                return Err(CliError::usage(format!(
+                    "run {run}: the plan differs from the one stored (a changed file, or --max-prompt-tokens or --tokenizer); a shared run resumes its stored plan only: leave out PLAN and those flags"
+                )));
+            }
+            let (rerun, _) = rt.block_on(store.reopen_run(run)).map_err(pg_error)?;
+            eprintln!(
+                "resuming run {run} in {}: {rerun} to run again",
+                store.display_url()
+            );
+            run.to_string()
+        }
+        None => {
+            let id = rt
+                .block_on(store.register_run(&RegisterRun {
+                    plan: &plan,
+                    priorities: &priorities,
+                    engine: label,
+                    plan_source,
+                }))
+                .map_err(pg_error)?;
+            eprintln!("run {id} registered in {}", store.display_url());
+            id
+        }
+    };
     let signal = if no_local {
         rt.block_on(async {
             let signals = StopSignals::install();
@@ -594,6 +618,25 @@ pub fn run_on_shared_store(
         eprintln!("run {run_id} stored in {}", store.display_url());
     }
     Ok(exit)
+}
+
+/// The plan stored for `run` in the shared store at `url`, named for
+/// messages, for `ctx run --store URL --resume RUN` without a PLAN.
+pub fn shared_plan(url: &str, run: &str) -> Result<(Plan, PathBuf, Option<String>), CliError> {
+    let store = open_store(url)?;
+    let rt = runtime()?;
+    let plan = rt.block_on(store.plan(run)).map_err(pg_error)?;
+    let source = rt
+        .block_on(store.runs(Some(run)))
+        .map_err(pg_error)?
+        .into_iter()
+        .next()
+        .and_then(|r| r.plan_source);
+    let shown = PathBuf::from(format!(
+        "{} (the plan stored in run {run})",
+        source.as_deref().unwrap_or("<plan>")
+    ));
+    Ok((plan, shown, source))
 }
 
 /// Prints a line to stderr whenever the run's counts change, until it is
@@ -824,10 +867,10 @@ pub fn runs_export(url: &str, run_id: &str) -> CliResult {
 /// Refuses the `ctx run` flags that exist only for the local SQLite store
 /// when the store is a shared one, naming them (exit 2), rather than
 /// ignoring them silently.
-pub fn refuse_local_flags(resume: bool, run_dir: Option<&PathBuf>) -> Result<(), CliError> {
+pub fn refuse_local_flags(dry_run: bool, run_dir: Option<&PathBuf>) -> Result<(), CliError> {
     let mut bad = Vec::new();
-    if resume {
-        bad.push("--resume");
+    if dry_run {
+        bad.push("--dry-run");
     }
     if run_dir.is_some() {
         bad.push("--run-dir");
