@@ -5,7 +5,9 @@
 //!   installed, else `cargo test`), the doctests, and the end-to-end run
 //!   against a real LiteLLM proxy. `.ci/run` calls exactly this. First it
 //!   installs a headless Chromium (`scripts/install-chromium.sh`) for the
-//!   tests that load the HTML run report in a browser.
+//!   tests that load the HTML run report in a browser, and starts a
+//!   throw-away PostgreSQL (`scripts/postgres.sh`) for the store tests,
+//!   stopped again after them.
 //! * `cargo xtask fixtures [--check]` regenerates (or checks) every golden
 //!   file listed in `fixtures/*/goldens.toml` by running the real `ctx`
 //!   binary.
@@ -168,6 +170,52 @@ fn browser(root: &Path) -> Result<(), String> {
     }
 }
 
+/// Starts the throw-away PostgreSQL server the store tests run against
+/// (scripts/postgres.sh: Debian's server, as an unprivileged user when run
+/// as root) and returns its URL, which the tests read from
+/// `CTX_TEST_POSTGRES_URL`. Those tests fail when `CI` is set and the
+/// variable is not, so in CI a failed start stops here with the script's
+/// reason; elsewhere it is a warning and they skip, saying so.
+fn postgres(root: &Path) -> Result<Option<String>, String> {
+    eprintln!("==> PostgreSQL for the store tests (scripts/postgres.sh start)");
+    let out = Command::new("sh")
+        .arg(root.join("scripts/postgres.sh"))
+        .arg("start")
+        .current_dir(root)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("scripts/postgres.sh: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let url = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("export CTX_TEST_POSTGRES_URL="))
+        .map(str::to_string);
+    match url {
+        Some(url) if out.status.success() => Ok(Some(url)),
+        _ => {
+            let e = format!("scripts/postgres.sh start failed ({})", out.status);
+            if std::env::var_os("CI").is_some() {
+                Err(format!(
+                    "{e}\nCI is set: the PostgreSQL store tests would fail without a server"
+                ))
+            } else {
+                eprintln!(
+                    "warning: {e}; the PostgreSQL store tests will skip (they fail only when CI is set)"
+                );
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn stop_postgres(root: &Path) {
+    let _ = Command::new("sh")
+        .arg(root.join("scripts/postgres.sh"))
+        .arg("stop")
+        .current_dir(root)
+        .status();
+}
+
 fn has_nextest() -> bool {
     Command::new(cargo())
         .args(["nextest", "--version"])
@@ -186,21 +234,35 @@ fn test(args: &[String]) -> Result<(), String> {
     };
     let root = root();
     browser(&root)?;
-    if has_nextest() {
+    let pg = postgres(&root)?;
+    let with_pg = |cmd: &mut Command| {
+        if let Some(url) = &pg {
+            cmd.env("CTX_TEST_POSTGRES_URL", url);
+        }
+    };
+    let tests = if has_nextest() {
+        let mut cmd = Command::new(cargo());
+        cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"])
+            .current_dir(&root);
+        with_pg(&mut cmd);
         run_step(
             "unit, integration, property and golden tests (nextest)",
-            Command::new(cargo())
-                .args(["nextest", "run", "--workspace", "--no-fail-fast"])
-                .current_dir(&root),
-        )?;
+            &mut cmd,
+        )
     } else {
+        let mut cmd = Command::new(cargo());
+        cmd.args(["test", "--workspace", "--no-fail-fast"])
+            .current_dir(&root);
+        with_pg(&mut cmd);
         run_step(
             "unit, integration, property and golden tests (cargo test)",
-            Command::new(cargo())
-                .args(["test", "--workspace", "--no-fail-fast"])
-                .current_dir(&root),
-        )?;
+            &mut cmd,
+        )
+    };
+    if pg.is_some() {
+        stop_postgres(&root);
     }
+    tests?;
     run_step(
         "doctests",
         Command::new(cargo())

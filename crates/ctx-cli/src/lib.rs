@@ -39,6 +39,9 @@ enum Command {
     /// without entities and/or dependency outputs, and count the checks
     /// that pass.
     Eval(Box<commands::eval::Args>),
+    /// Work on the runs of a shared PostgreSQL store: claim ready tasks,
+    /// run them, commit results under a lease.
+    Worker(Box<commands::worker::Args>),
     /// Check or draw a plan.
     #[command(subcommand)]
     Plan(PlanCommand),
@@ -86,6 +89,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => commands::run::run(*a),
         Command::Eval(a) => commands::eval::run(*a),
+        Command::Worker(a) => commands::worker::run(*a),
         Command::Plan(PlanCommand::Check(a)) => commands::plan_check::run(a),
         Command::Plan(PlanCommand::Graph(a)) => commands::plan_graph::run(a),
         Command::Plan(PlanCommand::Cost(a)) => commands::plan_cost::run(a),

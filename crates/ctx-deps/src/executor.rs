@@ -324,14 +324,16 @@ pub enum ExecError {
 /// ```
 pub struct Executor {
     inner: Arc<Inner>,
+    store: Arc<dyn ExecutionStore>,
     options: ExecutorOptions,
 }
 
+/// What running one task needs, shared by [`Executor`] and [`TaskRunner`]:
+/// everything but the store, which the caller passes per task.
 pub(crate) struct Inner {
     pub(crate) plan: Plan,
     pub(crate) graph: PlanGraph,
     pub(crate) engine: Arc<dyn InferenceEngine>,
-    pub(crate) store: Arc<dyn ExecutionStore>,
     pub(crate) counters: Vec<Arc<dyn TokenCounter>>,
     pub(crate) task_timeout: Option<Duration>,
     pub(crate) max_output_bytes: usize,
@@ -356,37 +358,9 @@ impl Executor {
         store: Arc<dyn ExecutionStore>,
         options: ExecutorOptions,
     ) -> Result<Executor, GraphError> {
-        let graph = PlanGraph::new(&plan)?;
-        // One counter per tokenizer, shared by the tasks that use it.
-        let mut by_tokenizer: HashMap<Tokenizer, Arc<dyn TokenCounter>> = HashMap::new();
-        let counters = plan
-            .sub_tasks
-            .iter()
-            .map(|t| {
-                let tok = ctx_prompt::tokenizer_for_task(&plan, t);
-                by_tokenizer
-                    .entry(tok)
-                    .or_insert_with(|| tok.counter())
-                    .clone()
-            })
-            .collect();
-        let priorities =
-            crate::summarize::priorities(&plan, &graph, options.summarize_every_output);
         Ok(Executor {
-            inner: Arc::new(Inner {
-                priorities,
-                summarize_every_output: options.summarize_every_output,
-                graph,
-                engine,
-                store,
-                counters,
-                task_timeout: options.task_timeout,
-                max_output_bytes: options.max_output_bytes,
-                cost: options.cost.clone(),
-                prompt_plan: options.context.prompt_plan(&plan),
-                include_dependencies: options.context.dependencies(),
-                plan,
-            }),
+            inner: Arc::new(Inner::new(plan, engine, &options)?),
+            store,
             options,
         })
     }
@@ -441,7 +415,7 @@ impl Executor {
                 if forced {
                     continue;
                 }
-                let stored = crate::offload::get_by_task_id(&inner.store, g.id(i))
+                let stored = crate::offload::get_by_task_id(&self.store, g.id(i))
                     .await
                     .map_err(|source| store_err(g.id(i), source))?;
                 completed[i] = stored.filter(|r| r.status == TaskStatus::Completed);
@@ -538,15 +512,18 @@ impl Executor {
                     progress(&ProgressEvent::Started { task_id: id });
                 }
                 let inner = Arc::clone(inner);
+                let store = Arc::clone(&self.store);
                 let handle = running.spawn(async move {
                     let (result, owed) = match reused {
                         Some((r, owed)) => (Ok(r), Some(owed)),
-                        None => (execute_task(&inner, i).await, None),
+                        None => (execute_task(&inner, &store, i).await, None),
                     };
                     // The one place summaries are written: after the
                     // task's completion, in its slot, before release.
                     let result = match result {
-                        Ok(r) => crate::summarize::after_completion(&inner, i, r, owed).await,
+                        Ok(r) => {
+                            crate::summarize::after_completion(&inner, &store, i, r, owed).await
+                        }
                         Err(e) => Err(e),
                     };
                     (i, result)
@@ -628,7 +605,7 @@ impl Executor {
         let mut cancelled: Vec<(usize, Instant)> = in_flight.into_values().collect();
         cancelled.sort_unstable_by_key(|&(i, _)| i);
         for (i, t0) in cancelled {
-            let previous = crate::offload::get_by_task_id(&inner.store, g.id(i))
+            let previous = crate::offload::get_by_task_id(&self.store, g.id(i))
                 .await
                 .map_err(|source| store_err(g.id(i), source))?;
             if let Some(done) = previous
@@ -717,7 +694,7 @@ impl Executor {
         P: FnMut(&ProgressEvent),
     {
         let g = &self.inner.graph;
-        let store = &self.inner.store;
+        let store = &self.store;
         let status = result.status;
         // Results from `execute_task` are already stored; the executor's
         // own (interruptions, panics) are stored here.
@@ -844,9 +821,107 @@ impl Budget {
     }
 }
 
+impl Inner {
+    fn new(
+        plan: Plan,
+        engine: Arc<dyn InferenceEngine>,
+        options: &ExecutorOptions,
+    ) -> Result<Inner, GraphError> {
+        let graph = PlanGraph::new(&plan)?;
+        // One counter per tokenizer, shared by the tasks that use it.
+        let mut by_tokenizer: HashMap<Tokenizer, Arc<dyn TokenCounter>> = HashMap::new();
+        let counters = plan
+            .sub_tasks
+            .iter()
+            .map(|t| {
+                let tok = ctx_prompt::tokenizer_for_task(&plan, t);
+                by_tokenizer
+                    .entry(tok)
+                    .or_insert_with(|| tok.counter())
+                    .clone()
+            })
+            .collect();
+        let priorities =
+            crate::summarize::priorities(&plan, &graph, options.summarize_every_output);
+        Ok(Inner {
+            priorities,
+            summarize_every_output: options.summarize_every_output,
+            graph,
+            engine,
+            counters,
+            task_timeout: options.task_timeout,
+            max_output_bytes: options.max_output_bytes,
+            cost: options.cost.clone(),
+            prompt_plan: options.context.prompt_plan(&plan),
+            include_dependencies: options.context.dependencies(),
+            plan,
+        })
+    }
+}
+
+/// Runs one task at a time of a plan, outside the ready queue: what a
+/// worker of a shared store (`ctx worker`) calls for each task it claimed.
+///
+/// It is the executor's own task body (read the dependencies' results from
+/// `store`, assemble the prompt under the cap, store `in_progress`, call
+/// the engine within the timeout and output bound, evaluate the checks
+/// and retry with feedback, store the outcome, write the `llm` summaries
+/// its dependents need), so
+/// a task gives the same prompt and the same result whether the
+/// single-process executor or a worker runs it. Deciding *which* task is
+/// ready, and skipping dependents of a failure, is the caller's job (a
+/// shared store does both in its commit transaction). The options
+/// apply as for the executor, except the schedule, the concurrency and
+/// `--max-cost` (a budget spans one process).
+pub struct TaskRunner {
+    inner: Arc<Inner>,
+}
+
+impl TaskRunner {
+    /// A runner for `plan`'s tasks on `engine`.
+    pub fn new(
+        plan: Plan,
+        engine: Arc<dyn InferenceEngine>,
+        options: &ExecutorOptions,
+    ) -> Result<TaskRunner, GraphError> {
+        Ok(TaskRunner {
+            inner: Arc::new(Inner::new(plan, engine, options)?),
+        })
+    }
+
+    /// The plan's graph (priorities, dependencies).
+    pub fn graph(&self) -> &PlanGraph {
+        &self.inner.graph
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.inner.plan
+    }
+
+    /// Runs the task `task_id`: its dependencies' results are read from
+    /// `store`, its `in_progress` and final results written to it. Returns
+    /// the final result (`completed` or `failed`); `Err` only when the
+    /// store fails or the plan has no such task.
+    pub async fn run_task(
+        &self,
+        task_id: &str,
+        store: Arc<dyn ExecutionStore>,
+    ) -> Result<TaskExecutionResult, StoreError> {
+        let Some(i) = self.inner.graph.index_of(task_id) else {
+            return Err(StoreError::new(format!(
+                "task `{task_id}` is not in the plan"
+            )));
+        };
+        let result = execute_task(&self.inner, &store, i).await?;
+        crate::summarize::after_completion(&self.inner, &store, i, result, None).await
+    }
+}
+
 /// Why a task is skipped: its direct dependency, or a task further up,
-/// failed.
-fn skip_reason(failed: &str, direct: bool) -> String {
+/// failed. Public so that a shared store's worker, which skips dependents
+/// in its commit transaction, words it as the executor does.
+pub fn skip_reason(failed: &str, direct: bool) -> String {
     if direct {
         format!("dependency `{failed}` failed")
     } else {
@@ -984,7 +1059,11 @@ impl RunState {
 
 /// Assembles, stores `in_progress`, runs the engine, stores the outcome.
 /// Returns `Err` only when the store fails.
-async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, StoreError> {
+async fn execute_task(
+    inner: &Inner,
+    store: &Arc<dyn ExecutionStore>,
+    i: usize,
+) -> Result<TaskExecutionResult, StoreError> {
     let t0 = Instant::now();
     let plan = &inner.plan;
     let g = &inner.graph;
@@ -996,7 +1075,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         .iter()
         .map(|&d| g.id(d).to_string())
         .collect();
-    let dep_results = crate::offload::get_by_dependency_ids(&inner.store, &dep_ids).await?;
+    let dep_results = crate::offload::get_by_dependency_ids(store, &dep_ids).await?;
     let mut result = TaskExecutionResult::new(&task.id, TaskStatus::Failed);
     let counter = &inner.counters[i];
     result.metadata.tokenizer = Some(counter.name().to_string());
@@ -1013,7 +1092,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
                 "dependency `{id}` has no completed result in the execution store"
             ));
             result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-            crate::offload::store(&inner.store, result.clone()).await?;
+            crate::offload::store(store, result.clone()).await?;
             return Ok(result);
         };
         deps.push(DependencyOutput {
@@ -1044,7 +1123,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         Err(e) => {
             result.error = Some(e.to_string());
             result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-            crate::offload::store(&inner.store, result.clone()).await?;
+            crate::offload::store(store, result.clone()).await?;
             return Ok(result);
         }
     };
@@ -1055,7 +1134,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
             Err(e) => {
                 result.error = Some(e);
                 result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-                crate::offload::store(&inner.store, result.clone()).await?;
+                crate::offload::store(store, result.clone()).await?;
                 return Ok(result);
             }
         }
@@ -1074,7 +1153,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         result.prompt = Some(assembled.text.clone());
         result.metadata.prompt_tokens = Some(assembled.tokens);
         result.metadata.tokenizer = Some(assembled.tokenizer.clone());
-        crate::offload::store(&inner.store, result.clone()).await?;
+        crate::offload::store(store, result.clone()).await?;
 
         let request = InferenceRequest {
             task_id: task.id.clone(),
@@ -1202,7 +1281,7 @@ async fn execute_task(inner: &Inner, i: usize) -> Result<TaskExecutionResult, St
         result.metadata.cost_usd =
             crate::cost::task_cost(c.model.as_ref(), task, &result, counter.as_ref());
     }
-    crate::offload::store(&inner.store, result.clone()).await?;
+    crate::offload::store(store, result.clone()).await?;
     Ok(result)
 }
 

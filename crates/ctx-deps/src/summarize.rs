@@ -39,6 +39,7 @@
 //! summary never fails the producing task or the run; only the store
 //! failing does.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ctx_model::{
@@ -51,7 +52,7 @@ use tokio::time::Instant;
 use crate::executor::Inner;
 use crate::graph::PlanGraph;
 use ctx_engine::{EngineError, InferenceRequest, RequestPurpose};
-use ctx_store::StoreError;
+use ctx_store::{ExecutionStore, StoreError};
 
 /// Whether any task of `plan` receives its dependencies under `llm`.
 pub fn uses_llm_summaries(plan: &Plan) -> bool {
@@ -290,6 +291,7 @@ pub fn summary_prompt(
 /// summary is returned untouched. `Err` only when the store fails.
 pub(crate) async fn after_completion(
     inner: &Inner,
+    store: &Arc<dyn ExecutionStore>,
     i: usize,
     mut result: TaskExecutionResult,
     owed: Option<Vec<Option<usize>>>,
@@ -392,7 +394,7 @@ pub(crate) async fn after_completion(
         record.calls.push(call);
     }
     result.metadata.summary = Some(record);
-    crate::offload::store(&inner.store, result.clone()).await?;
+    crate::offload::store(store, result.clone()).await?;
     Ok(result)
 }
 

@@ -14,3 +14,4 @@ pub mod run;
 pub mod run_cost;
 pub mod runs;
 pub mod schema;
+pub mod worker;

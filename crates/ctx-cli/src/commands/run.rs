@@ -179,6 +179,18 @@ pub struct Args {
 
     #[command(flatten)]
     pub prices: super::prices::PriceArgs,
+
+    /// The store: `sqlite` (run directories under --root, the default) or
+    /// a shared PostgreSQL store, postgres://USER:PASSWORD@HOST/DB, where
+    /// the run is registered for `ctx worker`s and worked on here too.
+    /// Default: $CTX_STORE.
+    #[arg(long, value_name = "URL", conflicts_with = "no_store")]
+    pub store: Option<String>,
+
+    /// With a postgres:// --store: only register the run and follow its
+    /// progress until workers finish it; run nothing here.
+    #[arg(long)]
+    pub no_local: bool,
 }
 
 pub use crate::format::Format;
@@ -224,12 +236,20 @@ pub fn run(args: Args) -> CliResult {
             .clone()
             .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
     );
+    let shared = if args.no_store {
+        None
+    } else {
+        super::worker::shared_store_url(args.store.as_deref())?
+    };
     let (mut plan, plan_path, plan_source) = match (&args.plan, &args.resume) {
         (Some(path), _) => (
             super::plan_check::load_valid_plan(path)?,
             path.clone(),
             path.to_str().map(str::to_string),
         ),
+        (None, Some(run)) if shared.is_some() => {
+            super::worker::shared_plan(shared.as_deref().unwrap_or_default(), run)?
+        }
         (None, Some(run)) => stored_plan(&root, run)?,
         (None, None) => return Err(CliError::usage("a PLAN is needed unless --resume is given")),
     };
@@ -286,7 +306,7 @@ pub fn run(args: Args) -> CliResult {
     let book = args.prices.book(Some(&plan.config.prices))?;
     let plan_source = plan_source.as_deref();
 
-    if let (Some(run), true) = (&args.resume, args.dry_run) {
+    if let (Some(run), true, None) = (&args.resume, args.dry_run, &shared) {
         let view = root.open(run).map_err(runs::store_error)?;
         let resume = view.resume_plan(&plan, &label).map_err(runs::store_error)?;
         crate::io::print_stdout(&runs::resume_listing(view.run_id(), &resume))?;
@@ -318,6 +338,37 @@ pub fn run(args: Args) -> CliResult {
         out: args.out.as_deref(),
         format: args.format,
     };
+
+    if let Some(url) = shared {
+        super::worker::refuse_local_flags(args.dry_run, args.run_dir.as_ref())?;
+        if max_cost.is_some() {
+            // The ledger lives in one process; workers on other machines
+            // could not share it.
+            return Err(CliError::usage(
+                "--max-cost is not supported with a shared --store: the budget ledger lives in one process",
+            ));
+        }
+        // The cache is this machine's, as for a local run.
+        let engine = if args.cache {
+            super::worker::with_local_cache(engine, &args.engine, args.root.as_deref())?
+        } else {
+            engine
+        };
+        return super::worker::run_on_shared_store(
+            &url,
+            plan,
+            plan_source,
+            &label,
+            engine,
+            options,
+            &output,
+            args.no_local,
+            args.resume.as_deref(),
+        );
+    }
+    if args.no_local {
+        return Err(CliError::usage("--no-local needs a postgres:// --store"));
+    }
 
     if args.no_store {
         let cost = super::run_cost::options(&plan, &args.engine, book, max_cost, Usd::ZERO)?;
@@ -581,7 +632,7 @@ impl StopSignal {
 /// installed, tokio keeps them for the process's life, so a second signal
 /// during the clean-up does not kill ctx half-way either. A signal whose
 /// handler cannot be installed is simply not waited for.
-struct StopSignals {
+pub(crate) struct StopSignals {
     #[cfg(unix)]
     interrupt: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
@@ -592,7 +643,7 @@ struct StopSignals {
 
 impl StopSignals {
     /// Installs the handlers; must run inside the runtime.
-    fn install() -> StopSignals {
+    pub(crate) fn install() -> StopSignals {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -607,7 +658,7 @@ impl StopSignals {
     }
 
     /// Resolves with the first of the signals to arrive.
-    async fn first(mut self) -> StopSignal {
+    pub(crate) async fn first(mut self) -> StopSignal {
         #[cfg(unix)]
         {
             async fn arrival(s: &mut Option<tokio::signal::unix::Signal>) {

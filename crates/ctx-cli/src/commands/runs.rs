@@ -47,6 +47,17 @@ pub struct RootArg {
     /// The store root holding run directories and cache.sqlite.
     #[arg(long, value_name = "DIR", default_value = ctx_store_sqlite::DEFAULT_ROOT)]
     pub root: PathBuf,
+    /// `sqlite` (the run directories under --root, the default) or a
+    /// shared store's postgres:// URL. Default: $CTX_STORE.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+}
+
+impl RootArg {
+    /// The postgres:// URL when the runs are in a shared store.
+    fn shared(&self) -> Result<Option<String>, CliError> {
+        super::worker::shared_store_url(self.store.as_deref())
+    }
 }
 
 pub use crate::format::Format;
@@ -116,6 +127,42 @@ pub struct GcArgs {
 
 /// Runs the command.
 pub fn run(cmd: RunsCommand) -> CliResult {
+    match &cmd {
+        RunsCommand::List(a) => {
+            if let Some(url) = a.root.shared()? {
+                return super::worker::runs_list(&url, a.format);
+            }
+        }
+        RunsCommand::Show(a) => {
+            if let Some(url) = a.root.shared()? {
+                return super::worker::runs_show(&url, &a.run, a.task.as_deref(), a.format);
+            }
+        }
+        RunsCommand::Export(a) => {
+            if let Some(url) = a.root.shared()? {
+                if a.format != ExportFormat::Json {
+                    return Err(CliError::usage(
+                        "runs export --format csv works only with the local SQLite store",
+                    ));
+                }
+                return super::worker::runs_export(&url, &a.run);
+            }
+        }
+        RunsCommand::Gc(a) => {
+            if a.root.shared()?.is_some() {
+                return Err(CliError::usage(
+                    "runs gc works only with the local SQLite store; a shared store's runs are never deleted by ctx",
+                ));
+            }
+        }
+        RunsCommand::Report(a) => {
+            if a.uses_shared_store()? {
+                return Err(CliError::usage(
+                    "runs report works only with the local SQLite store (ctx runs export --store gives the results)",
+                ));
+            }
+        }
+    }
     match cmd {
         RunsCommand::List(a) => list(a),
         RunsCommand::Show(a) => show(a),

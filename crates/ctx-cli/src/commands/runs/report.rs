@@ -47,6 +47,13 @@ pub struct ReportArgs {
     root: RootArg,
 }
 
+impl ReportArgs {
+    /// Whether `--store` (or `CTX_STORE`) names a shared store.
+    pub(super) fn uses_shared_store(&self) -> Result<bool, crate::exit::CliError> {
+        Ok(self.root.shared()?.is_some())
+    }
+}
+
 /// A stored run read once: the report's input, and beside each of its
 /// tasks (same order: plan order) the stored latest result it came from.
 pub(super) struct StoredRun {

@@ -1,0 +1,826 @@
+//! `ctx worker`, `ctx run --store postgres://...` and `ctx runs --store`
+//! against a real PostgreSQL (started by scripts/postgres.sh; `cargo
+//! xtask test` does it). Without `CTX_TEST_POSTGRES_URL` each test skips
+//! with a message, and fails when `CI` is set.
+
+#![cfg(unix)]
+
+#[path = "../../ctx-store-postgres/tests/support/mod.rs"]
+mod pg;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn ctx() -> Command {
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("ctx"));
+    c.env_remove("CTX_STORE");
+    c
+}
+
+/// A plan: `(id, deps)`, each prompt `Say {id}.`.
+fn write_plan(dir: &Path, tasks: &[(&str, &[&str])]) -> PathBuf {
+    let subs: Vec<serde_json::Value> = tasks
+        .iter()
+        .map(|(id, deps)| {
+            serde_json::json!({"id": id, "description": format!("Task {id}"), "dependencies": deps,
+              "tool_or_prompt": {"name": "inference", "params": {"prompt": format!("Say {id}.")}}})
+        })
+        .collect();
+    let path = dir.join("plan.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string(&serde_json::json!({"schema_version": 1, "sub_tasks": subs}))
+            .unwrap(),
+    )
+    .unwrap();
+    path
+}
+
+/// A command engine that logs `start ID` to `log`, sleeps `secs` for the
+/// task `slow` (0.05 s for the others), and answers with the task id.
+fn engine(log: &Path, secs: f64) -> Vec<String> {
+    vec![
+        "--engine".into(),
+        "command".into(),
+        "--command".into(),
+        format!(
+            "echo \"start $CTX_TASK_ID\" >> '{}'; if [ \"$CTX_TASK_ID\" = slow ]; then sleep {secs}; else sleep 0.05; fi; echo \"out $CTX_TASK_ID by $PPID\"",
+            log.display()
+        ),
+    ]
+}
+
+fn starts(log: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("start ").map(str::to_string))
+        .collect();
+    v.sort();
+    v
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([format!("-{sig}"), child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig}");
+}
+
+fn spawn(cmd: &mut Command, stderr: &Path) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(std::fs::File::create(stderr).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(child: Child, limit: Duration) -> Output {
+    let pid = child.id();
+    let t0 = Instant::now();
+    let mut child = child;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("process {pid} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn run_id_from(stderr: &Path) -> Option<String> {
+    std::fs::read_to_string(stderr).ok()?.lines().find_map(|l| {
+        l.strip_prefix("run ")
+            .and_then(|r| r.split_once(" registered"))
+            .map(|(id, _)| id.to_string())
+    })
+}
+
+fn export(url: &str, run: &str) -> serde_json::Value {
+    let out = ctx()
+        .args(["runs", "export", run, "--store", url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn statuses(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["task_id"].as_str().unwrap().to_string(),
+                t["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn run_info(url: &str, run: &str) -> serde_json::Value {
+    let out = ctx()
+        .args(["runs", "list", "--format", "json", "--store", url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == run)
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn a_sigkilled_workers_task_is_run_again_once_by_another_and_nothing_else_twice() {
+    let Some(url) = pg::fresh_db("sigkill") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    // `slow` heads the longest path, so the first worker claims it first.
+    let plan = write_plan(
+        tmp.path(),
+        &[
+            ("slow", &[]),
+            ("b", &["slow"]),
+            ("c", &["b"]),
+            ("x", &[]),
+            ("y", &[]),
+            ("z", &["x"]),
+        ],
+    );
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--no-local"]),
+        &tmp.path().join("follow.err"),
+    );
+    wait_for("the registration", Duration::from_secs(20), || {
+        run_id_from(&tmp.path().join("follow.err")).is_some()
+    });
+    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let a = spawn(
+        ctx()
+            .args([
+                "worker",
+                "--store",
+                &url,
+                "--concurrency",
+                "1",
+                "--lease",
+                "1",
+            ])
+            .args(engine(&log, 30.0)),
+        &tmp.path().join("a.err"),
+    );
+    wait_for("the slow task to start", Duration::from_secs(20), || {
+        starts(&log).contains(&"slow".to_string())
+    });
+    signal(&a, "KILL");
+    let a = finish(a, Duration::from_secs(10));
+    assert!(!a.status.success());
+    let b = spawn(
+        ctx()
+            .args([
+                "worker",
+                "--store",
+                &url,
+                "--concurrency",
+                "2",
+                "--until-idle",
+                "--lease",
+                "5",
+            ])
+            .args(engine(&log, 0.2)),
+        &tmp.path().join("b.err"),
+    );
+    let b = finish(b, Duration::from_secs(60));
+    let b_err = std::fs::read_to_string(tmp.path().join("b.err")).unwrap();
+    assert!(b.status.success(), "{b_err}");
+    let follower = finish(follower, Duration::from_secs(30));
+    assert!(
+        follower.status.success(),
+        "{}",
+        String::from_utf8_lossy(&follower.stdout)
+    );
+    // `slow` ran twice (killed, then re-run); every other task once.
+    assert_eq!(starts(&log), ["b", "c", "slow", "slow", "x", "y", "z"]);
+    let v = export(&url, &run);
+    assert!(statuses(&v).iter().all(|(_, s)| s == "completed"), "{v}");
+    let info = run_info(&url, &run);
+    assert_eq!(info["reclaims"], 1, "{info}");
+    assert_eq!(info["state"], "completed");
+}
+
+#[test]
+fn workers_ride_out_a_postgres_restart_and_the_run_completes() {
+    if pg::server_url("restart").is_none() {
+        return;
+    }
+    // A server of its own: stopping the shared one would break the other tests.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/postgres.sh");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("pg");
+    let pg_ctl = |cmd: &str| {
+        let out = Command::new("sh")
+            .arg(&script)
+            .arg(cmd)
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "postgres.sh {cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    struct Stop<'a>(&'a dyn Fn(&str) -> String);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            (self.0)("stop");
+        }
+    }
+    let started = pg_ctl("start");
+    let _stop = Stop(&pg_ctl);
+    let url = started
+        .lines()
+        .find_map(|l| l.strip_prefix("export CTX_TEST_POSTGRES_URL="))
+        .unwrap()
+        .to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let ids: Vec<String> = (0..16).map(|i| format!("t{i:02}")).collect();
+    let tasks: Vec<(&str, &[&str])> = ids.iter().map(|i| (i.as_str(), &[][..])).collect();
+    let plan = write_plan(tmp.path(), &tasks);
+    let mut cmd = ctx();
+    cmd.arg("run")
+        .arg(&plan)
+        .args(["--store", &url, "--concurrency", "1"])
+        .args([
+            "--engine",
+            "command",
+            "--command",
+            &format!(
+                "echo \"start $CTX_TASK_ID\" >> '{}'; sleep 0.3; echo ok",
+                log.display()
+            ),
+        ]);
+    let run = spawn(&mut cmd, &tmp.path().join("run.err"));
+    wait_for("two tasks", Duration::from_secs(30), || {
+        starts(&log).len() >= 2
+    });
+    pg_ctl("stop");
+    std::thread::sleep(Duration::from_secs(3));
+    let again = pg_ctl("start");
+    assert!(
+        again.contains(&url),
+        "the restarted server moved: {again} vs {url}"
+    );
+    let out = finish(run, Duration::from_secs(120));
+    let err = std::fs::read_to_string(tmp.path().join("run.err")).unwrap();
+    assert!(
+        out.status.success(),
+        "{err}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("16 tasks: 16 completed"), "{stdout}");
+}
+
+#[test]
+fn two_registered_runs_are_shared_by_three_workers() {
+    let Some(url) = pg::fresh_db("three_workers") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let mut runs = Vec::new();
+    for (n, prefix) in ["p", "q"].iter().enumerate() {
+        let d = tmp.path().join(prefix);
+        std::fs::create_dir(&d).unwrap();
+        let ids: Vec<String> = (0..8).map(|i| format!("{prefix}{i}")).collect();
+        let mut tasks: Vec<(&str, &[&str])> = Vec::new();
+        let roots: Vec<&str> = vec![ids[0].as_str()];
+        let leaf_deps: Vec<&str> = ids[1..7].iter().map(String::as_str).collect();
+        tasks.push((&ids[0], &[]));
+        for id in &ids[1..7] {
+            tasks.push((id.as_str(), &roots[..]));
+        }
+        tasks.push((&ids[7], &leaf_deps[..]));
+        let plan = write_plan(&d, &tasks);
+        let err = tmp.path().join(format!("follow{n}.err"));
+        let child = spawn(
+            ctx()
+                .arg("run")
+                .arg(&plan)
+                .args(["--store", &url, "--no-local"]),
+            &err,
+        );
+        wait_for("the registration", Duration::from_secs(20), || {
+            run_id_from(&err).is_some()
+        });
+        runs.push((child, run_id_from(&err).unwrap()));
+    }
+    let workers: Vec<Child> = (0..3)
+        .map(|w| {
+            spawn(
+                ctx()
+                    .args([
+                        "worker",
+                        "--store",
+                        &url,
+                        "--concurrency",
+                        "2",
+                        "--until-idle",
+                    ])
+                    .args(engine(&log, 0.1)),
+                &tmp.path().join(format!("w{w}.err")),
+            )
+        })
+        .collect();
+    for (w, child) in workers.into_iter().enumerate() {
+        let out = finish(child, Duration::from_secs(60));
+        let err = std::fs::read_to_string(tmp.path().join(format!("w{w}.err"))).unwrap();
+        assert!(out.status.success(), "worker {w}: {err}");
+    }
+    let mut expected: Vec<String> = ["p", "q"]
+        .iter()
+        .flat_map(|p| (0..8).map(move |i| format!("{p}{i}")))
+        .collect();
+    expected.sort();
+    // Every task of both runs ran exactly once.
+    assert_eq!(starts(&log), expected);
+    for (child, run) in runs {
+        let out = finish(child, Duration::from_secs(30));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("8 tasks: 8 completed"), "{stdout}");
+        let v = export(&url, &run);
+        // Dependents saw their dependencies' outputs, read from the store.
+        let last = v["tasks"].as_array().unwrap().last().unwrap();
+        assert!(last["prompt"].as_str().unwrap().contains("out "), "{last}");
+    }
+}
+
+#[test]
+fn a_slow_workers_late_commit_is_refused_counted_and_logged() {
+    let Some(url) = pg::fresh_db("late_commit") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(tmp.path(), &[("slow", &[]), ("after", &["slow"])]);
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--no-local"]),
+        &tmp.path().join("follow.err"),
+    );
+    wait_for("the registration", Duration::from_secs(20), || {
+        run_id_from(&tmp.path().join("follow.err")).is_some()
+    });
+    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let a = spawn(
+        ctx()
+            .args([
+                "worker",
+                "--store",
+                &url,
+                "--concurrency",
+                "1",
+                "--lease",
+                "1",
+                "--until-idle",
+            ])
+            .args(engine(&log, 1.0)),
+        &tmp.path().join("a.err"),
+    );
+    wait_for("the slow task to start", Duration::from_secs(20), || {
+        starts(&log).contains(&"slow".to_string())
+    });
+    // A pause (a GC, a stalled VM): no heartbeats, the lease lapses.
+    signal(&a, "STOP");
+    let b = spawn(
+        ctx()
+            .args([
+                "worker",
+                "--store",
+                &url,
+                "--concurrency",
+                "1",
+                "--lease",
+                "10",
+                "--until-idle",
+            ])
+            .args(engine(&log, 1.0)),
+        &tmp.path().join("b.err"),
+    );
+    let b = finish(b, Duration::from_secs(60));
+    assert!(
+        b.status.success(),
+        "{}",
+        std::fs::read_to_string(tmp.path().join("b.err")).unwrap()
+    );
+    signal(&a, "CONT");
+    let a = finish(a, Duration::from_secs(30));
+    let a_err = std::fs::read_to_string(tmp.path().join("a.err")).unwrap();
+    assert!(a.status.success(), "{a_err}");
+    assert!(a_err.contains("late commit refused"), "{a_err}");
+    assert!(a_err.contains("1 late (refused)"), "{a_err}");
+    let follower = finish(follower, Duration::from_secs(30));
+    assert!(follower.status.success());
+    let info = run_info(&url, &run);
+    assert_eq!(info["late_commits"], 1, "{info}");
+    // The committed result is the second worker's.
+    let v = export(&url, &run);
+    let slow = &v["tasks"][0];
+    let b_pid = std::fs::read_to_string(tmp.path().join("b.err")).unwrap();
+    assert_eq!(slow["status"], "completed");
+    let out = slow["output"].as_str().unwrap();
+    let pid = out.trim().rsplit(' ').next().unwrap();
+    assert!(
+        b_pid.contains(&format!("-{pid}-")),
+        "{out} is not the second worker's ({b_pid})"
+    );
+}
+
+/// `results.json` without what differs between two runs of the same plan:
+/// times and durations.
+fn normalized(path: &Path) -> serde_json::Value {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for t in v["tasks"].as_array_mut().unwrap() {
+        let m = t["metadata"].as_object_mut().unwrap();
+        m.remove("execution_time_ms");
+        if let Some(a) = m.get_mut("attempts").and_then(|a| a.as_array_mut()) {
+            for at in a {
+                at.as_object_mut().unwrap().remove("duration_ms");
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn the_same_plan_gives_the_same_results_on_both_stores() {
+    let Some(url) = pg::fresh_db("both_stores") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    // A failure in the middle: skips are worded the same way too.
+    let plan = write_plan(
+        tmp.path(),
+        &[
+            ("a", &[]),
+            ("b", &["a"]),
+            ("c", &["a"]),
+            ("bad", &["b"]),
+            ("d", &["bad"]),
+            ("e", &["d"]),
+            ("f", &["c"]),
+        ],
+    );
+    let engine = [
+        "--engine",
+        "command",
+        "--command",
+        "if [ \"$CTX_TASK_ID\" = bad ]; then echo no >&2; exit 3; fi; printf 'out %s of %s' \"$CTX_TASK_ID\" \"$(wc -c)\"",
+    ];
+    let local = ctx()
+        .arg("run")
+        .arg(&plan)
+        .args(engine)
+        .args(["--concurrency", "1", "--root"])
+        .arg(tmp.path().join("runs"))
+        .arg("--out")
+        .arg(tmp.path().join("local"))
+        .output()
+        .unwrap();
+    let shared = ctx()
+        .arg("run")
+        .arg(&plan)
+        .args(engine)
+        .args(["--concurrency", "1", "--store", &url])
+        .arg("--out")
+        .arg(tmp.path().join("shared"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        local.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&local.stderr)
+    );
+    assert_eq!(
+        shared.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&shared.stderr)
+    );
+    for out in [&local.stdout, &shared.stdout] {
+        let text = String::from_utf8_lossy(out);
+        assert!(
+            text.contains("7 tasks: 4 completed, 1 failed, 2 skipped"),
+            "{text}"
+        );
+    }
+    let a = normalized(&tmp.path().join("local/results.json"));
+    let b = normalized(&tmp.path().join("shared/results.json"));
+    assert_eq!(a, b);
+    // Not vacuous: prompts carry dependency outputs, one failed, two skipped.
+    let text = a.to_string();
+    assert!(
+        text.contains("dependency `bad` failed") && text.contains("upstream task `bad` failed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_stores_are_clear_errors_with_exit_codes() {
+    let Some(server) = pg::server_url("bad_stores") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = write_plan(tmp.path(), &[("a", &[])]);
+    let run = |url: &str| {
+        ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", url])
+            .output()
+            .unwrap()
+    };
+
+    let out = run("postgres://u:topsecret@127.0.0.1:1/x");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("cannot connect to postgres://u@127.0.0.1:1/x"),
+        "{err}"
+    );
+    assert!(!err.contains("topsecret"), "{err}");
+
+    let out = run(&server.replacen(":ctx@", ":wrongpass@", 1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("authentication failed") && !err.contains("wrongpass"),
+        "{err}"
+    );
+
+    let foreign = pg::fresh_db("bad_foreign").unwrap();
+    pg::sql(&foreign, &["CREATE TABLE orders (id int)"]);
+    let out = run(&foreign);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("not a ctx execution store"), "{err}");
+
+    let newer = pg::fresh_db("bad_newer").unwrap();
+    assert!(
+        ctx()
+            .args(["runs", "list", "--store", &newer])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    pg::sql(
+        &newer,
+        &["UPDATE ctx_meta SET schema_version = schema_version + 1"],
+    );
+    let out = ctx()
+        .args(["worker", "--store", &newer, "--until-idle"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("newer than this ctx knows"), "{err}");
+
+    let out = ctx()
+        .args(["runs", "list", "--store", "mysql://x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = ctx()
+        .args(["runs", "show", "no-such-run", "--store", &server])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn sigterm_stops_a_worker_and_releases_its_claims_at_once() {
+    let Some(url) = pg::fresh_db("sigterm") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(tmp.path(), &[("slow", &[]), ("next", &["slow"])]);
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--no-local"]),
+        &tmp.path().join("follow.err"),
+    );
+    wait_for("the registration", Duration::from_secs(20), || {
+        run_id_from(&tmp.path().join("follow.err")).is_some()
+    });
+    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    // A lease far longer than the test: only a release can free the task.
+    let a = spawn(
+        ctx()
+            .args(["worker", "--store", &url, "--lease", "600"])
+            .args(engine(&log, 30.0)),
+        &tmp.path().join("a.err"),
+    );
+    wait_for("the slow task to start", Duration::from_secs(20), || {
+        starts(&log).contains(&"slow".to_string())
+    });
+    signal(&a, "TERM");
+    let a = finish(a, Duration::from_secs(10));
+    let a_err = std::fs::read_to_string(tmp.path().join("a.err")).unwrap();
+    assert_eq!(a.status.code(), Some(143), "{a_err}");
+    assert!(a_err.contains("released task `slow`"), "{a_err}");
+    let b = spawn(
+        ctx()
+            .args(["worker", "--store", &url, "--until-idle", "--lease", "600"])
+            .args(engine(&log, 0.1)),
+        &tmp.path().join("b.err"),
+    );
+    let b = finish(b, Duration::from_secs(30));
+    assert!(
+        b.status.success(),
+        "{}",
+        std::fs::read_to_string(tmp.path().join("b.err")).unwrap()
+    );
+    let follower = finish(follower, Duration::from_secs(30));
+    assert!(follower.status.success());
+    let v = export(&url, &run);
+    assert!(statuses(&v).iter().all(|(_, s)| s == "completed"), "{v}");
+    let info = run_info(&url, &run);
+    assert_eq!(info["reclaims"], 1, "{info}");
+    assert_eq!(info["late_commits"], 0, "{info}");
+}
+
+#[test]
+fn a_workers_local_cache_answers_the_same_request_in_a_later_run() {
+    let Some(url) = pg::fresh_db("cache") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(tmp.path(), &[("a", &[]), ("b", &["a"])]);
+    let root = tmp.path().join("runs");
+    let run = || {
+        let out = ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--cache", "--root"])
+            .arg(&root)
+            .args(engine(&log, 0.1))
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let first = run();
+    assert_eq!(starts(&log), ["a", "b"]);
+    let second = run();
+    // No engine call the second time: both answered from the cache.
+    assert_eq!(starts(&log), ["a", "b"]);
+    for (x, y) in first["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(second["tasks"].as_array().unwrap())
+    {
+        assert_eq!(x["output"], y["output"]);
+        assert_eq!(y["metadata"]["cached"], true, "{y}");
+    }
+    assert!(root.join("cache.sqlite").exists());
+}
+
+#[test]
+fn a_shared_run_resumes_its_failed_and_skipped_tasks_only() {
+    let Some(url) = pg::fresh_db("resume") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let fixed = tmp.path().join("fixed");
+    let plan = write_plan(
+        tmp.path(),
+        &[("a", &[]), ("bad", &["a"]), ("c", &["bad"]), ("x", &[])],
+    );
+    let engine = [
+        "--engine".to_string(),
+        "command".to_string(),
+        "--command".to_string(),
+        format!(
+            "echo \"start $CTX_TASK_ID\" >> '{}'; if [ \"$CTX_TASK_ID\" = bad ] && [ ! -e '{}' ]; then exit 3; fi; echo \"out $CTX_TASK_ID\"",
+            log.display(),
+            fixed.display()
+        ),
+    ];
+    let first = ctx()
+        .arg("run")
+        .arg(&plan)
+        .args(["--store", &url])
+        .args(&engine)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&first.stderr).to_string();
+    assert_eq!(first.status.code(), Some(1), "{err}");
+    let run = run_id_from_text(&err);
+    assert_eq!(starts(&log), ["a", "bad", "x"]);
+
+    // A changed plan is refused: a shared run resumes its stored plan.
+    let changed = ctx()
+        .arg("run")
+        .arg(&plan)
+        .args([
+            "--store",
+            &url,
+            "--resume",
+            &run,
+            "--max-prompt-tokens",
+            "77",
+        ])
+        .args(&engine)
+        .output()
+        .unwrap();
+    assert_eq!(
+        changed.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&changed.stderr)
+    );
+
+    std::fs::write(&fixed, "").unwrap();
+    let again = ctx()
+        .args(["run", "--store", &url, "--resume", &run])
+        .args(&engine)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{err}");
+    assert!(err.contains("2 to run again"), "{err}");
+    // Only the failed task and its skipped dependent ran again.
+    assert_eq!(starts(&log), ["a", "bad", "bad", "c", "x"]);
+    let v = export(&url, &run);
+    assert!(statuses(&v).iter().all(|(_, s)| s == "completed"), "{v}");
+}
+
+fn run_id_from_text(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("run ")
+                .and_then(|r| r.split_once(" registered"))
+                .map(|(id, _)| id.to_string())
+        })
+        .unwrap_or_else(|| panic!("no run id in {stderr}"))
+}

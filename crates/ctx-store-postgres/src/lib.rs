@@ -1,0 +1,246 @@
+//! # ctx-store-postgres: one plan, many workers
+//!
+//! A shared execution store on PostgreSQL, so that several `ctx worker`
+//! processes, on one machine or many, execute the tasks of one run (or of
+//! many runs) together. docs/scaling.md has the design and the figures;
+//! docs/runs.md the commands.
+//!
+//! - **Runs** are registered once ([`PgStore::register_run`]): the plan
+//!   (as run), one row per task with its ready counter (dependencies not
+//!   yet completed) and its priority (remaining path length), and the
+//!   edges.
+//! - **Claims** ([`PgStore::claim`]) take the ready task with the longest
+//!   remaining path with `FOR UPDATE SKIP LOCKED`: concurrent workers never
+//!   get the same task and never wait on each other's rows.
+//! - **Leases**: a claim carries a lease that the worker renews
+//!   ([`PgStore::heartbeat`]) and a fencing token (the task's `attempt`).
+//!   A worker that dies loses the task when its lease lapses, and the next
+//!   claim re-runs it. A result commits ([`PgStore::complete`]) only under
+//!   a live lease with the current token: a worker that was only slow
+//!   cannot overwrite the re-run; its late commit is refused, counted and
+//!   kept in the history. Execution is at least once; every task has
+//!   exactly one committed result.
+//! - **Readiness** travels with the commit: a completion decrements its
+//!   dependents' ready counters (a failure skips its transitive
+//!   dependents) in the same transaction that makes the result visible.
+//! - The seam: [`RunStore`] is the [`ExecutionStore`] of one run for one
+//!   writer; [`ClaimStore`] is the one a worker hands the task runner for a
+//!   claimed task: dependency results are read from the database (no
+//!   in-memory hand-off between workers), the `in_progress` prompt and the
+//!   final result are written under the claim.
+//!
+//! Schema versions, a newer schema and a foreign database: [`schema`].
+//! Passwords in URLs are never printed: [`StoreUrl::display`].
+//!
+//! [`ExecutionStore`]: ctx_store::ExecutionStore
+
+mod error;
+pub mod schema;
+mod store;
+mod url;
+
+use std::sync::Mutex;
+
+use ctx_model::{TaskExecutionResult, TaskStatus};
+use ctx_store::{ExecutionStore, StoreError};
+
+pub use error::{Error, Result};
+pub use schema::{APPLICATION, MIGRATIONS, Migration, SCHEMA_VERSION};
+pub use store::{Claim, Commit, Counts, PgStore, RegisterRun, RunInfo, StoreOptions, TaskRow};
+pub use url::{StoreUrl, redact};
+
+/// Whether `s` names a PostgreSQL store (`postgres://` or
+/// `postgresql://`) rather than the local SQLite one.
+pub fn is_postgres_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// The [`ExecutionStore`] of one run, for a single writer: `store` makes a
+/// result the task's whatever claim it has (a completion still releases
+/// its dependents). Workers use [`ClaimStore`] instead.
+#[derive(Debug, Clone)]
+pub struct RunStore {
+    store: PgStore,
+    run_id: String,
+}
+
+impl RunStore {
+    pub(crate) fn new(store: PgStore, run_id: String) -> RunStore {
+        RunStore { store, run_id }
+    }
+
+    /// The run.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+}
+
+fn in_order(ids: &[String], mut found: Vec<TaskExecutionResult>) -> Vec<TaskExecutionResult> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(i) = found.iter().position(|r| &r.task_id == id) {
+            out.push(found.swap_remove(i));
+        }
+    }
+    out
+}
+
+impl ExecutionStore for RunStore {
+    fn get_by_task_id(&self, task_id: &str) -> Result<Option<TaskExecutionResult>, StoreError> {
+        let mut found = self
+            .store
+            .blocking_results(&self.run_id, Some(vec![task_id.to_string()]))?;
+        Ok(found.pop())
+    }
+
+    fn get_by_dependency_ids(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<TaskExecutionResult>, StoreError> {
+        let found = self
+            .store
+            .blocking_results(&self.run_id, Some(ids.to_vec()))?;
+        Ok(in_order(ids, found))
+    }
+
+    fn store(&self, result: TaskExecutionResult) -> Result<(), StoreError> {
+        Ok(self.store.blocking_store(&self.run_id, &result)?)
+    }
+
+    fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError> {
+        Ok(self.store.blocking_results(&self.run_id, None)?)
+    }
+}
+
+/// The [`ExecutionStore`] a worker gives the task runner for one claimed
+/// task. Reads are the run's; writes go under the claim:
+///
+/// - the `in_progress` result (the exact prompt) is saved while the lease
+///   is live;
+/// - the terminal result is committed with [`PgStore::complete`]: only
+///   under a live lease, releasing or skipping dependents in the same
+///   transaction. A refused (late) commit is not an error of the store —
+///   `store` returns `Ok` so the task body ends normally — and
+///   [`ClaimStore::outcome`] tells the worker what happened.
+#[derive(Debug)]
+pub struct ClaimStore {
+    store: PgStore,
+    claim: Claim,
+    skips: Vec<(String, String)>,
+    outcome: Mutex<Option<Commit>>,
+    /// Held for the whole of every write under the claim; `true` once the
+    /// worker has [closed](ClaimStore::close) the claim. The task body's
+    /// writes run on a blocking thread (ctx-deps moves store calls off the
+    /// async runtime), so dropping the body when the lease is lost does
+    /// not stop a write already under way: closing waits for it, and a
+    /// write that starts later does nothing. Each attempt then makes at
+    /// most one terminal commit, and a late one is counted once.
+    writes: Mutex<bool>,
+}
+
+impl ClaimStore {
+    /// A store for `claim`. `skips_on_failure` are the task's transitive
+    /// dependents with the reason each gets when this task fails.
+    pub fn new(store: PgStore, claim: Claim, skips_on_failure: Vec<(String, String)>) -> Self {
+        ClaimStore {
+            store,
+            claim,
+            skips: skips_on_failure,
+            outcome: Mutex::new(None),
+            writes: Mutex::new(false),
+        }
+    }
+
+    /// Ends the task body's writes under this claim (the worker lost the
+    /// lease and stopped the body): waits for a write under way, refuses
+    /// later ones, and says what became of the terminal result, if one
+    /// was stored.
+    pub fn close(&self) -> Option<Commit> {
+        if let Ok(mut closed) = self.writes.lock() {
+            *closed = true;
+        }
+        self.outcome()
+    }
+
+    /// The claim.
+    pub fn claim(&self) -> &Claim {
+        &self.claim
+    }
+
+    /// What became of the terminal result: `None` before it was stored,
+    /// or when the claim was lost before the task ended.
+    pub fn outcome(&self) -> Option<Commit> {
+        self.outcome.lock().ok().and_then(|o| *o)
+    }
+
+    fn set(&self, c: Commit) {
+        if let Ok(mut o) = self.outcome.lock() {
+            *o = Some(c);
+        }
+    }
+}
+
+impl ExecutionStore for ClaimStore {
+    fn get_by_task_id(&self, task_id: &str) -> Result<Option<TaskExecutionResult>, StoreError> {
+        let mut found = self
+            .store
+            .blocking_results(&self.claim.run_id, Some(vec![task_id.to_string()]))?;
+        Ok(found.pop())
+    }
+
+    fn get_by_dependency_ids(
+        &self,
+        ids: &[String],
+    ) -> Result<Vec<TaskExecutionResult>, StoreError> {
+        let found = self
+            .store
+            .blocking_results(&self.claim.run_id, Some(ids.to_vec()))?;
+        Ok(in_order(ids, found))
+    }
+
+    fn store(&self, result: TaskExecutionResult) -> Result<(), StoreError> {
+        if result.task_id != self.claim.task_id {
+            return Err(StoreError::new(format!(
+                "a claim on task `{}` cannot store task `{}`",
+                self.claim.task_id, result.task_id
+            )));
+        }
+        let Ok(closed) = self.writes.lock() else {
+            return Err(StoreError::new("the claim's write lock is poisoned"));
+        };
+        if *closed {
+            // The worker gave the claim up; nothing more is written.
+            return Ok(());
+        }
+        let store = self.store.clone();
+        let claim = self.claim.clone();
+        match result.status {
+            TaskStatus::Pending => Ok(()),
+            TaskStatus::InProgress => {
+                let live = self
+                    .store
+                    .blocking(async move { store.save_progress(&claim, &result).await })?;
+                if !live {
+                    self.set(Commit::Refused);
+                }
+                Ok(())
+            }
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Skipped => {
+                let skips = if result.status == TaskStatus::Completed {
+                    Vec::new()
+                } else {
+                    self.skips.clone()
+                };
+                let outcome = self
+                    .store
+                    .blocking(async move { store.complete(&claim, &result, &skips).await })?;
+                self.set(outcome);
+                Ok(())
+            }
+        }
+    }
+
+    fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError> {
+        Ok(self.store.blocking_results(&self.claim.run_id, None)?)
+    }
+}

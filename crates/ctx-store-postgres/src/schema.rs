@@ -1,0 +1,105 @@
+//! The database schema and its versioned migrations.
+//!
+//! `ctx_meta` holds one row: the application (`ctx-execution-store`) and
+//! the schema version. Opening a store:
+//!
+//! - an empty database (no tables in the current schema) gets every
+//!   migration;
+//! - a ctx store of an older version gets the missing ones;
+//! - a ctx store of a *newer* version is refused ([`Error::NewerSchema`]):
+//!   this build does not know what the newer columns mean;
+//! - anything else — tables but no `ctx_meta`, or a `ctx_meta` naming
+//!   another application — is a foreign database ([`Error::Foreign`]) and
+//!   is never written to.
+//!
+//! Migrations run in one transaction under an advisory lock, so workers
+//! that start together against a new database apply them once.
+//!
+//! [`Error::NewerSchema`]: crate::Error::NewerSchema
+//! [`Error::Foreign`]: crate::Error::Foreign
+
+/// The `application` value of `ctx_meta`.
+pub const APPLICATION: &str = "ctx-execution-store";
+
+/// The advisory lock key taken while migrating (`ctx` in ASCII).
+pub(crate) const MIGRATION_LOCK: i64 = 0x0063_7478;
+
+/// One schema step: from version `version - 1` to `version`.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// The version after this step.
+    pub version: i32,
+    /// The statements.
+    pub sql: &'static str,
+}
+
+/// Every migration, in order. The last one's version is
+/// [`SCHEMA_VERSION`].
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    sql: r#"
+CREATE TABLE ctx_meta (
+    application    text    NOT NULL,
+    schema_version integer NOT NULL
+);
+-- One row per registered run. `open` turns false in the transaction after
+-- the one that made its last task terminal.
+CREATE TABLE ctx_runs (
+    run_id       text        PRIMARY KEY,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    finished_at  timestamptz,
+    open         boolean     NOT NULL DEFAULT true,
+    plan_json    text        NOT NULL,
+    plan_hash    text        NOT NULL,
+    plan_source  text,
+    engine       text        NOT NULL,
+    ctx_version  text        NOT NULL,
+    task_count   integer     NOT NULL,
+    late_commits bigint      NOT NULL DEFAULT 0
+);
+-- One row per task: its latest result and its claim.
+CREATE SEQUENCE ctx_claim_seq;
+CREATE TABLE ctx_tasks (
+    run_id       text        NOT NULL REFERENCES ctx_runs ON DELETE CASCADE,
+    task_id      text        NOT NULL,
+    idx          integer     NOT NULL,          -- plan order
+    status       text        NOT NULL,          -- pending | in_progress | completed | failed | skipped
+    pending_deps integer     NOT NULL,          -- dependencies not yet completed
+    priority     bigint      NOT NULL,          -- remaining path length: critical path first
+    claimed_by   text,                          -- worker id
+    lease_until  timestamptz,                   -- the claim lapses unless renewed
+    attempt      integer     NOT NULL DEFAULT 0, -- the fencing token: +1 at every claim
+    claim_seq    bigint,                        -- global claim order (ctx_claim_seq): the dispatch order
+    result_json  text,
+    started_at   timestamptz,
+    finished_at  timestamptz,
+    PRIMARY KEY (run_id, task_id)
+);
+CREATE INDEX ctx_tasks_ready ON ctx_tasks (priority DESC, run_id, idx)
+    WHERE status = 'pending' AND pending_deps = 0;
+CREATE INDEX ctx_tasks_leased ON ctx_tasks (lease_until) WHERE status = 'in_progress';
+CREATE TABLE ctx_edges (
+    run_id     text NOT NULL REFERENCES ctx_runs ON DELETE CASCADE,
+    depends_on text NOT NULL,
+    task_id    text NOT NULL,
+    PRIMARY KEY (run_id, depends_on, task_id)
+);
+-- Every terminal result a worker tried to commit; `committed` is false for
+-- the late commits a fence refused.
+CREATE TABLE ctx_attempts (
+    seq         bigserial   PRIMARY KEY,
+    run_id      text        NOT NULL REFERENCES ctx_runs ON DELETE CASCADE,
+    task_id     text        NOT NULL,
+    attempt     integer     NOT NULL,
+    worker      text,
+    status      text        NOT NULL,
+    committed   boolean     NOT NULL,
+    result_json text        NOT NULL,
+    recorded_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX ctx_attempts_task ON ctx_attempts (run_id, task_id);
+"#,
+}];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i32 = 1;

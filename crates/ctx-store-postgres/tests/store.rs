@@ -1,0 +1,389 @@
+//! The store against a real PostgreSQL (see tests/support).
+
+mod support;
+
+use std::time::Duration;
+
+use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+use ctx_store::ExecutionStore;
+use ctx_store_postgres::{ClaimStore, Commit, Error, PgStore, RegisterRun, StoreOptions, StoreUrl};
+
+fn open(url: &str) -> Result<PgStore, Error> {
+    PgStore::open(&StoreUrl::parse(url, |_| None)?, StoreOptions::default())
+}
+
+fn plan(tasks: &[(&str, &[&str])]) -> Plan {
+    let subs: Vec<serde_json::Value> = tasks
+        .iter()
+        .map(|(id, deps)| {
+            serde_json::json!({"id": id, "description": id, "dependencies": deps,
+              "tool_or_prompt": {"name": "inference", "params": {"prompt": format!("Say {id}.")}}})
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({"schema_version": 1, "sub_tasks": subs})).unwrap()
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn done(id: &str) -> TaskExecutionResult {
+    let mut r = TaskExecutionResult::new(id, TaskStatus::Completed);
+    r.output = format!("out {id}");
+    r
+}
+
+const LEASE: Duration = Duration::from_secs(30);
+
+#[test]
+fn an_empty_database_is_migrated_and_reopened() {
+    let Some(url) = support::fresh_db("migrate") else {
+        return;
+    };
+    open(&url).unwrap();
+    // Twice: the second open finds version 1 and changes nothing.
+    let store = open(&url).unwrap();
+    assert!(
+        !store.display_url().contains(":ctx@"),
+        "{}",
+        store.display_url()
+    );
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let Some(url) = support::fresh_db("newer") else {
+        return;
+    };
+    open(&url).unwrap();
+    support::sql(&url, &["UPDATE ctx_meta SET schema_version = 99"]);
+    let e = open(&url).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::NewerSchema {
+                found: 99,
+                known: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("upgrade ctx"), "{e}");
+}
+
+#[test]
+fn a_foreign_database_is_refused_and_left_alone() {
+    let Some(url) = support::fresh_db("foreign") else {
+        return;
+    };
+    support::sql(&url, &["CREATE TABLE users (id int)"]);
+    let e = open(&url).unwrap_err();
+    assert!(matches!(e, Error::Foreign { .. }), "{e}");
+    assert!(e.to_string().contains("users"), "{e}");
+    // Nothing was created.
+    let e = open(&url).unwrap_err();
+    assert!(e.to_string().contains("1 table(s)"), "{e}");
+
+    let Some(url) = support::fresh_db("foreign_meta") else {
+        return;
+    };
+    support::sql(
+        &url,
+        &[
+            "CREATE TABLE ctx_meta (application text, schema_version int); INSERT INTO ctx_meta VALUES ('other', 1)",
+        ],
+    );
+    let e = open(&url).unwrap_err();
+    assert!(e.to_string().contains("`other`"), "{e}");
+}
+
+#[test]
+fn a_wrong_password_and_a_dead_port_are_clear_errors_without_the_password() {
+    let Some(url) = support::server_url("auth") else {
+        return;
+    };
+    let bad = url.replacen(":ctx@", ":wrong-secret@", 1);
+    assert_ne!(bad, url, "the test server's URL has the password `ctx`");
+    let e = open(&bad).unwrap_err();
+    assert!(matches!(e, Error::Auth { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("authentication failed"), "{msg}");
+    assert!(!msg.contains("wrong-secret"), "{msg}");
+
+    // A port nobody listens on (port 1 needs root to bind; nothing does).
+    let e = open("postgres://u:hidden@127.0.0.1:1/x").unwrap_err();
+    assert!(matches!(e, Error::Unreachable { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("cannot connect to postgres://u@127.0.0.1:1/x"),
+        "{e}"
+    );
+    assert!(!e.to_string().contains("hidden"));
+}
+
+#[test]
+fn claims_follow_readiness_and_the_critical_path() {
+    let Some(url) = support::fresh_db("ready") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    // a → b → d, a → c; b is on the longer path.
+    let p = plan(&[("a", &[]), ("c", &["a"]), ("b", &["a"]), ("d", &["b"])]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[3, 1, 2, 1],
+            engine: "dry-run",
+            plan_source: None,
+        }))
+        .unwrap();
+    let a = rt
+        .block_on(store.claim(Some(&run), "w1", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!((a.task_id.as_str(), a.attempt), ("a", 1));
+    // Nothing else is ready until `a` commits.
+    assert_eq!(
+        rt.block_on(store.claim(Some(&run), "w2", LEASE)).unwrap(),
+        None
+    );
+    assert_eq!(
+        rt.block_on(store.complete(&a, &done("a"), &[])).unwrap(),
+        Commit::Committed
+    );
+    let first = rt
+        .block_on(store.claim(None, "w2", LEASE))
+        .unwrap()
+        .unwrap();
+    let second = rt
+        .block_on(store.claim(None, "w2", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        [first.task_id.as_str(), second.task_id.as_str()],
+        ["b", "c"]
+    );
+    assert_eq!(rt.block_on(store.claim(None, "w2", LEASE)).unwrap(), None);
+    // Dependencies are read from the store by the worker of `b`.
+    let cs = ClaimStore::new(store.clone(), first.clone(), vec![]);
+    let deps = cs
+        .get_by_dependency_ids(&["a".into(), "zz".into()])
+        .unwrap();
+    assert_eq!(deps.len(), 1);
+    assert_eq!(deps[0].output, "out a");
+    cs.store(done("b")).unwrap();
+    assert_eq!(cs.outcome(), Some(Commit::Committed));
+    rt.block_on(store.complete(&second, &done("c"), &[]))
+        .unwrap();
+    let d = rt
+        .block_on(store.claim(Some(&run), "w3", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.task_id, "d");
+    assert!(rt.block_on(store.has_open_runs(Some(&run))).unwrap());
+    rt.block_on(store.complete(&d, &done("d"), &[])).unwrap();
+    assert!(!rt.block_on(store.has_open_runs(Some(&run))).unwrap());
+    let info = rt.block_on(store.runs(Some(&run))).unwrap();
+    assert_eq!(info[0].counts.completed, 4);
+    assert!(!info[0].open);
+    let all = store.run_store(&run).all_results().unwrap();
+    assert_eq!(
+        all.iter().map(|r| r.task_id.as_str()).collect::<Vec<_>>(),
+        ["a", "b", "c", "d"]
+    );
+}
+
+#[test]
+fn concurrent_claimers_never_get_the_same_task() {
+    let Some(url) = support::fresh_db("skip_locked") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let ids: Vec<String> = (0..60).map(|i| format!("t{i:02}")).collect();
+    let tasks: Vec<(&str, &[&str])> = ids.iter().map(|i| (i.as_str(), &[][..])).collect();
+    let p = plan(&tasks);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[1; 60],
+            engine: "dry-run",
+            plan_source: None,
+        }))
+        .unwrap();
+    let mut got: Vec<String> = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for w in 0..8 {
+            let (store, run) = (store.clone(), run.clone());
+            set.spawn(async move {
+                let mut mine = Vec::new();
+                while let Some(c) = store
+                    .claim(Some(&run), &format!("w{w}"), LEASE)
+                    .await
+                    .unwrap()
+                {
+                    mine.push(c.task_id);
+                }
+                mine
+            });
+        }
+        let mut all = Vec::new();
+        while let Some(r) = set.join_next().await {
+            all.extend(r.unwrap());
+        }
+        all
+    });
+    got.sort();
+    assert_eq!(got, ids);
+}
+
+#[test]
+fn a_lapsed_lease_is_reclaimed_and_the_late_commit_refused() {
+    let Some(url) = support::fresh_db("lease") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[]), ("b", &["a"])]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[2, 1],
+            engine: "dry-run",
+            plan_source: None,
+        }))
+        .unwrap();
+    let short = Duration::from_millis(300);
+    let old = rt
+        .block_on(store.claim(Some(&run), "slow", short))
+        .unwrap()
+        .unwrap();
+    assert!(rt.block_on(store.heartbeat(&old, short)).unwrap());
+    // Not yet lapsed: nobody else gets it.
+    assert_eq!(
+        rt.block_on(store.claim(Some(&run), "other", LEASE))
+            .unwrap(),
+        None
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    let new = rt
+        .block_on(store.claim(Some(&run), "other", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!((new.task_id.as_str(), new.attempt), ("a", 2));
+    // The slow worker is fenced out everywhere.
+    assert!(!rt.block_on(store.heartbeat(&old, short)).unwrap());
+    let mut late = done("a");
+    late.output = "late".into();
+    assert_eq!(
+        rt.block_on(store.complete(&old, &late, &[])).unwrap(),
+        Commit::Refused
+    );
+    assert_eq!(
+        rt.block_on(store.complete(&new, &done("a"), &[])).unwrap(),
+        Commit::Committed
+    );
+    let info = &rt.block_on(store.runs(Some(&run))).unwrap()[0];
+    assert_eq!(info.late_commits, 1);
+    assert_eq!(info.reclaims, 1);
+    let a = store.run_store(&run).get_by_task_id("a").unwrap().unwrap();
+    assert_eq!(a.output, "out a");
+    // A lapsed but not yet reclaimed lease refuses too: a result commits
+    // only under a live lease.
+    let b = rt
+        .block_on(store.claim(Some(&run), "slow", short))
+        .unwrap()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        rt.block_on(store.complete(&b, &done("b"), &[])).unwrap(),
+        Commit::Refused
+    );
+}
+
+#[test]
+fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
+    let Some(url) = support::fresh_db("failure") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[]), ("b", &["a"]), ("c", &["b"]), ("x", &[])]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[3, 2, 1, 1],
+            engine: "dry-run",
+            plan_source: Some("p.json"),
+        }))
+        .unwrap();
+    let a = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.task_id, "a");
+    let mut failed = TaskExecutionResult::new("a", TaskStatus::Failed);
+    failed.error = Some("boom".into());
+    let skips = vec![
+        ("b".to_string(), "dependency `a` failed".to_string()),
+        ("c".to_string(), "upstream task `a` failed".to_string()),
+    ];
+    assert_eq!(
+        rt.block_on(store.complete(&a, &failed, &skips)).unwrap(),
+        Commit::Committed
+    );
+    let x = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(x.task_id, "x");
+    assert!(rt.block_on(store.has_open_runs(None)).unwrap());
+    rt.block_on(store.complete(&x, &done("x"), &[])).unwrap();
+    assert!(!rt.block_on(store.has_open_runs(None)).unwrap());
+    let rows = rt.block_on(store.tasks(&run)).unwrap();
+    let st: Vec<_> = rows
+        .iter()
+        .map(|r| (r.task_id.as_str(), r.status))
+        .collect();
+    assert_eq!(
+        st,
+        [
+            ("a", TaskStatus::Failed),
+            ("b", TaskStatus::Skipped),
+            ("c", TaskStatus::Skipped),
+            ("x", TaskStatus::Completed)
+        ]
+    );
+    assert_eq!(
+        rows[2].result.as_ref().unwrap().error.as_deref(),
+        Some("upstream task `a` failed")
+    );
+    // A released claim is at once claimable again, with a new token.
+    let p2 = plan(&[("r", &[])]);
+    let run2 = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p2,
+            priorities: &[1],
+            engine: "dry-run",
+            plan_source: None,
+        }))
+        .unwrap();
+    let r1 = rt
+        .block_on(store.claim(Some(&run2), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert!(rt.block_on(store.release(&r1)).unwrap());
+    let r2 = rt
+        .block_on(store.claim(Some(&run2), "v", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(r2.attempt, 2);
+    let e = rt.block_on(store.plan("no-such-run")).unwrap_err();
+    assert!(matches!(e, Error::NoRun { .. }), "{e}");
+}
