@@ -19,7 +19,13 @@
 //!   without and with `--stream`; the same checks on real outputs, plus a
 //!   table of time, tokens and tokens/s per task; then `ctx eval` of
 //!   `fixtures/plans/e2e-checked.yaml` in every variant, whose pass rates
-//!   are the figure in docs/evaluation.md (printed, not asserted).
+//!   are the figure in docs/evaluation.md (printed, not asserted); then
+//!   `fixtures/plans/e2e-summary-conclusion.yaml`, whose long upstream
+//!   output (a fixed text served by `scripts/e2e/fixed_answer_server.py`,
+//!   reused by `--resume`) states its conclusion at its end, with the
+//!   dependent on the real model under `truncate`, `extract_key_sections`
+//!   and `llm`: whether the conclusion reached its prompt and its output is
+//!   the figure in docs/execution.md (printed, not asserted).
 //!
 //! Virtualenvs live in `target/e2e/venv-*` and are reused while their
 //! requirements are unchanged (a stamp file records them). Servers run
@@ -48,6 +54,17 @@ const TETRIS_PLAN: &str = "fixtures/tetris/plan.yaml";
 const SMALL_PLAN: &str = "fixtures/plans/e2e-small.yaml";
 const TETRIS_ANSWERS: &str = "scripts/e2e/tetris_answers.json";
 const CHECKED_PLAN: &str = "fixtures/plans/e2e-checked.yaml";
+const CONCLUSION_PLAN: &str = "fixtures/plans/e2e-summary-conclusion.yaml";
+/// The upstream output of [`CONCLUSION_PLAN`]: a fixed text whose
+/// conclusion is in its last paragraph only.
+const CONCLUSION_TEXT: &str = "fixtures/plans/e2e-summary-conclusion.md";
+/// The conclusion's mark: the one word of it that appears nowhere else in
+/// the text (matched case-insensitively).
+const CONCLUSION_MARK: &str = "certificate";
+/// What only the upstream task's prompt contains: the stub server answers
+/// that prompt alone (not the task's description, which the dependent's
+/// prompt carries too).
+const CONCLUSION_MATCH: &str = "ending with the root cause";
 
 const USAGE: &str = "usage: cargo xtask e2e [--llm]";
 
@@ -500,6 +517,9 @@ fn llm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     }
     let table = fs::read_to_string(&eval).map_err(|e| format!("{}: {e}", eval.display()))?;
     report.push_str(&format!("ctx eval {CHECKED_PLAN}:\n{table}\n"));
+    // The figure of docs/execution.md#llm-summaries.
+    let conclusion = summary_conclusion(root, &ctx, &venv, &run_dir, &base_url, &secret)?;
+    report.push_str(&format!("{CONCLUSION_PLAN}:\n{conclusion}\n"));
     server.stop();
     report.push_str(&server_timings(&run_dir.join("server.log")));
     let figures = run_dir.join("figures.txt");
@@ -511,6 +531,160 @@ fn llm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         figures.display()
     );
     Ok(())
+}
+
+/// Does a dependent see a conclusion its upstream output states only at
+/// its end? The upstream output must be long and end with the conclusion,
+/// which a 135M model cannot be relied on to write; so, per strategy, a
+/// first run of [`CONCLUSION_PLAN`] goes to `fixed_answer_server.py`,
+/// which answers the upstream task with [`CONCLUSION_TEXT`] verbatim and
+/// refuses the dependent (it fails), and `ctx run --resume` of that run,
+/// with the dependent's own `dependency.summarize_strategy` set, against
+/// the real model reuses the stored upstream output (the same engine
+/// label, model, prompt and plan config: ctx's resume identity does not
+/// include the server's address) and runs the dependent (and, under
+/// `llm`, the summary call) on SmolLM2. Checked: the upstream output is the text,
+/// reused; both runs exit as expected. Measured, not asserted: whether the
+/// mark is in the dependent's prompt (deterministic) and in its output
+/// (the model's behaviour). Returns the markdown table.
+fn summary_conclusion(
+    root: &Path,
+    ctx: &Path,
+    venv: &Venv,
+    run_dir: &Path,
+    base_url: &str,
+    secret: &str,
+) -> Result<String, String> {
+    use serde_json::Value;
+    let plan = root.join(CONCLUSION_PLAN);
+    let text_path = root.join(CONCLUSION_TEXT);
+    let text =
+        fs::read_to_string(&text_path).map_err(|e| format!("{}: {e}", text_path.display()))?;
+    let plan_text = fs::read_to_string(&plan).map_err(|e| format!("{}: {e}", plan.display()))?;
+    const STRATEGY_LINE: &str = "summarize_strategy: truncate";
+    if plan_text.matches(STRATEGY_LINE).count() != 1 {
+        return Err(format!(
+            "{CONCLUSION_PLAN}: expected one `{STRATEGY_LINE}` line (the dependent's, rewritten per strategy)"
+        ));
+    }
+    let dir = fresh_dir(&run_dir.join("conclusion"))?;
+    let port = free_port()?;
+    let mut cmd = Command::new(venv.python());
+    cmd.arg(root.join("scripts/e2e/fixed_answer_server.py"))
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--alias",
+            "smollm2",
+            "--match",
+            CONCLUSION_MATCH,
+            "--answer",
+        ])
+        .arg(&text_path);
+    let mut stub = Server::start("fixed-answer stub server", cmd, &dir.join("stub.log"), 3600)?;
+    stub.wait_ready(port, "/v1/models", Duration::from_secs(30))?;
+    let stub_url = format!("http://127.0.0.1:{port}/v1");
+    let read = |p: &Path| fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+    let has_mark = |s: &str| s.to_lowercase().contains(CONCLUSION_MARK);
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let mut table = String::from(
+        "| strategy | conclusion in B's prompt? | in B's output? | summary tokens (prompt + completion) | summary time | resumed run |\n|---|---|---|---|---|---|\n",
+    );
+    let mut outputs = String::new();
+    for strategy in ["truncate", "extract_key_sections", "llm"] {
+        let store = dir.join(format!("{strategy}-run"));
+        // The first run: the fixture plan (`answer` under `truncate`), the
+        // upstream task answered by the stub, `answer` refused.
+        let args = ["--model", "smollm2", "--max-attempts", "1", "--run-dir"]
+            .map(String::from)
+            .into_iter()
+            .chain([store.display().to_string()])
+            .collect::<Vec<_>>();
+        let first = dir.join(format!("{strategy}-first"));
+        let mut run = CtxRun::new(ctx, &plan, &stub_url, secret, &first, &args);
+        let code = run.execute(Duration::from_secs(120))?;
+        if code != 1 {
+            return Err(run.failure(&format!(
+                "exited with {code}, expected 1 (the dependent refused by the stub)"
+            )));
+        }
+        // The resumed run: the same plan with `answer`'s own strategy set;
+        // `report`'s fingerprint is unchanged, so it is reused.
+        let variant = dir.join(format!("{strategy}.yaml"));
+        fs::write(
+            &variant,
+            plan_text.replace(STRATEGY_LINE, &format!("summarize_strategy: {strategy}")),
+        )
+        .map_err(|e| format!("{}: {e}", variant.display()))?;
+        let args = [
+            "--model",
+            "smollm2",
+            "--concurrency",
+            "1",
+            "--max-attempts",
+            "2",
+            "--resume",
+        ]
+        .map(String::from)
+        .into_iter()
+        .chain([store.display().to_string()])
+        .collect::<Vec<_>>();
+        let out = dir.join(strategy);
+        let mut run = CtxRun::new(ctx, &variant, base_url, secret, &out, &args);
+        let started = Instant::now();
+        let code = run.execute(Duration::from_secs(1800))?;
+        let wall = started.elapsed();
+        if code != 0 {
+            return Err(run.failure(&format!("exited with {code}, expected 0")));
+        }
+        if read(&out.join("outputs/report.md"))?.trim() != text.trim() {
+            return Err(run.failure(&format!(
+                "the upstream output is not {CONCLUSION_TEXT}: it was not reused"
+            )));
+        }
+        let prompt = read(&out.join("prompts/answer.md"))?;
+        let answer = read(&out.join("outputs/answer.md"))?;
+        let results: Value = serde_json::from_str(&read(&out.join("results.json"))?)
+            .map_err(|e| format!("{}: {e}", out.join("results.json").display()))?;
+        let summaries = &results["summaries"];
+        let calls = summaries["calls"].as_u64().unwrap_or(0);
+        if (strategy == "llm") != (calls == 1) || summaries["fallbacks"].as_u64().unwrap_or(0) != 0
+        {
+            return Err(run.failure(&format!(
+                "summaries {summaries}, expected one call under llm only"
+            )));
+        }
+        let (tokens, time) = if calls == 0 {
+            ("–".to_string(), "–".to_string())
+        } else {
+            (
+                format!(
+                    "{} + {}",
+                    summaries["prompt_tokens"].as_u64().unwrap_or(0),
+                    summaries["completion_tokens"].as_u64().unwrap_or(0)
+                ),
+                format!(
+                    "{:.1} s",
+                    summaries["time_ms"].as_u64().unwrap_or(0) as f64 / 1000.0
+                ),
+            )
+        };
+        table.push_str(&format!(
+            "| `{strategy}` | {} | {} | {tokens} | {time} | {:.1} s |\n",
+            yes_no(has_mark(&prompt)),
+            yes_no(has_mark(&answer)),
+            wall.as_secs_f64()
+        ));
+        outputs.push_str(&format!("{strategy}: B's output: {}\n", answer.trim()));
+        if let Some(summary) = results["tasks"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["task_id"] == "report"))
+            .and_then(|t| t["summary"].as_str())
+        {
+            outputs.push_str(&format!("{strategy}: the summary: {}\n", summary.trim()));
+        }
+    }
+    stub.stop();
+    Ok(format!("{table}\n{outputs}"))
 }
 
 /// llama.cpp's own generation speed from the server log (its `eval time`

@@ -547,9 +547,12 @@ proptest! {
             }
             Err(RenderError::Lint(_)) => {}
             // A value inside a token the template writes (`<|{{B}}|>`
-            // with B = `<`) can break that token: refused, never
-            // rendered. A tag is never added.
-            Err(RenderError::FenceBroken { expected, found, .. }) if found < expected => {}
+            // with B = `<`) can break that token; and template text on
+            // both sides of neutralized values can still close into a
+            // token around the markers (`<|{{B}}｜{{A}}&gt;` with
+            // B = `<|`, A = `>>`). Either way the count check refuses the
+            // prompt: nothing is rendered, so a tag is never added.
+            Err(RenderError::FenceBroken { .. }) => {}
             Err(e) => prop_assert!(false, "{:?} with {:?}: {}", src, v, e),
         }
     }
@@ -635,5 +638,28 @@ proptest! {
         prop_assert_eq!(tags.iter().map(|t| t.kind).collect::<Vec<_>>(), FENCE_ONLY);
         prop_assert_eq!(&r.text[tags[0].range.clone()], nonce.open_tag());
         prop_assert_eq!(&r.text[tags[1].range.clone()], nonce.close_tag());
+    }
+}
+
+
+/// Found by `seams_never_add_a_tag`: the template's own `<|` and `｜&gt;`
+/// close into a control token around the neutralized values. The render
+/// is refused (fail closed), never returned with a token the template did
+/// not write.
+#[test]
+fn template_text_closing_a_token_around_values_is_refused() {
+    let src = "---\nuntrusted: [A, B]\n---\n<untrusted-content>\n{{A}}<|{{B}}｜{{A}}&gt;\n</untrusted-content>\n";
+    let t = Template::parse(src, "p.md").unwrap();
+    let v = vals(&[("A", ">>"), ("B", "<|")]);
+    match render(&t, &Classes::default(), &v) {
+        Err(RenderError::FenceBroken { expected, found, .. }) => assert!(found > expected),
+        Ok(r) => {
+            let mut got = kinds(&r.text);
+            let mut want = kinds(t.body());
+            got.sort_by_key(|k| *k as u8);
+            want.sort_by_key(|k| *k as u8);
+            assert_eq!(got, want, "{:?}", r.text);
+        }
+        Err(e) => panic!("{e}"),
     }
 }
