@@ -23,11 +23,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ctx_cost::{PriceBook, Usage, Usd, attempt_bound, estimate_costs};
+use ctx_cost::{PriceBook, Usage, Usd, estimate_costs};
 use ctx_deps::{CostModel, CostOptions};
 use ctx_model::{Plan, SubTask};
 
-use super::plan_cost::{Defaults, estimate_tasks};
+use super::plan_cost::{Defaults, ExtraRow, estimate_tasks};
 use crate::engines::{EngineArgs, EngineKind, openai::DEFAULT_MAX_ATTEMPTS};
 use crate::exit::CliError;
 
@@ -144,7 +144,7 @@ fn bounds(
         } else {
             None
         },
-        attempts: attempt_bound(0, attempts),
+        attempts,
     };
     bounds_with(plan, costs, &defaults)
 }
@@ -155,7 +155,23 @@ fn bounds_with(
     costs: &RunCosts,
     defaults: &Defaults<'_>,
 ) -> Result<HashMap<String, Option<Usd>>, CliError> {
-    let e = estimate_tasks(plan, defaults).map_err(CliError::usage)?;
+    let mut e = estimate_tasks(plan, defaults).map_err(CliError::usage)?;
+    // The executor adds a judge's usage to its task's and prices it at the
+    // task's model, so the reservation prices the judge rows the same way
+    // (`ctx plan cost` shows them at the judge's model).
+    let models: HashMap<String, String> = e
+        .tasks
+        .iter()
+        .filter(|t| !e.extra_rows.contains_key(&t.task_id))
+        .map(|t| (t.task_id.clone(), t.model.clone()))
+        .collect();
+    for row in &mut e.tasks {
+        if let Some((owner, ExtraRow::Judge)) = e.extra_rows.get(&row.task_id) {
+            if let Some(m) = models.get(owner) {
+                row.model.clone_from(m);
+            }
+        }
+    }
     if !e.no_model.is_empty() {
         return Err(CliError::usage(format!(
             "--max-cost: {} name{} no model ({}), so no price bounds {}; give params.model{}",
@@ -186,11 +202,27 @@ fn bounds_with(
             }
         )));
     }
-    let mut map: HashMap<String, Option<Usd>> = report
-        .tasks
-        .into_iter()
-        .map(|t| (t.task_id, t.cost_usd.high))
-        .collect();
+    let mut map: HashMap<String, Option<Usd>> = HashMap::new();
+    let mut judges: Vec<(String, Option<Usd>)> = Vec::new();
+    for t in report.tasks {
+        match e.extra_rows.get(&t.task_id) {
+            None => {
+                map.insert(t.task_id, t.cost_usd.high);
+            }
+            // A task with checks makes its judge calls within its own
+            // reservation (every check attempt's judges).
+            Some((owner, ExtraRow::Judge)) => judges.push((owner.clone(), t.cost_usd.high)),
+            Some((_, ExtraRow::Summary)) => {}
+        }
+    }
+    for (owner, high) in judges {
+        if let Some(bound) = map.get_mut(&owner) {
+            *bound = match (*bound, high) {
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                _ => None,
+            };
+        }
+    }
     // A task whose own prompt cannot fit its cap fails before any call.
     for (id, _) in e.over_cap {
         map.insert(id, Some(Usd::ZERO));
@@ -271,6 +303,43 @@ mod tests {
         assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
         assert_eq!(o.model.max_tokens(&p.sub_tasks[1]), Some(10));
         assert!(!o.cut_output_at_max_tokens);
+    }
+
+    /// A task with checks reserves every check attempt (each with the
+    /// engine's attempts) and every attempt's judge calls, the judge
+    /// priced at the task's model as the executor charges it.
+    #[test]
+    fn reserves_check_retries_and_judge_calls() {
+        let mut p = plan();
+        p.config.max_check_attempts = 3;
+        p.sub_tasks[0].checks = serde_json::from_value(serde_json::json!([
+            {"contains": "a"},
+            {"judge": "Does it say a?", "judge_model": "gpt-4o-mini", "max_tokens": 50}
+        ]))
+        .unwrap();
+        let mut e = engine(EngineKind::Openai);
+        e.openai.max_tokens = Some(10);
+        e.openai.max_attempts = Some(2);
+        let o = options(
+            &p,
+            &e,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .unwrap();
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0]).counter();
+        let template =
+            ctx_checks::judge::judge_prompt("Does it say a?", "", ctx_prompt::fence::neutralize);
+        let judge_prompt = counter.count(&template) as u64 + 16 + 100;
+        // gpt-4o: 2.5 µ$ per input token, 10 per output token; the task
+        // call 3,540 µ$, the judge (prompt + its task's 100 output tokens
+        // + framing) × 2.5 + 50 × 10; six calls of each (3 × 2).
+        let judge_micros = judge_prompt * 25 / 10 + 500;
+        let expected = Usd::from_picos(u128::from((3540 + judge_micros) * 6) * 1_000_000);
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
+        // b has no checks: one check attempt.
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
     }
 
     #[test]
