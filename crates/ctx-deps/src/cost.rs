@@ -27,7 +27,9 @@
 //!   tokenizer; every call that failed (no usage comes back) is charged as
 //!   the exact prompt plus `max_tokens`, the most it could have been
 //!   billed. Unknown price, or a failed call without `max_tokens`: no cost
-//!   (`None`).
+//!   (`None`). A task's `llm` summary calls are added to its cost when
+//!   they are made (`summarize::after_completion`), by the same rules with
+//!   `summary_max_tokens` as the bound and the summary model's price.
 //! * **Budget** ([`CostOptions::max_cost`]): see the executor's module
 //!   documentation, "Budget".
 //! * **Output cut** ([`CostOptions::cut_output_at_max_tokens`]): an engine
@@ -62,6 +64,17 @@ pub trait CostModel: Send + Sync {
     /// The exact cost of one call of `task` with `usage`; `None` when its
     /// model has no known price.
     fn call_cost(&self, task: &SubTask, usage: &Usage) -> Option<Usd>;
+
+    /// The exact cost of one `summarize_strategy: llm` summary call of
+    /// `task`'s output on `model` (`config.dependency.summary_model`;
+    /// `None`: the model `task` resolves to) with `usage`. The default
+    /// prices it as one of `task`'s own calls, which is right whenever no
+    /// `summary_model` is set; an implementation that knows prices by
+    /// model name should look `model` up.
+    fn summary_call_cost(&self, task: &SubTask, model: Option<&str>, usage: &Usage) -> Option<Usd> {
+        let _ = model;
+        self.call_cost(task, usage)
+    }
 }
 
 /// How a run prices its tasks and, optionally, holds to a budget.

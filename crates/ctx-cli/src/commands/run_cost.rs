@@ -12,7 +12,10 @@
 //!   `CTX_MODEL`). The dry-run engine calls no model: its tasks cost $0.
 //! * **max_tokens**: `params.max_tokens`, else `--max-tokens`.
 //! * **Attempts**: the openai engine's `--max-attempts` (default 4); one
-//!   for the others.
+//!   for the others; times `max_check_attempts` for a task with checks.
+//! * **Extra calls**: a task's judge calls and its `llm` summary calls
+//!   (the `ID (judge N)` and `ID (summary…)` rows of `ctx plan cost`) are
+//!   part of its reservation and of its `cost_usd`.
 //!
 //! With `--max-cost`, the run refuses to start (exit 2) when a task has no
 //! `max_tokens` (its completion has no bound), names no model, or names a
@@ -73,6 +76,14 @@ impl CostModel for RunCosts {
             return Some(Usd::ZERO);
         }
         Some(self.book.lookup(self.model(task)?)?.price.cost(usage))
+    }
+
+    fn summary_call_cost(&self, task: &SubTask, model: Option<&str>, usage: &Usage) -> Option<Usd> {
+        if self.free {
+            return Some(Usd::ZERO);
+        }
+        let model = model.or_else(|| self.model(task))?;
+        Some(self.book.lookup(model)?.price.cost(usage))
     }
 }
 
@@ -210,9 +221,10 @@ fn bounds_with(
                 map.insert(t.task_id, t.cost_usd.high);
             }
             // A task with checks makes its judge calls within its own
-            // reservation (every check attempt's judges).
-            Some((owner, ExtraRow::Judge)) => judges.push((owner.clone(), t.cost_usd.high)),
-            Some((_, ExtraRow::Summary)) => {}
+            // reservation (every check attempt's judges), and a task's
+            // `llm` summaries are written before its reservation is
+            // settled, so both are part of it.
+            Some((owner, _)) => judges.push((owner.clone(), t.cost_usd.high)),
         }
     }
     for (owner, high) in judges {
@@ -303,6 +315,42 @@ mod tests {
         assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
         assert_eq!(o.model.max_tokens(&p.sub_tasks[1]), Some(10));
         assert!(!o.cut_output_at_max_tokens);
+    }
+
+    /// A task whose output may be summarised (`summarize_strategy: llm`)
+    /// reserves its summary calls too, at the summary model's price.
+    #[test]
+    fn reserves_summary_calls_with_their_task() {
+        let mut p = plan();
+        let d = &mut p.config.dependency;
+        d.summarize_strategy = ctx_model::SummarizeStrategy::Llm;
+        d.max_output_length = Some(10);
+        d.summary_max_tokens = 40;
+        d.summary_model = Some("gpt-4o-mini".into());
+        let mut e = engine(EngineKind::Openai);
+        e.openai.max_tokens = Some(10);
+        e.openai.max_attempts = Some(1);
+        let o = options(
+            &p,
+            &e,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .unwrap();
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0]).counter();
+        let graph = ctx_deps::PlanGraph::new(&p).unwrap();
+        let calls = ctx_deps::summarize::possible_summary_calls(&p, &graph, 0);
+        assert_eq!(calls.len(), 1);
+        let template = ctx_deps::summarize::summary_prompt(&p, &p.sub_tasks[0], "", None);
+        // gpt-4o-mini: 0.15 µ$ per input token, 0.6 per output token; the
+        // prompt is the template + a's 100 output tokens + framing.
+        let prompt = counter.count(&template) as u64 + 16 + 100;
+        let summary_picos = u128::from(prompt) * 150_000 + 40 * 600_000;
+        let expected = usd("0.00354").saturating_add(Usd::from_picos(summary_picos));
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
+        // b has no dependent: nothing to summarise.
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0001584")));
     }
 
     /// A task with checks reserves every check attempt (each with the
