@@ -104,16 +104,16 @@ fn fingerprint_with<'p>(
         "config": config,
     });
     let checks = ctx_model::task_checks(plan, task);
-    if !checks.is_empty() {
-        if let Value::Object(map) = &mut inputs {
-            map.insert(
-                "checks".into(),
-                json!({
-                    "checks": serde_json::to_value(&checks).unwrap_or(Value::Null),
-                    "max_check_attempts": plan.config.max_check_attempts,
-                }),
-            );
-        }
+    if !checks.is_empty()
+        && let Value::Object(map) = &mut inputs
+    {
+        map.insert(
+            "checks".into(),
+            json!({
+                "checks": serde_json::to_value(&checks).unwrap_or(Value::Null),
+                "max_check_attempts": plan.config.max_check_attempts,
+            }),
+        );
     }
     TaskFingerprint {
         inputs_hash: sha256_hex(canonical_json(&inputs).as_bytes()),

@@ -177,10 +177,10 @@ fn bounds_with(
         .map(|t| (t.task_id.clone(), t.model.clone()))
         .collect();
     for row in &mut e.tasks {
-        if let Some((owner, ExtraRow::Judge)) = e.extra_rows.get(&row.task_id) {
-            if let Some(m) = models.get(owner) {
-                row.model.clone_from(m);
-            }
+        if let Some((owner, ExtraRow::Judge)) = e.extra_rows.get(&row.task_id)
+            && let Some(m) = models.get(owner)
+        {
+            row.model.clone_from(m);
         }
     }
     if !e.no_model.is_empty() {
