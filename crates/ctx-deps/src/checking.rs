@@ -107,7 +107,22 @@ pub(crate) async fn evaluate(
         };
         let recorded = match engine.infer(&request).await {
             Ok(response) => {
-                usage = TokenUsage::sum([usage, response.usage]);
+                // An engine that reports no usage (a command) is counted
+                // by ctx, its answer up to the judge's `max_tokens` as a
+                // task's output is cut under a budget: the judge's cost is
+                // then part of the task's, and within the bound `--max-cost`
+                // reserved for it.
+                let judged = response.usage.unwrap_or_else(|| {
+                    let completion =
+                        (counter.count(&response.output) as u64).min(u64::from(judge.max_tokens));
+                    TokenUsage {
+                        prompt_tokens: request.prompt_tokens as u64,
+                        completion_tokens: completion,
+                        total_tokens: request.prompt_tokens as u64 + completion,
+                        cached_tokens: None,
+                    }
+                });
+                usage = TokenUsage::sum([usage, Some(judged)]);
                 evaluation.record_judge_answer(judge.index, &response.output)
             }
             Err(e) => evaluation.record_judge_error(judge.index, &e.message),

@@ -27,7 +27,9 @@
 //!   tokenizer; every call that failed (no usage comes back) is charged as
 //!   the exact prompt plus `max_tokens`, the most it could have been
 //!   billed. Unknown price, or a failed call without `max_tokens`: no cost
-//!   (`None`).
+//!   (`None`). A task's `llm` summary calls are added to its cost when
+//!   they are made (`summarize::after_completion`), by the same rules with
+//!   `summary_max_tokens` as the bound and the summary model's price.
 //! * **Budget** ([`CostOptions::max_cost`]): see the executor's module
 //!   documentation, "Budget".
 //! * **Output cut** ([`CostOptions::cut_output_at_max_tokens`]): an engine
@@ -62,6 +64,17 @@ pub trait CostModel: Send + Sync {
     /// The exact cost of one call of `task` with `usage`; `None` when its
     /// model has no known price.
     fn call_cost(&self, task: &SubTask, usage: &Usage) -> Option<Usd>;
+
+    /// The exact cost of one `summarize_strategy: llm` summary call of
+    /// `task`'s output on `model` (`config.dependency.summary_model`;
+    /// `None`: the model `task` resolves to) with `usage`. The default
+    /// prices it as one of `task`'s own calls, which is right whenever no
+    /// `summary_model` is set; an implementation that knows prices by
+    /// model name should look `model` up.
+    fn summary_call_cost(&self, task: &SubTask, model: Option<&str>, usage: &Usage) -> Option<Usd> {
+        let _ = model;
+        self.call_cost(task, usage)
+    }
 }
 
 /// How a run prices its tasks and, optionally, holds to a budget.
@@ -184,6 +197,9 @@ pub fn task_cost(
     if !called {
         return Some(Usd::ZERO);
     }
+    if !m.check_attempts.is_empty() {
+        return checked_task_cost(model, task, result, counter);
+    }
     let (failed_calls, last) = if result.status == TaskStatus::Completed {
         let usage = match m.tokens_used {
             Some(u) => Usage {
@@ -211,6 +227,59 @@ pub fn task_cost(
     };
     let each = model.call_cost(task, &worst)?;
     Some(last.saturating_add(each.saturating_mul(failed_calls as u64)))
+}
+
+/// [`task_cost`] of a task with checks: every check attempt that got an
+/// answer is priced from its own usage (else ctx's counts), plus its
+/// judges' usage; every engine call that got no answer is charged as the
+/// largest prompt sent plus `max_tokens`. The summed `tokens_used` is not
+/// used with the failed-call rule, which would charge an answered call
+/// twice when an earlier check attempt's answer was rejected.
+fn checked_task_cost(
+    model: &dyn CostModel,
+    task: &SubTask,
+    result: &TaskExecutionResult,
+    counter: &dyn TokenCounter,
+) -> Option<Usd> {
+    let m = &result.metadata;
+    let usage_of = |u: &ctx_model::TokenUsage| Usage {
+        prompt_tokens: u.prompt_tokens,
+        cached_prompt_tokens: u.cached_tokens.unwrap_or(0),
+        completion_tokens: u.completion_tokens,
+    };
+    let mut total = Usd::ZERO;
+    let mut answered = 0usize;
+    let mut largest_prompt = m.prompt_tokens.unwrap_or(0) as u64;
+    for a in &m.check_attempts {
+        largest_prompt = largest_prompt.max(a.prompt_tokens as u64);
+        if a.error.is_some() {
+            continue;
+        }
+        answered += 1;
+        let usage = match &a.tokens_used {
+            Some(u) => usage_of(u),
+            None => Usage {
+                prompt_tokens: a.prompt_tokens as u64,
+                cached_prompt_tokens: 0,
+                completion_tokens: counter.count(&a.output) as u64,
+            },
+        };
+        total = total.saturating_add(model.call_cost(task, &usage)?);
+        if let Some(j) = &a.judge_tokens_used {
+            total = total.saturating_add(model.call_cost(task, &usage_of(j))?);
+        }
+    }
+    let failed_calls = m.attempts.len().saturating_sub(answered);
+    if failed_calls == 0 {
+        return Some(total);
+    }
+    let worst = Usage {
+        prompt_tokens: largest_prompt,
+        cached_prompt_tokens: 0,
+        completion_tokens: model.max_tokens(task)?,
+    };
+    let each = model.call_cost(task, &worst)?;
+    Some(total.saturating_add(each.saturating_mul(failed_calls as u64)))
 }
 
 /// Cuts `output` to the longest prefix (at a character boundary) of at

@@ -311,6 +311,9 @@ pub(crate) async fn after_completion(
     let dep_cfg = &plan.config.dependency;
     let mut record = result.metadata.summary.take().unwrap_or_default();
     record.focus = dep_cfg.summary_focus.as_str().to_string();
+    // What the summary calls made now cost, added to the task's cost
+    // (`None` once one of them cannot be priced).
+    let mut spent: Option<ctx_cost::Usd> = Some(ctx_cost::Usd::ZERO);
     for dependent in needed {
         let dependent_task = dependent.and_then(|d| plan.sub_tasks.get(d));
         let focus = dependent_task.map(|t| t.tool_or_prompt.params.prompt.as_str());
@@ -354,6 +357,17 @@ pub(crate) async fn after_completion(
             execution_time_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
             ..SummaryCall::default()
         };
+        if let Some(c) = &inner.cost {
+            let cost = summary_call_cost(
+                c.model.as_ref(),
+                producer,
+                dep_cfg.summary_model.as_deref(),
+                &request,
+                response.as_ref(),
+                counter.as_ref(),
+            );
+            spent = spent.zip(cost).map(|(a, b)| a.saturating_add(b));
+        }
         match response {
             Ok(resp) => {
                 call.tokens_used = resp.usage;
@@ -393,9 +407,64 @@ pub(crate) async fn after_completion(
         }
         record.calls.push(call);
     }
+    if inner.cost.is_some() {
+        result.metadata.cost_usd = result
+            .metadata
+            .cost_usd
+            .zip(spent)
+            .map(|(a, b)| a.saturating_add(b));
+    }
     result.metadata.summary = Some(record);
     crate::offload::store(store, result.clone()).await?;
     Ok(result)
+}
+
+/// What one summary call cost, by [`crate::cost::task_cost`]'s rules: a
+/// cache hit nothing; an answer its reported usage, else ctx's count of
+/// the prompt and of the answer up to `summary_max_tokens`; every engine
+/// attempt that got no answer the prompt plus `summary_max_tokens`.
+fn summary_call_cost(
+    model: &dyn crate::cost::CostModel,
+    producer: &ctx_model::SubTask,
+    summary_model: Option<&str>,
+    request: &InferenceRequest,
+    response: Result<&ctx_engine::InferenceResponse, &EngineError>,
+    counter: &dyn ctx_tokens::TokenCounter,
+) -> Option<ctx_cost::Usd> {
+    let max = u64::from(request.params.max_tokens.unwrap_or(0));
+    let prompt = request.prompt_tokens as u64;
+    let price = |usage: ctx_cost::Usage| model.summary_call_cost(producer, summary_model, &usage);
+    let worst = || {
+        price(ctx_cost::Usage {
+            prompt_tokens: prompt,
+            cached_prompt_tokens: 0,
+            completion_tokens: max,
+        })
+    };
+    match response {
+        Ok(resp) if resp.cached => Some(ctx_cost::Usd::ZERO),
+        Ok(resp) => {
+            let usage = match resp.usage {
+                Some(u) => ctx_cost::Usage {
+                    prompt_tokens: u.prompt_tokens,
+                    cached_prompt_tokens: u.cached_tokens.unwrap_or(0),
+                    completion_tokens: u.completion_tokens,
+                },
+                None => ctx_cost::Usage {
+                    prompt_tokens: prompt,
+                    cached_prompt_tokens: 0,
+                    completion_tokens: (counter.count(&resp.output) as u64).min(max),
+                },
+            };
+            let failed = resp.attempts.len().saturating_sub(1) as u64;
+            let answered = price(usage)?;
+            if failed == 0 {
+                return Some(answered);
+            }
+            Some(answered.saturating_add(worst()?.saturating_mul(failed)))
+        }
+        Err(e) => Some(worst()?.saturating_mul(e.attempts.len().max(1) as u64)),
+    }
 }
 
 fn fmt_secs(d: Duration) -> String {
@@ -605,6 +674,52 @@ mod tests {
             assert!(prompt.contains("**Output:**\nSUM(a for all)\n"), "{prompt}");
             assert!(!prompt.contains("filler"));
         }
+    }
+
+    /// $1 per million tokens, in and out, for every model.
+    struct OneDollar;
+
+    impl crate::cost::CostModel for OneDollar {
+        fn bound(&self, _: &ctx_model::SubTask) -> Option<ctx_cost::Usd> {
+            Some(ctx_cost::Usd::parse("1").unwrap())
+        }
+        fn max_tokens(&self, _: &ctx_model::SubTask) -> Option<u64> {
+            Some(1000)
+        }
+        fn call_cost(&self, _: &ctx_model::SubTask, u: &ctx_cost::Usage) -> Option<ctx_cost::Usd> {
+            let rate = ctx_cost::Rate::from_micros_per_million(1_000_000);
+            Some(ctx_cost::Price::flat(rate, rate, None).cost(u))
+        }
+    }
+
+    /// A summary call is priced into its producing task's `cost_usd`, so
+    /// the run's spent total (and its budget settlement) counts it.
+    #[test]
+    fn summary_calls_are_priced_into_the_producing_task() {
+        let engine = Arc::new(Fake::default());
+        let store = Arc::new(MemoryStore::new());
+        let options = ExecutorOptions {
+            cost: Some(crate::cost::CostOptions {
+                model: Arc::new(OneDollar),
+                max_cost: Some(ctx_cost::Usd::parse("10").unwrap()),
+                already_spent: ctx_cost::Usd::ZERO,
+                cut_output_at_max_tokens: false,
+            }),
+            ..ExecutorOptions::default()
+        };
+        let p = plan(SummarizeStrategy::Llm, SummaryFocus::Dependent);
+        let exec = Executor::new(p, engine, store.clone(), options).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let report = rt.block_on(exec.run()).unwrap();
+        let micros = |n: u128| ctx_cost::Usd::from_picos(n * 1_000_000);
+        // Every call reports 15 tokens: a's own call and its two summaries
+        // (one per dependent) cost 45 µ$, b and c 15 µ$ each.
+        assert_eq!(result(&store, "a").metadata.cost_usd, Some(micros(45)));
+        assert_eq!(result(&store, "b").metadata.cost_usd, Some(micros(15)));
+        assert_eq!(report.cost.unwrap().spent, micros(75));
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! budget when every task has `max_tokens`, over random plans (DAGs),
 //! prices, usages, failures and retries, with in-process engines — one
 //! that reports usage (random, never above `max_tokens`) and one that
-//! reports none (its output counted, and cut at `max_tokens`).
+//! reports none (its output counted, and cut at `max_tokens`). Tasks may
+//! carry checks that pass, that never pass (every check attempt is made)
+//! and `judge` checks (a judge call per check attempt, through the same
+//! engine): the bound then counts every check attempt and its judges.
 //!
 //! Latencies run on tokio's paused clock, so a case costs no wall time.
 
@@ -27,7 +30,15 @@ struct Prices {
     by_model: BTreeMap<String, Price>,
     cap: u64,
     attempts: u32,
+    /// Per task with checks: its check attempts, and the most prompt
+    /// tokens of its judge call when it has a judge check.
+    checks: BTreeMap<String, (u32, Option<u64>)>,
 }
+
+/// The `max_tokens` of the judge checks the generated plans carry.
+const JUDGE_MAX_TOKENS: u64 = 20;
+/// The rubric of those checks.
+const RUBRIC: &str = "Is the answer complete?";
 
 impl Prices {
     fn price(&self, task: &SubTask) -> Option<&Price> {
@@ -44,11 +55,16 @@ impl Prices {
 impl CostModel for Prices {
     fn bound(&self, task: &SubTask) -> Option<Usd> {
         let max = self.max_tokens(task)?;
-        Some(
-            self.price(task)?
-                .highest_cost(self.cap + FRAMING, max)
-                .saturating_mul(u64::from(self.attempts)),
-        )
+        let price = self.price(task)?;
+        let (check_attempts, judge_prompt) =
+            self.checks.get(&task.id).copied().unwrap_or((1, None));
+        // One check attempt: the task's call and its judge's, each with
+        // the engine's attempts.
+        let mut one = price.highest_cost(self.cap + FRAMING, max);
+        if let Some(judge_prompt) = judge_prompt {
+            one = one.saturating_add(price.highest_cost(judge_prompt, JUDGE_MAX_TOKENS));
+        }
+        Some(one.saturating_mul(u64::from(self.attempts) * u64::from(check_attempts)))
     }
     fn max_tokens(&self, task: &SubTask) -> Option<u64> {
         task.tool_or_prompt.params.max_tokens.map(u64::from)
@@ -109,12 +125,19 @@ impl InferenceEngine for Engine {
                 outcome: "ok".into(),
                 ..Attempt::default()
             });
-            let max = self.max_tokens[&request.task_id];
+            // A judge call is limited by its own max_tokens.
+            let max = request
+                .params
+                .max_tokens
+                .map_or(self.max_tokens[&request.task_id], u64::from);
+            // A retried prompt (it carries the checks' feedback) is
+            // answered with what a `contains: zzz` check asks for.
+            let retried = request.prompt.contains(ctx_checks::FEEDBACK_HEADING);
             let (output, usage) = if self.reports_usage {
                 let prompt = request.prompt_tokens as u64 + b.framing;
                 let completion = max * b.completion_pct / 100;
                 (
-                    "answer".to_string(),
+                    if retried { "zzz answer" } else { "answer" }.to_string(),
                     Some(TokenUsage {
                         prompt_tokens: prompt,
                         completion_tokens: completion,
@@ -124,7 +147,15 @@ impl InferenceEngine for Engine {
                 )
             } else {
                 // Possibly far past max_tokens: the executor must cut it.
-                (vec!["word"; b.words].join(" "), None)
+                let words = vec!["word"; b.words].join(" ");
+                (
+                    if retried {
+                        format!("zzz {words}")
+                    } else {
+                        words
+                    },
+                    None,
+                )
             };
             Ok(InferenceResponse {
                 output,
@@ -150,6 +181,12 @@ struct Case {
     concurrency: usize,
     reports_usage: bool,
     attempts: u32,
+    /// Per task (missing: 0): 0 no checks, 1 a check that passes, 2 one
+    /// that fails the first answer and passes a retried one (the engine
+    /// answers `zzz` to feedback), 3 that and a judge (whose answers never
+    /// have the judge's shape, so every check attempt is made).
+    checks: Vec<u8>,
+    check_attempts: u32,
 }
 
 fn behaviour(attempts: u32) -> impl Strategy<Value = Behaviour> {
@@ -192,6 +229,8 @@ fn case() -> impl Strategy<Value = Case> {
             0u64..1200,
             0usize..5,
             any::<bool>(),
+            proptest::collection::vec(0u8..4, n),
+            1u32..4,
         )
             .prop_map(
                 move |(
@@ -204,6 +243,8 @@ fn case() -> impl Strategy<Value = Case> {
                     budget,
                     conc,
                     usage,
+                    checks,
+                    check_attempts,
                 )| {
                     let deps = raw
                         .iter()
@@ -230,6 +271,8 @@ fn case() -> impl Strategy<Value = Case> {
                         concurrency: conc,
                         reports_usage: usage,
                         attempts,
+                        checks,
+                        check_attempts,
                     }
                 },
             )
@@ -240,10 +283,21 @@ fn id(i: usize) -> String {
     format!("t{i}")
 }
 
+fn checks_of(c: &Case, i: usize) -> serde_json::Value {
+    match c.checks.get(i).copied().unwrap_or(0) {
+        1 => serde_json::json!([{"max_chars": 1_000_000}]),
+        2 => serde_json::json!([{"contains": "zzz"}]),
+        3 => serde_json::json!([{"contains": "zzz"},
+                                {"judge": RUBRIC, "max_tokens": JUDGE_MAX_TOKENS}]),
+        _ => serde_json::json!([]),
+    }
+}
+
 fn plan(c: &Case) -> Plan {
     let subs: Vec<serde_json::Value> = (0..c.deps.len())
         .map(|i| {
             serde_json::json!({
+                "checks": checks_of(c, i),
                 "id": id(i), "description": "d",
                 "dependencies": c.deps[i].iter().map(|&d| id(d)).collect::<Vec<_>>(),
                 "tool_or_prompt": {"name": "inference", "params": {
@@ -256,14 +310,34 @@ fn plan(c: &Case) -> Plan {
         .collect();
     serde_json::from_value(serde_json::json!({
         "schema_version": 1,
-        "config": {"max_prompt_tokens": 400},
+        "config": {"max_prompt_tokens": 400, "max_check_attempts": c.check_attempts},
         "sub_tasks": subs
     }))
     .unwrap()
 }
 
 fn prices(c: &Case) -> Prices {
+    let p = plan(c);
+    // The judge prompt: its fixed text, the judged output (at most the
+    // task's max_tokens; the join may cost a token or two more) and the
+    // server's framing.
+    let checks = p
+        .sub_tasks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| c.checks.get(*i).copied().unwrap_or(0) > 0)
+        .map(|(i, t)| {
+            let judge = (c.checks[i] == 3).then(|| {
+                let counter = ctx_prompt::tokenizer_for_task(&p, t).counter();
+                let template =
+                    ctx_checks::judge::judge_prompt(RUBRIC, "", ctx_prompt::fence::neutralize);
+                counter.count(&template) as u64 + u64::from(c.max_tokens[i]) + 2 + FRAMING
+            });
+            (t.id.clone(), (c.check_attempts, judge))
+        })
+        .collect();
     Prices {
+        checks,
         by_model: c
             .rates
             .iter()
@@ -395,6 +469,8 @@ fn a_task_waits_for_a_release_then_fits() {
         concurrency: 2,
         reports_usage: true,
         attempts: 1,
+        checks: vec![],
+        check_attempts: 1,
     };
     let (report, _) = run(&c, None);
     assert!(report.all_completed(), "{:?}", report.results);
@@ -450,6 +526,8 @@ fn dependents_of_a_budget_skip_are_skipped_for_the_budget() {
         concurrency: 1,
         reports_usage: true,
         attempts: 1,
+        checks: vec![],
+        check_attempts: 1,
     };
     let (report, _) = run(&c, None);
     let errors: Vec<&str> = report
@@ -497,6 +575,8 @@ fn already_spent_counts_against_the_budget() {
         concurrency: 1,
         reports_usage: true,
         attempts: 1,
+        checks: vec![],
+        check_attempts: 1,
     });
     let prices = Prices {
         by_model: [(
@@ -506,6 +586,7 @@ fn already_spent_counts_against_the_budget() {
         .into(),
         cap: 400,
         attempts: 1,
+        checks: BTreeMap::new(),
     };
     let bound = prices.bound(&p.sub_tasks[0]).unwrap();
     let budget = Usd::parse("1").unwrap();
@@ -538,4 +619,89 @@ fn already_spent_counts_against_the_budget() {
         report.results[0]
     );
     assert!(report.cost.unwrap().total() <= budget);
+}
+
+/// A task whose first answer fails its check and whose retry passes made
+/// two answered calls: it is charged those two (within its two-attempt
+/// bound), not the summed usage plus a "failed call" for the rejected
+/// answer, which would spend half as much again as the bound reserved.
+#[test]
+fn a_check_retry_is_charged_once() {
+    let c = Case {
+        deps: vec![vec![]],
+        model: vec![0],
+        max_tokens: vec![100],
+        prompt_words: vec![5],
+        behaviour: vec![Behaviour {
+            latency_ms: 0,
+            failed_calls: 0,
+            fails: false,
+            completion_pct: 100,
+            framing: 0,
+            cached_pct: 0,
+            words: 0,
+        }],
+        // Output tokens only: each answered call costs max_tokens.
+        rates: vec![(0, 0, 1_000_000); 3],
+        budget_permille: 1000,
+        concurrency: 1,
+        reports_usage: true,
+        attempts: 1,
+        checks: vec![2],
+        check_attempts: 2,
+    };
+    let (report, budget) = run(&c, None);
+    let r = &report.results[0];
+    assert_eq!(r.status, TaskStatus::Completed, "{r:?}");
+    assert_eq!(r.metadata.check_attempts.len(), 2);
+    // Two answers of 100 output tokens at $1 per million.
+    assert_eq!(r.metadata.cost_usd, Some(Usd::parse("0.0002").unwrap()));
+    assert!(report.cost.unwrap().total() <= budget);
+}
+
+/// A judge's usage is charged with its task's; an engine that reports no
+/// usage has the judge call counted by ctx.
+#[test]
+fn judge_calls_are_charged_to_their_task() {
+    for reports_usage in [true, false] {
+        let c = Case {
+            deps: vec![vec![]],
+            model: vec![0],
+            max_tokens: vec![100],
+            prompt_words: vec![5],
+            behaviour: vec![Behaviour {
+                latency_ms: 0,
+                failed_calls: 0,
+                fails: false,
+                completion_pct: 0,
+                framing: 0,
+                cached_pct: 0,
+                words: 3,
+            }],
+            // Input tokens only.
+            rates: vec![(1_000_000, 1_000_000, 0); 3],
+            budget_permille: 1000,
+            concurrency: 1,
+            reports_usage,
+            attempts: 1,
+            checks: vec![3],
+            check_attempts: 1,
+        };
+        let (report, budget) = run(&c, None);
+        let r = &report.results[0];
+        let a = &r.metadata.check_attempts[0];
+        let judge = a.judge_tokens_used.expect("the judge's usage");
+        assert!(judge.prompt_tokens > 0);
+        let task_prompt = a
+            .tokens_used
+            .map_or(a.prompt_tokens as u64, |u| u.prompt_tokens);
+        assert_eq!(
+            r.metadata.cost_usd,
+            Some(Usd::from_picos(
+                u128::from(task_prompt + judge.prompt_tokens) * 1_000_000
+            )),
+            "{reports_usage}"
+        );
+        assert!(report.cost.unwrap().total() <= budget);
+    }
 }

@@ -5,8 +5,14 @@
 //! # Key
 //!
 //! `SHA-256(engine identity, model, system prompt, sampling parameters,
-//! final prompt)`, each field length-prefixed, parameters as canonical JSON
-//! without `prompt`, `estimated_ms` and secret keys. The final prompt
+//! final prompt[, response schema])`, each field length-prefixed,
+//! parameters as canonical JSON without `prompt`, `estimated_ms` and secret
+//! keys. The response schema (structured output, from a task's
+//! `json_schema` check) is a field only when the request carries one, as
+//! canonical JSON: two requests that differ only in their schema ask the
+//! engine for differently shaped answers and must not share an entry,
+//! while the key of a request without a schema stays what it was before
+//! schemas existed, so caches written by older versions still hit. The final prompt
 //! already contains the upstream outputs, so a changed task misses, and its
 //! dependents miss exactly when its new output differs from the old.
 //!
@@ -43,16 +49,28 @@ use ctx_store::fingerprint::{canonical_json, sampling_params, sha256_fields};
 pub const CACHE_FILE: &str = "cache.sqlite";
 
 /// The cache key of a request: see the module docs.
-pub fn cache_key(engine_identity: &str, params: &Params, final_prompt: &str) -> String {
+pub fn cache_key(
+    engine_identity: &str,
+    params: &Params,
+    final_prompt: &str,
+    response_schema: Option<&serde_json::Value>,
+) -> String {
     let sampling = canonical_json(&sampling_params(params));
-    sha256_fields(&[
+    let schema = response_schema.map(canonical_json);
+    let mut fields: Vec<&[u8]> = vec![
         b"ctx-cache-v1",
         engine_identity.as_bytes(),
         params.model.as_deref().unwrap_or("").as_bytes(),
         params.system.as_deref().unwrap_or("").as_bytes(),
         sampling.as_bytes(),
         final_prompt.as_bytes(),
-    ])
+    ];
+    if let Some(schema) = &schema {
+        // A tag first, so no schema text can collide with a field layout.
+        fields.push(b"response_schema");
+        fields.push(schema.as_bytes());
+    }
+    sha256_fields(&fields)
 }
 
 /// A cached engine answer.
@@ -324,7 +342,12 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
         request: &'a InferenceRequest,
     ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
         Box::pin(async move {
-            let key = cache_key(&self.identity, &request.params, &request.prompt);
+            let key = cache_key(
+                &self.identity,
+                &request.params,
+                &request.prompt,
+                request.response_schema.as_ref(),
+            );
             match self.cache.get(&key) {
                 Ok(Some(hit)) => {
                     self.stats.hits.fetch_add(1, Ordering::Relaxed);

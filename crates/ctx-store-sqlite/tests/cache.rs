@@ -76,26 +76,80 @@ fn block<T>(f: impl std::future::Future<Output = T>) -> T {
 
 #[test]
 fn key_covers_engine_model_params_and_final_prompt_only() {
-    let base = cache_key("command:abc", &params(), "final");
-    assert_eq!(base, cache_key("command:abc", &params(), "final"));
-    assert_ne!(base, cache_key("command:xyz", &params(), "final"));
-    assert_ne!(base, cache_key("command:abc", &params(), "final!"));
+    let base = cache_key("command:abc", &params(), "final", None);
+    assert_eq!(base, cache_key("command:abc", &params(), "final", None));
+    assert_ne!(base, cache_key("command:xyz", &params(), "final", None));
+    assert_ne!(base, cache_key("command:abc", &params(), "final!", None));
     let mut p = params();
     p.model = Some("other".into());
-    assert_ne!(base, cache_key("command:abc", &p, "final"));
+    assert_ne!(base, cache_key("command:abc", &p, "final", None));
     let mut p = params();
     p.temperature = Some(0.7);
-    assert_ne!(base, cache_key("command:abc", &p, "final"));
+    assert_ne!(base, cache_key("command:abc", &p, "final", None));
     let mut p = params();
     p.system = Some("be terse".into());
-    assert_ne!(base, cache_key("command:abc", &p, "final"));
+    assert_ne!(base, cache_key("command:abc", &p, "final", None));
     // The template is inside the final prompt already; scheduling hints
     // and credentials do not change the answer.
     let mut p = params();
     p.prompt = "another template".into();
     p.estimated_ms = Some(10);
     p.extra.insert("api_key".into(), serde_json::json!("sk-1"));
-    assert_eq!(base, cache_key("command:abc", &p, "final"));
+    assert_eq!(base, cache_key("command:abc", &p, "final", None));
+}
+
+#[test]
+fn key_covers_the_response_schema_only_when_there_is_one() {
+    // Without a schema the key is the pre-schema key, byte for byte: the
+    // six length-prefixed fields, nothing appended.
+    let sampling =
+        ctx_store::fingerprint::canonical_json(&ctx_store::fingerprint::sampling_params(&params()));
+    let old = ctx_store::fingerprint::sha256_fields(&[
+        b"ctx-cache-v1",
+        b"command:abc",
+        b"m",
+        b"",
+        sampling.as_bytes(),
+        b"final",
+    ]);
+    assert_eq!(cache_key("command:abc", &params(), "final", None), old);
+    let a = serde_json::json!({"type": "object", "required": ["score"]});
+    let b = serde_json::json!({"type": "object", "required": ["grade"]});
+    let with_a = cache_key("command:abc", &params(), "final", Some(&a));
+    assert_ne!(with_a, old);
+    assert_ne!(
+        with_a,
+        cache_key("command:abc", &params(), "final", Some(&b))
+    );
+    // Canonical: key order inside the schema does not matter.
+    let a2 = serde_json::json!({"required": ["score"], "type": "object"});
+    assert_eq!(
+        with_a,
+        cache_key("command:abc", &params(), "final", Some(&a2))
+    );
+}
+
+#[test]
+fn requests_differing_only_in_schema_do_not_share_an_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = Arc::new(RunRoot::new(tmp.path()).cache().unwrap());
+    let inner = Arc::new(Counting::default());
+    let engine = CachingEngine::new(inner.clone(), cache, "counting", Some("run-1".into()));
+    let mut with_schema = request("hello", params());
+    with_schema.response_schema = Some(serde_json::json!({"type": "object"}));
+    assert!(
+        !block(engine.infer(&request("hello", params())))
+            .unwrap()
+            .cached
+    );
+    assert!(!block(engine.infer(&with_schema)).unwrap().cached);
+    assert!(block(engine.infer(&with_schema)).unwrap().cached);
+    assert!(
+        block(engine.infer(&request("hello", params())))
+            .unwrap()
+            .cached
+    );
+    assert_eq!(inner.calls.load(Ordering::SeqCst), 2);
 }
 
 #[test]

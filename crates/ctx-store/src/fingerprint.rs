@@ -27,8 +27,9 @@ use sha2::{Digest, Sha256};
 pub struct TaskFingerprint {
     /// SHA-256 of the inputs that shape the final prompt, apart from
     /// upstream outputs: tool name, `params.prompt`, `params.system`, the
-    /// resolved entity values, the dependency ids and descriptions, and the
-    /// plan's `config`.
+    /// resolved entity values, the dependency ids and descriptions, the
+    /// plan's `config`, and, for a task with checks only, its checks
+    /// (`config.checks` then its own) and `config.max_check_attempts`.
     pub inputs_hash: String,
     /// `params.model`.
     pub model: Option<String>,
@@ -83,14 +84,37 @@ fn fingerprint_with<'p>(
         .iter()
         .map(|d| json!({"id": d, "description": description(d)}))
         .collect();
-    let inputs = json!({
+    // The checks are hashed apart from the rest of the config, and only
+    // for a task that has some: a task's checks decide whether its output
+    // is accepted and what its retried prompts say, so editing them (or
+    // `max_check_attempts`) must re-run it, while a task without checks
+    // keeps the fingerprint it had before checks existed, so runs stored
+    // by older versions resume with everything reused.
+    let mut config = serde_json::to_value(&plan.config).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut config {
+        map.remove("checks");
+        map.remove("max_check_attempts");
+    }
+    let mut inputs = json!({
         "tool": task.tool_or_prompt.name,
         "prompt": params.prompt,
         "system": params.system,
         "entities": entities,
         "dependencies": dependencies,
-        "config": serde_json::to_value(&plan.config).unwrap_or(Value::Null),
+        "config": config,
     });
+    let checks = ctx_model::task_checks(plan, task);
+    if !checks.is_empty()
+        && let Value::Object(map) = &mut inputs
+    {
+        map.insert(
+            "checks".into(),
+            json!({
+                "checks": serde_json::to_value(&checks).unwrap_or(Value::Null),
+                "max_check_attempts": plan.config.max_check_attempts,
+            }),
+        );
+    }
     TaskFingerprint {
         inputs_hash: sha256_hex(canonical_json(&inputs).as_bytes()),
         model: params.model.clone(),
@@ -281,6 +305,66 @@ mod tests {
             .extra
             .insert("api_key".into(), json!("sk-2"));
         assert_eq!(fingerprint(&q, &q.sub_tasks[0]), base_a);
+    }
+
+    #[test]
+    fn checks_change_the_fingerprint_of_tasks_that_have_them_only() {
+        let p = plan();
+        let base_a = fingerprint(&p, &p.sub_tasks[0]);
+        let base_b = fingerprint(&p, &p.sub_tasks[1]);
+        let check = |text: &str| serde_json::from_value(json!({"contains": text})).unwrap();
+
+        // A task's own check: that task re-runs, the other does not.
+        let mut q = p.clone();
+        q.sub_tasks[0].checks.push(check("10 x 20"));
+        let with_check = fingerprint(&q, &q.sub_tasks[0]);
+        assert_ne!(with_check.inputs_hash, base_a.inputs_hash);
+        assert_eq!(fingerprint(&q, &q.sub_tasks[1]), base_b);
+        // Editing it, or the attempts, changes it again.
+        let mut r = q.clone();
+        r.sub_tasks[0].checks[0] = check("12 x 24");
+        assert_ne!(fingerprint(&r, &r.sub_tasks[0]), with_check);
+        let mut r = q.clone();
+        r.config.max_check_attempts = 3;
+        assert_ne!(fingerprint(&r, &r.sub_tasks[0]), with_check);
+        // ... which leaves a task without checks alone.
+        assert_eq!(fingerprint(&r, &r.sub_tasks[1]), base_b);
+
+        // `config.checks` applies to every task.
+        let mut q = p.clone();
+        q.config.checks.push(check("x"));
+        assert_ne!(fingerprint(&q, &q.sub_tasks[0]), base_a);
+        assert_ne!(fingerprint(&q, &q.sub_tasks[1]), base_b);
+    }
+
+    #[test]
+    fn a_task_without_checks_keeps_its_pre_checks_fingerprint() {
+        // The inputs exactly as they were hashed before checks existed:
+        // the config without `checks` and `max_check_attempts`.
+        let p = plan();
+        let mut config = serde_json::to_value(&p.config).unwrap();
+        let map = config.as_object_mut().unwrap();
+        map.remove("checks");
+        map.remove("max_check_attempts");
+        let old = json!({
+            "tool": "inference",
+            "prompt": "Q",
+            "system": null,
+            "entities": [],
+            "dependencies": [{"id": "a", "description": "first"}],
+            "config": config,
+        });
+        assert_eq!(
+            fingerprint(&p, &p.sub_tasks[1]).inputs_hash,
+            sha256_hex(canonical_json(&old).as_bytes())
+        );
+        // Whatever max_check_attempts says when there are no checks.
+        let mut q = p.clone();
+        q.config.max_check_attempts = 5;
+        assert_eq!(
+            fingerprint(&q, &q.sub_tasks[1]),
+            fingerprint(&p, &p.sub_tasks[1])
+        );
     }
 
     #[test]

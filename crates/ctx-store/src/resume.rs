@@ -14,7 +14,8 @@
 //!    result at all);
 //! 2. the stored fingerprint's `inputs_hash` equals the current one (else
 //!    `prompt changed`): the prompt template, system prompt, resolved
-//!    entity values, dependency ids and descriptions, and plan config;
+//!    entity values, dependency ids and descriptions, plan config, and
+//!    for a task with checks its checks and `max_check_attempts`;
 //! 3. the model is the same (else `model changed`);
 //! 4. the other parameters hash the same (else `params changed`);
 //! 5. the engine is the same (else `engine changed`);

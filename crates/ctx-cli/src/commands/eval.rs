@@ -8,7 +8,9 @@
 //!   prompt: the checks (the `entities` check too) and the schedule are
 //!   the same in all of them.
 //! * `--repeat N` runs each variant N times (sampled models vary), one run
-//!   after another, each with `--concurrency` tasks in flight.
+//!   after another, each with `--concurrency` tasks in flight. Running
+//!   them concurrently under one shared limit (issue 11) is not done yet:
+//!   docs/evaluation.md says what it needs.
 //! * Every run is an ordinary stored run, labelled `[eval VARIANT K/N]`
 //!   after its plan path (`ctx runs list`) and its engine (`ctx runs
 //!   show`), so each can be inspected and resumed with `ctx run --resume`.

@@ -32,8 +32,18 @@
 //!   unbounded, and the report names the task and suggests `--max-tokens`.
 //! * **Attempts**: the high end is multiplied by
 //!   [`ctx_cost::attempt_bound`]: `--max-attempts` of the OpenAI engine
-//!   (default 4, as `ctx run`'s), since a retried request may be billed.
-//!   ctx has no check retries yet, so that factor is 1.
+//!   (default 4, as `ctx run`'s), since a retried request may be billed,
+//!   and, for a task with checks, by `config.max_check_attempts` (each
+//!   check attempt is a new request): `attempt_bound(max_check_attempts -
+//!   1, max_attempts)`.
+//! * **Judges**: each `judge` check of a task is a row of its own,
+//!   `ID (judge N)` (N counts the task's checks from 1, `config.checks`
+//!   first), made once per check attempt: model the check's `judge_model`,
+//!   else the task's; prompt high the judge prompt with an empty output,
+//!   plus the task's completion high (the most output there is to judge),
+//!   plus the framing of one message; completion high the check's
+//!   `max_tokens` (default 256). `ctx run --max-cost` adds these rows to
+//!   the task's own reservation.
 //!
 //! Prices come from [`super::prices::PriceArgs::book`], with the plan's
 //! `config.prices` in its place; a model no source prices is "price
@@ -48,6 +58,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use ctx_checks::Check;
 use ctx_cost::{TaskEstimate, TokenRange, attempt_bound, estimate_costs};
 use ctx_deps::PlanGraph;
 use ctx_model::Plan;
@@ -106,13 +117,29 @@ pub(crate) struct Defaults<'a> {
     pub model: Option<&'a str>,
     pub max_tokens: Option<u32>,
     pub system: Option<&'a str>,
+    /// The engine's attempts per request (`--max-attempts`), the first
+    /// included; check retries multiply them per task.
     pub attempts: u32,
+}
+
+/// What a row that is not a task's own call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExtraRow {
+    /// A `judge` check's call.
+    Judge,
+    /// A `summarize_strategy: llm` summary call.
+    Summary,
 }
 
 /// Every task's estimate, and the tasks that have none.
 pub(crate) struct Estimates {
-    /// Tasks with a model whose own prompt fits the cap, in plan order.
+    /// Tasks with a model whose own prompt fits the cap, in plan order,
+    /// each followed by its judge rows and its summary rows.
     pub tasks: Vec<TaskEstimate>,
+    /// For each row of `tasks` that is not a task's own call, the task it
+    /// belongs to and whether it is a judge call (`ctx run --max-cost`
+    /// reserves judge rows with their task).
+    pub extra_rows: HashMap<String, (String, ExtraRow)>,
     /// Tasks with neither `params.model` nor a default model.
     pub no_model: Vec<String>,
     /// Task ids whose own prompt does not fit the cap, and why.
@@ -136,7 +163,7 @@ pub fn run(args: Args) -> CliResult {
         model: args.model.as_deref(),
         max_tokens: args.max_tokens,
         system: args.system.as_deref(),
-        attempts: attempt_bound(0, args.max_attempts),
+        attempts: args.max_attempts,
     };
     let estimates = task_estimates(&plan, &defaults)
         .map_err(|e| e.located(&args.plan.display().to_string()))?;
@@ -223,6 +250,7 @@ pub(crate) fn estimate_tasks(plan: &Plan, defaults: &Defaults<'_>) -> Result<Est
     let mut estimates = Vec::with_capacity(plan.sub_tasks.len());
     let mut no_model = Vec::new();
     let mut over_cap = Vec::new();
+    let mut extra_rows = HashMap::new();
     for (i, task) in plan.sub_tasks.iter().enumerate() {
         let params = &task.tool_or_prompt.params;
         let Some(model) = params.model.as_deref().or(defaults.model) else {
@@ -263,6 +291,15 @@ pub(crate) fn estimate_tasks(plan: &Plan, defaults: &Defaults<'_>) -> Result<Est
             Some(n) => TokenRange::bounded(0, u64::from(n)),
             None => TokenRange::unbounded(0),
         };
+        let checks = ctx_model::task_checks(plan, task);
+        let attempts = if checks.is_empty() {
+            attempt_bound(0, defaults.attempts)
+        } else {
+            attempt_bound(
+                plan.config.max_check_attempts.saturating_sub(1),
+                defaults.attempts,
+            )
+        };
         estimates.push(TaskEstimate {
             task_id: task.id.clone(),
             model: model.to_string(),
@@ -271,8 +308,17 @@ pub(crate) fn estimate_tasks(plan: &Plan, defaults: &Defaults<'_>) -> Result<Est
                 cap as u64 + system_tokens + framing,
             ),
             completion_tokens: completion,
-            attempts: defaults.attempts,
+            attempts,
         });
+        for (n, check) in checks.iter().enumerate() {
+            let Some(row) = judge_estimate(task, n, check, model, completion, attempts, &*counter)
+            else {
+                continue;
+            };
+            extra_rows.insert(row.task_id.clone(), (task.id.clone(), ExtraRow::Judge));
+            estimates.push(row);
+        }
+        let before = estimates.len();
         summary_estimates(
             plan,
             &graph,
@@ -283,11 +329,47 @@ pub(crate) fn estimate_tasks(plan: &Plan, defaults: &Defaults<'_>) -> Result<Est
             counter.as_ref(),
             &mut estimates,
         );
+        for row in &estimates[before..] {
+            extra_rows.insert(row.task_id.clone(), (task.id.clone(), ExtraRow::Summary));
+        }
     }
     Ok(Estimates {
         tasks: estimates,
+        extra_rows,
         no_model,
         over_cap,
+    })
+}
+
+/// The row of check `n` of `task` when it is a `judge` check (module
+/// documentation, "Judges"): one call per check attempt.
+fn judge_estimate(
+    task: &ctx_model::SubTask,
+    n: usize,
+    check: &Check,
+    model: &str,
+    output: TokenRange,
+    attempts: u32,
+    counter: &dyn TokenCounter,
+) -> Option<TaskEstimate> {
+    let ctx_checks::Rule::Judge(judge) = &check.rule else {
+        return None;
+    };
+    let template =
+        ctx_checks::judge::judge_prompt(&judge.rubric, "", ctx_prompt::fence::neutralize);
+    let fixed = counter.count(&template) as u64 + FRAMING_PER_MESSAGE + FRAMING_REPLY;
+    let max_tokens = judge
+        .max_tokens
+        .unwrap_or(ctx_checks::spec::DEFAULT_JUDGE_MAX_TOKENS);
+    Some(TaskEstimate {
+        task_id: format!("{} (judge {})", task.id, n + 1),
+        model: judge.judge_model.as_deref().unwrap_or(model).to_string(),
+        prompt_tokens: match output.high {
+            Some(high) => TokenRange::bounded(0, fixed + high),
+            None => TokenRange::unbounded(0),
+        },
+        completion_tokens: TokenRange::bounded(0, u64::from(max_tokens)),
+        attempts,
     })
 }
 

@@ -12,7 +12,10 @@
 //!   `CTX_MODEL`). The dry-run engine calls no model: its tasks cost $0.
 //! * **max_tokens**: `params.max_tokens`, else `--max-tokens`.
 //! * **Attempts**: the openai engine's `--max-attempts` (default 4); one
-//!   for the others.
+//!   for the others; times `max_check_attempts` for a task with checks.
+//! * **Extra calls**: a task's judge calls and its `llm` summary calls
+//!   (the `ID (judge N)` and `ID (summary…)` rows of `ctx plan cost`) are
+//!   part of its reservation and of its `cost_usd`.
 //!
 //! With `--max-cost`, the run refuses to start (exit 2) when a task has no
 //! `max_tokens` (its completion has no bound), names no model, or names a
@@ -23,11 +26,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ctx_cost::{PriceBook, Usage, Usd, attempt_bound, estimate_costs};
+use ctx_cost::{PriceBook, Usage, Usd, estimate_costs};
 use ctx_deps::{CostModel, CostOptions};
 use ctx_model::{Plan, SubTask};
 
-use super::plan_cost::{Defaults, estimate_tasks};
+use super::plan_cost::{Defaults, ExtraRow, estimate_tasks};
 use crate::engines::{EngineArgs, EngineKind, openai::DEFAULT_MAX_ATTEMPTS};
 use crate::exit::CliError;
 
@@ -73,6 +76,14 @@ impl CostModel for RunCosts {
             return Some(Usd::ZERO);
         }
         Some(self.book.lookup(self.model(task)?)?.price.cost(usage))
+    }
+
+    fn summary_call_cost(&self, task: &SubTask, model: Option<&str>, usage: &Usage) -> Option<Usd> {
+        if self.free {
+            return Some(Usd::ZERO);
+        }
+        let model = model.or_else(|| self.model(task))?;
+        Some(self.book.lookup(model)?.price.cost(usage))
     }
 }
 
@@ -144,7 +155,7 @@ fn bounds(
         } else {
             None
         },
-        attempts: attempt_bound(0, attempts),
+        attempts,
     };
     bounds_with(plan, costs, &defaults)
 }
@@ -155,7 +166,23 @@ fn bounds_with(
     costs: &RunCosts,
     defaults: &Defaults<'_>,
 ) -> Result<HashMap<String, Option<Usd>>, CliError> {
-    let e = estimate_tasks(plan, defaults).map_err(CliError::usage)?;
+    let mut e = estimate_tasks(plan, defaults).map_err(CliError::usage)?;
+    // The executor adds a judge's usage to its task's and prices it at the
+    // task's model, so the reservation prices the judge rows the same way
+    // (`ctx plan cost` shows them at the judge's model).
+    let models: HashMap<String, String> = e
+        .tasks
+        .iter()
+        .filter(|t| !e.extra_rows.contains_key(&t.task_id))
+        .map(|t| (t.task_id.clone(), t.model.clone()))
+        .collect();
+    for row in &mut e.tasks {
+        if let Some((owner, ExtraRow::Judge)) = e.extra_rows.get(&row.task_id)
+            && let Some(m) = models.get(owner)
+        {
+            row.model.clone_from(m);
+        }
+    }
     if !e.no_model.is_empty() {
         return Err(CliError::usage(format!(
             "--max-cost: {} name{} no model ({}), so no price bounds {}; give params.model{}",
@@ -186,11 +213,28 @@ fn bounds_with(
             }
         )));
     }
-    let mut map: HashMap<String, Option<Usd>> = report
-        .tasks
-        .into_iter()
-        .map(|t| (t.task_id, t.cost_usd.high))
-        .collect();
+    let mut map: HashMap<String, Option<Usd>> = HashMap::new();
+    let mut judges: Vec<(String, Option<Usd>)> = Vec::new();
+    for t in report.tasks {
+        match e.extra_rows.get(&t.task_id) {
+            None => {
+                map.insert(t.task_id, t.cost_usd.high);
+            }
+            // A task with checks makes its judge calls within its own
+            // reservation (every check attempt's judges), and a task's
+            // `llm` summaries are written before its reservation is
+            // settled, so both are part of it.
+            Some((owner, _)) => judges.push((owner.clone(), t.cost_usd.high)),
+        }
+    }
+    for (owner, high) in judges {
+        if let Some(bound) = map.get_mut(&owner) {
+            *bound = match (*bound, high) {
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                _ => None,
+            };
+        }
+    }
     // A task whose own prompt cannot fit its cap fails before any call.
     for (id, _) in e.over_cap {
         map.insert(id, Some(Usd::ZERO));
@@ -271,6 +315,79 @@ mod tests {
         assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
         assert_eq!(o.model.max_tokens(&p.sub_tasks[1]), Some(10));
         assert!(!o.cut_output_at_max_tokens);
+    }
+
+    /// A task whose output may be summarised (`summarize_strategy: llm`)
+    /// reserves its summary calls too, at the summary model's price.
+    #[test]
+    fn reserves_summary_calls_with_their_task() {
+        let mut p = plan();
+        let d = &mut p.config.dependency;
+        d.summarize_strategy = ctx_model::SummarizeStrategy::Llm;
+        d.max_output_length = Some(10);
+        d.summary_max_tokens = 40;
+        d.summary_model = Some("gpt-4o-mini".into());
+        let mut e = engine(EngineKind::Openai);
+        e.openai.max_tokens = Some(10);
+        e.openai.max_attempts = Some(1);
+        let o = options(
+            &p,
+            &e,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .unwrap();
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0]).counter();
+        let graph = ctx_deps::PlanGraph::new(&p).unwrap();
+        let calls = ctx_deps::summarize::possible_summary_calls(&p, &graph, 0);
+        assert_eq!(calls.len(), 1);
+        let template = ctx_deps::summarize::summary_prompt(&p, &p.sub_tasks[0], "", None);
+        // gpt-4o-mini: 0.15 µ$ per input token, 0.6 per output token; the
+        // prompt is the template + a's 100 output tokens + framing.
+        let prompt = counter.count(&template) as u64 + 16 + 100;
+        let summary_picos = u128::from(prompt) * 150_000 + 40 * 600_000;
+        let expected = usd("0.00354").saturating_add(Usd::from_picos(summary_picos));
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
+        // b has no dependent: nothing to summarise.
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0001584")));
+    }
+
+    /// A task with checks reserves every check attempt (each with the
+    /// engine's attempts) and every attempt's judge calls, the judge
+    /// priced at the task's model as the executor charges it.
+    #[test]
+    fn reserves_check_retries_and_judge_calls() {
+        let mut p = plan();
+        p.config.max_check_attempts = 3;
+        p.sub_tasks[0].checks = serde_json::from_value(serde_json::json!([
+            {"contains": "a"},
+            {"judge": "Does it say a?", "judge_model": "gpt-4o-mini", "max_tokens": 50}
+        ]))
+        .unwrap();
+        let mut e = engine(EngineKind::Openai);
+        e.openai.max_tokens = Some(10);
+        e.openai.max_attempts = Some(2);
+        let o = options(
+            &p,
+            &e,
+            PriceBook::with_defaults(),
+            Some(usd("1")),
+            Usd::ZERO,
+        )
+        .unwrap();
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0]).counter();
+        let template =
+            ctx_checks::judge::judge_prompt("Does it say a?", "", ctx_prompt::fence::neutralize);
+        let judge_prompt = counter.count(&template) as u64 + 16 + 100;
+        // gpt-4o: 2.5 µ$ per input token, 10 per output token; the task
+        // call 3,540 µ$, the judge (prompt + its task's 100 output tokens
+        // + framing) × 2.5 + 50 × 10; six calls of each (3 × 2).
+        let judge_micros = judge_prompt * 25 / 10 + 500;
+        let expected = Usd::from_picos(u128::from((3540 + judge_micros) * 6) * 1_000_000);
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
+        // b has no checks: one check attempt.
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
     }
 
     #[test]
