@@ -641,7 +641,6 @@ proptest! {
     }
 }
 
-
 /// Found by `seams_never_add_a_tag`: the template's own `<|` and `｜&gt;`
 /// close into a control token around the neutralized values. The render
 /// is refused (fail closed), never returned with a token the template did
@@ -652,7 +651,9 @@ fn template_text_closing_a_token_around_values_is_refused() {
     let t = Template::parse(src, "p.md").unwrap();
     let v = vals(&[("A", ">>"), ("B", "<|")]);
     match render(&t, &Classes::default(), &v) {
-        Err(RenderError::FenceBroken { expected, found, .. }) => assert!(found > expected),
+        Err(RenderError::FenceBroken {
+            expected, found, ..
+        }) => assert!(found > expected),
         Ok(r) => {
             let mut got = kinds(&r.text);
             let mut want = kinds(t.body());
