@@ -1287,7 +1287,7 @@ async fn execute_task(
 
 /// One engine call, bounded in time by [`ExecutorOptions::task_timeout`]
 /// and in output by [`ExecutorOptions::max_output_bytes`].
-async fn call_engine(
+pub(crate) async fn call_engine(
     inner: &Inner,
     request: &InferenceRequest,
 ) -> Result<ctx_engine::InferenceResponse, EngineError> {

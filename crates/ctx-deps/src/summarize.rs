@@ -40,7 +40,6 @@
 //! failing does.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ctx_model::{
     Plan, SubTask, SummarizeStrategy, SummaryCall, SummaryFocus, SummaryRecord,
@@ -341,16 +340,9 @@ pub(crate) async fn after_completion(
             },
         };
         let t0 = Instant::now();
-        let response = match inner.task_timeout {
-            Some(limit) => match tokio::time::timeout(limit, inner.engine.infer(&request)).await {
-                Ok(r) => r,
-                Err(_) => Err(EngineError::new(format!(
-                    "the summary call timed out after {} (--task-timeout)",
-                    fmt_secs(limit)
-                ))),
-            },
-            None => inner.engine.infer(&request).await,
-        };
+        // The executor's one engine call: bounded by `--task-timeout` and
+        // the output bound like a task's own call.
+        let response = crate::executor::call_engine(inner, &request).await;
         let mut call = SummaryCall {
             dependent: dependent_task.map(|t| t.id.clone()),
             model,
@@ -377,10 +369,7 @@ pub(crate) async fn after_completion(
                     call.model = Some(m);
                 }
                 let text = resp.output.trim();
-                if resp.output.len() > inner.max_output_bytes {
-                    call.fallback = true;
-                    call.error = Some(ctx_engine::output_too_large(inner.max_output_bytes));
-                } else if text.is_empty() {
+                if text.is_empty() {
                     call.fallback = true;
                     call.error = Some("the summary call answered nothing".into());
                 } else {
@@ -464,14 +453,6 @@ fn summary_call_cost(
             Some(answered.saturating_add(worst()?.saturating_mul(failed)))
         }
         Err(e) => Some(worst()?.saturating_mul(e.attempts.len().max(1) as u64)),
-    }
-}
-
-fn fmt_secs(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{:.3}s", d.as_secs_f64())
     }
 }
 
