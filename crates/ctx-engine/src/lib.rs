@@ -43,6 +43,7 @@
 //!     params: Default::default(),
 //!     prompt_tokens: 3,
 //!     max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
+//!     response_schema: None,
 //!     purpose: Default::default(),
 //! };
 //! // Any executor drives the future; this one is ready at once.
