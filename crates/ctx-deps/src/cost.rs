@@ -201,12 +201,8 @@ pub fn task_cost(
         return checked_task_cost(model, task, result, counter);
     }
     let (failed_calls, last) = if result.status == TaskStatus::Completed {
-        let usage = match m.tokens_used {
-            Some(u) => Usage {
-                prompt_tokens: u.prompt_tokens,
-                cached_prompt_tokens: u.cached_tokens.unwrap_or(0),
-                completion_tokens: u.completion_tokens,
-            },
+        let usage = match &m.tokens_used {
+            Some(u) => reported(u),
             None => Usage {
                 prompt_tokens: prompt,
                 cached_prompt_tokens: 0,
@@ -217,16 +213,38 @@ pub fn task_cost(
     } else {
         (calls.max(1), Usd::ZERO)
     };
+    with_failed_calls(model, task, last, prompt, failed_calls)
+}
+
+/// Usage as the engine reported it, in the cost model's terms.
+pub(crate) fn reported(u: &ctx_model::TokenUsage) -> Usage {
+    Usage {
+        prompt_tokens: u.prompt_tokens,
+        cached_prompt_tokens: u.cached_tokens.unwrap_or(0),
+        completion_tokens: u.completion_tokens,
+    }
+}
+
+/// `spent` plus `failed_calls` engine calls that got no answer, each
+/// charged as `prompt_tokens` plus the task's `max_tokens`: the provider
+/// may have billed them, and reported no usage.
+fn with_failed_calls(
+    model: &dyn CostModel,
+    task: &SubTask,
+    spent: Usd,
+    prompt_tokens: u64,
+    failed_calls: usize,
+) -> Option<Usd> {
     if failed_calls == 0 {
-        return Some(last);
+        return Some(spent);
     }
     let worst = Usage {
-        prompt_tokens: prompt,
+        prompt_tokens,
         cached_prompt_tokens: 0,
         completion_tokens: model.max_tokens(task)?,
     };
     let each = model.call_cost(task, &worst)?;
-    Some(last.saturating_add(each.saturating_mul(failed_calls as u64)))
+    Some(spent.saturating_add(each.saturating_mul(failed_calls as u64)))
 }
 
 /// [`task_cost`] of a task with checks: every check attempt that got an
@@ -242,11 +260,6 @@ fn checked_task_cost(
     counter: &dyn TokenCounter,
 ) -> Option<Usd> {
     let m = &result.metadata;
-    let usage_of = |u: &ctx_model::TokenUsage| Usage {
-        prompt_tokens: u.prompt_tokens,
-        cached_prompt_tokens: u.cached_tokens.unwrap_or(0),
-        completion_tokens: u.completion_tokens,
-    };
     let mut total = Usd::ZERO;
     let mut answered = 0usize;
     let mut largest_prompt = m.prompt_tokens.unwrap_or(0) as u64;
@@ -257,7 +270,7 @@ fn checked_task_cost(
         }
         answered += 1;
         let usage = match &a.tokens_used {
-            Some(u) => usage_of(u),
+            Some(u) => reported(u),
             None => Usage {
                 prompt_tokens: a.prompt_tokens as u64,
                 cached_prompt_tokens: 0,
@@ -266,20 +279,11 @@ fn checked_task_cost(
         };
         total = total.saturating_add(model.call_cost(task, &usage)?);
         if let Some(j) = &a.judge_tokens_used {
-            total = total.saturating_add(model.call_cost(task, &usage_of(j))?);
+            total = total.saturating_add(model.call_cost(task, &reported(j))?);
         }
     }
     let failed_calls = m.attempts.len().saturating_sub(answered);
-    if failed_calls == 0 {
-        return Some(total);
-    }
-    let worst = Usage {
-        prompt_tokens: largest_prompt,
-        cached_prompt_tokens: 0,
-        completion_tokens: model.max_tokens(task)?,
-    };
-    let each = model.call_cost(task, &worst)?;
-    Some(total.saturating_add(each.saturating_mul(failed_calls as u64)))
+    with_failed_calls(model, task, total, largest_prompt, failed_calls)
 }
 
 /// Cuts `output` to the longest prefix (at a character boundary) of at

@@ -433,12 +433,8 @@ fn summary_call_cost(
     match response {
         Ok(resp) if resp.cached => Some(ctx_cost::Usd::ZERO),
         Ok(resp) => {
-            let usage = match resp.usage {
-                Some(u) => ctx_cost::Usage {
-                    prompt_tokens: u.prompt_tokens,
-                    cached_prompt_tokens: u.cached_tokens.unwrap_or(0),
-                    completion_tokens: u.completion_tokens,
-                },
+            let usage = match &resp.usage {
+                Some(u) => crate::cost::reported(u),
                 None => ctx_cost::Usage {
                     prompt_tokens: prompt,
                     cached_prompt_tokens: 0,
