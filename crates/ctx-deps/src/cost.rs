@@ -124,6 +124,15 @@ pub struct CostSummary {
 }
 
 impl CostSummary {
+    /// Counts a task executed in this session: its `cost_usd` into
+    /// [`spent`](Self::spent), or one more [`unknown`](Self::unknown).
+    pub fn add_executed(&mut self, result: &TaskExecutionResult) {
+        match result.metadata.cost_usd {
+            Some(cost) => self.spent = self.spent.saturating_add(cost),
+            None => self.unknown += 1,
+        }
+    }
+
     /// `earlier + spent`: what the run has cost so far.
     pub fn total(&self) -> Usd {
         self.earlier.saturating_add(self.spent)

@@ -662,10 +662,7 @@ impl Executor {
                         .needed
                         .saturating_add(c.model.bound(task).unwrap_or(Usd::ZERO));
                 } else if executed.contains(r.task_id.as_str()) {
-                    match r.metadata.cost_usd {
-                        Some(cost) => summary.spent = summary.spent.saturating_add(cost),
-                        None => summary.unknown += 1,
-                    }
+                    summary.add_executed(r);
                 }
             }
             summary

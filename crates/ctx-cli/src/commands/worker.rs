@@ -910,8 +910,8 @@ fn shared_cost(rows: &[ctx_store_postgres::TaskRow]) -> ctx_deps::CostSummary {
         unknown: 0,
     };
     for row in rows.iter().filter(|r| r.claim_seq.is_some()) {
-        match row.result.as_ref().and_then(|r| r.metadata.cost_usd) {
-            Some(cost) => summary.spent = summary.spent.saturating_add(cost),
+        match &row.result {
+            Some(result) => summary.add_executed(result),
             None => summary.unknown += 1,
         }
     }
