@@ -150,25 +150,12 @@ struct TaskRates {
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
     let mut plan = super::plan_check::load_valid_plan(&args.plan)?;
-    if let Some(n) = args.max_prompt_tokens {
-        if n == 0 {
-            return Err(CliError::usage("--max-prompt-tokens must be at least 1"));
-        }
-        plan.config.max_prompt_tokens = n;
-    }
-    if let Some(n) = args.max_check_attempts {
-        if n == 0 {
-            return Err(CliError::usage("--max-check-attempts must be at least 1"));
-        }
-        plan.config.max_check_attempts = n;
-    }
+    super::run::override_limits(&mut plan, args.max_prompt_tokens, args.max_check_attempts)?;
     if args.repeat == 0 {
         return Err(CliError::usage("--repeat must be at least 1"));
     }
     let timeout = task_timeout(args.task_timeout)?;
-    if args.max_output_bytes == 0 {
-        return Err(CliError::usage("--max-output-bytes must be at least 1"));
-    }
+    super::run::check_max_output_bytes(args.max_output_bytes)?;
     // Checks per task (compiled as the executor will: config's, then the
     // task's own).
     let counts: Vec<usize> = plan

@@ -253,12 +253,7 @@ pub fn run(args: Args) -> CliResult {
         (None, Some(run)) => stored_plan(&root, run)?,
         (None, None) => return Err(CliError::usage("a PLAN is needed unless --resume is given")),
     };
-    if let Some(n) = args.max_prompt_tokens {
-        if n == 0 {
-            return Err(CliError::usage("--max-prompt-tokens must be at least 1"));
-        }
-        plan.config.max_prompt_tokens = n;
-    }
+    override_limits(&mut plan, args.max_prompt_tokens, args.max_check_attempts)?;
     if let Some(t) = &args.tokenizer {
         let tokenizer: Tokenizer = t
             .parse()
@@ -271,18 +266,8 @@ pub fn run(args: Args) -> CliResult {
             t.dependency.summarize_strategy = None;
         }
     }
-    if let Some(n) = args.max_check_attempts {
-        if n == 0 {
-            return Err(CliError::usage(
-                "--max-check-attempts must be at least 1 (the first attempt counts)",
-            ));
-        }
-        plan.config.max_check_attempts = n;
-    }
     let task_timeout = task_timeout(args.task_timeout)?;
-    if args.max_output_bytes == 0 {
-        return Err(CliError::usage("--max-output-bytes must be at least 1"));
-    }
+    check_max_output_bytes(args.max_output_bytes)?;
     let max_cost = match &args.max_cost {
         Some(text) => {
             Some(ctx_cost::parse_max_cost(text).map_err(|e| CliError::usage(e.to_string()))?)
@@ -501,6 +486,38 @@ pub fn refuse_unjudgeable(
         message.push_str(&format!("\n{at}{task}{field}: a judge check"));
     }
     Err(CliError::usage(message))
+}
+
+/// `--max-prompt-tokens` and `--max-check-attempts` over the plan's
+/// config: what `ctx run` and `ctx eval` both take.
+pub(crate) fn override_limits(
+    plan: &mut ctx_model::Plan,
+    max_prompt_tokens: Option<usize>,
+    max_check_attempts: Option<u32>,
+) -> Result<(), CliError> {
+    if let Some(n) = max_prompt_tokens {
+        if n == 0 {
+            return Err(CliError::usage("--max-prompt-tokens must be at least 1"));
+        }
+        plan.config.max_prompt_tokens = n;
+    }
+    if let Some(n) = max_check_attempts {
+        if n == 0 {
+            return Err(CliError::usage(
+                "--max-check-attempts must be at least 1 (the first attempt counts)",
+            ));
+        }
+        plan.config.max_check_attempts = n;
+    }
+    Ok(())
+}
+
+/// `--max-output-bytes N`: at least 1.
+pub(crate) fn check_max_output_bytes(n: usize) -> Result<(), CliError> {
+    if n == 0 {
+        return Err(CliError::usage("--max-output-bytes must be at least 1"));
+    }
+    Ok(())
 }
 
 /// `--task-timeout SECS` as the executor's bound: `0` is none.

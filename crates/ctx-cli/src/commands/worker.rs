@@ -134,7 +134,12 @@ fn secs(flag: &str, s: f64) -> Result<Option<Duration>, CliError> {
             "{flag}: `{s}` is not a number of seconds"
         )));
     }
-    Ok((s > 0.0).then(|| Duration::from_secs_f64(s)))
+    if s == 0.0 {
+        return Ok(None);
+    }
+    Duration::try_from_secs_f64(s)
+        .map(Some)
+        .map_err(|e| CliError::usage(format!("{flag} {s}: {e}")))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
@@ -170,11 +175,9 @@ pub fn run(args: Args) -> CliResult {
     }
     let lease = secs("--lease", args.lease)?
         .ok_or_else(|| CliError::usage("--lease must be more than 0 seconds"))?;
-    if args.max_output_bytes == 0 {
-        return Err(CliError::usage("--max-output-bytes must be at least 1"));
-    }
+    super::run::check_max_output_bytes(args.max_output_bytes)?;
     let options = ExecutorOptions {
-        task_timeout: secs("--task-timeout", args.task_timeout)?,
+        task_timeout: super::run::task_timeout(args.task_timeout)?,
         max_output_bytes: args.max_output_bytes,
         ..ExecutorOptions::default()
     };
@@ -949,7 +952,8 @@ mod tests {
             secs("--lease", 1.5).unwrap(),
             Some(Duration::from_millis(1500))
         );
-        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        // 1e30 s does not fit a Duration: an error, not a panic.
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e30] {
             assert_eq!(secs("--lease", bad).unwrap_err().exit, Exit::Usage);
         }
     }
