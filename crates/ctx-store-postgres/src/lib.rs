@@ -125,6 +125,8 @@ impl ExecutionStore for RunStore {
 #[derive(Debug)]
 pub struct ClaimStore {
     store: PgStore,
+    /// The run's reads, which a claim does not change.
+    reads: RunStore,
     claim: Claim,
     skips: Vec<(String, String)>,
     outcome: Mutex<Option<Commit>>,
@@ -143,6 +145,7 @@ impl ClaimStore {
     /// dependents with the reason each gets when this task fails.
     pub fn new(store: PgStore, claim: Claim, skips_on_failure: Vec<(String, String)>) -> Self {
         ClaimStore {
+            reads: RunStore::new(store.clone(), claim.run_id.clone()),
             store,
             claim,
             skips: skips_on_failure,
@@ -182,20 +185,14 @@ impl ClaimStore {
 
 impl ExecutionStore for ClaimStore {
     fn get_by_task_id(&self, task_id: &str) -> Result<Option<TaskExecutionResult>, StoreError> {
-        let mut found = self
-            .store
-            .blocking_results(&self.claim.run_id, Some(vec![task_id.to_string()]))?;
-        Ok(found.pop())
+        self.reads.get_by_task_id(task_id)
     }
 
     fn get_by_dependency_ids(
         &self,
         ids: &[String],
     ) -> Result<Vec<TaskExecutionResult>, StoreError> {
-        let found = self
-            .store
-            .blocking_results(&self.claim.run_id, Some(ids.to_vec()))?;
-        Ok(in_order(ids, found))
+        self.reads.get_by_dependency_ids(ids)
     }
 
     fn store(&self, result: TaskExecutionResult) -> Result<(), StoreError> {
@@ -241,6 +238,6 @@ impl ExecutionStore for ClaimStore {
     }
 
     fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError> {
-        Ok(self.store.blocking_results(&self.claim.run_id, None)?)
+        self.reads.all_results()
     }
 }
