@@ -56,6 +56,13 @@ pub const LIBRARIES: &[&str] = &[
     "ctx-engine-openai",
     "ctx-report",
     "ctx-cost",
+    "ctx-run",
+    "ctx-table",
+    "ctx-worker",
+    "ctx-engine",
+    "ctx-store",
+    "ctx-checks",
+    "ctx-store-postgres",
 ];
 
 /// The rules that hold today (docs/architecture.md, under "Dependency
@@ -73,13 +80,27 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         why: "adapters pull in neither markdown parsing, prompt assembly nor the graph code",
-        from: &["ctx-store-sqlite", "ctx-engine-openai"],
+        from: &[
+            "ctx-store-sqlite",
+            "ctx-store-postgres",
+            "ctx-engine-openai",
+        ],
         never: &[
             "pulldown-cmark",
             "petgraph",
             "ctx-history",
             "ctx-prompt",
             "ctx-deps",
+        ],
+    },
+    Rule {
+        why: "the use-case crate composes the seams and chooses no engine or shared store",
+        from: &["ctx-run"],
+        never: &[
+            "ctx-engine-openai",
+            "reqwest",
+            "ctx-store-postgres",
+            "tokio-postgres",
         ],
     },
     Rule {

@@ -22,10 +22,15 @@ pub enum Exit {
     OverBudget = 3,
     /// A run store could not be opened, locked, or written.
     Store = 4,
-    /// `ctx run`: the tasks ran and the run is stored, the summary was
-    /// printed, but the `--out` files could not be written (disk full, a
-    /// path taken by a directory). No temporary file is left behind.
+    /// An output file could not be written (disk full, a path taken by a
+    /// directory): `ctx run --out` (the tasks ran and the run is stored,
+    /// the summary was printed; or, when the directory cannot be created,
+    /// before anything ran), `ctx runs report --out`, `ctx schema --out`.
+    /// No temporary file is left behind.
     OutWrite = 5,
+    /// The system refused what ctx needs to run at all: the async
+    /// runtime's threads could not be started (sysexits' `EX_OSERR`).
+    System = 71,
     /// Stopped by SIGHUP (128 + 1; the terminal went away); the run is
     /// stored as interrupted and the summary was still printed.
     Hangup = 129,
@@ -89,7 +94,15 @@ impl From<ctx_cost::PricesFileError> for CliError {
 /// exit 2. The message quotes the flag's value and names the wrong part.
 impl From<ctx_cost::PriceFlagError> for CliError {
     fn from(e: ctx_cost::PriceFlagError) -> Self {
-        CliError::usage(e)
+        CliError::usage(format!("--price {e}"))
+    }
+}
+
+/// A `--max-cost USD` value that is not a positive amount: bad usage,
+/// exit 2, the flag named here (the library's message starts at the value).
+impl From<ctx_cost::MaxCostError> for CliError {
+    fn from(e: ctx_cost::MaxCostError) -> Self {
+        CliError::usage(format!("--max-cost {e}"))
     }
 }
 

@@ -1,9 +1,9 @@
 //! Reading user files and stdin, with errors that name the path.
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 
-use crate::exit::CliError;
+use crate::exit::{CliError, Exit};
 
 /// Reads `path` as UTF-8 text; `-` reads standard input.
 pub fn read_text(path: &Path) -> Result<String, CliError> {
@@ -25,68 +25,11 @@ pub fn read_text(path: &Path) -> Result<String, CliError> {
     })
 }
 
-/// Writes `contents` to `path`, creating parent directories, so that
-/// `path` holds either its old content or all of the new one, never a
-/// part, and no temporary file outlives the call.
-///
-/// The bytes go to a temporary file of a unique name in the same
-/// directory (`.NAME.PID-N.ctx-tmp`, created exclusively, so two writers
-/// never share one), are flushed to disk (`fsync`), and the file is
-/// renamed over `path`. On any error (disk full, a directory in the way)
-/// the temporary file is removed before the error is returned. Only a
-/// crash between creating and renaming it can leave one behind.
+/// [`ctx_run::write_atomic`] (whole or not at all, no temporary file
+/// left); its failure, naming the path, exits [`Exit::OutWrite`] (5): an
+/// output that cannot be written is not a usage error.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<(), CliError> {
-    let fail = |e: std::io::Error| CliError::usage(format!("{}: {e}", path.display()));
-    let parent = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        Some(parent) => {
-            std::fs::create_dir_all(parent).map_err(fail)?;
-            parent
-        }
-        None => Path::new("."),
-    };
-    let (tmp, mut file) = create_temporary(parent, path).map_err(fail)?;
-    let written = file
-        .write_all(contents)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| {
-            drop(file);
-            std::fs::rename(&tmp, path)
-        });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail(e));
-    }
-    // The rename is durable once the directory is flushed too; a file
-    // system that cannot flush a directory loses nothing it had promised.
-    #[cfg(unix)]
-    if let Ok(dir) = std::fs::File::open(parent) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
-}
-
-/// Creates a new, empty temporary file beside `path`, under a name no
-/// other writer (thread or process) is using.
-fn create_temporary(dir: &Path, path: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{name}.{}-{n}.ctx-tmp", std::process::id()));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-        {
-            Ok(file) => return Ok((tmp, file)),
-            // Left by an earlier process with the same id: try the next.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
+    ctx_run::write_atomic(path, contents).map_err(|e| CliError::with(Exit::OutWrite, e))
 }
 
 /// Writes `text` to standard output and flushes it.
@@ -107,43 +50,5 @@ pub fn print_stdout(text: &str) -> Result<(), CliError> {
 /// `value` as pretty-printed JSON with a trailing newline: the one JSON
 /// layout every `--format json` output and `results.json` use.
 pub fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, CliError> {
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?;
-    text.push('\n');
-    Ok(text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-
-    #[test]
-    fn atomic_write_replaces_and_leaves_nothing_behind() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("sub/a.md");
-        write_atomic(&file, b"one").unwrap();
-        write_atomic(&file, b"two").unwrap();
-        assert_eq!(std::fs::read(&file).unwrap(), b"two");
-        assert_eq!(names(&dir.path().join("sub")), ["a.md"]);
-    }
-
-    #[test]
-    fn a_failed_write_removes_its_temporary_file() {
-        let dir = tempfile::tempdir().unwrap();
-        // A directory where the file should go: the rename fails after
-        // the bytes were written.
-        std::fs::create_dir_all(dir.path().join("taken/inside")).unwrap();
-        let err = write_atomic(&dir.path().join("taken"), b"data").unwrap_err();
-        assert!(err.message.contains("taken"), "{}", err.message);
-        assert_eq!(names(dir.path()), ["taken"]);
-    }
+    ctx_run::json_text(value).map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))
 }

@@ -1,10 +1,6 @@
 //! `ctx completions SHELL`: scripts generated from the clap definition.
 
-use assert_cmd::Command;
-
-fn ctx() -> Command {
-    Command::cargo_bin("ctx").expect("ctx binary")
-}
+use ctx_test_support::ctx;
 
 #[test]
 fn bash_completions_name_every_subcommand() {

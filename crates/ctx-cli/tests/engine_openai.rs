@@ -441,7 +441,7 @@ fn a_task_without_a_model_fails_alone() {
     assert_eq!(a["status"], "failed");
     assert_eq!(
         a["error"],
-        "task `a`: no model: set `params.model` in the plan or pass --model"
+        "task `a`: no model: set `params.model` in the plan or give the engine a default model"
     );
     assert!(server.seen().is_empty());
 }
@@ -548,7 +548,7 @@ fn bad_engine_settings_are_usage_errors() {
         ),
         (
             &["--max-attempts", "0"],
-            "--max-attempts must be at least 1",
+            "--max-attempts: must be at least 1",
         ),
         (
             &["--idle-timeout", "0"],
@@ -748,7 +748,7 @@ fn an_endless_stream_fails_its_task_at_the_output_bound() {
     assert_eq!(a["status"], "failed");
     assert!(
         a["error"].as_str().unwrap().ends_with(
-            "output exceeded the limit of 200000 bytes (--max-output-bytes); the stream was dropped"
+            "output exceeded the limit of 200000 bytes (max_output_bytes); the stream was dropped"
         ),
         "{a}"
     );

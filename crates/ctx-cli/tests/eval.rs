@@ -1,10 +1,9 @@
 //! `ctx eval`: variants change pass rates in a known way with an engine
 //! whose answer is what its prompt contains.
 
-use std::path::Path;
-
-use assert_cmd::Command;
+use ctx_test_support::ctx_in as ctx;
 use serde_json::{Value, json};
+use std::path::Path;
 
 /// The engine: `board` answers with the entity's value when the prompt
 /// carries the entity block, `script` echoes "uses" and the board's
@@ -37,12 +36,6 @@ sub_tasks:
 config:
   max_check_attempts: 1
 "#;
-
-fn ctx(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("ctx").expect("ctx binary");
-    c.current_dir(dir);
-    c
-}
 
 #[test]
 fn variants_pass_what_their_context_allows() {
@@ -165,4 +158,182 @@ fn bad_usage_is_refused_before_anything_runs() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("the plan has no checks"));
+}
+
+/// A one-task plan: each variant run makes one engine call, so two calls
+/// in flight at once are two runs in progress at once.
+const ONE_TASK: &str = r#"schema_version: 1
+sub_tasks:
+  - id: only
+    description: Only
+    checks:
+      - contains: ok
+    tool_or_prompt: {name: inference, params: {prompt: Say ok.}}
+config:
+  max_check_attempts: 1
+"#;
+
+/// The engine for the shared-limit test, over the files in `dir`: each
+/// call counts itself in (`started`, `inflight`, and the most in flight
+/// ever in `most`) under a `mkdir` lock, then waits until the call it is
+/// paired with (calls 1 and 2, 3 and 4) has started too, and counts
+/// itself out. Runs one after another would leave a call waiting alone:
+/// after about ten seconds it gives up and leaves `alone`. Files are
+/// replaced by rename, so a reader never sees one half written.
+fn pairing_engine(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        r#"cat >/dev/null
+D='{d}'
+lock() {{ until mkdir "$D/lock" 2>/dev/null; do sleep 0.01; done; }}
+put() {{ echo "$2" > "$D/$1.tmp" && mv "$D/$1.tmp" "$D/$1"; }}
+lock
+n=$(( $(cat "$D/started") + 1 )); put started $n
+f=$(( $(cat "$D/inflight") + 1 )); put inflight $f
+if [ $f -gt $(cat "$D/most") ]; then put most $f; fi
+rmdir "$D/lock"
+want=$(( (n + 1) / 2 * 2 ))
+i=0
+while [ $(cat "$D/started") -lt $want ]; do
+  i=$((i + 1))
+  if [ $i -gt 1000 ]; then touch "$D/alone"; break; fi
+  sleep 0.01
+done
+lock
+put inflight $(( $(cat "$D/inflight") - 1 ))
+rmdir "$D/lock"
+echo ok"#
+    )
+}
+
+#[test]
+fn concurrency_is_shared_by_every_variant_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.yaml");
+    std::fs::write(&plan, ONE_TASK).unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    for f in ["started", "inflight", "most"] {
+        std::fs::write(state.join(f), "0\n").unwrap();
+    }
+    let out = ctx(dir.path())
+        .args(["eval"])
+        .arg(&plan)
+        .args(["--command", &pairing_engine(&state)])
+        .args(["--concurrency", "2", "--format", "json", "--root"])
+        .arg(dir.path().join("runs"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let read = |f: &str| std::fs::read_to_string(state.join(f)).unwrap();
+    // All four variants' calls ran, two at a time: never alone, never
+    // more than two.
+    assert_eq!(read("started").trim(), "4");
+    assert_eq!(read("most").trim(), "2");
+    assert_eq!(read("inflight").trim(), "0");
+    assert!(!state.join("alone").exists(), "a call waited alone");
+    // The report keeps the variants' order, whichever finished first.
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = json["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["full", "no-entities", "no-dependencies", "bare"]);
+    for v in json["variants"].as_array().unwrap() {
+        assert_eq!(v["pass_rate"], json!(1.0), "{v}");
+        assert_eq!(v["run_ids"].as_array().unwrap().len(), 1, "{v}");
+    }
+}
+
+/// Whether `pid` is a live process (a zombie counts as gone).
+#[cfg(unix)]
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_every_variant_run_and_stores_them_interrupted() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.yaml");
+    std::fs::write(&plan, ONE_TASK).unwrap();
+    let pids = dir.path().join("pids");
+    std::fs::create_dir(&pids).unwrap();
+    // Each call's model process writes its pid to a file of its own.
+    let engine = format!(
+        r#"cat >/dev/null; sleep 777 & echo $! > "$(mktemp -p '{}' pid.XXXXXX)"; wait; echo ok"#,
+        pids.display()
+    );
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ctx"))
+        .current_dir(dir.path())
+        .arg("eval")
+        .arg(&plan)
+        .args(["--command", &engine, "--concurrency", "2", "--root"])
+        .arg(dir.path().join("runs"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Two calls in flight (two runs); the other two wait for a slot.
+    let read_pids = || -> Vec<u32> {
+        std::fs::read_dir(&pids)
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+            .filter_map(|s| s.trim().parse().ok())
+            .collect()
+    };
+    let waited = Instant::now();
+    let running = loop {
+        let found = read_pids();
+        if found.len() == 2 {
+            break found;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "no calls started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert!(
+        stderr.contains("eval interrupted by SIGTERM; the runs so far are stored"),
+        "{stderr}"
+    );
+    // No more calls started, and the model processes did not outlive ctx.
+    assert_eq!(read_pids().len(), 2);
+    let gone = Instant::now();
+    while running.iter().any(|&p| alive(p)) && gone.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !running.iter().any(|&p| alive(p)),
+        "a model process outlived ctx"
+    );
+    // All four runs are stored, closed as interrupted.
+    let listed = ctx(dir.path())
+        .args(["runs", "list", "--root"])
+        .arg(dir.path().join("runs"))
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert_eq!(listed.matches(" interrupted ").count(), 4, "{listed}");
+    for v in ["full", "no-entities", "no-dependencies", "bare"] {
+        assert!(listed.contains(&format!("[eval {v} 1/1]")), "{listed}");
+    }
 }

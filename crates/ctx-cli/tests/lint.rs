@@ -1,24 +1,7 @@
 //! `ctx lint`: exit codes, text and JSON reports, classes files.
 
-use assert_cmd::Command;
+use ctx_test_support::{ctx, write};
 use predicates::prelude::*;
-use std::path::PathBuf;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn ctx() -> Command {
-    let mut c = Command::cargo_bin("ctx").expect("ctx binary");
-    c.current_dir(root());
-    c
-}
-
-fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
-    let p = dir.path().join(name);
-    std::fs::write(&p, text).expect("write");
-    p.to_string_lossy().into_owned()
-}
 
 #[test]
 fn clean_template_exits_0_and_lists_placeholders() {

@@ -1,26 +1,8 @@
 //! `ctx plan check`: exit codes, messages that name the file, line, task
 //! and field, JSON output, and standard input.
 
-use std::path::{Path, PathBuf};
-
-use assert_cmd::Command;
+use ctx_test_support::{ctx, repo_root as repo, write_path as write};
 use predicates::prelude::*;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn ctx() -> Command {
-    let mut cmd = Command::cargo_bin("ctx").unwrap();
-    cmd.current_dir(repo());
-    cmd
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 const TASK: &str =
     "    description: A\n    tool_or_prompt: {name: inference, params: {prompt: go}}\n";

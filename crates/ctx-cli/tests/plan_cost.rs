@@ -2,33 +2,10 @@
 //! order of the price sources, unbounded and unpriced tasks, and located
 //! errors for bad prices.
 
-use std::path::{Path, PathBuf};
-
-use assert_cmd::Command;
+use ctx_test_support::{run as ctx, write};
 use serde_json::Value;
 
 const TETRIS: &str = "fixtures/tetris/plan.yaml";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
-
-fn ctx(args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("ctx")
-        .unwrap()
-        .current_dir(root())
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn cost_json(args: &[&str]) -> Value {
     let mut all = vec!["plan", "cost"];
@@ -46,12 +23,6 @@ fn task<'a>(report: &'a Value, id: &str) -> &'a Value {
         .iter()
         .find(|t| t["task_id"] == id)
         .unwrap_or_else(|| panic!("no task {id}"))
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.to_string_lossy().into_owned()
 }
 
 /// Dollars as the JSON prints them, compared to an exact decimal figure.

@@ -1,36 +1,10 @@
 //! `ctx plan graph`: mermaid, dot and json renderings of a plan's DAG.
 
-use std::path::{Path, PathBuf};
-
-use assert_cmd::Command;
+use ctx_test_support::{run, write};
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repo root")
-}
-
 fn graph(args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("ctx")
-        .unwrap()
-        .current_dir(root())
-        .args(["plan", "graph"])
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p.to_string_lossy().into_owned()
+    run(&[&["plan", "graph"], args].concat())
 }
 
 const DIAMOND: &str = r#"{"schema_version": 1, "sub_tasks": [

@@ -1,24 +1,7 @@
 //! `ctx render`: values, one-pass fill, fencing, lint gate, preflight.
 
-use assert_cmd::Command;
+use ctx_test_support::{ctx, write};
 use predicates::prelude::*;
-use std::path::PathBuf;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn ctx() -> Command {
-    let mut c = Command::cargo_bin("ctx").expect("ctx binary");
-    c.current_dir(root());
-    c
-}
-
-fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
-    let p = dir.path().join(name);
-    std::fs::write(&p, text).expect("write");
-    p.to_string_lossy().into_owned()
-}
 
 const T: &str = "---\ntrusted: [WHO]\nuntrusted: [NOTES]\n---\nHi {{WHO}}.\n<untrusted-content>\n{{NOTES}}\n</untrusted-content>\n";
 
@@ -68,8 +51,12 @@ fn missing_and_unused_values_exit_2_naming_them() {
         .args(["render", &t, "--var", "WHO=me", "--var", "EXTRA=1"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("t.md:7: no value for {{NOTES}}"))
-        .stderr(predicate::str::contains("--var EXTRA is not used"));
+        .stderr(predicate::str::contains(
+            "t.md:7: no value for {{NOTES}} (give --var NOTES=VALUE)",
+        ))
+        .stderr(predicate::str::contains(
+            "t.md: --var EXTRA is not used by the template",
+        ));
     ctx()
         .args(["render", &t, "--var", "who=me"])
         .assert()

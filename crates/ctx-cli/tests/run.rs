@@ -294,7 +294,7 @@ fn task_timeout_kills_the_command() {
     assert_eq!(code, 1);
     assert_eq!(
         task(&json, "a")["error"],
-        "timed out after 0.300s (--task-timeout); the engine was stopped"
+        "timed out after 0.300s (task_timeout); the engine was stopped"
     );
     assert_eq!(
         task(&json, "a")["metadata"]["attempts"][0]["outcome"],
@@ -330,6 +330,37 @@ fn invalid_plan_exits_2_and_runs_nothing() {
     let out = ctx().args(["run", bad.to_str().unwrap()]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad.json"));
+}
+
+#[test]
+fn an_unknown_config_tokenizer_is_a_located_plan_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.yaml");
+    std::fs::write(
+        &plan,
+        "schema_version: 1\nconfig:\n  tokenizer: nope\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt: {name: inference, params: {prompt: Go.}}\n",
+    )
+    .unwrap();
+    // `ctx plan check` reports an invalid plan with exit 1; the commands
+    // that would use the plan refuse it as a usage error, exit 2.
+    for (cmd, code) in [
+        (["run"].as_slice(), 2),
+        (&["plan", "cost", "--model", "gpt-4o"], 2),
+        (&["plan", "check"], 1),
+    ] {
+        let out = ctx().args(cmd).arg(&plan).output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{cmd:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let text = format!("{stdout}{stderr}");
+        assert!(
+            text.contains(&format!(
+                "{}:3:14: config.tokenizer: unknown tokenizer `nope` (known: cl100k_base, o200k_base, o200k_harmony, p50k_base, r50k_base, estimate)",
+                plan.display()
+            )),
+            "{cmd:?}: {text}"
+        );
+    }
 }
 
 #[test]
@@ -723,7 +754,7 @@ fn a_command_that_never_stops_writing_fails_at_the_output_bound() {
     assert_eq!(task(&json, "d")["status"], "failed");
     assert_eq!(
         task(&json, "d")["error"],
-        "output exceeded the limit of 1000000 bytes (--max-output-bytes); the command was killed"
+        "output exceeded the limit of 1000000 bytes (max_output_bytes); the command was killed"
     );
     assert_eq!(task(&json, "c")["status"], "completed");
 }

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
+use ctx_test_support::ctx_in as ctx;
 use serde_json::Value;
 
 /// Answers "a 10 x 20 board" once the prompt carries feedback, "a board"
@@ -33,12 +33,6 @@ sub_tasks:
     dependencies: [css]
     tool_or_prompt: {name: inference, params: {prompt: Write the JS.}}
 "#;
-
-fn ctx(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("ctx").expect("ctx binary");
-    c.current_dir(dir);
-    c
-}
 
 fn write(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("plan.yaml");
@@ -341,4 +335,42 @@ esac"#;
     for dependent in ["7", "8", "9"] {
         assert_eq!(task(&json, dependent)["status"], "skipped");
     }
+}
+
+#[test]
+fn a_judge_past_the_task_timeout_fails_its_check_not_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        &PLAN
+            .replace("- entities: true", "- judge: Is the board 10 x 20?")
+            .replace("sub_tasks:", "config: {max_check_attempts: 1}\nsub_tasks:"),
+    );
+    // Tasks answer at once; the judge (CTX_JUDGE=1) hangs.
+    let engine = r#"cat >/dev/null; if [ "$CTX_JUDGE" = 1 ]; then exec sleep 60; fi; echo "a 10 x 20 board""#;
+    let started = std::time::Instant::now();
+    let (code, json, stderr) = run(
+        dir.path(),
+        &[
+            plan.to_str().unwrap(),
+            "--command",
+            engine,
+            "--task-timeout",
+            "1",
+        ],
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    // A task failed its checks: exit 1, not a run error.
+    assert_eq!(code, 1, "{stderr}");
+    let css = task(&json, "css");
+    assert_eq!(css["status"], "failed");
+    let checks = css["checks"].as_array().unwrap();
+    assert_eq!(checks[0]["passed"], true);
+    assert_eq!(checks[1]["kind"], "judge");
+    assert_eq!(checks[1]["passed"], false);
+    assert_eq!(
+        checks[1]["message"],
+        "the judge could not be asked: timed out after 1s (task_timeout); the engine was stopped"
+    );
+    assert_eq!(task(&json, "js")["status"], "skipped");
 }

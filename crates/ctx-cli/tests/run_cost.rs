@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
+use ctx_test_support::ctx_in as ctx;
 use serde_json::Value;
 
 /// A chain a → b → c and an independent d, on model `m` (priced with
@@ -24,12 +24,6 @@ const PLAN: &str = r#"{
       "params": {"prompt": "Say d.", "model": "m"}}}
   ]
 }"#;
-
-fn ctx(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("ctx").expect("ctx binary");
-    c.current_dir(dir);
-    c
-}
 
 struct Out {
     code: i32,

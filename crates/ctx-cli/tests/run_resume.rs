@@ -166,6 +166,15 @@ fn every_run_is_stored_and_named_on_stderr() {
     let again = d.run(&["--run-dir", "mine"]);
     assert_eq!(again.code, 4, "{}", again.stderr);
     assert!(again.stderr.contains("mine"), "{}", again.stderr);
+    // The library says what is wrong; the CLI adds the flags that fix it.
+    assert!(
+        again.stderr.contains("already holds a run")
+            && again
+                .stderr
+                .contains("ctx run --resume DIR, or another --run-dir"),
+        "{}",
+        again.stderr
+    );
 }
 
 #[test]

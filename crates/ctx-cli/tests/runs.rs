@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use ctx_deps::ExecutionStore;
 use ctx_model::{Attempt, Plan, TaskExecutionResult, TaskStatus};
 use ctx_store_sqlite::{NewRun, RunRoot, STORE_FILE, SessionEnd, SqliteStore};
+use ctx_test_support::ctx_in as ctx;
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -20,12 +20,6 @@ const PLAN: &str = r#"{"schema_version": 1, "goal": "demo", "sub_tasks": [
 
 fn plan() -> Plan {
     serde_json::from_str(PLAN).unwrap()
-}
-
-fn ctx(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("ctx").unwrap();
-    c.current_dir(dir);
-    c
 }
 
 fn result(id: &str, status: TaskStatus, output: &str) -> TaskExecutionResult {

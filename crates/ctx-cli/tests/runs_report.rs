@@ -11,6 +11,7 @@ use assert_cmd::Command;
 use ctx_deps::ExecutionStore;
 use ctx_model::{Attempt, Plan, TaskExecutionResult, TaskStatus};
 use ctx_store_sqlite::{NewRun, RunRoot, STORE_FILE, SessionEnd};
+use ctx_test_support::ctx_in as ctx;
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -28,12 +29,6 @@ fn tetris() -> PathBuf {
         .join("../../fixtures/tetris/plan.yaml")
         .canonicalize()
         .unwrap()
-}
-
-fn ctx(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("ctx").unwrap();
-    c.current_dir(dir);
-    c
 }
 
 fn stdout(c: &mut Command) -> String {
@@ -256,12 +251,13 @@ fn csv_has_a_row_per_engine_call_and_quotes_hostile_text() {
     assert_eq!(bars(&html), 2, "a and b started; c was skipped");
     assert!(html.contains("=HYPERLINK(&quot;http://evil&quot;"));
 
-    // An output path taken by a directory: exit 2 naming it, nothing left.
+    // An output path taken by a directory: exit 5 (a file that cannot be
+    // written) naming it, nothing left.
     std::fs::create_dir(tmp.path().join("taken")).unwrap();
     ctx(tmp.path())
         .args(["runs", "report", &id, "-o", "taken"])
         .assert()
-        .code(2)
+        .code(5)
         .stderr(predicate::str::contains("taken"));
     assert_eq!(
         std::fs::read_dir(tmp.path().join("taken")).unwrap().count(),

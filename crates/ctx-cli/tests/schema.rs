@@ -9,20 +9,8 @@
 //! fails on any keyword it does not know, so a schema change that needs
 //! more cannot pass silently.
 
-use std::path::PathBuf;
-
-use assert_cmd::Command;
+use ctx_test_support::{ctx, repo_root as repo};
 use serde_json::{Value, json};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn ctx() -> Command {
-    let mut cmd = Command::cargo_bin("ctx").unwrap();
-    cmd.current_dir(repo());
-    cmd
-}
 
 fn schema_text() -> String {
     let out = ctx()

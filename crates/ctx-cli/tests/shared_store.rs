@@ -493,6 +493,52 @@ fn normalized(path: &Path) -> serde_json::Value {
     v
 }
 
+/// The CSV export without what differs between two executions of the same
+/// plan: the start, end and duration cells of each row (the run id is
+/// replaced too, as the stores name runs apart).
+fn csv_shape(text: &str) -> Vec<Vec<String>> {
+    let mut rows = text
+        .split("\r\n")
+        .map(|line| line.split(',').map(str::to_string).collect::<Vec<String>>());
+    let header = rows.next().unwrap();
+    let varying: Vec<usize> = header
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| h.ends_with("_at") || h.ends_with("_ms") || *h == "run_id")
+        .map(|(i, _)| i)
+        .collect();
+    assert!(varying.len() >= 3, "{header:?}");
+    std::iter::once(header)
+        .chain(rows.map(|mut r| {
+            for &i in &varying {
+                if let Some(cell) = r.get_mut(i) {
+                    *cell = if cell.is_empty() { "" } else { "*" }.to_string();
+                }
+            }
+            r
+        }))
+        .collect()
+}
+
+/// Runs `ctx` with `args`, expecting exit `code`; its stdout and stderr.
+fn ctx_out(args: &[&std::ffi::OsStr], code: i32) -> (String, String) {
+    let out = ctx().args(args).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{args:?}\n{stderr}\n{stdout}"
+    );
+    (stdout, stderr)
+}
+
+fn os(s: &str) -> &std::ffi::OsStr {
+    std::ffi::OsStr::new(s)
+}
+
 #[test]
 fn the_same_plan_gives_the_same_results_on_both_stores() {
     let Some(url) = pg::fresh_db("both_stores") else {
@@ -512,18 +558,19 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
             ("f", &["c"]),
         ],
     );
-    let engine = [
-        "--engine",
-        "command",
-        "--command",
-        "if [ \"$CTX_TASK_ID\" = bad ]; then echo no >&2; exit 3; fi; printf 'out %s of %s' \"$CTX_TASK_ID\" \"$(wc -c)\"",
-    ];
+    let fixed = tmp.path().join("fixed");
+    let command = format!(
+        "if [ \"$CTX_TASK_ID\" = bad ] && [ ! -e '{}' ]; then echo no >&2; exit 3; fi; printf 'out %s of %s' \"$CTX_TASK_ID\" \"$(wc -c)\"",
+        fixed.display()
+    );
+    let engine = ["--engine", "command", "--command", &command];
+    let root = tmp.path().join("runs");
     let local = ctx()
         .arg("run")
         .arg(&plan)
         .args(engine)
         .args(["--concurrency", "1", "--root"])
-        .arg(tmp.path().join("runs"))
+        .arg(&root)
         .arg("--out")
         .arg(tmp.path().join("local"))
         .output()
@@ -565,6 +612,458 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
         text.contains("dependency `bad` failed") && text.contains("upstream task `bad` failed"),
         "{text}"
     );
+
+    let local_id = {
+        let (out, _) = ctx_out(
+            &[
+                os("runs"),
+                os("list"),
+                os("--format"),
+                os("json"),
+                os("--root"),
+                root.as_os_str(),
+            ],
+            0,
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v[0]["id"].as_str().unwrap().to_string()
+    };
+    let shared_id = run_id_from_text(&String::from_utf8_lossy(&shared.stderr));
+    let on_local = |args: &[&str]| -> Vec<std::ffi::OsString> {
+        let mut v: Vec<std::ffi::OsString> = args.iter().map(|a| a.into()).collect();
+        v.extend(["--root".into(), root.clone().into_os_string()]);
+        v
+    };
+    let on_shared = |args: &[&str]| -> Vec<std::ffi::OsString> {
+        let mut v: Vec<std::ffi::OsString> = args.iter().map(|a| a.into()).collect();
+        v.extend(["--store".into(), url.clone().into()]);
+        v
+    };
+    let run_both =
+        |args_local: Vec<std::ffi::OsString>, args_shared: Vec<std::ffi::OsString>, code: i32| {
+            let l: Vec<&std::ffi::OsStr> = args_local.iter().map(|a| a.as_os_str()).collect();
+            let s: Vec<&std::ffi::OsStr> = args_shared.iter().map(|a| a.as_os_str()).collect();
+            (ctx_out(&l, code), ctx_out(&s, code))
+        };
+
+    // The CSV timeline: the same rows and cells on both stores but times.
+    let ((l_csv, _), (s_csv, _)) = run_both(
+        on_local(&["runs", "export", &local_id, "--format", "csv"]),
+        on_shared(&["runs", "export", &shared_id, "--format", "csv"]),
+        0,
+    );
+    assert_eq!(csv_shape(&l_csv), csv_shape(&s_csv));
+    assert!(s_csv.contains(",bad,failed,"), "{s_csv}");
+    // The JSON export: the same object but times.
+    let ((l_json, _), (s_json, _)) = run_both(
+        on_local(&["runs", "export", &local_id]),
+        on_shared(&["runs", "export", &shared_id]),
+        0,
+    );
+    let strip = |text: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+        for t in v["tasks"].as_array_mut().unwrap() {
+            let t = t.as_object_mut().unwrap();
+            for k in ["started_at", "ended_at", "execution_time_ms"] {
+                if t.get(k).is_some_and(|x| !x.is_null()) {
+                    t.insert(k.into(), "*".into());
+                }
+            }
+            if let Some(m) = t.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                m.remove("execution_time_ms");
+                if let Some(at) = m.get_mut("attempts").and_then(|a| a.as_array_mut()) {
+                    for x in at {
+                        x.as_object_mut().unwrap().remove("duration_ms");
+                    }
+                }
+            }
+        }
+        v
+    };
+    assert_eq!(strip(&l_json), strip(&s_json));
+    // The HTML report of each: every task drawn, the run failed.
+    let ((l_html, _), (s_html, _)) = run_both(
+        on_local(&["runs", "report", &local_id]),
+        on_shared(&["runs", "report", &shared_id]),
+        0,
+    );
+    for html in [&l_html, &s_html] {
+        assert!(
+            html.starts_with("<!DOCTYPE html>"),
+            "{}",
+            &html[..100.min(html.len())]
+        );
+        assert!(html.contains("upstream task `bad` failed"));
+    }
+    assert!(s_html.contains(&shared_id));
+
+    // Resume with a changed plan: `c`'s prompt changes (so `f` runs
+    // again), `bad` is fixed (so `d` runs again), `e` is dropped and `g`
+    // added. Both stores decide and produce the same.
+    let plan2 = tmp.path().join("plan2.json");
+    {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+        let subs = v["sub_tasks"].as_array_mut().unwrap();
+        subs.retain(|t| t["id"] != "e");
+        for t in subs.iter_mut() {
+            if t["id"] == "c" {
+                t["tool_or_prompt"]["params"]["prompt"] = "Say c, again.".into();
+            }
+        }
+        subs.push(
+            serde_json::json!({"id": "g", "description": "Task g", "dependencies": ["f"],
+            "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say g."}}}),
+        );
+        std::fs::write(&plan2, v.to_string()).unwrap();
+    }
+    std::fs::write(&fixed, "").unwrap();
+    let p2 = plan2.to_str().unwrap();
+    let ((l_dry, _), (s_dry, _)) = run_both(
+        on_local(&[
+            "run",
+            p2,
+            "--resume",
+            &local_id,
+            "--dry-run",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+        ]),
+        on_shared(&[
+            "run",
+            p2,
+            "--resume",
+            &shared_id,
+            "--dry-run",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+        ]),
+        0,
+    );
+    assert_eq!(
+        l_dry.replace(&local_id, "RUN"),
+        s_dry.replace(&shared_id, "RUN")
+    );
+    for line in [
+        "reuse   a",
+        "reuse   b",
+        "rerun   c     prompt changed",
+        "rerun   bad   failed",
+        "rerun   f     upstream c re-runs",
+        "rerun   d     skipped",
+        "rerun   g     never started",
+        "7 tasks: 2 reused, 5 to run",
+        "stored but no longer in the plan (kept, ignored): e",
+    ] {
+        assert!(s_dry.contains(line), "{line}\n{s_dry}");
+    }
+    let out_l = tmp.path().join("local2");
+    let out_s = tmp.path().join("shared2");
+    let ((l_run, _), (s_run, s_err)) = run_both(
+        on_local(&[
+            "run",
+            p2,
+            "--resume",
+            &local_id,
+            "--concurrency",
+            "1",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+            "--out",
+            out_l.to_str().unwrap(),
+        ]),
+        on_shared(&[
+            "run",
+            p2,
+            "--resume",
+            &shared_id,
+            "--concurrency",
+            "1",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+            "--out",
+            out_s.to_str().unwrap(),
+        ]),
+        0,
+    );
+    assert!(s_err.contains("2 reused, 5 to run again"), "{s_err}");
+    for text in [&l_run, &s_run] {
+        assert!(text.contains("7 tasks: 7 completed"), "{text}");
+    }
+    let a = normalized(&out_l.join("results.json"));
+    let b = normalized(&out_s.join("results.json"));
+    assert_eq!(a, b);
+    let text = a.to_string();
+    assert!(
+        text.contains("Say c, again.") && text.contains("out g of"),
+        "{text}"
+    );
+    // A resume with nothing changed reuses everything on both stores.
+    let ((l_dry, _), (s_dry, _)) = run_both(
+        on_local(&[
+            "run",
+            p2,
+            "--resume",
+            &local_id,
+            "--dry-run",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+        ]),
+        on_shared(&[
+            "run",
+            p2,
+            "--resume",
+            &shared_id,
+            "--dry-run",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+        ]),
+        0,
+    );
+    assert_eq!(
+        l_dry.replace(&local_id, "RUN"),
+        s_dry.replace(&shared_id, "RUN")
+    );
+    assert!(s_dry.contains("7 tasks: 7 reused, 0 to run"), "{s_dry}");
+    // A task dropped by one resume keeps its result, and a later plan
+    // that brings it back unchanged reuses it, on both stores.
+    let plan3 = tmp.path().join("plan3.json");
+    {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&plan2).unwrap()).unwrap();
+        v["sub_tasks"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|t| t["id"] != "g");
+        std::fs::write(&plan3, v.to_string()).unwrap();
+    }
+    let p3 = plan3.to_str().unwrap();
+    let ((l_run, _), (s_run, _)) = run_both(
+        on_local(&[
+            "run",
+            p3,
+            "--resume",
+            &local_id,
+            "--engine",
+            "command",
+            "--command",
+            &command,
+        ]),
+        on_shared(&[
+            "run",
+            p3,
+            "--resume",
+            &shared_id,
+            "--engine",
+            "command",
+            "--command",
+            &command,
+        ]),
+        0,
+    );
+    for text in [&l_run, &s_run] {
+        assert!(
+            text.contains("6 tasks: 6 completed, 0 failed, 0 skipped (6 reused)"),
+            "{text}"
+        );
+    }
+    let ((l_dry, _), (s_dry, _)) = run_both(
+        on_local(&[
+            "run",
+            p2,
+            "--resume",
+            &local_id,
+            "--dry-run",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+        ]),
+        on_shared(&[
+            "run",
+            p2,
+            "--resume",
+            &shared_id,
+            "--dry-run",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+        ]),
+        0,
+    );
+    assert_eq!(
+        l_dry.replace(&local_id, "RUN"),
+        s_dry.replace(&shared_id, "RUN")
+    );
+    assert!(s_dry.contains("reuse   g"), "{s_dry}");
+    assert!(s_dry.contains("7 tasks: 7 reused, 0 to run"), "{s_dry}");
+    // Another engine label: every task runs again, on both.
+    let ((l_dry, _), (s_dry, _)) = run_both(
+        on_local(&[
+            "run",
+            p2,
+            "--resume",
+            &local_id,
+            "--dry-run",
+            "--engine",
+            "dry-run",
+        ]),
+        on_shared(&[
+            "run",
+            p2,
+            "--resume",
+            &shared_id,
+            "--dry-run",
+            "--engine",
+            "dry-run",
+        ]),
+        0,
+    );
+    assert_eq!(
+        l_dry.replace(&local_id, "RUN"),
+        s_dry.replace(&shared_id, "RUN")
+    );
+    assert!(
+        s_dry.contains("engine changed (command -> dry-run)"),
+        "{s_dry}"
+    );
+}
+
+#[test]
+fn gc_removes_a_shared_stores_closed_runs_and_its_open_ones_only_with_force() {
+    let Some(url) = pg::fresh_db("gc") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(tmp.path(), &[("a", &[]), ("b", &["a"])]);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let out = ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url])
+            .args(engine(&log, 0.1))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{err}");
+        ids.push(run_id_from_text(&err));
+    }
+    // An open run: registered, its follower stopped, no worker.
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--no-local"]),
+        &tmp.path().join("follow.err"),
+    );
+    wait_for("the registration", Duration::from_secs(20), || {
+        run_id_from(&tmp.path().join("follow.err")).is_some()
+    });
+    let open = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    signal(&follower, "TERM");
+    finish(follower, Duration::from_secs(10));
+
+    let (out, _) = ctx_out(
+        &[
+            os("runs"),
+            os("gc"),
+            os("--keep"),
+            os("1"),
+            os("--store"),
+            os(&url),
+        ],
+        0,
+    );
+    assert_eq!(
+        out,
+        format!(
+            "removed {}\nremoved {}\n2 removed, 1 kept\n",
+            ids[0], ids[1]
+        )
+    );
+    let (out, _) = ctx_out(
+        &[
+            os("runs"),
+            os("gc"),
+            os("--keep"),
+            os("0"),
+            os("--store"),
+            os(&url),
+        ],
+        0,
+    );
+    assert_eq!(
+        out,
+        format!("kept {open} (open, --force removes it)\n0 removed, 1 kept (1 open)\n")
+    );
+    // The open run is intact: a worker finishes it.
+    let w = ctx()
+        .args(["worker", "--store", &url, "--until-idle"])
+        .args(engine(&log, 0.1))
+        .output()
+        .unwrap();
+    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    assert!(
+        statuses(&export(&url, &open))
+            .iter()
+            .all(|(_, s)| s == "completed")
+    );
+    // Closed now: removed without --force; --force removes open runs too.
+    let (out, _) = ctx_out(
+        &[
+            os("runs"),
+            os("gc"),
+            os("--keep"),
+            os("0"),
+            os("--store"),
+            os(&url),
+        ],
+        0,
+    );
+    assert_eq!(out, format!("removed {open}\n1 removed, 0 kept\n"));
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--no-local"]),
+        &tmp.path().join("follow2.err"),
+    );
+    wait_for("the registration", Duration::from_secs(20), || {
+        run_id_from(&tmp.path().join("follow2.err")).is_some()
+    });
+    let open = run_id_from(&tmp.path().join("follow2.err")).unwrap();
+    signal(&follower, "TERM");
+    finish(follower, Duration::from_secs(10));
+    let (out, _) = ctx_out(
+        &[
+            os("runs"),
+            os("gc"),
+            os("--keep"),
+            os("0"),
+            os("--force"),
+            os("--store"),
+            os(&url),
+        ],
+        0,
+    );
+    assert_eq!(out, format!("removed {open}\n1 removed, 0 kept\n"));
+    let (out, _) = ctx_out(&[os("runs"), os("list"), os("--store"), os(&url)], 0);
+    assert!(out.starts_with("no runs in "), "{out}");
 }
 
 #[test]
@@ -777,7 +1276,8 @@ fn a_shared_run_resumes_its_failed_and_skipped_tasks_only() {
     let run = run_id_from_text(&err);
     assert_eq!(starts(&log), ["a", "bad", "x"]);
 
-    // A changed plan is refused: a shared run resumes its stored plan.
+    // A changed plan (a config override) is planned by the rules of a
+    // local resume: every task's inputs changed, so all would run again.
     let changed = ctx()
         .arg("run")
         .arg(&plan)
@@ -788,16 +1288,20 @@ fn a_shared_run_resumes_its_failed_and_skipped_tasks_only() {
             &run,
             "--max-prompt-tokens",
             "77",
+            "--dry-run",
         ])
         .args(&engine)
         .output()
         .unwrap();
-    assert_eq!(
-        changed.status.code(),
-        Some(2),
+    let text = String::from_utf8_lossy(&changed.stdout);
+    assert!(
+        changed.status.success(),
         "{}",
         String::from_utf8_lossy(&changed.stderr)
     );
+    assert!(text.contains("rerun   a     prompt changed"), "{text}");
+    assert!(text.contains("4 tasks: 0 reused, 4 to run"), "{text}");
+    assert_eq!(starts(&log), ["a", "bad", "x"], "a dry run runs nothing");
 
     std::fs::write(&fixed, "").unwrap();
     let again = ctx()
@@ -823,4 +1327,57 @@ fn run_id_from_text(stderr: &str) -> String {
                 .map(|(id, _)| id.to_string())
         })
         .unwrap_or_else(|| panic!("no run id in {stderr}"))
+}
+
+#[test]
+fn a_resume_compares_the_engine_of_the_worker_that_ran_each_task() {
+    let Some(url) = pg::fresh_db("engine_of_worker") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(tmp.path(), &[("a", &[]), ("b", &["a"])]);
+    // Registered with the default engine flags; run by a command worker.
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--no-local"]),
+        &tmp.path().join("follow.err"),
+    );
+    wait_for("the registration", Duration::from_secs(20), || {
+        run_id_from(&tmp.path().join("follow.err")).is_some()
+    });
+    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let w = ctx()
+        .args(["worker", "--store", &url, "--until-idle"])
+        .args(engine(&log, 0.1))
+        .output()
+        .unwrap();
+    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    assert!(finish(follower, Duration::from_secs(30)).status.success());
+    let dry = |engine_flags: &[String]| {
+        let out = ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--resume", &run, "--dry-run"])
+            .args(engine_flags)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    // The worker's engine, not the registering process's, is compared.
+    let same = dry(&engine(&log, 0.1));
+    assert!(same.contains("2 tasks: 2 reused, 0 to run"), "{same}");
+    let other = dry(&["--engine".to_string(), "dry-run".to_string()]);
+    assert!(
+        other.contains("rerun   a     engine changed (command -> dry-run)"),
+        "{other}"
+    );
+    assert_eq!(starts(&log), ["a", "b"]);
 }

@@ -251,7 +251,7 @@ impl CostReport {
         ]);
         // Text columns left-aligned, figures right-aligned.
         let right = [false, false, true, true, true, true, true];
-        let mut out = crate::text_table::render(header, &rows, right);
+        let mut out = ctx_table::render(&header, &right, &rows);
         if !total.unbounded.is_empty() {
             out.push_str(&format!(
                 "unbounded: {} (no max_tokens: set params.max_tokens or pass --max-tokens)\n",

@@ -11,25 +11,28 @@ use crate::money::{DecimalError, Rate};
 use crate::price::Price;
 use crate::table::{PriceSource, PriceTable};
 
-/// A `--price` value that cannot be read.
+/// A `--price` value that cannot be read. The message starts with the
+/// value as given (`"m=1": expected 2 or 3 prices ...`) and names no flag:
+/// a front end puts its own name for the setting in front (ctx's CLI
+/// writes `--price "m=1": ...`).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum PriceFlagError {
     /// No `=` between model and prices.
     #[error(
-        "--price {arg:?}: expected MODEL=IN,OUT[,CACHED] (US dollars per million tokens, e.g. gpt-4o=2.5,10,1.25)"
+        "{arg:?}: expected MODEL=IN,OUT[,CACHED] (US dollars per million tokens, e.g. gpt-4o=2.5,10,1.25)"
     )]
     Shape {
         /// The flag's value.
         arg: String,
     },
     /// Nothing before the `=`.
-    #[error("--price {arg:?}: the model name is empty")]
+    #[error("{arg:?}: the model name is empty")]
     EmptyModel {
         /// The flag's value.
         arg: String,
     },
     /// Not two or three prices.
-    #[error("--price {arg:?}: expected 2 or 3 prices (IN,OUT[,CACHED]), found {found}")]
+    #[error("{arg:?}: expected 2 or 3 prices (IN,OUT[,CACHED]), found {found}")]
     Count {
         /// The flag's value.
         arg: String,
@@ -37,7 +40,7 @@ pub enum PriceFlagError {
         found: usize,
     },
     /// One price is not a usable number.
-    #[error("--price {arg:?}: the {which} price {value:?} {problem}")]
+    #[error("{arg:?}: the {which} price {value:?} {problem}")]
     Rate {
         /// The flag's value.
         arg: String,
@@ -124,32 +127,32 @@ mod tests {
         let e = |s: &str| parse_price_flag(s).unwrap_err().to_string();
         assert_eq!(
             e("gpt-4o"),
-            "--price \"gpt-4o\": expected MODEL=IN,OUT[,CACHED] (US dollars per million tokens, e.g. gpt-4o=2.5,10,1.25)"
+            "\"gpt-4o\": expected MODEL=IN,OUT[,CACHED] (US dollars per million tokens, e.g. gpt-4o=2.5,10,1.25)"
         );
-        assert_eq!(e("=1,2"), "--price \"=1,2\": the model name is empty");
+        assert_eq!(e("=1,2"), "\"=1,2\": the model name is empty");
         assert_eq!(
             e("m=1"),
-            "--price \"m=1\": expected 2 or 3 prices (IN,OUT[,CACHED]), found 1"
+            "\"m=1\": expected 2 or 3 prices (IN,OUT[,CACHED]), found 1"
         );
         assert_eq!(
             e("m=1,2,3,4"),
-            "--price \"m=1,2,3,4\": expected 2 or 3 prices (IN,OUT[,CACHED]), found 4"
+            "\"m=1,2,3,4\": expected 2 or 3 prices (IN,OUT[,CACHED]), found 4"
         );
         assert_eq!(
             e("m=-1,2"),
-            "--price \"m=-1,2\": the input price \"-1\" is negative"
+            "\"m=-1,2\": the input price \"-1\" is negative"
         );
         assert_eq!(
             e("m=1,ten"),
-            "--price \"m=1,ten\": the output price \"ten\" is not a number (write a plain decimal such as 2.5)"
+            "\"m=1,ten\": the output price \"ten\" is not a number (write a plain decimal such as 2.5)"
         );
         assert_eq!(
             e("m=1,2,"),
-            "--price \"m=1,2,\": the cached input price \"\" is empty"
+            "\"m=1,2,\": the cached input price \"\" is empty"
         );
         assert_eq!(
             e("m=1,2,0.0000001"),
-            "--price \"m=1,2,0.0000001\": the cached input price \"0.0000001\" has more than 6 decimal places"
+            "\"m=1,2,0.0000001\": the cached input price \"0.0000001\" has more than 6 decimal places"
         );
     }
 }

@@ -239,11 +239,13 @@ impl BudgetLedger {
     }
 }
 
-/// A `--max-cost` value that cannot be a budget.
+/// A `--max-cost` value that cannot be a budget. The message starts with
+/// the value as given and names no flag (ctx's CLI writes `--max-cost "0":
+/// ...`).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum MaxCostError {
     /// Not a plain positive decimal.
-    #[error("--max-cost {value:?}: the amount {problem}")]
+    #[error("{value:?}: the amount {problem}")]
     Amount {
         /// The text given.
         value: String,
@@ -251,7 +253,7 @@ pub enum MaxCostError {
         problem: DecimalError,
     },
     /// Zero.
-    #[error("--max-cost {value:?}: the budget must be more than zero dollars")]
+    #[error("{value:?}: the budget must be more than zero dollars")]
     Zero {
         /// The text given.
         value: String,
@@ -368,12 +370,12 @@ mod tests {
         assert_eq!(parse_max_cost("0.25"), Ok(usd("0.25")));
         assert_eq!(
             parse_max_cost("0").unwrap_err().to_string(),
-            "--max-cost \"0\": the budget must be more than zero dollars"
+            "\"0\": the budget must be more than zero dollars"
         );
         assert!(parse_max_cost("0.000").is_err());
         assert_eq!(
             parse_max_cost("-1").unwrap_err().to_string(),
-            "--max-cost \"-1\": the amount is negative"
+            "\"-1\": the amount is negative"
         );
         assert!(parse_max_cost("five").is_err());
         assert!(parse_max_cost("1e3").is_err());

@@ -91,7 +91,6 @@ mod litellm;
 mod plan;
 mod price;
 mod table;
-mod text_table;
 
 pub use defaults::default_table;
 pub use estimate::{

@@ -118,7 +118,7 @@ impl PriceListing {
             })
             .collect();
         let right = [false, true, true, true, false, false];
-        let mut out = crate::text_table::render(header, &rows, right);
+        let mut out = ctx_table::render(&header, &right, &rows);
         out.push_str(
             "US dollars per million tokens; long context: above N prompt tokens the whole call \
              costs input / cached / output.\n",

@@ -238,7 +238,9 @@ fn assembly_throughput(
     let results = store.all_results().expect("results");
     let by_id: std::collections::HashMap<&str, &ctx_model::TaskExecutionResult> =
         results.iter().map(|r| (r.task_id.as_str(), r)).collect();
-    let counter = ctx_prompt::tokenizer_for_task(&plan, &plan.sub_tasks[0]).counter();
+    let counter = ctx_prompt::tokenizer_for_task(&plan, &plan.sub_tasks[0])
+        .unwrap()
+        .counter();
     // Warm the tokenizer table outside the timing.
     let _ = counter.count("warm up");
     let started = Instant::now();

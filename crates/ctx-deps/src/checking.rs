@@ -5,7 +5,13 @@
 //! docs/checks.md) is tried up to `config.max_check_attempts` times in
 //! all. After each answer every check runs on the output (`evaluate`);
 //! `judge` checks are sent to the run's engine, bounded by their
-//! `max_tokens`, and their usage is added to the task's. When a check fails
+//! `max_tokens`, and their usage is added to the task's. A judge call is
+//! an engine call of the task like its answer and its summaries: it goes
+//! through the executor's one call path, so `--task-timeout` bounds it
+//! (on its own, from its start, as each of the task's calls) and so does
+//! `--max-output-bytes`. A judge that times out, fails or answers out of
+//! shape fails its check with the reason; it never fails the run, and the
+//! task's feedback retries treat it as any failed check. When a check fails
 //! and attempts remain, the task is asked again with [`retry_prompt`]: the
 //! prompt assembled as usual plus the `## Your previous answer failed these
 //! checks` section.
@@ -29,7 +35,9 @@ use ctx_model::{Params, Plan, SubTask, TokenUsage};
 use ctx_prompt::{AssembledPrompt, AssemblyError, DependencyOutput};
 use ctx_tokens::TokenCounter;
 
-use ctx_engine::{InferenceEngine, InferenceRequest};
+use ctx_engine::InferenceRequest;
+
+use crate::executor::Inner;
 
 /// The outcome of an engine attempt whose answer failed its checks.
 pub const CHECK_FAILED: &str = "check_failed";
@@ -71,16 +79,17 @@ fn source_text(e: &dyn std::error::Error) -> String {
         .unwrap_or_default()
 }
 
-/// Runs every check on `output`, asking the judges through `engine`.
-/// Returns the results and the judges' total usage. Never fails: a judge
-/// whose call fails fails its check.
+/// Runs every check on `output`, asking the judges through the run's
+/// engine within its time and output bounds
+/// ([`call_engine`](crate::executor::call_engine)). Returns the results
+/// and the judges' total usage. Never fails: a judge whose call fails or
+/// times out fails its check.
 pub(crate) async fn evaluate(
+    inner: &Inner,
     checks: &TaskChecks,
     task: &SubTask,
     output: &str,
-    engine: &dyn InferenceEngine,
     counter: &dyn TokenCounter,
-    max_output_bytes: usize,
 ) -> (Vec<CheckResult>, Option<TokenUsage>) {
     let context = EvalContext {
         entities: &checks.entities,
@@ -101,11 +110,11 @@ pub(crate) async fn evaluate(
                 temperature: Some(0.0),
                 ..Params::default()
             },
-            max_output_bytes,
+            max_output_bytes: inner.max_output_bytes,
             response_schema: Some(ctx_checks::judge::answer_schema()),
             purpose: ctx_engine::RequestPurpose::Judge,
         };
-        let recorded = match engine.infer(&request).await {
+        let recorded = match crate::executor::call_engine(inner, &request).await {
             Ok(response) => {
                 // An engine that reports no usage (a command) is counted
                 // by ctx, its answer up to the judge's `max_tokens` as a
@@ -420,17 +429,96 @@ mod tests {
         assert_eq!(css.prompt.as_deref(), Some(second.prompt.as_str()));
         // Two answers and two judges, 15 tokens each.
         assert_eq!(css.metadata.tokens_used.unwrap().total_tokens, 60);
-        let outcomes: Vec<&str> = css
-            .metadata
-            .attempts
-            .iter()
-            .map(|a| a.outcome.as_str())
-            .collect();
-        assert_eq!(outcomes, [CHECK_FAILED, "ok"]);
+        let outcomes: Vec<&ctx_model::CallOutcome> =
+            css.metadata.attempts.iter().map(|a| &a.outcome).collect();
+        assert_eq!(
+            outcomes,
+            [
+                &ctx_model::CallOutcome::CheckFailed,
+                &ctx_model::CallOutcome::Ok
+            ]
+        );
         // The dependent sees the passing output.
         let js = store.get_by_task_id("js").unwrap().unwrap();
         assert!(js.prompt.unwrap().contains("a 10 x 20 board"));
         assert!(js.metadata.check_attempts.len() == 1 && js.metadata.checks.len() == 1);
+    }
+
+    /// Answers tasks at once; a judge call never returns.
+    struct StuckJudge;
+
+    impl ctx_engine::InferenceEngine for StuckJudge {
+        fn name(&self) -> &str {
+            "stuck-judge"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> ctx_engine::BoxFuture<'a, Result<ctx_engine::InferenceResponse, ctx_engine::EngineError>>
+        {
+            Box::pin(async move {
+                if request.purpose == ctx_engine::RequestPurpose::Judge {
+                    std::future::pending::<()>().await;
+                }
+                Ok(ctx_engine::InferenceResponse {
+                    output: "a 10 x 20 board".into(),
+                    attempts: vec![ctx_model::Attempt {
+                        number: 1,
+                        outcome: "ok".into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                })
+            })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_judge_that_times_out_fails_its_check_not_the_run() {
+        let store = Arc::new(crate::MemoryStore::new());
+        let exec = crate::Executor::new(
+            checked_plan(2),
+            Arc::new(StuckJudge),
+            store.clone(),
+            crate::ExecutorOptions {
+                task_timeout: Some(std::time::Duration::from_secs(2)),
+                ..crate::ExecutorOptions::default()
+            },
+        )
+        .unwrap();
+        let started = tokio::time::Instant::now();
+        let report = exec.run().await.unwrap();
+        // Two attempts, each judged for two seconds at most.
+        assert_eq!(started.elapsed(), std::time::Duration::from_secs(4));
+        assert!(!report.interrupted);
+        let css = store.get_by_task_id("css").unwrap().unwrap();
+        assert_eq!(css.status, ctx_model::TaskStatus::Failed);
+        assert_eq!(css.metadata.check_attempts.len(), 2);
+        for attempt in &css.metadata.check_attempts {
+            let verdicts: Vec<(&str, bool, &str)> = attempt
+                .checks
+                .iter()
+                .map(|r| (r.kind.as_str(), r.passed, r.message.as_str()))
+                .collect();
+            assert_eq!(
+                verdicts[2],
+                (
+                    "judge",
+                    false,
+                    "the judge could not be asked: timed out after 2s (task_timeout); the engine was stopped"
+                ),
+                "{verdicts:?}"
+            );
+            // The other checks ran as usual.
+            assert!(verdicts[0].1 && verdicts[1].1, "{verdicts:?}");
+        }
+        let error = css.error.unwrap();
+        assert!(
+            error.starts_with("failed 1 check after 2 attempts: judge: the judge could not be asked: timed out after 2s"),
+            "{error}"
+        );
+        let js = report.results.iter().find(|r| r.task_id == "js").unwrap();
+        assert_eq!(js.status, ctx_model::TaskStatus::Skipped);
     }
 
     #[test]

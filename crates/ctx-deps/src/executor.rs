@@ -12,6 +12,12 @@
 //! (batch by dependency level, wait for the whole level) is kept only so the
 //! benchmark can show what the ready queue gains.
 //!
+//! Several executors may share one limit on engine calls
+//! ([`ExecutorOptions::dispatch_gate`], what `ctx eval` runs its variants
+//! under): a dispatched task then waits for a permit before its work
+//! begins, and that wait counts neither against its timeout nor in its
+//! recorded time.
+//!
 //! ## One task
 //!
 //! 1. The dependencies' results are read with
@@ -79,6 +85,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus, TokenUsage};
@@ -133,7 +140,9 @@ pub struct ExecutorOptions {
     /// Bound on each task's engine call, retries included; `None` means
     /// none. When it expires the engine's future is dropped (a command's
     /// process group is killed, a request aborted) and the task fails with
-    /// outcome `timeout`.
+    /// outcome `timeout`. Each of a task's other calls is bounded the same
+    /// way on its own: a `judge` check's call (which then fails that
+    /// check, not the run) and an `llm` summary.
     pub task_timeout: Option<Duration>,
     /// Bound on each task's output in bytes, passed to the engine as
     /// [`InferenceRequest::max_output_bytes`] and checked again on what it
@@ -150,6 +159,26 @@ pub struct ExecutorOptions {
     /// Which context prompts get: everything (the default), or a variant
     /// of `ctx eval` that leaves entities and/or dependency outputs out.
     pub context: ContextVariant,
+    /// A limit on engine work shared with other executors (or task
+    /// runners): each dispatched job holds one permit from the moment its
+    /// engine work begins (dependency reads, prompt assembly, the task's
+    /// calls, judges and retries, its `llm` summaries) until it ends.
+    /// `None`: only [`Self::concurrency`] limits this run.
+    ///
+    /// Why a semaphore beside `concurrency`: `ctx eval` runs every variant
+    /// and repeat at once, and `--concurrency` is the limit on what the
+    /// *user's engine* sees, not per run. Each run keeps its own ready
+    /// queue and priorities; the gate only decides which dispatched job
+    /// goes next, in the order they asked (tokio's semaphore is fair).
+    /// A job makes its engine calls one after another, so the permits in
+    /// use bound the engine calls in flight.
+    ///
+    /// Waiting for the gate is not running: [`Self::task_timeout`] bounds
+    /// each engine call from its start, and a task's
+    /// `execution_time_ms` starts once the permit is held, so a run that
+    /// waits behind others neither times out nor looks slow. A job
+    /// cancelled while it waits is recorded as interrupted before it began.
+    pub dispatch_gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// The context a prompt is assembled with: the variants `ctx eval`
@@ -226,6 +255,7 @@ impl Default for ExecutorOptions {
             cost: None,
             summarize_every_output: false,
             context: ContextVariant::Full,
+            dispatch_gate: None,
         }
     }
 }
@@ -347,6 +377,8 @@ pub(crate) struct Inner {
     pub(crate) prompt_plan: Option<Plan>,
     /// Whether prompts carry dependency outputs.
     pub(crate) include_dependencies: bool,
+    /// [`ExecutorOptions::dispatch_gate`].
+    pub(crate) dispatch_gate: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Executor {
@@ -388,6 +420,16 @@ impl Executor {
     /// Must be awaited inside a Tokio runtime with the time driver enabled:
     /// each task runs as a spawned Tokio task, so prompt assembly of ready
     /// tasks proceeds in parallel on a multi-threaded runtime.
+    ///
+    /// The run in steps, one function each: reuse what a resumed run
+    /// completed (`reuse_completed`), release the tasks with nothing
+    /// to wait for, then loop: dispatch what may start (`dispatch`),
+    /// wait for a task or the cancellation, settle what finished
+    /// (`settle_joined`, which releases or skips its dependents).
+    /// After a cancellation or a fatal store error: drain what is in flight
+    /// (`drain`), record the cancelled tasks
+    /// (`settle_cancelled`) and the ones never reached
+    /// (`skip_unreached`), and sum the cost.
     pub async fn run_with<C, P>(&self, cancel: C, mut progress: P) -> Result<RunReport, ExecError>
     where
         C: Future<Output = ()> + Send,
@@ -395,145 +437,22 @@ impl Executor {
     {
         let inner = &self.inner;
         let g = &inner.graph;
-        let n = g.len();
-        let mut run = RunState::new(n, self.options.schedule, g, inner.priorities.clone());
-
-        // Resume: reuse completed results, except forced ids and all that
-        // depends on them.
+        let mut run = RunState::new(g.len(), self.options.schedule, g, inner.priorities.clone());
         if self.options.reuse_completed {
-            let mut forced = vec![false; n];
-            for id in &self.options.force_rerun {
-                if let Some(i) = g.index_of(id) {
-                    forced[i] = true;
-                    for d in g.transitive_dependents(i) {
-                        forced[d] = true;
-                    }
-                }
-            }
-            let mut completed: Vec<Option<TaskExecutionResult>> = vec![None; n];
-            for (i, &forced) in forced.iter().enumerate() {
-                if forced {
-                    continue;
-                }
-                let stored = crate::offload::get_by_task_id(&self.store, g.id(i))
-                    .await
-                    .map_err(|source| store_err(g.id(i), source))?;
-                completed[i] = stored.filter(|r| r.status == TaskStatus::Completed);
-            }
-            let will_run: Vec<bool> = completed.iter().map(Option::is_none).collect();
-            for (i, r) in completed.into_iter().enumerate() {
-                let Some(r) = r else { continue };
-                run.reused.push(g.id(i).to_string());
-                progress(&ProgressEvent::Reused {
-                    task_id: g.id(i).to_string(),
-                });
-                // Summaries owed to dependents that will run: the process
-                // stopped between this task's completion and its summary.
-                let owed = crate::summarize::needed_calls(
-                    &inner.plan,
-                    g,
-                    i,
-                    &r,
-                    inner.summarize_every_output,
-                    &|d| will_run[d],
-                );
-                if owed.is_empty() {
-                    run.finish(i, r);
-                } else {
-                    // A job writes only those; the task is not run again.
-                    run.pending_summary[i] = Some((r, owed));
-                    run.push_ready(i, g);
-                }
-            }
+            self.reuse_completed(&mut run, &mut progress).await?;
         }
-        for i in 0..n {
-            if run.results[i].is_none() && run.pending_summary[i].is_none() {
-                run.missing[i] = g
-                    .dependencies(i)
-                    .iter()
-                    .filter(|&&d| !run.is_completed(d))
-                    .count();
-                if run.missing[i] == 0 {
-                    run.push_ready(i, g);
-                }
-            }
-        }
+        run.release_initial(g);
 
-        let limit = if self.options.concurrency == 0 {
-            usize::MAX
-        } else {
-            self.options.concurrency
-        };
         let started = Instant::now();
-        let mut running: JoinSet<(usize, Result<TaskExecutionResult, StoreError>)> = JoinSet::new();
-        let mut in_flight: HashMap<tokio::task::Id, (usize, Instant)> = HashMap::new();
+        let mut flight = InFlight::default();
         let mut interrupted = false;
         let mut fatal: Option<ExecError> = None;
         let budget = Budget::new(inner);
         tokio::pin!(cancel);
-
         loop {
-            // Tasks whose reservation must wait for a settlement; they go
-            // back to the ready queue after this round.
-            let mut waiting = Vec::new();
-            while running.len() < limit {
-                let Some(i) = run.pop_ready(running.len()) else {
-                    break;
-                };
-                // A reused result still owing its summary is not run again
-                // (and reserves nothing: the task's own call was settled).
-                let reused = run.pending_summary[i].take();
-                run.summary_only[i] = reused.is_some();
-                if reused.is_none() {
-                    if let Some(budget) = &budget {
-                        match budget.reserve(g.id(i), i) {
-                            Reservation::Reserved => {}
-                            Reservation::MustWait { .. } => {
-                                waiting.push(i);
-                                continue;
-                            }
-                            Reservation::NeverFits {
-                                needed,
-                                available_at_best,
-                            } => {
-                                let mut r = TaskExecutionResult::new(g.id(i), TaskStatus::Skipped);
-                                r.error = Some(crate::cost::budget_skip_reason(
-                                    needed,
-                                    available_at_best,
-                                    budget.ledger.budget(),
-                                ));
-                                self.settle(&mut run, i, r, false, &mut progress).await?;
-                                continue;
-                            }
-                        }
-                    }
-                    let id = g.id(i).to_string();
-                    run.order.push(id.clone());
-                    progress(&ProgressEvent::Started { task_id: id });
-                }
-                let inner = Arc::clone(inner);
-                let store = Arc::clone(&self.store);
-                let handle = running.spawn(async move {
-                    let (result, owed) = match reused {
-                        Some((r, owed)) => (Ok(r), Some(owed)),
-                        None => (execute_task(&inner, &store, i).await, None),
-                    };
-                    // The one place summaries are written: after the
-                    // task's completion, in its slot, before release.
-                    let result = match result {
-                        Ok(r) => {
-                            crate::summarize::after_completion(&inner, &store, i, r, owed).await
-                        }
-                        Err(e) => Err(e),
-                    };
-                    (i, result)
-                });
-                in_flight.insert(handle.id(), (i, Instant::now()));
-            }
-            for i in waiting {
-                run.push_ready(i, g);
-            }
-            if running.is_empty() {
+            self.dispatch(&mut run, &mut flight, budget.as_ref(), &mut progress)
+                .await?;
+            if flight.jobs.is_empty() {
                 break;
             }
             let joined = tokio::select! {
@@ -542,131 +461,36 @@ impl Executor {
                     interrupted = true;
                     break;
                 }
-                joined = running.join_next_with_id() => joined,
+                joined = flight.jobs.join_next_with_id() => joined,
             };
             let Some(joined) = joined else { break };
-            match joined {
-                Ok((tid, (i, Ok(result)))) => {
-                    in_flight.remove(&tid);
-                    if let Some(budget) = &budget {
-                        budget.settle(inner, i, Some(&result));
-                    }
-                    self.settle(&mut run, i, result, true, &mut progress)
-                        .await?;
-                }
-                Ok((tid, (i, Err(source)))) => {
-                    in_flight.remove(&tid);
-                    fatal = Some(store_err(g.id(i), source));
-                    break;
-                }
-                Err(e) => {
-                    // The engine panicked: fail the task, not the run.
-                    let Some((i, t0)) = in_flight.remove(&e.id()) else {
-                        continue;
-                    };
-                    let mut r = TaskExecutionResult::new(g.id(i), TaskStatus::Failed);
-                    r.error = Some("the engine panicked while running this task".into());
-                    r.metadata.execution_time_ms = Some(millis(t0.elapsed()));
-                    if let Some(budget) = &budget {
-                        // What the call cost is unknown: it keeps its
-                        // whole reservation.
-                        budget.settle(inner, i, None);
-                    }
-                    self.settle(&mut run, i, r, false, &mut progress).await?;
-                }
+            if let Some(e) = self
+                .settle_joined(
+                    &mut run,
+                    &mut flight,
+                    budget.as_ref(),
+                    joined,
+                    &mut progress,
+                )
+                .await?
+            {
+                fatal = Some(e);
+                break;
             }
         }
 
         // Cancelled or a fatal store error: drop in-flight futures. Tasks
         // that finished in the meantime keep their real result.
-        if !running.is_empty() {
-            running.abort_all();
-            while let Some(joined) = running.join_next_with_id().await {
-                match joined {
-                    Ok((tid, (i, Ok(result)))) => {
-                        in_flight.remove(&tid);
-                        if fatal.is_none() {
-                            self.settle(&mut run, i, result, true, &mut progress)
-                                .await?;
-                        }
-                    }
-                    Ok((tid, (i, Err(source)))) => {
-                        in_flight.remove(&tid);
-                        fatal.get_or_insert_with(|| store_err(g.id(i), source));
-                    }
-                    Err(_) => {}
-                }
-            }
-        }
+        self.drain(&mut run, &mut flight, &mut fatal, &mut progress)
+            .await?;
         if let Some(e) = fatal {
             return Err(e);
         }
         run.interrupted = interrupted;
-        let mut cancelled: Vec<(usize, Instant)> = in_flight.into_values().collect();
-        cancelled.sort_unstable_by_key(|&(i, _)| i);
-        for (i, t0) in cancelled {
-            let previous = crate::offload::get_by_task_id(&self.store, g.id(i))
-                .await
-                .map_err(|source| store_err(g.id(i), source))?;
-            if let Some(done) = previous
-                .as_ref()
-                .filter(|r| r.status == TaskStatus::Completed)
-            {
-                // Cancelled during its summary: the task itself completed
-                // (and is stored so); `--resume` writes the summary.
-                self.settle(&mut run, i, done.clone(), true, &mut progress)
-                    .await?;
-                continue;
-            }
-            let mut r = previous
-                .filter(|r| r.status == TaskStatus::InProgress)
-                .unwrap_or_else(|| TaskExecutionResult::new(g.id(i), TaskStatus::Failed));
-            r.status = TaskStatus::Failed;
-            let ms = millis(t0.elapsed());
-            r.metadata.execution_time_ms = Some(ms);
-            r.error = Some(format!(
-                "interrupted: cancelled while running, after {ms} ms"
-            ));
-            self.settle(&mut run, i, r, false, &mut progress).await?;
-        }
-        for i in 0..n {
-            if run.results[i].is_none() {
-                let mut r = TaskExecutionResult::new(g.id(i), TaskStatus::Skipped);
-                r.error = Some(if interrupted {
-                    INTERRUPTED_BEFORE_START.into()
-                } else {
-                    "not run: a dependency never completed".into()
-                });
-                self.settle(&mut run, i, r, false, &mut progress).await?;
-            }
-        }
-
-        let cost = inner.cost.as_ref().map(|c| {
-            let reused: BTreeSet<&str> = run.reused.iter().map(String::as_str).collect();
-            let executed: BTreeSet<&str> = run.order.iter().map(String::as_str).collect();
-            let mut summary = CostSummary {
-                spent: Usd::ZERO,
-                earlier: c.already_spent,
-                budget: c.max_cost,
-                needed: Usd::ZERO,
-                unknown: 0,
-            };
-            for (i, r) in run.results.iter().enumerate() {
-                let Some(r) = r else { continue };
-                if reused.contains(r.task_id.as_str()) {
-                    continue;
-                }
-                if crate::cost::is_budget_skip(r) {
-                    let task = &inner.plan.sub_tasks[i];
-                    summary.needed = summary
-                        .needed
-                        .saturating_add(c.model.bound(task).unwrap_or(Usd::ZERO));
-                } else if executed.contains(r.task_id.as_str()) {
-                    summary.add_executed(r);
-                }
-            }
-            summary
-        });
+        self.settle_cancelled(&mut run, flight.dispatched, &mut progress)
+            .await?;
+        self.skip_unreached(&mut run, &mut progress).await?;
+        let cost = self.cost_summary(&run);
         Ok(RunReport {
             order: run.order,
             results: run.results.into_iter().flatten().collect(),
@@ -677,8 +501,349 @@ impl Executor {
         })
     }
 
+    /// Resume: takes the stored `completed` results as they are, except
+    /// forced ids and all that depends on them; a reused result that still
+    /// owes summaries to dependents that will run is queued to write them.
+    async fn reuse_completed<P>(
+        &self,
+        run: &mut RunState,
+        progress: &mut P,
+    ) -> Result<(), ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let inner = &self.inner;
+        let g = &inner.graph;
+        let n = g.len();
+        let mut forced = vec![false; n];
+        for id in &self.options.force_rerun {
+            if let Some(i) = g.index_of(id) {
+                forced[i] = true;
+                for d in g.transitive_dependents(i) {
+                    forced[d] = true;
+                }
+            }
+        }
+        let mut completed: Vec<Option<TaskExecutionResult>> = vec![None; n];
+        for (i, &forced) in forced.iter().enumerate() {
+            if forced {
+                continue;
+            }
+            let stored = crate::offload::get_by_task_id(&self.store, g.id(i))
+                .await
+                .map_err(|source| store_err(g.id(i), source))?;
+            completed[i] = stored.filter(|r| r.status == TaskStatus::Completed);
+        }
+        let will_run: Vec<bool> = completed.iter().map(Option::is_none).collect();
+        for (i, r) in completed.into_iter().enumerate() {
+            let Some(r) = r else { continue };
+            run.reused.push(g.id(i).to_string());
+            progress(&ProgressEvent::Reused {
+                task_id: g.id(i).to_string(),
+            });
+            // Summaries owed to dependents that will run: the process
+            // stopped between this task's completion and its summary.
+            let owed = crate::summarize::needed_calls(
+                &inner.plan,
+                g,
+                i,
+                &r,
+                inner.summarize_every_output,
+                &|d| will_run[d],
+            );
+            if owed.is_empty() {
+                run.finish(i, r);
+            } else {
+                // A job writes only those; the task is not run again.
+                run.pending_summary[i] = Some((r, owed));
+                run.push_ready(i, g);
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts ready tasks while fewer than `concurrency` are in flight:
+    /// each reserves its budget first (one that must wait goes back to the
+    /// ready queue after this round; one that can never fit is skipped),
+    /// is reported started and is spawned.
+    async fn dispatch<P>(
+        &self,
+        run: &mut RunState,
+        flight: &mut InFlight,
+        budget: Option<&Budget>,
+        progress: &mut P,
+    ) -> Result<(), ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let g = &self.inner.graph;
+        let limit = if self.options.concurrency == 0 {
+            usize::MAX
+        } else {
+            self.options.concurrency
+        };
+        // Tasks whose reservation must wait for a settlement.
+        let mut waiting = Vec::new();
+        while flight.jobs.len() < limit {
+            let Some(i) = run.pop_ready(flight.jobs.len()) else {
+                break;
+            };
+            // A reused result still owing its summary is not run again
+            // (and reserves nothing: the task's own call was settled).
+            let reused = run.pending_summary[i].take();
+            run.summary_only[i] = reused.is_some();
+            if reused.is_none() {
+                if let Some(budget) = budget {
+                    match budget.reserve(g.id(i), i) {
+                        Reservation::Reserved => {}
+                        Reservation::MustWait { .. } => {
+                            waiting.push(i);
+                            continue;
+                        }
+                        Reservation::NeverFits {
+                            needed,
+                            available_at_best,
+                        } => {
+                            let mut r = TaskExecutionResult::new(g.id(i), TaskStatus::Skipped);
+                            r.error = Some(crate::cost::budget_skip_reason(
+                                needed,
+                                available_at_best,
+                                budget.ledger.budget(),
+                            ));
+                            self.settle(run, i, r, false, progress).await?;
+                            continue;
+                        }
+                    }
+                }
+                let id = g.id(i).to_string();
+                run.order.push(id.clone());
+                progress(&ProgressEvent::Started { task_id: id });
+            }
+            self.spawn_job(flight, i, reused);
+        }
+        for i in waiting {
+            run.push_ready(i, g);
+        }
+        Ok(())
+    }
+
+    /// Spawns task `i`'s job (see [`run_job`]).
+    fn spawn_job(&self, flight: &mut InFlight, i: usize, reused: Option<Reused>) {
+        let inner = Arc::clone(&self.inner);
+        let store = Arc::clone(&self.store);
+        let began = Arc::new(AtomicBool::new(false));
+        let job_began = Arc::clone(&began);
+        let handle = flight
+            .jobs
+            .spawn(async move { (i, run_job(&inner, &store, i, reused, &job_began).await) });
+        flight.dispatched.insert(
+            handle.id(),
+            Dispatched {
+                task: i,
+                at: Instant::now(),
+                began,
+            },
+        );
+    }
+
+    /// Settles a job that came back: its result (after settling its
+    /// budget), or a failed result for a panicked engine. A job whose
+    /// store failed is returned as `Ok(Some(error))`: the run must stop,
+    /// but only after what is in flight is drained. `Err` is a store
+    /// failure while settling, which stops the run at once.
+    async fn settle_joined<P>(
+        &self,
+        run: &mut RunState,
+        flight: &mut InFlight,
+        budget: Option<&Budget>,
+        joined: Joined,
+        progress: &mut P,
+    ) -> Result<Option<ExecError>, ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let inner = &self.inner;
+        match joined {
+            Ok((tid, (i, Ok(result)))) => {
+                flight.dispatched.remove(&tid);
+                if let Some(budget) = budget {
+                    budget.settle(inner, i, Some(&result));
+                }
+                self.settle(run, i, result, true, progress).await?;
+                Ok(None)
+            }
+            Ok((tid, (i, Err(source)))) => {
+                flight.dispatched.remove(&tid);
+                Ok(Some(store_err(inner.graph.id(i), source)))
+            }
+            Err(e) => {
+                // The engine panicked: fail the task, not the run.
+                let Some(Dispatched {
+                    task: i, at: t0, ..
+                }) = flight.dispatched.remove(&e.id())
+                else {
+                    return Ok(None);
+                };
+                let mut r = TaskExecutionResult::new(inner.graph.id(i), TaskStatus::Failed);
+                r.error = Some("the engine panicked while running this task".into());
+                r.metadata.execution_time_ms = Some(millis(t0.elapsed()));
+                if let Some(budget) = budget {
+                    // What the call cost is unknown: it keeps its whole
+                    // reservation.
+                    budget.settle(inner, i, None);
+                }
+                self.settle(run, i, r, false, progress).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// After a cancellation or a fatal store error: aborts the jobs in
+    /// flight and waits for them. One that finished in the meantime keeps
+    /// its real result (unless the run is failing anyway); the first store
+    /// failure becomes `fatal`. The aborted ones stay in
+    /// `flight.dispatched` for [`Self::settle_cancelled`].
+    async fn drain<P>(
+        &self,
+        run: &mut RunState,
+        flight: &mut InFlight,
+        fatal: &mut Option<ExecError>,
+        progress: &mut P,
+    ) -> Result<(), ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        if flight.jobs.is_empty() {
+            return Ok(());
+        }
+        let g = &self.inner.graph;
+        flight.jobs.abort_all();
+        while let Some(joined) = flight.jobs.join_next_with_id().await {
+            match joined {
+                Ok((tid, (i, Ok(result)))) => {
+                    flight.dispatched.remove(&tid);
+                    if fatal.is_none() {
+                        self.settle(run, i, result, true, progress).await?;
+                    }
+                }
+                Ok((tid, (i, Err(source)))) => {
+                    flight.dispatched.remove(&tid);
+                    fatal.get_or_insert_with(|| store_err(g.id(i), source));
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the tasks whose jobs were cancelled, in plan order: one
+    /// that had completed (cancelled during its summary) keeps its
+    /// `completed` result; the others fail as `interrupted`, keeping the
+    /// prompt of their stored `in_progress` result.
+    async fn settle_cancelled<P>(
+        &self,
+        run: &mut RunState,
+        dispatched: HashMap<tokio::task::Id, Dispatched>,
+        progress: &mut P,
+    ) -> Result<(), ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let g = &self.inner.graph;
+        let mut cancelled: Vec<Dispatched> = dispatched.into_values().collect();
+        cancelled.sort_unstable_by_key(|d| d.task);
+        for Dispatched {
+            task: i,
+            at: t0,
+            began,
+        } in cancelled
+        {
+            let previous = crate::offload::get_by_task_id(&self.store, g.id(i))
+                .await
+                .map_err(|source| store_err(g.id(i), source))?;
+            if let Some(done) = previous
+                .as_ref()
+                .filter(|r| r.status == TaskStatus::Completed)
+            {
+                // Cancelled during its summary: the task itself completed
+                // (and is stored so); `--resume` writes the summary.
+                self.settle(run, i, done.clone(), true, progress).await?;
+                continue;
+            }
+            let mut r = previous
+                .filter(|r| r.status == TaskStatus::InProgress)
+                .unwrap_or_else(|| TaskExecutionResult::new(g.id(i), TaskStatus::Failed));
+            r.status = TaskStatus::Failed;
+            let ms = millis(t0.elapsed());
+            r.metadata.execution_time_ms = Some(ms);
+            r.error = Some(if began.load(Ordering::Acquire) {
+                format!("interrupted: cancelled while running, after {ms} ms")
+            } else {
+                format!(
+                    "interrupted: cancelled while waiting for the shared concurrency limit, after {ms} ms"
+                )
+            });
+            self.settle(run, i, r, false, progress).await?;
+        }
+        Ok(())
+    }
+
+    /// Skips every task that never got a result: the run was cancelled
+    /// before it started, or a dependency never completed.
+    async fn skip_unreached<P>(&self, run: &mut RunState, progress: &mut P) -> Result<(), ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let g = &self.inner.graph;
+        for i in 0..g.len() {
+            if run.results[i].is_none() {
+                let mut r = TaskExecutionResult::new(g.id(i), TaskStatus::Skipped);
+                r.error = Some(if run.interrupted {
+                    INTERRUPTED_BEFORE_START.into()
+                } else {
+                    "not run: a dependency never completed".into()
+                });
+                self.settle(run, i, r, false, progress).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What the run spent, when it was given prices: executed tasks at
+    /// their cost, budget skips at the bound they needed; reused tasks
+    /// count under `earlier`.
+    fn cost_summary(&self, run: &RunState) -> Option<CostSummary> {
+        let inner = &self.inner;
+        let c = inner.cost.as_ref()?;
+        let reused: BTreeSet<&str> = run.reused.iter().map(String::as_str).collect();
+        let executed: BTreeSet<&str> = run.order.iter().map(String::as_str).collect();
+        let mut summary = CostSummary {
+            spent: Usd::ZERO,
+            earlier: c.already_spent,
+            budget: c.max_cost,
+            needed: Usd::ZERO,
+            unknown: 0,
+        };
+        for (i, r) in run.results.iter().enumerate() {
+            let Some(r) = r else { continue };
+            if reused.contains(r.task_id.as_str()) {
+                continue;
+            }
+            if crate::cost::is_budget_skip(r) {
+                let task = &inner.plan.sub_tasks[i];
+                summary.needed = summary
+                    .needed
+                    .saturating_add(c.model.bound(task).unwrap_or(Usd::ZERO));
+            } else if executed.contains(r.task_id.as_str()) {
+                summary.add_executed(r);
+            }
+        }
+        Some(summary)
+    }
+
     /// Records task `i`'s terminal result, stores it when the task did not
-    /// store it itself, and releases or skips its dependents.
+    /// store it itself, and releases ([`Self::release_dependents`]) or
+    /// skips ([`Self::skip_dependents`]) its dependents.
     async fn settle<P>(
         &self,
         run: &mut RunState,
@@ -691,12 +856,11 @@ impl Executor {
         P: FnMut(&ProgressEvent),
     {
         let g = &self.inner.graph;
-        let store = &self.store;
         let status = result.status;
         // Results from `execute_task` are already stored; the executor's
         // own (interruptions, panics) are stored here.
         if !already_stored {
-            crate::offload::store(store, result.clone())
+            crate::offload::store(&self.store, result.clone())
                 .await
                 .map_err(|source| store_err(g.id(i), source))?;
         }
@@ -712,48 +876,108 @@ impl Executor {
         run.finish(i, result);
         match status {
             TaskStatus::Completed => {
-                for &d in g.dependents(i) {
-                    if run.results[d].is_some() {
-                        continue;
-                    }
-                    run.missing[d] = run.missing[d].saturating_sub(1);
-                    if run.missing[d] == 0 {
-                        run.push_ready(d, g);
-                    }
-                }
+                run.release_dependents(i, g);
+                Ok(())
             }
-            _ => {
-                let failed = g.id(i).to_string();
-                let budget = run.results[i]
-                    .as_ref()
-                    .is_some_and(crate::cost::is_budget_skip);
-                for d in g.transitive_dependents(i) {
-                    if run.results[d].is_some() {
-                        continue;
-                    }
-                    let mut r = TaskExecutionResult::new(g.id(d), TaskStatus::Skipped);
-                    let direct = g.dependencies(d).contains(&i);
-                    r.error = Some(if run.interrupted {
-                        INTERRUPTED_BEFORE_START.to_string()
-                    } else if budget {
-                        crate::cost::budget_dependent_reason(&failed, direct)
-                    } else {
-                        skip_reason(&failed, direct)
-                    });
-                    crate::offload::store(store, r.clone())
-                        .await
-                        .map_err(|source| store_err(g.id(d), source))?;
-                    progress(&ProgressEvent::Finished {
-                        task_id: g.id(d).to_string(),
-                        status: TaskStatus::Skipped,
-                        error: r.error.clone(),
-                    });
-                    run.finish(d, r);
-                }
+            _ => self.skip_dependents(run, i, progress).await,
+        }
+    }
+
+    /// Stores every transitive dependent of the failed (or skipped) task
+    /// `i` that has no result yet as `skipped`, naming why.
+    async fn skip_dependents<P>(
+        &self,
+        run: &mut RunState,
+        i: usize,
+        progress: &mut P,
+    ) -> Result<(), ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let g = &self.inner.graph;
+        let failed = g.id(i).to_string();
+        let budget = run.results[i]
+            .as_ref()
+            .is_some_and(crate::cost::is_budget_skip);
+        for d in g.transitive_dependents(i) {
+            if run.results[d].is_some() {
+                continue;
             }
+            let mut r = TaskExecutionResult::new(g.id(d), TaskStatus::Skipped);
+            let direct = g.dependencies(d).contains(&i);
+            r.error = Some(if run.interrupted {
+                INTERRUPTED_BEFORE_START.to_string()
+            } else if budget {
+                crate::cost::budget_dependent_reason(&failed, direct)
+            } else {
+                skip_reason(&failed, direct)
+            });
+            crate::offload::store(&self.store, r.clone())
+                .await
+                .map_err(|source| store_err(g.id(d), source))?;
+            progress(&ProgressEvent::Finished {
+                task_id: g.id(d).to_string(),
+                status: TaskStatus::Skipped,
+                error: r.error.clone(),
+            });
+            run.finish(d, r);
         }
         Ok(())
     }
+}
+
+/// A reused completed result and the summary calls it still owes.
+type Reused = (TaskExecutionResult, Vec<Option<usize>>);
+
+/// What a job returns: its task's index and result (`Err`: the store
+/// failed).
+type JobOutcome = (usize, Result<TaskExecutionResult, StoreError>);
+
+/// A job as it comes back from the [`JoinSet`].
+type Joined = Result<(tokio::task::Id, JobOutcome), tokio::task::JoinError>;
+
+/// The jobs in flight.
+#[derive(Default)]
+struct InFlight {
+    jobs: JoinSet<JobOutcome>,
+    /// Each job's task and when it was dispatched; a job is removed when
+    /// it comes back, so what is left after a drain was cancelled.
+    dispatched: HashMap<tokio::task::Id, Dispatched>,
+}
+
+/// A job in flight.
+struct Dispatched {
+    task: usize,
+    at: Instant,
+    /// Set once the job holds its permit of the dispatch gate (at once
+    /// without a gate).
+    began: Arc<AtomicBool>,
+}
+
+/// One dispatched job: once it holds a permit of the shared
+/// [`ExecutorOptions::dispatch_gate`] (if any; `began` is then set), task
+/// `i` run by [`execute_task`] (or, for a reused result, nothing), then
+/// the `llm` summaries its dependents need — the one place summaries are
+/// written: after the task's completion, in its slot, before release.
+async fn run_job(
+    inner: &Inner,
+    store: &Arc<dyn ExecutionStore>,
+    i: usize,
+    reused: Option<Reused>,
+    began: &AtomicBool,
+) -> Result<TaskExecutionResult, StoreError> {
+    // Held until the job returns (or is dropped when cancelled). A closed
+    // gate limits nothing: ctx never closes one.
+    let _permit = match &inner.dispatch_gate {
+        Some(gate) => gate.acquire().await.ok(),
+        None => None,
+    };
+    began.store(true, Ordering::Release);
+    let (result, owed) = match reused {
+        Some((r, owed)) => (r, Some(owed)),
+        None => (execute_task(inner, store, i).await?, None),
+    };
+    crate::summarize::after_completion(inner, store, i, result, owed).await
 }
 
 /// The run's budget: the ledger and each task's high end.
@@ -831,13 +1055,13 @@ impl Inner {
             .sub_tasks
             .iter()
             .map(|t| {
-                let tok = ctx_prompt::tokenizer_for_task(&plan, t);
-                by_tokenizer
+                let tok = ctx_prompt::tokenizer_for_task(&plan, t)?;
+                Ok(by_tokenizer
                     .entry(tok)
                     .or_insert_with(|| tok.counter())
-                    .clone()
+                    .clone())
             })
-            .collect();
+            .collect::<Result<_, GraphError>>()?;
         let priorities =
             crate::summarize::priorities(&plan, &graph, options.summarize_every_output);
         Ok(Inner {
@@ -851,6 +1075,7 @@ impl Inner {
             cost: options.cost.clone(),
             prompt_plan: options.context.prompt_plan(&plan),
             include_dependencies: options.context.dependencies(),
+            dispatch_gate: options.dispatch_gate.clone(),
             plan,
         })
     }
@@ -910,8 +1135,7 @@ impl TaskRunner {
                 "task `{task_id}` is not in the plan"
             )));
         };
-        let result = execute_task(&self.inner, &store, i).await?;
-        crate::summarize::after_completion(&self.inner, &store, i, result, None).await
+        run_job(&self.inner, &store, i, None, &AtomicBool::new(false)).await
     }
 }
 
@@ -939,7 +1163,7 @@ fn store_err(task_id: &str, source: StoreError) -> ExecError {
 /// The failure of an engine call cut off by [`ExecutorOptions::task_timeout`].
 fn timed_out(limit: Duration, took: Duration) -> EngineError {
     let message = format!(
-        "timed out after {} (--task-timeout); the engine was stopped",
+        "timed out after {} (task_timeout); the engine was stopped",
         fmt_duration(limit)
     );
     EngineError {
@@ -1021,6 +1245,38 @@ impl RunState {
 
     fn finish(&mut self, i: usize, result: TaskExecutionResult) {
         self.results[i] = Some(result);
+    }
+
+    /// Counts each task's dependencies not yet completed, and queues the
+    /// tasks with none (reused ones and those owing a summary are already
+    /// settled or queued).
+    fn release_initial(&mut self, g: &PlanGraph) {
+        for i in 0..g.len() {
+            if self.results[i].is_none() && self.pending_summary[i].is_none() {
+                self.missing[i] = g
+                    .dependencies(i)
+                    .iter()
+                    .filter(|&&d| !self.is_completed(d))
+                    .count();
+                if self.missing[i] == 0 {
+                    self.push_ready(i, g);
+                }
+            }
+        }
+    }
+
+    /// Task `i` completed: each dependent waits for one dependency less,
+    /// and is queued when none is left.
+    fn release_dependents(&mut self, i: usize, g: &PlanGraph) {
+        for &d in g.dependents(i) {
+            if self.results[d].is_some() {
+                continue;
+            }
+            self.missing[d] = self.missing[d].saturating_sub(1);
+            if self.missing[d] == 0 {
+                self.push_ready(d, g);
+            }
+        }
     }
 
     fn push_ready(&mut self, i: usize, g: &PlanGraph) {
@@ -1204,15 +1460,9 @@ async fn execute_task(
             result.output = resp.output;
             break;
         };
-        let (results, judge_usage) = crate::checking::evaluate(
-            task_checks,
-            task,
-            &resp.output,
-            inner.engine.as_ref(),
-            counter.as_ref(),
-            inner.max_output_bytes,
-        )
-        .await;
+        let (results, judge_usage) =
+            crate::checking::evaluate(inner, task_checks, task, &resp.output, counter.as_ref())
+                .await;
         result.metadata.tokens_used = TokenUsage::sum([result.metadata.tokens_used, judge_usage]);
         result.metadata.execution_time_ms = Some(millis(t0.elapsed()));
         result.output = resp.output;
@@ -1283,7 +1533,9 @@ async fn execute_task(
 }
 
 /// One engine call, bounded in time by [`ExecutorOptions::task_timeout`]
-/// and in output by [`ExecutorOptions::max_output_bytes`].
+/// and in output by [`ExecutorOptions::max_output_bytes`]. Every call a
+/// task makes goes through here: its answers, its judges
+/// ([`checking`](crate::checking)) and its summaries.
 pub(crate) async fn call_engine(
     inner: &Inner,
     request: &InferenceRequest,

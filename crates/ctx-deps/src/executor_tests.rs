@@ -691,7 +691,7 @@ async fn task_timeout_drops_the_call_and_fails_the_task() {
     assert_eq!(status_of(&report, "slow"), TaskStatus::Failed);
     assert_eq!(
         error_of(&report, "slow"),
-        "timed out after 1.500s (--task-timeout); the engine was stopped"
+        "timed out after 1.500s (task_timeout); the engine was stopped"
     );
     let slow = store.get_by_task_id("slow").unwrap().unwrap();
     assert_eq!(slow.metadata.attempts[0].outcome, "timeout");
@@ -734,7 +734,7 @@ async fn output_past_the_bound_fails_whatever_the_engine() {
     assert_eq!(status_of(&report, "big"), TaskStatus::Failed);
     assert_eq!(
         error_of(&report, "big"),
-        "output exceeded the limit of 100 bytes (--max-output-bytes)"
+        "output exceeded the limit of 100 bytes (max_output_bytes)"
     );
     let big = store.get_by_task_id("big").unwrap().unwrap();
     assert!(big.output.is_empty(), "the oversized output is not stored");
@@ -812,5 +812,155 @@ fn a_blocking_store_does_not_stall_dispatching() {
         store.timed_out.load(Ordering::SeqCst),
         0,
         "a store write blocked the runtime: the other tasks were not dispatched"
+    );
+}
+
+/// An engine that counts the calls in flight across every executor that
+/// shares it, and the most ever seen.
+struct CountingEngine {
+    latency: Duration,
+    now: AtomicUsize,
+    most: AtomicUsize,
+    calls: AtomicUsize,
+}
+
+impl CountingEngine {
+    fn new(latency_ms: u64) -> CountingEngine {
+        CountingEngine {
+            latency: Duration::from_millis(latency_ms),
+            now: AtomicUsize::new(0),
+            most: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl InferenceEngine for CountingEngine {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(async move {
+            let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(self.latency).await;
+            self.now.fetch_sub(1, Ordering::SeqCst);
+            Ok(InferenceResponse {
+                output: format!("out {}", request.task_id),
+                ..InferenceResponse::default()
+            })
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_dispatch_gate_bounds_engine_calls_across_executors() {
+    // Two runs of six independent tasks, each allowed four in flight,
+    // share a gate of two: the engine never sees more than two calls.
+    let tasks: Vec<(String, Vec<&str>)> = (0..6).map(|k| (format!("t{k}"), vec![])).collect();
+    let refs: Vec<(&str, &[&str])> = tasks.iter().map(|(id, d)| (id.as_str(), &d[..])).collect();
+    let p = plan(&refs);
+    let engine = Arc::new(CountingEngine::new(100));
+    let gate = Arc::new(tokio::sync::Semaphore::new(2));
+    let opts = ExecutorOptions {
+        concurrency: 4,
+        dispatch_gate: Some(gate),
+        ..ExecutorOptions::default()
+    };
+    let one = Executor::new(
+        p.clone(),
+        engine.clone(),
+        Arc::new(MemoryStore::new()),
+        opts.clone(),
+    )
+    .unwrap();
+    let two = Executor::new(p, engine.clone(), Arc::new(MemoryStore::new()), opts).unwrap();
+    let started = Instant::now();
+    let (a, b) = tokio::join!(one.run(), two.run());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(a.all_completed() && b.all_completed());
+    assert_eq!(engine.calls.load(Ordering::SeqCst), 12);
+    assert_eq!(engine.most.load(Ordering::SeqCst), 2);
+    // Twelve calls of 100 ms, two at a time.
+    assert_eq!(started.elapsed(), Duration::from_millis(600));
+
+    // Without the gate the same two runs put eight calls in flight.
+    let p = plan(&refs);
+    let engine = Arc::new(CountingEngine::new(100));
+    let opts = ExecutorOptions {
+        concurrency: 4,
+        ..ExecutorOptions::default()
+    };
+    let one = Executor::new(
+        p.clone(),
+        engine.clone(),
+        Arc::new(MemoryStore::new()),
+        opts.clone(),
+    )
+    .unwrap();
+    let two = Executor::new(p, engine.clone(), Arc::new(MemoryStore::new()), opts).unwrap();
+    let (a, b) = tokio::join!(one.run(), two.run());
+    assert!(a.unwrap().all_completed() && b.unwrap().all_completed());
+    assert_eq!(engine.most.load(Ordering::SeqCst), 8);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiting_for_the_gate_does_not_count_against_the_task_timeout() {
+    // Each call takes 80 ms under a 100 ms timeout; with one permit for
+    // two runs of three tasks, the last task waits 400 ms for the gate,
+    // and still every task completes, each timed from its permit.
+    let p = plan(&[("a", &[]), ("b", &[]), ("c", &[])]);
+    let engine = Arc::new(CountingEngine::new(80));
+    let opts = ExecutorOptions {
+        concurrency: 3,
+        task_timeout: Some(Duration::from_millis(100)),
+        dispatch_gate: Some(Arc::new(tokio::sync::Semaphore::new(1))),
+        ..ExecutorOptions::default()
+    };
+    let one = Executor::new(
+        p.clone(),
+        engine.clone(),
+        Arc::new(MemoryStore::new()),
+        opts.clone(),
+    )
+    .unwrap();
+    let two = Executor::new(p, engine.clone(), Arc::new(MemoryStore::new()), opts).unwrap();
+    let started = Instant::now();
+    let (a, b) = tokio::join!(one.run(), two.run());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(a.all_completed() && b.all_completed(), "{a:?} {b:?}");
+    assert_eq!(started.elapsed(), Duration::from_millis(480));
+    assert_eq!(engine.most.load(Ordering::SeqCst), 1);
+    for r in a.results.iter().chain(&b.results) {
+        assert_eq!(r.metadata.execution_time_ms, Some(80), "{r:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_cancelled_while_waiting_for_the_gate_says_so() {
+    let p = plan(&[("a", &[]), ("b", &[])]);
+    let engine = Arc::new(CountingEngine::new(1_000));
+    let opts = ExecutorOptions {
+        concurrency: 2,
+        dispatch_gate: Some(Arc::new(tokio::sync::Semaphore::new(1))),
+        ..ExecutorOptions::default()
+    };
+    let exec = Executor::new(p, engine, Arc::new(MemoryStore::new()), opts).unwrap();
+    let report = exec
+        .run_with(tokio::time::sleep(Duration::from_millis(300)), |_| {})
+        .await
+        .unwrap();
+    assert!(report.interrupted);
+    assert_eq!(
+        error_of(&report, "a"),
+        "interrupted: cancelled while running, after 300 ms"
+    );
+    assert_eq!(
+        error_of(&report, "b"),
+        "interrupted: cancelled while waiting for the shared concurrency limit, after 300 ms"
     );
 }

@@ -52,11 +52,14 @@ impl Weighting {
     }
 }
 
-/// Why a plan is not a DAG the executor can run.
+/// Why a plan is not a DAG the executor can run (or, for
+/// [`GraphError::UnknownTokenizer`], names a tokenizer it cannot count
+/// with).
 ///
 /// `ctx plan check` reports these (and more) with full context; the graph
-/// repeats the structural checks so that a library user who skips
-/// validation still gets an error instead of a wrong schedule.
+/// and the executor repeat these checks so that a library user who skips
+/// validation still gets an error instead of a wrong schedule or a count
+/// under the wrong tokenizer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GraphError {
     /// Two tasks share an id.
@@ -83,6 +86,10 @@ pub enum GraphError {
         /// The cycle, first id repeated at the end (`a -> b -> a`).
         path: Vec<String>,
     },
+    /// `config.tokenizer` names no tokenizer ctx knows (the executor
+    /// refuses the plan rather than counting with the model's tokenizer).
+    #[error("config.tokenizer: {0}")]
+    UnknownTokenizer(#[from] ctx_tokens::UnknownTokenizer),
 }
 
 /// A validated plan's DAG with everything derived from it.
@@ -630,5 +637,35 @@ mod tests {
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["weighting"], "task_count");
         assert_eq!(json["tasks"][0]["priority"], 2);
+    }
+
+    #[test]
+    fn an_unknown_tokenizer_is_refused_not_replaced() {
+        let mut p = plan(&[("a", &[], None)]);
+        p.config.tokenizer = Some("nope".into());
+        let err = crate::Executor::new(
+            p.clone(),
+            std::sync::Arc::new(crate::DryRunEngine),
+            std::sync::Arc::new(crate::MemoryStore::new()),
+            crate::ExecutorOptions::default(),
+        )
+        .err()
+        .expect("an unknown tokenizer is an error");
+        assert!(matches!(&err, GraphError::UnknownTokenizer(e) if e.name == "nope"));
+        assert!(
+            err.to_string()
+                .starts_with("config.tokenizer: unknown tokenizer `nope` (known: cl100k_base,"),
+            "{err}"
+        );
+        p.config.tokenizer = Some("estimate".into());
+        assert!(
+            crate::Executor::new(
+                p,
+                std::sync::Arc::new(crate::DryRunEngine),
+                std::sync::Arc::new(crate::MemoryStore::new()),
+                crate::ExecutorOptions::default(),
+            )
+            .is_ok()
+        );
     }
 }

@@ -328,7 +328,7 @@ fn prices(c: &Case) -> Prices {
         .filter(|(i, _)| c.checks.get(*i).copied().unwrap_or(0) > 0)
         .map(|(i, t)| {
             let judge = (c.checks[i] == 3).then(|| {
-                let counter = ctx_prompt::tokenizer_for_task(&p, t).counter();
+                let counter = ctx_prompt::tokenizer_for_task(&p, t).unwrap().counter();
                 let template =
                     ctx_checks::judge::judge_prompt(RUBRIC, "", ctx_prompt::fence::neutralize);
                 counter.count(&template) as u64 + u64::from(c.max_tokens[i]) + 2 + FRAMING

@@ -16,6 +16,19 @@ pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
 /// The environment variable the base URL is read from.
 pub const BASE_URL_ENV: &str = "OPENAI_BASE_URL";
 
+/// Attempts per request, the first included ([`RetryPolicy::max_attempts`]).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 4;
+/// The backoff cap before the first retry ([`RetryPolicy::initial_backoff`]).
+pub const DEFAULT_INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+/// The backoff never grows past this ([`RetryPolicy::max_backoff`]).
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Bound on one attempt ([`OpenAiConfig::request_timeout`]).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+/// The longest silence in a stream ([`OpenAiConfig::idle_timeout`]).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bound on opening a connection ([`OpenAiConfig::connect_timeout`]).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// An API key. It is sent in the `Authorization` header and nowhere else:
 /// it has no `Display`, its `Debug` prints `ApiKey(<redacted>)`, and every
 /// message the engine builds from a server's words passes through
@@ -77,9 +90,9 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
-            max_attempts: 4,
-            initial_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(30),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            initial_backoff: DEFAULT_INITIAL_BACKOFF,
+            max_backoff: DEFAULT_MAX_BACKOFF,
             max_retry_after: Duration::from_secs(60),
         }
     }
@@ -162,9 +175,9 @@ impl Default for OpenAiConfig {
             api_key: None,
             defaults: RequestDefaults::default(),
             stream: false,
-            request_timeout: Duration::from_secs(600),
-            idle_timeout: Duration::from_secs(60),
-            connect_timeout: Duration::from_secs(10),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             retry: RetryPolicy::default(),
             requests_per_minute: None,
             tokens_per_minute: None,
@@ -187,17 +200,56 @@ pub enum ConfigError {
     /// The key cannot be put in an HTTP header (a newline, say).
     #[error("the API key contains characters that cannot be sent in an HTTP header")]
     ApiKey,
-    /// A numeric setting is out of range.
+    /// A numeric setting is out of range. The message names the
+    /// [`OpenAiConfig`] field; a front end that sets it from a flag names
+    /// the flag itself (ctx's CLI maps [`Setting`] to `--max-attempts` and
+    /// the others).
     #[error("{field}: {reason}")]
     Setting {
-        /// The setting's flag name.
-        field: &'static str,
+        /// The setting.
+        field: Setting,
         /// What is wrong with it.
         reason: String,
     },
     /// The HTTP client could not be built (TLS roots, for instance).
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
+}
+
+/// The numeric settings [`OpenAiEngine::new`](crate::OpenAiEngine::new)
+/// checks, named as [`OpenAiConfig`]'s fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Setting {
+    /// `retry.max_attempts`.
+    MaxAttempts,
+    /// `request_timeout`.
+    RequestTimeout,
+    /// `idle_timeout`.
+    IdleTimeout,
+    /// `requests_per_minute`.
+    RequestsPerMinute,
+    /// `tokens_per_minute`.
+    TokensPerMinute,
+}
+
+impl Setting {
+    /// The field's path in [`OpenAiConfig`] (`retry.max_attempts`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Setting::MaxAttempts => "retry.max_attempts",
+            Setting::RequestTimeout => "request_timeout",
+            Setting::IdleTimeout => "idle_timeout",
+            Setting::RequestsPerMinute => "requests_per_minute",
+            Setting::TokensPerMinute => "tokens_per_minute",
+        }
+    }
+}
+
+impl std::fmt::Display for Setting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The chat-completions endpoint under `base_url`, validated.

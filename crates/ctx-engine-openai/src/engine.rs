@@ -7,14 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use ctx_engine::{
-    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, OUTPUT_TOO_LARGE,
-    output_too_large,
+    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, output_too_large,
 };
-use ctx_model::{Attempt, Params};
+use ctx_model::{Attempt, CallOutcome, Params};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Client, Response, Url};
 
-use crate::config::{ConfigError, OpenAiConfig, StructuredOutput, display_url, endpoint};
+use crate::config::{ConfigError, OpenAiConfig, Setting, StructuredOutput, display_url, endpoint};
 use crate::pacing::Pacer;
 use crate::retry::{self, ApiErrorInfo, snippet};
 use crate::sse::SseParser;
@@ -53,7 +52,7 @@ pub enum EngineEvent {
         /// The wait before the next attempt.
         delay: Duration,
         /// The failure's short class (`http_429`, `timeout`, `connect` ...).
-        outcome: String,
+        outcome: CallOutcome,
     },
     /// Pacing (`--rpm`/`--tpm`) holds the request back for `wait`.
     Paced {
@@ -116,24 +115,24 @@ impl fmt::Debug for OpenAiEngine {
 /// One attempt's failure.
 #[derive(Debug)]
 struct Failure {
-    outcome: String,
+    outcome: CallOutcome,
     message: String,
     retryable: bool,
     hint: Option<Duration>,
 }
 
 impl Failure {
-    fn retry(outcome: &str, message: String) -> Failure {
+    fn retry(outcome: CallOutcome, message: String) -> Failure {
         Failure {
-            outcome: outcome.into(),
+            outcome,
             message,
             retryable: true,
             hint: None,
         }
     }
-    fn fatal(outcome: &str, message: String) -> Failure {
+    fn fatal(outcome: CallOutcome, message: String) -> Failure {
         Failure {
-            outcome: outcome.into(),
+            outcome,
             message,
             retryable: false,
             hint: None,
@@ -151,13 +150,13 @@ impl OpenAiEngine {
         let endpoint = endpoint(&config.base_url)?;
         if config.retry.max_attempts == 0 {
             return Err(ConfigError::Setting {
-                field: "--max-attempts",
+                field: Setting::MaxAttempts,
                 reason: "must be at least 1".into(),
             });
         }
         for (field, value) in [
-            ("--request-timeout", config.request_timeout),
-            ("--idle-timeout", config.idle_timeout),
+            (Setting::RequestTimeout, config.request_timeout),
+            (Setting::IdleTimeout, config.idle_timeout),
         ] {
             if value.is_zero() {
                 return Err(ConfigError::Setting {
@@ -167,8 +166,8 @@ impl OpenAiEngine {
             }
         }
         for (field, value) in [
-            ("--rpm", config.requests_per_minute),
-            ("--tpm", config.tokens_per_minute),
+            (Setting::RequestsPerMinute, config.requests_per_minute),
+            (Setting::TokensPerMinute, config.tokens_per_minute),
         ] {
             if value == Some(0) {
                 return Err(ConfigError::Setting {
@@ -295,7 +294,7 @@ impl OpenAiEngine {
     ) -> Result<InferenceResponse, EngineError> {
         let Some(model) = self.model_for(&request.params) else {
             return Err(EngineError::new(format!(
-                "task `{}`: no model: set `params.model` in the plan or pass --model",
+                "task `{}`: no model: set `params.model` in the plan or give the engine a default model",
                 request.task_id
             )));
         };
@@ -341,7 +340,7 @@ impl OpenAiEngine {
                     attempts.push(Attempt {
                         number,
                         duration_ms,
-                        outcome: "ok".into(),
+                        outcome: CallOutcome::Ok,
                         error: None,
                         backoff_ms: None,
                     });
@@ -349,7 +348,7 @@ impl OpenAiEngine {
                         output: completion.output,
                         model: completion.model.or_else(|| Some(model.to_string())),
                         usage: completion.usage,
-                        finish_reason: completion.finish_reason,
+                        finish_reason: completion.finish_reason.map(ctx_engine::FinishReason::from),
                         attempts,
                         cached: false,
                     });
@@ -452,9 +451,9 @@ impl OpenAiEngine {
 
     fn request_timed_out(&self) -> Failure {
         Failure::retry(
-            "timeout",
+            CallOutcome::Timeout,
             format!(
-                "no response from {} within {} (--request-timeout)",
+                "no response from {} within {} (request_timeout)",
                 self.shown,
                 seconds(self.config.request_timeout)
             ),
@@ -493,7 +492,7 @@ impl OpenAiEngine {
             message.push_str(&format!(" ({code})"));
         }
         Err(Failure {
-            outcome: format!("http_{}", status.as_u16()),
+            outcome: CallOutcome::Http(status.as_u16()),
             message,
             retryable,
             hint,
@@ -524,10 +523,10 @@ impl OpenAiEngine {
         let cap = body_cap(max_output);
         if body.len() > cap {
             return Err(Failure::fatal(
-                OUTPUT_TOO_LARGE,
+                CallOutcome::OutputTooLarge,
                 format!(
                     "response from {} is larger than {cap} bytes, the most read for an \
-                     output limit of {max_output} bytes (--max-output-bytes)",
+                     output limit of {max_output} bytes (max_output_bytes)",
                     self.shown
                 ),
             ));
@@ -535,7 +534,7 @@ impl OpenAiEngine {
         let completion = self.completion_of(body)?;
         if completion.output.len() > max_output {
             return Err(Failure::fatal(
-                OUTPUT_TOO_LARGE,
+                CallOutcome::OutputTooLarge,
                 output_too_large(max_output),
             ));
         }
@@ -552,7 +551,7 @@ impl OpenAiEngine {
                 let shown = snippet(text.trim(), 200);
                 if cut && !body.is_empty() {
                     Failure::retry(
-                        "truncated",
+                        CallOutcome::Truncated,
                         format!(
                             "response body from {} was cut short ({reason}): {shown}",
                             self.shown
@@ -560,17 +559,17 @@ impl OpenAiEngine {
                     )
                 } else {
                     Failure::fatal(
-                        "malformed",
+                        CallOutcome::Malformed,
                         format!("malformed JSON from {} ({reason}): {shown}", self.shown),
                     )
                 }
             }
             BodyError::EmptyChoices => Failure::fatal(
-                "empty_choices",
+                CallOutcome::EmptyChoices,
                 format!("response from {} has no choices", self.shown),
             ),
             BodyError::Api(info) => Failure::fatal(
-                "api_error",
+                CallOutcome::ApiError,
                 format!("error from {}: {}", self.shown, info.message),
             ),
         }
@@ -578,9 +577,9 @@ impl OpenAiEngine {
 
     fn idle_timed_out(&self) -> Failure {
         Failure::retry(
-            "idle_timeout",
+            CallOutcome::IdleTimeout,
             format!(
-                "stream from {} stalled: no data for {} (--idle-timeout)",
+                "stream from {} stalled: no data for {} (idle_timeout)",
                 self.shown,
                 seconds(self.config.idle_timeout)
             ),
@@ -610,7 +609,7 @@ impl OpenAiEngine {
                 Ok(None) => break 'read,
                 Err(e) => {
                     return Err(Failure::retry(
-                        "truncated",
+                        CallOutcome::Truncated,
                         format!(
                             "stream from {} broke after {chars} characters: {}",
                             self.shown,
@@ -620,7 +619,10 @@ impl OpenAiEngine {
                 }
             };
             let events = parser.feed(&chunk).map_err(|e| {
-                Failure::fatal("malformed", format!("stream from {}: {e}", self.shown))
+                Failure::fatal(
+                    CallOutcome::Malformed,
+                    format!("stream from {}: {e}", self.shown),
+                )
             })?;
             let before = chars;
             for event in events {
@@ -636,7 +638,7 @@ impl OpenAiEngine {
                         chars += added;
                         if acc.completion.output.len() > max_output {
                             return Err(Failure::fatal(
-                                OUTPUT_TOO_LARGE,
+                                CallOutcome::OutputTooLarge,
                                 format!(
                                     "stream from {}: {}; the stream was dropped",
                                     self.shown,
@@ -653,9 +655,9 @@ impl OpenAiEngine {
                         let message =
                             format!("error in the stream from {}: {}", self.shown, info.message);
                         return Err(if retryable {
-                            Failure::retry("stream_error", message)
+                            Failure::retry(CallOutcome::StreamError, message)
                         } else {
-                            Failure::fatal("stream_error", message)
+                            Failure::fatal(CallOutcome::StreamError, message)
                         });
                     }
                     Err(e) => return Err(self.body_failure(e, event.data.as_bytes())),
@@ -670,7 +672,7 @@ impl OpenAiEngine {
         }
         if !done && (parser.has_pending() || acc.completion.finish_reason.is_none()) {
             return Err(Failure::retry(
-                "truncated",
+                CallOutcome::Truncated,
                 format!(
                     "stream from {} ended before `data: [DONE]` after {chars} characters",
                     self.shown
@@ -679,7 +681,7 @@ impl OpenAiEngine {
         }
         if !acc.saw_choice {
             return Err(Failure::fatal(
-                "empty_choices",
+                CallOutcome::EmptyChoices,
                 format!("stream from {} carried no choices", self.shown),
             ));
         }
@@ -690,22 +692,22 @@ impl OpenAiEngine {
         let chain = error_chain(error);
         if error.is_connect() {
             Failure::retry(
-                "connect",
+                CallOutcome::Connect,
                 format!("cannot connect to {}: {chain}", self.shown),
             )
         } else if error.is_timeout() {
             Failure::retry(
-                "timeout",
+                CallOutcome::Timeout,
                 format!("timed out talking to {}: {chain}", self.shown),
             )
         } else if error.is_body() || error.is_decode() {
             Failure::retry(
-                "truncated",
+                CallOutcome::Truncated,
                 format!("response body from {} was cut short: {chain}", self.shown),
             )
         } else {
             Failure::retry(
-                "network",
+                CallOutcome::Network,
                 format!("request to {} failed: {chain}", self.shown),
             )
         }
@@ -717,12 +719,80 @@ impl InferenceEngine for OpenAiEngine {
         Self::NAME
     }
 
+    /// `openai` plus each request default that was set, in a fixed order:
+    /// `model`, `temperature`, `max_tokens`, `top_p`, `stop` (each),
+    /// `seed`, and `system` as `sha256:` and the first 12 hex digits of
+    /// the prompt's hash (the label is shown, the system prompt may be
+    /// long or private). Never the base URL or key.
+    fn label(&self) -> String {
+        let d = &self.config.defaults;
+        let mut label = String::from(Self::NAME);
+        let mut push = |key: &str, value: String| {
+            label.push(' ');
+            label.push_str(key);
+            label.push('=');
+            label.push_str(&value);
+        };
+        if let Some(m) = &d.model {
+            push("model", label_value(m));
+        }
+        if let Some(t) = d.temperature {
+            push("temperature", t.to_string());
+        }
+        if let Some(n) = d.max_tokens {
+            push("max_tokens", n.to_string());
+        }
+        if let Some(p) = d.top_p {
+            push("top_p", p.to_string());
+        }
+        for s in d.stop.iter().flatten() {
+            push("stop", format!("{s:?}"));
+        }
+        if let Some(n) = d.seed {
+            push("seed", n.to_string());
+        }
+        if let Some(s) = &d.system {
+            let hash = sha256_hex(s.as_bytes());
+            push("system", format!("sha256:{}", &hash[..12]));
+        }
+        label
+    }
+
+    /// The label plus the base URL (which may carry a password: it only
+    /// enters the cache's hash).
+    fn cache_identity(&self) -> String {
+        format!("{}\nbase_url={}", self.label(), self.config.base_url)
+    }
+
     fn infer<'a>(
         &'a self,
         request: &'a InferenceRequest,
     ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
         Box::pin(self.run(request))
     }
+}
+
+/// A label value: as is when it has no spaces, quotes or control
+/// characters, else quoted.
+fn label_value(s: &str) -> String {
+    if !s.is_empty()
+        && !s
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '"')
+    {
+        s.to_string()
+    } else {
+        format!("{s:?}")
+    }
+}
+
+/// Lower-case hex SHA-256.
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Whether a failure is the server refusing `response_format`: a 4xx whose
@@ -734,7 +804,7 @@ fn rejects_response_format(e: &EngineError) -> bool {
     let client_error = e
         .attempts
         .last()
-        .is_some_and(|a| a.outcome.starts_with("http_4") && a.outcome != "http_429");
+        .is_some_and(|a| a.outcome.is_client_error());
     let text = e.message.to_ascii_lowercase();
     client_error && (text.contains("response_format") || text.contains("json_schema"))
 }
@@ -789,4 +859,49 @@ fn seconds(d: Duration) -> String {
 fn assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<OpenAiEngine>();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RequestDefaults;
+
+    #[test]
+    fn the_label_holds_output_settings_and_never_secrets() {
+        let plain = OpenAiEngine::new(OpenAiConfig::default()).unwrap();
+        assert_eq!(plain.label(), "openai");
+        let config = OpenAiConfig {
+            base_url: "http://user:pw@127.0.0.1:9/v1".into(),
+            defaults: RequestDefaults {
+                model: Some("gpt-4o".into()),
+                temperature: Some(0.0),
+                stop: Some(vec!["END".into()]),
+                system: Some("be brief".into()),
+                ..RequestDefaults::default()
+            },
+            ..OpenAiConfig::default()
+        };
+        let engine = OpenAiEngine::new(config).unwrap();
+        let label = engine.label();
+        assert!(
+            label.starts_with("openai model=gpt-4o temperature=0 stop=\"END\" system=sha256:"),
+            "{label}"
+        );
+        assert_eq!(label.len(), label.find("sha256:").unwrap() + 7 + 12);
+        assert!(!label.contains("pw@") && !label.contains("be brief"));
+        assert!(
+            engine
+                .cache_identity()
+                .ends_with("\nbase_url=http://user:pw@127.0.0.1:9/v1")
+        );
+        let spaced = OpenAiEngine::new(OpenAiConfig {
+            defaults: RequestDefaults {
+                model: Some("my model".into()),
+                ..RequestDefaults::default()
+            },
+            ..OpenAiConfig::default()
+        })
+        .unwrap();
+        assert_eq!(spaced.label(), "openai model=\"my model\"");
+    }
 }

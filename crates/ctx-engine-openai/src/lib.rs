@@ -76,7 +76,9 @@ pub mod sse;
 mod wire;
 
 pub use config::{
-    ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, OpenAiConfig,
-    RequestDefaults, RetryPolicy, StructuredOutput,
+    ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_BACKOFF, DEFAULT_REQUEST_TIMEOUT, OpenAiConfig, RequestDefaults, RetryPolicy,
+    Setting, StructuredOutput,
 };
 pub use engine::{EngineEvent, Observer, OpenAiEngine};

@@ -170,10 +170,10 @@ pub(crate) enum BodyError {
     Api(ApiErrorInfo),
 }
 
-/// Parses a non-streaming response body.
-pub(crate) fn parse_completion(body: &[u8]) -> Result<Completion, BodyError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| BodyError::Malformed(e.to_string()))?;
+/// A response body or stream event as the server sent it: a JSON object,
+/// unless it is an API error (`{"error": {...}}`), which either form may
+/// carry instead of an answer.
+fn response_object(value: Value) -> Result<Value, BodyError> {
     if !value.is_object() {
         return Err(BodyError::Malformed("expected a JSON object".into()));
     }
@@ -184,6 +184,14 @@ pub(crate) fn parse_completion(body: &[u8]) -> Result<Completion, BodyError> {
     {
         return Err(BodyError::Api(info));
     }
+    Ok(value)
+}
+
+/// Parses a non-streaming response body.
+pub(crate) fn parse_completion(body: &[u8]) -> Result<Completion, BodyError> {
+    let value = response_object(
+        serde_json::from_slice(body).map_err(|e| BodyError::Malformed(e.to_string()))?,
+    )?;
     let choice = value
         .get("choices")
         .and_then(Value::as_array)
@@ -300,18 +308,9 @@ pub(crate) struct StreamAccumulator {
 impl StreamAccumulator {
     /// Adds one event's JSON. Returns the number of characters added.
     pub(crate) fn push(&mut self, data: &str) -> Result<usize, BodyError> {
-        let value: Value =
-            serde_json::from_str(data).map_err(|e| BodyError::Malformed(e.to_string()))?;
-        if !value.is_object() {
-            return Err(BodyError::Malformed("expected a JSON object".into()));
-        }
-        if let Some(info) = value
-            .get("error")
-            .filter(|e| !e.is_null())
-            .and_then(|_| ApiErrorInfo::from_value(&value))
-        {
-            return Err(BodyError::Api(info));
-        }
+        let value = response_object(
+            serde_json::from_str(data).map_err(|e| BodyError::Malformed(e.to_string()))?,
+        )?;
         if let Some(model) = model_of(&value) {
             self.completion.model = Some(model);
         }

@@ -76,8 +76,8 @@ fn base(server: &MockServer) -> String {
     format!("{}/v1", server.uri())
 }
 
-fn outcomes(attempts: &[ctx_model::Attempt]) -> Vec<&str> {
-    attempts.iter().map(|a| a.outcome.as_str()).collect()
+fn outcomes(attempts: &[ctx_model::Attempt]) -> Vec<String> {
+    attempts.iter().map(|a| a.outcome.to_string()).collect()
 }
 
 fn assert_no_key(what: &str, text: &str) {
@@ -106,7 +106,7 @@ async fn success_records_usage_model_and_one_attempt() {
     let r = engine(config(base(&s))).infer(&req).await.unwrap();
     assert_eq!(r.output, "An old silent pond");
     assert_eq!(r.model.as_deref(), Some("test-model-2026-01-01"));
-    assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(r.finish_reason, Some(ctx_engine::FinishReason::Stop));
     assert_eq!(
         r.usage,
         Some(TokenUsage {
@@ -167,7 +167,7 @@ async fn missing_model_names_the_task_and_sends_nothing() {
     let e = engine(cfg).infer(&request("design")).await.unwrap_err();
     assert_eq!(
         e.message,
-        "task `design`: no model: set `params.model` in the plan or pass --model"
+        "task `design`: no model: set `params.model` in the plan or give the engine a default model"
     );
     assert!(e.attempts.is_empty());
     assert!(s.received_requests().await.unwrap().is_empty());
@@ -215,7 +215,7 @@ async fn streaming_assembles_output_usage_and_progress() {
     }));
     let r = e.infer(&request("s")).await.unwrap();
     assert_eq!(r.output, "Hello, wörld");
-    assert_eq!(r.finish_reason.as_deref(), Some("length"));
+    assert_eq!(r.finish_reason, Some(ctx_engine::FinishReason::Length));
     assert_eq!(r.model.as_deref(), Some("streamer-1"));
     assert_eq!(r.usage.unwrap().total_tokens, 12);
     assert_eq!(outcomes(&r.attempts), ["ok"]);
@@ -277,7 +277,7 @@ async fn streaming_with_n_2_returns_the_first_choice_alone() {
     // Not "ABlphaeta": choice 1 is neither spliced in nor its finish
     // reason taken.
     assert_eq!(r.output, "Alpha");
-    assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(r.finish_reason, Some(ctx_engine::FinishReason::Stop));
     assert_eq!(r.usage.unwrap().total_tokens, 13);
     assert_eq!(outcomes(&r.attempts), ["ok"]);
     // Progress counts choice 0's characters only.
@@ -514,7 +514,7 @@ async fn request_timeout_is_retried_then_fails() {
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(outcomes(&e.attempts), ["timeout", "timeout"]);
     assert!(
-        e.message.contains("within 0.150 s (--request-timeout)"),
+        e.message.contains("within 0.150 s (request_timeout)"),
         "{}",
         e.message
     );
@@ -676,7 +676,7 @@ async fn stalled_stream_hits_the_idle_timeout() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(outcomes(&e.attempts), ["idle_timeout", "idle_timeout"]);
     assert!(
-        e.message.contains("no data for 0.200 s (--idle-timeout)"),
+        e.message.contains("no data for 0.200 s (idle_timeout)"),
         "{}",
         e.message
     );
@@ -717,7 +717,7 @@ async fn stream_arriving_in_small_pieces() {
     cfg.stream = true;
     let r = engine(cfg).infer(&request("t")).await.unwrap();
     assert_eq!(r.output, "héllo there");
-    assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(r.finish_reason, Some(ctx_engine::FinishReason::Stop));
     assert_eq!(r.usage, None);
 }
 
@@ -903,10 +903,15 @@ async fn bad_configuration_is_refused() {
     );
     cfg.base_url = "http://127.0.0.1:1/v1".into();
     cfg.retry.max_attempts = 0;
-    assert_eq!(
-        OpenAiEngine::new(cfg.clone()).unwrap_err().to_string(),
-        "--max-attempts: must be at least 1"
-    );
+    let err = OpenAiEngine::new(cfg.clone()).unwrap_err();
+    assert_eq!(err.to_string(), "retry.max_attempts: must be at least 1");
+    assert!(matches!(
+        err,
+        ctx_engine_openai::ConfigError::Setting {
+            field: ctx_engine_openai::Setting::MaxAttempts,
+            ..
+        }
+    ));
     cfg.retry.max_attempts = 1;
     cfg.api_key = ApiKey::new("sk-line\nbreak");
     assert!(
@@ -919,7 +924,7 @@ async fn bad_configuration_is_refused() {
     cfg.tokens_per_minute = Some(0);
     assert_eq!(
         OpenAiEngine::new(cfg).unwrap_err().to_string(),
-        "--tpm: must be at least 1 (leave it out for no limit)"
+        "tokens_per_minute: must be at least 1 (leave it out for no limit)"
     );
 }
 
@@ -996,7 +1001,7 @@ async fn an_endless_stream_is_cut_at_the_output_bound() {
     assert_eq!(outcomes(&e.attempts), ["output_too_large"]);
     assert!(
         e.message.ends_with(
-            "output exceeded the limit of 1048576 bytes (--max-output-bytes); the stream was dropped"
+            "output exceeded the limit of 1048576 bytes (max_output_bytes); the stream was dropped"
         ),
         "{}",
         e.message
@@ -1021,7 +1026,7 @@ async fn a_whole_answer_past_the_output_bound_fails() {
     assert_eq!(outcomes(&e.attempts), ["output_too_large"]);
     assert_eq!(
         e.message,
-        "output exceeded the limit of 1000 bytes (--max-output-bytes)"
+        "output exceeded the limit of 1000 bytes (max_output_bytes)"
     );
     req.max_output_bytes = 2000;
     let r = engine(config(base(&s))).infer(&req).await.unwrap();

@@ -56,6 +56,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
+/// Re-exported: an engine reports it in [`InferenceResponse`].
+pub use ctx_model::FinishReason;
 use ctx_model::{Attempt, Params, TokenUsage};
 
 /// The default bound on one task's output, in bytes (64 MiB): far above
@@ -128,7 +130,7 @@ pub struct InferenceResponse {
     /// Usage, when the engine reports it.
     pub usage: Option<TokenUsage>,
     /// Why generation stopped.
-    pub finish_reason: Option<String>,
+    pub finish_reason: Option<FinishReason>,
     /// Every attempt made, the successful one last.
     pub attempts: Vec<Attempt>,
     /// The output was reused from a cache, not generated now.
@@ -139,7 +141,7 @@ pub struct InferenceResponse {
 /// [`InferenceRequest::max_output_bytes`]: the one wording every engine and
 /// the executor use.
 pub fn output_too_large(limit: usize) -> String {
-    format!("output exceeded the limit of {limit} bytes (--max-output-bytes)")
+    format!("output exceeded the limit of {limit} bytes (max_output_bytes)")
 }
 
 /// The [`Attempt::outcome`] of an output longer than the limit.
@@ -175,6 +177,31 @@ pub trait InferenceEngine: Send + Sync {
     /// placeholders would fail every check, and could not judge one.
     fn answers_prompts(&self) -> bool {
         true
+    }
+
+    /// What a run records with every result as the engine that made it,
+    /// and compares on resume: a result made under another label is run
+    /// again (docs/runs.md, rule 5). The name plus every engine-level
+    /// setting that changes outputs and is not in the plan's `params`
+    /// (for the HTTP engine: model, temperature, max tokens, top-p, stop
+    /// sequences, seed, a short hash of the system prompt).
+    ///
+    /// The label is stored and shown (`ctx runs show`), so it must never
+    /// hold a credential, a base URL or a command string: those may embed
+    /// secrets. What selects the server or program goes in
+    /// [`cache_identity`](Self::cache_identity) instead. The default is
+    /// the name alone, right for an engine without such settings.
+    fn label(&self) -> String {
+        self.name().to_string()
+    }
+
+    /// What the input-hash cache keys outputs by, beside the request: the
+    /// [`label`](Self::label) plus whatever selects the model server or
+    /// program (a base URL, a command line). It only enters a hash and is
+    /// never stored, so it may hold what the label must not. Two engines
+    /// with equal identities must answer equal requests alike.
+    fn cache_identity(&self) -> String {
+        self.label()
     }
 
     /// Runs `request`. Retries, if any, happen inside and are listed in the

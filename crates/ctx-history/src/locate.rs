@@ -318,7 +318,7 @@ impl Scope {
         if !ok {
             warnings.push(Warning::SymlinkNotFollowed {
                 path: p.display().to_string(),
-                reason: "symbolic link leading outside the content root; not followed (--follow-symlinks reads it)".into(),
+                reason: "symbolic link leading outside the content root; not followed (following links is off)".into(),
             });
         }
         ok

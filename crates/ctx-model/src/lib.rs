@@ -68,15 +68,16 @@
 
 mod checks;
 pub mod graph;
+mod load;
 mod locate;
 mod parse;
 mod plan;
 mod result;
 mod schema;
-mod suggest;
 mod validate;
 
 pub use checks::*;
+pub use load::*;
 pub use locate::*;
 pub use parse::*;
 pub use plan::*;

@@ -291,6 +291,21 @@ impl Default for PlanConfig {
     }
 }
 
+impl PlanConfig {
+    /// `tokenizer` parsed: `Ok(None)` when the plan leaves it out (each
+    /// task's model then decides), [`ctx_tokens::UnknownTokenizer`] when it
+    /// names no tokenizer ctx knows. The field keeps the text as written so
+    /// that `ctx plan check` can report a bad name beside every other
+    /// problem, with its line; everything that counts tokens goes through
+    /// here, so a bad name is an error wherever it reaches, never a
+    /// fallback to the model's tokenizer.
+    pub fn parsed_tokenizer(
+        &self,
+    ) -> Result<Option<ctx_tokens::Tokenizer>, ctx_tokens::UnknownTokenizer> {
+        self.tokenizer.as_deref().map(str::parse).transpose()
+    }
+}
+
 /// The design's `DependencyConfig`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]

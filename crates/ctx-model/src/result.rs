@@ -111,7 +111,8 @@ pub struct ResultMetadata {
     pub model: Option<String>,
     /// Why generation stopped (`stop`, `length`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finish_reason: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub finish_reason: Option<FinishReason>,
     /// Every call made for this task, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
@@ -295,11 +296,353 @@ pub struct Attempt {
     /// How long the call took.
     pub duration_ms: u64,
     /// `ok`, or a short class of failure (`timeout`, `http_429`, `exit_1`).
-    pub outcome: String,
+    #[schemars(with = "String")]
+    pub outcome: CallOutcome,
     /// The failure's message, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// How long the engine waited before the next attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff_ms: Option<u64>,
+}
+
+/// Why a model stopped generating, as an engine reports it.
+///
+/// The known reasons are variants, so code asks `== FinishReason::Length`
+/// instead of comparing strings; whatever else a server sends is kept
+/// verbatim in [`FinishReason::Other`]. Serialized as the plain string the
+/// server sent (`"stop"`, `"length"`, `"content_filter"`, ...), so
+/// results.json, the run store and the output cache hold the same bytes as
+/// when this was a `String`. Parsing is exact (case-sensitive): a reason
+/// that is not spelled as one of the known ones stays `Other` and is
+/// written back unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FinishReason {
+    /// `stop`: a natural end or a stop sequence.
+    Stop,
+    /// `length`: cut short by `max_tokens` (or the context window).
+    Length,
+    /// `content_filter`: withheld by the provider's filter.
+    ContentFilter,
+    /// `tool_calls`: the model asked for tools.
+    ToolCalls,
+    /// `function_call`: the older form of `tool_calls`.
+    FunctionCall,
+    /// Anything else, exactly as the server sent it. Never one of the
+    /// names above ([`FinishReason::from`] maps those to their variants).
+    Other(String),
+}
+
+impl FinishReason {
+    /// The reason as servers spell it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::FunctionCall => "function_call",
+            FinishReason::Other(s) => s,
+        }
+    }
+}
+
+impl From<&str> for FinishReason {
+    fn from(s: &str) -> Self {
+        match s {
+            "stop" => FinishReason::Stop,
+            "length" => FinishReason::Length,
+            "content_filter" => FinishReason::ContentFilter,
+            "tool_calls" => FinishReason::ToolCalls,
+            "function_call" => FinishReason::FunctionCall,
+            other => FinishReason::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<String> for FinishReason {
+    fn from(s: String) -> Self {
+        match FinishReason::from(s.as_str()) {
+            FinishReason::Other(_) => FinishReason::Other(s),
+            known => known,
+        }
+    }
+}
+
+impl std::fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for FinishReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for FinishReason {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(FinishReason::from)
+    }
+}
+
+/// How one call to an engine ended: [`Attempt::outcome`].
+///
+/// Every class an engine that ships with ctx reports is a variant; a
+/// third-party engine's own class is kept verbatim in
+/// [`CallOutcome::Other`]. Serialized as the short string it always was
+/// (`ok`, `timeout`, `http_429`, `exit_1`, `check_failed`), parsed exactly,
+/// so stored attempts and results.json are byte-identical to when this was
+/// a `String` (property-tested).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CallOutcome {
+    /// `ok`: the call answered.
+    Ok,
+    /// `timeout`: no answer within the request or task timeout.
+    Timeout,
+    /// `idle_timeout`: a stream stalled.
+    IdleTimeout,
+    /// `http_NNN`: the server answered with this error status.
+    Http(u16),
+    /// `exit_N`: the command engine's command exited with this status.
+    Exit(i32),
+    /// `signal_N`: the command was killed by this signal.
+    Signal(i32),
+    /// `output_too_large`: the output went over the output bound.
+    OutputTooLarge,
+    /// `check_failed`: the answer failed the task's checks.
+    CheckFailed,
+    /// `truncated`: the response body or stream ended early.
+    Truncated,
+    /// `malformed`: the response could not be read.
+    Malformed,
+    /// `empty_choices`: the response held no answer.
+    EmptyChoices,
+    /// `api_error`: the server reported an error in the body.
+    ApiError,
+    /// `stream_error`: the server reported an error mid-stream.
+    StreamError,
+    /// `connect`: the connection could not be made.
+    Connect,
+    /// `network`: the connection failed while in use.
+    Network,
+    /// `spawn_error`: the command engine could not start its command.
+    SpawnError,
+    /// `io_error`: reading from or writing to the command failed.
+    IoError,
+    /// Any other class, exactly as the engine wrote it. Never a name the
+    /// variants above have ([`CallOutcome::from`] maps those).
+    Other(String),
+}
+
+/// The empty class, as the `String` this replaced defaulted to (an
+/// [`Attempt::default`] says nothing about how the call ended).
+impl Default for CallOutcome {
+    fn default() -> Self {
+        CallOutcome::Other(String::new())
+    }
+}
+
+impl CallOutcome {
+    /// The short string stored and shown (`http_429`).
+    pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
+        use std::borrow::Cow;
+        Cow::Borrowed(match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::Timeout => "timeout",
+            CallOutcome::IdleTimeout => "idle_timeout",
+            CallOutcome::OutputTooLarge => "output_too_large",
+            CallOutcome::CheckFailed => "check_failed",
+            CallOutcome::Truncated => "truncated",
+            CallOutcome::Malformed => "malformed",
+            CallOutcome::EmptyChoices => "empty_choices",
+            CallOutcome::ApiError => "api_error",
+            CallOutcome::StreamError => "stream_error",
+            CallOutcome::Connect => "connect",
+            CallOutcome::Network => "network",
+            CallOutcome::SpawnError => "spawn_error",
+            CallOutcome::IoError => "io_error",
+            CallOutcome::Http(s) => return Cow::Owned(format!("http_{s}")),
+            CallOutcome::Exit(c) => return Cow::Owned(format!("exit_{c}")),
+            CallOutcome::Signal(s) => return Cow::Owned(format!("signal_{s}")),
+            CallOutcome::Other(s) => s,
+        })
+    }
+
+    /// An HTTP client error (4xx) other than 429 (too many requests).
+    pub fn is_client_error(&self) -> bool {
+        matches!(self, CallOutcome::Http(s) if (400..500).contains(s) && *s != 429)
+    }
+}
+
+/// `text` after `prefix` as a number, only when writing the number back
+/// gives `text` again (so `http_0429` stays [`CallOutcome::Other`] and
+/// round-trips unchanged).
+fn numbered<T: std::str::FromStr + std::fmt::Display>(text: &str, prefix: &str) -> Option<T> {
+    let n: T = text.strip_prefix(prefix)?.parse().ok()?;
+    (format!("{prefix}{n}") == text).then_some(n)
+}
+
+impl From<&str> for CallOutcome {
+    fn from(s: &str) -> Self {
+        match s {
+            "ok" => CallOutcome::Ok,
+            "timeout" => CallOutcome::Timeout,
+            "idle_timeout" => CallOutcome::IdleTimeout,
+            "output_too_large" => CallOutcome::OutputTooLarge,
+            "check_failed" => CallOutcome::CheckFailed,
+            "truncated" => CallOutcome::Truncated,
+            "malformed" => CallOutcome::Malformed,
+            "empty_choices" => CallOutcome::EmptyChoices,
+            "api_error" => CallOutcome::ApiError,
+            "stream_error" => CallOutcome::StreamError,
+            "connect" => CallOutcome::Connect,
+            "network" => CallOutcome::Network,
+            "spawn_error" => CallOutcome::SpawnError,
+            "io_error" => CallOutcome::IoError,
+            other => {
+                if let Some(n) = numbered(other, "http_") {
+                    CallOutcome::Http(n)
+                } else if let Some(n) = numbered(other, "exit_") {
+                    CallOutcome::Exit(n)
+                } else if let Some(n) = numbered(other, "signal_") {
+                    CallOutcome::Signal(n)
+                } else {
+                    CallOutcome::Other(other.to_string())
+                }
+            }
+        }
+    }
+}
+
+impl From<String> for CallOutcome {
+    fn from(s: String) -> Self {
+        match CallOutcome::from(s.as_str()) {
+            CallOutcome::Other(_) => CallOutcome::Other(s),
+            known => known,
+        }
+    }
+}
+
+impl PartialEq<str> for CallOutcome {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for CallOutcome {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for CallOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
+
+impl Serialize for CallOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for CallOutcome {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(CallOutcome::from)
+    }
+}
+
+#[cfg(test)]
+mod call_outcome_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn classes_parse_to_variants() {
+        assert_eq!(CallOutcome::from("ok"), CallOutcome::Ok);
+        assert_eq!(CallOutcome::from("http_429"), CallOutcome::Http(429));
+        assert_eq!(CallOutcome::from("exit_-1"), CallOutcome::Exit(-1));
+        assert_eq!(CallOutcome::from("signal_9"), CallOutcome::Signal(9));
+        assert_eq!(CallOutcome::from("check_failed"), CallOutcome::CheckFailed);
+        assert_eq!(
+            CallOutcome::from("http_0429"),
+            CallOutcome::Other("http_0429".into())
+        );
+        assert_eq!(
+            CallOutcome::from("http_99999"),
+            CallOutcome::Other("http_99999".into())
+        );
+        assert!(CallOutcome::Http(404).is_client_error());
+        assert!(!CallOutcome::Http(429).is_client_error());
+        assert!(!CallOutcome::Http(500).is_client_error());
+        assert_eq!(CallOutcome::Exit(3), "exit_3");
+    }
+
+    proptest! {
+        #[test]
+        fn any_class_round_trips_byte_for_byte(
+            s in prop_oneof![".{0,20}", "(http|exit|signal)_-?[0-9]{0,6}"]
+        ) {
+            let json = serde_json::to_string(&s).unwrap();
+            let outcome: CallOutcome = serde_json::from_str(&json).unwrap();
+            prop_assert_eq!(outcome.as_str(), s.as_str());
+            prop_assert_eq!(serde_json::to_string(&outcome).unwrap(), json);
+        }
+    }
+}
+
+#[cfg(test)]
+mod finish_reason_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn known_reasons_are_variants_and_keep_their_spelling() {
+        for (text, reason) in [
+            ("stop", FinishReason::Stop),
+            ("length", FinishReason::Length),
+            ("content_filter", FinishReason::ContentFilter),
+            ("tool_calls", FinishReason::ToolCalls),
+            ("function_call", FinishReason::FunctionCall),
+        ] {
+            assert_eq!(FinishReason::from(text), reason);
+            assert_eq!(FinishReason::from(text.to_string()), reason);
+            assert_eq!(
+                serde_json::to_string(&reason).unwrap(),
+                format!("\"{text}\"")
+            );
+        }
+        assert_eq!(
+            FinishReason::from("Length"),
+            FinishReason::Other("Length".into()),
+            "exact, so the stored text comes back unchanged"
+        );
+    }
+
+    #[test]
+    fn metadata_serializes_as_before() {
+        let m: ResultMetadata =
+            serde_json::from_str(r#"{"finish_reason":"eos_token","model":"m"}"#).unwrap();
+        assert_eq!(
+            m.finish_reason,
+            Some(FinishReason::Other("eos_token".into()))
+        );
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"model":"m","finish_reason":"eos_token"}"#
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_round_trips_byte_for_byte(s in ".{0,40}") {
+            let json = serde_json::to_string(&s).unwrap();
+            let reason: FinishReason = serde_json::from_str(&json).unwrap();
+            prop_assert_eq!(reason.as_str(), s.as_str());
+            prop_assert_eq!(serde_json::to_string(&reason).unwrap(), json);
+        }
+    }
 }

@@ -11,7 +11,10 @@
 
 use ctx_model::{Attempt, SubTask, TaskExecutionResult, TaskStatus};
 
-use crate::input::{AttemptOutcome, AttemptReport, RunStatus, TaskReport, TaskState, Timestamp};
+use crate::input::{
+    AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, RunStatus, TaskReport,
+    TaskState, Timestamp,
+};
 
 /// The prefix the executor gives the error of a task cancelled by Ctrl-C
 /// (`interrupted: cancelled while running, after 1200 ms`).
@@ -50,9 +53,9 @@ pub fn attempts(list: &[Attempt], start: Option<Timestamp>) -> Vec<AttemptReport
         .enumerate()
         .map(|(i, a)| {
             let last = i + 1 == list.len();
-            let outcome = if a.outcome.starts_with("check") {
+            let outcome = if a.outcome.as_str().starts_with("check") {
                 AttemptOutcome::CheckFailure
-            } else if a.outcome == "ok" {
+            } else if a.outcome == ctx_model::CallOutcome::Ok {
                 if last {
                     AttemptOutcome::Success
                 } else {
@@ -71,7 +74,7 @@ pub fn attempts(list: &[Attempt], start: Option<Timestamp>) -> Vec<AttemptReport
                 started_at: started.map(Timestamp::from_unix_ms),
                 ended_at: ended.map(Timestamp::from_unix_ms),
                 outcome,
-                class: Some(a.outcome.clone()),
+                class: Some(a.outcome.to_string()),
                 error: a.error.clone(),
             }
         })
@@ -129,6 +132,23 @@ impl TaskReport {
         report.prompt = r.prompt.clone();
         report.output = r.output.clone();
         report.error = r.error.clone();
+        report.check_attempts = m
+            .check_attempts
+            .iter()
+            .map(|c| CheckAttemptReport {
+                number: c.number,
+                checks: c
+                    .checks
+                    .iter()
+                    .map(|k| CheckReport {
+                        kind: k.kind.as_str().to_string(),
+                        passed: k.passed,
+                        message: k.message.clone(),
+                    })
+                    .collect(),
+                error: c.error.clone(),
+            })
+            .collect();
         report
     }
 }
@@ -189,6 +209,54 @@ mod tests {
         let last_fails = attempts(&[attempt(1, "timeout", 10, None)], None);
         assert_eq!(last_fails[0].outcome, AttemptOutcome::Error);
         assert_eq!(last_fails[0].started_at, None);
+    }
+
+    #[test]
+    fn check_attempts_carry_kind_verdict_and_message() {
+        let task: SubTask = serde_json::from_value(serde_json::json!({
+            "id": "css", "description": "Style",
+            "tool_or_prompt": {"name": "inference", "params": {"prompt": "CSS."}}
+        }))
+        .unwrap();
+        let mut r = TaskExecutionResult::new("css", TaskStatus::Failed);
+        // As the store holds them (ctx-checks' results, by kind name).
+        r.metadata.check_attempts = serde_json::from_value(serde_json::json!([
+            {"number": 1, "prompt": "CSS.", "prompt_tokens": 2, "output": "x",
+             "checks": [
+                {"kind": "not_contains", "passed": true, "message": "no TODO"},
+                {"kind": "judge", "passed": false, "message": "the judge said: <no>"}
+             ]},
+            {"number": 2, "prompt": "CSS.", "prompt_tokens": 2, "output": "",
+             "error": "timed out"}
+        ]))
+        .unwrap();
+        let report = TaskReport::from_model(&task, Some(&r), None, None, RunStatus::Failed);
+        assert_eq!(
+            report.check_attempts,
+            [
+                CheckAttemptReport {
+                    number: 1,
+                    checks: vec![
+                        CheckReport {
+                            kind: "not_contains".into(),
+                            passed: true,
+                            message: "no TODO".into(),
+                        },
+                        CheckReport {
+                            kind: "judge".into(),
+                            passed: false,
+                            message: "the judge said: <no>".into(),
+                        },
+                    ],
+                    error: None,
+                },
+                CheckAttemptReport {
+                    number: 2,
+                    checks: Vec::new(),
+                    error: Some("timed out".into()),
+                },
+            ]
+        );
     }
 
     #[test]

@@ -499,6 +499,13 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
         if !task.attempts.is_empty() {
             facts.push(format!("engine calls: {}", attempts_summary(task)));
         }
+        if let Some(last) = task.check_attempts.last().filter(|c| !c.checks.is_empty()) {
+            facts.push(format!(
+                "checks {} of {} passed",
+                last.checks.iter().filter(|c| c.passed).count(),
+                last.checks.len()
+            ));
+        }
         let _ = write!(out, "<p class=\"facts\">{}</p>", facts.join(" · "));
 
         // Dependencies, with what their outputs kept in this prompt.
@@ -578,6 +585,8 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
             out.push_str("</tbody></table>");
         }
 
+        check_table(out, task);
+
         if let Some(e) = &task.error {
             out.push_str("<h4>Error</h4><pre class=\"error\">");
             push_text(out, e);
@@ -609,6 +618,49 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
         out.push_str("</div></details>\n");
     }
     out.push_str("</section>\n");
+}
+
+/// A checked task's checks, one row per check of each attempt: its kind,
+/// whether it passed and its message (escaped, cut to 500 characters).
+/// An attempt whose call failed has one row with the engine's error.
+fn check_table(out: &mut String, task: &TaskReport) {
+    if task.check_attempts.is_empty() {
+        return;
+    }
+    out.push_str("<h4>Checks</h4><table class=\"checks\"><thead><tr><th class=\"n\">Attempt</th><th>Check</th><th>Result</th><th>Message</th></tr></thead><tbody>");
+    for attempt in &task.check_attempts {
+        if attempt.checks.is_empty() {
+            let _ = write!(
+                out,
+                "<tr><td class=\"n\">{}</td><td></td><td class=\"s-failed\">not checked</td><td>",
+                attempt.number
+            );
+            push_text(
+                out,
+                &truncate(attempt.error.as_deref().unwrap_or("no output"), 500),
+            );
+            out.push_str("</td></tr>");
+            continue;
+        }
+        for (k, check) in attempt.checks.iter().enumerate() {
+            let number = if k == 0 {
+                attempt.number.to_string()
+            } else {
+                String::new()
+            };
+            let (class, label) = if check.passed {
+                ("s-completed", "passed")
+            } else {
+                ("s-failed", "failed")
+            };
+            let _ = write!(out, "<tr><td class=\"n\">{number}</td><td><code>");
+            push_text(out, &check.kind);
+            let _ = write!(out, "</code></td><td class=\"{class}\">{label}</td><td>");
+            push_text(out, &truncate(&check.message, 500));
+            out.push_str("</td></tr>");
+        }
+    }
+    out.push_str("</tbody></table>");
 }
 
 #[cfg(test)]

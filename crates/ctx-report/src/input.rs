@@ -303,6 +303,39 @@ pub struct TaskReport {
     /// Why it failed, was skipped or was interrupted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// For a task with checks: each attempt and what every check said
+    /// about its output, in order. Empty for a task without checks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check_attempts: Vec<CheckAttemptReport>,
+}
+
+/// One attempt of a checked task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckAttemptReport {
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// What each check said about the attempt's output; empty when the
+    /// call failed before there was an output to check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckReport>,
+    /// The engine's error, when the call failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One check's verdict on one attempt's output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckReport {
+    /// The check's kind as a plan names it (`contains`, `judge`).
+    pub kind: String,
+    /// Whether the output passed it.
+    pub passed: bool,
+    /// On failure, why (the check's own `message` when it has one); on
+    /// success, what was verified.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 impl TaskReport {
@@ -325,6 +358,7 @@ impl TaskReport {
             prompt: None,
             output: String::new(),
             error: None,
+            check_attempts: Vec::new(),
         }
     }
 }

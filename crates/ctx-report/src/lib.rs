@@ -14,7 +14,8 @@
 //!   longest dependency chain by duration), tokens, cost, cache hits,
 //!   engine calls;
 //! - **per task**: tokens (and how much of each dependency's output was
-//!   cut), cost, times, engine calls, and the prompt and output, collapsed.
+//!   cut), cost, times, engine calls, each check of each attempt (kind,
+//!   passed or failed, message), and the prompt and output, collapsed.
 //!
 //! Task content is escaped everywhere it appears and the page's
 //! Content-Security-Policy admits only its own script, so an output holding
@@ -53,6 +54,6 @@ mod timeline;
 pub use analysis::Analysis;
 pub use html::render_html;
 pub use input::{
-    AttemptOutcome, AttemptReport, DependencyCut, InputError, RunReportInput, RunStatus,
-    TaskReport, TaskState, Timestamp, TimestampError,
+    AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, DependencyCut, InputError,
+    RunReportInput, RunStatus, TaskReport, TaskState, Timestamp, TimestampError,
 };

@@ -5,8 +5,8 @@ mod common;
 
 use common::{ATTACKS, tetris_run};
 use ctx_report::{
-    AttemptOutcome, AttemptReport, DependencyCut, RunReportInput, RunStatus, TaskReport, TaskState,
-    Timestamp, render_html,
+    AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, DependencyCut, RunReportInput,
+    RunStatus, TaskReport, TaskState, Timestamp, render_html,
 };
 use proptest::prelude::*;
 
@@ -22,6 +22,40 @@ fn small_run() -> RunReportInput {
     a.model = Some("gpt-4o-mini".into());
     a.prompt = Some("Fetch.".into());
     a.output = "sources <ok> & done".into();
+    a.check_attempts = vec![
+        CheckAttemptReport {
+            number: 1,
+            checks: vec![
+                CheckReport {
+                    kind: "contains".into(),
+                    passed: true,
+                    message: "contains \"ok\"".into(),
+                },
+                CheckReport {
+                    kind: "judge".into(),
+                    passed: false,
+                    message: "the judge said: <b>no</b> & the list is short".into(),
+                },
+            ],
+            error: None,
+        },
+        CheckAttemptReport {
+            number: 2,
+            checks: vec![
+                CheckReport {
+                    kind: "contains".into(),
+                    passed: true,
+                    message: "contains \"ok\"".into(),
+                },
+                CheckReport {
+                    kind: "judge".into(),
+                    passed: true,
+                    message: "the judge said: every source is listed".into(),
+                },
+            ],
+            error: None,
+        },
+    ];
     a.attempts = vec![
         AttemptReport {
             number: 1,
@@ -53,6 +87,11 @@ fn small_run() -> RunReportInput {
     }];
     b.prompt = Some("Summarize:\nsources <ok> & d".into());
     b.error = Some("exit 1: model crashed".into());
+    b.check_attempts = vec![CheckAttemptReport {
+        number: 1,
+        checks: Vec::new(),
+        error: Some("model crashed".into()),
+    }];
     b.attempts = vec![AttemptReport {
         number: 1,
         started_at: at(2_100),
@@ -127,6 +166,14 @@ fn one_bar_per_started_task_and_the_run_state_shown() {
     assert_eq!(html.matches("<rect class=\"bar ").count(), 3);
     assert!(html.contains("skipped (never started)"));
     assert!(html.contains("class=\"mark m-retry\""));
+    // Each check of each attempt: kind, verdict, message (escaped).
+    assert!(html.contains("<h4>Checks</h4>"));
+    assert!(html.contains(
+        "<td><code>judge</code></td><td class=\"s-failed\">failed</td><td>the judge said: &lt;b&gt;no&lt;/b&gt; &amp; the list is short</td>"
+    ));
+    assert!(html.contains("<td class=\"s-completed\">passed</td>"));
+    assert!(html.contains("checks 2 of 2 passed"));
+    assert!(html.contains("not checked</td><td>model crashed</td>"));
     assert!(html.contains("<span class=\"badge run-failed\">failed</span>"));
     assert!(html.contains(">10 of 40<") && html.contains(" 30 of 40 tokens kept (25% cut)"));
     assert!(!html.contains("still in progress"));
@@ -220,6 +267,15 @@ fn arb_task() -> impl Strategy<Value = TaskReport> {
                 original_tokens: cut.2,
             }];
             t.output = content.clone();
+            t.check_attempts = vec![CheckAttemptReport {
+                number: 1,
+                checks: vec![CheckReport {
+                    kind: content.clone(),
+                    passed: cost.is_some(),
+                    message: content.clone(),
+                }],
+                error: Some(content.clone()),
+            }];
             t.description = content;
             t
         })

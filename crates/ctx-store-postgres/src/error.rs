@@ -72,6 +72,19 @@ pub enum Error {
         /// The id asked for.
         run_id: String,
     },
+    /// A resume with a changed plan while workers hold claims in the run:
+    /// their results were asked for under the old plan.
+    #[error(
+        "{url}: run `{run_id}`: {claimed} task(s) are being run by workers now; a changed plan can resume it once they finish or their leases lapse"
+    )]
+    Busy {
+        /// The URL, password removed.
+        url: String,
+        /// The run.
+        run_id: String,
+        /// Tasks claimed under live leases.
+        claimed: i64,
+    },
     /// A stored plan or result that does not read back.
     #[error("{url}: run `{run_id}`: {what} does not read back: {source}")]
     Corrupt {

@@ -29,6 +29,13 @@
 //!   in-memory hand-off between workers), the `in_progress` prompt and the
 //!   final result are written under the claim.
 //!
+//! - Reading a run back for reports, exports and resume planning goes
+//!   through the shared [`RunHistory`](ctx_store::RunHistory) seam
+//!   ([`PgRunView`]), so those rules are written once for both stores.
+//!   Resuming ([`PgStore::reopen_run`]) applies the shared
+//!   [`ResumePlan`](ctx_store::ResumePlan); old runs are removed only by
+//!   [`PgStore::gc`] (`ctx runs gc`), never by a worker.
+//!
 //! Schema versions, a newer schema and a foreign database: [`schema`].
 //! Passwords in URLs are never printed: [`StoreUrl::display`].
 //!
@@ -38,6 +45,7 @@ mod error;
 pub mod schema;
 mod store;
 mod url;
+mod view;
 
 use std::sync::Mutex;
 
@@ -46,8 +54,12 @@ use ctx_store::{ExecutionStore, StoreError};
 
 pub use error::{Error, Result};
 pub use schema::{APPLICATION, MIGRATIONS, Migration, SCHEMA_VERSION};
-pub use store::{Claim, Commit, Counts, PgStore, RegisterRun, RunInfo, StoreOptions, TaskRow};
+pub use store::{
+    AttemptRow, Claim, Commit, Counts, DroppedRow, GcReport, Listener, PgStore, RegisterRun,
+    Reopen, RunInfo, StoreOptions, TaskRow,
+};
 pub use url::{StoreUrl, redact};
+pub use view::PgRunView;
 
 /// Whether `s` names a PostgreSQL store (`postgres://` or
 /// `postgresql://`) rather than the local SQLite one.

@@ -35,9 +35,10 @@ pub struct Migration {
 
 /// Every migration, in order. The last one's version is
 /// [`SCHEMA_VERSION`].
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    sql: r#"
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        sql: r#"
 CREATE TABLE ctx_meta (
     application    text    NOT NULL,
     schema_version integer NOT NULL
@@ -99,7 +100,34 @@ CREATE TABLE ctx_attempts (
 );
 CREATE INDEX ctx_attempts_task ON ctx_attempts (run_id, task_id);
 "#,
-}];
+    },
+    Migration {
+        version: 2,
+        sql: r#"
+-- The latest results of tasks that a resume with a changed plan dropped
+-- from the run, kept as a run directory keeps them: a resume plan names
+-- them, and a later plan that brings a task back unchanged reuses its
+-- result. The fingerprint and engine are those it was produced under.
+CREATE TABLE ctx_dropped (
+    run_id      text        NOT NULL REFERENCES ctx_runs ON DELETE CASCADE,
+    task_id     text        NOT NULL,
+    status      text        NOT NULL,
+    result_json text        NOT NULL,
+    engine      text        NOT NULL,
+    inputs_hash text        NOT NULL,
+    model       text,
+    params_hash text        NOT NULL,
+    claim_seq   bigint,
+    started_at  timestamptz,
+    finished_at timestamptz,
+    PRIMARY KEY (run_id, task_id)
+);
+-- The engine label of the worker that claimed the task last: the engine
+-- its result was produced with, which a resume compares (NULL: the run's).
+ALTER TABLE ctx_tasks ADD COLUMN engine text;
+"#,
+    },
+];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;

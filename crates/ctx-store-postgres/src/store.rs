@@ -136,6 +136,155 @@ pub struct TaskRow {
     /// Its last claim's place in the order of all claims: sorting by it
     /// gives the dispatch order.
     pub claim_seq: Option<i64>,
+    /// The engine label of the worker that claimed it last, when that
+    /// worker gave one ([`PgStore::with_engine`]).
+    pub engine: Option<String>,
+}
+
+/// What [`PgStore::reopen_run`] applies.
+#[derive(Debug, Clone, Copy)]
+pub struct Reopen<'a> {
+    /// The plan the run continues under (redacted, as at registration).
+    pub plan: &'a Plan,
+    /// Each task's priority, in plan order.
+    pub priorities: &'a [u64],
+    /// The engine label of this session, compared at the next resume.
+    pub engine: &'a str,
+    /// Where the plan came from, if known (else the stored one is kept).
+    pub plan_source: Option<&'a str>,
+    /// The tasks that run again (the resume plan's `rerun`).
+    pub rerun: &'a [String],
+}
+
+/// What [`PgStore::gc`] did, each list oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Runs deleted.
+    pub removed: Vec<String>,
+    /// Runs kept because they are among the newest `keep`.
+    pub kept: Vec<String>,
+    /// Runs beyond `keep` kept because they are open (tasks remain for
+    /// workers); `force` removes them.
+    pub open: Vec<String>,
+}
+
+/// One terminal result a worker committed, or tried to: a row of the
+/// run's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRow {
+    /// Its place in the order of all recorded results.
+    pub seq: i64,
+    /// The task.
+    pub task_id: String,
+    /// The claim's fencing token.
+    pub attempt: i32,
+    /// The worker that sent it.
+    pub worker: Option<String>,
+    /// `false` for a late commit the fence refused.
+    pub committed: bool,
+    /// The result.
+    pub result: TaskExecutionResult,
+    /// When it was recorded (RFC 3339, UTC).
+    pub recorded_at: String,
+}
+
+enum Reopened {
+    Done(u64),
+    NoRun,
+    BadPlan(serde_json::Error),
+    Busy(i64),
+}
+
+/// The tasks of an old plan that a new plan drops, with their fingerprints
+/// under the old plan, as `unnest` arrays.
+#[derive(Debug, Clone, Default)]
+struct Dropped {
+    ids: Vec<String>,
+    inputs: Vec<String>,
+    model: Vec<Option<String>>,
+    params: Vec<String>,
+}
+
+impl Dropped {
+    fn of(old: &Plan, kept: &[String]) -> Dropped {
+        let kept: std::collections::HashSet<&str> = kept.iter().map(String::as_str).collect();
+        let mut fingerprints = ctx_store::fingerprint_all(old);
+        let mut out = Dropped::default();
+        for t in &old.sub_tasks {
+            if kept.contains(t.id.as_str()) {
+                continue;
+            }
+            if let Some(f) = fingerprints.remove(&t.id) {
+                out.ids.push(t.id.clone());
+                out.inputs.push(f.inputs_hash);
+                out.model.push(f.model);
+                out.params.push(f.params_hash);
+            }
+        }
+        out
+    }
+}
+
+/// A kept result of a task a resume dropped from the run (see
+/// [`PgStore::dropped`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DroppedRow {
+    /// The task.
+    pub task_id: String,
+    /// Its status when it was dropped.
+    pub status: TaskStatus,
+    /// Its latest result then.
+    pub result: TaskExecutionResult,
+    /// The engine label it was produced under.
+    pub engine: String,
+    /// Its fingerprint under the plan it was produced under.
+    pub fingerprint: ctx_store::TaskFingerprint,
+    /// Its claim's place in the order of all claims.
+    pub claim_seq: Option<i64>,
+    /// When that claim started (RFC 3339, UTC).
+    pub started_at: Option<String>,
+    /// When it became terminal.
+    pub finished_at: Option<String>,
+}
+
+/// A plan's task rows and edges as `unnest` arrays.
+#[derive(Debug, Clone)]
+struct TaskRows {
+    ids: Vec<String>,
+    idx: Vec<i32>,
+    deps: Vec<i32>,
+    prio: Vec<i64>,
+    edge_from: Vec<String>,
+    edge_to: Vec<String>,
+    count: i32,
+}
+
+impl TaskRows {
+    fn of(plan: &Plan, priorities: &[u64]) -> TaskRows {
+        let n = plan.sub_tasks.len();
+        let mut rows = TaskRows {
+            ids: Vec::with_capacity(n),
+            idx: Vec::with_capacity(n),
+            deps: Vec::with_capacity(n),
+            prio: Vec::with_capacity(n),
+            edge_from: Vec::new(),
+            edge_to: Vec::new(),
+            count: i32::try_from(n).unwrap_or(i32::MAX),
+        };
+        for (i, t) in plan.sub_tasks.iter().enumerate() {
+            rows.ids.push(t.id.clone());
+            rows.idx.push(i32::try_from(i).unwrap_or(i32::MAX));
+            rows.deps
+                .push(i32::try_from(t.dependencies.len()).unwrap_or(i32::MAX));
+            let p = priorities.get(i).copied().unwrap_or(0);
+            rows.prio.push(i64::try_from(p).unwrap_or(i64::MAX));
+            for d in &t.dependencies {
+                rows.edge_from.push(d.clone());
+                rows.edge_to.push(t.id.clone());
+            }
+        }
+        rows
+    }
 }
 
 /// The shared PostgreSQL store. Cheap to clone; every clone shares one
@@ -151,6 +300,9 @@ pub struct TaskRow {
 pub struct PgStore {
     shared: Arc<Shared>,
     rt: Arc<Runtime>,
+    /// The engine label this process's claims record (see
+    /// [`PgStore::with_engine`]).
+    engine: Option<Arc<str>>,
 }
 
 struct Shared {
@@ -352,6 +504,58 @@ impl Shared {
     }
 }
 
+/// Wakes a worker when tasks may have become ready (see
+/// [`PgStore::listen`]). Dropping it closes its connection.
+#[derive(Debug)]
+pub struct Listener {
+    notify: Arc<tokio::sync::Notify>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Resolves at the next notification (or at once when one came since
+    /// the last call: a wake-up is never lost between two waits).
+    pub async fn ready(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}
+
+/// One listening connection, until it breaks: `LISTEN ctx_ready`, then a
+/// wake-up per notification.
+async fn listen_once(shared: &Shared, notify: &tokio::sync::Notify) -> Result<(), PgError> {
+    let (client, mut connection) = shared.url.config.connect(shared.tls.clone()).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let driver = tokio::spawn(async move {
+        // Polling for messages also drives the client's own statements.
+        while let Some(Ok(m)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            if let tokio_postgres::AsyncMessage::Notification(_) = m
+                && tx.send(()).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let listening = client.batch_execute("LISTEN ctx_ready").await;
+    if listening.is_ok() {
+        // Whatever became ready while this connection was not listening.
+        notify.notify_one();
+        while rx.recv().await.is_some() {
+            notify.notify_one();
+        }
+    }
+    driver.abort();
+    drop(client);
+    listening
+}
+
 /// A run id: `YYYYMMDDTHHMMSS.mmmZ-xxxxxxxx` (UTC time, 32 random bits),
 /// the same shape as the SQLite store's, so ids sort by creation time.
 fn new_run_id() -> String {
@@ -372,6 +576,10 @@ fn ms(d: Duration) -> f64 {
 }
 
 const TERMINAL: &str = "('completed','failed','skipped')";
+
+/// Wakes the workers listening on `ctx_ready` (at commit) with the run id
+/// as payload: a run registered or resumed, a task released.
+const NOTIFY_READY: &str = "SELECT pg_notify('ctx_ready', $1)::text";
 
 impl PgStore {
     /// Connects to `url`, checks that the database is a ctx store of a
@@ -394,10 +602,22 @@ impl PgStore {
                 round_trips: AtomicU64::new(0),
             }),
             rt: Arc::new(Runtime(Some(rt))),
+            engine: None,
         };
         let shared = Arc::clone(&store.shared);
         store.blocking(async move { migrate(&shared).await })?;
         Ok(store)
+    }
+
+    /// This store with its claims recording `engine` as the engine label
+    /// of the results they produce, which a resume compares with its own
+    /// (a shared run is executed by workers whose engines may differ from
+    /// the `ctx run` that registered it). Claims of a store without one
+    /// record nothing, and their results read as the run's label.
+    #[must_use]
+    pub fn with_engine(mut self, engine: &str) -> PgStore {
+        self.engine = Some(Arc::from(engine));
+        self
     }
 
     /// The URL without its password.
@@ -409,6 +629,28 @@ impl PgStore {
     /// round trip; a transaction counts each of its statements).
     pub fn round_trips(&self) -> u64 {
         self.shared.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Listens for tasks becoming ready: registrations, resumes, releases,
+    /// and commits that bring a dependent's ready counter to zero each send
+    /// a `NOTIFY ctx_ready` in their transaction, so a waiting worker wakes
+    /// at the commit instead of at its next poll. The listener holds a
+    /// connection of its own (outside the pool) and reconnects, with a
+    /// wake-up, when it breaks: a notification sent while it was away is
+    /// covered by that wake-up. Leases that lapse send nothing (no
+    /// statement runs when they do), so workers keep polling as well.
+    pub fn listen(&self) -> Listener {
+        let notify = Arc::new(tokio::sync::Notify::new());
+        let task = self.rt.handle().map(|h| {
+            let (shared, notify) = (Arc::clone(&self.shared), Arc::clone(&notify));
+            h.spawn(async move {
+                loop {
+                    let _ = listen_once(&shared, &notify).await;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            })
+        });
+        Listener { notify, task }
     }
 
     /// Runs `fut` on the store's runtime and waits for it on this thread.
@@ -449,33 +691,24 @@ impl PgStore {
         let plan_json = serde_json::to_string(run.plan)
             .map_err(|e| self.shared.corrupt("(new)", "the plan".into(), e))?;
         let plan_hash = hex(&Sha256::digest(plan_json.as_bytes()));
-        let mut ids = Vec::with_capacity(run.plan.sub_tasks.len());
-        let mut idx = Vec::with_capacity(ids.capacity());
-        let mut deps = Vec::with_capacity(ids.capacity());
-        let mut prio = Vec::with_capacity(ids.capacity());
-        let mut edge_from = Vec::new();
-        let mut edge_to = Vec::new();
-        for (i, t) in run.plan.sub_tasks.iter().enumerate() {
-            ids.push(t.id.clone());
-            idx.push(i32::try_from(i).unwrap_or(i32::MAX));
-            deps.push(i32::try_from(t.dependencies.len()).unwrap_or(i32::MAX));
-            let p = run.priorities.get(i).copied().unwrap_or(0);
-            prio.push(i64::try_from(p).unwrap_or(i64::MAX));
-            for d in &t.dependencies {
-                edge_from.push(d.clone());
-                edge_to.push(t.id.clone());
-            }
-        }
+        let TaskRows {
+            ids,
+            idx,
+            deps,
+            prio,
+            edge_from,
+            edge_to,
+            count,
+        } = TaskRows::of(run.plan, run.priorities);
         let engine = run.engine.to_string();
         let source = run.plan_source.map(str::to_string);
-        let count = i32::try_from(ids.len()).unwrap_or(i32::MAX);
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let run_id = new_run_id();
             let rid = run_id.clone();
             let window = shared.options.reconnect_window;
             shared
-                .with(&|| format!("registering run `{rid}`"), 5, window, |mut c, _| {
+                .with(&|| format!("registering run `{rid}`"), 6, window, |mut c, _| {
                     let (run_id, plan_json, plan_hash, engine, source) = (
                         run_id.clone(),
                         plan_json.clone(),
@@ -514,6 +747,7 @@ impl PgStore {
                                 &[&run_id, &ef, &et],
                             )
                             .await?;
+                            tx.execute(NOTIFY_READY, &[&run_id]).await?;
                             tx.commit().await
                         }
                         .await;
@@ -541,12 +775,13 @@ impl PgStore {
         let run = run.map(str::to_string);
         let worker = worker.to_string();
         let lease = ms(lease);
+        let engine = self.engine.as_deref().map(str::to_string);
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let window = shared.options.reconnect_window;
             let row = shared
                 .with(&|| "claiming a task".to_string(), 1, window, |c, _| {
-                    let (run, worker) = (run.clone(), worker.clone());
+                    let (run, worker, engine) = (run.clone(), worker.clone(), engine.clone());
                     async move {
                         let r = c
                             .query_opt(
@@ -560,11 +795,12 @@ impl PgStore {
                                  UPDATE ctx_tasks t
                                     SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
                                         lease_until = now() + $3::float8 * interval '1 millisecond',
-                                        started_at = now(), claim_seq = nextval('ctx_claim_seq')
+                                        started_at = now(), claim_seq = nextval('ctx_claim_seq'),
+                                        engine = $4::text
                                    FROM c
                                   WHERE t.run_id = c.run_id AND t.task_id = c.task_id
                                  RETURNING t.run_id, t.task_id, t.attempt",
-                                &[&run, &worker, &lease],
+                                &[&run, &worker, &lease, &engine],
                             )
                             .await;
                         (c, r)
@@ -604,9 +840,12 @@ impl PgStore {
         self.fenced(
             claim,
             "releasing",
-            "UPDATE ctx_tasks SET status = 'pending', claimed_by = NULL, lease_until = NULL
-              WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
-                AND status = 'in_progress'",
+            "WITH r AS (
+               UPDATE ctx_tasks SET status = 'pending', claimed_by = NULL, lease_until = NULL
+                WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+                  AND status = 'in_progress'
+               RETURNING run_id)
+             SELECT pg_notify('ctx_ready', r.run_id)::text FROM r",
             None,
             None,
         )
@@ -756,41 +995,154 @@ impl PgStore {
         .await
     }
 
-    /// Resumes a run: its failed and skipped tasks become `pending` again
-    /// (their latest result cleared; the history keeps it), every pending
-    /// task's ready counter is recomputed from its dependencies' statuses,
-    /// and the run is open again; completed tasks are reused as they are,
-    /// and tasks another worker holds now are left to it. One transaction.
-    /// Returns how many tasks will run again, and the stored plan's hash.
-    pub async fn reopen_run(&self, run_id: &str) -> Result<(u64, String)> {
+    /// Resumes a run under `reopen.plan` (the stored plan, or a changed
+    /// one), applying decisions already taken by
+    /// [`ResumePlan::compute`](ctx_store::ResumePlan::compute) over the
+    /// run's stored results (see [`PgRunView`](crate::PgRunView)), in one
+    /// transaction:
+    ///
+    /// - the run's plan, its hash, source and engine label become the new
+    ///   ones, and it is open again;
+    /// - tasks no longer in the plan leave the run's task rows (their
+    ///   committed results stay in the attempts history); new tasks get a
+    ///   row; every task gets its new plan position and priority;
+    /// - the tasks in `reopen.rerun` become `pending` with their latest
+    ///   result cleared (the history keeps it) — except, when the plan is
+    ///   unchanged, tasks another worker holds under a live lease, which
+    ///   are left to it; reused tasks keep their completed result;
+    /// - the edges are replaced and every pending task's ready counter is
+    ///   recomputed from its dependencies' statuses.
+    ///
+    /// A changed plan is refused ([`Error::Busy`]) while workers hold
+    /// claims in the run under live leases: their results were asked for
+    /// under the old plan. Returns how many tasks were made pending.
+    pub async fn reopen_run(&self, run_id: &str, reopen: &Reopen<'_>) -> Result<u64> {
+        let plan_json = serde_json::to_string(reopen.plan)
+            .map_err(|e| self.shared.corrupt(run_id, "the plan".into(), e))?;
+        let plan_hash = hex(&Sha256::digest(plan_json.as_bytes()));
+        let rows = TaskRows::of(reopen.plan, reopen.priorities);
+        let rerun: Vec<String> = reopen.rerun.to_vec();
+        let engine = reopen.engine.to_string();
+        let source = reopen.plan_source.map(str::to_string);
         let run_id = run_id.to_string();
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let window = shared.options.reconnect_window;
             let rid = run_id.clone();
             let found = shared
-                .with(&|| format!("resuming run `{rid}`"), 5, window, |mut c, _| {
-                    let run_id = run_id.clone();
+                .with(&|| format!("resuming run `{rid}`"), 15, window, |mut c, _| {
+                    let (run_id, plan_json, plan_hash, engine, source, rows, rerun) = (
+                        run_id.clone(),
+                        plan_json.clone(),
+                        plan_hash.clone(),
+                        engine.clone(),
+                        source.clone(),
+                        rows.clone(),
+                        rerun.clone(),
+                    );
                     async move {
                         let r = async {
                             let tx = c.transaction().await?;
-                            let hash = tx
+                            let old = tx
                                 .query_opt(
-                                    "SELECT plan_hash FROM ctx_runs WHERE run_id = $1 FOR UPDATE",
+                                    "SELECT plan_hash, plan_json, engine FROM ctx_runs WHERE run_id = $1 FOR UPDATE",
                                     &[&run_id],
                                 )
                                 .await?;
-                            let Some(hash) = hash else {
-                                return Ok(None);
+                            let Some(old) = old else {
+                                return Ok(Reopened::NoRun);
                             };
+                            let same_plan = old.get::<_, String>(0) == plan_hash;
+                            let old_engine: String = old.get(2);
+                            // The old plan's fingerprints of the tasks the
+                            // new plan drops: what their results were
+                            // produced under.
+                            let old_plan = match serde_json::from_str::<Plan>(&old.get::<_, String>(1)) {
+                                Ok(p) => p,
+                                Err(e) => return Ok(Reopened::BadPlan(e)),
+                            };
+                            let dropped = Dropped::of(&old_plan, &rows.ids);
+                            let live: i64 = tx
+                                .query_one(
+                                    "SELECT count(*) FROM ctx_tasks WHERE run_id = $1
+                                        AND status = 'in_progress' AND lease_until >= now()",
+                                    &[&run_id],
+                                )
+                                .await?
+                                .get(0);
+                            if !same_plan && live > 0 {
+                                return Ok(Reopened::Busy(live));
+                            }
+                            tx.execute(
+                                "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3,
+                                        plan_source = coalesce($4, plan_source), engine = $5,
+                                        task_count = $6, finished_at = NULL
+                                  WHERE run_id = $1",
+                                &[&run_id, &plan_json, &plan_hash, &source, &engine, &rows.count],
+                            )
+                            .await?;
+                            tx.execute(
+                                "INSERT INTO ctx_dropped (run_id, task_id, status, result_json, engine,
+                                        inputs_hash, model, params_hash, claim_seq, started_at, finished_at)
+                                 SELECT t.run_id, t.task_id, t.status, t.result_json, coalesce(t.engine, $6),
+                                        f.inputs, f.model, f.params, t.claim_seq, t.started_at, t.finished_at
+                                   FROM ctx_tasks t
+                                   JOIN unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS f(id, inputs, model, params)
+                                     ON f.id = t.task_id
+                                  WHERE t.run_id = $1 AND t.status <> 'pending' AND t.result_json IS NOT NULL
+                                 ON CONFLICT (run_id, task_id) DO UPDATE SET
+                                        status = excluded.status, result_json = excluded.result_json,
+                                        engine = excluded.engine, inputs_hash = excluded.inputs_hash,
+                                        model = excluded.model, params_hash = excluded.params_hash,
+                                        claim_seq = excluded.claim_seq, started_at = excluded.started_at,
+                                        finished_at = excluded.finished_at",
+                                &[&run_id, &dropped.ids, &dropped.inputs, &dropped.model, &dropped.params, &old_engine],
+                            )
+                            .await?;
+                            tx.execute(
+                                "DELETE FROM ctx_tasks WHERE run_id = $1 AND task_id <> ALL($2::text[])",
+                                &[&run_id, &rows.ids],
+                            )
+                            .await?;
+                            // A task the plan brings back starts from its
+                            // kept result (reused if unchanged, else reset
+                            // below with the other re-runs).
+                            tx.execute(
+                                "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority,
+                                        result_json, claim_seq, started_at, finished_at, engine)
+                                 SELECT $1, t.id, t.idx, coalesce(d.status, 'pending'), t.deps, t.prio,
+                                        d.result_json, d.claim_seq, d.started_at, d.finished_at, d.engine
+                                   FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[]) AS t(id, idx, deps, prio)
+                                   LEFT JOIN ctx_dropped d ON d.run_id = $1 AND d.task_id = t.id
+                                 ON CONFLICT (run_id, task_id)
+                                 DO UPDATE SET idx = excluded.idx, priority = excluded.priority",
+                                &[&run_id, &rows.ids, &rows.idx, &rows.deps, &rows.prio],
+                            )
+                            .await?;
+                            tx.execute(
+                                "DELETE FROM ctx_dropped WHERE run_id = $1 AND task_id = ANY($2::text[])",
+                                &[&run_id, &rows.ids],
+                            )
+                            .await?;
                             let n = tx
                                 .execute(
                                     "UPDATE ctx_tasks SET status = 'pending', result_json = NULL,
-                                            claimed_by = NULL, lease_until = NULL, finished_at = NULL
-                                      WHERE run_id = $1 AND status IN ('failed', 'skipped')",
-                                    &[&run_id],
+                                            claimed_by = NULL, lease_until = NULL, finished_at = NULL,
+                                            engine = NULL
+                                      WHERE run_id = $1 AND task_id = ANY($2::text[])
+                                        AND NOT (status = 'in_progress' AND lease_until >= now())",
+                                    &[&run_id, &rerun],
                                 )
                                 .await?;
+                            tx.execute("DELETE FROM ctx_edges WHERE run_id = $1", &[&run_id])
+                                .await?;
+                            tx.execute(
+                                "INSERT INTO ctx_edges (run_id, depends_on, task_id)
+                                 SELECT $1, e.f, e.t FROM unnest($2::text[], $3::text[]) AS e(f, t)
+                                 ON CONFLICT DO NOTHING",
+                                &[&run_id, &rows.edge_from, &rows.edge_to],
+                            )
+                            .await?;
                             tx.execute(
                                 "UPDATE ctx_tasks t SET pending_deps = (
                                      SELECT count(*) FROM ctx_edges e
@@ -802,26 +1154,192 @@ impl PgStore {
                             .await?;
                             tx.execute(
                                 &format!(
-                                    "UPDATE ctx_runs SET open = EXISTS (SELECT 1 FROM ctx_tasks
-                                        WHERE run_id = $1 AND status NOT IN {TERMINAL}),
-                                            finished_at = NULL
+                                    "UPDATE ctx_runs SET open = o.open,
+                                            finished_at = CASE WHEN o.open THEN NULL ELSE now() END
+                                       FROM (SELECT EXISTS (SELECT 1 FROM ctx_tasks
+                                              WHERE run_id = $1 AND status NOT IN {TERMINAL}) AS open) o
                                       WHERE run_id = $1"
                                 ),
                                 &[&run_id],
                             )
                             .await?;
+                            tx.execute(NOTIFY_READY, &[&run_id]).await?;
                             tx.commit().await?;
-                            Ok(Some((n, hash.get::<_, String>(0))))
+                            Ok(Reopened::Done(n))
                         }
                         .await;
                         (c, r)
                     }
                 })
                 .await?;
-            found.ok_or_else(|| Error::NoRun {
-                url: shared.url.display().to_string(),
-                run_id: rid.clone(),
-            })
+            match found {
+                Reopened::Done(n) => Ok(n),
+                Reopened::NoRun => Err(Error::NoRun {
+                    url: shared.url.display().to_string(),
+                    run_id: rid.clone(),
+                }),
+                Reopened::BadPlan(e) => Err(shared.corrupt(&rid, "the plan".into(), e)),
+                Reopened::Busy(live) => Err(Error::Busy {
+                    url: shared.url.display().to_string(),
+                    run_id: rid.clone(),
+                    claimed: live,
+                }),
+            }
+        })
+        .await
+    }
+
+    /// Removes the runs beyond the newest `keep` (by registration time)
+    /// that are closed, with their tasks, edges and history, in one
+    /// statement; open runs (tasks remain for workers) are removed only
+    /// with `force`. Workers never call this: a run's data is deleted only
+    /// by `ctx runs gc`.
+    pub async fn gc(&self, keep: usize, force: bool) -> Result<GcReport> {
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let window = shared.options.reconnect_window;
+            let rows = shared
+                .with(&|| "removing old runs".into(), 1, window, |c, _| async move {
+                    let r = c
+                        .query(
+                            "WITH ranked AS (
+                               SELECT run_id, open, created_at,
+                                      row_number() OVER (ORDER BY created_at DESC, run_id DESC) AS n
+                                 FROM ctx_runs),
+                             gone AS (
+                               DELETE FROM ctx_runs r USING ranked k
+                                WHERE r.run_id = k.run_id AND k.n > $1 AND (NOT r.open OR $2)
+                                RETURNING r.run_id)
+                             SELECT k.run_id, k.open, k.n > $1, EXISTS (SELECT 1 FROM gone g WHERE g.run_id = k.run_id)
+                               FROM ranked k ORDER BY k.created_at, k.run_id",
+                            &[&keep, &force],
+                        )
+                        .await;
+                    (c, r)
+                })
+                .await?;
+            let mut report = GcReport::default();
+            for r in &rows {
+                let id: String = r.get(0);
+                match (r.get::<_, bool>(3), r.get::<_, bool>(2)) {
+                    (true, _) => report.removed.push(id),
+                    (false, true) => report.open.push(id),
+                    (false, false) => report.kept.push(id),
+                }
+            }
+            Ok(report)
+        })
+        .await
+    }
+
+    /// The kept results of tasks that resumes dropped from `run_id`'s
+    /// plan, by task id.
+    pub async fn dropped(&self, run_id: &str) -> Result<Vec<DroppedRow>> {
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let window = shared.options.reconnect_window;
+            let rid = run_id.clone();
+            let rows = shared
+                .with(
+                    &|| format!("reading the dropped tasks of run `{rid}`"),
+                    1,
+                    window,
+                    |c, _| {
+                        let run_id = run_id.clone();
+                        async move {
+                            let r = c
+                                .query(
+                                    "SELECT task_id, status, result_json, engine, inputs_hash, model, params_hash, claim_seq,
+                                            to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+                                            to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+                                       FROM ctx_dropped WHERE run_id = $1 ORDER BY task_id",
+                                    &[&run_id],
+                                )
+                                .await;
+                            (c, r)
+                        }
+                    },
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    let task_id: String = r.get(0);
+                    let text: String = r.get(2);
+                    let result = serde_json::from_str(&text).map_err(|e| {
+                        shared.corrupt(&run_id, format!("dropped task `{task_id}`"), e)
+                    })?;
+                    Ok(DroppedRow {
+                        status: parse_status(&r.get::<_, String>(1)),
+                        task_id,
+                        result,
+                        engine: r.get(3),
+                        fingerprint: ctx_store::TaskFingerprint {
+                            inputs_hash: r.get(4),
+                            model: r.get(5),
+                            params_hash: r.get(6),
+                        },
+                        claim_seq: r.get(7),
+                        started_at: r.get(8),
+                        finished_at: r.get(9),
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    /// Every terminal result committed or refused for `run_id` (of
+    /// `task_id` only, when given), in the order they were recorded.
+    pub async fn attempts(&self, run_id: &str, task_id: Option<&str>) -> Result<Vec<AttemptRow>> {
+        let run_id = run_id.to_string();
+        let task_id = task_id.map(str::to_string);
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let window = shared.options.reconnect_window;
+            let rid = run_id.clone();
+            let rows = shared
+                .with(
+                    &|| format!("reading the history of run `{rid}`"),
+                    1,
+                    window,
+                    |c, _| {
+                        let (run_id, task_id) = (run_id.clone(), task_id.clone());
+                        async move {
+                            let r = c
+                                .query(
+                                    "SELECT seq, task_id, attempt, worker, committed, result_json,
+                                            to_char(recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+                                       FROM ctx_attempts
+                                      WHERE run_id = $1 AND ($2::text IS NULL OR task_id = $2)
+                                      ORDER BY task_id, seq",
+                                    &[&run_id, &task_id],
+                                )
+                                .await;
+                            (c, r)
+                        }
+                    },
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    let task_id: String = r.get(1);
+                    let text: String = r.get(5);
+                    let result = serde_json::from_str(&text).map_err(|e| {
+                        shared.corrupt(&run_id, format!("task `{task_id}` (history)"), e)
+                    })?;
+                    Ok(AttemptRow {
+                        seq: r.get(0),
+                        task_id,
+                        attempt: r.get(2),
+                        worker: r.get(3),
+                        committed: r.get(4),
+                        result,
+                        recorded_at: r.get(6),
+                    })
+                })
+                .collect()
         })
         .await
     }
@@ -1166,13 +1684,18 @@ async fn commit_statement(
                UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1
                  FROM ctx_edges e, done
                 WHERE $5 = 'completed' AND e.run_id = $1 AND e.depends_on = $2
-                  AND t.run_id = $1 AND t.task_id = e.task_id),
+                  AND t.run_id = $1 AND t.task_id = e.task_id
+               RETURNING t.pending_deps),
              skipped AS (
                UPDATE ctx_tasks t SET status = 'skipped', result_json = s.j, finished_at = now()
                  FROM unnest($7::text[], $8::text[]) AS s(id, j), done
                 WHERE $5 <> 'completed' AND t.run_id = $1 AND t.task_id = s.id
                   AND t.status = 'pending')
-             SELECT count(*) FROM done",
+             SELECT (SELECT count(*) FROM done),
+                    -- Idle workers wake when this commit makes a task
+                    -- ready (delivered at commit; see `PgStore::listen`).
+                    (SELECT pg_notify('ctx_ready', $1)
+                      WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0))::text",
             &[
                 &claim.run_id,
                 &claim.task_id,
@@ -1322,7 +1845,7 @@ async fn tasks(shared: &Shared, run_id: &str) -> Result<Vec<TaskRow>> {
                         "SELECT task_id, status, attempt, result_json,
                                 to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
                                 to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
-                                claim_seq
+                                claim_seq, engine
                            FROM ctx_tasks WHERE run_id = $1 ORDER BY idx",
                         &[&run_id],
                     )
@@ -1368,6 +1891,7 @@ async fn tasks(shared: &Shared, run_id: &str) -> Result<Vec<TaskRow>> {
                 started_at: r.get(4),
                 finished_at: r.get(5),
                 claim_seq: r.get(6),
+                engine: r.get(7),
             })
         })
         .collect()

@@ -67,7 +67,7 @@ fn a_newer_schema_is_refused() {
             e,
             Error::NewerSchema {
                 found: 99,
-                known: 1,
+                known: ctx_store_postgres::SCHEMA_VERSION,
                 ..
             }
         ),
@@ -386,4 +386,131 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
     assert_eq!(r2.attempt, 2);
     let e = rt.block_on(store.plan("no-such-run")).unwrap_err();
     assert!(matches!(e, Error::NoRun { .. }), "{e}");
+}
+
+#[test]
+fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results() {
+    use ctx_store::RunHistory;
+    use ctx_store_postgres::Reopen;
+    let Some(url) = support::fresh_db("reopen") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[]), ("b", &["a"]), ("x", &[])]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[3, 1, 2],
+            engine: "dry-run",
+            plan_source: None,
+        }))
+        .unwrap();
+    for _ in 0..2 {
+        let c = rt
+            .block_on(store.claim(Some(&run), "w1", LEASE))
+            .unwrap()
+            .unwrap();
+        rt.block_on(store.complete(&c, &done(&c.task_id), &[]))
+            .unwrap();
+    }
+    // `b` is claimed now, under a live lease.
+    let b = rt
+        .block_on(store.claim(Some(&run), "w1", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.task_id, "b");
+    // A changed plan (x dropped) must wait for it.
+    let p2 = plan(&[("a", &[]), ("b", &["a"])]);
+    let view = store.view(&run).unwrap();
+    let decided = view.resume_plan(&p2, "dry-run").unwrap();
+    assert_eq!(decided.dropped, ["x"]);
+    let rerun: Vec<String> = decided.rerun_ids().into_iter().collect();
+    assert_eq!(rerun, ["b"], "{decided:?}");
+    let reopen = Reopen {
+        plan: &p2,
+        priorities: &[2, 1],
+        engine: "dry-run",
+        plan_source: None,
+        rerun: &rerun,
+    };
+    let e = rt.block_on(store.reopen_run(&run, &reopen)).unwrap_err();
+    assert!(matches!(e, Error::Busy { claimed: 1, .. }), "{e}");
+    // The same plan leaves the live claim to its worker.
+    let same = Reopen {
+        plan: &p,
+        priorities: &[3, 1, 2],
+        ..reopen
+    };
+    assert_eq!(rt.block_on(store.reopen_run(&run, &same)).unwrap(), 0);
+    assert_eq!(
+        rt.block_on(store.complete(&b, &done("b"), &[])).unwrap(),
+        Commit::Committed
+    );
+    // Once it is done, the changed plan applies: `x` leaves the run's
+    // tasks but its result is kept, with the fingerprint it was made under.
+    let reopen = Reopen {
+        rerun: &[],
+        ..reopen
+    };
+    assert_eq!(rt.block_on(store.reopen_run(&run, &reopen)).unwrap(), 0);
+    let tasks = rt.block_on(store.tasks(&run)).unwrap();
+    assert_eq!(
+        tasks.iter().map(|t| t.task_id.as_str()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    let latest = view.latest().unwrap();
+    let x = latest.iter().find(|r| r.result.task_id == "x").unwrap();
+    assert_eq!(x.result.output, "out x");
+    assert!(x.fingerprint.is_some());
+    assert_eq!(view.header().unwrap().state, ctx_store::RunState::Completed);
+    // Bringing `x` back unchanged reuses it.
+    let decided = view.resume_plan(&p, "dry-run").unwrap();
+    assert_eq!(decided.reuse, ["a", "b", "x"]);
+}
+
+#[test]
+fn a_listener_wakes_when_a_commit_makes_a_task_ready() {
+    let Some(url) = support::fresh_db("listen") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let listener = store.listen();
+    let woke = |limit: Duration| {
+        rt.block_on(async { tokio::time::timeout(limit, listener.ready()).await.is_ok() })
+    };
+    // Connecting wakes it once (whatever became ready before it listened).
+    assert!(woke(Duration::from_secs(10)), "no wake-up on connecting");
+    while woke(Duration::from_millis(300)) {}
+    let p = plan(&[("a", &[]), ("b", &["a"])]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[2, 1],
+            engine: "dry-run",
+            plan_source: None,
+        }))
+        .unwrap();
+    assert!(woke(Duration::from_secs(5)), "no wake-up on registering");
+    let a = rt
+        .block_on(store.claim(Some(&run), "w1", LEASE))
+        .unwrap()
+        .unwrap();
+    while woke(Duration::from_millis(300)) {}
+    // Nothing is ready while `a` runs: no wake-up.
+    assert!(!woke(Duration::from_millis(500)));
+    rt.block_on(store.complete(&a, &done("a"), &[])).unwrap();
+    assert!(
+        woke(Duration::from_secs(5)),
+        "no wake-up when `b` became ready"
+    );
+    let b = rt
+        .block_on(store.claim(Some(&run), "w1", LEASE))
+        .unwrap()
+        .unwrap();
+    while woke(Duration::from_millis(300)) {}
+    // A release makes `b` claimable again: a wake-up.
+    assert!(rt.block_on(store.release(&b)).unwrap());
+    assert!(woke(Duration::from_secs(5)), "no wake-up on a release");
 }

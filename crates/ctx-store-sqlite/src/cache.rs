@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
-use ctx_model::{Params, TokenUsage};
+use ctx_model::{FinishReason, Params, TokenUsage};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
@@ -82,8 +82,8 @@ pub struct CachedOutput {
     pub model: Option<String>,
     /// The usage the engine reported when it generated the output.
     pub usage: Option<TokenUsage>,
-    /// Why generation stopped.
-    pub finish_reason: Option<String>,
+    /// Why generation stopped (stored as the server's text).
+    pub finish_reason: Option<FinishReason>,
     /// The run that produced it.
     pub run_id: Option<String>,
     /// The task that produced it.
@@ -187,7 +187,7 @@ impl ResultCache {
             output,
             model,
             usage,
-            finish_reason,
+            finish_reason: finish_reason.map(FinishReason::from),
             run_id,
             task_id,
         }))
@@ -221,7 +221,7 @@ impl ResultCache {
                     entry.output,
                     entry.model,
                     usage,
-                    entry.finish_reason,
+                    entry.finish_reason.as_ref().map(FinishReason::as_str),
                     entry.run_id,
                     entry.task_id,
                     now_rfc3339()
@@ -335,6 +335,14 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
 
     fn answers_prompts(&self) -> bool {
         self.inner.answers_prompts()
+    }
+
+    fn label(&self) -> String {
+        self.inner.label()
+    }
+
+    fn cache_identity(&self) -> String {
+        self.inner.cache_identity()
     }
 
     fn infer<'a>(

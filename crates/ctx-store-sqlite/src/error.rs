@@ -23,7 +23,7 @@ pub enum Error {
         dir: PathBuf,
     },
     /// A new run was asked for in a directory that already holds one.
-    #[error("{}: already holds a run (store.sqlite exists); resume it with --resume or choose another directory", dir.display())]
+    #[error("{}: already holds a run (store.sqlite exists); resume it or choose another directory", dir.display())]
     AlreadyExists {
         /// The directory.
         dir: PathBuf,

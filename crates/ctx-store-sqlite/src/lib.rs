@@ -55,6 +55,7 @@
 
 mod cache;
 mod error;
+mod history;
 mod id;
 mod lock;
 mod root;

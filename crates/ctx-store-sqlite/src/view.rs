@@ -75,40 +75,10 @@ impl StatusCounts {
     }
 }
 
-/// Where a run stands as a whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunState {
-    /// A process holds its lock now.
-    Running,
-    /// Every task of the plan completed.
-    Completed,
-    /// The last session finished with failed, skipped or unrun tasks.
-    Failed,
-    /// The last session was stopped by Ctrl-C, SIGTERM or SIGHUP.
-    Interrupted,
-    /// The last session never recorded an end and nobody holds the lock:
-    /// the process died (kill, crash, power loss).
-    Crashed,
-}
-
-impl RunState {
-    /// The state as printed.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunState::Running => "running",
-            RunState::Completed => "completed",
-            RunState::Failed => "failed",
-            RunState::Interrupted => "interrupted",
-            RunState::Crashed => "crashed",
-        }
-    }
-}
-
-impl std::fmt::Display for RunState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Where a run stands as a whole: the one state both stores report
+/// (`Running` here: a process holds the run's lock now; `Crashed`: the last
+/// session never recorded an end and nobody holds the lock).
+pub use ctx_store::RunState;
 
 /// A stored run opened for reading. Cheap to open; does not lock, so it
 /// works on a run that another process is executing (WAL readers see the

@@ -15,7 +15,8 @@
 //! two stores cannot disagree on them: what a task's result depends on
 //! ([`mod@fingerprint`]), the record a store keeps per result
 //! ([`ResultRecord`]), and which tasks a resume reuses and which it runs
-//! again, and why ([`ResumePlan`]).
+//! again, and why ([`ResumePlan`]), and the read side of a stored run that
+//! reports, exports and resume planning use ([`RunHistory`]).
 //!
 //! Methods take `&self`: stores use interior mutability so that one store
 //! can be shared (`Arc<dyn ExecutionStore>`) between the executor and a
@@ -56,12 +57,14 @@
 //! ```
 
 pub mod fingerprint;
+pub mod history;
 pub mod record;
 pub mod resume;
 
 pub use fingerprint::{
     TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
 };
+pub use history::{RunHeader, RunHistory, RunState};
 pub use record::ResultRecord;
 pub use resume::{RerunReason, ResumePlan};
 

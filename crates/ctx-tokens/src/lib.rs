@@ -163,6 +163,12 @@ impl Tokenizer {
         }
     }
 
+    /// Every name [`FromStr`] accepts, comma-separated in the order of
+    /// [`ALL_TOKENIZERS`] (for error messages and help text).
+    pub fn known_names() -> String {
+        ALL_TOKENIZERS.map(Tokenizer::as_str).join(", ")
+    }
+
     /// The tokenizer a model name implies: `o200k_base` for the gpt-4o,
     /// gpt-4.1, gpt-5 and o-series families, `o200k_harmony` for gpt-oss,
     /// `cl100k_base` for everything else (including models we have never
@@ -209,11 +215,13 @@ impl fmt::Display for Tokenizer {
     }
 }
 
-/// A tokenizer name that ctx does not know.
+/// A tokenizer name that ctx does not know. The known names in its
+/// message come from [`ALL_TOKENIZERS`], the one list of names: a plan's
+/// `config.tokenizer`, a history config and every `--tokenizer` flag are
+/// parsed by [`Tokenizer::from_str`] and refused with this error, never
+/// replaced by a default.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown tokenizer `{name}` (known: cl100k_base, o200k_base, o200k_harmony, p50k_base, r50k_base, estimate)"
-)]
+#[error("unknown tokenizer `{name}` (known: {})", Tokenizer::known_names())]
 pub struct UnknownTokenizer {
     /// The name as given.
     pub name: String,
@@ -383,6 +391,18 @@ mod tests {
             assert_eq!(t.as_str().parse::<Tokenizer>(), Ok(t));
         }
         assert!("gpt2".parse::<Tokenizer>().is_err());
+    }
+
+    #[test]
+    fn the_error_lists_every_known_name_from_the_one_list() {
+        let err = "gpt2".parse::<Tokenizer>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown tokenizer `gpt2` (known: cl100k_base, o200k_base, o200k_harmony, p50k_base, r50k_base, estimate)"
+        );
+        for t in ALL_TOKENIZERS {
+            assert!(Tokenizer::known_names().contains(t.as_str()));
+        }
     }
 
     #[test]

@@ -265,24 +265,29 @@ fn cl100k(text: &[u8], i: usize) -> usize {
     }
     // `\p{N}{1,3}+`
     if class & NUMBER != 0 {
-        let mut j = i + len;
-        for _ in 0..2 {
-            if j >= text.len() {
-                break;
-            }
-            let (next, l) = class_at(text, j);
-            if next & NUMBER == 0 {
-                break;
-            }
-            j += l;
-        }
-        return j;
+        return digits_up_to_three(text, i + len);
     }
     // ` ?[^\s\p{L}\p{N}]++[\r\n]*+`
     if let Some(j) = other_run(text, i, class) {
         return newline_tail(text, j, false);
     }
     whitespace(text, i, true, true)
+}
+
+/// `\p{N}{1,3}` after the first digit, which ends at `j`: up to two more
+/// digits (both patterns split numbers into runs of at most three).
+fn digits_up_to_three(text: &[u8], mut j: usize) -> usize {
+    for _ in 0..2 {
+        if j >= text.len() {
+            break;
+        }
+        let (next, l) = class_at(text, j);
+        if next & NUMBER == 0 {
+            break;
+        }
+        j += l;
+    }
+    j
 }
 
 /// ` ?[^\s\p{L}\p{N}]+`: where the run ends, if one starts at `i`.
@@ -355,18 +360,7 @@ fn o200k(text: &[u8], i: usize) -> usize {
     }
     // `\p{N}{1,3}`
     if class & NUMBER != 0 {
-        let mut j = i + len;
-        for _ in 0..2 {
-            if j >= text.len() {
-                break;
-            }
-            let (next, l) = class_at(text, j);
-            if next & NUMBER == 0 {
-                break;
-            }
-            j += l;
-        }
-        return j;
+        return digits_up_to_three(text, i + len);
     }
     // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
     if let Some(j) = other_run(text, i, class) {

@@ -7,10 +7,19 @@
 //!   own prompt alone ([`ContextVariant`]). A variant changes only the
 //!   prompt: the checks (the `entities` check too) and the schedule are
 //!   the same in all of them.
-//! * `--repeat N` runs each variant N times (sampled models vary), one run
-//!   after another, each with `--concurrency` tasks in flight. Running
-//!   them concurrently under one shared limit (issue 11) is not done yet:
-//!   docs/evaluation.md says what it needs.
+//! * `--repeat N` runs each variant N times (sampled models vary). All the
+//!   variant x repeat runs execute at once on one runtime, each with its
+//!   own ready queue, and `--concurrency` is shared by all of them: one
+//!   [`ExecutorOptions::dispatch_gate`] holds that many permits, and a
+//!   task holds one for its engine work, so the engine never sees more
+//!   than `--concurrency` calls in flight, whichever runs they belong to.
+//!   Waiting for a permit does not count against `--task-timeout`. The
+//!   report lists variants in their fixed order whatever order the runs
+//!   finished in; a variant's `wall_ms` is the time from the eval's start
+//!   to the end of its last run, and `task_ms` the tasks' own time (from
+//!   their permit on), which does not depend on what else was running.
+//! * Ctrl-C, SIGTERM or SIGHUP stops every run: each stores its in-flight
+//!   tasks as interrupted and is closed as an interrupted run.
 //! * Every run is an ordinary stored run, labelled `[eval VARIANT K/N]`
 //!   after its plan path (`ctx runs list`) and its engine (`ctx runs
 //!   show`), so each can be inspected and resumed with `ctx run --resume`.
@@ -27,14 +36,17 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use ctx_deps::{ContextVariant, ExecutionStore, ExecutorOptions, MemoryStore};
+use ctx_deps::{
+    ContextVariant, ExecError, ExecutionStore, Executor, ExecutorOptions, MemoryStore, RunReport,
+};
 use ctx_model::{Plan, TaskStatus};
-use ctx_store_sqlite::{NewRun, RunRoot, SessionEnd, StartAt};
+use ctx_store_sqlite::{NewRun, RunRoot, SessionEnd, SqliteStore, StartAt};
 use serde::Serialize;
+use tokio::sync::Semaphore;
 
-use super::run::{Executed, Output, execute, task_timeout};
+use super::run::{StopSignal, StopSignals, task_timeout};
 use super::runs;
 use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
@@ -82,7 +94,8 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub repeat: u32,
 
-    /// Most tasks in flight at once in each run; 0 means unlimited.
+    /// Most engine calls in flight at once, shared by all the variant and
+    /// repeat runs; 0 means unlimited.
     #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
 
@@ -136,7 +149,13 @@ struct VariantJson {
     tasks_checked: u64,
     prompt_tokens: u64,
     completion_tokens: u64,
+    /// From the eval's start to the end of this variant's last run (the
+    /// runs of all variants overlap).
     wall_ms: u64,
+    /// The tasks' own time summed over the variant's runs (from holding a
+    /// slot of the shared `--concurrency` to their result): what the
+    /// variant cost in engine time, whatever it waited for.
+    task_ms: u64,
     run_ids: Vec<String>,
 }
 
@@ -177,7 +196,7 @@ pub fn run(args: Args) -> CliResult {
         )));
     }
     super::run::refuse_unjudgeable(&plan, engine.as_ref(), &args.plan)?;
-    let label = engines::label(&args.engine);
+    let label = engine.label();
     let mut variants = args.ablate.clone();
     if variants.is_empty() {
         variants = vec![
@@ -194,47 +213,22 @@ pub fn run(args: Args) -> CliResult {
             .clone()
             .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
     );
-    let output = Output {
-        plan_path: &args.plan,
-        out: None,
-        format: Format::Text,
-    };
-
-    // Per variant: its totals and (passed, total) per task.
-    let mut rows: Vec<(VariantJson, Vec<(u64, u64)>)> = Vec::new();
-    for &variant in &variants {
+    // Every variant x repeat run, in report order: variant, then repeat.
+    let mut planned: Vec<Planned> = Vec::new();
+    let gate = (args.concurrency > 0).then(|| Arc::new(Semaphore::new(args.concurrency)));
+    for (v, &variant) in variants.iter().enumerate() {
         let name = variant.context().as_str();
-        let mut v = VariantJson {
-            name,
-            runs: 0,
-            checks_passed: 0,
-            checks_total: 0,
-            pass_rate: 0.0,
-            tasks_passing: 0,
-            tasks_checked: 0,
-            prompt_tokens: 0,
-            completion_tokens: 0,
-            wall_ms: 0,
-            run_ids: Vec::new(),
-        };
-        let mut per_task = vec![(0u64, 0u64); plan.sub_tasks.len()];
         for k in 1..=args.repeat {
             let options = ExecutorOptions {
                 concurrency: args.concurrency,
                 task_timeout: timeout,
                 max_output_bytes: args.max_output_bytes,
                 context: variant.context(),
+                dispatch_gate: gate.clone(),
                 ..ExecutorOptions::default()
             };
-            let started = Instant::now();
-            let executed = if args.no_store {
-                execute(
-                    plan.clone(),
-                    Arc::clone(&engine),
-                    Arc::new(MemoryStore::new()),
-                    options,
-                    &output,
-                )?
+            let (store, sqlite): (Arc<dyn ExecutionStore>, _) = if args.no_store {
+                (Arc::new(MemoryStore::new()), None)
             } else {
                 // The label shows in `ctx runs list` (its PLAN column) and
                 // `ctx runs show` (the engine).
@@ -251,39 +245,100 @@ pub fn run(args: Args) -> CliResult {
                     .map_err(runs::store_error)?;
                 let store = Arc::new(store);
                 eprintln!("eval {name} {k}/{}: run {}", args.repeat, store.run_id());
-                let executed = execute(
-                    plan.clone(),
-                    Arc::clone(&engine),
-                    Arc::clone(&store) as Arc<dyn ExecutionStore>,
-                    options,
-                    &output,
-                )?;
-                store
-                    .finish(if executed.report.interrupted {
+                (Arc::clone(&store) as Arc<dyn ExecutionStore>, Some(store))
+            };
+            let executor = Executor::new(plan.clone(), Arc::clone(&engine), store, options)
+                .map_err(|e| CliError::usage(format!("{}: {e}", args.plan.display())))?;
+            planned.push(Planned {
+                variant: v,
+                executor: Arc::new(executor),
+                store: sqlite,
+            });
+        }
+    }
+
+    let (outcomes, signal) = run_all(planned.iter().map(|p| Arc::clone(&p.executor)))?;
+
+    // Each stored run is closed (finished or interrupted) whatever became
+    // of the others; the first failure is reported after.
+    let mut failure = None;
+    let mut interrupted = false;
+    let mut reports = Vec::with_capacity(planned.len());
+    for (p, (outcome, wall)) in planned.iter().zip(outcomes) {
+        match outcome {
+            Ok(report) => {
+                if let Some(store) = &p.store {
+                    let end = if report.interrupted {
                         SessionEnd::Interrupted
                     } else {
                         SessionEnd::Finished
-                    })
-                    .map_err(runs::store_error)?;
-                v.run_ids.push(store.run_id().to_string());
-                executed
-            };
-            v.wall_ms = v
-                .wall_ms
-                .saturating_add(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
-            v.runs += 1;
-            tally(&plan, &counts, &executed, &mut v, &mut per_task);
-            if executed.report.interrupted {
-                let exit = executed.signal.map_or(Exit::Interrupted, |s| s.exit());
-                eprintln!(
-                    "eval interrupted during {name} {k}/{}; the runs so far are stored",
-                    args.repeat
-                );
-                return Ok(exit);
+                    };
+                    if let Err(e) = store.finish(end) {
+                        failure.get_or_insert(runs::store_error(e));
+                    }
+                }
+                interrupted |= report.interrupted;
+                reports.push((p, report, wall));
+            }
+            Err(e) => {
+                if let Some(store) = &p.store {
+                    // The run stopped on a store error; closing it may
+                    // fail the same way, and the first error is the one
+                    // reported.
+                    let _ = store.finish(SessionEnd::Interrupted);
+                }
+                failure.get_or_insert(match e {
+                    ExecError::Graph(e) => CliError::usage(e),
+                    store @ ExecError::Store { .. } => CliError::with(Exit::Store, store),
+                });
             }
         }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if interrupted || signal.is_some() {
+        let by = signal.map_or_else(String::new, |s| format!(" by {}", s.name()));
+        eprintln!("eval interrupted{by}; the runs so far are stored");
+        return Ok(signal.map_or(Exit::Interrupted, StopSignal::exit));
+    }
+
+    // Per variant: its totals and (passed, total) per task.
+    let mut rows: Vec<(VariantJson, Vec<(u64, u64)>)> = variants
+        .iter()
+        .map(|variant| {
+            let v = VariantJson {
+                name: variant.context().as_str(),
+                runs: 0,
+                checks_passed: 0,
+                checks_total: 0,
+                pass_rate: 0.0,
+                tasks_passing: 0,
+                tasks_checked: 0,
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                wall_ms: 0,
+                task_ms: 0,
+                run_ids: Vec::new(),
+            };
+            (v, vec![(0u64, 0u64); plan.sub_tasks.len()])
+        })
+        .collect();
+    for (p, report, wall) in &reports {
+        let (v, per_task) = &mut rows[p.variant];
+        if let Some(store) = &p.store {
+            v.run_ids.push(store.run_id().to_string());
+        }
+        // The runs overlap: a variant's wall time is the eval's, up to
+        // the end of its last run.
+        v.wall_ms = v
+            .wall_ms
+            .max(u64::try_from(wall.as_millis()).unwrap_or(u64::MAX));
+        v.runs += 1;
+        tally(&plan, &counts, report, v, per_task);
+    }
+    for (v, _) in &mut rows {
         v.pass_rate = rate(v.checks_passed, v.checks_total);
-        rows.push((v, per_task));
     }
 
     let tasks: Vec<TaskRates> = plan
@@ -311,23 +366,23 @@ pub fn run(args: Args) -> CliResult {
     Ok(Exit::Ok)
 }
 
-/// Adds one run's checks, tokens and passing tasks to its variant.
+/// Adds one run's checks, tokens, task time and passing tasks to its
+/// variant.
 fn tally(
     plan: &Plan,
     counts: &[usize],
-    executed: &Executed,
+    report: &RunReport,
     v: &mut VariantJson,
     per_task: &mut [(u64, u64)],
 ) {
     for (i, task) in plan.sub_tasks.iter().enumerate() {
-        let result = executed
-            .report
-            .results
-            .iter()
-            .find(|r| r.task_id == task.id);
+        let result = report.results.iter().find(|r| r.task_id == task.id);
         if let Some(u) = result.and_then(|r| r.metadata.tokens_used) {
             v.prompt_tokens = v.prompt_tokens.saturating_add(u.prompt_tokens);
             v.completion_tokens = v.completion_tokens.saturating_add(u.completion_tokens);
+        }
+        if let Some(ms) = result.and_then(|r| r.metadata.execution_time_ms) {
+            v.task_ms = v.task_ms.saturating_add(ms);
         }
         let total = counts[i] as u64;
         if total == 0 {
@@ -425,4 +480,82 @@ fn text(json: &EvalJson) -> String {
         out.push('\n');
     }
     out
+}
+
+/// One variant run: which variant it belongs to, its executor, and its
+/// durable store (none with `--no-store`).
+struct Planned {
+    variant: usize,
+    executor: Arc<Executor>,
+    store: Option<Arc<SqliteStore>>,
+}
+
+/// What one run came to, and when it ended (from the eval's start).
+type Outcome = (Result<RunReport, ExecError>, Duration);
+
+/// Runs every executor at once on one runtime, each with its own ready
+/// queue; their shared [`ExecutorOptions::dispatch_gate`] keeps the engine
+/// calls in flight within `--concurrency` in total. The first stop signal,
+/// or the first run to fail on its store, cancels all of them (each stores
+/// its in-flight tasks as interrupted and returns its report). Outcomes come back in the executors' order,
+/// whatever order they finished in.
+fn run_all(
+    executors: impl Iterator<Item = Arc<Executor>>,
+) -> Result<(Vec<Outcome>, Option<StopSignal>), CliError> {
+    let runtime = crate::runtime::runtime()?;
+    let mut signal = None;
+    let outcomes = runtime.block_on(async {
+        // Before any task starts (see `StopSignals`).
+        let signals = StopSignals::install();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let started = Instant::now();
+        let mut jobs = tokio::task::JoinSet::new();
+        let mut outcomes: Vec<Option<Outcome>> = Vec::new();
+        for (k, executor) in executors.enumerate() {
+            outcomes.push(None);
+            let mut stopped = stopped.clone();
+            jobs.spawn(async move {
+                let cancel = async move {
+                    // Resolves once the stop is sent (or, never here, its
+                    // sender is dropped).
+                    let _ = stopped.wait_for(|&s| s).await;
+                };
+                let report = executor.run_with(cancel, |_| {}).await;
+                (k, report, started.elapsed())
+            });
+        }
+        let first = signals.first();
+        tokio::pin!(first);
+        loop {
+            tokio::select! {
+                s = &mut first, if signal.is_none() => {
+                    signal = Some(s);
+                    // Every run stops; a run that has ended ignores it.
+                    let _ = stop.send(true);
+                }
+                joined = jobs.join_next() => match joined {
+                    None => break,
+                    Some(Ok((k, report, ended))) => {
+                        if report.is_err() {
+                            // A run whose store failed ends the eval: the
+                            // others stop rather than spend engine calls
+                            // on a measurement that will not be reported.
+                            let _ = stop.send(true);
+                        }
+                        if let Some(slot) = outcomes.get_mut(k) {
+                            *slot = Some((report, ended));
+                        }
+                    }
+                    Some(Err(e)) => {
+                        return Err(CliError::with(
+                            Exit::Store,
+                            format!("an eval run stopped unexpectedly: {e}"),
+                        ));
+                    }
+                },
+            }
+        }
+        Ok(outcomes.into_iter().flatten().collect::<Vec<_>>())
+    })?;
+    Ok((outcomes, signal))
 }

@@ -110,40 +110,18 @@ pub fn run(args: Args) -> CliResult {
 /// check` prints them. The plan returned has its `json_schema` files
 /// inlined ([`Plan::inline_check_schemas`]).
 pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
-    let source = ctx_model::read_plan_source(path).map_err(CliError::usage)?;
-    let parsed = source
-        .parse_with_unknown_fields()
-        .map_err(CliError::usage)?;
-    let base_dir = ctx_model::plan_base_dir(path);
-    let problems = parsed.problems_in(base_dir);
-    if problems.is_empty() {
-        // Schema files become part of the plan, so the plan a run stores
-        // checks the same schemas when resumed from anywhere.
-        let mut plan = parsed.plan;
-        plan.inline_check_schemas(base_dir);
-        return Ok(plan);
-    }
-    let origin = &source.origin;
-    let locator = FieldLocator::new(&source.text);
-    let mut message = format!(
-        "{origin}: invalid plan ({} problem{}; nothing was done)",
-        problems.len(),
-        if problems.len() == 1 { "" } else { "s" }
-    );
-    for p in &problems {
-        message.push('\n');
-        message.push_str(&problem_line(origin, &locator, p));
-    }
-    Err(CliError::usage(message))
+    ctx_model::load_valid_plan(path).map_err(|e| match e {
+        ctx_model::LoadPlanError::Read(e) => CliError::usage(e),
+        ctx_model::LoadPlanError::Invalid(invalid) => {
+            CliError::usage(invalid.report(Some("nothing was done")))
+        }
+    })
 }
 
 /// One problem as a line: `FILE:LINE:COLUMN: task "ID": FIELD: MESSAGE`
 /// (`FILE: ...` when the field cannot be found in the text).
 pub fn problem_line(origin: &str, locator: &FieldLocator, problem: &Problem) -> String {
-    match locator.locate_problem(problem) {
-        Some((line, column)) => format!("{origin}:{line}:{column}: {problem}"),
-        None => format!("{origin}: {problem}"),
-    }
+    ctx_model::problem_line(origin, locator.locate_problem(problem), problem)
 }
 
 /// A problem's JSON form: its fields plus `line` and `column` (null when

@@ -54,26 +54,14 @@
 //! of range; 3 a task whose own prompt cannot fit its cap (`ctx run` would
 //! fail it before calling any model), each such task named.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use ctx_checks::Check;
-use ctx_cost::{TaskEstimate, TokenRange, attempt_bound, estimate_costs};
-use ctx_deps::PlanGraph;
-use ctx_model::Plan;
-use ctx_prompt::DependencyOutput;
-use ctx_tokens::{TokenCounter, Tokenizer};
+use ctx_cost::estimate_costs;
+use ctx_run::estimate::{EngineDefaults, EstimateError, estimate_plan};
 
 use super::prices::PriceArgs;
 use crate::engines::openai::DEFAULT_MAX_ATTEMPTS;
 use crate::exit::{CliError, CliResult, Exit};
-
-/// Framing allowance per chat message, in tokens (role markers and
-/// separators of the server's chat template).
-pub const FRAMING_PER_MESSAGE: u64 = 8;
-/// Framing allowance for the header that primes the reply, in tokens.
-pub const FRAMING_REPLY: u64 = 8;
 
 /// Arguments of this command.
 #[derive(Debug, clap::Args)]
@@ -111,41 +99,6 @@ pub struct Args {
 
 pub use crate::format::Format;
 
-/// The engine-level defaults a task's params win over (also `ctx run
-/// --max-cost`'s, which reserves these estimates' high ends).
-pub(crate) struct Defaults<'a> {
-    pub model: Option<&'a str>,
-    pub max_tokens: Option<u32>,
-    pub system: Option<&'a str>,
-    /// The engine's attempts per request (`--max-attempts`), the first
-    /// included; check retries multiply them per task.
-    pub attempts: u32,
-}
-
-/// What a row that is not a task's own call is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ExtraRow {
-    /// A `judge` check's call.
-    Judge,
-    /// A `summarize_strategy: llm` summary call.
-    Summary,
-}
-
-/// Every task's estimate, and the tasks that have none.
-pub(crate) struct Estimates {
-    /// Tasks with a model whose own prompt fits the cap, in plan order,
-    /// each followed by its judge rows and its summary rows.
-    pub tasks: Vec<TaskEstimate>,
-    /// For each row of `tasks` that is not a task's own call, the task it
-    /// belongs to and whether it is a judge call (`ctx run --max-cost`
-    /// reserves judge rows with their task).
-    pub extra_rows: HashMap<String, (String, ExtraRow)>,
-    /// Tasks with neither `params.model` nor a default model.
-    pub no_model: Vec<String>,
-    /// Task ids whose own prompt does not fit the cap, and why.
-    pub over_cap: Vec<(String, String)>,
-}
-
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
     if args.max_attempts == 0 {
@@ -159,14 +112,14 @@ pub fn run(args: Args) -> CliResult {
     }
     let plan = super::plan_check::load_valid_plan(&args.plan)?;
     let book = args.prices.book(Some(&plan.config.prices))?;
-    let defaults = Defaults {
+    let defaults = EngineDefaults {
         model: args.model.as_deref(),
         max_tokens: args.max_tokens,
         system: args.system.as_deref(),
         attempts: args.max_attempts,
     };
-    let estimates = task_estimates(&plan, &defaults)
-        .map_err(|e| e.located(&args.plan.display().to_string()))?;
+    let estimates = estimate_plan(&plan, &defaults)
+        .map_err(|e| located(e, &args.plan.display().to_string()))?;
     let report = estimate_costs(&book, &estimates);
     let text = match args.format {
         Format::Text => report.render_text(),
@@ -176,395 +129,27 @@ pub fn run(args: Args) -> CliResult {
     Ok(Exit::Ok)
 }
 
-/// Why a plan's tasks cannot be estimated; every offending task is named.
-enum EstimateError {
-    /// Tasks with neither `params.model` nor `--model` (exit 2).
-    NoModel(Vec<String>),
-    /// Tasks whose own prompt does not fit the cap (exit 3).
-    OverCap(Vec<String>),
-    /// The plan's graph could not be built (exit 2).
-    Graph(String),
-}
-
-impl EstimateError {
-    /// The error for the CLI, prefixed with the plan's path.
-    fn located(self, origin: &str) -> CliError {
-        match self {
-            EstimateError::NoModel(ids) => CliError::usage(format!(
-                "{origin}: {} task{} name{} no model ({}); give params.model or pass --model",
-                ids.len(),
-                if ids.len() == 1 { "" } else { "s" },
-                if ids.len() == 1 { "s" } else { "" },
-                list(&ids)
-            )),
-            EstimateError::OverCap(lines) => {
-                let mut message = format!(
-                    "{origin}: {} task{} cannot be assembled under the prompt cap; `ctx run` would fail {} before calling a model",
-                    lines.len(),
-                    if lines.len() == 1 { "" } else { "s" },
-                    if lines.len() == 1 { "it" } else { "them" }
-                );
-                for line in lines {
-                    message.push('\n');
-                    message.push_str(&line);
-                }
-                CliError::with(Exit::OverBudget, message)
+/// An estimate's error for the CLI, prefixed with the plan's path: a task
+/// with no model or a broken graph is a usage error (2), a task whose own
+/// prompt cannot fit its cap is 3.
+fn located(e: EstimateError, origin: &str) -> CliError {
+    match e {
+        EstimateError::NoModel(_) => {
+            CliError::usage(format!("{origin}: {e}; give params.model or pass --model"))
+        }
+        EstimateError::OverCap(lines) => {
+            let mut message = format!(
+                "{origin}: {} task{} cannot be assembled under the prompt cap; `ctx run` would fail {} before calling a model",
+                lines.len(),
+                if lines.len() == 1 { "" } else { "s" },
+                if lines.len() == 1 { "it" } else { "them" }
+            );
+            for line in lines {
+                message.push('\n');
+                message.push_str(&line);
             }
-            EstimateError::Graph(e) => CliError::usage(format!("{origin}: {e}")),
+            CliError::with(Exit::OverBudget, message)
         }
-    }
-}
-
-/// At most ten ids, then how many more.
-fn list(ids: &[String]) -> String {
-    let shown: Vec<&str> = ids.iter().take(10).map(String::as_str).collect();
-    match ids.len().saturating_sub(shown.len()) {
-        0 => shown.join(", "),
-        more => format!("{} and {more} more", shown.join(", ")),
-    }
-}
-
-/// One [`TaskEstimate`] per task, in plan order.
-fn task_estimates(
-    plan: &Plan,
-    defaults: &Defaults<'_>,
-) -> Result<Vec<TaskEstimate>, EstimateError> {
-    let e = estimate_tasks(plan, defaults).map_err(EstimateError::Graph)?;
-    if !e.no_model.is_empty() {
-        return Err(EstimateError::NoModel(e.no_model));
-    }
-    if !e.over_cap.is_empty() {
-        return Err(EstimateError::OverCap(
-            e.over_cap.into_iter().map(|(_, why)| why).collect(),
-        ));
-    }
-    Ok(e.tasks)
-}
-
-/// The estimates of every task that has one, and the tasks that do not.
-pub(crate) fn estimate_tasks(plan: &Plan, defaults: &Defaults<'_>) -> Result<Estimates, String> {
-    let graph = PlanGraph::new(plan).map_err(|e| e.to_string())?;
-    let cap = plan.config.max_prompt_tokens;
-    // One counter per tokenizer, as the executor keeps them.
-    let mut counters: HashMap<Tokenizer, Arc<dyn TokenCounter>> = HashMap::new();
-    let mut estimates = Vec::with_capacity(plan.sub_tasks.len());
-    let mut no_model = Vec::new();
-    let mut over_cap = Vec::new();
-    let mut extra_rows = HashMap::new();
-    for (i, task) in plan.sub_tasks.iter().enumerate() {
-        let params = &task.tool_or_prompt.params;
-        let Some(model) = params.model.as_deref().or(defaults.model) else {
-            no_model.push(task.id.clone());
-            continue;
-        };
-        let tokenizer = ctx_prompt::tokenizer_for_task(plan, task);
-        let counter = counters
-            .entry(tokenizer)
-            .or_insert_with(|| tokenizer.counter());
-        // The executor hands dependencies over in the graph's order. The
-        // graph's indices are the plan's task indices, so the description
-        // is an index away (`Plan::task` scans, which made 8,000 tasks
-        // quadratic).
-        let empty: Vec<DependencyOutput<'_>> = graph
-            .dependencies(i)
-            .iter()
-            .map(|&d| DependencyOutput {
-                task_id: graph.id(d),
-                description: plan.sub_tasks.get(d).map_or("", |t| t.description.as_str()),
-                output: "",
-                summary: None,
-            })
-            .collect();
-        let low = match ctx_prompt::assemble_task_prompt(plan, task, &empty, counter.as_ref(), cap)
-        {
-            Ok(assembled) => assembled.tokens as u64,
-            Err(e) => {
-                over_cap.push((task.id.clone(), e.to_string()));
-                continue;
-            }
-        };
-        let system = params.system.as_deref().or(defaults.system);
-        let system_tokens = system.map_or(0, |s| counter.count(s) as u64);
-        let messages = 1 + u64::from(system.is_some());
-        let framing = messages * FRAMING_PER_MESSAGE + FRAMING_REPLY;
-        let completion = match params.max_tokens.or(defaults.max_tokens) {
-            Some(n) => TokenRange::bounded(0, u64::from(n)),
-            None => TokenRange::unbounded(0),
-        };
-        let checks = ctx_model::task_checks(plan, task);
-        let attempts = if checks.is_empty() {
-            attempt_bound(0, defaults.attempts)
-        } else {
-            attempt_bound(
-                plan.config.max_check_attempts.saturating_sub(1),
-                defaults.attempts,
-            )
-        };
-        estimates.push(TaskEstimate {
-            task_id: task.id.clone(),
-            model: model.to_string(),
-            prompt_tokens: TokenRange::bounded(
-                low + system_tokens,
-                cap as u64 + system_tokens + framing,
-            ),
-            completion_tokens: completion,
-            attempts,
-        });
-        for (n, check) in checks.iter().enumerate() {
-            let Some(row) = judge_estimate(task, n, check, model, completion, attempts, &*counter)
-            else {
-                continue;
-            };
-            extra_rows.insert(row.task_id.clone(), (task.id.clone(), ExtraRow::Judge));
-            estimates.push(row);
-        }
-        let before = estimates.len();
-        summary_estimates(
-            plan,
-            &graph,
-            i,
-            model,
-            completion,
-            defaults,
-            counter.as_ref(),
-            &mut estimates,
-        );
-        for row in &estimates[before..] {
-            extra_rows.insert(row.task_id.clone(), (task.id.clone(), ExtraRow::Summary));
-        }
-    }
-    Ok(Estimates {
-        tasks: estimates,
-        extra_rows,
-        no_model,
-        over_cap,
-    })
-}
-
-/// The row of check `n` of `task` when it is a `judge` check (module
-/// documentation, "Judges"): one call per check attempt.
-fn judge_estimate(
-    task: &ctx_model::SubTask,
-    n: usize,
-    check: &Check,
-    model: &str,
-    output: TokenRange,
-    attempts: u32,
-    counter: &dyn TokenCounter,
-) -> Option<TaskEstimate> {
-    let ctx_checks::Rule::Judge(judge) = &check.rule else {
-        return None;
-    };
-    let template =
-        ctx_checks::judge::judge_prompt(&judge.rubric, "", ctx_prompt::fence::neutralize);
-    let fixed = counter.count(&template) as u64 + FRAMING_PER_MESSAGE + FRAMING_REPLY;
-    let max_tokens = judge
-        .max_tokens
-        .unwrap_or(ctx_checks::spec::DEFAULT_JUDGE_MAX_TOKENS);
-    Some(TaskEstimate {
-        task_id: format!("{} (judge {})", task.id, n + 1),
-        model: judge.judge_model.as_deref().unwrap_or(model).to_string(),
-        prompt_tokens: match output.high {
-            Some(high) => TokenRange::bounded(0, fixed + high),
-            None => TokenRange::unbounded(0),
-        },
-        completion_tokens: TokenRange::bounded(0, u64::from(max_tokens)),
-        attempts,
-    })
-}
-
-/// The `summarize_strategy: llm` calls task `i`'s output may need, one
-/// row each (`ID (summary)`, or `ID (summary for DEP)` under
-/// `summary_focus: dependent`), after the task's own row.
-///
-/// Low is 0 for both prompt and completion: a short output needs no
-/// summary. High: the summary prompt with an empty output, plus the
-/// producing task's completion high (the most output there is to
-/// summarise, counted in the producing task's tokens; unbounded when that
-/// is), plus the framing of one message; completion high is
-/// `summary_max_tokens`.
-#[allow(clippy::too_many_arguments)]
-fn summary_estimates(
-    plan: &Plan,
-    graph: &PlanGraph,
-    i: usize,
-    model: &str,
-    output: TokenRange,
-    defaults: &Defaults<'_>,
-    counter: &dyn TokenCounter,
-    estimates: &mut Vec<TaskEstimate>,
-) {
-    let Some(task) = plan.sub_tasks.get(i) else {
-        return;
-    };
-    let dep_cfg = &plan.config.dependency;
-    let summary_model = dep_cfg.summary_model.as_deref().unwrap_or(model);
-    for call in ctx_deps::summarize::possible_summary_calls(plan, graph, i) {
-        let dependent = call.and_then(|d| plan.sub_tasks.get(d));
-        let focus = dependent.map(|t| t.tool_or_prompt.params.prompt.as_str());
-        let template = ctx_deps::summarize::summary_prompt(plan, task, "", focus);
-        let fixed = counter.count(&template) as u64 + FRAMING_PER_MESSAGE + FRAMING_REPLY;
-        let system_tokens = defaults
-            .system
-            .map_or(0, |s| counter.count(s) as u64 + FRAMING_PER_MESSAGE);
-        let prompt = match output.high {
-            Some(high) => TokenRange::bounded(0, fixed + system_tokens + high),
-            None => TokenRange::unbounded(0),
-        };
-        estimates.push(TaskEstimate {
-            task_id: match dependent {
-                Some(d) => format!("{} (summary for {})", task.id, d.id),
-                None => format!("{} (summary)", task.id),
-            },
-            model: summary_model.to_string(),
-            prompt_tokens: prompt,
-            completion_tokens: TokenRange::bounded(0, u64::from(dep_cfg.summary_max_tokens)),
-            attempts: defaults.attempts,
-        });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn plan(json: &str) -> Plan {
-        serde_json::from_str(json).unwrap()
-    }
-
-    fn defaults() -> Defaults<'static> {
-        Defaults {
-            model: None,
-            max_tokens: None,
-            system: None,
-            attempts: 1,
-        }
-    }
-
-    const TWO: &str = r#"{
-      "schema_version": 1,
-      "config": {"max_prompt_tokens": 500},
-      "entities": [{"name": "Board", "grounded_value": "10 x 20"}],
-      "sub_tasks": [
-        {"id": "a", "description": "First",
-         "tool_or_prompt": {"name": "inference", "params": {"prompt": "Write A.", "model": "gpt-4o", "max_tokens": 100}}},
-        {"id": "b", "description": "Second", "dependencies": ["a"],
-         "entity_context": [{"entity_name": "Board", "intent_relevance": "constraint"}],
-         "tool_or_prompt": {"name": "inference", "params": {"prompt": "Write B.", "system": "Be brief."}}}
-      ]
-    }"#;
-
-    #[test]
-    fn low_is_the_assembled_prompt_with_empty_outputs_and_high_the_cap_plus_framing() {
-        let p = plan(TWO);
-        let d = Defaults {
-            model: Some("gpt-4o-mini"),
-            ..defaults()
-        };
-        let e = task_estimates(&p, &d).unwrap_or_else(|_| panic!("estimates"));
-        let counter = Tokenizer::for_model("gpt-4o").counter();
-        assert_eq!(e[0].model, "gpt-4o");
-        assert_eq!(
-            e[0].prompt_tokens,
-            TokenRange::bounded(
-                counter.count("Write A.") as u64,
-                500 + FRAMING_PER_MESSAGE + FRAMING_REPLY
-            )
-        );
-        assert_eq!(e[0].completion_tokens, TokenRange::bounded(0, 100));
-        // b: the default model, the dependency heading with an empty
-        // output, the entity, the system message.
-        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[1]).counter();
-        let assembled = concat!(
-            "## Entity Constraints and Values\n- Board: 10 x 20 (constraint)\n\n",
-            "## Outputs from Dependent Tasks\n\n### Task a: First\n**Output:**\n\n\n---\n\n",
-            "Write B."
-        );
-        let system = counter.count("Be brief.") as u64;
-        assert_eq!(e[1].model, "gpt-4o-mini");
-        assert_eq!(
-            e[1].prompt_tokens,
-            TokenRange::bounded(
-                counter.count(assembled) as u64 + system,
-                500 + system + 2 * FRAMING_PER_MESSAGE + FRAMING_REPLY
-            )
-        );
-        assert_eq!(e[1].completion_tokens, TokenRange::unbounded(0));
-    }
-
-    #[test]
-    fn params_win_over_defaults_and_max_tokens_default_bounds_the_rest() {
-        let p = plan(TWO);
-        let d = Defaults {
-            model: Some("other"),
-            max_tokens: Some(7),
-            system: Some("ignored for b, used for a"),
-            attempts: 4,
-        };
-        let e = task_estimates(&p, &d).unwrap_or_else(|_| panic!("estimates"));
-        assert_eq!(e[0].model, "gpt-4o");
-        assert_eq!(e[0].completion_tokens, TokenRange::bounded(0, 100));
-        assert_eq!(e[1].model, "other");
-        assert_eq!(e[1].completion_tokens, TokenRange::bounded(0, 7));
-        assert!(e.iter().all(|t| t.attempts == 4));
-    }
-
-    #[test]
-    fn llm_summaries_are_estimated_after_their_task() {
-        let mut p = plan(TWO);
-        p.config.dependency.summarize_strategy = ctx_model::SummarizeStrategy::Llm;
-        p.config.dependency.summary_model = Some("gpt-4o-mini".into());
-        p.config.dependency.summary_max_tokens = 50;
-        let d = Defaults {
-            model: Some("m"),
-            ..defaults()
-        };
-        let e = task_estimates(&p, &d).unwrap_or_else(|_| panic!("estimates"));
-        let ids: Vec<&str> = e.iter().map(|t| t.task_id.as_str()).collect();
-        assert_eq!(ids, ["a", "a (summary)", "b"]);
-        assert_eq!(e[1].model, "gpt-4o-mini");
-        assert_eq!(e[1].completion_tokens, TokenRange::bounded(0, 50));
-        // The empty-output prompt plus a's 100 completion tokens, framed.
-        let template = ctx_deps::summarize::summary_prompt(&p, &p.sub_tasks[0], "", None);
-        let counter = Tokenizer::O200kBase.counter();
-        let fixed = counter.count(&template) as u64 + FRAMING_PER_MESSAGE + FRAMING_REPLY;
-        assert_eq!(e[1].prompt_tokens, TokenRange::bounded(0, fixed + 100));
-        // One per dependent under summary_focus: dependent; none for b,
-        // which nothing depends on.
-        p.config.dependency.summary_focus = ctx_model::SummaryFocus::Dependent;
-        let e = task_estimates(&p, &d).unwrap_or_else(|_| panic!("estimates"));
-        let ids: Vec<&str> = e.iter().map(|t| t.task_id.as_str()).collect();
-        assert_eq!(ids, ["a", "a (summary for b)", "b"]);
-        // b has no max_tokens: nothing bounds what a summary of b reads,
-        // but nothing depends on b either. Unlimited output length: no
-        // summaries at all.
-        p.config.dependency.max_output_length = None;
-        assert_eq!(task_estimates(&p, &d).map(|e| e.len()).ok(), Some(2));
-    }
-
-    #[test]
-    fn tasks_without_a_model_are_all_named() {
-        let p = plan(TWO);
-        match task_estimates(&p, &defaults()) {
-            Err(EstimateError::NoModel(ids)) => assert_eq!(ids, ["b"]),
-            _ => panic!("expected NoModel"),
-        }
-    }
-
-    #[test]
-    fn a_prompt_over_its_cap_is_reported() {
-        let mut p = plan(TWO);
-        p.config.max_prompt_tokens = 2;
-        let d = Defaults {
-            model: Some("m"),
-            ..defaults()
-        };
-        match task_estimates(&p, &d) {
-            Err(EstimateError::OverCap(lines)) => {
-                assert_eq!(lines.len(), 2);
-                assert!(lines[0].contains("task `a`"), "{lines:?}");
-            }
-            _ => panic!("expected OverCap"),
-        }
+        EstimateError::Graph(e) => CliError::usage(format!("{origin}: {e}")),
     }
 }

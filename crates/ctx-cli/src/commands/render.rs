@@ -201,6 +201,11 @@ pub fn run(args: Args) -> CliResult {
             "--var {HISTORICAL_CONTEXT} and --content-root both give {{{{{HISTORICAL_CONTEXT}}}}}; pass one"
         )),
         RenderPromptError::Tokenizer(e) => CliError::usage(format!("--tokenizer: {e}")),
+        RenderPromptError::Render(RenderError::Values {
+            ref path,
+            ref missing,
+            ref unused,
+        }) => CliError::usage(values_message(path, missing, unused)),
         other => CliError::usage(other),
     })?;
     if let Some(digest) = &rendered.digest {
@@ -246,4 +251,19 @@ pub fn run(args: Args) -> CliResult {
     };
     crate::io::print_stdout(&out)?;
     Ok(Exit::Ok)
+}
+
+/// The library's missing and unused values, said with the flag that gives
+/// a value: `give --var NAME=VALUE`, `--var NAME is not used`.
+fn values_message(path: &str, missing: &[(String, usize)], unused: &[String]) -> String {
+    let mut lines: Vec<String> = missing
+        .iter()
+        .map(|(n, l)| format!("{path}:{l}: no value for {{{{{n}}}}} (give --var {n}=VALUE)"))
+        .collect();
+    lines.extend(
+        unused
+            .iter()
+            .map(|n| format!("{path}: --var {n} is not used by the template")),
+    );
+    lines.join("\n")
 }

@@ -6,6 +6,12 @@
 //! only for the moment it removes a run, so every command works on a run
 //! that another `ctx run` is executing (it shows the last committed state).
 //!
+//! With `--store postgres://...` (or `CTX_STORE`) the runs are those of a
+//! shared store. `report`, `export` (JSON and CSV) and what a run spent are
+//! read through the shared [`RunHistory`] seam, so both stores give the
+//! same page and the same bytes for the same stored facts; `gc` removes a
+//! shared store's closed runs, and its open ones only with `--force`.
+//!
 //! Exit codes: 0 ok, 2 usage error or a `RUN`/`--task` that does not exist
 //! (or a `report -o FILE` that cannot be written), 4 a store that cannot be
 //! read (foreign, corrupt, newer schema); `list` prints every readable run
@@ -13,13 +19,14 @@
 
 use std::path::PathBuf;
 
+use ctx_deps::{RunHistory, StoreError};
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store_sqlite::{ResultRecord, RunRoot, RunSummary, RunView, SessionInfo, StatusCounts};
 use serde_json::{Value, json};
 
-use super::run::TaskJson;
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
+use ctx_run::TaskJson;
 
 mod csv_export;
 pub mod report;
@@ -37,7 +44,8 @@ pub enum RunsCommand {
     /// Write a run's self-contained HTML report: timeline, dependency
     /// graph, totals, and each task's tokens, prompt and output.
     Report(report::ReportArgs),
-    /// Remove all but the newest N runs (never a running one).
+    /// Remove all but the newest N runs (never a running one; in a shared
+    /// store, never an open one without --force).
     Gc(GcArgs),
 }
 
@@ -118,7 +126,9 @@ pub struct GcArgs {
     #[arg(long, value_name = "N")]
     keep: usize,
     /// Also remove old runs whose store cannot be read (corrupt, foreign,
-    /// from a newer ctx); without it they are kept and named.
+    /// from a newer ctx); without it they are kept and named. With a
+    /// shared store: also remove old runs that are still open (tasks left
+    /// for workers).
     #[arg(long)]
     force: bool,
     #[command(flatten)]
@@ -140,26 +150,19 @@ pub fn run(cmd: RunsCommand) -> CliResult {
         }
         RunsCommand::Export(a) => {
             if let Some(url) = a.root.shared()? {
-                if a.format != ExportFormat::Json {
-                    return Err(CliError::usage(
-                        "runs export --format csv works only with the local SQLite store",
-                    ));
-                }
-                return super::worker::runs_export(&url, &a.run);
+                let view = super::worker::open_view(&url, &a.run)?;
+                return export_from(&view, a.format);
             }
         }
         RunsCommand::Gc(a) => {
-            if a.root.shared()?.is_some() {
-                return Err(CliError::usage(
-                    "runs gc works only with the local SQLite store; a shared store's runs are never deleted by ctx",
-                ));
+            if let Some(url) = a.root.shared()? {
+                return super::worker::runs_gc(&url, a.keep, a.force);
             }
         }
         RunsCommand::Report(a) => {
-            if a.uses_shared_store()? {
-                return Err(CliError::usage(
-                    "runs report works only with the local SQLite store (ctx runs export --store gives the results)",
-                ));
+            if let Some(url) = a.root.shared()? {
+                let view = super::worker::open_view(&url, &a.run)?;
+                return report::render(&view, a.output.as_deref());
             }
         }
     }
@@ -180,6 +183,11 @@ pub fn store_error(e: ctx_store_sqlite::Error) -> CliError {
     } else {
         CliError::with(Exit::Store, e)
     }
+}
+
+/// A read of a stored run that failed after it was opened: exit 4.
+pub(crate) fn read_error(e: StoreError) -> CliError {
+    CliError::with(Exit::Store, e)
 }
 
 fn print_json(v: &Value) -> Result<(), CliError> {
@@ -300,7 +308,7 @@ fn show_run(view: &RunView, format: Format) -> CliResult {
     let counts = view.status_counts().map_err(store_error)?;
     let created = view.created_at().map_err(store_error)?;
     let tasks = plan_results(&plan, view)?;
-    let spent_usd = spent(view).map_err(store_error)?;
+    let spent_usd = ctx_run::spent(view).map_err(read_error)?;
     if format == Format::Json {
         let tasks: Vec<Value> = tasks
             .iter()
@@ -591,7 +599,7 @@ fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
             .map(|a| {
                 vec![
                     a.number.to_string(),
-                    a.outcome.clone(),
+                    a.outcome.to_string(),
                     format!("{} ms", a.duration_ms),
                     a.backoff_ms.map_or_else(String::new, |b| format!("{b} ms")),
                     a.error
@@ -666,22 +674,6 @@ fn summary_section(r: &TaskExecutionResult) -> Option<String> {
         }
     }
     Some(out.trim_end().to_string())
-}
-
-/// What a stored run has spent over all its sessions: the `cost_usd` of
-/// every result it ever recorded (a task run again in a later session
-/// counts each time; a reused task is not recorded again, so it counts
-/// once). The budget of a resumed run starts from this.
-pub fn spent(view: &ctx_store_sqlite::RunView) -> Result<ctx_cost::Usd, ctx_store_sqlite::Error> {
-    let mut total = ctx_cost::Usd::ZERO;
-    for latest in view.results()? {
-        for row in view.history(&latest.result.task_id)? {
-            if let Some(cost) = row.result.metadata.cost_usd {
-                total = total.saturating_add(cost);
-            }
-        }
-    }
-    Ok(total)
 }
 
 /// The `## Checks` section of `ctx runs show RUN --task ID`: the final
@@ -772,7 +764,7 @@ fn export_json(run: &report::StoredRun, spent: ctx_cost::Usd) -> Result<String, 
             })
             .collect(),
         spent_usd: spent,
-        summaries: super::run::SummariesJson::of(ctx_deps::SummaryTotals::of(
+        summaries: ctx_run::SummariesJson::of(ctx_deps::SummaryTotals::of(
             results.iter().map(|r| r.as_ref()),
         )),
     };
@@ -788,7 +780,7 @@ struct ExportJson<'a> {
     spent_usd: ctx_cost::Usd,
     /// As in `ctx run --format json`: the llm summary calls, when any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    summaries: Option<super::run::SummariesJson>,
+    summaries: Option<ctx_run::SummariesJson>,
 }
 
 /// One task of [`ExportJson`]: `ctx run`'s task object, then the times.
@@ -802,10 +794,18 @@ struct ExportTask<'a> {
 
 fn export(a: ExportArgs) -> CliResult {
     let view = open(&a.root, &a.run)?;
-    let run = report::read_run(&view, report::now())?;
-    match a.format {
+    export_from(&view, a.format)
+}
+
+/// `ctx runs export` of a run read from either store.
+fn export_from(view: &dyn RunHistory, format: ExportFormat) -> CliResult {
+    let run = report::read_run(view, report::now())?;
+    match format {
         ExportFormat::Json => {
-            print_stdout(&export_json(&run, spent(&view).map_err(store_error)?)?)?;
+            print_stdout(&export_json(
+                &run,
+                ctx_run::spent(view).map_err(read_error)?,
+            )?)?;
         }
         ExportFormat::Csv => print_stdout(&csv_export::export_csv(&run)?)?,
     }
@@ -903,40 +903,7 @@ fn printable(s: &str) -> String {
 /// An aligned table; `right[i]` right-aligns column `i`. The last column is
 /// not padded.
 pub(crate) fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: Vec<&str>| {
-        let n = cells.len();
-        let mut s = String::new();
-        for (i, cell) in cells.into_iter().enumerate() {
-            let w = widths.get(i).copied().unwrap_or(0);
-            let pad = w.saturating_sub(cell.chars().count());
-            if i > 0 {
-                s.push_str("  ");
-            }
-            if right.get(i).copied().unwrap_or(false) {
-                s.push_str(&" ".repeat(pad));
-                s.push_str(cell);
-            } else {
-                s.push_str(cell);
-                if i + 1 < n {
-                    s.push_str(&" ".repeat(pad));
-                }
-            }
-        }
-        out.push_str(s.trim_end());
-        out.push('\n');
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
-    out
+    ctx_table::render(header, right, rows)
 }
 
 #[cfg(test)]

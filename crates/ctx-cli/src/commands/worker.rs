@@ -1,6 +1,11 @@
 //! `ctx worker --store URL`: work on the runs of a shared PostgreSQL store,
 //! and the shared-store side of `ctx run --store URL` and `ctx runs`.
 //!
+//! A worker waits for work on `LISTEN ctx_ready` (a registration, a
+//! resume, a release, or a commit that makes a task ready wakes it at
+//! once), polling every 100 ms as well, since a lapsed lease notifies
+//! nobody.
+//!
 //! A worker loops: claim the ready task with the longest remaining path
 //! (in `--run RUN`, or in any open run), run it with the executor's own task
 //! body (`ctx_deps::TaskRunner`: dependency results read from the store,
@@ -21,16 +26,15 @@
 //! newer schema, a foreign database), 129 / 130 / 143 stopped by SIGHUP /
 //! SIGINT / SIGTERM after releasing its claims.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctx_deps::{ExecutorOptions, InferenceEngine, PlanGraph, RunReport, TaskRunner};
+use ctx_deps::{ExecutorOptions, InferenceEngine};
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
-use ctx_store_postgres::{
-    Claim, ClaimStore, Commit, Error as PgError, PgStore, RegisterRun, StoreOptions, StoreUrl,
-};
+use ctx_store_postgres::{Error as PgError, PgStore, StoreOptions, StoreUrl};
+use ctx_worker::shared::SharedError;
+use ctx_worker::{Worker, WorkerEvent};
 
 use super::run::{Executed, Output, StopSignal, StopSignals};
 use crate::engines::{self, EngineArgs};
@@ -124,6 +128,7 @@ pub fn open_store(url: &str) -> Result<PgStore, CliError> {
 pub fn pg_error(e: PgError) -> CliError {
     match e {
         PgError::Url { .. } | PgError::NoRun { .. } => CliError::usage(e),
+        // As a local run that another process holds: the store is busy.
         e => CliError::with(Exit::Store, e),
     }
 }
@@ -143,10 +148,7 @@ fn secs(flag: &str, s: f64) -> Result<Option<Duration>, CliError> {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::with(Exit::Store, format!("cannot start the async runtime: {e}")))
+    crate::runtime::runtime()
 }
 
 /// This worker's id: host, process, and a random suffix.
@@ -183,11 +185,12 @@ pub fn run(args: Args) -> CliResult {
     };
     let engine = engines::build(&args.engine)?;
     let engine = if args.cache {
-        with_local_cache(engine, &args.engine, args.root.as_deref())?
+        with_local_cache(engine, args.root.as_deref())?
     } else {
         engine
     };
-    let store = open_store(&url)?;
+    // Its claims record this worker's engine: what a resume compares.
+    let store = open_store(&url)?.with_engine(&engine.label());
     let rt = runtime()?;
     let me = worker_id();
     if let Some(run) = &args.run {
@@ -200,7 +203,7 @@ pub fn run(args: Args) -> CliResult {
             .as_ref()
             .map_or_else(String::new, |r| format!(", run {r}"))
     );
-    let work = Work {
+    let work = Worker {
         store,
         engine,
         options,
@@ -210,12 +213,14 @@ pub fn run(args: Args) -> CliResult {
         lease,
         until_idle: args.until_idle,
         poll: Duration::from_millis(args.poll_ms.max(1)),
-        log: true,
     };
-    let outcome = rt.block_on(async {
-        let signals = StopSignals::install();
-        work.run(signals.first()).await
-    })?;
+    let outcome = rt
+        .block_on(async {
+            let signals = StopSignals::install();
+            work.run(signals.first(), |e| log_event(&work.worker, true, &e))
+                .await
+        })
+        .map_err(pg_error)?;
     eprintln!(
         "worker {}: {} committed, {} late (refused), {} released, {} round trips",
         work.worker,
@@ -224,14 +229,53 @@ pub fn run(args: Args) -> CliResult {
         outcome.released,
         work.store.round_trips()
     );
-    Ok(outcome.signal.map_or(Exit::Ok, StopSignal::exit))
+    Ok(outcome.stopped.map_or(Exit::Ok, StopSignal::exit))
+}
+
+/// What became of a claim, on stderr: every event when `verbose` (`ctx
+/// worker`), only the refused late commits otherwise (`ctx run`'s local
+/// worker), since those mean work was done twice.
+fn log_event(worker: &str, verbose: bool, event: &WorkerEvent<'_>) {
+    let what = |c: &ctx_store_postgres::Claim| {
+        format!(
+            "task `{}` of run {} (attempt {})",
+            c.task_id, c.run_id, c.attempt
+        )
+    };
+    let line = match event {
+        WorkerEvent::Refused { claim } => {
+            eprintln!(
+                "worker {worker}: {}: late commit refused: the lease lapsed and the task belongs to another claim now",
+                what(claim)
+            );
+            return;
+        }
+        _ if !verbose => return,
+        WorkerEvent::Committed { claim, status } => format!("{}: {}", what(claim), status.as_str()),
+        WorkerEvent::EndedWithoutResult { claim } => {
+            format!("{}: ended without a result", what(claim))
+        }
+        WorkerEvent::StoreFailed { claim, error } => {
+            format!(
+                "{}: store error, the claim will lapse: {error}",
+                what(claim)
+            )
+        }
+        WorkerEvent::Panicked { claim } => {
+            format!("task `{}` of run {} panicked", claim.task_id, claim.run_id)
+        }
+        WorkerEvent::Released { claim } => format!(
+            "released task `{}` of run {} (attempt {})",
+            claim.task_id, claim.run_id, claim.attempt
+        ),
+    };
+    eprintln!("worker {worker}: {line}");
 }
 
 /// `engine` answering identical requests from the local cache under
 /// `root` (`.ctx/runs` by default), as `ctx run --cache` does.
 pub fn with_local_cache(
     engine: Arc<dyn InferenceEngine>,
-    args: &EngineArgs,
     root: Option<&std::path::Path>,
 ) -> Result<Arc<dyn InferenceEngine>, CliError> {
     let root = ctx_store_sqlite::RunRoot::new(root.map_or_else(
@@ -239,282 +283,13 @@ pub fn with_local_cache(
         PathBuf::from,
     ));
     let cache = root.cache().map_err(super::runs::store_error)?;
+    let identity = engine.cache_identity();
     Ok(Arc::new(ctx_store_sqlite::CachingEngine::new(
         engine,
         Arc::new(cache),
-        engines::cache_identity(args),
+        identity,
         None,
     )))
-}
-
-/// What a worker loop did.
-#[derive(Debug, Default)]
-pub struct Worked {
-    /// Results committed.
-    pub committed: usize,
-    /// Results refused as late.
-    pub refused: usize,
-    /// Claims given back on a stop signal.
-    pub released: usize,
-    /// The signal that stopped it.
-    pub signal: Option<StopSignal>,
-}
-
-/// One worker loop's settings.
-pub struct Work {
-    store: PgStore,
-    engine: Arc<dyn InferenceEngine>,
-    options: ExecutorOptions,
-    run: Option<String>,
-    worker: String,
-    concurrency: usize,
-    lease: Duration,
-    until_idle: bool,
-    poll: Duration,
-    log: bool,
-}
-
-/// A run's plan, loaded once per worker.
-struct RunPlan {
-    runner: TaskRunner,
-}
-
-impl RunPlan {
-    /// The transitive dependents of `task` with the reason each is
-    /// skipped when it fails, worded as the local executor words it.
-    fn skips(&self, task: &str) -> Vec<(String, String)> {
-        let g: &PlanGraph = self.runner.graph();
-        let Some(i) = g.index_of(task) else {
-            return Vec::new();
-        };
-        g.transitive_dependents(i)
-            .into_iter()
-            .map(|d| {
-                (
-                    g.id(d).to_string(),
-                    ctx_deps::skip_reason(task, g.dependencies(d).contains(&i)),
-                )
-            })
-            .collect()
-    }
-}
-
-enum TaskEnd {
-    /// The task body ended; the store's word on its commit.
-    Done(
-        Box<Result<TaskExecutionResult, ctx_deps::StoreError>>,
-        Option<Commit>,
-    ),
-    /// The lease was lost while the engine ran: the task was stopped.
-    Lost,
-}
-
-impl Work {
-    fn say(&self, line: &str) {
-        if self.log {
-            eprintln!("worker {}: {line}", self.worker);
-        }
-    }
-
-    async fn plan_of(
-        &self,
-        plans: &mut HashMap<String, Arc<RunPlan>>,
-        run_id: &str,
-    ) -> Result<Arc<RunPlan>, String> {
-        if let Some(p) = plans.get(run_id) {
-            return Ok(Arc::clone(p));
-        }
-        let plan: Plan = self.store.plan(run_id).await.map_err(|e| e.to_string())?;
-        let runner = TaskRunner::new(plan, Arc::clone(&self.engine), &self.options)
-            .map_err(|e| format!("run `{run_id}`: {e}"))?;
-        let p = Arc::new(RunPlan { runner });
-        plans.insert(run_id.to_string(), Arc::clone(&p));
-        Ok(p)
-    }
-
-    /// Claims and runs tasks until `--until-idle` finds no open run or
-    /// `stop` resolves (then in-flight tasks are stopped and released).
-    pub async fn run<S>(&self, stop: S) -> Result<Worked, CliError>
-    where
-        S: std::future::Future<Output = StopSignal>,
-    {
-        let mut plans: HashMap<String, Arc<RunPlan>> = HashMap::new();
-        let mut running: tokio::task::JoinSet<(Claim, TaskEnd)> = tokio::task::JoinSet::new();
-        let mut held: HashMap<tokio::task::Id, Claim> = HashMap::new();
-        let mut worked = Worked::default();
-        tokio::pin!(stop);
-        loop {
-            let mut claimed_any = false;
-            while running.len() < self.concurrency {
-                let claim = self
-                    .store
-                    .claim(self.run.as_deref(), &self.worker, self.lease)
-                    .await
-                    .map_err(pg_error)?;
-                let Some(claim) = claim else { break };
-                claimed_any = true;
-                let plan = match self.plan_of(&mut plans, &claim.run_id).await {
-                    Ok(p) => p,
-                    Err(message) => {
-                        // A stored plan this worker cannot run: the task
-                        // fails with the reason, and the worker goes on.
-                        let mut r = TaskExecutionResult::new(&claim.task_id, TaskStatus::Failed);
-                        r.error = Some(message);
-                        self.store
-                            .complete(&claim, &r, &[])
-                            .await
-                            .map_err(pg_error)?;
-                        continue;
-                    }
-                };
-                let skips = plan.skips(&claim.task_id);
-                let store = self.store.clone();
-                let lease = self.lease;
-                let c = claim.clone();
-                let handle = running.spawn(async move {
-                    let cs = Arc::new(ClaimStore::new(store.clone(), c.clone(), skips));
-                    let beat = async {
-                        loop {
-                            tokio::time::sleep(lease / 3).await;
-                            match store.heartbeat(&c, lease).await {
-                                Ok(true) => {}
-                                Ok(false) => return,
-                                // The store retries within its reconnect
-                                // window; past it the lease will lapse.
-                                Err(_) => {}
-                            }
-                        }
-                    };
-                    let end = tokio::select! {
-                        biased;
-                        r = plan.runner.run_task(&c.task_id, cs.clone()) => TaskEnd::Done(Box::new(r), cs.outcome()),
-                        () = beat => TaskEnd::Lost,
-                    };
-                    if let TaskEnd::Lost = end {
-                        // The engine call was stopped (dropped). What it
-                        // was doing is recorded as this attempt's result,
-                        // which the fence refuses: a late commit, counted
-                        // and kept in the history like any other.
-                        // A terminal write of the body may still be under
-                        // way on a blocking thread: closing waits for it,
-                        // and when it happened there is nothing to record.
-                        let closer = Arc::clone(&cs);
-                        let recorded = tokio::task::spawn_blocking(move || closer.close())
-                            .await
-                            .ok()
-                            .flatten();
-                        if recorded.is_none() {
-                            let mut r =
-                                TaskExecutionResult::new(&c.task_id, TaskStatus::Failed);
-                            r.error = Some(format!(
-                                "lease lost: the engine call was stopped (worker {})",
-                                c.worker
-                            ));
-                            let _ = store.complete(&c, &r, &[]).await;
-                        }
-                    }
-                    (c, end)
-                });
-                held.insert(handle.id(), claim);
-            }
-            if running.is_empty() && !claimed_any && self.until_idle {
-                let open = self
-                    .store
-                    .has_open_runs(self.run.as_deref())
-                    .await
-                    .map_err(pg_error)?;
-                if !open {
-                    break;
-                }
-            }
-            let joined = tokio::select! {
-                biased;
-                sig = &mut stop => {
-                    worked.signal = Some(sig);
-                    break;
-                }
-                Some(j) = running.join_next_with_id(), if !running.is_empty() => Some(j),
-                () = tokio::time::sleep(self.poll), if !claimed_any => None,
-                // Claimed something and has room: try to claim more at once.
-                () = std::future::ready(()), if claimed_any && running.len() < self.concurrency => None,
-                else => None,
-            };
-            if let Some(j) = joined {
-                self.settle(j, &mut held, &mut worked);
-            }
-        }
-        // Stopped by a signal: stop what runs and give the claims back.
-        // A task that ended before the abort took effect is settled as
-        // usual; an aborted one keeps its claim in `held`.
-        running.abort_all();
-        while let Some(j) = running.join_next_with_id().await {
-            if j.is_ok() {
-                self.settle(j, &mut held, &mut worked);
-            }
-        }
-        for (_, claim) in held.drain() {
-            if self.store.release(&claim).await.unwrap_or(false) {
-                worked.released += 1;
-                self.say(&format!(
-                    "released task `{}` of run {} (attempt {})",
-                    claim.task_id, claim.run_id, claim.attempt
-                ));
-            }
-        }
-        Ok(worked)
-    }
-
-    fn settle(
-        &self,
-        joined: Result<(tokio::task::Id, (Claim, TaskEnd)), tokio::task::JoinError>,
-        held: &mut HashMap<tokio::task::Id, Claim>,
-        worked: &mut Worked,
-    ) {
-        let (id, (claim, end)) = match joined {
-            Ok(v) => v,
-            Err(e) => {
-                // The task body panicked (an engine bug): its claim stays
-                // held and is released at the stop, or lapses.
-                let claim = held.get(&e.id()).cloned();
-                if let Some(c) = claim {
-                    self.say(&format!(
-                        "task `{}` of run {} panicked",
-                        c.task_id, c.run_id
-                    ));
-                }
-                return;
-            }
-        };
-        held.remove(&id);
-        let what = format!(
-            "task `{}` of run {} (attempt {})",
-            claim.task_id, claim.run_id, claim.attempt
-        );
-        let end = match end {
-            TaskEnd::Done(r, c) => Some((*r, c)),
-            TaskEnd::Lost => None,
-        };
-        match end {
-            Some((Ok(result), Some(Commit::Committed))) => {
-                worked.committed += 1;
-                self.say(&format!("{what}: {}", result.status.as_str()));
-            }
-            Some((Ok(_), Some(Commit::Refused))) | None => {
-                worked.refused += 1;
-                // Always said, even by `ctx run`'s quiet local worker.
-                eprintln!(
-                    "worker {}: {what}: late commit refused: the lease lapsed and the task belongs to another claim now",
-                    self.worker
-                );
-            }
-            Some((Ok(_), None)) => {
-                self.say(&format!("{what}: ended without a result"));
-            }
-            Some((Err(e), _)) => {
-                self.say(&format!("{what}: store error, the claim will lapse: {e}"));
-            }
-        }
-    }
 }
 
 /// `ctx run PLAN --store URL`: registers the run, then works on it here
@@ -533,43 +308,40 @@ pub fn run_on_shared_store(
     no_local: bool,
     resume: Option<&str>,
 ) -> CliResult {
-    let store = open_store(url)?;
-    let graph = PlanGraph::new(&plan)
-        .map_err(|e| CliError::usage(format!("{}: {e}", output.plan_path.display())))?;
-    let priorities: Vec<u64> = (0..graph.len()).map(|i| graph.remaining_path(i)).collect();
+    let store = open_store(url)?.with_engine(label);
     // Workers run the stored plan: secrets are redacted as in run directories.
     let plan = ctx_store_sqlite::redact_plan(&plan);
     let rt = runtime()?;
-    let run_id = match resume {
-        Some(run) => {
-            // A shared run is resumed as stored: failed and skipped tasks
-            // run again, completed ones are reused. A changed plan would
-            // need the fingerprint comparison of the local store.
-            let stored = rt.block_on(store.runs(Some(run))).map_err(pg_error)?;
-            let hash = stored.first().map(|r| r.plan_hash.as_str());
-            if PgStore::plan_hash(&plan).as_deref() != hash {
-                return Err(CliError::usage(format!(
-                    "run {run}: the plan differs from the one stored (a changed file, or --max-prompt-tokens or --tokenizer); a shared run resumes its stored plan only: leave out PLAN and those flags"
-                )));
+    let started = rt
+        .block_on(ctx_worker::shared::start(
+            &store,
+            &plan,
+            plan_source,
+            label,
+            resume,
+        ))
+        .map_err(|e| match e {
+            SharedError::Store(e) => pg_error(e),
+            SharedError::Graph(e) => {
+                CliError::usage(format!("{}: {e}", output.plan_path.display()))
             }
-            let (rerun, _) = rt.block_on(store.reopen_run(run)).map_err(pg_error)?;
+            SharedError::Read(e) => super::runs::read_error(e),
+            e @ SharedError::Blocking(_) => CliError::with(Exit::Store, e),
+        })?;
+    let run_id = started.run_id;
+    let reused = match started.resumed {
+        Some(resume) => {
             eprintln!(
-                "resuming run {run} in {}: {rerun} to run again",
-                store.display_url()
+                "resuming run {run_id} in {}: {} reused, {} to run again",
+                store.display_url(),
+                resume.reuse.len(),
+                resume.rerun.len()
             );
-            run.to_string()
+            resume.reuse
         }
         None => {
-            let id = rt
-                .block_on(store.register_run(&RegisterRun {
-                    plan: &plan,
-                    priorities: &priorities,
-                    engine: label,
-                    plan_source,
-                }))
-                .map_err(pg_error)?;
-            eprintln!("run {id} registered in {}", store.display_url());
-            id
+            eprintln!("run {run_id} registered in {}", store.display_url());
+            Vec::new()
         }
     };
     let signal = if no_local {
@@ -578,7 +350,7 @@ pub fn run_on_shared_store(
             follow(&store, &run_id, signals.first()).await
         })?
     } else {
-        let work = Work {
+        let work = Worker {
             store: store.clone(),
             engine,
             options: options.clone(),
@@ -592,38 +364,17 @@ pub fn run_on_shared_store(
             lease: Duration::from_secs_f64(DEFAULT_LEASE_SECS),
             until_idle: true,
             poll: Duration::from_millis(100),
-            log: false,
         };
         rt.block_on(async {
             let signals = StopSignals::install();
-            work.run(signals.first()).await
-        })?
-        .signal
+            work.run(signals.first(), |e| log_event(&work.worker, false, &e))
+                .await
+        })
+        .map_err(pg_error)?
+        .stopped
     };
     let rows = rt.block_on(store.tasks(&run_id)).map_err(pg_error)?;
-    let mut started: Vec<(i64, &str)> = rows
-        .iter()
-        .filter_map(|r| Some((r.claim_seq?, r.task_id.as_str())))
-        .collect();
-    started.sort_unstable();
-    let report = RunReport {
-        order: started.iter().map(|(_, id)| id.to_string()).collect(),
-        results: rows
-            .iter()
-            .map(|r| {
-                r.result
-                    .clone()
-                    .filter(|_| r.status != TaskStatus::Pending)
-                    .unwrap_or_else(|| TaskExecutionResult::new(&r.task_id, r.status))
-            })
-            .collect(),
-        reused: Vec::new(),
-        interrupted: signal.is_some(),
-        makespan: Duration::ZERO,
-        // As a local run sums them: the known costs of the tasks that ran
-        // (a budget spans one process, so there is none here).
-        cost: Some(shared_cost(&rows)),
-    };
+    let report = ctx_worker::shared::report(&rows, reused, signal.is_some());
     let executed = Executed { report, signal };
     let exit = super::run::report_run(&executed, output)?;
     if signal.is_some() {
@@ -778,7 +529,7 @@ pub fn runs_show(
             .clone()
             .unwrap_or_else(|| TaskExecutionResult::new(&row.task_id, row.status));
         if json {
-            let mut v = serde_json::to_value(super::run::TaskJson::of(&result))
+            let mut v = serde_json::to_value(ctx_run::TaskJson::of(&result))
                 .unwrap_or(serde_json::Value::Null);
             v["attempt"] = row.attempt.into();
             crate::io::print_stdout(&crate::io::json_text(&v)?)?;
@@ -844,81 +595,64 @@ pub fn runs_show(
     Ok(Exit::Ok)
 }
 
-/// `ctx runs export RUN --store URL`: the object `ctx run --format json`
-/// prints (`order`, `tasks`), each task with its start and end.
-pub fn runs_export(url: &str, run_id: &str) -> CliResult {
+/// The run `run_id` of the shared store at `url`, for reading through the
+/// seam both stores share (`ctx runs report|export`, resume planning).
+pub fn open_view(url: &str, run_id: &str) -> Result<ctx_store_postgres::PgRunView, CliError> {
+    open_store(url)?.view(run_id).map_err(pg_error)
+}
+
+/// `ctx runs gc --store URL --keep N [--force]`: removes the closed runs
+/// beyond the newest N (and the open ones too with `--force`), printing
+/// what it did as the local store's `gc` does.
+pub fn runs_gc(url: &str, keep: usize, force: bool) -> CliResult {
     let store = open_store(url)?;
-    let rows = runtime()?.block_on(store.tasks(run_id)).map_err(pg_error)?;
-    let mut started: Vec<(i64, &str)> = rows
-        .iter()
-        .filter_map(|r| Some((r.claim_seq?, r.task_id.as_str())))
-        .collect();
-    started.sort_unstable();
-    let results: Vec<TaskExecutionResult> = rows
-        .iter()
-        .map(|r| {
-            r.result
-                .clone()
-                .unwrap_or_else(|| TaskExecutionResult::new(&r.task_id, r.status))
-        })
-        .collect();
-    let tasks: Vec<serde_json::Value> = results
-        .iter()
-        .zip(&rows)
-        .map(|(res, row)| {
-            let mut v = serde_json::to_value(super::run::TaskJson::of(res))
-                .unwrap_or(serde_json::Value::Null);
-            v["started_at"] = row.started_at.clone().into();
-            v["ended_at"] = row.finished_at.clone().into();
-            v
-        })
-        .collect();
-    let v = serde_json::json!({
-        "order": started.iter().map(|(_, id)| *id).collect::<Vec<_>>(),
-        "tasks": tasks,
-    });
-    crate::io::print_stdout(&crate::io::json_text(&v)?)?;
+    let report = runtime()?
+        .block_on(store.gc(keep, force))
+        .map_err(pg_error)?;
+    let mut out = String::new();
+    for id in &report.removed {
+        out.push_str(&format!("removed {id}\n"));
+    }
+    for id in &report.open {
+        out.push_str(&format!("kept {id} (open, --force removes it)\n"));
+    }
+    out.push_str(&format!(
+        "{} removed, {} kept{}\n",
+        report.removed.len(),
+        report.kept.len() + report.open.len(),
+        if report.open.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} open)", report.open.len())
+        }
+    ));
+    crate::io::print_stdout(&out)?;
     Ok(Exit::Ok)
 }
 
-/// Refuses the `ctx run` flags that exist only for the local SQLite store
-/// when the store is a shared one, naming them (exit 2), rather than
-/// ignoring them silently.
-pub fn refuse_local_flags(dry_run: bool, run_dir: Option<&PathBuf>) -> Result<(), CliError> {
-    let mut bad = Vec::new();
-    if dry_run {
-        bad.push("--dry-run");
-    }
-    if run_dir.is_some() {
-        bad.push("--run-dir");
-    }
-    if bad.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::usage(format!(
-            "{} work only with the local SQLite store, not with a postgres:// --store",
-            bad.join(", ")
-        )))
-    }
+/// `ctx run --store URL --resume RUN --dry-run`: what a resume with `plan`
+/// on the engine `label` would reuse and re-run, and why, listed as for a
+/// local run; nothing is written.
+pub fn shared_resume_dry_run(url: &str, run: &str, plan: &Plan, label: &str) -> CliResult {
+    use ctx_deps::RunHistory;
+    let view = open_view(url, run)?;
+    let plan = ctx_store_sqlite::redact_plan(plan);
+    let resume = view
+        .resume_plan(&plan, label)
+        .map_err(super::runs::read_error)?;
+    crate::io::print_stdout(&super::runs::resume_listing(run, &resume))?;
+    Ok(Exit::Ok)
 }
 
-/// The cost summary of a shared run: the known `cost_usd` of every task
-/// that was claimed, and how many claimed tasks have none.
-fn shared_cost(rows: &[ctx_store_postgres::TaskRow]) -> ctx_deps::CostSummary {
-    let mut summary = ctx_deps::CostSummary {
-        spent: ctx_cost::Usd::ZERO,
-        earlier: ctx_cost::Usd::ZERO,
-        budget: None,
-        needed: ctx_cost::Usd::ZERO,
-        unknown: 0,
-    };
-    for row in rows.iter().filter(|r| r.claim_seq.is_some()) {
-        match &row.result {
-            Some(result) => summary.add_executed(result),
-            None => summary.unknown += 1,
-        }
+/// Refuses `--run-dir`, which exists only for the local SQLite store, when
+/// the store is a shared one (exit 2), rather than ignoring it silently.
+pub fn refuse_local_flags(run_dir: Option<&PathBuf>) -> Result<(), CliError> {
+    match run_dir {
+        None => Ok(()),
+        Some(_) => Err(CliError::usage(
+            "--run-dir works only with the local SQLite store, not with a postgres:// --store",
+        )),
     }
-    summary
 }
 
 #[cfg(test)]

@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use ctx_deps::InferenceEngine;
 use ctx_engine_openai::{
-    ApiKey, BASE_URL_ENV, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, EngineEvent, OpenAiConfig,
-    OpenAiEngine, RequestDefaults, RetryPolicy, StructuredOutput,
+    ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, EngineEvent,
+    OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy, Setting, StructuredOutput,
 };
 
 use crate::exit::CliError;
@@ -33,18 +33,20 @@ use crate::exit::CliError;
 /// The `--help` section of these flags.
 const HEADING: &str = "OpenAI-compatible engine (--engine openai)";
 
-/// Defaults shown in `--help` and `ctx engines`.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 4;
+/// Defaults shown in `--help` and `ctx engines`: the engine's own
+/// (ctx-engine-openai), in the units the flags take.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = ctx_engine_openai::DEFAULT_MAX_ATTEMPTS;
 /// `--request-timeout` default, seconds.
-pub const DEFAULT_REQUEST_TIMEOUT: f64 = 600.0;
+pub const DEFAULT_REQUEST_TIMEOUT: f64 = ctx_engine_openai::DEFAULT_REQUEST_TIMEOUT.as_secs_f64();
 /// `--idle-timeout` default, seconds.
-pub const DEFAULT_IDLE_TIMEOUT: f64 = 60.0;
+pub const DEFAULT_IDLE_TIMEOUT: f64 = ctx_engine_openai::DEFAULT_IDLE_TIMEOUT.as_secs_f64();
 /// `--connect-timeout` default, seconds.
-pub const DEFAULT_CONNECT_TIMEOUT: f64 = 10.0;
+pub const DEFAULT_CONNECT_TIMEOUT: f64 = ctx_engine_openai::DEFAULT_CONNECT_TIMEOUT.as_secs_f64();
 /// `--retry-initial-ms` default.
-pub const DEFAULT_RETRY_INITIAL_MS: u64 = 1000;
+pub const DEFAULT_RETRY_INITIAL_MS: u64 =
+    ctx_engine_openai::DEFAULT_INITIAL_BACKOFF.as_millis() as u64;
 /// `--retry-max-ms` default.
-pub const DEFAULT_RETRY_MAX_MS: u64 = 30_000;
+pub const DEFAULT_RETRY_MAX_MS: u64 = ctx_engine_openai::DEFAULT_MAX_BACKOFF.as_millis() as u64;
 
 /// Flags of the OpenAI-compatible engine. Every one is optional so that
 /// `ctx run` can tell whether any was given.
@@ -182,9 +184,28 @@ impl OpenAiArgs {
 pub fn build(args: &OpenAiArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
     let config = config_from(args, |name| std::env::var(name).ok())?;
     let engine = OpenAiEngine::new(config)
-        .map_err(|e| CliError::usage(format!("--engine openai: {e}")))?
+        .map_err(|e| CliError::usage(format!("--engine openai: {}", config_error(&e))))?
         .with_observer(Arc::new(report_event));
     Ok(Arc::new(engine))
+}
+
+/// A configuration error as the CLI says it: a numeric setting is named by
+/// its flag (the library names the config field).
+fn config_error(e: &ConfigError) -> String {
+    match e {
+        ConfigError::Setting { field, reason } => {
+            let flag = match field {
+                Setting::MaxAttempts => "--max-attempts",
+                Setting::RequestTimeout => "--request-timeout",
+                Setting::IdleTimeout => "--idle-timeout",
+                Setting::RequestsPerMinute => "--rpm",
+                Setting::TokensPerMinute => "--tpm",
+                _ => return e.to_string(),
+            };
+            format!("{flag}: {reason}")
+        }
+        other => other.to_string(),
+    }
 }
 
 /// The configuration `args` and the environment (read through `env`)
@@ -232,10 +253,10 @@ pub fn config_from(
             other => Ok(other),
         }
     };
+    // `--max-attempts 0`, `--rpm 0`, `--tpm 0` and zero timeouts are the
+    // engine's to refuse (`OpenAiEngine::new`, named back to the flag by
+    // `config_error`): one check, in the library.
     let max_attempts = args.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
-    if max_attempts == 0 {
-        return Err(CliError::usage("--max-attempts must be at least 1"));
-    }
     let initial = args.retry_initial_ms.unwrap_or(DEFAULT_RETRY_INITIAL_MS);
     let max = args
         .retry_max_ms
@@ -244,13 +265,6 @@ pub fn config_from(
         return Err(CliError::usage(format!(
             "--retry-max-ms {max} is below --retry-initial-ms {initial}"
         )));
-    }
-    for (flag, value) in [("--rpm", args.rpm), ("--tpm", args.tpm)] {
-        if value == Some(0) {
-            return Err(CliError::usage(format!(
-                "{flag} must be at least 1 (leave it out for no limit)"
-            )));
-        }
     }
     if args.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
         return Err(CliError::usage("--model: empty model name"));
@@ -368,6 +382,24 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    #[test]
+    fn a_bad_setting_is_named_by_its_flag() {
+        for (field, flag) in [
+            (Setting::MaxAttempts, "--max-attempts"),
+            (Setting::RequestTimeout, "--request-timeout"),
+            (Setting::IdleTimeout, "--idle-timeout"),
+            (Setting::RequestsPerMinute, "--rpm"),
+            (Setting::TokensPerMinute, "--tpm"),
+        ] {
+            let e = ConfigError::Setting {
+                field,
+                reason: "must be at least 1".into(),
+            };
+            assert!(!e.to_string().contains("--"), "{e}");
+            assert_eq!(config_error(&e), format!("{flag}: must be at least 1"));
+        }
+    }
+
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs
             .iter()
@@ -423,12 +455,15 @@ mod tests {
         assert_eq!(c.idle_timeout, Duration::from_secs(60));
         assert!(!c.stream);
         let bad = |args: OpenAiArgs| config_from(&args, env(&[])).unwrap_err().message;
+        // What the engine refuses is refused once, by the engine, and
+        // named back to its flag.
+        let refused = |args: OpenAiArgs| build(&args).err().unwrap().message;
         assert_eq!(
-            bad(OpenAiArgs {
+            refused(OpenAiArgs {
                 max_attempts: Some(0),
                 ..Default::default()
             }),
-            "--max-attempts must be at least 1"
+            "--engine openai: --max-attempts: must be at least 1"
         );
         assert_eq!(
             bad(OpenAiArgs {
@@ -438,11 +473,11 @@ mod tests {
             "--idle-timeout -1: must be a positive number of seconds"
         );
         assert_eq!(
-            bad(OpenAiArgs {
+            refused(OpenAiArgs {
                 rpm: Some(0),
                 ..Default::default()
             }),
-            "--rpm must be at least 1 (leave it out for no limit)"
+            "--engine openai: --rpm: must be at least 1 (leave it out for no limit)"
         );
         assert_eq!(
             bad(OpenAiArgs {

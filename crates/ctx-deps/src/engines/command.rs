@@ -3,12 +3,12 @@
 
 use std::process::Stdio;
 
-use ctx_model::Attempt;
+use ctx_model::{Attempt, CallOutcome};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use ctx_engine::{
-    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, OUTPUT_TOO_LARGE,
-    RequestPurpose, output_too_large,
+    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, RequestPurpose,
+    output_too_large,
 };
 
 /// How many trailing lines of stderr a failure carries.
@@ -62,7 +62,7 @@ pub struct CommandEngine {
 }
 
 /// Why a command's run failed: the attempt's outcome and the message.
-type Failure = (String, String);
+type Failure = (CallOutcome, String);
 
 impl CommandEngine {
     /// The engine's name as `--engine` takes it.
@@ -109,7 +109,7 @@ impl CommandEngine {
         cmd.process_group(0);
         let mut child = cmd.spawn().map_err(|e| {
             (
-                "spawn_error".to_string(),
+                CallOutcome::SpawnError,
                 format!("cannot start `sh -c {}`: {e}", self.command),
             )
         })?;
@@ -146,7 +146,7 @@ impl CommandEngine {
         let status = child
             .wait()
             .await
-            .map_err(|e| ("io_error".to_string(), format!("command I/O: {e}")))?;
+            .map_err(|e| (CallOutcome::IoError, format!("command I/O: {e}")))?;
         guard.pid = None;
         if status.success() {
             return Ok(String::from_utf8_lossy(&out).into_owned());
@@ -154,7 +154,7 @@ impl CommandEngine {
         let tail = stderr_tail(&err);
         let (outcome, what) = match status.code() {
             Some(code) => (
-                format!("exit_{code}"),
+                CallOutcome::Exit(code),
                 format!("command exited with status {code}"),
             ),
             None => {
@@ -163,7 +163,7 @@ impl CommandEngine {
                 #[cfg(not(unix))]
                 let sig = 0;
                 (
-                    format!("signal_{sig}"),
+                    CallOutcome::Signal(sig),
                     format!("command killed by signal {sig}"),
                 )
             }
@@ -189,13 +189,13 @@ async fn read_bounded<R: AsyncRead + Unpin>(
         let n = reader
             .read(&mut chunk)
             .await
-            .map_err(|e| ("io_error".to_string(), format!("command I/O: {e}")))?;
+            .map_err(|e| (CallOutcome::IoError, format!("command I/O: {e}")))?;
         if n == 0 {
             return Ok(out);
         }
         if out.len().saturating_add(n) > limit {
             return Err((
-                OUTPUT_TOO_LARGE.to_string(),
+                CallOutcome::OutputTooLarge,
                 format!("{}; the command was killed", output_too_large(limit)),
             ));
         }
@@ -228,6 +228,13 @@ impl InferenceEngine for CommandEngine {
         Self::NAME
     }
 
+    /// The command line may embed a key (`API_KEY=… llm`), so the stored
+    /// label is the name alone and only the cache identity holds the
+    /// command: a different program never answers from another's cache.
+    fn cache_identity(&self) -> String {
+        format!("{}\ncommand={}", self.label(), self.command)
+    }
+
     fn infer<'a>(
         &'a self,
         request: &'a InferenceRequest,
@@ -243,7 +250,7 @@ impl InferenceEngine for CommandEngine {
                     attempts: vec![Attempt {
                         number: 1,
                         duration_ms,
-                        outcome: "ok".into(),
+                        outcome: CallOutcome::Ok,
                         error: None,
                         backoff_ms: None,
                     }],
@@ -314,6 +321,17 @@ mod tests {
     use super::*;
     use ctx_model::Params;
     use std::time::Duration;
+
+    #[test]
+    fn the_label_never_holds_the_command_but_the_cache_identity_does() {
+        let e = CommandEngine::new("API_KEY=sk-x llm");
+        assert_eq!(e.label(), "command");
+        assert_eq!(e.cache_identity(), "command\ncommand=API_KEY=sk-x llm");
+        assert_ne!(
+            CommandEngine::new("llm -m a").cache_identity(),
+            CommandEngine::new("llm -m b").cache_identity()
+        );
+    }
 
     fn request(id: &str, prompt: &str) -> InferenceRequest {
         InferenceRequest {
@@ -418,7 +436,7 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(
             err.message,
-            "output exceeded the limit of 1048576 bytes (--max-output-bytes); the command was killed"
+            "output exceeded the limit of 1048576 bytes (max_output_bytes); the command was killed"
         );
         assert_eq!(err.attempts[0].outcome, "output_too_large");
         std::thread::sleep(Duration::from_millis(1500));

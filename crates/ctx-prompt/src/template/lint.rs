@@ -182,7 +182,7 @@ pub fn lint(template: &Template, file: &Classes) -> LintReport {
                 line: p.line,
                 kind: FindingKind::Unclassified,
                 message: format!(
-                    "{{{{{}}}}} is neither trusted nor untrusted (classify it in the front matter or a --classes file)",
+                    "{{{{{}}}}} is neither trusted nor untrusted (classify it in the front matter or a classes file)",
                     p.name
                 ),
             }),

@@ -77,15 +77,12 @@ impl Preflight {
         if let Some(b) = self.budget {
             rows.push(("budget".into(), String::new(), b.to_string()));
         }
-        let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(9);
-        let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(4);
-        let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(0).max(6);
-        let mut out = format!("{:<w0$}  {:<w1$}  {:>w2$}\n", "component", "kind", "tokens");
-        for (a, b, c) in rows {
-            out.push_str(format!("{a:<w0$}  {b:<w1$}  {c:>w2$}").trim_end());
-            out.push('\n');
-        }
-        out
+        let rows: Vec<[String; 3]> = rows.into_iter().map(|(a, b, c)| [a, b, c]).collect();
+        ctx_table::render(
+            &["component", "kind", "tokens"],
+            &[false, false, true],
+            &rows,
+        )
     }
 }
 

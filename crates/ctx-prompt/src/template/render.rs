@@ -57,15 +57,18 @@ pub enum RenderError {
     },
 }
 
+/// One line per missing and per unused value. It names no flag: a front
+/// end adds how its users give a value (ctx's CLI says `give --var
+/// NAME=VALUE`), from the variant's fields.
 fn values_message(path: &str, missing: &[(String, usize)], unused: &[String]) -> String {
     let mut lines: Vec<String> = missing
         .iter()
-        .map(|(n, l)| format!("{path}:{l}: no value for {{{{{n}}}}} (give --var {n}=VALUE)"))
+        .map(|(n, l)| format!("{path}:{l}: no value for {{{{{n}}}}}"))
         .collect();
     lines.extend(
         unused
             .iter()
-            .map(|n| format!("{path}: --var {n} is not used by the template")),
+            .map(|n| format!("{path}: the value for {n} is not used by the template")),
     );
     lines.join("\n")
 }

@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use ctx_report::{
-    AttemptOutcome, AttemptReport, DependencyCut, RunReportInput, RunStatus, TaskReport, TaskState,
-    Timestamp,
+    AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, DependencyCut, RunReportInput,
+    RunStatus, TaskReport, TaskState, Timestamp,
 };
 
 /// The payloads a hostile output would carry.
@@ -133,6 +133,31 @@ pub fn tetris_run(attack: bool) -> RunReportInput {
                 "2" => Vec::new(),
                 _ => vec![attempt(1, s, e, AttemptOutcome::Success, "ok", None)],
             };
+            if st.id == "7" {
+                let check = |kind: &str, passed, message: &str| CheckReport {
+                    kind: kind.into(),
+                    passed,
+                    message: message.into(),
+                };
+                t.check_attempts = vec![
+                    CheckAttemptReport {
+                        number: 1,
+                        checks: vec![
+                            check("contains", true, "contains \"<canvas\""),
+                            check("regex", false, "no match for `function \\w+\\(`"),
+                        ],
+                        error: None,
+                    },
+                    CheckAttemptReport {
+                        number: 2,
+                        checks: vec![
+                            check("contains", true, "contains \"<canvas\""),
+                            check("regex", true, "matches `function \\w+\\(`"),
+                        ],
+                        error: None,
+                    },
+                ];
+            }
             if st.id == "9" {
                 t.dependency_cuts = st
                     .dependencies
@@ -156,6 +181,13 @@ pub fn tetris_run(attack: bool) -> RunReportInput {
                 }
                 for c in &mut t.dependency_cuts {
                     c.task_id = format!("{}{}", c.task_id, ATTACKS[1]);
+                }
+                for a in &mut t.check_attempts {
+                    a.error = Some(hostile.clone());
+                    for c in &mut a.checks {
+                        c.kind = ATTACKS[0].into();
+                        c.message = hostile.clone();
+                    }
                 }
             }
             t

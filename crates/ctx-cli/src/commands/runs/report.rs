@@ -17,19 +17,26 @@
 //! - a task's cost is its stored `metadata.cost_usd`; dependency cuts are
 //!   not stored yet, so they stay unknown.
 //!
+//! The run is read through the shared [`RunHistory`] seam, so a run of a
+//! shared PostgreSQL store (`--store postgres://...`) maps onto the page by
+//! these same rules; there, a run's start is its registration and its end
+//! the moment its last task became terminal, and an open run is drawn as
+//! running.
+//!
 //! Reading takes no lock and writes nothing (a store from an older ctx is
 //! migrated on open, as every `ctx runs` reader does), so a report of a run
 //! that is still executing is a snapshot: the run is drawn as in progress up
 //! to the moment it was read.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use ctx_deps::{RunHistory, RunState};
 use ctx_model::TaskStatus;
 use ctx_report::{RunReportInput, RunStatus, TaskReport, Timestamp, render_html};
-use ctx_store_sqlite::{ResultRecord, RunState, RunView};
+use ctx_store_sqlite::ResultRecord;
 
-use super::{RootArg, open, store_error};
+use super::{RootArg, open, read_error};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{print_stdout, write_atomic};
 
@@ -38,20 +45,13 @@ use crate::io::{print_stdout, write_atomic};
 pub struct ReportArgs {
     /// A run id or a run directory.
     #[arg(value_name = "RUN")]
-    run: String,
+    pub(super) run: String,
     /// Write the HTML here (replaced atomically) instead of to standard
     /// output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
-    output: Option<PathBuf>,
+    pub(super) output: Option<PathBuf>,
     #[command(flatten)]
-    root: RootArg,
-}
-
-impl ReportArgs {
-    /// Whether `--store` (or `CTX_STORE`) names a shared store.
-    pub(super) fn uses_shared_store(&self) -> Result<bool, crate::exit::CliError> {
-        Ok(self.root.shared()?.is_some())
-    }
+    pub(super) root: RootArg,
 }
 
 /// A stored run read once: the report's input, and beside each of its
@@ -66,10 +66,10 @@ pub(super) struct StoredRun {
 /// Reads `view` as the report's input. `now` is used only while the run is
 /// executing (as the snapshot time), so a finished run reads to the same
 /// input, and renders to the same bytes, every time.
-pub(super) fn read_run(view: &RunView, now: Timestamp) -> Result<StoredRun, CliError> {
-    let plan = view.plan().map_err(store_error)?;
-    let sessions = view.sessions().map_err(store_error)?;
-    let status = match view.state().map_err(store_error)? {
+pub(super) fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, CliError> {
+    let plan = view.plan().map_err(read_error)?;
+    let header = view.header().map_err(read_error)?;
+    let status = match header.state {
         RunState::Running => RunStatus::Running,
         RunState::Completed => RunStatus::Completed,
         RunState::Failed => RunStatus::Failed,
@@ -77,16 +77,12 @@ pub(super) fn read_run(view: &RunView, now: Timestamp) -> Result<StoredRun, CliE
         RunState::Crashed => RunStatus::Crashed,
     };
     let time = |text: &str, what: &str| {
-        Timestamp::parse_rfc3339(text).map_err(|e| {
-            CliError::with(
-                Exit::Store,
-                format!("{}: {what}: {e}", view.store_path().display()),
-            )
-        })
+        Timestamp::parse_rfc3339(text)
+            .map_err(|e| CliError::with(Exit::Store, format!("{}: {what}: {e}", header.location)))
     };
     let mut stored: HashMap<String, ResultRecord> = view
-        .results()
-        .map_err(store_error)?
+        .latest()
+        .map_err(read_error)?
         .into_iter()
         .map(|r| (r.result.task_id.clone(), r))
         .collect();
@@ -118,26 +114,27 @@ pub(super) fn read_run(view: &RunView, now: Timestamp) -> Result<StoredRun, CliE
         ));
         records.push(record);
     }
-    let started_at = sessions
-        .first()
-        .map(|s| time(&s.started_at, "session 1: started_at"))
+    let started_at = header
+        .started_at
+        .as_deref()
+        .map(|t| time(t, "the run's start"))
         .transpose()?;
-    let ended_at = match (status, sessions.last()) {
-        (RunStatus::Running, _) | (_, None) => None,
-        (_, Some(s)) => s
+    let ended_at = match status {
+        RunStatus::Running => None,
+        _ => header
             .finished_at
             .as_deref()
-            .map(|t| time(t, &format!("session {}: finished_at", s.seq)))
+            .map(|t| time(t, "the run's end"))
             .transpose()?,
     };
-    let plan_name = sessions
-        .last()
-        .and_then(|s| s.plan_source.clone())
+    let plan_name = header
+        .plan_source
+        .clone()
         .or_else(|| plan.goal.clone())
         .unwrap_or_default();
     Ok(StoredRun {
         input: RunReportInput {
-            run_id: view.run_id().to_string(),
+            run_id: header.run_id.clone(),
             plan: plan_name,
             status,
             started_at,
@@ -160,9 +157,14 @@ pub(super) fn now() -> Timestamp {
 /// Runs `ctx runs report`.
 pub fn run(a: ReportArgs) -> CliResult {
     let view = open(&a.root, &a.run)?;
-    let run = read_run(&view, now())?;
+    render(&view, a.output.as_deref())
+}
+
+/// Draws the run read from either store to `output` (or stdout).
+pub(super) fn render(view: &dyn RunHistory, output: Option<&Path>) -> CliResult {
+    let run = read_run(view, now())?;
     let html = render_html(&run.input);
-    match &a.output {
+    match output {
         None => print_stdout(&html)?,
         Some(path) => {
             write_atomic(path, html.as_bytes())?;

@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use crate::validate::quoted;
+use super::quoted;
 
 /// The most Levenshtein table cells one word may compute while searching
 /// for a suggestion (about 0.1 ms of work). Real typos finish in a few

@@ -1,0 +1,105 @@
+//! The async runtime every command that runs tasks builds, and the stop
+//! signals it turns into cancellation.
+
+use crate::exit::{CliError, Exit};
+
+/// A new multi-threaded runtime with every driver enabled. A system that
+/// refuses its threads exits [`Exit::System`] (71): nothing ran, and it is
+/// neither bad usage nor a store's fault.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::with(Exit::System, format!("cannot start the async runtime: {e}")))
+}
+
+/// A signal that stops a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM (cron, systemd, Kubernetes, CI runners, `timeout`).
+    Terminate,
+    /// SIGHUP (the terminal went away).
+    Hangup,
+}
+
+impl StopSignal {
+    /// The signal's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopSignal::Interrupt => "SIGINT",
+            StopSignal::Terminate => "SIGTERM",
+            StopSignal::Hangup => "SIGHUP",
+        }
+    }
+
+    /// The conventional exit code: 128 + the signal's number.
+    pub fn exit(self) -> Exit {
+        match self {
+            StopSignal::Interrupt => Exit::Interrupted,
+            StopSignal::Terminate => Exit::Terminated,
+            StopSignal::Hangup => Exit::Hangup,
+        }
+    }
+}
+
+/// The handlers of SIGINT, SIGTERM and SIGHUP, installed before the first
+/// task is dispatched: from then on none of them can end ctx before its
+/// children (the default action would, leaving them orphaned). Once
+/// installed, tokio keeps them for the process's life, so a second signal
+/// during the clean-up does not kill ctx half-way either. A signal whose
+/// handler cannot be installed is simply not waited for.
+pub(crate) struct StopSignals {
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    hangup: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    /// Installs the handlers; must run inside the runtime.
+    pub(crate) fn install() -> StopSignals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            StopSignals {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
+                hangup: signal(SignalKind::hangup()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    /// Resolves with the first of the signals to arrive.
+    pub(crate) async fn first(mut self) -> StopSignal {
+        #[cfg(unix)]
+        {
+            async fn arrival(s: &mut Option<tokio::signal::unix::Signal>) {
+                let arrived = match s {
+                    Some(s) => s.recv().await.is_some(),
+                    None => false,
+                };
+                if !arrived {
+                    std::future::pending::<()>().await;
+                }
+            }
+            tokio::select! {
+                () = arrival(&mut self.interrupt) => StopSignal::Interrupt,
+                () = arrival(&mut self.terminate) => StopSignal::Terminate,
+                () = arrival(&mut self.hangup) => StopSignal::Hangup,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            StopSignal::Interrupt
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The one error type of a run.
+
+/// Why a run could not start, or could not go on. A task that fails is not
+/// an error: it is a result in the report.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The run store could not be created, opened, locked, read or written;
+    /// [`ctx_store_sqlite::Error::is_not_found`] tells a run that does not
+    /// exist from a store that failed.
+    #[error(transparent)]
+    Store(#[from] ctx_store_sqlite::Error),
+    /// The plan's dependency graph is not a DAG (a plan that passed
+    /// validation never is).
+    #[error(transparent)]
+    Graph(#[from] ctx_deps::GraphError),
+    /// A stored run's history could not be read (what a resumed run
+    /// spent before).
+    #[error(transparent)]
+    History(#[from] ctx_store::StoreError),
+    /// The executor stopped: its store failed mid-run.
+    #[error(transparent)]
+    Exec(#[from] ctx_deps::ExecError),
+    /// A resume without a plan file, of a run whose stored plan had
+    /// secret-looking `params` keys redacted: the plan file must be given
+    /// again.
+    #[error("run {run}: the stored plan has redacted secrets ({}); the plan file must be given to resume it", keys.join(", "))]
+    RedactedPlan {
+        /// The run's id.
+        run: String,
+        /// `task.params.KEY` of each redacted key.
+        keys: Vec<String>,
+    },
+    /// A store call on the blocking pool did not return (it panicked, or
+    /// the runtime is shutting down).
+    #[error("a store call on the blocking pool did not return: {0}")]
+    Blocking(#[from] tokio::task::JoinError),
+}

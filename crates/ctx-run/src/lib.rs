@@ -1,0 +1,55 @@
+//! # ctx-run: a plan run as one library call
+//!
+//! What `ctx run` computes, for a program that embeds ctx: start a durable
+//! run or resume one, wrap the engine in the input-hash cache, force the
+//! re-runs a resume decided, execute, record the session's end
+//! ([`run_plan`], or [`RunSession`] to report between starting and
+//! executing); the results.json wire format ([`ResultsJson`]); the `--out`
+//! layout ([`out_dir`]); and the one atomic file write every promise of an
+//! atomic file rests on ([`write_atomic`]).
+//!
+//! The CLI turns flags into [`RunSettings`], calls this crate, and prints;
+//! it holds none of these rules, so an embedder gets exactly the CLI's
+//! resume, cache and results.json. The crate knows no terminal, flag or
+//! exit code.
+//!
+//! Why a crate of its own: the executor (`ctx-deps`) must not know SQLite,
+//! and the SQLite adapter (`ctx-store-sqlite`) must not know the executor
+//! (an adapter stays light). This crate is where the two meet.
+//!
+//! ```no_run
+//! // examples/run_plan.rs, in short:
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let plan = ctx_model::load_valid_plan(std::path::Path::new("plan.yaml"))?;
+//! let settings = ctx_run::RunSettings {
+//!     store: ctx_run::RunStore::Sqlite {
+//!         root: ctx_store_sqlite::RunRoot::new(".ctx/runs"),
+//!         start: ctx_run::Start::New,
+//!         cache: false,
+//!     },
+//!     ..Default::default()
+//! };
+//! let engine = std::sync::Arc::new(ctx_deps::DryRunEngine);
+//! let outcome = ctx_run::run_plan(plan, engine, settings).await?;
+//! print!("{}", ctx_run::json_text(&ctx_run::ResultsJson::of(&outcome.report))?);
+//! # Ok(()) }
+//! ```
+
+mod atomic;
+mod error;
+pub mod estimate;
+pub mod out_dir;
+mod results;
+pub mod run_costs;
+mod session;
+pub mod settings;
+mod stored_plan;
+pub mod summary_text;
+
+pub use atomic::{WriteError, write_atomic};
+pub use error::RunError;
+pub use results::{ResultsJson, SummariesJson, TaskJson, json_text};
+pub use session::{
+    RunOutcome, RunSession, RunSettings, RunStore, Start, StoredRun, run_plan, spent, total_cost,
+};
+pub use stored_plan::{StoredPlan, redacted_params, stored_plan};

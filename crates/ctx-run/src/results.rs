@@ -1,0 +1,131 @@
+//! The results.json wire format: what `ctx run --format json` prints and
+//! `--out DIR/results.json` holds (docs/runs.md, "results.json").
+//!
+//! Structs rather than a `serde_json::Map`, so that keys keep the
+//! documented order, and borrowed, so that a report of thousands of tasks
+//! is not copied to be printed. `ctx runs export` prints the same tasks
+//! from a store, byte-identical but for the `started_at` and `ended_at` it
+//! adds after each task's keys; it builds on [`TaskJson`] for that reason.
+
+use ctx_cost::Usd;
+use ctx_deps::{RunReport, SummaryTotals};
+use ctx_model::{ResultMetadata, TaskExecutionResult};
+use serde::Serialize;
+
+/// The whole object: every task, the start order, and what the run spent.
+#[derive(Debug, Serialize)]
+pub struct ResultsJson<'a> {
+    /// Ids of the tasks started, in start order.
+    pub order: Vec<&'a str>,
+    /// Every task of the plan, in plan order.
+    pub tasks: Vec<TaskJson<'a>>,
+    /// What the run has spent in US dollars, earlier sessions of a resumed
+    /// run included (the sum of the known `cost_usd`).
+    pub spent_usd: Option<Usd>,
+    /// The budget, when the run had one (absent otherwise, so that `ctx
+    /// runs export` of the run, which does not know the budget, matches).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<Usd>,
+    /// With a budget: the high ends of the tasks it skipped, what the rest
+    /// of the run may need.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needed_usd: Option<Usd>,
+    /// The `summarize_strategy: llm` calls, when any were made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summaries: Option<SummariesJson>,
+}
+
+impl<'a> ResultsJson<'a> {
+    /// The object for a run's report.
+    pub fn of(report: &'a RunReport) -> Self {
+        ResultsJson {
+            order: report.order.iter().map(String::as_str).collect(),
+            tasks: report.results.iter().map(TaskJson::of).collect(),
+            spent_usd: report.cost.map(|c| c.total()),
+            budget_usd: report.cost.and_then(|c| c.budget),
+            needed_usd: report.cost.and_then(|c| c.budget.map(|_| c.needed)),
+            summaries: SummariesJson::of(SummaryTotals::of(&report.results)),
+        }
+    }
+}
+
+/// The totals of a run's summary calls in [`ResultsJson`].
+#[derive(Debug, Serialize)]
+pub struct SummariesJson {
+    calls: u64,
+    cached: u64,
+    fallbacks: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    time_ms: u64,
+}
+
+impl SummariesJson {
+    /// The totals, or `None` when no summary call was made.
+    pub fn of(t: SummaryTotals) -> Option<Self> {
+        (t.calls > 0).then_some(SummariesJson {
+            calls: t.calls,
+            cached: t.cached,
+            fallbacks: t.fallbacks,
+            prompt_tokens: t.prompt_tokens,
+            completion_tokens: t.completion_tokens,
+            time_ms: t.time_ms,
+        })
+    }
+}
+
+/// One task of [`ResultsJson`].
+#[derive(Debug, Serialize)]
+pub struct TaskJson<'a> {
+    task_id: &'a str,
+    status: &'static str,
+    output: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    prompt: Option<&'a str>,
+    /// The final attempt's check results (`kind`, `passed`, `message`).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    checks: &'a [ctx_checks::CheckResult],
+    /// How many attempts the checks took (0, left out, without checks).
+    #[serde(skip_serializing_if = "is_zero")]
+    check_attempts: usize,
+    metadata: &'a ResultMetadata,
+    /// `metadata.cost_usd`, repeated at the top for tools that read only
+    /// the top level; null when unknown.
+    cost_usd: Option<Usd>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl<'a> TaskJson<'a> {
+    /// A result as JSON.
+    pub fn of(r: &'a TaskExecutionResult) -> Self {
+        TaskJson {
+            task_id: &r.task_id,
+            status: r.status.as_str(),
+            output: &r.output,
+            summary: r.summary.as_deref(),
+            error: r.error.as_deref(),
+            prompt: r.prompt.as_deref(),
+            checks: &r.metadata.checks,
+            check_attempts: r.metadata.check_attempts.len(),
+            metadata: &r.metadata,
+            cost_usd: r.metadata.cost_usd,
+        }
+    }
+}
+
+/// `value` as pretty-printed JSON with a trailing newline: the one JSON
+/// layout every `--format json` output and results.json use.
+///
+/// Fails only for a value serde cannot encode (a map with non-string
+/// keys); none of this crate's types is one.
+pub fn json_text<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    Ok(text)
+}

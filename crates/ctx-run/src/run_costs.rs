@@ -1,0 +1,427 @@
+//! What a run spends: each task's `cost_usd`, and a budget (`ctx run
+//! --max-cost USD`).
+//!
+//! This is the caller's side of ctx-deps' [`CostModel`]: it knows which
+//! model a task resolves to, the price sources, the engine's defaults and
+//! attempts. The high end a task reserves under a budget is exactly
+//! `ctx plan cost`'s (the same [`crate::estimate::estimate_tasks`] and
+//! [`ctx_cost::estimate_costs`]), so `ctx plan cost` tells before a run
+//! what `--max-cost` will reserve.
+//!
+//! * **Model**: the task's `params.model`, else `--model` (the openai
+//!   engine only; the command engine passes `params.model` as
+//!   `CTX_MODEL`). The dry-run engine calls no model: its tasks cost $0.
+//! * **max_tokens**: `params.max_tokens`, else `--max-tokens`.
+//! * **Attempts**: the openai engine's `--max-attempts` (default 4); one
+//!   for the others; times `max_check_attempts` for a task with checks.
+//! * **Extra calls**: a task's judge calls and its `llm` summary calls
+//!   (the `ID (judge N)` and `ID (summary…)` rows of `ctx plan cost`) are
+//!   part of its reservation and of its `cost_usd`.
+//!
+//! With `--max-cost`, the run refuses to start (exit 2) when a task has no
+//! `max_tokens` (its completion has no bound), names no model, or names a
+//! model without a known price (its cost has no bound). Under a budget the
+//! command engine, which cannot stop a program at `max_tokens`, has its
+//! output cut there by the executor.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ctx_cost::{PriceBook, Usage, Usd, estimate_costs};
+use ctx_deps::{CostModel, CostOptions, GraphError};
+use ctx_model::{Plan, SubTask};
+
+use crate::estimate::{EngineDefaults, ExtraRow, estimate_tasks, list};
+
+/// What the engine means for costs: the defaults a task's params win
+/// over, and how the engine bills and stops.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineCosts {
+    /// The engine calls no model (the dry run): every task costs $0.
+    pub free: bool,
+    /// The model of a task without `params.model` (`--model`).
+    pub model: Option<String>,
+    /// The `max_tokens` of a task without `params.max_tokens`.
+    pub max_tokens: Option<u32>,
+    /// The system prompt of a task without `params.system`.
+    pub system: Option<String>,
+    /// Requests per call, the first included (the HTTP engine's retries
+    /// may each be billed); 1 for engines that do not retry.
+    pub attempts: u32,
+    /// The engine cannot stop a completion at `max_tokens` (a command):
+    /// under a budget the executor cuts its output there.
+    pub cuts_at_max_tokens: bool,
+}
+
+/// Why a budget cannot be kept: some task's cost has no bound. Every
+/// offending task is named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    /// Tasks without `max_tokens`: their completion has no bound.
+    #[error("{} without max_tokens ({}): their cost has no bound", count(.0.len()), list(.0))]
+    NoMaxTokens(Vec<String>),
+    /// Tasks that name no model, so no price bounds them.
+    #[error("{} name{} no model ({}), so no price bounds {}", count(.0.len()), if .0.len() == 1 { "s" } else { "" }, list(.0), if .0.len() == 1 { "it" } else { "them" })]
+    NoModel(Vec<String>),
+    /// Models no price source knows, and the tasks that use them.
+    #[error("price unknown for {} (tasks {})", .models.join(", "), list(.tasks))]
+    Unpriced {
+        /// The models.
+        models: Vec<String>,
+        /// The tasks.
+        tasks: Vec<String>,
+    },
+    /// The plan's graph could not be built.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+}
+
+/// The prices of one run.
+pub struct RunCosts {
+    /// The dry-run engine: nothing is spent.
+    free: bool,
+    default_model: Option<String>,
+    default_max_tokens: Option<u32>,
+    book: PriceBook,
+    /// Each task's high end, by id (with `--max-cost` only).
+    bounds: HashMap<String, Option<Usd>>,
+}
+
+impl RunCosts {
+    fn model<'a>(&'a self, task: &'a SubTask) -> Option<&'a str> {
+        task.tool_or_prompt
+            .params
+            .model
+            .as_deref()
+            .or(self.default_model.as_deref())
+    }
+}
+
+impl CostModel for RunCosts {
+    fn bound(&self, task: &SubTask) -> Option<Usd> {
+        if self.free {
+            return Some(Usd::ZERO);
+        }
+        self.bounds.get(&task.id).copied().flatten()
+    }
+
+    fn max_tokens(&self, task: &SubTask) -> Option<u64> {
+        task.tool_or_prompt
+            .params
+            .max_tokens
+            .or(self.default_max_tokens)
+            .map(u64::from)
+    }
+
+    fn call_cost(&self, task: &SubTask, usage: &Usage) -> Option<Usd> {
+        if self.free {
+            return Some(Usd::ZERO);
+        }
+        Some(self.book.lookup(self.model(task)?)?.price.cost(usage))
+    }
+
+    fn summary_call_cost(&self, task: &SubTask, model: Option<&str>, usage: &Usage) -> Option<Usd> {
+        if self.free {
+            return Some(Usd::ZERO);
+        }
+        let model = model.or_else(|| self.model(task))?;
+        Some(self.book.lookup(model)?.price.cost(usage))
+    }
+}
+
+/// The executor's cost options for `plan` run on `engine`: prices always,
+/// and a budget with `max_cost`, which is refused ([`BudgetError`]) when a
+/// task's cost cannot be bounded. A resumed run's earlier spending is
+/// added by the run session ([`crate::RunSession::start`]).
+pub fn cost_options(
+    plan: &Plan,
+    engine: &EngineCosts,
+    book: PriceBook,
+    max_cost: Option<Usd>,
+) -> Result<CostOptions, BudgetError> {
+    let mut costs = RunCosts {
+        free: engine.free,
+        default_model: engine.model.clone(),
+        default_max_tokens: engine.max_tokens,
+        book,
+        bounds: HashMap::new(),
+    };
+    if max_cost.is_some() {
+        let unbounded: Vec<String> = plan
+            .sub_tasks
+            .iter()
+            .filter(|t| costs.max_tokens(t).is_none())
+            .map(|t| t.id.clone())
+            .collect();
+        if !unbounded.is_empty() {
+            return Err(BudgetError::NoMaxTokens(unbounded));
+        }
+        if !costs.free {
+            let defaults = EngineDefaults {
+                model: costs.default_model.as_deref(),
+                max_tokens: costs.default_max_tokens,
+                system: engine.system.as_deref(),
+                attempts: engine.attempts.max(1),
+            };
+            costs.bounds = bounds_with(plan, &costs, &defaults)?;
+        }
+    }
+    Ok(CostOptions {
+        model: Arc::new(costs),
+        max_cost,
+        already_spent: Usd::ZERO,
+        cut_output_at_max_tokens: max_cost.is_some() && engine.cuts_at_max_tokens,
+    })
+}
+
+/// Each task's high end, as `ctx plan cost` computes it with the same
+/// engine defaults; refuses tasks with no model or no price.
+fn bounds_with(
+    plan: &Plan,
+    costs: &RunCosts,
+    defaults: &EngineDefaults<'_>,
+) -> Result<HashMap<String, Option<Usd>>, BudgetError> {
+    let mut e = estimate_tasks(plan, defaults)?;
+    // The executor adds a judge's usage to its task's and prices it at the
+    // task's model, so the reservation prices the judge rows the same way
+    // (`ctx plan cost` shows them at the judge's model).
+    let models: HashMap<String, String> = e
+        .tasks
+        .iter()
+        .filter(|t| !e.extra_rows.contains_key(&t.task_id))
+        .map(|t| (t.task_id.clone(), t.model.clone()))
+        .collect();
+    for row in &mut e.tasks {
+        if let Some((owner, ExtraRow::Judge)) = e.extra_rows.get(&row.task_id)
+            && let Some(m) = models.get(owner)
+        {
+            row.model.clone_from(m);
+        }
+    }
+    if !e.no_model.is_empty() {
+        return Err(BudgetError::NoModel(e.no_model));
+    }
+    let report = estimate_costs(&costs.book, &e.tasks);
+    if !report.total.unpriced.is_empty() {
+        return Err(BudgetError::Unpriced {
+            models: report.total.unpriced.clone(),
+            tasks: report
+                .tasks
+                .iter()
+                .filter(|t| t.cost_usd.high.is_none())
+                .map(|t| t.task_id.clone())
+                .collect(),
+        });
+    }
+    let mut map: HashMap<String, Option<Usd>> = HashMap::new();
+    let mut judges: Vec<(String, Option<Usd>)> = Vec::new();
+    for t in report.tasks {
+        match e.extra_rows.get(&t.task_id) {
+            None => {
+                map.insert(t.task_id, t.cost_usd.high);
+            }
+            // A task with checks makes its judge calls within its own
+            // reservation (every check attempt's judges), and a task's
+            // `llm` summaries are written before its reservation is
+            // settled, so both are part of it.
+            Some((owner, _)) => judges.push((owner.clone(), t.cost_usd.high)),
+        }
+    }
+    for (owner, high) in judges {
+        if let Some(bound) = map.get_mut(&owner) {
+            *bound = match (*bound, high) {
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                _ => None,
+            };
+        }
+    }
+    // A task whose own prompt cannot fit its cap fails before any call.
+    for (id, _) in e.over_cap {
+        map.insert(id, Some(Usd::ZERO));
+    }
+    Ok(map)
+}
+
+fn count(n: usize) -> String {
+    if n == 1 {
+        "1 task".into()
+    } else {
+        format!("{n} tasks")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        serde_json::from_str(
+            r#"{"schema_version": 1, "config": {"max_prompt_tokens": 1000}, "sub_tasks": [
+              {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference",
+                "params": {"prompt": "Say a.", "model": "gpt-4o", "max_tokens": 100}}},
+              {"id": "b", "description": "B", "dependencies": ["a"], "tool_or_prompt": {"name": "inference",
+                "params": {"prompt": "Say b."}}}
+            ]}"#,
+        )
+        .unwrap()
+    }
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum EngineKind {
+        DryRun,
+        Command,
+        Openai,
+    }
+
+    /// What the CLI's engines mean for costs: the dry run is free, the
+    /// openai engine has `--model gpt-4o-mini` here and retries, a command
+    /// cannot stop at max_tokens.
+    fn engine(kind: EngineKind) -> EngineCosts {
+        EngineCosts {
+            free: kind == EngineKind::DryRun,
+            model: (kind == EngineKind::Openai).then(|| "gpt-4o-mini".to_string()),
+            attempts: if kind == EngineKind::Openai { 4 } else { 1 },
+            cuts_at_max_tokens: kind == EngineKind::Command,
+            ..EngineCosts::default()
+        }
+    }
+
+    fn usd(s: &str) -> Usd {
+        Usd::parse(s).unwrap()
+    }
+
+    /// The reservation is `ctx plan cost`'s high end: (cap + framing) at
+    /// the input rate plus max_tokens at the output rate, times the
+    /// openai engine's attempts.
+    #[test]
+    fn reserves_the_plan_cost_high_end() {
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        e.attempts = 2;
+        let o = cost_options(&plan(), &e, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        let p = plan();
+        // gpt-4o (default table): $2.5 / $10 per million. a: (1000 + 16)
+        // × 2.5 + 100 × 10 = 3,540 µ$ per call, two attempts.
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(usd("0.00708")));
+        // b: --model gpt-4o-mini ($0.15 / $0.60) and --max-tokens 10.
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
+        assert_eq!(o.model.max_tokens(&p.sub_tasks[1]), Some(10));
+        assert!(!o.cut_output_at_max_tokens);
+    }
+
+    /// A task whose output may be summarised (`summarize_strategy: llm`)
+    /// reserves its summary calls too, at the summary model's price.
+    #[test]
+    fn reserves_summary_calls_with_their_task() {
+        let mut p = plan();
+        let d = &mut p.config.dependency;
+        d.summarize_strategy = ctx_model::SummarizeStrategy::Llm;
+        d.max_output_length = Some(10);
+        d.summary_max_tokens = 40;
+        d.summary_model = Some("gpt-4o-mini".into());
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        e.attempts = 1;
+        let o = cost_options(&p, &e, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0])
+            .unwrap()
+            .counter();
+        let graph = ctx_deps::PlanGraph::new(&p).unwrap();
+        let calls = ctx_deps::summarize::possible_summary_calls(&p, &graph, 0);
+        assert_eq!(calls.len(), 1);
+        let template = ctx_deps::summarize::summary_prompt(&p, &p.sub_tasks[0], "", None);
+        // gpt-4o-mini: 0.15 µ$ per input token, 0.6 per output token; the
+        // prompt is the template + a's 100 output tokens + framing.
+        let prompt = counter.count(&template) as u64 + 16 + 100;
+        let summary_picos = u128::from(prompt) * 150_000 + 40 * 600_000;
+        let expected = usd("0.00354").saturating_add(Usd::from_picos(summary_picos));
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
+        // b has no dependent: nothing to summarise.
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0001584")));
+    }
+
+    /// A task with checks reserves every check attempt (each with the
+    /// engine's attempts) and every attempt's judge calls, the judge
+    /// priced at the task's model as the executor charges it.
+    #[test]
+    fn reserves_check_retries_and_judge_calls() {
+        let mut p = plan();
+        p.config.max_check_attempts = 3;
+        p.sub_tasks[0].checks = serde_json::from_value(serde_json::json!([
+            {"contains": "a"},
+            {"judge": "Does it say a?", "judge_model": "gpt-4o-mini", "max_tokens": 50}
+        ]))
+        .unwrap();
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        e.attempts = 2;
+        let o = cost_options(&p, &e, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0])
+            .unwrap()
+            .counter();
+        let template =
+            ctx_checks::judge::judge_prompt("Does it say a?", "", ctx_prompt::fence::neutralize);
+        let judge_prompt = counter.count(&template) as u64 + 16 + 100;
+        // gpt-4o: 2.5 µ$ per input token, 10 per output token; the task
+        // call 3,540 µ$, the judge (prompt + its task's 100 output tokens
+        // + framing) × 2.5 + 50 × 10; six calls of each (3 × 2).
+        let judge_micros = judge_prompt * 25 / 10 + 500;
+        let expected = Usd::from_picos(u128::from((3540 + judge_micros) * 6) * 1_000_000);
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
+        // b has no checks: one check attempt.
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_bound() {
+        let e = engine(EngineKind::Openai);
+        let err = cost_options(&plan(), &e, PriceBook::with_defaults(), Some(usd("1")))
+            .err()
+            .unwrap();
+        assert_eq!(err, BudgetError::NoMaxTokens(vec!["b".into()]));
+        assert_eq!(
+            err.to_string(),
+            "1 task without max_tokens (b): their cost has no bound"
+        );
+        // The command engine has no --model: b names no model.
+        let mut c = engine(EngineKind::Command);
+        c.max_tokens = Some(5);
+        let err = cost_options(&plan(), &c, PriceBook::with_defaults(), Some(usd("1")))
+            .err()
+            .unwrap();
+        assert_eq!(err, BudgetError::NoModel(vec!["b".into()]));
+        assert!(
+            err.to_string().starts_with("1 task names no model (b)"),
+            "{err}"
+        );
+        // Without a budget nothing is refused: b's cost is just unknown.
+        let o = cost_options(&plan(), &c, PriceBook::with_defaults(), None).unwrap();
+        let usage = Usage {
+            prompt_tokens: 1_000_000,
+            cached_prompt_tokens: 0,
+            completion_tokens: 0,
+        };
+        assert_eq!(o.model.call_cost(&plan().sub_tasks[1], &usage), None);
+        assert_eq!(
+            o.model.call_cost(&plan().sub_tasks[0], &usage),
+            Some(usd("2.5"))
+        );
+    }
+
+    #[test]
+    fn the_dry_run_spends_nothing_and_commands_are_cut_under_a_budget() {
+        let mut d = engine(EngineKind::DryRun);
+        d.max_tokens = Some(5);
+        let o = cost_options(&plan(), &d, PriceBook::new(), Some(usd("1"))).unwrap();
+        assert_eq!(o.model.bound(&plan().sub_tasks[0]), Some(Usd::ZERO));
+        let mut c = engine(EngineKind::Command);
+        c.max_tokens = Some(5);
+        let p: Plan = serde_json::from_str(
+            r#"{"schema_version": 1, "sub_tasks": [{"id": "a", "description": "A",
+              "tool_or_prompt": {"name": "inference", "params": {"prompt": "p", "model": "gpt-4o"}}}]}"#,
+        )
+        .unwrap();
+        let o = cost_options(&p, &c, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        assert!(o.cut_output_at_max_tokens);
+    }
+}

@@ -1,0 +1,335 @@
+//! One run of a plan, durable or in memory: [`run_plan`], or
+//! [`RunSession`] for a caller that reports between starting and
+//! executing.
+//!
+//! The rules here are the ones `ctx run` documents (docs/runs.md):
+//! - a durable run lives in a run directory under a [`RunRoot`]; a resume
+//!   reuses every stored completed result whose fingerprint and engine
+//!   label still match, and runs again the rest together with everything
+//!   downstream of it ([`ResumePlan`]);
+//! - the engine's [`label`](ctx_engine::InferenceEngine::label) is what a
+//!   resume compares, its
+//!   [`cache_identity`](ctx_engine::InferenceEngine::cache_identity) what
+//!   the input-hash cache keys by;
+//! - the cache index is opened before the run directory is created, so a
+//!   bad `cache.sqlite` leaves no started run behind;
+//! - a resumed run's budget covers the whole run: what earlier sessions
+//!   spent counts;
+//! - every result is committed before any dependent starts; the session's
+//!   end is recorded last, and a failure to record it does not lose the
+//!   report (it only makes the run look crashed).
+//!
+//! Store calls are synchronous SQLite: [`RunSession::start`] blocks, and
+//! [`run_plan`] and [`RunSession::execute_with`] run every store call on
+//! the blocking pool, never on a runtime worker.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ctx_deps::{
+    ExecutionStore, Executor, ExecutorOptions, InferenceEngine, MemoryStore, ProgressEvent,
+    RunReport,
+};
+use ctx_model::Plan;
+use ctx_store::ResumePlan;
+use ctx_store_sqlite::{CachingEngine, NewRun, RunRoot, SessionEnd, SqliteStore, StartAt};
+
+use crate::RunError;
+
+/// Where a run keeps its results.
+#[derive(Debug, Clone)]
+pub enum RunStore {
+    /// In memory: nothing outlives the call (`ctx run --no-store`).
+    Memory,
+    /// A durable run directory under `root` (`ctx run`, the default).
+    Sqlite {
+        /// The store root (`ctx run --root`, default
+        /// [`ctx_store_sqlite::DEFAULT_ROOT`]); also where the cache index
+        /// lives.
+        root: RunRoot,
+        /// A new run or a resume.
+        start: Start,
+        /// Answer identical requests from the input-hash cache under
+        /// `root`, and record new answers in it.
+        cache: bool,
+    },
+}
+
+/// Which run a durable [`RunStore::Sqlite`] writes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// A new run in `root/{new run id}`.
+    New,
+    /// A new run in this directory.
+    NewIn(PathBuf),
+    /// Resume this run: a run id under the root, or a run directory.
+    Resume(String),
+}
+
+/// Everything a run needs besides the plan and the engine. The defaults
+/// are the executor's (`ExecutorOptions::default()`) in memory.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// Concurrency, schedule, time and output bounds, prices. Its
+    /// `reuse_completed` and `force_rerun` are set by the session from the
+    /// resume decisions; their values here are ignored.
+    pub executor: ExecutorOptions,
+    /// Where results go.
+    pub store: RunStore,
+    /// Where the plan came from (the path as given), recorded for `ctx
+    /// runs list`.
+    pub plan_source: Option<String>,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings {
+            executor: ExecutorOptions::default(),
+            store: RunStore::Memory,
+            plan_source: None,
+        }
+    }
+}
+
+/// A run that is stored: its id and directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRun {
+    /// The run's id.
+    pub run_id: String,
+    /// The run's directory.
+    pub dir: PathBuf,
+}
+
+/// What a finished (or interrupted) run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// Every task's final result; [`crate::ResultsJson::of`] turns it into
+    /// results.json.
+    pub report: RunReport,
+    /// The durable run, when there is one.
+    pub stored: Option<StoredRun>,
+    /// The resume decisions, when this session resumed a run.
+    pub resumed: Option<ResumePlan>,
+    /// The session's end could not be recorded: every result is committed,
+    /// but the run will look crashed to `ctx runs list`.
+    pub finish_error: Option<ctx_store_sqlite::Error>,
+}
+
+/// A run that has started (its store is open, a resume decided) and not
+/// yet executed.
+pub struct RunSession {
+    executor: Executor,
+    durable: Option<Arc<SqliteStore>>,
+    resumed: Option<ResumePlan>,
+}
+
+impl std::fmt::Debug for RunSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSession")
+            .field("stored", &self.stored())
+            .field("resumed", &self.resumed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunSession {
+    /// Opens the run's store: creates the run directory, or opens the run
+    /// to resume and decides what it reuses. Blocks on SQLite and the disk;
+    /// from async code use [`run_plan`], or call this on the blocking pool.
+    ///
+    /// `plan` is the plan as it will run (overrides applied): resume
+    /// fingerprints are taken from it.
+    pub fn start(
+        plan: Plan,
+        engine: Arc<dyn InferenceEngine>,
+        settings: RunSettings,
+    ) -> Result<RunSession, RunError> {
+        let RunSettings {
+            executor: mut options,
+            store,
+            plan_source,
+        } = settings;
+        options.reuse_completed = false;
+        options.force_rerun.clear();
+        // A dry run's outputs are placeholders, never long: summarise them
+        // all under `summarize_strategy: llm`, so its prompts show where
+        // each summary goes.
+        if !engine.answers_prompts() {
+            options.summarize_every_output = true;
+        }
+        let (root, start, cache) = match store {
+            RunStore::Memory => {
+                let executor = Executor::new(plan, engine, Arc::new(MemoryStore::new()), options)?;
+                return Ok(RunSession {
+                    executor,
+                    durable: None,
+                    resumed: None,
+                });
+            }
+            RunStore::Sqlite { root, start, cache } => (root, start, cache),
+        };
+        // The cache index first: a bad cache.sqlite must not leave behind
+        // a started run.
+        let cache = if cache {
+            Some(Arc::new(root.cache()?))
+        } else {
+            None
+        };
+        let label = engine.label();
+        let new = NewRun {
+            plan: &plan,
+            engine: &label,
+            plan_source: plan_source.as_deref(),
+        };
+        let at = match &start {
+            Start::New => StartAt::NewRun,
+            Start::NewIn(dir) => StartAt::NewRunIn(dir),
+            Start::Resume(run) => StartAt::Resume(run),
+        };
+        let (store, resumed) = root.start(at, &new)?;
+        if let (Some(_), Some(cost)) = (&resumed, options.cost.as_mut()) {
+            cost.already_spent = spent(store.view())?;
+        }
+        if let Some(r) = &resumed {
+            options.reuse_completed = true;
+            options.force_rerun = r.rerun_ids();
+        }
+        let store = Arc::new(store);
+        let engine: Arc<dyn InferenceEngine> = match cache {
+            Some(cache) => {
+                let identity = engine.cache_identity();
+                Arc::new(CachingEngine::new(
+                    engine,
+                    cache,
+                    identity,
+                    Some(store.run_id().to_string()),
+                ))
+            }
+            None => engine,
+        };
+        let executor = Executor::new(
+            plan,
+            engine,
+            Arc::clone(&store) as Arc<dyn ExecutionStore>,
+            options,
+        )?;
+        Ok(RunSession {
+            executor,
+            durable: Some(store),
+            resumed,
+        })
+    }
+
+    /// The durable run, when there is one.
+    pub fn stored(&self) -> Option<StoredRun> {
+        self.durable.as_ref().map(|s| StoredRun {
+            run_id: s.run_id().to_string(),
+            dir: s.dir().to_path_buf(),
+        })
+    }
+
+    /// The run's id, when it is durable.
+    pub fn run_id(&self) -> Option<&str> {
+        self.durable.as_ref().map(|s| s.run_id())
+    }
+
+    /// The run's directory, when it is durable.
+    pub fn dir(&self) -> Option<&Path> {
+        self.durable.as_ref().map(|s| s.dir())
+    }
+
+    /// The resume decisions, when this session resumes a run.
+    pub fn resumed(&self) -> Option<&ResumePlan> {
+        self.resumed.as_ref()
+    }
+
+    /// Executes the run to its end.
+    pub async fn execute(self) -> Result<RunOutcome, RunError> {
+        self.execute_with(std::future::pending(), |_| {}).await
+    }
+
+    /// Executes the run until every task is terminal or `cancel` resolves
+    /// (then the run is stored as interrupted), reporting each start and
+    /// finish to `progress`. Must be awaited inside a multi-threaded Tokio
+    /// runtime with the time driver enabled.
+    pub async fn execute_with<C, P>(self, cancel: C, progress: P) -> Result<RunOutcome, RunError>
+    where
+        C: Future<Output = ()> + Send,
+        P: FnMut(&ProgressEvent) + Send,
+    {
+        let stored = self.stored();
+        let report = self.executor.run_with(cancel, progress).await?;
+        let finish_error = match self.durable {
+            Some(store) => {
+                let end = if report.interrupted {
+                    SessionEnd::Interrupted
+                } else {
+                    SessionEnd::Finished
+                };
+                tokio::task::spawn_blocking(move || store.finish(end))
+                    .await?
+                    .err()
+            }
+            None => None,
+        };
+        Ok(RunOutcome {
+            report,
+            stored,
+            resumed: self.resumed,
+            finish_error,
+        })
+    }
+}
+
+/// Runs `plan` on `engine` as `settings` say: one call for what `ctx run`
+/// computes. Opens (or resumes) the store on the blocking pool, executes,
+/// and records the session's end; the outcome's report is results.json
+/// through [`crate::ResultsJson::of`], and [`crate::out_dir::write`] writes
+/// the `--out` layout.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), ctx_run::RunError> {
+/// use std::sync::Arc;
+/// let plan = ctx_model::load_valid_plan(std::path::Path::new("plan.yaml")).unwrap();
+/// let settings = ctx_run::RunSettings {
+///     store: ctx_run::RunStore::Sqlite {
+///         root: ctx_store_sqlite::RunRoot::new(".ctx/runs"),
+///         start: ctx_run::Start::New,
+///         cache: false,
+///     },
+///     ..ctx_run::RunSettings::default()
+/// };
+/// let outcome = ctx_run::run_plan(plan, Arc::new(ctx_deps::DryRunEngine), settings).await?;
+/// assert!(outcome.report.all_completed());
+/// # Ok(()) }
+/// ```
+pub async fn run_plan(
+    plan: Plan,
+    engine: Arc<dyn InferenceEngine>,
+    settings: RunSettings,
+) -> Result<RunOutcome, RunError> {
+    tokio::task::spawn_blocking(move || RunSession::start(plan, engine, settings))
+        .await??
+        .execute()
+        .await
+}
+
+/// What a run has spent over all its sessions, in either store: the
+/// `cost_usd` of every result it ever recorded ([`total_cost`] of its whole
+/// history). A task run again in a later session counts each time; a
+/// reused task is not recorded again, so it counts once; in a shared store
+/// a late commit refused by the fence counts too (its engine call was
+/// made and paid for). A resumed run's budget starts from this.
+pub fn spent(run: &dyn ctx_store::RunHistory) -> Result<ctx_cost::Usd, ctx_store::StoreError> {
+    Ok(total_cost(&run.every_history()?))
+}
+
+/// The one rule for what a run spent, whatever stores it: the sum of the
+/// known `cost_usd` of every result it recorded (a result without a price
+/// adds nothing).
+pub fn total_cost(rows: &[ctx_store::ResultRecord]) -> ctx_cost::Usd {
+    rows.iter()
+        .filter_map(|r| r.result.metadata.cost_usd)
+        .fold(ctx_cost::Usd::ZERO, ctx_cost::Usd::saturating_add)
+}

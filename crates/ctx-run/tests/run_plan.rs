@@ -1,0 +1,191 @@
+//! `run_plan` and `RunSession` as an embedder uses them: durable runs,
+//! resume, the cache, results.json and `--out`.
+
+use std::sync::Arc;
+
+use ctx_deps::{CommandEngine, DryRunEngine, InferenceEngine};
+use ctx_model::{Plan, TaskStatus};
+use ctx_run::{ResultsJson, RunError, RunSession, RunSettings, RunStore, Start, run_plan};
+use ctx_store_sqlite::RunRoot;
+
+fn plan() -> Plan {
+    serde_json::from_str(
+        r#"{"schema_version": 1, "sub_tasks": [
+          {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say a."}}},
+          {"id": "b", "description": "B", "dependencies": ["a"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say b."}}},
+          {"id": "c d", "description": "C", "dependencies": ["a"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say c."}}}
+        ]}"#,
+    )
+    .unwrap()
+}
+
+fn durable(root: &RunRoot, start: Start, cache: bool) -> RunSettings {
+    RunSettings {
+        store: RunStore::Sqlite {
+            root: root.clone(),
+            start,
+            cache,
+        },
+        ..RunSettings::default()
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_durable_run_resumes_reusing_every_completed_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(dir.path().join("runs"));
+    let rt = runtime();
+    let first = rt
+        .block_on(run_plan(
+            plan(),
+            Arc::new(DryRunEngine),
+            durable(&root, Start::New, false),
+        ))
+        .unwrap();
+    assert!(first.report.all_completed());
+    assert!(first.finish_error.is_none());
+    let stored = first.stored.clone().unwrap();
+    assert!(stored.dir.join("store.sqlite").is_file());
+    assert_eq!(first.report.order.len(), 3);
+
+    let again = rt
+        .block_on(run_plan(
+            plan(),
+            Arc::new(DryRunEngine),
+            durable(&root, Start::Resume(stored.run_id.clone()), false),
+        ))
+        .unwrap();
+    assert!(again.report.order.is_empty(), "{:?}", again.report.order);
+    assert_eq!(again.resumed.as_ref().unwrap().reuse.len(), 3);
+    assert_eq!(again.stored.as_ref().unwrap().run_id, stored.run_id);
+
+    // A changed task runs again with what depends on it.
+    let mut changed = plan();
+    changed.sub_tasks[0].tool_or_prompt.params.prompt = "Say A.".into();
+    let third = rt
+        .block_on(run_plan(
+            changed,
+            Arc::new(DryRunEngine),
+            durable(&root, Start::Resume(stored.run_id), false),
+        ))
+        .unwrap();
+    let mut order = third.report.order.clone();
+    order.sort();
+    assert_eq!(order, ["a", "b", "c d"]);
+}
+
+#[test]
+fn the_engine_label_decides_what_a_resume_reuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(dir.path().join("runs"));
+    let rt = runtime();
+    let first = rt
+        .block_on(run_plan(
+            plan(),
+            Arc::new(DryRunEngine),
+            durable(&root, Start::New, false),
+        ))
+        .unwrap();
+    let run = first.stored.unwrap().run_id;
+    // Another engine: every stored result was made under another label.
+    let session = RunSession::start(
+        plan(),
+        Arc::new(CommandEngine::new("cat")),
+        durable(&root, Start::Resume(run), false),
+    )
+    .unwrap();
+    let resumed = session.resumed().unwrap();
+    assert!(resumed.reuse.is_empty());
+    assert_eq!(resumed.rerun.len(), 3);
+}
+
+#[test]
+fn resuming_a_run_that_does_not_exist_is_a_not_found_store_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(dir.path().join("runs"));
+    let err = RunSession::start(
+        plan(),
+        Arc::new(DryRunEngine),
+        durable(&root, Start::Resume("nope".into()), false),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, RunError::Store(e) if e.is_not_found()),
+        "{err}"
+    );
+    // Nothing was created for it.
+    assert!(!dir.path().join("runs/nope").exists());
+}
+
+#[test]
+fn the_cache_answers_a_second_run_and_results_json_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(dir.path().join("runs"));
+    let rt = runtime();
+    let engine: Arc<dyn InferenceEngine> = Arc::new(CommandEngine::new("cat"));
+    let first = rt
+        .block_on(run_plan(
+            plan(),
+            Arc::clone(&engine),
+            durable(&root, Start::New, true),
+        ))
+        .unwrap();
+    assert!(first.report.results.iter().all(|r| !r.metadata.cached));
+    let second = rt
+        .block_on(run_plan(plan(), engine, durable(&root, Start::New, true)))
+        .unwrap();
+    assert!(second.report.results.iter().all(|r| r.metadata.cached));
+    let json = serde_json::to_value(ResultsJson::of(&second.report)).unwrap();
+    assert_eq!(json["tasks"][0]["metadata"]["cached"], true);
+    // A different command is another identity: nothing is answered for it.
+    let other = rt
+        .block_on(run_plan(
+            plan(),
+            Arc::new(CommandEngine::new("cat -")),
+            durable(&root, Start::New, true),
+        ))
+        .unwrap();
+    assert!(other.report.results.iter().all(|r| !r.metadata.cached));
+}
+
+#[test]
+fn out_dir_writes_prompts_outputs_and_results_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let outcome = rt
+        .block_on(run_plan(
+            plan(),
+            Arc::new(DryRunEngine),
+            RunSettings::default(),
+        ))
+        .unwrap();
+    assert!(outcome.stored.is_none());
+    assert_eq!(outcome.report.count(TaskStatus::Completed), 3);
+    let out = dir.path().join("out");
+    ctx_run::out_dir::prepare(&out).unwrap();
+    ctx_run::out_dir::write(&out, &outcome.report).unwrap();
+    assert!(out.join("prompts/a.md").is_file());
+    assert!(out.join("outputs/c%20d.md").is_file());
+    // The documented key order, as written (not as a map would sort it).
+    let text = std::fs::read_to_string(out.join("results.json")).unwrap();
+    let at = |key: &str| text.find(&format!("\n  \"{key}\":")).unwrap();
+    assert!(
+        at("order") < at("tasks") && at("tasks") < at("spent_usd"),
+        "{text}"
+    );
+    // A directory where a file must go: the rest is still written.
+    std::fs::remove_file(out.join("outputs/b.md")).unwrap();
+    std::fs::create_dir_all(out.join("outputs/b.md/x")).unwrap();
+    std::fs::remove_file(out.join("results.json")).unwrap();
+    let err = ctx_run::out_dir::write(&out, &outcome.report).unwrap_err();
+    assert_eq!(err.more, 0);
+    assert!(err.to_string().contains("b.md"), "{err}");
+    assert!(out.join("results.json").is_file());
+}

@@ -1,0 +1,114 @@
+//! [`RunHistory`]: the read side every durable store offers for one stored
+//! run, so that `ctx runs report`, `ctx runs export` (JSON and CSV), what a
+//! run has spent, and resume planning are written once and read the same
+//! from a run directory (`ctx-store-sqlite`) and from a shared database
+//! (`ctx-store-postgres`).
+//!
+//! The shape is the one the SQLite store has always had — latest results
+//! as [`ResultRecord`]s (with the start of the execution that produced
+//! each), every result ever recorded per task, and a few facts about the
+//! run as a whole ([`RunHeader`]) — because everything that reads a run was
+//! written against it. A store maps its own tables onto it; the rules that
+//! read it (task times, costs, [`ResumePlan`]) stay in one place.
+
+use std::collections::BTreeMap;
+
+use ctx_model::Plan;
+
+use crate::StoreError;
+use crate::record::ResultRecord;
+use crate::resume::ResumePlan;
+
+/// Where a stored run stands as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    /// It is being executed now (a local process holds its lock; or, in a
+    /// shared store, it is open: tasks remain for workers).
+    Running,
+    /// Every task of the plan completed.
+    Completed,
+    /// It finished with failed, skipped or unrun tasks.
+    Failed,
+    /// Its last session was stopped by a signal.
+    Interrupted,
+    /// Its last session never recorded an end and nobody executes it.
+    Crashed,
+}
+
+impl RunState {
+    /// The state as printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Completed => "completed",
+            RunState::Failed => "failed",
+            RunState::Interrupted => "interrupted",
+            RunState::Crashed => "crashed",
+        }
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a store tells about a run as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunHeader {
+    /// The run's id.
+    pub run_id: String,
+    /// Where it stands.
+    pub state: RunState,
+    /// When its first session started (RFC 3339, UTC).
+    pub started_at: Option<String>,
+    /// When its last session ended; `None` while it runs or after a crash.
+    pub finished_at: Option<String>,
+    /// The plan's path as given to its last session, if known.
+    pub plan_source: Option<String>,
+    /// Where it is stored, for messages: a file path, or a URL without
+    /// its password.
+    pub location: String,
+}
+
+/// The read side of one stored run. Reads take no lock and write nothing:
+/// a run that is executing reads as its last committed state.
+pub trait RunHistory {
+    /// The run as a whole.
+    fn header(&self) -> Result<RunHeader, StoreError>;
+
+    /// The plan as last run (secret-looking `params` keys redacted).
+    fn plan(&self) -> Result<Plan, StoreError>;
+
+    /// Every task's latest result, ordered by task id, with
+    /// `started_seq`/`started_at` set for tasks whose latest result came
+    /// from an execution that started (tasks of earlier plans included
+    /// where the store keeps them).
+    fn latest(&self) -> Result<Vec<ResultRecord>, StoreError>;
+
+    /// Every result ever recorded for `task_id`, oldest first.
+    fn history(&self, task_id: &str) -> Result<Vec<ResultRecord>, StoreError>;
+
+    /// Every result ever recorded for any task, each task's oldest first.
+    /// The default asks [`history`](Self::history) once per task with a
+    /// latest result; a networked store answers it in one query.
+    fn every_history(&self) -> Result<Vec<ResultRecord>, StoreError> {
+        let mut out = Vec::new();
+        for latest in self.latest()? {
+            out.extend(self.history(&latest.result.task_id)?);
+        }
+        Ok(out)
+    }
+
+    /// What a resume with `plan` on `engine` would reuse and re-run, and
+    /// why: [`ResumePlan::compute`] over [`latest`](Self::latest).
+    fn resume_plan(&self, plan: &Plan, engine: &str) -> Result<ResumePlan, StoreError> {
+        let stored: BTreeMap<String, ResultRecord> = self
+            .latest()?
+            .into_iter()
+            .map(|r| (r.result.task_id.clone(), r))
+            .collect();
+        Ok(ResumePlan::compute(plan, &stored, engine))
+    }
+}

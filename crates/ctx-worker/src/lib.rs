@@ -1,0 +1,365 @@
+//! # ctx-worker: the claim loop of a shared-store worker
+//!
+//! What `ctx worker` and `ctx run --store postgres://…` compute, as a
+//! library: [`Worker::run`] claims the ready task with the longest
+//! remaining path (in one run, or in any open run), runs it with the
+//! executor's own task body (`ctx_deps::TaskRunner`: dependency results
+//! read from the store, the prompt assembled under the cap, the engine
+//! bounded in time and output), renews the claim's lease while the engine
+//! runs, and commits the result under the claim. Up to `concurrency`
+//! tasks are in flight. A claim whose lease is lost stops its task; a late
+//! result is refused by the store's fence, counted and reported. When the
+//! caller's stop future resolves, no new claims are made, the tasks in
+//! flight are stopped and their claims released, so another worker takes
+//! them at once instead of after the lease.
+//!
+//! [`shared`] registers or resumes a run in the shared store by the rules
+//! a local run follows, and reads a run's report back from it.
+//!
+//! The crate knows no terminal, flag or exit code: what became of each
+//! claim goes to the caller's [`WorkerEvent`] callback, and errors are the
+//! store's. Why a crate of its own: `ctx-run` must not reach the Postgres
+//! driver (a program that only runs plans locally pays for none of it),
+//! and the store adapter must not reach the executor.
+//!
+//! ```no_run
+//! # async fn demo(store: ctx_store_postgres::PgStore) -> Result<(), ctx_store_postgres::Error> {
+//! use std::{sync::Arc, time::Duration};
+//! let worker = ctx_worker::Worker {
+//!     store,
+//!     engine: Arc::new(ctx_deps::CommandEngine::new("llm -m local")),
+//!     options: ctx_deps::ExecutorOptions::default(),
+//!     run: None,
+//!     worker: "gpu-box-1".into(),
+//!     concurrency: 4,
+//!     lease: Duration::from_secs(60),
+//!     until_idle: true,
+//!     poll: Duration::from_millis(100),
+//! };
+//! let worked = worker
+//!     .run(std::future::pending::<()>(), |event| eprintln!("{event:?}"))
+//!     .await?;
+//! eprintln!("{} committed, {} refused as late", worked.committed, worked.refused);
+//! # Ok(()) }
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctx_deps::{ExecutorOptions, InferenceEngine, PlanGraph, TaskRunner};
+use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+use ctx_store_postgres::{Claim, ClaimStore, Commit, Error as PgError, PgStore};
+
+pub mod shared;
+
+/// What a worker loop did; `S` is what stopped it (the caller's stop
+/// future's output: a signal, for the CLI).
+#[derive(Debug)]
+pub struct Worked<S> {
+    /// Results committed.
+    pub committed: usize,
+    /// Results refused as late.
+    pub refused: usize,
+    /// Claims given back when it was stopped.
+    pub released: usize,
+    /// What stopped it, when something did (`None`: `until_idle` found
+    /// no open run left).
+    pub stopped: Option<S>,
+}
+
+/// What happened to one claim, for the caller to log.
+#[derive(Debug)]
+pub enum WorkerEvent<'a> {
+    /// The task's result was committed under its claim.
+    Committed {
+        /// The claim.
+        claim: &'a Claim,
+        /// The task's final status.
+        status: TaskStatus,
+    },
+    /// The result came after the lease lapsed: the store refused it (the
+    /// task belongs to another claim now). Counted in [`Worked::refused`].
+    Refused {
+        /// The claim.
+        claim: &'a Claim,
+    },
+    /// The task body ended without a result to commit.
+    EndedWithoutResult {
+        /// The claim.
+        claim: &'a Claim,
+    },
+    /// The store failed while the task was settled; the claim will lapse.
+    StoreFailed {
+        /// The claim.
+        claim: &'a Claim,
+        /// The store's error.
+        error: &'a ctx_deps::StoreError,
+    },
+    /// The task body panicked (an engine bug); its claim is released at
+    /// the stop, or lapses.
+    Panicked {
+        /// The claim.
+        claim: &'a Claim,
+    },
+    /// A claim was given back when the worker was stopped.
+    Released {
+        /// The claim.
+        claim: &'a Claim,
+    },
+}
+
+/// One worker: its store connection, engine and limits.
+pub struct Worker {
+    /// The shared store (with this worker's engine label, for claims).
+    pub store: PgStore,
+    /// The engine tasks run on (this worker's own flags, rate limits and
+    /// cache).
+    pub engine: Arc<dyn InferenceEngine>,
+    /// The task bounds (timeout, output bound) the task body applies.
+    pub options: ExecutorOptions,
+    /// Work on this run only, or on any open run.
+    pub run: Option<String>,
+    /// This worker's id, recorded with its claims.
+    pub worker: String,
+    /// Most tasks in flight at once.
+    pub concurrency: usize,
+    /// A claim's lease, renewed every third of it while the task runs.
+    pub lease: Duration,
+    /// Stop when no open run is left (instead of waiting for new ones).
+    pub until_idle: bool,
+    /// The fallback poll between claims when nothing is ready
+    /// (notifications wake the worker at once; a lapsed lease notifies
+    /// nobody).
+    pub poll: Duration,
+}
+
+/// A run's plan, loaded once per worker.
+struct RunPlan {
+    runner: TaskRunner,
+}
+
+impl RunPlan {
+    /// The transitive dependents of `task` with the reason each is
+    /// skipped when it fails, worded as the local executor words it.
+    fn skips(&self, task: &str) -> Vec<(String, String)> {
+        let g: &PlanGraph = self.runner.graph();
+        let Some(i) = g.index_of(task) else {
+            return Vec::new();
+        };
+        g.transitive_dependents(i)
+            .into_iter()
+            .map(|d| {
+                (
+                    g.id(d).to_string(),
+                    ctx_deps::skip_reason(task, g.dependencies(d).contains(&i)),
+                )
+            })
+            .collect()
+    }
+}
+
+enum TaskEnd {
+    /// The task body ended; the store's word on its commit.
+    Done(
+        Box<Result<TaskExecutionResult, ctx_deps::StoreError>>,
+        Option<Commit>,
+    ),
+    /// The lease was lost while the engine ran: the task was stopped.
+    Lost,
+}
+
+impl Worker {
+    async fn plan_of(
+        &self,
+        plans: &mut HashMap<String, Arc<RunPlan>>,
+        run_id: &str,
+    ) -> Result<Arc<RunPlan>, String> {
+        if let Some(p) = plans.get(run_id) {
+            return Ok(Arc::clone(p));
+        }
+        let plan: Plan = self.store.plan(run_id).await.map_err(|e| e.to_string())?;
+        let runner = TaskRunner::new(plan, Arc::clone(&self.engine), &self.options)
+            .map_err(|e| format!("run `{run_id}`: {e}"))?;
+        let p = Arc::new(RunPlan { runner });
+        plans.insert(run_id.to_string(), Arc::clone(&p));
+        Ok(p)
+    }
+
+    /// Claims and runs tasks until `until_idle` finds no open run or
+    /// `stop` resolves (then in-flight tasks are stopped and their claims
+    /// released), telling `on_event` what became of each claim. Fails only
+    /// when the store stops answering for longer than its reconnect
+    /// window.
+    pub async fn run<F, S, E>(&self, stop: F, mut on_event: E) -> Result<Worked<S>, PgError>
+    where
+        F: std::future::Future<Output = S>,
+        E: FnMut(WorkerEvent<'_>),
+    {
+        let mut plans: HashMap<String, Arc<RunPlan>> = HashMap::new();
+        let mut running: tokio::task::JoinSet<(Claim, TaskEnd)> = tokio::task::JoinSet::new();
+        let mut held: HashMap<tokio::task::Id, Claim> = HashMap::new();
+        let mut worked = Worked {
+            committed: 0,
+            refused: 0,
+            released: 0,
+            stopped: None,
+        };
+        // Woken when a task becomes ready anywhere in the store; the poll
+        // stays as the fallback (lapsed leases notify nobody).
+        let wake = self.store.listen();
+        tokio::pin!(stop);
+        loop {
+            let mut claimed_any = false;
+            while running.len() < self.concurrency {
+                let claim = self
+                    .store
+                    .claim(self.run.as_deref(), &self.worker, self.lease)
+                    .await?;
+                let Some(claim) = claim else { break };
+                claimed_any = true;
+                let plan = match self.plan_of(&mut plans, &claim.run_id).await {
+                    Ok(p) => p,
+                    Err(message) => {
+                        // A stored plan this worker cannot run: the task
+                        // fails with the reason, and the worker goes on.
+                        let mut r = TaskExecutionResult::new(&claim.task_id, TaskStatus::Failed);
+                        r.error = Some(message);
+                        self.store.complete(&claim, &r, &[]).await?;
+                        continue;
+                    }
+                };
+                let skips = plan.skips(&claim.task_id);
+                let store = self.store.clone();
+                let lease = self.lease;
+                let c = claim.clone();
+                let handle = running.spawn(async move {
+                    let cs = Arc::new(ClaimStore::new(store.clone(), c.clone(), skips));
+                    let beat = async {
+                        loop {
+                            tokio::time::sleep(lease / 3).await;
+                            match store.heartbeat(&c, lease).await {
+                                Ok(true) => {}
+                                Ok(false) => return,
+                                // The store retries within its reconnect
+                                // window; past it the lease will lapse.
+                                Err(_) => {}
+                            }
+                        }
+                    };
+                    let end = tokio::select! {
+                        biased;
+                        r = plan.runner.run_task(&c.task_id, cs.clone()) => TaskEnd::Done(Box::new(r), cs.outcome()),
+                        () = beat => TaskEnd::Lost,
+                    };
+                    if let TaskEnd::Lost = end {
+                        // The engine call was stopped (dropped). What it
+                        // was doing is recorded as this attempt's result,
+                        // which the fence refuses: a late commit, counted
+                        // and kept in the history like any other.
+                        // A terminal write of the body may still be under
+                        // way on a blocking thread: closing waits for it,
+                        // and when it happened there is nothing to record.
+                        let closer = Arc::clone(&cs);
+                        let recorded = tokio::task::spawn_blocking(move || closer.close())
+                            .await
+                            .ok()
+                            .flatten();
+                        if recorded.is_none() {
+                            let mut r =
+                                TaskExecutionResult::new(&c.task_id, TaskStatus::Failed);
+                            r.error = Some(format!(
+                                "lease lost: the engine call was stopped (worker {})",
+                                c.worker
+                            ));
+                            let _ = store.complete(&c, &r, &[]).await;
+                        }
+                    }
+                    (c, end)
+                });
+                held.insert(handle.id(), claim);
+            }
+            if running.is_empty() && !claimed_any && self.until_idle {
+                let open = self.store.has_open_runs(self.run.as_deref()).await?;
+                if !open {
+                    break;
+                }
+            }
+            let joined = tokio::select! {
+                biased;
+                s = &mut stop => {
+                    worked.stopped = Some(s);
+                    break;
+                }
+                Some(j) = running.join_next_with_id(), if !running.is_empty() => Some(j),
+                () = wake.ready(), if !claimed_any => None,
+                () = tokio::time::sleep(self.poll), if !claimed_any => None,
+                // Claimed something and has room: try to claim more at once.
+                () = std::future::ready(()), if claimed_any && running.len() < self.concurrency => None,
+                else => None,
+            };
+            if let Some(j) = joined {
+                self.settle(j, &mut held, &mut worked, &mut on_event);
+            }
+        }
+        // Stopped by a signal: stop what runs and give the claims back.
+        // A task that ended before the abort took effect is settled as
+        // usual; an aborted one keeps its claim in `held`.
+        running.abort_all();
+        while let Some(j) = running.join_next_with_id().await {
+            if j.is_ok() {
+                self.settle(j, &mut held, &mut worked, &mut on_event);
+            }
+        }
+        for (_, claim) in held.drain() {
+            if self.store.release(&claim).await.unwrap_or(false) {
+                worked.released += 1;
+                on_event(WorkerEvent::Released { claim: &claim });
+            }
+        }
+        Ok(worked)
+    }
+
+    fn settle<S>(
+        &self,
+        joined: Result<(tokio::task::Id, (Claim, TaskEnd)), tokio::task::JoinError>,
+        held: &mut HashMap<tokio::task::Id, Claim>,
+        worked: &mut Worked<S>,
+        on_event: &mut impl FnMut(WorkerEvent<'_>),
+    ) {
+        let (id, (claim, end)) = match joined {
+            Ok(v) => v,
+            Err(e) => {
+                // The task body panicked (an engine bug): its claim stays
+                // held and is released at the stop, or lapses.
+                if let Some(claim) = held.get(&e.id()) {
+                    on_event(WorkerEvent::Panicked { claim });
+                }
+                return;
+            }
+        };
+        held.remove(&id);
+        let end = match end {
+            TaskEnd::Done(r, c) => Some((*r, c)),
+            TaskEnd::Lost => None,
+        };
+        match end {
+            Some((Ok(result), Some(Commit::Committed))) => {
+                worked.committed += 1;
+                on_event(WorkerEvent::Committed {
+                    claim: &claim,
+                    status: result.status,
+                });
+            }
+            Some((Ok(_), Some(Commit::Refused))) | None => {
+                worked.refused += 1;
+                on_event(WorkerEvent::Refused { claim: &claim });
+            }
+            Some((Ok(_), None)) => on_event(WorkerEvent::EndedWithoutResult { claim: &claim }),
+            Some((Err(error), _)) => on_event(WorkerEvent::StoreFailed {
+                claim: &claim,
+                error: &error,
+            }),
+        }
+    }
+}

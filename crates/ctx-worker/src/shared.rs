@@ -1,0 +1,204 @@
+//! A run in the shared store: registered, or resumed by the rules of a
+//! local run (docs/runs.md: changed tasks and their dependents run again,
+//! unchanged completed ones are reused, the engine label is compared); and
+//! its report read back from the store's rows, in the shape a local run
+//! reports.
+
+use std::time::Duration;
+
+use ctx_deps::{CostSummary, GraphError, PlanGraph, RunHistory, RunReport};
+use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+use ctx_store::ResumePlan;
+use ctx_store_postgres::{Error as PgError, PgStore, RegisterRun, Reopen, TaskRow};
+
+/// Why a shared run could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SharedError {
+    /// The store failed or refused (unreachable, a run that does not
+    /// exist, a changed plan while workers hold claims).
+    #[error(transparent)]
+    Store(#[from] PgError),
+    /// The plan's graph could not be built (a validated plan's never is).
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// The run's history could not be read to decide the resume.
+    #[error(transparent)]
+    Read(#[from] ctx_deps::StoreError),
+    /// A store read on the blocking pool did not return.
+    #[error("a store read on the blocking pool did not return: {0}")]
+    Blocking(#[from] tokio::task::JoinError),
+}
+
+/// A run that was registered, or resumed.
+#[derive(Debug, Clone)]
+pub struct SharedStart {
+    /// The run's id.
+    pub run_id: String,
+    /// With a resume: what it reuses and what runs again.
+    pub resumed: Option<ResumePlan>,
+}
+
+/// Registers `plan` as a new run of the shared store, or (with `resume`)
+/// reopens that run under `plan` by the resume rules both stores share.
+/// `plan` is stored as given: redact it first, workers run exactly what is
+/// stored. `label` is the engine label recorded and compared.
+pub async fn start(
+    store: &PgStore,
+    plan: &Plan,
+    plan_source: Option<&str>,
+    label: &str,
+    resume: Option<&str>,
+) -> Result<SharedStart, SharedError> {
+    let graph = PlanGraph::new(plan)?;
+    // Claims take the longest remaining path first, as the local executor
+    // orders its ready queue.
+    let priorities: Vec<u64> = (0..graph.len()).map(|i| graph.remaining_path(i)).collect();
+    let Some(run) = resume else {
+        let run_id = store
+            .register_run(&RegisterRun {
+                plan,
+                priorities: &priorities,
+                engine: label,
+                plan_source,
+            })
+            .await?;
+        return Ok(SharedStart {
+            run_id,
+            resumed: None,
+        });
+    };
+    // The view reads synchronously (on the store's own runtime): off this
+    // one's workers.
+    let decided = {
+        let (store, run, plan, label) = (
+            store.clone(),
+            run.to_string(),
+            plan.clone(),
+            label.to_string(),
+        );
+        tokio::task::spawn_blocking(move || -> Result<ResumePlan, SharedError> {
+            Ok(store.view(&run)?.resume_plan(&plan, &label)?)
+        })
+        .await??
+    };
+    let rerun: Vec<String> = decided.rerun_ids().into_iter().collect();
+    store
+        .reopen_run(
+            run,
+            &Reopen {
+                plan,
+                priorities: &priorities,
+                engine: label,
+                plan_source,
+                rerun: &rerun,
+            },
+        )
+        .await?;
+    Ok(SharedStart {
+        run_id: run.to_string(),
+        resumed: Some(decided),
+    })
+}
+
+/// The report of a shared run as a local run gives it, from the store's
+/// task rows: the tasks this session started in claim order (`reused`
+/// left out), every task's latest result (pending ones as such), and the
+/// known costs of the tasks that ran (a budget spans one process, so
+/// there is none).
+pub fn report(rows: &[TaskRow], reused: Vec<String>, interrupted: bool) -> RunReport {
+    let mut started: Vec<(i64, &str)> = rows
+        .iter()
+        .filter_map(|r| Some((r.claim_seq?, r.task_id.as_str())))
+        .collect();
+    started.sort_unstable();
+    RunReport {
+        order: started
+            .iter()
+            .filter(|(_, id)| !reused.iter().any(|r| r == id))
+            .map(|(_, id)| id.to_string())
+            .collect(),
+        results: rows
+            .iter()
+            .map(|r| {
+                r.result
+                    .clone()
+                    .filter(|_| r.status != TaskStatus::Pending)
+                    .unwrap_or_else(|| TaskExecutionResult::new(&r.task_id, r.status))
+            })
+            .collect(),
+        reused,
+        interrupted,
+        makespan: Duration::ZERO,
+        cost: Some(cost(rows)),
+    }
+}
+
+/// What the tasks that ran have cost, as a local run sums it.
+fn cost(rows: &[TaskRow]) -> CostSummary {
+    let mut summary = CostSummary {
+        spent: ctx_cost::Usd::ZERO,
+        earlier: ctx_cost::Usd::ZERO,
+        budget: None,
+        needed: ctx_cost::Usd::ZERO,
+        unknown: 0,
+    };
+    for row in rows.iter().filter(|r| r.claim_seq.is_some()) {
+        match &row.result {
+            Some(result) => summary.add_executed(result),
+            None => summary.unknown += 1,
+        }
+    }
+    summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, status: TaskStatus, seq: Option<i64>, cost: Option<&str>) -> TaskRow {
+        let result = seq.map(|_| {
+            let mut r = TaskExecutionResult::new(id, status);
+            r.metadata.cost_usd = cost.map(|c| ctx_cost::Usd::parse(c).unwrap());
+            r
+        });
+        TaskRow {
+            task_id: id.into(),
+            status,
+            attempt: i32::from(seq.is_some()),
+            result,
+            started_at: None,
+            finished_at: None,
+            claim_seq: seq,
+            engine: None,
+        }
+    }
+
+    /// As a local resume reports it: the order is the claims this session
+    /// made (reused tasks left out), every task has a result, the cost is
+    /// what the claimed tasks spent, and a task without a price or without
+    /// a result is of unknown cost.
+    #[test]
+    fn a_shared_report_reads_like_a_local_one() {
+        let rows = vec![
+            row("a", TaskStatus::Completed, Some(1), Some("0.5")),
+            row("b", TaskStatus::Completed, Some(3), Some("0.25")),
+            row("c", TaskStatus::Completed, Some(2), None),
+            row("d", TaskStatus::Pending, None, None),
+        ];
+        let report = report(&rows, vec!["a".into()], false);
+        assert_eq!(report.order, ["c", "b"]);
+        assert_eq!(report.results.len(), 4);
+        assert_eq!(report.results[3].status, TaskStatus::Pending);
+        assert_eq!(report.reused, ["a"]);
+        let cost = report.cost.unwrap();
+        assert_eq!(cost.spent, ctx_cost::Usd::parse("0.75").unwrap());
+        // c ran without a price.
+        assert_eq!(cost.unknown, 1);
+        let mut interrupted = rows.clone();
+        interrupted[3].claim_seq = Some(4);
+        let r = super::report(&interrupted, Vec::new(), true);
+        assert!(r.interrupted);
+        // d was claimed and has no result yet.
+        assert_eq!(r.cost.unwrap().unknown, 2);
+    }
+}
