@@ -41,7 +41,13 @@
 //!
 //! [`ExecutionStore`]: ctx_store::ExecutionStore
 
+mod claims;
+mod connection;
 mod error;
+mod listener;
+mod reads;
+mod rows;
+mod runs;
 pub mod schema;
 mod store;
 mod url;
@@ -52,12 +58,13 @@ use std::sync::Mutex;
 use ctx_model::{TaskExecutionResult, TaskStatus};
 use ctx_store::{ExecutionStore, StoreError};
 
+pub use claims::{Claim, Commit};
 pub use error::{Error, Result};
+pub use listener::Listener;
+pub use rows::{AttemptRow, Counts, DroppedRow, GcReport, RunInfo, TaskRow};
+pub use runs::{RegisterRun, Reopen};
 pub use schema::{APPLICATION, MIGRATIONS, Migration, SCHEMA_VERSION};
-pub use store::{
-    AttemptRow, Claim, Commit, Counts, DroppedRow, GcReport, Listener, PgStore, RegisterRun,
-    Reopen, RunInfo, StoreOptions, TaskRow,
-};
+pub use store::{PgStore, StoreOptions};
 pub use url::{StoreUrl, redact};
 pub use view::PgRunView;
 

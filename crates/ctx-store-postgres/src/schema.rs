@@ -18,6 +18,11 @@
 //! [`Error::NewerSchema`]: crate::Error::NewerSchema
 //! [`Error::Foreign`]: crate::Error::Foreign
 
+use std::time::Instant;
+
+use crate::connection::{PgError, Shared, is_disconnect};
+use crate::error::{Error, Result};
+
 /// The `application` value of `ctx_meta`.
 pub const APPLICATION: &str = "ctx-execution-store";
 
@@ -131,3 +136,111 @@ ALTER TABLE ctx_tasks ADD COLUMN engine text;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i32 = 2;
+/// Checks the database and applies the missing migrations (see the
+/// module docs), on one connection taken without waiting.
+pub(crate) async fn migrate(shared: &Shared) -> Result<()> {
+    let url = shared.url.display().to_string();
+    // Opening does not wait for a server that is not there.
+    let mut client = shared.client(Instant::now()).await?;
+    let q = |context: &str, source: PgError| {
+        if is_disconnect(&source) {
+            Error::Unreachable {
+                url: url.clone(),
+                source,
+            }
+        } else {
+            Error::Query {
+                url: url.clone(),
+                context: context.to_string(),
+                source,
+            }
+        }
+    };
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| q("starting the schema check", e))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(|e| q("taking the migration lock", e))?;
+    let tables: Vec<String> = tx
+        .query(
+            "SELECT table_name::text FROM information_schema.tables
+              WHERE table_schema = current_schema() ORDER BY 1",
+            &[],
+        )
+        .await
+        .map_err(|e| q("listing tables", e))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let current = if tables.iter().any(|t| t == "ctx_meta") {
+        let rows = tx
+            .query("SELECT application, schema_version FROM ctx_meta", &[])
+            .await
+            .map_err(|e| q("reading ctx_meta", e))?;
+        match rows.as_slice() {
+            [row] => {
+                let app: String = row.get(0);
+                if app != APPLICATION {
+                    return Err(Error::Foreign {
+                        url,
+                        reason: format!("its ctx_meta names the application `{app}`"),
+                    });
+                }
+                row.get::<_, i32>(1)
+            }
+            _ => {
+                return Err(Error::Foreign {
+                    url,
+                    reason: format!("its ctx_meta has {} rows, not one", rows.len()),
+                });
+            }
+        }
+    } else if tables.is_empty() {
+        0
+    } else {
+        let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+        return Err(Error::Foreign {
+            url,
+            reason: format!(
+                "it has {} table(s) ({}{}) and no ctx_meta",
+                tables.len(),
+                shown.join(", "),
+                if tables.len() > 5 { ", ..." } else { "" }
+            ),
+        });
+    };
+    if current > SCHEMA_VERSION {
+        return Err(Error::NewerSchema {
+            url,
+            found: current,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for m in MIGRATIONS.iter().filter(|m| m.version > current) {
+        tx.batch_execute(m.sql)
+            .await
+            .map_err(|e| q(&format!("migrating to schema version {}", m.version), e))?;
+    }
+    if current == 0 {
+        tx.execute(
+            "INSERT INTO ctx_meta (application, schema_version) VALUES ($1, $2)",
+            &[&APPLICATION, &SCHEMA_VERSION],
+        )
+        .await
+        .map_err(|e| q("writing ctx_meta", e))?;
+    } else if current < SCHEMA_VERSION {
+        tx.execute(
+            "UPDATE ctx_meta SET schema_version = $1",
+            &[&SCHEMA_VERSION],
+        )
+        .await
+        .map_err(|e| q("writing ctx_meta", e))?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| q("committing the schema", e))?;
+    shared.give_back(client);
+    Ok(())
+}

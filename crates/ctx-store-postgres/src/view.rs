@@ -42,8 +42,9 @@ use ctx_store::{
     sha256_hex,
 };
 
+use crate::PgStore;
 use crate::error::Result;
-use crate::store::{AttemptRow, DroppedRow, PgStore, RunInfo, TaskRow};
+use crate::rows::{AttemptRow, DroppedRow, RunInfo, TaskRow};
 
 /// One run of a [`PgStore`], read through [`RunHistory`]. Each read is a
 /// fresh query: a run that workers are executing reads as its last

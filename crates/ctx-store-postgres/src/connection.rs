@@ -1,0 +1,229 @@
+//! The connection pool every statement goes through: TLS, reconnects
+//! within the store's window, and the count of round trips.
+//!
+//! A statement is a closure over a pooled [`Client`]
+//! ([`Shared::with`]); a connection that breaks (a server restart, a
+//! failover) is replaced and the statement run again until the reconnect
+//! window closes. A statement that fails for any other reason fails at
+//! once: retrying would only repeat it.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row};
+
+use crate::error::{Error, Result};
+use crate::store::StoreOptions;
+use crate::url::StoreUrl;
+
+/// What every clone of a [`PgStore`](crate::PgStore) shares: the server,
+/// the idle connections and the counters.
+pub(crate) struct Shared {
+    pub(crate) url: StoreUrl,
+    pub(crate) tls: tokio_postgres_rustls::MakeRustlsConnect,
+    pool: Mutex<Vec<Client>>,
+    pub(crate) options: StoreOptions,
+    pub(crate) round_trips: AtomicU64,
+}
+
+pub(crate) type PgError = tokio_postgres::Error;
+
+fn tls_config() -> tokio_postgres_rustls::MakeRustlsConnect {
+    let mut roots = rustls::RootCertStore::empty();
+    // Certificates the system trusts; ones that do not load are skipped,
+    // as every other rustls client on the machine skips them.
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+        // The ring provider supports the default versions; should it ever
+        // not, TLS falls back to the bare default (sslmode=prefer then
+        // connects in plain text, sslmode=require fails with a message).
+        .unwrap_or_else(|_| {
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+            .map(|b| {
+                b.with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth()
+            })
+            .unwrap_or_else(|_| {
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth()
+            })
+        });
+    tokio_postgres_rustls::MakeRustlsConnect::new(config)
+}
+
+/// Whether `e` means the connection is gone (retry on a new one) rather
+/// than that the statement failed.
+pub(crate) fn is_disconnect(e: &PgError) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        return *code == SqlState::ADMIN_SHUTDOWN
+            || *code == SqlState::CRASH_SHUTDOWN
+            || *code == SqlState::CANNOT_CONNECT_NOW;
+    }
+    std::error::Error::source(e).is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+}
+
+fn is_auth(e: &PgError) -> bool {
+    e.code().is_some_and(|c| {
+        *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+    })
+}
+
+impl Shared {
+    pub(crate) fn new(url: &StoreUrl, options: StoreOptions) -> Shared {
+        Shared {
+            url: url.clone(),
+            tls: tls_config(),
+            pool: Mutex::new(Vec::new()),
+            options,
+            round_trips: AtomicU64::new(0),
+        }
+    }
+
+    async fn connect(&self) -> Result<Client, PgError> {
+        let (client, connection) = self.url.config.connect(self.tls.clone()).await?;
+        tokio::spawn(async move {
+            // Ends when the client is dropped or the server goes away; the
+            // next statement on this client then fails as closed.
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+
+    pub(crate) async fn client(&self, deadline: Instant) -> Result<Client> {
+        loop {
+            let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
+            if let Some(c) = pooled {
+                if !c.is_closed() {
+                    return Ok(c);
+                }
+                continue;
+            }
+            match self.connect().await {
+                Ok(c) => return Ok(c),
+                Err(e) if is_auth(&e) => {
+                    return Err(Error::Auth {
+                        url: self.url.display().to_string(),
+                        source: e,
+                    });
+                }
+                Err(e) if Instant::now() < deadline => {
+                    drop(e);
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => {
+                    return Err(Error::Unreachable {
+                        url: self.url.display().to_string(),
+                        source: e,
+                    });
+                }
+            }
+        }
+    }
+
+    pub(crate) fn give_back(&self, client: Client) {
+        if !client.is_closed()
+            && let Ok(mut p) = self.pool.lock()
+            && p.len() < 32
+        {
+            p.push(client);
+        }
+    }
+
+    /// Runs `f` on a pooled connection, reconnecting and running it again
+    /// while the connection breaks within the reconnect window. `f` gets
+    /// the client by value and hands it back, so a transaction can borrow
+    /// it mutably, and is told whether this is a retry (a commit checks
+    /// whether its first try went through). `trips` is how many round
+    /// trips `f` makes (for the figures in docs/scaling.md); `context`
+    /// names the statement in its error.
+    pub(crate) async fn with<T, F, Fut>(
+        &self,
+        context: &(dyn Fn() -> String + Sync),
+        trips: u64,
+        mut f: F,
+    ) -> Result<T>
+    where
+        F: FnMut(Client, bool) -> Fut,
+        Fut: Future<Output = (Client, Result<T, PgError>)>,
+    {
+        let deadline = Instant::now() + self.options.reconnect_window;
+        let mut retry = false;
+        loop {
+            let client = self.client(deadline).await?;
+            self.round_trips.fetch_add(trips, Ordering::Relaxed);
+            let (client, r) = f(client, retry).await;
+            match r {
+                Ok(v) => {
+                    self.give_back(client);
+                    return Ok(v);
+                }
+                Err(e) if is_disconnect(&e) && Instant::now() < deadline => {
+                    drop(client);
+                    retry = true;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) if is_disconnect(&e) => {
+                    return Err(Error::Unreachable {
+                        url: self.url.display().to_string(),
+                        source: e,
+                    });
+                }
+                Err(e) => {
+                    self.give_back(client);
+                    return Err(Error::Query {
+                        url: self.url.display().to_string(),
+                        context: context(),
+                        source: e,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The rows of one read-only statement, through [`with`](Self::with).
+    pub(crate) async fn query(
+        &self,
+        context: &(dyn Fn() -> String + Sync),
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        self.with(context, 1, |c, _| async move {
+            let r = c.query(sql, params).await;
+            (c, r)
+        })
+        .await
+    }
+
+    /// The error for a run `run_id` that is not in the store.
+    pub(crate) fn no_run(&self, run_id: &str) -> Error {
+        Error::NoRun {
+            url: self.url.display().to_string(),
+            run_id: run_id.to_string(),
+        }
+    }
+
+    pub(crate) fn corrupt(&self, run_id: &str, what: String, source: serde_json::Error) -> Error {
+        Error::Corrupt {
+            url: self.url.display().to_string(),
+            run_id: run_id.to_string(),
+            what,
+            source,
+        }
+    }
+}

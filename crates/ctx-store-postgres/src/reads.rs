@@ -1,0 +1,305 @@
+//! The read side: runs, tasks, results, history and dropped results,
+//! each one statement.
+
+use std::sync::Arc;
+
+use ctx_model::{Plan, TaskExecutionResult};
+
+use crate::PgStore;
+use crate::connection::Shared;
+use crate::error::Result;
+use crate::rows::{AttemptRow, Counts, DroppedRow, RunInfo, TaskRow, parse_status};
+
+/// `column` as RFC 3339 UTC text with milliseconds (`...T...Z`), for a
+/// `concat!` of a statement.
+macro_rules! utc {
+    ($column:literal) => {
+        concat!(
+            "to_char(",
+            $column,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+        )
+    };
+}
+
+impl PgStore {
+    /// The kept results of tasks that resumes dropped from `run_id`'s
+    /// plan, by task id.
+    pub async fn dropped(&self, run_id: &str) -> Result<Vec<DroppedRow>> {
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query(
+                    &|| format!("reading the dropped tasks of run `{run_id}`"),
+                    concat!(
+                        "SELECT task_id, status, result_json, engine, inputs_hash, model, params_hash, claim_seq, ",
+                        utc!("started_at"), ", ", utc!("finished_at"),
+                        " FROM ctx_dropped WHERE run_id = $1 ORDER BY task_id"
+                    ),
+                    &[&run_id],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    let task_id: String = r.get(0);
+                    let text: String = r.get(2);
+                    let result = serde_json::from_str(&text).map_err(|e| {
+                        shared.corrupt(&run_id, format!("dropped task `{task_id}`"), e)
+                    })?;
+                    Ok(DroppedRow {
+                        status: parse_status(&r.get::<_, String>(1)),
+                        task_id,
+                        result,
+                        engine: r.get(3),
+                        fingerprint: ctx_store::TaskFingerprint {
+                            inputs_hash: r.get(4),
+                            model: r.get(5),
+                            params_hash: r.get(6),
+                        },
+                        claim_seq: r.get(7),
+                        started_at: r.get(8),
+                        finished_at: r.get(9),
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    /// Every terminal result committed or refused for `run_id` (of
+    /// `task_id` only, when given), in the order they were recorded.
+    pub async fn attempts(&self, run_id: &str, task_id: Option<&str>) -> Result<Vec<AttemptRow>> {
+        let run_id = run_id.to_string();
+        let task_id = task_id.map(str::to_string);
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query(
+                    &|| format!("reading the history of run `{run_id}`"),
+                    concat!(
+                        "SELECT seq, task_id, attempt, worker, committed, result_json, ",
+                        utc!("recorded_at"),
+                        " FROM ctx_attempts
+                          WHERE run_id = $1 AND ($2::text IS NULL OR task_id = $2)
+                          ORDER BY task_id, seq"
+                    ),
+                    &[&run_id, &task_id],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    let task_id: String = r.get(1);
+                    let text: String = r.get(5);
+                    let result = serde_json::from_str(&text).map_err(|e| {
+                        shared.corrupt(&run_id, format!("task `{task_id}` (history)"), e)
+                    })?;
+                    Ok(AttemptRow {
+                        seq: r.get(0),
+                        task_id,
+                        attempt: r.get(2),
+                        worker: r.get(3),
+                        committed: r.get(4),
+                        result,
+                        recorded_at: r.get(6),
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    /// Whether `run` (or, without one, any run) still has tasks that are
+    /// not terminal.
+    pub async fn has_open_runs(&self, run: Option<&str>) -> Result<bool> {
+        let run = run.map(str::to_string);
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query(
+                    &|| "listing open runs".into(),
+                    "SELECT EXISTS (SELECT 1 FROM ctx_runs WHERE open AND ($1::text IS NULL OR run_id = $1))",
+                    &[&run],
+                )
+                .await?;
+            Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+        })
+        .await
+    }
+
+    /// The plan stored for `run_id`.
+    pub async fn plan(&self, run_id: &str) -> Result<Plan> {
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query(
+                    &|| format!("reading the plan of run `{run_id}`"),
+                    "SELECT plan_json FROM ctx_runs WHERE run_id = $1",
+                    &[&run_id],
+                )
+                .await?;
+            let Some(row) = rows.first() else {
+                return Err(shared.no_run(&run_id));
+            };
+            let text: String = row.get(0);
+            serde_json::from_str(&text).map_err(|e| shared.corrupt(&run_id, "the plan".into(), e))
+        })
+        .await
+    }
+
+    /// Every run, newest first (or the one `run_id`), with its counts.
+    pub async fn runs(&self, run_id: Option<&str>) -> Result<Vec<RunInfo>> {
+        let run_id = run_id.map(str::to_string);
+        let shared = Arc::clone(&self.shared);
+        let want = run_id.clone();
+        let runs = self
+            .call(async move {
+                let rows = shared
+                    .query(
+                        &|| "listing runs".into(),
+                        concat!(
+                            "SELECT r.run_id, ", utc!("r.created_at"), ", ", utc!("r.finished_at"), ",
+                                    r.open, r.engine, r.plan_source, r.plan_hash, r.task_count, r.late_commits,
+                                    count(*) FILTER (WHERE t.status = 'pending'),
+                                    count(*) FILTER (WHERE t.status = 'in_progress'),
+                                    count(*) FILTER (WHERE t.status = 'completed'),
+                                    count(*) FILTER (WHERE t.status = 'failed'),
+                                    count(*) FILTER (WHERE t.status = 'skipped'),
+                                    coalesce(sum(greatest(t.attempt - 1, 0)), 0)::bigint
+                               FROM ctx_runs r LEFT JOIN ctx_tasks t ON t.run_id = r.run_id
+                              WHERE $1::text IS NULL OR r.run_id = $1
+                              GROUP BY r.run_id
+                              ORDER BY r.created_at DESC, r.run_id DESC"
+                        ),
+                        &[&run_id],
+                    )
+                    .await?;
+                let count = |r: &tokio_postgres::Row, i: usize| {
+                    usize::try_from(r.get::<_, i64>(i)).unwrap_or(0)
+                };
+                Ok(rows
+                    .iter()
+                    .map(|r| RunInfo {
+                        run_id: r.get(0),
+                        created_at: r.get(1),
+                        finished_at: r.get(2),
+                        open: r.get(3),
+                        engine: r.get(4),
+                        plan_source: r.get(5),
+                        plan_hash: r.get(6),
+                        task_count: usize::try_from(r.get::<_, i32>(7)).unwrap_or(0),
+                        late_commits: r.get(8),
+                        counts: Counts {
+                            pending: count(r, 9),
+                            in_progress: count(r, 10),
+                            completed: count(r, 11),
+                            failed: count(r, 12),
+                            skipped: count(r, 13),
+                        },
+                        reclaims: r.get(14),
+                    })
+                    .collect::<Vec<_>>())
+            })
+            .await?;
+        if let Some(id) = want
+            && runs.is_empty()
+        {
+            return Err(self.shared.no_run(&id));
+        }
+        Ok(runs)
+    }
+
+    /// Every task of `run_id`, in plan order, with its latest result.
+    pub async fn tasks(&self, run_id: &str) -> Result<Vec<TaskRow>> {
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move { tasks(&shared, &run_id).await })
+            .await
+    }
+
+    pub(crate) fn blocking_results(
+        &self,
+        run_id: &str,
+        ids: Option<Vec<String>>,
+    ) -> Result<Vec<TaskExecutionResult>> {
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.blocking(async move { results(&shared, &run_id, ids).await })
+    }
+}
+
+async fn results(
+    shared: &Shared,
+    run_id: &str,
+    ids: Option<Vec<String>>,
+) -> Result<Vec<TaskExecutionResult>> {
+    let rows = shared
+        .query(
+            &|| format!("reading results of run `{run_id}`"),
+            "SELECT task_id, result_json FROM ctx_tasks
+              WHERE run_id = $1 AND result_json IS NOT NULL
+                AND ($2::text[] IS NULL OR task_id = ANY($2))
+              ORDER BY task_id",
+            &[&run_id, &ids],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let id: String = r.get(0);
+            let text: String = r.get(1);
+            serde_json::from_str(&text)
+                .map_err(|e| shared.corrupt(run_id, format!("task `{id}`"), e))
+        })
+        .collect()
+}
+
+async fn tasks(shared: &Shared, run_id: &str) -> Result<Vec<TaskRow>> {
+    let rows = shared
+        .query(
+            &|| format!("reading tasks of run `{run_id}`"),
+            concat!(
+                "SELECT task_id, status, attempt, result_json, ",
+                utc!("started_at"),
+                ", ",
+                utc!("finished_at"),
+                ", claim_seq, engine FROM ctx_tasks WHERE run_id = $1 ORDER BY idx"
+            ),
+            &[&run_id],
+        )
+        .await?;
+    if rows.is_empty() {
+        // A run of no tasks still exists; a missing run is an error.
+        let exists = shared
+            .query(
+                &|| format!("reading run `{run_id}`"),
+                "SELECT 1 FROM ctx_runs WHERE run_id = $1",
+                &[&run_id],
+            )
+            .await?;
+        if exists.is_empty() {
+            return Err(shared.no_run(run_id));
+        }
+    }
+    rows.iter()
+        .map(|r| {
+            let task_id: String = r.get(0);
+            let status: String = r.get(1);
+            let json: Option<String> = r.get(3);
+            let result = json
+                .map(|j| serde_json::from_str::<TaskExecutionResult>(&j))
+                .transpose()
+                .map_err(|e| shared.corrupt(run_id, format!("task `{task_id}`"), e))?;
+            Ok(TaskRow {
+                status: parse_status(&status),
+                task_id,
+                attempt: r.get(2),
+                result,
+                started_at: r.get(4),
+                finished_at: r.get(5),
+                claim_seq: r.get(6),
+                engine: r.get(7),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,445 @@
+//! A run's lifecycle: registered once, resumed (possibly under a changed
+//! plan), removed by gc. Each is one transaction.
+
+use std::sync::Arc;
+
+use ctx_model::Plan;
+use sha2::{Digest, Sha256};
+use tokio_postgres::Client;
+
+use crate::PgStore;
+use crate::connection::PgError;
+use crate::error::{Error, Result};
+use crate::rows::GcReport;
+
+/// What [`PgStore::register_run`] records.
+#[derive(Debug, Clone, Copy)]
+pub struct RegisterRun<'a> {
+    /// The plan as it will be run (secrets already redacted by the caller:
+    /// workers run exactly what is stored).
+    pub plan: &'a Plan,
+    /// Each task's priority, in plan order: its remaining path length, so
+    /// that claims take the critical path first as the local executor does.
+    pub priorities: &'a [u64],
+    /// The engine label, for listings.
+    pub engine: &'a str,
+    /// Where the plan came from, for listings.
+    pub plan_source: Option<&'a str>,
+}
+
+/// What [`PgStore::reopen_run`] applies.
+#[derive(Debug, Clone, Copy)]
+pub struct Reopen<'a> {
+    /// The plan the run continues under (redacted, as at registration).
+    pub plan: &'a Plan,
+    /// Each task's priority, in plan order.
+    pub priorities: &'a [u64],
+    /// The engine label of this session, compared at the next resume.
+    pub engine: &'a str,
+    /// Where the plan came from, if known (else the stored one is kept).
+    pub plan_source: Option<&'a str>,
+    /// The tasks that run again (the resume plan's `rerun`).
+    pub rerun: &'a [String],
+}
+
+enum Reopened {
+    Done(u64),
+    NoRun,
+    BadPlan(serde_json::Error),
+    Busy(i64),
+}
+
+/// The tasks of an old plan that a new plan drops, with their fingerprints
+/// under the old plan, as `unnest` arrays.
+#[derive(Debug, Clone, Default)]
+struct Dropped {
+    ids: Vec<String>,
+    inputs: Vec<String>,
+    model: Vec<Option<String>>,
+    params: Vec<String>,
+}
+
+impl Dropped {
+    fn of(old: &Plan, kept: &[String]) -> Dropped {
+        let kept: std::collections::HashSet<&str> = kept.iter().map(String::as_str).collect();
+        let mut fingerprints = ctx_store::fingerprint_all(old);
+        let mut out = Dropped::default();
+        for t in &old.sub_tasks {
+            if kept.contains(t.id.as_str()) {
+                continue;
+            }
+            if let Some(f) = fingerprints.remove(&t.id) {
+                out.ids.push(t.id.clone());
+                out.inputs.push(f.inputs_hash);
+                out.model.push(f.model);
+                out.params.push(f.params_hash);
+            }
+        }
+        out
+    }
+}
+
+/// A plan's task rows and edges as `unnest` arrays.
+#[derive(Debug)]
+struct TaskRows {
+    ids: Vec<String>,
+    idx: Vec<i32>,
+    deps: Vec<i32>,
+    prio: Vec<i64>,
+    edge_from: Vec<String>,
+    edge_to: Vec<String>,
+    count: i32,
+}
+
+impl TaskRows {
+    fn of(plan: &Plan, priorities: &[u64]) -> TaskRows {
+        let n = plan.sub_tasks.len();
+        let mut rows = TaskRows {
+            ids: Vec::with_capacity(n),
+            idx: Vec::with_capacity(n),
+            deps: Vec::with_capacity(n),
+            prio: Vec::with_capacity(n),
+            edge_from: Vec::new(),
+            edge_to: Vec::new(),
+            count: i32::try_from(n).unwrap_or(i32::MAX),
+        };
+        for (i, t) in plan.sub_tasks.iter().enumerate() {
+            rows.ids.push(t.id.clone());
+            rows.idx.push(i32::try_from(i).unwrap_or(i32::MAX));
+            rows.deps
+                .push(i32::try_from(t.dependencies.len()).unwrap_or(i32::MAX));
+            let p = priorities.get(i).copied().unwrap_or(0);
+            rows.prio.push(i64::try_from(p).unwrap_or(i64::MAX));
+            for d in &t.dependencies {
+                rows.edge_from.push(d.clone());
+                rows.edge_to.push(t.id.clone());
+            }
+        }
+        rows
+    }
+}
+
+/// A run id: `YYYYMMDDTHHMMSS.mmmZ-xxxxxxxx` (UTC time, 32 random bits),
+/// the same shape as the SQLite store's, so ids sort by creation time.
+fn new_run_id() -> String {
+    let now = chrono::Utc::now();
+    let mut b = [0u8; 4];
+    // The time part alone is unique enough for a retry on a collision; a
+    // failing RNG leaves the suffix zero and the primary key catches it.
+    let _ = getrandom::fill(&mut b);
+    format!(
+        "{}-{:08x}",
+        now.format("%Y%m%dT%H%M%S%.3fZ"),
+        u32::from_be_bytes(b)
+    )
+}
+
+pub(crate) const TERMINAL: &str = "('completed','failed','skipped')";
+
+/// Wakes the workers listening on `ctx_ready` (at commit) with the run id
+/// as payload: a run registered or resumed, a task released.
+pub(crate) const NOTIFY_READY: &str = "SELECT pg_notify('ctx_ready', $1)::text";
+
+impl PgStore {
+    /// Records a new run: its plan, one row per task (ready when it has no
+    /// dependencies) and its edges, in one transaction. Returns its id.
+    pub async fn register_run(&self, run: &RegisterRun<'_>) -> Result<String> {
+        let plan_json = serde_json::to_string(run.plan)
+            .map_err(|e| self.shared.corrupt("(new)", "the plan".into(), e))?;
+        let plan_hash = hex(&Sha256::digest(plan_json.as_bytes()));
+        let rows = TaskRows::of(run.plan, run.priorities);
+        let engine = run.engine.to_string();
+        let source = run.plan_source.map(str::to_string);
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let run_id = new_run_id();
+            let context = || format!("registering run `{run_id}`");
+            let (id, plan_json, plan_hash) = (&run_id, &plan_json, &plan_hash);
+            let (engine, source, rows) = (&engine, &source, &rows);
+            shared
+                .with(&context, 6, move |mut c, _| async move {
+                    let r = async {
+                        let tx = c.transaction().await?;
+                        tx.execute(
+                            "INSERT INTO ctx_runs (run_id, plan_json, plan_hash, plan_source, engine, ctx_version, task_count, open)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $7 > 0)",
+                            &[id, plan_json, plan_hash, source, engine, &env!("CARGO_PKG_VERSION"), &rows.count],
+                        )
+                        .await?;
+                        tx.execute(
+                            "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority)
+                             SELECT $1, t.id, t.idx, 'pending', t.deps, t.prio
+                               FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[]) AS t(id, idx, deps, prio)",
+                            &[id, &rows.ids, &rows.idx, &rows.deps, &rows.prio],
+                        )
+                        .await?;
+                        tx.execute(
+                            "INSERT INTO ctx_edges (run_id, depends_on, task_id)
+                             SELECT $1, e.f, e.t FROM unnest($2::text[], $3::text[]) AS e(f, t)
+                             ON CONFLICT DO NOTHING",
+                            &[id, &rows.edge_from, &rows.edge_to],
+                        )
+                        .await?;
+                        tx.execute(NOTIFY_READY, &[id]).await?;
+                        tx.commit().await
+                    }
+                    .await;
+                    (c, r)
+                })
+                .await?;
+            Ok(run_id)
+        })
+        .await
+    }
+
+    /// Resumes a run under `reopen.plan` (the stored plan, or a changed
+    /// one), applying decisions already taken by
+    /// [`ResumePlan::compute`](ctx_store::ResumePlan::compute) over the
+    /// run's stored results (see [`PgRunView`](crate::PgRunView)), in one
+    /// transaction:
+    ///
+    /// - the run's plan, its hash, source and engine label become the new
+    ///   ones, and it is open again;
+    /// - tasks no longer in the plan leave the run's task rows (their
+    ///   committed results stay in the attempts history); new tasks get a
+    ///   row; every task gets its new plan position and priority;
+    /// - the tasks in `reopen.rerun` become `pending` with their latest
+    ///   result cleared (the history keeps it) — except, when the plan is
+    ///   unchanged, tasks another worker holds under a live lease, which
+    ///   are left to it; reused tasks keep their completed result;
+    /// - the edges are replaced and every pending task's ready counter is
+    ///   recomputed from its dependencies' statuses.
+    ///
+    /// A changed plan is refused ([`Error::Busy`]) while workers hold
+    /// claims in the run under live leases: their results were asked for
+    /// under the old plan. Returns how many tasks were made pending.
+    pub async fn reopen_run(&self, run_id: &str, reopen: &Reopen<'_>) -> Result<u64> {
+        let plan_json = serde_json::to_string(reopen.plan)
+            .map_err(|e| self.shared.corrupt(run_id, "the plan".into(), e))?;
+        let plan_hash = hex(&Sha256::digest(plan_json.as_bytes()));
+        let rows = TaskRows::of(reopen.plan, reopen.priorities);
+        let rerun: Vec<String> = reopen.rerun.to_vec();
+        let engine = reopen.engine.to_string();
+        let source = reopen.plan_source.map(str::to_string);
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let (run_id, plan_json, plan_hash) = (&run_id, &plan_json, &plan_hash);
+            let (engine, source, rows, rerun) = (&engine, &source, &rows, &rerun);
+            let found = shared
+                .with(&|| format!("resuming run `{run_id}`"), 15, move |mut c, _| {
+                    async move {
+                        let r = async {
+                            let tx = c.transaction().await?;
+                            let old = tx
+                                .query_opt(
+                                    "SELECT plan_hash, plan_json, engine FROM ctx_runs WHERE run_id = $1 FOR UPDATE",
+                                    &[&run_id],
+                                )
+                                .await?;
+                            let Some(old) = old else {
+                                return Ok(Reopened::NoRun);
+                            };
+                            let same_plan = old.get::<_, String>(0) == *plan_hash;
+                            let old_engine: String = old.get(2);
+                            // The old plan's fingerprints of the tasks the
+                            // new plan drops: what their results were
+                            // produced under.
+                            let old_plan = match serde_json::from_str::<Plan>(&old.get::<_, String>(1)) {
+                                Ok(p) => p,
+                                Err(e) => return Ok(Reopened::BadPlan(e)),
+                            };
+                            let dropped = Dropped::of(&old_plan, &rows.ids);
+                            let live: i64 = tx
+                                .query_one(
+                                    "SELECT count(*) FROM ctx_tasks WHERE run_id = $1
+                                        AND status = 'in_progress' AND lease_until >= now()",
+                                    &[&run_id],
+                                )
+                                .await?
+                                .get(0);
+                            if !same_plan && live > 0 {
+                                return Ok(Reopened::Busy(live));
+                            }
+                            tx.execute(
+                                "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3,
+                                        plan_source = coalesce($4, plan_source), engine = $5,
+                                        task_count = $6, finished_at = NULL
+                                  WHERE run_id = $1",
+                                &[&run_id, &plan_json, &plan_hash, &source, &engine, &rows.count],
+                            )
+                            .await?;
+                            tx.execute(
+                                "INSERT INTO ctx_dropped (run_id, task_id, status, result_json, engine,
+                                        inputs_hash, model, params_hash, claim_seq, started_at, finished_at)
+                                 SELECT t.run_id, t.task_id, t.status, t.result_json, coalesce(t.engine, $6),
+                                        f.inputs, f.model, f.params, t.claim_seq, t.started_at, t.finished_at
+                                   FROM ctx_tasks t
+                                   JOIN unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS f(id, inputs, model, params)
+                                     ON f.id = t.task_id
+                                  WHERE t.run_id = $1 AND t.status <> 'pending' AND t.result_json IS NOT NULL
+                                 ON CONFLICT (run_id, task_id) DO UPDATE SET
+                                        status = excluded.status, result_json = excluded.result_json,
+                                        engine = excluded.engine, inputs_hash = excluded.inputs_hash,
+                                        model = excluded.model, params_hash = excluded.params_hash,
+                                        claim_seq = excluded.claim_seq, started_at = excluded.started_at,
+                                        finished_at = excluded.finished_at",
+                                &[&run_id, &dropped.ids, &dropped.inputs, &dropped.model, &dropped.params, &old_engine],
+                            )
+                            .await?;
+                            tx.execute(
+                                "DELETE FROM ctx_tasks WHERE run_id = $1 AND task_id <> ALL($2::text[])",
+                                &[&run_id, &rows.ids],
+                            )
+                            .await?;
+                            // A task the plan brings back starts from its
+                            // kept result (reused if unchanged, else reset
+                            // below with the other re-runs).
+                            tx.execute(
+                                "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority,
+                                        result_json, claim_seq, started_at, finished_at, engine)
+                                 SELECT $1, t.id, t.idx, coalesce(d.status, 'pending'), t.deps, t.prio,
+                                        d.result_json, d.claim_seq, d.started_at, d.finished_at, d.engine
+                                   FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[]) AS t(id, idx, deps, prio)
+                                   LEFT JOIN ctx_dropped d ON d.run_id = $1 AND d.task_id = t.id
+                                 ON CONFLICT (run_id, task_id)
+                                 DO UPDATE SET idx = excluded.idx, priority = excluded.priority",
+                                &[&run_id, &rows.ids, &rows.idx, &rows.deps, &rows.prio],
+                            )
+                            .await?;
+                            tx.execute(
+                                "DELETE FROM ctx_dropped WHERE run_id = $1 AND task_id = ANY($2::text[])",
+                                &[&run_id, &rows.ids],
+                            )
+                            .await?;
+                            let n = tx
+                                .execute(
+                                    "UPDATE ctx_tasks SET status = 'pending', result_json = NULL,
+                                            claimed_by = NULL, lease_until = NULL, finished_at = NULL,
+                                            engine = NULL
+                                      WHERE run_id = $1 AND task_id = ANY($2::text[])
+                                        AND NOT (status = 'in_progress' AND lease_until >= now())",
+                                    &[&run_id, &rerun],
+                                )
+                                .await?;
+                            tx.execute("DELETE FROM ctx_edges WHERE run_id = $1", &[&run_id])
+                                .await?;
+                            tx.execute(
+                                "INSERT INTO ctx_edges (run_id, depends_on, task_id)
+                                 SELECT $1, e.f, e.t FROM unnest($2::text[], $3::text[]) AS e(f, t)
+                                 ON CONFLICT DO NOTHING",
+                                &[&run_id, &rows.edge_from, &rows.edge_to],
+                            )
+                            .await?;
+                            tx.execute(
+                                "UPDATE ctx_tasks t SET pending_deps = (
+                                     SELECT count(*) FROM ctx_edges e
+                                       JOIN ctx_tasks d ON d.run_id = e.run_id AND d.task_id = e.depends_on
+                                      WHERE e.run_id = $1 AND e.task_id = t.task_id AND d.status <> 'completed')
+                                  WHERE t.run_id = $1 AND t.status = 'pending'",
+                                &[&run_id],
+                            )
+                            .await?;
+                            tx.execute(
+                                &format!(
+                                    "UPDATE ctx_runs SET open = o.open,
+                                            finished_at = CASE WHEN o.open THEN NULL ELSE now() END
+                                       FROM (SELECT EXISTS (SELECT 1 FROM ctx_tasks
+                                              WHERE run_id = $1 AND status NOT IN {TERMINAL}) AS open) o
+                                      WHERE run_id = $1"
+                                ),
+                                &[&run_id],
+                            )
+                            .await?;
+                            tx.execute(NOTIFY_READY, &[&run_id]).await?;
+                            tx.commit().await?;
+                            Ok(Reopened::Done(n))
+                        }
+                        .await;
+                        (c, r)
+                    }
+                })
+                .await?;
+            match found {
+                Reopened::Done(n) => Ok(n),
+                Reopened::NoRun => Err(shared.no_run(run_id)),
+                Reopened::BadPlan(e) => Err(shared.corrupt(run_id, "the plan".into(), e)),
+                Reopened::Busy(live) => Err(Error::Busy {
+                    url: shared.url.display().to_string(),
+                    run_id: run_id.clone(),
+                    claimed: live,
+                }),
+            }
+        })
+        .await
+    }
+
+    /// Removes the runs beyond the newest `keep` (by registration time)
+    /// that are closed, with their tasks, edges and history, in one
+    /// statement; open runs (tasks remain for workers) are removed only
+    /// with `force`. Workers never call this: a run's data is deleted only
+    /// by `ctx runs gc`.
+    pub async fn gc(&self, keep: usize, force: bool) -> Result<GcReport> {
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query(
+                    &|| "removing old runs".into(),
+                    "WITH ranked AS (
+                               SELECT run_id, open, created_at,
+                                      row_number() OVER (ORDER BY created_at DESC, run_id DESC) AS n
+                                 FROM ctx_runs),
+                             gone AS (
+                               DELETE FROM ctx_runs r USING ranked k
+                                WHERE r.run_id = k.run_id AND k.n > $1 AND (NOT r.open OR $2)
+                                RETURNING r.run_id)
+                             SELECT k.run_id, k.open, k.n > $1, EXISTS (SELECT 1 FROM gone g WHERE g.run_id = k.run_id)
+                               FROM ranked k ORDER BY k.created_at, k.run_id",
+                    &[&keep, &force],
+                )
+                .await?;
+            let mut report = GcReport::default();
+            for r in &rows {
+                let id: String = r.get(0);
+                match (r.get::<_, bool>(3), r.get::<_, bool>(2)) {
+                    (true, _) => report.removed.push(id),
+                    (false, true) => report.open.push(id),
+                    (false, false) => report.kept.push(id),
+                }
+            }
+            Ok(report)
+        })
+        .await
+    }
+
+    /// The hash [`register_run`](Self::register_run) stores for `plan`:
+    /// SHA-256 of its JSON as stored.
+    pub fn plan_hash(plan: &Plan) -> Option<String> {
+        serde_json::to_string(plan)
+            .ok()
+            .map(|j| hex(&Sha256::digest(j.as_bytes())))
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+pub(crate) async fn close_if_done(c: &Client, run_id: &str) -> Result<(), PgError> {
+    c.execute(
+        &format!(
+            "UPDATE ctx_runs SET open = false, finished_at = now()
+              WHERE run_id = $1 AND open
+                AND NOT EXISTS (SELECT 1 FROM ctx_tasks WHERE run_id = $1 AND status NOT IN {TERMINAL})"
+        ),
+        &[&run_id],
+    )
+    .await?;
+    Ok(())
+}
