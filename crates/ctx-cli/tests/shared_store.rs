@@ -696,6 +696,48 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
         assert!(html.contains("upstream task `bad` failed"));
     }
     assert!(s_html.contains(&shared_id));
+    // `runs show`: the same rows on both stores (a shared run adds each
+    // task's claims), and the same task page, read by the same code.
+    let ((l_show, _), (s_show, _)) = run_both(
+        on_local(&["runs", "show", &local_id, "--format", "json"]),
+        on_shared(&["runs", "show", &shared_id, "--format", "json"]),
+        0,
+    );
+    let rows = |text: &str| -> Vec<(serde_json::Value, serde_json::Value, serde_json::Value)> {
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["task_id"].clone(),
+                    t["status"].clone(),
+                    t["error"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(rows(&l_show), rows(&s_show));
+    assert_eq!(rows(&s_show).len(), 7);
+    let s_show: serde_json::Value = serde_json::from_str(&s_show).unwrap();
+    assert_eq!(s_show["tasks"][0]["claims"], 1, "{s_show}");
+    assert_eq!(s_show["counts"]["skipped"], 2, "{s_show}");
+    let ((l_task, _), (s_task, _)) = run_both(
+        on_local(&["runs", "show", &local_id, "--task", "bad"]),
+        on_shared(&["runs", "show", &shared_id, "--task", "bad"]),
+        0,
+    );
+    let page = |text: &str| {
+        let (from, to) = (
+            text.find("## Error").unwrap(),
+            text.find("## History").unwrap(),
+        );
+        text[from..to].to_string()
+    };
+    assert_eq!(page(&l_task), page(&s_task));
+    assert!(page(&s_task).contains("## Prompt"), "{s_task}");
+    assert!(s_task.contains("(claim 1, engine command"), "{s_task}");
 
     // Resume with a changed plan: `c`'s prompt changes (so `f` runs
     // again), `bad` is fixed (so `d` runs again), `e` is dropped and `g`

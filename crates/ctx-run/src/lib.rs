@@ -5,8 +5,9 @@
 //! re-runs a resume decided, execute, record the session's end
 //! ([`run_plan`], or [`RunSession`] to report between starting and
 //! executing); the results.json wire format ([`ResultsJson`]); the `--out`
-//! layout ([`out_dir`]); and the one atomic file write every promise of an
-//! atomic file rests on ([`write_atomic`]).
+//! layout ([`out_dir`]); the one atomic file write every promise of an
+//! atomic file rests on ([`write_atomic`]); and a stored run's page as
+//! `ctx runs show` prints it, from either store ([`show`]).
 //!
 //! The CLI turns flags into [`RunSettings`], calls this crate, and prints;
 //! it holds none of these rules, so an embedder gets exactly the CLI's
@@ -43,6 +44,7 @@ mod results;
 pub mod run_costs;
 mod session;
 pub mod settings;
+pub mod show;
 mod stored_plan;
 pub mod summary_text;
 

@@ -20,8 +20,9 @@
 use std::path::PathBuf;
 
 use ctx_deps::{RunHistory, StoreError};
-use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
-use ctx_store_sqlite::{ResultRecord, RunRoot, RunSummary, RunView, SessionInfo, StatusCounts};
+use ctx_model::{TaskExecutionResult, TaskStatus};
+use ctx_run::show::{RunShow, StoreFacts, TaskShow, printable};
+use ctx_store_sqlite::{RunRoot, RunSummary, RunView, StatusCounts};
 use serde_json::{Value, json};
 
 use crate::exit::{CliError, CliResult, Exit};
@@ -273,455 +274,52 @@ fn open(root: &RootArg, run: &str) -> Result<RunView, CliError> {
     RunRoot::new(&root.root).open(run).map_err(store_error)
 }
 
-/// The plan's tasks with their latest results, in plan order; a task with
-/// no result is `pending`. Results of tasks no longer in the plan are left
-/// out.
-fn plan_results(
-    plan: &Plan,
-    view: &RunView,
-) -> Result<Vec<(String, Option<ResultRecord>)>, CliError> {
-    let mut stored: std::collections::HashMap<String, ResultRecord> = view
-        .results()
-        .map_err(store_error)?
-        .into_iter()
-        .map(|r| (r.result.task_id.clone(), r))
-        .collect();
-    Ok(plan
-        .sub_tasks
-        .iter()
-        .map(|t| (t.id.clone(), stored.remove(&t.id)))
-        .collect())
-}
-
 fn show(a: ShowArgs) -> CliResult {
     let view = open(&a.root, &a.run)?;
-    match &a.task {
-        Some(task) => show_task(&view, task, a.format),
-        None => show_run(&view, a.format),
-    }
-}
-
-fn show_run(view: &RunView, format: Format) -> CliResult {
-    let plan = view.plan().map_err(store_error)?;
-    let sessions = view.sessions().map_err(store_error)?;
-    let state = view.state().map_err(store_error)?;
-    let counts = view.status_counts().map_err(store_error)?;
-    let created = view.created_at().map_err(store_error)?;
-    let tasks = plan_results(&plan, view)?;
-    let spent_usd = ctx_run::spent(view).map_err(read_error)?;
-    if format == Format::Json {
-        let tasks: Vec<Value> = tasks
-            .iter()
-            .map(|(id, r)| {
-                json!({
-                    "task_id": id,
-                    "status": r.as_ref().map_or("pending", |r| r.result.status.as_str()),
-                    "prompt_tokens": r.as_ref().and_then(|r| r.result.metadata.prompt_tokens),
-                    "execution_time_ms": r.as_ref().and_then(|r| r.result.metadata.execution_time_ms),
-                    "cached": r.as_ref().is_some_and(|r| r.result.metadata.cached),
-                    "cost_usd": r.as_ref().and_then(|r| r.result.metadata.cost_usd),
-                    "session": r.as_ref().map(|r| r.session),
-                    "recorded_at": r.as_ref().map(|r| r.recorded_at.clone()),
-                    "error": r.as_ref().and_then(|r| r.result.error.clone()),
-                })
-            })
-            .collect();
-        print_json(&json!({
-            "id": view.run_id(),
-            "dir": view.dir().display().to_string(),
-            "created_at": created,
-            "state": state.as_str(),
-            "goal": plan.goal,
-            "counts": counts_json(&counts),
-            "sessions": sessions.iter().map(session_json).collect::<Vec<_>>(),
-            "tasks": tasks,
-            "spent_usd": spent_usd,
-        }))?;
-        return Ok(Exit::Ok);
-    }
-    let mut out = String::new();
-    out.push_str(&format!("run      {}\n", view.run_id()));
-    out.push_str(&format!("dir      {}\n", view.dir().display()));
-    out.push_str(&format!("created  {created}\n"));
-    out.push_str(&format!("state    {state}\n"));
-    if let Some(goal) = &plan.goal {
-        out.push_str(&format!("goal     {}\n", printable(goal)));
-    }
-    out.push_str(&format!(
-        "tasks    {} total: {} completed, {} failed, {} skipped, {} in progress, {} pending\n",
-        counts.total(),
-        counts.completed,
-        counts.failed,
-        counts.skipped,
-        counts.in_progress,
-        counts.pending
-    ));
-    // A run that spent nothing (a dry run) keeps the table it always had.
-    let show_cost = spent_usd > ctx_cost::Usd::ZERO;
-    if show_cost {
-        out.push_str(&format!(
-            "spent    {} over all sessions\n",
-            ctx_deps::dollars(spent_usd)
-        ));
-    }
-    out.push_str("\nsessions\n");
-    for s in &sessions {
-        out.push_str(&format!(
-            "  #{} {:<6}  {} -> {}  {}  engine {}  ctx {}  pid {}{}\n",
-            s.seq,
-            s.kind,
-            s.started_at,
-            s.finished_at.as_deref().unwrap_or("-"),
-            s.outcome
-                .as_deref()
-                .unwrap_or(if state == ctx_store_sqlite::RunState::Running {
-                    "running"
-                } else {
-                    "no end recorded"
-                }),
-            s.engine,
-            s.ctx_version,
-            s.pid,
-            s.plan_source
-                .as_ref()
-                .map(|p| format!("  plan {}", printable(p)))
-                .unwrap_or_default()
-        ));
-    }
-    let rows: Vec<Vec<String>> = tasks
-        .iter()
-        .map(|(id, r)| {
-            let meta = r.as_ref().map(|r| &r.result.metadata);
-            vec![
-                printable(id),
-                r.as_ref()
-                    .map_or_else(|| "pending".into(), |r| r.result.status.to_string()),
-                meta.and_then(|m| m.prompt_tokens)
-                    .map_or_else(|| "-".into(), |t| t.to_string()),
-                meta.and_then(|m| m.execution_time_ms)
-                    .map_or_else(|| "-".into(), |ms| format!("{ms} ms")),
-                meta.and_then(|m| m.cost_usd)
-                    .map_or_else(|| "-".into(), ctx_deps::dollars),
-                if meta.is_some_and(|m| m.cached) {
-                    "yes"
-                } else {
-                    ""
-                }
-                .to_string(),
-                r.as_ref()
-                    .and_then(|r| r.result.error.as_deref())
-                    .and_then(|e| e.lines().next())
-                    .map(printable)
-                    .unwrap_or_default(),
-            ]
-        })
-        .collect();
-    let rows: Vec<Vec<String>> = if show_cost {
-        rows
-    } else {
-        rows.into_iter()
-            .map(|mut row| {
-                row.remove(4);
-                row
-            })
-            .collect()
+    let facts = StoreFacts::Local {
+        dir: view.dir().display().to_string(),
+        created_at: view.created_at().map_err(store_error)?,
+        sessions: view.sessions().map_err(store_error)?,
     };
-    out.push('\n');
-    if show_cost {
-        out.push_str(&table(
-            &[
-                "TASK",
-                "STATUS",
-                "PROMPT TOKENS",
-                "TIME",
-                "COST",
-                "CACHED",
-                "ERROR",
-            ],
-            &[false, false, true, true, true, false, false],
-            &rows,
-        ));
-    } else {
-        out.push_str(&table(
-            &["TASK", "STATUS", "PROMPT TOKENS", "TIME", "CACHED", "ERROR"],
-            &[false, false, true, true, false, false],
-            &rows,
-        ));
-    }
-    print_stdout(&out)?;
-    Ok(Exit::Ok)
+    print_show(&view, facts, a.task.as_deref(), a.format)
 }
 
-fn session_json(s: &SessionInfo) -> Value {
-    json!({
-        "seq": s.seq,
-        "kind": s.kind,
-        "started_at": s.started_at,
-        "finished_at": s.finished_at,
-        "outcome": s.outcome,
-        "pid": s.pid,
-        "ctx_version": s.ctx_version,
-        "engine": s.engine,
-        "plan_source": s.plan_source,
-        "plan_hash": s.plan_hash,
-    })
-}
-
-fn show_task(view: &RunView, task: &str, format: Format) -> CliResult {
-    let plan = view.plan().map_err(store_error)?;
-    let latest = view.result(task).map_err(store_error)?;
-    if latest.is_none() && plan.task(task).is_none() {
-        return Err(CliError::usage(format!(
-            "run {}: no task `{}` (not in its plan and no stored result)",
-            view.run_id(),
-            task
-        )));
-    }
-    let history = view.history(task).map_err(store_error)?;
-    if format == Format::Json {
-        let history: Vec<Value> = history
-            .iter()
-            .map(|h| {
-                json!({
-                    "seq": h.seq,
-                    "session": h.session,
-                    "recorded_at": h.recorded_at,
-                    "engine": h.engine,
-                    "prompt_hash": h.prompt_hash,
-                    "result": task_json(&h.result),
-                })
-            })
-            .collect();
-        print_json(&json!({
-            "run": view.run_id(),
-            "task_id": task,
-            "result": latest.as_ref().map(|r| task_json(&r.result)),
-            "prompt_hash": latest.as_ref().and_then(|r| r.prompt_hash.clone()),
-            "history": history,
-        }))?;
-        return Ok(Exit::Ok);
-    }
-    let mut out = String::new();
-    out.push_str(&format!("run      {}\n", view.run_id()));
-    out.push_str(&format!("task     {}\n", printable(task)));
-    let Some(rec) = latest else {
-        out.push_str("status   pending (never started)\n");
-        print_stdout(&out)?;
-        return Ok(Exit::Ok);
-    };
-    let r = &rec.result;
-    let m = &r.metadata;
-    out.push_str(&format!(
-        "status   {}{}\n",
-        r.status,
-        if m.cached { " (cached)" } else { "" }
-    ));
-    out.push_str(&format!(
-        "stored   {} (session {}, engine {})\n",
-        rec.recorded_at, rec.session, rec.engine
-    ));
-    if let Some(model) = &m.model {
-        out.push_str(&format!("model    {model}\n"));
-    }
-    if let Some(t) = m.prompt_tokens {
-        out.push_str(&format!(
-            "prompt   {t} tokens{}\n",
-            m.tokenizer
-                .as_ref()
-                .map(|k| format!(" ({k})"))
-                .unwrap_or_default()
-        ));
-    }
-    if let Some(u) = &m.tokens_used {
-        out.push_str(&format!(
-            "usage    {} prompt + {} completion = {} tokens\n",
-            u.prompt_tokens, u.completion_tokens, u.total_tokens
-        ));
-    }
-    if let Some(ms) = m.execution_time_ms {
-        out.push_str(&format!("time     {ms} ms\n"));
-    }
-    if let Some(cost) = m.cost_usd {
-        out.push_str(&format!("cost     {}\n", ctx_deps::dollars(cost)));
-    }
-    if let Some(h) = &rec.prompt_hash {
-        out.push_str(&format!("sha256   {h}\n"));
-    }
-    if let Some(e) = &r.error {
-        out.push_str(&format!("\n## Error\n\n{e}\n"));
-    }
-    out.push_str("\n## Prompt\n\n");
-    out.push_str(
-        r.prompt
-            .as_deref()
-            .unwrap_or("(none: the task never got one)"),
-    );
-    out.push_str("\n\n## Output\n\n");
-    out.push_str(if r.output.is_empty() {
-        "(empty)"
-    } else {
-        &r.output
-    });
-    if let Some(text) = summary_section(r) {
-        out.push_str(&text);
-    }
-    if !m.checks.is_empty() {
-        out.push_str(&checks_text(m));
-    }
-    out.push_str("\n\n## History\n\n");
-    let rows: Vec<Vec<String>> = history
-        .iter()
-        .map(|h| {
-            vec![
-                h.seq.to_string(),
-                h.session.to_string(),
-                h.recorded_at.clone(),
-                h.result.status.to_string(),
-                h.result
-                    .error
-                    .as_deref()
-                    .and_then(|e| e.lines().next())
-                    .map(printable)
-                    .unwrap_or_default(),
-            ]
-        })
-        .collect();
-    out.push_str(&table(
-        &["SEQ", "SESSION", "RECORDED", "STATUS", "ERROR"],
-        &[true, true, false, false, false],
-        &rows,
-    ));
-    if !m.attempts.is_empty() {
-        out.push_str("\n## Engine attempts\n\n");
-        let rows: Vec<Vec<String>> = m
-            .attempts
-            .iter()
-            .map(|a| {
-                vec![
-                    a.number.to_string(),
-                    a.outcome.to_string(),
-                    format!("{} ms", a.duration_ms),
-                    a.backoff_ms.map_or_else(String::new, |b| format!("{b} ms")),
-                    a.error
-                        .as_deref()
-                        .and_then(|e| e.lines().next())
-                        .map(printable)
-                        .unwrap_or_default(),
-                ]
-            })
-            .collect();
-        out.push_str(&table(
-            &["#", "OUTCOME", "TIME", "BACKOFF", "ERROR"],
-            &[true, false, true, true, false],
-            &rows,
-        ));
-    }
-    print_stdout(&out)?;
-    Ok(Exit::Ok)
-}
-
-/// `## Summary`: the `llm` summary (or summaries, one per dependent) of a
-/// task's output, each with its call's model, usage, time and whether it
-/// fell back to `truncate`. `None` when no summary was made.
-fn summary_section(r: &TaskExecutionResult) -> Option<String> {
-    let record = r.metadata.summary.as_ref();
-    if record.is_none() && r.summary.is_none() {
-        return None;
-    }
-    let mut out = String::from("\n\n## Summary\n");
-    let Some(record) = record else {
-        out.push('\n');
-        out.push_str(r.summary.as_deref().unwrap_or_default());
-        return Some(out);
-    };
-    for c in &record.calls {
-        out.push('\n');
-        let whom = c.dependent.as_deref().map_or_else(
-            || "every dependent".to_string(),
-            |d| format!("task {}", printable(d)),
-        );
-        let usage = c.tokens_used.map_or_else(String::new, |u| {
-            format!(
-                ", {} prompt + {} completion tokens",
-                u.prompt_tokens, u.completion_tokens
-            )
-        });
-        out.push_str(&format!(
-            "for {whom}: model {}, {} ms{usage}{}{}\n",
-            c.model.as_deref().unwrap_or("(engine default)"),
-            c.execution_time_ms,
-            if c.cached { ", cached" } else { "" },
-            if c.cut {
-                ", cut at summary_max_tokens"
-            } else {
-                ""
-            },
-        ));
-        if c.fallback {
-            out.push_str(&format!(
-                "fell back to truncate: {}\n",
-                c.error.as_deref().unwrap_or("the call failed")
-            ));
-        } else {
-            let text = c
-                .text
-                .as_deref()
-                .or(r.summary.as_deref())
-                .unwrap_or("(empty)");
-            out.push('\n');
-            out.push_str(text);
-            out.push('\n');
+/// `ctx runs show` of a run read through the seam both stores share, with
+/// what only its store knows (`facts`): the run, or its task `task`.
+pub(crate) fn print_show(
+    view: &dyn RunHistory,
+    facts: StoreFacts,
+    task: Option<&str>,
+    format: Format,
+) -> CliResult {
+    let text = match task {
+        Some(task) => {
+            let claims = match &facts {
+                StoreFacts::Local { .. } => None,
+                StoreFacts::Shared { claims, .. } => Some(claims.get(task).copied().unwrap_or(0)),
+            };
+            let Some(show) = TaskShow::read(view, task, claims).map_err(read_error)? else {
+                return Err(CliError::usage(format!(
+                    "run {}: no task `{}` (not in its plan and no stored result)",
+                    view.header().map_err(read_error)?.run_id,
+                    printable(task)
+                )));
+            };
+            match format {
+                Format::Json => json_text(&show.json())?,
+                Format::Text => show.text(),
+            }
         }
-    }
-    Some(out.trim_end().to_string())
-}
-
-/// The `## Checks` section of `ctx runs show RUN --task ID`: the final
-/// attempt's results, then one line per attempt.
-fn checks_text(m: &ctx_model::ResultMetadata) -> String {
-    let mut out = format!(
-        "\n\n## Checks (attempt {} of the task)\n\n",
-        m.check_attempts.len().max(1)
-    );
-    for r in &m.checks {
-        out.push_str(&format!(
-            "{} {}: {}\n",
-            if r.passed { "pass" } else { "FAIL" },
-            r.kind,
-            printable(&r.message)
-        ));
-    }
-    if m.check_attempts.len() > 1 {
-        out.push_str("\n## Check attempts\n\n");
-        let rows: Vec<Vec<String>> = m
-            .check_attempts
-            .iter()
-            .map(|a| {
-                let passed = a.checks.iter().filter(|r| r.passed).count();
-                let failed: Vec<&str> = a
-                    .checks
-                    .iter()
-                    .filter(|r| !r.passed)
-                    .map(|r| r.kind.as_str())
-                    .collect();
-                vec![
-                    a.number.to_string(),
-                    a.prompt_tokens.to_string(),
-                    format!("{passed}/{}", a.checks.len()),
-                    a.error
-                        .as_deref()
-                        .map(|e| printable(e.lines().next().unwrap_or_default()))
-                        .unwrap_or_else(|| failed.join(", ")),
-                ]
-            })
-            .collect();
-        out.push_str(&table(
-            &["#", "PROMPT TOKENS", "PASSED", "FAILED"],
-            &[true, true, true, false],
-            &rows,
-        ));
-    }
-    out.trim_end().to_string()
+        None => {
+            let show = RunShow::read(view, facts).map_err(read_error)?;
+            match format {
+                Format::Json => json_text(&show.json())?,
+                Format::Text => show.text(),
+            }
+        }
+    };
+    print_stdout(&text)?;
+    Ok(Exit::Ok)
 }
 
 /// The object `ctx run --format json` prints, rebuilt from the store and
@@ -812,11 +410,6 @@ fn export_from(view: &dyn RunHistory, format: ExportFormat) -> CliResult {
     Ok(Exit::Ok)
 }
 
-/// A task as JSON inside `show --format json` (same fields as export).
-fn task_json(r: &TaskExecutionResult) -> Value {
-    serde_json::to_value(TaskJson::of(r)).unwrap_or(Value::Null)
-}
-
 fn gc(a: GcArgs) -> CliResult {
     let root = RunRoot::new(&a.root.root);
     let report = root.gc(a.keep, a.force).map_err(store_error)?;
@@ -892,14 +485,6 @@ pub fn resume_listing(run_id: &str, plan: &ctx_store_sqlite::ResumePlan) -> Stri
 }
 
 /// Text with control characters escaped, for tables.
-fn printable(s: &str) -> String {
-    if s.chars().any(char::is_control) {
-        format!("{s:?}")
-    } else {
-        s.to_string()
-    }
-}
-
 /// An aligned table; `right[i]` right-aligns column `i`. The last column is
 /// not padded.
 pub(crate) fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {

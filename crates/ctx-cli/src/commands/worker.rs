@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctx_deps::{ExecutorOptions, InferenceEngine};
-use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+use ctx_model::Plan;
 use ctx_store_postgres::{Error as PgError, PgStore, StoreOptions, StoreUrl};
 use ctx_worker::shared::SharedError;
 use ctx_worker::{Worker, WorkerEvent};
@@ -508,7 +508,9 @@ fn run_json(r: &ctx_store_postgres::RunInfo) -> serde_json::Value {
     })
 }
 
-/// `ctx runs show RUN --store URL [--task ID]`.
+/// `ctx runs show RUN --store URL [--task ID]`: the same page as for a
+/// local run, read through the seam both stores share, with the run's
+/// claims in place of sessions.
 pub fn runs_show(
     url: &str,
     run_id: &str,
@@ -519,80 +521,20 @@ pub fn runs_show(
     let rt = runtime()?;
     let info = rt.block_on(store.runs(Some(run_id))).map_err(pg_error)?;
     let rows = rt.block_on(store.tasks(run_id)).map_err(pg_error)?;
-    let json = matches!(format, crate::format::Format::Json);
-    if let Some(id) = task {
-        let Some(row) = rows.iter().find(|r| r.task_id == id) else {
-            return Err(CliError::usage(format!("run {run_id} has no task `{id}`")));
-        };
-        let result = row
-            .result
-            .clone()
-            .unwrap_or_else(|| TaskExecutionResult::new(&row.task_id, row.status));
-        if json {
-            let mut v = serde_json::to_value(ctx_run::TaskJson::of(&result))
-                .unwrap_or(serde_json::Value::Null);
-            v["attempt"] = row.attempt.into();
-            crate::io::print_stdout(&crate::io::json_text(&v)?)?;
-        } else {
-            let mut out = format!(
-                "task {}: {} (attempt {})\n",
-                row.task_id,
-                row.status.as_str(),
-                row.attempt
-            );
-            if let Some(e) = &result.error {
-                out.push_str(&format!("error: {e}\n"));
-            }
-            if let Some(p) = &result.prompt {
-                out.push_str(&format!("--- prompt ---\n{p}\n"));
-            }
-            if result.status == TaskStatus::Completed {
-                out.push_str(&format!("--- output ---\n{}\n", result.output));
-            }
-            crate::io::print_stdout(&out)?;
-        }
-        return Ok(Exit::Ok);
-    }
-    if json {
-        let tasks: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|r| {
-                serde_json::json!({"task_id": r.task_id, "status": r.status.as_str(),
-                    "attempt": r.attempt, "started_at": r.started_at, "finished_at": r.finished_at,
-                    "error": r.result.as_ref().and_then(|x| x.error.clone())})
-            })
-            .collect();
-        let mut v = info.first().map(run_json).unwrap_or_default();
-        v["task_rows"] = tasks.into();
-        crate::io::print_stdout(&crate::io::json_text(&v)?)?;
-    } else {
-        let mut out = String::new();
-        if let Some(r) = info.first() {
-            out.push_str(&format!(
-                "run {} ({}) in {}: {} late commits refused\n",
-                r.run_id,
-                run_state(r),
-                store.display_url(),
-                r.late_commits
-            ));
-        }
-        for r in &rows {
-            let err = r
-                .result
-                .as_ref()
-                .and_then(|x| x.error.as_deref())
-                .map(|e| format!("  {}", e.lines().next().unwrap_or_default()))
-                .unwrap_or_default();
-            out.push_str(&format!(
-                "{:<24} {:<11} attempt {}{err}\n",
-                r.task_id,
-                r.status.as_str(),
-                r.attempt
-            ));
-        }
-        crate::io::print_stdout(&out)?;
-    }
-    Ok(Exit::Ok)
+    let info = info.into_iter().next().ok_or_else(|| {
+        pg_error(ctx_store_postgres::Error::NoRun {
+            url: store.display_url().to_string(),
+            run_id: run_id.to_string(),
+        })
+    })?;
+    let facts = ctx_run::show::StoreFacts::Shared {
+        created_at: info.created_at,
+        late_commits: info.late_commits,
+        reclaims: info.reclaims,
+        claims: rows.into_iter().map(|r| (r.task_id, r.attempt)).collect(),
+    };
+    let view = store.view(run_id).map_err(pg_error)?;
+    super::runs::print_show(&view, facts, task, format)
 }
 
 /// The run `run_id` of the shared store at `url`, for reading through the

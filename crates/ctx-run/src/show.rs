@@ -1,0 +1,868 @@
+//! `ctx runs show`: one stored run, or one of its tasks, as text or JSON.
+//!
+//! Both stores are read through the seam they share
+//! ([`RunHistory`]), so a run directory and a
+//! shared PostgreSQL run show the same table, the same task page (prompt,
+//! output, summary, checks, history, engine attempts) and the same JSON
+//! keys. What only one kind of store knows comes in as [`StoreFacts`]: a
+//! run directory's sessions, a shared run's claims and refused late
+//! commits.
+//!
+//! The text is for people: control characters in ids, goals and errors are
+//! escaped, so a stored value cannot move the cursor or clear the screen of
+//! whoever reads it.
+
+use std::collections::HashMap;
+
+use ctx_cost::Usd;
+use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus};
+use ctx_store::{ResultRecord, RunHeader, RunHistory, RunState, StoreError};
+use ctx_store_sqlite::SessionInfo;
+use serde_json::{Value, json};
+
+use crate::TaskJson;
+
+/// What one kind of store knows about a run beyond the shared seam.
+#[derive(Debug, Clone)]
+pub enum StoreFacts {
+    /// A run directory: where it is, when it was created, its sessions
+    /// (the first run and each resume).
+    Local {
+        /// The run directory.
+        dir: String,
+        /// When the run was created (RFC 3339, UTC).
+        created_at: String,
+        /// Every session, first to last.
+        sessions: Vec<SessionInfo>,
+    },
+    /// A run of a shared store, executed by workers under claims.
+    Shared {
+        /// When the run was registered (RFC 3339, UTC).
+        created_at: String,
+        /// Results refused because their lease had lapsed.
+        late_commits: i64,
+        /// Claims beyond the first, summed over tasks.
+        reclaims: i64,
+        /// Each task's claims so far, by task id.
+        claims: HashMap<String, i32>,
+    },
+}
+
+impl StoreFacts {
+    fn created_at(&self) -> &str {
+        match self {
+            StoreFacts::Local { created_at, .. } | StoreFacts::Shared { created_at, .. } => {
+                created_at
+            }
+        }
+    }
+
+    fn claims(&self, task_id: &str) -> Option<i32> {
+        match self {
+            StoreFacts::Local { .. } => None,
+            StoreFacts::Shared { claims, .. } => Some(claims.get(task_id).copied().unwrap_or(0)),
+        }
+    }
+}
+
+/// A stored run as `ctx runs show RUN` shows it.
+#[derive(Debug, Clone)]
+pub struct RunShow {
+    header: RunHeader,
+    plan: Plan,
+    /// The plan's tasks in plan order, each with its latest result.
+    tasks: Vec<(String, Option<ResultRecord>)>,
+    spent: Usd,
+    facts: StoreFacts,
+}
+
+/// How many of the plan's tasks are in each status (a task without a
+/// stored result is pending).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counts {
+    pending: usize,
+    in_progress: usize,
+    completed: usize,
+    failed: usize,
+    skipped: usize,
+}
+
+impl RunShow {
+    /// Reads the run: its header, plan, every plan task's latest result
+    /// (results of tasks no longer in the plan are left out) and what it
+    /// spent over its whole history.
+    pub fn read(view: &dyn RunHistory, facts: StoreFacts) -> Result<RunShow, StoreError> {
+        let header = view.header()?;
+        let plan = view.plan()?;
+        let mut latest: HashMap<String, ResultRecord> = view
+            .latest()?
+            .into_iter()
+            .map(|r| (r.result.task_id.clone(), r))
+            .collect();
+        let tasks = plan
+            .sub_tasks
+            .iter()
+            .map(|t| (t.id.clone(), latest.remove(&t.id)))
+            .collect();
+        let spent = crate::spent(view)?;
+        Ok(RunShow {
+            header,
+            plan,
+            tasks,
+            spent,
+            facts,
+        })
+    }
+
+    fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for (_, r) in &self.tasks {
+            match r.as_ref().map_or(TaskStatus::Pending, |r| r.result.status) {
+                TaskStatus::Pending => c.pending += 1,
+                TaskStatus::InProgress => c.in_progress += 1,
+                TaskStatus::Completed => c.completed += 1,
+                TaskStatus::Failed => c.failed += 1,
+                TaskStatus::Skipped => c.skipped += 1,
+            }
+        }
+        c
+    }
+
+    /// The object `ctx runs show RUN --format json` prints.
+    pub fn json(&self) -> Value {
+        let c = self.counts();
+        let tasks: Vec<Value> = self
+            .tasks
+            .iter()
+            .map(|(id, r)| {
+                let mut v = json!({
+                    "task_id": id,
+                    "status": r.as_ref().map_or("pending", |r| r.result.status.as_str()),
+                    "prompt_tokens": r.as_ref().and_then(|r| r.result.metadata.prompt_tokens),
+                    "execution_time_ms": r.as_ref().and_then(|r| r.result.metadata.execution_time_ms),
+                    "cached": r.as_ref().is_some_and(|r| r.result.metadata.cached),
+                    "cost_usd": r.as_ref().and_then(|r| r.result.metadata.cost_usd),
+                    "recorded_at": r.as_ref().map(|r| r.recorded_at.clone()),
+                    "error": r.as_ref().and_then(|r| r.result.error.clone()),
+                });
+                match self.facts.claims(id) {
+                    Some(n) => v["claims"] = n.into(),
+                    None => v["session"] = json!(r.as_ref().map(|r| r.session)),
+                }
+                v
+            })
+            .collect();
+        let mut v = json!({
+            "id": self.header.run_id,
+            "created_at": self.facts.created_at(),
+            "state": self.header.state.as_str(),
+            "goal": self.plan.goal,
+            "counts": {
+                "total": self.tasks.len(),
+                "completed": c.completed,
+                "failed": c.failed,
+                "skipped": c.skipped,
+                "in_progress": c.in_progress,
+                "pending": c.pending,
+            },
+            "tasks": tasks,
+            "spent_usd": self.spent,
+        });
+        match &self.facts {
+            StoreFacts::Local { dir, sessions, .. } => {
+                v["dir"] = dir.as_str().into();
+                v["sessions"] = sessions.iter().map(session_json).collect();
+            }
+            StoreFacts::Shared {
+                late_commits,
+                reclaims,
+                ..
+            } => {
+                v["store"] = self.header.location.as_str().into();
+                v["finished_at"] = json!(self.header.finished_at);
+                v["late_commits"] = (*late_commits).into();
+                v["reclaims"] = (*reclaims).into();
+            }
+        }
+        v
+    }
+
+    /// The text `ctx runs show RUN` prints: the run, its sessions (or
+    /// claims), and one row per plan task. The cost column and the `spent`
+    /// line appear once the run has spent anything.
+    pub fn text(&self) -> String {
+        let c = self.counts();
+        let mut out = String::new();
+        out.push_str(&format!("run      {}\n", self.header.run_id));
+        match &self.facts {
+            StoreFacts::Local { dir, .. } => out.push_str(&format!("dir      {dir}\n")),
+            StoreFacts::Shared { .. } => {
+                out.push_str(&format!("store    {}\n", self.header.location));
+            }
+        }
+        out.push_str(&format!("created  {}\n", self.facts.created_at()));
+        out.push_str(&format!("state    {}\n", self.header.state));
+        if let Some(goal) = &self.plan.goal {
+            out.push_str(&format!("goal     {}\n", printable(goal)));
+        }
+        out.push_str(&format!(
+            "tasks    {} total: {} completed, {} failed, {} skipped, {} in progress, {} pending\n",
+            self.tasks.len(),
+            c.completed,
+            c.failed,
+            c.skipped,
+            c.in_progress,
+            c.pending
+        ));
+        // A run that spent nothing (a dry run) keeps the table it always had.
+        let show_cost = self.spent > Usd::ZERO;
+        if show_cost {
+            out.push_str(&format!(
+                "spent    {} {}\n",
+                ctx_deps::dollars(self.spent),
+                match self.facts {
+                    StoreFacts::Local { .. } => "over all sessions",
+                    StoreFacts::Shared { .. } => "over every claim (refused late commits included)",
+                }
+            ));
+        }
+        match &self.facts {
+            StoreFacts::Local { sessions, .. } => {
+                out.push_str("\nsessions\n");
+                for s in sessions {
+                    out.push_str(&session_line(s, self.header.state));
+                }
+            }
+            StoreFacts::Shared {
+                late_commits,
+                reclaims,
+                ..
+            } => {
+                out.push_str(&format!(
+                    "claims   reclaims {reclaims} (lapsed lease or release), late commits refused {late_commits}\n"
+                ));
+            }
+        }
+        let shared = matches!(self.facts, StoreFacts::Shared { .. });
+        let mut header = vec!["TASK", "STATUS"];
+        let mut right = vec![false, false];
+        if shared {
+            header.push("CLAIMS");
+            right.push(true);
+        }
+        header.extend(["PROMPT TOKENS", "TIME"]);
+        right.extend([true, true]);
+        if show_cost {
+            header.push("COST");
+            right.push(true);
+        }
+        header.extend(["CACHED", "ERROR"]);
+        right.extend([false, false]);
+        let rows: Vec<Vec<String>> = self
+            .tasks
+            .iter()
+            .map(|(id, r)| {
+                let meta = r.as_ref().map(|r| &r.result.metadata);
+                let mut row = vec![
+                    printable(id),
+                    r.as_ref()
+                        .map_or_else(|| "pending".into(), |r| r.result.status.to_string()),
+                ];
+                if let Some(n) = self.facts.claims(id) {
+                    row.push(n.to_string());
+                }
+                row.push(
+                    meta.and_then(|m| m.prompt_tokens)
+                        .map_or_else(|| "-".into(), |t| t.to_string()),
+                );
+                row.push(
+                    meta.and_then(|m| m.execution_time_ms)
+                        .map_or_else(|| "-".into(), |ms| format!("{ms} ms")),
+                );
+                if show_cost {
+                    row.push(
+                        meta.and_then(|m| m.cost_usd)
+                            .map_or_else(|| "-".into(), ctx_deps::dollars),
+                    );
+                }
+                row.push(
+                    if meta.is_some_and(|m| m.cached) {
+                        "yes"
+                    } else {
+                        ""
+                    }
+                    .to_string(),
+                );
+                row.push(first_line(
+                    r.as_ref().and_then(|r| r.result.error.as_deref()),
+                ));
+                row
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&ctx_table::render(&header, &right, &rows));
+        out
+    }
+}
+
+fn session_line(s: &SessionInfo, state: RunState) -> String {
+    format!(
+        "  #{} {:<6}  {} -> {}  {}  engine {}  ctx {}  pid {}{}\n",
+        s.seq,
+        s.kind,
+        s.started_at,
+        s.finished_at.as_deref().unwrap_or("-"),
+        s.outcome
+            .as_deref()
+            .unwrap_or(if state == RunState::Running {
+                "running"
+            } else {
+                "no end recorded"
+            }),
+        s.engine,
+        s.ctx_version,
+        s.pid,
+        s.plan_source
+            .as_ref()
+            .map(|p| format!("  plan {}", printable(p)))
+            .unwrap_or_default()
+    )
+}
+
+fn session_json(s: &SessionInfo) -> Value {
+    json!({
+        "seq": s.seq,
+        "kind": s.kind,
+        "started_at": s.started_at,
+        "finished_at": s.finished_at,
+        "outcome": s.outcome,
+        "pid": s.pid,
+        "ctx_version": s.ctx_version,
+        "engine": s.engine,
+        "plan_source": s.plan_source,
+        "plan_hash": s.plan_hash,
+    })
+}
+
+/// One task of a stored run as `ctx runs show RUN --task ID` shows it.
+#[derive(Debug, Clone)]
+pub struct TaskShow {
+    run_id: String,
+    task_id: String,
+    latest: Option<ResultRecord>,
+    history: Vec<ResultRecord>,
+    /// The task's claims so far, in a shared store (which has no
+    /// sessions).
+    claims: Option<i32>,
+}
+
+impl TaskShow {
+    /// Reads `task_id` of the run: its latest result and every result
+    /// recorded for it. `None` when the task is neither in the plan nor
+    /// stored. `claims` is the task's claim count in a shared store
+    /// ([`StoreFacts::Shared`]), `None` for a run directory.
+    pub fn read(
+        view: &dyn RunHistory,
+        task_id: &str,
+        claims: Option<i32>,
+    ) -> Result<Option<TaskShow>, StoreError> {
+        let header = view.header()?;
+        let latest = view
+            .latest()?
+            .into_iter()
+            .find(|r| r.result.task_id == task_id);
+        if latest.is_none() && view.plan()?.task(task_id).is_none() {
+            return Ok(None);
+        }
+        Ok(Some(TaskShow {
+            run_id: header.run_id,
+            task_id: task_id.to_string(),
+            latest,
+            history: view.history(task_id)?,
+            claims,
+        }))
+    }
+
+    /// The object `ctx runs show RUN --task ID --format json` prints.
+    pub fn json(&self) -> Value {
+        let history: Vec<Value> = self
+            .history
+            .iter()
+            .map(|h| {
+                let mut v = json!({
+                    "seq": h.seq,
+                    "recorded_at": h.recorded_at,
+                    "engine": h.engine,
+                    "prompt_hash": h.prompt_hash,
+                    "result": task_json(&h.result),
+                });
+                if self.claims.is_none() {
+                    v["session"] = h.session.into();
+                }
+                v
+            })
+            .collect();
+        let mut v = json!({
+            "run": self.run_id,
+            "task_id": self.task_id,
+            "result": self.latest.as_ref().map(|r| task_json(&r.result)),
+            "prompt_hash": self.latest.as_ref().and_then(|r| r.prompt_hash.clone()),
+            "history": history,
+        });
+        if let Some(n) = self.claims {
+            v["claims"] = n.into();
+        }
+        v
+    }
+
+    /// The text `ctx runs show RUN --task ID` prints: status, model,
+    /// tokens, time, cost, prompt hash, error, the exact prompt, the
+    /// output, the summary, the checks, the store history and the engine's
+    /// attempts.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        out.push_str(&format!("run      {}\n", self.run_id));
+        out.push_str(&format!("task     {}\n", printable(&self.task_id)));
+        let Some(rec) = &self.latest else {
+            out.push_str("status   pending (never started)\n");
+            return out;
+        };
+        let r = &rec.result;
+        let m = &r.metadata;
+        out.push_str(&format!(
+            "status   {}{}\n",
+            r.status,
+            if m.cached { " (cached)" } else { "" }
+        ));
+        match self.claims {
+            None => out.push_str(&format!(
+                "stored   {} (session {}, engine {})\n",
+                rec.recorded_at, rec.session, rec.engine
+            )),
+            Some(n) => out.push_str(&format!(
+                "stored   {} (claim {n}, engine {})\n",
+                rec.recorded_at, rec.engine
+            )),
+        }
+        if let Some(model) = &m.model {
+            out.push_str(&format!("model    {model}\n"));
+        }
+        if let Some(t) = m.prompt_tokens {
+            out.push_str(&format!(
+                "prompt   {t} tokens{}\n",
+                m.tokenizer
+                    .as_ref()
+                    .map(|k| format!(" ({k})"))
+                    .unwrap_or_default()
+            ));
+        }
+        if let Some(u) = &m.tokens_used {
+            out.push_str(&format!(
+                "usage    {} prompt + {} completion = {} tokens\n",
+                u.prompt_tokens, u.completion_tokens, u.total_tokens
+            ));
+        }
+        if let Some(ms) = m.execution_time_ms {
+            out.push_str(&format!("time     {ms} ms\n"));
+        }
+        if let Some(cost) = m.cost_usd {
+            out.push_str(&format!("cost     {}\n", ctx_deps::dollars(cost)));
+        }
+        if let Some(h) = &rec.prompt_hash {
+            out.push_str(&format!("sha256   {h}\n"));
+        }
+        if let Some(e) = &r.error {
+            out.push_str(&format!("\n## Error\n\n{e}\n"));
+        }
+        out.push_str("\n## Prompt\n\n");
+        out.push_str(
+            r.prompt
+                .as_deref()
+                .unwrap_or("(none: the task never got one)"),
+        );
+        out.push_str("\n\n## Output\n\n");
+        out.push_str(if r.output.is_empty() {
+            "(empty)"
+        } else {
+            &r.output
+        });
+        if let Some(text) = summary_section(r) {
+            out.push_str(&text);
+        }
+        if !m.checks.is_empty() {
+            out.push_str(&checks_text(m));
+        }
+        out.push_str("\n\n## History\n\n");
+        out.push_str(&self.history_table());
+        if !m.attempts.is_empty() {
+            out.push_str("\n## Engine attempts\n\n");
+            let rows: Vec<Vec<String>> = m
+                .attempts
+                .iter()
+                .map(|a| {
+                    vec![
+                        a.number.to_string(),
+                        a.outcome.to_string(),
+                        format!("{} ms", a.duration_ms),
+                        a.backoff_ms.map_or_else(String::new, |b| format!("{b} ms")),
+                        first_line(a.error.as_deref()),
+                    ]
+                })
+                .collect();
+            out.push_str(&ctx_table::render(
+                &["#", "OUTCOME", "TIME", "BACKOFF", "ERROR"],
+                &[true, false, true, true, false],
+                &rows,
+            ));
+        }
+        out
+    }
+
+    /// Every recorded result, oldest first: a run directory's rows with
+    /// their session, a shared run's committed (and refused) results.
+    fn history_table(&self) -> String {
+        let local = self.claims.is_none();
+        let rows: Vec<Vec<String>> = self
+            .history
+            .iter()
+            .map(|h| {
+                let mut row = vec![h.seq.to_string()];
+                if local {
+                    row.push(h.session.to_string());
+                }
+                row.extend([
+                    h.recorded_at.clone(),
+                    h.result.status.to_string(),
+                    first_line(h.result.error.as_deref()),
+                ]);
+                row
+            })
+            .collect();
+        if local {
+            ctx_table::render(
+                &["SEQ", "SESSION", "RECORDED", "STATUS", "ERROR"],
+                &[true, true, false, false, false],
+                &rows,
+            )
+        } else {
+            ctx_table::render(
+                &["SEQ", "RECORDED", "STATUS", "ERROR"],
+                &[true, false, false, false],
+                &rows,
+            )
+        }
+    }
+}
+
+/// A stored result as `ctx run --format json` prints a task.
+fn task_json(r: &TaskExecutionResult) -> Value {
+    serde_json::to_value(TaskJson::of(r)).unwrap_or(Value::Null)
+}
+
+/// `## Summary`: the `llm` summary (or summaries, one per dependent) of a
+/// task's output, each with its call's model, usage, time and whether it
+/// fell back to `truncate`. `None` when no summary was made.
+fn summary_section(r: &TaskExecutionResult) -> Option<String> {
+    let record = r.metadata.summary.as_ref();
+    if record.is_none() && r.summary.is_none() {
+        return None;
+    }
+    let mut out = String::from("\n\n## Summary\n");
+    let Some(record) = record else {
+        out.push('\n');
+        out.push_str(r.summary.as_deref().unwrap_or_default());
+        return Some(out);
+    };
+    for c in &record.calls {
+        out.push('\n');
+        let whom = c.dependent.as_deref().map_or_else(
+            || "every dependent".to_string(),
+            |d| format!("task {}", printable(d)),
+        );
+        let usage = c.tokens_used.map_or_else(String::new, |u| {
+            format!(
+                ", {} prompt + {} completion tokens",
+                u.prompt_tokens, u.completion_tokens
+            )
+        });
+        out.push_str(&format!(
+            "for {whom}: model {}, {} ms{usage}{}{}\n",
+            c.model.as_deref().unwrap_or("(engine default)"),
+            c.execution_time_ms,
+            if c.cached { ", cached" } else { "" },
+            if c.cut {
+                ", cut at summary_max_tokens"
+            } else {
+                ""
+            },
+        ));
+        if c.fallback {
+            out.push_str(&format!(
+                "fell back to truncate: {}\n",
+                c.error.as_deref().unwrap_or("the call failed")
+            ));
+        } else {
+            let text = c
+                .text
+                .as_deref()
+                .or(r.summary.as_deref())
+                .unwrap_or("(empty)");
+            out.push('\n');
+            out.push_str(text);
+            out.push('\n');
+        }
+    }
+    Some(out.trim_end().to_string())
+}
+
+/// The `## Checks` section: the final attempt's results, then one line per
+/// attempt.
+fn checks_text(m: &ResultMetadata) -> String {
+    let mut out = format!(
+        "\n\n## Checks (attempt {} of the task)\n\n",
+        m.check_attempts.len().max(1)
+    );
+    for r in &m.checks {
+        out.push_str(&format!(
+            "{} {}: {}\n",
+            if r.passed { "pass" } else { "FAIL" },
+            r.kind,
+            printable(&r.message)
+        ));
+    }
+    if m.check_attempts.len() > 1 {
+        out.push_str("\n## Check attempts\n\n");
+        let rows: Vec<Vec<String>> = m
+            .check_attempts
+            .iter()
+            .map(|a| {
+                let passed = a.checks.iter().filter(|r| r.passed).count();
+                let failed: Vec<&str> = a
+                    .checks
+                    .iter()
+                    .filter(|r| !r.passed)
+                    .map(|r| r.kind.as_str())
+                    .collect();
+                vec![
+                    a.number.to_string(),
+                    a.prompt_tokens.to_string(),
+                    format!("{passed}/{}", a.checks.len()),
+                    a.error
+                        .as_deref()
+                        .map(|e| printable(e.lines().next().unwrap_or_default()))
+                        .unwrap_or_else(|| failed.join(", ")),
+                ]
+            })
+            .collect();
+        out.push_str(&ctx_table::render(
+            &["#", "PROMPT TOKENS", "PASSED", "FAILED"],
+            &[true, true, true, false],
+            &rows,
+        ));
+    }
+    out.trim_end().to_string()
+}
+
+/// The first line of an error, escaped; empty without one.
+fn first_line(error: Option<&str>) -> String {
+    error
+        .and_then(|e| e.lines().next())
+        .map(printable)
+        .unwrap_or_default()
+}
+
+/// `s` as is, or Rust-escaped (quoted) when it holds a control character.
+pub fn printable(s: &str) -> String {
+    if s.chars().any(char::is_control) {
+        format!("{s:?}")
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored run held in memory: what either store would answer.
+    struct Stored {
+        header: RunHeader,
+        plan: Plan,
+        latest: Vec<ResultRecord>,
+        history: Vec<ResultRecord>,
+    }
+
+    impl RunHistory for Stored {
+        fn header(&self) -> Result<RunHeader, StoreError> {
+            Ok(self.header.clone())
+        }
+        fn plan(&self) -> Result<Plan, StoreError> {
+            Ok(self.plan.clone())
+        }
+        fn latest(&self) -> Result<Vec<ResultRecord>, StoreError> {
+            Ok(self.latest.clone())
+        }
+        fn history(&self, task_id: &str) -> Result<Vec<ResultRecord>, StoreError> {
+            Ok(self
+                .history
+                .iter()
+                .filter(|r| r.result.task_id == task_id)
+                .cloned()
+                .collect())
+        }
+    }
+
+    fn record(seq: i64, result: serde_json::Value) -> ResultRecord {
+        let result: TaskExecutionResult = serde_json::from_value(result).unwrap();
+        ResultRecord {
+            prompt_hash: result.prompt.as_ref().map(|_| "ab".repeat(32)),
+            engine: "openai gpt-4o".into(),
+            fingerprint: None,
+            session: 1,
+            recorded_at: format!("2026-12-01T10:00:0{seq}.000Z"),
+            seq,
+            started_seq: None,
+            started_at: None,
+            result,
+        }
+    }
+
+    /// A run of three plan tasks: `a` completed (with a cost), `b` failed
+    /// after a retried engine call, `c` never started; plus a result of a
+    /// task the plan no longer has, which the page leaves out.
+    fn stored(location: &str) -> Stored {
+        let step = |id: &str, deps: &str| {
+            format!(
+                "  - id: {id}\n    description: step {id}\n    dependencies: [{deps}]\n    tool_or_prompt: {{name: inference, params: {{prompt: p}}}}\n"
+            )
+        };
+        let yaml = format!(
+            "schema_version: 1\ngoal: \"a goal\\e[2J\"\nsub_tasks:\n{}{}{}",
+            step("a", ""),
+            step("b", "a"),
+            step("c", "b")
+        );
+        let plan = ctx_model::parse_plan(&yaml, "plan.yaml", ctx_model::PlanFormat::Yaml).unwrap();
+        let a = record(
+            1,
+            json!({"task_id": "a", "status": "completed", "output": "A's output",
+                "prompt": "the prompt of a",
+                "metadata": {"prompt_tokens": 120, "execution_time_ms": 5, "cost_usd": 0.0125,
+                    "model": "gpt-4o"}}),
+        );
+        let b_first = record(
+            2,
+            json!({"task_id": "b", "status": "in_progress", "prompt": "the prompt of b"}),
+        );
+        let b = record(
+            3,
+            json!({"task_id": "b", "status": "failed", "prompt": "the prompt of b",
+                "error": "engine: HTTP 500\nsecond line",
+                "metadata": {"prompt_tokens": 30, "execution_time_ms": 900,
+                    "attempts": [
+                        {"number": 1, "outcome": "http_error", "duration_ms": 400,
+                         "backoff_ms": 250, "error": "HTTP 500"},
+                        {"number": 2, "outcome": "http_error", "duration_ms": 250,
+                         "error": "HTTP 500"}]}}),
+        );
+        let gone = record(
+            4,
+            json!({"task_id": "gone", "status": "completed", "output": "x"}),
+        );
+        Stored {
+            header: RunHeader {
+                run_id: "20261201T100000.000Z-0000abcd".into(),
+                state: RunState::Failed,
+                started_at: Some("2026-12-01T10:00:00.000Z".into()),
+                finished_at: Some("2026-12-01T10:00:09.000Z".into()),
+                plan_source: Some("plan.yaml".into()),
+                location: location.into(),
+            },
+            plan,
+            latest: vec![a.clone(), b.clone(), gone.clone()],
+            history: vec![a, b_first, b, gone],
+        }
+    }
+
+    fn local() -> StoreFacts {
+        StoreFacts::Local {
+            dir: ".ctx/runs/20261201T100000.000Z-0000abcd".into(),
+            created_at: "2026-12-01T10:00:00.000Z".into(),
+            sessions: vec![SessionInfo {
+                seq: 1,
+                kind: "run".into(),
+                started_at: "2026-12-01T10:00:00.000Z".into(),
+                finished_at: Some("2026-12-01T10:00:09.000Z".into()),
+                outcome: Some("finished".into()),
+                pid: 4242,
+                ctx_version: "0.1.0".into(),
+                engine: "openai gpt-4o".into(),
+                plan_source: Some("plan.yaml".into()),
+                plan_hash: "cd".repeat(32),
+            }],
+        }
+    }
+
+    fn shared() -> StoreFacts {
+        StoreFacts::Shared {
+            created_at: "2026-12-01T10:00:00.000Z".into(),
+            late_commits: 1,
+            reclaims: 2,
+            claims: [("a".to_string(), 1), ("b".to_string(), 3)].into(),
+        }
+    }
+
+    #[test]
+    fn a_local_run() {
+        let s = stored(".ctx/runs/20261201T100000.000Z-0000abcd/run.sqlite");
+        let show = RunShow::read(&s, local()).unwrap();
+        insta::assert_snapshot!(show.text());
+        insta::assert_snapshot!(json_text(&show.json()));
+    }
+
+    /// The same facts in a shared store: the same table with a CLAIMS
+    /// column, the claims line in place of sessions.
+    #[test]
+    fn a_shared_run() {
+        let s = stored("postgres://ci@db:5432/ctx");
+        let show = RunShow::read(&s, shared()).unwrap();
+        insta::assert_snapshot!(show.text());
+        insta::assert_snapshot!(json_text(&show.json()));
+    }
+
+    #[test]
+    fn a_task_of_a_local_run() {
+        let s = stored("run.sqlite");
+        let show = TaskShow::read(&s, "b", None).unwrap().unwrap();
+        insta::assert_snapshot!(show.text());
+        insta::assert_snapshot!(json_text(&show.json()));
+    }
+
+    #[test]
+    fn a_task_of_a_shared_run_names_its_claims_not_sessions() {
+        let s = stored("postgres://ci@db:5432/ctx");
+        let show = TaskShow::read(&s, "b", Some(3)).unwrap().unwrap();
+        let text = show.text();
+        assert!(text.contains("(claim 3, engine openai gpt-4o)"), "{text}");
+        assert!(!text.contains("SESSION"), "{text}");
+        assert!(text.contains("## Engine attempts"), "{text}");
+        let v = show.json();
+        assert_eq!(v["claims"], 3);
+        assert!(v["history"][0].get("session").is_none(), "{v}");
+    }
+
+    #[test]
+    fn a_task_never_started_and_an_unknown_task() {
+        let s = stored("run.sqlite");
+        let c = TaskShow::read(&s, "c", None).unwrap().unwrap();
+        assert!(c.text().ends_with("status   pending (never started)\n"));
+        assert!(c.json()["result"].is_null());
+        assert!(TaskShow::read(&s, "zz", None).unwrap().is_none());
+        // A task dropped from the plan still has its stored result.
+        assert!(TaskShow::read(&s, "gone", None).unwrap().is_some());
+    }
+
+    fn json_text(v: &Value) -> String {
+        serde_json::to_string_pretty(v).unwrap()
+    }
+}
