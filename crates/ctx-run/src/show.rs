@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use ctx_cost::Usd;
 use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus};
-use ctx_store::{ResultRecord, RunHeader, RunHistory, RunState, StoreError};
+use ctx_store::{ResultRecord, RunHeader, RunHistory, RunState, StatusCounts, StoreError};
 use ctx_store_sqlite::SessionInfo;
 use serde_json::{Value, json};
 
@@ -76,17 +76,6 @@ pub struct RunShow {
     facts: StoreFacts,
 }
 
-/// How many of the plan's tasks are in each status (a task without a
-/// stored result is pending).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Counts {
-    pending: usize,
-    in_progress: usize,
-    completed: usize,
-    failed: usize,
-    skipped: usize,
-}
-
 impl RunShow {
     /// Reads the run: its header, plan, every plan task's latest result
     /// (results of tasks no longer in the plan are left out) and what it
@@ -114,16 +103,12 @@ impl RunShow {
         })
     }
 
-    fn counts(&self) -> Counts {
-        let mut c = Counts::default();
+    /// The plan's tasks per status; a task without a stored result is
+    /// pending.
+    fn counts(&self) -> StatusCounts {
+        let mut c = StatusCounts::default();
         for (_, r) in &self.tasks {
-            match r.as_ref().map_or(TaskStatus::Pending, |r| r.result.status) {
-                TaskStatus::Pending => c.pending += 1,
-                TaskStatus::InProgress => c.in_progress += 1,
-                TaskStatus::Completed => c.completed += 1,
-                TaskStatus::Failed => c.failed += 1,
-                TaskStatus::Skipped => c.skipped += 1,
-            }
+            c.add(r.as_ref().map_or(TaskStatus::Pending, |r| r.result.status));
         }
         c
     }
@@ -158,7 +143,7 @@ impl RunShow {
             "state": self.header.state.as_str(),
             "goal": self.plan.goal,
             "counts": {
-                "total": self.tasks.len(),
+                "total": c.total(),
                 "completed": c.completed,
                 "failed": c.failed,
                 "skipped": c.skipped,
@@ -207,7 +192,7 @@ impl RunShow {
         }
         out.push_str(&format!(
             "tasks    {} total: {} completed, {} failed, {} skipped, {} in progress, {} pending\n",
-            self.tasks.len(),
+            c.total(),
             c.completed,
             c.failed,
             c.skipped,

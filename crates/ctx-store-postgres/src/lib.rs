@@ -61,7 +61,7 @@ use ctx_store::{ExecutionStore, StoreError};
 pub use claims::{Claim, Commit};
 pub use error::{Error, Result};
 pub use listener::Listener;
-pub use rows::{AttemptRow, Counts, DroppedRow, GcReport, RunInfo, TaskRow};
+pub use rows::{AttemptRow, DroppedRow, GcReport, RunInfo, TaskRow};
 pub use runs::{RegisterRun, Reopen};
 pub use schema::{APPLICATION, MIGRATIONS, Migration, SCHEMA_VERSION};
 pub use store::{PgStore, StoreOptions};

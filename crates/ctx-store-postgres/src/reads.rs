@@ -8,7 +8,9 @@ use ctx_model::{Plan, TaskExecutionResult};
 use crate::PgStore;
 use crate::connection::Shared;
 use crate::error::Result;
-use crate::rows::{AttemptRow, Counts, DroppedRow, RunInfo, TaskRow, parse_status};
+use ctx_store::StatusCounts;
+
+use crate::rows::{AttemptRow, DroppedRow, RunInfo, TaskRow, parse_status};
 
 /// `column` as RFC 3339 UTC text with milliseconds (`...T...Z`), for a
 /// `concat!` of a statement.
@@ -190,7 +192,7 @@ impl PgStore {
                         plan_hash: r.get(6),
                         task_count: usize::try_from(r.get::<_, i32>(7)).unwrap_or(0),
                         late_commits: r.get(8),
-                        counts: Counts {
+                        counts: StatusCounts {
                             pending: count(r, 9),
                             in_progress: count(r, 10),
                             completed: count(r, 11),

@@ -2,6 +2,7 @@
 //! results as rows, with times as RFC 3339 UTC text.
 
 use ctx_model::{TaskExecutionResult, TaskStatus};
+use ctx_store::StatusCounts;
 
 /// A run as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,27 +24,12 @@ pub struct RunInfo {
     /// Tasks in the plan.
     pub task_count: usize,
     /// Tasks per status.
-    pub counts: Counts,
+    pub counts: StatusCounts,
     /// Results refused because their lease had lapsed.
     pub late_commits: i64,
     /// Claims beyond the first, summed over tasks: re-runs after a lapsed
     /// lease or a release.
     pub reclaims: i64,
-}
-
-/// How many tasks are in each status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    /// Not started.
-    pub pending: usize,
-    /// Claimed now.
-    pub in_progress: usize,
-    /// Completed.
-    pub completed: usize,
-    /// Failed.
-    pub failed: usize,
-    /// Skipped.
-    pub skipped: usize,
 }
 
 /// One task's row.

@@ -43,37 +43,9 @@ pub struct SessionInfo {
     pub plan_hash: String,
 }
 
-/// How many of the current plan's tasks are in each status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StatusCounts {
-    /// Never started (no stored result, or a stored `pending`).
-    pub pending: usize,
-    /// Started, no result (running, or crashed).
-    pub in_progress: usize,
-    /// Completed.
-    pub completed: usize,
-    /// Failed.
-    pub failed: usize,
-    /// Skipped.
-    pub skipped: usize,
-}
-
-impl StatusCounts {
-    fn add(&mut self, s: TaskStatus) {
-        match s {
-            TaskStatus::Pending => self.pending += 1,
-            TaskStatus::InProgress => self.in_progress += 1,
-            TaskStatus::Completed => self.completed += 1,
-            TaskStatus::Failed => self.failed += 1,
-            TaskStatus::Skipped => self.skipped += 1,
-        }
-    }
-
-    /// Every task counted.
-    pub fn total(&self) -> usize {
-        self.pending + self.in_progress + self.completed + self.failed + self.skipped
-    }
-}
+/// How many of the current plan's tasks are in each status (the count
+/// both stores share).
+pub use ctx_store::StatusCounts;
 
 /// Where a run stands as a whole: the one state both stores report
 /// (`Running` here: a process holds the run's lock now; `Crashed`: the last

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use ctx_model::Plan;
+use ctx_model::{Plan, TaskStatus};
 
 use crate::StoreError;
 use crate::record::ResultRecord;
@@ -51,6 +51,40 @@ impl RunState {
 impl std::fmt::Display for RunState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// How many of a plan's tasks are in each status: one count for both
+/// stores and every listing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    /// Never started (no stored result, or a stored `pending`).
+    pub pending: usize,
+    /// Started, no result (running, or crashed).
+    pub in_progress: usize,
+    /// Completed.
+    pub completed: usize,
+    /// Failed.
+    pub failed: usize,
+    /// Skipped.
+    pub skipped: usize,
+}
+
+impl StatusCounts {
+    /// Counts one task in `status`.
+    pub fn add(&mut self, status: TaskStatus) {
+        match status {
+            TaskStatus::Pending => self.pending += 1,
+            TaskStatus::InProgress => self.in_progress += 1,
+            TaskStatus::Completed => self.completed += 1,
+            TaskStatus::Failed => self.failed += 1,
+            TaskStatus::Skipped => self.skipped += 1,
+        }
+    }
+
+    /// Every task counted.
+    pub fn total(&self) -> usize {
+        self.pending + self.in_progress + self.completed + self.failed + self.skipped
     }
 }
 

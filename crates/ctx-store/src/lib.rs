@@ -64,7 +64,7 @@ pub mod resume;
 pub use fingerprint::{
     TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
 };
-pub use history::{RunHeader, RunHistory, RunState};
+pub use history::{RunHeader, RunHistory, RunState, StatusCounts};
 pub use record::ResultRecord;
 pub use resume::{RerunReason, ResumePlan};
 
