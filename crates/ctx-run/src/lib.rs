@@ -6,8 +6,9 @@
 //! ([`run_plan`], or [`RunSession`] to report between starting and
 //! executing); the results.json wire format ([`ResultsJson`]); the `--out`
 //! layout ([`out_dir`]); the one atomic file write every promise of an
-//! atomic file rests on ([`write_atomic`]); and a stored run's page as
-//! `ctx runs show` prints it, from either store ([`show`]).
+//! atomic file rests on ([`write_atomic`]); a stored run's page as
+//! `ctx runs show` prints it, from either store ([`show`]); and the
+//! context-injection eval of `ctx eval` ([`eval`]).
 //!
 //! The CLI turns flags into [`RunSettings`], calls this crate, and prints;
 //! it holds none of these rules, so an embedder gets exactly the CLI's
@@ -39,6 +40,7 @@
 mod atomic;
 mod error;
 pub mod estimate;
+pub mod eval;
 pub mod out_dir;
 mod results;
 pub mod run_costs;

@@ -1,0 +1,861 @@
+//! `ctx eval`'s use case: does the injected context help? A plan runs in
+//! variants that leave parts of the context out, and the checks that pass
+//! are counted per variant and per task: the originating design's success
+//! metric (IMPLEMENTATION_PLAN.md, section 10) as a number.
+//!
+//! * Variants ([`ContextVariant`]): `full`, prompts as designed;
+//!   `no-entities`, without the entity block; `no-dependencies`, without
+//!   the dependency outputs; `bare`, the task's own prompt alone. A variant
+//!   changes only the prompt: the checks (the `entities` check too) and the
+//!   schedule are the same in all of them.
+//! * [`EvalSettings::repeat`] runs each variant N times (sampled models
+//!   vary). All the variant x repeat runs execute at once on the caller's
+//!   runtime, each with its own ready queue, and
+//!   [`EvalSettings::concurrency`] is shared by all of them: one
+//!   [`ExecutorOptions::dispatch_gate`] holds that many permits, and a task
+//!   holds one for its engine work, so the engine never sees more than that
+//!   many calls in flight, whichever runs they belong to. Waiting for a
+//!   permit does not count against the task timeout.
+//! * The report lists variants in their fixed order whatever order the runs
+//!   finished in; a variant's `wall_ms` is the time from the eval's start
+//!   to the end of its last run, and `task_ms` the tasks' own time (from
+//!   their permit on), which does not depend on what else was running.
+//! * Stopping ([`EvalSession::execute`]'s `stop`) stops every run: each
+//!   stores its in-flight tasks as interrupted and is closed as an
+//!   interrupted run. A run whose store fails stops the others too: their
+//!   engine calls would go into a measurement that is not reported.
+//! * With [`EvalStore::Sqlite`] every run is an ordinary stored run,
+//!   labelled `[eval VARIANT K/N]` after its plan source and its engine
+//!   label, so each can be listed, shown and resumed like any other.
+//!
+//! A task's checks count in every run: a task that failed for another
+//! reason or was skipped passes none of them, so a variant that breaks a
+//! dependency loses its dependents' checks too. `tasks_passing` counts the
+//! (run, task) pairs whose checks all passed, over tasks with checks.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ctx_deps::{
+    ContextVariant, ExecError, ExecutionStore, Executor, ExecutorOptions, GraphError, MemoryStore,
+    ProgressEvent, RunReport,
+};
+use ctx_engine::InferenceEngine;
+use ctx_model::{Plan, TaskStatus};
+use ctx_store_sqlite::{NewRun, RunRoot, SessionEnd, SqliteStore, StartAt};
+use serde::Serialize;
+use tokio::sync::Semaphore;
+
+/// Every variant, in report order.
+pub const ALL_VARIANTS: [ContextVariant; 4] = [
+    ContextVariant::Full,
+    ContextVariant::NoEntities,
+    ContextVariant::NoDependencies,
+    ContextVariant::Bare,
+];
+
+/// Where the eval's runs are recorded.
+#[derive(Debug, Clone)]
+pub enum EvalStore {
+    /// In memory only.
+    Memory,
+    /// One stored run per variant x repeat under `root`.
+    Sqlite {
+        /// The store root.
+        root: RunRoot,
+        /// Where the plan came from, shown (with the run's `[eval ...]`
+        /// tag) as its plan source.
+        plan_source: String,
+    },
+}
+
+/// How an eval runs. The defaults are `ctx run`'s.
+#[derive(Debug, Clone)]
+pub struct EvalSettings {
+    /// The variants to run (duplicates are dropped; the report keeps
+    /// [`ALL_VARIANTS`]' order). Empty: all four.
+    pub variants: Vec<ContextVariant>,
+    /// Runs of each variant, at least 1.
+    pub repeat: u32,
+    /// Most engine calls in flight at once over all the runs; 0 means
+    /// unlimited.
+    pub concurrency: usize,
+    /// How long one task's engine work may take.
+    pub task_timeout: Option<Duration>,
+    /// Most bytes one task's output may have.
+    pub max_output_bytes: usize,
+    /// Where the runs are recorded.
+    pub store: EvalStore,
+}
+
+impl Default for EvalSettings {
+    fn default() -> Self {
+        EvalSettings {
+            variants: Vec::new(),
+            repeat: 1,
+            concurrency: ctx_deps::DEFAULT_CONCURRENCY,
+            task_timeout: Some(ctx_deps::DEFAULT_TASK_TIMEOUT),
+            max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
+            store: EvalStore::Memory,
+        }
+    }
+}
+
+/// Why an eval could not start, or could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// No task has a check: there is nothing to measure.
+    #[error(
+        "the plan has no checks, so there is nothing to measure (add `checks:` to tasks or `config.checks`)"
+    )]
+    NoChecks,
+    /// `repeat` was 0.
+    #[error("repeat must be at least 1")]
+    NoRepeat,
+    /// The engine's outputs are placeholders (the dry-run engine): checks
+    /// on them measure nothing.
+    #[error(
+        "an eval needs an engine that answers prompts: the {engine} engine's outputs are placeholders"
+    )]
+    PlaceholderEngine {
+        /// The engine's name.
+        engine: String,
+    },
+    /// A stored run could not be started or closed;
+    /// [`ctx_store_sqlite::Error::is_not_found`] tells a missing root
+    /// apart.
+    #[error(transparent)]
+    Store(#[from] ctx_store_sqlite::Error),
+    /// The plan's dependency graph is not a DAG (a validated plan never
+    /// is).
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A run stopped because its store failed.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// A run's task, or a store call on the blocking pool, did not return
+    /// (it panicked, or the runtime is shutting down).
+    #[error("an eval run stopped unexpectedly: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// One variant x repeat run of an eval.
+pub struct EvalRun {
+    /// Its variant.
+    pub variant: ContextVariant,
+    /// Which repeat of the variant it is (1-based).
+    pub repeat: u32,
+    executor: Arc<Executor>,
+    store: Option<Arc<SqliteStore>>,
+}
+
+impl std::fmt::Debug for EvalRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EvalRun")
+            .field("variant", &self.variant)
+            .field("repeat", &self.repeat)
+            .field("run_id", &self.run_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EvalRun {
+    /// Its stored run's id (`None` in memory).
+    pub fn run_id(&self) -> Option<&str> {
+        self.store.as_deref().map(SqliteStore::run_id)
+    }
+}
+
+/// An eval whose runs are set up (and, in a store, recorded as started):
+/// [`execute`](Self::execute) runs them.
+#[derive(Debug)]
+pub struct EvalSession {
+    plan: Plan,
+    variants: Vec<ContextVariant>,
+    /// Checks per task, in plan order (config's, then the task's own).
+    checks: Vec<usize>,
+    runs: Vec<EvalRun>,
+}
+
+/// How an eval ended.
+#[derive(Debug, Clone)]
+pub enum EvalOutcome {
+    /// Every run ran to its end.
+    Finished(EvalReport),
+    /// A stop came first; the runs so far are stored (as interrupted).
+    Interrupted,
+}
+
+impl EvalSession {
+    /// Checks that the plan has checks and the engine answers prompts, then
+    /// sets up every variant x repeat run (in report order: variant, then
+    /// repeat), starting a stored run for each with [`EvalStore::Sqlite`].
+    pub fn start(
+        plan: Plan,
+        engine: Arc<dyn InferenceEngine>,
+        settings: EvalSettings,
+    ) -> Result<EvalSession, EvalError> {
+        if settings.repeat == 0 {
+            return Err(EvalError::NoRepeat);
+        }
+        let checks: Vec<usize> = plan
+            .sub_tasks
+            .iter()
+            .map(|t| ctx_model::task_checks(&plan, t).len())
+            .collect();
+        if checks.iter().all(|&n| n == 0) {
+            return Err(EvalError::NoChecks);
+        }
+        if !engine.answers_prompts() {
+            return Err(EvalError::PlaceholderEngine {
+                engine: engine.name().to_string(),
+            });
+        }
+        let mut variants = settings.variants.clone();
+        if variants.is_empty() {
+            variants = ALL_VARIANTS.to_vec();
+        }
+        variants.sort();
+        variants.dedup();
+        let label = engine.label();
+        let gate =
+            (settings.concurrency > 0).then(|| Arc::new(Semaphore::new(settings.concurrency)));
+        let mut runs = Vec::with_capacity(variants.len() * settings.repeat as usize);
+        for &variant in &variants {
+            for k in 1..=settings.repeat {
+                let options = ExecutorOptions {
+                    concurrency: settings.concurrency,
+                    task_timeout: settings.task_timeout,
+                    max_output_bytes: settings.max_output_bytes,
+                    context: variant,
+                    dispatch_gate: gate.clone(),
+                    ..ExecutorOptions::default()
+                };
+                let (store, sqlite): (Arc<dyn ExecutionStore>, _) = match &settings.store {
+                    EvalStore::Memory => (Arc::new(MemoryStore::new()), None),
+                    EvalStore::Sqlite { root, plan_source } => {
+                        let tag = format!("[eval {} {k}/{}]", variant.as_str(), settings.repeat);
+                        let new = NewRun {
+                            plan: &plan,
+                            engine: &format!("{label} {tag}"),
+                            plan_source: Some(&format!("{plan_source} {tag}")),
+                        };
+                        let (store, _) = root.start(StartAt::NewRun, &new)?;
+                        let store = Arc::new(store);
+                        (Arc::clone(&store) as Arc<dyn ExecutionStore>, Some(store))
+                    }
+                };
+                let executor = Executor::new(plan.clone(), Arc::clone(&engine), store, options)?;
+                runs.push(EvalRun {
+                    variant,
+                    repeat: k,
+                    executor: Arc::new(executor),
+                    store: sqlite,
+                });
+            }
+        }
+        Ok(EvalSession {
+            plan,
+            variants,
+            checks,
+            runs,
+        })
+    }
+
+    /// The runs, in report order.
+    pub fn runs(&self) -> &[EvalRun] {
+        &self.runs
+    }
+
+    /// How many task executions the eval makes (for a progress bar).
+    pub fn tasks(&self) -> usize {
+        self.runs.len() * self.plan.sub_tasks.len()
+    }
+
+    /// Runs every run at once on the current runtime until all have ended
+    /// or `stop` resolves, closes each stored run (finished or
+    /// interrupted, on the blocking pool) whatever became of the others,
+    /// and scores them. `progress` gets every run's executor events.
+    pub async fn execute<S, P>(self, stop: S, progress: P) -> Result<EvalOutcome, EvalError>
+    where
+        S: Future<Output = ()> + Send,
+        P: FnMut(&ProgressEvent) + Send + 'static,
+    {
+        let progress = Arc::new(Mutex::new(progress));
+        let (stopping, stopped) = tokio::sync::watch::channel(false);
+        let started = Instant::now();
+        let mut jobs = tokio::task::JoinSet::new();
+        for (k, run) in self.runs.iter().enumerate() {
+            let executor = Arc::clone(&run.executor);
+            let mut stopped = stopped.clone();
+            let progress = Arc::clone(&progress);
+            jobs.spawn(async move {
+                let cancel = async move {
+                    // Resolves once the stop is sent.
+                    let _ = stopped.wait_for(|&s| s).await;
+                };
+                let report = executor
+                    .run_with(cancel, move |e| {
+                        if let Ok(mut p) = progress.lock() {
+                            p(e);
+                        }
+                    })
+                    .await;
+                (k, report, started.elapsed())
+            });
+        }
+        let mut outcomes: Vec<Option<(Result<RunReport, ExecError>, Duration)>> =
+            (0..self.runs.len()).map(|_| None).collect();
+        let mut signalled = false;
+        let mut unexpected = None;
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                // A stop is seen before any further run's end.
+                biased;
+                () = &mut stop, if !signalled => {
+                    signalled = true;
+                    // Every run stops; a run that has ended ignores it.
+                    let _ = stopping.send(true);
+                }
+                joined = jobs.join_next() => match joined {
+                    None => break,
+                    Some(Ok((k, report, ended))) => {
+                        if report.is_err() {
+                            let _ = stopping.send(true);
+                        }
+                        if let Some(slot) = outcomes.get_mut(k) {
+                            *slot = Some((report, ended));
+                        }
+                    }
+                    Some(Err(e)) => {
+                        let _ = stopping.send(true);
+                        unexpected.get_or_insert(e);
+                    }
+                },
+            }
+        }
+        // Each stored run is closed whatever became of the others; the
+        // first failure is reported after.
+        let mut failure: Option<EvalError> = unexpected.map(EvalError::from);
+        let mut interrupted = signalled;
+        let mut reports = Vec::with_capacity(self.runs.len());
+        for (run, outcome) in self.runs.iter().zip(outcomes) {
+            let Some((outcome, wall)) = outcome else {
+                if let Some(store) = &run.store {
+                    let _ = finish(store, SessionEnd::Interrupted).await;
+                }
+                continue;
+            };
+            match outcome {
+                Ok(report) => {
+                    if let Some(store) = &run.store {
+                        let end = if report.interrupted {
+                            SessionEnd::Interrupted
+                        } else {
+                            SessionEnd::Finished
+                        };
+                        if let Err(e) = finish(store, end).await {
+                            failure.get_or_insert(e);
+                        }
+                    }
+                    interrupted |= report.interrupted;
+                    reports.push((run, report, wall));
+                }
+                Err(e) => {
+                    if let Some(store) = &run.store {
+                        // The run stopped on a store error; closing it may
+                        // fail the same way, and the first error is the
+                        // one reported.
+                        let _ = finish(store, SessionEnd::Interrupted).await;
+                    }
+                    failure.get_or_insert(EvalError::Exec(e));
+                }
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if interrupted {
+            return Ok(EvalOutcome::Interrupted);
+        }
+        Ok(EvalOutcome::Finished(self.score(&reports)))
+    }
+
+    /// The report over every run's results.
+    fn score(&self, reports: &[(&EvalRun, RunReport, Duration)]) -> EvalReport {
+        let mut rows: Vec<(VariantScore, Vec<(u64, u64)>)> = self
+            .variants
+            .iter()
+            .map(|v| {
+                (
+                    VariantScore::new(v.as_str()),
+                    vec![(0u64, 0u64); self.plan.sub_tasks.len()],
+                )
+            })
+            .collect();
+        for (run, report, wall) in reports {
+            let Some(i) = self.variants.iter().position(|v| *v == run.variant) else {
+                continue;
+            };
+            let (v, per_task) = &mut rows[i];
+            if let Some(id) = run.run_id() {
+                v.run_ids.push(id.to_string());
+            }
+            // The runs overlap: a variant's wall time is the eval's, up to
+            // the end of its last run.
+            v.wall_ms = v
+                .wall_ms
+                .max(u64::try_from(wall.as_millis()).unwrap_or(u64::MAX));
+            v.runs += 1;
+            v.tally(&self.plan, &self.checks, report, per_task);
+        }
+        for (v, _) in &mut rows {
+            v.pass_rate = rate(v.checks_passed, v.checks_total);
+        }
+        let tasks = self
+            .plan
+            .sub_tasks
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.checks[*i] > 0)
+            .map(|(i, t)| TaskRates {
+                task_id: t.id.clone(),
+                checks: self.checks[i],
+                pass_rate: rows
+                    .iter()
+                    .map(|(v, per)| (v.name, rate(per[i].0, per[i].1)))
+                    .collect(),
+            })
+            .collect();
+        EvalReport {
+            variants: rows.into_iter().map(|(v, _)| v).collect(),
+            tasks,
+        }
+    }
+}
+
+/// Closes a stored run on the blocking pool (a SQLite write and fsync).
+async fn finish(store: &Arc<SqliteStore>, end: SessionEnd) -> Result<(), EvalError> {
+    let store = Arc::clone(store);
+    tokio::task::spawn_blocking(move || store.finish(end)).await??;
+    Ok(())
+}
+
+/// What `ctx eval --format json` prints: per variant, then per task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvalReport {
+    /// One row per variant, in [`ALL_VARIANTS`]' order.
+    pub variants: Vec<VariantScore>,
+    /// One row per task with checks, in plan order.
+    pub tasks: Vec<TaskRates>,
+}
+
+/// One variant's totals over its runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VariantScore {
+    /// The variant (`full`, `no-entities`, `no-dependencies`, `bare`).
+    pub name: &'static str,
+    /// Runs made.
+    pub runs: u32,
+    /// Checks passed, over every run.
+    pub checks_passed: u64,
+    /// Checks counted, over every run.
+    pub checks_total: u64,
+    /// `checks_passed / checks_total`, rounded to 4 places.
+    pub pass_rate: f64,
+    /// (run, task) pairs whose checks all passed.
+    pub tasks_passing: u64,
+    /// (run, task) pairs with checks.
+    pub tasks_checked: u64,
+    /// Prompt tokens the engine reported, over every run.
+    pub prompt_tokens: u64,
+    /// Completion tokens the engine reported, over every run.
+    pub completion_tokens: u64,
+    /// From the eval's start to the end of this variant's last run (the
+    /// runs of all variants overlap).
+    pub wall_ms: u64,
+    /// The tasks' own time summed over the variant's runs (from holding a
+    /// slot of the shared concurrency to their result): what the variant
+    /// cost in engine time, whatever it waited for.
+    pub task_ms: u64,
+    /// The stored runs' ids (none in memory).
+    pub run_ids: Vec<String>,
+}
+
+impl VariantScore {
+    fn new(name: &'static str) -> VariantScore {
+        VariantScore {
+            name,
+            runs: 0,
+            checks_passed: 0,
+            checks_total: 0,
+            pass_rate: 0.0,
+            tasks_passing: 0,
+            tasks_checked: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            wall_ms: 0,
+            task_ms: 0,
+            run_ids: Vec::new(),
+        }
+    }
+
+    /// Adds one run's checks, tokens, task time and passing tasks.
+    fn tally(
+        &mut self,
+        plan: &Plan,
+        checks: &[usize],
+        report: &RunReport,
+        per_task: &mut [(u64, u64)],
+    ) {
+        for (i, task) in plan.sub_tasks.iter().enumerate() {
+            let result = report.results.iter().find(|r| r.task_id == task.id);
+            if let Some(u) = result.and_then(|r| r.metadata.tokens_used) {
+                self.prompt_tokens = self.prompt_tokens.saturating_add(u.prompt_tokens);
+                self.completion_tokens = self.completion_tokens.saturating_add(u.completion_tokens);
+            }
+            if let Some(ms) = result.and_then(|r| r.metadata.execution_time_ms) {
+                self.task_ms = self.task_ms.saturating_add(ms);
+            }
+            let total = checks[i] as u64;
+            if total == 0 {
+                continue;
+            }
+            // Checks only count when they ran: a task that failed otherwise
+            // or was skipped passes none.
+            let passed = result
+                .filter(|r| matches!(r.status, TaskStatus::Completed | TaskStatus::Failed))
+                .map_or(0, |r| r.metadata.checks.iter().filter(|c| c.passed).count())
+                as u64;
+            self.checks_total += total;
+            self.checks_passed += passed;
+            self.tasks_checked += 1;
+            if passed == total {
+                self.tasks_passing += 1;
+            }
+            per_task[i].0 += passed;
+            per_task[i].1 += total;
+        }
+    }
+}
+
+/// One task's pass rate in each variant.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskRates {
+    /// The task.
+    pub task_id: String,
+    /// Its checks (config's and its own).
+    pub checks: usize,
+    /// Checks passed over checks counted, per variant name.
+    pub pass_rate: BTreeMap<&'static str, f64>,
+}
+
+fn rate(passed: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        // Rounded to 4 places so the JSON is stable to read and compare.
+        ((passed as f64 / total as f64) * 10_000.0).round() / 10_000.0
+    }
+}
+
+fn percent(r: f64) -> String {
+    format!("{:.0} %", r * 100.0)
+}
+
+impl EvalReport {
+    /// The text `ctx eval` prints: one row per variant, one row per task
+    /// with its pass rate in each variant, then the stored runs' ids.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let rows: Vec<Vec<String>> = self
+            .variants
+            .iter()
+            .map(|v| {
+                vec![
+                    v.name.to_string(),
+                    v.runs.to_string(),
+                    format!("{}/{}", v.checks_passed, v.checks_total),
+                    percent(v.pass_rate),
+                    format!("{}/{}", v.tasks_passing, v.tasks_checked),
+                    v.prompt_tokens.to_string(),
+                    v.completion_tokens.to_string(),
+                    format!("{:.1} s", v.wall_ms as f64 / 1000.0),
+                ]
+            })
+            .collect();
+        out.push_str(&ctx_table::render(
+            &[
+                "VARIANT",
+                "RUNS",
+                "CHECKS",
+                "PASS",
+                "TASKS PASSING",
+                "PROMPT TOK",
+                "COMPL TOK",
+                "WALL",
+            ],
+            &[false, true, true, true, true, true, true, true],
+            &rows,
+        ));
+        out.push('\n');
+        let mut header = vec!["TASK", "CHECKS"];
+        header.extend(self.variants.iter().map(|v| v.name));
+        let right: Vec<bool> = header.iter().enumerate().map(|(i, _)| i > 0).collect();
+        let rows: Vec<Vec<String>> = self
+            .tasks
+            .iter()
+            .map(|t| {
+                let mut row = vec![t.task_id.clone(), t.checks.to_string()];
+                row.extend(self.variants.iter().map(|v| {
+                    t.pass_rate
+                        .get(v.name)
+                        .map_or_else(String::new, |r| percent(*r))
+                }));
+                row
+            })
+            .collect();
+        out.push_str(&ctx_table::render(&header, &right, &rows));
+        let ids: Vec<String> = self
+            .variants
+            .iter()
+            .filter(|v| !v.run_ids.is_empty())
+            .map(|v| format!("{}: {}", v.name, v.run_ids.join(", ")))
+            .collect();
+        if !ids.is_empty() {
+            out.push_str("\nruns: ");
+            out.push_str(&ids.join("; "));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctx_engine::{BoxFuture, EngineError, InferenceRequest, InferenceResponse};
+    use ctx_model::TokenUsage;
+
+    /// Answers every prompt with the prompt itself: a check on a value the
+    /// context carries passes exactly when the variant keeps that context.
+    struct Echo;
+
+    impl InferenceEngine for Echo {
+        fn name(&self) -> &str {
+            "echo"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+            Box::pin(async move {
+                Ok(InferenceResponse {
+                    output: request.prompt.clone(),
+                    usage: Some(TokenUsage {
+                        prompt_tokens: 10,
+                        completion_tokens: 1,
+                        total_tokens: 11,
+                        cached_tokens: None,
+                    }),
+                    ..InferenceResponse::default()
+                })
+            })
+        }
+    }
+
+    /// `colour` must mention the entity's value (only in its entity block)
+    /// and `shape` the dependency's output (only in its dependency block).
+    fn plan() -> Plan {
+        // One attempt: a retry's feedback names the missing text, which an
+        // echo would pass.
+        let yaml = "schema_version: 1
+config: {max_check_attempts: 1}
+entities:
+  - name: Colour
+    type: constraint
+    intent: the colour
+    grounded_value: vermilion
+sub_tasks:
+  - id: colour
+    description: name the colour
+    entity_context: [{entity_name: Colour, intent_relevance: constraint}]
+    tool_or_prompt: {name: inference, params: {prompt: Name it.}}
+    checks: [{contains: vermilion}]
+  - id: shape
+    description: name a shape
+    dependencies: [colour]
+    tool_or_prompt: {name: inference, params: {prompt: Draw it.}}
+    checks: [{contains: Name it.}]
+  - id: unchecked
+    description: no checks
+    tool_or_prompt: {name: inference, params: {prompt: Anything.}}
+";
+        ctx_model::parse_plan(yaml, "plan.yaml", ctx_model::PlanFormat::Yaml).unwrap()
+    }
+
+    fn settings(store: EvalStore) -> EvalSettings {
+        EvalSettings {
+            variants: vec![
+                ContextVariant::Bare,
+                ContextVariant::Full,
+                ContextVariant::Full,
+            ],
+            repeat: 2,
+            store,
+            ..EvalSettings::default()
+        }
+    }
+
+    fn run(session: EvalSession) -> EvalOutcome {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(session.execute(std::future::pending(), |_| {}))
+            .unwrap()
+    }
+
+    #[test]
+    fn each_variant_passes_what_its_context_allows() {
+        let session =
+            EvalSession::start(plan(), Arc::new(Echo), settings(EvalStore::Memory)).unwrap();
+        // Duplicates dropped, report order kept: full before bare.
+        let order: Vec<_> = session
+            .runs()
+            .iter()
+            .map(|r| (r.variant, r.repeat))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (ContextVariant::Full, 1),
+                (ContextVariant::Full, 2),
+                (ContextVariant::Bare, 1),
+                (ContextVariant::Bare, 2)
+            ]
+        );
+        assert_eq!(session.tasks(), 12);
+        let EvalOutcome::Finished(report) = run(session) else {
+            panic!("not finished");
+        };
+        let full = &report.variants[0];
+        let bare = &report.variants[1];
+        assert_eq!((full.name, full.runs), ("full", 2));
+        assert_eq!((full.checks_passed, full.checks_total), (4, 4));
+        assert_eq!((full.tasks_passing, full.tasks_checked), (4, 4));
+        assert_eq!(full.pass_rate, 1.0);
+        assert_eq!((bare.checks_passed, bare.checks_total), (0, 4));
+        // Every executed task's usage counts, the unchecked one's too.
+        assert_eq!(full.prompt_tokens, 60);
+        assert!(full.run_ids.is_empty());
+        let rates: Vec<_> = report.tasks.iter().map(|t| t.task_id.as_str()).collect();
+        assert_eq!(rates, ["colour", "shape"]);
+        assert_eq!(report.tasks[0].pass_rate["full"], 1.0);
+        assert_eq!(report.tasks[0].pass_rate["bare"], 0.0);
+    }
+
+    #[test]
+    fn stored_runs_are_labelled_and_closed_and_a_stop_interrupts_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = || EvalStore::Sqlite {
+            root: RunRoot::new(dir.path()),
+            plan_source: "plan.yaml".into(),
+        };
+        let session = EvalSession::start(plan(), Arc::new(Echo), settings(store())).unwrap();
+        let ids: Vec<String> = session
+            .runs()
+            .iter()
+            .map(|r| r.run_id().unwrap().to_string())
+            .collect();
+        let EvalOutcome::Finished(report) = run(session) else {
+            panic!("not finished");
+        };
+        assert_eq!(report.variants[0].run_ids, ids[..2]);
+        let (runs, bad) = RunRoot::new(dir.path()).list().unwrap();
+        assert!(bad.is_empty());
+        assert_eq!(runs.len(), 4);
+        // Closed as finished: full's runs completed, bare's failed their
+        // checks.
+        let states: Vec<(&str, &str)> = runs
+            .iter()
+            .map(|r| (r.plan.as_deref().unwrap_or_default(), r.state.as_str()))
+            .collect();
+        assert!(
+            states.contains(&("plan.yaml [eval full 1/2]", "completed"))
+                && states.contains(&("plan.yaml [eval bare 2/2]", "failed")),
+            "{states:?}"
+        );
+
+        // A stop before anything runs: every run is closed as interrupted.
+        let session = EvalSession::start(plan(), Arc::new(Echo), settings(store())).unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let outcome = rt
+            .block_on(session.execute(std::future::ready(()), |_| {}))
+            .unwrap();
+        assert!(matches!(outcome, EvalOutcome::Interrupted));
+        let (runs, _) = RunRoot::new(dir.path()).list().unwrap();
+        let interrupted = runs
+            .iter()
+            .filter(|r| r.state.as_str() == "interrupted")
+            .count();
+        assert_eq!(interrupted, 4, "{runs:?}");
+    }
+
+    #[test]
+    fn what_cannot_be_measured_is_refused() {
+        let mut unchecked = plan();
+        for t in &mut unchecked.sub_tasks {
+            t.checks.clear();
+        }
+        let err = EvalSession::start(unchecked, Arc::new(Echo), EvalSettings::default());
+        assert!(matches!(err, Err(EvalError::NoChecks)));
+        let err = EvalSession::start(
+            plan(),
+            Arc::new(ctx_deps::DryRunEngine),
+            EvalSettings::default(),
+        );
+        assert!(matches!(err, Err(EvalError::PlaceholderEngine { .. })));
+        let zero = EvalSettings {
+            repeat: 0,
+            ..EvalSettings::default()
+        };
+        assert!(matches!(
+            EvalSession::start(plan(), Arc::new(Echo), zero),
+            Err(EvalError::NoRepeat)
+        ));
+    }
+
+    #[test]
+    fn the_text_report() {
+        let mut full = VariantScore::new("full");
+        full.runs = 2;
+        full.checks_passed = 11;
+        full.checks_total = 12;
+        full.pass_rate = rate(11, 12);
+        full.tasks_passing = 5;
+        full.tasks_checked = 6;
+        full.prompt_tokens = 1234;
+        full.completion_tokens = 56;
+        full.wall_ms = 1890;
+        full.run_ids = vec!["r1".into(), "r2".into()];
+        let mut bare = VariantScore::new("bare");
+        bare.runs = 2;
+        bare.checks_passed = 7;
+        bare.checks_total = 12;
+        bare.pass_rate = rate(7, 12);
+        bare.tasks_passing = 2;
+        bare.tasks_checked = 6;
+        bare.wall_ms = 950;
+        bare.run_ids = vec!["r3".into(), "r4".into()];
+        let report = EvalReport {
+            variants: vec![full, bare],
+            tasks: vec![TaskRates {
+                task_id: "css".into(),
+                checks: 6,
+                pass_rate: [("full", 0.9167), ("bare", 0.5)].into(),
+            }],
+        };
+        insta::assert_snapshot!(report.text());
+    }
+}
