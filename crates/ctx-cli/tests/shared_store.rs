@@ -150,7 +150,7 @@ fn run_info(url: &str, run: &str) -> serde_json::Value {
     all.as_array()
         .unwrap()
         .iter()
-        .find(|r| r["run_id"] == run)
+        .find(|r| r["id"] == run)
         .cloned()
         .unwrap()
 }

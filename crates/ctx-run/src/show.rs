@@ -18,7 +18,7 @@ use ctx_cost::Usd;
 use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus};
 use ctx_store::{ResultRecord, RunHeader, RunHistory, RunState, StatusCounts, StoreError};
 use ctx_store_sqlite::SessionInfo;
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use crate::TaskJson;
 
@@ -113,63 +113,54 @@ impl RunShow {
         c
     }
 
-    /// The object `ctx runs show RUN --format json` prints.
-    pub fn json(&self) -> Value {
-        let c = self.counts();
-        let tasks: Vec<Value> = self
+    /// The object `ctx runs show RUN --format json` prints, keys in the
+    /// order [`RunJson`] declares them.
+    pub fn json(&self) -> impl Serialize + '_ {
+        let tasks = self
             .tasks
             .iter()
             .map(|(id, r)| {
-                let mut v = json!({
-                    "task_id": id,
-                    "status": r.as_ref().map_or("pending", |r| r.result.status.as_str()),
-                    "prompt_tokens": r.as_ref().and_then(|r| r.result.metadata.prompt_tokens),
-                    "execution_time_ms": r.as_ref().and_then(|r| r.result.metadata.execution_time_ms),
-                    "cached": r.as_ref().is_some_and(|r| r.result.metadata.cached),
-                    "cost_usd": r.as_ref().and_then(|r| r.result.metadata.cost_usd),
-                    "recorded_at": r.as_ref().map(|r| r.recorded_at.clone()),
-                    "error": r.as_ref().and_then(|r| r.result.error.clone()),
-                });
-                match self.facts.claims(id) {
-                    Some(n) => v["claims"] = n.into(),
-                    None => v["session"] = json!(r.as_ref().map(|r| r.session)),
+                let m = r.as_ref().map(|r| &r.result.metadata);
+                TaskRowJson {
+                    task_id: id,
+                    status: r.as_ref().map_or("pending", |r| r.result.status.as_str()),
+                    prompt_tokens: m.and_then(|m| m.prompt_tokens),
+                    execution_time_ms: m.and_then(|m| m.execution_time_ms),
+                    cached: m.is_some_and(|m| m.cached),
+                    cost_usd: m.and_then(|m| m.cost_usd),
+                    recorded_at: r.as_ref().map(|r| r.recorded_at.as_str()),
+                    error: r.as_ref().and_then(|r| r.result.error.as_deref()),
+                    place: match self.facts.claims(id) {
+                        Some(claims) => TaskPlaceJson::Shared { claims },
+                        None => TaskPlaceJson::Local {
+                            session: r.as_ref().map(|r| r.session),
+                        },
+                    },
                 }
-                v
             })
             .collect();
-        let mut v = json!({
-            "id": self.header.run_id,
-            "created_at": self.facts.created_at(),
-            "state": self.header.state.as_str(),
-            "goal": self.plan.goal,
-            "counts": {
-                "total": c.total(),
-                "completed": c.completed,
-                "failed": c.failed,
-                "skipped": c.skipped,
-                "in_progress": c.in_progress,
-                "pending": c.pending,
+        RunJson {
+            id: &self.header.run_id,
+            created_at: self.facts.created_at(),
+            state: self.header.state.as_str(),
+            goal: self.plan.goal.as_deref(),
+            counts: self.counts(),
+            spent_usd: self.spent,
+            place: match &self.facts {
+                StoreFacts::Local { dir, sessions, .. } => RunPlaceJson::Local { dir, sessions },
+                StoreFacts::Shared {
+                    late_commits,
+                    reclaims,
+                    ..
+                } => RunPlaceJson::Shared {
+                    store: &self.header.location,
+                    finished_at: self.header.finished_at.as_deref(),
+                    late_commits: *late_commits,
+                    reclaims: *reclaims,
+                },
             },
-            "tasks": tasks,
-            "spent_usd": self.spent,
-        });
-        match &self.facts {
-            StoreFacts::Local { dir, sessions, .. } => {
-                v["dir"] = dir.as_str().into();
-                v["sessions"] = sessions.iter().map(session_json).collect();
-            }
-            StoreFacts::Shared {
-                late_commits,
-                reclaims,
-                ..
-            } => {
-                v["store"] = self.header.location.as_str().into();
-                v["finished_at"] = json!(self.header.finished_at);
-                v["late_commits"] = (*late_commits).into();
-                v["reclaims"] = (*reclaims).into();
-            }
+            tasks,
         }
-        v
     }
 
     /// The text `ctx runs show RUN` prints: the run, its sessions (or
@@ -314,19 +305,82 @@ fn session_line(s: &SessionInfo, state: RunState) -> String {
     )
 }
 
-fn session_json(s: &SessionInfo) -> Value {
-    json!({
-        "seq": s.seq,
-        "kind": s.kind,
-        "started_at": s.started_at,
-        "finished_at": s.finished_at,
-        "outcome": s.outcome,
-        "pid": s.pid,
-        "ctx_version": s.ctx_version,
-        "engine": s.engine,
-        "plan_source": s.plan_source,
-        "plan_hash": s.plan_hash,
-    })
+/// `ctx runs show RUN --format json`. Its keys, in this order: the run's
+/// own, what its store knows, then the tasks (the long part) last.
+#[derive(Serialize)]
+struct RunJson<'a> {
+    id: &'a str,
+    created_at: &'a str,
+    state: &'a str,
+    goal: Option<&'a str>,
+    counts: StatusCounts,
+    spent_usd: Usd,
+    #[serde(flatten)]
+    place: RunPlaceJson<'a>,
+    tasks: Vec<TaskRowJson<'a>>,
+}
+
+/// What only one kind of store shows of a run.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum RunPlaceJson<'a> {
+    Local {
+        dir: &'a str,
+        sessions: &'a [SessionInfo],
+    },
+    Shared {
+        store: &'a str,
+        finished_at: Option<&'a str>,
+        late_commits: i64,
+        reclaims: i64,
+    },
+}
+
+/// One task's row of [`RunJson`].
+#[derive(Serialize)]
+struct TaskRowJson<'a> {
+    task_id: &'a str,
+    status: &'a str,
+    prompt_tokens: Option<usize>,
+    execution_time_ms: Option<u64>,
+    cached: bool,
+    cost_usd: Option<Usd>,
+    recorded_at: Option<&'a str>,
+    error: Option<&'a str>,
+    #[serde(flatten)]
+    place: TaskPlaceJson,
+}
+
+/// A task's session (run directory) or claim count (shared store).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum TaskPlaceJson {
+    Local { session: Option<i64> },
+    Shared { claims: i32 },
+}
+
+/// `ctx runs show RUN --task ID --format json`.
+#[derive(Serialize)]
+struct TaskPageJson<'a> {
+    run: &'a str,
+    task_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claims: Option<i32>,
+    prompt_hash: Option<&'a str>,
+    result: Option<TaskJson<'a>>,
+    history: Vec<HistoryJson<'a>>,
+}
+
+/// One stored result of [`TaskPageJson`]'s history.
+#[derive(Serialize)]
+struct HistoryJson<'a> {
+    seq: i64,
+    recorded_at: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<i64>,
+    engine: &'a str,
+    prompt_hash: Option<&'a str>,
+    result: TaskJson<'a>,
 }
 
 /// One task of a stored run as `ctx runs show RUN --task ID` shows it.
@@ -368,36 +422,29 @@ impl TaskShow {
         }))
     }
 
-    /// The object `ctx runs show RUN --task ID --format json` prints.
-    pub fn json(&self) -> Value {
-        let history: Vec<Value> = self
+    /// The object `ctx runs show RUN --task ID --format json` prints. A
+    /// shared run's task has `claims`, and its history no `session`.
+    pub fn json(&self) -> impl Serialize + '_ {
+        let history = self
             .history
             .iter()
-            .map(|h| {
-                let mut v = json!({
-                    "seq": h.seq,
-                    "recorded_at": h.recorded_at,
-                    "engine": h.engine,
-                    "prompt_hash": h.prompt_hash,
-                    "result": task_json(&h.result),
-                });
-                if self.claims.is_none() {
-                    v["session"] = h.session.into();
-                }
-                v
+            .map(|h| HistoryJson {
+                seq: h.seq,
+                recorded_at: &h.recorded_at,
+                session: self.claims.is_none().then_some(h.session),
+                engine: &h.engine,
+                prompt_hash: h.prompt_hash.as_deref(),
+                result: TaskJson::of(&h.result),
             })
             .collect();
-        let mut v = json!({
-            "run": self.run_id,
-            "task_id": self.task_id,
-            "result": self.latest.as_ref().map(|r| task_json(&r.result)),
-            "prompt_hash": self.latest.as_ref().and_then(|r| r.prompt_hash.clone()),
-            "history": history,
-        });
-        if let Some(n) = self.claims {
-            v["claims"] = n.into();
+        TaskPageJson {
+            run: &self.run_id,
+            task_id: &self.task_id,
+            claims: self.claims,
+            prompt_hash: self.latest.as_ref().and_then(|r| r.prompt_hash.as_deref()),
+            result: self.latest.as_ref().map(|r| TaskJson::of(&r.result)),
+            history,
         }
-        v
     }
 
     /// The text `ctx runs show RUN --task ID` prints: status, model,
@@ -540,10 +587,6 @@ impl TaskShow {
 }
 
 /// A stored result as `ctx run --format json` prints a task.
-fn task_json(r: &TaskExecutionResult) -> Value {
-    serde_json::to_value(TaskJson::of(r)).unwrap_or(Value::Null)
-}
-
 /// `## Summary`: the `llm` summary (or summaries, one per dependent) of a
 /// task's output, each with its call's model, usage, time and whether it
 /// fell back to `truncate`. `None` when no summary was made.
@@ -667,6 +710,8 @@ pub fn printable(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
 
     /// A stored run held in memory: what either store would answer.
@@ -831,7 +876,7 @@ mod tests {
         assert!(text.contains("(claim 3, engine openai gpt-4o)"), "{text}");
         assert!(!text.contains("SESSION"), "{text}");
         assert!(text.contains("## Engine attempts"), "{text}");
-        let v = show.json();
+        let v = value(&show.json());
         assert_eq!(v["claims"], 3);
         assert!(v["history"][0].get("session").is_none(), "{v}");
     }
@@ -841,13 +886,17 @@ mod tests {
         let s = stored("run.sqlite");
         let c = TaskShow::read(&s, "c", None).unwrap().unwrap();
         assert!(c.text().ends_with("status   pending (never started)\n"));
-        assert!(c.json()["result"].is_null());
+        assert!(value(&c.json())["result"].is_null());
         assert!(TaskShow::read(&s, "zz", None).unwrap().is_none());
         // A task dropped from the plan still has its stored result.
         assert!(TaskShow::read(&s, "gone", None).unwrap().is_some());
     }
 
-    fn json_text(v: &Value) -> String {
+    fn value(v: &impl Serialize) -> Value {
+        serde_json::to_value(v).unwrap()
+    }
+
+    fn json_text(v: &impl Serialize) -> String {
         serde_json::to_string_pretty(v).unwrap()
     }
 }

@@ -18,8 +18,9 @@ use ctx_store::ResumePlan;
 use crate::rows::*;
 use crate::store::*;
 
-/// One `ctx run` or `ctx run --resume` of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One `ctx run` or `ctx run --resume` of a run (as JSON, in `ctx runs
+/// show --format json`: its fields in this order).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SessionInfo {
     /// 1 for the first run, then 2, 3... for each resume.
     pub seq: i64,

@@ -88,6 +88,22 @@ impl StatusCounts {
     }
 }
 
+/// As JSON: `total` first, then the terminal statuses, then the rest, the
+/// order every listing prints them in.
+impl serde::Serialize for StatusCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut m = s.serialize_struct("StatusCounts", 6)?;
+        m.serialize_field("total", &self.total())?;
+        m.serialize_field("completed", &self.completed)?;
+        m.serialize_field("failed", &self.failed)?;
+        m.serialize_field("skipped", &self.skipped)?;
+        m.serialize_field("in_progress", &self.in_progress)?;
+        m.serialize_field("pending", &self.pending)?;
+        m.end()
+    }
+}
+
 /// What a store tells about a run as a whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunHeader {

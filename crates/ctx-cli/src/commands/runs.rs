@@ -21,9 +21,9 @@ use std::path::PathBuf;
 
 use ctx_deps::{RunHistory, StoreError};
 use ctx_model::{TaskExecutionResult, TaskStatus};
+use ctx_run::list::{RowFacts, RunList, RunRow};
 use ctx_run::show::{RunShow, StoreFacts, TaskShow, printable};
-use ctx_store_sqlite::{RunRoot, RunSummary, RunView, StatusCounts};
-use serde_json::{Value, json};
+use ctx_store_sqlite::{RunRoot, RunSummary, RunView};
 
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
@@ -191,55 +191,18 @@ pub(crate) fn read_error(e: StoreError) -> CliError {
     CliError::with(Exit::Store, e)
 }
 
-fn print_json(v: &Value) -> Result<(), CliError> {
-    print_stdout(&json_text(v)?)
-}
-
 fn list(a: ListArgs) -> CliResult {
     let root = RunRoot::new(&a.root.root);
     let (runs, bad) = root.list().map_err(store_error)?;
     for b in &bad {
         eprintln!("warning: {}", b.error);
     }
-    match a.format {
-        Format::Json => print_json(&Value::Array(runs.iter().map(summary_json).collect()))?,
-        Format::Text if runs.is_empty() => {
-            print_stdout(&format!("no runs under {}\n", root.path().display()))?;
-        }
-        Format::Text => {
-            let rows: Vec<Vec<String>> = runs
-                .iter()
-                .map(|r| {
-                    vec![
-                        r.id.clone(),
-                        r.state.to_string(),
-                        r.created_at.clone(),
-                        r.counts.total().to_string(),
-                        r.counts.completed.to_string(),
-                        r.counts.failed.to_string(),
-                        r.counts.skipped.to_string(),
-                        (r.counts.pending + r.counts.in_progress).to_string(),
-                        r.plan.clone().map_or_else(|| "-".into(), |p| printable(&p)),
-                    ]
-                })
-                .collect();
-            print_stdout(&table(
-                &[
-                    "RUN",
-                    "STATE",
-                    "STARTED",
-                    "TASKS",
-                    "COMPLETED",
-                    "FAILED",
-                    "SKIPPED",
-                    "NOT RUN",
-                    "PLAN",
-                ],
-                &[false, false, false, true, true, true, true, true, false],
-                &rows,
-            ))?;
-        }
-    }
+    let list = RunList::new(
+        runs.into_iter().map(row).collect(),
+        root.path().display().to_string(),
+        false,
+    );
+    print_list(&list, a.format)?;
     Ok(if bad.is_empty() {
         Exit::Ok
     } else {
@@ -247,27 +210,26 @@ fn list(a: ListArgs) -> CliResult {
     })
 }
 
-fn summary_json(r: &RunSummary) -> Value {
-    json!({
-        "id": r.id,
-        "dir": r.dir.display().to_string(),
-        "state": r.state.as_str(),
-        "created_at": r.created_at,
-        "sessions": r.sessions,
-        "plan": r.plan,
-        "counts": counts_json(&r.counts),
-    })
+fn row(r: RunSummary) -> RunRow {
+    RunRow {
+        id: r.id,
+        state: r.state.as_str().to_string(),
+        created_at: r.created_at,
+        plan: r.plan,
+        counts: r.counts,
+        facts: RowFacts::Local {
+            dir: r.dir.display().to_string(),
+            sessions: r.sessions,
+        },
+    }
 }
 
-fn counts_json(c: &StatusCounts) -> Value {
-    json!({
-        "total": c.total(),
-        "completed": c.completed,
-        "failed": c.failed,
-        "skipped": c.skipped,
-        "in_progress": c.in_progress,
-        "pending": c.pending,
-    })
+/// `ctx runs list` of either store.
+pub(crate) fn print_list(list: &RunList, format: Format) -> Result<(), CliError> {
+    match format {
+        Format::Json => print_stdout(&json_text(&list.runs)?),
+        Format::Text => print_stdout(&list.text()),
+    }
 }
 
 fn open(root: &RootArg, run: &str) -> Result<RunView, CliError> {

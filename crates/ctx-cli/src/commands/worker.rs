@@ -443,36 +443,12 @@ where
 pub fn runs_list(url: &str, format: crate::format::Format) -> CliResult {
     let store = open_store(url)?;
     let runs = runtime()?.block_on(store.runs(None)).map_err(pg_error)?;
-    match format {
-        crate::format::Format::Json => {
-            let v: Vec<serde_json::Value> = runs.iter().map(run_json).collect();
-            crate::io::print_stdout(&crate::io::json_text(&v)?)?;
-        }
-        crate::format::Format::Text => {
-            let mut out = String::new();
-            if runs.is_empty() {
-                out.push_str(&format!("no runs in {}\n", store.display_url()));
-            }
-            for r in &runs {
-                let c = r.counts;
-                out.push_str(&format!(
-                    "{}  {:<9}  {}  {}/{} completed  {} failed  {} skipped  {} running  {} late  {}  {}\n",
-                    r.run_id,
-                    run_state(r),
-                    r.created_at,
-                    c.completed,
-                    r.task_count,
-                    c.failed,
-                    c.skipped,
-                    c.in_progress,
-                    r.late_commits,
-                    r.engine,
-                    r.plan_source.as_deref().unwrap_or("-"),
-                ));
-            }
-            crate::io::print_stdout(&out)?;
-        }
-    }
+    let list = ctx_run::list::RunList::new(
+        runs.into_iter().map(run_row).collect(),
+        store.display_url().to_string(),
+        true,
+    );
+    crate::commands::runs::print_list(&list, format)?;
     Ok(Exit::Ok)
 }
 
@@ -490,22 +466,21 @@ fn run_state(r: &ctx_store_postgres::RunInfo) -> &'static str {
     }
 }
 
-fn run_json(r: &ctx_store_postgres::RunInfo) -> serde_json::Value {
-    let c = r.counts;
-    serde_json::json!({
-        "run_id": r.run_id,
-        "state": run_state(r),
-        "created_at": r.created_at,
-        "finished_at": r.finished_at,
-        "engine": r.engine,
-        "plan_source": r.plan_source,
-        "plan_hash": r.plan_hash,
-        "tasks": r.task_count,
-        "counts": {"pending": c.pending, "in_progress": c.in_progress, "completed": c.completed,
-                   "failed": c.failed, "skipped": c.skipped},
-        "late_commits": r.late_commits,
-        "reclaims": r.reclaims,
-    })
+fn run_row(r: ctx_store_postgres::RunInfo) -> ctx_run::list::RunRow {
+    ctx_run::list::RunRow {
+        state: run_state(&r).to_string(),
+        id: r.run_id,
+        created_at: r.created_at,
+        plan: r.plan_source,
+        counts: r.counts,
+        facts: ctx_run::list::RowFacts::Shared {
+            finished_at: r.finished_at,
+            engine: r.engine,
+            plan_hash: r.plan_hash,
+            late_commits: r.late_commits,
+            reclaims: r.reclaims,
+        },
+    }
 }
 
 /// `ctx runs show RUN --store URL [--task ID]`: the same page as for a
