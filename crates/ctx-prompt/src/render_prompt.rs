@@ -46,13 +46,16 @@
 
 use std::collections::BTreeMap;
 
-use ctx_history::{Digest, DigestRequest, HistoryConfig, HistoryError, assemble_digest};
+use ctx_history::{
+    Digest, DigestRequest, HistoryConfig, HistoryError, SourceStatus, Warning, assemble_digest,
+};
 use ctx_tokens::{Tokenizer, UnknownTokenizer};
+use serde::Serialize;
 
 use crate::fence::FenceNonce;
 use crate::template::{
-    Classes, HISTORICAL_CONTEXT, LintReport, Preflight, RenderError, Template, lint, preflight,
-    render_with_nonce,
+    Classes, Component, HISTORICAL_CONTEXT, LintReport, Preflight, RenderError, Template, lint,
+    preflight, render_with_nonce,
 };
 
 /// The tokenizer used when neither the caller nor a history config names
@@ -135,6 +138,74 @@ pub struct RenderedPrompt {
     pub digest: Option<Digest>,
     /// The tokenizer that counted.
     pub tokenizer: Tokenizer,
+    /// The nonce the fence tags carry (a `fence: nonce` template).
+    pub nonce: Option<FenceNonce>,
+}
+
+impl RenderedPrompt {
+    /// What `ctx render --format json` prints for the template shown as
+    /// `template`, keys in the order [`RenderJson`] declares them.
+    pub fn json<'a>(&'a self, template: &'a str) -> RenderJson<'a> {
+        RenderJson {
+            template,
+            text: &self.text,
+            components: &self.preflight.components,
+            total_tokens: self.preflight.total_tokens,
+            budget: self.preflight.budget,
+            tokenizer: &self.preflight.tokenizer,
+            historical_context: self.digest.as_ref().map(|d| DigestJson {
+                words: d.words,
+                max_words: d.max_words,
+                token_cap: d.token_cap,
+                sources: d
+                    .sources
+                    .iter()
+                    .map(|s| SourceJson {
+                        key: &s.key,
+                        status: s.status,
+                        words: s.words,
+                    })
+                    .collect(),
+                warnings: &d.warnings,
+            }),
+            fence_nonce: self.nonce.as_ref().map(FenceNonce::as_str),
+        }
+    }
+}
+
+/// A rendered prompt as JSON (docs/prompts.md, `ctx render`): the
+/// template, the text, the preflight, then what only some renders have
+/// (the digest's report, the fence nonce), each left out when absent.
+#[derive(Debug, Serialize)]
+pub struct RenderJson<'a> {
+    template: &'a str,
+    text: &'a str,
+    components: &'a [Component],
+    total_tokens: usize,
+    budget: Option<usize>,
+    tokenizer: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    historical_context: Option<DigestJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fence_nonce: Option<&'a str>,
+}
+
+/// The digest's report in [`RenderJson`]: its size, caps and sources.
+#[derive(Debug, Serialize)]
+struct DigestJson<'a> {
+    words: usize,
+    max_words: usize,
+    token_cap: usize,
+    sources: Vec<SourceJson<'a>>,
+    warnings: &'a [Warning],
+}
+
+/// One source of [`DigestJson`].
+#[derive(Debug, Serialize)]
+struct SourceJson<'a> {
+    key: &'a str,
+    status: SourceStatus,
+    words: usize,
 }
 
 /// Why a template was not rendered. Messages name the template; none
@@ -234,6 +305,7 @@ pub fn render_prompt(input: RenderInput<'_>) -> Result<RenderedPrompt, RenderPro
         preflight: pre,
         digest,
         tokenizer,
+        nonce,
     })
 }
 

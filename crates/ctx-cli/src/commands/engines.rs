@@ -255,30 +255,61 @@ fn wrap(text: &str, width: usize, indent: &str) -> String {
     out
 }
 
-fn json(engines: &[Engine]) -> serde_json::Value {
-    let settings = |list: &[Setting], env: bool| -> Vec<serde_json::Value> {
+/// `ctx engines --format json`: `{"engines": [{"name", "default",
+/// "description", "flags", "environment"}]}`, each setting `{"name",
+/// "meaning", "default"?, "set"?}`, keys in this order.
+#[derive(serde::Serialize)]
+struct EnginesJson {
+    engines: Vec<EngineJson>,
+}
+
+#[derive(serde::Serialize)]
+struct EngineJson {
+    name: &'static str,
+    default: bool,
+    description: String,
+    flags: Vec<SettingJson>,
+    environment: Vec<SettingJson>,
+}
+
+#[derive(serde::Serialize)]
+struct SettingJson {
+    name: &'static str,
+    meaning: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    default: Option<String>,
+    /// Whether the variable is set (never its value); environment only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    set: Option<bool>,
+}
+
+fn json(engines: &[Engine]) -> EnginesJson {
+    let settings = |list: &[Setting], env: bool| -> Vec<SettingJson> {
         list.iter()
-            .map(|s| {
-                let mut v = serde_json::json!({"name": s.name, "meaning": s.meaning});
-                if let Some(d) = &s.default {
-                    v["default"] = serde_json::json!(d);
-                }
-                if env && is_read(s.name) {
-                    v["set"] = serde_json::json!(is_set(s.name));
-                }
-                v
+            .map(|s| SettingJson {
+                name: s.name,
+                meaning: s.meaning,
+                default: s.default.clone(),
+                set: (env && is_read(s.name)).then(|| is_set(s.name)),
             })
             .collect()
     };
-    serde_json::json!({
-        "engines": engines.iter().map(|e| serde_json::json!({
-            "name": e.name,
-            "default": e.default,
-            "description": e.description.split_whitespace().collect::<Vec<_>>().join(" "),
-            "flags": settings(&e.flags, false),
-            "environment": settings(&e.environment, true),
-        })).collect::<Vec<_>>()
-    })
+    EnginesJson {
+        engines: engines
+            .iter()
+            .map(|e| EngineJson {
+                name: e.name,
+                default: e.default,
+                description: e
+                    .description
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                flags: settings(&e.flags, false),
+                environment: settings(&e.environment, true),
+            })
+            .collect(),
+    }
 }
 
 /// Prints the engines.
@@ -319,7 +350,7 @@ mod tests {
 
     #[test]
     fn json_form_names_the_same_engines() {
-        let j = json(&engines());
+        let j = serde_json::to_value(json(&engines())).unwrap();
         let names: Vec<&str> = j["engines"]
             .as_array()
             .unwrap()

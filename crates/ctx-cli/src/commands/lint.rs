@@ -17,7 +17,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use ctx_prompt::template::{Class, Classes, LintReport, Template, lint};
+use ctx_prompt::template::{
+    Class, Classes, LintReport, LintSummary, Template, UnreadTemplate, lint,
+};
 
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::read_text;
@@ -83,7 +85,7 @@ pub fn run(args: Args) -> CliResult {
         None => Classes::default(),
     };
     let mut reports = Vec::new();
-    let mut errors: Vec<(String, String)> = Vec::new();
+    let mut errors = Vec::new();
     for path in &args.templates {
         let shown = if path.as_os_str() == "-" {
             "<stdin>".to_string()
@@ -95,35 +97,31 @@ pub fn run(args: Args) -> CliResult {
             .and_then(|text| Template::parse(&text, &shown).map_err(|e| e.to_string()));
         match parsed {
             Ok(t) => reports.push(lint(&t, &classes)),
-            Err(message) => errors.push((shown, message)),
+            Err(message) => errors.push(UnreadTemplate {
+                path: shown,
+                message,
+            }),
         }
     }
-    let findings: usize = reports.iter().map(|r| r.findings.len()).sum();
+    let summary = LintSummary::new(reports, errors);
     let mut stdout = std::io::stdout().lock();
     match args.format {
         Format::Text => {
-            for r in &reports {
+            for r in &summary.templates {
                 print_report(r, &mut stdout);
             }
         }
         Format::Json => {
-            let obj = serde_json::json!({
-                "templates": reports,
-                "errors": errors.iter().map(|(p, m)| serde_json::json!({"path": p, "message": m})).collect::<Vec<_>>(),
-                "findings": findings,
-            });
-            let s = serde_json::to_string_pretty(&obj)
-                .map_err(|e| CliError::usage(format!("serializing the report: {e}")))?;
-            let _ = writeln!(stdout, "{s}");
+            let _ = write!(stdout, "{}", crate::io::json_text(&summary)?);
         }
     }
     let _ = stdout.flush();
-    for (_, message) in &errors {
-        eprintln!("error: {message}");
+    for e in &summary.errors {
+        eprintln!("error: {}", e.message);
     }
-    Ok(if !errors.is_empty() {
+    Ok(if !summary.errors.is_empty() {
         Exit::Usage
-    } else if findings > 0 {
+    } else if summary.findings > 0 {
         Exit::Findings
     } else {
         Exit::Ok

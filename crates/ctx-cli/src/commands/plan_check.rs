@@ -23,8 +23,8 @@
 
 use std::path::{Path, PathBuf};
 
-use ctx_model::{FieldLocator, Plan, PlanError, Problem};
-use serde_json::json;
+use ctx_model::check_report::{CheckReport, ReadErrorJson};
+use ctx_model::{FieldLocator, Plan};
 
 use crate::exit::{CliError, CliResult, Exit};
 
@@ -52,49 +52,22 @@ pub fn run(args: Args) -> CliResult {
     let (source, parsed) = match loaded {
         Ok(loaded) => loaded,
         Err(e) if args.format == Format::Json => {
-            crate::io::print_stdout(&crate::io::json_text(&parse_error_json(&e))?)?;
+            crate::io::print_stdout(&crate::io::json_text(&ReadErrorJson::of(&e))?)?;
             return Ok(Exit::Usage);
         }
         Err(e) => return Err(CliError::usage(e)),
     };
     let origin = source.origin.as_str();
     let problems = parsed.problems_in(ctx_model::plan_base_dir(&args.plan));
-    let plan = &parsed.plan;
     let locator = if problems.is_empty() {
         FieldLocator::default()
     } else {
         FieldLocator::new(&source.text)
     };
-    let counts = Counts::of(plan);
+    let report = CheckReport::new(origin, &parsed.plan, &problems, &locator);
     match args.format {
-        Format::Json => {
-            let value = json!({
-                "file": origin,
-                "valid": problems.is_empty(),
-                "tasks": counts.tasks,
-                "entities": counts.entities,
-                "dependencies": counts.dependencies,
-                "problems": problems.iter().map(|p| problem_json(p, &locator)).collect::<Vec<_>>(),
-            });
-            crate::io::print_stdout(&crate::io::json_text(&value)?)?;
-        }
-        Format::Text => {
-            let mut text = String::new();
-            for p in &problems {
-                text.push_str(&problem_line(origin, &locator, p));
-                text.push('\n');
-            }
-            if problems.is_empty() {
-                text.push_str(&format!("{origin}: ok ({counts})\n"));
-            } else {
-                let n = problems.len();
-                text.push_str(&format!(
-                    "{origin}: invalid: {n} problem{} ({counts})\n",
-                    if n == 1 { "" } else { "s" }
-                ));
-            }
-            crate::io::print_stdout(&text)?;
-        }
+        Format::Json => crate::io::print_stdout(&crate::io::json_text(&report.json())?)?,
+        Format::Text => crate::io::print_stdout(&report.text())?,
     }
     Ok(if problems.is_empty() {
         Exit::Ok
@@ -116,84 +89,4 @@ pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
             CliError::usage(invalid.report(Some("nothing was done")))
         }
     })
-}
-
-/// One problem as a line: `FILE:LINE:COLUMN: task "ID": FIELD: MESSAGE`
-/// (`FILE: ...` when the field cannot be found in the text).
-pub fn problem_line(origin: &str, locator: &FieldLocator, problem: &Problem) -> String {
-    ctx_model::problem_line(origin, locator.locate_problem(problem), problem)
-}
-
-/// A problem's JSON form: its fields plus `line` and `column` (null when
-/// the field cannot be found in the text).
-fn problem_json(problem: &Problem, locator: &FieldLocator) -> serde_json::Value {
-    let at = locator.locate_problem(problem);
-    json!({
-        "code": problem.code,
-        "task_id": problem.task_id,
-        "field": problem.field,
-        "line": at.map(|(l, _)| l),
-        "column": at.map(|(_, c)| c),
-        "message": problem.message,
-    })
-}
-
-struct Counts {
-    tasks: usize,
-    entities: usize,
-    dependencies: usize,
-}
-
-impl Counts {
-    fn of(plan: &Plan) -> Counts {
-        Counts {
-            tasks: plan.sub_tasks.len(),
-            entities: plan.entities.len(),
-            dependencies: plan.sub_tasks.iter().map(|t| t.dependencies.len()).sum(),
-        }
-    }
-}
-
-impl std::fmt::Display for Counts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let plural = |n: usize, word: &str, words: &str| {
-            format!("{n} {}", if n == 1 { word } else { words })
-        };
-        write!(
-            f,
-            "{}, {}, {}",
-            plural(self.tasks, "task", "tasks"),
-            plural(self.entities, "entity", "entities"),
-            plural(self.dependencies, "dependency", "dependencies")
-        )
-    }
-}
-
-/// The JSON form of a read or parse error.
-fn parse_error_json(e: &PlanError) -> serde_json::Value {
-    let error = match e {
-        PlanError::Syntax {
-            format,
-            line,
-            column,
-            field,
-            message,
-            ..
-        } => json!({
-            "kind": "syntax",
-            "format": format.as_str(),
-            "line": line,
-            "column": column,
-            "field": field,
-            "message": message,
-        }),
-        PlanError::UnsupportedVersion { found, .. } => json!({
-            "kind": "unsupported_version",
-            "found": found,
-            "supported": ctx_model::SCHEMA_VERSION,
-            "message": e.to_string(),
-        }),
-        _ => json!({ "kind": "io", "message": e.to_string() }),
-    };
-    json!({ "file": e.origin(), "valid": false, "error": error })
 }

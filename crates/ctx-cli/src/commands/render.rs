@@ -180,7 +180,6 @@ pub fn run(args: Args) -> CliResult {
         })?;
         input.nonce = Some(FenceNonce::from_bytes(bytes));
     }
-    let nonce = input.nonce.clone();
 
     let rendered = render_prompt(input).map_err(|e| match e {
         RenderPromptError::Lint(ref report) => {
@@ -220,34 +219,7 @@ pub fn run(args: Args) -> CliResult {
             eprint!("{}", pre.table());
             rendered.text
         }
-        Format::Json => {
-            let mut obj = serde_json::json!({
-                "template": shown,
-                "text": rendered.text,
-                "components": pre.components,
-                "total_tokens": pre.total_tokens,
-                "budget": pre.budget,
-                "tokenizer": pre.tokenizer,
-            });
-            if let (Some(n), Some(map)) = (&nonce, obj.as_object_mut()) {
-                map.insert("fence_nonce".into(), n.as_str().into());
-            }
-            if let (Some(digest), Some(map)) = (&rendered.digest, obj.as_object_mut()) {
-                map.insert(
-                    "historical_context".into(),
-                    serde_json::json!({
-                        "words": digest.words,
-                        "max_words": digest.max_words,
-                        "token_cap": digest.token_cap,
-                        "sources": digest.sources.iter().map(|s| serde_json::json!({
-                            "key": s.key, "status": s.status, "words": s.words,
-                        })).collect::<Vec<_>>(),
-                        "warnings": digest.warnings,
-                    }),
-                );
-            }
-            crate::io::json_text(&obj)?
-        }
+        Format::Json => crate::io::json_text(&rendered.json(&shown))?,
     };
     crate::io::print_stdout(&out)?;
     Ok(Exit::Ok)

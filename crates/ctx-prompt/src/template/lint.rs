@@ -69,6 +69,39 @@ pub struct PlaceholderReport {
     pub fenced: bool,
 }
 
+/// What `ctx lint` found in several templates, as its `--format json`
+/// prints it: keys in the order declared here (docs/prompts.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LintSummary {
+    /// One report per template that could be read, in the order given.
+    pub templates: Vec<LintReport>,
+    /// The templates that could not be read or parsed.
+    pub errors: Vec<UnreadTemplate>,
+    /// The findings of every template.
+    pub findings: usize,
+}
+
+impl LintSummary {
+    /// The summary of `templates` and `errors`.
+    pub fn new(templates: Vec<LintReport>, errors: Vec<UnreadTemplate>) -> LintSummary {
+        let findings = templates.iter().map(|r| r.findings.len()).sum();
+        LintSummary {
+            templates,
+            errors,
+            findings,
+        }
+    }
+}
+
+/// A template lint could not read: its path and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnreadTemplate {
+    /// The path as given.
+    pub path: String,
+    /// The read or parse error.
+    pub message: String,
+}
+
 /// Everything lint found in one template.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LintReport {
