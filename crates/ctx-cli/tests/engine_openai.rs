@@ -552,7 +552,7 @@ fn bad_engine_settings_are_usage_errors() {
         ),
         (
             &["--idle-timeout", "0"],
-            "--idle-timeout 0: must be a positive number of seconds",
+            "--idle-timeout: must be greater than zero",
         ),
     ];
     for (args, message) in cases {

@@ -168,6 +168,67 @@ pub enum StructuredOutput {
     Never,
 }
 
+impl OpenAiConfig {
+    /// Refuses a setting the engine cannot work with; every front end
+    /// gets the same rules from here ([`crate::OpenAiEngine::new`] calls
+    /// it). The error names the field; the CLI names its flag.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let refuse = |field, reason: &str| {
+            Err(ConfigError::Setting {
+                field,
+                reason: reason.to_string(),
+            })
+        };
+        if self.retry.max_attempts == 0 {
+            return refuse(Setting::MaxAttempts, "must be at least 1");
+        }
+        for (field, value) in [
+            (Setting::RequestTimeout, self.request_timeout),
+            (Setting::IdleTimeout, self.idle_timeout),
+            (Setting::ConnectTimeout, self.connect_timeout),
+        ] {
+            if value.is_zero() {
+                return refuse(field, "must be greater than zero");
+            }
+        }
+        if self.retry.max_backoff < self.retry.initial_backoff {
+            return refuse(
+                Setting::MaxBackoff,
+                &format!(
+                    "{} ms is below retry.initial_backoff ({} ms)",
+                    self.retry.max_backoff.as_millis(),
+                    self.retry.initial_backoff.as_millis()
+                ),
+            );
+        }
+        for (field, value) in [
+            (Setting::RequestsPerMinute, self.requests_per_minute),
+            (Setting::TokensPerMinute, self.tokens_per_minute),
+        ] {
+            if value == Some(0) {
+                return refuse(field, "must be at least 1 (leave it out for no limit)");
+            }
+        }
+        if self
+            .defaults
+            .model
+            .as_deref()
+            .is_some_and(|m| m.trim().is_empty())
+        {
+            return refuse(Setting::Model, "empty model name");
+        }
+        for (field, value) in [
+            (Setting::Temperature, self.defaults.temperature),
+            (Setting::TopP, self.defaults.top_p),
+        ] {
+            if value.is_some_and(|v| !v.is_finite()) {
+                return refuse(field, "not a number");
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for OpenAiConfig {
     fn default() -> Self {
         OpenAiConfig {
@@ -231,6 +292,16 @@ pub enum Setting {
     RequestsPerMinute,
     /// `tokens_per_minute`.
     TokensPerMinute,
+    /// `connect_timeout`.
+    ConnectTimeout,
+    /// `retry.max_backoff` (below `retry.initial_backoff`).
+    MaxBackoff,
+    /// `defaults.model`.
+    Model,
+    /// `defaults.temperature`.
+    Temperature,
+    /// `defaults.top_p`.
+    TopP,
 }
 
 impl Setting {
@@ -242,6 +313,11 @@ impl Setting {
             Setting::IdleTimeout => "idle_timeout",
             Setting::RequestsPerMinute => "requests_per_minute",
             Setting::TokensPerMinute => "tokens_per_minute",
+            Setting::ConnectTimeout => "connect_timeout",
+            Setting::MaxBackoff => "retry.max_backoff",
+            Setting::Model => "defaults.model",
+            Setting::Temperature => "defaults.temperature",
+            Setting::TopP => "defaults.top_p",
         }
     }
 }
@@ -301,6 +377,44 @@ fn mask_password(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_refuses_what_the_engine_cannot_work_with_and_names_the_field() {
+        assert_eq!(OpenAiConfig::default().check(), Ok(()));
+        let refused = |edit: fn(&mut OpenAiConfig)| {
+            let mut c = OpenAiConfig::default();
+            edit(&mut c);
+            match c.check() {
+                Err(ConfigError::Setting { field, .. }) => field,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(refused(|c| c.retry.max_attempts = 0), Setting::MaxAttempts);
+        assert_eq!(
+            refused(|c| c.connect_timeout = Duration::ZERO),
+            Setting::ConnectTimeout
+        );
+        assert_eq!(
+            refused(|c| c.retry.max_backoff = Duration::from_millis(10)),
+            Setting::MaxBackoff
+        );
+        assert_eq!(
+            refused(|c| c.tokens_per_minute = Some(0)),
+            Setting::TokensPerMinute
+        );
+        assert_eq!(
+            refused(|c| c.defaults.model = Some("  ".into())),
+            Setting::Model
+        );
+        assert_eq!(
+            refused(|c| c.defaults.top_p = Some(f64::NAN)),
+            Setting::TopP
+        );
+        assert_eq!(
+            refused(|c| c.defaults.temperature = Some(f64::INFINITY)),
+            Setting::Temperature
+        );
+    }
 
     #[test]
     fn endpoint_joins_and_validates() {

@@ -13,7 +13,7 @@ use ctx_model::{Attempt, CallOutcome, Params};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Client, Response, Url};
 
-use crate::config::{ConfigError, OpenAiConfig, Setting, StructuredOutput, display_url, endpoint};
+use crate::config::{ConfigError, OpenAiConfig, StructuredOutput, display_url, endpoint};
 use crate::pacing::Pacer;
 use crate::retry::{self, ApiErrorInfo, snippet};
 use crate::sse::SseParser;
@@ -145,37 +145,11 @@ impl OpenAiEngine {
     pub const NAME: &'static str = "openai";
 
     /// Builds the engine. Fails on a base URL that is not `http(s)`, a key
-    /// that cannot go in a header, or `max_attempts` of zero.
+    /// that cannot go in a header, or a setting [`OpenAiConfig::check`]
+    /// refuses.
     pub fn new(config: OpenAiConfig) -> Result<OpenAiEngine, ConfigError> {
         let endpoint = endpoint(&config.base_url)?;
-        if config.retry.max_attempts == 0 {
-            return Err(ConfigError::Setting {
-                field: Setting::MaxAttempts,
-                reason: "must be at least 1".into(),
-            });
-        }
-        for (field, value) in [
-            (Setting::RequestTimeout, config.request_timeout),
-            (Setting::IdleTimeout, config.idle_timeout),
-        ] {
-            if value.is_zero() {
-                return Err(ConfigError::Setting {
-                    field,
-                    reason: "must be greater than zero".into(),
-                });
-            }
-        }
-        for (field, value) in [
-            (Setting::RequestsPerMinute, config.requests_per_minute),
-            (Setting::TokensPerMinute, config.tokens_per_minute),
-        ] {
-            if value == Some(0) {
-                return Err(ConfigError::Setting {
-                    field,
-                    reason: "must be at least 1 (leave it out for no limit)".into(),
-                });
-            }
-        }
+        config.check()?;
         let auth = match &config.api_key {
             Some(key) => {
                 let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))

@@ -184,22 +184,34 @@ impl OpenAiArgs {
 pub fn build(args: &OpenAiArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
     let config = config_from(args, |name| std::env::var(name).ok())?;
     let engine = OpenAiEngine::new(config)
-        .map_err(|e| CliError::usage(format!("--engine openai: {}", config_error(&e))))?
+        .map_err(|e| CliError::usage(format!("--engine openai: {}", config_error(&e, args))))?
         .with_observer(Arc::new(report_event));
     Ok(Arc::new(engine))
 }
 
 /// A configuration error as the CLI says it: a numeric setting is named by
 /// its flag (the library names the config field).
-fn config_error(e: &ConfigError) -> String {
+fn config_error(e: &ConfigError, args: &OpenAiArgs) -> String {
     match e {
+        ConfigError::Setting {
+            field: Setting::MaxBackoff,
+            ..
+        } => format!(
+            "--retry-max-ms {} is below --retry-initial-ms {}",
+            args.retry_max_ms.unwrap_or(DEFAULT_RETRY_MAX_MS),
+            args.retry_initial_ms.unwrap_or(DEFAULT_RETRY_INITIAL_MS)
+        ),
         ConfigError::Setting { field, reason } => {
             let flag = match field {
                 Setting::MaxAttempts => "--max-attempts",
                 Setting::RequestTimeout => "--request-timeout",
                 Setting::IdleTimeout => "--idle-timeout",
+                Setting::ConnectTimeout => "--connect-timeout",
                 Setting::RequestsPerMinute => "--rpm",
                 Setting::TokensPerMinute => "--tpm",
+                Setting::Model => "--model",
+                Setting::Temperature => "--temperature",
+                Setting::TopP => "--top-p",
                 _ => return e.to_string(),
             };
             format!("{flag}: {reason}")
@@ -238,45 +250,29 @@ pub fn config_from(
         }
         None => env(DEFAULT_API_KEY_ENV).and_then(ApiKey::new),
     };
+    // Seconds become a `Duration` here (a negative or non-finite number
+    // cannot be one); zero, `--max-attempts 0`, `--rpm 0`, a maximum
+    // backoff below the initial one, an empty model and a NaN temperature
+    // are the engine's to refuse (`OpenAiConfig::check`, named back to the
+    // flag by `config_error`): one check, in the library.
     let secs = |flag: &str, value: Option<f64>, default: f64| -> Result<Duration, CliError> {
         let v = value.unwrap_or(default);
-        if !v.is_finite() || v <= 0.0 {
-            return Err(CliError::usage(format!(
-                "{flag} {v}: must be a positive number of seconds"
-            )));
-        }
-        Duration::try_from_secs_f64(v).map_err(|e| CliError::usage(format!("{flag} {v}: {e}")))
+        Duration::try_from_secs_f64(v).map_err(|_| {
+            CliError::usage(format!("{flag} {v}: must be a positive number of seconds"))
+        })
     };
-    let finite = |flag: &str, value: Option<f64>| -> Result<Option<f64>, CliError> {
-        match value {
-            Some(v) if !v.is_finite() => Err(CliError::usage(format!("{flag} {v}: not a number"))),
-            other => Ok(other),
-        }
-    };
-    // `--max-attempts 0`, `--rpm 0`, `--tpm 0` and zero timeouts are the
-    // engine's to refuse (`OpenAiEngine::new`, named back to the flag by
-    // `config_error`): one check, in the library.
-    let max_attempts = args.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
     let initial = args.retry_initial_ms.unwrap_or(DEFAULT_RETRY_INITIAL_MS);
     let max = args
         .retry_max_ms
         .unwrap_or(DEFAULT_RETRY_MAX_MS.max(initial));
-    if max < initial {
-        return Err(CliError::usage(format!(
-            "--retry-max-ms {max} is below --retry-initial-ms {initial}"
-        )));
-    }
-    if args.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
-        return Err(CliError::usage("--model: empty model name"));
-    }
     Ok(OpenAiConfig {
         base_url,
         api_key,
         defaults: RequestDefaults {
             model: args.model.clone(),
-            temperature: finite("--temperature", args.temperature)?,
+            temperature: args.temperature,
             max_tokens: args.max_tokens,
-            top_p: finite("--top-p", args.top_p)?,
+            top_p: args.top_p,
             stop: (!args.stop.is_empty()).then(|| args.stop.clone()),
             seed: args.seed,
             system: args.system.clone(),
@@ -294,7 +290,7 @@ pub fn config_from(
             DEFAULT_CONNECT_TIMEOUT,
         )?,
         retry: RetryPolicy {
-            max_attempts,
+            max_attempts: args.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
             initial_backoff: Duration::from_millis(initial),
             max_backoff: Duration::from_millis(max),
             ..RetryPolicy::default()
@@ -390,13 +386,20 @@ mod tests {
             (Setting::IdleTimeout, "--idle-timeout"),
             (Setting::RequestsPerMinute, "--rpm"),
             (Setting::TokensPerMinute, "--tpm"),
+            (Setting::ConnectTimeout, "--connect-timeout"),
+            (Setting::Model, "--model"),
+            (Setting::Temperature, "--temperature"),
+            (Setting::TopP, "--top-p"),
         ] {
             let e = ConfigError::Setting {
                 field,
                 reason: "must be at least 1".into(),
             };
             assert!(!e.to_string().contains("--"), "{e}");
-            assert_eq!(config_error(&e), format!("{flag}: must be at least 1"));
+            assert_eq!(
+                config_error(&e, &OpenAiArgs::default()),
+                format!("{flag}: must be at least 1")
+            );
         }
     }
 
@@ -480,19 +483,33 @@ mod tests {
             "--engine openai: --rpm: must be at least 1 (leave it out for no limit)"
         );
         assert_eq!(
-            bad(OpenAiArgs {
+            refused(OpenAiArgs {
                 retry_initial_ms: Some(500),
                 retry_max_ms: Some(100),
                 ..Default::default()
             }),
-            "--retry-max-ms 100 is below --retry-initial-ms 500"
+            "--engine openai: --retry-max-ms 100 is below --retry-initial-ms 500"
         );
         assert_eq!(
-            bad(OpenAiArgs {
+            refused(OpenAiArgs {
                 temperature: Some(f64::NAN),
                 ..Default::default()
             }),
-            "--temperature NaN: not a number"
+            "--engine openai: --temperature: not a number"
+        );
+        assert_eq!(
+            refused(OpenAiArgs {
+                idle_timeout: Some(0.0),
+                ..Default::default()
+            }),
+            "--engine openai: --idle-timeout: must be greater than zero"
+        );
+        assert_eq!(
+            refused(OpenAiArgs {
+                model: Some(" ".into()),
+                ..Default::default()
+            }),
+            "--engine openai: --model: empty model name"
         );
     }
 
