@@ -125,6 +125,17 @@ pub enum Schedule {
     Levels,
 }
 
+/// The most tasks in flight that a `concurrency` setting allows: `0` means
+/// no limit. The one reading of the setting, for the executor and for a
+/// shared-store worker alike.
+pub fn concurrency_limit(concurrency: usize) -> usize {
+    if concurrency == 0 {
+        usize::MAX
+    } else {
+        concurrency
+    }
+}
+
 /// How a run behaves.
 #[derive(Debug, Clone)]
 pub struct ExecutorOptions {
@@ -577,11 +588,7 @@ impl Executor {
         P: FnMut(&ProgressEvent),
     {
         let g = &self.inner.graph;
-        let limit = if self.options.concurrency == 0 {
-            usize::MAX
-        } else {
-            self.options.concurrency
-        };
+        let limit = concurrency_limit(self.options.concurrency);
         // Tasks whose reservation must wait for a settlement.
         let mut waiting = Vec::new();
         while flight.jobs.len() < limit {

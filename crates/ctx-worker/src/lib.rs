@@ -47,7 +47,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctx_deps::{ExecutorOptions, InferenceEngine, PlanGraph, TaskRunner};
+use ctx_deps::{ExecutorOptions, InferenceEngine, PlanGraph, TaskRunner, concurrency_limit};
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store_postgres::{Claim, ClaimStore, Commit, Error as PgError, PgStore};
 
@@ -122,17 +122,28 @@ pub struct Worker {
     pub run: Option<String>,
     /// This worker's id, recorded with its claims.
     pub worker: String,
-    /// Most tasks in flight at once.
+    /// Most tasks in flight at once; `0` means no limit, as for the
+    /// executor ([`concurrency_limit`]).
     pub concurrency: usize,
-    /// A claim's lease, renewed every third of it while the task runs.
+    /// A claim's lease, renewed every third of it while the task runs
+    /// ([`DEFAULT_LEASE`] unless the caller knows better).
     pub lease: Duration,
     /// Stop when no open run is left (instead of waiting for new ones).
     pub until_idle: bool,
     /// The fallback poll between claims when nothing is ready
     /// (notifications wake the worker at once; a lapsed lease notifies
-    /// nobody).
+    /// nobody; [`DEFAULT_POLL`]).
     pub poll: Duration,
 }
+
+/// A claim's lease by default: long enough that a heartbeat every third of
+/// it survives a slow network or a paused VM, short enough that a killed
+/// worker's task is taken over within a minute.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+
+/// How often an idle worker looks for work when no notification came: a
+/// lapsed lease notifies nobody, so this bounds how long its task waits.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
 
 /// A run's plan, loaded once per worker.
 struct RunPlan {
@@ -211,7 +222,7 @@ impl Worker {
         tokio::pin!(stop);
         loop {
             let mut claimed_any = false;
-            while running.len() < self.concurrency {
+            while running.len() < concurrency_limit(self.concurrency) {
                 let claim = self
                     .store
                     .claim(self.run.as_deref(), &self.worker, self.lease)

@@ -40,9 +40,6 @@ use super::run::{Executed, Output, StopSignal, StopSignals};
 use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
 
-/// The default lease of a claim.
-pub const DEFAULT_LEASE_SECS: f64 = 60.0;
-
 /// Arguments of `ctx worker`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -58,7 +55,7 @@ pub struct Args {
     #[arg(long, value_name = "RUN")]
     pub run: Option<String>,
 
-    /// Most tasks this worker runs at once.
+    /// Most tasks this worker runs at once; 0 means no limit.
     #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
 
@@ -70,7 +67,7 @@ pub struct Args {
     /// A claim's lease in seconds: renewed every third of it while the
     /// task runs; a worker that stops renewing (killed, partitioned) loses
     /// its tasks to other workers after this long.
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_LEASE_SECS)]
+    #[arg(long, value_name = "SECS", default_value_t = ctx_worker::DEFAULT_LEASE.as_secs_f64())]
     pub lease: f64,
 
     /// Stop a task's engine call after this many seconds; 0 means no limit.
@@ -93,7 +90,7 @@ pub struct Args {
 
     /// How long to wait between claims when nothing is ready, in
     /// milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 100, hide = true)]
+    #[arg(long, value_name = "MS", default_value_t = ctx_worker::DEFAULT_POLL.as_millis() as u64, hide = true)]
     pub poll_ms: u64,
 }
 
@@ -172,9 +169,6 @@ pub fn run(args: Args) -> CliResult {
             "ctx worker needs a shared store: --store postgres://... (or CTX_STORE)",
         ));
     };
-    if args.concurrency == 0 {
-        return Err(CliError::usage("--concurrency must be at least 1"));
-    }
     let lease = secs("--lease", args.lease)?
         .ok_or_else(|| CliError::usage("--lease must be more than 0 seconds"))?;
     super::run::check_max_output_bytes(args.max_output_bytes)?;
@@ -356,14 +350,10 @@ pub fn run_on_shared_store(
             options: options.clone(),
             run: Some(run_id.clone()),
             worker: worker_id(),
-            concurrency: if options.concurrency == 0 {
-                usize::MAX
-            } else {
-                options.concurrency
-            },
-            lease: Duration::from_secs_f64(DEFAULT_LEASE_SECS),
+            concurrency: options.concurrency,
+            lease: ctx_worker::DEFAULT_LEASE,
             until_idle: true,
-            poll: Duration::from_millis(100),
+            poll: ctx_worker::DEFAULT_POLL,
         };
         rt.block_on(async {
             let signals = StopSignals::install();
