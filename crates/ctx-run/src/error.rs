@@ -30,6 +30,16 @@ pub enum RunError {
         /// `task.params.KEY` of each redacted key.
         keys: Vec<String>,
     },
+    /// The plan has `judge` checks and the engine's outputs are
+    /// placeholders (the dry-run engine): no model could answer them.
+    #[error("the {engine} engine cannot run `judge` checks (they need a model): {}", .checks.iter().map(|(_, f)| f.as_str()).collect::<Vec<_>>().join(", "))]
+    Unjudgeable {
+        /// The engine's name.
+        engine: String,
+        /// Each judge check: its task (none for `config.checks`) and its
+        /// field path (`sub_tasks[0].checks[1].judge`).
+        checks: Vec<(Option<String>, String)>,
+    },
     /// A store call on the blocking pool did not return (it panicked, or
     /// the runtime is shutting down).
     #[error("a store call on the blocking pool did not return: {0}")]

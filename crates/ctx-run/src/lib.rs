@@ -55,6 +55,7 @@ pub use atomic::{WriteError, write_atomic};
 pub use error::RunError;
 pub use results::{ResultsJson, SummariesJson, TaskJson, json_text};
 pub use session::{
-    RunOutcome, RunSession, RunSettings, RunStore, Start, StoredRun, run_plan, spent, total_cost,
+    RunOutcome, RunSession, RunSettings, RunStore, Start, StoredRun, refuse_unjudgeable, run_plan,
+    spent, total_cost,
 };
 pub use stored_plan::{StoredPlan, redacted_params, stored_plan};

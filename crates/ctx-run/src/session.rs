@@ -145,6 +145,7 @@ impl RunSession {
         engine: Arc<dyn InferenceEngine>,
         settings: RunSettings,
     ) -> Result<RunSession, RunError> {
+        refuse_unjudgeable(&plan, engine.as_ref())?;
         let RunSettings {
             executor: mut options,
             store,
@@ -332,4 +333,20 @@ pub fn total_cost(rows: &[ctx_store::ResultRecord]) -> ctx_cost::Usd {
     rows.iter()
         .filter_map(|r| r.result.metadata.cost_usd)
         .fold(ctx_cost::Usd::ZERO, ctx_cost::Usd::saturating_add)
+}
+
+/// Refuses a plan with `judge` checks on an engine whose outputs are
+/// placeholders: a judge needs a model to answer it, and a dry run would
+/// otherwise pass over those checks without a word. [`RunSession::start`]
+/// calls it; a front end that runs a plan another way (on a shared store)
+/// calls it itself.
+pub fn refuse_unjudgeable(plan: &Plan, engine: &dyn InferenceEngine) -> Result<(), RunError> {
+    let checks = ctx_model::judge_checks(plan);
+    if checks.is_empty() || engine.answers_prompts() {
+        return Ok(());
+    }
+    Err(RunError::Unjudgeable {
+        engine: engine.name().to_string(),
+        checks,
+    })
 }

@@ -189,3 +189,35 @@ fn out_dir_writes_prompts_outputs_and_results_json() {
     assert!(err.to_string().contains("b.md"), "{err}");
     assert!(out.join("results.json").is_file());
 }
+
+/// A judge check needs a model: a dry run of a plan with one is refused
+/// before anything starts (no run directory is made), as `ctx run` refuses
+/// it, instead of passing over the check.
+#[test]
+fn a_judge_check_on_the_dry_run_engine_is_refused_before_anything_starts() {
+    let mut plan = plan();
+    plan.sub_tasks[1].checks = serde_json::from_str(r#"[{"judge": "Does it say b?"}]"#).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(dir.path().join("runs"));
+    let err = RunSession::start(
+        plan,
+        Arc::new(DryRunEngine),
+        durable(&root, Start::New, false),
+    )
+    .err()
+    .unwrap();
+    match &err {
+        RunError::Unjudgeable { engine, checks } => {
+            assert_eq!(engine, "dry-run");
+            assert_eq!(
+                checks,
+                &[(
+                    Some("b".to_string()),
+                    "sub_tasks[1].checks[0].judge".to_string()
+                )]
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert!(!dir.path().join("runs").exists(), "{err}");
+}

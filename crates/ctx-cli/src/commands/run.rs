@@ -392,18 +392,20 @@ pub fn run(args: Args) -> CliResult {
     Ok(exit)
 }
 
-/// A plan with `judge` checks needs an engine that answers prompts: the
-/// dry-run engine cannot judge, so the run is refused before it starts,
-/// naming each judge check by file, line, task and field.
+/// [`ctx_run::refuse_unjudgeable`], said with where each judge check is
+/// written in the plan (`FILE:LINE:COL: task "ID": FIELD: a judge check`,
+/// one line each) and the engine flags that can run it.
 pub fn refuse_unjudgeable(
     plan: &ctx_model::Plan,
     engine: &dyn InferenceEngine,
     plan_path: &Path,
 ) -> Result<(), CliError> {
-    let judges = ctx_model::judge_checks(plan);
-    if judges.is_empty() || engine.answers_prompts() {
+    let Err(e) = ctx_run::refuse_unjudgeable(plan, engine) else {
         return Ok(());
-    }
+    };
+    let ctx_run::RunError::Unjudgeable { engine, checks } = &e else {
+        return Err(CliError::usage(e));
+    };
     let source = ctx_model::read_plan_source(plan_path).ok();
     let locator = source
         .as_ref()
@@ -413,15 +415,17 @@ pub fn refuse_unjudgeable(
         .as_ref()
         .map_or("<stored plan>", |s| s.origin.as_str());
     let mut message = format!(
-        "the {} engine cannot run `judge` checks (they need a model): use --engine command or --engine openai",
-        engine.name()
+        "the {engine} engine cannot run `judge` checks (they need a model): use --engine command or --engine openai"
     );
-    for (task_id, field) in judges {
+    for (task_id, field) in checks {
         let at = locator
-            .locate(&field)
+            .locate(field)
             .map(|(l, c)| format!("{origin}:{l}:{c}: "))
             .unwrap_or_else(|| format!("{origin}: "));
-        let task = task_id.map(|t| format!("task {t:?}: ")).unwrap_or_default();
+        let task = task_id
+            .as_ref()
+            .map(|t| format!("task {t:?}: "))
+            .unwrap_or_default();
         message.push_str(&format!("\n{at}{task}{field}: a judge check"));
     }
     Err(CliError::usage(message))
@@ -501,7 +505,7 @@ pub(crate) fn run_error(e: ctx_run::RunError) -> CliError {
         e @ (RunError::Exec(ExecError::Store { .. })
         | RunError::History(_)
         | RunError::Blocking(_)) => CliError::with(Exit::Store, e),
-        e @ RunError::RedactedPlan { .. } => CliError::usage(e),
+        e @ (RunError::RedactedPlan { .. } | RunError::Unjudgeable { .. }) => CliError::usage(e),
     }
 }
 
