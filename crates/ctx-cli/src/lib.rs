@@ -15,6 +15,7 @@ mod exit;
 mod format;
 mod io;
 mod runtime;
+mod tokenizer_flag;
 
 use std::process::ExitCode;
 

@@ -272,7 +272,12 @@ fn bad_input_is_exit_2_naming_path_and_line() {
         .args(["history", "--content-root", root, "--tokenizer", "gpt9"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("unknown tokenizer `gpt9`"));
+        .stderr(predicate::str::contains(
+            "invalid value 'gpt9' for '--tokenizer <T>'",
+        ))
+        .stderr(predicate::str::contains(
+            "[possible values: cl100k_base, o200k_base, o200k_harmony, p50k_base, r50k_base, estimate]",
+        ));
 
     ctx()
         .args(["history", "--content-root", root, "--date", "August"])

@@ -327,7 +327,9 @@ fn unknown_tokenizer_is_a_usage_error() {
         ])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("unknown tokenizer"));
+        .stderr(predicate::str::contains(
+            "invalid value 'gpt2' for '--tokenizer <T>'",
+        ));
 }
 
 #[test]

@@ -370,7 +370,10 @@ fn usage_errors_exit_2() {
     let p = plan.to_str().unwrap();
     for (args, needle) in [
         (vec!["--engine", "command"], "needs --command"),
-        (vec!["--tokenizer", "nope"], "unknown tokenizer"),
+        (
+            vec!["--tokenizer", "nope"],
+            "invalid value 'nope' for '--tokenizer <T>'",
+        ),
         (
             vec!["--engine", "dry-run", "--command", "cat"],
             "only used by --engine command",

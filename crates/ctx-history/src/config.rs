@@ -18,6 +18,7 @@
 
 use std::path::Path;
 
+use ctx_tokens::Tokenizer;
 use serde::{Deserialize, Serialize};
 
 use crate::error::HistoryError;
@@ -95,12 +96,26 @@ pub struct HistoryConfig {
     pub prompt_budget: usize,
     /// Share of the prompt budget the digest may use (`--share`).
     pub share: f64,
-    /// Tokenizer name (`--tokenizer`).
-    pub tokenizer: String,
+    /// The tokenizer that counts the digest (`--tokenizer`), by name in a
+    /// config file (`cl100k_base`, any case); an unknown name is an error
+    /// where the file is read, located like any other.
+    #[serde(deserialize_with = "tokenizer_by_name")]
+    pub tokenizer: Tokenizer,
     /// Heading level of named sections (2 = `##`).
     pub heading_level: u8,
     /// The sources, in priority order unless `priority` says otherwise.
     pub sources: Vec<SourceConfig>,
+}
+
+/// The tokenizer a digest is counted with unless the config or the caller
+/// names another: the one every `ctx` command that counts defaults to.
+pub const DEFAULT_TOKENIZER: Tokenizer = Tokenizer::Cl100kBase;
+
+/// Reads a tokenizer name as [`Tokenizer`]'s `FromStr` does (any case),
+/// so a config file and a `--tokenizer` flag accept the same names.
+fn tokenizer_by_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Tokenizer, D::Error> {
+    let name = String::deserialize(d)?;
+    name.parse().map_err(serde::de::Error::custom)
 }
 
 impl Default for HistoryConfig {
@@ -110,7 +125,7 @@ impl Default for HistoryConfig {
             max_words: 1500,
             prompt_budget: 90_000,
             share: 0.15,
-            tokenizer: "cl100k_base".into(),
+            tokenizer: DEFAULT_TOKENIZER,
             heading_level: 2,
             sources: vec![
                 SourceConfig {
@@ -242,9 +257,6 @@ impl HistoryConfig {
                 "heading_level: must be 1 to 6, got {}",
                 self.heading_level
             ));
-        }
-        if self.tokenizer.parse::<ctx_tokens::Tokenizer>().is_err() {
-            return Err(format!("tokenizer: unknown tokenizer `{}`", self.tokenizer));
         }
         for (i, s) in self.sources.iter().enumerate() {
             let at = format!("sources[{i}] (`{}`)", s.key);

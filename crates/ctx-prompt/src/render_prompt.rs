@@ -49,7 +49,7 @@ use std::collections::BTreeMap;
 use ctx_history::{
     Digest, DigestRequest, HistoryConfig, HistoryError, SourceStatus, Warning, assemble_digest,
 };
-use ctx_tokens::{Tokenizer, UnknownTokenizer};
+use ctx_tokens::Tokenizer;
 use serde::Serialize;
 
 use crate::fence::FenceNonce;
@@ -59,8 +59,8 @@ use crate::template::{
 };
 
 /// The tokenizer used when neither the caller nor a history config names
-/// one: the one `ctx render` documents.
-pub const DEFAULT_RENDER_TOKENIZER: Tokenizer = Tokenizer::Cl100kBase;
+/// one: the one `ctx render` documents, the history config's default.
+pub const DEFAULT_RENDER_TOKENIZER: Tokenizer = ctx_history::DEFAULT_TOKENIZER;
 
 /// The historical digest that fills `{{HISTORICAL_CONTEXT}}`.
 #[derive(Debug, Clone)]
@@ -229,9 +229,6 @@ pub enum RenderPromptError {
         /// The template.
         path: String,
     },
-    /// The history config names a tokenizer ctx does not know.
-    #[error("history config: {0}")]
-    Tokenizer(#[from] UnknownTokenizer),
     /// The digest could not be assembled.
     #[error(transparent)]
     Digest(#[from] HistoryError),
@@ -278,8 +275,7 @@ pub fn render_prompt(input: RenderInput<'_>) -> Result<RenderedPrompt, RenderPro
         if values.contains_key(HISTORICAL_CONTEXT) {
             return Err(RenderPromptError::HistoryGivenTwice { path });
         }
-        let history_tokenizer: Tokenizer = history.config.tokenizer.parse()?;
-        let tok = *tokenizer.get_or_insert(history_tokenizer);
+        let tok = *tokenizer.get_or_insert(history.config.tokenizer);
         budget = budget.or(Some(history.config.prompt_budget));
         let made = assemble_digest(&history.config, &history.request, &*tok.counter())?;
         values.insert(HISTORICAL_CONTEXT.to_string(), made.markdown.clone());

@@ -37,30 +37,14 @@ pub struct Args {
     /// The archive: `rolling/`, `weekly/`, `monthly/`, `yearly/` under it.
     #[arg(long, value_name = "DIR")]
     pub content_root: PathBuf,
-    /// The analysis date (YYYY-MM-DD or ISO 8601 date-time); default today (UTC).
-    #[arg(long, value_name = "DATE")]
-    pub date: Option<String>,
-    /// The previous weekly report, instead of searching `weekly/`.
-    #[arg(long, value_name = "PATH")]
-    pub previous_summary: Option<PathBuf>,
+    #[command(flatten)]
+    pub digest: DigestArgs,
     /// Total prompt budget in tokens [default: 90000].
     #[arg(long, value_name = "N")]
     pub prompt_budget: Option<usize>,
-    /// Share of the prompt budget the digest may use [default: 0.15].
-    #[arg(long, value_name = "F")]
-    pub share: Option<f64>,
-    /// Word cap of the digest [default: 1500].
-    #[arg(long, value_name = "N")]
-    pub max_words: Option<usize>,
-    /// cl100k_base, o200k_base, o200k_harmony, p50k_base, r50k_base or estimate [default: cl100k_base].
-    #[arg(long, value_name = "T")]
-    pub tokenizer: Option<String>,
-    /// Sources configuration (TOML, or YAML for .yaml/.yml).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Read files whose symbolic links lead outside the content root.
-    #[arg(long)]
-    pub follow_symlinks: bool,
+    /// The tokenizer that counts the digest [default: the config's, cl100k_base].
+    #[arg(long, value_name = "T", value_parser = crate::tokenizer_flag::parser(), ignore_case = true)]
+    pub tokenizer: Option<Tokenizer>,
     /// Print the archive text as extracted, without neutralizing fence
     /// tags and control tokens (the default neutralizes them).
     #[arg(long)]
@@ -68,6 +52,54 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value = "markdown")]
     pub format: Format,
+}
+
+/// The digest flags `ctx history` and `ctx render` both take (in `ctx
+/// render` each needs `--content-root`, which `ctx history` always has).
+#[derive(Debug, clap::Args)]
+pub struct DigestArgs {
+    /// The analysis date (YYYY-MM-DD or ISO 8601 date-time); default today (UTC).
+    #[arg(long, value_name = "DATE", requires = "content_root")]
+    pub date: Option<String>,
+    /// The previous weekly report, instead of searching `weekly/`.
+    #[arg(long, value_name = "PATH", requires = "content_root")]
+    pub previous_summary: Option<PathBuf>,
+    /// Share of the prompt budget the digest may use [default: 0.15].
+    #[arg(long, value_name = "F", requires = "content_root")]
+    pub share: Option<f64>,
+    /// Word cap of the digest [default: 1500].
+    #[arg(long, value_name = "N", requires = "content_root")]
+    pub max_words: Option<usize>,
+    /// History sources configuration (TOML, or YAML for .yaml/.yml).
+    #[arg(long, value_name = "FILE", requires = "content_root")]
+    pub config: Option<PathBuf>,
+    /// Read archive files whose symbolic links lead outside the content root.
+    #[arg(long, requires = "content_root")]
+    pub follow_symlinks: bool,
+}
+
+impl DigestArgs {
+    /// These flags with the ones each command words its own way.
+    pub(crate) fn flags<'a>(
+        &'a self,
+        content_root: &'a Path,
+        prompt_budget: Option<usize>,
+        tokenizer: Option<Tokenizer>,
+        raw: bool,
+    ) -> DigestFlags<'a> {
+        DigestFlags {
+            content_root,
+            config: self.config.as_deref(),
+            date: self.date.as_deref(),
+            previous_summary: self.previous_summary.as_deref(),
+            prompt_budget,
+            share: self.share,
+            max_words: self.max_words,
+            tokenizer,
+            follow_symlinks: self.follow_symlinks,
+            raw,
+        }
+    }
 }
 
 /// The history flags `ctx history` and `ctx render --content-root` share,
@@ -80,7 +112,7 @@ pub(crate) struct DigestFlags<'a> {
     pub prompt_budget: Option<usize>,
     pub share: Option<f64>,
     pub max_words: Option<usize>,
-    pub tokenizer: Option<&'a str>,
+    pub tokenizer: Option<Tokenizer>,
     pub follow_symlinks: bool,
     /// Keep fence tags and control tokens as written (`--raw`).
     pub raw: bool,
@@ -90,7 +122,6 @@ pub(crate) struct DigestFlags<'a> {
 /// config file (or the built-in defaults).
 pub(crate) struct DigestSetup {
     pub config: HistoryConfig,
-    pub tokenizer: Tokenizer,
     pub request: DigestRequest,
 }
 
@@ -111,20 +142,16 @@ pub(crate) fn digest_setup(
         config.prompt_budget = n;
     }
     if let Some(f) = flags.share {
-        if !(f.is_finite() && (0.0..=1.0).contains(&f)) {
-            return Err(CliError::usage(format!(
-                "--share: must be between 0 and 1, got {f}"
-            )));
-        }
         config.share = f;
     }
     if let Some(t) = flags.tokenizer {
-        config.tokenizer = t.to_string();
+        config.tokenizer = t;
     }
-    let tokenizer: Tokenizer = config
-        .tokenizer
-        .parse()
-        .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?;
+    // The config's own rules; of what a flag sets, only `share` can break
+    // them, and the message starts with its field.
+    config
+        .validate()
+        .map_err(|m| CliError::usage(format!("--{m}")))?;
     let date = match flags.date {
         Some(d) => parse_date(d).map_err(|e| CliError::usage(format!("--{e}")))?,
         None => today_utc(),
@@ -139,35 +166,21 @@ pub(crate) fn digest_setup(
         follow_symlinks: flags.follow_symlinks,
         rewrite: (!flags.raw).then_some(ctx_prompt::fence::neutralize as fn(&str) -> String),
     };
-    Ok(DigestSetup {
-        config,
-        tokenizer,
-        request,
-    })
+    Ok(DigestSetup { config, request })
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
-    let DigestSetup {
-        config,
-        tokenizer,
-        request,
-    } = digest_setup(
-        &DigestFlags {
-            content_root: &args.content_root,
-            config: args.config.as_deref(),
-            date: args.date.as_deref(),
-            previous_summary: args.previous_summary.as_deref(),
-            prompt_budget: args.prompt_budget,
-            share: args.share,
-            max_words: args.max_words,
-            tokenizer: args.tokenizer.as_deref(),
-            follow_symlinks: args.follow_symlinks,
-            raw: args.raw,
-        },
+    let DigestSetup { config, request } = digest_setup(
+        &args.digest.flags(
+            &args.content_root,
+            args.prompt_budget,
+            args.tokenizer,
+            args.raw,
+        ),
         args.format == Format::Json,
     )?;
-    let counter = tokenizer.counter();
+    let counter = config.tokenizer.counter();
     let mut digest = assemble_digest(&config, &request, &*counter).map_err(CliError::usage)?;
     for w in &digest.warnings {
         eprintln!("warning: {w}");

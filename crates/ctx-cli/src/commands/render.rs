@@ -28,7 +28,7 @@ use ctx_prompt::template::{
     Classes, FenceStyle, HISTORICAL_CONTEXT, RenderError, Template, is_valid_name,
 };
 
-use crate::commands::history::{DigestFlags, DigestSetup, digest_setup};
+use crate::commands::history::{DigestArgs, DigestSetup, digest_setup};
 use crate::commands::lint::print_findings;
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::read_text;
@@ -50,27 +50,11 @@ pub struct Args {
     /// Fill {{HISTORICAL_CONTEXT}} with the digest of this archive.
     #[arg(long, value_name = "DIR")]
     pub content_root: Option<PathBuf>,
-    /// The analysis date for the digest (YYYY-MM-DD or ISO 8601 date-time); default today (UTC).
-    #[arg(long, value_name = "DATE", requires = "content_root")]
-    pub date: Option<String>,
-    /// The previous weekly report, instead of searching `weekly/`.
-    #[arg(long, value_name = "PATH", requires = "content_root")]
-    pub previous_summary: Option<PathBuf>,
-    /// Share of the prompt budget the digest may use [default: 0.15].
-    #[arg(long, value_name = "F", requires = "content_root")]
-    pub share: Option<f64>,
-    /// Word cap of the digest [default: 1500].
-    #[arg(long, value_name = "N", requires = "content_root")]
-    pub max_words: Option<usize>,
-    /// History sources configuration (TOML, or YAML for .yaml/.yml).
-    #[arg(long, value_name = "FILE", requires = "content_root")]
-    pub config: Option<PathBuf>,
-    /// Read archive files whose symbolic links lead outside the content root.
-    #[arg(long, requires = "content_root")]
-    pub follow_symlinks: bool,
+    #[command(flatten)]
+    pub digest: DigestArgs,
     /// Tokenizer for the digest and the preflight [default: cl100k_base].
-    #[arg(long, value_name = "T")]
-    pub tokenizer: Option<String>,
+    #[arg(long, value_name = "T", value_parser = crate::tokenizer_flag::parser(), ignore_case = true)]
+    pub tokenizer: Option<ctx_tokens::Tokenizer>,
     /// Token budget of the whole prompt; the digest gets its share of it.
     /// [default with --content-root: the history config's, 90000]
     #[arg(long, value_name = "N")]
@@ -143,33 +127,16 @@ pub fn run(args: Args) -> CliResult {
 
     let mut input = RenderInput::new(&template, &classes, values);
     if let Some(root) = &args.content_root {
-        let DigestSetup {
-            config, request, ..
-        } = digest_setup(
-            &DigestFlags {
-                content_root: root,
-                config: args.config.as_deref(),
-                date: args.date.as_deref(),
-                previous_summary: args.previous_summary.as_deref(),
-                prompt_budget: args.prompt_budget,
-                share: args.share,
-                max_words: args.max_words,
-                tokenizer: args.tokenizer.as_deref(),
-                follow_symlinks: args.follow_symlinks,
-                raw: false,
-            },
+        let DigestSetup { config, request } = digest_setup(
+            &args
+                .digest
+                .flags(root, args.prompt_budget, args.tokenizer, false),
             false,
         )?;
         input.history = Some(HistoryInput::new(config, request));
     } else {
         input.budget = args.prompt_budget;
-        input.tokenizer = match args.tokenizer.as_deref() {
-            Some(name) => Some(
-                name.parse()
-                    .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?,
-            ),
-            None => None,
-        };
+        input.tokenizer = args.tokenizer;
     }
     if template.fence == FenceStyle::Nonce {
         let mut bytes = [0u8; 16];
@@ -199,7 +166,6 @@ pub fn run(args: Args) -> CliResult {
         RenderPromptError::HistoryGivenTwice { .. } => CliError::usage(format!(
             "--var {HISTORICAL_CONTEXT} and --content-root both give {{{{{HISTORICAL_CONTEXT}}}}}; pass one"
         )),
-        RenderPromptError::Tokenizer(e) => CliError::usage(format!("--tokenizer: {e}")),
         RenderPromptError::Render(RenderError::Values {
             ref path,
             ref missing,

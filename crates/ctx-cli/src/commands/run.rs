@@ -90,10 +90,9 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub max_check_attempts: Option<u32>,
 
-    /// Tokenizer for every task (overrides config.tokenizer): cl100k_base,
-    /// o200k_base, o200k_harmony, p50k_base, r50k_base, estimate.
-    #[arg(long, value_name = "T")]
-    pub tokenizer: Option<String>,
+    /// Tokenizer for every task (overrides config.tokenizer).
+    #[arg(long, value_name = "T", value_parser = crate::tokenizer_flag::parser(), ignore_case = true)]
+    pub tokenizer: Option<Tokenizer>,
 
     /// How long dependency outputs are shortened, for every task
     /// (overrides config.dependency.summarize_strategy and the tasks' own):
@@ -224,13 +223,7 @@ pub fn run(args: Args) -> CliResult {
         (None, Some(run)) => stored_plan(&root, run)?,
         (None, None) => return Err(CliError::usage("a PLAN is needed unless --resume is given")),
     };
-    let tokenizer = match &args.tokenizer {
-        Some(t) => Some(
-            t.parse::<Tokenizer>()
-                .map_err(|e| CliError::usage(format!("--tokenizer: {e}")))?,
-        ),
-        None => None,
-    };
+    let tokenizer = args.tokenizer;
     ctx_run::settings::PlanOverrides {
         max_prompt_tokens: args.max_prompt_tokens,
         max_check_attempts: args.max_check_attempts,
