@@ -130,9 +130,30 @@ impl Error {
 
 impl From<Error> for StoreError {
     fn from(e: Error) -> StoreError {
-        StoreError::new(e.to_string())
+        StoreError::wrap(e)
     }
 }
 
 /// This crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store error handed through the seam keeps the typed error, so an
+    /// embedder tells a missing run from a failing store without reading
+    /// the message.
+    #[test]
+    fn the_seam_error_keeps_the_typed_error_as_its_source() {
+        let e = StoreError::from(Error::NotFound {
+            run: "20261201T000000Z-0001".into(),
+            root: std::path::PathBuf::from(".ctx/runs"),
+        });
+        let typed = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<Error>())
+            .expect("the sqlite error is the source");
+        assert!(typed.is_not_found());
+        assert!(e.to_string().contains("20261201T000000Z-0001"), "{e}");
+    }
+}

@@ -9,7 +9,7 @@ use ctx_store::{ResultRecord, RunHeader, RunHistory, StoreError};
 use crate::RunView;
 
 fn read_error(e: crate::Error) -> StoreError {
-    StoreError::new(e.to_string())
+    StoreError::wrap(e)
 }
 
 impl RunHistory for RunView {

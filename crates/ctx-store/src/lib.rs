@@ -71,11 +71,20 @@ pub use resume::{RerunReason, ResumePlan};
 use ctx_model::TaskExecutionResult;
 
 /// A backend failed to read or write.
+///
+/// The message is what a person reads (it names the task or file where
+/// known, and already says what the backend said); a backend's own typed
+/// error is kept as the [source](std::error::Error::source), so an embedder
+/// can downcast it (`ctx_store_sqlite::Error::is_not_found`, a Postgres
+/// connection error) instead of matching on text.
 #[derive(Debug, thiserror::Error)]
 #[error("execution store: {message}")]
 pub struct StoreError {
     /// What went wrong, naming the task or file where known.
     pub message: String,
+    /// The backend's own error, when there is one.
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl StoreError {
@@ -83,6 +92,15 @@ impl StoreError {
     pub fn new(message: impl Into<String>) -> Self {
         StoreError {
             message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A backend's error, said in its own words and kept as the source.
+    pub fn wrap(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError {
+            message: source.to_string(),
+            source: Some(Box::new(source)),
         }
     }
 }
