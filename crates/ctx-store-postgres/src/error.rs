@@ -124,6 +124,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<Error> for ctx_store::StoreError {
     fn from(e: Error) -> Self {
-        ctx_store::StoreError::new(e.to_string())
+        ctx_store::StoreError::wrap(e)
     }
 }

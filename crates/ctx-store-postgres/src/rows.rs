@@ -2,7 +2,7 @@
 //! results as rows, with times as RFC 3339 UTC text.
 
 use ctx_model::{TaskExecutionResult, TaskStatus};
-use ctx_store::StatusCounts;
+use ctx_store::{RunState, StatusCounts};
 
 /// A run as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,31 @@ pub struct RunInfo {
     /// Claims beyond the first, summed over tasks: re-runs after a lapsed
     /// lease or a release.
     pub reclaims: i64,
+}
+
+impl RunInfo {
+    /// Where the run stands: an open run (tasks remain for workers) is
+    /// running; a closed one completed when every task did, else failed.
+    /// What `ctx runs show` and the report say.
+    pub fn state(&self) -> RunState {
+        if self.open {
+            RunState::Running
+        } else if self.counts.completed == self.task_count {
+            RunState::Completed
+        } else {
+            RunState::Failed
+        }
+    }
+
+    /// The state `ctx runs list` prints: `open` for an open run no worker
+    /// is executing (registered, or between claims), else [`Self::state`].
+    pub fn listed_state(&self) -> &'static str {
+        if self.open && self.counts.in_progress == 0 {
+            "open"
+        } else {
+            self.state().as_str()
+        }
+    }
 }
 
 /// One task's row.
@@ -117,5 +142,66 @@ pub(crate) fn parse_status(s: &str) -> TaskStatus {
         "failed" => TaskStatus::Failed,
         "skipped" => TaskStatus::Skipped,
         _ => TaskStatus::Pending,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(open: bool, counts: StatusCounts) -> RunInfo {
+        RunInfo {
+            run_id: "r".into(),
+            created_at: "2026-12-01T00:00:00Z".into(),
+            finished_at: None,
+            open,
+            engine: "dry-run".into(),
+            plan_source: None,
+            plan_hash: String::new(),
+            task_count: counts.total(),
+            counts,
+            late_commits: 0,
+            reclaims: 0,
+        }
+    }
+
+    #[test]
+    fn a_run_is_open_until_claimed_running_while_claimed_then_completed_or_failed() {
+        let waiting = info(
+            true,
+            StatusCounts {
+                pending: 2,
+                ..StatusCounts::default()
+            },
+        );
+        assert_eq!(waiting.state(), RunState::Running);
+        assert_eq!(waiting.listed_state(), "open");
+        let claimed = info(
+            true,
+            StatusCounts {
+                pending: 1,
+                in_progress: 1,
+                ..StatusCounts::default()
+            },
+        );
+        assert_eq!(claimed.listed_state(), "running");
+        let done = info(
+            false,
+            StatusCounts {
+                completed: 2,
+                ..StatusCounts::default()
+            },
+        );
+        assert_eq!(done.listed_state(), "completed");
+        let failed = info(
+            false,
+            StatusCounts {
+                completed: 1,
+                skipped: 1,
+                ..StatusCounts::default()
+            },
+        );
+        assert_eq!(failed.state(), RunState::Failed);
+        assert_eq!(failed.listed_state(), "failed");
     }
 }

@@ -38,8 +38,7 @@ use std::collections::HashMap;
 
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store::{
-    ResultRecord, RunHeader, RunHistory, RunState, StoreError, TaskFingerprint, fingerprint_all,
-    sha256_hex,
+    ResultRecord, RunHeader, RunHistory, StoreError, TaskFingerprint, fingerprint_all, sha256_hex,
 };
 
 use crate::PgStore;
@@ -214,16 +213,9 @@ fn store_error(e: crate::Error) -> StoreError {
 impl RunHistory for PgRunView {
     fn header(&self) -> std::result::Result<RunHeader, StoreError> {
         let info = self.info().map_err(store_error)?;
-        let state = if info.open {
-            RunState::Running
-        } else if info.counts.completed == info.task_count {
-            RunState::Completed
-        } else {
-            RunState::Failed
-        };
         Ok(RunHeader {
+            state: info.state(),
             run_id: info.run_id,
-            state,
             started_at: Some(info.created_at),
             finished_at: if info.open { None } else { info.finished_at },
             plan_source: info.plan_source,

@@ -442,23 +442,9 @@ pub fn runs_list(url: &str, format: crate::format::Format) -> CliResult {
     Ok(Exit::Ok)
 }
 
-fn run_state(r: &ctx_store_postgres::RunInfo) -> &'static str {
-    if r.open {
-        if r.counts.in_progress > 0 {
-            "running"
-        } else {
-            "open"
-        }
-    } else if r.counts.completed == r.task_count {
-        "completed"
-    } else {
-        "failed"
-    }
-}
-
 fn run_row(r: ctx_store_postgres::RunInfo) -> ctx_run::list::RunRow {
     ctx_run::list::RunRow {
-        state: run_state(&r).to_string(),
+        state: r.listed_state().to_string(),
         id: r.run_id,
         created_at: r.created_at,
         plan: r.plan_source,
