@@ -283,9 +283,28 @@ impl CacheStats {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
-    fn error(&self, e: &Error) {
+    fn error(&self, e: &dyn std::fmt::Display) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
+    }
+}
+
+/// Runs a cache read or write on Tokio's blocking pool when there is a
+/// runtime (a write may wait up to the busy timeout for another process's
+/// lock, and an fsync as long as the disk takes: neither may stall the
+/// runtime thread that dispatches other tasks), inline when there is none.
+/// `Err` is a failure of the call itself, said as text for [`CacheStats`].
+async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> std::result::Result<T, String> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => match handle.spawn_blocking(f).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(e) => Err(format!(
+                "the cache call on the blocking pool did not return: {e}"
+            )),
+        },
+        Err(_) => f().map_err(|e| e.to_string()),
     }
 }
 
@@ -356,7 +375,9 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
                 &request.prompt,
                 request.response_schema.as_ref(),
             );
-            match self.cache.get(&key) {
+            let cache = Arc::clone(&self.cache);
+            let get_key = key.clone();
+            match off_runtime(move || cache.get(&get_key)).await {
                 Ok(Some(hit)) => {
                     self.stats.hits.fetch_add(1, Ordering::Relaxed);
                     return Ok(InferenceResponse {
@@ -382,12 +403,11 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
                     run_id: self.run_id.clone(),
                     task_id: request.task_id.clone(),
                 };
-                if let Err(e) = self.cache.put(
-                    &key,
-                    self.inner.name(),
-                    request.params.model.as_deref(),
-                    &entry,
-                ) {
+                let cache = Arc::clone(&self.cache);
+                let engine = self.inner.name().to_string();
+                let model = request.params.model.clone();
+                let put = move || cache.put(&key, &engine, model.as_deref(), &entry);
+                if let Err(e) = off_runtime(put).await {
                     self.stats.error(&e);
                 }
             }

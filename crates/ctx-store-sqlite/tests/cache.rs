@@ -284,3 +284,66 @@ fn a_cache_being_created_by_another_process_is_joined() {
     let err = ResultCache::open(&other).unwrap_err().to_string();
     assert!(err.contains("another application"), "{err}");
 }
+
+/// A cache write that waits for another process's lock runs on the
+/// blocking pool: while it waits, other tasks on the same (single-threaded)
+/// runtime go on. Another connection holds cache.sqlite's write lock until
+/// it has seen the runtime make progress (or three seconds pass); written
+/// inline, the write would hold the runtime's only thread until then.
+#[test]
+fn a_cache_write_waiting_for_a_lock_does_not_stall_the_runtime() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path());
+    let cache = Arc::new(root.cache().unwrap());
+    let engine = CachingEngine::new(Arc::new(Counting::default()), cache, "counting", None);
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+
+    let locker = rusqlite::Connection::open(tmp.path().join(CACHE_FILE)).unwrap();
+    locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let seen = Arc::clone(&ticks);
+    let holder = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        while seen.load(Ordering::SeqCst) < 1_000 && t0.elapsed() < Duration::from_secs(3) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let progressed = seen.load(Ordering::SeqCst) >= 1_000;
+        locker.execute_batch("COMMIT").unwrap();
+        progressed
+    });
+
+    let response = block(async {
+        let (t, d) = (Arc::clone(&ticks), Arc::clone(&done));
+        let ticker = tokio::spawn(async move {
+            while !d.load(Ordering::SeqCst) {
+                t.fetch_add(1, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+            }
+        });
+        let r = engine.infer(&request("hello", params())).await;
+        done.store(true, Ordering::SeqCst);
+        ticker.await.unwrap();
+        r
+    })
+    .unwrap();
+    assert!(
+        holder.join().unwrap(),
+        "the runtime made no progress while the cache write waited for the lock"
+    );
+    assert!(!response.cached);
+    assert_eq!(
+        engine.stats().errors(),
+        0,
+        "{:?}",
+        engine.stats().last_error()
+    );
+    // The write went through once the lock was released.
+    assert!(
+        block(engine.infer(&request("hello", params())))
+            .unwrap()
+            .cached
+    );
+}
