@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ctx_deps::ExecutionStore;
 use ctx_store_sqlite::{NewRun, RunRoot, RunView, SessionEnd};
-use ctx_test_support::{Out, counts};
+use ctx_test_support::{Out, counts, task};
 use serde_json::Value;
 
 #[path = "support/export.rs"]
@@ -67,14 +67,7 @@ impl Dir {
 }
 
 fn status<'a>(json: &'a Value, id: &str) -> &'a str {
-    json["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["task_id"] == id)
-        .unwrap_or_else(|| panic!("no task {id}"))["status"]
-        .as_str()
-        .unwrap()
+    task(json, id)["status"].as_str().unwrap()
 }
 
 #[test]

@@ -160,15 +160,9 @@ impl Dir {
         Out::of(self.ctx().args(args))
     }
 
-    /// Calls per task id so far: the lines of the file `counts` here
-    /// (none when it does not exist yet).
+    /// Calls per task id so far ([`counts_in`] here).
     pub fn counts(&self) -> BTreeMap<String, usize> {
-        let text = std::fs::read_to_string(self.path().join("counts")).unwrap_or_default();
-        let mut m = BTreeMap::new();
-        for id in text.lines() {
-            *m.entry(id.to_string()).or_default() += 1;
-        }
-        m
+        counts_in(self.path())
     }
 }
 
@@ -176,6 +170,18 @@ impl Default for Dir {
     fn default() -> Self {
         Dir::new()
     }
+}
+
+/// Calls per task id so far in `dir`: how often each line occurs in the
+/// file `dir/counts` a scripted command engine appends its task ids to
+/// (none when it does not exist yet).
+pub fn counts_in(dir: impl AsRef<Path>) -> BTreeMap<String, usize> {
+    let text = std::fs::read_to_string(dir.as_ref().join("counts")).unwrap_or_default();
+    let mut m = BTreeMap::new();
+    for id in text.lines() {
+        *m.entry(id.to_string()).or_default() += 1;
+    }
+    m
 }
 
 /// `pairs` as the map [`Dir::counts`] returns, to compare against.
