@@ -11,8 +11,8 @@
 //!    scaffolding and not part of the architecture);
 //! 2. the forbidden edges stated under that block do not exist in the
 //!    resolved dependency graph (`cargo metadata`, normal dependencies,
-//!    transitively): no library reaches ctx-cli, ctx-history and ctx-prompt
-//!    never reach tokio;
+//!    transitively): no library reaches ctx-cli, ctx-history, ctx-prompt
+//!    and ctx-checks never reach tokio or reqwest;
 //! 3. the adapters (ctx-store-sqlite, ctx-engine-openai) reach neither
 //!    markdown parsing, prompt assembly nor the graph code — issue 9 item
 //!    3, which fails until the seam traits move, so its test is ignored;
@@ -74,9 +74,9 @@ pub const RULES: &[Rule] = &[
         never: &["ctx-cli"],
     },
     Rule {
-        why: "ctx-history and ctx-prompt do not depend on tokio",
-        from: &["ctx-history", "ctx-prompt"],
-        never: &["tokio"],
+        why: "ctx-history, ctx-prompt and ctx-checks depend on neither tokio nor an HTTP client",
+        from: &["ctx-history", "ctx-prompt", "ctx-checks"],
+        never: &["tokio", "reqwest"],
     },
     Rule {
         why: "adapters pull in neither markdown parsing, prompt assembly nor the graph code",

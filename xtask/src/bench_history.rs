@@ -55,20 +55,6 @@ const ARCHIVES: [Archive; 4] = [
     },
 ];
 
-fn cargo(root: &Path, args: &[&str]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(args)
-        .current_dir(root)
-        .status()
-        .map_err(|e| format!("cargo {}: {e}", args.join(" ")))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("cargo {} failed", args.join(" ")))
-    }
-}
-
 fn dir_bytes(dir: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![dir.to_path_buf()];
@@ -139,7 +125,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let root = crate::root();
-    cargo(
+    crate::run_cargo(
         &root,
         &[
             "build",
@@ -151,7 +137,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "ctx",
         ],
     )?;
-    cargo(
+    crate::run_cargo(
         &root,
         &[
             "build",

@@ -25,8 +25,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
+    let status = Command::new(super::cargo())
         .args([
             "bench",
             "--package",

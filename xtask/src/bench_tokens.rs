@@ -39,20 +39,6 @@ const ARCHIVES: [(&str, usize, usize, usize); 2] = [
     ("10-years", 520, 50_000, 5_600),
 ];
 
-fn cargo(root: &Path, args: &[&str]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(args)
-        .current_dir(root)
-        .status()
-        .map_err(|e| format!("cargo {}: {e}", args.join(" ")))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("cargo {} failed", args.join(" ")))
-    }
-}
-
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v.get(v.len() / 2).copied().unwrap_or(0.0)
@@ -155,7 +141,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         ],
     ] {
         if build {
-            cargo(&root, args)?;
+            crate::run_cargo(&root, args)?;
         }
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")

@@ -88,15 +88,10 @@ fn root() -> PathBuf {
 
 /// Builds the `ctx` binary (debug) and returns its path.
 fn build_ctx(root: &Path) -> Result<PathBuf, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--quiet", "--package", "ctx-cli", "--bin", "ctx"])
-        .current_dir(root)
-        .status()
-        .map_err(|e| format!("cargo build: {e}"))?;
-    if !status.success() {
-        return Err("cargo build --package ctx-cli failed".into());
-    }
+    run_cargo(
+        root,
+        &["build", "--quiet", "--package", "ctx-cli", "--bin", "ctx"],
+    )?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
@@ -129,8 +124,23 @@ fn fixtures(args: &[String]) -> Result<(), String> {
     }
 }
 
+/// The cargo that runs xtask (`CARGO`), else the one on PATH.
 fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+/// Runs `cargo ARGS` in `root` to the end; an error names the command.
+fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
+    let status = Command::new(cargo())
+        .args(args)
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("cargo {}: {e}", args.join(" ")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo {} failed", args.join(" ")))
+    }
 }
 
 fn run_step(what: &str, cmd: &mut Command) -> Result<(), String> {

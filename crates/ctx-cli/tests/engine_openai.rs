@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use assert_cmd::Command;
+use ctx_test_support::task;
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-cli-test-SECRET-9f8e7d6c5b4a";
@@ -176,15 +177,6 @@ fn write_plan(dir: &Path) -> PathBuf {
 ]}"#;
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn task<'a>(json: &'a Value, id: &str) -> &'a Value {
-    json["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["task_id"] == id)
-        .unwrap_or_else(|| panic!("no task {id} in {json}"))
 }
 
 struct Run {

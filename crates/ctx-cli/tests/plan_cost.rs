@@ -2,7 +2,7 @@
 //! order of the price sources, unbounded and unpriced tasks, and located
 //! errors for bad prices.
 
-use ctx_test_support::{run as ctx, write};
+use ctx_test_support::{run as ctx, task, write};
 use serde_json::Value;
 
 const TETRIS: &str = "fixtures/tetris/plan.yaml";
@@ -14,15 +14,6 @@ fn cost_json(args: &[&str]) -> Value {
     let (code, out, err) = ctx(&all);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap()
-}
-
-fn task<'a>(report: &'a Value, id: &str) -> &'a Value {
-    report["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["task_id"] == id)
-        .unwrap_or_else(|| panic!("no task {id}"))
 }
 
 /// Dollars as the JSON prints them, compared to an exact decimal figure.

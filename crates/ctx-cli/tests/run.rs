@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
+use ctx_test_support::task;
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -51,15 +52,6 @@ fn run_json(args: &[&str]) -> (i32, Value, String) {
         json,
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn task<'a>(json: &'a Value, id: &str) -> &'a Value {
-    json["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["task_id"] == id)
-        .unwrap_or_else(|| panic!("no task {id}"))
 }
 
 /// A small plan: a -> b -> c, d independent.

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ctx_test_support::ctx_in as ctx;
+use ctx_test_support::{ctx_in as ctx, run_id, task};
 use serde_json::Value;
 
 /// Answers "a 10 x 20 board" once the prompt carries feedback, "a board"
@@ -55,25 +55,6 @@ fn run(dir: &Path, args: &[&str]) -> (i32, Value, String) {
     let json = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\nstderr: {stderr}"));
     (out.status.code().unwrap_or(-1), json, stderr)
-}
-
-fn task<'a>(json: &'a Value, id: &str) -> &'a Value {
-    json["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["task_id"] == id)
-        .unwrap()
-}
-
-/// The run id from `run ID in DIR` on stderr.
-fn run_id(stderr: &str) -> String {
-    stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("run "))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no run id in {stderr}"))
-        .to_string()
 }
 
 #[test]

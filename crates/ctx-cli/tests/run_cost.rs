@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use ctx_test_support::ctx_in as ctx;
+use ctx_test_support::{ctx_in as ctx, task};
 use serde_json::Value;
 
 /// A chain a → b → c and an independent d, on model `m` (priced with
@@ -45,15 +45,6 @@ fn run(dir: &Path, args: &[&str]) -> Out {
         json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
         stderr,
     }
-}
-
-fn task<'a>(json: &'a Value, id: &str) -> &'a Value {
-    json["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["task_id"] == id)
-        .unwrap()
 }
 
 fn setup() -> tempfile::TempDir {

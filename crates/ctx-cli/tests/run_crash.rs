@@ -8,13 +8,14 @@
 
 #![cfg(unix)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ctx_model::TaskStatus;
 use ctx_store_sqlite::RunView;
+use ctx_test_support::counts_in;
 use serde_json::Value;
 
 const TASKS: usize = 30;
@@ -39,17 +40,6 @@ fn plan_json() -> String {
         }));
     }
     serde_json::json!({"schema_version": 1, "goal": "crash test", "sub_tasks": tasks}).to_string()
-}
-
-fn counts(dir: &Path) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for id in std::fs::read_to_string(dir.join("counts"))
-        .unwrap_or_default()
-        .lines()
-    {
-        *m.entry(id.to_string()).or_default() += 1;
-    }
-    m
 }
 
 fn ctx(dir: &Path, command: &str) -> Command {
@@ -81,7 +71,7 @@ fn kill_and_resume(kill_after: usize) -> (usize, usize, usize) {
         .unwrap();
     let start = Instant::now();
     loop {
-        let n: usize = counts(dir).values().sum();
+        let n: usize = counts_in(dir).values().sum();
         if n >= kill_after {
             break;
         }
@@ -95,7 +85,7 @@ fn kill_and_resume(kill_after: usize) -> (usize, usize, usize) {
     child.wait().unwrap();
     // Let orphaned scripts of in-flight tasks finish their sleep.
     std::thread::sleep(Duration::from_millis(200));
-    let before = counts(dir);
+    let before = counts_in(dir);
 
     let run_dir = dir.join("run");
     let view = RunView::open(&run_dir).unwrap();
@@ -139,7 +129,7 @@ fn kill_and_resume(kill_after: usize) -> (usize, usize, usize) {
     let tasks = json["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), TASKS);
     assert!(tasks.iter().all(|t| t["status"] == "completed"), "{json}");
-    let after = counts(dir);
+    let after = counts_in(dir);
     for (i, t) in tasks.iter().enumerate() {
         let id = format!("t{i:02}");
         assert_eq!(t["task_id"], id.as_str());

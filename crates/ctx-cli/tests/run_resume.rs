@@ -4,13 +4,12 @@
 //! appends each task id it runs to a counts file, so "not executed again"
 //! is checked by counting.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use ctx_deps::ExecutionStore;
 use ctx_store_sqlite::{NewRun, RunRoot, RunView, SessionEnd};
+use ctx_test_support::{Out, counts, task};
 use serde_json::Value;
 
 #[path = "support/export.rs"]
@@ -27,23 +26,24 @@ fn plan_text(prompt_c: &str) -> String {
     )
 }
 
-struct Dir {
-    tmp: tempfile::TempDir,
+/// The shared scratch directory, with this file's plan and command.
+struct Dir(ctx_test_support::Dir);
+
+impl std::ops::Deref for Dir {
+    type Target = ctx_test_support::Dir;
+    fn deref(&self) -> &ctx_test_support::Dir {
+        &self.0
+    }
 }
 
 impl Dir {
     fn new() -> Dir {
-        let d = Dir {
-            tmp: tempfile::tempdir().unwrap(),
-        };
+        let d = Dir(ctx_test_support::Dir::new());
         d.write_plan("prompt c");
         d
     }
-    fn path(&self) -> &Path {
-        self.tmp.path()
-    }
     fn write_plan(&self, prompt_c: &str) {
-        std::fs::write(self.path().join("plan.json"), plan_text(prompt_c)).unwrap();
+        self.write("plan.json", &plan_text(prompt_c));
     }
     fn root(&self) -> PathBuf {
         self.path().join("runs")
@@ -56,73 +56,18 @@ impl Dir {
             dir = self.path().display()
         )
     }
-    fn ctx(&self) -> Command {
-        let mut c = Command::cargo_bin("ctx").unwrap();
-        c.current_dir(self.path());
-        c
-    }
     /// `ctx run plan.json --root runs --command ... ARGS`.
     fn run(&self, args: &[&str]) -> Out {
-        let out = self
-            .ctx()
-            .args(["run", "plan.json", "--root", "runs", "--command"])
+        let mut cmd = self.ctx();
+        cmd.args(["run", "plan.json", "--root", "runs", "--command"])
             .arg(self.command())
-            .args(args)
-            .output()
-            .unwrap();
-        Out {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+            .args(args);
+        Out::of(&mut cmd)
     }
-    /// Invocations per task id so far.
-    fn counts(&self) -> BTreeMap<String, usize> {
-        let mut m = BTreeMap::new();
-        let text = std::fs::read_to_string(self.path().join("counts")).unwrap_or_default();
-        for id in text.lines() {
-            *m.entry(id.to_string()).or_default() += 1;
-        }
-        m
-    }
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
-    }
-    /// The run id from the first stderr line (`run ID in DIR` or
-    /// `resuming run ID in DIR: ...`).
-    fn run_id(&self) -> String {
-        let line = self.stderr.lines().next().unwrap_or_default();
-        let rest = line
-            .strip_prefix("run ")
-            .or_else(|| line.strip_prefix("resuming run "))
-            .unwrap_or_else(|| panic!("no run line: {}", self.stderr));
-        rest.split(' ').next().unwrap().to_string()
-    }
-}
-
-fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
-    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
 }
 
 fn status<'a>(json: &'a Value, id: &str) -> &'a str {
-    json["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["task_id"] == id)
-        .unwrap_or_else(|| panic!("no task {id}"))["status"]
-        .as_str()
-        .unwrap()
+    task(json, id)["status"].as_str().unwrap()
 }
 
 #[test]

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ctx_test_support::task;
 use serde_json::Value;
 
 /// a -> b -> c, d independent: a and d are in flight when the signal comes.
@@ -103,15 +104,8 @@ fn stop_with(signal: &str, code: i32, name: &str) {
     // The summary is printed.
     let json: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{signal}: no JSON summary ({e}): {stderr}"));
-    let tasks = json["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 4);
-    let status_of = |id: &str| {
-        tasks
-            .iter()
-            .find(|t| t["task_id"] == id)
-            .map(|t| t["status"].as_str().unwrap().to_string())
-            .unwrap()
-    };
+    assert_eq!(json["tasks"].as_array().unwrap().len(), 4);
+    let status_of = |id: &str| task(&json, id)["status"].as_str().unwrap().to_string();
     assert_eq!(status_of("a"), "failed");
     assert_eq!(status_of("d"), "failed");
     assert_eq!(status_of("b"), "skipped");

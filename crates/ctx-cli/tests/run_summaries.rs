@@ -8,10 +8,7 @@
 
 #![cfg(unix)]
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use assert_cmd::Command;
+use ctx_test_support::{Dir, counts, run_id, task};
 use serde_json::Value;
 
 /// `research` (long output ending in its conclusion) -> `decide`.
@@ -31,83 +28,45 @@ sub_tasks:
     tool_or_prompt: {name: inference, params: {prompt: Pick one.}}
 "#;
 
-struct Dir {
-    tmp: tempfile::TempDir,
+/// A scratch directory with `plan` as plan.yaml.
+fn dir(plan: &str) -> Dir {
+    let d = Dir::new();
+    d.write("plan.yaml", plan);
+    d
 }
 
-impl Dir {
-    fn new(plan: &str) -> Dir {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("plan.yaml"), plan).unwrap();
-        Dir { tmp }
-    }
-    fn path(&self) -> &Path {
-        self.tmp.path()
-    }
-    /// Task calls print 40 lines and a conclusion; summary calls print a
-    /// summary, fail while `fail-summary` exists, and SIGKILL ctx while
-    /// `kill-summary` exists.
-    fn command(&self) -> String {
-        format!(
-            r##"d='{dir}'; if [ -n "$CTX_SUMMARY" ]; then echo "summary:$CTX_TASK_ID" >> "$d/counts"; if [ -e "$d/kill-summary" ]; then rm "$d/kill-summary"; kill -9 $PPID; sleep 5; fi; if [ -e "$d/fail-summary" ]; then echo refused >&2; exit 2; fi; echo "SUMMARY: option B wins (model $CTX_MODEL, max $CTX_MAX_TOKENS)"; exit 0; fi; echo "task:$CTX_TASK_ID" >> "$d/counts"; i=0; while [ $i -lt 40 ]; do echo "detail line $i"; i=$((i+1)); done; echo "Conclusion: option B.""##,
-            dir = self.path().display()
-        )
-    }
-    fn ctx(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::cargo_bin("ctx")
-            .unwrap()
-            .current_dir(self.path())
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-    fn run(&self, extra: &[&str]) -> (i32, String, String) {
-        let command = self.command();
-        let mut args = vec!["run", "plan.yaml", "--root", "runs", "--command", &command];
-        args.extend_from_slice(extra);
-        self.ctx(&args)
-    }
-    fn counts(&self) -> BTreeMap<String, usize> {
-        let mut m = BTreeMap::new();
-        let text = std::fs::read_to_string(self.path().join("counts")).unwrap_or_default();
-        for id in text.lines() {
-            *m.entry(id.to_string()).or_default() += 1;
-        }
-        m
-    }
+/// Task calls print 40 lines and a conclusion; summary calls print a
+/// summary, fail while `fail-summary` exists, and SIGKILL ctx while
+/// `kill-summary` exists. Each call is counted (`task:ID`, `summary:ID`).
+fn command(d: &Dir) -> String {
+    format!(
+        r##"d='{dir}'; if [ -n "$CTX_SUMMARY" ]; then echo "summary:$CTX_TASK_ID" >> "$d/counts"; if [ -e "$d/kill-summary" ]; then rm "$d/kill-summary"; kill -9 $PPID; sleep 5; fi; if [ -e "$d/fail-summary" ]; then echo refused >&2; exit 2; fi; echo "SUMMARY: option B wins (model $CTX_MODEL, max $CTX_MAX_TOKENS)"; exit 0; fi; echo "task:$CTX_TASK_ID" >> "$d/counts"; i=0; while [ $i -lt 40 ]; do echo "detail line $i"; i=$((i+1)); done; echo "Conclusion: option B.""##,
+        dir = d.path().display()
+    )
 }
 
-fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
-    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+fn ctx(d: &Dir, args: &[&str]) -> (i32, String, String) {
+    d.run(args).parts()
 }
 
-fn task<'a>(json: &'a Value, id: &str) -> &'a Value {
-    json["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["task_id"] == id)
-        .unwrap()
+/// `ctx run plan.yaml --root runs --command ... EXTRA`.
+fn run(d: &Dir, extra: &[&str]) -> (i32, String, String) {
+    let command = command(d);
+    let mut args = vec!["run", "plan.yaml", "--root", "runs", "--command", &command];
+    args.extend_from_slice(extra);
+    ctx(d, &args)
 }
 
-fn run_id(stderr: &str) -> String {
-    let line = stderr.lines().next().unwrap_or_default();
-    let rest = line
-        .strip_prefix("run ")
-        .or_else(|| line.strip_prefix("resuming run "))
-        .unwrap_or_else(|| panic!("no run line: {stderr}"));
-    rest.split(' ').next().unwrap().to_string()
+/// `ctx run plan.yaml --engine dry-run --no-store EXTRA`.
+fn dry_run(d: &Dir, extra: &[&str]) -> (i32, String, String) {
+    let args = ["run", "plan.yaml", "--engine", "dry-run", "--no-store"];
+    ctx(d, &[&args[..], extra].concat())
 }
 
 #[test]
 fn the_summary_reaches_the_dependent_the_json_show_and_export() {
-    let d = Dir::new(PLAN);
-    let (code, stdout, stderr) = d.run(&["--format", "json"]);
+    let d = dir(PLAN);
+    let (code, stdout, stderr) = run(&d, &["--format", "json"]);
     assert_eq!(code, 0, "{stderr}{stdout}");
     let json: Value = serde_json::from_str(&stdout).unwrap();
     let summary = "SUMMARY: option B wins (model m1, max 50)";
@@ -133,31 +92,34 @@ fn the_summary_reaches_the_dependent_the_json_show_and_export() {
     );
 
     let id = run_id(&stderr);
-    let (code, show, _) = d.ctx(&["runs", "show", &id, "--root", "runs", "--task", "research"]);
+    let (code, show, _) = ctx(
+        &d,
+        &["runs", "show", &id, "--root", "runs", "--task", "research"],
+    );
     assert_eq!(code, 0);
     assert!(
         show.contains("## Summary\n\nfor every dependent: model m1, "),
         "{show}"
     );
     assert!(show.contains(summary));
-    let (code, export, _) = d.ctx(&["runs", "export", &id, "--root", "runs"]);
+    let (code, export, _) = ctx(&d, &["runs", "export", &id, "--root", "runs"]);
     assert_eq!(code, 0);
     let export: Value = serde_json::from_str(&export).unwrap();
     assert_eq!(task(&export, "research")["summary"], summary);
     assert_eq!(export["summaries"], json["summaries"]);
 
     // The text table says how many summary calls were made.
-    let d = Dir::new(PLAN);
-    let (code, table, _) = d.run(&[]);
+    let d = dir(PLAN);
+    let (code, table, _) = run(&d, &[]);
     assert_eq!(code, 0);
     assert!(table.contains("\nsummaries: 1 call, "), "{table}");
 }
 
 #[test]
 fn a_failed_summary_falls_back_to_truncate_and_is_flagged() {
-    let d = Dir::new(PLAN);
+    let d = dir(PLAN);
     std::fs::write(d.path().join("fail-summary"), "").unwrap();
-    let (code, table, stderr) = d.run(&["--out", "out"]);
+    let (code, table, stderr) = run(&d, &["--out", "out"]);
     assert_eq!(code, 0, "a failed summary never fails the run: {stderr}");
     assert!(
         table.contains("research  completed (summary fell back)"),
@@ -180,9 +142,9 @@ fn a_failed_summary_falls_back_to_truncate_and_is_flagged() {
 
 #[test]
 fn a_kill_between_completion_and_summary_resumes_without_rerunning_the_task() {
-    let d = Dir::new(PLAN);
+    let d = dir(PLAN);
     std::fs::write(d.path().join("kill-summary"), "").unwrap();
-    let (code, _, stderr) = d.run(&[]);
+    let (code, _, stderr) = run(&d, &[]);
     assert_ne!(code, 0, "ctx was killed: {stderr}");
     let id = run_id(&stderr);
     assert_eq!(
@@ -190,7 +152,7 @@ fn a_kill_between_completion_and_summary_resumes_without_rerunning_the_task() {
         counts(&[("task:research", 1), ("summary:research", 1)])
     );
 
-    let (code, stdout, stderr) = d.run(&["--resume", &id, "--format", "json"]);
+    let (code, stdout, stderr) = run(&d, &["--resume", &id, "--format", "json"]);
     assert_eq!(code, 0, "{stderr}");
     let json: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["order"], serde_json::json!(["decide"]));
@@ -207,17 +169,17 @@ fn a_kill_between_completion_and_summary_resumes_without_rerunning_the_task() {
     assert!(prompt.contains("SUMMARY: option B wins"), "{prompt}");
 
     // Resuming again reuses everything: no call at all.
-    let (code, _, stderr) = d.run(&["--resume", &id]);
+    let (code, _, stderr) = run(&d, &["--resume", &id]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(d.counts()["summary:research"], 2);
 }
 
 #[test]
 fn cache_answers_a_repeated_summary_call() {
-    let d = Dir::new(PLAN);
-    let (code, _, stderr) = d.run(&["--cache"]);
+    let d = dir(PLAN);
+    let (code, _, stderr) = run(&d, &["--cache"]);
     assert_eq!(code, 0, "{stderr}");
-    let (code, stdout, stderr) = d.run(&["--cache", "--format", "json"]);
+    let (code, stdout, stderr) = run(&d, &["--cache", "--format", "json"]);
     assert_eq!(code, 0, "{stderr}");
     let json: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["summaries"]["calls"], 1);
@@ -235,22 +197,12 @@ fn cache_answers_a_repeated_summary_call() {
 
 #[test]
 fn the_flag_and_the_dry_run() {
-    let d = Dir::new(&PLAN.replace("summarize_strategy: llm", "summarize_strategy: truncate"));
-    let (code, stdout, stderr) = d.run(&["--summarize-strategy", "llm", "--format", "json"]);
+    let d = dir(&PLAN.replace("summarize_strategy: llm", "summarize_strategy: truncate"));
+    let (code, stdout, stderr) = run(&d, &["--summarize-strategy", "llm", "--format", "json"]);
     assert_eq!(code, 0, "{stderr}");
     let json: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(json["summaries"]["calls"], 1);
-    let (code, stdout, _) = d.ctx(&[
-        "run",
-        "plan.yaml",
-        "--engine",
-        "dry-run",
-        "--no-store",
-        "--format",
-        "json",
-        "--summarize-strategy",
-        "llm",
-    ]);
+    let (code, stdout, _) = dry_run(&d, &["--format", "json", "--summarize-strategy", "llm"]);
     assert_eq!(code, 0);
     let json: Value = serde_json::from_str(&stdout).unwrap();
     let prompt = task(&json, "decide")["prompt"].as_str().unwrap();
@@ -258,15 +210,7 @@ fn the_flag_and_the_dry_run() {
         prompt.contains("**Output:**\n[dry-run] summary of task research\n"),
         "{prompt}"
     );
-    let (code, _, stderr) = d.ctx(&[
-        "run",
-        "plan.yaml",
-        "--engine",
-        "dry-run",
-        "--no-store",
-        "--summarize-strategy",
-        "short",
-    ]);
+    let (code, _, stderr) = dry_run(&d, &["--summarize-strategy", "short"]);
     assert_eq!(code, 2, "{stderr}");
 }
 
@@ -276,8 +220,8 @@ fn bad_summary_settings_are_located_plan_errors() {
         "summary_max_tokens: 50",
         "summary_max_tokens: 0\n    summary_prompt: Sum up {{DESCRIPTION}}",
     );
-    let d = Dir::new(&plan);
-    let (code, stdout, stderr) = d.ctx(&["plan", "check", "plan.yaml"]);
+    let d = dir(&plan);
+    let (code, stdout, stderr) = ctx(&d, &["plan", "check", "plan.yaml"]);
     assert_eq!(code, 1, "{stderr}");
     let all = format!("{stdout}{stderr}");
     assert!(
@@ -290,7 +234,7 @@ fn bad_summary_settings_are_located_plan_errors() {
         ),
         "{all}"
     );
-    let (code, _, stderr) = d.run(&[]);
+    let (code, _, stderr) = run(&d, &[]);
     assert_ne!(code, 0, "{stderr}");
     assert!(!d.path().join("counts").exists(), "nothing ran");
 }

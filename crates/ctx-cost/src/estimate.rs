@@ -203,11 +203,7 @@ impl CostReport {
     /// The report as pretty JSON, keys in the documented order, with a
     /// final newline.
     pub fn to_json(&self) -> String {
-        // Serializing plain structs of strings, integers and finite f64s
-        // into a String cannot fail.
-        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
-        text.push('\n');
-        text
+        crate::pretty_json(self)
     }
 
     /// The report as an aligned text table. Dollar figures have six

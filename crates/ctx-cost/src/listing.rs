@@ -79,9 +79,7 @@ impl PriceListing {
 
     /// Pretty JSON with a final newline.
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
-        text.push('\n');
-        text
+        crate::pretty_json(self)
     }
 
     /// An aligned text table, with a footer giving the unit and the

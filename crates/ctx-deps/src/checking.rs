@@ -39,9 +39,6 @@ use ctx_engine::InferenceRequest;
 
 use crate::executor::Inner;
 
-/// The outcome of an engine attempt whose answer failed its checks.
-pub const CHECK_FAILED: &str = "check_failed";
-
 /// What joins the assembled prompt and the feedback section.
 pub const FEEDBACK_JOIN: &str = "\n\n";
 
@@ -548,7 +545,7 @@ mod tests {
             css.metadata
                 .attempts
                 .iter()
-                .all(|a| a.outcome == CHECK_FAILED)
+                .all(|a| a.outcome == ctx_model::CallOutcome::CheckFailed)
         );
         let js = report.results.iter().find(|r| r.task_id == "js").unwrap();
         assert_eq!(js.status, ctx_model::TaskStatus::Skipped);

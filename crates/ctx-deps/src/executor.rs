@@ -88,7 +88,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ctx_model::{Plan, TaskExecutionResult, TaskStatus, TokenUsage};
+use ctx_model::{CallOutcome, FinishReason, Plan, TaskExecutionResult, TaskStatus, TokenUsage};
 use ctx_prompt::DependencyOutput;
 use ctx_tokens::{TokenCounter, Tokenizer};
 use tokio::task::JoinSet;
@@ -1177,7 +1177,7 @@ fn timed_out(limit: Duration, took: Duration) -> EngineError {
         attempts: vec![ctx_model::Attempt {
             number: 1,
             duration_ms: millis(took),
-            outcome: "timeout".into(),
+            outcome: CallOutcome::Timeout,
             error: Some(message.clone()),
             backoff_ms: None,
         }],
@@ -1503,7 +1503,7 @@ async fn execute_task(
         // The call answered, but the answer was rejected: its engine
         // attempt says so (`ctx runs report` marks it a check failure).
         if let Some(last) = result.metadata.attempts.last_mut() {
-            last.outcome = crate::checking::CHECK_FAILED.into();
+            last.outcome = CallOutcome::CheckFailed;
             last.error = Some(crate::checking::failure_message(&results, number));
         }
         if number >= max_attempts {
@@ -1564,7 +1564,7 @@ pub(crate) async fn call_engine(
             let message = ctx_engine::output_too_large(inner.max_output_bytes);
             let mut attempts = resp.attempts;
             if let Some(last) = attempts.last_mut() {
-                last.outcome = ctx_engine::OUTPUT_TOO_LARGE.into();
+                last.outcome = CallOutcome::OutputTooLarge;
                 last.error = Some(message.clone());
             }
             Err(EngineError { message, attempts })
@@ -1591,7 +1591,7 @@ fn cut_at_max_tokens(
     let max = usize::try_from(max).unwrap_or(usize::MAX);
     if let Some(cut) = crate::cost::cut_to_tokens(&resp.output, max, inner.counters[i].as_ref()) {
         resp.output = cut;
-        resp.finish_reason = Some("length".into());
+        resp.finish_reason = Some(FinishReason::Length);
     }
     resp
 }

@@ -14,20 +14,7 @@ use super::*;
 use crate::memory::MemoryStore;
 use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
 use ctx_store::{ExecutionStore, StoreError};
-
-fn plan(tasks: &[(&str, &[&str])]) -> Plan {
-    let subs: Vec<serde_json::Value> = tasks
-        .iter()
-        .map(|(id, deps)| {
-            serde_json::json!({
-                "id": id, "description": format!("task {id}"),
-                "dependencies": deps,
-                "tool_or_prompt": {"name": "inference", "params": {"prompt": format!("do {id}")}}
-            })
-        })
-        .collect();
-    serde_json::from_value(serde_json::json!({"schema_version": 1, "sub_tasks": subs})).unwrap()
-}
+use ctx_test_support::plan;
 
 /// An engine that sleeps per task, fails on demand, and checks the
 /// executor's promises at every call.

@@ -187,6 +187,23 @@ fn response_object(value: Value) -> Result<Value, BodyError> {
     Ok(value)
 }
 
+/// The text of a choice: the `content` of its `message` (a response) or
+/// `delta` (a stream chunk), else the legacy completions API's `text`,
+/// else nothing (a chunk that only carries a role or a finish reason).
+fn choice_text(choice: &Value, part: &str) -> String {
+    choice
+        .get(part)
+        .and_then(|m| m.get("content"))
+        .map(content_text)
+        .or_else(|| {
+            choice
+                .get("text")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
 /// Parses a non-streaming response body.
 pub(crate) fn parse_completion(body: &[u8]) -> Result<Completion, BodyError> {
     let value = response_object(
@@ -197,17 +214,7 @@ pub(crate) fn parse_completion(body: &[u8]) -> Result<Completion, BodyError> {
         .and_then(Value::as_array)
         .and_then(|c| first_choice(c))
         .ok_or(BodyError::EmptyChoices)?;
-    let message = choice.get("message");
-    let output = message
-        .and_then(|m| m.get("content"))
-        .map(content_text)
-        .or_else(|| {
-            choice
-                .get("text")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .unwrap_or_default();
+    let output = choice_text(choice, "message");
     Ok(Completion {
         output,
         model: model_of(&value),
@@ -324,17 +331,7 @@ impl StreamAccumulator {
             .and_then(|c| c.iter().find(|c| is_first_choice(c)))
         {
             self.saw_choice = true;
-            let text = choice
-                .get("delta")
-                .and_then(|d| d.get("content"))
-                .map(content_text)
-                .or_else(|| {
-                    choice
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                })
-                .unwrap_or_default();
+            let text = choice_text(choice, "delta");
             added = text.chars().count();
             self.completion.output.push_str(&text);
             if let Some(reason) = finish_reason_of(choice) {

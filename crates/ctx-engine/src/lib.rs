@@ -144,9 +144,6 @@ pub fn output_too_large(limit: usize) -> String {
     format!("output exceeded the limit of {limit} bytes (max_output_bytes)")
 }
 
-/// The [`Attempt::outcome`] of an output longer than the limit.
-pub const OUTPUT_TOO_LARGE: &str = "output_too_large";
-
 /// An engine gave up on a task.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]

@@ -1,9 +1,11 @@
 //! The plan's dependency graph: the one DAG implementation of ctx.
 //!
-//! Three places need the same graph: validation (which reports cycles),
+//! Four places need the same graph: validation (which reports cycles),
 //! the scheduler in `ctx-deps` (which orders tasks and computes levels and
-//! the critical path on top of it) and resume planning in `ctx-store`
-//! (which walks tasks in dependency order). Each once had its own copy of
+//! the critical path on top of it), resume planning in `ctx-store` (which
+//! walks tasks in dependency order) and the run report in `ctx-report`
+//! (which levels stored tasks, cycles included, through
+//! [`DependencyGraph::from_dependencies`]). Each once had its own copy of
 //! the index, the edge lists and Kahn's algorithm; they now share this one.
 //!
 //! It lives in the plan model because every crate above depends on the
@@ -77,20 +79,42 @@ impl DependencyGraph {
             .enumerate()
             .map(|(i, t)| index.get(t.id.as_str()) == Some(&i))
             .collect();
-        let mut deps = vec![Vec::new(); n];
-        let mut dependents = vec![Vec::new(); n];
-        for (i, t) in plan.sub_tasks.iter().enumerate() {
-            if !canonical[i] {
-                continue;
-            }
-            let mut seen = HashSet::new();
-            for d in &t.dependencies {
-                if let Some(&j) = index.get(d.as_str())
-                    && seen.insert(j)
-                {
-                    deps[i].push(j);
-                    dependents[j].push(i);
+        let deps = plan
+            .sub_tasks
+            .iter()
+            .zip(&canonical)
+            .map(|(t, &first)| {
+                if first {
+                    let known = t.dependencies.iter();
+                    known
+                        .filter_map(|d| index.get(d.as_str()).copied())
+                        .collect()
+                } else {
+                    Vec::new()
                 }
+            })
+            .collect();
+        DependencyGraph::with_edges(deps, canonical)
+    }
+
+    /// The graph of tasks `0..deps.len()` where task `i` depends on the
+    /// tasks in `deps[i]`, for callers whose tasks are not a [`Plan`] (the
+    /// run report draws stored runs, which may be hand-written). Every
+    /// task is canonical; an index out of range is left out, a repeated
+    /// one is one edge, a self-dependency is kept.
+    pub fn from_dependencies(deps: Vec<Vec<usize>>) -> DependencyGraph {
+        let canonical = vec![true; deps.len()];
+        DependencyGraph::with_edges(deps, canonical)
+    }
+
+    fn with_edges(mut deps: Vec<Vec<usize>>, canonical: Vec<bool>) -> DependencyGraph {
+        let n = deps.len();
+        let mut dependents = vec![Vec::new(); n];
+        for (i, list) in deps.iter_mut().enumerate() {
+            let mut seen = HashSet::new();
+            list.retain(|&j| j < n && seen.insert(j));
+            for &j in list.iter() {
+                dependents[j].push(i);
             }
         }
         for list in &mut dependents {
@@ -292,6 +316,21 @@ mod tests {
         assert!(!g.is_canonical(1));
         assert!(g.dependencies(1).is_empty());
         assert_eq!(g.dependents(0), [2]);
+    }
+
+    #[test]
+    fn index_lists_make_the_same_graph_as_the_plan() {
+        let g = DependencyGraph::from_dependencies(vec![vec![2], vec![], vec![9, 1, 1], vec![3]]);
+        assert_eq!(g.dependencies(2), [1]);
+        assert_eq!(g.dependents(1), [2]);
+        assert!(g.depends_on_itself(3));
+        let from_plan = DependencyGraph::new(&plan(&[
+            ("c", &["a"]),
+            ("b", &[]),
+            ("a", &["zzz", "b", "b"]),
+            ("s", &["s"]),
+        ]));
+        assert_eq!(g, from_plan);
     }
 
     proptest! {

@@ -5,11 +5,14 @@
 //! The input may come from a hand-written JSON file, so nothing here trusts
 //! it: duplicate ids, unknown or repeated dependencies, cycles, ends before
 //! starts and missing times are reported as warnings and drawn as well as
-//! they can be, never a panic. The graph is small work (a topological
-//! order over at most a few thousand tasks), done here rather than through
-//! ctx-deps so the report does not pull in tokio and the prompt assembler.
+//! they can be, never a panic. The graph is the plan model's
+//! [`DependencyGraph`], the one DAG implementation, rather than ctx-deps'
+//! plan graph: that one refuses a cyclic plan, and going through ctx-deps
+//! would pull tokio and the prompt assembler into the report.
 
 use std::collections::HashMap;
+
+use ctx_model::graph::{DependencyGraph, TopologicalOrder};
 
 use crate::input::{AttemptOutcome, RunReportInput, RunStatus, TaskState};
 
@@ -309,78 +312,58 @@ impl Analysis {
     }
 }
 
-/// Kahn's algorithm in input order: the order, each task's level, and the
-/// tasks on cycles (appended to the order one level after the rest, then
-/// the tasks downstream of them, levelled as if the cycle were one level).
+/// The order, each task's level, and the tasks on cycles, over the shared
+/// [`DependencyGraph`]: its topological order levels every task it can
+/// place; the tasks on cycles (its strongly connected components among the
+/// unplaced) go one level after the rest, appended to the order in input
+/// order; the tasks downstream of a cycle follow, levelled as if each cycle
+/// were one level (their order comes from the same graph without the
+/// cycles' edges, which is acyclic).
 fn topological(deps: &[Vec<usize>]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
     let n = deps.len();
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut missing: Vec<usize> = vec![0; n];
-    for (i, d) in deps.iter().enumerate() {
-        missing[i] = d.len();
-        for &j in d {
-            dependents[j].push(i);
-        }
-    }
+    let graph = DependencyGraph::from_dependencies(deps.to_vec());
+    let TopologicalOrder {
+        mut order,
+        unplaced,
+    } = graph.topological_order();
     let mut level = vec![0usize; n];
-    let mut order: Vec<usize> = (0..n).filter(|&i| missing[i] == 0).collect();
-    let mut next = 0;
-    while next < order.len() {
-        let i = order[next];
-        next += 1;
-        for &j in &dependents[i] {
-            level[j] = level[j].max(level[i] + 1);
-            missing[j] -= 1;
-            if missing[j] == 0 {
-                order.push(j);
-            }
-        }
+    let level_after_deps = |level: &[usize], i: usize| -> usize {
+        deps[i].iter().map(|&d| level[d] + 1).max().unwrap_or(0)
+    };
+    for &i in &order {
+        level[i] = level_after_deps(&level, i);
     }
-    let mut on_cycle = Vec::new();
-    if order.len() < n {
-        // What is left is on a cycle or downstream of one. Peel the
-        // downstream tasks off from the bottom (tasks no other leftover
-        // depends on); the core that remains is the cycles.
-        let mut left = vec![false; n];
-        for i in 0..n {
-            left[i] = missing[i] > 0;
-        }
-        let mut waiting_on_me = vec![0usize; n];
-        for i in (0..n).filter(|&i| left[i]) {
-            for &d in &deps[i] {
-                if left[d] {
-                    waiting_on_me[d] += 1;
-                }
+    if unplaced.is_empty() {
+        return (order, level, Vec::new());
+    }
+    let mut left = vec![false; n];
+    for &i in &unplaced {
+        left[i] = true;
+    }
+    let mut on_cycle: Vec<usize> = graph.cyclic_components(&left).concat();
+    on_cycle.sort_unstable();
+    let after = order.iter().map(|&i| level[i] + 1).max().unwrap_or(0);
+    let mut cyclic = vec![false; n];
+    for &i in &on_cycle {
+        cyclic[i] = true;
+        level[i] = after;
+    }
+    order.extend_from_slice(&on_cycle);
+    let acyclic: Vec<Vec<usize>> = deps
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            if cyclic[i] {
+                Vec::new()
+            } else {
+                d.iter().copied().filter(|&j| !cyclic[j]).collect()
             }
-        }
-        let mut peeled: Vec<usize> = (0..n)
-            .filter(|&i| left[i] && waiting_on_me[i] == 0)
-            .collect();
-        let mut k = 0;
-        while k < peeled.len() {
-            let i = peeled[k];
-            k += 1;
-            left[i] = false;
-            for &d in &deps[i] {
-                if left[d] {
-                    waiting_on_me[d] -= 1;
-                    if waiting_on_me[d] == 0 {
-                        peeled.push(d);
-                    }
-                }
-            }
-        }
-        let after = order.iter().map(|&i| level[i] + 1).max().unwrap_or(0);
-        for i in 0..n {
-            if left[i] {
-                level[i] = after;
-                on_cycle.push(i);
-                order.push(i);
-            }
-        }
-        // Peeled in reverse is a topological order of the downstream tasks.
-        for &i in peeled.iter().rev() {
-            level[i] = deps[i].iter().map(|&d| level[d] + 1).max().unwrap_or(0);
+        })
+        .collect();
+    let downstream = DependencyGraph::from_dependencies(acyclic).topological_order();
+    for i in downstream.order {
+        if left[i] && !cyclic[i] {
+            level[i] = level_after_deps(&level, i);
             order.push(i);
         }
     }
@@ -523,6 +506,32 @@ mod tests {
         assert_eq!(a.span[4].unwrap().duration(), 0);
         assert_eq!(a.level[0], a.level[1]);
         assert!(a.level[3] > a.level[0]);
+    }
+
+    #[test]
+    fn a_cycle_goes_after_the_last_level_and_its_dependents_after_it() {
+        // f and g form a chain of two levels; a and b depend on each other;
+        // c depends on the cycle and d on c.
+        let input = run(vec![
+            task("c", &["a"], None),
+            task("a", &["b"], None),
+            task("d", &["c"], None),
+            task("b", &["a", "f"], None),
+            task("f", &[], None),
+            task("g", &["f"], None),
+        ]);
+        let a = Analysis::of(&input);
+        assert_eq!(a.level, [3, 2, 4, 2, 0, 1]);
+        assert_eq!(a.levels, 5);
+        assert_eq!(
+            a.warnings,
+            [
+                "dependency cycle through a, b; drawn after the last level, with the tasks that depend on it"
+            ]
+        );
+        let (order, _, on_cycle) = topological(&a.deps);
+        assert_eq!(order, [4, 5, 1, 3, 0, 2]);
+        assert_eq!(on_cycle, [1, 3]);
     }
 
     #[test]

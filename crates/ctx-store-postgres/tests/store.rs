@@ -4,23 +4,13 @@ mod support;
 
 use std::time::Duration;
 
-use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+use ctx_model::{TaskExecutionResult, TaskStatus};
 use ctx_store::ExecutionStore;
 use ctx_store_postgres::{ClaimStore, Commit, Error, PgStore, RegisterRun, StoreOptions, StoreUrl};
+use ctx_test_support::plan;
 
 fn open(url: &str) -> Result<PgStore, Error> {
     PgStore::open(&StoreUrl::parse(url, |_| None)?, StoreOptions::default())
-}
-
-fn plan(tasks: &[(&str, &[&str])]) -> Plan {
-    let subs: Vec<serde_json::Value> = tasks
-        .iter()
-        .map(|(id, deps)| {
-            serde_json::json!({"id": id, "description": id, "dependencies": deps,
-              "tool_or_prompt": {"name": "inference", "params": {"prompt": format!("Say {id}.")}}})
-        })
-        .collect();
-    serde_json::from_value(serde_json::json!({"schema_version": 1, "sub_tasks": subs})).unwrap()
 }
 
 fn rt() -> tokio::runtime::Runtime {

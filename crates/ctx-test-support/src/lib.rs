@@ -3,14 +3,21 @@
 //! The helpers every `crates/ctx-cli/tests/*.rs` file used to define for
 //! itself: where the repository is, the `ctx` binary as a command that runs
 //! from there (so fixture paths such as `fixtures/plans/invalid.yaml` stay
-//! relative and golden-stable), and writing a scratch file. One copy, so
-//! that a change (say, to how the binary is found) is made once.
+//! relative and golden-stable), writing a scratch file, a scratch directory
+//! that runs ctx and counts engine calls ([`Dir`]), reading ctx's output
+//! ([`task`], [`run_id`], [`counts`]), and the plan of `(id, dependencies)`
+//! pairs the executor and store tests build ([`plan`]). One copy, so that
+//! a change (say, to how the binary is found or to the JSON's shape) is
+//! made once.
 //!
 //! A dev-dependency only: shipped crates never depend on it, and the
 //! architecture check (`cargo xtask arch`) counts normal and build
 //! dependencies, so it cannot leak into the library graph unseen.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use serde_json::Value;
 
 /// The repository root (the workspace directory), canonicalized.
 ///
@@ -56,12 +63,186 @@ pub fn ctx_in(dir: impl AsRef<Path>) -> assert_cmd::Command {
 /// When the binary cannot be started or its standard output is not UTF-8
 /// (ctx writes UTF-8 only; a test should fail loudly if that changes).
 pub fn run<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String, String) {
-    let out = ctx().args(args).output().expect("run ctx");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).expect("ctx writes UTF-8 to stdout"),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    Out::of(ctx().args(args)).parts()
+}
+
+/// What a finished `ctx` printed, and how it exited.
+#[derive(Debug, Clone)]
+pub struct Out {
+    /// The exit code, -1 when killed by a signal.
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error (lossily decoded: a test reads it for messages).
+    pub stderr: String,
+}
+
+impl Out {
+    /// Runs `cmd` to the end.
+    ///
+    /// # Panics
+    ///
+    /// When the command cannot be started or its standard output is not
+    /// UTF-8 (ctx writes UTF-8 only; a test should fail loudly if that
+    /// changes).
+    pub fn of(cmd: &mut assert_cmd::Command) -> Out {
+        let out = cmd.output().expect("run ctx");
+        Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8(out.stdout).expect("ctx writes UTF-8 to stdout"),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Standard output as JSON.
+    ///
+    /// # Panics
+    ///
+    /// When it is not JSON (the message shows both streams).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
+    }
+
+    /// Exit code, standard output and standard error, to destructure.
+    pub fn parts(self) -> (i32, String, String) {
+        (self.code, self.stdout, self.stderr)
+    }
+
+    /// The run id ctx named on standard error ([`run_id`]).
+    pub fn run_id(&self) -> String {
+        run_id(&self.stderr)
+    }
+}
+
+/// A scratch directory that a test runs ctx in: relative outputs (`runs/`,
+/// `out/`) land there and go away with it.
+///
+/// Tests that script the command engine have it append each call's task
+/// id to the file `counts` here (`echo "$CTX_TASK_ID" >> DIR/counts`);
+/// [`Dir::counts`] reads that back, so a test can say which tasks an engine
+/// was called for and how often (a resumed run that reruns nothing, a
+/// cache hit that calls nothing).
+#[derive(Debug)]
+pub struct Dir {
+    tmp: tempfile::TempDir,
+}
+
+impl Dir {
+    /// A new empty directory.
+    ///
+    /// # Panics
+    ///
+    /// When the system's temporary directory cannot be written.
+    pub fn new() -> Dir {
+        Dir {
+            tmp: tempfile::tempdir().expect("create a scratch directory"),
+        }
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// Writes `text` to the file `name` here ([`write_path`]).
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        write_path(self.path(), name, text)
+    }
+
+    /// The `ctx` binary as a command run from here ([`ctx_in`]).
+    pub fn ctx(&self) -> assert_cmd::Command {
+        ctx_in(self.path())
+    }
+
+    /// Runs `ctx ARGS` from here to the end.
+    pub fn run<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Out {
+        Out::of(self.ctx().args(args))
+    }
+
+    /// Calls per task id so far ([`counts_in`] here).
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        counts_in(self.path())
+    }
+}
+
+impl Default for Dir {
+    fn default() -> Self {
+        Dir::new()
+    }
+}
+
+/// Calls per task id so far in `dir`: how often each line occurs in the
+/// file `dir/counts` a scripted command engine appends its task ids to
+/// (none when it does not exist yet).
+pub fn counts_in(dir: impl AsRef<Path>) -> BTreeMap<String, usize> {
+    let text = std::fs::read_to_string(dir.as_ref().join("counts")).unwrap_or_default();
+    let mut m = BTreeMap::new();
+    for id in text.lines() {
+        *m.entry(id.to_string()).or_default() += 1;
+    }
+    m
+}
+
+/// `pairs` as the map [`Dir::counts`] returns, to compare against.
+pub fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
+    pairs.iter().map(|&(k, v)| (k.to_string(), v)).collect()
+}
+
+/// The entry of task `id` in the `tasks` array of ctx's JSON (`ctx run
+/// --format json`, `ctx plan cost --format json`, `ctx runs show`).
+///
+/// # Panics
+///
+/// When there is no such task (the message shows the JSON).
+pub fn task<'a>(json: &'a Value, id: &str) -> &'a Value {
+    json["tasks"]
+        .as_array()
+        .and_then(|tasks| tasks.iter().find(|t| t["task_id"] == id))
+        .unwrap_or_else(|| panic!("no task {id} in {json}"))
+}
+
+/// The run id from ctx's `run ID in DIR` or `resuming run ID in DIR: ...`
+/// line on standard error.
+///
+/// # Panics
+///
+/// When no line names a run.
+pub fn run_id(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("run ")
+                .or_else(|| l.strip_prefix("resuming run "))
+        })
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no run id in {stderr}"))
+        .to_string()
+}
+
+/// A plan of inference tasks, each `(id, dependencies)`: task `id` has the
+/// description `task ID` and the prompt `do ID`.
+///
+/// Not usable from ctx-model's own unit tests: they compile a second copy
+/// of ctx-model, whose `Plan` is not the one this crate returns.
+///
+/// # Panics
+///
+/// When an id or dependency makes the plan unreadable (it never does: the
+/// model reads any strings; validation is the caller's business).
+pub fn plan(tasks: &[(&str, &[&str])]) -> ctx_model::Plan {
+    let sub_tasks: Vec<Value> = tasks
+        .iter()
+        .map(|(id, deps)| {
+            serde_json::json!({
+                "id": id, "description": format!("task {id}"),
+                "dependencies": deps,
+                "tool_or_prompt": {"name": "inference", "params": {"prompt": format!("do {id}")}}
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({"schema_version": 1, "sub_tasks": sub_tasks}))
+        .expect("a plan of inference tasks")
 }
 
 /// Writes `text` to `dir/name` and returns the path.
@@ -89,6 +270,35 @@ mod tests {
         let root = repo_root();
         assert!(root.join("Cargo.toml").is_file(), "{}", root.display());
         assert!(root.join("crates/ctx-test-support").is_dir());
+    }
+
+    #[test]
+    fn run_ids_come_from_a_new_or_a_resumed_run_line() {
+        assert_eq!(run_id("warning: x\nrun 01AB in runs\n"), "01AB");
+        assert_eq!(run_id("resuming run 01CD in runs: 2 of 3 done"), "01CD");
+    }
+
+    #[test]
+    fn task_finds_the_entry_by_id() {
+        let json =
+            serde_json::json!({"tasks": [{"task_id": "a", "n": 1}, {"task_id": "b", "n": 2}]});
+        assert_eq!(task(&json, "b")["n"], 2);
+    }
+
+    #[test]
+    fn counts_are_the_lines_of_the_counts_file() {
+        let d = Dir::new();
+        assert!(d.counts().is_empty());
+        d.write("counts", "a\nb\na\n");
+        assert_eq!(d.counts(), counts(&[("a", 2), ("b", 1)]));
+    }
+
+    #[test]
+    fn plan_keeps_ids_and_dependencies_in_order() {
+        let p = plan(&[("a", &[]), ("b", &["a"])]);
+        let ids: Vec<&str> = p.sub_tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(p.sub_tasks[1].dependencies, ["a"]);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `dry-run`: no model is called.
 
-use ctx_model::Attempt;
+use ctx_model::{Attempt, CallOutcome};
 
 use ctx_engine::{
     BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, RequestPurpose,
@@ -62,7 +62,7 @@ impl InferenceEngine for DryRunEngine {
                 attempts: vec![Attempt {
                     number: 1,
                     duration_ms: 0,
-                    outcome: "ok".into(),
+                    outcome: CallOutcome::Ok,
                     error: None,
                     backoff_ms: None,
                 }],

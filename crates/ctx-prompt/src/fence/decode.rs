@@ -256,14 +256,7 @@ mod tests {
     use super::*;
 
     fn decode(text: &str) -> String {
-        let items = text
-            .char_indices()
-            .map(|(i, c)| SkeletonChar {
-                ch: c,
-                start: i,
-                end: i + c.len_utf8(),
-            })
-            .collect();
+        let items = SkeletonChar::each_of(text);
         decode_pass(items).0.iter().map(|c| c.ch).collect()
     }
 
@@ -298,14 +291,7 @@ mod tests {
 
     #[test]
     fn a_decoded_character_keeps_the_whole_range() {
-        let items = "a\\u003cb"
-            .char_indices()
-            .map(|(i, c)| SkeletonChar {
-                ch: c,
-                start: i,
-                end: i + 1,
-            })
-            .collect();
+        let items = SkeletonChar::each_of("a\\u003cb");
         let (out, decoded) = decode_pass(items);
         assert!(decoded);
         assert_eq!((out[1].ch, out[1].start, out[1].end), ('<', 1, 7));

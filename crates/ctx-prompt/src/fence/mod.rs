@@ -86,6 +86,21 @@ pub struct SkeletonChar {
     pub end: usize,
 }
 
+impl SkeletonChar {
+    /// `text`'s characters, each standing for its own bytes: where
+    /// [`skeleton`] starts before decoding and folding.
+    fn each_of(text: &str) -> Vec<SkeletonChar> {
+        let chars = text.char_indices();
+        chars
+            .map(|(i, c)| SkeletonChar {
+                ch: c,
+                start: i,
+                end: i + c.len_utf8(),
+            })
+            .collect()
+    }
+}
+
 /// What a tag found by [`find_tags`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TagKind {
@@ -138,14 +153,7 @@ fn fold_pass(items: &[SkeletonChar]) -> (Vec<SkeletonChar>, bool) {
 /// mapped, lower-cased), repeated until stable (at most 8 rounds; ordinary
 /// text takes one).
 pub fn skeleton(text: &str) -> Vec<SkeletonChar> {
-    let mut items: Vec<SkeletonChar> = text
-        .char_indices()
-        .map(|(i, c)| SkeletonChar {
-            ch: c,
-            start: i,
-            end: i + c.len_utf8(),
-        })
-        .collect();
+    let mut items = SkeletonChar::each_of(text);
     for _ in 0..8 {
         let (decoded, again) = decode::decode_pass(items);
         let (folded, more) = fold_pass(&decoded);
