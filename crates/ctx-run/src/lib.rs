@@ -41,6 +41,7 @@ mod atomic;
 mod error;
 pub mod estimate;
 pub mod eval;
+pub mod export;
 pub mod list;
 pub mod out_dir;
 mod results;

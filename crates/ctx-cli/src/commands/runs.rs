@@ -20,16 +20,13 @@
 use std::path::PathBuf;
 
 use ctx_deps::{RunHistory, StoreError};
-use ctx_model::{TaskExecutionResult, TaskStatus};
 use ctx_run::list::{RowFacts, RunList, RunRow};
 use ctx_run::show::{RunShow, StoreFacts, TaskShow, printable};
 use ctx_store_sqlite::{RunRoot, RunSummary, RunView};
 
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
-use ctx_run::TaskJson;
 
-mod csv_export;
 pub mod report;
 
 /// The `ctx runs` subcommands.
@@ -284,74 +281,6 @@ pub(crate) fn print_show(
     Ok(Exit::Ok)
 }
 
-/// The object `ctx run --format json` prints, rebuilt from the store and
-/// encoded the same way (pretty, keys in the same order), with two keys
-/// added to each task after `cost_usd`: `started_at` and `ended_at` (RFC
-/// 3339, null when the task never started or has not ended; the same times
-/// `ctx runs report` draws), and `spent_usd` at the end: what the run spent
-/// over all its sessions. `tasks` are in plan order (a task with no result appears as
-/// `pending`), `order` the ids of the started tasks by the start of the
-/// execution that produced their current result (a resumed run lists the
-/// reused tasks first, as they started in an earlier session).
-fn export_json(run: &report::StoredRun, spent: ctx_cost::Usd) -> Result<String, CliError> {
-    use std::borrow::Cow;
-    let results: Vec<Cow<'_, TaskExecutionResult>> = run
-        .input
-        .tasks
-        .iter()
-        .zip(&run.records)
-        .map(|(t, r)| match r {
-            Some(r) => Cow::Borrowed(&r.result),
-            None => Cow::Owned(TaskExecutionResult::new(t.id.clone(), TaskStatus::Pending)),
-        })
-        .collect();
-    let mut started: Vec<(i64, &str)> = run
-        .records
-        .iter()
-        .zip(&run.input.tasks)
-        .filter_map(|(r, t)| Some((r.as_ref()?.started_seq?, t.id.as_str())))
-        .collect();
-    started.sort();
-    let json = ExportJson {
-        order: started.into_iter().map(|(_, id)| id).collect(),
-        tasks: results
-            .iter()
-            .zip(&run.input.tasks)
-            .map(|(r, t)| ExportTask {
-                task: TaskJson::of(r),
-                started_at: t.started_at.map(ctx_report::Timestamp::to_rfc3339),
-                ended_at: t.ended_at.map(ctx_report::Timestamp::to_rfc3339),
-            })
-            .collect(),
-        spent_usd: spent,
-        summaries: ctx_run::SummariesJson::of(ctx_deps::SummaryTotals::of(
-            results.iter().map(|r| r.as_ref()),
-        )),
-    };
-    json_text(&json)
-}
-
-/// [`super::run::RunJson`] with each task's times, and what the run spent
-/// over all its sessions ([`spent`]).
-#[derive(serde::Serialize)]
-struct ExportJson<'a> {
-    order: Vec<&'a str>,
-    tasks: Vec<ExportTask<'a>>,
-    spent_usd: ctx_cost::Usd,
-    /// As in `ctx run --format json`: the llm summary calls, when any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    summaries: Option<ctx_run::SummariesJson>,
-}
-
-/// One task of [`ExportJson`]: `ctx run`'s task object, then the times.
-#[derive(serde::Serialize)]
-struct ExportTask<'a> {
-    #[serde(flatten)]
-    task: TaskJson<'a>,
-    started_at: Option<String>,
-    ended_at: Option<String>,
-}
-
 fn export(a: ExportArgs) -> CliResult {
     let view = open(&a.root, &a.run)?;
     export_from(&view, a.format)
@@ -359,16 +288,18 @@ fn export(a: ExportArgs) -> CliResult {
 
 /// `ctx runs export` of a run read from either store.
 fn export_from(view: &dyn RunHistory, format: ExportFormat) -> CliResult {
-    let run = report::read_run(view, report::now())?;
-    match format {
+    let run =
+        ctx_run::export::read_run(view, ctx_run::export::now()).map_err(report::export_error)?;
+    let text = match format {
         ExportFormat::Json => {
-            print_stdout(&export_json(
-                &run,
-                ctx_run::spent(view).map_err(read_error)?,
-            )?)?;
+            let spent = ctx_run::spent(view).map_err(read_error)?;
+            ctx_run::export::export_json(&run, spent)
+                .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?
         }
-        ExportFormat::Csv => print_stdout(&csv_export::export_csv(&run)?)?,
-    }
+        ExportFormat::Csv => ctx_run::export::export_csv(&run)
+            .map_err(|e| CliError::usage(format!("cannot encode CSV: {e}")))?,
+    };
+    print_stdout(&text)?;
     Ok(Exit::Ok)
 }
 

@@ -18,8 +18,7 @@
 
 use ctx_report::{TaskReport, Timestamp};
 
-use super::report::StoredRun;
-use crate::exit::CliError;
+use super::StoredRun;
 
 /// The header row, in column order.
 pub const COLUMNS: [&str; 19] = [
@@ -46,19 +45,20 @@ pub const COLUMNS: [&str; 19] = [
 
 /// The run as CSV text (header, then rows in plan order, each task's calls
 /// in order). Deterministic: the same stored run gives the same bytes.
-pub(super) fn export_csv(run: &StoredRun) -> Result<String, CliError> {
-    let mut w = csv::WriterBuilder::new()
-        .terminator(csv::Terminator::CRLF)
+///
+/// Writing into memory cannot fail but for a record of the wrong length,
+/// which the fixed [`COLUMNS`] rule out; the `Result` is the writer's.
+pub fn export_csv(run: &StoredRun) -> Result<String, ::csv::Error> {
+    let mut w = ::csv::WriterBuilder::new()
+        .terminator(::csv::Terminator::CRLF)
         .from_writer(Vec::new());
-    let fail = |e: csv::Error| CliError::usage(format!("cannot encode CSV: {e}"));
-    w.write_record(COLUMNS).map_err(fail)?;
+    w.write_record(COLUMNS)?;
     for (task, record) in run.input.tasks.iter().zip(&run.records) {
         let calls = record
             .as_ref()
             .map_or(&[][..], |r| &r.result.metadata.attempts[..]);
         if task.attempts.is_empty() {
-            w.write_record(row(&run.input.run_id, task, None, true))
-                .map_err(fail)?;
+            w.write_record(row(&run.input.run_id, task, None, true))?;
         }
         for (i, (a, call)) in task.attempts.iter().zip(calls).enumerate() {
             let last = i + 1 == task.attempts.len();
@@ -72,14 +72,14 @@ pub(super) fn export_csv(run: &StoredRun) -> Result<String, CliError> {
                 backoff_ms: call.backoff_ms.map(|b| b.to_string()).unwrap_or_default(),
                 error: a.error.as_deref().map(text),
             };
-            w.write_record(row(&run.input.run_id, task, Some(cells), last))
-                .map_err(fail)?;
+            w.write_record(row(&run.input.run_id, task, Some(cells), last))?;
         }
     }
     let bytes = w
         .into_inner()
-        .map_err(|e| CliError::usage(format!("cannot encode CSV: {}", e.error())))?;
-    String::from_utf8(bytes).map_err(|e| CliError::usage(format!("cannot encode CSV: {e}")))
+        .map_err(|e| ::csv::Error::from(std::io::Error::other(e.error().to_string())))?;
+    // Every cell is a `String`, so the bytes are UTF-8.
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// One engine call's cells.
