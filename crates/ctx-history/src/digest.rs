@@ -178,6 +178,25 @@ pub struct Digest {
     pub warnings: Vec<Warning>,
 }
 
+impl Digest {
+    /// Replaces the digest's text by `markdown` (the same digest after a
+    /// rewrite, such as a last neutralizing pass) and recounts what the
+    /// report says of it: words, tokens (exact or the counter's upper
+    /// bound, as before) and the slack of each cap, so the figures always
+    /// describe the text they come with.
+    pub fn replace_markdown(&mut self, markdown: String, counter: &dyn TokenCounter) {
+        self.words = count_words(&markdown);
+        self.tokens = if self.tokens_exact {
+            counter.count(&markdown)
+        } else {
+            counter.upper_bound(&markdown)
+        };
+        self.slack.words = self.max_words.saturating_sub(self.words);
+        self.slack.tokens = self.token_cap.saturating_sub(self.tokens);
+        self.markdown = markdown;
+    }
+}
+
 /// A source that was found and has text.
 struct Prepared {
     index: usize,

@@ -38,7 +38,9 @@
 
 pub mod assembly;
 pub mod fence;
+mod fenced_digest;
 pub mod render_prompt;
 pub mod template;
 
 pub use assembly::*;
+pub use fenced_digest::fenced_digest;

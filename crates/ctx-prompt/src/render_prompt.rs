@@ -46,9 +46,7 @@
 
 use std::collections::BTreeMap;
 
-use ctx_history::{
-    Digest, DigestRequest, HistoryConfig, HistoryError, SourceStatus, Warning, assemble_digest,
-};
+use ctx_history::{Digest, DigestRequest, HistoryConfig, HistoryError, SourceStatus, Warning};
 use ctx_tokens::Tokenizer;
 use serde::Serialize;
 
@@ -68,19 +66,17 @@ pub struct HistoryInput {
     /// The sources, caps and tokenizer. Its `prompt_budget` is the budget
     /// of the whole prompt, and its tokenizer counts the whole prompt.
     pub config: HistoryConfig,
-    /// The archive and date; build it with [`DigestRequest::new`]. Leave
-    /// its `rewrite` at the fence neutralizer ([`HistoryInput::new`] sets
-    /// it): the digest fills an untrusted placeholder, and neutralizing
-    /// before fitting keeps its size within the caps after render's own
-    /// pass.
+    /// The archive and date; build it with [`DigestRequest::new`]. Its
+    /// `rewrite` is always the fence neutralizer ([`crate::fenced_digest`]):
+    /// the digest fills an untrusted placeholder, and neutralizing before
+    /// fitting keeps its size within the caps after render's own pass.
     pub request: DigestRequest,
 }
 
 impl HistoryInput {
     /// A digest of `request`'s archive under `config`, neutralized as an
     /// untrusted value.
-    pub fn new(config: HistoryConfig, mut request: DigestRequest) -> HistoryInput {
-        request.rewrite = Some(crate::fence::neutralize as fn(&str) -> String);
+    pub fn new(config: HistoryConfig, request: DigestRequest) -> HistoryInput {
         HistoryInput { config, request }
     }
 }
@@ -277,7 +273,7 @@ pub fn render_prompt(input: RenderInput<'_>) -> Result<RenderedPrompt, RenderPro
         }
         let tok = *tokenizer.get_or_insert(history.config.tokenizer);
         budget = budget.or(Some(history.config.prompt_budget));
-        let made = assemble_digest(&history.config, &history.request, &*tok.counter())?;
+        let made = crate::fenced_digest(&history.config, &history.request, &*tok.counter())?;
         values.insert(HISTORICAL_CONTEXT.to_string(), made.markdown.clone());
         digest = Some(made);
     }

@@ -85,7 +85,6 @@ impl DigestArgs {
         content_root: &'a Path,
         prompt_budget: Option<usize>,
         tokenizer: Option<Tokenizer>,
-        raw: bool,
     ) -> DigestFlags<'a> {
         DigestFlags {
             content_root,
@@ -97,7 +96,6 @@ impl DigestArgs {
             max_words: self.max_words,
             tokenizer,
             follow_symlinks: self.follow_symlinks,
-            raw,
         }
     }
 }
@@ -114,8 +112,6 @@ pub(crate) struct DigestFlags<'a> {
     pub max_words: Option<usize>,
     pub tokenizer: Option<Tokenizer>,
     pub follow_symlinks: bool,
-    /// Keep fence tags and control tokens as written (`--raw`).
-    pub raw: bool,
 }
 
 /// Everything `assemble_digest` needs, with the flags applied over the
@@ -164,7 +160,7 @@ pub(crate) fn digest_setup(
         token_cap: token_cap(config.prompt_budget, config.share),
         exact_counts,
         follow_symlinks: flags.follow_symlinks,
-        rewrite: (!flags.raw).then_some(ctx_prompt::fence::neutralize as fn(&str) -> String),
+        rewrite: None,
     };
     Ok(DigestSetup { config, request })
 }
@@ -172,36 +168,20 @@ pub(crate) fn digest_setup(
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
     let DigestSetup { config, request } = digest_setup(
-        &args.digest.flags(
-            &args.content_root,
-            args.prompt_budget,
-            args.tokenizer,
-            args.raw,
-        ),
+        &args
+            .digest
+            .flags(&args.content_root, args.prompt_budget, args.tokenizer),
         args.format == Format::Json,
     )?;
     let counter = config.tokenizer.counter();
-    let mut digest = assemble_digest(&config, &request, &*counter).map_err(CliError::usage)?;
+    let digest = if args.raw {
+        assemble_digest(&config, &request, &*counter)
+    } else {
+        ctx_prompt::fenced_digest(&config, &request, &*counter)
+    }
+    .map_err(CliError::usage)?;
     for w in &digest.warnings {
         eprintln!("warning: {w}");
-    }
-    if !args.raw {
-        // Each source was neutralized before it was cut (so the caps hold
-        // for the neutralized text); cutting and joining cannot make a new
-        // tag, and this guard makes sure of it.
-        let safe = ctx_prompt::fence::neutralize(&digest.markdown);
-        if safe != digest.markdown {
-            // The report's figures describe what is printed.
-            digest.words = safe.split_whitespace().count();
-            digest.tokens = if digest.tokens_exact {
-                counter.count(&safe)
-            } else {
-                counter.upper_bound(&safe)
-            };
-            digest.slack.words = digest.max_words.saturating_sub(digest.words);
-            digest.slack.tokens = digest.token_cap.saturating_sub(digest.tokens);
-            digest.markdown = safe;
-        }
     }
     let out = match args.format {
         Format::Markdown => digest.markdown.clone(),

@@ -128,9 +128,7 @@ pub fn run(args: Args) -> CliResult {
     let mut input = RenderInput::new(&template, &classes, values);
     if let Some(root) = &args.content_root {
         let DigestSetup { config, request } = digest_setup(
-            &args
-                .digest
-                .flags(root, args.prompt_budget, args.tokenizer, false),
+            &args.digest.flags(root, args.prompt_budget, args.tokenizer),
             false,
         )?;
         input.history = Some(HistoryInput::new(config, request));
