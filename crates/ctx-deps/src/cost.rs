@@ -94,6 +94,84 @@ pub struct CostOptions {
     /// Cut each output at the task's `max_tokens` (see the module
     /// documentation): for engines that cannot enforce it themselves.
     pub cut_output_at_max_tokens: bool,
+    /// A budget shared with other executors running at the same time
+    /// (`ctx eval --max-cost`: every variant and repeat draws on one
+    /// budget). When set, the run reserves and settles in it instead of
+    /// a ledger of its own made from `max_cost` and `already_spent`,
+    /// which are then not used.
+    pub shared_budget: Option<SharedBudget>,
+}
+
+/// One [`BudgetLedger`] shared by several executors that run at once, and
+/// the signal that lets a run waiting for budget see another run settle.
+///
+/// Why more than an `Arc<BudgetLedger>`: a run's ready task whose
+/// reservation must wait is retried after a settlement. With a ledger of
+/// its own that settlement is always one of the run's own tasks, so the
+/// run is never idle while it waits; with a shared one the reservations in
+/// the way may all be another run's, and the waiting run would end at
+/// once, skipping what it could still have afforded. So every settlement
+/// bumps a counter the other runs watch. Each executor also takes a scope
+/// of its own, so two runs of one plan never collide on a task id in the
+/// ledger.
+#[derive(Clone)]
+pub struct SharedBudget {
+    inner: Arc<SharedBooks>,
+}
+
+struct SharedBooks {
+    ledger: BudgetLedger,
+    settled: tokio::sync::watch::Sender<u64>,
+    scopes: std::sync::atomic::AtomicU64,
+}
+
+impl fmt::Debug for SharedBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedBudget")
+            .field("books", &self.inner.ledger.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedBudget {
+    /// A budget of `budget` with nothing spent.
+    pub fn new(budget: Usd) -> SharedBudget {
+        SharedBudget::resumed(budget, Usd::ZERO)
+    }
+
+    /// A budget that starts with `already_spent` counted against it.
+    pub fn resumed(budget: Usd, already_spent: Usd) -> SharedBudget {
+        SharedBudget {
+            inner: Arc::new(SharedBooks {
+                ledger: BudgetLedger::resumed(budget, already_spent),
+                settled: tokio::sync::watch::Sender::new(0),
+                scopes: std::sync::atomic::AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &BudgetLedger {
+        &self.inner.ledger
+    }
+
+    /// A scope no other user of this budget has: the prefix of a run's
+    /// ledger keys.
+    pub(crate) fn new_scope(&self) -> u64 {
+        self.inner
+            .scopes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Tells every watcher that a reservation was settled.
+    pub(crate) fn announce_settlement(&self) {
+        self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A watch on settlements, for a run that may wait on other runs.
+    pub(crate) fn settlements(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.settled.subscribe()
+    }
 }
 
 impl fmt::Debug for CostOptions {
@@ -102,6 +180,7 @@ impl fmt::Debug for CostOptions {
             .field("max_cost", &self.max_cost)
             .field("already_spent", &self.already_spent)
             .field("cut_output_at_max_tokens", &self.cut_output_at_max_tokens)
+            .field("shared_budget", &self.shared_budget)
             .finish_non_exhaustive()
     }
 }

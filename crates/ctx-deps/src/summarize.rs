@@ -681,6 +681,7 @@ mod tests {
                 max_cost: Some(ctx_cost::Usd::parse("10").unwrap()),
                 already_spent: ctx_cost::Usd::ZERO,
                 cut_output_at_max_tokens: false,
+                shared_budget: None,
             }),
             ..ExecutorOptions::default()
         };

@@ -171,6 +171,7 @@ pub fn cost_options(
         max_cost,
         already_spent: Usd::ZERO,
         cut_output_at_max_tokens: max_cost.is_some() && engine.cuts_at_max_tokens,
+        shared_budget: None,
     })
 }
 
