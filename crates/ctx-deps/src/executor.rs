@@ -1546,7 +1546,7 @@ async fn execute_task(
             result.output = resp.output;
             break;
         };
-        let (results, judge_usage) =
+        let (results, judge_usage, judge_calls) =
             crate::checking::evaluate(inner, task_checks, task, &resp.output, counter.as_ref())
                 .await;
         result.metadata.tokens_used = TokenUsage::sum([result.metadata.tokens_used, judge_usage]);
@@ -1564,6 +1564,7 @@ async fn execute_task(
                 checks: results.clone(),
                 tokens_used: resp.usage,
                 judge_tokens_used: judge_usage,
+                judge_calls,
                 error: None,
             });
         if ctx_checks::all_passed(&results) {
