@@ -177,6 +177,7 @@ fn parse_error_json(e: &PlanError) -> serde_json::Value {
             line,
             column,
             field,
+            task_id,
             message,
             ..
         } => json!({
@@ -185,6 +186,7 @@ fn parse_error_json(e: &PlanError) -> serde_json::Value {
             "line": line,
             "column": column,
             "field": field,
+            "task_id": task_id,
             "message": message,
         }),
         PlanError::UnsupportedVersion { found, .. } => json!({
