@@ -645,12 +645,14 @@ fn percent(r: f64) -> String {
 
 impl EvalReport {
     /// The text `ctx eval` prints: one row per variant (with a SPENT
-    /// column when the eval had prices), one row per task with its pass
-    /// rate in each variant, what the eval spent, then the stored runs'
-    /// ids.
+    /// column when the eval had a budget or some task a known, non-zero
+    /// cost: an eval whose models have no price shows no column of
+    /// zeros), one row per task with its pass rate in each variant, what
+    /// the eval spent, then the stored runs' ids.
     pub fn text(&self) -> String {
         let mut out = String::new();
-        let priced = self.spent_usd.is_some();
+        let priced =
+            self.budget_usd.is_some() || self.spent_usd.is_some_and(|spent| spent > Usd::ZERO);
         let rows: Vec<Vec<String>> = self
             .variants
             .iter()
@@ -704,7 +706,7 @@ impl EvalReport {
             })
             .collect();
         out.push_str(&ctx_table::render(&header, &right, &rows));
-        if let Some(spent) = self.spent_usd {
+        if let Some(spent) = self.spent_usd.filter(|_| priced) {
             let unknown: u64 = self.variants.iter().map(|v| v.cost_unknown).sum();
             out.push_str(&format!("\nspent: {}", spent_text(spent, unknown)));
             if let Some(budget) = self.budget_usd {
@@ -953,7 +955,9 @@ sub_tasks:
                 checks: 6,
                 pass_rate: [("full", 0.9167), ("bare", 0.5)].into(),
             }],
-            spent_usd: None,
+            // Nothing priced (a command engine without prices): no SPENT
+            // column of zeros.
+            spent_usd: Some(Usd::ZERO),
             budget_usd: None,
         };
         insta::assert_snapshot!(report.text());
