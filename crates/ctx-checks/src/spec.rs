@@ -785,6 +785,10 @@ mod tests {
                 "checks[0].json_schema: `json_schema: true` is not a schema",
             ),
             (
+                r#"[{"matches": "x"}]"#,
+                "checks[0].matches: unknown field `matches`, expected one of `contains`, `not_contains`",
+            ),
+            (
                 r#"["contains"]"#,
                 "checks[0]: invalid type: string \"contains\", expected a check: a map with one kind key such as `contains: TEXT`",
             ),

@@ -337,3 +337,103 @@ fn sigterm_stops_every_variant_run_and_stores_them_interrupted() {
         assert!(listed.contains(&format!("[eval {v} 1/1]")), "{listed}");
     }
 }
+
+/// One task on model `m`, counted with cl100k_base under a 200-token cap:
+/// its high end is (200 + 16 framing) x $1/M + 50 x $2/M = $0.000316 at
+/// `--price m=1,2 --max-tokens 50`.
+const PRICED: &str = r#"schema_version: 1
+config: {tokenizer: cl100k_base, max_prompt_tokens: 200, max_check_attempts: 1}
+sub_tasks:
+  - id: only
+    description: Only
+    checks:
+      - contains: ok
+    tool_or_prompt: {name: inference, params: {prompt: Say ok., model: m}}
+"#;
+
+/// Answers far more than 50 tokens: under a budget the command engine's
+/// output is cut at `max_tokens`, so each call costs close to its bound.
+const LONG: &str = "cat >/dev/null; for i in $(seq 200); do printf 'ok '; done";
+
+#[test]
+fn max_cost_is_one_budget_for_the_whole_eval() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.yaml");
+    std::fs::write(&plan, PRICED).unwrap();
+    let eval = |extra: &[&str]| {
+        ctx(dir.path())
+            .arg("eval")
+            .arg(&plan)
+            .args(["--command", LONG, "--price", "m=1,2", "--no-store"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // 4 variants x 3 repeats: 12 calls of about $0.00012 would spend
+    // $0.0014; $0.0007 holds a few, each reserving its $0.000316 high end.
+    let out = eval(&[
+        "--repeat",
+        "3",
+        "--max-tokens",
+        "50",
+        "--max-cost",
+        "0.0007",
+        "--format",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let spent = json["spent_usd"].as_f64().unwrap();
+    assert!(spent > 0.0 && spent <= 0.0007, "{json}");
+    assert_eq!(json["budget_usd"].as_f64(), Some(0.0007));
+    let variants = json["variants"].as_array().unwrap();
+    let per_variant: f64 = variants
+        .iter()
+        .map(|v| v["spent_usd"].as_f64().unwrap())
+        .sum();
+    assert!((per_variant - spent).abs() < 1e-12, "{json}");
+    let skipped: u64 = variants
+        .iter()
+        .map(|v| v["budget_skipped"].as_u64().unwrap())
+        .sum();
+    let passing: u64 = variants
+        .iter()
+        .map(|v| v["tasks_passing"].as_u64().unwrap())
+        .sum();
+    // Each run's one task either ran (and passed) or was skipped by the
+    // budget, which counts as not passing.
+    assert!(skipped > 0, "{json}");
+    assert_eq!(passing + skipped, 12, "{json}");
+
+    // The table says what was spent of the budget.
+    let out = eval(&["--max-tokens", "50", "--max-cost", "1"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("SPENT"), "{text}");
+    assert!(
+        text.contains("of the $1.000000 budget; 0 tasks skipped by it"),
+        "{text}"
+    );
+
+    // Refused before anything runs, as by `ctx run`: no max_tokens, an
+    // unknown price.
+    for (flags, refusal) in [
+        (["--max-tokens", "50"], "--max-cost: price unknown for m"),
+        (["--price", "m=1,2"], "without max_tokens"),
+    ] {
+        let out = ctx(dir.path())
+            .arg("eval")
+            .arg(&plan)
+            .args(["--command", LONG, "--max-cost", "1"])
+            .args(flags)
+            .arg("--root")
+            .arg(dir.path().join("runs"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(refusal), "{stderr}");
+        assert!(!dir.path().join("runs").exists());
+    }
+}

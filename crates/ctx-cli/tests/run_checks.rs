@@ -223,6 +223,33 @@ fn malformed_checks_are_located_plan_problems() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("sub_tasks[0].checks[1].regex"));
 
+    // An unknown check kind cannot be read at all: a syntax error (exit
+    // 2), located, naming its task as the problems above do.
+    let plan = write(
+        dir.path(),
+        &PLAN.replace("- entities: true", "- matches: x"),
+    );
+    for cmd in [&["plan", "check"][..], &["run", "--no-store"][..]] {
+        let out = ctx(dir.path()).args(cmd).arg(&plan).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with(&format!(
+                "error: {}:13:9: task \"css\": sub_tasks[0].checks[1].matches: unknown field `matches`, expected one of contains,",
+                plan.display()
+            )),
+            "{cmd:?}: {stderr}"
+        );
+    }
+    let out = ctx(dir.path())
+        .args(["plan", "check", "--format", "json"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["error"]["task_id"], "css", "{json}");
+    assert_eq!(json["error"]["field"], "sub_tasks[0].checks[1].matches");
+
     // A schema file is read from the plan's directory.
     let schema = PLAN.replace("- entities: true", "- json_schema: schemas/nope.json");
     let plan = write(dir.path(), &schema);

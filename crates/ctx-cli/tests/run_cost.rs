@@ -343,3 +343,75 @@ fn the_command_engine_is_cut_at_max_tokens_under_a_budget() {
         assert!(cost <= (prompt + 2.0 * 50.0) / 1e6 + 1e-15, "{id}: {cost}");
     }
 }
+
+/// A judge on a `judge_model` ten times dearer than its task's model is
+/// reserved and charged at its own price: the reservation is `ctx plan
+/// cost`'s high end, judge row included ($0.000316 for the task, $0.00255
+/// for the judge: 175 prompt tokens x $10/M + 40 x $20/M), so $0.002 is too
+/// little (priced at the task's model the judge would need $0.000255 and
+/// the task would run).
+#[test]
+fn a_judge_is_reserved_and_charged_at_its_own_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("judged.yaml"),
+        "schema_version: 1
+config: {tokenizer: cl100k_base, max_prompt_tokens: 200, max_check_attempts: 1}
+sub_tasks:
+  - id: css
+    description: Style
+    checks:
+      - judge: Is it fine?
+        judge_model: dear
+        max_tokens: 40
+    tool_or_prompt: {name: inference, params: {prompt: Go., model: cheap, max_tokens: 50}}
+",
+    )
+    .unwrap();
+    // The task's answer and the judge's verdict alike.
+    let verdict = r#"cat >/dev/null; printf '{"pass": true, "reason": "ok"}'"#;
+    let args = |budget: &'static str| {
+        [
+            "judged.yaml",
+            "--command",
+            verdict,
+            "--price",
+            "cheap=1,2",
+            "--price",
+            "dear=10,20",
+            "--max-cost",
+            budget,
+            "--no-store",
+        ]
+    };
+    let out = run(tmp.path(), &args("0.002"));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let css = task(&out.json, "css");
+    assert_eq!(css["status"], "skipped");
+    assert!(
+        css["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("budget: needs up to $0.002866 (its high end)"),
+        "{css}"
+    );
+
+    let out = run(tmp.path(), &args("0.003"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let css = task(&out.json, "css");
+    let judge = &css["metadata"]["check_attempts"][0]["judge_calls"][0];
+    assert_eq!(judge["model"], "dear", "{judge}");
+    assert_eq!(judge["requests"], 1);
+    let used = &judge["tokens_used"];
+    let judge_cost = (used["prompt_tokens"].as_f64().unwrap() * 10.0
+        + used["completion_tokens"].as_f64().unwrap() * 20.0)
+        / 1e6;
+    let attempt = &css["metadata"]["check_attempts"][0];
+    // The task's own answer, counted by ctx: its prompt and its output,
+    // the same text as the judge's verdict.
+    let own = (attempt["prompt_tokens"].as_f64().unwrap()
+        + 2.0 * used["completion_tokens"].as_f64().unwrap())
+        / 1e6;
+    let cost = css["cost_usd"].as_f64().unwrap();
+    assert!((cost - (judge_cost + own)).abs() < 1e-12, "{cost} {css}");
+}

@@ -5,7 +5,9 @@
 //! docs/checks.md) is tried up to `config.max_check_attempts` times in
 //! all. After each answer every check runs on the output (`evaluate`);
 //! `judge` checks are sent to the run's engine, bounded by their
-//! `max_tokens`, and their usage is added to the task's. A judge call is
+//! `max_tokens`, and their usage is added to the task's; each judge call
+//! is recorded on its check attempt ([`JudgeCall`]) so its cost is priced
+//! at its own model, and charged even when it got no answer. A judge call is
 //! an engine call of the task like its answer and its summaries: it goes
 //! through the executor's one call path, so `--task-timeout` bounds it
 //! (on its own, from its start, as each of the task's calls) and so does
@@ -31,7 +33,7 @@
 //! sample is still a second chance.
 
 use ctx_checks::{CheckResult, CheckSet, EvalContext, ExpectedEntity, Feedback};
-use ctx_model::{Params, Plan, SubTask, TokenUsage};
+use ctx_model::{JudgeCall, Params, Plan, SubTask, TokenUsage};
 use ctx_prompt::{AssembledPrompt, AssemblyError, DependencyOutput};
 use ctx_tokens::TokenCounter;
 
@@ -78,22 +80,25 @@ fn source_text(e: &dyn std::error::Error) -> String {
 
 /// Runs every check on `output`, asking the judges through the run's
 /// engine within its time and output bounds
-/// ([`call_engine`](crate::executor::call_engine)). Returns the results
-/// and the judges' total usage. Never fails: a judge whose call fails or
-/// times out fails its check.
+/// ([`call_engine`](crate::executor::call_engine)). Returns the results,
+/// the judges' total usage and each judge call (for its cost, at its own
+/// model; a call that got no answer is recorded too, since it may have
+/// been billed). Never fails: a judge whose call fails or times out fails
+/// its check.
 pub(crate) async fn evaluate(
     inner: &Inner,
     checks: &TaskChecks,
     task: &SubTask,
     output: &str,
     counter: &dyn TokenCounter,
-) -> (Vec<CheckResult>, Option<TokenUsage>) {
+) -> (Vec<CheckResult>, Option<TokenUsage>, Vec<JudgeCall>) {
     let context = EvalContext {
         entities: &checks.entities,
         neutralize: ctx_prompt::fence::neutralize,
     };
     let mut evaluation = checks.set.evaluate(output.as_bytes(), &context);
     let mut usage = None;
+    let mut calls = Vec::new();
     for judge in evaluation.take_judge_requests() {
         let request = InferenceRequest {
             task_id: task.id.clone(),
@@ -110,6 +115,12 @@ pub(crate) async fn evaluate(
             max_output_bytes: inner.max_output_bytes,
             response_schema: Some(ctx_checks::judge::answer_schema()),
             purpose: ctx_engine::RequestPurpose::Judge,
+        };
+        let mut call = JudgeCall {
+            model: request.params.model.clone(),
+            prompt_tokens: request.prompt_tokens,
+            max_tokens: judge.max_tokens,
+            ..JudgeCall::default()
         };
         let recorded = match crate::executor::call_engine(inner, &request).await {
             Ok(response) => {
@@ -129,14 +140,28 @@ pub(crate) async fn evaluate(
                     }
                 });
                 usage = TokenUsage::sum([usage, Some(judged)]);
+                call.tokens_used = Some(judged);
+                call.requests = requests(response.attempts.len());
+                call.cached = response.cached;
                 evaluation.record_judge_answer(judge.index, &response.output)
             }
-            Err(e) => evaluation.record_judge_error(judge.index, &e.message),
+            Err(e) => {
+                call.requests = requests(e.attempts.len());
+                evaluation.record_judge_error(judge.index, &e.message)
+            }
         };
+        calls.push(call);
         // The index came from this evaluation's own requests.
         debug_assert!(recorded.is_ok());
     }
-    (evaluation.finish(), usage)
+    (evaluation.finish(), usage, calls)
+}
+
+/// Requests an engine made for one call from the attempts it recorded: at
+/// least one, the call was sent (an engine may record none, and a call
+/// that timed out in ctx records none).
+fn requests(attempts: usize) -> u32 {
+    u32::try_from(attempts.max(1)).unwrap_or(u32::MAX)
 }
 
 /// The error of a task whose last attempt failed checks: every failure,
@@ -373,14 +398,16 @@ mod tests {
     }
 
     fn run(plan: Plan, engine: Arc<ByPrompt>) -> (crate::RunReport, Arc<crate::MemoryStore>) {
+        run_with(plan, engine, crate::ExecutorOptions::default())
+    }
+
+    fn run_with(
+        plan: Plan,
+        engine: Arc<dyn ctx_engine::InferenceEngine>,
+        options: crate::ExecutorOptions,
+    ) -> (crate::RunReport, Arc<crate::MemoryStore>) {
         let store = Arc::new(crate::MemoryStore::new());
-        let exec = crate::Executor::new(
-            plan,
-            engine,
-            store.clone(),
-            crate::ExecutorOptions::default(),
-        )
-        .unwrap();
+        let exec = crate::Executor::new(plan, engine, store.clone(), options).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -467,6 +494,134 @@ mod tests {
                     ..Default::default()
                 })
             })
+        }
+    }
+
+    /// Answers a task with 10 prompt and 5 completion tokens; a judge the
+    /// same way with a passing verdict, or, with `judge_fails`, fails it
+    /// after two requests.
+    struct PricedJudge {
+        judge_fails: bool,
+    }
+
+    impl ctx_engine::InferenceEngine for PricedJudge {
+        fn name(&self) -> &str {
+            "priced-judge"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> ctx_engine::BoxFuture<'a, Result<ctx_engine::InferenceResponse, ctx_engine::EngineError>>
+        {
+            let judge = request.purpose == ctx_engine::RequestPurpose::Judge;
+            let attempt = |n: u32, outcome: &str| ctx_model::Attempt {
+                number: n,
+                outcome: outcome.into(),
+                ..Default::default()
+            };
+            let answer = if judge && self.judge_fails {
+                Err(ctx_engine::EngineError {
+                    message: "HTTP 500".into(),
+                    attempts: vec![attempt(1, "http_500"), attempt(2, "http_500")],
+                })
+            } else {
+                Ok(ctx_engine::InferenceResponse {
+                    output: if judge {
+                        r#"{"pass": true, "reason": "fine"}"#.into()
+                    } else {
+                        "a 10 x 20 board".into()
+                    },
+                    usage: Some(TokenUsage {
+                        prompt_tokens: 10,
+                        completion_tokens: 5,
+                        total_tokens: 15,
+                        cached_tokens: None,
+                    }),
+                    attempts: vec![attempt(1, "ok")],
+                    ..Default::default()
+                })
+            };
+            Box::pin(async move { answer })
+        }
+    }
+
+    /// $1 / $2 per million input / output tokens on the task's model, ten
+    /// times that on `dear`; `max_tokens` 100.
+    struct TwoModels;
+
+    impl crate::CostModel for TwoModels {
+        fn bound(&self, _: &SubTask) -> Option<ctx_cost::Usd> {
+            None
+        }
+        fn max_tokens(&self, _: &SubTask) -> Option<u64> {
+            Some(100)
+        }
+        fn call_cost(&self, task: &SubTask, usage: &ctx_cost::Usage) -> Option<ctx_cost::Usd> {
+            self.call_cost_on(task, None, usage)
+        }
+        fn call_cost_on(
+            &self,
+            _: &SubTask,
+            model: Option<&str>,
+            usage: &ctx_cost::Usage,
+        ) -> Option<ctx_cost::Usd> {
+            let (input, output) = match model {
+                Some("dear") => ("10", "20"),
+                _ => ("1", "2"),
+            };
+            let rate = |r| ctx_cost::Rate::parse(r).unwrap();
+            Some(ctx_cost::Price::flat(rate(input), rate(output), None).cost(usage))
+        }
+    }
+
+    #[test]
+    fn judges_are_charged_at_their_own_model_answered_or_not() {
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "sub_tasks": [{"id": "css", "description": "Style",
+                "checks": [{"judge": "Is the board 10 x 20?", "judge_model": "dear",
+                            "max_tokens": 40}],
+                "tool_or_prompt": {"name": "inference",
+                    "params": {"prompt": "Write the CSS.", "model": "cheap"}}}],
+            "config": {"max_check_attempts": 1}
+        }))
+        .unwrap();
+        let micros = |n: u64| ctx_cost::Usd::from_picos(u128::from(n) * 1_000_000);
+        for judge_fails in [false, true] {
+            let options = crate::ExecutorOptions {
+                cost: Some(crate::CostOptions {
+                    model: Arc::new(TwoModels),
+                    max_cost: None,
+                    already_spent: ctx_cost::Usd::ZERO,
+                    cut_output_at_max_tokens: false,
+                    shared_budget: None,
+                }),
+                ..crate::ExecutorOptions::default()
+            };
+            let (_, store) = run_with(plan.clone(), Arc::new(PricedJudge { judge_fails }), options);
+            let css = store.get_by_task_id("css").unwrap().unwrap();
+            let calls = &css.metadata.check_attempts[0].judge_calls;
+            assert_eq!(calls.len(), 1, "{judge_fails}");
+            let call = &calls[0];
+            assert_eq!((call.model.as_deref(), call.max_tokens), (Some("dear"), 40));
+            // The task's own call: 10 x $1 + 5 x $2 per million.
+            let task = 20;
+            let judge = if judge_fails {
+                // Two requests, no answer: each its prompt and its 40
+                // max_tokens, at $10 / $20 per million.
+                assert_eq!((call.tokens_used, call.requests), (None, 2));
+                assert!(call.prompt_tokens > 0);
+                2 * (call.prompt_tokens as u64 * 10 + 40 * 20)
+            } else {
+                assert_eq!(call.requests, 1);
+                // 10 x $10 + 5 x $20 per million.
+                200
+            };
+            assert_eq!(
+                css.metadata.cost_usd,
+                Some(micros(task + judge)),
+                "judge fails: {judge_fails}"
+            );
         }
     }
 

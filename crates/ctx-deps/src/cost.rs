@@ -29,7 +29,10 @@
 //!   billed. Unknown price, or a failed call without `max_tokens`: no cost
 //!   (`None`). A task's `llm` summary calls are added to its cost when
 //!   they are made (`summarize::after_completion`), by the same rules with
-//!   `summary_max_tokens` as the bound and the summary model's price.
+//!   `summary_max_tokens` as the bound and the summary model's price; a
+//!   checked task's `judge` calls likewise, each recorded on its check
+//!   attempt ([`JudgeCall`]) and priced at its `judge_model` with the
+//!   judge's `max_tokens` as the bound of a call that got no answer.
 //! * **Budget** ([`CostOptions::max_cost`]): see the executor's module
 //!   documentation, "Budget".
 //! * **Output cut** ([`CostOptions::cut_output_at_max_tokens`]): an engine
@@ -43,7 +46,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use ctx_cost::{Usage, Usd};
-use ctx_model::{SubTask, TaskExecutionResult, TaskStatus};
+use ctx_model::{JudgeCall, SubTask, TaskExecutionResult, TaskStatus};
 use ctx_tokens::TokenCounter;
 
 pub use ctx_cost::BudgetLedger;
@@ -65,13 +68,14 @@ pub trait CostModel: Send + Sync {
     /// model has no known price.
     fn call_cost(&self, task: &SubTask, usage: &Usage) -> Option<Usd>;
 
-    /// The exact cost of one `summarize_strategy: llm` summary call of
-    /// `task`'s output on `model` (`config.dependency.summary_model`;
-    /// `None`: the model `task` resolves to) with `usage`. The default
-    /// prices it as one of `task`'s own calls, which is right whenever no
-    /// `summary_model` is set; an implementation that knows prices by
-    /// model name should look `model` up.
-    fn summary_call_cost(&self, task: &SubTask, model: Option<&str>, usage: &Usage) -> Option<Usd> {
+    /// The exact cost of one call made for `task` on another model with
+    /// `usage`: a `summarize_strategy: llm` summary of its output on
+    /// `config.dependency.summary_model`, or a `judge` check of it on the
+    /// check's `judge_model` (`None`: the model `task` resolves to). The
+    /// default prices it as one of `task`'s own calls, which is right
+    /// whenever neither names a model; an implementation that knows prices
+    /// by model name should look `model` up.
+    fn call_cost_on(&self, task: &SubTask, model: Option<&str>, usage: &Usage) -> Option<Usd> {
         let _ = model;
         self.call_cost(task, usage)
     }
@@ -94,6 +98,84 @@ pub struct CostOptions {
     /// Cut each output at the task's `max_tokens` (see the module
     /// documentation): for engines that cannot enforce it themselves.
     pub cut_output_at_max_tokens: bool,
+    /// A budget shared with other executors running at the same time
+    /// (`ctx eval --max-cost`: every variant and repeat draws on one
+    /// budget). When set, the run reserves and settles in it instead of
+    /// a ledger of its own made from `max_cost` and `already_spent`,
+    /// which are then not used.
+    pub shared_budget: Option<SharedBudget>,
+}
+
+/// One [`BudgetLedger`] shared by several executors that run at once, and
+/// the signal that lets a run waiting for budget see another run settle.
+///
+/// Why more than an `Arc<BudgetLedger>`: a run's ready task whose
+/// reservation must wait is retried after a settlement. With a ledger of
+/// its own that settlement is always one of the run's own tasks, so the
+/// run is never idle while it waits; with a shared one the reservations in
+/// the way may all be another run's, and the waiting run would end at
+/// once, skipping what it could still have afforded. So every settlement
+/// bumps a counter the other runs watch. Each executor also takes a scope
+/// of its own, so two runs of one plan never collide on a task id in the
+/// ledger.
+#[derive(Clone)]
+pub struct SharedBudget {
+    inner: Arc<SharedBooks>,
+}
+
+struct SharedBooks {
+    ledger: BudgetLedger,
+    settled: tokio::sync::watch::Sender<u64>,
+    scopes: std::sync::atomic::AtomicU64,
+}
+
+impl fmt::Debug for SharedBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedBudget")
+            .field("books", &self.inner.ledger.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedBudget {
+    /// A budget of `budget` with nothing spent.
+    pub fn new(budget: Usd) -> SharedBudget {
+        SharedBudget::resumed(budget, Usd::ZERO)
+    }
+
+    /// A budget that starts with `already_spent` counted against it.
+    pub fn resumed(budget: Usd, already_spent: Usd) -> SharedBudget {
+        SharedBudget {
+            inner: Arc::new(SharedBooks {
+                ledger: BudgetLedger::resumed(budget, already_spent),
+                settled: tokio::sync::watch::Sender::new(0),
+                scopes: std::sync::atomic::AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &BudgetLedger {
+        &self.inner.ledger
+    }
+
+    /// A scope no other user of this budget has: the prefix of a run's
+    /// ledger keys.
+    pub(crate) fn new_scope(&self) -> u64 {
+        self.inner
+            .scopes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Tells every watcher that a reservation was settled.
+    pub(crate) fn announce_settlement(&self) {
+        self.inner.settled.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A watch on settlements, for a run that may wait on other runs.
+    pub(crate) fn settlements(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.settled.subscribe()
+    }
 }
 
 impl fmt::Debug for CostOptions {
@@ -102,6 +184,7 @@ impl fmt::Debug for CostOptions {
             .field("max_cost", &self.max_cost)
             .field("already_spent", &self.already_spent)
             .field("cut_output_at_max_tokens", &self.cut_output_at_max_tokens)
+            .field("shared_budget", &self.shared_budget)
             .finish_non_exhaustive()
     }
 }
@@ -234,9 +317,49 @@ pub(crate) fn reported(u: &ctx_model::TokenUsage) -> Usage {
     }
 }
 
-/// `spent` plus `failed_calls` engine calls that got no answer, each
-/// charged as `prompt_tokens` plus the task's `max_tokens`: the provider
-/// may have billed them, and reported no usage.
+/// The rule for every engine request that got no answer (a task's call,
+/// a judge's, a summary's): `calls` of them, each charged at `price` as
+/// `prompt_tokens` plus `max_tokens`, the most it could have been billed:
+/// the provider may have billed it, and reported no usage. `None` when no
+/// `max_tokens` bounds them, or no price is known.
+pub(crate) fn unanswered_calls(
+    price: &dyn Fn(&Usage) -> Option<Usd>,
+    prompt_tokens: u64,
+    max_tokens: Option<u64>,
+    calls: u64,
+) -> Option<Usd> {
+    if calls == 0 {
+        return Some(Usd::ZERO);
+    }
+    let worst = Usage {
+        prompt_tokens,
+        cached_prompt_tokens: 0,
+        completion_tokens: max_tokens?,
+    };
+    Some(price(&worst)?.saturating_mul(calls))
+}
+
+/// What one engine call made of `requests` requests cost: its answer at
+/// `answered` (when it got one) and every other request by
+/// [`unanswered_calls`]; without an answer, every request (at least one:
+/// a call that timed out in ctx recorded none, but was sent).
+pub(crate) fn call_with_retries(
+    price: &dyn Fn(&Usage) -> Option<Usd>,
+    prompt_tokens: u64,
+    max_tokens: Option<u64>,
+    answered: Option<&Usage>,
+    requests: usize,
+) -> Option<Usd> {
+    let (spent, unanswered) = match answered {
+        Some(usage) => (price(usage)?, requests.saturating_sub(1)),
+        None => (Usd::ZERO, requests.max(1)),
+    };
+    let rest = unanswered_calls(price, prompt_tokens, max_tokens, unanswered as u64)?;
+    Some(spent.saturating_add(rest))
+}
+
+/// `spent` plus `failed_calls` of `task`'s own calls that got no answer
+/// ([`unanswered_calls`] at the task's price and `max_tokens`).
 fn with_failed_calls(
     model: &dyn CostModel,
     task: &SubTask,
@@ -244,22 +367,38 @@ fn with_failed_calls(
     prompt_tokens: u64,
     failed_calls: usize,
 ) -> Option<Usd> {
-    if failed_calls == 0 {
-        return Some(spent);
-    }
-    let worst = Usage {
+    let price = |u: &Usage| model.call_cost(task, u);
+    let failed = unanswered_calls(
+        &price,
         prompt_tokens,
-        cached_prompt_tokens: 0,
-        completion_tokens: model.max_tokens(task)?,
-    };
-    let each = model.call_cost(task, &worst)?;
-    Some(spent.saturating_add(each.saturating_mul(failed_calls as u64)))
+        model.max_tokens(task),
+        failed_calls as u64,
+    )?;
+    Some(spent.saturating_add(failed))
+}
+
+/// What one judge call of `task` cost, at the judge's own model: a cache
+/// hit nothing; its answer at its usage; every request that got no answer
+/// as the judge prompt plus the judge's `max_tokens`.
+fn judge_call_cost(model: &dyn CostModel, task: &SubTask, call: &JudgeCall) -> Option<Usd> {
+    if call.cached {
+        return Some(Usd::ZERO);
+    }
+    let price = |u: &Usage| model.call_cost_on(task, call.model.as_deref(), u);
+    call_with_retries(
+        &price,
+        call.prompt_tokens as u64,
+        Some(u64::from(call.max_tokens)),
+        call.tokens_used.map(|u| reported(&u)).as_ref(),
+        call.requests as usize,
+    )
 }
 
 /// [`task_cost`] of a task with checks: every check attempt that got an
-/// answer is priced from its own usage (else ctx's counts), plus its
-/// judges' usage; every engine call that got no answer is charged as the
-/// largest prompt sent plus `max_tokens`. The summed `tokens_used` is not
+/// answer is priced from its own usage (else ctx's counts), plus each of
+/// its judge calls ([`judge_call_cost`], at the judge's model); every
+/// engine call of the task that got no answer is charged as the largest
+/// prompt sent plus `max_tokens`. The summed `tokens_used` is not
 /// used with the failed-call rule, which would charge an answered call
 /// twice when an earlier check attempt's answer was rejected.
 fn checked_task_cost(
@@ -287,8 +426,8 @@ fn checked_task_cost(
             },
         };
         total = total.saturating_add(model.call_cost(task, &usage)?);
-        if let Some(j) = &a.judge_tokens_used {
-            total = total.saturating_add(model.call_cost(task, &reported(j))?);
+        for judge in &a.judge_calls {
+            total = total.saturating_add(judge_call_cost(model, task, judge)?);
         }
     }
     let failed_calls = m.attempts.len().saturating_sub(answered);

@@ -72,6 +72,13 @@
 //! [`cut_output_at_max_tokens`](crate::CostOptions::cut_output_at_max_tokens)
 //! cuts it — the run never spends more than the budget.
 //!
+//! With [`CostOptions::shared_budget`](crate::CostOptions::shared_budget)
+//! the ledger is shared with other executors running at once (`ctx eval`'s
+//! variant runs): reservations are keyed by a scope of this run's own, and
+//! a ready task that must wait for reservations another run holds is tried
+//! again whenever any run settles, so a run with nothing of its own in
+//! flight waits instead of ending.
+//!
 //! ## Resume
 //!
 //! With [`ExecutorOptions::reuse_completed`], a task whose stored result is
@@ -96,7 +103,7 @@ use tokio::time::Instant;
 
 use ctx_cost::{Reservation, Usd};
 
-use crate::cost::{BudgetLedger, CostOptions, CostSummary};
+use crate::cost::{BudgetLedger, CostOptions, CostSummary, SharedBudget};
 use crate::graph::{GraphError, PlanGraph};
 use ctx_engine::{EngineError, InferenceEngine, InferenceRequest};
 use ctx_store::{ExecutionStore, StoreError};
@@ -459,20 +466,31 @@ impl Executor {
         let mut interrupted = false;
         let mut fatal: Option<ExecError> = None;
         let budget = Budget::new(inner);
+        // With a shared budget, tasks waiting for budget that other runs
+        // hold are tried again whenever any run settles.
+        let mut settlements = budget.as_ref().and_then(Budget::settlements);
         tokio::pin!(cancel);
         loop {
-            self.dispatch(&mut run, &mut flight, budget.as_ref(), &mut progress)
+            if let Some(watch) = &mut settlements {
+                // A settlement from here on wakes the wait below.
+                watch.borrow_and_update();
+            }
+            let waiting = self
+                .dispatch(&mut run, &mut flight, budget.as_ref(), &mut progress)
                 .await?;
-            if flight.jobs.is_empty() {
+            let watch = settlements.as_mut().filter(|_| waiting);
+            if flight.jobs.is_empty() && watch.is_none() {
                 break;
             }
+            let has_jobs = !flight.jobs.is_empty();
             let joined = tokio::select! {
                 biased;
                 () = &mut cancel => {
                     interrupted = true;
                     break;
                 }
-                joined = flight.jobs.join_next_with_id() => joined,
+                joined = flight.jobs.join_next_with_id(), if has_jobs => joined,
+                () = settled_elsewhere(watch) => continue,
             };
             let Some(joined) = joined else { break };
             if let Some(e) = self
@@ -492,8 +510,14 @@ impl Executor {
 
         // Cancelled or a fatal store error: drop in-flight futures. Tasks
         // that finished in the meantime keep their real result.
-        self.drain(&mut run, &mut flight, &mut fatal, &mut progress)
-            .await?;
+        self.drain(
+            &mut run,
+            &mut flight,
+            budget.as_ref(),
+            &mut fatal,
+            &mut progress,
+        )
+        .await?;
         if let Some(e) = fatal {
             return Err(e);
         }
@@ -576,14 +600,15 @@ impl Executor {
     /// Starts ready tasks while fewer than `concurrency` are in flight:
     /// each reserves its budget first (one that must wait goes back to the
     /// ready queue after this round; one that can never fit is skipped),
-    /// is reported started and is spawned.
+    /// is reported started and is spawned. Returns whether a task waits
+    /// for budget.
     async fn dispatch<P>(
         &self,
         run: &mut RunState,
         flight: &mut InFlight,
         budget: Option<&Budget>,
         progress: &mut P,
-    ) -> Result<(), ExecError>
+    ) -> Result<bool, ExecError>
     where
         P: FnMut(&ProgressEvent),
     {
@@ -615,7 +640,7 @@ impl Executor {
                             r.error = Some(crate::cost::budget_skip_reason(
                                 needed,
                                 available_at_best,
-                                budget.ledger.budget(),
+                                budget.ledger().budget(),
                             ));
                             self.settle(run, i, r, false, progress).await?;
                             continue;
@@ -628,10 +653,11 @@ impl Executor {
             }
             self.spawn_job(flight, i, reused);
         }
+        let any_waiting = !waiting.is_empty();
         for i in waiting {
             run.push_ready(i, g);
         }
-        Ok(())
+        Ok(any_waiting)
     }
 
     /// Spawns task `i`'s job (see [`run_job`]).
@@ -710,10 +736,15 @@ impl Executor {
     /// its real result (unless the run is failing anyway); the first store
     /// failure becomes `fatal`. The aborted ones stay in
     /// `flight.dispatched` for [`Self::settle_cancelled`].
+    ///
+    /// Each drained job's reservation is settled too (an aborted one at
+    /// its whole reservation, its cost being unknown): a shared budget
+    /// outlives this run, and other runs may wait for what it holds.
     async fn drain<P>(
         &self,
         run: &mut RunState,
         flight: &mut InFlight,
+        budget: Option<&Budget>,
         fatal: &mut Option<ExecError>,
         progress: &mut P,
     ) -> Result<(), ExecError>
@@ -723,21 +754,32 @@ impl Executor {
         if flight.jobs.is_empty() {
             return Ok(());
         }
-        let g = &self.inner.graph;
+        let inner = &self.inner;
+        let g = &inner.graph;
         flight.jobs.abort_all();
         while let Some(joined) = flight.jobs.join_next_with_id().await {
             match joined {
                 Ok((tid, (i, Ok(result)))) => {
                     flight.dispatched.remove(&tid);
+                    if let Some(budget) = budget {
+                        budget.settle(inner, i, Some(&result));
+                    }
                     if fatal.is_none() {
                         self.settle(run, i, result, true, progress).await?;
                     }
                 }
                 Ok((tid, (i, Err(source)))) => {
                     flight.dispatched.remove(&tid);
+                    if let Some(budget) = budget {
+                        budget.settle(inner, i, None);
+                    }
                     fatal.get_or_insert_with(|| store_err(g.id(i), source));
                 }
-                Err(_) => {}
+                Err(e) => {
+                    if let (Some(budget), Some(d)) = (budget, flight.dispatched.get(&e.id())) {
+                        budget.settle(inner, d.task, None);
+                    }
+                }
             }
         }
         Ok(())
@@ -827,7 +869,10 @@ impl Executor {
         let mut summary = CostSummary {
             spent: Usd::ZERO,
             earlier: c.already_spent,
-            budget: c.max_cost,
+            budget: match &c.shared_budget {
+                Some(shared) => Some(shared.ledger().budget()),
+                None => c.max_cost,
+            },
             needed: Usd::ZERO,
             unknown: 0,
         };
@@ -987,19 +1032,42 @@ async fn run_job(
     crate::summarize::after_completion(inner, store, i, result, owed).await
 }
 
+/// Resolves when another run settles in the shared budget `watch`
+/// watches; never without one (or if its books were dropped).
+async fn settled_elsewhere(watch: Option<&mut tokio::sync::watch::Receiver<u64>>) {
+    if let Some(w) = watch
+        && w.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
+}
+
 /// The run's budget: the ledger and each task's high end.
 struct Budget {
-    ledger: BudgetLedger,
+    books: SharedBudget,
+    /// The books are [`CostOptions::shared_budget`]: other runs reserve
+    /// and settle in them too.
+    shared: bool,
+    /// This run's prefix of its ledger keys (unique among the runs of a
+    /// shared budget).
+    scope: u64,
     bounds: Vec<Option<Usd>>,
 }
 
 impl Budget {
-    /// The budget of a run whose options set `max_cost`.
+    /// The budget of a run whose options set `max_cost` or a shared
+    /// budget.
     fn new(inner: &Inner) -> Option<Budget> {
         let c = inner.cost.as_ref()?;
-        let max = c.max_cost?;
+        let (books, shared) = match &c.shared_budget {
+            Some(books) => (books.clone(), true),
+            None => (SharedBudget::resumed(c.max_cost?, c.already_spent), false),
+        };
         Some(Budget {
-            ledger: BudgetLedger::resumed(max, c.already_spent),
+            scope: books.new_scope(),
+            books,
+            shared,
             bounds: inner
                 .plan
                 .sub_tasks
@@ -1007,6 +1075,14 @@ impl Budget {
                 .map(|t| c.model.bound(t))
                 .collect(),
         })
+    }
+
+    fn ledger(&self) -> &BudgetLedger {
+        self.books.ledger()
+    }
+
+    fn key(&self, id: &str) -> String {
+        format!("{}/{id}", self.scope)
     }
 
     /// Reserves task `i`'s high end. A task without one cannot be bounded,
@@ -1021,8 +1097,8 @@ impl Budget {
         // A task is popped once per try; one that must wait holds no
         // reservation until a later try is granted, so no task is ever
         // reserved twice (the ledger would refuse it).
-        self.ledger
-            .reserve(id, high)
+        self.ledger()
+            .reserve(&self.key(id), high)
             .unwrap_or(Reservation::NeverFits {
                 needed: high,
                 available_at_best: Usd::ZERO,
@@ -1043,9 +1119,19 @@ impl Budget {
             })
         });
         // A task that was never reserved has nothing to settle.
-        let _ = self
-            .ledger
-            .settle(inner.graph.id(i), cost.unwrap_or(reserved));
+        if self
+            .ledger()
+            .settle(&self.key(inner.graph.id(i)), cost.unwrap_or(reserved))
+            .is_ok()
+        {
+            self.books.announce_settlement();
+        }
+    }
+
+    /// With a shared budget, a watch on every run's settlements: a run
+    /// whose ready tasks wait for budget held by other runs waits on it.
+    fn settlements(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.shared.then(|| self.books.settlements())
     }
 }
 
@@ -1467,7 +1553,7 @@ async fn execute_task(
             result.output = resp.output;
             break;
         };
-        let (results, judge_usage) =
+        let (results, judge_usage, judge_calls) =
             crate::checking::evaluate(inner, task_checks, task, &resp.output, counter.as_ref())
                 .await;
         result.metadata.tokens_used = TokenUsage::sum([result.metadata.tokens_used, judge_usage]);
@@ -1485,6 +1571,7 @@ async fn execute_task(
                 checks: results.clone(),
                 tokens_used: resp.usage,
                 judge_tokens_used: judge_usage,
+                judge_calls,
                 error: None,
             });
         if ctx_checks::all_passed(&results) {

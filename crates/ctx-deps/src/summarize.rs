@@ -412,16 +412,9 @@ fn summary_call_cost(
 ) -> Option<ctx_cost::Usd> {
     let max = u64::from(request.params.max_tokens.unwrap_or(0));
     let prompt = request.prompt_tokens as u64;
-    let price = |usage: ctx_cost::Usage| model.summary_call_cost(producer, summary_model, &usage);
-    let worst = || {
-        price(ctx_cost::Usage {
-            prompt_tokens: prompt,
-            cached_prompt_tokens: 0,
-            completion_tokens: max,
-        })
-    };
-    match response {
-        Ok(resp) if resp.cached => Some(ctx_cost::Usd::ZERO),
+    let price = |usage: &ctx_cost::Usage| model.call_cost_on(producer, summary_model, usage);
+    let (answered, requests) = match response {
+        Ok(resp) if resp.cached => return Some(ctx_cost::Usd::ZERO),
         Ok(resp) => {
             let usage = match &resp.usage {
                 Some(u) => crate::cost::reported(u),
@@ -431,15 +424,11 @@ fn summary_call_cost(
                     completion_tokens: (counter.count(&resp.output) as u64).min(max),
                 },
             };
-            let failed = resp.attempts.len().saturating_sub(1) as u64;
-            let answered = price(usage)?;
-            if failed == 0 {
-                return Some(answered);
-            }
-            Some(answered.saturating_add(worst()?.saturating_mul(failed)))
+            (Some(usage), resp.attempts.len())
         }
-        Err(e) => Some(worst()?.saturating_mul(e.attempts.len().max(1) as u64)),
-    }
+        Err(e) => (None, e.attempts.len()),
+    };
+    crate::cost::call_with_retries(&price, prompt, Some(max), answered.as_ref(), requests)
 }
 
 /// Totals of a run's summary calls, for run summaries.
@@ -671,6 +660,7 @@ mod tests {
                 max_cost: Some(ctx_cost::Usd::parse("10").unwrap()),
                 already_spent: ctx_cost::Usd::ZERO,
                 cut_output_at_max_tokens: false,
+                shared_budget: None,
             }),
             ..ExecutorOptions::default()
         };

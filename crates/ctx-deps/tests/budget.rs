@@ -382,6 +382,7 @@ fn run(c: &Case, budget: Option<Usd>) -> (RunReport, Usd) {
             max_cost: Some(budget),
             already_spent: Usd::ZERO,
             cut_output_at_max_tokens: !c.reports_usage,
+            shared_budget: None,
         }),
         ..ExecutorOptions::default()
     };
@@ -598,6 +599,7 @@ fn already_spent_counts_against_the_budget() {
                 .saturating_sub(bound)
                 .saturating_add(Usd::from_picos(1)),
             cut_output_at_max_tokens: false,
+            shared_budget: None,
         }),
         ..ExecutorOptions::default()
     };

@@ -170,12 +170,14 @@ impl<'a> ReadErrorJson<'a> {
                 line,
                 column,
                 field,
+                task_id,
                 message,
                 ..
             } => ReadErrorKindJson::Syntax {
                 format: format.as_str(),
                 line: *line,
                 column: *column,
+                task_id: task_id.as_deref(),
                 field: field.as_deref(),
                 message,
             },
@@ -202,8 +204,9 @@ impl<'a> ReadErrorJson<'a> {
 enum ReadErrorKindJson<'a> {
     Syntax {
         format: &'static str,
-        line: Option<u64>,
-        column: Option<u64>,
+        line: Option<u32>,
+        column: Option<u32>,
+        task_id: Option<&'a str>,
         field: Option<&'a str>,
         message: &'a str,
     },

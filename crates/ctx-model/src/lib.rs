@@ -62,7 +62,7 @@
 //!
 //! let typo = yaml.replace("dependencies: [a]", "dependancies: [a]");
 //! let err = parse_plan(&typo, "plan.yaml", PlanFormat::Yaml).unwrap_err();
-//! assert!(err.to_string().starts_with("plan.yaml:9:5: sub_tasks[1].dependancies: unknown field"));
+//! assert!(err.to_string().starts_with("plan.yaml:9:5: task \"b\": sub_tasks[1].dependancies: unknown field"));
 //! # Ok::<(), ctx_model::PlanError>(())
 //! ```
 

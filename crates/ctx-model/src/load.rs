@@ -8,11 +8,19 @@ use crate::{FieldLocator, Plan, PlanError, Problem};
 #[derive(Debug, thiserror::Error)]
 pub enum LoadPlanError {
     /// It could not be read or parsed (the error names file, line, column).
+    /// Boxed: a located syntax error is the largest error a plan has, and
+    /// every `Result` of a loaded plan would carry its size.
     #[error(transparent)]
-    Read(#[from] PlanError),
+    Read(Box<PlanError>),
     /// It parsed, but has the problems `ctx plan check` reports.
     #[error(transparent)]
     Invalid(#[from] InvalidPlan),
+}
+
+impl From<PlanError> for LoadPlanError {
+    fn from(e: PlanError) -> LoadPlanError {
+        LoadPlanError::Read(Box::new(e))
+    }
 }
 
 /// A plan with problems, each located in its file where the field can be

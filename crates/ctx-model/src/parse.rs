@@ -152,18 +152,23 @@ pub enum PlanError {
     },
     /// The text is not a well-formed plan: bad syntax, a wrong type, a
     /// missing or unknown field.
-    #[error("{}", syntax_display(.origin, *.line, *.column, .field.as_deref(), .message))]
+    #[error("{}", syntax_display(.origin, *.line, *.column, .task_id.as_deref(), .field.as_deref(), .message))]
     Syntax {
         /// The path as given.
         origin: String,
         /// The format the text was read as.
         format: PlanFormat,
-        /// 1-based line, when known.
-        line: Option<u64>,
+        /// 1-based line, when known (a plan is at most [`MAX_PLAN_BYTES`],
+        /// so 32 bits always suffice).
+        line: Option<u32>,
         /// 1-based column, when known.
-        column: Option<u64>,
+        column: Option<u32>,
         /// Where in the plan, e.g. `sub_tasks[2].dependancies`, when known.
         field: Option<String>,
+        /// The id of the task `field` is in (`sub_tasks[N]`), when the
+        /// text gives it: shown as `task "id": ` as validation problems
+        /// show theirs.
+        task_id: Option<String>,
         /// What is wrong, without the location.
         message: String,
     },
@@ -181,8 +186,9 @@ pub enum PlanError {
 
 fn syntax_display(
     origin: &str,
-    line: Option<u64>,
-    column: Option<u64>,
+    line: Option<u32>,
+    column: Option<u32>,
+    task_id: Option<&str>,
     field: Option<&str>,
     message: &str,
 ) -> String {
@@ -194,6 +200,9 @@ fn syntax_display(
         }
     }
     s.push_str(": ");
+    if let Some(id) = task_id {
+        s.push_str(&format!("task {}: ", crate::validate::quoted(id)));
+    }
     if let Some(field) = field {
         s.push_str(field);
         s.push_str(": ");
@@ -381,8 +390,12 @@ pub fn parse_plan_with_unknown_fields(
         // and the one a strict parse gives.
         Err(err) => match (probe_version(text, format), unknown_fields.first()) {
             (Some(v), _) if !v.is_supported() => Err(unsupported(v.0)),
-            (_, Some(unknown)) => Err(unknown_field_error(text, origin, format, unknown)),
-            _ => Err(err),
+            (_, Some(unknown)) => Err(with_task_id(
+                unknown_field_error(text, origin, format, unknown),
+                text,
+                format,
+            )),
+            _ => Err(with_task_id(err, text, format)),
         },
     }
 }
@@ -398,9 +411,10 @@ fn unknown_field_error(
     PlanError::Syntax {
         origin: origin.to_string(),
         format,
-        line: at.map(|(l, _)| l),
-        column: at.map(|(_, c)| c),
+        line: at.and_then(|(l, _)| position(l)),
+        column: at.and_then(|(_, c)| position(c)),
         field: Some(unknown.field.clone()),
+        task_id: None,
         message: unknown_field_message(unknown),
     }
 }
@@ -420,14 +434,64 @@ fn unknown_field_error(
 /// let PlanError::Syntax { line, field, .. } = &err else { panic!() };
 /// assert_eq!(*line, Some(4));
 /// assert_eq!(field.as_deref(), Some("sub_tasks[0].dependancies"));
-/// assert!(err.to_string().starts_with("plan.yaml:4:5: sub_tasks[0].dependancies: unknown field"));
+/// assert!(err.to_string().starts_with("plan.yaml:4:5: task \"a\": sub_tasks[0].dependancies: unknown field"));
 /// ```
 pub fn parse_plan(text: &str, origin: &str, format: PlanFormat) -> Result<Plan, PlanError> {
     let parsed = parse_plan_with_unknown_fields(text, origin, format)?;
     match parsed.unknown_fields.first() {
         None => Ok(parsed.plan),
-        Some(unknown) => Err(unknown_field_error(text, origin, format, unknown)),
+        Some(unknown) => Err(with_task_id(
+            unknown_field_error(text, origin, format, unknown),
+            text,
+            format,
+        )),
     }
+}
+
+/// `err` naming the task its field is in, when it is a syntax error under
+/// `sub_tasks[N]` and task N has an id: every other plan error names its
+/// task, and `sub_tasks[3]` alone makes the reader count. The plan did not
+/// parse, so only the tasks' ids are read again.
+fn with_task_id(err: PlanError, text: &str, format: PlanFormat) -> PlanError {
+    let PlanError::Syntax {
+        origin,
+        format: read_as,
+        line,
+        column,
+        field,
+        task_id: None,
+        message,
+    } = err
+    else {
+        return err;
+    };
+    let task_id = field
+        .as_deref()
+        .and_then(task_index)
+        .and_then(|i| {
+            probe::<IdsProbe>(text, format)?
+                .sub_tasks
+                .into_iter()
+                .nth(i)
+        })
+        .and_then(|t| t.id)
+        .map(|ScalarText(id)| id)
+        .filter(|id| !id.trim().is_empty());
+    PlanError::Syntax {
+        origin,
+        format: read_as,
+        line,
+        column,
+        field,
+        task_id,
+        message,
+    }
+}
+
+/// N of a field path `sub_tasks[N]...`.
+fn task_index(field: &str) -> Option<usize> {
+    let rest = field.strip_prefix("sub_tasks[")?;
+    rest[..rest.find(']')?].parse().ok()
 }
 
 /// serde's wording: ``unknown field `x`, expected one of `a`, `b` ``.
@@ -552,14 +616,19 @@ fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
 
 /// `schema_version` as written, read with every other key ignored; `None`
 /// when the text is not even a mapping or has no version.
-fn probe_version(text: &str, format: PlanFormat) -> Option<VersionText> {
-    let probe = match format {
-        PlanFormat::Json => serde_json::from_str::<VersionProbe>(text).ok(),
-        PlanFormat::Yaml => {
-            serde_saphyr::from_str_with_options::<VersionProbe>(text, yaml_options()).ok()
+fn probe_version(text: &str, format: PlanFormat) -> Option<ScalarText> {
+    probe::<VersionProbe>(text, format).and_then(|p| p.schema_version)
+}
+
+/// Reads `text` as `T`, a struct of the few keys a probe wants (every
+/// other key is ignored); `None` when even that fails.
+fn probe<T: serde::de::DeserializeOwned>(text: &str, format: PlanFormat) -> Option<T> {
+    match format {
+        PlanFormat::Json => {
+            serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text)).ok()
         }
-    };
-    probe.and_then(|p| p.schema_version)
+        PlanFormat::Yaml => serde_saphyr::from_str_with_options(text, yaml_options()).ok(),
+    }
 }
 
 fn parse_json(
@@ -587,7 +656,10 @@ fn json_error(origin: &str, field: Option<String>, e: &serde_json::Error) -> Pla
         (None, None)
     } else {
         // serde_json says column 0 before the first character of a line.
-        (Some(e.line() as u64), Some(e.column().max(1) as u64))
+        (
+            position(e.line() as u64),
+            position(e.column().max(1) as u64),
+        )
     };
     // serde_json's Display appends " at line L column C"; the location is
     // carried separately, so drop it from the message.
@@ -600,6 +672,7 @@ fn json_error(origin: &str, field: Option<String>, e: &serde_json::Error) -> Pla
         line,
         column,
         field,
+        task_id: None,
         message,
     }
 }
@@ -647,7 +720,7 @@ fn yaml_error(origin: &str, field: Option<String>, e: &serde_saphyr::Error) -> P
     use serde_saphyr::MessageFormatter;
     let plain = e.without_snippet();
     let (line, column) = match plain.location() {
-        Some(loc) if loc.line() > 0 => (Some(loc.line()), Some(loc.column())),
+        Some(loc) if loc.line() > 0 => (position(loc.line()), position(loc.column())),
         _ => (None, None),
     };
     let message = serde_saphyr::UserMessageFormatter
@@ -659,8 +732,14 @@ fn yaml_error(origin: &str, field: Option<String>, e: &serde_saphyr::Error) -> P
         line,
         column,
         field,
+        task_id: None,
         message,
     }
+}
+
+/// A 1-based line or column as [`PlanError::Syntax`] holds it.
+fn position(n: u64) -> Option<u32> {
+    u32::try_from(n).ok()
 }
 
 /// `serde_path_to_error`'s path as we print it: `sub_tasks[2].id`, or
@@ -699,13 +778,26 @@ fn field_path(path: &serde_path_to_error::Path) -> Option<String> {
 #[derive(Deserialize)]
 struct VersionProbe {
     #[serde(default)]
-    schema_version: Option<VersionText>,
+    schema_version: Option<ScalarText>,
 }
 
-/// A `schema_version` as written, whatever its type.
-struct VersionText(String);
+/// Only each task's `id`, every other key ignored.
+#[derive(Deserialize)]
+struct IdsProbe {
+    #[serde(default)]
+    sub_tasks: Vec<IdProbe>,
+}
 
-impl VersionText {
+#[derive(Deserialize)]
+struct IdProbe {
+    #[serde(default)]
+    id: Option<ScalarText>,
+}
+
+/// A scalar as written, whatever its type: a `schema_version`, a task id.
+struct ScalarText(String);
+
+impl ScalarText {
     fn is_supported(&self) -> bool {
         // Anything that is not an integer is left to the full parse, whose
         // type error has a line and column.
@@ -716,28 +808,28 @@ impl VersionText {
     }
 }
 
-impl<'de> Deserialize<'de> for VersionText {
+impl<'de> Deserialize<'de> for ScalarText {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl serde::de::Visitor<'_> for V {
-            type Value = VersionText;
+            type Value = ScalarText;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a schema version")
+                f.write_str("a scalar")
             }
-            fn visit_u64<E>(self, v: u64) -> Result<VersionText, E> {
-                Ok(VersionText(v.to_string()))
+            fn visit_u64<E>(self, v: u64) -> Result<ScalarText, E> {
+                Ok(ScalarText(v.to_string()))
             }
-            fn visit_i64<E>(self, v: i64) -> Result<VersionText, E> {
-                Ok(VersionText(v.to_string()))
+            fn visit_i64<E>(self, v: i64) -> Result<ScalarText, E> {
+                Ok(ScalarText(v.to_string()))
             }
-            fn visit_f64<E>(self, v: f64) -> Result<VersionText, E> {
-                Ok(VersionText(v.to_string()))
+            fn visit_f64<E>(self, v: f64) -> Result<ScalarText, E> {
+                Ok(ScalarText(v.to_string()))
             }
-            fn visit_str<E>(self, v: &str) -> Result<VersionText, E> {
-                Ok(VersionText(v.to_string()))
+            fn visit_str<E>(self, v: &str) -> Result<ScalarText, E> {
+                Ok(ScalarText(v.to_string()))
             }
-            fn visit_bool<E>(self, v: bool) -> Result<VersionText, E> {
-                Ok(VersionText(v.to_string()))
+            fn visit_bool<E>(self, v: bool) -> Result<ScalarText, E> {
+                Ok(ScalarText(v.to_string()))
             }
         }
         d.deserialize_any(V)
@@ -751,7 +843,7 @@ mod tests {
     const TASK_YAML: &str =
         "    description: A\n    tool_or_prompt: {name: inference, params: {prompt: go}}\n";
 
-    fn syntax(err: PlanError) -> (Option<u64>, Option<u64>, Option<String>, String) {
+    fn syntax(err: PlanError) -> (Option<u32>, Option<u32>, Option<String>, String) {
         match err {
             PlanError::Syntax {
                 line,
@@ -806,8 +898,76 @@ mod tests {
             "{message}"
         );
         assert!(
-            msg.starts_with("p.yaml:10:5: sub_tasks[2].dependancies: unknown field"),
+            msg.starts_with("p.yaml:10:5: task \"c\": sub_tasks[2].dependancies: unknown field"),
             "{msg}"
+        );
+    }
+
+    /// A type error or an unknown check kind under `sub_tasks[N]` names
+    /// task N by its id, as validation problems do; without an id (or when
+    /// the text cannot be read at all) the error is as it was.
+    #[test]
+    fn errors_inside_a_task_name_the_task() {
+        let yaml = |checks: &str| {
+            format!(
+                "schema_version: 1\nsub_tasks:\n  - id: a\n{TASK_YAML}  - id: css\n{TASK_YAML}    checks:\n{checks}"
+            )
+        };
+        let cases = [
+            (
+                yaml("      - matches: x\n"),
+                "p.yaml:10:9: task \"css\": sub_tasks[1].checks[0].matches: unknown field `matches`, expected one of contains,",
+            ),
+            (
+                yaml("      - max_words: many\n"),
+                "p.yaml:10:20: task \"css\": sub_tasks[1].checks[0].max_words: ",
+            ),
+            (
+                yaml("      - contains: x\n        case_sensitive: maybe\n"),
+                "p.yaml:11:25: task \"css\": sub_tasks[1].checks[0].case_sensitive: invalid boolean",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = parse_plan(&text, "p.yaml", PlanFormat::Yaml).unwrap_err();
+            assert!(err.to_string().starts_with(want), "{err}");
+            let err = parse_plan_with_unknown_fields(&text, "p.yaml", PlanFormat::Yaml)
+                .err()
+                .unwrap();
+            assert!(err.to_string().starts_with(want), "{err}");
+        }
+        let json = r#"{"schema_version": 1, "sub_tasks": [{"id": "js", "description": "J",
+          "checks": [{"matches": "x"}],
+          "tool_or_prompt": {"name": "inference", "params": {"prompt": "x"}}}]}"#;
+        let err = parse_plan(json, "p.json", PlanFormat::Json).unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "p.json:2:31: task \"js\": sub_tasks[0].checks[0].matches: unknown field"
+            ),
+            "{err}"
+        );
+        let PlanError::Syntax { task_id, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(task_id.as_deref(), Some("js"));
+        // No id to give: the path alone.
+        let no_id = yaml("      - matches: x\n").replace("  - id: css\n", "  - id: \"\"\n");
+        let err = parse_plan(&no_id, "p.yaml", PlanFormat::Yaml).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("p.yaml:10:9: sub_tasks[1].checks[0].matches:"),
+            "{err}"
+        );
+        // Outside the tasks: no task.
+        let err = parse_plan(
+            "schema_version: 1\nsub_tasks: []\nconfig: {max_check_attempts: x}\n",
+            "p.yaml",
+            PlanFormat::Yaml,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("p.yaml:3:30: config.max_check_attempts:"),
+            "{err}"
         );
     }
 

@@ -225,6 +225,35 @@ pub struct SummaryCall {
     pub error: Option<String>,
 }
 
+/// One `judge` check's engine call, as its cost needs it.
+///
+/// Why it is recorded apart from the summed `judge_tokens_used`: a judge
+/// may run on a `judge_model` priced differently from its task's model,
+/// and a judge call that got no answer (an HTTP error after the engine's
+/// retries, a timeout) reports no usage but may have been billed, so it is
+/// charged like any unanswered call: its prompt plus its `max_tokens`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct JudgeCall {
+    /// The model asked (the check's `judge_model`, else the task's
+    /// `params.model`); absent: the engine's default, as for the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The judge prompt's token count under the task's tokenizer.
+    pub prompt_tokens: usize,
+    /// The judge's `max_tokens`.
+    pub max_tokens: u32,
+    /// The answer's usage: the engine's, else ctx's count (the prompt, and
+    /// the answer up to `max_tokens`). Absent: the call got no answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_used: Option<TokenUsage>,
+    /// Requests the engine made for this call, the answered one included
+    /// (an HTTP engine retries; each request may be billed).
+    pub requests: u32,
+    /// Answered by `--cache`: nothing was billed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
+}
+
 /// One attempt of a task with checks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CheckAttempt {
@@ -243,9 +272,13 @@ pub struct CheckAttempt {
     /// Usage of this attempt's call, as the engine reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_used: Option<TokenUsage>,
-    /// Usage of the judge calls that checked this output.
+    /// Usage of the judge calls that checked this output, summed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_tokens_used: Option<TokenUsage>,
+    /// Each judge call that checked this output, in check order: what it
+    /// cost is priced from these, each at its own model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judge_calls: Vec<JudgeCall>,
     /// The engine's error, when the call failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

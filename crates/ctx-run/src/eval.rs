@@ -24,6 +24,16 @@
 //!   stores its in-flight tasks as interrupted and is closed as an
 //!   interrupted run. A run whose store fails stops the others too: their
 //!   engine calls would go into a measurement that is not reported.
+//! * Budget ([`EvalSettings::cost`] with a `max_cost`): the budget is the
+//!   whole eval's, not each run's. One [`SharedBudget`] is shared by every
+//!   run, as the dispatch gate is: each task reserves its high end in it
+//!   before it starts and settles what it cost, so however the runs
+//!   interleave, the eval never spends more than the budget (under the
+//!   executor's condition: no call costs more than its task's bound). A
+//!   task that waits for budget another run holds is tried again when any
+//!   run settles; one that can never fit is skipped with reason `budget`,
+//!   and passes none of its checks. The report says what each variant
+//!   spent and how many of its tasks the budget skipped.
 //! * With [`EvalStore::Sqlite`] every run is an ordinary stored run,
 //!   labelled `[eval VARIANT K/N]` after its plan source and its engine
 //!   label, so each can be listed, shown and resumed like any other.
@@ -38,9 +48,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ctx_cost::Usd;
 use ctx_deps::{
-    ContextVariant, ExecError, ExecutionStore, Executor, ExecutorOptions, GraphError, MemoryStore,
-    ProgressEvent, RunReport,
+    ContextVariant, CostOptions, ExecError, ExecutionStore, Executor, ExecutorOptions, GraphError,
+    MemoryStore, ProgressEvent, RunReport, SharedBudget,
 };
 use ctx_engine::InferenceEngine;
 use ctx_model::{Plan, TaskStatus};
@@ -88,6 +99,11 @@ pub struct EvalSettings {
     pub max_output_bytes: usize,
     /// Where the runs are recorded.
     pub store: EvalStore,
+    /// Prices, so each task's `cost_usd` is recorded and the report says
+    /// what each variant spent; with `max_cost`, the budget of the whole
+    /// eval (module documentation). `already_spent` and `shared_budget`
+    /// are not used: the eval makes the shared budget itself.
+    pub cost: Option<CostOptions>,
 }
 
 impl Default for EvalSettings {
@@ -99,6 +115,7 @@ impl Default for EvalSettings {
             task_timeout: Some(ctx_deps::DEFAULT_TASK_TIMEOUT),
             max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
             store: EvalStore::Memory,
+            cost: None,
         }
     }
 }
@@ -177,6 +194,8 @@ pub struct EvalSession {
     /// Checks per task, in plan order (config's, then the task's own).
     checks: Vec<usize>,
     runs: Vec<EvalRun>,
+    /// The eval's budget, shared by every run.
+    budget: Option<SharedBudget>,
 }
 
 /// How an eval ended.
@@ -222,6 +241,16 @@ impl EvalSession {
         let label = engine.label();
         let gate =
             (settings.concurrency > 0).then(|| Arc::new(Semaphore::new(settings.concurrency)));
+        let budget = settings
+            .cost
+            .as_ref()
+            .and_then(|c| c.max_cost)
+            .map(SharedBudget::new);
+        let cost = settings.cost.as_ref().map(|c| CostOptions {
+            already_spent: Usd::ZERO,
+            shared_budget: budget.clone(),
+            ..c.clone()
+        });
         let mut runs = Vec::with_capacity(variants.len() * settings.repeat as usize);
         for &variant in &variants {
             for k in 1..=settings.repeat {
@@ -231,6 +260,7 @@ impl EvalSession {
                     max_output_bytes: settings.max_output_bytes,
                     context: variant,
                     dispatch_gate: gate.clone(),
+                    cost: cost.clone(),
                     ..ExecutorOptions::default()
                 };
                 let (store, sqlite): (Arc<dyn ExecutionStore>, _) = match &settings.store {
@@ -261,6 +291,7 @@ impl EvalSession {
             variants,
             checks,
             runs,
+            budget,
         })
     }
 
@@ -430,9 +461,16 @@ impl EvalSession {
                     .collect(),
             })
             .collect();
+        let variants: Vec<VariantScore> = rows.into_iter().map(|(v, _)| v).collect();
+        let spent_usd = variants
+            .iter()
+            .filter_map(|v| v.spent_usd)
+            .reduce(Usd::saturating_add);
         EvalReport {
-            variants: rows.into_iter().map(|(v, _)| v).collect(),
+            variants,
             tasks,
+            spent_usd,
+            budget_usd: self.budget.as_ref().map(|b| b.ledger().budget()),
         }
     }
 }
@@ -451,6 +489,12 @@ pub struct EvalReport {
     pub variants: Vec<VariantScore>,
     /// One row per task with checks, in plan order.
     pub tasks: Vec<TaskRates>,
+    /// What the whole eval spent (the known costs of every run), when it
+    /// had prices.
+    pub spent_usd: Option<Usd>,
+    /// The eval's budget, when it had one: `spent_usd` never exceeds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<Usd>,
 }
 
 /// One variant's totals over its runs.
@@ -481,6 +525,14 @@ pub struct VariantScore {
     /// slot of the shared concurrency to their result): what the variant
     /// cost in engine time, whatever it waited for.
     pub task_ms: u64,
+    /// What the variant's runs spent (the known `cost_usd` of the tasks
+    /// they executed), when the eval had prices.
+    pub spent_usd: Option<Usd>,
+    /// Tasks executed whose cost is unknown (no price for their model).
+    pub cost_unknown: u64,
+    /// (run, task) pairs the budget skipped (themselves or upstream):
+    /// their checks count as not passed.
+    pub budget_skipped: u64,
     /// The stored runs' ids (none in memory).
     pub run_ids: Vec<String>,
 }
@@ -499,6 +551,9 @@ impl VariantScore {
             completion_tokens: 0,
             wall_ms: 0,
             task_ms: 0,
+            spent_usd: None,
+            cost_unknown: 0,
+            budget_skipped: 0,
             run_ids: Vec::new(),
         }
     }
@@ -511,6 +566,19 @@ impl VariantScore {
         report: &RunReport,
         per_task: &mut [(u64, u64)],
     ) {
+        if let Some(cost) = report.cost {
+            self.spent_usd = Some(
+                self.spent_usd
+                    .unwrap_or(Usd::ZERO)
+                    .saturating_add(cost.spent),
+            );
+            self.cost_unknown += cost.unknown as u64;
+        }
+        self.budget_skipped += report
+            .results
+            .iter()
+            .filter(|r| ctx_deps::is_budget_skip(r))
+            .count() as u64;
         for (i, task) in plan.sub_tasks.iter().enumerate() {
             let result = report.results.iter().find(|r| r.task_id == task.id);
             if let Some(u) = result.and_then(|r| r.metadata.tokens_used) {
@@ -562,20 +630,34 @@ fn rate(passed: u64, total: u64) -> f64 {
     }
 }
 
+/// `$0.001234`, and how many executed tasks have no known cost.
+fn spent_text(spent: Usd, unknown: u64) -> String {
+    if unknown == 0 {
+        ctx_deps::dollars(spent)
+    } else {
+        format!("{} + {unknown} unpriced", ctx_deps::dollars(spent))
+    }
+}
+
 fn percent(r: f64) -> String {
     format!("{:.0} %", r * 100.0)
 }
 
 impl EvalReport {
-    /// The text `ctx eval` prints: one row per variant, one row per task
-    /// with its pass rate in each variant, then the stored runs' ids.
+    /// The text `ctx eval` prints: one row per variant (with a SPENT
+    /// column when the eval had a budget or some task a known, non-zero
+    /// cost: an eval whose models have no price shows no column of
+    /// zeros), one row per task with its pass rate in each variant, what
+    /// the eval spent, then the stored runs' ids.
     pub fn text(&self) -> String {
         let mut out = String::new();
+        let priced =
+            self.budget_usd.is_some() || self.spent_usd.is_some_and(|spent| spent > Usd::ZERO);
         let rows: Vec<Vec<String>> = self
             .variants
             .iter()
             .map(|v| {
-                vec![
+                let mut row = vec![
                     v.name.to_string(),
                     v.runs.to_string(),
                     format!("{}/{}", v.checks_passed, v.checks_total),
@@ -584,23 +666,28 @@ impl EvalReport {
                     v.prompt_tokens.to_string(),
                     v.completion_tokens.to_string(),
                     format!("{:.1} s", v.wall_ms as f64 / 1000.0),
-                ]
+                ];
+                if priced {
+                    row.push(spent_text(v.spent_usd.unwrap_or(Usd::ZERO), v.cost_unknown));
+                }
+                row
             })
             .collect();
-        out.push_str(&ctx_table::render(
-            &[
-                "VARIANT",
-                "RUNS",
-                "CHECKS",
-                "PASS",
-                "TASKS PASSING",
-                "PROMPT TOK",
-                "COMPL TOK",
-                "WALL",
-            ],
-            &[false, true, true, true, true, true, true, true],
-            &rows,
-        ));
+        let mut header = vec![
+            "VARIANT",
+            "RUNS",
+            "CHECKS",
+            "PASS",
+            "TASKS PASSING",
+            "PROMPT TOK",
+            "COMPL TOK",
+            "WALL",
+        ];
+        if priced {
+            header.push("SPENT");
+        }
+        let right: Vec<bool> = header.iter().enumerate().map(|(i, _)| i > 0).collect();
+        out.push_str(&ctx_table::render(&header, &right, &rows));
         out.push('\n');
         let mut header = vec!["TASK", "CHECKS"];
         header.extend(self.variants.iter().map(|v| v.name));
@@ -619,6 +706,19 @@ impl EvalReport {
             })
             .collect();
         out.push_str(&ctx_table::render(&header, &right, &rows));
+        if let Some(spent) = self.spent_usd.filter(|_| priced) {
+            let unknown: u64 = self.variants.iter().map(|v| v.cost_unknown).sum();
+            out.push_str(&format!("\nspent: {}", spent_text(spent, unknown)));
+            if let Some(budget) = self.budget_usd {
+                let skipped: u64 = self.variants.iter().map(|v| v.budget_skipped).sum();
+                out.push_str(&format!(
+                    " of the {} budget; {skipped} task{} skipped by it (not passing)",
+                    ctx_deps::dollars(budget),
+                    if skipped == 1 { "" } else { "s" }
+                ));
+            }
+            out.push('\n');
+        }
         let ids: Vec<String> = self
             .variants
             .iter()
@@ -855,7 +955,163 @@ sub_tasks:
                 checks: 6,
                 pass_rate: [("full", 0.9167), ("bare", 0.5)].into(),
             }],
+            // Nothing priced (a command engine without prices): no SPENT
+            // column of zeros.
+            spent_usd: Some(Usd::ZERO),
+            budget_usd: None,
         };
         insta::assert_snapshot!(report.text());
+    }
+
+    #[test]
+    fn the_text_report_with_a_budget() {
+        let mut full = VariantScore::new("full");
+        full.runs = 1;
+        full.checks_passed = 2;
+        full.checks_total = 2;
+        full.pass_rate = 1.0;
+        full.tasks_passing = 1;
+        full.tasks_checked = 1;
+        full.spent_usd = Some(Usd::parse("0.0125").unwrap());
+        let mut bare = VariantScore::new("bare");
+        bare.runs = 1;
+        bare.checks_total = 2;
+        bare.tasks_checked = 1;
+        bare.spent_usd = Some(Usd::parse("0.002").unwrap());
+        bare.cost_unknown = 1;
+        bare.budget_skipped = 1;
+        let report = EvalReport {
+            variants: vec![full, bare],
+            tasks: vec![TaskRates {
+                task_id: "css".into(),
+                checks: 2,
+                pass_rate: [("full", 1.0), ("bare", 0.0)].into(),
+            }],
+            spent_usd: Some(Usd::parse("0.0145").unwrap()),
+            budget_usd: Some(Usd::parse("0.02").unwrap()),
+        };
+        insta::assert_snapshot!(report.text());
+    }
+
+    /// $0.50 a call (10 prompt tokens at $50,000 a million, the usage
+    /// [`Echo`] reports); every task's high end is $1.
+    struct HalfDollar;
+
+    impl ctx_deps::CostModel for HalfDollar {
+        fn bound(&self, _: &ctx_model::SubTask) -> Option<Usd> {
+            Some(Usd::parse("1").unwrap())
+        }
+        fn max_tokens(&self, _: &ctx_model::SubTask) -> Option<u64> {
+            Some(100)
+        }
+        fn call_cost(&self, _: &ctx_model::SubTask, usage: &ctx_cost::Usage) -> Option<Usd> {
+            let rate = |r| ctx_cost::Rate::parse(r).unwrap();
+            Some(ctx_cost::Price::flat(rate("50000"), rate("0"), None).cost(usage))
+        }
+    }
+
+    /// [`Echo`] after a short sleep, counting its calls: the runs of an
+    /// eval overlap.
+    struct SlowEcho {
+        calls: std::sync::atomic::AtomicU64,
+    }
+
+    impl InferenceEngine for SlowEcho {
+        fn name(&self) -> &str {
+            "slow-echo"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+            Box::pin(async move {
+                self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                Echo.infer(request).await
+            })
+        }
+    }
+
+    /// Three independent tasks whose checks pass in every variant (each
+    /// looks for the task's own prompt, which [`Echo`] repeats): a task
+    /// passes exactly when it runs.
+    fn independent_plan() -> Plan {
+        let tasks: String = ["a", "b", "c"]
+            .iter()
+            .map(|id| {
+                format!(
+                    "  - id: {id}
+    description: task {id}
+    tool_or_prompt: {{name: inference, params: {{prompt: Say {id}.}}}}
+    checks: [{{contains: Say {id}.}}]
+"
+                )
+            })
+            .collect();
+        let yaml = format!("schema_version: 1\nsub_tasks:\n{tasks}");
+        ctx_model::parse_plan(&yaml, "plan.yaml", ctx_model::PlanFormat::Yaml).unwrap()
+    }
+
+    #[test]
+    fn one_budget_holds_for_every_run_of_the_eval() {
+        // 4 variants x 3 repeats x 3 tasks at $0.50 each would spend $18;
+        // each reserves $1, so once $4.50 is spent nothing more fits.
+        let engine = Arc::new(SlowEcho {
+            calls: Default::default(),
+        });
+        let budget = Usd::parse("5").unwrap();
+        let settings = EvalSettings {
+            repeat: 3,
+            concurrency: 0,
+            cost: Some(CostOptions {
+                model: Arc::new(HalfDollar),
+                max_cost: Some(budget),
+                already_spent: Usd::ZERO,
+                cut_output_at_max_tokens: false,
+                shared_budget: None,
+            }),
+            ..EvalSettings::default()
+        };
+        let session = EvalSession::start(independent_plan(), engine.clone(), settings).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = rt
+            .block_on(session.execute(std::future::pending(), |_| {}))
+            .unwrap();
+        let EvalOutcome::Finished(report) = outcome else {
+            panic!("not finished");
+        };
+        let calls = engine.calls.load(std::sync::atomic::Ordering::SeqCst);
+        let half = Usd::parse("0.5").unwrap();
+        let spent = report.spent_usd.unwrap();
+        assert_eq!(spent, half.saturating_mul(calls), "{report:?}");
+        assert!(spent <= budget, "{spent} over {budget}");
+        // A task waiting for budget another run held was tried again when
+        // that run settled, so the budget was used up to its last $0.50.
+        assert_eq!(spent, Usd::parse("4.5").unwrap(), "{report:?}");
+        assert_eq!(report.budget_usd, Some(budget));
+        let per_variant = report
+            .variants
+            .iter()
+            .filter_map(|v| v.spent_usd)
+            .reduce(Usd::saturating_add);
+        assert_eq!(per_variant, Some(spent));
+        // Every task not called was skipped by the budget (a run never
+        // gave up on a task while budget could still come free), and a
+        // skipped task's checks count as failed.
+        let skipped: u64 = report.variants.iter().map(|v| v.budget_skipped).sum();
+        assert_eq!(skipped + calls, 36, "{report:?}");
+        let checked: u64 = report.variants.iter().map(|v| v.tasks_checked).sum();
+        assert_eq!(checked, 36);
+        let passing: u64 = report.variants.iter().map(|v| v.tasks_passing).sum();
+        assert_eq!(passing, calls, "{report:?}");
+        assert!(
+            report
+                .text()
+                .contains("spent: $4.500000 of the $5.000000 budget")
+        );
     }
 }

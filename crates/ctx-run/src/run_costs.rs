@@ -31,7 +31,7 @@ use ctx_cost::{PriceBook, Usage, Usd, estimate_costs};
 use ctx_deps::{CostModel, CostOptions, GraphError};
 use ctx_model::{Plan, SubTask};
 
-use crate::estimate::{EngineDefaults, ExtraRow, estimate_tasks, list};
+use crate::estimate::{EngineDefaults, estimate_tasks, list};
 
 /// What the engine means for costs: the defaults a task's params win
 /// over, and how the engine bills and stops.
@@ -120,7 +120,7 @@ impl CostModel for RunCosts {
         Some(self.book.lookup(self.model(task)?)?.price.cost(usage))
     }
 
-    fn summary_call_cost(&self, task: &SubTask, model: Option<&str>, usage: &Usage) -> Option<Usd> {
+    fn call_cost_on(&self, task: &SubTask, model: Option<&str>, usage: &Usage) -> Option<Usd> {
         if self.free {
             return Some(Usd::ZERO);
         }
@@ -171,6 +171,7 @@ pub fn cost_options(
         max_cost,
         already_spent: Usd::ZERO,
         cut_output_at_max_tokens: max_cost.is_some() && engine.cuts_at_max_tokens,
+        shared_budget: None,
     })
 }
 
@@ -181,23 +182,10 @@ fn bounds_with(
     costs: &RunCosts,
     defaults: &EngineDefaults<'_>,
 ) -> Result<HashMap<String, Option<Usd>>, BudgetError> {
-    let mut e = estimate_tasks(plan, defaults)?;
-    // The executor adds a judge's usage to its task's and prices it at the
-    // task's model, so the reservation prices the judge rows the same way
-    // (`ctx plan cost` shows them at the judge's model).
-    let models: HashMap<String, String> = e
-        .tasks
-        .iter()
-        .filter(|t| !e.extra_rows.contains_key(&t.task_id))
-        .map(|t| (t.task_id.clone(), t.model.clone()))
-        .collect();
-    for row in &mut e.tasks {
-        if let Some((owner, ExtraRow::Judge)) = e.extra_rows.get(&row.task_id)
-            && let Some(m) = models.get(owner)
-        {
-            row.model.clone_from(m);
-        }
-    }
+    // Judge rows are on the check's `judge_model` (else the task's), as
+    // `ctx plan cost` shows them and as the executor charges each judge
+    // call.
+    let e = estimate_tasks(plan, defaults)?;
     if !e.no_model.is_empty() {
         return Err(BudgetError::NoModel(e.no_model));
     }
@@ -342,7 +330,8 @@ mod tests {
 
     /// A task with checks reserves every check attempt (each with the
     /// engine's attempts) and every attempt's judge calls, the judge
-    /// priced at the task's model as the executor charges it.
+    /// priced at its `judge_model`, as `ctx plan cost` shows it and the
+    /// executor charges it.
     #[test]
     fn reserves_check_retries_and_judge_calls() {
         let mut p = plan();
@@ -362,11 +351,12 @@ mod tests {
         let template =
             ctx_checks::judge::judge_prompt("Does it say a?", "", ctx_prompt::fence::neutralize);
         let judge_prompt = counter.count(&template) as u64 + 16 + 100;
-        // gpt-4o: 2.5 µ$ per input token, 10 per output token; the task
-        // call 3,540 µ$, the judge (prompt + its task's 100 output tokens
-        // + framing) × 2.5 + 50 × 10; six calls of each (3 × 2).
-        let judge_micros = judge_prompt * 25 / 10 + 500;
-        let expected = Usd::from_picos(u128::from((3540 + judge_micros) * 6) * 1_000_000);
+        // The task on gpt-4o: its call 3,540 µ$. The judge on gpt-4o-mini,
+        // 0.15 µ$ per input token and 0.6 per output token: (prompt + its
+        // task's 100 output tokens + framing) × 0.15 + 50 × 0.6. Six calls
+        // of each (3 × 2).
+        let judge_picos = u128::from(judge_prompt) * 150_000 + 50 * 600_000;
+        let expected = Usd::from_picos((3540 * 1_000_000 + judge_picos) * 6);
         assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
         // b has no checks: one check attempt.
         assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));

@@ -11,9 +11,15 @@
 //!   after its plan path (`ctx runs list`) and its engine (`ctx runs
 //!   show`), so each can be inspected and resumed with `ctx run --resume`.
 //!
+//! * `--max-cost USD` is the budget of the whole eval, shared by all its
+//!   runs ([`ctx_run::eval`], "Budget"); prices come from the flags of
+//!   `ctx run` (`--prices`, `--price`, `config.prices`), and the report
+//!   says what each variant spent.
+//!
 //! Exit codes: 0 when every variant ran (whatever the pass rates: they are
 //! a measurement, not a verdict), 2 on bad usage (no checks in the plan, an
-//! engine that cannot answer, an unknown variant), 4 when a store fails,
+//! engine that cannot answer, an unknown variant, a budget that cannot be
+//! bounded), 4 when a store fails,
 //! 128 + N when a signal stops it (the runs so far are stored).
 
 use std::path::PathBuf;
@@ -93,6 +99,18 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     pub max_check_attempts: Option<u32>,
 
+    /// A budget in US dollars for the whole eval: every variant and repeat
+    /// run draws on it, and all of them together never spend more. As for
+    /// `ctx run --max-cost`: each task reserves its high end before it
+    /// starts, a task that can never fit is skipped with reason `budget`
+    /// (its checks count as not passed), and every task needs max_tokens
+    /// (params or --max-tokens) and a known price.
+    #[arg(long, value_name = "USD", allow_hyphen_values = true)]
+    pub max_cost: Option<String>,
+
+    #[command(flatten)]
+    pub prices: super::prices::PriceArgs,
+
     /// The store root the variant runs are recorded under [default:
     /// .ctx/runs].
     #[arg(long, value_name = "DIR")]
@@ -113,8 +131,13 @@ pub fn run(args: Args) -> CliResult {
     super::run::override_limits(&mut plan, args.max_prompt_tokens, args.max_check_attempts)?;
     let timeout = task_timeout(args.task_timeout)?;
     super::run::check_max_output_bytes(args.max_output_bytes)?;
+    let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let engine = engines::build(&args.engine)?;
     super::run::refuse_unjudgeable(&plan, engine.as_ref(), &args.plan)?;
+    let book = args.prices.book(Some(&plan.config.prices))?;
+    // Refused (exit 2) before any run is created when the budget cannot
+    // be bounded.
+    let cost = super::run_cost::options(&plan, &args.engine, book, max_cost)?;
     let store = if args.no_store {
         EvalStore::Memory
     } else {
@@ -134,6 +157,7 @@ pub fn run(args: Args) -> CliResult {
         task_timeout: timeout,
         max_output_bytes: args.max_output_bytes,
         store,
+        cost: Some(cost),
     };
     let session = EvalSession::start(plan, engine, settings).map_err(|e| eval_error(e, &args))?;
     for r in session.runs() {

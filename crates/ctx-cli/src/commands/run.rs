@@ -234,21 +234,7 @@ pub fn run(args: Args) -> CliResult {
     .map_err(setting_error)?;
     let task_timeout = task_timeout(args.task_timeout)?;
     check_max_output_bytes(args.max_output_bytes)?;
-    let max_cost = match &args.max_cost {
-        Some(text) => Some(ctx_cost::parse_max_cost(text)?),
-        None => None,
-    };
-    if args.engine.kind() == engines::EngineKind::Command
-        && args.engine.openai.max_tokens.is_some()
-        && max_cost.is_none()
-    {
-        return Err(CliError::usage(
-            "--max-tokens is used by the command engine only with --max-cost (ctx cuts each output there)",
-        ));
-    }
-    if args.engine.openai.max_tokens == Some(0) {
-        return Err(CliError::usage("--max-tokens must be at least 1"));
-    }
+    let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let engine = engines::build(&args.engine)?;
     refuse_unjudgeable(&plan, engine.as_ref(), &plan_path)?;
     let label = engine.label();

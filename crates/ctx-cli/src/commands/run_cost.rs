@@ -18,6 +18,25 @@ use ctx_run::run_costs::{BudgetError, EngineCosts, cost_options};
 use crate::engines::{EngineArgs, EngineKind, openai::DEFAULT_MAX_ATTEMPTS};
 use crate::exit::CliError;
 
+/// `--max-cost USD` read, and the `--max-tokens` it gives meaning to
+/// checked: the command engine uses `--max-tokens` only under a budget
+/// (ctx cuts each output there), and 0 is no bound at all.
+pub fn max_cost(text: Option<&str>, engine: &EngineArgs) -> Result<Option<Usd>, CliError> {
+    let max_cost = text.map(ctx_cost::parse_max_cost).transpose()?;
+    if engine.kind() == EngineKind::Command
+        && engine.openai.max_tokens.is_some()
+        && max_cost.is_none()
+    {
+        return Err(CliError::usage(
+            "--max-tokens is used by the command engine only with --max-cost (ctx cuts each output there)",
+        ));
+    }
+    if engine.openai.max_tokens == Some(0) {
+        return Err(CliError::usage("--max-tokens must be at least 1"));
+    }
+    Ok(max_cost)
+}
+
 /// What `engine`'s flags mean for costs.
 pub fn engine_costs(engine: &EngineArgs) -> EngineCosts {
     let kind = engine.kind();
