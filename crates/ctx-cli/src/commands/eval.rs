@@ -28,7 +28,7 @@ use ctx_deps::{ContextVariant, ExecError};
 use ctx_run::eval::{EvalError, EvalOutcome, EvalSession, EvalSettings, EvalStore};
 use ctx_store_sqlite::RunRoot;
 
-use super::run::{StopSignal, task_timeout};
+use super::run::StopSignal;
 use super::runs;
 use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
@@ -81,23 +81,11 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
 
-    /// As for `ctx run`: seconds one task's engine call may take; 0 = none.
-    #[arg(long, value_name = "SECS", default_value_t = ctx_deps::DEFAULT_TASK_TIMEOUT.as_secs_f64())]
-    pub task_timeout: f64,
+    #[command(flatten)]
+    pub bounds: super::run::TaskBoundArgs,
 
-    /// As for `ctx run`: most bytes one task's output may have.
-    #[arg(long, value_name = "BYTES", default_value_t = ctx_deps::DEFAULT_MAX_OUTPUT_BYTES)]
-    pub max_output_bytes: usize,
-
-    /// Cap on each assembled prompt, in tokens (overrides
-    /// config.max_prompt_tokens).
-    #[arg(long, value_name = "N")]
-    pub max_prompt_tokens: Option<usize>,
-
-    /// Attempts per checked task, retries with feedback included
-    /// (overrides config.max_check_attempts).
-    #[arg(long, value_name = "N")]
-    pub max_check_attempts: Option<u32>,
+    #[command(flatten)]
+    pub limits: super::run::PlanLimitArgs,
 
     /// A budget in US dollars for the whole eval: every variant and repeat
     /// run draws on it, and all of them together never spend more. As for
@@ -128,9 +116,8 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
     let mut plan = super::plan_check::load_valid_plan(&args.plan)?;
-    super::run::override_limits(&mut plan, args.max_prompt_tokens, args.max_check_attempts)?;
-    let timeout = task_timeout(args.task_timeout)?;
-    super::run::check_max_output_bytes(args.max_output_bytes)?;
+    args.limits.apply(&mut plan)?;
+    let bounds = args.bounds.resolve()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let engine = engines::build(&args.engine)?;
     super::run::refuse_unjudgeable(&plan, engine.as_ref(), &args.plan)?;
@@ -154,8 +141,8 @@ pub fn run(args: Args) -> CliResult {
         variants: args.ablate.iter().map(|v| v.context()).collect(),
         repeat: args.repeat,
         concurrency: args.concurrency,
-        task_timeout: timeout,
-        max_output_bytes: args.max_output_bytes,
+        task_timeout: bounds.task_timeout,
+        max_output_bytes: bounds.max_output_bytes,
         store,
         cost: Some(cost),
     };

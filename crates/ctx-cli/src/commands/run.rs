@@ -60,17 +60,8 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
 
-    /// Stop a task's engine call after this many seconds (fractions
-    /// allowed; retries included): the command's process group is killed
-    /// or the request aborted, and the task fails. 0 means no limit.
-    #[arg(long, value_name = "SECS", default_value_t = ctx_deps::DEFAULT_TASK_TIMEOUT.as_secs_f64())]
-    pub task_timeout: f64,
-
-    /// Most bytes one task's output may have: past it the engine stops
-    /// reading (the command is killed, the stream dropped) and the task
-    /// fails.
-    #[arg(long, value_name = "BYTES", default_value_t = ctx_deps::DEFAULT_MAX_OUTPUT_BYTES)]
-    pub max_output_bytes: usize,
+    #[command(flatten)]
+    pub bounds: TaskBoundArgs,
 
     /// Write prompts/{id}.md, outputs/{id}.md and results.json under DIR.
     #[arg(long, value_name = "DIR")]
@@ -80,15 +71,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
 
-    /// Cap on each assembled prompt, in tokens (overrides
-    /// config.max_prompt_tokens).
-    #[arg(long, value_name = "N")]
-    pub max_prompt_tokens: Option<usize>,
-
-    /// How many times in all a task with checks is tried, retries with
-    /// feedback included (overrides config.max_check_attempts; at least 1).
-    #[arg(long, value_name = "N")]
-    pub max_check_attempts: Option<u32>,
+    #[command(flatten)]
+    pub limits: PlanLimitArgs,
 
     /// Tokenizer for every task (overrides config.tokenizer).
     #[arg(long, value_name = "T", value_parser = crate::tokenizer_flag::parser(), ignore_case = true)]
@@ -225,15 +209,14 @@ pub fn run(args: Args) -> CliResult {
     };
     let tokenizer = args.tokenizer;
     ctx_run::settings::PlanOverrides {
-        max_prompt_tokens: args.max_prompt_tokens,
-        max_check_attempts: args.max_check_attempts,
+        max_prompt_tokens: args.limits.max_prompt_tokens,
+        max_check_attempts: args.limits.max_check_attempts,
         tokenizer,
         summarize_strategy: args.summarize_strategy.map(Into::into),
     }
     .apply(&mut plan)
     .map_err(setting_error)?;
-    let task_timeout = task_timeout(args.task_timeout)?;
-    check_max_output_bytes(args.max_output_bytes)?;
+    let bounds = args.bounds.resolve()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let engine = engines::build(&args.engine)?;
     refuse_unjudgeable(&plan, engine.as_ref(), &plan_path)?;
@@ -260,8 +243,8 @@ pub fn run(args: Args) -> CliResult {
             ScheduleArg::Ready => Schedule::ReadyQueue,
             ScheduleArg::Levels => Schedule::Levels,
         },
-        task_timeout,
-        max_output_bytes: args.max_output_bytes,
+        task_timeout: bounds.task_timeout,
+        max_output_bytes: bounds.max_output_bytes,
         ..ExecutorOptions::default()
     };
     let output = Output {
@@ -410,27 +393,65 @@ pub fn refuse_unjudgeable(
     Err(CliError::usage(message))
 }
 
-/// `--max-prompt-tokens` and `--max-check-attempts` over the plan's
-/// config: what `ctx run` and `ctx eval` both take.
-pub(crate) fn override_limits(
-    plan: &mut ctx_model::Plan,
-    max_prompt_tokens: Option<usize>,
-    max_check_attempts: Option<u32>,
-) -> Result<(), CliError> {
-    ctx_run::settings::PlanOverrides {
-        max_prompt_tokens,
-        max_check_attempts,
-        ..Default::default()
-    }
-    .apply(plan)
-    .map_err(setting_error)
+/// The bounds on one task's engine call that `ctx run`, `ctx eval` and
+/// `ctx worker` take, with the library's defaults.
+#[derive(Debug, clap::Args)]
+pub struct TaskBoundArgs {
+    /// Stop a task's engine call after this many seconds (fractions
+    /// allowed; retries included): the command's process group is killed
+    /// or the request aborted, and the task fails. 0 means no limit.
+    #[arg(long, value_name = "SECS", default_value_t = ctx_deps::DEFAULT_TASK_TIMEOUT.as_secs_f64())]
+    pub task_timeout: f64,
+
+    /// Most bytes one task's output may have: past it the engine stops
+    /// reading (the command is killed, the stream dropped) and the task
+    /// fails.
+    #[arg(long, value_name = "BYTES", default_value_t = ctx_deps::DEFAULT_MAX_OUTPUT_BYTES)]
+    pub max_output_bytes: usize,
 }
 
-/// `--max-output-bytes N`: at least 1.
-pub(crate) fn check_max_output_bytes(n: usize) -> Result<(), CliError> {
-    ctx_run::settings::max_output_bytes(n)
-        .map(drop)
+/// [`TaskBoundArgs`] checked by the library's rules.
+pub(crate) struct TaskBounds {
+    pub task_timeout: Option<Duration>,
+    pub max_output_bytes: usize,
+}
+
+impl TaskBoundArgs {
+    /// The bounds, or the library's refusal named by its flag.
+    pub(crate) fn resolve(&self) -> Result<TaskBounds, CliError> {
+        Ok(TaskBounds {
+            task_timeout: task_timeout(self.task_timeout)?,
+            max_output_bytes: ctx_run::settings::max_output_bytes(self.max_output_bytes)
+                .map_err(setting_error)?,
+        })
+    }
+}
+
+/// The plan limits `ctx run` and `ctx eval` can override.
+#[derive(Debug, clap::Args)]
+pub struct PlanLimitArgs {
+    /// Cap on each assembled prompt, in tokens (overrides
+    /// config.max_prompt_tokens).
+    #[arg(long, value_name = "N")]
+    pub max_prompt_tokens: Option<usize>,
+
+    /// How many times in all a task with checks is tried, retries with
+    /// feedback included (overrides config.max_check_attempts; at least 1).
+    #[arg(long, value_name = "N")]
+    pub max_check_attempts: Option<u32>,
+}
+
+impl PlanLimitArgs {
+    /// These overrides over the plan's config.
+    pub(crate) fn apply(&self, plan: &mut ctx_model::Plan) -> Result<(), CliError> {
+        ctx_run::settings::PlanOverrides {
+            max_prompt_tokens: self.max_prompt_tokens,
+            max_check_attempts: self.max_check_attempts,
+            ..Default::default()
+        }
+        .apply(plan)
         .map_err(setting_error)
+    }
 }
 
 /// `--task-timeout SECS` as the executor's bound: `0` is none.

@@ -70,13 +70,8 @@ pub struct Args {
     #[arg(long, value_name = "SECS", default_value_t = ctx_worker::DEFAULT_LEASE.as_secs_f64())]
     pub lease: f64,
 
-    /// Stop a task's engine call after this many seconds; 0 means no limit.
-    #[arg(long, value_name = "SECS", default_value_t = ctx_deps::DEFAULT_TASK_TIMEOUT.as_secs_f64())]
-    pub task_timeout: f64,
-
-    /// Most bytes one task's output may have.
-    #[arg(long, value_name = "BYTES", default_value_t = ctx_deps::DEFAULT_MAX_OUTPUT_BYTES)]
-    pub max_output_bytes: usize,
+    #[command(flatten)]
+    pub bounds: super::run::TaskBoundArgs,
 
     /// Reuse outputs of identical requests (engine, model, params, final
     /// prompt) from this machine's cache (ROOT/cache.sqlite, the one local
@@ -171,10 +166,10 @@ pub fn run(args: Args) -> CliResult {
     };
     let lease = secs("--lease", args.lease)?
         .ok_or_else(|| CliError::usage("--lease must be more than 0 seconds"))?;
-    super::run::check_max_output_bytes(args.max_output_bytes)?;
+    let bounds = args.bounds.resolve()?;
     let options = ExecutorOptions {
-        task_timeout: super::run::task_timeout(args.task_timeout)?,
-        max_output_bytes: args.max_output_bytes,
+        task_timeout: bounds.task_timeout,
+        max_output_bytes: bounds.max_output_bytes,
         ..ExecutorOptions::default()
     };
     let engine = engines::build(&args.engine)?;
