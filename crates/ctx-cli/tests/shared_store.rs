@@ -20,14 +20,29 @@ fn ctx() -> Command {
 
 /// A plan: `(id, deps)`, each prompt `Say {id}.`.
 fn write_plan(dir: &Path, tasks: &[(&str, &[&str])]) -> PathBuf {
+    write_tasks(dir, "plan.json", tasks, |_| false)
+}
+
+/// A plan `name` of `tasks`, those for which `model` says so naming the
+/// model `m1`.
+fn write_tasks(
+    dir: &Path,
+    name: &str,
+    tasks: &[(&str, &[&str])],
+    model: impl Fn(&str) -> bool,
+) -> PathBuf {
     let subs: Vec<serde_json::Value> = tasks
         .iter()
         .map(|(id, deps)| {
+            let mut params = serde_json::json!({"prompt": format!("Say {id}.")});
+            if model(id) {
+                params["model"] = "m1".into();
+            }
             serde_json::json!({"id": id, "description": format!("Task {id}"), "dependencies": deps,
-              "tool_or_prompt": {"name": "inference", "params": {"prompt": format!("Say {id}.")}}})
+              "tool_or_prompt": {"name": "inference", "params": params}})
         })
         .collect();
-    let path = dir.join("plan.json");
+    let path = dir.join(name);
     std::fs::write(
         &path,
         serde_json::to_string(&serde_json::json!({"schema_version": 1, "sub_tasks": subs}))
@@ -1422,4 +1437,129 @@ fn a_resume_compares_the_engine_of_the_worker_that_ran_each_task() {
         "{other}"
     );
     assert_eq!(starts(&log), ["a", "b"]);
+}
+
+#[test]
+fn a_task_the_workers_engine_cannot_run_fails_and_the_worker_keeps_going() {
+    let Some(url) = pg::fresh_db("engine_fails") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    // An engine that needs a model: without one it fails, as a real one
+    // asked for no model (or one it does not serve) does.
+    let engine = [
+        "--engine".to_string(),
+        "command".into(),
+        "--command".into(),
+        format!(
+            "echo \"start $CTX_TASK_ID\" >> '{}'; if [ -z \"$CTX_MODEL\" ]; then echo \"no model for $CTX_TASK_ID\" >&2; exit 3; fi; echo \"out $CTX_TASK_ID\"",
+            log.display()
+        ),
+    ];
+    let first = write_tasks(
+        tmp.path(),
+        "first.json",
+        &[
+            ("bare", &[]),
+            ("after", &["bare"]),
+            ("last", &["after"]),
+            ("fine", &[]),
+        ],
+        |id| id != "bare",
+    );
+    let second = write_tasks(
+        tmp.path(),
+        "second.json",
+        &[("s1", &[]), ("s2", &["s1"])],
+        |_| true,
+    );
+    // A worker waiting for runs (no --until-idle): it must outlive a failure.
+    let worker = spawn(
+        ctx()
+            .args(["worker", "--store", &url, "--concurrency", "1"])
+            .args(&engine),
+        &tmp.path().join("w.err"),
+    );
+    let follow = |plan: &Path, n: &str| -> (String, Output) {
+        let err = tmp.path().join(format!("follow{n}.err"));
+        let child = spawn(
+            ctx()
+                .arg("run")
+                .arg(plan)
+                .args(["--store", &url, "--no-local"]),
+            &err,
+        );
+        let out = finish(child, Duration::from_secs(60));
+        (run_id_from(&err).unwrap(), out)
+    };
+    let (run1, out1) = follow(&first, "1");
+    // The run's outcome is the follower's exit, as for a local `ctx run`.
+    assert_eq!(out1.status.code(), Some(1), "{out1:?}");
+    // Registered after the failure: the same worker still takes it.
+    let (run2, out2) = follow(&second, "2");
+    assert!(
+        out2.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out2.stdout),
+        std::fs::read_to_string(tmp.path().join("w.err")).unwrap()
+    );
+    signal(&worker, "TERM");
+    let w = finish(worker, Duration::from_secs(30));
+    let w_err = std::fs::read_to_string(tmp.path().join("w.err")).unwrap();
+    // A failed task is the run's outcome, not the worker's: it goes on,
+    // and exits as for any stop.
+    assert_eq!(w.status.code(), Some(143), "{w_err}");
+    assert!(
+        w_err.contains(&format!("task `bare` of run {run1} (attempt 1): failed")),
+        "{w_err}"
+    );
+    assert!(
+        w_err.contains(&format!("task `s2` of run {run2} (attempt 1): completed")),
+        "{w_err}"
+    );
+    let v = export(&url, &run1);
+    assert_eq!(
+        statuses(&v),
+        [
+            ("bare".to_string(), "failed".to_string()),
+            ("after".into(), "skipped".into()),
+            ("last".into(), "skipped".into()),
+            ("fine".into(), "completed".into()),
+        ],
+        "{v}"
+    );
+    let task = |id: &str| {
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["task_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let bare = task("bare");
+    assert!(
+        bare["error"]
+            .as_str()
+            .unwrap()
+            .contains("no model for bare"),
+        "{bare}"
+    );
+    assert_eq!(task("after")["error"], "dependency `bare` failed");
+    assert_eq!(task("last")["error"], "upstream task `bare` failed");
+    // The engine never ran a skipped task.
+    assert_eq!(starts(&log), ["bare", "fine", "s1", "s2"]);
+    let v2 = export(&url, &run2);
+    assert!(statuses(&v2).iter().all(|(_, s)| s == "completed"), "{v2}");
+    assert_eq!(run_info(&url, &run1)["state"], "failed");
+    assert_eq!(run_info(&url, &run2)["state"], "completed");
+    // With --until-idle the worker ends 0 with the failed run in the store:
+    // no open run is left.
+    let idle = ctx()
+        .args(["worker", "--store", &url, "--until-idle"])
+        .args(&engine)
+        .output()
+        .unwrap();
+    assert_eq!(idle.status.code(), Some(0), "{idle:?}");
 }

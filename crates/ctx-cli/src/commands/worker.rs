@@ -20,7 +20,9 @@
 //! stopped (commands killed, requests aborted) and their claims released,
 //! so another worker takes them at once instead of after the lease.
 //!
-//! Exit codes: 0 stopped because `--until-idle` found no open run left,
+//! Exit codes: 0 stopped because `--until-idle` found no open run left
+//! (tasks that failed are their runs' outcome, which the `ctx run` that
+//! registered each run reports with 1; a worker goes on past them),
 //! 2 usage (a bad `--store`, an unknown `--run`), 4 the store could not be
 //! opened or stopped answering (unreachable, authentication refused, a
 //! newer schema, a foreign database), 129 / 130 / 143 stopped by SIGHUP /
