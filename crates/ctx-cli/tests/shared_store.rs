@@ -200,6 +200,8 @@ fn a_sigkilled_workers_task_is_run_again_once_by_another_and_nothing_else_twice(
         run_id_from(&tmp.path().join("follow.err")).is_some()
     });
     let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    // Two slots: `slow` in one, and x, y, z completed in the other before
+    // the kill, so what A committed must not run again.
     let a = spawn(
         ctx()
             .args([
@@ -207,16 +209,27 @@ fn a_sigkilled_workers_task_is_run_again_once_by_another_and_nothing_else_twice(
                 "--store",
                 &url,
                 "--concurrency",
-                "1",
+                "2",
                 "--lease",
                 "1",
             ])
             .args(engine(&log, 30.0)),
         &tmp.path().join("a.err"),
     );
-    wait_for("the slow task to start", Duration::from_secs(20), || {
-        starts(&log).contains(&"slow".to_string())
-    });
+    wait_for(
+        "x, y and z to be completed by the first worker",
+        Duration::from_secs(30),
+        || {
+            let v = export(&url, &run);
+            let done: Vec<_> = statuses(&v)
+                .into_iter()
+                .filter(|(_, s)| s == "completed")
+                .map(|(t, _)| t)
+                .collect();
+            done == ["x", "y", "z"]
+        },
+    );
+    assert!(starts(&log).contains(&"slow".to_string()));
     signal(&a, "KILL");
     let a = finish(a, Duration::from_secs(10));
     assert!(!a.status.success());
@@ -244,8 +257,11 @@ fn a_sigkilled_workers_task_is_run_again_once_by_another_and_nothing_else_twice(
         "{}",
         String::from_utf8_lossy(&follower.stdout)
     );
-    // `slow` ran twice (killed, then re-run); every other task once.
+    // `slow` ran twice (killed, then re-run); every other task once: the
+    // three A completed were not run again by B.
     assert_eq!(starts(&log), ["b", "c", "slow", "slow", "x", "y", "z"]);
+    let b_committed = b_err.lines().filter(|l| l.ends_with(": completed")).count();
+    assert_eq!(b_committed, 3, "B runs slow, b and c only: {b_err}");
     let v = export(&url, &run);
     assert!(statuses(&v).iter().all(|(_, s)| s == "completed"), "{v}");
     let info = run_info(&url, &run);
@@ -294,22 +310,33 @@ fn workers_ride_out_a_postgres_restart_and_the_run_completes() {
     let ids: Vec<String> = (0..16).map(|i| format!("t{i:02}")).collect();
     let tasks: Vec<(&str, &[&str])> = ids.iter().map(|i| (i.as_str(), &[][..])).collect();
     let plan = write_plan(tmp.path(), &tasks);
-    let mut cmd = ctx();
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--store", &url, "--concurrency", "1"])
-        .args([
-            "--engine",
-            "command",
-            "--command",
-            &format!(
-                "echo \"start $CTX_TASK_ID\" >> '{}'; sleep 0.3; echo ok",
-                log.display()
-            ),
-        ]);
-    let run = spawn(&mut cmd, &tmp.path().join("run.err"));
-    wait_for("two tasks", Duration::from_secs(30), || {
-        starts(&log).len() >= 2
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--store", &url, "--no-local"]),
+        &tmp.path().join("run.err"),
+    );
+    wait_for("the registration", Duration::from_secs(20), || {
+        run_id_from(&tmp.path().join("run.err")).is_some()
+    });
+    let command = format!(
+        "echo \"start $CTX_TASK_ID\" >> '{}'; sleep 0.3; echo ok",
+        log.display()
+    );
+    let workers: Vec<Child> = (0..2)
+        .map(|n| {
+            spawn(
+                ctx()
+                    .args(["worker", "--store", &url, "--concurrency", "1"])
+                    .args(["--until-idle", "--engine", "command", "--command"])
+                    .arg(&command),
+                &tmp.path().join(format!("w{n}.err")),
+            )
+        })
+        .collect();
+    wait_for("four tasks", Duration::from_secs(30), || {
+        starts(&log).len() >= 4
     });
     pg_ctl("stop");
     std::thread::sleep(Duration::from_secs(3));
@@ -318,7 +345,13 @@ fn workers_ride_out_a_postgres_restart_and_the_run_completes() {
         again.contains(&url),
         "the restarted server moved: {again} vs {url}"
     );
-    let out = finish(run, Duration::from_secs(120));
+    for (n, w) in workers.into_iter().enumerate() {
+        let out = finish(w, Duration::from_secs(120));
+        let err = std::fs::read_to_string(tmp.path().join(format!("w{n}.err"))).unwrap();
+        assert!(out.status.success(), "worker {n}: {err}");
+        assert!(err.contains(" 0 late (refused)"), "worker {n}: {err}");
+    }
+    let out = finish(follower, Duration::from_secs(60));
     let err = std::fs::read_to_string(tmp.path().join("run.err")).unwrap();
     assert!(
         out.status.success(),
@@ -327,6 +360,17 @@ fn workers_ride_out_a_postgres_restart_and_the_run_completes() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("16 tasks: 16 completed"), "{stdout}");
+    // Every task started exactly once. The claims in flight at the stop
+    // keep their leases (60 s, longer than the restart): their engines
+    // ran on, and their commits were retried after the reconnect (a
+    // commit whose answer was lost is checked before it is retried), so
+    // nothing was claimed again. A claim whose answer was lost is never
+    // run by the worker that sent it, so it cannot add a start either.
+    assert_eq!(starts(&log), ids);
+    let run = run_id_from(&tmp.path().join("run.err")).unwrap();
+    let info = run_info(&url, &run);
+    assert_eq!(info["reclaims"], 0, "{info}");
+    assert_eq!(info["late_commits"], 0, "{info}");
 }
 
 #[test]
