@@ -124,6 +124,22 @@ fn run_id_from(stderr: &Path) -> Option<String> {
     })
 }
 
+/// `ctx run PLAN --store URL --no-local`, once it registered the run: the
+/// follower (its stderr to `stderr`) and the run's id.
+fn register(url: &str, plan: &Path, stderr: &Path) -> (Child, String) {
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(plan)
+            .args(["--store", url, "--no-local"]),
+        stderr,
+    );
+    wait_for("the registration", Duration::from_secs(20), || {
+        run_id_from(stderr).is_some()
+    });
+    (follower, run_id_from(stderr).unwrap())
+}
+
 fn export(url: &str, run: &str) -> serde_json::Value {
     let out = ctx()
         .args(["runs", "export", run, "--store", url])
@@ -189,17 +205,7 @@ fn a_sigkilled_workers_task_is_run_again_once_by_another_and_nothing_else_twice(
             ("z", &["x"]),
         ],
     );
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow.err")).is_some()
-    });
-    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
     // Two slots: `slow` in one, and x, y, z completed in the other before
     // the kill, so what A committed must not run again.
     let a = spawn(
@@ -310,16 +316,7 @@ fn workers_ride_out_a_postgres_restart_and_the_run_completes() {
     let ids: Vec<String> = (0..16).map(|i| format!("t{i:02}")).collect();
     let tasks: Vec<(&str, &[&str])> = ids.iter().map(|i| (i.as_str(), &[][..])).collect();
     let plan = write_plan(tmp.path(), &tasks);
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("run.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("run.err")).is_some()
-    });
+    let (follower, run) = register(&url, &plan, &tmp.path().join("run.err"));
     let command = format!(
         "echo \"start $CTX_TASK_ID\" >> '{}'; sleep 0.3; echo ok",
         log.display()
@@ -367,7 +364,6 @@ fn workers_ride_out_a_postgres_restart_and_the_run_completes() {
     // nothing was claimed again. A claim whose answer was lost is never
     // run by the worker that sent it, so it cannot add a start either.
     assert_eq!(starts(&log), ids);
-    let run = run_id_from(&tmp.path().join("run.err")).unwrap();
     let info = run_info(&url, &run);
     assert_eq!(info["reclaims"], 0, "{info}");
     assert_eq!(info["late_commits"], 0, "{info}");
@@ -395,17 +391,7 @@ fn two_registered_runs_are_shared_by_three_workers() {
         tasks.push((&ids[7], &leaf_deps[..]));
         let plan = write_plan(&d, &tasks);
         let err = tmp.path().join(format!("follow{n}.err"));
-        let child = spawn(
-            ctx()
-                .arg("run")
-                .arg(&plan)
-                .args(["--store", &url, "--no-local"]),
-            &err,
-        );
-        wait_for("the registration", Duration::from_secs(20), || {
-            run_id_from(&err).is_some()
-        });
-        runs.push((child, run_id_from(&err).unwrap()));
+        runs.push(register(&url, &plan, &err));
     }
     let workers: Vec<Child> = (0..3)
         .map(|w| {
@@ -460,17 +446,7 @@ fn a_slow_workers_late_commit_is_refused_counted_and_logged() {
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("log");
     let plan = write_plan(tmp.path(), &[("slow", &[]), ("after", &["slow"])]);
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow.err")).is_some()
-    });
-    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
     let a = spawn(
         ctx()
             .args([
@@ -1065,17 +1041,7 @@ fn gc_removes_a_shared_stores_closed_runs_and_its_open_ones_only_with_force() {
         ids.push(run_id_from_text(&err));
     }
     // An open run: registered, its follower stopped, no worker.
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow.err")).is_some()
-    });
-    let open = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let (follower, open) = register(&url, &plan, &tmp.path().join("follow.err"));
     signal(&follower, "TERM");
     finish(follower, Duration::from_secs(10));
 
@@ -1137,17 +1103,7 @@ fn gc_removes_a_shared_stores_closed_runs_and_its_open_ones_only_with_force() {
         0,
     );
     assert_eq!(out, format!("removed {open}\n1 removed, 0 kept\n"));
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow2.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow2.err")).is_some()
-    });
-    let open = run_id_from(&tmp.path().join("follow2.err")).unwrap();
+    let (follower, open) = register(&url, &plan, &tmp.path().join("follow2.err"));
     signal(&follower, "TERM");
     finish(follower, Duration::from_secs(10));
     let (out, _) = ctx_out(
@@ -1253,17 +1209,7 @@ fn sigterm_stops_a_worker_and_releases_its_claims_at_once() {
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("log");
     let plan = write_plan(tmp.path(), &[("slow", &[]), ("next", &["slow"])]);
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow.err")).is_some()
-    });
-    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
     // A lease far longer than the test: only a release can free the task.
     let a = spawn(
         ctx()
@@ -1439,17 +1385,7 @@ fn a_resume_compares_the_engine_of_the_worker_that_ran_each_task() {
     let log = tmp.path().join("log");
     let plan = write_plan(tmp.path(), &[("a", &[]), ("b", &["a"])]);
     // Registered with the default engine flags; run by a command worker.
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow.err")).is_some()
-    });
-    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
     let w = ctx()
         .args(["worker", "--store", &url, "--until-idle"])
         .args(engine(&log, 0.1))
@@ -1606,4 +1542,104 @@ fn a_task_the_workers_engine_cannot_run_fails_and_the_worker_keeps_going() {
         .output()
         .unwrap();
     assert_eq!(idle.status.code(), Some(0), "{idle:?}");
+}
+
+#[test]
+fn a_stored_plan_no_worker_can_load_fails_its_tasks_skips_the_rest_and_ends_the_run() {
+    let Some(url) = pg::fresh_db("bad_plan") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(
+        tmp.path(),
+        &[("a", &[]), ("b", &["a"]), ("c", &["b"]), ("x", &[])],
+    );
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
+    // Written by something else, or by a ctx that no longer reads it.
+    pg::sql(
+        &url,
+        &[
+            "CREATE TABLE saved_plan AS SELECT plan_json FROM ctx_runs",
+            "UPDATE ctx_runs SET plan_json = '{\"not\": \"a plan\"}'",
+        ],
+    );
+    let w = spawn(
+        ctx()
+            .args(["worker", "--store", &url, "--until-idle"])
+            .args(engine(&log, 0.0)),
+        &tmp.path().join("w.err"),
+    );
+    // Before the fix, `b` and `c` stayed pending and this never ended.
+    let w = finish(w, Duration::from_secs(30));
+    let w_err = std::fs::read_to_string(tmp.path().join("w.err")).unwrap();
+    assert!(w.status.success(), "{w_err}");
+    assert!(w_err.contains("(attempt 1): failed"), "{w_err}");
+    let follower = finish(follower, Duration::from_secs(30));
+    assert_eq!(follower.status.code(), Some(1), "{follower:?}");
+    let info = run_info(&url, &run);
+    assert_eq!(info["state"], "failed", "{info}");
+    assert_eq!(info["counts"]["failed"], 2, "{info}");
+    assert_eq!(info["counts"]["skipped"], 2, "{info}");
+    assert!(starts(&log).is_empty(), "no engine ran");
+    // The run's pages read the plan too: put it back to read the errors.
+    pg::sql(
+        &url,
+        &["UPDATE ctx_runs SET plan_json = (SELECT plan_json FROM saved_plan)"],
+    );
+    let page = |task: &str| {
+        let args = ["runs", "show", &run, "--store", &url, "--task", task];
+        let args: Vec<_> = args.iter().map(|a| os(a)).collect();
+        ctx_out(&args, 0).0
+    };
+    let out = page("a");
+    assert!(out.contains("does not read back"), "{out}");
+    let out = page("c");
+    assert!(out.contains("upstream task `a` failed"), "{out}");
+}
+
+#[test]
+fn a_store_error_while_loading_the_plan_stops_the_worker_with_exit_4_and_fails_nothing() {
+    let Some(url) = pg::fresh_db("plan_read_error") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(tmp.path(), &[("a", &[]), ("b", &["a"])]);
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
+    // The plan's read fails as a statement (not a lost connection, which
+    // would be retried): the store's error, not the task's.
+    pg::sql(
+        &url,
+        &["ALTER TABLE ctx_runs RENAME COLUMN plan_json TO plan_json_away"],
+    );
+    let out = ctx()
+        .args(["worker", "--store", &url, "--until-idle", "--lease", "1"])
+        .args(engine(&log, 0.0))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("reading the plan of run"), "{err}");
+    pg::sql(
+        &url,
+        &["ALTER TABLE ctx_runs RENAME COLUMN plan_json_away TO plan_json"],
+    );
+    // Nothing failed: the claim lapses and another worker runs the run.
+    let out = ctx()
+        .args(["worker", "--store", &url, "--until-idle"])
+        .args(engine(&log, 0.0))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let follower = finish(follower, Duration::from_secs(30));
+    assert!(follower.status.success(), "{follower:?}");
+    assert_eq!(starts(&log), ["a", "b"]);
+    let info = run_info(&url, &run);
+    assert_eq!(info["state"], "completed", "{info}");
+    assert_eq!(info["reclaims"], 1, "{info}");
 }
