@@ -773,6 +773,75 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
     assert_eq!(page(&l_task), page(&s_task));
     assert!(page(&s_task).contains("## Prompt"), "{s_task}");
     assert!(s_task.contains("(claim 1, engine command"), "{s_task}");
+    // `runs list`: one table and one set of JSON keys for both stores
+    // (`ctx_run::list`); a shared list adds LATE. The columns both have
+    // hold the same but the run's id and start.
+    let ((l_list, _), (s_list, _)) =
+        run_both(on_local(&["runs", "list"]), on_shared(&["runs", "list"]), 0);
+    let table = |text: &str| -> Vec<Vec<(String, String)>> {
+        let cells = |line: &str| -> Vec<String> {
+            line.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let mut lines = text.lines();
+        let header = cells(lines.next().unwrap());
+        lines
+            .map(|l| {
+                header
+                    .iter()
+                    .cloned()
+                    .zip(cells(l))
+                    .filter(|(h, _)| !["RUN", "STARTED", "LATE"].contains(&h.as_str()))
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(table(&l_list), table(&s_list), "{l_list}\n{s_list}");
+    let row = &table(&s_list)[0];
+    assert_eq!(row.len(), 7, "{s_list}");
+    assert_eq!(row[0], ("STATE".into(), "failed".into()), "{s_list}");
+    assert!(
+        s_list.lines().next().unwrap().contains("  LATE  "),
+        "{s_list}"
+    );
+    assert!(s_list.contains(&shared_id) && l_list.contains(&local_id));
+    let ((l_list, _), (s_list, _)) = run_both(
+        on_local(&["runs", "list", "--format", "json"]),
+        on_shared(&["runs", "list", "--format", "json"]),
+        0,
+    );
+    let common = ["id", "state", "created_at", "plan", "counts"];
+    for text in [&l_list, &s_list] {
+        // The shared keys first, in the same order.
+        let at: Vec<usize> = common
+            .iter()
+            .map(|k| text.find(&format!("\"{k}\":")).unwrap())
+            .collect();
+        assert!(at.is_sorted(), "{text}");
+    }
+    let l_list: serde_json::Value = serde_json::from_str(&l_list).unwrap();
+    let s_list: serde_json::Value = serde_json::from_str(&s_list).unwrap();
+    assert_eq!(l_list[0]["id"], local_id.as_str());
+    assert_eq!(s_list[0]["id"], shared_id.as_str());
+    for k in &common[1..] {
+        if *k != "created_at" {
+            assert_eq!(l_list[0][k], s_list[0][k], "{k}: {l_list} {s_list}");
+        }
+    }
+    assert_eq!(s_list[0]["counts"]["failed"], 1, "{s_list}");
+    // The one-process `ctx run --store` reports its statements.
+    let s_err = String::from_utf8_lossy(&shared.stderr);
+    let trips: u64 = s_err
+        .lines()
+        .find_map(|l| l.strip_suffix(" round trips)"))
+        .and_then(|l| l.rsplit('(').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no round trips in {s_err}"));
+    // Registration, and per task at least its claim and commit.
+    assert!(trips > 14, "{s_err}");
 
     // Resume with a changed plan: `c`'s prompt changes (so `f` runs
     // again), `bad` is fixed (so `d` runs again), `e` is dropped and `g`

@@ -379,13 +379,20 @@ pub fn run_on_shared_store(
     let report = ctx_worker::shared::report(&rows, reused, signal.is_some());
     let executed = Executed { report, signal };
     let exit = super::run::report_run(&executed, output)?;
+    // The statements this process sent (registration, claims, reads,
+    // commits, or the follower's polls), as `ctx worker` reports them:
+    // what scripts/bench-workers.sh adds up per task.
+    let trips = store.round_trips();
     if signal.is_some() {
         eprintln!(
-            "run {run_id} stays open in {}: workers can finish it",
+            "run {run_id} stays open in {}: workers can finish it ({trips} round trips)",
             store.display_url()
         );
     } else {
-        eprintln!("run {run_id} stored in {}", store.display_url());
+        eprintln!(
+            "run {run_id} stored in {} ({trips} round trips)",
+            store.display_url()
+        );
     }
     Ok(exit)
 }
