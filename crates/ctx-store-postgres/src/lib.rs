@@ -22,7 +22,9 @@
 //!   exactly one committed result.
 //! - **Readiness** travels with the commit: a completion decrements its
 //!   dependents' ready counters (a failure skips its transitive
-//!   dependents) in the same transaction that makes the result visible.
+//!   dependents, which the store reads from the run's edges, so they are
+//!   skipped even when no worker could load the plan) in the same
+//!   transaction that makes the result visible.
 //! - The seam: [`RunStore`] is the [`ExecutionStore`] of one run for one
 //!   writer; [`ClaimStore`] is the one a worker hands the task runner for a
 //!   claimed task: dependency results are read from the database (no
