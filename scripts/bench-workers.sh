@@ -103,7 +103,8 @@ start=$(date +%s.%N)
 CTX_STORE="$url" "$ctx" run "$dir/plan.json" --concurrency 16 "${engine[@]}" > "$dir/one.out" 2> "$dir/one.err"
 end=$(date +%s.%N)
 m1=$(makespan "$url")
-echo "A  1 process × 16: makespan $m1 s (wall $(echo "$end - $start" | bc) s), ratio $(echo "scale=3; $m1 / $bound" | bc)"
+t1=$(trips "$dir/one.err")
+echo "A  1 process × 16: makespan $m1 s (wall $(echo "$end - $start" | bc) s), ratio $(echo "scale=3; $m1 / $bound" | bc), $(echo "scale=2; $t1 / $tasks" | bc) round trips per task (registration, claims, reads, prompt, commit, close check)"
 
 url=$(fresh ctx_bench_four)
 "$ctx" run "$dir/plan.json" --store "$url" --no-local > "$dir/follow.out" 2> "$dir/follow.err" &

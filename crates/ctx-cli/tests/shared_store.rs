@@ -20,14 +20,29 @@ fn ctx() -> Command {
 
 /// A plan: `(id, deps)`, each prompt `Say {id}.`.
 fn write_plan(dir: &Path, tasks: &[(&str, &[&str])]) -> PathBuf {
+    write_tasks(dir, "plan.json", tasks, |_| false)
+}
+
+/// A plan `name` of `tasks`, those for which `model` says so naming the
+/// model `m1`.
+fn write_tasks(
+    dir: &Path,
+    name: &str,
+    tasks: &[(&str, &[&str])],
+    model: impl Fn(&str) -> bool,
+) -> PathBuf {
     let subs: Vec<serde_json::Value> = tasks
         .iter()
         .map(|(id, deps)| {
+            let mut params = serde_json::json!({"prompt": format!("Say {id}.")});
+            if model(id) {
+                params["model"] = "m1".into();
+            }
             serde_json::json!({"id": id, "description": format!("Task {id}"), "dependencies": deps,
-              "tool_or_prompt": {"name": "inference", "params": {"prompt": format!("Say {id}.")}}})
+              "tool_or_prompt": {"name": "inference", "params": params}})
         })
         .collect();
-    let path = dir.join("plan.json");
+    let path = dir.join(name);
     std::fs::write(
         &path,
         serde_json::to_string(&serde_json::json!({"schema_version": 1, "sub_tasks": subs}))
@@ -109,6 +124,22 @@ fn run_id_from(stderr: &Path) -> Option<String> {
     })
 }
 
+/// `ctx run PLAN --store URL --no-local`, once it registered the run: the
+/// follower (its stderr to `stderr`) and the run's id.
+fn register(url: &str, plan: &Path, stderr: &Path) -> (Child, String) {
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(plan)
+            .args(["--store", url, "--no-local"]),
+        stderr,
+    );
+    wait_for("the registration", Duration::from_secs(20), || {
+        run_id_from(stderr).is_some()
+    });
+    (follower, run_id_from(stderr).unwrap())
+}
+
 fn export(url: &str, run: &str) -> serde_json::Value {
     let out = ctx()
         .args(["runs", "export", run, "--store", url])
@@ -174,17 +205,9 @@ fn a_sigkilled_workers_task_is_run_again_once_by_another_and_nothing_else_twice(
             ("z", &["x"]),
         ],
     );
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow.err")).is_some()
-    });
-    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
+    // Two slots: `slow` in one, and x, y, z completed in the other before
+    // the kill, so what A committed must not run again.
     let a = spawn(
         ctx()
             .args([
@@ -192,16 +215,27 @@ fn a_sigkilled_workers_task_is_run_again_once_by_another_and_nothing_else_twice(
                 "--store",
                 &url,
                 "--concurrency",
-                "1",
+                "2",
                 "--lease",
                 "1",
             ])
             .args(engine(&log, 30.0)),
         &tmp.path().join("a.err"),
     );
-    wait_for("the slow task to start", Duration::from_secs(20), || {
-        starts(&log).contains(&"slow".to_string())
-    });
+    wait_for(
+        "x, y and z to be completed by the first worker",
+        Duration::from_secs(30),
+        || {
+            let v = export(&url, &run);
+            let done: Vec<_> = statuses(&v)
+                .into_iter()
+                .filter(|(_, s)| s == "completed")
+                .map(|(t, _)| t)
+                .collect();
+            done == ["x", "y", "z"]
+        },
+    );
+    assert!(starts(&log).contains(&"slow".to_string()));
     signal(&a, "KILL");
     let a = finish(a, Duration::from_secs(10));
     assert!(!a.status.success());
@@ -229,8 +263,11 @@ fn a_sigkilled_workers_task_is_run_again_once_by_another_and_nothing_else_twice(
         "{}",
         String::from_utf8_lossy(&follower.stdout)
     );
-    // `slow` ran twice (killed, then re-run); every other task once.
+    // `slow` ran twice (killed, then re-run); every other task once: the
+    // three A completed were not run again by B.
     assert_eq!(starts(&log), ["b", "c", "slow", "slow", "x", "y", "z"]);
+    let b_committed = b_err.lines().filter(|l| l.ends_with(": completed")).count();
+    assert_eq!(b_committed, 3, "B runs slow, b and c only: {b_err}");
     let v = export(&url, &run);
     assert!(statuses(&v).iter().all(|(_, s)| s == "completed"), "{v}");
     let info = run_info(&url, &run);
@@ -279,22 +316,24 @@ fn workers_ride_out_a_postgres_restart_and_the_run_completes() {
     let ids: Vec<String> = (0..16).map(|i| format!("t{i:02}")).collect();
     let tasks: Vec<(&str, &[&str])> = ids.iter().map(|i| (i.as_str(), &[][..])).collect();
     let plan = write_plan(tmp.path(), &tasks);
-    let mut cmd = ctx();
-    cmd.arg("run")
-        .arg(&plan)
-        .args(["--store", &url, "--concurrency", "1"])
-        .args([
-            "--engine",
-            "command",
-            "--command",
-            &format!(
-                "echo \"start $CTX_TASK_ID\" >> '{}'; sleep 0.3; echo ok",
-                log.display()
-            ),
-        ]);
-    let run = spawn(&mut cmd, &tmp.path().join("run.err"));
-    wait_for("two tasks", Duration::from_secs(30), || {
-        starts(&log).len() >= 2
+    let (follower, run) = register(&url, &plan, &tmp.path().join("run.err"));
+    let command = format!(
+        "echo \"start $CTX_TASK_ID\" >> '{}'; sleep 0.3; echo ok",
+        log.display()
+    );
+    let workers: Vec<Child> = (0..2)
+        .map(|n| {
+            spawn(
+                ctx()
+                    .args(["worker", "--store", &url, "--concurrency", "1"])
+                    .args(["--until-idle", "--engine", "command", "--command"])
+                    .arg(&command),
+                &tmp.path().join(format!("w{n}.err")),
+            )
+        })
+        .collect();
+    wait_for("four tasks", Duration::from_secs(30), || {
+        starts(&log).len() >= 4
     });
     pg_ctl("stop");
     std::thread::sleep(Duration::from_secs(3));
@@ -303,7 +342,13 @@ fn workers_ride_out_a_postgres_restart_and_the_run_completes() {
         again.contains(&url),
         "the restarted server moved: {again} vs {url}"
     );
-    let out = finish(run, Duration::from_secs(120));
+    for (n, w) in workers.into_iter().enumerate() {
+        let out = finish(w, Duration::from_secs(120));
+        let err = std::fs::read_to_string(tmp.path().join(format!("w{n}.err"))).unwrap();
+        assert!(out.status.success(), "worker {n}: {err}");
+        assert!(err.contains(" 0 late (refused)"), "worker {n}: {err}");
+    }
+    let out = finish(follower, Duration::from_secs(60));
     let err = std::fs::read_to_string(tmp.path().join("run.err")).unwrap();
     assert!(
         out.status.success(),
@@ -312,6 +357,16 @@ fn workers_ride_out_a_postgres_restart_and_the_run_completes() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("16 tasks: 16 completed"), "{stdout}");
+    // Every task started exactly once. The claims in flight at the stop
+    // keep their leases (60 s, longer than the restart): their engines
+    // ran on, and their commits were retried after the reconnect (a
+    // commit whose answer was lost is checked before it is retried), so
+    // nothing was claimed again. A claim whose answer was lost is never
+    // run by the worker that sent it, so it cannot add a start either.
+    assert_eq!(starts(&log), ids);
+    let info = run_info(&url, &run);
+    assert_eq!(info["reclaims"], 0, "{info}");
+    assert_eq!(info["late_commits"], 0, "{info}");
 }
 
 #[test]
@@ -336,17 +391,7 @@ fn two_registered_runs_are_shared_by_three_workers() {
         tasks.push((&ids[7], &leaf_deps[..]));
         let plan = write_plan(&d, &tasks);
         let err = tmp.path().join(format!("follow{n}.err"));
-        let child = spawn(
-            ctx()
-                .arg("run")
-                .arg(&plan)
-                .args(["--store", &url, "--no-local"]),
-            &err,
-        );
-        wait_for("the registration", Duration::from_secs(20), || {
-            run_id_from(&err).is_some()
-        });
-        runs.push((child, run_id_from(&err).unwrap()));
+        runs.push(register(&url, &plan, &err));
     }
     let workers: Vec<Child> = (0..3)
         .map(|w| {
@@ -401,17 +446,7 @@ fn a_slow_workers_late_commit_is_refused_counted_and_logged() {
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("log");
     let plan = write_plan(tmp.path(), &[("slow", &[]), ("after", &["slow"])]);
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow.err")).is_some()
-    });
-    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
     let a = spawn(
         ctx()
             .args([
@@ -738,6 +773,75 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
     assert_eq!(page(&l_task), page(&s_task));
     assert!(page(&s_task).contains("## Prompt"), "{s_task}");
     assert!(s_task.contains("(claim 1, engine command"), "{s_task}");
+    // `runs list`: one table and one set of JSON keys for both stores
+    // (`ctx_run::list`); a shared list adds LATE. The columns both have
+    // hold the same but the run's id and start.
+    let ((l_list, _), (s_list, _)) =
+        run_both(on_local(&["runs", "list"]), on_shared(&["runs", "list"]), 0);
+    let table = |text: &str| -> Vec<Vec<(String, String)>> {
+        let cells = |line: &str| -> Vec<String> {
+            line.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let mut lines = text.lines();
+        let header = cells(lines.next().unwrap());
+        lines
+            .map(|l| {
+                header
+                    .iter()
+                    .cloned()
+                    .zip(cells(l))
+                    .filter(|(h, _)| !["RUN", "STARTED", "LATE"].contains(&h.as_str()))
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(table(&l_list), table(&s_list), "{l_list}\n{s_list}");
+    let row = &table(&s_list)[0];
+    assert_eq!(row.len(), 7, "{s_list}");
+    assert_eq!(row[0], ("STATE".into(), "failed".into()), "{s_list}");
+    assert!(
+        s_list.lines().next().unwrap().contains("  LATE  "),
+        "{s_list}"
+    );
+    assert!(s_list.contains(&shared_id) && l_list.contains(&local_id));
+    let ((l_list, _), (s_list, _)) = run_both(
+        on_local(&["runs", "list", "--format", "json"]),
+        on_shared(&["runs", "list", "--format", "json"]),
+        0,
+    );
+    let common = ["id", "state", "created_at", "plan", "counts"];
+    for text in [&l_list, &s_list] {
+        // The shared keys first, in the same order.
+        let at: Vec<usize> = common
+            .iter()
+            .map(|k| text.find(&format!("\"{k}\":")).unwrap())
+            .collect();
+        assert!(at.is_sorted(), "{text}");
+    }
+    let l_list: serde_json::Value = serde_json::from_str(&l_list).unwrap();
+    let s_list: serde_json::Value = serde_json::from_str(&s_list).unwrap();
+    assert_eq!(l_list[0]["id"], local_id.as_str());
+    assert_eq!(s_list[0]["id"], shared_id.as_str());
+    for k in &common[1..] {
+        if *k != "created_at" {
+            assert_eq!(l_list[0][k], s_list[0][k], "{k}: {l_list} {s_list}");
+        }
+    }
+    assert_eq!(s_list[0]["counts"]["failed"], 1, "{s_list}");
+    // The one-process `ctx run --store` reports its statements.
+    let s_err = String::from_utf8_lossy(&shared.stderr);
+    let trips: u64 = s_err
+        .lines()
+        .find_map(|l| l.strip_suffix(" round trips)"))
+        .and_then(|l| l.rsplit('(').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no round trips in {s_err}"));
+    // Registration, and per task at least its claim and commit.
+    assert!(trips > 14, "{s_err}");
 
     // Resume with a changed plan: `c`'s prompt changes (so `f` runs
     // again), `bad` is fixed (so `d` runs again), `e` is dropped and `g`
@@ -1006,17 +1110,7 @@ fn gc_removes_a_shared_stores_closed_runs_and_its_open_ones_only_with_force() {
         ids.push(run_id_from_text(&err));
     }
     // An open run: registered, its follower stopped, no worker.
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow.err")).is_some()
-    });
-    let open = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let (follower, open) = register(&url, &plan, &tmp.path().join("follow.err"));
     signal(&follower, "TERM");
     finish(follower, Duration::from_secs(10));
 
@@ -1078,17 +1172,7 @@ fn gc_removes_a_shared_stores_closed_runs_and_its_open_ones_only_with_force() {
         0,
     );
     assert_eq!(out, format!("removed {open}\n1 removed, 0 kept\n"));
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow2.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow2.err")).is_some()
-    });
-    let open = run_id_from(&tmp.path().join("follow2.err")).unwrap();
+    let (follower, open) = register(&url, &plan, &tmp.path().join("follow2.err"));
     signal(&follower, "TERM");
     finish(follower, Duration::from_secs(10));
     let (out, _) = ctx_out(
@@ -1194,17 +1278,7 @@ fn sigterm_stops_a_worker_and_releases_its_claims_at_once() {
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("log");
     let plan = write_plan(tmp.path(), &[("slow", &[]), ("next", &["slow"])]);
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow.err")).is_some()
-    });
-    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
     // A lease far longer than the test: only a release can free the task.
     let a = spawn(
         ctx()
@@ -1380,17 +1454,7 @@ fn a_resume_compares_the_engine_of_the_worker_that_ran_each_task() {
     let log = tmp.path().join("log");
     let plan = write_plan(tmp.path(), &[("a", &[]), ("b", &["a"])]);
     // Registered with the default engine flags; run by a command worker.
-    let follower = spawn(
-        ctx()
-            .arg("run")
-            .arg(&plan)
-            .args(["--store", &url, "--no-local"]),
-        &tmp.path().join("follow.err"),
-    );
-    wait_for("the registration", Duration::from_secs(20), || {
-        run_id_from(&tmp.path().join("follow.err")).is_some()
-    });
-    let run = run_id_from(&tmp.path().join("follow.err")).unwrap();
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
     let w = ctx()
         .args(["worker", "--store", &url, "--until-idle"])
         .args(engine(&log, 0.1))
@@ -1422,4 +1486,229 @@ fn a_resume_compares_the_engine_of_the_worker_that_ran_each_task() {
         "{other}"
     );
     assert_eq!(starts(&log), ["a", "b"]);
+}
+
+#[test]
+fn a_task_the_workers_engine_cannot_run_fails_and_the_worker_keeps_going() {
+    let Some(url) = pg::fresh_db("engine_fails") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    // An engine that needs a model: without one it fails, as a real one
+    // asked for no model (or one it does not serve) does.
+    let engine = [
+        "--engine".to_string(),
+        "command".into(),
+        "--command".into(),
+        format!(
+            "echo \"start $CTX_TASK_ID\" >> '{}'; if [ -z \"$CTX_MODEL\" ]; then echo \"no model for $CTX_TASK_ID\" >&2; exit 3; fi; echo \"out $CTX_TASK_ID\"",
+            log.display()
+        ),
+    ];
+    let first = write_tasks(
+        tmp.path(),
+        "first.json",
+        &[
+            ("bare", &[]),
+            ("after", &["bare"]),
+            ("last", &["after"]),
+            ("fine", &[]),
+        ],
+        |id| id != "bare",
+    );
+    let second = write_tasks(
+        tmp.path(),
+        "second.json",
+        &[("s1", &[]), ("s2", &["s1"])],
+        |_| true,
+    );
+    // A worker waiting for runs (no --until-idle): it must outlive a failure.
+    let worker = spawn(
+        ctx()
+            .args(["worker", "--store", &url, "--concurrency", "1"])
+            .args(&engine),
+        &tmp.path().join("w.err"),
+    );
+    let follow = |plan: &Path, n: &str| -> (String, Output) {
+        let err = tmp.path().join(format!("follow{n}.err"));
+        let child = spawn(
+            ctx()
+                .arg("run")
+                .arg(plan)
+                .args(["--store", &url, "--no-local"]),
+            &err,
+        );
+        let out = finish(child, Duration::from_secs(60));
+        (run_id_from(&err).unwrap(), out)
+    };
+    let (run1, out1) = follow(&first, "1");
+    // The run's outcome is the follower's exit, as for a local `ctx run`.
+    assert_eq!(out1.status.code(), Some(1), "{out1:?}");
+    // Registered after the failure: the same worker still takes it.
+    let (run2, out2) = follow(&second, "2");
+    assert!(
+        out2.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out2.stdout),
+        std::fs::read_to_string(tmp.path().join("w.err")).unwrap()
+    );
+    signal(&worker, "TERM");
+    let w = finish(worker, Duration::from_secs(30));
+    let w_err = std::fs::read_to_string(tmp.path().join("w.err")).unwrap();
+    // A failed task is the run's outcome, not the worker's: it goes on,
+    // and exits as for any stop.
+    assert_eq!(w.status.code(), Some(143), "{w_err}");
+    assert!(
+        w_err.contains(&format!("task `bare` of run {run1} (attempt 1): failed")),
+        "{w_err}"
+    );
+    assert!(
+        w_err.contains(&format!("task `s2` of run {run2} (attempt 1): completed")),
+        "{w_err}"
+    );
+    let v = export(&url, &run1);
+    assert_eq!(
+        statuses(&v),
+        [
+            ("bare".to_string(), "failed".to_string()),
+            ("after".into(), "skipped".into()),
+            ("last".into(), "skipped".into()),
+            ("fine".into(), "completed".into()),
+        ],
+        "{v}"
+    );
+    let task = |id: &str| {
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["task_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let bare = task("bare");
+    assert!(
+        bare["error"]
+            .as_str()
+            .unwrap()
+            .contains("no model for bare"),
+        "{bare}"
+    );
+    assert_eq!(task("after")["error"], "dependency `bare` failed");
+    assert_eq!(task("last")["error"], "upstream task `bare` failed");
+    // The engine never ran a skipped task.
+    assert_eq!(starts(&log), ["bare", "fine", "s1", "s2"]);
+    let v2 = export(&url, &run2);
+    assert!(statuses(&v2).iter().all(|(_, s)| s == "completed"), "{v2}");
+    assert_eq!(run_info(&url, &run1)["state"], "failed");
+    assert_eq!(run_info(&url, &run2)["state"], "completed");
+    // With --until-idle the worker ends 0 with the failed run in the store:
+    // no open run is left.
+    let idle = ctx()
+        .args(["worker", "--store", &url, "--until-idle"])
+        .args(&engine)
+        .output()
+        .unwrap();
+    assert_eq!(idle.status.code(), Some(0), "{idle:?}");
+}
+
+#[test]
+fn a_stored_plan_no_worker_can_load_fails_its_tasks_skips_the_rest_and_ends_the_run() {
+    let Some(url) = pg::fresh_db("bad_plan") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(
+        tmp.path(),
+        &[("a", &[]), ("b", &["a"]), ("c", &["b"]), ("x", &[])],
+    );
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
+    // Written by something else, or by a ctx that no longer reads it.
+    pg::sql(
+        &url,
+        &[
+            "CREATE TABLE saved_plan AS SELECT plan_json FROM ctx_runs",
+            "UPDATE ctx_runs SET plan_json = '{\"not\": \"a plan\"}'",
+        ],
+    );
+    let w = spawn(
+        ctx()
+            .args(["worker", "--store", &url, "--until-idle"])
+            .args(engine(&log, 0.0)),
+        &tmp.path().join("w.err"),
+    );
+    // Before the fix, `b` and `c` stayed pending and this never ended.
+    let w = finish(w, Duration::from_secs(30));
+    let w_err = std::fs::read_to_string(tmp.path().join("w.err")).unwrap();
+    assert!(w.status.success(), "{w_err}");
+    assert!(w_err.contains("(attempt 1): failed"), "{w_err}");
+    let follower = finish(follower, Duration::from_secs(30));
+    assert_eq!(follower.status.code(), Some(1), "{follower:?}");
+    let info = run_info(&url, &run);
+    assert_eq!(info["state"], "failed", "{info}");
+    assert_eq!(info["counts"]["failed"], 2, "{info}");
+    assert_eq!(info["counts"]["skipped"], 2, "{info}");
+    assert!(starts(&log).is_empty(), "no engine ran");
+    // The run's pages read the plan too: put it back to read the errors.
+    pg::sql(
+        &url,
+        &["UPDATE ctx_runs SET plan_json = (SELECT plan_json FROM saved_plan)"],
+    );
+    let page = |task: &str| {
+        let args = ["runs", "show", &run, "--store", &url, "--task", task];
+        let args: Vec<_> = args.iter().map(|a| os(a)).collect();
+        ctx_out(&args, 0).0
+    };
+    let out = page("a");
+    assert!(out.contains("does not read back"), "{out}");
+    let out = page("c");
+    assert!(out.contains("upstream task `a` failed"), "{out}");
+}
+
+#[test]
+fn a_store_error_while_loading_the_plan_stops_the_worker_with_exit_4_and_fails_nothing() {
+    let Some(url) = pg::fresh_db("plan_read_error") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(tmp.path(), &[("a", &[]), ("b", &["a"])]);
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
+    // The plan's read fails as a statement (not a lost connection, which
+    // would be retried): the store's error, not the task's.
+    pg::sql(
+        &url,
+        &["ALTER TABLE ctx_runs RENAME COLUMN plan_json TO plan_json_away"],
+    );
+    let out = ctx()
+        .args(["worker", "--store", &url, "--until-idle", "--lease", "1"])
+        .args(engine(&log, 0.0))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("reading the plan of run"), "{err}");
+    pg::sql(
+        &url,
+        &["ALTER TABLE ctx_runs RENAME COLUMN plan_json_away TO plan_json"],
+    );
+    // Nothing failed: the claim lapses and another worker runs the run.
+    let out = ctx()
+        .args(["worker", "--store", &url, "--until-idle"])
+        .args(engine(&log, 0.0))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let follower = finish(follower, Duration::from_secs(30));
+    assert!(follower.status.success(), "{follower:?}");
+    assert_eq!(starts(&log), ["a", "b"]);
+    let info = run_info(&url, &run);
+    assert_eq!(info["state"], "completed", "{info}");
+    assert_eq!(info["reclaims"], 1, "{info}");
 }

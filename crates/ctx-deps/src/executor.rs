@@ -106,7 +106,7 @@ use ctx_cost::{Reservation, Usd};
 use crate::cost::{BudgetLedger, CostOptions, CostSummary, SharedBudget};
 use crate::graph::{GraphError, PlanGraph};
 use ctx_engine::{EngineError, InferenceEngine, InferenceRequest};
-use ctx_store::{ExecutionStore, StoreError};
+use ctx_store::{ExecutionStore, StoreError, skip_reason};
 
 /// The default number of tasks in flight.
 pub const DEFAULT_CONCURRENCY: usize = 4;
@@ -1229,17 +1229,6 @@ impl TaskRunner {
             )));
         };
         run_job(&self.inner, &store, i, None, &AtomicBool::new(false)).await
-    }
-}
-
-/// Why a task is skipped: its direct dependency, or a task further up,
-/// failed. Public so that a shared store's worker, which skips dependents
-/// in its commit transaction, words it as the executor does.
-pub fn skip_reason(failed: &str, direct: bool) -> String {
-    if direct {
-        format!("dependency `{failed}` failed")
-    } else {
-        format!("upstream task `{failed}` failed")
     }
 }
 

@@ -77,7 +77,7 @@ fn main() {
                 {
                     let mut r = TaskExecutionResult::new(&c.task_id, TaskStatus::Completed);
                     r.output = "x".into();
-                    s.complete(&c, &r, &[]).await.expect("complete");
+                    s.complete(&c, &r).await.expect("complete");
                     k += 1;
                 }
                 k

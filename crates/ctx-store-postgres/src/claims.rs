@@ -182,32 +182,40 @@ impl PgStore {
     /// lease is live and the fencing token matches. In the same statement
     /// (one transaction): a `completed` result decrements the ready counter
     /// of every dependent, which makes the last one's dependents claimable
-    /// at the commit that makes its result visible; a failed one marks
-    /// `skips` (its transitive dependents, with the reason the executor
-    /// gives) `skipped`. A refused result is counted and kept in the
+    /// at the commit that makes its result visible; any other marks the
+    /// task's transitive dependents `skipped`, with the reason the
+    /// executor gives. A refused result is counted and kept in the
     /// history, never made the task's.
-    pub async fn complete(
-        &self,
-        claim: &Claim,
-        result: &TaskExecutionResult,
-        skips: &[(String, String)],
-    ) -> Result<Commit> {
+    ///
+    /// The dependents are read from the run's own edges (one more round
+    /// trip, on a failure only), not given by the caller: a worker that
+    /// cannot load the stored plan still fails the task with every
+    /// dependent skipped, so no run is left with pending tasks nobody can
+    /// claim. The set cannot change before the commit: every dependent
+    /// waits on this task, so none is claimable, and a changed plan is
+    /// refused while the claim is live.
+    pub async fn complete(&self, claim: &Claim, result: &TaskExecutionResult) -> Result<Commit> {
         let claim = claim.clone();
         let status = result.status.as_str().to_string();
         let json = serde_json::to_string(result).map_err(|e| {
             self.shared
                 .corrupt(&claim.run_id, format!("task `{}`", claim.task_id), e)
         })?;
+        let skips = if result.status == TaskStatus::Completed {
+            Vec::new()
+        } else {
+            self.dependents(&claim.run_id, &claim.task_id).await?
+        };
         let mut skip_ids = Vec::with_capacity(skips.len());
         let mut skip_json = Vec::with_capacity(skips.len());
-        for (id, reason) in skips {
-            let mut r = TaskExecutionResult::new(id, TaskStatus::Skipped);
-            r.error = Some(reason.clone());
-            skip_ids.push(id.clone());
+        for (id, direct) in skips {
+            let mut r = TaskExecutionResult::new(&id, TaskStatus::Skipped);
+            r.error = Some(ctx_store::skip_reason(&claim.task_id, direct));
             skip_json.push(serde_json::to_string(&r).map_err(|e| {
                 self.shared
                     .corrupt(&claim.run_id, format!("task `{id}`"), e)
             })?);
+            skip_ids.push(id);
         }
         let shared = Arc::clone(&self.shared);
         self.call(async move {
@@ -227,6 +235,31 @@ impl PgStore {
                 })
                 .await?;
             Ok(outcome)
+        })
+        .await
+    }
+
+    /// The transitive dependents of `task_id` in `run_id`, by id, each
+    /// with whether it depends on the task directly.
+    pub async fn dependents(&self, run_id: &str, task_id: &str) -> Result<Vec<(String, bool)>> {
+        let (run_id, task_id) = (run_id.to_string(), task_id.to_string());
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query(
+                    &|| format!("reading the dependents of task `{task_id}` of run `{run_id}`"),
+                    // UNION (not ALL) keeps at most two rows a task (direct
+                    // or not) however many paths lead to it.
+                    "WITH RECURSIVE d(task_id, direct) AS (
+                       SELECT task_id, true FROM ctx_edges WHERE run_id = $1 AND depends_on = $2
+                       UNION
+                       SELECT e.task_id, false FROM ctx_edges e JOIN d ON e.depends_on = d.task_id
+                        WHERE e.run_id = $1)
+                     SELECT task_id, bool_or(direct) FROM d GROUP BY task_id ORDER BY task_id",
+                    &[&run_id, &task_id],
+                )
+                .await?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
         })
         .await
     }

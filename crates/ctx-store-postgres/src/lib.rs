@@ -22,7 +22,9 @@
 //!   exactly one committed result.
 //! - **Readiness** travels with the commit: a completion decrements its
 //!   dependents' ready counters (a failure skips its transitive
-//!   dependents) in the same transaction that makes the result visible.
+//!   dependents, which the store reads from the run's edges, so they are
+//!   skipped even when no worker could load the plan) in the same
+//!   transaction that makes the result visible.
 //! - The seam: [`RunStore`] is the [`ExecutionStore`] of one run for one
 //!   writer; [`ClaimStore`] is the one a worker hands the task runner for a
 //!   claimed task: dependency results are read from the database (no
@@ -147,7 +149,6 @@ pub struct ClaimStore {
     /// The run's reads, which a claim does not change.
     reads: RunStore,
     claim: Claim,
-    skips: Vec<(String, String)>,
     outcome: Mutex<Option<Commit>>,
     /// Held for the whole of every write under the claim; `true` once the
     /// worker has [closed](ClaimStore::close) the claim. The task body's
@@ -160,14 +161,12 @@ pub struct ClaimStore {
 }
 
 impl ClaimStore {
-    /// A store for `claim`. `skips_on_failure` are the task's transitive
-    /// dependents with the reason each gets when this task fails.
-    pub fn new(store: PgStore, claim: Claim, skips_on_failure: Vec<(String, String)>) -> Self {
+    /// A store for `claim`.
+    pub fn new(store: PgStore, claim: Claim) -> Self {
         ClaimStore {
             reads: RunStore::new(store.clone(), claim.run_id.clone()),
             store,
             claim,
-            skips: skips_on_failure,
             outcome: Mutex::new(None),
             writes: Mutex::new(false),
         }
@@ -242,14 +241,9 @@ impl ExecutionStore for ClaimStore {
                 Ok(())
             }
             TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Skipped => {
-                let skips = if result.status == TaskStatus::Completed {
-                    Vec::new()
-                } else {
-                    self.skips.clone()
-                };
                 let outcome = self
                     .store
-                    .blocking(async move { store.complete(&claim, &result, &skips).await })?;
+                    .blocking(async move { store.complete(&claim, &result).await })?;
                 self.set(outcome);
                 Ok(())
             }

@@ -144,7 +144,7 @@ fn claims_follow_readiness_and_the_critical_path() {
         None
     );
     assert_eq!(
-        rt.block_on(store.complete(&a, &done("a"), &[])).unwrap(),
+        rt.block_on(store.complete(&a, &done("a"))).unwrap(),
         Commit::Committed
     );
     let first = rt
@@ -161,7 +161,7 @@ fn claims_follow_readiness_and_the_critical_path() {
     );
     assert_eq!(rt.block_on(store.claim(None, "w2", LEASE)).unwrap(), None);
     // Dependencies are read from the store by the worker of `b`.
-    let cs = ClaimStore::new(store.clone(), first.clone(), vec![]);
+    let cs = ClaimStore::new(store.clone(), first.clone());
     let deps = cs
         .get_by_dependency_ids(&["a".into(), "zz".into()])
         .unwrap();
@@ -169,15 +169,14 @@ fn claims_follow_readiness_and_the_critical_path() {
     assert_eq!(deps[0].output, "out a");
     cs.store(done("b")).unwrap();
     assert_eq!(cs.outcome(), Some(Commit::Committed));
-    rt.block_on(store.complete(&second, &done("c"), &[]))
-        .unwrap();
+    rt.block_on(store.complete(&second, &done("c"))).unwrap();
     let d = rt
         .block_on(store.claim(Some(&run), "w3", LEASE))
         .unwrap()
         .unwrap();
     assert_eq!(d.task_id, "d");
     assert!(rt.block_on(store.has_open_runs(Some(&run))).unwrap());
-    rt.block_on(store.complete(&d, &done("d"), &[])).unwrap();
+    rt.block_on(store.complete(&d, &done("d"))).unwrap();
     assert!(!rt.block_on(store.has_open_runs(Some(&run))).unwrap());
     let info = rt.block_on(store.runs(Some(&run))).unwrap();
     assert_eq!(info[0].counts.completed, 4);
@@ -272,11 +271,11 @@ fn a_lapsed_lease_is_reclaimed_and_the_late_commit_refused() {
     let mut late = done("a");
     late.output = "late".into();
     assert_eq!(
-        rt.block_on(store.complete(&old, &late, &[])).unwrap(),
+        rt.block_on(store.complete(&old, &late)).unwrap(),
         Commit::Refused
     );
     assert_eq!(
-        rt.block_on(store.complete(&new, &done("a"), &[])).unwrap(),
+        rt.block_on(store.complete(&new, &done("a"))).unwrap(),
         Commit::Committed
     );
     let info = &rt.block_on(store.runs(Some(&run))).unwrap()[0];
@@ -292,7 +291,7 @@ fn a_lapsed_lease_is_reclaimed_and_the_late_commit_refused() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(
-        rt.block_on(store.complete(&b, &done("b"), &[])).unwrap(),
+        rt.block_on(store.complete(&b, &done("b"))).unwrap(),
         Commit::Refused
     );
 }
@@ -304,11 +303,19 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
     };
     let store = open(&url).unwrap();
     let rt = rt();
-    let p = plan(&[("a", &[]), ("b", &["a"]), ("c", &["b"]), ("x", &[])]);
+    // `d` depends on `a` directly and through `c`: skipped once, as a
+    // direct dependent. The store finds them from its edges.
+    let p = plan(&[
+        ("a", &[]),
+        ("b", &["a"]),
+        ("c", &["b"]),
+        ("d", &["a", "c"]),
+        ("x", &[]),
+    ]);
     let run = rt
         .block_on(store.register_run(&RegisterRun {
             plan: &p,
-            priorities: &[3, 2, 1, 1],
+            priorities: &[4, 3, 2, 1, 1],
             engine: "dry-run",
             plan_source: Some("p.json"),
         }))
@@ -320,12 +327,8 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
     assert_eq!(a.task_id, "a");
     let mut failed = TaskExecutionResult::new("a", TaskStatus::Failed);
     failed.error = Some("boom".into());
-    let skips = vec![
-        ("b".to_string(), "dependency `a` failed".to_string()),
-        ("c".to_string(), "upstream task `a` failed".to_string()),
-    ];
     assert_eq!(
-        rt.block_on(store.complete(&a, &failed, &skips)).unwrap(),
+        rt.block_on(store.complete(&a, &failed)).unwrap(),
         Commit::Committed
     );
     let x = rt
@@ -334,7 +337,7 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
         .unwrap();
     assert_eq!(x.task_id, "x");
     assert!(rt.block_on(store.has_open_runs(None)).unwrap());
-    rt.block_on(store.complete(&x, &done("x"), &[])).unwrap();
+    rt.block_on(store.complete(&x, &done("x"))).unwrap();
     assert!(!rt.block_on(store.has_open_runs(None)).unwrap());
     let rows = rt.block_on(store.tasks(&run)).unwrap();
     let st: Vec<_> = rows
@@ -347,12 +350,21 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             ("a", TaskStatus::Failed),
             ("b", TaskStatus::Skipped),
             ("c", TaskStatus::Skipped),
+            ("d", TaskStatus::Skipped),
             ("x", TaskStatus::Completed)
         ]
     );
+    let reasons: Vec<_> = rows[1..4]
+        .iter()
+        .map(|r| r.result.as_ref().unwrap().error.as_deref().unwrap())
+        .collect();
     assert_eq!(
-        rows[2].result.as_ref().unwrap().error.as_deref(),
-        Some("upstream task `a` failed")
+        reasons,
+        [
+            "dependency `a` failed",
+            "upstream task `a` failed",
+            "dependency `a` failed"
+        ]
     );
     // A released claim is at once claimable again, with a new token.
     let p2 = plan(&[("r", &[])]);
@@ -401,8 +413,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
             .block_on(store.claim(Some(&run), "w1", LEASE))
             .unwrap()
             .unwrap();
-        rt.block_on(store.complete(&c, &done(&c.task_id), &[]))
-            .unwrap();
+        rt.block_on(store.complete(&c, &done(&c.task_id))).unwrap();
     }
     // `b` is claimed now, under a live lease.
     let b = rt
@@ -434,7 +445,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
     };
     assert_eq!(rt.block_on(store.reopen_run(&run, &same)).unwrap(), 0);
     assert_eq!(
-        rt.block_on(store.complete(&b, &done("b"), &[])).unwrap(),
+        rt.block_on(store.complete(&b, &done("b"))).unwrap(),
         Commit::Committed
     );
     // Once it is done, the changed plan applies: `x` leaves the run's
@@ -490,7 +501,7 @@ fn a_listener_wakes_when_a_commit_makes_a_task_ready() {
     while woke(Duration::from_millis(300)) {}
     // Nothing is ready while `a` runs: no wake-up.
     assert!(!woke(Duration::from_millis(500)));
-    rt.block_on(store.complete(&a, &done("a"), &[])).unwrap();
+    rt.block_on(store.complete(&a, &done("a"))).unwrap();
     assert!(
         woke(Duration::from_secs(5)),
         "no wake-up when `b` became ready"

@@ -70,6 +70,18 @@ pub use resume::{RerunReason, ResumePlan};
 
 use ctx_model::TaskExecutionResult;
 
+/// Why a task is skipped: its direct dependency, or a task further up,
+/// failed. Here, beside the store seam, so that the executor and the
+/// shared store (which skips a failed task's dependents in the commit
+/// transaction, computed from its own edges) word it the same way.
+pub fn skip_reason(failed: &str, direct: bool) -> String {
+    if direct {
+        format!("dependency `{failed}` failed")
+    } else {
+        format!("upstream task `{failed}` failed")
+    }
+}
+
 /// A backend failed to read or write.
 ///
 /// The message is what a person reads (it names the task or file where

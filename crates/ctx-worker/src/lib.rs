@@ -47,7 +47,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctx_deps::{ExecutorOptions, InferenceEngine, PlanGraph, TaskRunner, concurrency_limit};
+use ctx_deps::{ExecutorOptions, InferenceEngine, TaskRunner, concurrency_limit};
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store_postgres::{Claim, ClaimStore, Commit, Error as PgError, PgStore};
 
@@ -145,31 +145,6 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// lapsed lease notifies nobody, so this bounds how long its task waits.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
 
-/// A run's plan, loaded once per worker.
-struct RunPlan {
-    runner: TaskRunner,
-}
-
-impl RunPlan {
-    /// The transitive dependents of `task` with the reason each is
-    /// skipped when it fails, worded as the local executor words it.
-    fn skips(&self, task: &str) -> Vec<(String, String)> {
-        let g: &PlanGraph = self.runner.graph();
-        let Some(i) = g.index_of(task) else {
-            return Vec::new();
-        };
-        g.transitive_dependents(i)
-            .into_iter()
-            .map(|d| {
-                (
-                    g.id(d).to_string(),
-                    ctx_deps::skip_reason(task, g.dependencies(d).contains(&i)),
-                )
-            })
-            .collect()
-    }
-}
-
 enum TaskEnd {
     /// The task body ended; the store's word on its commit.
     Done(
@@ -181,20 +156,32 @@ enum TaskEnd {
 }
 
 impl Worker {
-    async fn plan_of(
+    /// The runner of `run_id`'s stored plan, loaded once per worker.
+    /// `Ok(Err(message))`: a plan no worker can run (it does not read
+    /// back, or its graph is invalid), which fails the task; `Ok(Ok(None))`:
+    /// the run was removed under the claim (`ctx runs gc --force`), which
+    /// is then gone too. Any other store error is the store's, and the
+    /// worker's: a task must not fail because a read did.
+    async fn runner_of(
         &self,
-        plans: &mut HashMap<String, Arc<RunPlan>>,
+        runners: &mut HashMap<String, Arc<TaskRunner>>,
         run_id: &str,
-    ) -> Result<Arc<RunPlan>, String> {
-        if let Some(p) = plans.get(run_id) {
-            return Ok(Arc::clone(p));
+    ) -> Result<Result<Option<Arc<TaskRunner>>, String>, PgError> {
+        if let Some(r) = runners.get(run_id) {
+            return Ok(Ok(Some(Arc::clone(r))));
         }
-        let plan: Plan = self.store.plan(run_id).await.map_err(|e| e.to_string())?;
-        let runner = TaskRunner::new(plan, Arc::clone(&self.engine), &self.options)
-            .map_err(|e| format!("run `{run_id}`: {e}"))?;
-        let p = Arc::new(RunPlan { runner });
-        plans.insert(run_id.to_string(), Arc::clone(&p));
-        Ok(p)
+        let plan: Plan = match self.store.plan(run_id).await {
+            Ok(p) => p,
+            Err(e @ PgError::Corrupt { .. }) => return Ok(Err(e.to_string())),
+            Err(PgError::NoRun { .. }) => return Ok(Ok(None)),
+            Err(e) => return Err(e),
+        };
+        let runner = match TaskRunner::new(plan, Arc::clone(&self.engine), &self.options) {
+            Ok(r) => Arc::new(r),
+            Err(e) => return Ok(Err(format!("run `{run_id}`: the stored plan: {e}"))),
+        };
+        runners.insert(run_id.to_string(), Arc::clone(&runner));
+        Ok(Ok(Some(runner)))
     }
 
     /// Claims and runs tasks until `until_idle` finds no open run or
@@ -207,7 +194,7 @@ impl Worker {
         F: std::future::Future<Output = S>,
         E: FnMut(WorkerEvent<'_>),
     {
-        let mut plans: HashMap<String, Arc<RunPlan>> = HashMap::new();
+        let mut runners: HashMap<String, Arc<TaskRunner>> = HashMap::new();
         let mut running: tokio::task::JoinSet<(Claim, TaskEnd)> = tokio::task::JoinSet::new();
         let mut held: HashMap<tokio::task::Id, Claim> = HashMap::new();
         let mut worked = Worked {
@@ -229,23 +216,30 @@ impl Worker {
                     .await?;
                 let Some(claim) = claim else { break };
                 claimed_any = true;
-                let plan = match self.plan_of(&mut plans, &claim.run_id).await {
-                    Ok(p) => p,
+                let runner = match self.runner_of(&mut runners, &claim.run_id).await? {
+                    Ok(Some(r)) => r,
+                    Ok(None) => continue,
                     Err(message) => {
-                        // A stored plan this worker cannot run: the task
-                        // fails with the reason, and the worker goes on.
+                        // A stored plan no worker can run: the task fails
+                        // with the reason (its dependents skipped in the
+                        // commit), and the worker goes on.
                         let mut r = TaskExecutionResult::new(&claim.task_id, TaskStatus::Failed);
                         r.error = Some(message);
-                        self.store.complete(&claim, &r, &[]).await?;
+                        if self.store.complete(&claim, &r).await? == Commit::Committed {
+                            worked.committed += 1;
+                            on_event(WorkerEvent::Committed {
+                                claim: &claim,
+                                status: TaskStatus::Failed,
+                            });
+                        }
                         continue;
                     }
                 };
-                let skips = plan.skips(&claim.task_id);
                 let store = self.store.clone();
                 let lease = self.lease;
                 let c = claim.clone();
                 let handle = running.spawn(async move {
-                    let cs = Arc::new(ClaimStore::new(store.clone(), c.clone(), skips));
+                    let cs = Arc::new(ClaimStore::new(store.clone(), c.clone()));
                     let beat = async {
                         loop {
                             tokio::time::sleep(lease / 3).await;
@@ -260,7 +254,7 @@ impl Worker {
                     };
                     let end = tokio::select! {
                         biased;
-                        r = plan.runner.run_task(&c.task_id, cs.clone()) => TaskEnd::Done(Box::new(r), cs.outcome()),
+                        r = runner.run_task(&c.task_id, cs.clone()) => TaskEnd::Done(Box::new(r), cs.outcome()),
                         () = beat => TaskEnd::Lost,
                     };
                     if let TaskEnd::Lost = end {
@@ -283,7 +277,7 @@ impl Worker {
                                 "lease lost: the engine call was stopped (worker {})",
                                 c.worker
                             ));
-                            let _ = store.complete(&c, &r, &[]).await;
+                            let _ = store.complete(&c, &r).await;
                         }
                     }
                     (c, end)

@@ -20,7 +20,9 @@
 //! stopped (commands killed, requests aborted) and their claims released,
 //! so another worker takes them at once instead of after the lease.
 //!
-//! Exit codes: 0 stopped because `--until-idle` found no open run left,
+//! Exit codes: 0 stopped because `--until-idle` found no open run left
+//! (tasks that failed are their runs' outcome, which the `ctx run` that
+//! registered each run reports with 1; a worker goes on past them),
 //! 2 usage (a bad `--store`, an unknown `--run`), 4 the store could not be
 //! opened or stopped answering (unreachable, authentication refused, a
 //! newer schema, a foreign database), 129 / 130 / 143 stopped by SIGHUP /
@@ -362,13 +364,20 @@ pub fn run_on_shared_store(
     let report = ctx_worker::shared::report(&rows, reused, signal.is_some());
     let executed = Executed { report, signal };
     let exit = super::run::report_run(&executed, output)?;
+    // The statements this process sent (registration, claims, reads,
+    // commits, or the follower's polls), as `ctx worker` reports them:
+    // what scripts/bench-workers.sh adds up per task.
+    let trips = store.round_trips();
     if signal.is_some() {
         eprintln!(
-            "run {run_id} stays open in {}: workers can finish it",
+            "run {run_id} stays open in {}: workers can finish it ({trips} round trips)",
             store.display_url()
         );
     } else {
-        eprintln!("run {run_id} stored in {}", store.display_url());
+        eprintln!(
+            "run {run_id} stored in {} ({trips} round trips)",
+            store.display_url()
+        );
     }
     Ok(exit)
 }
