@@ -237,7 +237,7 @@ impl HistoryConfig {
         crate::error::require_file(path, "configuration")?;
         let bytes = std::fs::read(path).map_err(|e| HistoryError::Io {
             path: path.to_path_buf(),
-            message: e.to_string(),
+            source: e,
         })?;
         let text = crate::markdown::decode_utf8(&bytes, path)?;
         HistoryConfig::parse(text, path)

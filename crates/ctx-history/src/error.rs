@@ -11,12 +11,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     /// A file or directory could not be read.
-    #[error("{}: {message}", path.display())]
+    #[error("{}: {source}", path.display())]
     Io {
         /// The path that failed.
         path: PathBuf,
-        /// The operating system's message.
-        message: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
     },
     /// The content root does not exist or is not a directory.
     #[error("{}: content root does not exist or is not a directory", path.display())]
@@ -99,7 +100,7 @@ pub(crate) fn require_file(path: &std::path::Path, role: &'static str) -> Result
         Err(e) => {
             return Err(HistoryError::Io {
                 path: path.to_path_buf(),
-                message: e.to_string(),
+                source: e,
             });
         }
     };

@@ -184,7 +184,7 @@ pub fn report_date(path: &Path) -> Result<Option<NaiveDate>, HistoryError> {
     use std::io::Read;
     let io = |e: std::io::Error| HistoryError::Io {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source: e,
     };
     let mut head = Vec::with_capacity(HEAD_BYTES);
     let file = std::fs::File::open(path).map_err(io)?;
@@ -296,7 +296,7 @@ impl Scope {
     pub fn new(root: &Path, follow_symlinks: bool) -> Result<Scope, HistoryError> {
         let canonical_root = root.canonicalize().map_err(|e| HistoryError::Io {
             path: root.to_path_buf(),
-            message: e.to_string(),
+            source: e,
         })?;
         Ok(Scope {
             canonical_root,
@@ -336,13 +336,13 @@ fn is_markdown(path: &Path) -> bool {
 fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>, HistoryError> {
     let entries = std::fs::read_dir(dir).map_err(|e| HistoryError::Io {
         path: dir.to_path_buf(),
-        message: e.to_string(),
+        source: e,
     })?;
     let mut out = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| HistoryError::Io {
             path: dir.to_path_buf(),
-            message: e.to_string(),
+            source: e,
         })?;
         out.push(entry.path());
     }
@@ -448,7 +448,7 @@ fn collect_markdown(
             .map(|m| m.file_type().is_symlink())
             .map_err(|e| HistoryError::Io {
                 path: p.clone(),
-                message: e.to_string(),
+                source: e,
             })?;
         if p.is_dir() {
             if link {

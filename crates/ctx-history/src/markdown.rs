@@ -65,7 +65,7 @@ pub fn decode_utf8<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a str, HistoryE
 pub fn read_markdown(path: &Path) -> Result<String, HistoryError> {
     let bytes = std::fs::read(path).map_err(|e| HistoryError::Io {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source: e,
     })?;
     decode_utf8(&bytes, path)?;
     // Checked just above; `from_utf8` cannot fail here, but stay total.

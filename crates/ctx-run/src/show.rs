@@ -114,7 +114,7 @@ impl RunShow {
     }
 
     /// The object `ctx runs show RUN --format json` prints, keys in the
-    /// order [`RunJson`] declares them.
+    /// order the `RunJson` struct below declares them.
     pub fn json(&self) -> impl Serialize + '_ {
         let tasks = self
             .tasks
