@@ -248,7 +248,7 @@ impl Default for OpenAiConfig {
 }
 
 /// A configuration the engine cannot start with.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The base URL does not parse, or is not `http`/`https`.
     #[error("base URL `{url}`: {reason}")]
@@ -274,7 +274,7 @@ pub enum ConfigError {
     },
     /// The HTTP client could not be built (TLS roots, for instance).
     #[error("cannot build the HTTP client: {0}")]
-    Client(String),
+    Client(#[source] reqwest::Error),
 }
 
 /// The numeric settings [`OpenAiEngine::new`](crate::OpenAiEngine::new)
@@ -380,7 +380,7 @@ mod tests {
 
     #[test]
     fn check_refuses_what_the_engine_cannot_work_with_and_names_the_field() {
-        assert_eq!(OpenAiConfig::default().check(), Ok(()));
+        assert!(OpenAiConfig::default().check().is_ok());
         let refused = |edit: fn(&mut OpenAiConfig)| {
             let mut c = OpenAiConfig::default();
             edit(&mut c);

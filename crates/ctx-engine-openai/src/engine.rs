@@ -167,7 +167,7 @@ impl OpenAiEngine {
             .connect_timeout(config.connect_timeout)
             .user_agent(concat!("ctx/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| ConfigError::Client(e.to_string()))?;
+            .map_err(ConfigError::Client)?;
         Ok(OpenAiEngine {
             client,
             shown: display_url(&endpoint),

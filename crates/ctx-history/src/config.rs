@@ -107,6 +107,17 @@ pub struct HistoryConfig {
     pub sources: Vec<SourceConfig>,
 }
 
+/// A setting [`HistoryConfig::validate`] refuses: the field's path
+/// (`share`, `sources[2] (\`weekly\`).path`) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct InvalidConfig {
+    /// The field, as a path into the config.
+    pub field: String,
+    /// What is wrong with its value.
+    pub reason: String,
+}
+
 /// The tokenizer a digest is counted with unless the config or the caller
 /// names another: the one every `ctx` command that counts defaults to.
 pub const DEFAULT_TOKENIZER: Tokenizer = Tokenizer::Cl100kBase;
@@ -228,7 +239,7 @@ impl HistoryConfig {
                 fail(line, e.message().trim().to_string())
             })?
         };
-        config.validate().map_err(|m| fail(None, m))?;
+        config.validate().map_err(|e| fail(None, e.to_string()))?;
         Ok(config)
     }
 
@@ -243,47 +254,53 @@ impl HistoryConfig {
         HistoryConfig::parse(text, path)
     }
 
-    /// Checks what serde cannot: ranges and uniqueness. The message names
+    /// Checks what serde cannot: ranges and uniqueness. The error names
     /// the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidConfig> {
+        let bad = |field: String, reason: String| Err(InvalidConfig { field, reason });
         if !(self.share.is_finite() && (0.0..=1.0).contains(&self.share)) {
-            return Err(format!(
-                "share: must be between 0 and 1, got {}",
-                self.share
-            ));
+            return bad(
+                "share".into(),
+                format!("must be between 0 and 1, got {}", self.share),
+            );
         }
         if !(1..=6).contains(&self.heading_level) {
-            return Err(format!(
-                "heading_level: must be 1 to 6, got {}",
-                self.heading_level
-            ));
+            return bad(
+                "heading_level".into(),
+                format!("must be 1 to 6, got {}", self.heading_level),
+            );
         }
         for (i, s) in self.sources.iter().enumerate() {
             let at = format!("sources[{i}] (`{}`)", s.key);
             if s.key.trim().is_empty() {
-                return Err(format!("sources[{i}].key: must not be empty"));
+                return bad(format!("sources[{i}].key"), "must not be empty".into());
             }
             if self.sources[..i].iter().any(|o| o.key == s.key) {
-                return Err(format!("{at}.key: duplicate key"));
+                return bad(format!("{at}.key"), "duplicate key".into());
             }
             if s.path.trim().is_empty() {
-                return Err(format!("{at}.path: must not be empty"));
+                return bad(format!("{at}.path"), "must not be empty".into());
             }
             if let Err(m) = crate::locate::check_template(&s.path) {
-                return Err(format!("{at}.path: {m}"));
+                return bad(format!("{at}.path"), m.to_string());
             }
             if s.select == Select::Before && crate::locate::has_placeholders(&s.path) {
-                return Err(format!(
-                    "{at}.path: a `before` source names a directory, without placeholders"
-                ));
+                return bad(
+                    format!("{at}.path"),
+                    "a `before` source names a directory, without placeholders".into(),
+                );
             }
             if s.select == Select::Period && !crate::locate::has_placeholders(&s.path) {
-                return Err(format!(
-                    "{at}.path: a `period` source needs {{YYYY}}, {{MM}} or {{DD}}"
-                ));
+                return bad(
+                    format!("{at}.path"),
+                    "a `period` source needs {YYYY}, {MM} or {DD}".into(),
+                );
             }
             if s.sections.iter().any(|alt| alt.is_empty()) {
-                return Err(format!("{at}.sections: an alternative lists no section"));
+                return bad(
+                    format!("{at}.sections"),
+                    "an alternative lists no section".into(),
+                );
             }
         }
         Ok(())

@@ -59,7 +59,9 @@ pub mod locate;
 pub mod markdown;
 pub mod warning;
 
-pub use config::{DEFAULT_TOKENIZER, HistoryConfig, Select, SourceConfig, token_cap};
+pub use config::{
+    DEFAULT_TOKENIZER, HistoryConfig, InvalidConfig, Select, SourceConfig, token_cap,
+};
 pub use digest::{Digest, DigestRequest, Slack, SourceReport, SourceStatus, assemble_digest};
 pub use error::HistoryError;
 pub use locate::{parse_date, today_utc};

@@ -144,10 +144,11 @@ pub(crate) fn digest_setup(
         config.tokenizer = t;
     }
     // The config's own rules; of what a flag sets, only `share` can break
-    // them, and the message starts with its field.
-    config
-        .validate()
-        .map_err(|m| CliError::usage(format!("--{m}")))?;
+    // them (the file's own values were checked when it was read).
+    config.validate().map_err(|e| match e.field.as_str() {
+        "share" => CliError::usage(format!("--share: {}", e.reason)),
+        _ => CliError::usage(e),
+    })?;
     let date = match flags.date {
         Some(d) => parse_date(d).map_err(|e| CliError::usage(format!("--{e}")))?,
         None => today_utc(),
