@@ -78,42 +78,6 @@ pub struct DigestArgs {
     pub follow_symlinks: bool,
 }
 
-impl DigestArgs {
-    /// These flags with the ones each command words its own way.
-    pub(crate) fn flags<'a>(
-        &'a self,
-        content_root: &'a Path,
-        prompt_budget: Option<usize>,
-        tokenizer: Option<Tokenizer>,
-    ) -> DigestFlags<'a> {
-        DigestFlags {
-            content_root,
-            config: self.config.as_deref(),
-            date: self.date.as_deref(),
-            previous_summary: self.previous_summary.as_deref(),
-            prompt_budget,
-            share: self.share,
-            max_words: self.max_words,
-            tokenizer,
-            follow_symlinks: self.follow_symlinks,
-        }
-    }
-}
-
-/// The history flags `ctx history` and `ctx render --content-root` share,
-/// as given on the command line (`None` = not given).
-pub(crate) struct DigestFlags<'a> {
-    pub content_root: &'a Path,
-    pub config: Option<&'a Path>,
-    pub date: Option<&'a str>,
-    pub previous_summary: Option<&'a Path>,
-    pub prompt_budget: Option<usize>,
-    pub share: Option<f64>,
-    pub max_words: Option<usize>,
-    pub tokenizer: Option<Tokenizer>,
-    pub follow_symlinks: bool,
-}
-
 /// Everything `assemble_digest` needs, with the flags applied over the
 /// config file (or the built-in defaults).
 pub(crate) struct DigestSetup {
@@ -121,57 +85,64 @@ pub(crate) struct DigestSetup {
     pub request: DigestRequest,
 }
 
-/// Loads the sources config, applies the flags over it, checks them, and
-/// builds the request. One place, so both commands read flags alike.
-pub(crate) fn digest_setup(
-    flags: &DigestFlags<'_>,
-    exact_counts: bool,
-) -> Result<DigestSetup, CliError> {
-    let mut config = match flags.config {
-        Some(path) => HistoryConfig::load(path).map_err(CliError::usage)?,
-        None => HistoryConfig::default(),
-    };
-    if let Some(n) = flags.max_words {
-        config.max_words = n;
+impl DigestArgs {
+    /// Loads the sources config, applies these flags over it with the ones
+    /// each command words its own way (`content_root`, `prompt_budget`,
+    /// `tokenizer`), checks them, and builds the request. One place, so
+    /// both commands read flags alike.
+    pub(crate) fn setup(
+        &self,
+        content_root: &Path,
+        prompt_budget: Option<usize>,
+        tokenizer: Option<Tokenizer>,
+        exact_counts: bool,
+    ) -> Result<DigestSetup, CliError> {
+        let mut config = match &self.config {
+            Some(path) => HistoryConfig::load(path).map_err(CliError::usage)?,
+            None => HistoryConfig::default(),
+        };
+        if let Some(n) = self.max_words {
+            config.max_words = n;
+        }
+        if let Some(n) = prompt_budget {
+            config.prompt_budget = n;
+        }
+        if let Some(f) = self.share {
+            config.share = f;
+        }
+        if let Some(t) = tokenizer {
+            config.tokenizer = t;
+        }
+        // The config's own rules; of what a flag sets, only `share` can break
+        // them (the file's own values were checked when it was read).
+        config.validate().map_err(|e| match e.field.as_str() {
+            "share" => CliError::usage(format!("--share: {}", e.reason)),
+            _ => CliError::usage(e),
+        })?;
+        let date = match self.date.as_deref() {
+            Some(d) => parse_date(d).map_err(|e| CliError::usage(format!("--{e}")))?,
+            None => today_utc(),
+        };
+        let request = DigestRequest {
+            content_root: content_root.to_path_buf(),
+            date,
+            previous_summary: self.previous_summary.clone(),
+            max_words: config.max_words,
+            token_cap: token_cap(config.prompt_budget, config.share),
+            exact_counts,
+            follow_symlinks: self.follow_symlinks,
+            rewrite: None,
+        };
+        Ok(DigestSetup { config, request })
     }
-    if let Some(n) = flags.prompt_budget {
-        config.prompt_budget = n;
-    }
-    if let Some(f) = flags.share {
-        config.share = f;
-    }
-    if let Some(t) = flags.tokenizer {
-        config.tokenizer = t;
-    }
-    // The config's own rules; of what a flag sets, only `share` can break
-    // them (the file's own values were checked when it was read).
-    config.validate().map_err(|e| match e.field.as_str() {
-        "share" => CliError::usage(format!("--share: {}", e.reason)),
-        _ => CliError::usage(e),
-    })?;
-    let date = match flags.date {
-        Some(d) => parse_date(d).map_err(|e| CliError::usage(format!("--{e}")))?,
-        None => today_utc(),
-    };
-    let request = DigestRequest {
-        content_root: flags.content_root.to_path_buf(),
-        date,
-        previous_summary: flags.previous_summary.map(Path::to_path_buf),
-        max_words: config.max_words,
-        token_cap: token_cap(config.prompt_budget, config.share),
-        exact_counts,
-        follow_symlinks: flags.follow_symlinks,
-        rewrite: None,
-    };
-    Ok(DigestSetup { config, request })
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
-    let DigestSetup { config, request } = digest_setup(
-        &args
-            .digest
-            .flags(&args.content_root, args.prompt_budget, args.tokenizer),
+    let DigestSetup { config, request } = args.digest.setup(
+        &args.content_root,
+        args.prompt_budget,
+        args.tokenizer,
         args.format == Format::Json,
     )?;
     let counter = config.tokenizer.counter();

@@ -28,7 +28,7 @@ use ctx_prompt::template::{
     Classes, FenceStyle, HISTORICAL_CONTEXT, RenderError, Template, is_valid_name,
 };
 
-use crate::commands::history::{DigestArgs, DigestSetup, digest_setup};
+use crate::commands::history::{DigestArgs, DigestSetup};
 use crate::commands::lint::print_findings;
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::read_text;
@@ -127,10 +127,9 @@ pub fn run(args: Args) -> CliResult {
 
     let mut input = RenderInput::new(&template, &classes, values);
     if let Some(root) = &args.content_root {
-        let DigestSetup { config, request } = digest_setup(
-            &args.digest.flags(root, args.prompt_budget, args.tokenizer),
-            false,
-        )?;
+        let DigestSetup { config, request } =
+            args.digest
+                .setup(root, args.prompt_budget, args.tokenizer, false)?;
         input.history = Some(HistoryInput::new(config, request));
     } else {
         input.budget = args.prompt_budget;

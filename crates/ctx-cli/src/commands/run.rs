@@ -207,11 +207,10 @@ pub fn run(args: Args) -> CliResult {
         (None, Some(run)) => stored_plan(&root, run)?,
         (None, None) => return Err(CliError::usage("a PLAN is needed unless --resume is given")),
     };
-    let tokenizer = args.tokenizer;
     ctx_run::settings::PlanOverrides {
         max_prompt_tokens: args.limits.max_prompt_tokens,
         max_check_attempts: args.limits.max_check_attempts,
-        tokenizer,
+        tokenizer: args.tokenizer,
         summarize_strategy: args.summarize_strategy.map(Into::into),
     }
     .apply(&mut plan)
@@ -420,7 +419,9 @@ impl TaskBoundArgs {
     /// The bounds, or the library's refusal named by its flag.
     pub(crate) fn resolve(&self) -> Result<TaskBounds, CliError> {
         Ok(TaskBounds {
-            task_timeout: task_timeout(self.task_timeout)?,
+            // `0` is no bound.
+            task_timeout: ctx_run::settings::task_timeout_from_secs(self.task_timeout)
+                .map_err(setting_error)?,
             max_output_bytes: ctx_run::settings::max_output_bytes(self.max_output_bytes)
                 .map_err(setting_error)?,
         })
@@ -452,11 +453,6 @@ impl PlanLimitArgs {
         .apply(plan)
         .map_err(setting_error)
     }
-}
-
-/// `--task-timeout SECS` as the executor's bound: `0` is none.
-pub(crate) fn task_timeout(secs: f64) -> Result<Option<Duration>, CliError> {
-    ctx_run::settings::task_timeout_from_secs(secs).map_err(setting_error)
 }
 
 /// A setting out of range, named by its flag (exit 2).

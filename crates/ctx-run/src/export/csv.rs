@@ -77,7 +77,7 @@ pub fn export_csv(run: &StoredRun) -> Result<String, ::csv::Error> {
     }
     let bytes = w
         .into_inner()
-        .map_err(|e| ::csv::Error::from(std::io::Error::other(e.error().to_string())))?;
+        .map_err(|e| ::csv::Error::from(e.into_error()))?;
     // Every cell is a `String`, so the bytes are UTF-8.
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
