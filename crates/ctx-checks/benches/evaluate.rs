@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use ctx_checks::{Check, CheckSet, EvalContext, ExpectedEntity, Feedback};
+use ctx_tokens::TokenizerExt;
 use divan::{Bencher, black_box};
 
 fn main() {

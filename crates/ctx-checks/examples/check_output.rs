@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use ctx_checks::{Check, CheckSet, EvalContext, ExpectedEntity, Feedback, all_passed};
+use ctx_tokens::TokenizerExt;
 
 fn main() -> ExitCode {
     match run() {

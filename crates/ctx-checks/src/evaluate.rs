@@ -25,8 +25,6 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
-
 use crate::compile::{CheckSet, CompiledCheck, Test};
 use crate::entities::ExpectedEntity;
 use crate::judge::{JudgeRequest, Neutralizer, judge_prompt, parse_answer};
@@ -44,22 +42,9 @@ pub struct EvalContext<'a> {
     pub neutralize: Neutralizer,
 }
 
-/// The result of one check on one output, as reports and stores keep it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct CheckResult {
-    /// The check's kind.
-    pub kind: CheckKind,
-    /// Whether the output passed.
-    pub passed: bool,
-    /// What to show: on failure the check's own `message` when it has one
-    /// (and it is not blank), else the generated explanation; on success
-    /// what was verified.
-    pub message: String,
-    /// The generated explanation, when `message` is the check's own and
-    /// says something else.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
+/// The result of one check on one output: the plan model's type
+/// (`ctx_model::checks`), re-exported at its old path.
+pub use ctx_model::checks::CheckResult;
 
 /// How many JSON Schema errors a failure message lists.
 pub const SCHEMA_ERRORS_SHOWN: usize = 3;

@@ -137,7 +137,7 @@ fn assemble(items: &[String], listed: usize, counter: &dyn TokenCounter) -> Feed
 mod tests {
     use super::*;
     use crate::spec::CheckKind;
-    use ctx_tokens::Tokenizer;
+    use ctx_tokens::{Tokenizer, TokenizerExt};
 
     fn failed(message: &str, detail: Option<&str>) -> CheckResult {
         CheckResult {

@@ -37,6 +37,7 @@
 //! assert_eq!(results[0].message, "Keep the 10 x 20 board.");
 //! assert!(results[1].passed && results[2].passed && results[3].passed);
 //!
+//! use ctx_tokens::TokenizerExt;
 //! let counter = ctx_tokens::Tokenizer::Estimate.counter();
 //! let feedback = Feedback::build(&results, &*counter).unwrap();
 //! assert_eq!(feedback.text, "## Your previous answer failed these checks\n\n\
@@ -91,6 +92,7 @@ pub mod entities;
 pub mod evaluate;
 pub mod feedback;
 pub mod judge;
+pub mod plan;
 pub mod spec;
 pub mod text;
 
@@ -99,4 +101,8 @@ pub use entities::{EntityPatternError, ExpectedEntity};
 pub use evaluate::{CheckResult, EvalContext, Evaluation, NotAwaitingJudge, all_passed};
 pub use feedback::{FEEDBACK_HEADING, Feedback};
 pub use judge::{JudgeRequest, Neutralizer, Verdict, WrongShape};
+pub use plan::{
+    check_problems, compile_task_checks, expected_entities, inline_check_schemas, load_valid_plan,
+    plan_problems,
+};
 pub use spec::{Check, CheckKind, JudgeSpec, Rule, SchemaSource, SpecError};

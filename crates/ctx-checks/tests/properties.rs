@@ -8,6 +8,7 @@ use ctx_checks::judge::{FENCE_CLOSE, FENCE_OPEN, judge_prompt, parse_answer};
 use ctx_checks::{
     Check, CheckSet, EvalContext, ExpectedEntity, Feedback, JudgeSpec, Rule, SchemaSource,
 };
+use ctx_tokens::TokenizerExt;
 use proptest::prelude::*;
 
 fn neutralize(text: &str) -> String {

@@ -1,4 +1,6 @@
-//! The `config.prices` map a plan embeds.
+//! The `config.prices` map a plan embeds, as a price table. The types
+//! ([`PlanPrices`], [`PlanPrice`]) are the plan model's vocabulary
+//! (`ctx_model::money`), re-exported here at their old paths.
 //!
 //! ```yaml
 //! config:
@@ -14,31 +16,10 @@
 //! or a seventh decimal place is a parse error that names the field.
 //! Without `cached_input`, cached tokens cost the input price.
 
-use std::collections::BTreeMap;
+pub use ctx_model::money::{PlanPrice, PlanPrices};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
-use crate::money::Rate;
 use crate::price::Price;
 use crate::table::{PriceSource, PriceTable};
-
-/// A plan's `config.prices`: model name to price.
-pub type PlanPrices = BTreeMap<String, PlanPrice>;
-
-/// One model's price in a plan, in US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanPrice {
-    /// US dollars per million prompt tokens.
-    pub input: Rate,
-    /// US dollars per million completion tokens.
-    pub output: Rate,
-    /// US dollars per million prompt tokens served from the provider's
-    /// cache; the input price when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_input: Option<Rate>,
-}
 
 impl From<PlanPrice> for Price {
     fn from(p: PlanPrice) -> Price {

@@ -32,6 +32,7 @@ use ctx_deps::{
 };
 use ctx_model::{Plan, SummarizeStrategy, SummaryFocus, TaskStatus};
 use ctx_prompt::DependencyOutput;
+use ctx_tokens::TokenizerExt;
 
 /// splitmix64: a seeded generator without a dependency.
 struct Rng(u64);

@@ -67,7 +67,7 @@ pub(crate) fn prepare(plan: &Plan, task: &SubTask) -> Result<Option<TaskChecks>,
     }
     let set = CheckSet::compile(&checks, std::path::Path::new("."))
         .map_err(|e| format!("{}: {}", e, source_text(&e)))?;
-    let entities = ctx_model::expected_entities(plan, task)
+    let entities = ctx_checks::expected_entities(plan, task)
         .map_err(|e| format!("{}: {}", e, source_text(&e)))?;
     Ok(Some(TaskChecks { set, entities }))
 }
@@ -245,7 +245,7 @@ pub fn retry_prompt(
 mod tests {
     use super::*;
     use ctx_checks::CheckKind;
-    use ctx_tokens::Tokenizer;
+    use ctx_tokens::{Tokenizer, TokenizerExt};
     use proptest::prelude::*;
 
     fn plan(prompt: &str) -> Plan {

@@ -467,7 +467,7 @@ mod tests {
     use super::*;
     use ctx_cost::Rate;
     use ctx_model::{Attempt, TokenUsage};
-    use ctx_tokens::Tokenizer;
+    use ctx_tokens::{Tokenizer, TokenizerExt};
 
     /// $1 per million prompt tokens, $2 per million output tokens,
     /// max_tokens 100 unless the task is named `open`, unpriced when

@@ -97,7 +97,7 @@ use std::time::Duration;
 
 use ctx_model::{CallOutcome, FinishReason, Plan, TaskExecutionResult, TaskStatus, TokenUsage};
 use ctx_prompt::DependencyOutput;
-use ctx_tokens::{TokenCounter, Tokenizer};
+use ctx_tokens::{TokenCounter, Tokenizer, TokenizerExt};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 

@@ -497,6 +497,7 @@ mod tests {
     use crate::memory::MemoryStore;
     use ctx_engine::{BoxFuture, InferenceEngine, InferenceResponse};
     use ctx_store::ExecutionStore;
+    use ctx_tokens::TokenizerExt;
 
     /// `a` writes a long output ending in a conclusion; `b` and `c` build
     /// on it.

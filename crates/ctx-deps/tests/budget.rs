@@ -18,6 +18,7 @@ use ctx_deps::{
     InferenceRequest, InferenceResponse, MemoryStore, RunReport, is_budget_skip,
 };
 use ctx_model::{Attempt, Plan, SubTask, TaskStatus, TokenUsage};
+use ctx_tokens::TokenizerExt;
 use proptest::prelude::*;
 
 /// Tokens a server may add around a prompt (chat framing); the bound

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use ctx_history::{DigestRequest, HistoryConfig, assemble_digest, parse_date, token_cap};
-use ctx_tokens::{MeteredCounter, TokenCounter, Tokenizer};
+use ctx_tokens::{MeteredCounter, TokenCounter, Tokenizer, TokenizerExt};
 
 const VOCAB: &[&str] = &[
     "latency",

@@ -40,6 +40,7 @@
 //!
 //! let config = HistoryConfig::default();
 //! let request = DigestRequest::new(&config, root.path(), parse_date("2026-08-20").unwrap());
+//! use ctx_tokens::TokenizerExt;
 //! let counter = ctx_tokens::Tokenizer::Cl100kBase.counter();
 //! let digest = assemble_digest(&config, &request, &*counter).unwrap();
 //! assert_eq!(

@@ -6,7 +6,7 @@ use std::path::Path;
 use ctx_history::{
     DigestRequest, HistoryConfig, SourceStatus, Warning, assemble_digest, parse_date,
 };
-use ctx_tokens::{MeteredCounter, TokenCounter, Tokenizer};
+use ctx_tokens::{MeteredCounter, TokenCounter, Tokenizer, TokenizerExt};
 use proptest::prelude::*;
 
 const WORDS: &[&str] = &[

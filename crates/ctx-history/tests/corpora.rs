@@ -11,7 +11,7 @@ use ctx_history::markdown::{FrontMatterFormat, decode_utf8, split_front_matter};
 use ctx_history::{
     DigestRequest, HistoryConfig, Select, SourceConfig, assemble_digest, parse_date,
 };
-use ctx_tokens::{TokenCounter, Tokenizer};
+use ctx_tokens::{TokenCounter, Tokenizer, TokenizerExt};
 
 fn corpora() -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora");

@@ -14,7 +14,7 @@ use ctx_history::{
     Digest, DigestRequest, HistoryConfig, SourceStatus, Warning, assemble_digest, parse_date,
     token_cap,
 };
-use ctx_tokens::{TokenCounter, Tokenizer};
+use ctx_tokens::{TokenCounter, Tokenizer, TokenizerExt};
 
 fn fixture_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/weekly/content")

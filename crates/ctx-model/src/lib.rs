@@ -67,17 +67,19 @@
 //! ```
 
 pub mod check_report;
-mod checks;
+pub mod checks;
 pub mod graph;
 mod load;
 mod locate;
+pub mod money;
 mod parse;
 mod plan;
 mod result;
 mod schema;
+pub mod tokenizer;
 mod validate;
 
-pub use checks::*;
+pub use checks::{judge_checks, plan_base_dir, plan_has_checks, task_checks};
 pub use load::*;
 pub use locate::*;
 pub use parse::*;

@@ -1,8 +1,12 @@
-//! A plan file read, parsed, validated and made ready to run: one call.
+//! Why a plan file cannot be run: [`LoadPlanError`] and [`InvalidPlan`],
+//! whose lines are exactly `ctx plan check`'s.
+//!
+//! The call that loads a plan ready to run, `ctx_checks::load_valid_plan`,
+//! lives in ctx-checks: it runs this crate's validation and then compiles
+//! the plan's checks (patterns, JSON Schemas, schema files), which needs
+//! the regex and JSON Schema engines the plan model does not depend on.
 
-use std::path::Path;
-
-use crate::{FieldLocator, Plan, PlanError, Problem};
+use crate::{FieldLocator, PlanError, Problem};
 
 /// Why a plan file cannot be run.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +40,22 @@ pub struct InvalidPlan {
 }
 
 impl InvalidPlan {
+    /// The problems of the plan read from `origin`, each located in `text`
+    /// (the plan as read) where its field can be found.
+    pub fn new(origin: String, text: &str, problems: Vec<Problem>) -> InvalidPlan {
+        let locator = FieldLocator::new(text);
+        InvalidPlan {
+            problems: problems
+                .into_iter()
+                .map(|p| {
+                    let at = locator.locate_problem(&p);
+                    (p, at)
+                })
+                .collect(),
+            origin,
+        }
+    }
+
     /// Each problem as a line: `FILE:LINE:COLUMN: task "ID": FIELD:
     /// MESSAGE` (`FILE: ...` when the field cannot be found in the text).
     pub fn lines(&self) -> impl Iterator<Item = String> + '_ {
@@ -67,70 +87,5 @@ pub fn problem_line(origin: &str, at: Option<(u64, u64)>, problem: &Problem) -> 
     match at {
         Some((line, column)) => format!("{origin}:{line}:{column}: {problem}"),
         None => format!("{origin}: {problem}"),
-    }
-}
-
-/// Reads the plan at `path` (`-` is standard input), parses it, and checks
-/// it as `ctx plan check` does (unknown fields included). A valid plan is
-/// returned with its `json_schema` check files inlined
-/// ([`Plan::inline_check_schemas`]), so that the plan a run stores checks
-/// the same schemas when resumed from anywhere.
-pub fn load_valid_plan(path: &Path) -> Result<Plan, LoadPlanError> {
-    let source = crate::read_plan_source(path)?;
-    let parsed = source.parse_with_unknown_fields()?;
-    let base_dir = crate::plan_base_dir(path);
-    let problems = parsed.problems_in(base_dir);
-    if problems.is_empty() {
-        let mut plan = parsed.plan;
-        plan.inline_check_schemas(base_dir);
-        return Ok(plan);
-    }
-    let locator = FieldLocator::new(&source.text);
-    Err(InvalidPlan {
-        problems: problems
-            .into_iter()
-            .map(|p| {
-                let at = locator.locate_problem(&p);
-                (p, at)
-            })
-            .collect(),
-        origin: source.origin,
-    }
-    .into())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_invalid_plan_names_each_problem_by_line() {
-        let dir = std::env::temp_dir().join(format!("ctx-load-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("plan.yaml");
-        std::fs::write(
-            &path,
-            "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    dependencies: [b]\n    tool_or_prompt:\n      name: inference\n      params: {prompt: hi}\n",
-        )
-        .unwrap();
-        let err = load_valid_plan(&path).unwrap_err();
-        let LoadPlanError::Invalid(invalid) = &err else {
-            panic!("{err}")
-        };
-        let text = err.to_string();
-        assert!(
-            text.starts_with(&format!("{}: invalid plan (", path.display())),
-            "{text}"
-        );
-        let line = invalid.lines().next().unwrap();
-        assert!(line.contains(":5:"), "{line}");
-        assert!(line.contains("dependencies"), "{line}");
-        std::fs::write(
-            &path,
-            "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt:\n      name: inference\n      params: {prompt: hi}\n",
-        )
-        .unwrap();
-        assert_eq!(load_valid_plan(&path).unwrap().sub_tasks.len(), 1);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

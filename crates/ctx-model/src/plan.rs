@@ -127,7 +127,7 @@ pub struct SubTask {
     /// What the output must satisfy (docs/checks.md); run after
     /// `config.checks`, retried with feedback when one fails.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<ctx_checks::Check>,
+    pub checks: Vec<crate::checks::Check>,
 }
 
 /// A task's override of `config.dependency`: how the outputs of *its*
@@ -249,12 +249,12 @@ pub struct PlanConfig {
     /// the shipped default table and a `--prices` file, and lose to
     /// `--price` flags (docs/cost.md). The type is ctx-cost's, so the
     /// schema and the parser cannot drift from the arithmetic.
-    #[serde(default, skip_serializing_if = "ctx_cost::PlanPrices::is_empty")]
-    pub prices: ctx_cost::PlanPrices,
+    #[serde(default, skip_serializing_if = "crate::money::PlanPrices::is_empty")]
+    pub prices: crate::money::PlanPrices,
     /// Checks applied to every task's output, before the task's own
     /// `checks` (docs/checks.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<ctx_checks::Check>,
+    pub checks: Vec<crate::checks::Check>,
     /// How many times in all a task with checks is tried: the first
     /// attempt and the retries with feedback. At least 1; `ctx run
     /// --max-check-attempts` overrides it.
@@ -284,7 +284,7 @@ impl Default for PlanConfig {
             entities: EntityContextConfig::default(),
             max_prompt_tokens: DEFAULT_MAX_PROMPT_TOKENS,
             tokenizer: None,
-            prices: ctx_cost::PlanPrices::new(),
+            prices: crate::money::PlanPrices::new(),
             checks: Vec::new(),
             max_check_attempts: DEFAULT_MAX_CHECK_ATTEMPTS,
         }
@@ -293,7 +293,7 @@ impl Default for PlanConfig {
 
 impl PlanConfig {
     /// `tokenizer` parsed: `Ok(None)` when the plan leaves it out (each
-    /// task's model then decides), [`ctx_tokens::UnknownTokenizer`] when it
+    /// task's model then decides), [`crate::tokenizer::UnknownTokenizer`] when it
     /// names no tokenizer ctx knows. The field keeps the text as written so
     /// that `ctx plan check` can report a bad name beside every other
     /// problem, with its line; everything that counts tokens goes through
@@ -301,7 +301,7 @@ impl PlanConfig {
     /// fallback to the model's tokenizer.
     pub fn parsed_tokenizer(
         &self,
-    ) -> Result<Option<ctx_tokens::Tokenizer>, ctx_tokens::UnknownTokenizer> {
+    ) -> Result<Option<crate::tokenizer::Tokenizer>, crate::tokenizer::UnknownTokenizer> {
         self.tokenizer.as_deref().map(str::parse).transpose()
     }
 }

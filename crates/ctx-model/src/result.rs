@@ -120,14 +120,14 @@ pub struct ResultMetadata {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
     /// What this execution of the task cost in US dollars, exact (see
-    /// [`ctx_cost::Usd`]), written when the model's price is known: the
+    /// [`crate::money::Usd`]), written when the model's price is known: the
     /// server's reported usage priced, else ctx's exact prompt count and a
     /// count of the output; a call that failed without usage is charged
     /// its high end (the prompt plus `max_tokens`), since the provider may
     /// have billed it. Zero for a cached output or a task that failed
     /// before any call. docs/cost.md has the rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<ctx_cost::Usd>,
+    pub cost_usd: Option<crate::money::Usd>,
     /// The `summarize_strategy: llm` calls made for this output, when any
     /// were needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,7 +135,7 @@ pub struct ResultMetadata {
     /// The results of the task's checks on its final attempt, in check
     /// order; empty when the task has no checks (or they were not run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<ctx_checks::CheckResult>,
+    pub checks: Vec<crate::checks::CheckResult>,
     /// Every attempt of a checked task: its prompt, output and check
     /// results, the first attempt first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -268,7 +268,7 @@ pub struct CheckAttempt {
     pub output: String,
     /// The check results of this output.
     #[serde(default)]
-    pub checks: Vec<ctx_checks::CheckResult>,
+    pub checks: Vec<crate::checks::CheckResult>,
     /// Usage of this attempt's call, as the engine reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_used: Option<TokenUsage>,

@@ -7,7 +7,7 @@ use ctx_model::Plan;
 use ctx_prompt::fence::neutralize;
 use ctx_prompt::template::{Classes, Template, render};
 use ctx_prompt::{DependencyOutput, assemble_task_prompt};
-use ctx_tokens::{TokenCounter, Tokenizer};
+use ctx_tokens::{TokenCounter, Tokenizer, TokenizerExt};
 use divan::{Bencher, black_box};
 
 fn main() {

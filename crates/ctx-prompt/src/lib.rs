@@ -27,6 +27,7 @@
 //!   "sub_tasks": [{"id": "b", "description": "Use it", "dependencies": ["a"],
 //!     "tool_or_prompt": {"name": "inference", "params": {"prompt": "Go."}}}]}"#).unwrap();
 //! let dep = DependencyOutput { task_id: "a", description: "Make it", output: "made", summary: None };
+//! use ctx_tokens::TokenizerExt;
 //! let counter = ctx_tokens::Tokenizer::Estimate.counter();
 //! let p = assemble_task_prompt(&plan, &plan.sub_tasks[0], &[dep], &*counter, 4000).unwrap();
 //! assert!(p.text.ends_with("**Output:**\nmade\n\n---\n\nGo."));

@@ -47,7 +47,7 @@
 use std::collections::BTreeMap;
 
 use ctx_history::{Digest, DigestRequest, HistoryConfig, HistoryError, SourceStatus, Warning};
-use ctx_tokens::Tokenizer;
+use ctx_tokens::{Tokenizer, TokenizerExt};
 use serde::Serialize;
 
 use crate::fence::FenceNonce;

@@ -14,7 +14,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (Some(plan_path), Some(out)) = (args.next(), args.next()) else {
         return Err("usage: run_plan PLAN OUT_DIR".into());
     };
-    let plan = ctx_model::load_valid_plan(&plan_path)?;
+    let plan = ctx_checks::load_valid_plan(&plan_path)?;
     // The dry run calls no model: every task costs $0, as `ctx run` says.
     let free = EngineCosts {
         free: true,

@@ -6,7 +6,7 @@
 //!
 //! Everything that decides a task's prompt is resolved exactly as `ctx run`
 //! resolves it, by the same code: the plan is loaded and validated by
-//! [`ctx_model::load_valid_plan`], the tokenizer is
+//! [`ctx_checks::load_valid_plan`], the tokenizer is
 //! [`ctx_prompt::tokenizer_for_task`], the cap is the plan's
 //! `config.max_prompt_tokens`, and the prompt is built by
 //! [`ctx_prompt::assemble_task_prompt`], which the executor calls too. The
@@ -55,7 +55,7 @@ use ctx_cost::{TaskEstimate, TokenRange, attempt_bound};
 use ctx_deps::{GraphError, PlanGraph};
 use ctx_model::Plan;
 use ctx_prompt::DependencyOutput;
-use ctx_tokens::{TokenCounter, Tokenizer};
+use ctx_tokens::{TokenCounter, Tokenizer, TokenizerExt};
 
 /// Framing allowance per chat message, in tokens (role markers and
 /// separators of the server's chat template).

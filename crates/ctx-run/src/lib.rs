@@ -22,7 +22,7 @@
 //! ```no_run
 //! // examples/run_plan.rs, in short:
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let plan = ctx_model::load_valid_plan(std::path::Path::new("plan.yaml"))?;
+//! let plan = ctx_checks::load_valid_plan(std::path::Path::new("plan.yaml"))?;
 //! let settings = ctx_run::RunSettings {
 //!     store: ctx_run::RunStore::Sqlite {
 //!         root: ctx_store_sqlite::RunRoot::new(".ctx/runs"),

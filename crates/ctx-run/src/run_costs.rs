@@ -241,6 +241,7 @@ fn count(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ctx_tokens::TokenizerExt;
 
     fn plan() -> Plan {
         serde_json::from_str(

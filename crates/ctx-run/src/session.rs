@@ -292,7 +292,7 @@ impl RunSession {
 /// ```no_run
 /// # async fn demo() -> Result<(), ctx_run::RunError> {
 /// use std::sync::Arc;
-/// let plan = ctx_model::load_valid_plan(std::path::Path::new("plan.yaml")).unwrap();
+/// let plan = ctx_checks::load_valid_plan(std::path::Path::new("plan.yaml")).unwrap();
 /// let settings = ctx_run::RunSettings {
 ///     store: ctx_run::RunStore::Sqlite {
 ///         root: ctx_store_sqlite::RunRoot::new(".ctx/runs"),

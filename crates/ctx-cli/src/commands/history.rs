@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use ctx_history::{
     DigestRequest, HistoryConfig, assemble_digest, parse_date, today_utc, token_cap,
 };
-use ctx_tokens::Tokenizer;
+use ctx_tokens::{Tokenizer, TokenizerExt};
 
 use crate::exit::{CliError, CliResult, Exit};
 

@@ -58,7 +58,7 @@ pub fn run(args: Args) -> CliResult {
         Err(e) => return Err(CliError::usage(e)),
     };
     let origin = source.origin.as_str();
-    let problems = parsed.problems_in(ctx_model::plan_base_dir(&args.plan));
+    let problems = ctx_checks::plan_problems(&parsed, ctx_model::plan_base_dir(&args.plan));
     let locator = if problems.is_empty() {
         FieldLocator::default()
     } else {
@@ -81,9 +81,9 @@ pub fn run(args: Args) -> CliResult {
 /// would report (unknown fields among them), becomes a usage error (exit 2)
 /// whose message lists every problem, one per line, exactly as `ctx plan
 /// check` prints them. The plan returned has its `json_schema` files
-/// inlined ([`Plan::inline_check_schemas`]).
+/// inlined ([`ctx_checks::inline_check_schemas`]).
 pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
-    ctx_model::load_valid_plan(path).map_err(|e| match e {
+    ctx_checks::load_valid_plan(path).map_err(|e| match e {
         ctx_model::LoadPlanError::Read(e) => CliError::usage(e),
         ctx_model::LoadPlanError::Invalid(invalid) => {
             CliError::usage(invalid.report(Some("nothing was done")))

@@ -220,9 +220,30 @@ pub(crate) fn quoted(s: &str) -> String {
 /// assert_eq!(problems[0].to_string(),
 ///     r#"task "css": sub_tasks[1].dependencies[0]: unknown task id "htm" (did you mean "html"?)"#);
 /// ```
+///
+/// An entity's `check:` pattern is not compiled here (the pattern language
+/// is ctx-checks'); [`validate_with`] takes the compiler, and
+/// `ctx_checks::plan_problems` passes it.
 pub fn validate(plan: &Plan) -> Vec<Problem> {
+    validate_with(plan, &|_| None)
+}
+
+/// Why an entity's `check:` pattern does not compile, as the message of an
+/// [`InvalidEntityCheck`](ProblemCode::InvalidEntityCheck) problem
+/// (`invalid pattern: regex parse error: ...`), or `None` when it compiles.
+///
+/// Patterns are `regex` patterns, compiled by ctx-checks; the plan model
+/// does not depend on a regex engine (the engine and store seams read
+/// plans and must not compile one), so the caller that has the compiler
+/// passes it in, and the problem still comes in its place among the
+/// entities' problems.
+pub type PatternCheck<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// [`validate`], with each entity's `check:` pattern judged by
+/// `entity_pattern`.
+pub fn validate_with(plan: &Plan, entity_pattern: PatternCheck<'_>) -> Vec<Problem> {
     let mut out = Vec::new();
-    rules::check_plan(plan, &mut out);
+    rules::check_plan(plan, entity_pattern, &mut out);
     cycles::check_cycles(plan, &mut out);
     out
 }
@@ -233,12 +254,18 @@ impl ParsedPlan {
     /// closest to, then [`validate`]'s problems. Empty when the plan is
     /// valid.
     pub fn problems(&self) -> Vec<Problem> {
+        self.problems_with(&|_| None)
+    }
+
+    /// [`problems`](Self::problems), with each entity's `check:` pattern
+    /// judged by `entity_pattern` ([`validate_with`]).
+    pub fn problems_with(&self, entity_pattern: PatternCheck<'_>) -> Vec<Problem> {
         let mut out: Vec<Problem> = self
             .unknown_fields
             .iter()
             .map(|u| rules::unknown_field_problem(&self.plan, u))
             .collect();
-        out.extend(validate(&self.plan));
+        out.extend(validate_with(&self.plan, entity_pattern));
         out
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::suggestions::Suggester;
-use super::{Problem, ProblemCode, quoted};
+use super::{PatternCheck, Problem, ProblemCode, quoted};
 use crate::parse::UnknownField;
 use crate::plan::{INFERENCE_TOOL, Plan, SubTask};
 
@@ -21,9 +21,9 @@ pub const TEMPERATURE_RANGE: std::ops::RangeInclusive<f64> = 0.0..=2.0;
 
 /// Every rule's problems for `plan`, in order: config, entities, "no
 /// tasks", then each task in file order.
-pub(super) fn check_plan(plan: &Plan, out: &mut Vec<Problem>) {
+pub(super) fn check_plan(plan: &Plan, entity_pattern: PatternCheck<'_>, out: &mut Vec<Problem>) {
     check_config(plan, out);
-    let entity_names = check_entities(plan, out);
+    let entity_names = check_entities(plan, entity_pattern, out);
     if plan.sub_tasks.is_empty() {
         out.push(Problem {
             code: ProblemCode::NoTasks,
@@ -190,9 +190,13 @@ fn unknown_placeholders(template: &str) -> Vec<String> {
     out
 }
 
-/// Checks the plan's entities; returns the set of names, first occurrence
-/// winning.
-fn check_entities<'p>(plan: &'p Plan, out: &mut Vec<Problem>) -> Vec<&'p str> {
+/// Checks the plan's entities (each `check:` pattern with
+/// `entity_pattern`); returns the set of names, first occurrence winning.
+fn check_entities<'p>(
+    plan: &'p Plan,
+    entity_pattern: PatternCheck<'_>,
+    out: &mut Vec<Problem>,
+) -> Vec<&'p str> {
     let mut first: HashMap<&str, usize> = HashMap::new();
     let mut names = Vec::new();
     for (i, e) in plan.entities.iter().enumerate() {
@@ -218,13 +222,13 @@ fn check_entities<'p>(plan: &'p Plan, out: &mut Vec<Problem>) -> Vec<&'p str> {
             names.push(e.name.as_str());
         }
         if let Some(pattern) = &e.check
-            && let Err(err) = ctx_checks::ExpectedEntity::new(&e.name, &[], Some(pattern))
+            && let Some(message) = entity_pattern(pattern)
         {
             out.push(Problem {
                 code: ProblemCode::InvalidEntityCheck,
                 task_id: None,
                 field: format!("entities[{i}].check"),
-                message: crate::checks::error_text("invalid pattern", &err.source),
+                message,
             });
         }
         if e.grounded_value.is_some() && e.grounded_values.is_some() {

@@ -83,6 +83,7 @@ fn fit_prefix(text: &str, limit: usize, total: usize, counter: &dyn TokenCounter
 /// small for even `...` gives `...`.
 ///
 /// ```
+/// use ctx_tokens::TokenizerExt;
 /// let counter = ctx_tokens::Tokenizer::Estimate.counter();
 /// assert_eq!(ctx_prompt::cut_to_tokens("short", 10, &*counter), None);
 /// let cut = ctx_prompt::cut_to_tokens(&"word ".repeat(200), 10, &*counter).unwrap();
@@ -147,6 +148,7 @@ fn water_level(counts: &[usize], need: usize) -> usize {
 ///     "tool_or_prompt": {"name": "inference", "params": {"prompt": "Write CSS."}}}]
 /// }"#).unwrap();
 /// let deps = [DependencyOutput { task_id: "1", description: "HTML", output: "<html></html>", summary: None }];
+/// use ctx_tokens::TokenizerExt;
 /// let counter = ctx_tokens::Tokenizer::Estimate.counter();
 /// let p = assemble_task_prompt(&plan, &plan.sub_tasks[0], &deps, &*counter, 4000).unwrap();
 /// assert_eq!(p.text, concat!(
@@ -307,7 +309,7 @@ pub fn assemble_task_prompt(
 mod tests {
     use super::*;
     use crate::assembly::{DEPENDENCY_HEADING, ENTITY_HEADING};
-    use ctx_tokens::Tokenizer;
+    use ctx_tokens::{Tokenizer, TokenizerExt};
     use proptest::prelude::*;
 
     const SEED_OUTPUT: &str = "<!DOCTYPE html>\n<html>\n<head>\n  <title>Tetris Game</title>\n</head>\n<body>\n  <canvas id=\"gameCanvas\" width=\"300\" height=\"600\"></canvas>\n  <!-- ... rest of HTML ... -->\n</body>\n</html>";

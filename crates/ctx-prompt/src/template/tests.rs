@@ -4,6 +4,7 @@ use std::path::Path;
 use super::render::{Segment, neutralize_seams_metered};
 use super::*;
 use crate::fence::{self, FenceNonce, TagKind};
+use ctx_tokens::TokenizerExt;
 use proptest::prelude::*;
 
 fn vals(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

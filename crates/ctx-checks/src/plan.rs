@@ -1,38 +1,61 @@
-//! A plan's checks: which apply to a task, compiling them with located
-//! problems, the entities an `entities` check looks for, and making a plan
-//! self-contained by inlining its schema files.
+//! A plan's checks compiled: the second pass of loading a plan.
 //!
-//! The check types and their semantics are `ctx-checks`'s
-//! (docs/checks.md); this module only knows where they sit in a plan.
+//! The plan model (ctx-model) parses a plan and validates what it can
+//! without a regex or JSON Schema engine; this module compiles what it
+//! holds in that language: each task's checks ([`compile_task_checks`]),
+//! the entities an `entities` check looks for ([`expected_entities`]),
+//! every check and entity pattern that does not compile, located at its
+//! field ([`plan_problems`], [`check_problems`]), and a plan made
+//! self-contained by inlining its schema files ([`inline_check_schemas`]).
+//! [`load_valid_plan`] runs both passes, as every command that acts on a
+//! plan does; `ctx plan check` reports [`plan_problems`].
+//!
 //! Compiling needs the plan's directory (a `json_schema` may name a file
-//! relative to it), which [`validate`](crate::validate()) does not have, so
-//! compilation problems come from [`check_problems`] and
-//! [`ParsedPlan::problems_in`], which `ctx plan check` and every command
-//! that runs a plan call.
+//! relative to it), which `ctx_model::validate` does not have.
 
 use std::path::Path;
 
-use ctx_checks::{Check, CheckSet, CompileError, ExpectedEntity, Rule, SchemaSource};
+use ctx_model::{
+    InvalidPlan, LoadPlanError, ParsedPlan, Plan, Problem, ProblemCode, Relevance, SubTask,
+    plan_base_dir, task_checks,
+};
 
-use crate::parse::ParsedPlan;
-use crate::plan::{Plan, Relevance, SubTask};
-use crate::validate::{Problem, ProblemCode};
+use crate::{Check, CheckSet, CompileError, ExpectedEntity, Rule, SchemaSource};
 
-/// The checks run on `task`'s output, in order: `config.checks` first
-/// (they apply to every task), then the task's own `checks`.
-pub fn task_checks(plan: &Plan, task: &SubTask) -> Vec<Check> {
-    plan.config
-        .checks
-        .iter()
-        .chain(&task.checks)
-        .cloned()
-        .collect()
+/// Reads the plan at `path` (`-` is standard input), parses it, and checks
+/// it as `ctx plan check` does (unknown fields, the model's rules, then
+/// the checks compiled). A valid plan is returned with its `json_schema`
+/// check files inlined ([`inline_check_schemas`]), so that the plan a run
+/// stores checks the same schemas when resumed from anywhere.
+pub fn load_valid_plan(path: &Path) -> Result<Plan, LoadPlanError> {
+    let source = ctx_model::read_plan_source(path)?;
+    let parsed = source.parse_with_unknown_fields()?;
+    let base_dir = plan_base_dir(path);
+    let problems = plan_problems(&parsed, base_dir);
+    if problems.is_empty() {
+        let mut plan = parsed.plan;
+        inline_check_schemas(&mut plan, base_dir);
+        return Ok(plan);
+    }
+    Err(InvalidPlan::new(source.origin, &source.text, problems).into())
 }
 
-/// Whether any task of `plan` has a check to run.
-pub fn plan_has_checks(plan: &Plan) -> bool {
-    !plan.sub_tasks.is_empty()
-        && (!plan.config.checks.is_empty() || plan.sub_tasks.iter().any(|t| !t.checks.is_empty()))
+/// Everything `ctx plan check` reports, in its order: the model's problems
+/// ([`ParsedPlan::problems_with`], entity patterns compiled in their place)
+/// and then [`check_problems`], with schema files read relative to
+/// `base_dir` (the plan's directory).
+pub fn plan_problems(parsed: &ParsedPlan, base_dir: &Path) -> Vec<Problem> {
+    let mut out = parsed.problems_with(&entity_pattern_problem);
+    out.extend(check_problems(&parsed.plan, base_dir));
+    out
+}
+
+/// Why an entity's `check:` pattern does not compile, as a problem's
+/// message; the [`ctx_model::PatternCheck`] this crate passes.
+pub fn entity_pattern_problem(pattern: &str) -> Option<String> {
+    ExpectedEntity::new("", &[], Some(pattern))
+        .err()
+        .map(|err| error_text("invalid pattern", &err.source))
 }
 
 /// Compiles [`task_checks`]; schema files are read relative to `base_dir`.
@@ -55,7 +78,7 @@ pub fn compile_task_checks(
 pub fn expected_entities(
     plan: &Plan,
     task: &SubTask,
-) -> Result<Vec<ExpectedEntity>, ctx_checks::EntityPatternError> {
+) -> Result<Vec<ExpectedEntity>, crate::EntityPatternError> {
     let mut out = Vec::new();
     for ec in &task.entity_context {
         if Relevance::from_intent(ec.intent_relevance.as_deref()) != Relevance::High {
@@ -115,7 +138,7 @@ fn compile_problem(task_id: Option<String>, parent: &str, e: &CompileError) -> P
 }
 
 /// `what: cause`, the cause on one line.
-pub(crate) fn error_text(what: &str, cause: &dyn std::fmt::Display) -> String {
+fn error_text(what: &str, cause: &dyn std::fmt::Display) -> String {
     format!("{what}: {}", one_line(&cause.to_string()))
 }
 
@@ -138,48 +161,27 @@ fn one_line(text: &str) -> String {
     out
 }
 
-/// The `judge` checks of `plan`, as `(task id, field)` pairs
-/// (`config.checks[1].judge` has no task), for a caller that must refuse a
-/// plan no engine of its can judge.
-pub fn judge_checks(plan: &Plan) -> Vec<(Option<String>, String)> {
-    let mut out = Vec::new();
-    for (j, c) in plan.config.checks.iter().enumerate() {
-        if matches!(c.rule, Rule::Judge(_)) {
-            out.push((None, format!("config.checks[{j}].judge")));
+/// Replaces every `json_schema` file path of `plan` by the schema it holds
+/// (read relative to `base_dir`), so the plan is self-contained: a stored
+/// plan resumed from another directory checks the same schemas. Call it on
+/// a plan whose [`check_problems`] are empty; a file that cannot be read or
+/// parsed is left as a path (and fails to compile again).
+pub fn inline_check_schemas(plan: &mut Plan, base_dir: &Path) {
+    let lists = std::iter::once(&mut plan.config.checks)
+        .chain(plan.sub_tasks.iter_mut().map(|t| &mut t.checks));
+    for list in lists {
+        for check in list.iter_mut() {
+            inline_schema(check, base_dir);
         }
     }
-    for (i, t) in plan.sub_tasks.iter().enumerate() {
-        for (j, c) in t.checks.iter().enumerate() {
-            if matches!(c.rule, Rule::Judge(_)) {
-                out.push((
-                    Some(t.id.clone()),
-                    format!("sub_tasks[{i}].checks[{j}].judge"),
-                ));
-            }
-        }
-    }
-    out
 }
 
-impl Plan {
-    /// Replaces every `json_schema` file path by the schema it holds (read
-    /// relative to `base_dir`), so the plan is self-contained: a stored
-    /// plan resumed from another directory checks the same schemas. Call
-    /// it on a plan whose [`check_problems`] are empty; a file that cannot
-    /// be read or parsed is left as a path (and fails to compile again).
-    pub fn inline_check_schemas(&mut self, base_dir: &Path) {
-        let lists = std::iter::once(&mut self.config.checks)
-            .chain(self.sub_tasks.iter_mut().map(|t| &mut t.checks));
-        for list in lists {
-            for check in list.iter_mut() {
-                if let Rule::JsonSchema { schema } = &mut check.rule
-                    && let SchemaSource::Path(path) = schema
-                    && let Some(value) = read_schema(&base_dir.join(&*path))
-                {
-                    *schema = SchemaSource::Inline(value);
-                }
-            }
-        }
+fn inline_schema(check: &mut Check, base_dir: &Path) {
+    if let Rule::JsonSchema { schema } = &mut check.rule
+        && let SchemaSource::Path(path) = schema
+        && let Some(value) = read_schema(&base_dir.join(&*path))
+    {
+        *schema = SchemaSource::Inline(value);
     }
 }
 
@@ -188,39 +190,19 @@ fn read_schema(path: &Path) -> Option<serde_json::Value> {
     let mut text = String::new();
     std::fs::File::open(path)
         .ok()?
-        .take(ctx_checks::compile::MAX_SCHEMA_BYTES + 1)
+        .take(crate::compile::MAX_SCHEMA_BYTES + 1)
         .read_to_string(&mut text)
         .ok()?;
-    if text.len() as u64 > ctx_checks::compile::MAX_SCHEMA_BYTES {
+    if text.len() as u64 > crate::compile::MAX_SCHEMA_BYTES {
         return None;
     }
     serde_json::from_str(&text).ok()
 }
 
-impl ParsedPlan {
-    /// [`problems`](ParsedPlan::problems) and then [`check_problems`], with
-    /// schema files read relative to `base_dir` (the plan's directory):
-    /// everything `ctx plan check` reports.
-    pub fn problems_in(&self, base_dir: &Path) -> Vec<Problem> {
-        let mut out = self.problems();
-        out.extend(check_problems(&self.plan, base_dir));
-        out
-    }
-}
-
-/// The directory a plan's relative paths are read from: the plan file's
-/// own, or the current directory for standard input and bare file names.
-pub fn plan_base_dir(plan_path: &Path) -> &Path {
-    match plan_path.parent() {
-        Some(p) if !p.as_os_str().is_empty() && plan_path != Path::new("-") => p,
-        _ => Path::new("."),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{PlanFormat, parse_plan_with_unknown_fields};
+    use ctx_model::{FieldLocator, PlanFormat, judge_checks, parse_plan_with_unknown_fields};
 
     const PLAN: &str = "\
 schema_version: 1
@@ -267,7 +249,7 @@ config:
             .map(|c| c.kind().as_str())
             .collect();
         assert_eq!(kinds, ["entities", "judge", "contains", "regex"]);
-        let problems = parsed.problems_in(Path::new("."));
+        let problems = plan_problems(&parsed, Path::new("."));
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].code, ProblemCode::InvalidCheck);
         assert_eq!(problems[0].task_id.as_deref(), Some("css"));
@@ -281,7 +263,7 @@ config:
             problems[0].message,
             "invalid pattern: regex parse error: (unclosed; error: unclosed group"
         );
-        let at = crate::FieldLocator::new(PLAN).locate_problem(&problems[0]);
+        let at = FieldLocator::new(PLAN).locate_problem(&problems[0]);
         assert_eq!(at.map(|(l, _)| l), Some(16));
         assert_eq!(
             judge_checks(plan),
@@ -311,7 +293,7 @@ config:
             .replace("check: \"(?i)nintendo\"", "check: \"[\"")
             .replace("max_check_attempts: 3", "max_check_attempts: 0")
             .replace("      - regex: \"(unclosed\"\n", "");
-        let problems = parsed(&text).problems_in(Path::new("."));
+        let problems = plan_problems(&parsed(&text), Path::new("."));
         let fields: Vec<(&str, ProblemCode)> = problems
             .iter()
             .map(|p| (p.field.as_str(), p.code))
@@ -339,7 +321,7 @@ config:
         .unwrap();
         let text = "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    checks:\n      - json_schema: schemas/score.json\n      - json_schema: schemas/missing.json\n    tool_or_prompt: {name: inference, params: {prompt: Go.}}\n";
         let mut parsed = parsed(text);
-        let problems = parsed.problems_in(&dir);
+        let problems = plan_problems(&parsed, &dir);
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].field, "sub_tasks[0].checks[1].json_schema");
         assert!(
@@ -347,7 +329,7 @@ config:
             "{}",
             problems[0].message
         );
-        parsed.plan.inline_check_schemas(&dir);
+        inline_check_schemas(&mut parsed.plan, &dir);
         assert!(matches!(
             &parsed.plan.sub_tasks[0].checks[0].rule,
             Rule::JsonSchema { schema: SchemaSource::Inline(v) } if v["required"][0] == "score"
@@ -362,9 +344,76 @@ config:
     }
 
     #[test]
-    fn base_dirs() {
-        assert_eq!(plan_base_dir(Path::new("plan.yaml")), Path::new("."));
-        assert_eq!(plan_base_dir(Path::new("-")), Path::new("."));
-        assert_eq!(plan_base_dir(Path::new("a/b/plan.yaml")), Path::new("a/b"));
+    fn an_invalid_plan_names_each_problem_by_line() {
+        let dir = std::env::temp_dir().join(format!("ctx-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("plan.yaml");
+        std::fs::write(
+            &path,
+            "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    dependencies: [b]\n    tool_or_prompt:\n      name: inference\n      params: {prompt: hi}\n",
+        )
+        .unwrap();
+        let err = load_valid_plan(&path).unwrap_err();
+        let LoadPlanError::Invalid(invalid) = &err else {
+            panic!("{err}")
+        };
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("{}: invalid plan (", path.display())),
+            "{text}"
+        );
+        let line = invalid.lines().next().unwrap();
+        assert!(line.contains(":5:"), "{line}");
+        assert!(line.contains("dependencies"), "{line}");
+        std::fs::write(
+            &path,
+            "schema_version: 1\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt:\n      name: inference\n      params: {prompt: hi}\n",
+        )
+        .unwrap();
+        assert_eq!(load_valid_plan(&path).unwrap().sub_tasks.len(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The entity pattern's problem keeps its place among the entities'
+    /// problems (before a conflicting value of the same entity, after a
+    /// bad name), as it did when the plan model compiled patterns itself:
+    /// the pass split must not reorder `ctx plan check`'s lines.
+    #[test]
+    fn an_entity_pattern_problem_comes_in_its_place() {
+        let text = "\
+schema_version: 1
+entities:
+  - name: \"\"
+    check: \"[\"
+    grounded_value: a
+    grounded_values: [b]
+sub_tasks:
+  - id: a
+    description: A
+    dependencies: [zz]
+    tool_or_prompt: {name: inference, params: {prompt: Go.}}
+";
+        let problems = plan_problems(&parsed(text), Path::new("."));
+        let codes: Vec<ProblemCode> = problems.iter().map(|p| p.code).collect();
+        assert_eq!(
+            codes,
+            [
+                ProblemCode::EmptyEntityName,
+                ProblemCode::InvalidEntityCheck,
+                ProblemCode::ConflictingGroundedValue,
+                ProblemCode::UnknownDependency,
+            ]
+        );
+        assert_eq!(
+            problems[1].message,
+            "invalid pattern: regex parse error: [; error: unclosed character class"
+        );
+        // The model alone does not compile patterns.
+        assert!(
+            !parsed(text)
+                .problems()
+                .iter()
+                .any(|p| p.code == ProblemCode::InvalidEntityCheck)
+        );
     }
 }
