@@ -66,12 +66,16 @@
 //! # Ok::<(), ctx_model::PlanError>(())
 //! ```
 
+#[cfg(feature = "parse")]
 pub mod check_report;
 pub mod checks;
 pub mod graph;
+#[cfg(feature = "parse")]
 mod load;
+#[cfg(feature = "parse")]
 mod locate;
 pub mod money;
+#[cfg(feature = "parse")]
 mod parse;
 mod plan;
 mod result;
@@ -80,8 +84,11 @@ pub mod tokenizer;
 mod validate;
 
 pub use checks::{judge_checks, plan_base_dir, plan_has_checks, task_checks};
+#[cfg(feature = "parse")]
 pub use load::*;
+#[cfg(feature = "parse")]
 pub use locate::*;
+#[cfg(feature = "parse")]
 pub use parse::*;
 pub use plan::*;
 pub use result::*;

@@ -41,6 +41,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "parse")]
 use crate::parse::ParsedPlan;
 use crate::plan::Plan;
 
@@ -248,6 +249,7 @@ pub fn validate_with(plan: &Plan, entity_pattern: PatternCheck<'_>) -> Vec<Probl
     out
 }
 
+#[cfg(feature = "parse")]
 impl ParsedPlan {
     /// Every problem of the plan as read, in a deterministic order: its
     /// unknown fields in file order, each with the known field it is

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::suggestions::Suggester;
 use super::{PatternCheck, Problem, ProblemCode, quoted};
+#[cfg(feature = "parse")]
 use crate::parse::UnknownField;
 use crate::plan::{INFERENCE_TOOL, Plan, SubTask};
 
@@ -59,6 +60,7 @@ pub(super) fn check_plan(plan: &Plan, entity_pattern: PatternCheck<'_>, out: &mu
     }
 }
 
+#[cfg(feature = "parse")]
 pub(super) fn unknown_field_problem(plan: &Plan, unknown: &UnknownField) -> Problem {
     let hint = match Suggester::new(unknown.expected.iter().copied()).suggest(&unknown.key, None) {
         Some(name) => format!(" (did you mean {}?)", quoted(name)),
