@@ -10,31 +10,40 @@
 //!    depends on (normal and build dependencies; dev-dependencies are test
 //!    scaffolding and not part of the architecture);
 //! 2. the forbidden edges stated under that block do not exist in the
-//!    resolved dependency graph (`cargo metadata`, normal dependencies,
-//!    transitively): no library reaches ctx-cli, ctx-history, ctx-prompt
-//!    and ctx-checks never reach tokio or reqwest;
-//! 3. the adapters (ctx-store-sqlite, ctx-engine-openai) reach neither
-//!    markdown parsing, prompt assembly nor the graph code — issue 9 item
-//!    3, which fails until the seam traits move, so its test is ignored;
+//!    resolved dependency graph of each constrained crate (normal and
+//!    build dependencies, transitively): no library reaches ctx-cli,
+//!    ctx-history, ctx-prompt and ctx-checks never reach tokio or reqwest,
+//!    the adapters reach neither markdown parsing, prompt assembly nor the
+//!    executor, and the vocabulary (ctx-model), the seams (ctx-engine,
+//!    ctx-store) and ctx-report reach no regex or JSON Schema engine, no
+//!    BPE tables, no check compiler and no pricing ([`RULES`]);
+//! 3. the seams stay small: each compiles at most [`SEAM_MAX_CRATES`]
+//!    distinct crates ([`BUDGETS`]), so an engine or store written outside
+//!    this repo pays for traits and data, not for ctx's machinery;
 //! 4. every relative link in docs/*.md and README.md, and every repository
 //!    path named in a Cargo.toml comment, points at a file that exists.
 //!
-//! The graph comes from `cargo metadata` through the `cargo_metadata`
+//! The manifests come from `cargo metadata` through the `cargo_metadata`
 //! crate (typed, maintained by the Cargo team's ecosystem, and it pulls in
-//! only camino, cargo-platform and semver beyond what we have); links are
-//! found with pulldown-cmark, the parser the docs are written for, so a
-//! link inside a code block is not a link.
+//! only camino, cargo-platform and semver beyond what we have). Each
+//! constrained crate's graph is what `cargo tree -p CRATE -e normal,build`
+//! prints: features resolved for that crate alone and the host target,
+//! which is what a program depending on it compiles (`cargo metadata`'s
+//! graph unifies the features of the whole workspace, so it would charge
+//! the seams with ctx-model's `parse` feature that only other crates turn
+//! on). Links are found with pulldown-cmark, the parser the docs are
+//! written for, so a link inside a code block is not a link.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use cargo_metadata::{DependencyKind, Metadata, MetadataCommand, PackageId};
+use cargo_metadata::{DependencyKind, Metadata, MetadataCommand};
 
 /// Crate name → the ctx crates it depends on.
 pub type Edges = BTreeMap<String, BTreeSet<String>>;
 
 /// A rule over the resolved graph: `from` must not reach any of `never`
-/// through normal dependencies.
+/// through normal or build dependencies.
 pub struct Rule {
     /// Where docs/architecture.md states the rule, for the failure message.
     pub why: &'static str,
@@ -79,19 +88,13 @@ pub const RULES: &[Rule] = &[
         never: &["tokio", "reqwest"],
     },
     Rule {
-        why: "adapters pull in neither markdown parsing, prompt assembly nor the graph code",
+        why: "adapters pull in neither markdown parsing, prompt assembly nor the executor",
         from: &[
             "ctx-store-sqlite",
             "ctx-store-postgres",
             "ctx-engine-openai",
         ],
-        never: &[
-            "pulldown-cmark",
-            "petgraph",
-            "ctx-history",
-            "ctx-prompt",
-            "ctx-deps",
-        ],
+        never: &["pulldown-cmark", "ctx-history", "ctx-prompt", "ctx-deps"],
     },
     Rule {
         why: "the use-case crate composes the seams and chooses no engine or shared store",
@@ -106,13 +109,47 @@ pub const RULES: &[Rule] = &[
     Rule {
         why: "the seam crates hold traits and data only",
         from: &["ctx-engine", "ctx-store"],
+        never: &["tokio", "pulldown-cmark", "ctx-prompt", "ctx-deps"],
+    },
+    Rule {
+        why: "the vocabulary, the seams and the report compile no regex or JSON Schema engine, no BPE tables, no check compiler and no pricing",
+        from: &["ctx-model", "ctx-engine", "ctx-store", "ctx-report"],
         never: &[
-            "tokio",
-            "pulldown-cmark",
-            "petgraph",
-            "ctx-prompt",
-            "ctx-deps",
+            "regex",
+            "jsonschema",
+            "tiktoken-rs",
+            "ctx-checks",
+            "ctx-cost",
         ],
+    },
+];
+
+/// The most distinct crates (name and version) a seam may compile.
+pub const SEAM_MAX_CRATES: usize = 40;
+
+/// A bound on how many distinct crates (name and version) `crate_name`'s
+/// resolved graph holds, itself included: the lines of `cargo tree -p
+/// CRATE -e normal,build --prefix none`, deduplicated.
+pub struct Budget {
+    /// Where docs/architecture.md states the bound, for the failure message.
+    pub why: &'static str,
+    /// The crate bounded.
+    pub crate_name: &'static str,
+    /// The most distinct crates it may compile.
+    pub max: usize,
+}
+
+/// The bounds that hold today (docs/architecture.md, "The vocabulary crate").
+pub const BUDGETS: &[Budget] = &[
+    Budget {
+        why: "an engine written outside this repo compiles the engine seam only",
+        crate_name: "ctx-engine",
+        max: SEAM_MAX_CRATES,
+    },
+    Budget {
+        why: "a store written outside this repo compiles the store seam only",
+        crate_name: "ctx-store",
+        max: SEAM_MAX_CRATES,
     },
 ];
 
@@ -233,72 +270,112 @@ pub fn compare_edges(doc: &Edges, cargo: &Edges) -> Vec<String> {
     problems
 }
 
-/// The resolved graph as package name → names it depends on normally.
-/// Names, not ids: the rules are about packages whatever their version.
-fn normal_graph(meta: &Metadata) -> Result<BTreeMap<String, BTreeSet<String>>, String> {
-    let resolve = meta
-        .resolve
-        .as_ref()
-        .ok_or("cargo metadata returned no resolved graph")?;
-    let name_of = |id: &PackageId| meta[id].name.to_string();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for node in &resolve.nodes {
-        let deps = graph.entry(name_of(&node.id)).or_default();
-        for dep in &node.deps {
-            if dep
-                .dep_kinds
-                .iter()
-                .any(|k| k.kind == DependencyKind::Normal)
-            {
-                deps.insert(name_of(&dep.pkg));
-            }
-        }
-    }
-    Ok(graph)
+/// One crate's resolved dependency tree, as `cargo tree -p CRATE -e
+/// normal,build --prefix depth` prints it: each line a depth, a package
+/// name and its version, in depth-first order. cargo prints a package's
+/// dependencies once (later occurrences end in `(*)`), so every package
+/// reachable from the root appears, the first time under a chain of its
+/// ancestors.
+pub struct Tree {
+    /// `(depth, name, version)`, the root at depth 0.
+    pub lines: Vec<(usize, String, String)>,
 }
 
-/// The shortest chain `from → … → to`, if `to` is reachable.
-fn path_to(
-    graph: &BTreeMap<String, BTreeSet<String>>,
-    from: &str,
-    to: &str,
-) -> Option<Vec<String>> {
-    let mut parent: BTreeMap<&str, &str> = BTreeMap::new();
-    let mut queue = VecDeque::from([from]);
-    while let Some(at) = queue.pop_front() {
-        if at == to {
-            let mut chain = vec![to.to_string()];
-            let mut cur = to;
-            while let Some(&p) = parent.get(cur) {
-                chain.push(p.to_string());
-                cur = p;
-            }
-            chain.reverse();
-            return Some(chain);
+impl Tree {
+    /// Reads `cargo tree --prefix depth` output.
+    pub fn parse(text: &str) -> Result<Tree, String> {
+        let mut lines = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            let depth = line[..digits]
+                .parse()
+                .map_err(|_| format!("cargo tree: no depth on `{line}`"))?;
+            let mut words = line[digits..].split_whitespace();
+            let (Some(name), Some(version)) = (words.next(), words.next()) else {
+                return Err(format!("cargo tree: no name and version on `{line}`"));
+            };
+            lines.push((depth, name.to_string(), version.to_string()));
         }
-        for next in graph.get(at).into_iter().flatten() {
-            if next != from && !parent.contains_key(next.as_str()) {
-                parent.insert(next, at);
-                queue.push_back(next);
-            }
-        }
+        Ok(Tree { lines })
     }
-    None
+
+    /// Every distinct package, as `name version`, the root included.
+    pub fn distinct(&self) -> BTreeSet<String> {
+        self.lines
+            .iter()
+            .map(|(_, name, version)| format!("{name} {version}"))
+            .collect()
+    }
+
+    /// The chain `root → … → name` to the first occurrence of `name`.
+    pub fn chain_to(&self, name: &str) -> Option<Vec<String>> {
+        let mut stack: Vec<&str> = Vec::new();
+        for (depth, at, _) in &self.lines {
+            stack.truncate(*depth);
+            stack.push(at);
+            if at == name && *depth > 0 {
+                return Some(stack.iter().map(|s| s.to_string()).collect());
+            }
+        }
+        None
+    }
 }
 
-/// Every violation of `rules` in the resolved graph, with the chain of
-/// dependencies that causes it.
-pub fn check_rules(meta: &Metadata, rules: &[Rule]) -> Result<Vec<String>, String> {
-    let graph = normal_graph(meta)?;
+/// `crate_name`'s resolved tree from `cargo tree` (normal and build
+/// dependencies, host target, features resolved for that crate alone).
+pub fn cargo_tree(root: &Path, crate_name: &str) -> Result<Tree, String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .current_dir(root)
+        .args([
+            "tree",
+            "-p",
+            crate_name,
+            "-e",
+            "normal,build",
+            "--prefix",
+            "depth",
+        ])
+        .output()
+        .map_err(|e| format!("cargo tree -p {crate_name}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cargo tree -p {crate_name}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Tree::parse(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The trees of the crates `rules` and `budgets` constrain, each read once.
+pub fn trees(
+    root: &Path,
+    rules: &[Rule],
+    budgets: &[Budget],
+) -> Result<BTreeMap<String, Tree>, String> {
+    let names: BTreeSet<&str> = rules
+        .iter()
+        .flat_map(|r| r.from.iter().copied())
+        .chain(budgets.iter().map(|b| b.crate_name))
+        .collect();
+    names
+        .into_iter()
+        .map(|n| cargo_tree(root, n).map(|t| (n.to_string(), t)))
+        .collect()
+}
+
+/// Every violation of `rules`, with the chain of dependencies that causes
+/// it.
+pub fn check_rules(trees: &BTreeMap<String, Tree>, rules: &[Rule]) -> Vec<String> {
     let mut problems = Vec::new();
     for rule in rules {
         for from in rule.from {
-            if !graph.contains_key(*from) {
+            let Some(tree) = trees.get(*from) else {
                 problems.push(format!("rule \"{}\": no crate `{from}`", rule.why));
                 continue;
-            }
+            };
             for never in rule.never {
-                if let Some(chain) = path_to(&graph, from, never) {
+                if let Some(chain) = tree.chain_to(never) {
                     problems.push(format!(
                         "forbidden dependency ({}): {}",
                         rule.why,
@@ -308,7 +385,33 @@ pub fn check_rules(meta: &Metadata, rules: &[Rule]) -> Result<Vec<String>, Strin
             }
         }
     }
-    Ok(problems)
+    problems
+}
+
+/// Every crate over its budget, with the count and the crates counted.
+pub fn check_budgets(trees: &BTreeMap<String, Tree>, budgets: &[Budget]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for budget in budgets {
+        let Some(tree) = trees.get(budget.crate_name) else {
+            problems.push(format!(
+                "budget \"{}\": no crate `{}`",
+                budget.why, budget.crate_name
+            ));
+            continue;
+        };
+        let distinct = tree.distinct();
+        if distinct.len() > budget.max {
+            problems.push(format!(
+                "{} compiles {} distinct crates, more than {} ({}): {}",
+                budget.crate_name,
+                distinct.len(),
+                budget.max,
+                budget.why,
+                distinct.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    problems
 }
 
 /// 1-based line of byte `offset` in `text`.
@@ -457,7 +560,8 @@ pub fn check_manifest_comments(root: &Path, meta: &Metadata) -> Result<Vec<Strin
     Ok(problems)
 }
 
-/// `cargo xtask arch`: the dependency block, the forbidden edges, the links.
+/// `cargo xtask arch`: the dependency block, the forbidden edges, the seam
+/// sizes, the links.
 pub fn run(args: &[String]) -> Result<(), String> {
     if !args.is_empty() {
         return Err("usage: cargo xtask arch".into());
@@ -467,11 +571,20 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let doc = std::fs::read_to_string(root.join("docs/architecture.md"))
         .map_err(|e| format!("docs/architecture.md: {e}"))?;
     let mut problems = compare_edges(&doc_edges(&doc)?, &cargo_edges(&meta));
-    problems.extend(check_rules(&meta, RULES)?);
+    let trees = trees(&root, RULES, BUDGETS)?;
+    problems.extend(check_rules(&trees, RULES));
+    problems.extend(check_budgets(&trees, BUDGETS));
     problems.extend(check_links(&root)?);
     problems.extend(check_manifest_comments(&root, &meta)?);
     if problems.is_empty() {
-        eprintln!("architecture: dependency block, forbidden edges and links all hold");
+        let counts: Vec<String> = BUDGETS
+            .iter()
+            .map(|b| format!("{} {}", b.crate_name, trees[b.crate_name].distinct().len()))
+            .collect();
+        eprintln!(
+            "architecture: dependency block, forbidden edges, seam sizes ({} distinct crates, at most {SEAM_MAX_CRATES}) and links all hold",
+            counts.join(", ")
+        );
         Ok(())
     } else {
         Err(format!(
@@ -509,11 +622,10 @@ mod tests {
     }
 
     #[test]
-    fn no_forbidden_dependency() {
-        assert_none(
-            "forbidden dependencies",
-            check_rules(&meta(), RULES).expect("graph"),
-        );
+    fn no_forbidden_dependency_and_small_seams() {
+        let trees = trees(&root(), RULES, BUDGETS).expect("cargo tree");
+        assert_none("forbidden dependencies", check_rules(&trees, RULES));
+        assert_none("seams over their size", check_budgets(&trees, BUDGETS));
     }
 
     #[test]
@@ -573,22 +685,65 @@ mod tests {
         assert!(p.contains("lists `gone`"), "{p}");
     }
 
+    /// A tree as `cargo tree --prefix depth` prints it: `regex` is reached
+    /// twice, the second time deduplicated (`(*)`), and a build dependency.
+    const TREE: &str = "0ctx-a v0.1.0 (/w/crates/ctx-a)\n\
+                        1serde v1.0.229\n\
+                        2serde_derive v1.0.229 (proc-macro)\n\
+                        1ctx-b v0.1.0 (/w/crates/ctx-b)\n\
+                        2fancy v0.19.2\n\
+                        3regex v1.13.2\n\
+                        1regex v1.13.2 (*)\n\
+                        1syn v2.0.1\n\
+                        1syn v3.0.10\n";
+
     #[test]
     fn reachability_names_the_whole_chain() {
-        let g: BTreeMap<String, BTreeSet<String>> = [
-            ("a", vec!["b"]),
-            ("b", vec!["c", "a"]),
-            ("c", vec!["tokio"]),
-            ("tokio", vec![]),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
-        .collect();
+        let tree = Tree::parse(TREE).expect("parse");
         assert_eq!(
-            path_to(&g, "a", "tokio"),
-            Some(vec!["a".into(), "b".into(), "c".into(), "tokio".into()])
+            tree.chain_to("regex"),
+            Some(vec![
+                "ctx-a".into(),
+                "ctx-b".into(),
+                "fancy".into(),
+                "regex".into()
+            ])
         );
-        assert_eq!(path_to(&g, "c", "a"), None);
+        assert_eq!(tree.chain_to("tokio"), None);
+        // The root does not reach itself.
+        assert_eq!(tree.chain_to("ctx-a"), None);
+        let trees = BTreeMap::from([("ctx-a".to_string(), tree)]);
+        let rule = Rule {
+            why: "no regex",
+            from: &["ctx-a"],
+            never: &["regex", "tokio"],
+        };
+        assert_eq!(
+            check_rules(&trees, &[rule]),
+            ["forbidden dependency (no regex): ctx-a → ctx-b → fancy → regex"]
+        );
+    }
+
+    #[test]
+    fn a_budget_counts_distinct_names_and_versions() {
+        let tree = Tree::parse(TREE).expect("parse");
+        // ctx-a, serde, serde_derive, ctx-b, fancy, regex, syn 2, syn 3.
+        assert_eq!(tree.distinct().len(), 8);
+        let trees = BTreeMap::from([("ctx-a".to_string(), tree)]);
+        let budget = |max| Budget {
+            why: "small",
+            crate_name: "ctx-a",
+            max,
+        };
+        assert_eq!(check_budgets(&trees, &[budget(8)]), Vec::<String>::new());
+        let over = check_budgets(&trees, &[budget(7)]);
+        assert_eq!(over.len(), 1);
+        assert!(
+            over[0].starts_with("ctx-a compiles 8 distinct crates, more than 7 (small): ctx-a v0.1.0, ctx-b v0.1.0, fancy v0.19.2"),
+            "{}",
+            over[0]
+        );
+        assert!(Tree::parse("x v1\n").is_err());
     }
 
     #[test]
