@@ -2,11 +2,11 @@
 //! fence that is stripped before JSON is parsed, and how text is quoted in
 //! messages.
 
-/// Words as ctx's word caps count them: whitespace-separated runs. The same
-/// definition as `ctx-history`'s compression (`split_whitespace`), so a
-/// `max_words` check and a digest's `max_words` agree on a text.
+/// Words as ctx's word caps count them ([`ctx_tokens::count_words`], the
+/// one definition, which ctx-history's compression uses too), as the `u64`
+/// a `max_words` limit is.
 pub fn count_words(text: &str) -> u64 {
-    text.split_whitespace().count() as u64
+    ctx_tokens::count_words(text) as u64
 }
 
 /// Characters as `max_chars` counts them: Unicode scalar values, so an

@@ -8,22 +8,25 @@
 //! thread would otherwise poll, and on a current-thread runtime the whole
 //! executor, dispatching included. So the executor never calls the store
 //! directly: each call goes through these functions, which run it on
-//! Tokio's blocking pool (`spawn_blocking`) and await it. The cost is one
-//! thread hand-off per call, nothing next to an fsync or an LLM call.
+//! Tokio's blocking pool with [`ctx_store::off_runtime`] (the one helper,
+//! which the output cache of ctx-store-sqlite uses too) and await it. The
+//! cost is one thread hand-off per call, nothing next to an fsync or an LLM
+//! call.
 
 use std::sync::Arc;
 
 use ctx_model::TaskExecutionResult;
 use ctx_store::{ExecutionStore, StoreError};
 
-/// Runs `call` with the store on the blocking pool.
-async fn off_runtime<T, F>(store: &Arc<dyn ExecutionStore>, call: F) -> Result<T, StoreError>
+/// Runs `call` with the store on the blocking pool
+/// ([`ctx_store::off_runtime`]).
+async fn with_store<T, F>(store: &Arc<dyn ExecutionStore>, call: F) -> Result<T, StoreError>
 where
     T: Send + 'static,
     F: FnOnce(&dyn ExecutionStore) -> Result<T, StoreError> + Send + 'static,
 {
     let store = Arc::clone(store);
-    tokio::task::spawn_blocking(move || call(store.as_ref()))
+    ctx_store::off_runtime(move || call(store.as_ref()))
         .await
         .unwrap_or_else(|e| {
             Err(StoreError::new(format!(
@@ -37,7 +40,7 @@ pub(crate) async fn store(
     store: &Arc<dyn ExecutionStore>,
     result: TaskExecutionResult,
 ) -> Result<(), StoreError> {
-    off_runtime(store, move |s| s.store(result)).await
+    with_store(store, move |s| s.store(result)).await
 }
 
 /// [`ExecutionStore::get_by_task_id`], off the runtime.
@@ -46,7 +49,7 @@ pub(crate) async fn get_by_task_id(
     task_id: &str,
 ) -> Result<Option<TaskExecutionResult>, StoreError> {
     let id = task_id.to_string();
-    off_runtime(store, move |s| s.get_by_task_id(&id)).await
+    with_store(store, move |s| s.get_by_task_id(&id)).await
 }
 
 /// [`ExecutionStore::get_by_dependency_ids`], off the runtime.
@@ -55,5 +58,5 @@ pub(crate) async fn get_by_dependency_ids(
     ids: &[String],
 ) -> Result<Vec<TaskExecutionResult>, StoreError> {
     let ids = ids.to_vec();
-    off_runtime(store, move |s| s.get_by_dependency_ids(&ids)).await
+    with_store(store, move |s| s.get_by_dependency_ids(&ids)).await
 }

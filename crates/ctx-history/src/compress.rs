@@ -93,11 +93,10 @@ pub enum Level {
     Units(usize),
 }
 
-/// Words as the word caps count them: whitespace-separated tokens. The one
-/// definition, used by compression and by the digest's own totals.
-pub(crate) fn count_words(s: &str) -> usize {
-    s.split_whitespace().count()
-}
+/// Words as the word caps count them: whitespace-separated runs
+/// ([`ctx_tokens::count_words`], the one definition, which a `max_words`
+/// check uses too), for compression and the digest's own totals.
+pub(crate) use ctx_tokens::count_words;
 
 /// Byte ranges of the blocks of `text` that must stay whole (code, HTML,
 /// tables) and of its headings, widened to whole lines.

@@ -292,19 +292,17 @@ impl CacheStats {
 /// Runs a cache read or write on Tokio's blocking pool when there is a
 /// runtime (a write may wait up to the busy timeout for another process's
 /// lock, and an fsync as long as the disk takes: neither may stall the
-/// runtime thread that dispatches other tasks), inline when there is none.
-/// `Err` is a failure of the call itself, said as text for [`CacheStats`].
-async fn off_runtime<T: Send + 'static>(
+/// runtime thread that dispatches other tasks), inline when there is none
+/// ([`ctx_store::off_runtime`]). `Err` is a failure of the call itself,
+/// said as text for [`CacheStats`].
+async fn cache_call<T: Send + 'static>(
     f: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> std::result::Result<T, String> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => match handle.spawn_blocking(f).await {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(e) => Err(format!(
-                "the cache call on the blocking pool did not return: {e}"
-            )),
-        },
-        Err(_) => f().map_err(|e| e.to_string()),
+    match ctx_store::off_runtime(f).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(e) => Err(format!(
+            "the cache call on the blocking pool did not return: {e}"
+        )),
     }
 }
 
@@ -377,7 +375,7 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
             );
             let cache = Arc::clone(&self.cache);
             let get_key = key.clone();
-            match off_runtime(move || cache.get(&get_key)).await {
+            match cache_call(move || cache.get(&get_key)).await {
                 Ok(Some(hit)) => {
                     self.stats.hits.fetch_add(1, Ordering::Relaxed);
                     return Ok(InferenceResponse {
@@ -407,7 +405,7 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
                 let engine = self.inner.name().to_string();
                 let model = request.params.model.clone();
                 let put = move || cache.put(&key, &engine, model.as_deref(), &entry);
-                if let Err(e) = off_runtime(put).await {
+                if let Err(e) = cache_call(put).await {
                     self.stats.error(&e);
                 }
             }

@@ -58,6 +58,8 @@
 
 pub mod fingerprint;
 pub mod history;
+#[cfg(feature = "tokio")]
+mod offload;
 pub mod record;
 pub mod resume;
 
@@ -65,6 +67,8 @@ pub use fingerprint::{
     TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
 };
 pub use history::{RunHeader, RunHistory, RunState, StatusCounts};
+#[cfg(feature = "tokio")]
+pub use offload::off_runtime;
 pub use record::ResultRecord;
 pub use resume::{RerunReason, ResumePlan};
 

@@ -146,6 +146,14 @@ impl TokenizerExt for Tokenizer {
     }
 }
 
+/// Words as ctx's word caps count them: whitespace-separated runs
+/// (`split_whitespace`). The one definition, so that a digest's
+/// `max_words` (ctx-history's compression) and a `max_words` check
+/// (ctx-checks) agree on a text. Here because both count with this crate.
+pub fn count_words(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
 /// `ceil(utf8_bytes / 4)`, the usual rule of thumb for English text.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EstimateCounter;
@@ -290,6 +298,14 @@ impl<C: TokenCounter> TokenCounter for MeteredCounter<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn words_are_whitespace_separated_runs() {
+        assert_eq!(count_words("  one two\nthree\t four  "), 4);
+        assert_eq!(count_words(""), 0);
+        // Unicode whitespace separates too (an ideographic space).
+        assert_eq!(count_words("a\u{3000}b"), 2);
+    }
 
     #[test]
     fn special_tokens_are_ordinary_text() {

@@ -542,12 +542,7 @@ where
     F: FnOnce(Cancel, Progress) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            CliError::with(Exit::System, format!("cannot start the async runtime: {e}"))
-        })?;
+    let runtime = crate::runtime::runtime()?;
     let bar = progress_bar(total);
     if let Some(bar) = &bar {
         // Retry, pacing and streaming notices of the HTTP engine go to the

@@ -41,6 +41,7 @@ use ctx_worker::{Worker, WorkerEvent};
 use super::run::{Executed, Output, StopSignal, StopSignals};
 use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
+use crate::runtime::runtime;
 
 /// Arguments of `ctx worker`.
 #[derive(Debug, clap::Args)]
@@ -139,10 +140,6 @@ fn secs(flag: &str, s: f64) -> Result<Option<Duration>, CliError> {
     Duration::try_from_secs_f64(s)
         .map(Some)
         .map_err(|e| CliError::usage(format!("{flag} {s}: {e}")))
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    crate::runtime::runtime()
 }
 
 /// This worker's id: host, process, and a random suffix.
