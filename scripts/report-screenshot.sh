@@ -41,7 +41,9 @@ case "$CTX_TASK_ID" in
      esac;;
   *) sleep 0.3; echo "part $CTX_TASK_ID";;
 esac'
-"$ctx" run "$root/fixtures/tetris/plan.yaml" --root "$work/runs" --concurrency 2 --command "$engine" >/dev/null
+# The plan is named as the README names it (the report shows its path).
+cd "$root"
+"$ctx" run fixtures/tetris/plan.yaml --root "$work/runs" --concurrency 2 --command "$engine" >/dev/null
 run=$("$ctx" runs list --root "$work/runs" --format json | sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -n 1)
 "$ctx" runs report "$run" --root "$work/runs" -o "$work/report.html"
 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --disable-extensions \
