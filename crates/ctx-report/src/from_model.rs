@@ -3,9 +3,9 @@
 //! is a direct mapping.
 //!
 //! Two things the result itself does not hold come from the store: the
-//! task's start (the `recorded_at` of the `in_progress` row its
-//! `started_seq` points at) and its end (the `recorded_at` of its latest
-//! row). A task's cost is its stored `metadata.cost_usd` (absent, and
+//! task's start (the `recorded_at` of the first `in_progress` row of its
+//! execution, which its `started_seq` points at) and its end (the
+//! `recorded_at` of its latest row). A task's cost is its stored `metadata.cost_usd` (absent, and
 //! shown as "unknown", when its price was not known). Per-dependency cuts
 //! are not stored yet; they stay empty (shown as "not recorded").
 

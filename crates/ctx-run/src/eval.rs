@@ -38,6 +38,15 @@
 //!   labelled `[eval VARIANT K/N]` after its plan source and its engine
 //!   label, so each can be listed, shown and resumed like any other.
 //!
+//! Two rates are reported, per variant and per task: the checks the first
+//! attempt passed (`first_attempt_pass_rate`) and those the final attempt
+//! passed (`pass_rate`). The first is the ablation's number: a retry's
+//! feedback quotes what a failed check looked for, so a model that follows
+//! it passes any variant on its second attempt, whatever the context gave
+//! it. With more than one repeat each rate gets a 95 % Wilson score
+//! interval ([`Interval`]), and the table marks a variant's rate whose
+//! interval overlaps `full`'s.
+//!
 //! A task's checks count in every run: a task that failed for another
 //! reason or was skipped passes none of them, so a variant that breaks a
 //! dependency loses its dependents' checks too. `tasks_passing` counts the
