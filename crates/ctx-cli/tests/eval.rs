@@ -88,12 +88,32 @@ fn variants_pass_what_their_context_allows() {
             json!(["bare", 2, 0, 6, 0.0, 0]),
         ]
     );
+    let tasks: Vec<Value> = json["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| json!([t["task_id"], t["checks"], t["pass_rate"]]))
+        .collect();
     assert_eq!(
-        json["tasks"],
-        json!([
-            {"task_id": "board", "checks": 1, "pass_rate": {"full": 1.0, "no-entities": 0.0, "no-dependencies": 1.0, "bare": 0.0}},
-            {"task_id": "script", "checks": 2, "pass_rate": {"full": 1.0, "no-entities": 0.0, "no-dependencies": 0.0, "bare": 0.0}}
-        ])
+        tasks,
+        [
+            json!(["board", 1, {"full": 1.0, "no-entities": 0.0, "no-dependencies": 1.0, "bare": 0.0}]),
+            json!(["script", 2, {"full": 1.0, "no-entities": 0.0, "no-dependencies": 0.0, "bare": 0.0}])
+        ]
+    );
+    // One attempt: the first attempt's rate is the final one. Repeated,
+    // each rate has its 95 % Wilson interval (script's 4 checks of full all
+    // passed: [0.5101, 1]).
+    for t in json["tasks"].as_array().unwrap() {
+        assert_eq!(t["first_attempt_pass_rate"], t["pass_rate"]);
+    }
+    assert_eq!(
+        json["tasks"][1]["first_attempt_interval"]["full"],
+        json!({"low": 0.5101, "high": 1.0})
+    );
+    assert_eq!(
+        json["variants"][0]["interval"],
+        json!({"low": 0.6097, "high": 1.0})
     );
     // Every variant run is an ordinary stored run, labelled.
     let ids = json["variants"][1]["run_ids"].as_array().unwrap();

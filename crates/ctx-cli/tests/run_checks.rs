@@ -119,6 +119,13 @@ fn a_failing_check_is_retried_with_feedback_and_stored() {
     let text = show("text");
     assert!(text.contains("## Checks (attempt 2 of the task)\n\npass contains: contains \"10 x 20\"\npass entities:"), "{text}");
     assert!(text.contains("## Check attempts"), "{text}");
+    // What the failed check found missing, beside the plan's message.
+    assert!(
+        text.contains(
+            "\nattempt 1: FAIL contains: Keep the 10 x 20 board. (does not contain \"10 x 20\")\n"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
@@ -147,8 +154,28 @@ fn a_check_that_never_passes_fails_the_task_skips_dependents_and_resumes() {
     assert_eq!(task(&json, "js")["status"], "skipped");
     assert_eq!(task(&json, "js")["error"], "dependency `css` failed");
 
-    // --resume runs the failed task again (and its dependent).
+    // `ctx runs show` gives every attempt's failures with what they found
+    // missing, the last one's too.
     let id = run_id(&stderr);
+    let out = ctx(dir.path())
+        .args(["runs", "show", &id, "--task", "css", "--root"])
+        .arg(dir.path().join("runs"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let missing = "FAIL contains: Keep the 10 x 20 board. (does not contain \"10 x 20\")";
+    assert!(
+        text.contains(&format!("## Checks (attempt 3 of the task)\n\n{missing}\n")),
+        "{text}"
+    );
+    for n in 1..=3 {
+        assert!(
+            text.contains(&format!("\nattempt {n}: {missing}")),
+            "{text}"
+        );
+    }
+
+    // --resume runs the failed task again (and its dependent).
     let (code, json, _) = run(
         dir.path(),
         &["--resume", &id, "--command", FIXES_ON_FEEDBACK],

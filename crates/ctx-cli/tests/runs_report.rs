@@ -150,6 +150,100 @@ fn tetris_export_json_and_csv_carry_the_report_times() {
     }
 }
 
+/// A plan whose first task has a check that fails on the first answer and
+/// passes on the retry (the answer follows the feedback); every answer
+/// takes 300 ms.
+const RETRIED_PLAN: &str = r#"schema_version: 1
+sub_tasks:
+  - id: css
+    description: Style the board
+    checks:
+      - contains: "10 x 20"
+    tool_or_prompt: {name: inference, params: {prompt: Write the CSS.}}
+  - id: js
+    description: Script
+    dependencies: [css]
+    tool_or_prompt: {name: inference, params: {prompt: Write the JS.}}
+"#;
+
+const SLOW_FIXES_ON_FEEDBACK: &str = r#"p=$(cat); sleep 0.3; case "$p" in *"Your previous answer failed these checks"*) echo "a 10 x 20 board";; *) echo "a board";; esac"#;
+
+fn ms(t: &str) -> i64 {
+    ctx_report::Timestamp::parse_rfc3339(t).unwrap().unix_ms()
+}
+
+/// A task retried after a failed check started at its first attempt: its
+/// calls are numbered across attempts and lie within its start and end, and
+/// the report's wall time is the run's span (no gap before the retried
+/// task, nothing past the last task's end).
+#[test]
+fn a_retried_task_starts_at_its_first_attempt_in_every_export() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("plan.yaml"), RETRIED_PLAN).unwrap();
+    ctx(tmp.path())
+        .args(["run", "plan.yaml", "--root", "runs", "--command"])
+        .arg(SLOW_FIXES_ON_FEEDBACK)
+        .assert()
+        .success();
+    let list: Value = serde_json::from_str(&stdout(
+        ctx(tmp.path()).args(["runs", "list", "--root", "runs", "--format", "json"]),
+    ))
+    .unwrap();
+    let id = list[0]["id"].as_str().unwrap().to_string();
+    let export = |format: &str| {
+        stdout(ctx(tmp.path()).args(["runs", "export", &id, "--root", "runs", "--format", format]))
+    };
+
+    let json: Value = serde_json::from_str(&export("json")).unwrap();
+    let css = &json["tasks"][0];
+    let js = &json["tasks"][1];
+    assert_eq!(css["check_attempts"], 2);
+    let (css_start, css_end) = (
+        ms(css["started_at"].as_str().unwrap()),
+        ms(css["ended_at"].as_str().unwrap()),
+    );
+    // Both answers (300 ms each) ran between the task's start and end.
+    assert!(css_end - css_start >= 600, "{css}");
+    assert!(ms(js["started_at"].as_str().unwrap()) >= css_end);
+
+    let text = export("csv");
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    let css_rows: Vec<_> = rows
+        .iter()
+        .filter(|r| &r[col("task_id")] == "css")
+        .collect();
+    let numbers: Vec<&str> = css_rows.iter().map(|r| &r[col("attempt")]).collect();
+    assert_eq!(numbers, ["1", "2"]);
+    let outcomes: Vec<&str> = css_rows
+        .iter()
+        .map(|r| &r[col("attempt_outcome")])
+        .collect();
+    assert_eq!(outcomes, ["check_failure", "success"]);
+    for row in &css_rows {
+        let end = ms(&row[col("attempt_ended_at")]);
+        assert!(end <= css_end, "a call ends after its task: {row:?}");
+        assert!(ms(&row[col("attempt_started_at")]) >= css_start);
+    }
+
+    // The report's wall time: the first task's start to the last task's
+    // end (shown to a tenth of a second under a minute).
+    let wall = ms(js["ended_at"].as_str().unwrap()) - css_start;
+    assert!(wall < 60_000);
+    let shown = if wall < 1_000 {
+        format!("{wall} ms")
+    } else {
+        format!("{}.{} s", wall / 1_000, (wall % 1_000) / 100)
+    };
+    let html = stdout(ctx(tmp.path()).args(["runs", "report", &id, "--root", "runs"]));
+    assert!(
+        html.contains(&format!("<dt>Wall time</dt><dd>{shown}</dd>")),
+        "wall time {shown} not in the report"
+    );
+}
+
 /// A finished run: a completed (no engine calls recorded), b failed after a
 /// retry with errors full of CSV and spreadsheet syntax, c skipped.
 fn hostile_run(root: &RunRoot) -> String {

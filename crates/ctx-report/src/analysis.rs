@@ -82,6 +82,9 @@ pub struct Totals {
     pub prompt_tokens: u64,
     /// Completion tokens over the tasks that report them.
     pub completion_tokens: u64,
+    /// Started tasks whose engine reported no completion tokens (a command
+    /// engine, a dry run): their completions are not in the sum.
+    pub completion_unreported: usize,
     /// Tokens of dependency outputs left out of prompts.
     pub cut_tokens: u64,
     /// Known cost in USD.
@@ -151,35 +154,42 @@ impl Analysis {
         }
         let levels = level.iter().map(|l| l + 1).max().unwrap_or(0);
 
-        // The time axis.
+        // The time axis: the run's span, from its first task's start to
+        // its last task's end (to the snapshot time while the run is
+        // running). The run's own start and end frame it only where no
+        // task has the time: a session starts before its first task, and
+        // an engine's call times are laid end to end from their task's
+        // start (see `attempts`), so neither widens the wall time. A task
+        // with a start and no end (interrupted by a crash or a signal)
+        // spans to the run's end.
         let earliest = input
             .tasks
             .iter()
             .filter_map(|t| t.started_at)
             .map(|t| t.unix_ms())
             .min();
-        let origin_ms = input
-            .started_at
-            .map(|t| t.unix_ms())
-            .into_iter()
-            .chain(earliest)
-            .min()
+        let origin_ms = earliest
+            .or(input.started_at.map(|t| t.unix_ms()))
             .unwrap_or(0);
+        let open_task = input
+            .tasks
+            .iter()
+            .any(|t| t.started_at.is_some() && t.ended_at.is_none());
+        let run_end = input.ended_at.map(|t| t.unix_ms());
         let latest = input
             .tasks
             .iter()
-            .flat_map(|t| {
-                let attempt_times = t.attempts.iter().flat_map(|a| [a.started_at, a.ended_at]);
-                [t.started_at, t.ended_at].into_iter().chain(attempt_times)
-            })
-            .chain([input.started_at, input.ended_at, input.as_of])
+            .flat_map(|t| [t.started_at, t.ended_at])
             .flatten()
             .map(|t| t.unix_ms())
             .max()
+            .into_iter()
+            .chain(open_task.then_some(run_end).flatten())
+            .max()
+            .or(run_end)
             .unwrap_or(origin_ms);
-        let horizon_ms = match (input.status, input.ended_at, input.as_of) {
-            (RunStatus::Running, _, Some(now)) => now.unix_ms().max(latest),
-            (_, Some(end), _) => end.unix_ms().max(latest),
+        let horizon_ms = match (input.status, input.as_of) {
+            (RunStatus::Running, Some(now)) => now.unix_ms().max(latest),
             _ => latest,
         }
         .max(origin_ms);
@@ -385,6 +395,9 @@ fn totals(input: &RunReportInput, span: &[Option<Span>]) -> Totals {
         t.completion_tokens = t
             .completion_tokens
             .saturating_add(task.completion_tokens.unwrap_or(0));
+        if s.is_some() && task.completion_tokens.is_none() {
+            t.completion_unreported += 1;
+        }
         for c in &task.dependency_cuts {
             t.cut_tokens = t
                 .cut_tokens
@@ -461,6 +474,30 @@ mod tests {
         assert_eq!(a.wall_ms(), 800);
         assert_eq!(a.totals.work_ms, 100 + 300 + 500 + 100);
         assert!(a.warnings.is_empty(), "{:?}", a.warnings);
+    }
+
+    /// The wall time is the run's span: from the first task's start to the
+    /// last task's end. The session started before its first task, and a
+    /// retried task's calls laid end to end from its start may reach past
+    /// its end; neither widens it.
+    #[test]
+    fn the_wall_time_is_from_the_first_start_to_the_last_end() {
+        let mut b = task("b", &["a"], Some((1_500, 2_100)));
+        b.attempts = vec![crate::input::AttemptReport {
+            number: 2,
+            started_at: Some(Timestamp::from_unix_ms(2_000)),
+            ended_at: Some(Timestamp::from_unix_ms(3_100)),
+            outcome: crate::input::AttemptOutcome::Success,
+            class: None,
+            error: None,
+        }];
+        let mut input = run(vec![task("a", &[], Some((1_200, 1_500))), b]);
+        input.started_at = Some(Timestamp::from_unix_ms(1_000));
+        input.ended_at = Some(Timestamp::from_unix_ms(2_150));
+        let a = Analysis::of(&input);
+        assert_eq!(a.origin_ms, 1_200);
+        assert_eq!(a.wall_ms(), 900);
+        assert_eq!(a.span[0].unwrap().start, 0);
     }
 
     #[test]

@@ -55,16 +55,14 @@ pub fn count(n: u64) -> String {
     out
 }
 
-/// US dollars: four decimals, six below a cent so small calls still show.
+/// US dollars, every figure at one precision (six decimals: a millionth
+/// of a dollar, so a small call still shows and a column of figures lines
+/// up and compares digit by digit).
 pub fn usd(v: f64) -> String {
     if !v.is_finite() {
         return "unknown".into();
     }
-    if v != 0.0 && v.abs() < 0.01 {
-        format!("${v:.6}")
-    } else {
-        format!("${v:.4}")
-    }
+    format!("${v:.6}")
 }
 
 /// An optional cost: `unknown` when absent.
@@ -123,7 +121,8 @@ mod tests {
         assert_eq!(axis(90_000), "1.5 min");
         assert_eq!(count(0), "0");
         assert_eq!(count(1_234_567), "1,234,567");
-        assert_eq!(usd(0.5), "$0.5000");
+        assert_eq!(usd(0.5), "$0.500000");
+        assert_eq!(usd(12.0), "$12.000000");
         assert_eq!(usd(0.000123), "$0.000123");
         assert_eq!(usd_opt(None), "unknown");
         assert_eq!(px(3.0), "3");

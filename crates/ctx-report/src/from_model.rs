@@ -3,9 +3,9 @@
 //! is a direct mapping.
 //!
 //! Two things the result itself does not hold come from the store: the
-//! task's start (the `recorded_at` of the `in_progress` row its
-//! `started_seq` points at) and its end (the `recorded_at` of its latest
-//! row). A task's cost is its stored `metadata.cost_usd` (absent, and
+//! task's start (the `recorded_at` of the first `in_progress` row of its
+//! execution, which its `started_seq` points at) and its end (the
+//! `recorded_at` of its latest row). A task's cost is its stored `metadata.cost_usd` (absent, and
 //! shown as "unknown", when its price was not known). Per-dependency cuts
 //! are not stored yet; they stay empty (shown as "not recorded").
 
@@ -43,7 +43,8 @@ pub fn task_state(status: Option<TaskStatus>, error: Option<&str>, run: RunStatu
 /// Engines record each call's duration and the backoff after it, not wall
 /// times, so the calls are laid end to end from the task's start
 /// (`start`, call, backoff, call, ...); without a start they carry no
-/// times. The class `ok` on the last call is a success and on an earlier
+/// times. Calls are numbered by their place in the list (1 first), across
+/// check attempts. The class `ok` on the last call is a success and on an earlier
 /// one means its output was rejected (a check failure); a class starting
 /// with `check` is a check failure; any other class is a retry when
 /// another call followed, an error when it was the last.
@@ -70,7 +71,11 @@ pub fn attempts(list: &[Attempt], start: Option<Timestamp>) -> Vec<AttemptReport
             let ended = started.map(|s| s.saturating_add(clamp_ms(a.duration_ms)));
             cursor = ended.map(|e| e.saturating_add(clamp_ms(a.backoff_ms.unwrap_or(0))));
             AttemptReport {
-                number: a.number,
+                // Engines number the calls of one request from 1; a task
+                // whose checks failed makes a request per check attempt,
+                // so its list restarts at 1. The list is the task's calls
+                // in order: its position is the call's number.
+                number: u32::try_from(i + 1).unwrap_or(u32::MAX),
                 started_at: started.map(Timestamp::from_unix_ms),
                 ended_at: ended.map(Timestamp::from_unix_ms),
                 outcome,
@@ -144,6 +149,7 @@ impl TaskReport {
                         kind: k.kind.as_str().to_string(),
                         passed: k.passed,
                         message: k.message.clone(),
+                        detail: k.detail.clone(),
                     })
                     .collect(),
                 error: c.error.clone(),
@@ -211,6 +217,19 @@ mod tests {
         assert_eq!(last_fails[0].started_at, None);
     }
 
+    /// Each check attempt is a request whose engine numbers its calls from
+    /// 1: two requests of one call each are stored as [1, 1].
+    #[test]
+    fn calls_are_numbered_across_check_attempts() {
+        let list = [
+            attempt(1, "check_failed", 100, None),
+            attempt(1, "ok", 100, None),
+        ];
+        let got = attempts(&list, Some(Timestamp::from_unix_ms(0)));
+        let numbers: Vec<u32> = got.iter().map(|a| a.number).collect();
+        assert_eq!(numbers, [1, 2]);
+    }
+
     #[test]
     fn check_attempts_carry_kind_verdict_and_message() {
         let task: SubTask = serde_json::from_value(serde_json::json!({
@@ -241,11 +260,13 @@ mod tests {
                             kind: "not_contains".into(),
                             passed: true,
                             message: "no TODO".into(),
+                            detail: None,
                         },
                         CheckReport {
                             kind: "judge".into(),
                             passed: false,
                             message: "the judge said: <no>".into(),
+                            detail: None,
                         },
                     ],
                     error: None,

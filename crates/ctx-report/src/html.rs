@@ -297,13 +297,40 @@ fn totals(out: &mut String, input: &RunReportInput, a: &Analysis) {
         .collect();
     out.push_str(&parts.join(", "));
     out.push_str("</dd></div>");
+    // A sum over tasks that reported nothing is not 0: an engine that
+    // reports no usage (a command, a dry run) is "not reported".
+    let completion = if t.completion_unreported == 0 {
+        format!("{} completion", count(t.completion_tokens))
+    } else if t.completion_unreported == t.started {
+        "completion not reported".to_string()
+    } else {
+        format!(
+            "{} completion ({} task{} not reported)",
+            count(t.completion_tokens),
+            t.completion_unreported,
+            if t.completion_unreported == 1 {
+                ""
+            } else {
+                "s"
+            }
+        )
+    };
     let _ = write!(
         out,
-        "<div><dt>Tokens</dt><dd>{} prompt + {} completion</dd><dd class=\"path\">{} tokens of dependency outputs cut from prompts</dd></div>",
+        "<div><dt>Tokens</dt><dd>{} prompt + {completion}</dd>",
         count(t.prompt_tokens),
-        count(t.completion_tokens),
-        count(t.cut_tokens)
     );
+    // Cuts are shown only when the input records them: the store does not
+    // keep them yet, and a line that always says 0 would claim that
+    // nothing was cut.
+    if input.tasks.iter().any(|t| !t.dependency_cuts.is_empty()) {
+        let _ = write!(
+            out,
+            "<dd class=\"path\">{} tokens of dependency outputs cut from prompts</dd>",
+            count(t.cut_tokens)
+        );
+    }
+    out.push_str("</div>");
     let cost = if t.unpriced == 0 {
         usd(t.cost_usd)
     } else if t.unpriced == t.started && t.cost_usd == 0.0 {
@@ -487,11 +514,12 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
             "{} prompt tokens",
             task.prompt_tokens.map_or_else(|| "unknown".into(), count)
         ));
-        facts.push(format!(
-            "{} completion tokens",
-            task.completion_tokens
-                .map_or_else(|| "unknown".into(), count)
-        ));
+        facts.push(match task.completion_tokens {
+            Some(n) => format!("{} completion tokens", count(n)),
+            // It ran and its engine reported none (a command, a dry run).
+            None if task.started_at.is_some() => "completion tokens not reported".into(),
+            None => "unknown completion tokens".into(),
+        });
         facts.push(format!("cost {}", cost(task)));
         if task.cached {
             facts.push("served from the cache".into());
@@ -621,7 +649,9 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
 }
 
 /// A checked task's checks, one row per check of each attempt: its kind,
-/// whether it passed and its message (escaped, cut to 500 characters).
+/// whether it passed and its message (escaped, cut to 500 characters),
+/// and under a failed check's message what it found missing when the
+/// message is the plan's own (its `detail`), for every attempt.
 /// An attempt whose call failed has one row with the engine's error.
 fn check_table(out: &mut String, task: &TaskReport) {
     if task.check_attempts.is_empty() {
@@ -657,6 +687,11 @@ fn check_table(out: &mut String, task: &TaskReport) {
             push_text(out, &check.kind);
             let _ = write!(out, "</code></td><td class=\"{class}\">{label}</td><td>");
             push_text(out, &truncate(&check.message, 500));
+            if let Some(detail) = check.detail.as_deref().filter(|_| !check.passed) {
+                out.push_str("<br><span class=\"path\">");
+                push_text(out, &truncate(detail, 500));
+                out.push_str("</span>");
+            }
             out.push_str("</td></tr>");
         }
     }

@@ -336,6 +336,11 @@ pub struct CheckReport {
     /// success, what was verified.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// On failure, what the check found missing when `message` is the
+    /// plan's own and says something else (`no "10 x 20"`): the page shows
+    /// both, so a reader sees what to fix, not only the plan's wording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl TaskReport {

@@ -6,8 +6,8 @@
 //! `chromium` package). Without one, each test says so and skips, except
 //! when `CI` is set: then it fails, so CI can never pass without having
 //! looked. `CTX_CHROMIUM=/path/to/chrome` picks a browser explicitly.
-//! `UPDATE_SCREENSHOTS=1` rewrites docs/report-tetris.png from the
-//! Tetris report.
+//! The README's screenshot (docs/report-tetris.png) is of a real stored
+//! run, made by scripts/report-screenshot.sh, not of these inputs.
 
 mod common;
 
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{synthetic_run, tetris_run, workspace_root};
+use common::{synthetic_run, tetris_run};
 use ctx_report::{RunReportInput, render_html};
 
 fn find_browser() -> Option<PathBuf> {
@@ -185,9 +185,6 @@ fn tetris_report_renders_one_bar_per_task_without_errors() {
         "{} bytes",
         png.len()
     );
-    if std::env::var_os("UPDATE_SCREENSHOTS").is_some() {
-        std::fs::write(workspace_root().join("docs/report-tetris.png"), &png).unwrap();
-    }
 }
 
 #[test]

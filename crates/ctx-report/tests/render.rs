@@ -30,11 +30,13 @@ fn small_run() -> RunReportInput {
                     kind: "contains".into(),
                     passed: true,
                     message: "contains \"ok\"".into(),
+                    detail: None,
                 },
                 CheckReport {
                     kind: "judge".into(),
                     passed: false,
                     message: "the judge said: <b>no</b> & the list is short".into(),
+                    detail: Some("missing <source> \"B\"".into()),
                 },
             ],
             error: None,
@@ -46,11 +48,13 @@ fn small_run() -> RunReportInput {
                     kind: "contains".into(),
                     passed: true,
                     message: "contains \"ok\"".into(),
+                    detail: None,
                 },
                 CheckReport {
                     kind: "judge".into(),
                     passed: true,
                     message: "the judge said: every source is listed".into(),
+                    detail: None,
                 },
             ],
             error: None,
@@ -126,6 +130,46 @@ fn small_run_snapshot() {
     insta::assert_snapshot!(render_html(&small_run()));
 }
 
+/// The page says what it measured: a task whose engine reported no
+/// completion tokens is "not reported" (not "+ 0 completion"), every dollar
+/// figure has the same six decimals, and no cut total is claimed when no
+/// cut was recorded.
+#[test]
+fn unreported_tokens_and_costs_are_shown_as_measured() {
+    let at = |s: i64| Some(Timestamp::from_unix_ms(1_796_032_800_000 + s));
+    let task = |id: &str, cost: f64| {
+        let mut t = TaskReport::new(id, TaskState::Completed);
+        t.started_at = at(0);
+        t.ended_at = at(1_000);
+        t.prompt_tokens = Some(10);
+        t.cost_usd = Some(cost);
+        t
+    };
+    let mut run = RunReportInput {
+        run_id: "r".into(),
+        plan: "p".into(),
+        status: RunStatus::Completed,
+        started_at: at(0),
+        ended_at: at(1_000),
+        as_of: None,
+        tasks: vec![task("a", 0.5), task("b", 0.0012)],
+    };
+    let html = render_html(&run);
+    assert!(
+        html.contains("<dd>20 prompt + completion not reported</dd>"),
+        "{html}"
+    );
+    assert!(html.contains("completion tokens not reported"));
+    assert!(!html.contains("0 completion"));
+    assert!(!html.contains("cut from prompts"));
+    assert!(html.contains("cost $0.500000") && html.contains("cost $0.001200"));
+    assert!(html.contains("<dd>$0.501200</dd>"));
+
+    run.tasks[0].completion_tokens = Some(7);
+    let html = render_html(&run);
+    assert!(html.contains("<dd>20 prompt + 7 completion (1 task not reported)</dd>"));
+}
+
 #[test]
 fn rendering_is_deterministic_and_survives_a_json_round_trip() {
     let run = tetris_run(false);
@@ -166,10 +210,11 @@ fn one_bar_per_started_task_and_the_run_state_shown() {
     assert_eq!(html.matches("<rect class=\"bar ").count(), 3);
     assert!(html.contains("skipped (never started)"));
     assert!(html.contains("class=\"mark m-retry\""));
-    // Each check of each attempt: kind, verdict, message (escaped).
+    // Each check of each attempt: kind, verdict, message and, under a
+    // failed check's message, what it found missing (escaped).
     assert!(html.contains("<h4>Checks</h4>"));
     assert!(html.contains(
-        "<td><code>judge</code></td><td class=\"s-failed\">failed</td><td>the judge said: &lt;b&gt;no&lt;/b&gt; &amp; the list is short</td>"
+        "<td><code>judge</code></td><td class=\"s-failed\">failed</td><td>the judge said: &lt;b&gt;no&lt;/b&gt; &amp; the list is short<br><span class=\"path\">missing &lt;source&gt; &quot;B&quot;</span></td>"
     ));
     assert!(html.contains("<td class=\"s-completed\">passed</td>"));
     assert!(html.contains("checks 2 of 2 passed"));
@@ -273,6 +318,7 @@ fn arb_task() -> impl Strategy<Value = TaskReport> {
                     kind: content.clone(),
                     passed: cost.is_some(),
                     message: content.clone(),
+                    detail: Some(content.clone()),
                 }],
                 error: Some(content.clone()),
             }];

@@ -38,6 +38,15 @@
 //!   labelled `[eval VARIANT K/N]` after its plan source and its engine
 //!   label, so each can be listed, shown and resumed like any other.
 //!
+//! Two rates are reported, per variant and per task: the checks the first
+//! attempt passed (`first_attempt_pass_rate`) and those the final attempt
+//! passed (`pass_rate`). The first is the ablation's number: a retry's
+//! feedback quotes what a failed check looked for, so a model that follows
+//! it passes any variant on its second attempt, whatever the context gave
+//! it. With more than one repeat each rate gets a 95 % Wilson score
+//! interval ([`Interval`]), and the table marks a variant's rate whose
+//! interval overlaps `full`'s.
+//!
 //! A task's checks count in every run: a task that failed for another
 //! reason or was skipped passes none of them, so a variant that breaks a
 //! dependency loses its dependents' checks too. `tasks_passing` counts the
@@ -417,13 +426,14 @@ impl EvalSession {
 
     /// The report over every run's results.
     fn score(&self, reports: &[(&EvalRun, RunReport, Duration)]) -> EvalReport {
-        let mut rows: Vec<(VariantScore, Vec<(u64, u64)>)> = self
+        let repeated = self.runs.iter().any(|r| r.repeat > 1);
+        let mut rows: Vec<(VariantScore, Vec<Tally>)> = self
             .variants
             .iter()
             .map(|v| {
                 (
                     VariantScore::new(v.as_str()),
-                    vec![(0u64, 0u64); self.plan.sub_tasks.len()],
+                    vec![Tally::default(); self.plan.sub_tasks.len()],
                 )
             })
             .collect();
@@ -444,7 +454,17 @@ impl EvalSession {
             v.tally(&self.plan, &self.checks, report, per_task);
         }
         for (v, _) in &mut rows {
-            v.pass_rate = rate(v.checks_passed, v.checks_total);
+            let all = Tally {
+                first: v.first_attempt_checks_passed,
+                last: v.checks_passed,
+                total: v.checks_total,
+            };
+            v.first_attempt_pass_rate = rate(all.first, all.total);
+            v.pass_rate = rate(all.last, all.total);
+            if repeated {
+                v.first_attempt_interval = Interval::wilson(all.first, all.total);
+                v.interval = Interval::wilson(all.last, all.total);
+            }
         }
         let tasks = self
             .plan
@@ -452,13 +472,28 @@ impl EvalSession {
             .iter()
             .enumerate()
             .filter(|(i, _)| self.checks[*i] > 0)
-            .map(|(i, t)| TaskRates {
-                task_id: t.id.clone(),
-                checks: self.checks[i],
-                pass_rate: rows
-                    .iter()
-                    .map(|(v, per)| (v.name, rate(per[i].0, per[i].1)))
-                    .collect(),
+            .map(|(i, t)| {
+                let rates = |passed: fn(&Tally) -> u64| -> BTreeMap<&'static str, f64> {
+                    rows.iter()
+                        .map(|(v, per)| (v.name, rate(passed(&per[i]), per[i].total)))
+                        .collect()
+                };
+                let intervals = |passed: fn(&Tally) -> u64| -> BTreeMap<&'static str, Interval> {
+                    rows.iter()
+                        .filter(|_| repeated)
+                        .filter_map(|(v, per)| {
+                            Some((v.name, Interval::wilson(passed(&per[i]), per[i].total)?))
+                        })
+                        .collect()
+                };
+                TaskRates {
+                    task_id: t.id.clone(),
+                    checks: self.checks[i],
+                    first_attempt_pass_rate: rates(|c| c.first),
+                    first_attempt_interval: intervals(|c| c.first),
+                    pass_rate: rates(|c| c.last),
+                    interval: intervals(|c| c.last),
+                }
             })
             .collect();
         let variants: Vec<VariantScore> = rows.into_iter().map(|(v, _)| v).collect();
@@ -504,12 +539,27 @@ pub struct VariantScore {
     pub name: &'static str,
     /// Runs made.
     pub runs: u32,
-    /// Checks passed, over every run.
+    /// Checks the first attempt passed, over every run: the answer to the
+    /// prompt alone, before any retry feedback (module documentation).
+    pub first_attempt_checks_passed: u64,
+    /// Checks the final attempt passed, over every run.
     pub checks_passed: u64,
     /// Checks counted, over every run.
     pub checks_total: u64,
-    /// `checks_passed / checks_total`, rounded to 4 places.
+    /// `first_attempt_checks_passed / checks_total`, rounded to 4 places:
+    /// the ablation's number.
+    pub first_attempt_pass_rate: f64,
+    /// With more than one repeat, the 95 % Wilson score interval of
+    /// `first_attempt_pass_rate` over the checks counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_attempt_interval: Option<Interval>,
+    /// `checks_passed / checks_total`, rounded to 4 places: retries with
+    /// feedback included.
     pub pass_rate: f64,
+    /// With more than one repeat, the 95 % Wilson score interval of
+    /// `pass_rate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
     /// (run, task) pairs whose checks all passed.
     pub tasks_passing: u64,
     /// (run, task) pairs with checks.
@@ -542,9 +592,13 @@ impl VariantScore {
         VariantScore {
             name,
             runs: 0,
+            first_attempt_checks_passed: 0,
             checks_passed: 0,
             checks_total: 0,
+            first_attempt_pass_rate: 0.0,
+            first_attempt_interval: None,
             pass_rate: 0.0,
+            interval: None,
             tasks_passing: 0,
             tasks_checked: 0,
             prompt_tokens: 0,
@@ -559,13 +613,7 @@ impl VariantScore {
     }
 
     /// Adds one run's checks, tokens, task time and passing tasks.
-    fn tally(
-        &mut self,
-        plan: &Plan,
-        checks: &[usize],
-        report: &RunReport,
-        per_task: &mut [(u64, u64)],
-    ) {
+    fn tally(&mut self, plan: &Plan, checks: &[usize], report: &RunReport, per_task: &mut [Tally]) {
         if let Some(cost) = report.cost {
             self.spent_usd = Some(
                 self.spent_usd
@@ -594,31 +642,105 @@ impl VariantScore {
             }
             // Checks only count when they ran: a task that failed otherwise
             // or was skipped passes none.
-            let passed = result
-                .filter(|r| matches!(r.status, TaskStatus::Completed | TaskStatus::Failed))
-                .map_or(0, |r| r.metadata.checks.iter().filter(|c| c.passed).count())
-                as u64;
+            let ran =
+                result.filter(|r| matches!(r.status, TaskStatus::Completed | TaskStatus::Failed));
+            let count = |checks: &[ctx_checks::CheckResult]| {
+                checks.iter().filter(|c| c.passed).count() as u64
+            };
+            let passed = ran.map_or(0, |r| count(&r.metadata.checks));
+            // The first attempt's checks: an attempt whose call failed ran
+            // none, so passed none.
+            let first = ran.map_or(0, |r| match r.metadata.check_attempts.first() {
+                Some(a) => count(&a.checks),
+                None => count(&r.metadata.checks),
+            });
             self.checks_total += total;
             self.checks_passed += passed;
+            self.first_attempt_checks_passed += first;
             self.tasks_checked += 1;
             if passed == total {
                 self.tasks_passing += 1;
             }
-            per_task[i].0 += passed;
-            per_task[i].1 += total;
+            per_task[i].first += first;
+            per_task[i].last += passed;
+            per_task[i].total += total;
         }
     }
 }
 
-/// One task's pass rate in each variant.
+/// One task's pass rates in each variant.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskRates {
     /// The task.
     pub task_id: String,
     /// Its checks (config's and its own).
     pub checks: usize,
-    /// Checks passed over checks counted, per variant name.
+    /// Checks its first attempt passed over checks counted, per variant
+    /// name.
+    pub first_attempt_pass_rate: BTreeMap<&'static str, f64>,
+    /// With more than one repeat, the 95 % Wilson interval of each
+    /// `first_attempt_pass_rate`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub first_attempt_interval: BTreeMap<&'static str, Interval>,
+    /// Checks its final attempt passed over checks counted, per variant
+    /// name.
     pub pass_rate: BTreeMap<&'static str, f64>,
+    /// With more than one repeat, the 95 % Wilson interval of each
+    /// `pass_rate`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub interval: BTreeMap<&'static str, Interval>,
+}
+
+/// Checks counted for one task in one variant: passed on the first
+/// attempt, passed on the final attempt, counted.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    first: u64,
+    last: u64,
+    total: u64,
+}
+
+/// A 95 % confidence interval of a pass rate, rounded to 4 places.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Interval {
+    /// Its lower end.
+    pub low: f64,
+    /// Its upper end.
+    pub high: f64,
+}
+
+/// The normal quantile of a two-sided 95 % interval.
+const Z_95: f64 = 1.959_963_984_540_054;
+
+impl Interval {
+    /// The Wilson score interval of `passed` successes in `total` checks
+    /// (`None` without checks). Wilson's, not the normal approximation
+    /// `p ± z·sqrt(p(1-p)/n)`: that one collapses to a point at 0 % and
+    /// 100 %, which an ablation reaches often, and leaves [0, 1] for small
+    /// counts; Wilson's stays inside [0, 1] and is wide where few checks
+    /// were counted.
+    pub fn wilson(passed: u64, total: u64) -> Option<Interval> {
+        if total == 0 {
+            return None;
+        }
+        let n = total as f64;
+        let p = passed.min(total) as f64 / n;
+        let z2 = Z_95 * Z_95;
+        let denominator = 1.0 + z2 / n;
+        let center = (p + z2 / (2.0 * n)) / denominator;
+        let half = Z_95 / denominator * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+        let round = |x: f64| (x.clamp(0.0, 1.0) * 10_000.0).round() / 10_000.0;
+        Some(Interval {
+            low: round(center - half),
+            high: round(center + half),
+        })
+    }
+
+    /// Whether the two intervals overlap: a difference between their rates
+    /// that they do not separate.
+    pub fn overlaps(self, other: Interval) -> bool {
+        self.low <= other.high && other.low <= self.high
+    }
 }
 
 fn rate(passed: u64, total: u64) -> f64 {
@@ -643,6 +765,30 @@ fn percent(r: f64) -> String {
     format!("{:.0} %", r * 100.0)
 }
 
+/// The mark of a rate whose 95 % interval overlaps full's: the difference
+/// from `full` may be chance.
+const UNSEPARATED: &str = "~";
+
+/// A pass rate, with its 95 % interval when there is one (`58 % [31-81]`),
+/// marked [`UNSEPARATED`] when `full` (the same rate of the `full` variant,
+/// `None` for `full` itself) has an interval that overlaps it.
+fn rate_cell(rate: f64, interval: Option<Interval>, full: Option<Interval>) -> String {
+    let Some(i) = interval else {
+        return percent(rate);
+    };
+    let mark = if full.is_some_and(|f| f.overlaps(i)) {
+        format!(" {UNSEPARATED}")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} [{:.0}-{:.0}]{mark}",
+        percent(rate),
+        i.low * 100.0,
+        i.high * 100.0
+    )
+}
+
 impl EvalReport {
     /// The text `ctx eval` prints: one row per variant (with a SPENT
     /// column when the eval had a budget or some task a known, non-zero
@@ -651,6 +797,7 @@ impl EvalReport {
     /// the eval spent, then the stored runs' ids.
     pub fn text(&self) -> String {
         let mut out = String::new();
+        let full = self.variants.iter().find(|v| v.name == "full");
         let priced =
             self.budget_usd.is_some() || self.spent_usd.is_some_and(|spent| spent > Usd::ZERO);
         let rows: Vec<Vec<String>> = self
@@ -660,8 +807,18 @@ impl EvalReport {
                 let mut row = vec![
                     v.name.to_string(),
                     v.runs.to_string(),
-                    format!("{}/{}", v.checks_passed, v.checks_total),
-                    percent(v.pass_rate),
+                    v.checks_total.to_string(),
+                    rate_cell(
+                        v.first_attempt_pass_rate,
+                        v.first_attempt_interval,
+                        full.filter(|f| f.name != v.name)
+                            .and_then(|f| f.first_attempt_interval),
+                    ),
+                    rate_cell(
+                        v.pass_rate,
+                        v.interval,
+                        full.filter(|f| f.name != v.name).and_then(|f| f.interval),
+                    ),
                     format!("{}/{}", v.tasks_passing, v.tasks_checked),
                     v.prompt_tokens.to_string(),
                     v.completion_tokens.to_string(),
@@ -677,7 +834,8 @@ impl EvalReport {
             "VARIANT",
             "RUNS",
             "CHECKS",
-            "PASS",
+            "FIRST-TRY PASS",
+            "FINAL PASS",
             "TASKS PASSING",
             "PROMPT TOK",
             "COMPL TOK",
@@ -687,10 +845,17 @@ impl EvalReport {
             header.push("SPENT");
         }
         let right: Vec<bool> = header.iter().enumerate().map(|(i, _)| i > 0).collect();
+        let marked = |cells: &[String]| cells.iter().any(|c| c.ends_with(UNSEPARATED));
+        let mut unseparated = rows.iter().any(|r| marked(&r[3..5]));
         out.push_str(&ctx_table::render(&header, &right, &rows));
         out.push('\n');
+        let names: Vec<String> = self
+            .variants
+            .iter()
+            .map(|v| format!("{} (first / final)", v.name))
+            .collect();
         let mut header = vec!["TASK", "CHECKS"];
-        header.extend(self.variants.iter().map(|v| v.name));
+        header.extend(names.iter().map(String::as_str));
         let right: Vec<bool> = header.iter().enumerate().map(|(i, _)| i > 0).collect();
         let rows: Vec<Vec<String>> = self
             .tasks
@@ -698,14 +863,32 @@ impl EvalReport {
             .map(|t| {
                 let mut row = vec![t.task_id.clone(), t.checks.to_string()];
                 row.extend(self.variants.iter().map(|v| {
-                    t.pass_rate
-                        .get(v.name)
-                        .map_or_else(String::new, |r| percent(*r))
+                    // Compared with full's interval for the same task.
+                    let of_full = |m: &BTreeMap<&str, Interval>| {
+                        (v.name != "full").then(|| m.get("full").copied()).flatten()
+                    };
+                    let cell =
+                        |rates: &BTreeMap<&str, f64>, intervals: &BTreeMap<&str, Interval>| {
+                            rates.get(v.name).map_or_else(String::new, |r| {
+                                rate_cell(*r, intervals.get(v.name).copied(), of_full(intervals))
+                            })
+                        };
+                    format!(
+                        "{} / {}",
+                        cell(&t.first_attempt_pass_rate, &t.first_attempt_interval),
+                        cell(&t.pass_rate, &t.interval)
+                    )
                 }));
                 row
             })
             .collect();
+        unseparated |= rows.iter().any(|r| marked(&r[2..]));
         out.push_str(&ctx_table::render(&header, &right, &rows));
+        if unseparated {
+            out.push_str(&format!(
+                "\n{UNSEPARATED}: not separated from full (the 95 % intervals overlap)\n"
+            ));
+        }
         if let Some(spent) = self.spent_usd.filter(|_| priced) {
             let unknown: u64 = self.variants.iter().map(|v| v.cost_unknown).sum();
             out.push_str(&format!("\nspent: {}", spent_text(spent, unknown)));
@@ -855,6 +1038,83 @@ sub_tasks:
         assert_eq!(report.tasks[0].pass_rate["bare"], 0.0);
     }
 
+    /// The leak: a retry's feedback quotes what a failed check looked for,
+    /// so an echo passes every variant on its second attempt. The first
+    /// attempt's rate is the answer to the prompt alone: it tells the
+    /// variants apart, and with repeats its intervals separate them, while
+    /// the final rates' intervals do not (marked `~`).
+    #[test]
+    fn the_first_attempt_rate_is_measured_before_the_feedback() {
+        let mut plan = plan();
+        plan.config.max_check_attempts = 2;
+        let session =
+            EvalSession::start(plan, Arc::new(Echo), settings(EvalStore::Memory)).unwrap();
+        let EvalOutcome::Finished(report) = run(session) else {
+            panic!("not finished");
+        };
+        let (full, bare) = (&report.variants[0], &report.variants[1]);
+        assert_eq!((full.first_attempt_pass_rate, full.pass_rate), (1.0, 1.0));
+        assert_eq!((bare.first_attempt_pass_rate, bare.pass_rate), (0.0, 1.0));
+        assert_eq!(
+            (bare.first_attempt_checks_passed, bare.checks_passed),
+            (0, 4)
+        );
+        let interval = |low, high| Some(Interval { low, high });
+        assert_eq!(bare.first_attempt_interval, interval(0.0, 0.4899));
+        assert_eq!(full.first_attempt_interval, interval(0.5101, 1.0));
+        assert_eq!(bare.interval, full.interval);
+        let colour = &report.tasks[0];
+        assert_eq!(colour.first_attempt_pass_rate["bare"], 0.0);
+        assert_eq!(colour.pass_rate["bare"], 1.0);
+        assert_eq!(
+            colour.first_attempt_interval["bare"],
+            Interval::wilson(0, 2).unwrap()
+        );
+        // The first-attempt rate comes first, in the JSON and the table.
+        let json = serde_json::to_string(full).unwrap();
+        assert!(json.find("first_attempt_pass_rate") < json.find("\"pass_rate\""));
+        let json = serde_json::to_string(colour).unwrap();
+        assert!(json.find("first_attempt_pass_rate") < json.find("\"pass_rate\""));
+        let text = report.text();
+        let header = text.lines().next().unwrap();
+        assert!(
+            header.find("FIRST-TRY PASS") < header.find("FINAL PASS"),
+            "{text}"
+        );
+        let bare_row = text.lines().find(|l| l.starts_with("bare")).unwrap();
+        assert!(bare_row.contains("0 % [0-49]  100 % [51-100] ~"), "{text}");
+        assert!(text.contains("~: not separated from full"), "{text}");
+    }
+
+    #[test]
+    fn wilson_intervals_match_the_reference_values() {
+        let i = |p, n| Interval::wilson(p, n).unwrap();
+        assert_eq!(
+            i(5, 10),
+            Interval {
+                low: 0.2366,
+                high: 0.7634
+            }
+        );
+        assert_eq!(
+            i(0, 10),
+            Interval {
+                low: 0.0,
+                high: 0.2775
+            }
+        );
+        assert_eq!(
+            i(10, 10),
+            Interval {
+                low: 0.7225,
+                high: 1.0
+            }
+        );
+        assert_eq!(Interval::wilson(0, 0), None);
+        assert!(i(5, 10).overlaps(i(10, 10)));
+        assert!(!i(0, 10).overlaps(i(10, 10)));
+    }
+
     #[test]
     fn stored_runs_are_labelled_and_closed_and_a_stop_interrupts_them() {
         let dir = tempfile::tempdir().unwrap();
@@ -930,8 +1190,10 @@ sub_tasks:
     fn the_text_report() {
         let mut full = VariantScore::new("full");
         full.runs = 2;
+        full.first_attempt_checks_passed = 9;
         full.checks_passed = 11;
         full.checks_total = 12;
+        full.first_attempt_pass_rate = rate(9, 12);
         full.pass_rate = rate(11, 12);
         full.tasks_passing = 5;
         full.tasks_checked = 6;
@@ -941,8 +1203,10 @@ sub_tasks:
         full.run_ids = vec!["r1".into(), "r2".into()];
         let mut bare = VariantScore::new("bare");
         bare.runs = 2;
+        bare.first_attempt_checks_passed = 2;
         bare.checks_passed = 7;
         bare.checks_total = 12;
+        bare.first_attempt_pass_rate = rate(2, 12);
         bare.pass_rate = rate(7, 12);
         bare.tasks_passing = 2;
         bare.tasks_checked = 6;
@@ -953,7 +1217,10 @@ sub_tasks:
             tasks: vec![TaskRates {
                 task_id: "css".into(),
                 checks: 6,
+                first_attempt_pass_rate: [("full", 0.8333), ("bare", 0.1667)].into(),
+                first_attempt_interval: BTreeMap::new(),
                 pass_rate: [("full", 0.9167), ("bare", 0.5)].into(),
+                interval: BTreeMap::new(),
             }],
             // Nothing priced (a command engine without prices): no SPENT
             // column of zeros.
@@ -967,8 +1234,10 @@ sub_tasks:
     fn the_text_report_with_a_budget() {
         let mut full = VariantScore::new("full");
         full.runs = 1;
+        full.first_attempt_checks_passed = 2;
         full.checks_passed = 2;
         full.checks_total = 2;
+        full.first_attempt_pass_rate = 1.0;
         full.pass_rate = 1.0;
         full.tasks_passing = 1;
         full.tasks_checked = 1;
@@ -985,7 +1254,10 @@ sub_tasks:
             tasks: vec![TaskRates {
                 task_id: "css".into(),
                 checks: 2,
+                first_attempt_pass_rate: [("full", 1.0), ("bare", 0.0)].into(),
+                first_attempt_interval: BTreeMap::new(),
                 pass_rate: [("full", 1.0), ("bare", 0.0)].into(),
+                interval: BTreeMap::new(),
             }],
             spent_usd: Some(Usd::parse("0.0145").unwrap()),
             budget_usd: Some(Usd::parse("0.02").unwrap()),

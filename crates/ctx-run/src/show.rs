@@ -531,9 +531,12 @@ impl TaskShow {
             let rows: Vec<Vec<String>> = m
                 .attempts
                 .iter()
-                .map(|a| {
+                .enumerate()
+                .map(|(i, a)| {
                     vec![
-                        a.number.to_string(),
+                        // Numbered across check attempts: each is a request
+                        // whose engine numbers its own calls from 1.
+                        (i + 1).to_string(),
                         a.outcome.to_string(),
                         format!("{} ms", a.duration_ms),
                         a.backoff_ms.map_or_else(String::new, |b| format!("{b} ms")),
@@ -651,12 +654,8 @@ fn checks_text(m: &ResultMetadata) -> String {
         m.check_attempts.len().max(1)
     );
     for r in &m.checks {
-        out.push_str(&format!(
-            "{} {}: {}\n",
-            if r.passed { "pass" } else { "FAIL" },
-            r.kind,
-            printable(&r.message)
-        ));
+        out.push_str(&check_line(r));
+        out.push('\n');
     }
     if m.check_attempts.len() > 1 {
         out.push_str("\n## Check attempts\n\n");
@@ -687,8 +686,31 @@ fn checks_text(m: &ResultMetadata) -> String {
             &[true, true, true, false],
             &rows,
         ));
+        // What each attempt's failed checks found missing: the feedback
+        // the next attempt was given, and for the last the task's failure.
+        for a in &m.check_attempts {
+            for r in a.checks.iter().filter(|r| !r.passed) {
+                out.push_str(&format!("\nattempt {}: {}", a.number, check_line(r)));
+            }
+        }
+        out.push('\n');
     }
     out.trim_end().to_string()
+}
+
+/// `pass KIND: MESSAGE` or `FAIL KIND: MESSAGE (DETAIL)`: a failed check's
+/// detail is what it found missing when its message is the plan's own.
+fn check_line(r: &ctx_checks::CheckResult) -> String {
+    let mut line = format!(
+        "{} {}: {}",
+        if r.passed { "pass" } else { "FAIL" },
+        r.kind,
+        printable(&r.message)
+    );
+    if let Some(detail) = r.detail.as_deref().filter(|_| !r.passed) {
+        line.push_str(&format!(" ({})", printable(detail)));
+    }
+    line
 }
 
 /// The first line of an error, escaped; empty without one.

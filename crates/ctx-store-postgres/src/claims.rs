@@ -382,6 +382,11 @@ async fn commit_statement(
 
 /// The single-writer path of [`RunStore`](crate::RunStore): the result is
 /// the task's whatever its claim; a completion still releases dependents.
+///
+/// The task started at its first `in_progress` result: a task whose checks
+/// failed is asked again and stores each attempt's prompt as a new
+/// `in_progress` result, which continues the execution (its start is kept;
+/// in a `SET`, `status` is the row's value before the update).
 async fn unfenced_store(
     c: &Client,
     run_id: &str,
@@ -394,7 +399,8 @@ async fn unfenced_store(
            SELECT status FROM ctx_tasks WHERE run_id = $1 AND task_id = $2 FOR UPDATE),
          upd AS (
            UPDATE ctx_tasks SET status = $3, result_json = $4, claimed_by = NULL, lease_until = NULL,
-                  started_at = CASE WHEN $3 = 'in_progress' THEN now() ELSE started_at END,
+                  started_at = CASE WHEN $3 = 'in_progress' AND status <> 'in_progress'
+                                    THEN now() ELSE started_at END,
                   finished_at = CASE WHEN $3 IN ('completed','failed','skipped') THEN now() END
             WHERE run_id = $1 AND task_id = $2
             RETURNING task_id)

@@ -188,6 +188,51 @@ fn claims_follow_readiness_and_the_critical_path() {
     );
 }
 
+/// A task whose checks failed is asked again, and each attempt stores its
+/// prompt as a new `in_progress` result: through the single-writer
+/// [`RunStore`](ctx_store_postgres::RunStore) those continue the execution,
+/// so the task keeps the start its first one gave it.
+#[test]
+fn a_retried_task_keeps_its_first_start() {
+    let Some(url) = support::fresh_db("retried") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[])]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[1],
+            engine: "dry-run",
+            plan_source: None,
+        }))
+        .unwrap();
+    // A claim gives the task its sequence number (reads need one).
+    let claim = rt
+        .block_on(store.claim(Some(&run), "w1", LEASE))
+        .unwrap()
+        .unwrap();
+    let writer = store.run_store(&run);
+    let started = || {
+        use ctx_store::RunHistory;
+        let view = store.view(&run).unwrap();
+        view.latest().unwrap()[0].started_at.clone().unwrap()
+    };
+    writer
+        .store(TaskExecutionResult::new("a", TaskStatus::InProgress))
+        .unwrap();
+    let first = started();
+    std::thread::sleep(Duration::from_millis(20));
+    writer
+        .store(TaskExecutionResult::new("a", TaskStatus::InProgress))
+        .unwrap();
+    assert_eq!(started(), first, "the retry's in_progress moved the start");
+    writer.store(done("a")).unwrap();
+    assert_eq!(started(), first);
+    drop(claim);
+}
+
 #[test]
 fn concurrent_claimers_never_get_the_same_task() {
     let Some(url) = support::fresh_db("skip_locked") else {

@@ -301,20 +301,33 @@ impl SqliteStore {
         })
         .map_err(Error::sql(path))?;
         let seq = tx.last_insert_rowid();
-        let prev: Option<(String, Option<i64>)> = tx
-            .prepare_cached("SELECT status, started_seq FROM task_results WHERE task_id = ?1")
+        let prev: Option<(String, Option<i64>, i64)> = tx
+            .prepare_cached(
+                "SELECT t.status, t.started_seq, a.session FROM task_results t
+                 JOIN attempts a ON a.seq = t.attempt_seq WHERE t.task_id = ?1",
+            )
             .and_then(|mut s| {
-                s.query_row([&result.task_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                s.query_row([&result.task_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                     .optional()
             })
             .map_err(Error::sql(path))?;
-        let started = match result.status {
-            TaskStatus::InProgress => Some(seq),
-            TaskStatus::Pending | TaskStatus::Skipped => None,
-            TaskStatus::Completed | TaskStatus::Failed => match prev {
-                Some((s, started)) if s == "in_progress" => started.or(Some(seq)),
-                _ => Some(seq),
-            },
+        // The execution's start: its first `in_progress` row. A task whose
+        // checks failed is asked again, and each attempt stores its prompt
+        // as a new `in_progress` row; those rows continue the execution the
+        // first one started (in this session), so they keep its start. An
+        // `in_progress` row left by an earlier session (a crash) is another
+        // execution's: a new one starts here.
+        let started = match (result.status, prev) {
+            (TaskStatus::Pending | TaskStatus::Skipped, _) => None,
+            (_, Some((s, started, session))) if s == "in_progress" && session == self.session => {
+                started.or(Some(seq))
+            }
+            (TaskStatus::Completed | TaskStatus::Failed, Some((s, started, _)))
+                if s == "in_progress" =>
+            {
+                started.or(Some(seq))
+            }
+            _ => Some(seq),
         };
         tx.prepare_cached(
             "INSERT INTO task_results (task_id, status, attempt_seq, started_seq)

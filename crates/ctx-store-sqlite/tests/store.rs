@@ -116,6 +116,38 @@ fn results_round_trip_with_history() {
     assert_eq!(by_dir.run_id(), id);
 }
 
+/// A task whose checks failed is asked again: each attempt stores its
+/// prompt as a new `in_progress` row. The execution started at the first
+/// one, while it runs and once it ends; a resumed session's `in_progress`
+/// row starts a new execution.
+#[test]
+fn a_retried_task_starts_at_its_first_attempt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path());
+    let p = plan();
+    let store = root.create(&new_run(&p)).unwrap();
+    let attempt = |n: u32| {
+        let mut r = TaskExecutionResult::new("a", TaskStatus::InProgress);
+        r.prompt = Some(format!("prompt of a, attempt {n}"));
+        r
+    };
+    store.store(attempt(1)).unwrap();
+    store.store(attempt(2)).unwrap();
+    let id = store.run_id().to_string();
+    let first = || root.open(&id).unwrap().history("a").unwrap()[0].seq;
+    let started = || root.open(&id).unwrap().result("a").unwrap().unwrap();
+    assert_eq!(started().started_seq, Some(first()), "while the retry runs");
+    store.store(completed("a", "out a")).unwrap();
+    assert_eq!(started().started_seq, Some(first()), "once it ended");
+    drop(store); // a crash: no finish
+
+    let dir = root.open(&id).unwrap().dir().to_path_buf();
+    let (resumed, _) = SqliteStore::resume(&dir, &new_run(&p)).unwrap();
+    resumed.store(attempt(1)).unwrap();
+    let history = root.open(&id).unwrap().history("a").unwrap();
+    assert_eq!(started().started_seq, Some(history.last().unwrap().seq));
+}
+
 #[test]
 fn secrets_in_params_never_reach_the_disk() {
     let tmp = tempfile::tempdir().unwrap();

@@ -296,8 +296,7 @@ fn export_from(view: &dyn RunHistory, format: ExportFormat) -> CliResult {
             ctx_run::export::export_json(&run, spent)
                 .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?
         }
-        ExportFormat::Csv => ctx_run::export::export_csv(&run)
-            .map_err(|e| CliError::usage(format!("cannot encode CSV: {e}")))?,
+        ExportFormat::Csv => ctx_run::export::export_csv(&run),
     };
     print_stdout(&text)?;
     Ok(Exit::Ok)

@@ -138,6 +138,7 @@ pub fn tetris_run(attack: bool) -> RunReportInput {
                     kind: kind.into(),
                     passed,
                     message: message.into(),
+                    detail: None,
                 };
                 t.check_attempts = vec![
                     CheckAttemptReport {

@@ -6,8 +6,10 @@
 //! the page, the JSON export and the CSV export always agree:
 //!
 //! - a task's **start** is the `recorded_at` of the history row its
-//!   `started_seq` points at (its `in_progress` row, or the result itself
-//!   when the executor stored no `in_progress` row);
+//!   `started_seq` points at (its first `in_progress` row, or the result
+//!   itself when the executor stored no `in_progress` row): the stores keep
+//!   the first one's when a retry after a failed check stores another, so
+//!   a retried task starts at its first attempt;
 //! - its **end** is the `recorded_at` of its latest row, except while it is
 //!   in progress or was interrupted by a crash (its latest row is its
 //!   `in_progress` row: no end was stored) or never started (skipped,
