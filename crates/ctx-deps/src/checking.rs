@@ -99,7 +99,26 @@ pub(crate) async fn evaluate(
     let mut evaluation = checks.set.evaluate(output.as_bytes(), &context);
     let mut usage = None;
     let mut calls = Vec::new();
+    let output_high = crate::call_bounds::budgeted_output_high(inner, task);
+    let specs = output_high.map(|_| ctx_model::task_checks(&inner.plan, task));
     for judge in evaluation.take_judge_requests() {
+        // Under a budget a prompt over what the reservation allowed (the
+        // output grew when it was neutralized) is not sent: the check
+        // fails with the reason.
+        let rubric = specs.as_ref().and_then(|s| match s.get(judge.index).map(|c| &c.rule) {
+            Some(ctx_checks::Rule::Judge(j)) => Some(j.rubric.as_str()),
+            _ => None,
+        });
+        if let (Some(high), Some(rubric)) = (output_high, rubric) {
+            let bound = crate::call_bounds::judge_prompt_bound(rubric, high, counter);
+            if let Some(reason) =
+                crate::call_bounds::over_bound("judge", counter.count(&judge.prompt), bound)
+            {
+                let recorded = evaluation.record_judge_error(judge.index, &reason);
+                debug_assert!(recorded.is_ok());
+                continue;
+            }
+        }
         let request = InferenceRequest {
             task_id: task.id.clone(),
             prompt_tokens: counter.count(&judge.prompt),
@@ -137,6 +156,7 @@ pub(crate) async fn evaluate(
                         completion_tokens: completion,
                         total_tokens: request.prompt_tokens as u64 + completion,
                         cached_tokens: None,
+                        partial: false,
                     }
                 });
                 usage = TokenUsage::sum([usage, Some(judged)]);
@@ -367,6 +387,7 @@ mod tests {
                         completion_tokens: 5,
                         total_tokens: 15,
                         cached_tokens: None,
+                        partial: false,
                     }),
                     attempts: vec![ctx_model::Attempt {
                         number: 1,
@@ -536,6 +557,7 @@ mod tests {
                         completion_tokens: 5,
                         total_tokens: 15,
                         cached_tokens: None,
+                        partial: false,
                     }),
                     attempts: vec![attempt(1, "ok")],
                     ..Default::default()

@@ -66,6 +66,7 @@
 //! # Ok::<(), ctx_model::PlanError>(())
 //! ```
 
+pub mod billing;
 pub mod check_report;
 mod checks;
 pub mod graph;
