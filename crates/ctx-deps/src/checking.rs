@@ -647,6 +647,121 @@ mod tests {
         }
     }
 
+    /// Answers a task with `output` and a judge with a pass, counting the
+    /// judge requests.
+    struct HostileOutput {
+        output: String,
+        judged: std::sync::atomic::AtomicUsize,
+    }
+
+    impl ctx_engine::InferenceEngine for HostileOutput {
+        fn name(&self) -> &str {
+            "hostile-output"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> ctx_engine::BoxFuture<'a, Result<ctx_engine::InferenceResponse, ctx_engine::EngineError>>
+        {
+            let judge = request.purpose == ctx_engine::RequestPurpose::Judge;
+            if judge {
+                self.judged
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            let output = if judge {
+                r#"{"pass": true, "reason": "fine"}"#.to_string()
+            } else {
+                self.output.clone()
+            };
+            Box::pin(async move {
+                Ok(ctx_engine::InferenceResponse {
+                    output,
+                    attempts: vec![ctx_model::Attempt {
+                        number: 1,
+                        outcome: "ok".into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                })
+            })
+        }
+    }
+
+    /// A budget of $1, every task bounded at a cent, `max_tokens` as given.
+    struct Budgeted {
+        max_tokens: u64,
+    }
+
+    impl crate::CostModel for Budgeted {
+        fn bound(&self, _: &SubTask) -> Option<ctx_cost::Usd> {
+            Some(ctx_cost::Usd::parse("0.01").unwrap())
+        }
+        fn max_tokens(&self, _: &SubTask) -> Option<u64> {
+            Some(self.max_tokens)
+        }
+        fn call_cost(&self, _: &SubTask, usage: &ctx_cost::Usage) -> Option<ctx_cost::Usd> {
+            let rate = ctx_cost::Rate::parse("1").unwrap();
+            Some(ctx_cost::Price::flat(rate, rate, None).cost(usage))
+        }
+    }
+
+    /// An output of repeated control tokens, within `max_tokens`, grows
+    /// when it is neutralized into the judge prompt: past the bound its
+    /// reservation was made with. Under a budget that prompt is not sent
+    /// and the check fails saying why; before, it was sent and billed past
+    /// the reservation. Without a budget it is sent as before.
+    #[test]
+    fn a_judge_prompt_over_its_reserved_bound_is_not_sent_under_a_budget() {
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "sub_tasks": [{"id": "css", "description": "Style",
+                "checks": [{"judge": "Is it CSS?"}],
+                "tool_or_prompt": {"name": "inference",
+                    "params": {"prompt": "Write the CSS.", "model": "m"}}}],
+            "config": {"max_check_attempts": 1}
+        }))
+        .unwrap();
+        let output = "<s>".repeat(40);
+        let counter = ctx_prompt::tokenizer_for_task(&plan, &plan.sub_tasks[0])
+            .unwrap()
+            .counter();
+        let max_tokens = counter.count(&output) as u64;
+        let sent = ctx_checks::judge::judge_prompt("Is it CSS?", &output, ctx_prompt::fence::neutralize);
+        let bound = crate::call_bounds::judge_prompt_bound("Is it CSS?", max_tokens, counter.as_ref());
+        assert!(counter.count(&sent) as u64 > bound, "the output grows when neutralized");
+        for max_cost in [Some(ctx_cost::Usd::parse("1").unwrap()), None] {
+            let engine = Arc::new(HostileOutput {
+                output: output.clone(),
+                judged: Default::default(),
+            });
+            let options = crate::ExecutorOptions {
+                cost: Some(crate::CostOptions {
+                    model: Arc::new(Budgeted { max_tokens }),
+                    max_cost,
+                    already_spent: ctx_cost::Usd::ZERO,
+                    cut_output_at_max_tokens: false,
+                    shared_budget: None,
+                }),
+                ..crate::ExecutorOptions::default()
+            };
+            let (_, store) = run_with(plan.clone(), engine.clone(), options);
+            let css = store.get_by_task_id("css").unwrap().unwrap();
+            let judged = engine.judged.load(std::sync::atomic::Ordering::Relaxed);
+            let judge = &css.metadata.check_attempts[0].checks[0];
+            if max_cost.is_some() {
+                assert_eq!(judged, 0);
+                assert!(!judge.passed);
+                assert!(
+                    judge.detail.as_deref().unwrap_or(&judge.message).contains("budget: the judge prompt is"),
+                    "{judge:?}"
+                );
+            } else {
+                assert_eq!(judged, 1);
+                assert!(judge.passed, "{judge:?}");
+            }
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_judge_that_times_out_fails_its_check_not_the_run() {
         let store = Arc::new(crate::MemoryStore::new());

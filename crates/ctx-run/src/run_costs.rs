@@ -298,6 +298,7 @@ fn count(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::estimate::FRAMING_PER_MESSAGE;
 
     fn plan() -> Plan {
         serde_json::from_str(
@@ -418,6 +419,121 @@ mod tests {
         assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
         // b has no checks: one check attempt.
         assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
+    }
+
+    /// The reservation prices the request the openai engine sends:
+    /// `max_completion_tokens` next to `max_tokens` is the cap it carries,
+    /// and each of `n` completions may use all of it. Before, a's
+    /// reservation used `max_tokens` (100) and one completion.
+    #[test]
+    fn reserves_the_cap_sent_times_the_completions() {
+        let mut p = plan();
+        let extra = &mut p.sub_tasks[0].tool_or_prompt.params.extra;
+        extra.insert("max_completion_tokens".into(), serde_json::json!(400));
+        extra.insert("n".into(), serde_json::json!(3));
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        e.attempts = 1;
+        let o = cost_options(&p, &e, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        // gpt-4o: (1000 + 16) × 2.5 + 1200 × 10 µ$.
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(usd("0.01454")));
+        assert_eq!(o.model.max_tokens(&p.sub_tasks[0]), Some(1200));
+        // A command is sent no params: its output is cut at max_tokens.
+        let mut c = engine(EngineKind::Command);
+        c.max_tokens = Some(10);
+        p.sub_tasks[1].tool_or_prompt.params.model = Some("gpt-4o".into());
+        let o = cost_options(&p, &c, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        assert_eq!(o.model.max_tokens(&p.sub_tasks[0]), Some(100));
+    }
+
+    /// A pass-through key no bound covers is refused under a budget, with
+    /// the task and the key named; before, it was sent unpriced.
+    #[test]
+    fn refuses_parameters_no_bound_covers() {
+        let mut p = plan();
+        p.sub_tasks[0]
+            .tool_or_prompt
+            .params
+            .extra
+            .insert("tools".into(), serde_json::json!([{"type": "function"}]));
+        p.sub_tasks[1]
+            .tool_or_prompt
+            .params
+            .extra
+            .insert("n".into(), serde_json::json!("many"));
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        let err = cost_options(&p, &e, PriceBook::with_defaults(), Some(usd("1")))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            "task `a`: `tools` changes what a call can be billed and no bound covers it; \
+             task `b`: `n` is \"many\", not a number of tokens or completions ctx can bound by"
+        );
+        // Without a budget nothing is refused.
+        assert!(cost_options(&p, &e, PriceBook::with_defaults(), None).is_ok());
+    }
+
+    /// A judge call goes out with the engine's system prompt (it sets none
+    /// of its own), so its row counts it; before, it was left out.
+    #[test]
+    fn judge_rows_count_the_system_prompt_sent() {
+        let mut p = plan();
+        p.sub_tasks[0].checks =
+            serde_json::from_value(serde_json::json!([{"judge": "Says a?", "max_tokens": 50}]))
+                .unwrap();
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        e.attempts = 1;
+        let bound = |e: &EngineCosts| {
+            cost_options(&p, e, PriceBook::with_defaults(), Some(usd("1")))
+                .unwrap()
+                .model
+                .bound(&p.sub_tasks[0])
+                .unwrap()
+        };
+        let plain = bound(&e);
+        let system = "You answer in French, at length, with every caveat you can think of.";
+        e.system = Some(system.into());
+        let with_system = bound(&e);
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0])
+            .unwrap()
+            .counter();
+        // The system prompt and its framing in the task's call and in the
+        // judge's, each made once per check attempt (two by default), at
+        // gpt-4o's 2.5 µ$ per input token.
+        let tokens = u128::from(counter.count(system) as u64 + FRAMING_PER_MESSAGE);
+        assert_eq!(
+            with_system,
+            plain.saturating_add(Usd::from_picos(2 * 2 * tokens * 2_500_000))
+        );
+    }
+
+    /// A `summary_prompt` that quotes the output twice sends it twice: the
+    /// summary row counts each copy. Before, it counted one.
+    #[test]
+    fn summary_rows_count_every_copy_of_the_output() {
+        let mut p = plan();
+        let d = &mut p.config.dependency;
+        d.summarize_strategy = ctx_model::SummarizeStrategy::Llm;
+        d.max_output_length = Some(10);
+        d.summary_max_tokens = 40;
+        d.summary_prompt = Some("Sum up {{OUTPUT}} and again {{OUTPUT}}".into());
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        e.attempts = 1;
+        let o = cost_options(&p, &e, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0])
+            .unwrap()
+            .counter();
+        let template = ctx_deps::summarize::summary_prompt(&p, &p.sub_tasks[0], "", None);
+        // The summary on a's model, gpt-4o: the template, a's 100 output
+        // tokens twice, framing.
+        let prompt = counter.count(&template) as u64 + 16 + 200;
+        let summary_picos = u128::from(prompt) * 2_500_000 + 40 * 10_000_000;
+        let expected = usd("0.00354").saturating_add(Usd::from_picos(summary_picos));
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
     }
 
     #[test]
