@@ -1197,31 +1197,32 @@ async fn the_structured_output_fallback_counts_within_max_attempts() {
 /// A `usage` with only `total_tokens` is recorded at the worst case the
 /// request allows (as much completion as `n` choices of the cap sent),
 /// flagged partial; before, it was 0 prompt and 0 completion tokens,
-/// which priced the call at $0.
+/// which priced the call at $0. The server is ctx-test-support's honest
+/// one (the budget property's), counting words as tokens.
 #[tokio::test]
 async fn a_usage_with_only_total_tokens_is_its_worst_case_and_flagged() {
-    let s = server().await;
-    let mut body = completion("ok");
-    body["usage"] = json!({"total_tokens": 500});
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(body))
-        .mount(&s)
-        .await;
+    use ctx_test_support::openai_server::{Behaviour, HonestServer, UsageShape};
+    let s = HonestServer::start(Behaviour {
+        count: Arc::new(|t: &str| t.split_whitespace().count() as u64),
+        usage: UsageShape::TotalOnly,
+        rejects_response_format: false,
+    })
+    .await;
     let mut req = request("t");
     req.params.max_tokens = Some(50);
     req.params.extra.insert("n".into(), json!(3));
     req.params
         .extra
         .insert("max_completion_tokens".into(), json!(100));
-    let r = engine(config(base(&s))).infer(&req).await.unwrap();
+    let r = engine(config(s.base_url.clone())).infer(&req).await.unwrap();
     let usage = r.usage.unwrap();
+    // The server generated 3 × 100 tokens (it honours the cap it was
+    // sent: max_completion_tokens, not max_tokens) and read a prompt of
+    // 10 words + 3 + 3 framing: total 316, of which 300 completion.
     assert_eq!(
         (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.partial),
-        (200, 300, 500, true)
+        (16, 300, 316, true)
     );
-    let sent: Value =
-        serde_json::from_slice(&s.received_requests().await.unwrap()[0].body).unwrap();
-    assert_eq!(sent["max_completion_tokens"], 100);
-    assert_eq!(sent["n"], 3);
-    assert!(sent.get("max_tokens").is_none());
+    assert_eq!(r.output.split_whitespace().count(), 100);
+    assert_eq!(s.requests(), 1);
 }
