@@ -415,3 +415,86 @@ sub_tasks:
     let cost = css["cost_usd"].as_f64().unwrap();
     assert!((cost - (judge_cost + own)).abs() < 1e-12, "{cost} {css}");
 }
+
+/// `ctx plan cost` takes `ctx run`'s engine flags and gives the high end
+/// `ctx run --max-cost` reserves with the same flags: here the command
+/// engine (one attempt), where `plan cost` used to assume the openai
+/// engine's four. A budget too small for any task skips them all, and
+/// what they need is `plan cost`'s total high end.
+#[test]
+fn plan_cost_gives_the_high_end_run_reserves_with_the_same_flags() {
+    let tmp = setup();
+    let flags = [
+        "--command",
+        HELLO,
+        "--price",
+        "m=1,2",
+        "--max-tokens",
+        "50",
+    ];
+    let out = ctx(tmp.path())
+        .args(["plan", "cost", "plan.json", "--format", "json"])
+        .args(flags)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let cost: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for t in cost["tasks"].as_array().unwrap() {
+        assert_eq!(t["attempts"], 1, "{t}");
+        // (200 + 16 framing) × $1/M + 50 × $2/M.
+        assert_eq!(t["cost_usd"]["high"], 0.000316, "{t}");
+    }
+    let mut args = vec!["plan.json"];
+    args.extend(flags);
+    args.extend(["--max-cost", "0.0001", "--root", "runs"]);
+    let run = run(tmp.path(), &args);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.json["needed_usd"], cost["total"]["cost_usd"]["high"]);
+    // The openai engine's flags are refused for a command, as `ctx run`
+    // refuses them.
+    let out = ctx(tmp.path())
+        .args(["plan", "cost", "plan.json", "--command", HELLO, "--model", "m"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--model is only used by --engine openai"));
+}
+
+/// A request parameter the openai engine passes through that no bound
+/// covers is refused under `--max-cost` (exit 2, nothing runs), naming
+/// the task and the parameter; before, it was sent and billed unpriced.
+#[test]
+fn max_cost_refuses_a_parameter_no_bound_covers_naming_task_and_parameter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = PLAN.replace(
+        r#""params": {"prompt": "Say b.", "model": "m", "max_tokens": 50}"#,
+        r#""params": {"prompt": "Say b.", "model": "m", "max_tokens": 50, "tools": [{"type": "function"}]}"#,
+    );
+    std::fs::write(tmp.path().join("plan.json"), plan).unwrap();
+    let out = ctx(tmp.path())
+        .args([
+            "run",
+            "plan.json",
+            "--engine",
+            "openai",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--price",
+            "m=1,2",
+            "--max-tokens",
+            "50",
+            "--max-cost",
+            "1",
+            "--root",
+            "runs",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("task `b`: `tools` changes what a call can be billed and no bound covers it"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("runs").exists());
+}

@@ -99,7 +99,26 @@ pub(crate) async fn evaluate(
     let mut evaluation = checks.set.evaluate(output.as_bytes(), &context);
     let mut usage = None;
     let mut calls = Vec::new();
+    let output_high = crate::call_bounds::budgeted_output_high(inner, task);
+    let specs = output_high.map(|_| ctx_model::task_checks(&inner.plan, task));
     for judge in evaluation.take_judge_requests() {
+        // Under a budget a prompt over what the reservation allowed (the
+        // output grew when it was neutralized) is not sent: the check
+        // fails with the reason.
+        let rubric = specs.as_ref().and_then(|s| match s.get(judge.index).map(|c| &c.rule) {
+            Some(ctx_checks::Rule::Judge(j)) => Some(j.rubric.as_str()),
+            _ => None,
+        });
+        if let (Some(high), Some(rubric)) = (output_high, rubric) {
+            let bound = crate::call_bounds::judge_prompt_bound(rubric, high, counter);
+            if let Some(reason) =
+                crate::call_bounds::over_bound("judge", counter.count(&judge.prompt), bound)
+            {
+                let recorded = evaluation.record_judge_error(judge.index, &reason);
+                debug_assert!(recorded.is_ok());
+                continue;
+            }
+        }
         let request = InferenceRequest {
             task_id: task.id.clone(),
             prompt_tokens: counter.count(&judge.prompt),
@@ -137,6 +156,7 @@ pub(crate) async fn evaluate(
                         completion_tokens: completion,
                         total_tokens: request.prompt_tokens as u64 + completion,
                         cached_tokens: None,
+                        partial: false,
                     }
                 });
                 usage = TokenUsage::sum([usage, Some(judged)]);
@@ -367,6 +387,7 @@ mod tests {
                         completion_tokens: 5,
                         total_tokens: 15,
                         cached_tokens: None,
+                        partial: false,
                     }),
                     attempts: vec![ctx_model::Attempt {
                         number: 1,
@@ -536,6 +557,7 @@ mod tests {
                         completion_tokens: 5,
                         total_tokens: 15,
                         cached_tokens: None,
+                        partial: false,
                     }),
                     attempts: vec![attempt(1, "ok")],
                     ..Default::default()
@@ -622,6 +644,121 @@ mod tests {
                 Some(micros(task + judge)),
                 "judge fails: {judge_fails}"
             );
+        }
+    }
+
+    /// Answers a task with `output` and a judge with a pass, counting the
+    /// judge requests.
+    struct HostileOutput {
+        output: String,
+        judged: std::sync::atomic::AtomicUsize,
+    }
+
+    impl ctx_engine::InferenceEngine for HostileOutput {
+        fn name(&self) -> &str {
+            "hostile-output"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> ctx_engine::BoxFuture<'a, Result<ctx_engine::InferenceResponse, ctx_engine::EngineError>>
+        {
+            let judge = request.purpose == ctx_engine::RequestPurpose::Judge;
+            if judge {
+                self.judged
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            let output = if judge {
+                r#"{"pass": true, "reason": "fine"}"#.to_string()
+            } else {
+                self.output.clone()
+            };
+            Box::pin(async move {
+                Ok(ctx_engine::InferenceResponse {
+                    output,
+                    attempts: vec![ctx_model::Attempt {
+                        number: 1,
+                        outcome: "ok".into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                })
+            })
+        }
+    }
+
+    /// A budget of $1, every task bounded at a cent, `max_tokens` as given.
+    struct Budgeted {
+        max_tokens: u64,
+    }
+
+    impl crate::CostModel for Budgeted {
+        fn bound(&self, _: &SubTask) -> Option<ctx_cost::Usd> {
+            Some(ctx_cost::Usd::parse("0.01").unwrap())
+        }
+        fn max_tokens(&self, _: &SubTask) -> Option<u64> {
+            Some(self.max_tokens)
+        }
+        fn call_cost(&self, _: &SubTask, usage: &ctx_cost::Usage) -> Option<ctx_cost::Usd> {
+            let rate = ctx_cost::Rate::parse("1").unwrap();
+            Some(ctx_cost::Price::flat(rate, rate, None).cost(usage))
+        }
+    }
+
+    /// An output of repeated control tokens, within `max_tokens`, grows
+    /// when it is neutralized into the judge prompt: past the bound its
+    /// reservation was made with. Under a budget that prompt is not sent
+    /// and the check fails saying why; before, it was sent and billed past
+    /// the reservation. Without a budget it is sent as before.
+    #[test]
+    fn a_judge_prompt_over_its_reserved_bound_is_not_sent_under_a_budget() {
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "sub_tasks": [{"id": "css", "description": "Style",
+                "checks": [{"judge": "Is it CSS?"}],
+                "tool_or_prompt": {"name": "inference",
+                    "params": {"prompt": "Write the CSS.", "model": "m"}}}],
+            "config": {"max_check_attempts": 1}
+        }))
+        .unwrap();
+        let output = "<s>".repeat(40);
+        let counter = ctx_prompt::tokenizer_for_task(&plan, &plan.sub_tasks[0])
+            .unwrap()
+            .counter();
+        let max_tokens = counter.count(&output) as u64;
+        let sent = ctx_checks::judge::judge_prompt("Is it CSS?", &output, ctx_prompt::fence::neutralize);
+        let bound = crate::call_bounds::judge_prompt_bound("Is it CSS?", max_tokens, counter.as_ref());
+        assert!(counter.count(&sent) as u64 > bound, "the output grows when neutralized");
+        for max_cost in [Some(ctx_cost::Usd::parse("1").unwrap()), None] {
+            let engine = Arc::new(HostileOutput {
+                output: output.clone(),
+                judged: Default::default(),
+            });
+            let options = crate::ExecutorOptions {
+                cost: Some(crate::CostOptions {
+                    model: Arc::new(Budgeted { max_tokens }),
+                    max_cost,
+                    already_spent: ctx_cost::Usd::ZERO,
+                    cut_output_at_max_tokens: false,
+                    shared_budget: None,
+                }),
+                ..crate::ExecutorOptions::default()
+            };
+            let (_, store) = run_with(plan.clone(), engine.clone(), options);
+            let css = store.get_by_task_id("css").unwrap().unwrap();
+            let judged = engine.judged.load(std::sync::atomic::Ordering::Relaxed);
+            let judge = &css.metadata.check_attempts[0].checks[0];
+            if max_cost.is_some() {
+                assert_eq!(judged, 0);
+                assert!(!judge.passed);
+                assert!(
+                    judge.detail.as_deref().unwrap_or(&judge.message).contains("budget: the judge prompt is"),
+                    "{judge:?}"
+                );
+            } else {
+                assert_eq!(judged, 1);
+                assert!(judge.passed, "{judge:?}");
+            }
         }
     }
 

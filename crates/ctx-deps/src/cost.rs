@@ -527,6 +527,7 @@ mod tests {
             completion_tokens: 50,
             total_tokens: 1060,
             cached_tokens: Some(10),
+            partial: false,
         });
         assert_eq!(
             task_cost(&Fixed, &task("t"), &r, counter.as_ref()),

@@ -47,6 +47,7 @@
 //! assert_eq!(css.output, "[dry-run] output of task css");
 //! ```
 
+pub mod call_bounds;
 pub mod checking;
 pub mod cost;
 pub mod engines;

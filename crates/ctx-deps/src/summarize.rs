@@ -229,7 +229,13 @@ pub fn render_summary_prompt(
     output: &str,
     focus: Option<&str>,
 ) -> String {
+    render(template, description, output, focus).0
+}
+
+/// [`render_summary_prompt`], and how many `{{OUTPUT}}` it filled.
+fn render(template: &str, description: &str, output: &str, focus: Option<&str>) -> (String, u64) {
     let mut out = String::with_capacity(template.len() + output.len() + 64);
+    let mut copies = 0;
     let mut rest = template;
     loop {
         let next = ["{{OUTPUT}}", "{{DESCRIPTION}}", "{{FOCUS}}"]
@@ -238,11 +244,12 @@ pub fn render_summary_prompt(
             .min();
         let Some((at, ph)) = next else {
             out.push_str(rest);
-            return out;
+            return (out, copies);
         };
         out.push_str(&rest[..at]);
         match ph {
             "{{OUTPUT}}" => {
+                copies += 1;
                 out.push('\n');
                 push_fenced(&mut out, output, neutralize);
                 out.push('\n');
@@ -251,6 +258,17 @@ pub fn render_summary_prompt(
             _ => out.push_str(focus.unwrap_or("")),
         }
         rest = &rest[at + ph.len()..];
+    }
+}
+
+/// How many copies of the output a summary prompt of `plan` quotes: one
+/// for ctx's own prompt, one per `{{OUTPUT}}` of `summary_prompt` (found
+/// by the same left-to-right pass that fills them, so a placeholder
+/// inside a filled value is not counted, as it is not filled).
+pub fn summary_output_copies(plan: &Plan) -> u64 {
+    match &plan.config.dependency.summary_prompt {
+        Some(t) => render(t, "", "", None).1,
+        None => 1,
     }
 }
 
@@ -318,9 +336,32 @@ pub(crate) async fn after_completion(
             ..ctx_model::Params::default()
         };
         let counter = &inner.counters[i];
+        let prompt_tokens = counter.count(&prompt);
+        // Under a budget a prompt over what the reservation allowed (the
+        // output grew when it was neutralized) is not sent.
+        let refused = crate::call_bounds::budgeted_output_high(inner, producer).and_then(|high| {
+            let bound = crate::call_bounds::summary_prompt_bound(
+                plan,
+                producer,
+                focus,
+                high,
+                counter.as_ref(),
+            );
+            crate::call_bounds::over_bound("summary", prompt_tokens, bound)
+        });
+        if let Some(reason) = refused {
+            record.calls.push(SummaryCall {
+                dependent: dependent_task.map(|t| t.id.clone()),
+                model,
+                fallback: true,
+                error: Some(reason),
+                ..SummaryCall::default()
+            });
+            continue;
+        }
         let request = InferenceRequest {
             task_id: producer.id.clone(),
-            prompt_tokens: counter.count(&prompt),
+            prompt_tokens,
             prompt,
             params,
             max_output_bytes: inner.max_output_bytes,
@@ -572,6 +613,7 @@ mod tests {
                         completion_tokens: 5,
                         total_tokens: 15,
                         cached_tokens: None,
+                        partial: false,
                     }),
                     ..InferenceResponse::default()
                 })

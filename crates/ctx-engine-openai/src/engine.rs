@@ -223,6 +223,11 @@ impl OpenAiEngine {
     /// [`StructuredOutput`] allows; in `auto` mode a server that rejects
     /// the field gets the request again without it (its failed attempt is
     /// kept in the record), and never again this run.
+    ///
+    /// The request sent again is one more attempt of the same call, within
+    /// `--max-attempts`, not a fresh count: the rejected request may have
+    /// been billed, and `--max-cost` reserves `--max-attempts` requests per
+    /// call. When the rejection used the last attempt, the call fails.
     async fn run(&self, request: &InferenceRequest) -> Result<InferenceResponse, EngineError> {
         let mode = self.config.structured_output;
         let schema = request.response_schema.as_ref().filter(|_| {
@@ -233,9 +238,9 @@ impl OpenAiEngine {
         // A plan that sets `response_format` itself (params.extra) wins.
         let schema = schema.filter(|_| !request.params.extra.contains_key("response_format"));
         let Some(schema) = schema else {
-            return self.run_with(request, None).await;
+            return self.run_with(request, None, 0).await;
         };
-        match self.run_with(request, Some(schema)).await {
+        match self.run_with(request, Some(schema), 0).await {
             Err(e) if mode == StructuredOutput::Auto && rejects_response_format(&e) => {
                 if !self.structured_rejected.swap(true, Ordering::Relaxed) {
                     self.emit(EngineEvent::StructuredOutputRejected {
@@ -243,16 +248,16 @@ impl OpenAiEngine {
                         message: e.message.clone(),
                     });
                 }
+                let used = u32::try_from(e.attempts.len()).unwrap_or(u32::MAX);
+                if used >= self.config.retry.max_attempts {
+                    return Err(e);
+                }
                 let mut attempts = e.attempts;
-                let mut again = self.run_with(request, None).await;
+                let mut again = self.run_with(request, None, used).await;
                 let later = match &mut again {
                     Ok(r) => &mut r.attempts,
                     Err(e) => &mut e.attempts,
                 };
-                let first = u32::try_from(attempts.len()).unwrap_or(u32::MAX);
-                for a in later.iter_mut() {
-                    a.number = a.number.saturating_add(first);
-                }
                 attempts.append(later);
                 *later = attempts;
                 again
@@ -261,10 +266,14 @@ impl OpenAiEngine {
         }
     }
 
+    /// Makes the call's attempts after the `used` ones already made (the
+    /// structured-output fallback's), numbered on from them, up to
+    /// `--max-attempts` in all.
     async fn run_with(
         &self,
         request: &InferenceRequest,
         schema: Option<&serde_json::Value>,
+        used: u32,
     ) -> Result<InferenceResponse, EngineError> {
         let Some(model) = self.model_for(&request.params) else {
             return Err(EngineError::new(format!(
@@ -293,9 +302,14 @@ impl OpenAiEngine {
         // too), so `--tpm` reserves what the server may really generate.
         let cap = wire::completion_cap(&request.params, defaults).and_then(|c| c.tokens());
         let cost = (request.prompt_tokens as u64).saturating_add(cap.unwrap_or(0));
+        // A partial `usage` is read at the worst case this request allows.
+        let bounds = wire::RequestBounds {
+            prompt_tokens: request.prompt_tokens as u64,
+            completion_tokens: request.params.completion_bound(defaults.max_tokens).ok(),
+        };
         let max = self.config.retry.max_attempts;
         let mut attempts: Vec<Attempt> = Vec::new();
-        for number in 1..=max {
+        for number in used.saturating_add(1)..=max {
             let wait = self.pacer.reserve(cost);
             if !wait.is_zero() {
                 self.emit(EngineEvent::Paced {
@@ -311,6 +325,9 @@ impl OpenAiEngine {
             let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             match result {
                 Ok(completion) => {
+                    let usage = completion
+                        .usage
+                        .map(|u| u.resolve(bounds, completion.output.len() as u64));
                     attempts.push(Attempt {
                         number,
                         duration_ms,
@@ -321,7 +338,7 @@ impl OpenAiEngine {
                     return Ok(InferenceResponse {
                         output: completion.output,
                         model: completion.model.or_else(|| Some(model.to_string())),
-                        usage: completion.usage,
+                        usage,
                         finish_reason: completion.finish_reason.map(ctx_engine::FinishReason::from),
                         attempts,
                         cached: false,

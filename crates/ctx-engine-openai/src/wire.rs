@@ -75,7 +75,7 @@ pub(crate) fn request_body(
     );
     // Exactly one cap key goes out, the one `completion_cap` chose (and
     // pacing reserves): never both, never one the pacer does not know of.
-    for key in CAP_KEYS {
+    for key in ctx_model::billing::CAP_KEYS {
         body.remove(key);
     }
     if let Some(cap) = completion_cap(params, defaults) {
@@ -88,66 +88,15 @@ pub(crate) fn request_body(
     Value::Object(body)
 }
 
-/// The keys that cap a completion's length. OpenAI's reasoning models
-/// take `max_completion_tokens` and reject `max_tokens`; other servers
-/// take `max_tokens`.
-const CAP_KEYS: [&str; 2] = ["max_completion_tokens", "max_tokens"];
-
-/// The cap on generated tokens a request carries: the body key and the
-/// value sent under it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct CompletionCap {
-    /// `max_completion_tokens` or `max_tokens`.
-    pub key: &'static str,
-    /// Sent as it is (a plan may pass anything through `extra`).
-    pub value: Value,
-}
-
-impl CompletionCap {
-    /// The cap as a token count, for pacing; `None` when the value is not
-    /// a non-negative number (`null` asks for no cap, which the pacer
-    /// cannot price).
-    pub(crate) fn tokens(&self) -> Option<u64> {
-        self.value.as_u64().or_else(|| {
-            self.value
-                .as_f64()
-                .filter(|f| f.is_finite() && *f >= 0.0)
-                // Saturating cast: a cap beyond u64 prices as u64::MAX.
-                .map(|f| f.ceil() as u64)
-        })
-    }
-}
-
-/// Decides the one completion cap a request carries. [`request_body`]
-/// sends it and the engine's `--tpm` pacing reserves it, so the two can
-/// never disagree (pacing that reserved `--max-tokens 64` while the body
-/// asked for 4000 would let a run blow through its tokens-per-minute
-/// limit).
-///
-/// First match wins:
-/// 1. `max_completion_tokens` in `params.extra`: a plan that names it
-///    targets a reasoning model, which rejects `max_tokens`, so it is sent
-///    alone, whatever `params.max_tokens` or `--max-tokens` say;
-/// 2. `params.max_tokens`, else `--max-tokens`, as `max_tokens`;
-/// 3. `max_tokens` in `params.extra` (only a caller building [`Params`]
-///    by hand can put it there; a plan's `max_tokens` is the field).
-pub(crate) fn completion_cap(params: &Params, defaults: &RequestDefaults) -> Option<CompletionCap> {
-    if let Some(value) = params.extra.get("max_completion_tokens") {
-        return Some(CompletionCap {
-            key: "max_completion_tokens",
-            value: value.clone(),
-        });
-    }
-    if let Some(max) = params.max_tokens.or(defaults.max_tokens) {
-        return Some(CompletionCap {
-            key: "max_tokens",
-            value: json!(max),
-        });
-    }
-    params.extra.get("max_tokens").map(|value| CompletionCap {
-        key: "max_tokens",
-        value: value.clone(),
-    })
+/// The cap on generated tokens a request carries: ctx-model's rule
+/// ([`Params::completion_cap`]), which `--max-cost` reserves by too.
+/// [`request_body`] sends it and the engine's `--tpm` pacing reserves it,
+/// so the body, the pacing and the budget can never disagree.
+pub(crate) fn completion_cap(
+    params: &Params,
+    defaults: &RequestDefaults,
+) -> Option<ctx_model::billing::CompletionCap> {
+    params.completion_cap(defaults.max_tokens)
 }
 
 /// A finished chat completion, whichever way it arrived.
@@ -155,7 +104,7 @@ pub(crate) fn completion_cap(params: &Params, defaults: &RequestDefaults) -> Opt
 pub(crate) struct Completion {
     pub output: String,
     pub model: Option<String>,
-    pub usage: Option<TokenUsage>,
+    pub usage: Option<ReportedUsage>,
     pub finish_reason: Option<String>,
 }
 
@@ -274,9 +223,70 @@ fn finish_reason_of(choice: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
-/// `usage` → [`TokenUsage`], cached tokens from
-/// `prompt_tokens_details.cached_tokens` (OpenAI) when reported.
-pub(crate) fn usage_of(usage: &Value) -> Option<TokenUsage> {
+/// A `usage` object as the server sent it: each count it reported, and
+/// only those.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ReportedUsage {
+    pub prompt: Option<u64>,
+    pub completion: Option<u64>,
+    pub total: Option<u64>,
+    pub cached: Option<u64>,
+}
+
+/// What a request is known to have sent and allowed, for reading a
+/// partial `usage` at its worst case ([`ReportedUsage::resolve`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RequestBounds {
+    /// ctx's exact count of the prompt it sent.
+    pub prompt_tokens: u64,
+    /// The most completion tokens the request could be billed (its cap
+    /// times its completions), when it has one.
+    pub completion_tokens: Option<u64>,
+}
+
+impl ReportedUsage {
+    /// The usage to record. Complete when the server gave two of the
+    /// three counts (the third follows). Otherwise it is the worst case
+    /// the report allows, marked [`TokenUsage::partial`], never a zero
+    /// that prices the call at $0:
+    /// * only `total_tokens`: as much of it completion as the request
+    ///   allowed (output is the dearer side for every priced model), the
+    ///   rest prompt;
+    /// * only `prompt_tokens`: the completion at the request's bound
+    ///   (else `output_bytes`: a token is at least one byte);
+    /// * only `completion_tokens`: the prompt ctx counted.
+    pub(crate) fn resolve(self, bounds: RequestBounds, output_bytes: u64) -> TokenUsage {
+        let complete = |prompt: u64, completion: u64, total: Option<u64>| TokenUsage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            total_tokens: total.unwrap_or(prompt.saturating_add(completion)),
+            cached_tokens: self.cached,
+            partial: false,
+        };
+        let partial = |prompt: u64, completion: u64| TokenUsage {
+            partial: true,
+            ..complete(prompt, completion, None)
+        };
+        let most_completion = bounds.completion_tokens.unwrap_or(output_bytes);
+        match (self.prompt, self.completion, self.total) {
+            (Some(p), Some(c), total) => complete(p, c, total),
+            (Some(p), None, Some(t)) if t >= p => complete(p, t - p, Some(t)),
+            (None, Some(c), Some(t)) if t >= c => complete(t - c, c, Some(t)),
+            (None, None, Some(t)) => {
+                let c = t.min(most_completion);
+                partial(t - c, c)
+            }
+            (Some(p), _, _) => partial(p, most_completion),
+            (None, Some(c), _) => partial(bounds.prompt_tokens, c),
+            (None, None, None) => partial(bounds.prompt_tokens, most_completion),
+        }
+    }
+}
+
+/// `usage` → [`ReportedUsage`], cached tokens from
+/// `prompt_tokens_details.cached_tokens` (OpenAI) when reported; `None`
+/// when it reports no count at all.
+pub(crate) fn usage_of(usage: &Value) -> Option<ReportedUsage> {
     if !usage.is_object() {
         return None;
     }
@@ -286,22 +296,18 @@ pub(crate) fn usage_of(usage: &Value) -> Option<TokenUsage> {
                 .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
         })
     };
-    let prompt = num(usage.get("prompt_tokens"));
-    let completion = num(usage.get("completion_tokens"));
-    let total = num(usage.get("total_tokens"));
-    if prompt.is_none() && completion.is_none() && total.is_none() {
-        return None;
-    }
-    let prompt_tokens = prompt.unwrap_or(0);
-    let completion_tokens = completion.unwrap_or(0);
-    Some(TokenUsage {
-        prompt_tokens,
-        completion_tokens,
-        total_tokens: total.unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
-        cached_tokens: num(usage
+    let reported = ReportedUsage {
+        prompt: num(usage.get("prompt_tokens")),
+        completion: num(usage.get("completion_tokens")),
+        total: num(usage.get("total_tokens")),
+        cached: num(usage
             .get("prompt_tokens_details")
             .and_then(|d| d.get("cached_tokens"))),
-    })
+    };
+    if reported.prompt.is_none() && reported.completion.is_none() && reported.total.is_none() {
+        return None;
+    }
+    Some(reported)
 }
 
 /// Builds a completion from `chat.completion.chunk` events.
@@ -398,7 +404,7 @@ mod tests {
 
     /// The cap the body sends, read back from the body.
     fn sent_cap(body: &Value) -> Option<(&'static str, Value)> {
-        let sent: Vec<_> = CAP_KEYS
+        let sent: Vec<_> = ctx_model::billing::CAP_KEYS
             .iter()
             .filter_map(|k| body.get(*k).map(|v| (*k, v.clone())))
             .collect();
@@ -488,6 +494,35 @@ mod tests {
         }
     }
 
+    /// A request of 10 prompt tokens allowed 50 completion tokens.
+    const BOUNDS: RequestBounds = RequestBounds {
+        prompt_tokens: 10,
+        completion_tokens: Some(50),
+    };
+
+    /// A partial `usage` is its worst case, flagged; never $0.
+    #[test]
+    fn partial_usage_is_read_at_its_worst_and_flagged() {
+        let read = |usage: &str, output_bytes| {
+            usage_of(&serde_json::from_str(usage).unwrap())
+                .map(|u| u.resolve(BOUNDS, output_bytes))
+                .map(|u| (u.prompt_tokens, u.completion_tokens, u.total_tokens, u.partial))
+        };
+        // Only the total: as much completion as the request allowed.
+        assert_eq!(read(r#"{"total_tokens": 80}"#, 0), Some((30, 50, 80, true)));
+        assert_eq!(read(r#"{"total_tokens": 20}"#, 0), Some((0, 20, 20, true)));
+        // Two counts give the third: complete.
+        assert_eq!(read(r#"{"prompt_tokens": 12, "total_tokens": 20}"#, 0), Some((12, 8, 20, false)));
+        assert_eq!(read(r#"{"completion_tokens": 5, "total_tokens": 20}"#, 0), Some((15, 5, 20, false)));
+        // One count: the other side at its bound.
+        assert_eq!(read(r#"{"prompt_tokens": 12}"#, 0), Some((12, 50, 62, true)));
+        assert_eq!(read(r#"{"completion_tokens": 7}"#, 0), Some((10, 7, 17, true)));
+        let unbounded = RequestBounds { prompt_tokens: 10, completion_tokens: None };
+        let u = usage_of(&json!({"prompt_tokens": 3})).unwrap().resolve(unbounded, 9);
+        assert_eq!((u.completion_tokens, u.partial), (9, true));
+        assert_eq!(read(r#"{"cost": 1}"#, 0), None);
+    }
+
     #[test]
     fn completion_with_cached_tokens() {
         let body = br#"{"id":"c1","model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],
@@ -497,12 +532,13 @@ mod tests {
         assert_eq!(c.model.as_deref(), Some("gpt-4o-2024-08-06"));
         assert_eq!(c.finish_reason.as_deref(), Some("length"));
         assert_eq!(
-            c.usage,
+            c.usage.map(|u| u.resolve(BOUNDS, 0)),
             Some(TokenUsage {
                 prompt_tokens: 12,
                 completion_tokens: 3,
                 total_tokens: 15,
-                cached_tokens: Some(8)
+                cached_tokens: Some(8),
+                partial: false,
             })
         );
     }
@@ -512,7 +548,7 @@ mod tests {
         let body = br#"{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}],"usage":{"prompt_tokens":2,"completion_tokens":1}}"#;
         let c = parse_completion(body).unwrap();
         assert_eq!(c.output, "ab");
-        assert_eq!(c.usage.unwrap().total_tokens, 3);
+        assert_eq!(c.usage.unwrap().resolve(BOUNDS, 0).total_tokens, 3);
         assert_eq!(c.model, None);
         let null_content = br#"{"choices":[{"message":{"content":null},"finish_reason":"content_filter"}],"usage":"n/a"}"#;
         let c = parse_completion(null_content).unwrap();
@@ -559,7 +595,7 @@ mod tests {
         assert!(acc.saw_choice);
         assert_eq!(acc.completion.output, "Hello");
         assert_eq!(acc.completion.finish_reason.as_deref(), Some("stop"));
-        assert_eq!(acc.completion.usage.unwrap().total_tokens, 7);
+        assert_eq!(acc.completion.usage.unwrap().resolve(BOUNDS, 0).total_tokens, 7);
         assert!(matches!(
             acc.push("{not json"),
             Err(BodyError::Malformed(_))
@@ -585,7 +621,7 @@ mod tests {
         assert_eq!(acc.completion.output, "Aa");
         // Index 1's finish reasons, before and after index 0's, are not ours.
         assert_eq!(acc.completion.finish_reason.as_deref(), Some("stop"));
-        assert_eq!(acc.completion.usage.unwrap().total_tokens, 9);
+        assert_eq!(acc.completion.usage.unwrap().resolve(BOUNDS, 0).total_tokens, 9);
 
         // Several choices in one chunk, index 1 first.
         let mut acc = StreamAccumulator::default();

@@ -113,7 +113,8 @@ async fn success_records_usage_model_and_one_attempt() {
             prompt_tokens: 20,
             completion_tokens: 5,
             total_tokens: 25,
-            cached_tokens: Some(16)
+            cached_tokens: Some(16),
+            partial: false,
         })
     );
     assert_eq!(outcomes(&r.attempts), ["ok"]);
@@ -1145,4 +1146,83 @@ async fn a_rejected_response_format_falls_back_once_for_the_run_with_one_warning
     });
     let err = e.infer(&schema_request("c")).await.unwrap_err();
     assert!(err.message.contains("response_format"), "{}", err.message);
+}
+
+/// Answers 400 to a body with `response_format`, else 500.
+struct RejectsResponseFormatThenFails;
+
+impl wiremock::Respond for RejectsResponseFormatThenFails {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        if body.get("response_format").is_some() {
+            RejectsResponseFormat.respond(request)
+        } else {
+            ResponseTemplate::new(500).set_body_json(json!({"error": {"message": "down"}}))
+        }
+    }
+}
+
+/// The request sent again without `response_format` is an attempt of the
+/// same call: `--max-attempts` counts it, so a call makes at most that
+/// many requests (each may be billed, and `--max-cost` reserves that
+/// many). Before, the fallback started a fresh count: 1 + 3 requests.
+#[tokio::test]
+async fn the_structured_output_fallback_counts_within_max_attempts() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(RejectsResponseFormatThenFails)
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.retry.max_attempts = 3;
+    let err = engine(cfg).infer(&schema_request("a")).await.unwrap_err();
+    assert_eq!(outcomes(&err.attempts), ["http_400", "http_500", "http_500"]);
+    let numbers: Vec<u32> = err.attempts.iter().map(|a| a.number).collect();
+    assert_eq!(numbers, [1, 2, 3]);
+    assert_eq!(s.received_requests().await.unwrap().len(), 3);
+
+    // One attempt allowed: the rejected request was it.
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(RejectsResponseFormat)
+        .mount(&s)
+        .await;
+    let mut cfg = config(base(&s));
+    cfg.retry.max_attempts = 1;
+    let err = engine(cfg).infer(&schema_request("b")).await.unwrap_err();
+    assert_eq!(outcomes(&err.attempts), ["http_400"]);
+    assert_eq!(s.received_requests().await.unwrap().len(), 1);
+}
+
+/// A `usage` with only `total_tokens` is recorded at the worst case the
+/// request allows (as much completion as `n` choices of the cap sent),
+/// flagged partial; before, it was 0 prompt and 0 completion tokens,
+/// which priced the call at $0. The server is ctx-test-support's honest
+/// one (the budget property's), counting words as tokens.
+#[tokio::test]
+async fn a_usage_with_only_total_tokens_is_its_worst_case_and_flagged() {
+    use ctx_test_support::openai_server::{Behaviour, HonestServer, UsageShape};
+    let s = HonestServer::start(Behaviour {
+        count: Arc::new(|t: &str| t.split_whitespace().count() as u64),
+        usage: UsageShape::TotalOnly,
+        rejects_response_format: false,
+    })
+    .await;
+    let mut req = request("t");
+    req.params.max_tokens = Some(50);
+    req.params.extra.insert("n".into(), json!(3));
+    req.params
+        .extra
+        .insert("max_completion_tokens".into(), json!(100));
+    let r = engine(config(s.base_url.clone())).infer(&req).await.unwrap();
+    let usage = r.usage.unwrap();
+    // The server generated 3 × 100 tokens (it honours the cap it was
+    // sent: max_completion_tokens, not max_tokens) and read a prompt of
+    // 10 words + 3 + 3 framing: total 316, of which 300 completion.
+    assert_eq!(
+        (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.partial),
+        (16, 300, 316, true)
+    );
+    assert_eq!(r.output.split_whitespace().count(), 100);
+    assert_eq!(s.requests(), 1);
 }

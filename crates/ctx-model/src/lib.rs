@@ -66,6 +66,7 @@
 //! # Ok::<(), ctx_model::PlanError>(())
 //! ```
 
+pub mod billing;
 #[cfg(feature = "parse")]
 pub mod check_report;
 pub mod checks;

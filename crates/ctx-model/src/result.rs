@@ -298,6 +298,7 @@ impl TokenUsage {
                 (None, None) => None,
                 (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
             },
+            partial: self.partial || other.partial,
         }
     }
 
@@ -319,6 +320,12 @@ pub struct TokenUsage {
     /// Prompt tokens served from the engine's cache, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    /// The engine reported only part of the usage (only `total_tokens`,
+    /// say), so the prompt and completion tokens here are the worst case
+    /// the report allows (docs/cost.md, "Partial usage"), not counts the
+    /// server gave. Written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// One call to an engine on behalf of a task.

@@ -326,6 +326,7 @@ mod tests {
                 completion_tokens: 7,
                 total_tokens: 20,
                 cached_tokens: None,
+                partial: false,
             }),
             cached: true,
             attempts: vec![attempt(1, "ok", 40, None)],

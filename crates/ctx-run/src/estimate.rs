@@ -75,6 +75,33 @@ pub struct EngineDefaults<'a> {
     /// The engine's attempts per request (`--max-attempts`), the first
     /// included; check retries multiply them per task.
     pub attempts: u32,
+    /// The engine sends the task's params, `params.extra` passed through
+    /// (the openai engine): a task's completion high is the cap the
+    /// request carries times the completions it asks for
+    /// ([`ctx_model::Params::completion_bound`]), and a pass-through key no
+    /// bound covers leaves it unbounded. Otherwise (a command) it is
+    /// `max_tokens`, where the output is cut.
+    pub sends_params: bool,
+}
+
+impl EngineDefaults<'_> {
+    /// The most completion tokens one call of a task with `params` can be
+    /// billed (see [`EngineDefaults::sends_params`]); the error names the
+    /// parameter that leaves it without a bound.
+    pub fn completion_bound(
+        &self,
+        params: &ctx_model::Params,
+    ) -> Result<u64, ctx_model::billing::UnboundedParam> {
+        if self.sends_params {
+            params.completion_bound(self.max_tokens)
+        } else {
+            params
+                .max_tokens
+                .or(self.max_tokens)
+                .map(u64::from)
+                .ok_or(ctx_model::billing::UnboundedParam::NoCap)
+        }
+    }
 }
 
 /// What a row that is not a task's own call is.
@@ -99,6 +126,10 @@ pub struct Estimates {
     pub no_model: Vec<String>,
     /// Task ids whose own prompt does not fit the cap, and why.
     pub over_cap: Vec<(String, String)>,
+    /// Tasks with a request parameter that leaves their cost without a
+    /// bound (a pass-through key no bound covers, a cap or `n` that is not
+    /// a number), each with why; their completion high is unbounded.
+    pub unbounded_params: Vec<(String, ctx_model::billing::UnboundedParam)>,
 }
 
 /// Why a plan's tasks cannot be estimated; every offending task is named.
@@ -159,6 +190,7 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
     let mut estimates = Vec::with_capacity(plan.sub_tasks.len());
     let mut no_model = Vec::new();
     let mut over_cap = Vec::new();
+    let mut unbounded_params = Vec::new();
     let mut extra_rows = HashMap::new();
     for (i, task) in plan.sub_tasks.iter().enumerate() {
         let params = &task.tool_or_prompt.params;
@@ -196,9 +228,13 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
         let system_tokens = system.map_or(0, |s| counter.count(s) as u64);
         let messages = 1 + u64::from(system.is_some());
         let framing = messages * FRAMING_PER_MESSAGE + FRAMING_REPLY;
-        let completion = match params.max_tokens.or(defaults.max_tokens) {
-            Some(n) => TokenRange::bounded(0, u64::from(n)),
-            None => TokenRange::unbounded(0),
+        let completion = match defaults.completion_bound(params) {
+            Ok(n) => TokenRange::bounded(0, n),
+            Err(ctx_model::billing::UnboundedParam::NoCap) => TokenRange::unbounded(0),
+            Err(why) => {
+                unbounded_params.push((task.id.clone(), why));
+                TokenRange::unbounded(0)
+            }
         };
         let checks = ctx_model::task_checks(plan, task);
         let attempts = if checks.is_empty() {
@@ -220,8 +256,16 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
             attempts,
         });
         for (n, check) in checks.iter().enumerate() {
-            let Some(row) = judge_estimate(task, n, check, model, completion, attempts, &*counter)
-            else {
+            let Some(row) = judge_estimate(
+                task,
+                n,
+                check,
+                model,
+                completion,
+                attempts,
+                defaults,
+                &*counter,
+            ) else {
                 continue;
             };
             extra_rows.insert(row.task_id.clone(), (task.id.clone(), ExtraRow::Judge));
@@ -247,11 +291,18 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
         extra_rows,
         no_model,
         over_cap,
+        unbounded_params,
     })
 }
 
 /// The row of check `n` of `task` when it is a `judge` check (module
-/// documentation, "Judges"): one call per check attempt.
+/// documentation, "Judges"): one call per check attempt. Its prompt high
+/// is what the call sends: the engine's system prompt (a judge call sets
+/// none of its own, so the engine's default goes with it) and the judge
+/// prompt with every copy of the output at the task's completion high
+/// ([`ctx_deps::call_bounds::judge_prompt_bound`], which the executor holds
+/// the neutralized prompt to under a budget), framed.
+#[allow(clippy::too_many_arguments)]
 fn judge_estimate(
     task: &ctx_model::SubTask,
     n: usize,
@@ -259,14 +310,12 @@ fn judge_estimate(
     model: &str,
     output: TokenRange,
     attempts: u32,
+    defaults: &EngineDefaults<'_>,
     counter: &dyn TokenCounter,
 ) -> Option<TaskEstimate> {
     let ctx_checks::Rule::Judge(judge) = &check.rule else {
         return None;
     };
-    let template =
-        ctx_checks::judge::judge_prompt(&judge.rubric, "", ctx_prompt::fence::neutralize);
-    let fixed = counter.count(&template) as u64 + FRAMING_PER_MESSAGE + FRAMING_REPLY;
     let max_tokens = judge
         .max_tokens
         .unwrap_or(ctx_checks::spec::DEFAULT_JUDGE_MAX_TOKENS);
@@ -274,12 +323,27 @@ fn judge_estimate(
         task_id: format!("{} (judge {})", task.id, n + 1),
         model: judge.judge_model.as_deref().unwrap_or(model).to_string(),
         prompt_tokens: match output.high {
-            Some(high) => TokenRange::bounded(0, fixed + high),
+            Some(high) => TokenRange::bounded(
+                0,
+                ctx_deps::call_bounds::judge_prompt_bound(&judge.rubric, high, counter)
+                    + system_framed(defaults, counter),
+            ),
             None => TokenRange::unbounded(0),
         },
         completion_tokens: TokenRange::bounded(0, u64::from(max_tokens)),
         attempts,
     })
+}
+
+/// The tokens a call made by ctx itself (a judge, a summary) adds around
+/// its prompt: the engine's default system prompt, counted exactly, with
+/// its message's framing, and the framing of the prompt's message and of
+/// the reply.
+fn system_framed(defaults: &EngineDefaults<'_>, counter: &dyn TokenCounter) -> u64 {
+    let system = defaults
+        .system
+        .map_or(0, |s| counter.count(s) as u64 + FRAMING_PER_MESSAGE);
+    system + FRAMING_PER_MESSAGE + FRAMING_REPLY
 }
 
 /// The `summarize_strategy: llm` calls task `i`'s output may need, one
@@ -311,13 +375,12 @@ fn summary_estimates(
     for call in ctx_deps::summarize::possible_summary_calls(plan, graph, i) {
         let dependent = call.and_then(|d| plan.sub_tasks.get(d));
         let focus = dependent.map(|t| t.tool_or_prompt.params.prompt.as_str());
-        let template = ctx_deps::summarize::summary_prompt(plan, task, "", focus);
-        let fixed = counter.count(&template) as u64 + FRAMING_PER_MESSAGE + FRAMING_REPLY;
-        let system_tokens = defaults
-            .system
-            .map_or(0, |s| counter.count(s) as u64 + FRAMING_PER_MESSAGE);
         let prompt = match output.high {
-            Some(high) => TokenRange::bounded(0, fixed + system_tokens + high),
+            Some(high) => TokenRange::bounded(
+                0,
+                ctx_deps::call_bounds::summary_prompt_bound(plan, task, focus, high, counter)
+                    + system_framed(defaults, counter),
+            ),
             None => TokenRange::unbounded(0),
         };
         estimates.push(TaskEstimate {
@@ -347,6 +410,7 @@ mod tests {
             max_tokens: None,
             system: None,
             attempts: 1,
+            sends_params: true,
         }
     }
 
@@ -411,6 +475,7 @@ mod tests {
             max_tokens: Some(7),
             system: Some("ignored for b, used for a"),
             attempts: 4,
+            sends_params: true,
         };
         let e = estimate_plan(&p, &d).unwrap_or_else(|_| panic!("estimates"));
         assert_eq!(e[0].model, "gpt-4o");

@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use ctx_cost::{PriceBook, Usage, Usd, estimate_costs};
 use ctx_deps::{CostModel, CostOptions, GraphError};
+use ctx_model::billing::UnboundedParam;
 use ctx_model::{Plan, SubTask};
 
 use crate::estimate::{EngineDefaults, estimate_tasks, list};
@@ -51,6 +52,25 @@ pub struct EngineCosts {
     /// The engine cannot stop a completion at `max_tokens` (a command):
     /// under a budget the executor cuts its output there.
     pub cuts_at_max_tokens: bool,
+    /// The engine sends each task's params with `params.extra` passed
+    /// through (the openai engine); see
+    /// [`EngineDefaults::sends_params`](crate::estimate::EngineDefaults::sends_params).
+    pub sends_params: bool,
+}
+
+impl<'a> EngineDefaults<'a> {
+    /// The defaults `engine` resolves tasks with: `ctx plan cost` and
+    /// `ctx run --max-cost` read the same engine flags through this, so
+    /// they give the same high end.
+    pub fn of(engine: &'a EngineCosts) -> EngineDefaults<'a> {
+        EngineDefaults {
+            model: engine.model.as_deref(),
+            max_tokens: engine.max_tokens,
+            system: engine.system.as_deref(),
+            attempts: engine.attempts.max(1),
+            sends_params: engine.sends_params,
+        }
+    }
 }
 
 /// Why a budget cannot be kept: some task's cost has no bound. Every
@@ -60,6 +80,10 @@ pub enum BudgetError {
     /// Tasks without `max_tokens`: their completion has no bound.
     #[error("{} without max_tokens ({}): their cost has no bound", count(.0.len()), list(.0))]
     NoMaxTokens(Vec<String>),
+    /// Tasks with a request parameter that leaves their cost without a
+    /// bound, each with the parameter (docs/cost.md lists them).
+    #[error("{}", unbounded_params(.0))]
+    UnboundedParams(Vec<(String, UnboundedParam)>),
     /// Tasks that name no model, so no price bounds them.
     #[error("{} name{} no model ({}), so no price bounds {}", count(.0.len()), if .0.len() == 1 { "s" } else { "" }, list(.0), if .0.len() == 1 { "it" } else { "them" })]
     NoModel(Vec<String>),
@@ -82,12 +106,25 @@ pub struct RunCosts {
     free: bool,
     default_model: Option<String>,
     default_max_tokens: Option<u32>,
+    system: Option<String>,
+    sends_params: bool,
     book: PriceBook,
     /// Each task's high end, by id (with `--max-cost` only).
     bounds: HashMap<String, Option<Usd>>,
 }
 
 impl RunCosts {
+    /// The engine defaults the estimate resolves tasks with.
+    fn defaults(&self, attempts: u32) -> EngineDefaults<'_> {
+        EngineDefaults {
+            model: self.default_model.as_deref(),
+            max_tokens: self.default_max_tokens,
+            system: self.system.as_deref(),
+            attempts,
+            sends_params: self.sends_params,
+        }
+    }
+
     fn model<'a>(&'a self, task: &'a SubTask) -> Option<&'a str> {
         task.tool_or_prompt
             .params
@@ -105,12 +142,13 @@ impl CostModel for RunCosts {
         self.bounds.get(&task.id).copied().flatten()
     }
 
+    /// The completion bound of one call as the engine sends it: the cap
+    /// the request carries times its completions (`n`), for the openai
+    /// engine; `max_tokens` (where the output is cut) for a command.
     fn max_tokens(&self, task: &SubTask) -> Option<u64> {
-        task.tool_or_prompt
-            .params
-            .max_tokens
-            .or(self.default_max_tokens)
-            .map(u64::from)
+        self.defaults(1)
+            .completion_bound(&task.tool_or_prompt.params)
+            .ok()
     }
 
     fn call_cost(&self, task: &SubTask, usage: &Usage) -> Option<Usd> {
@@ -143,26 +181,31 @@ pub fn cost_options(
         free: engine.free,
         default_model: engine.model.clone(),
         default_max_tokens: engine.max_tokens,
+        system: engine.system.clone(),
+        sends_params: engine.sends_params,
         book,
         bounds: HashMap::new(),
     };
     if max_cost.is_some() {
-        let unbounded: Vec<String> = plan
-            .sub_tasks
-            .iter()
-            .filter(|t| costs.max_tokens(t).is_none())
-            .map(|t| t.id.clone())
-            .collect();
-        if !unbounded.is_empty() {
-            return Err(BudgetError::NoMaxTokens(unbounded));
+        let defaults = costs.defaults(engine.attempts.max(1));
+        let mut no_cap = Vec::new();
+        let mut params = Vec::new();
+        for t in &plan.sub_tasks {
+            match defaults.completion_bound(&t.tool_or_prompt.params) {
+                Ok(_) => {}
+                Err(UnboundedParam::NoCap) => no_cap.push(t.id.clone()),
+                Err(why) => params.push((t.id.clone(), why)),
+            }
+        }
+        // The dry run sends nothing: only a missing max_tokens is refused
+        // (as before), never a parameter it does not send.
+        if !params.is_empty() && !costs.free {
+            return Err(BudgetError::UnboundedParams(params));
+        }
+        if !no_cap.is_empty() {
+            return Err(BudgetError::NoMaxTokens(no_cap));
         }
         if !costs.free {
-            let defaults = EngineDefaults {
-                model: costs.default_model.as_deref(),
-                max_tokens: costs.default_max_tokens,
-                system: engine.system.as_deref(),
-                attempts: engine.attempts.max(1),
-            };
             costs.bounds = bounds_with(plan, &costs, &defaults)?;
         }
     }
@@ -230,6 +273,20 @@ fn bounds_with(
     Ok(map)
 }
 
+/// `task `a`: `n` is "three", not a number ...; task `b`: ...`, at most
+/// ten tasks, then how many more.
+fn unbounded_params(tasks: &[(String, UnboundedParam)]) -> String {
+    let mut text: Vec<String> = tasks
+        .iter()
+        .take(10)
+        .map(|(id, why)| format!("task `{id}`: {why}"))
+        .collect();
+    if tasks.len() > 10 {
+        text.push(format!("and {} more", tasks.len() - 10));
+    }
+    text.join("; ")
+}
+
 fn count(n: usize) -> String {
     if n == 1 {
         "1 task".into()
@@ -242,6 +299,7 @@ fn count(n: usize) -> String {
 mod tests {
     use super::*;
     use ctx_tokens::TokenizerExt;
+    use crate::estimate::FRAMING_PER_MESSAGE;
 
     fn plan() -> Plan {
         serde_json::from_str(
@@ -271,6 +329,7 @@ mod tests {
             model: (kind == EngineKind::Openai).then(|| "gpt-4o-mini".to_string()),
             attempts: if kind == EngineKind::Openai { 4 } else { 1 },
             cuts_at_max_tokens: kind == EngineKind::Command,
+            sends_params: kind == EngineKind::Openai,
             ..EngineCosts::default()
         }
     }
@@ -361,6 +420,121 @@ mod tests {
         assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
         // b has no checks: one check attempt.
         assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
+    }
+
+    /// The reservation prices the request the openai engine sends:
+    /// `max_completion_tokens` next to `max_tokens` is the cap it carries,
+    /// and each of `n` completions may use all of it. Before, a's
+    /// reservation used `max_tokens` (100) and one completion.
+    #[test]
+    fn reserves_the_cap_sent_times_the_completions() {
+        let mut p = plan();
+        let extra = &mut p.sub_tasks[0].tool_or_prompt.params.extra;
+        extra.insert("max_completion_tokens".into(), serde_json::json!(400));
+        extra.insert("n".into(), serde_json::json!(3));
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        e.attempts = 1;
+        let o = cost_options(&p, &e, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        // gpt-4o: (1000 + 16) × 2.5 + 1200 × 10 µ$.
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(usd("0.01454")));
+        assert_eq!(o.model.max_tokens(&p.sub_tasks[0]), Some(1200));
+        // A command is sent no params: its output is cut at max_tokens.
+        let mut c = engine(EngineKind::Command);
+        c.max_tokens = Some(10);
+        p.sub_tasks[1].tool_or_prompt.params.model = Some("gpt-4o".into());
+        let o = cost_options(&p, &c, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        assert_eq!(o.model.max_tokens(&p.sub_tasks[0]), Some(100));
+    }
+
+    /// A pass-through key no bound covers is refused under a budget, with
+    /// the task and the key named; before, it was sent unpriced.
+    #[test]
+    fn refuses_parameters_no_bound_covers() {
+        let mut p = plan();
+        p.sub_tasks[0]
+            .tool_or_prompt
+            .params
+            .extra
+            .insert("tools".into(), serde_json::json!([{"type": "function"}]));
+        p.sub_tasks[1]
+            .tool_or_prompt
+            .params
+            .extra
+            .insert("n".into(), serde_json::json!("many"));
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        let err = cost_options(&p, &e, PriceBook::with_defaults(), Some(usd("1")))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            "task `a`: `tools` changes what a call can be billed and no bound covers it; \
+             task `b`: `n` is \"many\", not a number of tokens or completions ctx can bound by"
+        );
+        // Without a budget nothing is refused.
+        assert!(cost_options(&p, &e, PriceBook::with_defaults(), None).is_ok());
+    }
+
+    /// A judge call goes out with the engine's system prompt (it sets none
+    /// of its own), so its row counts it; before, it was left out.
+    #[test]
+    fn judge_rows_count_the_system_prompt_sent() {
+        let mut p = plan();
+        p.sub_tasks[0].checks =
+            serde_json::from_value(serde_json::json!([{"judge": "Says a?", "max_tokens": 50}]))
+                .unwrap();
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        e.attempts = 1;
+        let bound = |e: &EngineCosts| {
+            cost_options(&p, e, PriceBook::with_defaults(), Some(usd("1")))
+                .unwrap()
+                .model
+                .bound(&p.sub_tasks[0])
+                .unwrap()
+        };
+        let plain = bound(&e);
+        let system = "You answer in French, at length, with every caveat you can think of.";
+        e.system = Some(system.into());
+        let with_system = bound(&e);
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0])
+            .unwrap()
+            .counter();
+        // The system prompt and its framing in the task's call and in the
+        // judge's, each made once per check attempt (two by default), at
+        // gpt-4o's 2.5 µ$ per input token.
+        let tokens = u128::from(counter.count(system) as u64 + FRAMING_PER_MESSAGE);
+        assert_eq!(
+            with_system,
+            plain.saturating_add(Usd::from_picos(2 * 2 * tokens * 2_500_000))
+        );
+    }
+
+    /// A `summary_prompt` that quotes the output twice sends it twice: the
+    /// summary row counts each copy. Before, it counted one.
+    #[test]
+    fn summary_rows_count_every_copy_of_the_output() {
+        let mut p = plan();
+        let d = &mut p.config.dependency;
+        d.summarize_strategy = ctx_model::SummarizeStrategy::Llm;
+        d.max_output_length = Some(10);
+        d.summary_max_tokens = 40;
+        d.summary_prompt = Some("Sum up {{OUTPUT}} and again {{OUTPUT}}".into());
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        e.attempts = 1;
+        let o = cost_options(&p, &e, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0])
+            .unwrap()
+            .counter();
+        let template = ctx_deps::summarize::summary_prompt(&p, &p.sub_tasks[0], "", None);
+        // The summary on a's model, gpt-4o: the template, a's 100 output
+        // tokens twice, framing.
+        let prompt = counter.count(&template) as u64 + 16 + 200;
+        let summary_picos = u128::from(prompt) * 2_500_000 + 40 * 10_000_000;
+        let expected = usd("0.00354").saturating_add(Usd::from_picos(summary_picos));
+        assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! architecture check (`cargo xtask arch`) counts normal and build
 //! dependencies, so it cannot leak into the library graph unseen.
 
+pub mod openai_server;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -60,7 +60,7 @@ use ctx_cost::estimate_costs;
 use ctx_run::estimate::{EngineDefaults, EstimateError, estimate_plan};
 
 use super::prices::PriceArgs;
-use crate::engines::openai::DEFAULT_MAX_ATTEMPTS;
+use crate::engines::{EngineArgs, EngineKind};
 use crate::exit::{CliError, CliResult, Exit};
 
 /// Arguments of this command.
@@ -70,24 +70,12 @@ pub struct Args {
     #[arg(value_name = "PLAN")]
     pub plan: PathBuf,
 
-    /// Model for tasks whose params name none (as `ctx run --model`).
-    #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
-
-    /// Cap on generated tokens for tasks whose params set none (as
-    /// `ctx run --max-tokens`); without it such a task has no high end.
-    #[arg(long, value_name = "N")]
-    pub max_tokens: Option<u32>,
-
-    /// Engine attempts per task, the first included (as `ctx run
-    /// --max-attempts`); multiplies the high end.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_ATTEMPTS)]
-    pub max_attempts: u32,
-
-    /// System message for tasks whose params set none (as `ctx run
-    /// --system`); it is part of every prompt.
-    #[arg(long, value_name = "TEXT")]
-    pub system: Option<String>,
+    /// The engine flags of `ctx run`, read the same way, so the high end
+    /// printed is the one `ctx run --max-cost` reserves with the same
+    /// flags. Without `--engine` and `--command` the engine is `openai`
+    /// (a dry run costs nothing, which is no preview).
+    #[command(flatten)]
+    pub engine: EngineArgs,
 
     #[command(flatten)]
     pub prices: PriceArgs,
@@ -100,24 +88,33 @@ pub struct Args {
 pub use crate::format::Format;
 
 /// Runs the command.
-pub fn run(args: Args) -> CliResult {
-    if args.max_attempts == 0 {
+pub fn run(mut args: Args) -> CliResult {
+    if args.engine.engine.is_none() && args.engine.command.is_none() {
+        args.engine.engine = Some(EngineKind::Openai);
+    }
+    args.engine.check()?;
+    let o = &args.engine.openai;
+    if o.max_attempts == Some(0) {
         return Err(CliError::usage("--max-attempts must be at least 1"));
     }
-    if args.max_tokens == Some(0) {
+    if o.max_tokens == Some(0) {
         return Err(CliError::usage("--max-tokens must be at least 1"));
     }
-    if args.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+    if o.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
         return Err(CliError::usage("--model: empty model name"));
     }
     let plan = super::plan_check::load_valid_plan(&args.plan)?;
     let book = args.prices.book(Some(&plan.config.prices))?;
-    let defaults = EngineDefaults {
-        model: args.model.as_deref(),
-        max_tokens: args.max_tokens,
-        system: args.system.as_deref(),
-        attempts: args.max_attempts,
-    };
+    // What `ctx run --max-cost` reserves with: the same reading of the
+    // engine flags (model, max_tokens, system prompt, attempts, whether
+    // params.extra is sent).
+    let costs = super::run_cost::engine_costs(&args.engine);
+    if costs.free {
+        return Err(CliError::usage(
+            "--engine dry-run calls no model and costs nothing: give --engine openai or --engine command",
+        ));
+    }
+    let defaults = EngineDefaults::of(&costs);
     let estimates = estimate_plan(&plan, &defaults)
         .map_err(|e| located(e, &args.plan.display().to_string()))?;
     let report = estimate_costs(&book, &estimates);

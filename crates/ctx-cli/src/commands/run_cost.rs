@@ -53,6 +53,7 @@ pub fn engine_costs(engine: &EngineArgs) -> EngineCosts {
             1
         },
         cuts_at_max_tokens: kind == EngineKind::Command,
+        sends_params: openai,
     }
 }
 
@@ -70,6 +71,10 @@ pub fn options(
         let hint = match &e {
             BudgetError::NoMaxTokens(_) => {
                 "; set params.max_tokens or pass --max-tokens N".to_string()
+            }
+            BudgetError::UnboundedParams(_) => {
+                "; remove the parameter, or run without --max-cost (docs/cost.md lists what a bound covers)"
+                    .to_string()
             }
             BudgetError::NoModel(_) => format!(
                 "; give params.model{}",

@@ -64,48 +64,65 @@ impl EngineArgs {
 /// Builds the selected engine, or explains which flag is missing or out of
 /// place (exit 2).
 pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
-    let kind = args.kind();
-    if kind != EngineKind::Openai {
-        // The command engine takes `--max-tokens` too: under `ctx run
-        // --max-cost` ctx cuts its output there (run.rs checks the pair).
-        let given: Vec<&str> = args
-            .openai
-            .given()
-            .into_iter()
-            .filter(|flag| !(kind == EngineKind::Command && *flag == "--max-tokens"))
-            .collect();
-        if !given.is_empty() {
-            return Err(CliError::usage(format!(
-                "{} {} only used by --engine openai",
-                given.join(", "),
-                if given.len() == 1 { "is" } else { "are" }
-            )));
-        }
+    args.check()?;
+    match args.kind() {
+        EngineKind::DryRun => Ok(Arc::new(DryRunEngine)),
+        EngineKind::Command => Ok(Arc::new(CommandEngine::new(
+            args.command.as_deref().unwrap_or_default(),
+        ))),
+        EngineKind::Openai => openai::build(&args.openai),
     }
-    match kind {
-        EngineKind::DryRun => {
-            if args.command.is_some() {
-                return Err(CliError::usage(
-                    "--command is only used by --engine command (the dry-run engine runs nothing)",
-                ));
+}
+
+impl EngineArgs {
+    /// Refuses (exit 2) a flag the selected engine does not use, or one it
+    /// needs and lacks: what `ctx run` refuses before building the engine,
+    /// and `ctx plan cost`, which takes the same flags, refuses too.
+    pub fn check(&self) -> Result<(), CliError> {
+        let args = self;
+        let kind = args.kind();
+        if kind != EngineKind::Openai {
+            // The command engine takes `--max-tokens` too: under `ctx run
+            // --max-cost` ctx cuts its output there (run.rs checks the pair).
+            let given: Vec<&str> = args
+                .openai
+                .given()
+                .into_iter()
+                .filter(|flag| !(kind == EngineKind::Command && *flag == "--max-tokens"))
+                .collect();
+            if !given.is_empty() {
+                return Err(CliError::usage(format!(
+                    "{} {} only used by --engine openai",
+                    given.join(", "),
+                    if given.len() == 1 { "is" } else { "are" }
+                )));
             }
-            Ok(Arc::new(DryRunEngine))
         }
-        EngineKind::Command => {
-            let Some(command) = args.command.as_deref().filter(|c| !c.trim().is_empty()) else {
-                return Err(CliError::usage(
-                    "--engine command needs --command 'CMD' (for example --command 'ollama run llama3.2')",
-                ));
-            };
-            Ok(Arc::new(CommandEngine::new(command)))
-        }
-        EngineKind::Openai => {
-            if args.command.is_some() {
-                return Err(CliError::usage(
-                    "--command is only used by --engine command",
-                ));
+        match kind {
+            EngineKind::DryRun => {
+                if args.command.is_some() {
+                    return Err(CliError::usage(
+                        "--command is only used by --engine command (the dry-run engine runs nothing)",
+                    ));
+                }
+                Ok(())
             }
-            openai::build(&args.openai)
+            EngineKind::Command => {
+                if args.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
+                    return Err(CliError::usage(
+                        "--engine command needs --command 'CMD' (for example --command 'ollama run llama3.2')",
+                    ));
+                }
+                Ok(())
+            }
+            EngineKind::Openai => {
+                if args.command.is_some() {
+                    return Err(CliError::usage(
+                        "--command is only used by --engine command",
+                    ));
+                }
+                Ok(())
+            }
         }
     }
 }

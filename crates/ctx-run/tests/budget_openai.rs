@@ -1,0 +1,203 @@
+//! The budget property through the real OpenAI engine: random plans whose
+//! requests carry `max_completion_tokens` next to `max_tokens`, `n` above
+//! 1, judge checks sent with the engine's system prompt, run on
+//! `ctx-engine-openai` against ctx-test-support's honest server (it
+//! generates the whole cap it is sent for every completion asked for, and
+//! bills them; its `usage` is full, `total_tokens` only, or absent; it may
+//! reject `response_format`, so the structured-output fallback is taken),
+//! with the reservations `ctx run --max-cost` makes
+//! ([`ctx_run::run_costs::cost_options`]). Whatever the shapes, the run
+//! never spends more than its budget.
+//!
+//! Before the fixes of issue 20 each of these shapes overspent: the
+//! reservation priced `max_tokens` where `max_completion_tokens` was sent,
+//! one completion where `n` were billed, a judge prompt without the
+//! system prompt sent with it, a fresh count of attempts after the
+//! fallback, and a `total_tokens`-only usage at $0.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctx_cost::{PriceBook, Usd};
+use ctx_deps::{Executor, ExecutorOptions, MemoryStore};
+use ctx_engine_openai::{OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy, StructuredOutput};
+use ctx_model::Plan;
+use ctx_run::run_costs::{EngineCosts, cost_options};
+use ctx_test_support::openai_server::{Behaviour, HonestServer, UsageShape};
+use ctx_tokens::Tokenizer;
+use proptest::prelude::*;
+use serde_json::json;
+
+/// One task's request shape.
+#[derive(Debug, Clone)]
+struct TaskShape {
+    max_tokens: u32,
+    /// `max_completion_tokens`, sent instead of `max_tokens` when set.
+    max_completion_tokens: Option<u32>,
+    n: u32,
+    judged: bool,
+    after_previous: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    tasks: Vec<TaskShape>,
+    system: bool,
+    max_attempts: u32,
+    max_check_attempts: u32,
+    usage: UsageShape,
+    rejects_response_format: bool,
+    budget_picos: u128,
+}
+
+fn task_shape() -> impl Strategy<Value = TaskShape> {
+    (5u32..40, proptest::option::of(0u32..60), 1u32..=3, any::<bool>(), any::<bool>()).prop_map(
+        |(max_tokens, more, n, judged, after_previous)| TaskShape {
+            max_tokens,
+            max_completion_tokens: more.map(|m| max_tokens + m),
+            n,
+            judged,
+            after_previous,
+        },
+    )
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        proptest::collection::vec(task_shape(), 1..=4),
+        any::<bool>(),
+        1u32..=3,
+        1u32..=2,
+        prop_oneof![Just(UsageShape::Full), Just(UsageShape::TotalOnly), Just(UsageShape::Absent)],
+        any::<bool>(),
+        // $0.00005 to $0.004: from less than one task to all of them.
+        50_000_000u128..4_000_000_000,
+    )
+        .prop_map(
+            |(tasks, system, max_attempts, max_check_attempts, usage, rejects, budget_picos)| Case {
+                tasks,
+                system,
+                max_attempts,
+                max_check_attempts,
+                usage,
+                rejects_response_format: rejects,
+                budget_picos,
+            },
+        )
+}
+
+const SYSTEM: &str = "You are a careful assistant. Answer in full sentences, and say when you are unsure.";
+
+fn plan(c: &Case) -> Plan {
+    let tasks: Vec<serde_json::Value> = c
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut params = json!({"prompt": format!("Write part {i}."), "model": "gpt-4o-mini",
+                                    "max_tokens": t.max_tokens, "n": t.n});
+            if let Some(m) = t.max_completion_tokens {
+                params["max_completion_tokens"] = json!(m);
+            }
+            let mut task = json!({"id": format!("t{i}"), "description": format!("Part {i}"),
+                                  "tool_or_prompt": {"name": "inference", "params": params}});
+            if i > 0 && t.after_previous {
+                task["dependencies"] = json!([format!("t{}", i - 1)]);
+            }
+            if t.judged {
+                task["checks"] = json!([{"judge": "Is it a full answer?", "max_tokens": 30}]);
+            }
+            task
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "schema_version": 1,
+        "config": {"tokenizer": "o200k_base", "max_prompt_tokens": 300,
+                   "max_check_attempts": c.max_check_attempts},
+        "sub_tasks": tasks
+    }))
+    .unwrap()
+}
+
+/// Runs the case; returns what was spent and the budget.
+fn run(c: &Case) -> (Usd, Usd) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let counter = Tokenizer::O200kBase.counter();
+        let server = HonestServer::start(Behaviour {
+            count: Arc::new(move |s: &str| counter.count(s) as u64),
+            usage: c.usage,
+            rejects_response_format: c.rejects_response_format,
+        })
+        .await;
+        let system = c.system.then(|| SYSTEM.to_string());
+        let engine = OpenAiEngine::new(OpenAiConfig {
+            base_url: server.base_url.clone(),
+            defaults: RequestDefaults {
+                system: system.clone(),
+                ..RequestDefaults::default()
+            },
+            retry: RetryPolicy {
+                max_attempts: c.max_attempts,
+                initial_backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(2),
+                max_retry_after: Duration::from_secs(1),
+            },
+            structured_output: StructuredOutput::Auto,
+            ..OpenAiConfig::default()
+        })
+        .unwrap();
+        let p = plan(c);
+        let budget = Usd::from_picos(c.budget_picos);
+        let costs = EngineCosts {
+            system,
+            attempts: c.max_attempts,
+            sends_params: true,
+            ..EngineCosts::default()
+        };
+        let cost = cost_options(&p, &costs, PriceBook::with_defaults(), Some(budget)).unwrap();
+        let options = ExecutorOptions {
+            cost: Some(cost),
+            ..ExecutorOptions::default()
+        };
+        let exec = Executor::new(p, Arc::new(engine), Arc::new(MemoryStore::new()), options).unwrap();
+        let report = exec.run().await.unwrap();
+        let summary = report.cost.expect("a cost summary");
+        assert_eq!(summary.unknown, 0);
+        (summary.total(), budget)
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// spent ≤ budget, through the real engine and an honest server.
+    #[test]
+    fn the_openai_engine_never_spends_more_than_the_budget(c in case()) {
+        let (spent, budget) = run(&c);
+        prop_assert!(spent <= budget, "spent {} of {}", spent, budget);
+    }
+}
+
+/// A budget large enough for every task: the run spends something, so
+/// the property above is not vacuous.
+#[test]
+fn a_large_budget_runs_every_shape_and_spends() {
+    let c = Case {
+        tasks: vec![
+            TaskShape { max_tokens: 10, max_completion_tokens: Some(40), n: 3, judged: true, after_previous: false },
+            TaskShape { max_tokens: 20, max_completion_tokens: None, n: 1, judged: false, after_previous: true },
+        ],
+        system: true,
+        max_attempts: 2,
+        max_check_attempts: 2,
+        usage: UsageShape::TotalOnly,
+        rejects_response_format: true,
+        budget_picos: 1_000_000_000_000,
+    };
+    let (spent, budget) = run(&c);
+    assert!(spent > Usd::ZERO && spent <= budget, "{spent} of {budget}");
+}
