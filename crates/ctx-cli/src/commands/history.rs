@@ -158,7 +158,7 @@ pub fn run(args: Args) -> CliResult {
     }
     .map_err(CliError::usage)?;
     for w in &digest.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", ctx_table::printable_lines(&w.to_string()));
     }
     let out = match args.format {
         Format::Markdown => digest.markdown.clone(),

@@ -200,7 +200,7 @@ pub fn run(args: Args) -> CliResult {
     })?;
     if let Some(digest) = &rendered.digest {
         for w in &digest.warnings {
-            eprintln!("warning: {w}");
+            eprintln!("warning: {}", ctx_table::printable_lines(&w.to_string()));
         }
     }
     let pre = &rendered.preflight;
