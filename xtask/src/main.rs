@@ -11,7 +11,7 @@
 //! * `cargo xtask fixtures [--check]` regenerates (or checks) every golden
 //!   file listed in `fixtures/*/goldens.toml` by running the real `ctx`
 //!   binary.
-//! * `cargo xtask bench`, `bench-plan`, `bench-history`: the benchmarks
+//! * `cargo xtask bench`, `bench-plan`, `bench-history`, `bench-run`: the benchmarks
 //!   whose figures are in docs/performance.md.
 //! * `cargo xtask e2e [--llm]`: end-to-end runs against real servers.
 //! * `cargo xtask man [--out DIR]`: man pages from the clap definition.
@@ -28,6 +28,7 @@ use std::process::{Command, ExitCode};
 mod arch;
 mod bench_history;
 mod bench_plan;
+mod bench_run;
 mod bench_tokens;
 mod e2e;
 mod examples;
@@ -40,13 +41,15 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("fixtures") => fixtures(&args[1..]),
         Some("test") => test(&args[1..]),
-        // Each benchmark has its own flags; `bench` runs both with their defaults.
-        Some("bench") if args.len() == 1 => {
-            bench_plan::run(&[]).and_then(|()| bench_history::run(&[]))
-        }
+        // Each benchmark has its own flags; `bench` runs them all with their defaults.
+        Some("bench") if args.len() == 1 => bench_plan::run(&[])
+            .and_then(|()| bench_history::run(&[]))
+            .and_then(|()| bench_run::run(&[])),
         Some("bench") => Err(
-            "`cargo xtask bench` takes no flags; pass them to bench-plan or bench-history".into(),
+            "`cargo xtask bench` takes no flags; pass them to bench-plan, bench-history or bench-run"
+                .into(),
         ),
+        Some("bench-run") => bench_run::run(&args[1..]),
         Some("bench-plan") => bench_plan::run(&args[1..]),
         Some("bench-history") => bench_history::run(&args[1..]),
         Some("bench-tokens") => bench_tokens::run(&args[1..]),
@@ -70,9 +73,10 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   test [--no-e2e]      every test: unit, integration, golden, doc, browser, and the LiteLLM e2e
   fixtures [--check]   regenerate golden files (or only check them)
-  bench                run bench-plan, then bench-history
+  bench                run bench-plan, bench-history, then bench-run
   bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
   bench-history        history digest benchmark on a generated archive
+  bench-run            ctx run --no-store at 50,000 and 100,000 tasks: CPU ratio at most 2.5
   bench-tokens         token counting: first count, throughput, ctx history per tokenizer
   e2e [--llm]          ctx run against real OpenAI-compatible servers
   man [--out DIR]      man pages for ctx and each subcommand (default target/man)

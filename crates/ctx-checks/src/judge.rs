@@ -27,6 +27,12 @@
 //! answer quoted (cut to [`RAW_ANSWER_CHARS`] characters): a judge that
 //! cannot follow the format has not said the output is good, and a wrong
 //! shape must never fail the run.
+//!
+//! An object that repeats a key (`{"pass": false, "pass": true}`) is a
+//! wrong shape too: JSON readers disagree on which copy counts (serde_json
+//! keeps the last, others the first), so an output that gets a judge to
+//! echo a second `"pass": true` must not turn a refusal into a pass. The
+//! prices reader refuses duplicate keys for the same reason.
 
 use serde::Deserialize;
 
@@ -155,9 +161,70 @@ pub fn parse_answer(answer: &str) -> Result<Verdict, WrongShape> {
     if !value.is_object() {
         return Err(wrong("not a JSON object".to_string()));
     }
+    let mut keys = serde_json::Deserializer::from_str(body);
+    serde::de::DeserializeSeed::deserialize(UniqueKeys, &mut keys)
+        .map_err(|e| wrong(e.to_string()))?;
     let mut verdict: Verdict = serde_json::from_value(value).map_err(|e| wrong(e.to_string()))?;
     verdict.reason = cut(verdict.reason.trim(), REASON_CHARS);
     Ok(verdict)
+}
+
+/// Reads a JSON value only to refuse an object, at any depth, that
+/// repeats a key: `duplicate key `pass` at line 1 column 29`. The
+/// deserializer reports where; the values themselves are discarded.
+struct UniqueKeys;
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(UniqueKeys)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicate key `{key}`"
+                )));
+            }
+            map.next_value_seed(UniqueKeys)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -222,6 +289,19 @@ mod tests {
             ),
             (r#"{"reason": "ok"}"#, "missing field `pass`"),
             (r#"{"pass": true}"#, "missing field `reason`"),
+            // A repeated key is refused whichever copy a reader keeps.
+            (
+                r#"{"pass": false, "reason": "no", "pass": true}"#,
+                "duplicate key `pass`",
+            ),
+            (
+                r#"{"pass": true, "reason": "a", "reason": "b"}"#,
+                "duplicate key `reason`",
+            ),
+            (
+                r#"{"pass": true, "reason": "ok", "extra": {"k": 1, "k": 2}}"#,
+                "duplicate key `k`",
+            ),
         ];
         for (answer, problem) in cases {
             let err = parse_answer(answer).unwrap_err();

@@ -16,12 +16,18 @@ pub fn read_text(path: &Path) -> Result<String, CliError> {
     }
     let bytes =
         std::fs::read(path).map_err(|e| CliError::usage(format!("{}: {e}", path.display())))?;
+    utf8_text(path, bytes).map_err(CliError::usage)
+}
+
+/// `bytes` read from `path` as text; the error names the path and the
+/// offset of the first bad byte.
+pub fn utf8_text(path: &Path, bytes: Vec<u8>) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|e| {
-        CliError::usage(format!(
+        format!(
             "{}: not valid UTF-8 (first bad byte at offset {})",
             path.display(),
             e.utf8_error().valid_up_to()
-        ))
+        )
     })
 }
 

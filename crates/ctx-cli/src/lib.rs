@@ -107,7 +107,9 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code.into(),
         Err(e) => {
-            eprintln!("error: {}", e.message);
+            // Errors quote files, servers and commands: escaped for the
+            // terminal (ctx_table::printable_lines) like every such text.
+            eprintln!("error: {}", ctx_table::printable_lines(&e.message));
             e.exit.into()
         }
     }

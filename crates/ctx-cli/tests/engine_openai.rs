@@ -876,3 +876,65 @@ fn an_llm_summary_goes_through_the_server() {
         json!({"calls": 1, "cached": 0, "fallbacks": 0, "prompt_tokens": 11, "completion_tokens": 4, "time_ms": r.json["summaries"]["time_ms"]})
     );
 }
+
+/// No terminal escape from someone else's text reaches the terminal: a
+/// server error carrying OSC 52 (a clipboard write), OSC 0 (the window
+/// title) and CSI (clear screen), and a command's stderr carrying the
+/// same, are shown escaped in the summary and on stderr (issue 20).
+#[test]
+fn escape_sequences_in_server_errors_and_stderr_are_escaped() {
+    let hostile =
+        "\u{1b}]52;c;cHduZWQ=\u{7} \u{1b}]0;owned\u{7} \u{1b}[2J \u{9b}31m end\u{202e}txt";
+    let body =
+        json!({"error": {"message": format!("bad model {hostile}"), "code": "model_not_found"}})
+            .to_string();
+    let server = Server::start(vec![fixed(http(
+        "404 Not Found",
+        &[("content-type", "application/json")],
+        &body,
+    ))]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(dir.path());
+    let assert_clean = |what: &str, text: &str| {
+        for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+            assert!(!text.contains(bad), "{what} holds {bad:?}: {text}");
+        }
+    };
+    let out = ctx()
+        .arg("run")
+        .arg(&plan)
+        .args([
+            "--engine",
+            "openai",
+            "--base-url",
+            &server.url,
+            "--model",
+            "m",
+        ])
+        .args(["--no-store", "--max-attempts", "1"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("bad model \\u{1b}]52;c;cHduZWQ=\\u{7}"),
+        "{stdout}"
+    );
+    assert_clean("stdout", &stdout);
+    assert_clean("stderr", &stderr);
+
+    let script = "printf 'oops \\033]52;c;eA==\\007 \\033[2J\\n' >&2; exit 3";
+    let out = ctx()
+        .arg("run")
+        .arg(&plan)
+        .args(["--engine", "command", "--command", script, "--no-store"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("oops \\u{1b}]52;c;eA==\\u{7}"), "{stdout}");
+    assert_clean("stdout", &stdout);
+    assert_clean("stderr", &stderr);
+}

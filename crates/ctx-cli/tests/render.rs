@@ -499,3 +499,72 @@ fn an_unknown_fence_style_is_a_located_usage_error() {
         .code(2)
         .stderr(predicate::str::contains("t.md:3:"));
 }
+
+/// `--var NAME=@FILE` is read no further than `--max-file-bytes` (default
+/// 4 MiB): a larger file is exit 2 naming the variable, and `@/dev/zero`
+/// ends at the limit instead of reading until memory runs out. A
+/// directory or a FIFO is refused before it is opened (a FIFO with no
+/// writer would block the read for ever).
+#[test]
+fn a_var_file_is_bounded_and_must_be_a_regular_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = write(&dir, "t.md", T);
+    let big = write(&dir, "big.txt", &"x".repeat(2_000));
+    let refused = |value: &str, extra: &[&str], says: &str| {
+        ctx()
+            .args(["render", &t, "--var", "WHO=me", "--var", value])
+            .args(extra)
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--var NOTES: "))
+            .stderr(predicate::str::contains(says));
+    };
+    refused(
+        &format!("NOTES=@{big}"),
+        &["--max-file-bytes", "1000"],
+        "larger than the limit of 1000 bytes",
+    );
+    refused("NOTES=@/dev/zero", &[], "is not a regular file");
+    refused(
+        &format!("NOTES=@{}", dir.path().display()),
+        &[],
+        "is a directory",
+    );
+    let fifo = dir.path().join("notes.pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    refused(
+        &format!("NOTES=@{}", fifo.display()),
+        &[],
+        "is not a regular file",
+    );
+    // Standard input is bounded the same way.
+    ctx()
+        .args(["render", &t, "--var", "WHO=me", "--var", "NOTES=@-"])
+        .args(["--max-file-bytes", "10"])
+        .write_stdin("x".repeat(100))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--var NOTES: <stdin>: larger than the limit of 10 bytes",
+        ));
+    // Within the limit the file is read as before.
+    ctx()
+        .args([
+            "render",
+            &t,
+            "--var",
+            "WHO=me",
+            "--var",
+            &format!("NOTES=@{big}"),
+        ])
+        .args(["--max-file-bytes", "2000", "--tokenizer", "estimate"])
+        .assert()
+        .code(0);
+}

@@ -76,6 +76,37 @@ fn out_writes_the_same_text() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), schema_text());
 }
 
+/// `--out` onto a FIFO writes into it (its reader gets the schema) and
+/// leaves it a FIFO; `--out /dev/null` leaves the device a device.
+#[cfg(unix)]
+#[test]
+fn out_onto_a_fifo_or_device_writes_into_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("schema.pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    ctx().args(["schema", "--out"]).arg(&fifo).assert().code(0);
+    let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(kind.is_fifo(), "{kind:?}");
+    assert_eq!(reader.join().unwrap(), schema_text());
+    ctx()
+        .args(["schema", "--out", "/dev/null"])
+        .assert()
+        .code(0);
+    let kind = std::fs::symlink_metadata("/dev/null").unwrap().file_type();
+    assert!(kind.is_char_device(), "{kind:?}");
+}
+
 #[test]
 fn fixtures_validate_against_the_schema() {
     let schema = schema();

@@ -1432,7 +1432,12 @@ async fn execute_task(
         };
         deps.push(DependencyOutput {
             task_id: &r.task_id,
-            description: plan.task(id).map_or("", |t| t.description.as_str()),
+            // By the graph's index: a scan of the plan per dependency
+            // made a run quadratic in its size.
+            description: g
+                .index_of(id)
+                .and_then(|d| plan.sub_tasks.get(d))
+                .map_or("", |t| t.description.as_str()),
             output: &r.output,
             summary: crate::summarize::summary_for_dependent(r, &task.id),
         });

@@ -455,6 +455,47 @@ async fn dry_run_engine_end_to_end() {
     assert_eq!(report.results[1].metadata.tokens_used, None);
 }
 
+/// A run looks each dependency up by the graph's index, never by a scan
+/// of the plan (`Plan::task` per dependency made `ctx run` quadratic:
+/// 43 s at 50,000 tasks). Counts scans, not time.
+#[tokio::test]
+async fn a_run_never_scans_the_plan_per_dependency() {
+    let tasks: Vec<serde_json::Value> = (0..400)
+        .map(|i: usize| {
+            let deps: Vec<String> = (i.saturating_sub(4)..i).map(|d| format!("t{d}")).collect();
+            serde_json::json!({
+                "id": format!("t{i}"),
+                "description": format!("task {i}"),
+                "dependencies": deps,
+                "tool_or_prompt": {"name": "inference", "params": {"prompt": "p"}}
+            })
+        })
+        .collect();
+    let p: Plan =
+        serde_json::from_value(serde_json::json!({"schema_version": 1, "sub_tasks": tasks}))
+            .unwrap();
+    let exec = Executor::new(
+        p,
+        Arc::new(crate::DryRunEngine),
+        Arc::new(MemoryStore::new()),
+        ExecutorOptions::default(),
+    )
+    .unwrap();
+    let before = ctx_model::task_scans();
+    let report = exec.run().await.unwrap();
+    assert_eq!(report.results.len(), 400);
+    assert!(
+        report.results[399].output.contains("task t399"),
+        "{}",
+        report.results[399].output
+    );
+    assert_eq!(
+        ctx_model::task_scans() - before,
+        0,
+        "Plan::task scans in a run"
+    );
+}
+
 // ---- properties over random DAGs ----
 
 #[derive(Debug, Clone)]

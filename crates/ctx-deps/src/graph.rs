@@ -99,6 +99,9 @@ pub enum GraphError {
 #[derive(Debug, Clone)]
 pub struct PlanGraph {
     ids: Vec<String>,
+    /// `ids` inverted, built once: [`PlanGraph::index_of`] is called per
+    /// task and per dependency, where a scan made a run quadratic.
+    by_id: HashMap<String, usize>,
     graph: DependencyGraph,
     weights: Vec<u64>,
     weighting: Weighting,
@@ -220,8 +223,13 @@ impl PlanGraph {
             }
         }
 
+        let by_id = index
+            .into_iter()
+            .map(|(id, i)| (id.to_owned(), i))
+            .collect();
         Ok(PlanGraph {
             ids,
+            by_id,
             graph,
             weights,
             weighting,
@@ -255,9 +263,9 @@ impl PlanGraph {
         &self.ids
     }
 
-    /// The plan index of the task with this id.
+    /// The plan index of the task with this id: O(1).
     pub fn index_of(&self, id: &str) -> Option<usize> {
-        self.ids.iter().position(|x| x == id)
+        self.by_id.get(id).copied()
     }
 
     /// The weighting used for the critical path and priorities.

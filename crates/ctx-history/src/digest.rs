@@ -71,6 +71,11 @@ pub struct DigestRequest {
     /// Read files whose symbolic links lead outside the content root
     /// (`--follow-symlinks`); see [`Scope`].
     pub follow_symlinks: bool,
+    /// The largest archive file read, in bytes (`--max-file-bytes`,
+    /// default [`DEFAULT_MAX_FILE_BYTES`](crate::markdown::DEFAULT_MAX_FILE_BYTES)).
+    /// A larger file is skipped with a [`Warning::FileTooLarge`], as an
+    /// unreadable report is, and never read past the limit.
+    pub max_file_bytes: u64,
     /// Applied to each source's text (its body and summary line, not its
     /// front matter) before it is cut, so the caps hold for the text as
     /// rewritten. The CLI passes `ctx-prompt`'s fence neutralizer here (this
@@ -94,6 +99,7 @@ impl DigestRequest {
             token_cap: config.token_cap(),
             exact_counts: false,
             follow_symlinks: false,
+            max_file_bytes: crate::markdown::DEFAULT_MAX_FILE_BYTES,
             rewrite: None,
         }
     }
@@ -247,7 +253,8 @@ pub fn assemble_digest(
     if !root.is_dir() {
         return Err(HistoryError::MissingContentRoot { path: root.clone() });
     }
-    let scope = Scope::new(root, request.follow_symlinks)?;
+    let scope =
+        Scope::new(root, request.follow_symlinks)?.with_max_file_bytes(request.max_file_bytes);
     let mut warnings = Vec::new();
     // Whether any source file exists (read or refused as a link outside).
     let mut found_any = false;
@@ -288,8 +295,29 @@ pub fn assemble_digest(
             Located::Found(p) => {
                 found_any = true;
                 report.path = Some(display_path(root, &p));
-                let (body, found, note) =
-                    extract(source, &p, config.heading_level, request.rewrite)?;
+                let extracted = extract(
+                    source,
+                    &p,
+                    config.heading_level,
+                    request.rewrite,
+                    request.max_file_bytes,
+                );
+                let (body, found, note) = match extracted {
+                    Err(HistoryError::TooLarge { path, limit }) => {
+                        // Skipped, as a file too large to list is in
+                        // discovery: the rest of the digest stands.
+                        warnings.push(Warning::FileTooLarge {
+                            bytes: std::fs::metadata(&path).map_or(0, |m| m.len()),
+                            path: path.display().to_string(),
+                            limit,
+                        });
+                        report.status = SourceStatus::Dropped;
+                        report.note = Some(format!("larger than {limit} bytes; skipped"));
+                        reports.push(report);
+                        continue;
+                    }
+                    other => other?,
+                };
                 report.sections = found;
                 report.note = note;
                 report.extracted_words = body.words(body.len());
@@ -404,8 +432,9 @@ fn extract(
     path: &Path,
     level: u8,
     rewrite: Option<fn(&str) -> String>,
+    max_file_bytes: u64,
 ) -> Result<(Compressible, Vec<String>, Option<String>), HistoryError> {
-    let text = read_markdown(path)?;
+    let text = read_markdown(path, max_file_bytes)?;
     let doc = split_front_matter(&text, path)?;
     let mut parts: Vec<String> = Vec::new();
     let mut note = None;

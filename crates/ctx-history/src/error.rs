@@ -79,6 +79,17 @@ pub enum HistoryError {
         /// `does not exist`, `is a directory`, `is not a regular file (a FIFO, socket or device)`.
         problem: &'static str,
     },
+    /// A file is larger than the per-file limit
+    /// ([`DigestRequest::max_file_bytes`](crate::DigestRequest::max_file_bytes)):
+    /// read no further than the limit, so an archive from someone else
+    /// cannot make ctx read gigabytes.
+    #[error("{}: larger than the limit of {limit} bytes per file", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit it is over.
+        limit: u64,
+    },
     /// A request value is out of range (`--date`, `--share`, ...).
     #[error("{field}: {message}")]
     Request {

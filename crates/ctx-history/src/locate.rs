@@ -180,7 +180,10 @@ const HEAD_BYTES: usize = 8 * 1024;
 /// Only the head of the file is read when its front matter closes within
 /// it (discovery looks at every report of an archive, and a ten-year
 /// archive is tens of megabytes); otherwise the whole file is.
-pub fn report_date(path: &Path) -> Result<Option<NaiveDate>, HistoryError> {
+///
+/// A file read whole is read no further than `max_file_bytes`
+/// ([`HistoryError::TooLarge`] past it).
+pub fn report_date(path: &Path, max_file_bytes: u64) -> Result<Option<NaiveDate>, HistoryError> {
     use std::io::Read;
     let io = |e: std::io::Error| HistoryError::Io {
         path: path.to_path_buf(),
@@ -223,7 +226,7 @@ pub fn report_date(path: &Path) -> Result<Option<NaiveDate>, HistoryError> {
     let fm_date = match from_head {
         Some(d) => d,
         None => {
-            let text = read_markdown(path)?;
+            let text = read_markdown(path, max_file_bytes)?;
             let doc = split_front_matter(&text, path)?;
             if doc.front_matter.is_some() {
                 doc.metadata(path)?
@@ -261,6 +264,7 @@ fn is_unreadable_report(e: &HistoryError) -> bool {
         HistoryError::UnclosedFrontMatter { .. }
             | HistoryError::FrontMatter { .. }
             | HistoryError::InvalidUtf8 { .. }
+            | HistoryError::TooLarge { .. }
     )
 }
 
@@ -289,6 +293,8 @@ pub struct Scope {
     canonical_root: PathBuf,
     /// Whether links may lead outside it.
     follow_symlinks: bool,
+    /// The largest file read; a larger one is skipped with a warning.
+    max_file_bytes: u64,
 }
 
 impl Scope {
@@ -301,7 +307,36 @@ impl Scope {
         Ok(Scope {
             canonical_root,
             follow_symlinks,
+            max_file_bytes: crate::markdown::DEFAULT_MAX_FILE_BYTES,
         })
+    }
+
+    /// The same scope reading files of at most `bytes` bytes (the
+    /// default is [`DEFAULT_MAX_FILE_BYTES`](crate::markdown::DEFAULT_MAX_FILE_BYTES)).
+    pub fn with_max_file_bytes(mut self, bytes: u64) -> Scope {
+        self.max_file_bytes = bytes;
+        self
+    }
+
+    /// The largest file read.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
+    }
+
+    /// Whether the existing file `p` is within the size limit, warning
+    /// (and so skipping it) when not. Its size is read from its metadata;
+    /// the read itself is bounded too, for a file that grows meanwhile.
+    fn fits(&self, p: &Path, warnings: &mut Vec<Warning>) -> bool {
+        let bytes = std::fs::metadata(p).map_or(0, |m| m.len());
+        let ok = bytes <= self.max_file_bytes;
+        if !ok {
+            warnings.push(Warning::FileTooLarge {
+                path: p.display().to_string(),
+                bytes,
+                limit: self.max_file_bytes,
+            });
+        }
+        ok
     }
 
     /// Whether the existing path `p` may be read: links are followed, or
@@ -461,7 +496,7 @@ fn collect_markdown(
             }
         } else if is_markdown(&p) {
             if p.is_file() {
-                if !link || scope.check(&p, warnings) {
+                if (!link || scope.check(&p, warnings)) && scope.fits(&p, warnings) {
                     out.push(p);
                 }
             } else if link {
@@ -551,7 +586,7 @@ pub fn locate(
             // left out: the chosen one's error is returned instead.
             let mut dated: Vec<(PathBuf, Option<NaiveDate>, Option<HistoryError>)> = Vec::new();
             for f in files {
-                match report_date(&f) {
+                match report_date(&f, scope.max_file_bytes()) {
                     Ok(d) => dated.push((f, d, None)),
                     Err(e) if is_unreadable_report(&e) => {
                         let d = name_date(&f);
@@ -598,6 +633,7 @@ pub fn locate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::markdown::DEFAULT_MAX_FILE_BYTES;
 
     #[test]
     fn names_give_dates() {
@@ -635,7 +671,10 @@ mod tests {
             format!("---\ndate: 2026-08-14\n---\n{}", "é word. ".repeat(3000)),
         )
         .unwrap();
-        assert_eq!(report_date(&long).unwrap(), d("2026-08-14"));
+        assert_eq!(
+            report_date(&long, DEFAULT_MAX_FILE_BYTES).unwrap(),
+            d("2026-08-14")
+        );
         // Front matter longer than the head: the whole file is read.
         let big = dir.path().join("2020-01-02-b.md");
         std::fs::write(
@@ -646,16 +685,22 @@ mod tests {
             ),
         )
         .unwrap();
-        assert_eq!(report_date(&big).unwrap(), d("2026-08-13"));
+        assert_eq!(
+            report_date(&big, DEFAULT_MAX_FILE_BYTES).unwrap(),
+            d("2026-08-13")
+        );
         // No front matter: the name decides.
         let plain = dir.path().join("2026-08-12-c.md");
         std::fs::write(&plain, "body ".repeat(5000)).unwrap();
-        assert_eq!(report_date(&plain).unwrap(), d("2026-08-12"));
+        assert_eq!(
+            report_date(&plain, DEFAULT_MAX_FILE_BYTES).unwrap(),
+            d("2026-08-12")
+        );
         // Unclosed front matter in a long file is still an error.
         let bad = dir.path().join("2026-08-11-d.md");
         std::fs::write(&bad, format!("---\ntitle: x\n{}", "line\n".repeat(5000))).unwrap();
         assert!(
-            report_date(&bad)
+            report_date(&bad, DEFAULT_MAX_FILE_BYTES)
                 .unwrap_err()
                 .to_string()
                 .contains("never closed")

@@ -61,12 +61,47 @@ pub fn decode_utf8<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a str, HistoryE
     })
 }
 
-/// Reads a file as UTF-8 text, naming the file on any failure.
-pub fn read_markdown(path: &Path) -> Result<String, HistoryError> {
-    let bytes = std::fs::read(path).map_err(|e| HistoryError::Io {
+/// The most bytes of one archive file read by default: 4 MiB, ten times
+/// a 50,000-word rolling report. Digesting a file costs about 27 bytes of
+/// memory per byte, so the limit also bounds a digest's memory (a 100 MiB
+/// file took 2.7 GB before there was one).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Reads the regular file at `path` whole, reading no more than `limit`
+/// bytes: a larger file is [`HistoryError::TooLarge`] (also when it grows
+/// past the limit while being read), a directory, FIFO or device is
+/// [`HistoryError::NotAFile`] (`role` names what the file was given as),
+/// refused before it is opened, since opening a FIFO blocks.
+pub fn read_bounded(path: &Path, limit: u64, role: &'static str) -> Result<Vec<u8>, HistoryError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| HistoryError::Io {
         path: path.to_path_buf(),
         source: e,
-    })?;
+    };
+    let too_large = || HistoryError::TooLarge {
+        path: path.to_path_buf(),
+        limit,
+    };
+    crate::error::require_file(path, role)?;
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    if size > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// Reads an archive file as UTF-8 text, at most `limit` bytes of it
+/// ([`read_bounded`]), naming the file on any failure.
+pub fn read_markdown(path: &Path, limit: u64) -> Result<String, HistoryError> {
+    let bytes = read_bounded(path, limit, "archive file")?;
     decode_utf8(&bytes, path)?;
     // Checked just above; `from_utf8` cannot fail here, but stay total.
     String::from_utf8(bytes).map_err(|e| HistoryError::InvalidUtf8 {

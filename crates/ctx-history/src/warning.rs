@@ -33,6 +33,17 @@ pub enum Warning {
         /// Why.
         reason: String,
     },
+    /// An archive file larger than the per-file limit
+    /// ([`DigestRequest::max_file_bytes`](crate::DigestRequest::max_file_bytes))
+    /// was skipped without being read, as an unreadable report is.
+    FileTooLarge {
+        /// The file.
+        path: String,
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A source that exists and has text was left out because not even
     /// its smallest piece fits the room the caps leave.
     SourceDropped {
@@ -58,6 +69,10 @@ impl fmt::Display for Warning {
         match self {
             Warning::SkippedReport { message, .. } => f.write_str(message),
             Warning::SymlinkNotFollowed { path, reason } => write!(f, "{path}: {reason}"),
+            Warning::FileTooLarge { path, bytes, limit } => write!(
+                f,
+                "{path}: {bytes} bytes, larger than the limit of {limit} bytes per file; skipped"
+            ),
             Warning::SourceDropped {
                 source,
                 path,

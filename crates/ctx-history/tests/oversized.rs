@@ -257,3 +257,62 @@ fn a_binding_word_cap_is_used_to_at_least_90_percent() {
         }
     }
 }
+
+/// Files larger than `max_file_bytes` are skipped with a warning and never
+/// read whole (issue 20: a 100 MiB archive file took 2.7 GB): a fixed
+/// source is dropped, and a weekly report too large is passed over for the
+/// next older one, as an unreadable report is.
+#[test]
+fn files_over_the_size_limit_are_skipped_with_a_warning() {
+    let dir = archive_with_rolling(&format!("{}\n", run_on(20_000)));
+    let big_week = dir.path().join("weekly/2026/2026-08-14-kestrel-weekly.md");
+    std::fs::write(
+        &big_week,
+        format!("---\ndate: 2026-08-14\n---\n{}\n", run_on(20_000)),
+    )
+    .unwrap();
+    let config = HistoryConfig::default();
+    let mut request = DigestRequest::new(&config, dir.path(), parse_date("2026-08-20").unwrap());
+    request.max_file_bytes = 16 * 1024;
+    let counter = Tokenizer::Cl100kBase.counter();
+    let d = assemble_digest(&config, &request, &*counter).unwrap();
+    assert_eq!(status(&d, "rolling"), SourceStatus::Dropped);
+    let previous = d.sources.iter().find(|s| s.key == "previous_week").unwrap();
+    assert!(
+        previous
+            .path
+            .as_deref()
+            .unwrap()
+            .ends_with("2026-08-07-kestrel-weekly.md"),
+        "{previous:?}"
+    );
+    assert_ne!(previous.status, SourceStatus::Dropped);
+    let too_large: Vec<&str> = d
+        .warnings
+        .iter()
+        .filter_map(|w| match w {
+            Warning::FileTooLarge { path, limit, bytes } => {
+                assert_eq!(*limit, 16 * 1024);
+                assert!(*bytes > *limit);
+                Some(path.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(too_large.len(), 2, "{:?}", d.warnings);
+    assert!(too_large.iter().any(|p| p.ends_with("last-month.md")));
+    assert!(
+        too_large
+            .iter()
+            .any(|p| p.ends_with("2026-08-14-kestrel-weekly.md"))
+    );
+    // With the default limit the same archive is read whole.
+    request.max_file_bytes = ctx_history::markdown::DEFAULT_MAX_FILE_BYTES;
+    let d = assemble_digest(&config, &request, &*counter).unwrap();
+    assert_ne!(status(&d, "rolling"), SourceStatus::Dropped);
+    assert!(
+        d.warnings
+            .iter()
+            .all(|w| !matches!(w, Warning::FileTooLarge { .. }))
+    );
+}

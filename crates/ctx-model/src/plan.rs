@@ -11,7 +11,7 @@
 //! `serde_json::from_str` alone. The JSON Schema says
 //! `additionalProperties: false` for each of them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,45 @@ pub struct Plan {
     /// How prompts are assembled and bounded.
     #[serde(default)]
     pub config: PlanConfig,
+}
+
+/// How many times [`Plan::task`] scanned a plan in this process (debug
+/// builds only): the regression tests of the scale fix assert that
+/// running a plan scans it no time per task.
+#[cfg(debug_assertions)]
+static TASK_SCANS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The number of linear [`Plan::task`] scans made so far in this process.
+/// Debug builds only; for tests that pin an O(1) lookup path.
+#[doc(hidden)]
+#[cfg(debug_assertions)]
+pub fn task_scans() -> u64 {
+    TASK_SCANS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A plan's tasks by id ([`Plan::task_index`]): O(1) lookups for code
+/// that looks up an id per task or per dependency.
+#[derive(Debug, Clone)]
+pub struct TaskIndex<'p> {
+    plan: &'p Plan,
+    by_id: HashMap<&'p str, usize>,
+}
+
+impl<'p> TaskIndex<'p> {
+    /// The task with this id.
+    pub fn get(&self, id: &str) -> Option<&'p SubTask> {
+        self.position(id).and_then(|i| self.plan.sub_tasks.get(i))
+    }
+
+    /// The task's position in `sub_tasks`.
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.by_id.get(id).copied()
+    }
+
+    /// Whether the plan has a task with this id.
+    pub fn contains(&self, id: &str) -> bool {
+        self.by_id.contains_key(id)
+    }
 }
 
 /// Reads `schema_version` as a number only. serde-saphyr converts a quoted
@@ -551,9 +590,30 @@ pub struct ResolvedEntity {
 }
 
 impl Plan {
-    /// The task with this id.
+    /// The task with this id, found by scanning `sub_tasks`: O(tasks).
+    ///
+    /// For one lookup (a command naming a task). Code that looks ids up
+    /// once per task or per dependency builds a [`TaskIndex`] once
+    /// ([`Plan::task_index`]) instead: a scan per dependency made
+    /// `ctx run` quadratic in the plan's size (43 s at 50,000 tasks).
     pub fn task(&self, id: &str) -> Option<&SubTask> {
+        #[cfg(debug_assertions)]
+        TASK_SCANS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.sub_tasks.iter().find(|t| t.id == id)
+    }
+
+    /// The tasks indexed by id, built once in O(tasks): each lookup after
+    /// that is O(1). The index borrows the plan, so the plan cannot change
+    /// under it.
+    pub fn task_index(&self) -> TaskIndex<'_> {
+        let mut by_id = HashMap::with_capacity(self.sub_tasks.len());
+        for (i, t) in self.sub_tasks.iter().enumerate() {
+            // The first of duplicate ids wins, as in `Plan::task`
+            // (validation refuses duplicates; an unvalidated plan may
+            // still hold them).
+            by_id.entry(t.id.as_str()).or_insert(i);
+        }
+        TaskIndex { plan: self, by_id }
     }
 
     /// The plan entity with this name.
@@ -634,5 +694,33 @@ mod tests {
         assert_eq!(c.entities.filter_by_relevance, RelevanceFilter::All);
         assert!(c.entities.include_entity_type);
         assert_eq!(c.max_prompt_tokens, 4000);
+    }
+
+    #[test]
+    fn the_task_index_finds_what_a_scan_finds_without_scanning() {
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "sub_tasks": [
+                {"id": "a", "description": "first a", "tool_or_prompt": {"name": "x", "params": {"prompt": "p"}}},
+                {"id": "b", "description": "B", "tool_or_prompt": {"name": "x", "params": {"prompt": "p"}}},
+                {"id": "a", "description": "second a", "tool_or_prompt": {"name": "x", "params": {"prompt": "p"}}}
+            ]
+        }))
+        .unwrap();
+        let before = task_scans();
+        let index = plan.task_index();
+        for id in ["a", "b", "c", ""] {
+            assert_eq!(
+                index.get(id).map(|t| &t.description),
+                plan.sub_tasks
+                    .iter()
+                    .find(|t| t.id == id)
+                    .map(|t| &t.description),
+                "{id}"
+            );
+        }
+        assert_eq!(index.position("b"), Some(1));
+        assert!(index.contains("a") && !index.contains("c"));
+        assert_eq!(task_scans(), before);
     }
 }

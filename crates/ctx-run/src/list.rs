@@ -13,7 +13,7 @@
 use ctx_store::StatusCounts;
 use serde::Serialize;
 
-use crate::show::printable;
+use ctx_table::printable;
 
 /// One stored run.
 #[derive(Debug, Clone, Serialize)]

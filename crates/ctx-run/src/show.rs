@@ -18,6 +18,7 @@ use ctx_cost::Usd;
 use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus};
 use ctx_store::{ResultRecord, RunHeader, RunHistory, RunState, StatusCounts, StoreError};
 use ctx_store_sqlite::SessionInfo;
+use ctx_table::{printable, printable_lines};
 use serde::Serialize;
 
 use crate::TaskJson;
@@ -477,7 +478,7 @@ impl TaskShow {
             )),
         }
         if let Some(model) = &m.model {
-            out.push_str(&format!("model    {model}\n"));
+            out.push_str(&format!("model    {}\n", printable(model)));
         }
         if let Some(t) = m.prompt_tokens {
             out.push_str(&format!(
@@ -503,20 +504,22 @@ impl TaskShow {
         if let Some(h) = &rec.prompt_hash {
             out.push_str(&format!("sha256   {h}\n"));
         }
+        // The error, prompt and output are a server's, a command's and a
+        // model's text: escaped for the terminal line by line.
         if let Some(e) = &r.error {
-            out.push_str(&format!("\n## Error\n\n{e}\n"));
+            out.push_str(&format!("\n## Error\n\n{}\n", printable_lines(e)));
         }
         out.push_str("\n## Prompt\n\n");
-        out.push_str(
+        out.push_str(&printable_lines(
             r.prompt
                 .as_deref()
                 .unwrap_or("(none: the task never got one)"),
-        );
+        ));
         out.push_str("\n\n## Output\n\n");
-        out.push_str(if r.output.is_empty() {
-            "(empty)"
+        out.push_str(&if r.output.is_empty() {
+            "(empty)".to_string()
         } else {
-            &r.output
+            printable_lines(&r.output)
         });
         if let Some(text) = summary_section(r) {
             out.push_str(&text);
@@ -630,7 +633,7 @@ fn summary_section(r: &TaskExecutionResult) -> Option<String> {
         if c.fallback {
             out.push_str(&format!(
                 "fell back to truncate: {}\n",
-                c.error.as_deref().unwrap_or("the call failed")
+                printable_lines(c.error.as_deref().unwrap_or("the call failed"))
             ));
         } else {
             let text = c
@@ -639,7 +642,7 @@ fn summary_section(r: &TaskExecutionResult) -> Option<String> {
                 .or(r.summary.as_deref())
                 .unwrap_or("(empty)");
             out.push('\n');
-            out.push_str(text);
+            out.push_str(&printable_lines(text));
             out.push('\n');
         }
     }
@@ -719,15 +722,6 @@ fn first_line(error: Option<&str>) -> String {
         .and_then(|e| e.lines().next())
         .map(printable)
         .unwrap_or_default()
-}
-
-/// `s` as is, or Rust-escaped (quoted) when it holds a control character.
-pub fn printable(s: &str) -> String {
-    if s.chars().any(char::is_control) {
-        format!("{s:?}")
-    } else {
-        s.to_string()
-    }
 }
 
 #[cfg(test)]

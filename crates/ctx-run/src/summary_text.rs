@@ -4,6 +4,7 @@
 use ctx_cost::Usd;
 use ctx_deps::{RunReport, SummaryTotals};
 use ctx_model::{TaskExecutionResult, TaskStatus};
+use ctx_table::printable;
 
 /// `ctx run`'s text summary of `report`: a table of every task (id,
 /// status with what made it special: reused, cached, cut at max_tokens,
@@ -83,14 +84,16 @@ pub fn summary_text(report: &RunReport) -> String {
         for r in problems {
             let err = r.error.as_deref().unwrap_or_default();
             let mut lines = err.lines();
+            // A server's error or a command's stderr: someone else's
+            // text, escaped line by line before it reaches a terminal.
             out.push_str(&format!(
                 "{} {}: {}\n",
                 r.status,
                 printable(&r.task_id),
-                lines.next().unwrap_or_default()
+                printable(lines.next().unwrap_or_default())
             ));
             for l in lines {
-                out.push_str(&format!("    {l}\n"));
+                out.push_str(&format!("    {}\n", printable(l)));
             }
         }
     }
@@ -125,10 +128,10 @@ pub fn summary_text(report: &RunReport) -> String {
             out.push_str(&format!(
                 "summary of {} fell back to truncate: {}\n",
                 printable(&r.task_id),
-                lines.next().unwrap_or_default()
+                printable(lines.next().unwrap_or_default())
             ));
             for l in lines {
-                out.push_str(&format!("    {l}\n"));
+                out.push_str(&format!("    {}\n", printable(l)));
             }
         }
     }
@@ -254,15 +257,6 @@ pub fn tasks(n: usize) -> String {
         "1 task".to_string()
     } else {
         format!("{n} tasks")
-    }
-}
-
-/// An id as shown in a table: control characters escaped.
-fn printable(id: &str) -> String {
-    if id.chars().any(char::is_control) {
-        format!("{id:?}")
-    } else {
-        id.to_string()
     }
 }
 

@@ -49,12 +49,8 @@ pub fn fingerprint(plan: &Plan, task: &SubTask) -> TaskFingerprint {
 /// Every task's fingerprint, by id (one pass; dependency descriptions are
 /// looked up in a map, not by scanning the plan).
 pub fn fingerprint_all(plan: &Plan) -> HashMap<String, TaskFingerprint> {
-    let descriptions: HashMap<&str, &str> = plan
-        .sub_tasks
-        .iter()
-        .map(|t| (t.id.as_str(), t.description.as_str()))
-        .collect();
-    let lookup = |id: &str| descriptions.get(id).copied();
+    let index = plan.task_index();
+    let lookup = |id: &str| index.get(id).map(|t| t.description.as_str());
     plan.sub_tasks
         .iter()
         .map(|t| (t.id.clone(), fingerprint_with(plan, t, &lookup)))

@@ -148,9 +148,10 @@ impl ResumePlan {
                 out.rerun.push((task.id.clone(), RerunReason::InvalidGraph));
             }
         }
+        let index = plan.task_index();
         out.dropped = stored
             .keys()
-            .filter(|id| plan.task(id).is_none())
+            .filter(|id| !index.contains(id))
             .cloned()
             .collect();
         out

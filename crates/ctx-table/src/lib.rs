@@ -22,19 +22,31 @@
 //! );
 //! ```
 
+mod printable;
+
+pub use printable::{is_unsafe, printable, printable_lines};
+
 /// Renders `header` and `rows` as aligned text; `right[i]` right-aligns
 /// column `i` (a column past the end of `right` is left-aligned). A row
 /// shorter than the header leaves its last cells empty; cells past the
-/// header's length are printed unaligned.
+/// header's length are printed unaligned. Each cell is shown
+/// [`printable`]: a control character or a bidirectional override in a
+/// cell is escaped, never sent to the terminal.
 pub fn render<R, S>(header: &[&str], right: &[bool], rows: &[R]) -> String
 where
     R: AsRef<[S]>,
     S: AsRef<str>,
 {
+    // Every cell through the one terminal escaper: a cell is often
+    // someone else's text (an id, a model name, an error's first line).
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.as_ref().iter().map(|c| printable(c.as_ref())).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.as_ref().iter().enumerate() {
-            let n = cell.as_ref().chars().count();
+    for row in &rows {
+        for (i, cell) in row.iter().enumerate() {
+            let n = cell.chars().count();
             match widths.get_mut(i) {
                 Some(w) => *w = (*w).max(n),
                 None => widths.push(n),
@@ -65,8 +77,8 @@ where
         out.push('\n');
     };
     line(&mut header.iter().copied());
-    for row in rows {
-        line(&mut row.as_ref().iter().map(AsRef::as_ref));
+    for row in &rows {
+        line(&mut row.iter().map(String::as_str));
     }
     out
 }

@@ -76,6 +76,10 @@ pub struct DigestArgs {
     /// Read archive files whose symbolic links lead outside the content root.
     #[arg(long, requires = "content_root")]
     pub follow_symlinks: bool,
+    /// Largest file read, in bytes: a larger archive file is skipped with a
+    /// warning (`ctx render`: a larger `--var NAME=@FILE` is exit 2).
+    #[arg(long, value_name = "BYTES", default_value_t = ctx_history::markdown::DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
 }
 
 /// Everything `assemble_digest` needs, with the flags applied over the
@@ -131,6 +135,7 @@ impl DigestArgs {
             token_cap: token_cap(config.prompt_budget, config.share),
             exact_counts,
             follow_symlinks: self.follow_symlinks,
+            max_file_bytes: self.max_file_bytes,
             rewrite: None,
         };
         Ok(DigestSetup { config, request })
@@ -153,7 +158,7 @@ pub fn run(args: Args) -> CliResult {
     }
     .map_err(CliError::usage)?;
     for w in &digest.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", ctx_table::printable_lines(&w.to_string()));
     }
     let out = match args.format {
         Format::Markdown => digest.markdown.clone(),

@@ -117,7 +117,7 @@ pub fn run(args: Args) -> CliResult {
     }
     let _ = stdout.flush();
     for e in &summary.errors {
-        eprintln!("error: {}", e.message);
+        eprintln!("error: {}", ctx_table::printable_lines(&e.message));
     }
     Ok(if !summary.errors.is_empty() {
         Exit::Usage

@@ -20,7 +20,7 @@
 //! and the budget.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ctx_prompt::fence::FenceNonce;
 use ctx_prompt::render_prompt::{HistoryInput, RenderInput, RenderPromptError, render_prompt};
@@ -64,8 +64,36 @@ pub struct Args {
     pub format: Format,
 }
 
-/// A `--var` argument: the name and the value it stands for.
-fn parse_var(arg: &str) -> Result<(String, String), CliError> {
+/// The text of `--var NAME=@PATH`: standard input for `-`, else a regular
+/// file, each read no further than `limit` bytes.
+fn read_var_file(path: &Path, limit: u64) -> Result<String, String> {
+    let bytes = if path == Path::new("-") {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("<stdin>: {e}"))?;
+        if bytes.len() as u64 > limit {
+            return Err(format!(
+                "<stdin>: larger than the limit of {limit} bytes (--max-file-bytes)"
+            ));
+        }
+        bytes
+    } else {
+        ctx_history::markdown::read_bounded(path, limit, "file").map_err(|e| match e {
+            ctx_history::HistoryError::TooLarge { .. } => format!("{e} (--max-file-bytes)"),
+            e => e.to_string(),
+        })?
+    };
+    crate::io::utf8_text(path, bytes)
+}
+
+/// A `--var` argument: the name and the value it stands for. An `@FILE`
+/// is read no further than `max_file_bytes` (`--max-file-bytes`): a
+/// larger file, a directory or a FIFO is exit 2 naming the variable
+/// (`@/dev/zero` used to read until memory ran out).
+fn parse_var(arg: &str, max_file_bytes: u64) -> Result<(String, String), CliError> {
     let Some((name, value)) = arg.split_once('=') else {
         return Err(CliError::usage(format!(
             "--var {arg}: expected NAME=VALUE or NAME=@FILE"
@@ -84,8 +112,8 @@ fn parse_var(arg: &str) -> Result<(String, String), CliError> {
                 "--var {arg}: `@` needs a file name (or `@-` for stdin)"
             )));
         }
-        let mut text =
-            read_text(path.as_ref()).map_err(|e| CliError::usage(format!("--var {name}: {e}")))?;
+        let mut text = read_var_file(path.as_ref(), max_file_bytes)
+            .map_err(|e| CliError::usage(format!("--var {name}: {e}")))?;
         // One trailing line break goes, as with shell command substitution,
         // so `{{X}}` on its own line stays one line.
         if text.ends_with('\n') {
@@ -117,7 +145,7 @@ pub fn run(args: Args) -> CliResult {
 
     let mut values = BTreeMap::new();
     for arg in &args.vars {
-        let (name, value) = parse_var(arg)?;
+        let (name, value) = parse_var(arg, args.digest.max_file_bytes)?;
         if values.insert(name.clone(), value).is_some() {
             return Err(CliError::usage(format!(
                 "--var {name} is given more than once"
@@ -172,7 +200,7 @@ pub fn run(args: Args) -> CliResult {
     })?;
     if let Some(digest) = &rendered.digest {
         for w in &digest.warnings {
-            eprintln!("warning: {w}");
+            eprintln!("warning: {}", ctx_table::printable_lines(&w.to_string()));
         }
     }
     let pre = &rendered.preflight;

@@ -21,8 +21,9 @@ use std::path::PathBuf;
 
 use ctx_deps::{RunHistory, StoreError};
 use ctx_run::list::{RowFacts, RunList, RunRow};
-use ctx_run::show::{RunShow, StoreFacts, TaskShow, printable};
+use ctx_run::show::{RunShow, StoreFacts, TaskShow};
 use ctx_store_sqlite::{RunRoot, RunSummary, RunView};
+use ctx_table::{printable, printable_lines};
 
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
@@ -192,7 +193,7 @@ fn list(a: ListArgs) -> CliResult {
     let root = RunRoot::new(&a.root.root);
     let (runs, bad) = root.list().map_err(store_error)?;
     for b in &bad {
-        eprintln!("warning: {}", b.error);
+        eprintln!("warning: {}", printable_lines(&b.error.to_string()));
     }
     let list = RunList::new(
         runs.into_iter().map(row).collect(),

@@ -257,7 +257,8 @@ fn log_event(worker: &str, verbose: bool, event: &WorkerEvent<'_>) {
             claim.task_id, claim.run_id, claim.attempt
         ),
     };
-    eprintln!("worker {worker}: {line}");
+    // Task ids and store errors are someone else's text.
+    eprintln!("worker {worker}: {}", ctx_table::printable_lines(&line));
 }
 
 /// `engine` answering identical requests from the local cache under

@@ -318,6 +318,7 @@ pub fn attach_progress_bar(bar: &indicatif::ProgressBar) {
 
 /// What a person sees of an [`EngineEvent`].
 pub fn describe(event: &EngineEvent) -> Option<String> {
+    use ctx_table::printable;
     match event {
         EngineEvent::Retrying {
             task_id,
@@ -326,20 +327,27 @@ pub fn describe(event: &EngineEvent) -> Option<String> {
             delay,
             outcome,
         } => Some(format!(
-            "task {task_id}: attempt {failed_attempt}/{max_attempts} failed ({outcome}); retrying in {}",
+            "task {}: attempt {failed_attempt}/{max_attempts} failed ({}); retrying in {}",
+            printable(task_id),
+            printable(&outcome.to_string()),
             human(*delay)
         )),
         EngineEvent::Paced { task_id, wait } => Some(format!(
-            "task {task_id}: paced by --rpm/--tpm, sending in {}",
+            "task {}: paced by --rpm/--tpm, sending in {}",
+            printable(task_id),
             human(*wait)
         )),
+        // The server's message is its own text: escaped for the terminal.
         EngineEvent::StructuredOutputRejected { task_id, message } => Some(format!(
-            "warning: task {task_id}: the server rejected response_format ({message}); \
-             structured output is off for the rest of the run, the checks still run"
+            "warning: task {}: the server rejected response_format ({}); \
+             structured output is off for the rest of the run, the checks still run",
+            printable(task_id),
+            printable(message)
         )),
-        EngineEvent::Streaming { task_id, chars } => {
-            Some(format!("task {task_id}: streaming, {chars} characters"))
-        }
+        EngineEvent::Streaming { task_id, chars } => Some(format!(
+            "task {}: streaming, {chars} characters",
+            printable(task_id)
+        )),
         _ => None,
     }
 }
