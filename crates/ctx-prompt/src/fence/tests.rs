@@ -571,3 +571,146 @@ proptest! {
         prop_assert_eq!(neutralize(&value), value);
     }
 }
+
+/// Issue 27: each branch of the matcher's grammar, pinned by a text it
+/// must match and a near miss it must not.
+mod grammar {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<(TagKind, std::ops::Range<usize>)> {
+        find_tags(text)
+            .into_iter()
+            .map(|t| (t.kind, t.range))
+            .collect()
+    }
+
+    fn control(text: &str) -> Vec<(TagKind, std::ops::Range<usize>)> {
+        vec![(TagKind::Control, 0..text.len())]
+    }
+
+    #[test]
+    fn rn_stands_for_m_inside_token_names() {
+        for text in [
+            "[SYSTErn_PROrnPT]",
+            "[grnASK]",
+            "[/SYSTErn_PROMPT]",
+            "<start_of_irnage>",
+        ] {
+            assert_eq!(kinds(text), control(text), "{text}");
+        }
+        // Only the pair `rn`, and only for `m`.
+        for text in [
+            "[SYSTErx_PROMPT]",
+            "[SYSTExn_PROMPT]",
+            "[SYSTExy_PROMPT]",
+            "[SYSTEr]",
+            "[rnnst]",
+            "[xnnst]",
+            "[gr]",
+        ] {
+            assert_eq!(kinds(text), vec![], "{text}");
+        }
+    }
+
+    #[test]
+    fn a_bar_stands_for_l_or_i_inside_token_names() {
+        for text in ["[|NST]", "[TOO|_CA||S]", "<too|_ca||>", "[/|nst]"] {
+            assert_eq!(kinds(text), control(text), "{text}");
+        }
+        // A bar stands for no other letter, and no other character for `l`.
+        for text in ["[INS|]", "[xnst]", "[TOOx_CALLS]", "<|oo|_call>", "<|mage>"] {
+            assert_eq!(kinds(text), vec![], "{text}");
+        }
+    }
+
+    #[test]
+    fn pipe_tokens_hold_at_most_64_characters_and_no_angle() {
+        let name = "a".repeat(64);
+        let longest = format!("<|{name}|>");
+        assert_eq!(kinds(&longest), control(&longest));
+        let spaced = format!("< |{name}| >");
+        assert_eq!(kinds(&spaced), control(&spaced));
+        assert_eq!(kinds(&format!("<|{name}a|>")), vec![]);
+        for text in ["<|a<b|>", "<|a>b|>", "<|abc", "<|abc|", "<|abc| x>"] {
+            assert_eq!(kinds(text), vec![], "{text}");
+        }
+    }
+
+    #[test]
+    fn fence_attributes_belong_to_the_tag_up_to_256_characters() {
+        let close = |attrs: &str| format!("</untrusted-content{attrs}>");
+        let name_end = "</untrusted-content".len();
+        // Up to the `>`, attributes included.
+        let tag = close(" nonce=\"ab\"");
+        assert_eq!(kinds(&tag), vec![(TagKind::FenceClose, 0..tag.len())]);
+        let at_limit = close(&"x".repeat(256));
+        assert_eq!(
+            kinds(&at_limit),
+            vec![(TagKind::FenceClose, 0..at_limit.len())]
+        );
+        // Past 256 characters, or before a `<`, the tag is the name alone
+        // (still a tag, still neutralized).
+        let past = close(&"x".repeat(257));
+        assert_eq!(kinds(&past), vec![(TagKind::FenceClose, 0..name_end)]);
+        let open = "<untrusted-content a <b>";
+        assert_eq!(
+            kinds(open),
+            vec![(TagKind::FenceOpen, 0.."<untrusted-content".len())]
+        );
+        let unclosed = "</untrusted-content nonce";
+        assert_eq!(kinds(unclosed), vec![(TagKind::FenceClose, 0..name_end)]);
+    }
+
+    #[test]
+    fn fence_names_take_separators_and_slashes() {
+        for (text, kind) in [
+            ("<untrusted - _ content>", TagKind::FenceOpen),
+            ("< / / untrusted-content>", TagKind::FenceClose),
+            ("<\n\tuntrusted-content>", TagKind::FenceOpen),
+        ] {
+            assert_eq!(kinds(text), vec![(kind, 0..text.len())], "{text}");
+        }
+        for text in [
+            "<untrusted.content>",
+            "<untrusted-conten>",
+            "< x untrusted-content>",
+        ] {
+            assert_eq!(kinds(text), vec![], "{text}");
+        }
+        // A longer word still starts with the name: the name is the tag.
+        assert_eq!(
+            kinds("<untrusted-contents"),
+            vec![(TagKind::FenceOpen, 0.."<untrusted-content".len())]
+        );
+    }
+
+    #[test]
+    fn angle_and_bracket_tokens_take_whitespace_and_one_slash() {
+        for text in [
+            "< think >",
+            "</ think\n>",
+            "[ / INST ]",
+            "[/\tTOOL_CALLS]",
+            "<//s>",
+        ] {
+            assert_eq!(kinds(text), control(text), "{text}");
+        }
+        for text in [
+            "[//INST]", "[INST", "<think", "<thinks>", "[INST>", "<INST]",
+        ] {
+            assert_eq!(kinds(text), vec![], "{text}");
+        }
+    }
+
+    #[test]
+    fn overlapping_matches_join_and_a_fence_kind_wins() {
+        // `&lt;` decodes to one `<` whose range is all four bytes; a tag
+        // found with and without a comment is reported once.
+        let text = "</untrusted<!---->-content>";
+        assert_eq!(kinds(text), vec![(TagKind::FenceClose, 0..text.len())]);
+        // A control token inside a comment that a fence tag runs across:
+        // one tag, a fence tag.
+        let text = "</untrusted<!-- <s> -->-content>";
+        assert_eq!(kinds(text), vec![(TagKind::FenceClose, 0..text.len())]);
+    }
+}
