@@ -327,6 +327,51 @@ mod tests {
     }
 
     #[test]
+    fn reserved_and_remaining_follow_every_reservation() {
+        let ledger = BudgetLedger::new(usd("1"));
+        let books = |l: &BudgetLedger| (l.spent(), l.reserved(), l.remaining());
+        assert_eq!(books(&ledger), (Usd::ZERO, Usd::ZERO, usd("1")));
+        assert_eq!(ledger.reserve("a", usd("0.25")), Ok(Reservation::Reserved));
+        assert_eq!(books(&ledger), (Usd::ZERO, usd("0.25"), usd("0.75")));
+        // Exactly what remains is granted.
+        assert_eq!(ledger.reserve("b", usd("0.75")), Ok(Reservation::Reserved));
+        assert_eq!(books(&ledger), (Usd::ZERO, usd("1"), Usd::ZERO));
+        // The whole budget fits once the tasks in flight settle: it waits.
+        assert_eq!(
+            ledger.reserve("c", usd("1")),
+            Ok(Reservation::MustWait {
+                needed: usd("1"),
+                available: Usd::ZERO,
+                in_flight: 2
+            })
+        );
+        ledger.settle("a", usd("0.25")).unwrap();
+        assert_eq!(books(&ledger), (usd("0.25"), usd("0.75"), Usd::ZERO));
+        ledger.settle("b", usd("0.5")).unwrap();
+        assert_eq!(books(&ledger), (usd("0.75"), Usd::ZERO, usd("0.25")));
+        // Past the budget (an overrun): nothing remains, not a wrap-around.
+        assert_eq!(ledger.reserve("d", usd("0.25")), Ok(Reservation::Reserved));
+        ledger.settle("d", usd("2")).unwrap();
+        assert_eq!(books(&ledger), (usd("2.75"), Usd::ZERO, Usd::ZERO));
+    }
+
+    #[test]
+    fn a_reservation_that_saturates_is_never_granted() {
+        // At the top of the range a sum saturates; the saturated sum must
+        // not pass for "fits the budget".
+        let max = Usd::from_picos(u128::MAX);
+        let ledger = BudgetLedger::new(max);
+        assert_eq!(
+            ledger.reserve("a", max),
+            Ok(Reservation::NeverFits {
+                needed: max,
+                available_at_best: max
+            })
+        );
+        assert_eq!(ledger.reserved(), Usd::ZERO);
+    }
+
+    #[test]
     fn misuse_is_an_error_not_a_silent_change() {
         let ledger = BudgetLedger::new(usd("1"));
         ledger.reserve("a", usd("0.1")).unwrap();

@@ -693,12 +693,43 @@ mod tests {
         );
     }
 
-    /// The real table LiteLLM ships, when a copy is at hand
-    /// (`CTX_LITELLM_PRICES=path/to/model_prices_and_context_window.json`).
+    /// Seven entries of LiteLLM's real file, copied unchanged
+    /// (fixtures/prices/README.md says from where): read on every run.
     #[test]
-    fn reads_litellms_real_table_when_present() {
+    fn reads_a_real_litellm_file() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/prices/litellm-model-prices.json");
+        let t = load_litellm(&path).unwrap();
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.skipped(), ["1024-x-1024/dall-e-2", "aiml/dall-e-3"]);
+        assert!(t.get("sample_spec").is_none());
+        assert_eq!(
+            t.get("ai21.j2-mid-v1").unwrap().to_string(),
+            "in 12.5 / cached 12.5 / out 12.5"
+        );
+        assert_eq!(
+            t.get("ai21.jamba-1-5-large-v1:0").unwrap().to_string(),
+            "in 2 / cached 2 / out 8"
+        );
+        assert_eq!(
+            t.get("amazon.nova-lite-v1:0").unwrap().to_string(),
+            "in 0.06 / cached 0.06 / out 0.24"
+        );
+        assert_eq!(
+            t.get("amazon.nova-2-lite-v1:0").unwrap().to_string(),
+            "in 0.3 / cached 0.075 / out 2.5"
+        );
+    }
+
+    /// LiteLLM's whole table, when a copy is at hand
+    /// (`CTX_LITELLM_PRICES=path/to/model_prices_and_context_window.json`);
+    /// `reads_a_real_litellm_file` covers the format on every run.
+    #[test]
+    fn reads_litellms_whole_table_when_present() {
         let Some(path) = std::env::var_os("CTX_LITELLM_PRICES") else {
-            eprintln!("skipped: set CTX_LITELLM_PRICES to a LiteLLM prices file to run this test");
+            eprintln!(
+                "skipped: set CTX_LITELLM_PRICES to LiteLLM's whole prices file to run this test"
+            );
             return;
         };
         let t = load_litellm(Path::new(&path)).unwrap();

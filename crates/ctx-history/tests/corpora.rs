@@ -2,7 +2,8 @@
 //! (../shared/corpora, relative to the repository root): every file is
 //! read without error or panic, sections are verbatim slices that never
 //! start inside a code fence, and a digest can be assembled from each
-//! archive. Skipped with a message when the corpora are absent.
+//! archive. Skipped with a message when the corpora are absent, except in
+//! CI, where that fails (`ctx_test_support::corpora`).
 
 use std::path::{Path, PathBuf};
 
@@ -12,16 +13,6 @@ use ctx_history::{
     DigestRequest, HistoryConfig, Select, SourceConfig, assemble_digest, parse_date,
 };
 use ctx_tokens::{TokenCounter, Tokenizer, TokenizerExt};
-
-fn corpora() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("skipped: {} is absent", p.display());
-        None
-    }
-}
 
 fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -199,7 +190,9 @@ fn check_corpus(dir: &Path) -> Tally {
 
 #[test]
 fn this_week_in_rust() {
-    let Some(root) = corpora() else { return };
+    let Some(root) = ctx_test_support::corpora("this_week_in_rust") else {
+        return;
+    };
     let t = check_corpus(&root.join("this-week-in-rust/content"));
     eprintln!(
         "this-week-in-rust: {} files, {} sections, {} Pelican, {} without metadata, {} duplicate names",
@@ -214,7 +207,9 @@ fn this_week_in_rust() {
 
 #[test]
 fn this_week_in_react() {
-    let Some(root) = corpora() else { return };
+    let Some(root) = ctx_test_support::corpora("this_week_in_react") else {
+        return;
+    };
     let t = check_corpus(&root.join("this-week-in-react/website"));
     eprintln!(
         "this-week-in-react: {} files, {} sections, {} YAML",
@@ -225,7 +220,9 @@ fn this_week_in_react() {
 
 #[test]
 fn nushell_blog() {
-    let Some(root) = corpora() else { return };
+    let Some(root) = ctx_test_support::corpora("nushell_blog") else {
+        return;
+    };
     let t = check_corpus(&root.join("nushell-blog/blog"));
     eprintln!(
         "nushell-blog: {} files, {} sections, {} without front matter",
@@ -238,7 +235,9 @@ fn nushell_blog() {
 /// sections with a whole-body fallback, under a tight exact cap.
 #[test]
 fn digests_of_real_archives() {
-    let Some(root) = corpora() else { return };
+    let Some(root) = ctx_test_support::corpora("digests_of_real_archives") else {
+        return;
+    };
     let cases = [
         (
             "this-week-in-rust/content",

@@ -30,6 +30,33 @@ pub fn repo_root() -> PathBuf {
     root.canonicalize().unwrap_or(root)
 }
 
+/// Whether the tests run in CI (`CI` set, as `.ci/run` sets it). A test
+/// whose set-up is missing (a server, a browser, the shared corpora) fails
+/// there instead of skipping, so a CI run cannot pass by testing nothing.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+
+/// The shared corpora of real public text, `../shared/corpora` beside the
+/// repository, or `None` after saying on stderr that `test` is skipped.
+///
+/// # Panics
+///
+/// When they are absent and [`in_ci`]: CI must run the corpus tests.
+pub fn corpora(test: &str) -> Option<PathBuf> {
+    let dir = repo_root().join("../shared/corpora");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        !in_ci(),
+        "{test}: {} is absent and CI is set: the corpus tests must run in CI",
+        dir.display()
+    );
+    eprintln!("{test}: skipped: {} is absent", dir.display());
+    None
+}
+
 /// The `ctx` binary of this build as a command, run from [`repo_root`].
 ///
 /// `assert_cmd` finds the binary next to the running test executable, so

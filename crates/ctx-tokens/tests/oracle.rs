@@ -206,10 +206,6 @@ fn bpe_worst_cases_match_tiktoken() {
     assert_same(&String::from_utf16_lossy(&wtf));
 }
 
-fn corpus_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpora")
-}
-
 fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -227,13 +223,12 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn every_corpus_file_matches_tiktoken() {
-    let root = corpus_root();
+    let Some(root) = ctx_test_support::corpora("every_corpus_file_matches_tiktoken") else {
+        return;
+    };
     let mut files = Vec::new();
     files_under(&root, &mut files);
-    if files.is_empty() {
-        eprintln!("skipping: no corpora at {}", root.display());
-        return;
-    }
+    assert!(!files.is_empty(), "no files under {}", root.display());
     let mut bytes = 0;
     for file in &files {
         let Ok(raw) = std::fs::read(file) else {

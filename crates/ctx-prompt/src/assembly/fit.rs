@@ -735,4 +735,180 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
             }
         }
     }
+
+    /// A counter whose cost is the sum of its characters' weights (an
+    /// upper-case letter 4, whitespace 2, anything else 1), so tests can
+    /// compute the exact answer. Additive, so a longer prefix never costs
+    /// less once trailing whitespace is trimmed: the search's premise.
+    struct Weighted;
+
+    fn weight(c: char) -> usize {
+        if c.is_uppercase() {
+            4
+        } else if c.is_whitespace() {
+            2
+        } else {
+            1
+        }
+    }
+
+    impl TokenCounter for Weighted {
+        fn name(&self) -> &str {
+            "weighted"
+        }
+        fn count(&self, text: &str) -> usize {
+            text.chars().map(weight).sum()
+        }
+        fn upper_bound(&self, text: &str) -> usize {
+            self.count(text)
+        }
+    }
+
+    /// What `cut_to_tokens` must give, found by trying every prefix: the
+    /// longest one that fits with `...`, moved back to whitespace as
+    /// `prefer_whitespace` does.
+    fn longest_fitting_prefix(text: &str, limit: usize) -> Option<String> {
+        let c = Weighted;
+        if c.count(text) <= limit {
+            return None;
+        }
+        let candidate = |end: usize| format!("{}{ELLIPSIS}", text[..end].trim_end());
+        let best = text
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain([text.len()])
+            .filter(|&end| c.count(&candidate(end)) <= limit)
+            .max();
+        Some(match best {
+            None => ELLIPSIS.to_string(),
+            Some(end) => candidate(prefer_whitespace(text, end)),
+        })
+    }
+
+    #[test]
+    fn a_cut_keeps_the_longest_prefix_that_fits() {
+        let c = Weighted;
+        // No whitespace: every limit from `...` up keeps exactly as much.
+        let text = "abcdefghijklmnopqrstuvwxyz";
+        for limit in 3..text.len() {
+            let cut = cut_to_tokens(text, limit, &c).unwrap();
+            assert_eq!(cut, format!("{}...", &text[..limit - 3]), "limit {limit}");
+        }
+        assert_eq!(cut_to_tokens(text, 2, &c).as_deref(), Some("..."));
+        assert_eq!(cut_to_tokens(text, 26, &c), None);
+        // Cheap text then dear text: the first guess fits, the search
+        // gallops up (and, the other way round, down).
+        let cheap_first = format!("{}{}", "a".repeat(20), "A".repeat(20));
+        let dear_first = format!("{}{}", "A".repeat(20), "a".repeat(20));
+        for text in [&cheap_first, &dear_first] {
+            for limit in [3, 4, 7, 10, 23, 26, 29, 30, 50, 80, 99] {
+                assert_eq!(
+                    cut_to_tokens(text, limit, &c),
+                    longest_fitting_prefix(text, limit),
+                    "{text} at {limit}"
+                );
+            }
+        }
+        assert_eq!(
+            cut_to_tokens(&cheap_first, 30, &c).unwrap(),
+            format!("{}A...", "a".repeat(20))
+        );
+    }
+
+    #[test]
+    fn fit_prefix_edges() {
+        let c = Weighted;
+        // One character over its limit: only `...` fits.
+        assert_eq!(cut_to_tokens("X", 3, &c).as_deref(), Some("..."));
+        assert_eq!(fit_prefix("X", 3, 4, &c), "...");
+        // The whole text fits once its trailing whitespace is trimmed:
+        // the cut reaches the end of the text.
+        let text = "abc        ";
+        assert_eq!(cut_to_tokens(text, 8, &c).as_deref(), Some("abc..."));
+        assert_eq!(fit_prefix("ab ", 5, 6, &c), "ab...");
+        // Ends at whitespace when that keeps at least half.
+        let text = "abcdef ghijklmnop";
+        assert_eq!(cut_to_tokens(text, 14, &c).as_deref(), Some("abcdef..."));
+        // Multi-byte characters are cut on their boundaries.
+        let text = "éééééééééé";
+        assert_eq!(cut_to_tokens(text, 6, &c).as_deref(), Some("ééé..."));
+    }
+
+    #[test]
+    fn a_dependency_is_cut_only_as_far_as_needed() {
+        let mut plan = seed_plan();
+        plan.config.dependency.max_output_length = None;
+        plan.sub_tasks[1].entity_context.clear();
+        let mut task = plan.sub_tasks[1].clone();
+        task.tool_or_prompt.params.prompt = "p".into();
+        let big = "b".repeat(400);
+        let mid = "m".repeat(100);
+        let small = "s".repeat(30);
+        let deps: Vec<DependencyOutput<'_>> = [("big", &big), ("mid", &mid), ("small", &small)]
+            .into_iter()
+            .map(|(id, o)| DependencyOutput {
+                task_id: id,
+                description: "d",
+                output: o,
+                summary: None,
+            })
+            .collect();
+        let c = Weighted;
+        let full = assemble_task_prompt(&plan, &task, &deps, &c, 10_000).unwrap();
+        // Needing 50 tokens: only the largest output is cut, by exactly 50.
+        let p = assemble_task_prompt(&plan, &task, &deps, &c, full.tokens - 50).unwrap();
+        assert_eq!(p.tokens, full.tokens - 50);
+        assert_eq!(p.shortened_dependencies, vec!["big".to_string()]);
+        assert!(p.text.contains(&format!("{}...\n", "b".repeat(347))));
+        assert!(p.text.contains(&mid) && p.text.contains(&small));
+        // Needing 350: the two largest come down to one level (75), the
+        // smallest is kept whole.
+        let p = assemble_task_prompt(&plan, &task, &deps, &c, full.tokens - 350).unwrap();
+        assert_eq!(p.tokens, full.tokens - 350);
+        assert_eq!(
+            p.shortened_dependencies,
+            vec!["big".to_string(), "mid".to_string()]
+        );
+        assert!(p.text.contains(&format!("\n{}...\n", "b".repeat(72))));
+        assert!(p.text.contains(&format!("\n{}...\n", "m".repeat(72))));
+        assert!(p.text.contains(&small));
+    }
+
+    #[test]
+    fn the_fewest_entities_are_dropped() {
+        let mut plan = seed_plan();
+        let mk = |name: &str, rel: &str, value: &str| ctx_model::EntityContext {
+            entity_name: name.into(),
+            intent_relevance: Some(rel.into()),
+            grounded_value: Some(value.into()),
+            usage_note: None,
+        };
+        plan.sub_tasks[1].entity_context = vec![
+            mk("High", "constraint", "h"),
+            mk("Big", "other", &"v".repeat(60)),
+            mk("Small", "other", "v"),
+            mk("Mid", "partial", "v"),
+        ];
+        let task = &plan.sub_tasks[1];
+        let c = Weighted;
+        let all = assemble_task_prompt(&plan, task, &[], &c, 100_000).unwrap();
+        let dropped = |cap: usize| {
+            assemble_task_prompt(&plan, task, &[], &c, cap)
+                .unwrap()
+                .dropped_entities
+        };
+        let small_line = c.count("- Small: v (other)") + 1;
+        // The lowest (ties: later first) goes first, and alone while that
+        // is enough, even when it barely is.
+        assert_eq!(dropped(all.tokens - 1), vec!["Small".to_string()]);
+        assert_eq!(dropped(all.tokens - small_line), vec!["Small".to_string()]);
+        // One token more than the small line: the next lowest goes too,
+        // and no more.
+        assert_eq!(
+            dropped(all.tokens - small_line - 1),
+            vec!["Big".to_string(), "Small".to_string()]
+        );
+        let p = assemble_task_prompt(&plan, task, &[], &c, all.tokens - small_line - 1).unwrap();
+        assert!(p.text.contains("- Mid: v (partial)") && p.text.contains("- High: h"));
+    }
 }

@@ -12,8 +12,10 @@
 //!   `&LeftAngleBracket;` all decode), with or without the `;`; decimal and
 //!   hex references with any number of digits, as HTML reads them.
 //! * **JSON / JavaScript**: `\uXXXX` (surrogate pairs joined), `\u{X…}`,
-//!   `\xXX`, `\UXXXXXXXX` and `\UXXXX`, and the one-character escapes `\/` `\\` `\<`
-//!   `\>` `\|` `\[` `\]`. Go's `json.Marshal` writes `<` as `\u003c`.
+//!   `\xXX`, `\UXXXXXXXX` and `\UXXXX`, the whitespace escapes `\n` `\t` `\r`
+//!   `\f` `\v`, and a backslash before any ASCII punctuation (`\/` `\\` `\<`
+//!   `\-` …), which is also Markdown's escape. Go's `json.Marshal` writes `<`
+//!   as `\u003c`.
 //! * **Percent-encoding**: `%XX`, and a run of `%XX` that spells one UTF-8
 //!   character (`%EF%BC%9C` is `＜`).
 
@@ -180,7 +182,17 @@ fn backslash_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> 
             let (value, end) = hex_exact(items, j + 1, 2)?;
             Some((Expansion::One(char_or_replacement(value)), end))
         }
-        c @ ('/' | '\\' | '<' | '>' | '|' | '[' | ']') => Some((Expansion::One(c), j + 1)),
+        // Markdown (CommonMark) lets a backslash escape any ASCII
+        // punctuation, and JavaScript reads `\-` as `-`: `</untrusted\-content>`
+        // renders, and reads, as the tag.
+        c if c.is_ascii_punctuation() => Some((Expansion::One(c), j + 1)),
+        // JSON's and JavaScript's whitespace escapes: `<\n/untrusted-content>`
+        // in a JSON string is the tag with a line break inside.
+        'n' => Some((Expansion::One('\n'), j + 1)),
+        't' => Some((Expansion::One('\t'), j + 1)),
+        'r' => Some((Expansion::One('\r'), j + 1)),
+        'f' => Some((Expansion::One('\u{C}'), j + 1)),
+        'v' => Some((Expansion::One('\u{B}'), j + 1)),
         _ => None,
     }
 }

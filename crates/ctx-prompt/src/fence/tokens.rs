@@ -65,7 +65,7 @@ pub const CONTROL_TOKENS: &[ControlTokenFamily] = &[
     },
     ControlTokenFamily {
         family: "Mistral",
-        source: "mistral-common tokenizer special tokens (v3, v7, tekken)",
+        source: "mistral-common SpecialTokens (tokenizers v3 to v13, tekken)",
         tokens: &[
             "[INST]",
             "[/INST]",
@@ -76,12 +76,24 @@ pub const CONTROL_TOKENS: &[ControlTokenFamily] = &[
             "[/TOOL_RESULTS]",
             "[SYSTEM_PROMPT]",
             "[/SYSTEM_PROMPT]",
+            "[TOOL_CONTENT]",
+            "[THINK]",
+            "[/THINK]",
+            "[ARGS]",
+            "[CALL_ID]",
         ],
     },
     ControlTokenFamily {
         family: "Gemma",
-        source: "Google Gemma formatting and system instructions (ai.google.dev)",
-        tokens: &["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"],
+        source: "Google Gemma formatting and system instructions (ai.google.dev); \
+                 Gemma 3 tokenizer special tokens",
+        tokens: &[
+            "<bos>",
+            "<eos>",
+            "<start_of_turn>",
+            "<end_of_turn>",
+            "<start_of_image>",
+        ],
     },
     ControlTokenFamily {
         family: "gpt-oss (harmony)",
