@@ -30,8 +30,9 @@ impl From<PlanError> for LoadPlanError {
 pub struct InvalidPlan {
     /// The path as given, or `<stdin>`.
     pub origin: String,
-    /// Every problem, in `ctx plan check` order, with its line and column
-    /// (1-based) when the field is found in the text.
+    /// Every problem, in `ctx plan check` order (line order, see
+    /// [`in_line_order`]), with its line and column (1-based) when the
+    /// field is found in the text.
     pub problems: Vec<(Problem, Option<(u64, u64)>)>,
 }
 
@@ -86,17 +87,28 @@ pub fn load_valid_plan(path: &Path) -> Result<Plan, LoadPlanError> {
         return Ok(plan);
     }
     let locator = FieldLocator::new(&source.text);
+    let mut problems: Vec<(Problem, Option<(u64, u64)>)> = problems
+        .into_iter()
+        .map(|p| {
+            let at = locator.locate_problem(&p);
+            (p, at)
+        })
+        .collect();
+    in_line_order(&mut problems);
     Err(InvalidPlan {
-        problems: problems
-            .into_iter()
-            .map(|p| {
-                let at = locator.locate_problem(&p);
-                (p, at)
-            })
-            .collect(),
+        problems,
         origin: source.origin,
     }
     .into())
+}
+
+/// Sorts located problems the way a reader scans the file and an editor
+/// jumps through them: by line, then column; problems whose field is not
+/// written in the text come last. Stable, so problems at one position keep
+/// the order validation found them in. (The problems of one plan are all
+/// in one file, its `origin`.)
+pub fn in_line_order<P>(problems: &mut [(P, Option<(u64, u64)>)]) {
+    problems.sort_by_key(|(_, at)| at.unwrap_or((u64::MAX, u64::MAX)));
 }
 
 #[cfg(test)]

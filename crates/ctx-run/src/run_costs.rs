@@ -146,7 +146,10 @@ pub fn cost_options(
         book,
         bounds: HashMap::new(),
     };
-    if max_cost.is_some() {
+    // The dry run calls no model and costs nothing: any budget holds,
+    // whatever max_tokens the tasks have (asking for them would send the
+    // user to `--max-tokens`, which the dry-run engine refuses).
+    if max_cost.is_some() && !costs.free {
         let unbounded: Vec<String> = plan
             .sub_tasks
             .iter()
@@ -156,15 +159,13 @@ pub fn cost_options(
         if !unbounded.is_empty() {
             return Err(BudgetError::NoMaxTokens(unbounded));
         }
-        if !costs.free {
-            let defaults = EngineDefaults {
-                model: costs.default_model.as_deref(),
-                max_tokens: costs.default_max_tokens,
-                system: engine.system.as_deref(),
-                attempts: engine.attempts.max(1),
-            };
-            costs.bounds = bounds_with(plan, &costs, &defaults)?;
-        }
+        let defaults = EngineDefaults {
+            model: costs.default_model.as_deref(),
+            max_tokens: costs.default_max_tokens,
+            system: engine.system.as_deref(),
+            attempts: engine.attempts.max(1),
+        };
+        costs.bounds = bounds_with(plan, &costs, &defaults)?;
     }
     Ok(CostOptions {
         model: Arc::new(costs),
@@ -360,6 +361,18 @@ mod tests {
         assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
         // b has no checks: one check attempt.
         assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(usd("0.0003168")));
+    }
+
+    /// The dry run costs nothing: a budget holds whatever max_tokens the
+    /// tasks have, so it is never refused for want of them (the hint would
+    /// name `--max-tokens`, which the dry-run engine refuses).
+    #[test]
+    fn a_free_engine_takes_any_budget_without_max_tokens() {
+        let e = engine(EngineKind::DryRun);
+        let o = cost_options(&plan(), &e, PriceBook::with_defaults(), Some(usd("0.5")))
+            .expect("the dry run is free");
+        let p = plan();
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(Usd::ZERO));
     }
 
     #[test]

@@ -17,9 +17,6 @@
 //! * **Percent-encoding**: `%XX`, and a run of `%XX` that spells one UTF-8
 //!   character (`%EF%BC%9C` is `＜`).
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
 use super::SkeletonChar;
 
 /// What an escape decodes to.
@@ -28,49 +25,18 @@ enum Expansion {
     Str(&'static str),
 }
 
-/// The WHATWG named references, by name without `&` and `;`: exact, and
-/// lower-cased (the all-lower-case name wins a clash, else the smallest).
-struct Entities {
-    exact: HashMap<&'static str, &'static str>,
-    folded: HashMap<String, &'static str>,
-    longest: usize,
+/// The WHATWG named references, laid out at compile time by build.rs
+/// (`LONGEST`, `EXACT`, `FOLDED`): no table is built at run time.
+mod entities {
+    include!(concat!(env!("OUT_DIR"), "/entities.rs"));
 }
 
-fn entities() -> &'static Entities {
-    static ENTITIES: OnceLock<Entities> = OnceLock::new();
-    ENTITIES.get_or_init(|| {
-        let mut names: Vec<(&'static str, &'static str)> = htmlize::ENTITIES
-            .entries()
-            .filter_map(|(k, v)| {
-                let name = std::str::from_utf8(k).ok()?;
-                let name = name.strip_prefix('&')?;
-                let name = name.strip_suffix(';').unwrap_or(name);
-                Some((name, std::str::from_utf8(v).ok()?))
-            })
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        let mut exact = HashMap::with_capacity(names.len());
-        let mut folded: HashMap<String, &'static str> = HashMap::with_capacity(names.len());
-        let mut longest = 0;
-        for &(name, value) in &names {
-            exact.insert(name, value);
-            longest = longest.max(name.len());
-            let lower = name.to_ascii_lowercase();
-            let canonical = lower == name;
-            match folded.get(&lower) {
-                Some(_) if !canonical => {}
-                _ => {
-                    folded.insert(lower, value);
-                }
-            }
-        }
-        Entities {
-            exact,
-            folded,
-            longest,
-        }
-    })
+/// The value of entity `name` in `table` (sorted by name).
+fn entity(table: &'static [(&'static str, &'static str)], name: &str) -> Option<&'static str> {
+    table
+        .binary_search_by(|(k, _)| (*k).cmp(name))
+        .ok()
+        .map(|i| table[i].1)
 }
 
 fn at(items: &[SkeletonChar], k: usize) -> Option<char> {
@@ -119,10 +85,9 @@ fn html_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> {
         }
         return Some((Expansion::One(char_or_replacement(value)), end));
     }
-    let table = entities();
     let mut name = String::new();
     while let Some(c) = at(items, j) {
-        if !c.is_ascii_alphanumeric() || name.len() >= table.longest {
+        if !c.is_ascii_alphanumeric() || name.len() >= entities::LONGEST {
             break;
         }
         name.push(c);
@@ -132,11 +97,8 @@ fn html_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> {
     // `&ltfoo` decode without the `;`.
     for len in (1..=name.len()).rev() {
         let candidate = &name[..len];
-        let found = table
-            .exact
-            .get(candidate)
-            .copied()
-            .or_else(|| table.folded.get(&candidate.to_ascii_lowercase()).copied());
+        let found = entity(&entities::EXACT, candidate)
+            .or_else(|| entity(&entities::FOLDED, &candidate.to_ascii_lowercase()));
         if let Some(value) = found {
             let mut end = i + 1 + len;
             if at(items, end) == Some(';') {
