@@ -86,7 +86,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 }
 
-
 // ---------------------------------------------------------------- LiteLLM
 
 fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {

@@ -95,7 +95,10 @@ pub fn run_tour(root: &Path, ctx: &Path, options: &Options) -> Result<(), String
             continue;
         }
         if model && options.base_url.is_none() {
-            skipped.push(format!("README.md:{} (calls a model; run with --base-url)", block.line));
+            skipped.push(format!(
+                "README.md:{} (calls a model; run with --base-url)",
+                block.line
+            ));
             continue;
         }
         if block.uses_postgres() && !options.postgres {
@@ -105,7 +108,11 @@ pub fn run_tour(root: &Path, ctx: &Path, options: &Options) -> Result<(), String
         let script = script_of(block, model);
         let script_path = scratch.join(format!("block-{}.sh", block.line));
         fs::write(&script_path, &script).map_err(|e| format!("{}: {e}", script_path.display()))?;
-        eprintln!("==> tour: README.md:{} ({} commands)", block.line, block.commands.len());
+        eprintln!(
+            "==> tour: README.md:{} ({} commands)",
+            block.line,
+            block.commands.len()
+        );
         let mut cmd = Command::new("sh");
         cmd.arg(&script_path)
             .current_dir(&scratch)
@@ -120,7 +127,8 @@ pub fn run_tour(root: &Path, ctx: &Path, options: &Options) -> Result<(), String
                     .env("NO_PROXY", "127.0.0.1,localhost");
             }
             None => {
-                cmd.env_remove("OPENAI_BASE_URL").env_remove("OPENAI_API_KEY");
+                cmd.env_remove("OPENAI_BASE_URL")
+                    .env_remove("OPENAI_API_KEY");
             }
         }
         let status = cmd.status().map_err(|e| format!("sh: {e}"))?;
@@ -163,7 +171,9 @@ pub fn tour_blocks(readme: &str) -> Result<Vec<Block>, String> {
             None => {}
             Some((start, commands)) if line.trim() == "```" => {
                 if !pending.is_empty() {
-                    return Err(format!("README.md:{start}: a block ends inside a `\\` continuation"));
+                    return Err(format!(
+                        "README.md:{start}: a block ends inside a `\\` continuation"
+                    ));
                 }
                 blocks.push(Block {
                     line: *start,
@@ -221,7 +231,10 @@ fn script_of(block: &Block, model: bool) -> String {
     );
     for command in &block.commands {
         let command = placeholders(command);
-        s.push_str(&format!("echo '+ {}' >&2\n", command.replace('\'', "'\\''")));
+        s.push_str(&format!(
+            "echo '+ {}' >&2\n",
+            command.replace('\'', "'\\''")
+        ));
         if command.ends_with('&') {
             s.push_str(&command);
             s.push('\n');
@@ -339,7 +352,11 @@ mod tests {
         let blocks = tour_blocks(&readme).unwrap();
         assert!(blocks.iter().any(Block::calls_a_model));
         assert!(blocks.iter().any(Block::uses_postgres));
-        assert!(blocks.iter().any(|b| !b.calls_a_model() && !b.uses_postgres()));
+        assert!(
+            blocks
+                .iter()
+                .any(|b| !b.calls_a_model() && !b.uses_postgres())
+        );
     }
 
     #[test]

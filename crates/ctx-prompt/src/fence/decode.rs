@@ -26,17 +26,24 @@ enum Expansion {
 }
 
 /// The WHATWG named references, laid out at compile time by build.rs
-/// (`LONGEST`, `EXACT`, `FOLDED`): no table is built at run time.
+/// (`LONGEST`, `TEXT`, `EXACT`, `FOLDED`): no table is built at run time,
+/// and none needs relocating when `ctx` starts.
 mod entities {
     include!(concat!(env!("OUT_DIR"), "/entities.rs"));
 }
 
+/// The text of a packed span (`offset << 8 | length`) of the entity text.
+fn span(packed: u32) -> &'static str {
+    let (offset, len) = ((packed >> 8) as usize, (packed & 0xff) as usize);
+    entities::TEXT.get(offset..offset + len).unwrap_or_default()
+}
+
 /// The value of entity `name` in `table` (sorted by name).
-fn entity(table: &'static [(&'static str, &'static str)], name: &str) -> Option<&'static str> {
+fn entity(table: &'static [[u32; 2]], name: &str) -> Option<&'static str> {
     table
-        .binary_search_by(|(k, _)| (*k).cmp(name))
+        .binary_search_by(|[k, _]| span(*k).cmp(name))
         .ok()
-        .map(|i| table[i].1)
+        .map(|i| span(table[i][1]))
 }
 
 fn at(items: &[SkeletonChar], k: usize) -> Option<char> {
@@ -257,5 +264,50 @@ mod tests {
         let (out, decoded) = decode_pass(items);
         assert!(decoded);
         assert_eq!((out[1].ch, out[1].start, out[1].end), ('<', 1, 7));
+    }
+}
+
+#[cfg(test)]
+mod entity_tests {
+    use super::{entities, entity, span};
+
+    /// The compile-time tables hold exactly htmlize's names (the table
+    /// read at run time before), each with its value, sorted for the
+    /// binary search.
+    #[test]
+    fn the_static_tables_are_htmlizes_names_sorted() {
+        let mut count = 0;
+        for (k, v) in htmlize::ENTITIES.entries() {
+            let name = std::str::from_utf8(k).unwrap();
+            let name = name.strip_prefix('&').unwrap();
+            let name = name.strip_suffix(';').unwrap_or(name);
+            let value = std::str::from_utf8(v).unwrap();
+            assert_eq!(entity(&entities::EXACT, name), Some(value), "&{name};");
+            count += 1;
+        }
+        assert!(count > 2000, "{count} entities");
+        for table in [&entities::EXACT[..], &entities::FOLDED[..]] {
+            assert!(table.windows(2).all(|w| span(w[0][0]) < span(w[1][0])));
+        }
+        assert!(
+            entities::EXACT
+                .iter()
+                .all(|[k, _]| span(*k).len() <= entities::LONGEST)
+        );
+    }
+
+    #[test]
+    fn exact_names_win_and_folding_finds_the_rest() {
+        assert_eq!(entity(&entities::EXACT, "lt"), Some("<"));
+        assert_eq!(entity(&entities::EXACT, "LT"), Some("<"));
+        // `&Lt;` is its own entity (much less than), not `<`.
+        assert_eq!(entity(&entities::EXACT, "Lt"), Some("\u{226A}"));
+        assert_eq!(entity(&entities::EXACT, "lT"), None);
+        assert_eq!(entity(&entities::FOLDED, "lt"), Some("<"));
+        assert_eq!(
+            entity(&entities::FOLDED, "leftanglebracket"),
+            Some("\u{27E8}")
+        );
+        assert_eq!(entity(&entities::EXACT, "nosuchentity"), None);
     }
 }
