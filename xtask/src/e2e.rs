@@ -34,6 +34,7 @@
 //! `Drop`. Output is one line on success; on failure, the failing check
 //! and the tail of the relevant log.
 
+use super::target_dir;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -85,17 +86,24 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 }
 
-fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-}
-
 // ---------------------------------------------------------------- LiteLLM
 
 fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     let started = Instant::now();
     let requirements = root.join(LITELLM_REQUIREMENTS);
+    let venv_dir = work.join("venv-litellm");
+    eprintln!(
+        "==> e2e: LiteLLM proxy{}",
+        if venv_dir.join(".ctx-stamp").exists() {
+            String::new()
+        } else {
+            format!(
+                " (first run: installing LiteLLM into {}, about a minute; pip's log: {})",
+                venv_dir.display(),
+                work.join("venv-litellm.log").display()
+            )
+        }
+    );
     let venv = Venv::ensure(
         &work.join("venv-litellm"),
         &[PipStep::requirements(&requirements)],
@@ -207,6 +215,18 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         return Err(run.failure(&format!("exited with {code}, expected 0")));
     }
     check_summary_run(&out, &log).map_err(|e| run.failure(&e))?;
+
+    // The README tour's blocks that call a model, as written, against
+    // this proxy (`cargo xtask test` ran the others).
+    super::tour::run_tour(
+        root,
+        &ctx,
+        &super::tour::Options {
+            base_url: Some(base_url.clone()),
+            postgres: false,
+            only_models: true,
+        },
+    )?;
     server.stop();
 
     println!(
@@ -1061,6 +1081,13 @@ impl CtxRun {
             .env_remove("OPENAI_BASE_URL")
             .env("OPENAI_API_KEY", secret)
             .env("NO_PROXY", "127.0.0.1,localhost");
+        // Run from the scratch folder: a run recorded under the default
+        // root (`.ctx/runs` of the working directory) lands there, never
+        // in the checkout's own store, where `ctx runs list` and `gc`
+        // would mix test runs with the user's.
+        if let Some(scratch) = out.parent() {
+            command.current_dir(scratch);
+        }
         let shown = format!(
             "ctx run {} --engine openai --base-url {base_url} --format json --out {} {}",
             plan.display(),

@@ -50,7 +50,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let root = crate::root();
     let mut build = Command::new(crate::cargo());
-    build.args(["build", "-q", "-p", "ctx-cli", "--bin", "ctx"]);
+    build.args(["build", "-p", "ctx-cli", "--bin", "ctx"]);
     for pair in PAIRS {
         build.args(["-p", pair.package, "--example", pair.example]);
     }

@@ -35,6 +35,7 @@ mod examples;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
 mod goldens;
 mod man;
+mod tour;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
         Some("man") => man::run(&args[1..]),
         Some("arch") => arch::run(&args[1..]),
         Some("examples") => examples::run(&args[1..]),
+        Some("tour") => tour::run(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -81,7 +83,9 @@ commands:
   e2e [--llm]          ctx run against real OpenAI-compatible servers
   man [--out DIR]      man pages for ctx and each subcommand (default target/man)
   arch                 check docs/architecture.md's dependency rules and every doc link
-  examples             run the library use-case examples and compare them with the CLI";
+  examples             run the library use-case examples and compare them with the CLI
+  tour [--base-url URL] [--no-postgres]
+                       run every command block of the README's tour, in order, in target/tour";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -90,18 +94,21 @@ fn root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// Builds the `ctx` binary (debug) and returns its path.
+/// Builds the `ctx` binary (debug) and returns its path. Cargo's own
+/// progress is let through: on a fresh checkout this build takes minutes,
+/// and a silent terminal looks hung.
 fn build_ctx(root: &Path) -> Result<PathBuf, String> {
-    run_cargo(
-        root,
-        &["build", "--quiet", "--package", "ctx-cli", "--bin", "ctx"],
-    )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    Ok(target
+    run_cargo(root, &["build", "--package", "ctx-cli", "--bin", "ctx"])?;
+    Ok(target_dir(root)
         .join("debug")
         .join(format!("ctx{}", std::env::consts::EXE_SUFFIX)))
+}
+
+/// The target directory: `CARGO_TARGET_DIR`, else `target/` of the checkout.
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
 }
 
 fn fixtures(args: &[String]) -> Result<(), String> {
@@ -147,14 +154,40 @@ fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Runs one step of a longer job: says what it starts (`==> what`),
+/// lets the command's own output through (cargo's progress, the
+/// scripts' lines), and says how long it took, so a first `cargo xtask
+/// test` that spends minutes building is never a silent terminal.
 fn run_step(what: &str, cmd: &mut Command) -> Result<(), String> {
     eprintln!("==> {what}");
+    let started = std::time::Instant::now();
     let status = cmd.status().map_err(|e| format!("{what}: {e}"))?;
+    eprintln!(
+        "==> {what}: {} in {:.0} s",
+        if status.success() { "done" } else { "failed" },
+        started.elapsed().as_secs_f64()
+    );
     if status.success() {
         Ok(())
     } else {
         Err(format!("{what}: failed ({status})"))
     }
+}
+
+/// The runs recorded in the checkout's own store (`.ctx/runs`, the
+/// default root of a `ctx run` started in the checkout), by directory
+/// name. Tests must use roots of their own: `cargo xtask test` compares
+/// this before and after, so a test that records a run in the user's
+/// store (where `ctx runs list` and `gc --keep` would mix it with the
+/// user's runs) fails the job.
+fn checkout_runs(root: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(root.join(".ctx/runs"))
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Installs the headless Chromium that the report's browser tests
@@ -247,6 +280,8 @@ fn test(args: &[String]) -> Result<(), String> {
         _ => return Err(USAGE.to_string()),
     };
     let root = root();
+    let started = std::time::Instant::now();
+    let runs_before = checkout_runs(&root);
     browser(&root)?;
     let pg = postgres(&root)?;
     let with_pg = |cmd: &mut Command| {
@@ -285,8 +320,34 @@ fn test(args: &[String]) -> Result<(), String> {
     )?;
     eprintln!("==> library examples against the CLI");
     examples::run(&[])?;
+    // The README's tour as written; its blocks that call a model run in
+    // the e2e step, against the LiteLLM proxy.
+    tour::run_tour(
+        &root,
+        &build_ctx(&root)?,
+        &tour::Options {
+            base_url: None,
+            postgres: pg.is_some(),
+            only_models: false,
+        },
+    )?;
     if e2e {
         e2e::run(&[])?;
     }
+    let leaked: Vec<String> = checkout_runs(&root)
+        .difference(&runs_before)
+        .cloned()
+        .collect();
+    if !leaked.is_empty() {
+        return Err(format!(
+            "tests recorded {} run(s) in the checkout's own store .ctx/runs ({}): tests must use roots of their own",
+            leaked.len(),
+            leaked.join(", ")
+        ));
+    }
+    eprintln!(
+        "==> cargo xtask test: every step passed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }

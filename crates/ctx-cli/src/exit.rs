@@ -23,9 +23,10 @@ pub enum Exit {
     /// A run store could not be opened, locked, or written.
     Store = 4,
     /// An output file could not be written (disk full, a path taken by a
-    /// directory): `ctx run --out` (the tasks ran and the run is stored,
-    /// the summary was printed; or, when the directory cannot be created,
-    /// before anything ran), `ctx runs report --out`, `ctx schema --out`.
+    /// directory): `ctx run -o/--out` (the tasks ran and the run is
+    /// stored, the summary was printed; or, when the directory cannot be
+    /// created, before anything ran), `ctx runs report -o/--out`,
+    /// `ctx schema -o/--out`.
     /// No temporary file is left behind.
     OutWrite = 5,
     /// The system refused what ctx needs to run at all: the async
@@ -41,6 +42,53 @@ pub enum Exit {
     /// runners stop jobs with it); the run is stored as interrupted and the
     /// summary was still printed.
     Terminated = 143,
+}
+
+impl Exit {
+    /// Every code, ascending (a test checks the list is complete and in
+    /// order).
+    pub const ALL: [Exit; 10] = [
+        Exit::Ok,
+        Exit::Findings,
+        Exit::Usage,
+        Exit::OverBudget,
+        Exit::Store,
+        Exit::OutWrite,
+        Exit::System,
+        Exit::Hangup,
+        Exit::Interrupted,
+        Exit::Terminated,
+    ];
+
+    /// What the code means, in one line: the man pages' EXIT STATUS.
+    /// README.md's "Exit codes" table says the same at more length.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Exit::Ok => "success: a valid plan, a clean lint, every task completed",
+            Exit::Findings => {
+                "findings: an invalid plan, lint findings, a task that failed or was skipped"
+            }
+            Exit::Usage => {
+                "usage or input error: a bad flag, an unreadable or malformed file, a budget \
+                 that cannot be bounded; nothing was executed"
+            }
+            Exit::OverBudget => {
+                "a rendered prompt exceeds --prompt-budget, or a task's own prompt cannot fit \
+                 its max_prompt_tokens"
+            }
+            Exit::Store => {
+                "a run store cannot be opened, locked or written, or a shared store is \
+                 unreachable, refuses the login, or is newer or foreign"
+            }
+            Exit::OutWrite => {
+                "an output file (-o/--out) could not be written; no temporary file is left"
+            }
+            Exit::System => "the system refused what ctx needs to run at all (threads)",
+            Exit::Hangup => "stopped by SIGHUP; the run is stored as interrupted",
+            Exit::Interrupted => "interrupted by Ctrl-C (SIGINT); the summary was still printed",
+            Exit::Terminated => "stopped by SIGTERM; the run is stored as interrupted",
+        }
+    }
 }
 
 impl From<Exit> for ExitCode {
@@ -108,3 +156,35 @@ impl From<ctx_cost::MaxCostError> for CliError {
 
 /// What a command returns.
 pub type CliResult = Result<Exit, CliError>;
+
+#[cfg(test)]
+mod tests {
+    use super::Exit;
+
+    /// `Exit::ALL` holds every variant once, ascending: the match below
+    /// stops compiling when a variant is added, and reminds whoever adds
+    /// it to list it.
+    #[test]
+    fn all_lists_every_code_once_in_order() {
+        for e in Exit::ALL {
+            match e {
+                Exit::Ok
+                | Exit::Findings
+                | Exit::Usage
+                | Exit::OverBudget
+                | Exit::Store
+                | Exit::OutWrite
+                | Exit::System
+                | Exit::Hangup
+                | Exit::Interrupted
+                | Exit::Terminated => {}
+            }
+        }
+        let codes: Vec<u8> = Exit::ALL.iter().map(|e| *e as u8).collect();
+        let mut sorted = codes.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(codes, sorted);
+        assert_eq!(codes.len(), 10);
+    }
+}

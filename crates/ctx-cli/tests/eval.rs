@@ -180,6 +180,62 @@ fn bad_usage_is_refused_before_anything_runs() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("the plan has no checks"));
 }
 
+/// The default engine (the dry run) cannot be evaluated: the refusal
+/// names commands that work, with the plan's own path, so the next step
+/// is a paste away.
+#[test]
+fn the_dry_run_refusal_names_a_command_that_works() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.yaml"), PLAN).unwrap();
+    let out = ctx(dir.path())
+        .args(["eval", "plan.yaml", "--no-store"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ctx eval plan.yaml --command '")
+            && stderr.contains("ctx eval plan.yaml --engine openai"),
+        "{stderr}"
+    );
+}
+
+/// A local command calls no priced API: a plan whose tasks name a model
+/// the default table prices (gpt-4o-mini) is not charged at that model's
+/// list price unless a price is asked for (`--price`, `--prices`,
+/// `config.prices`, `--max-cost`).
+#[test]
+fn a_local_command_is_priced_only_when_a_price_is_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let priced = PLAN.replace(
+        "params: {prompt: Write the script.}",
+        "params: {prompt: Write the script., model: gpt-4o-mini}",
+    );
+    std::fs::write(dir.path().join("plan.yaml"), priced).unwrap();
+    let spent = |extra: &[&str]| -> Value {
+        let out = ctx(dir.path())
+            .args(["eval", "plan.yaml", "--command", "cat", "--ablate", "full"])
+            .args(["--no-store", "--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["variants"][0]["spent_usd"].clone()
+    };
+    let unasked = spent(&[]);
+    assert!(
+        unasked.is_null() || unasked.as_f64() == Some(0.0),
+        "priced without being asked: {unasked}"
+    );
+    let asked = spent(&["--price", "gpt-4o-mini=1,1"]);
+    assert!(asked.as_f64().is_some_and(|s| s > 0.0), "{asked}");
+}
+
 /// A one-task plan: each variant run makes one engine call, so two calls
 /// in flight at once are two runs in progress at once.
 const ONE_TASK: &str = r#"schema_version: 1

@@ -43,9 +43,9 @@ fn every_problem_is_reported_with_file_task_and_field() {
         .stdout
         .clone();
     let out = String::from_utf8(out).unwrap();
+    // In line order, as an editor jumps through them (the config's
+    // problems last, where the config is written).
     let expected = [
-        "fixtures/plans/invalid.yaml:51:14: config.tokenizer: unknown tokenizer `gpt2`",
-        "fixtures/plans/invalid.yaml:52:22: config.max_prompt_tokens: must be at least 1",
         "fixtures/plans/invalid.yaml:7:11: entities[1].name: duplicate entity name \"Board\" (first at entities[0])",
         "fixtures/plans/invalid.yaml:9:5: entities[2]: entity \"Palette\" has both grounded_value and grounded_values",
         "fixtures/plans/invalid.yaml:21:20: task \"css\": sub_tasks[1].dependencies[0]: unknown task id \"htm\" (did you mean \"html\"?)",
@@ -56,6 +56,8 @@ fn every_problem_is_reported_with_file_task_and_field() {
         "fixtures/plans/invalid.yaml:32:13: task \"html\": sub_tasks[2].tool_or_prompt.name: unknown tool \"inferance\"",
         "fixtures/plans/invalid.yaml:35:22: task \"html\": sub_tasks[2].tool_or_prompt.params.temperature: temperature 3 is outside 0..=2",
         "fixtures/plans/invalid.yaml:38:19: task \"loop-a\": sub_tasks[3].dependencies: dependency cycle: \"loop-a\" -> \"loop-b\" -> \"loop-a\"",
+        "fixtures/plans/invalid.yaml:51:14: config.tokenizer: unknown tokenizer `gpt2`",
+        "fixtures/plans/invalid.yaml:52:22: config.max_prompt_tokens: must be at least 1",
         "fixtures/plans/invalid.yaml: invalid: 12 problems (5 tasks, 3 entities, 5 dependencies)",
     ];
     let lines: Vec<&str> = out.lines().collect();
@@ -89,8 +91,14 @@ fn json_output_lists_problems_with_stable_codes() {
     assert_eq!(v["tasks"], 5);
     let problems = v["problems"].as_array().unwrap();
     assert_eq!(problems.len(), 12);
+    // In line order, then column.
+    let at: Vec<(u64, u64)> = problems
+        .iter()
+        .map(|p| (p["line"].as_u64().unwrap(), p["column"].as_u64().unwrap()))
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] <= w[1]), "{at:?}");
     assert_eq!(
-        problems[4],
+        problems[2],
         serde_json::json!({
             "code": "unknown_dependency",
             "task_id": "css",
@@ -101,8 +109,8 @@ fn json_output_lists_problems_with_stable_codes() {
         })
     );
     // Plan-level problems have a null task id, not a missing one.
-    assert_eq!(problems[0]["task_id"], serde_json::Value::Null);
-    assert_eq!(problems[11]["code"], "cycle");
+    assert_eq!(problems[11]["task_id"], serde_json::Value::Null);
+    assert_eq!(problems[9]["code"], "cycle");
 
     let out = ctx()
         .args([
@@ -145,8 +153,8 @@ fn unknown_fields_are_reported_with_every_other_problem() {
         .stderr("")
         .stdout(format!(
             "{shown}:7:5: task \"b\": sub_tasks[1].dependancies: unknown field \"dependancies\" (did you mean \"dependencies\"?)\n\
-             {shown}:16:3: config.max_prompt_token: unknown field \"max_prompt_token\" (did you mean \"max_prompt_tokens\"?)\n\
              {shown}:12:20: task \"c\": sub_tasks[2].dependencies[0]: unknown task id \"bb\"\n\
+             {shown}:16:3: config.max_prompt_token: unknown field \"max_prompt_token\" (did you mean \"max_prompt_tokens\"?)\n\
              {shown}: invalid: 3 problems (3 tasks, 0 entities, 1 dependency)\n"
         ));
 
@@ -168,8 +176,8 @@ fn unknown_fields_are_reported_with_every_other_problem() {
         (first["line"].as_u64(), first["column"].as_u64()),
         (Some(7), Some(5))
     );
-    assert_eq!(v["problems"][1]["code"], "unknown_field");
-    assert_eq!(v["problems"][2]["code"], "unknown_dependency");
+    assert_eq!(v["problems"][1]["code"], "unknown_dependency");
+    assert_eq!(v["problems"][2]["code"], "unknown_field");
 
     // Commands that act on a plan refuse it, listing the same problems.
     for args in [

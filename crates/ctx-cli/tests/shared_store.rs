@@ -186,6 +186,49 @@ fn run_info(url: &str, run: &str) -> serde_json::Value {
         .unwrap()
 }
 
+/// The README's shared-store tour: workers started together with the
+/// `ctx run --no-local &` that registers the run. With `--wait` a worker
+/// that finds no open run yet waits for one instead of exiting with
+/// "0 committed" and leaving the run to wait for ever; without it, it
+/// exits at once (the old behaviour, kept as the default).
+#[test]
+fn an_until_idle_worker_started_before_the_run_waits_for_it() {
+    let Some(url) = pg::fresh_db("wait_first_run") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log");
+    let plan = write_plan(tmp.path(), &[("a", &[]), ("b", &["a"])]);
+    let early = ctx()
+        .args(["worker", "--store", &url, "--until-idle"])
+        .args(engine(&log, 0.1))
+        .output()
+        .unwrap();
+    let early_err = String::from_utf8_lossy(&early.stderr);
+    assert!(early.status.success(), "{early_err}");
+    assert!(early_err.contains(": 0 committed"), "{early_err}");
+    let worker = spawn(
+        ctx()
+            .args(["worker", "--store", &url, "--until-idle", "--wait", "30"])
+            .args(engine(&log, 0.1)),
+        &tmp.path().join("w.err"),
+    );
+    // Registered only after the worker looked and found nothing.
+    std::thread::sleep(Duration::from_millis(700));
+    let (follower, run) = register(&url, &plan, &tmp.path().join("follow.err"));
+    let w = finish(worker, Duration::from_secs(60));
+    let w_err = std::fs::read_to_string(tmp.path().join("w.err")).unwrap();
+    assert!(w.status.success(), "{w_err}");
+    assert!(w_err.contains(": 2 committed"), "{w_err}");
+    let follower = finish(follower, Duration::from_secs(30));
+    assert!(follower.status.success());
+    assert!(
+        statuses(&export(&url, &run))
+            .iter()
+            .all(|(_, s)| s == "completed")
+    );
+}
+
 #[test]
 fn a_sigkilled_workers_task_is_run_again_once_by_another_and_nothing_else_twice() {
     let Some(url) = pg::fresh_db("sigkill") else {

@@ -21,7 +21,7 @@ pub struct CheckReport<'a> {
     /// Its size.
     pub counts: PlanCounts,
     /// Every problem, with where its field is written (when it can be
-    /// found in the text).
+    /// found in the text), in line order ([`crate::load::in_line_order`]).
     pub problems: Vec<(&'a Problem, Option<(u64, u64)>)>,
 }
 
@@ -34,13 +34,15 @@ impl<'a> CheckReport<'a> {
         problems: &'a [Problem],
         locator: &FieldLocator,
     ) -> CheckReport<'a> {
+        let mut problems: Vec<_> = problems
+            .iter()
+            .map(|p| (p, locator.locate_problem(p)))
+            .collect();
+        crate::load::in_line_order(&mut problems);
         CheckReport {
             origin,
             counts: PlanCounts::of(plan),
-            problems: problems
-                .iter()
-                .map(|p| (p, locator.locate_problem(p)))
-                .collect(),
+            problems,
         }
     }
 

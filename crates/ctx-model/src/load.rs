@@ -34,7 +34,7 @@ impl From<PlanError> for LoadPlanError {
 pub struct InvalidPlan {
     /// The path as given, or `<stdin>`.
     pub origin: String,
-    /// Every problem, in `ctx plan check` order, with its line and column
+    /// Every problem, in line order ([`in_line_order`]), with its line and column
     /// (1-based) when the field is found in the text.
     pub problems: Vec<(Problem, Option<(u64, u64)>)>,
 }
@@ -44,16 +44,15 @@ impl InvalidPlan {
     /// (the plan as read) where its field can be found.
     pub fn new(origin: String, text: &str, problems: Vec<Problem>) -> InvalidPlan {
         let locator = FieldLocator::new(text);
-        InvalidPlan {
-            problems: problems
-                .into_iter()
-                .map(|p| {
-                    let at = locator.locate_problem(&p);
-                    (p, at)
-                })
-                .collect(),
-            origin,
-        }
+        let mut problems: Vec<(Problem, Option<(u64, u64)>)> = problems
+            .into_iter()
+            .map(|p| {
+                let at = locator.locate_problem(&p);
+                (p, at)
+            })
+            .collect();
+        in_line_order(&mut problems);
+        InvalidPlan { problems, origin }
     }
 
     /// Each problem as a line: `FILE:LINE:COLUMN: task "ID": FIELD:
@@ -88,4 +87,13 @@ pub fn problem_line(origin: &str, at: Option<(u64, u64)>, problem: &Problem) -> 
         Some((line, column)) => format!("{origin}:{line}:{column}: {problem}"),
         None => format!("{origin}: {problem}"),
     }
+}
+
+/// Sorts located problems the way a reader scans the file and an editor
+/// jumps through them: by line, then column; problems whose field is not
+/// written in the text come last. Stable, so problems at one position keep
+/// the order validation found them in. (The problems of one plan are all
+/// in one file, its `origin`.)
+pub fn in_line_order<P>(problems: &mut [(P, Option<(u64, u64)>)]) {
+    problems.sort_by_key(|(_, at)| at.unwrap_or((u64::MAX, u64::MAX)));
 }

@@ -186,7 +186,11 @@ pub fn cost_options(
         book,
         bounds: HashMap::new(),
     };
-    if max_cost.is_some() {
+    // The dry run calls no model and costs nothing: any budget holds,
+    // whatever max_tokens or parameters the tasks have (asking for them
+    // would send the user to `--max-tokens`, which the dry-run engine
+    // refuses).
+    if max_cost.is_some() && !costs.free {
         let defaults = costs.defaults(engine.attempts.max(1));
         let mut no_cap = Vec::new();
         let mut params = Vec::new();
@@ -197,17 +201,13 @@ pub fn cost_options(
                 Err(why) => params.push((t.id.clone(), why)),
             }
         }
-        // The dry run sends nothing: only a missing max_tokens is refused
-        // (as before), never a parameter it does not send.
-        if !params.is_empty() && !costs.free {
+        if !params.is_empty() {
             return Err(BudgetError::UnboundedParams(params));
         }
         if !no_cap.is_empty() {
             return Err(BudgetError::NoMaxTokens(no_cap));
         }
-        if !costs.free {
-            costs.bounds = bounds_with(plan, &costs, &defaults)?;
-        }
+        costs.bounds = bounds_with(plan, &costs, &defaults)?;
     }
     Ok(CostOptions {
         model: Arc::new(costs),
@@ -535,6 +535,16 @@ mod tests {
         let summary_picos = u128::from(prompt) * 2_500_000 + 40 * 10_000_000;
         let expected = usd("0.00354").saturating_add(Usd::from_picos(summary_picos));
         assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
+    /// The dry run costs nothing: a budget holds whatever max_tokens the
+    /// tasks have, so it is never refused for want of them (the hint would
+    /// name `--max-tokens`, which the dry-run engine refuses).
+    #[test]
+    fn a_free_engine_takes_any_budget_without_max_tokens() {
+        let e = engine(EngineKind::DryRun);
+        let o = cost_options(&plan(), &e, PriceBook::with_defaults(), Some(usd("0.5")))
+            .expect("the dry run is free");
+        let p = plan();
+        assert_eq!(o.model.bound(&p.sub_tasks[1]), Some(Usd::ZERO));
     }
 
     #[test]

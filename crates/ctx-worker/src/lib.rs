@@ -34,6 +34,7 @@
 //!     concurrency: 4,
 //!     lease: Duration::from_secs(60),
 //!     until_idle: true,
+//!     first_run_wait: Duration::from_secs(30),
 //!     poll: Duration::from_millis(100),
 //! };
 //! let worked = worker
@@ -130,6 +131,14 @@ pub struct Worker {
     pub lease: Duration,
     /// Stop when no open run is left (instead of waiting for new ones).
     pub until_idle: bool,
+    /// With `until_idle`: how long a worker that has not yet seen an open
+    /// run waits for one before it calls the store idle. A worker started
+    /// in the same breath as the `ctx run --no-local` that registers its
+    /// run (the README's shared-store tour) would otherwise find nothing,
+    /// exit at once, and leave the run waiting for ever. Once it has seen
+    /// an open run it stops as soon as none is left. `Duration::ZERO`: no
+    /// wait.
+    pub first_run_wait: Duration,
     /// The fallback poll between claims when nothing is ready
     /// (notifications wake the worker at once; a lapsed lease notifies
     /// nobody; [`DEFAULT_POLL`]).
@@ -207,6 +216,8 @@ impl Worker {
         // stays as the fallback (lapsed leases notify nobody).
         let wake = self.store.listen();
         tokio::pin!(stop);
+        let started = tokio::time::Instant::now();
+        let mut seen_open = false;
         loop {
             let mut claimed_any = false;
             while running.len() < concurrency_limit(self.concurrency) {
@@ -284,9 +295,11 @@ impl Worker {
                 });
                 held.insert(handle.id(), claim);
             }
+            seen_open |= claimed_any;
             if running.is_empty() && !claimed_any && self.until_idle {
                 let open = self.store.has_open_runs(self.run.as_deref()).await?;
-                if !open {
+                seen_open |= open;
+                if !open && (seen_open || started.elapsed() >= self.first_run_wait) {
                     break;
                 }
             }

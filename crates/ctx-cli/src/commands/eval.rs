@@ -33,6 +33,7 @@ use super::runs;
 use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
 pub use crate::format::Format;
+use crate::heading;
 
 /// `--ablate` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -78,7 +79,7 @@ pub struct Args {
 
     /// Most engine calls in flight at once, shared by all the variant and
     /// repeat runs; 0 means unlimited.
-    #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY)]
+    #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY, help_heading = heading::BOUNDS)]
     pub concurrency: usize,
 
     #[command(flatten)]
@@ -93,23 +94,23 @@ pub struct Args {
     /// starts, a task that can never fit is skipped with reason `budget`
     /// (its checks count as not passed), and every task needs max_tokens
     /// (params or --max-tokens) and a known price.
-    #[arg(long, value_name = "USD", allow_hyphen_values = true)]
+    #[arg(long, value_name = "USD", allow_hyphen_values = true, help_heading = heading::COST)]
     pub max_cost: Option<String>,
 
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = heading::COST)]
     pub prices: super::prices::PriceArgs,
 
     /// The store root the variant runs are recorded under [default:
     /// .ctx/runs].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = heading::STORE)]
     pub root: Option<PathBuf>,
 
     /// Keep the runs in memory only.
-    #[arg(long, conflicts_with = "root")]
+    #[arg(long, conflicts_with = "root", help_heading = heading::STORE)]
     pub no_store: bool,
 
     /// Output format.
-    #[arg(long, value_enum, default_value = "text")]
+    #[arg(long, value_enum, default_value = "text", help_heading = heading::OUTPUT)]
     pub format: Format,
 }
 
@@ -121,7 +122,7 @@ pub fn run(args: Args) -> CliResult {
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let engine = engines::build(&args.engine)?;
     super::run::refuse_unjudgeable(&plan, engine.as_ref(), &args.plan)?;
-    let book = args.prices.book(Some(&plan.config.prices))?;
+    let book = args.prices.run_book(&plan, &args.engine, max_cost)?;
     // Refused (exit 2) before any run is created when the budget cannot
     // be bounded.
     let cost = super::run_cost::options(&plan, &args.engine, book, max_cost)?;
@@ -181,9 +182,11 @@ fn eval_error(e: EvalError, args: &Args) -> CliError {
     match e {
         e @ EvalError::NoChecks => CliError::usage(format!("{}: {e}", args.plan.display())),
         EvalError::NoRepeat => CliError::usage("--repeat must be at least 1"),
-        e @ EvalError::PlaceholderEngine { .. } => {
-            CliError::usage(format!("{e} (use --engine command or --engine openai)"))
-        }
+        e @ EvalError::PlaceholderEngine { .. } => CliError::usage(format!(
+            "{e}; give one, for example:\n  ctx eval {plan} --command 'ollama run llama3.2'\n  \
+             ctx eval {plan} --engine openai   (reads OPENAI_API_KEY; --base-url for a local server)",
+            plan = args.plan.display()
+        )),
         EvalError::Store(e) => runs::store_error(e),
         EvalError::Graph(e) | EvalError::Exec(ExecError::Graph(e)) => {
             CliError::usage(format!("{}: {e}", args.plan.display()))

@@ -66,6 +66,18 @@ fn short(description: &str, max: usize) -> String {
     s
 }
 
+/// Task `i`'s priority with its unit: the length of the longest path from
+/// it to the end, in tasks or in estimated milliseconds (whichever the
+/// critical path is weighed by), so `priority 3` is never left to guess.
+fn priority(graph: &PlanGraph, i: usize) -> String {
+    let n = graph.remaining_path(i);
+    match graph.weighting() {
+        ctx_deps::Weighting::TaskCount if n == 1 => "1 task".to_string(),
+        ctx_deps::Weighting::TaskCount => format!("{n} tasks"),
+        ctx_deps::Weighting::EstimatedMs => format!("{n} ms"),
+    }
+}
+
 fn path_comment(plan: &Plan, graph: &PlanGraph) -> String {
     let ids: Vec<&str> = graph
         .critical_path()
@@ -131,7 +143,7 @@ fn mermaid(plan: &Plan, graph: &PlanGraph) -> String {
             label(&t.id),
             label(&short(&t.description, 60)),
             graph.level(i),
-            graph.remaining_path(i)
+            priority(graph, i)
         );
     }
     let critical = graph.critical_path();
@@ -187,7 +199,7 @@ fn dot(plan: &Plan, graph: &PlanGraph) -> String {
             t.id,
             short(&t.description, 60),
             graph.level(i),
-            graph.remaining_path(i)
+            priority(graph, i)
         );
         // Keep the line break between description and figures as dot's `\n`.
         let label = quote(&text.replace('\n', "\u{0}")).replace('\u{0}', "\\n");

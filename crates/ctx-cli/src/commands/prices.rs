@@ -35,6 +35,28 @@ pub struct PriceArgs {
 }
 
 impl PriceArgs {
+    /// The price book a run (`ctx run`, `ctx eval`) is charged with. A
+    /// local command (`--engine command`) calls no priced API, so its
+    /// tasks are priced only when a price is asked for: `--max-cost`,
+    /// `--prices`, `--price` or the plan's `config.prices`. Otherwise
+    /// their cost is unknown (`cost_usd` null), not an API's list price
+    /// for a model name the command may not even run.
+    pub fn run_book(
+        &self,
+        plan: &ctx_model::Plan,
+        engine: &crate::engines::EngineArgs,
+        max_cost: Option<ctx_cost::Usd>,
+    ) -> Result<PriceBook, CliError> {
+        let asked = max_cost.is_some()
+            || self.prices.is_some()
+            || !self.price.is_empty()
+            || !plan.config.prices.is_empty();
+        if engine.kind() == crate::engines::EngineKind::Command && !asked {
+            return Ok(PriceBook::new());
+        }
+        self.book(Some(&plan.config.prices))
+    }
+
     /// The price book: defaults, then `--prices FILE`, then `plan` (a
     /// plan's `config.prices`, when there is one), then `--price`.
     ///

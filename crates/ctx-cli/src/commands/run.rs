@@ -45,6 +45,7 @@ use ctx_tokens::Tokenizer;
 use super::runs;
 use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
+use crate::heading;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -57,31 +58,32 @@ pub struct Args {
     pub engine: EngineArgs,
 
     /// Most tasks in flight at once; 0 means unlimited.
-    #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY)]
+    #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY, help_heading = heading::BOUNDS)]
     pub concurrency: usize,
 
     #[command(flatten)]
     pub bounds: TaskBoundArgs,
 
-    /// Write prompts/{id}.md, outputs/{id}.md and results.json under DIR.
-    #[arg(long, value_name = "DIR")]
+    /// Write prompts/{id}.md, outputs/{id}.md and results.json under DIR
+    /// (created if missing).
+    #[arg(short = 'o', long, value_name = "DIR", help_heading = heading::OUTPUT)]
     pub out: Option<PathBuf>,
 
     /// Summary format on stdout.
-    #[arg(long, value_enum, default_value = "text")]
+    #[arg(long, value_enum, default_value = "text", help_heading = heading::OUTPUT)]
     pub format: Format,
 
     #[command(flatten)]
     pub limits: PlanLimitArgs,
 
     /// Tokenizer for every task (overrides config.tokenizer).
-    #[arg(long, value_name = "T", value_parser = crate::tokenizer_flag::parser(), ignore_case = true)]
+    #[arg(long, value_name = "T", value_parser = crate::tokenizer_flag::parser(), ignore_case = true, help_heading = heading::PROMPTS)]
     pub tokenizer: Option<Tokenizer>,
 
     /// How long dependency outputs are shortened, for every task
     /// (overrides config.dependency.summarize_strategy and the tasks' own):
     /// `llm` asks the engine for a summary when a task completes.
-    #[arg(long, value_enum, value_name = "STRATEGY")]
+    #[arg(long, value_enum, value_name = "STRATEGY", help_heading = heading::PROMPTS)]
     pub summarize_strategy: Option<StrategyArg>,
 
     /// Scheduling policy; `levels` (batch by dependency level) exists only
@@ -91,12 +93,12 @@ pub struct Args {
 
     /// The store root: each run is recorded in ROOT/{run-id}/store.sqlite
     /// [default: .ctx/runs]; `--cache` keeps its index here too.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = heading::STORE)]
     pub root: Option<PathBuf>,
 
     /// Record this run in DIR instead of ROOT/{run-id} (DIR must not hold
     /// a run already).
-    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    #[arg(long, value_name = "DIR", conflicts_with = "resume", help_heading = heading::STORE)]
     pub run_dir: Option<PathBuf>,
 
     /// Resume RUN (a run id under the root, or a run directory): tasks
@@ -104,23 +106,23 @@ pub struct Args {
     /// stored plan is resumed; with PLAN, every task whose prompt, model or
     /// params changed runs again, with its dependents. Give the engine
     /// flags again.
-    #[arg(long, value_name = "RUN")]
+    #[arg(long, value_name = "RUN", help_heading = heading::STORE)]
     pub resume: Option<String>,
 
     /// With --resume: list what would be reused and what would run, and
     /// why; execute nothing. (`--engine dry-run` is the run without a
     /// model.)
-    #[arg(long, requires = "resume")]
+    #[arg(long, requires = "resume", help_heading = heading::STORE)]
     pub dry_run: bool,
 
     /// Reuse outputs of identical requests (engine, model, params, final
     /// prompt) from earlier runs under the same root. Off by default: a
     /// sampled output is one draw, not a function of the prompt.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::CACHE)]
     pub cache: bool,
 
     /// Keep the run in memory only: no run directory, no resume.
-    #[arg(long, conflicts_with_all = ["root", "run_dir", "resume", "cache"])]
+    #[arg(long, conflicts_with_all = ["root", "run_dir", "resume", "cache"], help_heading = heading::STORE)]
     pub no_store: bool,
 
     /// A budget in US dollars the run never exceeds: each task reserves
@@ -128,22 +130,22 @@ pub struct Args {
     /// task that can never fit is skipped with reason `budget`. Every task
     /// needs max_tokens (params or --max-tokens) and a known price. A
     /// resumed run's budget counts what earlier sessions spent.
-    #[arg(long, value_name = "USD", allow_hyphen_values = true)]
+    #[arg(long, value_name = "USD", allow_hyphen_values = true, help_heading = heading::COST)]
     pub max_cost: Option<String>,
 
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = heading::COST)]
     pub prices: super::prices::PriceArgs,
 
     /// The store: `sqlite` (run directories under --root, the default) or
     /// a shared PostgreSQL store, postgres://USER:PASSWORD@HOST/DB, where
     /// the run is registered for `ctx worker`s and worked on here too.
     /// Default: $CTX_STORE.
-    #[arg(long, value_name = "URL", conflicts_with = "no_store")]
+    #[arg(long, value_name = "URL", conflicts_with = "no_store", help_heading = heading::SHARED)]
     pub store: Option<String>,
 
     /// With a postgres:// --store: only register the run and follow its
     /// progress until workers finish it; run nothing here.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::SHARED)]
     pub no_local: bool,
 }
 
@@ -220,7 +222,7 @@ pub fn run(args: Args) -> CliResult {
     let engine = engines::build(&args.engine)?;
     refuse_unjudgeable(&plan, engine.as_ref(), &plan_path)?;
     let label = engine.label();
-    let book = args.prices.book(Some(&plan.config.prices))?;
+    let book = args.prices.run_book(&plan, &args.engine, max_cost)?;
     let plan_source = plan_source.as_deref();
 
     if let (Some(run), true, None) = (&args.resume, args.dry_run, &shared) {
@@ -399,13 +401,13 @@ pub struct TaskBoundArgs {
     /// Stop a task's engine call after this many seconds (fractions
     /// allowed; retries included): the command's process group is killed
     /// or the request aborted, and the task fails. 0 means no limit.
-    #[arg(long, value_name = "SECS", default_value_t = ctx_deps::DEFAULT_TASK_TIMEOUT.as_secs_f64())]
+    #[arg(long, value_name = "SECS", default_value_t = ctx_deps::DEFAULT_TASK_TIMEOUT.as_secs_f64(), help_heading = heading::BOUNDS)]
     pub task_timeout: f64,
 
     /// Most bytes one task's output may have: past it the engine stops
     /// reading (the command is killed, the stream dropped) and the task
     /// fails.
-    #[arg(long, value_name = "BYTES", default_value_t = ctx_deps::DEFAULT_MAX_OUTPUT_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = ctx_deps::DEFAULT_MAX_OUTPUT_BYTES, help_heading = heading::BOUNDS)]
     pub max_output_bytes: usize,
 }
 
@@ -433,12 +435,12 @@ impl TaskBoundArgs {
 pub struct PlanLimitArgs {
     /// Cap on each assembled prompt, in tokens (overrides
     /// config.max_prompt_tokens).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = heading::BOUNDS)]
     pub max_prompt_tokens: Option<usize>,
 
     /// How many times in all a task with checks is tried, retries with
     /// feedback included (overrides config.max_check_attempts; at least 1).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = heading::CHECKS)]
     pub max_check_attempts: Option<u32>,
 }
 

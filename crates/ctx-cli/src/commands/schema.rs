@@ -15,7 +15,7 @@ use crate::exit::{CliResult, Exit};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Write the schema to FILE (atomically) instead of standard output.
-    #[arg(long, value_name = "FILE")]
+    #[arg(short = 'o', long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 }
 

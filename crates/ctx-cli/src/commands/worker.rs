@@ -41,6 +41,7 @@ use ctx_worker::{Worker, WorkerEvent};
 use super::run::{Executed, Output, StopSignal, StopSignals};
 use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
+use crate::heading;
 use crate::runtime::runtime;
 
 /// Arguments of `ctx worker`.
@@ -48,29 +49,36 @@ use crate::runtime::runtime;
 pub struct Args {
     /// The shared store: postgres://USER:PASSWORD@HOST:PORT/DB (the PG*
     /// variables fill what it leaves out). Default: $CTX_STORE.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = heading::SHARED)]
     pub store: Option<String>,
 
     #[command(flatten)]
     pub engine: EngineArgs,
 
     /// Work on this run only (default: every open run, critical path first).
-    #[arg(long, value_name = "RUN")]
+    #[arg(long, value_name = "RUN", help_heading = heading::SHARED)]
     pub run: Option<String>,
 
     /// Most tasks this worker runs at once; 0 means no limit.
-    #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY)]
+    #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY, help_heading = heading::BOUNDS)]
     pub concurrency: usize,
 
     /// Exit once no open run is left (every task of every run it may work
     /// on is terminal) instead of waiting for new runs.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::SHARED)]
     pub until_idle: bool,
+
+    /// With --until-idle: wait up to SECS for a first open run before
+    /// calling the store idle, so a worker started together with the
+    /// `ctx run --no-local` that registers its run does not exit first.
+    /// Once a run was seen, the worker exits as soon as none is left.
+    #[arg(long, value_name = "SECS", default_value_t = 0.0, requires = "until_idle", help_heading = heading::SHARED)]
+    pub wait: f64,
 
     /// A claim's lease in seconds: renewed every third of it while the
     /// task runs; a worker that stops renewing (killed, partitioned) loses
     /// its tasks to other workers after this long.
-    #[arg(long, value_name = "SECS", default_value_t = ctx_worker::DEFAULT_LEASE.as_secs_f64())]
+    #[arg(long, value_name = "SECS", default_value_t = ctx_worker::DEFAULT_LEASE.as_secs_f64(), help_heading = heading::SHARED)]
     pub lease: f64,
 
     #[command(flatten)]
@@ -79,11 +87,11 @@ pub struct Args {
     /// Reuse outputs of identical requests (engine, model, params, final
     /// prompt) from this machine's cache (ROOT/cache.sqlite, the one local
     /// runs use): each worker has its own, as its own rate limits.
-    #[arg(long)]
+    #[arg(long, help_heading = heading::CACHE)]
     pub cache: bool,
 
     /// Where the local cache lives [default: .ctx/runs].
-    #[arg(long, value_name = "DIR", requires = "cache")]
+    #[arg(long, value_name = "DIR", requires = "cache", help_heading = heading::CACHE)]
     pub root: Option<PathBuf>,
 
     /// How long to wait between claims when nothing is ready, in
@@ -200,6 +208,7 @@ pub fn run(args: Args) -> CliResult {
         concurrency: args.concurrency,
         lease,
         until_idle: args.until_idle,
+        first_run_wait: secs("--wait", args.wait)?.unwrap_or(Duration::ZERO),
         poll: Duration::from_millis(args.poll_ms.max(1)),
     };
     let outcome = rt
@@ -348,6 +357,8 @@ pub fn run_on_shared_store(
             concurrency: options.concurrency,
             lease: ctx_worker::DEFAULT_LEASE,
             until_idle: true,
+            // The run was registered just above: it is open.
+            first_run_wait: Duration::ZERO,
             poll: ctx_worker::DEFAULT_POLL,
         };
         rt.block_on(async {

@@ -36,13 +36,13 @@ pub enum EngineKind {
 pub struct EngineArgs {
     /// The engine that runs each task [default: dry-run, or command when
     /// --command is given].
-    #[arg(long, value_enum, value_name = "ENGINE")]
+    #[arg(long, value_enum, value_name = "ENGINE", help_heading = crate::heading::ENGINE)]
     pub engine: Option<EngineKind>,
 
     /// The shell command of `--engine command`: run with `sh -c` once per
     /// task, the final prompt on stdin, stdout taken as the output;
     /// CTX_TASK_ID and CTX_MODEL are set.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD", help_heading = crate::heading::ENGINE)]
     pub command: Option<String>,
 
     /// Flags of the OpenAI-compatible engine.

@@ -19,9 +19,6 @@
 //! * **Percent-encoding**: `%XX`, and a run of `%XX` that spells one UTF-8
 //!   character (`%EF%BC%9C` is `＜`).
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
 use super::SkeletonChar;
 
 /// What an escape decodes to.
@@ -30,49 +27,25 @@ enum Expansion {
     Str(&'static str),
 }
 
-/// The WHATWG named references, by name without `&` and `;`: exact, and
-/// lower-cased (the all-lower-case name wins a clash, else the smallest).
-struct Entities {
-    exact: HashMap<&'static str, &'static str>,
-    folded: HashMap<String, &'static str>,
-    longest: usize,
+/// The WHATWG named references, laid out at compile time by build.rs
+/// (`LONGEST`, `TEXT`, `EXACT`, `FOLDED`): no table is built at run time,
+/// and none needs relocating when `ctx` starts.
+mod entities {
+    include!(concat!(env!("OUT_DIR"), "/entities.rs"));
 }
 
-fn entities() -> &'static Entities {
-    static ENTITIES: OnceLock<Entities> = OnceLock::new();
-    ENTITIES.get_or_init(|| {
-        let mut names: Vec<(&'static str, &'static str)> = htmlize::ENTITIES
-            .entries()
-            .filter_map(|(k, v)| {
-                let name = std::str::from_utf8(k).ok()?;
-                let name = name.strip_prefix('&')?;
-                let name = name.strip_suffix(';').unwrap_or(name);
-                Some((name, std::str::from_utf8(v).ok()?))
-            })
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        let mut exact = HashMap::with_capacity(names.len());
-        let mut folded: HashMap<String, &'static str> = HashMap::with_capacity(names.len());
-        let mut longest = 0;
-        for &(name, value) in &names {
-            exact.insert(name, value);
-            longest = longest.max(name.len());
-            let lower = name.to_ascii_lowercase();
-            let canonical = lower == name;
-            match folded.get(&lower) {
-                Some(_) if !canonical => {}
-                _ => {
-                    folded.insert(lower, value);
-                }
-            }
-        }
-        Entities {
-            exact,
-            folded,
-            longest,
-        }
-    })
+/// The text of a packed span (`offset << 8 | length`) of the entity text.
+fn span(packed: u32) -> &'static str {
+    let (offset, len) = ((packed >> 8) as usize, (packed & 0xff) as usize);
+    entities::TEXT.get(offset..offset + len).unwrap_or_default()
+}
+
+/// The value of entity `name` in `table` (sorted by name).
+fn entity(table: &'static [[u32; 2]], name: &str) -> Option<&'static str> {
+    table
+        .binary_search_by(|[k, _]| span(*k).cmp(name))
+        .ok()
+        .map(|i| span(table[i][1]))
 }
 
 fn at(items: &[SkeletonChar], k: usize) -> Option<char> {
@@ -121,10 +94,9 @@ fn html_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> {
         }
         return Some((Expansion::One(char_or_replacement(value)), end));
     }
-    let table = entities();
     let mut name = String::new();
     while let Some(c) = at(items, j) {
-        if !c.is_ascii_alphanumeric() || name.len() >= table.longest {
+        if !c.is_ascii_alphanumeric() || name.len() >= entities::LONGEST {
             break;
         }
         name.push(c);
@@ -134,11 +106,8 @@ fn html_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> {
     // `&ltfoo` decode without the `;`.
     for len in (1..=name.len()).rev() {
         let candidate = &name[..len];
-        let found = table
-            .exact
-            .get(candidate)
-            .copied()
-            .or_else(|| table.folded.get(&candidate.to_ascii_lowercase()).copied());
+        let found = entity(&entities::EXACT, candidate)
+            .or_else(|| entity(&entities::FOLDED, &candidate.to_ascii_lowercase()));
         if let Some(value) = found {
             let mut end = i + 1 + len;
             if at(items, end) == Some(';') {
@@ -307,5 +276,50 @@ mod tests {
         let (out, decoded) = decode_pass(items);
         assert!(decoded);
         assert_eq!((out[1].ch, out[1].start, out[1].end), ('<', 1, 7));
+    }
+}
+
+#[cfg(test)]
+mod entity_tests {
+    use super::{entities, entity, span};
+
+    /// The compile-time tables hold exactly htmlize's names (the table
+    /// read at run time before), each with its value, sorted for the
+    /// binary search.
+    #[test]
+    fn the_static_tables_are_htmlizes_names_sorted() {
+        let mut count = 0;
+        for (k, v) in htmlize::ENTITIES.entries() {
+            let name = std::str::from_utf8(k).unwrap();
+            let name = name.strip_prefix('&').unwrap();
+            let name = name.strip_suffix(';').unwrap_or(name);
+            let value = std::str::from_utf8(v).unwrap();
+            assert_eq!(entity(&entities::EXACT, name), Some(value), "&{name};");
+            count += 1;
+        }
+        assert!(count > 2000, "{count} entities");
+        for table in [&entities::EXACT[..], &entities::FOLDED[..]] {
+            assert!(table.windows(2).all(|w| span(w[0][0]) < span(w[1][0])));
+        }
+        assert!(
+            entities::EXACT
+                .iter()
+                .all(|[k, _]| span(*k).len() <= entities::LONGEST)
+        );
+    }
+
+    #[test]
+    fn exact_names_win_and_folding_finds_the_rest() {
+        assert_eq!(entity(&entities::EXACT, "lt"), Some("<"));
+        assert_eq!(entity(&entities::EXACT, "LT"), Some("<"));
+        // `&Lt;` is its own entity (much less than), not `<`.
+        assert_eq!(entity(&entities::EXACT, "Lt"), Some("\u{226A}"));
+        assert_eq!(entity(&entities::EXACT, "lT"), None);
+        assert_eq!(entity(&entities::FOLDED, "lt"), Some("<"));
+        assert_eq!(
+            entity(&entities::FOLDED, "leftanglebracket"),
+            Some("\u{27E8}")
+        );
+        assert_eq!(entity(&entities::EXACT, "nosuchentity"), None);
     }
 }

@@ -24,7 +24,7 @@ pub struct ReportArgs {
     pub(super) run: String,
     /// Write the HTML here (replaced atomically) instead of to standard
     /// output.
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    #[arg(short = 'o', long = "out", alias = "output", value_name = "FILE")]
     pub(super) output: Option<PathBuf>,
     #[command(flatten)]
     pub(super) root: RootArg,
