@@ -535,6 +535,8 @@ mod tests {
         let summary_picos = u128::from(prompt) * 2_500_000 + 40 * 10_000_000;
         let expected = usd("0.00354").saturating_add(Usd::from_picos(summary_picos));
         assert_eq!(o.model.bound(&p.sub_tasks[0]), Some(expected));
+    }
+
     /// The dry run costs nothing: a budget holds whatever max_tokens the
     /// tasks have, so it is never refused for want of them (the hint would
     /// name `--max-tokens`, which the dry-run engine refuses).
