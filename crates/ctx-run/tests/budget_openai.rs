@@ -24,7 +24,7 @@ use ctx_engine_openai::{OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy
 use ctx_model::Plan;
 use ctx_run::run_costs::{EngineCosts, cost_options};
 use ctx_test_support::openai_server::{Behaviour, HonestServer, UsageShape};
-use ctx_tokens::Tokenizer;
+use ctx_tokens::{Tokenizer, TokenizerExt};
 use proptest::prelude::*;
 use serde_json::json;
 
