@@ -205,6 +205,14 @@ fn a_retried_task_starts_at_its_first_attempt_in_every_export() {
     // Both answers (300 ms each) ran between the task's start and end.
     assert!(css_end - css_start >= 600, "{css}");
     assert!(ms(js["started_at"].as_str().unwrap()) >= css_end);
+    // The calls as stored, numbered across the two check attempts.
+    let numbers: Vec<&Value> = css["metadata"]["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["number"])
+        .collect();
+    assert_eq!(numbers, [1, 2]);
 
     let text = export("csv");
     let mut r = csv::Reader::from_reader(text.as_bytes());

@@ -483,6 +483,10 @@ mod tests {
                 &ctx_model::CallOutcome::Ok
             ]
         );
+        // Numbered across the check attempts (each engine call restarts
+        // at 1).
+        let numbers: Vec<u32> = css.metadata.attempts.iter().map(|a| a.number).collect();
+        assert_eq!(numbers, [1, 2]);
         // The dependent sees the passing output.
         let js = store.get_by_task_id("js").unwrap().unwrap();
         assert!(js.prompt.unwrap().contains("a 10 x 20 board"));

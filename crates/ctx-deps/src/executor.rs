@@ -1612,6 +1612,8 @@ async fn execute_task(
         }
     }
     drop(deps);
+    // Numbered across check attempts, not from 1 per request.
+    ctx_model::Attempt::number_in_order(&mut result.metadata.attempts);
     if let Some(c) = &inner.cost {
         result.metadata.cost_usd =
             crate::cost::task_cost(c.model.as_ref(), task, &result, counter.as_ref());

@@ -346,6 +346,18 @@ pub struct Attempt {
     pub backoff_ms: Option<u64>,
 }
 
+impl Attempt {
+    /// Numbers a task's calls 1, 2, ... in their order. Each request's
+    /// engine numbers its own calls from 1, and a task whose checks failed
+    /// makes one request per check attempt, so its list as the engines
+    /// gave it restarts at 1 (`[1, 1]` for two attempts of one call each).
+    pub fn number_in_order(calls: &mut [Attempt]) {
+        for (i, call) in calls.iter_mut().enumerate() {
+            call.number = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        }
+    }
+}
+
 /// Why a model stopped generating, as an engine reports it.
 ///
 /// The known reasons are variants, so code asks `== FinishReason::Length`

@@ -26,6 +26,13 @@ pub fn export_json(run: &StoredRun, spent: Usd) -> Result<String, serde_json::Er
         .iter()
         .zip(&run.records)
         .map(|(t, r)| match r {
+            // A run stored before calls were numbered across check
+            // attempts has them restart at 1: numbered as the report does.
+            Some(r) if !numbered_in_order(&r.result.metadata.attempts) => {
+                let mut result = r.result.clone();
+                ctx_model::Attempt::number_in_order(&mut result.metadata.attempts);
+                Cow::Owned(result)
+            }
             Some(r) => Cow::Borrowed(&r.result),
             None => Cow::Owned(TaskExecutionResult::new(t.id.clone(), TaskStatus::Pending)),
         })
@@ -75,4 +82,12 @@ struct ExportTask<'a> {
     task: TaskJson<'a>,
     started_at: Option<String>,
     ended_at: Option<String>,
+}
+
+/// Whether the calls are numbered 1, 2, ... in their order.
+fn numbered_in_order(calls: &[ctx_model::Attempt]) -> bool {
+    calls
+        .iter()
+        .enumerate()
+        .all(|(i, c)| usize::try_from(c.number).is_ok_and(|n| n == i + 1))
 }
