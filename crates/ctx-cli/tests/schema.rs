@@ -347,7 +347,10 @@ fn run_eval_and_worker_group_their_options() {
         "Shared store:",
         "OpenAI-compatible engine (--engine openai):",
     ] {
-        assert!(run.contains(&format!("\n{heading}\n")), "no {heading}:\n{run}");
+        assert!(
+            run.contains(&format!("\n{heading}\n")),
+            "no {heading}:\n{run}"
+        );
     }
     // Under Options only the help and version flags are left.
     let options = run.split("\nOptions:\n").nth(1).unwrap();
