@@ -229,8 +229,11 @@ fn script_of(block: &Block, model: bool) -> String {
          last_run() { ctx runs list | awk 'NR > 1 { id = $1 } END { print id }'; }\n\
          fail() { echo \"tour: README.md:$1: exited $2: $3\" >&2; exit 1; }\n",
     );
-    for command in &block.commands {
-        let command = placeholders(command);
+    // `a; b` is two commands, each checked (the shell would report only
+    // the last one's status).
+    let commands = block.commands.iter().flat_map(|c| split_commands(c));
+    for command in commands {
+        let command = placeholders(&command);
         s.push_str(&format!(
             "echo '+ {}' >&2\n",
             command.replace('\'', "'\\''")
@@ -249,6 +252,32 @@ fn script_of(block: &Block, model: bool) -> String {
     }
     s.push_str("wait\n");
     s
+}
+
+/// `line` split at each `;` outside quotes, parts trimmed, empty ones
+/// dropped.
+fn split_commands(line: &str) -> Vec<String> {
+    let (mut single, mut double) = (false, false);
+    let mut parts = vec![String::new()];
+    for c in line.chars() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            ';' if !single && !double => {
+                parts.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(last) = parts.last_mut() {
+            last.push(c);
+        }
+    }
+    parts
+        .into_iter()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 /// The tour's placeholders made concrete: `RUN` and `RUN_ID` are the
@@ -371,5 +400,19 @@ mod tests {
         );
         // `RUNS` or `RUN_IDS` are not placeholders.
         assert_eq!(placeholders("echo RUNS"), "echo RUNS");
+    }
+
+    #[test]
+    fn each_command_of_a_line_is_checked_on_its_own() {
+        assert_eq!(
+            split_commands("ctx runs list; ctx runs show RUN; echo 'a; b'"),
+            ["ctx runs list", "ctx runs show RUN", "echo 'a; b'"]
+        );
+        let block = Block {
+            line: 3,
+            commands: vec!["ctx a; ctx b".into()],
+        };
+        let script = script_of(&block, false);
+        assert_eq!(script.matches("rc=$?").count(), 2, "{script}");
     }
 }

@@ -329,3 +329,68 @@ fn has_type(value: &Value, ty: &str) -> bool {
         other => panic!("unknown type {other}"),
     }
 }
+
+/// Every command that writes a file spells it `-o/--out` (issue 26):
+/// `ctx schema -o FILE` and `--out FILE` write the same schema, and `ctx
+/// runs report` still takes its old `--output` spelling.
+#[test]
+fn one_output_flag_for_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    for flag in ["-o", "--out"] {
+        let path = dir.path().join(format!("schema{flag}.json"));
+        ctx().args(["schema", flag]).arg(&path).assert().code(0);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), schema_text());
+    }
+    for flag in ["-o", "--out", "--output"] {
+        // No such run: the flag itself is accepted (exit 2 names the run,
+        // not the flag).
+        let out = ctx()
+            .args(["runs", "report", "nope", flag, "x.html", "--root"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("unexpected argument"), "{flag}: {stderr}");
+    }
+    let help = ctx().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("-o, --out <DIR>"), "{help}");
+}
+
+/// `ctx run --help` groups its options under headings instead of one flat
+/// list of forty; the flags `ctx run`, `ctx eval` and `ctx worker` share
+/// sit under the same heading in each.
+#[test]
+fn run_eval_and_worker_group_their_options() {
+    let help = |cmd: &str| {
+        let out = ctx().args([cmd, "--help"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let run = help("run");
+    for heading in [
+        "Engine:",
+        "Output:",
+        "Bounds:",
+        "Checks:",
+        "Store and resume:",
+        "Cache:",
+        "Cost:",
+        "Shared store:",
+        "OpenAI-compatible engine (--engine openai):",
+    ] {
+        assert!(
+            run.contains(&format!("\n{heading}\n")),
+            "no {heading}:\n{run}"
+        );
+    }
+    // Under Options only the help and version flags are left.
+    let options = run.split("\nOptions:\n").nth(1).unwrap();
+    let options = options.split("\nEngine:\n").next().unwrap_or(options);
+    assert!(options.contains("--help"), "{options}");
+    assert!(!options.contains("--concurrency"), "{options}");
+    for cmd in ["eval", "worker"] {
+        let text = help(cmd);
+        let bounds = text.split("\nBounds:\n").nth(1).unwrap_or_default();
+        assert!(bounds.contains("--task-timeout"), "{cmd}:\n{text}");
+    }
+}
