@@ -123,8 +123,9 @@ fn plan(c: &Case) -> Plan {
     .unwrap()
 }
 
-/// Runs the case; returns what was spent and the budget.
-fn run(c: &Case) -> (Usd, Usd) {
+/// Runs the case; returns what ctx recorded as spent, what the server
+/// billed (priced with the same book), and the budget.
+fn run(c: &Case) -> (Usd, Usd, Usd) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -174,18 +175,37 @@ fn run(c: &Case) -> (Usd, Usd) {
         let report = exec.run().await.unwrap();
         let summary = report.cost.expect("a cost summary");
         assert_eq!(summary.unknown, 0);
-        (summary.total(), budget)
+        let book = PriceBook::with_defaults();
+        let billed: Usd = server
+            .bills()
+            .iter()
+            .map(|b| {
+                book.lookup(&b.model).expect("a priced model").price.cost(&ctx_cost::Usage {
+                    prompt_tokens: b.prompt_tokens,
+                    cached_prompt_tokens: 0,
+                    completion_tokens: b.completion_tokens,
+                })
+            })
+            .sum();
+        (summary.total(), billed, budget)
     })
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// spent ≤ budget, through the real engine and an honest server.
+    /// What the server billed ≤ budget, and what ctx recorded ≤ budget,
+    /// through the real engine and an honest server; with a usage the
+    /// server reports (in full or only its total), the books never count
+    /// less than it billed.
     #[test]
     fn the_openai_engine_never_spends_more_than_the_budget(c in case()) {
-        let (spent, budget) = run(&c);
+        let (spent, billed, budget) = run(&c);
+        prop_assert!(billed <= budget, "billed {} of {}", billed, budget);
         prop_assert!(spent <= budget, "spent {} of {}", spent, budget);
+        if c.usage != UsageShape::Absent {
+            prop_assert!(spent >= billed, "recorded {} of the {} billed", spent, billed);
+        }
     }
 }
 
@@ -205,6 +225,6 @@ fn a_large_budget_runs_every_shape_and_spends() {
         rejects_response_format: true,
         budget_percent: 100,
     };
-    let (spent, budget) = run(&c);
-    assert!(spent > Usd::ZERO && spent <= budget, "{spent} of {budget}");
+    let (spent, billed, budget) = run(&c);
+    assert!(billed > Usd::ZERO && billed <= spent && spent <= budget, "{billed} billed, {spent} of {budget}");
 }
