@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use ctx_cost::{PriceBook, Usd};
 use ctx_deps::{Executor, ExecutorOptions, MemoryStore};
-use ctx_engine_openai::{OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy, StructuredOutput};
+use ctx_engine_openai::{
+    OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy, StructuredOutput,
+};
 use ctx_model::Plan;
 use ctx_run::run_costs::{EngineCosts, cost_options};
 use ctx_test_support::openai_server::{Behaviour, HonestServer, UsageShape};
@@ -53,15 +55,20 @@ struct Case {
 }
 
 fn task_shape() -> impl Strategy<Value = TaskShape> {
-    (5u32..40, proptest::option::of(0u32..200), 1u32..=4, any::<bool>(), any::<bool>()).prop_map(
-        |(max_tokens, more, n, judged, after_previous)| TaskShape {
+    (
+        5u32..40,
+        proptest::option::of(0u32..200),
+        1u32..=4,
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(max_tokens, more, n, judged, after_previous)| TaskShape {
             max_tokens,
             max_completion_tokens: more.map(|m| max_tokens + m),
             n,
             judged,
             after_previous,
-        },
-    )
+        })
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -70,24 +77,31 @@ fn case() -> impl Strategy<Value = Case> {
         any::<bool>(),
         1u32..=3,
         1u32..=2,
-        prop_oneof![Just(UsageShape::Full), Just(UsageShape::TotalOnly), Just(UsageShape::Absent)],
+        prop_oneof![
+            Just(UsageShape::Full),
+            Just(UsageShape::TotalOnly),
+            Just(UsageShape::Absent)
+        ],
         any::<bool>(),
         10u128..150,
     )
         .prop_map(
-            |(tasks, system, max_attempts, max_check_attempts, usage, rejects, budget_percent)| Case {
-                tasks,
-                system,
-                max_attempts,
-                max_check_attempts,
-                usage,
-                rejects_response_format: rejects,
-                budget_percent,
+            |(tasks, system, max_attempts, max_check_attempts, usage, rejects, budget_percent)| {
+                Case {
+                    tasks,
+                    system,
+                    max_attempts,
+                    max_check_attempts,
+                    usage,
+                    rejects_response_format: rejects,
+                    budget_percent,
+                }
             },
         )
 }
 
-const SYSTEM: &str = "You are a careful assistant. Answer in full sentences, and say when you are unsure.";
+const SYSTEM: &str =
+    "You are a careful assistant. Answer in full sentences, and say when you are unsure.";
 
 fn plan(c: &Case) -> Plan {
     let tasks: Vec<serde_json::Value> = c
@@ -97,7 +111,10 @@ fn plan(c: &Case) -> Plan {
         .map(|(i, t)| {
             // A prompt near the cap, so the reservation's prompt part has
             // little slack to hide an unpriced completion in.
-            let prompt = format!("Write part {i} of the report.{}", " Be thorough.".repeat(20));
+            let prompt = format!(
+                "Write part {i} of the report.{}",
+                " Be thorough.".repeat(20)
+            );
             let mut params = json!({"prompt": prompt, "model": "gpt-4o-mini",
                                     "max_tokens": t.max_tokens, "n": t.n});
             if let Some(m) = t.max_completion_tokens {
@@ -162,16 +179,26 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
             sends_params: true,
             ..EngineCosts::default()
         };
-        let reserved = cost_options(&p, &costs, PriceBook::with_defaults(), Some(Usd::from_picos(1)))
-            .unwrap();
-        let all: Usd = p.sub_tasks.iter().filter_map(|t| reserved.model.bound(t)).sum();
+        let reserved = cost_options(
+            &p,
+            &costs,
+            PriceBook::with_defaults(),
+            Some(Usd::from_picos(1)),
+        )
+        .unwrap();
+        let all: Usd = p
+            .sub_tasks
+            .iter()
+            .filter_map(|t| reserved.model.bound(t))
+            .sum();
         let budget = Usd::from_picos((all.picos() * c.budget_percent / 100).max(1));
         let cost = cost_options(&p, &costs, PriceBook::with_defaults(), Some(budget)).unwrap();
         let options = ExecutorOptions {
             cost: Some(cost),
             ..ExecutorOptions::default()
         };
-        let exec = Executor::new(p, Arc::new(engine), Arc::new(MemoryStore::new()), options).unwrap();
+        let exec =
+            Executor::new(p, Arc::new(engine), Arc::new(MemoryStore::new()), options).unwrap();
         let report = exec.run().await.unwrap();
         let summary = report.cost.expect("a cost summary");
         assert_eq!(summary.unknown, 0);
@@ -180,11 +207,14 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
             .bills()
             .iter()
             .map(|b| {
-                book.lookup(&b.model).expect("a priced model").price.cost(&ctx_cost::Usage {
-                    prompt_tokens: b.prompt_tokens,
-                    cached_prompt_tokens: 0,
-                    completion_tokens: b.completion_tokens,
-                })
+                book.lookup(&b.model)
+                    .expect("a priced model")
+                    .price
+                    .cost(&ctx_cost::Usage {
+                        prompt_tokens: b.prompt_tokens,
+                        cached_prompt_tokens: 0,
+                        completion_tokens: b.completion_tokens,
+                    })
             })
             .sum();
         (summary.total(), billed, budget)
@@ -215,8 +245,20 @@ proptest! {
 fn a_large_budget_runs_every_shape_and_spends() {
     let c = Case {
         tasks: vec![
-            TaskShape { max_tokens: 10, max_completion_tokens: Some(40), n: 3, judged: true, after_previous: false },
-            TaskShape { max_tokens: 20, max_completion_tokens: None, n: 1, judged: false, after_previous: true },
+            TaskShape {
+                max_tokens: 10,
+                max_completion_tokens: Some(40),
+                n: 3,
+                judged: true,
+                after_previous: false,
+            },
+            TaskShape {
+                max_tokens: 20,
+                max_completion_tokens: None,
+                n: 1,
+                judged: false,
+                after_previous: true,
+            },
         ],
         system: true,
         max_attempts: 2,
@@ -226,5 +268,8 @@ fn a_large_budget_runs_every_shape_and_spends() {
         budget_percent: 100,
     };
     let (spent, billed, budget) = run(&c);
-    assert!(billed > Usd::ZERO && billed <= spent && spent <= budget, "{billed} billed, {spent} of {budget}");
+    assert!(
+        billed > Usd::ZERO && billed <= spent && spent <= budget,
+        "{billed} billed, {spent} of {budget}"
+    );
 }

@@ -111,7 +111,11 @@ async fn serve(mut stream: TcpStream, behaviour: &Behaviour, bills: &Mutex<Vec<B
     };
     let (status, answer, bill) = match serde_json::from_slice::<Value>(&body) {
         Ok(request) => respond(&request, behaviour),
-        Err(e) => (400, json!({"error": {"message": format!("bad JSON: {e}")}}), None),
+        Err(e) => (
+            400,
+            json!({"error": {"message": format!("bad JSON: {e}")}}),
+            None,
+        ),
     };
     if let (Some(bill), Ok(mut bills)) = (bill, bills.lock()) {
         bills.push(bill);
