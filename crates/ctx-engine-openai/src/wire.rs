@@ -500,6 +500,15 @@ mod tests {
         completion_tokens: Some(50),
     };
 
+    /// The total of the usage a stream reported.
+    fn total_tokens(acc: &StreamAccumulator) -> u64 {
+        acc.completion
+            .usage
+            .unwrap()
+            .resolve(BOUNDS, 0)
+            .total_tokens
+    }
+
     /// A partial `usage` is its worst case, flagged; never $0.
     #[test]
     fn partial_usage_is_read_at_its_worst_and_flagged() {
@@ -619,14 +628,7 @@ mod tests {
         assert!(acc.saw_choice);
         assert_eq!(acc.completion.output, "Hello");
         assert_eq!(acc.completion.finish_reason.as_deref(), Some("stop"));
-        assert_eq!(
-            acc.completion
-                .usage
-                .unwrap()
-                .resolve(BOUNDS, 0)
-                .total_tokens,
-            7
-        );
+        assert_eq!(total_tokens(&acc), 7);
         assert!(matches!(
             acc.push("{not json"),
             Err(BodyError::Malformed(_))
@@ -652,14 +654,7 @@ mod tests {
         assert_eq!(acc.completion.output, "Aa");
         // Index 1's finish reasons, before and after index 0's, are not ours.
         assert_eq!(acc.completion.finish_reason.as_deref(), Some("stop"));
-        assert_eq!(
-            acc.completion
-                .usage
-                .unwrap()
-                .resolve(BOUNDS, 0)
-                .total_tokens,
-            9
-        );
+        assert_eq!(total_tokens(&acc), 9);
 
         // Several choices in one chunk, index 1 first.
         let mut acc = StreamAccumulator::default();
