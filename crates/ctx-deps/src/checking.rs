@@ -111,11 +111,10 @@ pub(crate) async fn evaluate(
                 Some(ctx_checks::Rule::Judge(j)) => Some(j.rubric.as_str()),
                 _ => None,
             });
+        let prompt_tokens = counter.count(&judge.prompt);
         if let (Some(high), Some(rubric)) = (output_high, rubric) {
             let bound = crate::call_bounds::judge_prompt_bound(rubric, high, counter);
-            if let Some(reason) =
-                crate::call_bounds::over_bound("judge", counter.count(&judge.prompt), bound)
-            {
+            if let Some(reason) = crate::call_bounds::over_bound("judge", prompt_tokens, bound) {
                 let recorded = evaluation.record_judge_error(judge.index, &reason);
                 debug_assert!(recorded.is_ok());
                 continue;
@@ -123,7 +122,7 @@ pub(crate) async fn evaluate(
         }
         let request = InferenceRequest {
             task_id: task.id.clone(),
-            prompt_tokens: counter.count(&judge.prompt),
+            prompt_tokens,
             prompt: judge.prompt,
             params: Params {
                 model: judge
