@@ -506,4 +506,37 @@ fn max_cost_refuses_a_parameter_no_bound_covers_naming_task_and_parameter() {
         "{stderr}"
     );
     assert!(!tmp.path().join("runs").exists());
+    // `ctx plan cost` names it too, and leaves b's high end open.
+    let out = ctx(tmp.path())
+        .args([
+            "plan",
+            "cost",
+            "plan.json",
+            "--price",
+            "m=1,2",
+            "--max-tokens",
+            "50",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: task `b`: `tools` changes what a call can be billed"),
+        "{stderr}"
+    );
+    let cost: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(task_row(&cost, "b")["cost_usd"]["high"].is_null(), "{cost}");
+}
+
+/// The row of `id` in `ctx plan cost`'s JSON.
+fn task_row<'a>(cost: &'a Value, id: &str) -> &'a Value {
+    cost["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == id)
+        .unwrap()
 }
