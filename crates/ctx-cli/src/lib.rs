@@ -75,9 +75,10 @@ enum PlanCommand {
     Check(commands::plan_check::Args),
     /// Print the DAG with its order, levels and critical path.
     Graph(commands::plan_graph::Args),
+    // Boxed: it holds `ctx run`'s engine flags.
     /// What a run can cost: prompt tokens and dollars per task and in
     /// total, as a range.
-    Cost(commands::plan_cost::Args),
+    Cost(Box<commands::plan_cost::Args>),
 }
 
 /// The clap definition of `ctx`, every subcommand and flag, for
@@ -96,7 +97,7 @@ pub fn main() -> ExitCode {
         Command::Worker(a) => commands::worker::run(*a),
         Command::Plan(PlanCommand::Check(a)) => commands::plan_check::run(a),
         Command::Plan(PlanCommand::Graph(a)) => commands::plan_graph::run(a),
-        Command::Plan(PlanCommand::Cost(a)) => commands::plan_cost::run(a),
+        Command::Plan(PlanCommand::Cost(a)) => commands::plan_cost::run(*a),
         Command::Prices(a) => commands::prices::run(a),
         Command::Schema(a) => commands::schema::run(a),
         Command::History(a) => commands::history::run(a),

@@ -424,20 +424,18 @@ sub_tasks:
 #[test]
 fn plan_cost_gives_the_high_end_run_reserves_with_the_same_flags() {
     let tmp = setup();
-    let flags = [
-        "--command",
-        HELLO,
-        "--price",
-        "m=1,2",
-        "--max-tokens",
-        "50",
-    ];
+    let flags = ["--command", HELLO, "--price", "m=1,2", "--max-tokens", "50"];
     let out = ctx(tmp.path())
         .args(["plan", "cost", "plan.json", "--format", "json"])
         .args(flags)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let cost: Value = serde_json::from_slice(&out.stdout).unwrap();
     for t in cost["tasks"].as_array().unwrap() {
         assert_eq!(t["attempts"], 1, "{t}");
@@ -453,11 +451,21 @@ fn plan_cost_gives_the_high_end_run_reserves_with_the_same_flags() {
     // The openai engine's flags are refused for a command, as `ctx run`
     // refuses them.
     let out = ctx(tmp.path())
-        .args(["plan", "cost", "plan.json", "--command", HELLO, "--model", "m"])
+        .args([
+            "plan",
+            "cost",
+            "plan.json",
+            "--command",
+            HELLO,
+            "--model",
+            "m",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--model is only used by --engine openai"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--model is only used by --engine openai")
+    );
 }
 
 /// A request parameter the openai engine passes through that no bound
@@ -493,8 +501,42 @@ fn max_cost_refuses_a_parameter_no_bound_covers_naming_task_and_parameter() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("task `b`: `tools` changes what a call can be billed and no bound covers it"),
+        stderr
+            .contains("task `b`: `tools` changes what a call can be billed and no bound covers it"),
         "{stderr}"
     );
     assert!(!tmp.path().join("runs").exists());
+    // `ctx plan cost` names it too, and leaves b's high end open.
+    let out = ctx(tmp.path())
+        .args([
+            "plan",
+            "cost",
+            "plan.json",
+            "--price",
+            "m=1,2",
+            "--max-tokens",
+            "50",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: task `b`: `tools` changes what a call can be billed"),
+        "{stderr}"
+    );
+    let cost: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(task_row(&cost, "b")["cost_usd"]["high"].is_null(), "{cost}");
+}
+
+/// The row of `id` in `ctx plan cost`'s JSON.
+fn task_row<'a>(cost: &'a Value, id: &str) -> &'a Value {
+    cost["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == id)
+        .unwrap()
 }

@@ -15,7 +15,7 @@
 //! once per copy of the output ([`judge_prompt_bound`],
 //! [`summary_prompt_bound`]), and under a budget the executor counts the
 //! prompt it is about to send and does not send one over that bound
-//! ([`over_bound`]): the judge check fails, the summary falls back to the
+//! (`over_bound`): the judge check fails, the summary falls back to the
 //! cut output, with a reason starting `budget:`. What is sent is then
 //! always within what was reserved.
 

@@ -105,15 +105,16 @@ pub(crate) async fn evaluate(
         // Under a budget a prompt over what the reservation allowed (the
         // output grew when it was neutralized) is not sent: the check
         // fails with the reason.
-        let rubric = specs.as_ref().and_then(|s| match s.get(judge.index).map(|c| &c.rule) {
-            Some(ctx_checks::Rule::Judge(j)) => Some(j.rubric.as_str()),
-            _ => None,
-        });
+        let rubric = specs
+            .as_ref()
+            .and_then(|s| match s.get(judge.index).map(|c| &c.rule) {
+                Some(ctx_checks::Rule::Judge(j)) => Some(j.rubric.as_str()),
+                _ => None,
+            });
+        let prompt_tokens = counter.count(&judge.prompt);
         if let (Some(high), Some(rubric)) = (output_high, rubric) {
             let bound = crate::call_bounds::judge_prompt_bound(rubric, high, counter);
-            if let Some(reason) =
-                crate::call_bounds::over_bound("judge", counter.count(&judge.prompt), bound)
-            {
+            if let Some(reason) = crate::call_bounds::over_bound("judge", prompt_tokens, bound) {
                 let recorded = evaluation.record_judge_error(judge.index, &reason);
                 debug_assert!(recorded.is_ok());
                 continue;
@@ -121,7 +122,7 @@ pub(crate) async fn evaluate(
         }
         let request = InferenceRequest {
             task_id: task.id.clone(),
-            prompt_tokens: counter.count(&judge.prompt),
+            prompt_tokens,
             prompt: judge.prompt,
             params: Params {
                 model: judge
@@ -730,9 +731,14 @@ mod tests {
             .unwrap()
             .counter();
         let max_tokens = counter.count(&output) as u64;
-        let sent = ctx_checks::judge::judge_prompt("Is it CSS?", &output, ctx_prompt::fence::neutralize);
-        let bound = crate::call_bounds::judge_prompt_bound("Is it CSS?", max_tokens, counter.as_ref());
-        assert!(counter.count(&sent) as u64 > bound, "the output grows when neutralized");
+        let sent =
+            ctx_checks::judge::judge_prompt("Is it CSS?", &output, ctx_prompt::fence::neutralize);
+        let bound =
+            crate::call_bounds::judge_prompt_bound("Is it CSS?", max_tokens, counter.as_ref());
+        assert!(
+            counter.count(&sent) as u64 > bound,
+            "the output grows when neutralized"
+        );
         for max_cost in [Some(ctx_cost::Usd::parse("1").unwrap()), None] {
             let engine = Arc::new(HostileOutput {
                 output: output.clone(),
@@ -756,7 +762,11 @@ mod tests {
                 assert_eq!(judged, 0);
                 assert!(!judge.passed);
                 assert!(
-                    judge.detail.as_deref().unwrap_or(&judge.message).contains("budget: the judge prompt is"),
+                    judge
+                        .detail
+                        .as_deref()
+                        .unwrap_or(&judge.message)
+                        .contains("budget: the judge prompt is"),
                     "{judge:?}"
                 );
             } else {

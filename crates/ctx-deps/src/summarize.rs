@@ -675,15 +675,18 @@ mod tests {
         }
     }
 
-    /// $1 per million tokens, in and out, for every model.
-    struct OneDollar;
+    /// $1 per million tokens, in and out, for every model; `max_tokens`
+    /// as given.
+    struct OneDollar {
+        max_tokens: u64,
+    }
 
     impl crate::cost::CostModel for OneDollar {
         fn bound(&self, _: &ctx_model::SubTask) -> Option<ctx_cost::Usd> {
             Some(ctx_cost::Usd::parse("1").unwrap())
         }
         fn max_tokens(&self, _: &ctx_model::SubTask) -> Option<u64> {
-            Some(1000)
+            Some(self.max_tokens)
         }
         fn call_cost(&self, _: &ctx_model::SubTask, u: &ctx_cost::Usage) -> Option<ctx_cost::Usd> {
             let rate = ctx_cost::Rate::from_micros_per_million(1_000_000);
@@ -693,20 +696,49 @@ mod tests {
 
     /// A summary call is priced into its producing task's `cost_usd`, so
     /// the run's spent total (and its budget settlement) counts it.
-    #[test]
-    fn summary_calls_are_priced_into_the_producing_task() {
-        let engine = Arc::new(Fake::default());
-        let store = Arc::new(MemoryStore::new());
-        let options = ExecutorOptions {
+    /// Options with a budget of $10 priced by [`OneDollar`].
+    fn budgeted(max_tokens: u64) -> ExecutorOptions {
+        ExecutorOptions {
             cost: Some(crate::cost::CostOptions {
-                model: Arc::new(OneDollar),
+                model: Arc::new(OneDollar { max_tokens }),
                 max_cost: Some(ctx_cost::Usd::parse("10").unwrap()),
                 already_spent: ctx_cost::Usd::ZERO,
                 cut_output_at_max_tokens: false,
                 shared_budget: None,
             }),
             ..ExecutorOptions::default()
-        };
+        }
+    }
+
+    /// Under a budget a summary prompt longer than its reservation allowed
+    /// (here the output is longer than the `max_tokens` the bound assumed,
+    /// as a neutralized output can be) is not sent: the summary falls
+    /// back, saying why. Before, it was sent and billed past the bound.
+    #[test]
+    fn a_summary_prompt_over_its_reserved_bound_is_not_sent_under_a_budget() {
+        let engine = Arc::new(Fake::default());
+        let store = Arc::new(MemoryStore::new());
+        let p = plan(SummarizeStrategy::Llm, SummaryFocus::Output);
+        run(p, engine.clone(), store.clone(), budgeted(5));
+        let calls = engine.calls.lock().unwrap().clone();
+        assert!(
+            calls.iter().all(|c| c.1 == RequestPurpose::Task),
+            "{calls:?}"
+        );
+        let record = result(&store, "a").metadata.summary.unwrap();
+        assert!(record.fallback());
+        let error = record.calls[0].error.as_deref().unwrap();
+        assert!(
+            error.starts_with("budget: the summary prompt is"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn summary_calls_are_priced_into_the_producing_task() {
+        let engine = Arc::new(Fake::default());
+        let store = Arc::new(MemoryStore::new());
+        let options = budgeted(1000);
         let p = plan(SummarizeStrategy::Llm, SummaryFocus::Dependent);
         let exec = Executor::new(p, engine, store.clone(), options).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()

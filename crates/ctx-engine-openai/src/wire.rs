@@ -500,25 +500,58 @@ mod tests {
         completion_tokens: Some(50),
     };
 
+    /// The total of the usage a stream reported.
+    fn total_tokens(acc: &StreamAccumulator) -> u64 {
+        acc.completion
+            .usage
+            .unwrap()
+            .resolve(BOUNDS, 0)
+            .total_tokens
+    }
+
     /// A partial `usage` is its worst case, flagged; never $0.
     #[test]
     fn partial_usage_is_read_at_its_worst_and_flagged() {
         let read = |usage: &str, output_bytes| {
             usage_of(&serde_json::from_str(usage).unwrap())
                 .map(|u| u.resolve(BOUNDS, output_bytes))
-                .map(|u| (u.prompt_tokens, u.completion_tokens, u.total_tokens, u.partial))
+                .map(|u| {
+                    (
+                        u.prompt_tokens,
+                        u.completion_tokens,
+                        u.total_tokens,
+                        u.partial,
+                    )
+                })
         };
         // Only the total: as much completion as the request allowed.
         assert_eq!(read(r#"{"total_tokens": 80}"#, 0), Some((30, 50, 80, true)));
         assert_eq!(read(r#"{"total_tokens": 20}"#, 0), Some((0, 20, 20, true)));
         // Two counts give the third: complete.
-        assert_eq!(read(r#"{"prompt_tokens": 12, "total_tokens": 20}"#, 0), Some((12, 8, 20, false)));
-        assert_eq!(read(r#"{"completion_tokens": 5, "total_tokens": 20}"#, 0), Some((15, 5, 20, false)));
+        assert_eq!(
+            read(r#"{"prompt_tokens": 12, "total_tokens": 20}"#, 0),
+            Some((12, 8, 20, false))
+        );
+        assert_eq!(
+            read(r#"{"completion_tokens": 5, "total_tokens": 20}"#, 0),
+            Some((15, 5, 20, false))
+        );
         // One count: the other side at its bound.
-        assert_eq!(read(r#"{"prompt_tokens": 12}"#, 0), Some((12, 50, 62, true)));
-        assert_eq!(read(r#"{"completion_tokens": 7}"#, 0), Some((10, 7, 17, true)));
-        let unbounded = RequestBounds { prompt_tokens: 10, completion_tokens: None };
-        let u = usage_of(&json!({"prompt_tokens": 3})).unwrap().resolve(unbounded, 9);
+        assert_eq!(
+            read(r#"{"prompt_tokens": 12}"#, 0),
+            Some((12, 50, 62, true))
+        );
+        assert_eq!(
+            read(r#"{"completion_tokens": 7}"#, 0),
+            Some((10, 7, 17, true))
+        );
+        let unbounded = RequestBounds {
+            prompt_tokens: 10,
+            completion_tokens: None,
+        };
+        let u = usage_of(&json!({"prompt_tokens": 3}))
+            .unwrap()
+            .resolve(unbounded, 9);
         assert_eq!((u.completion_tokens, u.partial), (9, true));
         assert_eq!(read(r#"{"cost": 1}"#, 0), None);
     }
@@ -595,7 +628,7 @@ mod tests {
         assert!(acc.saw_choice);
         assert_eq!(acc.completion.output, "Hello");
         assert_eq!(acc.completion.finish_reason.as_deref(), Some("stop"));
-        assert_eq!(acc.completion.usage.unwrap().resolve(BOUNDS, 0).total_tokens, 7);
+        assert_eq!(total_tokens(&acc), 7);
         assert!(matches!(
             acc.push("{not json"),
             Err(BodyError::Malformed(_))
@@ -621,7 +654,7 @@ mod tests {
         assert_eq!(acc.completion.output, "Aa");
         // Index 1's finish reasons, before and after index 0's, are not ours.
         assert_eq!(acc.completion.finish_reason.as_deref(), Some("stop"));
-        assert_eq!(acc.completion.usage.unwrap().resolve(BOUNDS, 0).total_tokens, 9);
+        assert_eq!(total_tokens(&acc), 9);
 
         // Several choices in one chunk, index 1 first.
         let mut acc = StreamAccumulator::default();

@@ -1176,7 +1176,10 @@ async fn the_structured_output_fallback_counts_within_max_attempts() {
     let mut cfg = config(base(&s));
     cfg.retry.max_attempts = 3;
     let err = engine(cfg).infer(&schema_request("a")).await.unwrap_err();
-    assert_eq!(outcomes(&err.attempts), ["http_400", "http_500", "http_500"]);
+    assert_eq!(
+        outcomes(&err.attempts),
+        ["http_400", "http_500", "http_500"]
+    );
     let numbers: Vec<u32> = err.attempts.iter().map(|a| a.number).collect();
     assert_eq!(numbers, [1, 2, 3]);
     assert_eq!(s.received_requests().await.unwrap().len(), 3);
@@ -1214,13 +1217,21 @@ async fn a_usage_with_only_total_tokens_is_its_worst_case_and_flagged() {
     req.params
         .extra
         .insert("max_completion_tokens".into(), json!(100));
-    let r = engine(config(s.base_url.clone())).infer(&req).await.unwrap();
+    let r = engine(config(s.base_url.clone()))
+        .infer(&req)
+        .await
+        .unwrap();
     let usage = r.usage.unwrap();
     // The server generated 3 × 100 tokens (it honours the cap it was
     // sent: max_completion_tokens, not max_tokens) and read a prompt of
     // 10 words + 3 + 3 framing: total 316, of which 300 completion.
     assert_eq!(
-        (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.partial),
+        (
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.total_tokens,
+            usage.partial
+        ),
         (16, 300, 316, true)
     );
     assert_eq!(r.output.split_whitespace().count(), 100);

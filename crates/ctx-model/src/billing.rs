@@ -274,8 +274,13 @@ mod tests {
             .completion_bound(None)
             .unwrap_err();
         assert_eq!(e.key(), "tools");
-        let e = params(json!({"n": "three"})).completion_bound(None).unwrap_err();
-        assert_eq!(e.to_string(), "`n` is \"three\", not a number of tokens or completions ctx can bound by");
+        let e = params(json!({"n": "three"}))
+            .completion_bound(None)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`n` is \"three\", not a number of tokens or completions ctx can bound by"
+        );
         let e = params(json!({"max_completion_tokens": null}))
             .completion_bound(None)
             .unwrap_err();

@@ -257,14 +257,7 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
         });
         for (n, check) in checks.iter().enumerate() {
             let Some(row) = judge_estimate(
-                task,
-                n,
-                check,
-                model,
-                completion,
-                attempts,
-                defaults,
-                &*counter,
+                task, n, check, model, completion, attempts, defaults, &*counter,
             ) else {
                 continue;
             };

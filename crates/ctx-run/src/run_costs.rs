@@ -357,23 +357,31 @@ mod tests {
         assert!(!o.cut_output_at_max_tokens);
     }
 
+    /// `p` with `llm` summaries of at most 40 tokens for outputs over 10
+    /// characters, its cost options on the openai engine (`--max-tokens
+    /// 10`, one attempt) with a budget, and a's tokenizer.
+    fn with_llm_summaries(p: &mut Plan) -> (CostOptions, Arc<dyn ctx_tokens::TokenCounter>) {
+        let d = &mut p.config.dependency;
+        d.summarize_strategy = ctx_model::SummarizeStrategy::Llm;
+        d.max_output_length = Some(10);
+        d.summary_max_tokens = 40;
+        let mut e = engine(EngineKind::Openai);
+        e.max_tokens = Some(10);
+        e.attempts = 1;
+        let o = cost_options(p, &e, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
+        let counter = ctx_prompt::tokenizer_for_task(p, &p.sub_tasks[0])
+            .unwrap()
+            .counter();
+        (o, counter)
+    }
+
     /// A task whose output may be summarised (`summarize_strategy: llm`)
     /// reserves its summary calls too, at the summary model's price.
     #[test]
     fn reserves_summary_calls_with_their_task() {
         let mut p = plan();
-        let d = &mut p.config.dependency;
-        d.summarize_strategy = ctx_model::SummarizeStrategy::Llm;
-        d.max_output_length = Some(10);
-        d.summary_max_tokens = 40;
-        d.summary_model = Some("gpt-4o-mini".into());
-        let mut e = engine(EngineKind::Openai);
-        e.max_tokens = Some(10);
-        e.attempts = 1;
-        let o = cost_options(&p, &e, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
-        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0])
-            .unwrap()
-            .counter();
+        p.config.dependency.summary_model = Some("gpt-4o-mini".into());
+        let (o, counter) = with_llm_summaries(&mut p);
         let graph = ctx_deps::PlanGraph::new(&p).unwrap();
         let calls = ctx_deps::summarize::possible_summary_calls(&p, &graph, 0);
         assert_eq!(calls.len(), 1);
@@ -516,18 +524,8 @@ mod tests {
     #[test]
     fn summary_rows_count_every_copy_of_the_output() {
         let mut p = plan();
-        let d = &mut p.config.dependency;
-        d.summarize_strategy = ctx_model::SummarizeStrategy::Llm;
-        d.max_output_length = Some(10);
-        d.summary_max_tokens = 40;
-        d.summary_prompt = Some("Sum up {{OUTPUT}} and again {{OUTPUT}}".into());
-        let mut e = engine(EngineKind::Openai);
-        e.max_tokens = Some(10);
-        e.attempts = 1;
-        let o = cost_options(&p, &e, PriceBook::with_defaults(), Some(usd("1"))).unwrap();
-        let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0])
-            .unwrap()
-            .counter();
+        p.config.dependency.summary_prompt = Some("Sum up {{OUTPUT}} and again {{OUTPUT}}".into());
+        let (o, counter) = with_llm_summaries(&mut p);
         let template = ctx_deps::summarize::summary_prompt(&p, &p.sub_tasks[0], "", None);
         // The summary on a's model, gpt-4o: the template, a's 100 output
         // tokens twice, framing.

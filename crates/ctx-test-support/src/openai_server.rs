@@ -16,8 +16,8 @@
 //! A plain tokio TCP server (one request per connection, `Connection:
 //! close`), so the crate needs no HTTP framework.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,11 +49,25 @@ pub struct Behaviour {
     pub rejects_response_format: bool,
 }
 
+/// What the server billed for one request it answered: the model asked
+/// for, prompt tokens read and completion tokens generated (every
+/// completion). A rejected request bills nothing here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bill {
+    /// `model` of the request.
+    pub model: String,
+    /// Prompt tokens, framing included.
+    pub prompt_tokens: u64,
+    /// Completion tokens over every completion generated.
+    pub completion_tokens: u64,
+}
+
 /// A running server; it stops with the runtime.
 pub struct HonestServer {
     /// `http://127.0.0.1:PORT/v1`, the engine's base URL.
     pub base_url: String,
     requests: Arc<AtomicUsize>,
+    bills: Arc<Mutex<Vec<Bill>>>,
 }
 
 impl HonestServer {
@@ -62,18 +76,27 @@ impl HonestServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");
         let requests = Arc::new(AtomicUsize::new(0));
+        let bills: Arc<Mutex<Vec<Bill>>> = Arc::default();
         let seen = Arc::clone(&requests);
+        let billed = Arc::clone(&bills);
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 seen.fetch_add(1, Ordering::Relaxed);
                 let behaviour = behaviour.clone();
-                tokio::spawn(async move { serve(stream, &behaviour).await });
+                let billed = Arc::clone(&billed);
+                tokio::spawn(async move { serve(stream, &behaviour, &billed).await });
             }
         });
         HonestServer {
             base_url: format!("http://{addr}/v1"),
             requests,
+            bills,
         }
+    }
+
+    /// Every request billed so far.
+    pub fn bills(&self) -> Vec<Bill> {
+        self.bills.lock().map(|b| b.clone()).unwrap_or_default()
     }
 
     /// Requests received so far.
@@ -82,14 +105,21 @@ impl HonestServer {
     }
 }
 
-async fn serve(mut stream: TcpStream, behaviour: &Behaviour) {
+async fn serve(mut stream: TcpStream, behaviour: &Behaviour, bills: &Mutex<Vec<Bill>>) {
     let Some(body) = read_request(&mut stream).await else {
         return;
     };
-    let (status, answer) = match serde_json::from_slice::<Value>(&body) {
+    let (status, answer, bill) = match serde_json::from_slice::<Value>(&body) {
         Ok(request) => respond(&request, behaviour),
-        Err(e) => (400, json!({"error": {"message": format!("bad JSON: {e}")}})),
+        Err(e) => (
+            400,
+            json!({"error": {"message": format!("bad JSON: {e}")}}),
+            None,
+        ),
     };
+    if let (Some(bill), Ok(mut bills)) = (bill, bills.lock()) {
+        bills.push(bill);
+    }
     let text = answer.to_string();
     let head = format!(
         "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -134,13 +164,14 @@ fn number(v: Option<&Value>) -> Option<u64> {
     v.and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f.ceil() as u64)))
 }
 
-/// The status and body answering `request`.
-fn respond(request: &Value, b: &Behaviour) -> (u16, Value) {
+/// The status and body answering `request`, and what it billed.
+fn respond(request: &Value, b: &Behaviour) -> (u16, Value, Option<Bill>) {
     if b.rejects_response_format && request.get("response_format").is_some() {
         return (
             400,
             json!({"error": {"message": "Unrecognized request argument supplied: response_format",
                              "type": "invalid_request_error"}}),
+            None,
         );
     }
     let count = |s: &str| (b.count)(s);
@@ -173,7 +204,12 @@ fn respond(request: &Value, b: &Behaviour) -> (u16, Value) {
         UsageShape::TotalOnly => body["usage"] = json!({"total_tokens": prompt + completion}),
         UsageShape::Absent => {}
     }
-    (200, body)
+    let bill = Bill {
+        model: request["model"].as_str().unwrap_or("").to_string(),
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+    };
+    (200, body, Some(bill))
 }
 
 /// The longest answer of repeated words within `cap` tokens.

@@ -115,6 +115,18 @@ pub fn run(mut args: Args) -> CliResult {
         ));
     }
     let defaults = EngineDefaults::of(&costs);
+    // A task whose high end is open because of a request parameter (not a
+    // missing max_tokens, which the report's hint covers) is named with
+    // the parameter, as `ctx run --max-cost` refuses it.
+    for task in &plan.sub_tasks {
+        match defaults.completion_bound(&task.tool_or_prompt.params) {
+            Ok(_) | Err(ctx_model::billing::UnboundedParam::NoCap) => {}
+            Err(why) => eprintln!(
+                "warning: task `{}`: {why}: its high end is open, and ctx run --max-cost refuses it",
+                task.id
+            ),
+        }
+    }
     let estimates = estimate_plan(&plan, &defaults)
         .map_err(|e| located(e, &args.plan.display().to_string()))?;
     let report = estimate_costs(&book, &estimates);
