@@ -5,13 +5,17 @@
 //!
 //! * [`spec`]: the check types exactly as a plan spells them (serde and a
 //!   hand-written JSON Schema): a list of maps, each with one kind key, an
-//!   optional `message` and the kind's options.
+//!   optional `message` and the kind's options. They are the plan model's
+//!   (`ctx_model::checks`, with [`CheckResult`]), re-exported here.
 //! * [`compile`]: [`CheckSet::compile`] builds every pattern and schema and
 //!   reads every schema file up front, so a malformed regex is a plan error
 //!   naming `checks[2].regex`, not a failure an hour into a run.
 //! * [`evaluate`]: [`CheckSet::evaluate`] runs the checks on an output
 //!   (bytes; lossily decoded; any size, any nesting, never a panic) and
 //!   gives one [`CheckResult`] `{kind, passed, message}` per check.
+//! * [`plan`]: a plan's checks compiled, located at their fields, and the
+//!   second pass of loading a plan ([`load_valid_plan`]: the model's
+//!   validation, then the checks compiled).
 //! * [`judge`]: the `judge` check's request (the output fenced as untrusted)
 //!   and the reading of the judge's `{"pass", "reason"}` answer, as pure
 //!   functions; the caller sends the request with its own engine.
@@ -47,13 +51,15 @@
 //!
 //! # Choices, and why
 //!
-//! * **No engine, no async, no plan.** Checks are judged far from where
-//!   they are declared: the plan model validates them, the executor runs
-//!   them, the store keeps their results, `ctx eval` counts them. A small
+//! * **No engine, no async.** Checks are judged far from where they are
+//!   declared: loading a plan compiles them, the executor runs them, the
+//!   store keeps their results, `ctx eval` counts them. A small
 //!   synchronous library that all of these call keeps one definition of
-//!   each check. Of the ctx crates it depends on `ctx-tokens` only (for the
-//!   feedback's token cost), so the plan model can depend on it for the
-//!   check types; the fence neutralizer of `ctx-prompt` is passed in. The
+//!   each check. Of the ctx crates it depends on the plan model (whose
+//!   vocabulary the check types are, so that the engine and store seams
+//!   read plans without a regex or JSON Schema engine) and `ctx-tokens`
+//!   (for the feedback's token cost); the fence neutralizer of
+//!   `ctx-prompt` is passed in. The
 //!   judge, which needs a model, is split into a request and an answer
 //!   ([`Evaluation::take_judge_requests`], [`Evaluation::record_judge_answer`]).
 //! * **Case-sensitive `contains` by default.** A check is an assertion; a

@@ -23,6 +23,17 @@
 //! assert_eq!(resolved[0].relevance, Relevance::High);
 //! ```
 //!
+//! ## The vocabulary
+//!
+//! Beside plans and results this crate holds the plain data the other ctx
+//! crates compute with, so that it depends on none of them: the check
+//! types as plans spell them and their results ([`checks`]; compiled and
+//! evaluated by `ctx-checks`), exact money and a plan's prices
+//! ([`money`]; priced by `ctx-cost`), and the tokenizer names
+//! ([`tokenizer`]; counted by `ctx-tokens`). Reading plans from text
+//! and files is the default `parse` feature, which the engine and store
+//! seams leave off.
+//!
 //! ## Reading and checking plans
 //!
 //! [`load_plan`] reads a file (`.json`, `.yaml`/`.yml`, `-` for standard
@@ -35,8 +46,8 @@
 //! field into a line and column of the text. [`parse_plan`] refuses an
 //! unknown field (`dependancies`) as a parse error;
 //! [`parse_plan_with_unknown_fields`] reads past them so that
-//! [`ParsedPlan::problems`] reports them beside the others, as `ctx plan
-//! check` does. [`plan_json_schema`] is the
+//! [`ParsedPlan::problems`] reports them beside the others (`ctx plan
+//! check` adds the checks compiled, with `ctx_checks::plan_problems`). [`plan_json_schema`] is the
 //! format's JSON Schema for editors. The format is documented in
 //! `docs/plan-format.md`.
 //!

@@ -234,8 +234,7 @@ impl Worker {
                         // A stored plan no worker can run: the task fails
                         // with the reason (its dependents skipped in the
                         // commit), and the worker goes on.
-                        let mut r = TaskExecutionResult::new(&claim.task_id, TaskStatus::Failed);
-                        r.error = Some(message);
+                        let r = failed(&claim.task_id, message);
                         if self.store.complete(&claim, &r).await? == Commit::Committed {
                             worked.committed += 1;
                             on_event(WorkerEvent::Committed {
@@ -282,13 +281,7 @@ impl Worker {
                             .ok()
                             .flatten();
                         if recorded.is_none() {
-                            let mut r =
-                                TaskExecutionResult::new(&c.task_id, TaskStatus::Failed);
-                            r.error = Some(format!(
-                                "lease lost: the engine call was stopped (worker {})",
-                                c.worker
-                            ));
-                            let _ = store.complete(&c, &r).await;
+                            let _ = store.complete(&c, &lease_lost(&c)).await;
                         }
                     }
                     (c, end)
@@ -317,7 +310,7 @@ impl Worker {
                 else => None,
             };
             if let Some(j) = joined {
-                self.settle(j, &mut held, &mut worked, &mut on_event);
+                settle(j, &mut held, &mut worked, &mut on_event);
             }
         }
         // Stopped by a signal: stop what runs and give the claims back.
@@ -326,7 +319,7 @@ impl Worker {
         running.abort_all();
         while let Some(j) = running.join_next_with_id().await {
             if j.is_ok() {
-                self.settle(j, &mut held, &mut worked, &mut on_event);
+                settle(j, &mut held, &mut worked, &mut on_event);
             }
         }
         for (_, claim) in held.drain() {
@@ -337,47 +330,226 @@ impl Worker {
         }
         Ok(worked)
     }
+}
 
-    fn settle<S>(
-        &self,
-        joined: Result<(tokio::task::Id, (Claim, TaskEnd)), tokio::task::JoinError>,
-        held: &mut HashMap<tokio::task::Id, Claim>,
-        worked: &mut Worked<S>,
-        on_event: &mut impl FnMut(WorkerEvent<'_>),
-    ) {
-        let (id, (claim, end)) = match joined {
-            Ok(v) => v,
-            Err(e) => {
-                // The task body panicked (an engine bug): its claim stays
-                // held and is released at the stop, or lapses.
-                if let Some(claim) = held.get(&e.id()) {
-                    on_event(WorkerEvent::Panicked { claim });
-                }
-                return;
+/// A failed result of `task_id`, saying why.
+fn failed(task_id: &str, error: String) -> TaskExecutionResult {
+    let mut r = TaskExecutionResult::new(task_id, TaskStatus::Failed);
+    r.error = Some(error);
+    r
+}
+
+/// What a task whose lease was lost while its engine ran is recorded as
+/// (the store's fence then refuses it as late).
+fn lease_lost(claim: &Claim) -> TaskExecutionResult {
+    failed(
+        &claim.task_id,
+        format!(
+            "lease lost: the engine call was stopped (worker {})",
+            claim.worker
+        ),
+    )
+}
+
+/// Accounts for one joined task: counts what the store did with its result
+/// in `worked`, tells `on_event`, and drops its claim from `held` (a task
+/// that panicked keeps it, to be released at the stop or to lapse).
+fn settle<S>(
+    joined: Result<(tokio::task::Id, (Claim, TaskEnd)), tokio::task::JoinError>,
+    held: &mut HashMap<tokio::task::Id, Claim>,
+    worked: &mut Worked<S>,
+    on_event: &mut impl FnMut(WorkerEvent<'_>),
+) {
+    let (id, (claim, end)) = match joined {
+        Ok(v) => v,
+        Err(e) => {
+            // The task body panicked (an engine bug): its claim stays
+            // held and is released at the stop, or lapses.
+            if let Some(claim) = held.get(&e.id()) {
+                on_event(WorkerEvent::Panicked { claim });
             }
-        };
-        held.remove(&id);
-        let end = match end {
-            TaskEnd::Done(r, c) => Some((*r, c)),
-            TaskEnd::Lost => None,
-        };
-        match end {
-            Some((Ok(result), Some(Commit::Committed))) => {
-                worked.committed += 1;
-                on_event(WorkerEvent::Committed {
-                    claim: &claim,
-                    status: result.status,
-                });
-            }
-            Some((Ok(_), Some(Commit::Refused))) | None => {
-                worked.refused += 1;
-                on_event(WorkerEvent::Refused { claim: &claim });
-            }
-            Some((Ok(_), None)) => on_event(WorkerEvent::EndedWithoutResult { claim: &claim }),
-            Some((Err(error), _)) => on_event(WorkerEvent::StoreFailed {
-                claim: &claim,
-                error: &error,
-            }),
+            return;
         }
+    };
+    held.remove(&id);
+    let end = match end {
+        TaskEnd::Done(r, c) => Some((*r, c)),
+        TaskEnd::Lost => None,
+    };
+    match end {
+        Some((Ok(result), Some(Commit::Committed))) => {
+            worked.committed += 1;
+            on_event(WorkerEvent::Committed {
+                claim: &claim,
+                status: result.status,
+            });
+        }
+        Some((Ok(_), Some(Commit::Refused))) | None => {
+            worked.refused += 1;
+            on_event(WorkerEvent::Refused { claim: &claim });
+        }
+        Some((Ok(_), None)) => on_event(WorkerEvent::EndedWithoutResult { claim: &claim }),
+        Some((Err(error), _)) => on_event(WorkerEvent::StoreFailed {
+            claim: &claim,
+            error: &error,
+        }),
+    }
+}
+
+/// The loop's bookkeeping, without PostgreSQL: what each way a task can end
+/// counts as and tells the caller. The claim loop itself (claims, leases,
+/// the fence) is tested against a real server in ctx-store-postgres's and
+/// ctx-cli's store tests.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(task: &str) -> Claim {
+        Claim {
+            run_id: "run-1".into(),
+            task_id: task.into(),
+            attempt: 2,
+            worker: "box-1".into(),
+        }
+    }
+
+    fn result(
+        task: &str,
+        status: TaskStatus,
+    ) -> Box<Result<TaskExecutionResult, ctx_deps::StoreError>> {
+        Box::new(Ok(TaskExecutionResult::new(task, status)))
+    }
+
+    fn said(event: &WorkerEvent<'_>) -> String {
+        match event {
+            WorkerEvent::Committed { claim, status } => {
+                format!("committed {} {status:?}", claim.task_id)
+            }
+            WorkerEvent::Refused { claim } => format!("refused {}", claim.task_id),
+            WorkerEvent::EndedWithoutResult { claim } => format!("no result {}", claim.task_id),
+            WorkerEvent::StoreFailed { claim, error } => {
+                format!("store failed {}: {error}", claim.task_id)
+            }
+            WorkerEvent::Panicked { claim } => format!("panicked {}", claim.task_id),
+            WorkerEvent::Released { claim } => format!("released {}", claim.task_id),
+        }
+    }
+
+    /// Runs `body` as a task of a `JoinSet` holding `claim`, as the loop
+    /// does, and settles it.
+    fn settle_one(
+        claim: Claim,
+        body: impl std::future::Future<Output = (Claim, TaskEnd)> + Send + 'static,
+        held: &mut HashMap<tokio::task::Id, Claim>,
+        worked: &mut Worked<()>,
+        events: &mut Vec<String>,
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let joined = rt.block_on(async {
+            let mut running = tokio::task::JoinSet::new();
+            let handle = running.spawn(body);
+            held.insert(handle.id(), claim);
+            running.join_next_with_id().await.expect("one task")
+        });
+        settle(joined, held, worked, &mut |e| events.push(said(&e)));
+    }
+
+    #[test]
+    fn each_end_is_counted_and_told_and_its_claim_dropped() {
+        let mut held = HashMap::new();
+        let mut worked = Worked {
+            committed: 0,
+            refused: 0,
+            released: 0,
+            stopped: None,
+        };
+        let mut events = Vec::new();
+        let ends: Vec<(&str, TaskEnd)> = vec![
+            (
+                "a",
+                TaskEnd::Done(result("a", TaskStatus::Completed), Some(Commit::Committed)),
+            ),
+            (
+                "b",
+                TaskEnd::Done(result("b", TaskStatus::Failed), Some(Commit::Committed)),
+            ),
+            (
+                "c",
+                TaskEnd::Done(result("c", TaskStatus::Completed), Some(Commit::Refused)),
+            ),
+            ("d", TaskEnd::Lost),
+            ("e", TaskEnd::Done(result("e", TaskStatus::Completed), None)),
+            (
+                "f",
+                TaskEnd::Done(
+                    Box::new(Err(ctx_deps::StoreError::new("disk full"))),
+                    Some(Commit::Committed),
+                ),
+            ),
+        ];
+        for (task, end) in ends {
+            let c = claim(task);
+            let body_claim = c.clone();
+            settle_one(
+                c,
+                async move { (body_claim, end) },
+                &mut held,
+                &mut worked,
+                &mut events,
+            );
+        }
+        assert_eq!(
+            events,
+            [
+                "committed a Completed",
+                "committed b Failed",
+                "refused c",
+                "refused d",
+                "no result e",
+                "store failed f: execution store: disk full",
+            ]
+        );
+        assert_eq!(
+            (worked.committed, worked.refused, worked.released),
+            (2, 2, 0)
+        );
+        assert!(held.is_empty(), "{held:?}");
+    }
+
+    /// A task body that panics (an engine bug) is told, and its claim is
+    /// kept for the release at the stop; nothing is counted.
+    #[test]
+    fn a_panicked_task_keeps_its_claim() {
+        let mut held = HashMap::new();
+        let mut worked = Worked {
+            committed: 0,
+            refused: 0,
+            released: 0,
+            stopped: None,
+        };
+        let mut events = Vec::new();
+        settle_one(
+            claim("p"),
+            async { panic!("an engine bug") },
+            &mut held,
+            &mut worked,
+            &mut events,
+        );
+        assert_eq!(events, ["panicked p"]);
+        assert_eq!((worked.committed, worked.refused), (0, 0));
+        assert_eq!(held.values().collect::<Vec<_>>(), [&claim("p")]);
+    }
+
+    #[test]
+    fn a_lost_lease_is_a_failure_naming_the_worker() {
+        let r = lease_lost(&claim("t"));
+        assert_eq!(r.task_id, "t");
+        assert_eq!(r.status, TaskStatus::Failed);
+        assert_eq!(
+            r.error.as_deref(),
+            Some("lease lost: the engine call was stopped (worker box-1)")
+        );
     }
 }

@@ -49,10 +49,7 @@ pub async fn start(
     label: &str,
     resume: Option<&str>,
 ) -> Result<SharedStart, SharedError> {
-    let graph = PlanGraph::new(plan)?;
-    // Claims take the longest remaining path first, as the local executor
-    // orders its ready queue.
-    let priorities: Vec<u64> = (0..graph.len()).map(|i| graph.remaining_path(i)).collect();
+    let priorities = claim_priorities(plan)?;
     let Some(run) = resume else {
         let run_id = store
             .register_run(&RegisterRun {
@@ -98,6 +95,13 @@ pub async fn start(
         run_id: run.to_string(),
         resumed: Some(decided),
     })
+}
+
+/// Each task's claim priority, in plan order: claims take the longest
+/// remaining path first, as the local executor orders its ready queue.
+fn claim_priorities(plan: &Plan) -> Result<Vec<u64>, GraphError> {
+    let graph = PlanGraph::new(plan)?;
+    Ok((0..graph.len()).map(|i| graph.remaining_path(i)).collect())
 }
 
 /// The report of a shared run as a local run gives it, from the store's
@@ -200,5 +204,45 @@ mod tests {
         assert!(r.interrupted);
         // d was claimed and has no result yet.
         assert_eq!(r.cost.unwrap().unknown, 2);
+    }
+
+    /// The head of the longest chain is claimed first, a leaf last; the
+    /// priorities are in plan order whatever the order of dependencies.
+    #[test]
+    fn claims_take_the_longest_remaining_path_first() {
+        let plan =
+            ctx_test_support::plan(&[("c", &["b"]), ("a", &[]), ("b", &["a"]), ("lone", &[])]);
+        let p = claim_priorities(&plan).unwrap();
+        let (c, a, b, lone) = (p[0], p[1], p[2], p[3]);
+        assert!(a > b && b > c, "{p:?}");
+        assert_eq!(c, lone, "two sinks of the same weight");
+    }
+
+    #[test]
+    fn a_plan_with_a_cycle_has_no_priorities() {
+        let plan = ctx_test_support::plan(&[("a", &["b"]), ("b", &["a"])]);
+        assert!(claim_priorities(&plan).is_err());
+    }
+
+    /// A task that was claimed but has no row result yet (it runs, or its
+    /// worker died) counts as unknown cost; a pending one that no one
+    /// claimed counts as nothing; a failed task's known cost is spent.
+    #[test]
+    fn only_claimed_tasks_count_toward_the_cost() {
+        let mut running = row("r", TaskStatus::InProgress, Some(2), None);
+        running.result = None;
+        let rows = vec![
+            row("f", TaskStatus::Failed, Some(1), Some("0.1")),
+            running,
+            row("p", TaskStatus::Pending, None, None),
+        ];
+        let c = cost(&rows);
+        assert_eq!(c.spent, ctx_cost::Usd::parse("0.1").unwrap());
+        assert_eq!(c.unknown, 1);
+        assert_eq!(c.budget, None);
+        let report = report(&rows, Vec::new(), false);
+        // The running task reads as its status, without a stored result.
+        assert_eq!(report.results[1].status, TaskStatus::InProgress);
+        assert_eq!(report.order, ["f", "r"]);
     }
 }
