@@ -21,6 +21,8 @@
 //!   `cargo xtask test`): the dependency-direction block of
 //!   docs/architecture.md against the Cargo.toml files, forbidden edges,
 //!   broken links.
+//! * `cargo xtask mutants [--all] [--base REF]`: cargo-mutants on the lines
+//!   changed since main, or on the critical files (see `mutants.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -34,6 +36,7 @@ mod examples;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
 mod goldens;
 mod man;
+mod mutants;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Some("man") => man::run(&args[1..]),
         Some("arch") => arch::run(&args[1..]),
         Some("examples") => examples::run(&args[1..]),
+        Some("mutants") => mutants::run(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -77,7 +81,10 @@ commands:
   e2e [--llm]          ctx run against real OpenAI-compatible servers
   man [--out DIR]      man pages for ctx and each subcommand (default target/man)
   arch                 check docs/architecture.md's dependency rules and every doc link
-  examples             run the library use-case examples and compare them with the CLI";
+  examples             run the library use-case examples and compare them with the CLI
+  mutants [--all] [--base REF]
+                       cargo-mutants on the lines changed since main (or REF), or with
+                       --all on the critical files; prints caught/missed per file";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
