@@ -21,6 +21,8 @@
 //!   `cargo xtask test`): the dependency-direction block of
 //!   docs/architecture.md against the Cargo.toml files, forbidden edges,
 //!   broken links.
+//! * `cargo xtask mutants [--all] [--base REF]`: cargo-mutants on the lines
+//!   changed since main, or on the critical files (see `mutants.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -35,6 +37,7 @@ mod examples;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
 mod goldens;
 mod man;
+mod mutants;
 mod tour;
 
 fn main() -> ExitCode {
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Some("man") => man::run(&args[1..]),
         Some("arch") => arch::run(&args[1..]),
         Some("examples") => examples::run(&args[1..]),
+        Some("mutants") => mutants::run(&args[1..]),
         Some("tour") => tour::run(&args[1..]),
         _ => Err(USAGE.to_string()),
     };
@@ -85,7 +89,10 @@ commands:
   arch                 check docs/architecture.md's dependency rules and every doc link
   examples             run the library use-case examples and compare them with the CLI
   tour [--base-url URL] [--no-postgres]
-                       run every command block of the README's tour, in order, in target/tour";
+                       run every command block of the README's tour, in order, in target/tour
+  mutants [--all] [--base REF]
+                       cargo-mutants on the lines changed since main (or REF), or with
+                       --all on the critical files; prints caught/missed per file";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

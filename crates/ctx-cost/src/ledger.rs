@@ -331,6 +331,7 @@ mod tests {
         let ledger = BudgetLedger::new(usd("1"));
         let books = |l: &BudgetLedger| (l.spent(), l.reserved(), l.remaining());
         assert_eq!(books(&ledger), (Usd::ZERO, Usd::ZERO, usd("1")));
+        assert_eq!(ledger.budget(), usd("1"));
         assert_eq!(ledger.reserve("a", usd("0.25")), Ok(Reservation::Reserved));
         assert_eq!(books(&ledger), (Usd::ZERO, usd("0.25"), usd("0.75")));
         // Exactly what remains is granted.

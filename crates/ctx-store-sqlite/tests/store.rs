@@ -472,7 +472,8 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    // 24 cases locally (each opens a SQLite store), 256 in CI.
+    #![proptest_config(ProptestConfig::with_cases(ctx_test_support::proptest_cases(24)))]
 
     /// Any sequence of calls gives the same answers as `MemoryStore`, and
     /// the history keeps every call.

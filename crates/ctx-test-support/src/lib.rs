@@ -37,6 +37,13 @@ pub fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| !v.is_empty())
 }
 
+/// The case count of a property test kept short for local runs: `local`
+/// outside CI, at least 256 in CI, where the run is unattended and the
+/// extra cases cost seconds (docs/testing.md).
+pub fn proptest_cases(local: u32) -> u32 {
+    if in_ci() { local.max(256) } else { local }
+}
+
 /// The shared corpora of real public text, `../shared/corpora` beside the
 /// repository, or `None` after saying on stderr that `test` is skipped.
 ///

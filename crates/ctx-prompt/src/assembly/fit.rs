@@ -670,7 +670,8 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        // 64 cases locally, 256 in CI.
+        #![proptest_config(ProptestConfig::with_cases(ctx_test_support::proptest_cases(64)))]
         #[test]
         fn cap_holds_prompt_intact_shape_kept(
             outputs in proptest::collection::vec(arb_text(), 0..4),

@@ -18,14 +18,9 @@ use super::SkeletonChar;
 
 /// Whether the skeleton holds `pattern` at `i`.
 fn holds(s: &[SkeletonChar], i: usize, pattern: &str) -> bool {
-    let mut k = i;
-    for p in pattern.chars() {
-        if s.get(k).map(|c| c.ch) != Some(p) {
-            return false;
-        }
-        k += 1;
-    }
-    true
+    (i..)
+        .zip(pattern.chars())
+        .all(|(k, p)| s.get(k).is_some_and(|c| c.ch == p))
 }
 
 /// The index after the comment that opens at `i` (an `<!--`), if it is

@@ -122,8 +122,12 @@ fn html_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> {
 /// A JSON or JavaScript escape at `i` (a `\`).
 fn backslash_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> {
     let j = i + 1;
+    // Escape letters are read in either case: the skeleton lower-cases
+    // ASCII between rounds, so `\X3c` would otherwise decode or not
+    // depending on whether something else in the text asked for another
+    // round.
     match at(items, j)? {
-        'u' if at(items, j + 1) == Some('{') => {
+        'u' | 'U' if at(items, j + 1) == Some('{') => {
             let (value, end) = digits(items, j + 2, 16, usize::MAX)?;
             (at(items, end) == Some('}'))
                 .then(|| (Expansion::One(char_or_replacement(value)), end + 1))
@@ -147,7 +151,7 @@ fn backslash_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> 
             let (value, end) = hex_exact(items, j + 1, 8).or_else(|| hex_exact(items, j + 1, 4))?;
             Some((Expansion::One(char_or_replacement(value)), end))
         }
-        'x' => {
+        'x' | 'X' => {
             let (value, end) = hex_exact(items, j + 1, 2)?;
             Some((Expansion::One(char_or_replacement(value)), end))
         }
@@ -157,13 +161,20 @@ fn backslash_at(items: &[SkeletonChar], i: usize) -> Option<(Expansion, usize)> 
         c if c.is_ascii_punctuation() => Some((Expansion::One(c), j + 1)),
         // JSON's and JavaScript's whitespace escapes: `<\n/untrusted-content>`
         // in a JSON string is the tag with a line break inside.
-        'n' => Some((Expansion::One('\n'), j + 1)),
-        't' => Some((Expansion::One('\t'), j + 1)),
-        'r' => Some((Expansion::One('\r'), j + 1)),
-        'f' => Some((Expansion::One('\u{C}'), j + 1)),
-        'v' => Some((Expansion::One('\u{B}'), j + 1)),
-        _ => None,
+        c => whitespace_escape(c.to_ascii_lowercase()).map(|w| (Expansion::One(w), j + 1)),
     }
+}
+
+/// The character of a whitespace escape's letter (`n` is a line feed).
+fn whitespace_escape(letter: char) -> Option<char> {
+    Some(match letter {
+        'n' => '\n',
+        't' => '\t',
+        'r' => '\r',
+        'f' => '\u{C}',
+        'v' => '\u{B}',
+        _ => return None,
+    })
 }
 
 /// Percent-encoding at `i` (a `%`): one ASCII byte, or the bytes of one
@@ -260,6 +271,10 @@ mod tests {
         assert_eq!(decode("\\U0000003C \\U003C"), "< <");
         assert_eq!(decode("\\\\u003c"), "\\u003c");
         assert_eq!(decode("C:\\path \\q \\u12"), "C:\\path \\q \\u12");
+        // Punctuation, whitespace escapes, and escape letters in either case.
+        assert_eq!(decode("\\-\\_\\!"), "-_!");
+        assert_eq!(decode("\\n\\t\\r\\f\\v\\N"), "\n\t\r\u{C}\u{B}\n");
+        assert_eq!(decode("\\X3C\\U{3c}"), "<<");
     }
 
     #[test]
