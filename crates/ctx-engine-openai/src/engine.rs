@@ -307,6 +307,14 @@ impl OpenAiEngine {
             prompt_tokens: request.prompt_tokens as u64,
             completion_tokens: request.params.completion_bound(defaults.max_tokens).ok(),
         };
+        // With `n` or `best_of` above 1 the server bills completions ctx
+        // never sees (it keeps the first choice): each may use the whole cap.
+        let unseen_completion = request
+            .params
+            .choices()
+            .ok()
+            .filter(|&n| n > 1)
+            .map(|n| cap.unwrap_or(0).saturating_mul(n - 1));
         let max = self.config.retry.max_attempts;
         let mut attempts: Vec<Attempt> = Vec::new();
         for number in used.saturating_add(1)..=max {
@@ -325,9 +333,12 @@ impl OpenAiEngine {
             let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             match result {
                 Ok(completion) => {
-                    let usage = completion
-                        .usage
-                        .map(|u| u.resolve(bounds, completion.output.len() as u64));
+                    let usage = wire::usage_to_record(
+                        completion.usage,
+                        bounds,
+                        completion.output.len() as u64,
+                        unseen_completion,
+                    );
                     attempts.push(Attempt {
                         number,
                         duration_ms,

@@ -283,6 +283,42 @@ impl ReportedUsage {
     }
 }
 
+/// The usage to record for an answered request: the server's report
+/// read by [`ReportedUsage::resolve`]; with no report at all, `None`
+/// (ctx then counts the prompt it sent and the output it got) unless the
+/// request asked for more than one completion. Then the server billed
+/// choices ctx never saw (`unseen_completion` tokens at most: the cap for
+/// each), so the usage is the worst case, flagged partial: ctx's prompt
+/// count, and the kept output (a token is at least one byte, so at most
+/// `output_bytes` tokens, and at most the cap) plus the unseen choices.
+/// Counting only the kept output let a budgeted run spend past its
+/// budget against a server that bills `n` choices and reports no usage.
+pub(crate) fn usage_to_record(
+    reported: Option<ReportedUsage>,
+    bounds: RequestBounds,
+    output_bytes: u64,
+    unseen_completion: Option<u64>,
+) -> Option<TokenUsage> {
+    match (reported, unseen_completion) {
+        (Some(u), _) => Some(u.resolve(bounds, output_bytes)),
+        (None, None) => None,
+        (None, Some(unseen)) => {
+            let kept = match bounds.completion_tokens {
+                Some(all) => output_bytes.min(all.saturating_sub(unseen)),
+                None => output_bytes,
+            };
+            let completion = kept.saturating_add(unseen);
+            Some(TokenUsage {
+                prompt_tokens: bounds.prompt_tokens,
+                completion_tokens: completion,
+                total_tokens: bounds.prompt_tokens.saturating_add(completion),
+                cached_tokens: None,
+                partial: true,
+            })
+        }
+    }
+}
+
 /// `usage` → [`ReportedUsage`], cached tokens from
 /// `prompt_tokens_details.cached_tokens` (OpenAI) when reported; `None`
 /// when it reports no count at all.
@@ -507,6 +543,26 @@ mod tests {
             .unwrap()
             .resolve(BOUNDS, 0)
             .total_tokens
+    }
+
+    /// No `usage` at all: `None` for one completion (ctx counts what it
+    /// got); with `n` > 1 the unseen choices at their cap, flagged, since
+    /// the server billed them.
+    #[test]
+    fn no_usage_with_several_completions_is_their_worst_case() {
+        let bounds = RequestBounds {
+            prompt_tokens: 40,
+            completion_tokens: Some(3 * 68),
+        };
+        assert_eq!(usage_to_record(None, bounds, 10, None), None);
+        let u = usage_to_record(None, bounds, 10, Some(2 * 68)).unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.partial),
+            (40, 10 + 2 * 68, true)
+        );
+        // The kept output is at most its cap, whatever its bytes.
+        let u = usage_to_record(None, bounds, 1_000, Some(2 * 68)).unwrap();
+        assert_eq!(u.completion_tokens, 3 * 68);
     }
 
     /// A partial `usage` is its worst case, flagged; never $0.
