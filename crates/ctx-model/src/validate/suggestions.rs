@@ -274,8 +274,8 @@ mod tests {
     /// (counted in table cells, not timed): a near miss of a generated id
     /// (`taks-01234`, 11 cells per row) costs at most 60 rows of the table
     /// among 1,500, 24,000 or 96,000 ids. Walked in character order it
-    /// cost 720 rows at 1,500 ids and 1,070 at 24,000; best first, 400 →
-    /// 520 → 600 (50 words each: 20,020 / 25,872 / 30,118 cells).
+    /// cost 65 rows per word at 1,500 ids and 98 at 24,000; best first,
+    /// 36 → 47 → 55 at 1,500 / 24,000 / 96,000.
     #[test]
     fn a_near_miss_costs_the_same_in_a_larger_plan() {
         for n in [1_500, 24_000, 96_000] {
