@@ -55,6 +55,27 @@ pub const SCHEMA_ERRORS_SHOWN: usize = 3;
 /// of them, so beyond this size only the first error is reported.
 pub const SCHEMA_ERRORS_LISTED_BELOW: usize = 256 << 10;
 
+/// The largest output a `judge` check sends to its judge: 512 KiB, about
+/// 130,000 tokens, more than most judge models read. A larger output fails
+/// its judge checks without a call ("too large to judge").
+///
+/// Why a limit: before an output goes into a judge prompt it is
+/// neutralized, and the neutralizer (ctx-prompt's fence matcher) works on
+/// a character-level skeleton of the text that costs about 47 bytes of
+/// memory per byte of output. Unbounded, a 20 MB output took 965 MiB per
+/// judge, and four in flight 6 GB. With the limit, judging an output
+/// costs at most 3× its size (the lossy text, the neutralized copy and the
+/// prompt) plus 32 MiB (the skeleton of at most 512 KiB, ~47 × 512 KiB,
+/// and the allocator's slack), however many judge checks it has (the
+/// output is neutralized once for all); crates/ctx-deps/tests/judge_memory.rs
+/// measures it.
+pub const JUDGE_MAX_OUTPUT_BYTES: usize = 512 << 10;
+
+/// The neutralizer for text that already went through the real one.
+fn already_neutralized(text: &str) -> String {
+    text.to_string()
+}
+
 /// The results of one output against a check set, some possibly waiting
 /// for a judge.
 #[derive(Debug)]
@@ -89,14 +110,29 @@ impl CheckSet {
     /// Runs every local check on `output` and prepares the judge requests.
     /// Never fails and never panics: a check that cannot be satisfied is a
     /// failed result.
+    ///
+    /// A judged output's memory is bounded (see [`JUDGE_MAX_OUTPUT_BYTES`]):
+    /// the output is neutralized once for all of its judge checks, and one
+    /// larger than the limit fails them without being neutralized at all.
     pub fn evaluate(&self, output: &[u8], context: &EvalContext<'_>) -> Evaluation {
         let text = String::from_utf8_lossy(output);
         let mut json: Option<Result<serde_json::Value, String>> = None;
+        // The output neutralized, once, for every judge prompt.
+        let mut fenced: Option<String> = None;
         let slots = self
             .checks
             .iter()
             .enumerate()
             .map(|(index, check)| match &check.test {
+                Test::Judge { .. } if text.len() > JUDGE_MAX_OUTPUT_BYTES => Slot::Done(outcome(
+                    CheckKind::Judge,
+                    false,
+                    format!(
+                        "the output is too large to judge ({} bytes; a judge reads at most {JUDGE_MAX_OUTPUT_BYTES})",
+                        text.len()
+                    ),
+                    check.message.as_deref(),
+                )),
                 Test::Judge {
                     rubric,
                     model,
@@ -104,7 +140,11 @@ impl CheckSet {
                 } => Slot::Judge {
                     request: Box::new(JudgeRequest {
                         index,
-                        prompt: judge_prompt(rubric, &text, context.neutralize),
+                        prompt: judge_prompt(
+                            rubric,
+                            fenced.get_or_insert_with(|| (context.neutralize)(&text)),
+                            already_neutralized,
+                        ),
                         model: model.clone(),
                         max_tokens: *max_tokens,
                     }),

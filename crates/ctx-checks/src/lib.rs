@@ -104,7 +104,9 @@ pub mod text;
 
 pub use compile::{CheckSet, CompileError};
 pub use entities::{EntityPatternError, ExpectedEntity};
-pub use evaluate::{CheckResult, EvalContext, Evaluation, NotAwaitingJudge, all_passed};
+pub use evaluate::{
+    CheckResult, EvalContext, Evaluation, JUDGE_MAX_OUTPUT_BYTES, NotAwaitingJudge, all_passed,
+};
 pub use feedback::{FEEDBACK_HEADING, Feedback};
 pub use judge::{JudgeRequest, Neutralizer, Verdict, WrongShape};
 pub use plan::{

@@ -27,8 +27,8 @@ fn a_100_mb_output_is_checked_by_every_kind() {
         neutralize: |s| s.to_string(),
     };
     let mut evaluation = set.evaluate(&output, &context);
-    let requests = evaluation.take_judge_requests();
-    assert!(requests[0].prompt.len() > output.len());
+    // Too large to judge (JUDGE_MAX_OUTPUT_BYTES): no judge is asked.
+    assert!(evaluation.take_judge_requests().is_empty());
     let results = evaluation.finish();
     let passed: Vec<bool> = results.iter().map(|r| r.passed).collect();
     assert_eq!(
@@ -39,6 +39,11 @@ fn a_100_mb_output_is_checked_by_every_kind() {
         results[3].message.starts_with("has 21"),
         "{}",
         results[3].message
+    );
+    assert!(
+        results[8].message.contains("too large to judge"),
+        "{}",
+        results[8].message
     );
 }
 
