@@ -298,8 +298,8 @@ fn count(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctx_tokens::TokenizerExt;
     use crate::estimate::FRAMING_PER_MESSAGE;
+    use ctx_tokens::TokenizerExt;
 
     fn plan() -> Plan {
         serde_json::from_str(
