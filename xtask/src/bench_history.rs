@@ -14,7 +14,7 @@
 //!    bytes of the extracted sections (goal ≤ 2), and the in-process
 //!    assembly time.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -110,13 +110,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--runs" => {
-                runs = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n| *n > 0)
-                    .ok_or("--runs needs a positive number")?;
-            }
+            "--runs" => runs = crate::runs_value(it.next())?,
             other => {
                 return Err(format!(
                     "bench-history: unknown argument `{other}` (known: --runs N)"
@@ -125,18 +119,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let root = crate::root();
-    crate::run_cargo(
-        &root,
-        &[
-            "build",
-            "--quiet",
-            "--release",
-            "-p",
-            "ctx-cli",
-            "--bin",
-            "ctx",
-        ],
-    )?;
+    crate::run_cargo(&root, crate::BUILD_RELEASE_CTX)?;
     crate::run_cargo(
         &root,
         &[
@@ -149,9 +132,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "history_bench",
         ],
     )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let target = crate::target_dir(&root);
     let exe = std::env::consts::EXE_SUFFIX;
     let ctx = target.join("release").join(format!("ctx{exe}"));
     let helper = target

@@ -104,13 +104,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--runs" => {
-                runs = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n| *n > 0)
-                    .ok_or("--runs needs a positive number")?;
-            }
+            "--runs" => runs = crate::runs_value(it.next())?,
             other => {
                 return Err(format!(
                     "bench-run: unknown argument `{other}` (known: --runs N)"
@@ -119,21 +113,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let root = crate::root();
-    crate::run_cargo(
-        &root,
-        &[
-            "build",
-            "--quiet",
-            "--release",
-            "-p",
-            "ctx-cli",
-            "--bin",
-            "ctx",
-        ],
-    )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    crate::run_cargo(&root, crate::BUILD_RELEASE_CTX)?;
+    let target = crate::target_dir(&root);
     let ctx = target
         .join("release")
         .join(format!("ctx{}", std::env::consts::EXE_SUFFIX));

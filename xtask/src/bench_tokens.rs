@@ -93,13 +93,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--runs" => {
-                runs = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|n| *n > 0)
-                    .ok_or("--runs needs a positive number")?;
-            }
+            "--runs" => runs = crate::runs_value(it.next())?,
             "--before" => before = Some(it.next().ok_or("--before needs a path")?.into()),
             "--peer" => peer = Some(it.next().ok_or("--peer needs a command")?.clone()),
             "--no-build" => build = false,
@@ -112,15 +106,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let root = crate::root();
     for args in [
-        &[
-            "build",
-            "--quiet",
-            "--release",
-            "-p",
-            "ctx-cli",
-            "--bin",
-            "ctx",
-        ][..],
+        crate::BUILD_RELEASE_CTX,
         &[
             "build",
             "--quiet",
@@ -144,9 +130,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             crate::run_cargo(&root, args)?;
         }
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let target = crate::target_dir(&root);
     let exe = std::env::consts::EXE_SUFFIX;
     let ctx = target.join("release").join(format!("ctx{exe}"));
     let examples = target.join("release/examples");

@@ -111,6 +111,25 @@ fn build_ctx(root: &Path) -> Result<PathBuf, String> {
         .join(format!("ctx{}", std::env::consts::EXE_SUFFIX)))
 }
 
+/// The cargo arguments that build the release `ctx` every benchmark times.
+const BUILD_RELEASE_CTX: &[&str] = &[
+    "build",
+    "--quiet",
+    "--release",
+    "-p",
+    "ctx-cli",
+    "--bin",
+    "ctx",
+];
+
+/// The value of a benchmark's `--runs N`: a positive number.
+fn runs_value(value: Option<&String>) -> Result<usize, String> {
+    value
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| "--runs needs a positive number".to_string())
+}
+
 /// The target directory: `CARGO_TARGET_DIR`, else `target/` of the checkout.
 fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
