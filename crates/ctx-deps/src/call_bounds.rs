@@ -22,7 +22,7 @@
 use ctx_model::{Plan, SubTask};
 use ctx_tokens::TokenCounter;
 
-use crate::executor::Inner;
+use crate::cost::CostOptions;
 
 /// The most prompt tokens (the user message; system prompt and framing
 /// are the caller's) a judge call with `rubric` sends for an output of at
@@ -54,8 +54,8 @@ pub fn summary_prompt_bound(
 /// The completion high of `task`'s output when the run has a budget (the
 /// bound its judge and summary reservations were made with); `None`
 /// without a budget, when nothing is held to it.
-pub(crate) fn budgeted_output_high(inner: &Inner, task: &SubTask) -> Option<u64> {
-    let cost = inner.cost.as_ref()?;
+pub(crate) fn budgeted_output_high(cost: Option<&CostOptions>, task: &SubTask) -> Option<u64> {
+    let cost = cost?;
     if cost.max_cost.is_none() && cost.shared_budget.is_none() {
         return None;
     }

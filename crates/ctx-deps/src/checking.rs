@@ -39,7 +39,7 @@ use ctx_tokens::TokenCounter;
 
 use ctx_engine::InferenceRequest;
 
-use crate::executor::Inner;
+use crate::engine_call::EngineCalls;
 
 /// What joins the assembled prompt and the feedback section.
 pub const FEEDBACK_JOIN: &str = "\n\n";
@@ -79,14 +79,18 @@ fn source_text(e: &dyn std::error::Error) -> String {
 }
 
 /// Runs every check on `output`, asking the judges through the run's
-/// engine within its time and output bounds
-/// ([`call_engine`](crate::executor::call_engine)). Returns the results,
+/// engine within its time and output bounds (`engine`). Under a budget
+/// (`output_high`: the output's completion high, see
+/// [`call_bounds`](crate::call_bounds)) a judge prompt over what was
+/// reserved is not sent. Returns the results,
 /// the judges' total usage and each judge call (for its cost, at its own
 /// model; a call that got no answer is recorded too, since it may have
 /// been billed). Never fails: a judge whose call fails or times out fails
 /// its check.
 pub(crate) async fn evaluate(
-    inner: &Inner,
+    engine: &EngineCalls,
+    plan: &Plan,
+    output_high: Option<u64>,
     checks: &TaskChecks,
     task: &SubTask,
     output: &str,
@@ -99,8 +103,7 @@ pub(crate) async fn evaluate(
     let mut evaluation = checks.set.evaluate(output.as_bytes(), &context);
     let mut usage = None;
     let mut calls = Vec::new();
-    let output_high = crate::call_bounds::budgeted_output_high(inner, task);
-    let specs = output_high.map(|_| ctx_model::task_checks(&inner.plan, task));
+    let specs = output_high.map(|_| ctx_model::task_checks(plan, task));
     for judge in evaluation.take_judge_requests() {
         // Under a budget a prompt over what the reservation allowed (the
         // output grew when it was neutralized) is not sent: the check
@@ -132,7 +135,7 @@ pub(crate) async fn evaluate(
                 temperature: Some(0.0),
                 ..Params::default()
             },
-            max_output_bytes: inner.max_output_bytes,
+            max_output_bytes: engine.max_output_bytes(),
             response_schema: Some(ctx_checks::judge::answer_schema()),
             purpose: ctx_engine::RequestPurpose::Judge,
         };
@@ -142,7 +145,7 @@ pub(crate) async fn evaluate(
             max_tokens: judge.max_tokens,
             ..JudgeCall::default()
         };
-        let recorded = match crate::executor::call_engine(inner, &request).await {
+        let recorded = match engine.call(&request).await {
             Ok(response) => {
                 // An engine that reports no usage (a command) is counted
                 // by ctx, its answer up to the judge's `max_tokens` as a
@@ -419,7 +422,7 @@ mod tests {
         .unwrap()
     }
 
-    fn run(plan: Plan, engine: Arc<ByPrompt>) -> (crate::RunReport, Arc<crate::MemoryStore>) {
+    fn run(plan: Plan, engine: Arc<ByPrompt>) -> (crate::RunReport, Arc<ctx_store::MemoryStore>) {
         run_with(plan, engine, crate::ExecutorOptions::default())
     }
 
@@ -427,8 +430,8 @@ mod tests {
         plan: Plan,
         engine: Arc<dyn ctx_engine::InferenceEngine>,
         options: crate::ExecutorOptions,
-    ) -> (crate::RunReport, Arc<crate::MemoryStore>) {
-        let store = Arc::new(crate::MemoryStore::new());
+    ) -> (crate::RunReport, Arc<ctx_store::MemoryStore>) {
+        let store = Arc::new(ctx_store::MemoryStore::new());
         let exec = crate::Executor::new(plan, engine, store.clone(), options).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -778,7 +781,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_judge_that_times_out_fails_its_check_not_the_run() {
-        let store = Arc::new(crate::MemoryStore::new());
+        let store = Arc::new(ctx_store::MemoryStore::new());
         let exec = crate::Executor::new(
             checked_plan(2),
             Arc::new(StuckJudge),
@@ -869,10 +872,10 @@ mod tests {
         let css = store.get_by_task_id("css").unwrap().unwrap();
         assert_eq!(css.status, ctx_model::TaskStatus::Failed);
         assert_eq!(css.metadata.check_attempts.len(), 1);
-        let store = Arc::new(crate::MemoryStore::new());
+        let store = Arc::new(ctx_store::MemoryStore::new());
         let exec = crate::Executor::new(
             checked_plan(2),
-            Arc::new(crate::DryRunEngine),
+            Arc::new(ctx_engine::DryRunEngine),
             store.clone(),
             crate::ExecutorOptions::default(),
         )
@@ -936,7 +939,7 @@ mod tests {
         let engine = Arc::new(Fenced {
             schemas: Default::default(),
         });
-        let store = Arc::new(crate::MemoryStore::new());
+        let store = Arc::new(ctx_store::MemoryStore::new());
         let exec = crate::Executor::new(
             plan,
             engine.clone(),
@@ -978,13 +981,13 @@ mod tests {
             ctx_model::PlanFormat::Yaml,
         )
         .unwrap();
-        let store = Arc::new(crate::MemoryStore::new());
+        let store = Arc::new(ctx_store::MemoryStore::new());
         let options = crate::ExecutorOptions {
             context: variant,
             ..Default::default()
         };
         let exec =
-            crate::Executor::new(plan, Arc::new(crate::DryRunEngine), store, options).unwrap();
+            crate::Executor::new(plan, Arc::new(ctx_engine::DryRunEngine), store, options).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -11,10 +11,12 @@ use proptest::prelude::*;
 use tokio::time::Instant;
 
 use super::*;
-use crate::memory::MemoryStore;
+use crate::options::{DEFAULT_TASK_TIMEOUT, ExecutorOptions, Schedule};
 use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_store::MemoryStore;
 use ctx_store::{ExecutionStore, StoreError};
 use ctx_test_support::plan;
+use ctx_tokens::TokenizerExt;
 
 /// An engine that sleeps per task, fails on demand, and checks the
 /// executor's promises at every call.
@@ -444,7 +446,7 @@ async fn dry_run_engine_end_to_end() {
     let store = Arc::new(MemoryStore::new());
     let exec = Executor::new(
         p,
-        Arc::new(crate::DryRunEngine),
+        Arc::new(ctx_engine::DryRunEngine),
         store,
         ExecutorOptions::default(),
     )
@@ -476,7 +478,7 @@ async fn a_run_never_scans_the_plan_per_dependency() {
             .unwrap();
     let exec = Executor::new(
         p,
-        Arc::new(crate::DryRunEngine),
+        Arc::new(ctx_engine::DryRunEngine),
         Arc::new(MemoryStore::new()),
         ExecutorOptions::default(),
     )
@@ -826,7 +828,7 @@ fn a_blocking_store_does_not_stall_dispatching() {
     });
     let exec = Executor::new(
         p,
-        Arc::new(crate::DryRunEngine),
+        Arc::new(ctx_engine::DryRunEngine),
         store.clone(),
         ExecutorOptions {
             concurrency: 3,

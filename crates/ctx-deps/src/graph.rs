@@ -653,8 +653,8 @@ mod tests {
         p.config.tokenizer = Some("nope".into());
         let err = crate::Executor::new(
             p.clone(),
-            std::sync::Arc::new(crate::DryRunEngine),
-            std::sync::Arc::new(crate::MemoryStore::new()),
+            std::sync::Arc::new(ctx_engine::DryRunEngine),
+            std::sync::Arc::new(ctx_store::MemoryStore::new()),
             crate::ExecutorOptions::default(),
         )
         .err()
@@ -669,8 +669,8 @@ mod tests {
         assert!(
             crate::Executor::new(
                 p,
-                std::sync::Arc::new(crate::DryRunEngine),
-                std::sync::Arc::new(crate::MemoryStore::new()),
+                std::sync::Arc::new(ctx_engine::DryRunEngine),
+                std::sync::Arc::new(ctx_store::MemoryStore::new()),
                 crate::ExecutorOptions::default(),
             )
             .is_ok()

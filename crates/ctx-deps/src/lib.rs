@@ -12,11 +12,12 @@
 //! crate and the plan model only (re-exported here for convenience):
 //!
 //! * [`ExecutionStore`] (crate `ctx-store`) — where results live.
-//!   [`MemoryStore`] ships here; a durable SQLite store lives in
-//!   `ctx-store-sqlite`.
+//!   [`MemoryStore`] ships beside the trait; durable stores live in
+//!   `ctx-store-sqlite` and `ctx-store-postgres`.
 //! * [`InferenceEngine`] (crate `ctx-engine`) — what turns a prompt into
-//!   output. [`DryRunEngine`] and [`CommandEngine`] ship here; the
-//!   OpenAI-compatible HTTP engine lives in `ctx-engine-openai`.
+//!   output. [`DryRunEngine`] ships beside the trait; the command engine
+//!   lives in `ctx-engine-command`, the OpenAI-compatible HTTP engine in
+//!   `ctx-engine-openai`.
 //!
 //! Prompts are assembled by `ctx-prompt` (entity block, dependency outputs,
 //! the task's own prompt, under a token cap); this crate only feeds it the
@@ -47,21 +48,42 @@
 //! assert_eq!(css.output, "[dry-run] output of task css");
 //! ```
 
+mod attempt;
+mod budget;
 pub mod call_bounds;
 pub mod checking;
 pub mod cost;
-pub mod engines;
+mod engine_call;
 pub mod executor;
 pub mod graph;
-pub mod memory;
 mod offload;
+pub mod options;
+mod scheduling;
 pub mod summarize;
+mod task;
 
-pub use cost::*;
-pub use ctx_engine::*;
-pub use ctx_store::*;
-pub use engines::*;
-pub use executor::*;
-pub use graph::*;
-pub use memory::*;
+// What this crate defines, by name, so that `ctx_deps::Executor` and the
+// like keep working while the module path says where each lives.
+pub use cost::{
+    BudgetLedger, CostModel, CostOptions, CostSummary, SharedBudget, cut_to_tokens, dollars,
+    is_budget_skip, task_cost,
+};
+pub use executor::{ExecError, Executor, ProgressEvent, RunReport};
+pub use graph::{GraphError, GraphSummary, PlanGraph, TaskSummary, Weighting};
+pub use options::{
+    ContextVariant, DEFAULT_CONCURRENCY, DEFAULT_TASK_TIMEOUT, ExecutorOptions, Schedule,
+    concurrency_limit,
+};
 pub use summarize::{SummaryTotals, summary_for_dependent};
+pub use task::TaskRunner;
+
+// The two seams the executor is written against, re-exported for
+// convenience: a program that runs plans names the executor, an engine and
+// a store from one crate. Each lives in its seam crate; the in-memory store
+// and the dry-run engine live beside their traits (they moved there from
+// this crate, and these names keep the old paths working).
+pub use ctx_engine::{
+    BoxFuture, DEFAULT_MAX_OUTPUT_BYTES, DryRunEngine, EngineError, InferenceEngine,
+    InferenceRequest, InferenceResponse, RequestPurpose,
+};
+pub use ctx_store::{ExecutionStore, MemoryStore, RunHistory, StoreError};

@@ -50,7 +50,8 @@ use ctx_model::{
 use ctx_prompt::fence::neutralize;
 use tokio::time::Instant;
 
-use crate::executor::Inner;
+use crate::cost::CostOptions;
+use crate::engine_call::EngineCalls;
 use crate::graph::PlanGraph;
 use ctx_engine::{EngineError, InferenceRequest, RequestPurpose};
 use ctx_store::{ExecutionStore, StoreError};
@@ -292,23 +293,37 @@ pub fn summary_prompt(
     }
 }
 
+/// What writing a task's summaries needs from its run, and nothing more:
+/// the plan and its graph (who receives the output, under which
+/// strategy), the engine behind its bounds, the prices (a summary call's
+/// cost joins its task's; under a budget a prompt over its reservation is
+/// not sent) and [`ExecutorOptions::summarize_every_output`](crate::ExecutorOptions::summarize_every_output).
+pub(crate) struct SummaryCalls<'a> {
+    pub(crate) plan: &'a Plan,
+    pub(crate) graph: &'a PlanGraph,
+    pub(crate) engine: &'a EngineCalls,
+    pub(crate) cost: Option<&'a CostOptions>,
+    pub(crate) every_output: bool,
+}
+
 /// Writes the summaries `result` needs (see the module docs), or the
 /// `owed` ones a resume computed, stores the result once when any call
 /// was made, and returns it. Anything but a `completed` result needing a
-/// summary is returned untouched. `Err` only when the store fails.
+/// summary is returned untouched. `counter` is task `i`'s. `Err` only when
+/// the store fails.
 pub(crate) async fn after_completion(
-    inner: &Inner,
+    run: &SummaryCalls<'_>,
     store: &Arc<dyn ExecutionStore>,
     i: usize,
+    counter: &dyn ctx_tokens::TokenCounter,
     mut result: TaskExecutionResult,
     owed: Option<Vec<Option<usize>>>,
 ) -> Result<TaskExecutionResult, StoreError> {
-    let plan = &inner.plan;
-    let g = &inner.graph;
+    let plan = run.plan;
+    let g = run.graph;
     // A task that just ran: none of its dependents has run yet.
-    let needed = owed.unwrap_or_else(|| {
-        needed_calls(plan, g, i, &result, inner.summarize_every_output, &|_| true)
-    });
+    let needed =
+        owed.unwrap_or_else(|| needed_calls(plan, g, i, &result, run.every_output, &|_| true));
     if needed.is_empty() {
         return Ok(result);
     }
@@ -335,20 +350,15 @@ pub(crate) async fn after_completion(
             max_tokens: Some(dep_cfg.summary_max_tokens),
             ..ctx_model::Params::default()
         };
-        let counter = &inner.counters[i];
         let prompt_tokens = counter.count(&prompt);
         // Under a budget a prompt over what the reservation allowed (the
         // output grew when it was neutralized) is not sent.
-        let refused = crate::call_bounds::budgeted_output_high(inner, producer).and_then(|high| {
-            let bound = crate::call_bounds::summary_prompt_bound(
-                plan,
-                producer,
-                focus,
-                high,
-                counter.as_ref(),
-            );
-            crate::call_bounds::over_bound("summary", prompt_tokens, bound)
-        });
+        let refused =
+            crate::call_bounds::budgeted_output_high(run.cost, producer).and_then(|high| {
+                let bound =
+                    crate::call_bounds::summary_prompt_bound(plan, producer, focus, high, counter);
+                crate::call_bounds::over_bound("summary", prompt_tokens, bound)
+            });
         if let Some(reason) = refused {
             record.calls.push(SummaryCall {
                 dependent: dependent_task.map(|t| t.id.clone()),
@@ -364,7 +374,7 @@ pub(crate) async fn after_completion(
             prompt_tokens,
             prompt,
             params,
-            max_output_bytes: inner.max_output_bytes,
+            max_output_bytes: run.engine.max_output_bytes(),
             response_schema: None,
             purpose: RequestPurpose::Summary {
                 dependent: dependent_task.map(|t| t.id.clone()),
@@ -373,21 +383,21 @@ pub(crate) async fn after_completion(
         let t0 = Instant::now();
         // The executor's one engine call: bounded by `--task-timeout` and
         // the output bound like a task's own call.
-        let response = crate::executor::call_engine(inner, &request).await;
+        let response = run.engine.call(&request).await;
         let mut call = SummaryCall {
             dependent: dependent_task.map(|t| t.id.clone()),
             model,
             execution_time_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
             ..SummaryCall::default()
         };
-        if let Some(c) = &inner.cost {
+        if let Some(c) = run.cost {
             let cost = summary_call_cost(
                 c.model.as_ref(),
                 producer,
                 dep_cfg.summary_model.as_deref(),
                 &request,
                 response.as_ref(),
-                counter.as_ref(),
+                counter,
             );
             spent = spent.zip(cost).map(|(a, b)| a.saturating_add(b));
         }
@@ -405,7 +415,7 @@ pub(crate) async fn after_completion(
                     call.error = Some("the summary call answered nothing".into());
                 } else {
                     let limit = dep_cfg.summary_max_tokens as usize;
-                    let text = match ctx_prompt::cut_to_tokens(text, limit, counter.as_ref()) {
+                    let text = match ctx_prompt::cut_to_tokens(text, limit, counter) {
                         Some(cut) => {
                             call.cut = true;
                             cut
@@ -427,7 +437,7 @@ pub(crate) async fn after_completion(
         }
         record.calls.push(call);
     }
-    if inner.cost.is_some() {
+    if run.cost.is_some() {
         result.metadata.cost_usd = result
             .metadata
             .cost_usd
@@ -534,10 +544,10 @@ mod tests {
     use ctx_model::{Plan, SummarizeStrategy, SummaryFocus, TaskStatus, TokenUsage};
 
     use super::*;
-    use crate::executor::{Executor, ExecutorOptions};
-    use crate::memory::MemoryStore;
+    use crate::{Executor, ExecutorOptions};
     use ctx_engine::{BoxFuture, InferenceEngine, InferenceResponse};
     use ctx_store::ExecutionStore;
+    use ctx_store::MemoryStore;
     use ctx_tokens::TokenizerExt;
 
     /// `a` writes a long output ending in a conclusion; `b` and `c` build
@@ -974,7 +984,7 @@ mod tests {
         let store = Arc::new(MemoryStore::new());
         let exec = Executor::new(
             plan(SummarizeStrategy::Llm, SummaryFocus::Output),
-            Arc::new(crate::DryRunEngine),
+            Arc::new(ctx_engine::DryRunEngine),
             store.clone(),
             ExecutorOptions {
                 summarize_every_output: true,

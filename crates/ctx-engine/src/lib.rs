@@ -5,9 +5,13 @@
 //! engine (a dry run, a shell command, an HTTP client) depends on the
 //! plan model and this crate only, never on markdown parsing, prompt
 //! assembly or the graph code. That is ripgrep's `grep-matcher` split: the
-//! executor in `ctx-deps` sees only this trait; `ctx-deps` ships the
-//! dry-run and command engines, `ctx-engine-openai` the HTTP one, and a
-//! program that brings its own model implements the trait in a few lines.
+//! executor in `ctx-deps` sees only this trait. The [`DryRunEngine`] lives
+//! here, beside the trait, since it needs nothing but the trait and the
+//! plan model (as `ctx_store::MemoryStore` lives beside the store seam);
+//! `ctx-engine-command` ships the command engine and `ctx-engine-openai`
+//! the HTTP one, each a crate of its own because each needs a runtime or a
+//! client the seam must not compile, and a program that brings its own
+//! model implements the trait in a few lines.
 //!
 //! The method returns a boxed future so that the trait stays object-safe
 //! (`Arc<dyn InferenceEngine>`) without a macro crate. Cancellation is by
@@ -55,6 +59,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
+
+mod dry_run;
+
+pub use dry_run::DryRunEngine;
 
 /// Re-exported: an engine reports it in [`InferenceResponse`].
 pub use ctx_model::FinishReason;

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use ctx_deps::{CommandEngine, DryRunEngine, InferenceEngine};
+use ctx_deps::{DryRunEngine, InferenceEngine};
+use ctx_engine_command::CommandEngine;
 use ctx_model::{Plan, TaskStatus};
 use ctx_run::{ResultsJson, RunError, RunSession, RunSettings, RunStore, Start, run_plan};
 use ctx_store_sqlite::RunRoot;

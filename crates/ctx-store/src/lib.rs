@@ -6,10 +6,11 @@
 //! (`getByTaskId`, `getByDependencyIds`, `store`) plus `all_results`, which
 //! a summary and a resume need.
 //!
-//! The trait lives in a crate of its own, apart from every implementation
-//! (`ctx-deps` ships an in-memory store, `ctx-store-sqlite` the durable
-//! one), so that a store depends on the plan model and this crate only,
-//! never on prompt assembly or the executor.
+//! The trait lives in a crate of its own, apart from the durable
+//! implementations (`ctx-store-sqlite`, `ctx-store-postgres`), so that a
+//! store depends on the plan model and this crate only, never on prompt
+//! assembly or the executor. The in-memory [`MemoryStore`] lives here,
+//! beside the trait, because it needs nothing else.
 //!
 //! Beside the trait sit the rules every *durable* store shares, so that
 //! two stores cannot disagree on them: what a task's result depends on
@@ -58,6 +59,7 @@
 
 pub mod fingerprint;
 pub mod history;
+pub mod memory;
 #[cfg(feature = "tokio")]
 mod offload;
 pub mod record;
@@ -67,6 +69,7 @@ pub use fingerprint::{
     TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
 };
 pub use history::{RunHeader, RunHistory, RunState, StatusCounts};
+pub use memory::MemoryStore;
 #[cfg(feature = "tokio")]
 pub use offload::off_runtime;
 pub use record::ResultRecord;

@@ -27,7 +27,7 @@
 //! use std::{sync::Arc, time::Duration};
 //! let worker = ctx_worker::Worker {
 //!     store,
-//!     engine: Arc::new(ctx_deps::CommandEngine::new("llm -m local")),
+//!     engine: Arc::new(ctx_engine_command::CommandEngine::new("llm -m local")),
 //!     options: ctx_deps::ExecutorOptions::default(),
 //!     run: None,
 //!     worker: "gpu-box-1".into(),

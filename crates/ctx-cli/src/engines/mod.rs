@@ -16,7 +16,8 @@ pub mod openai;
 
 use std::sync::Arc;
 
-use ctx_deps::{CommandEngine, DryRunEngine, InferenceEngine};
+use ctx_deps::{DryRunEngine, InferenceEngine};
+use ctx_engine_command::CommandEngine;
 
 use crate::exit::CliError;
 

@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use ctx_model::TaskExecutionResult;
 
-use ctx_store::{ExecutionStore, StoreError};
+use crate::{ExecutionStore, StoreError};
 
 /// Results in a `BTreeMap` behind a mutex; the latest result per task wins.
 ///

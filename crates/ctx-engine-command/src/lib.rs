@@ -1,5 +1,12 @@
-//! `command`: any program that reads a prompt on stdin and writes the
-//! output on stdout (`ollama run`, `llm`, a script) becomes an engine.
+//! # ctx-engine-command: the `command` engine
+//!
+//! Any program that reads a prompt on stdin and writes the output on
+//! stdout (`ollama run`, `llm`, a script) becomes an engine.
+//!
+//! A crate of its own, beside `ctx-engine-openai`, because it needs Tokio's
+//! process and I/O machinery, which the engine seam (`ctx-engine`, traits
+//! and data only) must not compile, and which the executor (`ctx-deps`)
+//! has no use for: the executor sees only the trait.
 
 use std::process::Stdio;
 
@@ -43,7 +50,7 @@ const STDERR_KEEP: usize = 2 * STDERR_TAIL_BYTES;
 ///   Only the end of stderr is ever held in memory.
 ///
 /// Time is bounded by the executor
-/// ([`ExecutorOptions::task_timeout`](crate::ExecutorOptions::task_timeout)),
+/// (`ctx_deps::ExecutorOptions::task_timeout`),
 /// which drops the future when it expires.
 ///
 /// ## Killing
@@ -342,7 +349,7 @@ mod tests {
                 ..Params::default()
             },
             prompt_tokens: 1,
-            max_output_bytes: crate::DEFAULT_MAX_OUTPUT_BYTES,
+            max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
             purpose: Default::default(),
             response_schema: None,
         }

@@ -2,7 +2,7 @@
 
 use ctx_model::{Attempt, CallOutcome};
 
-use ctx_engine::{
+use crate::{
     BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, RequestPurpose,
 };
 

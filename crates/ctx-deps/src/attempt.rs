@@ -1,0 +1,457 @@
+//! One task's attempt loop, in steps: read the dependencies' results,
+//! assemble the prompt, store `in_progress`, call the engine, record the
+//! answer, run the checks and, on a failed check, assemble the retry with
+//! feedback, until the answer passes or the attempts run out; then number
+//! the attempts, price the task and store the outcome.
+//!
+//! The executor's module documentation, "One task", says what each step
+//! guarantees; [`checking`](crate::checking) owns what a check is and how
+//! feedback is worded. Every engine call goes through the run's
+//! [`EngineCalls`](crate::engine_call::EngineCalls).
+
+use std::sync::Arc;
+
+use ctx_checks::CheckResult;
+use ctx_engine::{EngineError, InferenceRequest, InferenceResponse};
+use ctx_model::{
+    CallOutcome, CheckAttempt, FinishReason, Plan, SubTask, TaskExecutionResult, TaskStatus,
+    TokenUsage,
+};
+use ctx_prompt::{AssembledPrompt, AssemblyError, DependencyOutput};
+use ctx_store::{ExecutionStore, StoreError};
+use ctx_tokens::TokenCounter;
+use tokio::time::Instant;
+
+use crate::checking::TaskChecks;
+use crate::engine_call::millis;
+use crate::task::TaskContext;
+
+/// Assembles, stores `in_progress`, runs the engine (again with feedback
+/// while checks fail and attempts are left), stores the outcome. Returns
+/// `Err` only when the store fails.
+pub(crate) async fn execute_task(
+    ctx: &TaskContext,
+    store: &Arc<dyn ExecutionStore>,
+    i: usize,
+) -> Result<TaskExecutionResult, StoreError> {
+    let t0 = Instant::now();
+    let Some(task) = ctx.plan.sub_tasks.get(i) else {
+        return Err(StoreError::new(format!("no task at index {i}")));
+    };
+    let dep_results = read_dependencies(ctx, store, i).await?;
+    let mut attempts = Attempts::new(ctx, store, i, task, t0);
+    let prompts = match Prompts::new(ctx, i, task, &dep_results) {
+        Ok(prompts) => prompts,
+        Err(error) => return attempts.fail_before_call(error).await,
+    };
+    let assembled = match prompts.first() {
+        Ok(assembled) => assembled,
+        Err(e) => return attempts.fail_before_call(e.to_string()).await,
+    };
+    if let Err(error) = attempts.prepare_checks() {
+        return attempts.fail_before_call(error).await;
+    }
+    attempts.run(&prompts, assembled).await?;
+    attempts.finish().await
+}
+
+/// The stored results of task `i`'s dependencies, in dependency order.
+async fn read_dependencies(
+    ctx: &TaskContext,
+    store: &Arc<dyn ExecutionStore>,
+    i: usize,
+) -> Result<Vec<TaskExecutionResult>, StoreError> {
+    let g = &ctx.graph;
+    let dep_ids: Vec<String> = g
+        .dependencies(i)
+        .iter()
+        .map(|&d| g.id(d).to_string())
+        .collect();
+    crate::offload::get_by_dependency_ids(store, &dep_ids).await
+}
+
+/// What task `i`'s prompts are assembled from: the context variant's plan
+/// and task (`ctx eval`), the dependencies' outputs (none when the variant
+/// leaves them out), its counter and the plan's cap. The first prompt and
+/// every retry come from the same inputs.
+struct Prompts<'a> {
+    plan: &'a Plan,
+    task: &'a SubTask,
+    dependencies: Vec<DependencyOutput<'a>>,
+    counter: &'a dyn TokenCounter,
+    cap: usize,
+}
+
+impl<'a> Prompts<'a> {
+    /// The inputs, or the task's failure when a dependency has no
+    /// completed result.
+    fn new(
+        ctx: &'a TaskContext,
+        i: usize,
+        task: &'a SubTask,
+        dep_results: &'a [TaskExecutionResult],
+    ) -> Result<Prompts<'a>, String> {
+        let dependencies = dependency_outputs(ctx, i, task, dep_results)?;
+        let plan = ctx.prompt_plan.as_ref().unwrap_or(&ctx.plan);
+        Ok(Prompts {
+            plan,
+            task: plan.sub_tasks.get(i).unwrap_or(task),
+            dependencies: if ctx.include_dependencies {
+                dependencies
+            } else {
+                Vec::new()
+            },
+            counter: ctx.counters[i].as_ref(),
+            cap: ctx.plan.config.max_prompt_tokens,
+        })
+    }
+
+    /// The first attempt's prompt.
+    fn first(&self) -> Result<AssembledPrompt, AssemblyError> {
+        ctx_prompt::assemble_task_prompt(
+            self.plan,
+            self.task,
+            &self.dependencies,
+            self.counter,
+            self.cap,
+        )
+    }
+
+    /// The next attempt's prompt, with feedback on the failed `results`.
+    fn retry(&self, results: &[CheckResult]) -> Result<AssembledPrompt, AssemblyError> {
+        crate::checking::retry_prompt(
+            self.plan,
+            self.task,
+            &self.dependencies,
+            self.counter,
+            self.cap,
+            results,
+        )
+        .map(|(next, _feedback)| next)
+    }
+}
+
+/// Each dependency's output as prompt assembly takes it, in dependency
+/// order; the error names a dependency without a completed result.
+fn dependency_outputs<'a>(
+    ctx: &'a TaskContext,
+    i: usize,
+    task: &SubTask,
+    dep_results: &'a [TaskExecutionResult],
+) -> Result<Vec<DependencyOutput<'a>>, String> {
+    let g = &ctx.graph;
+    let mut deps = Vec::with_capacity(g.dependencies(i).len());
+    for &d in g.dependencies(i) {
+        let id = g.id(d);
+        let Some(r) = dep_results
+            .iter()
+            .find(|r| r.task_id == id && r.status == TaskStatus::Completed)
+        else {
+            // The dispatcher only starts a task whose dependencies are
+            // completed; a store that lost one is reported, not trusted.
+            return Err(format!(
+                "dependency `{id}` has no completed result in the execution store"
+            ));
+        };
+        deps.push(DependencyOutput {
+            task_id: &r.task_id,
+            // By the graph's index: a scan of the plan per dependency
+            // made a run quadratic in its size.
+            description: ctx
+                .plan
+                .sub_tasks
+                .get(d)
+                .map_or("", |t| t.description.as_str()),
+            output: &r.output,
+            summary: crate::summarize::summary_for_dependent(r, &task.id),
+        });
+    }
+    Ok(deps)
+}
+
+/// One task's attempts and the result they build.
+struct Attempts<'a> {
+    ctx: &'a TaskContext,
+    store: &'a Arc<dyn ExecutionStore>,
+    i: usize,
+    task: &'a SubTask,
+    t0: Instant,
+    /// The task's compiled checks, when it has any and the engine answers
+    /// prompts.
+    checks: Option<TaskChecks>,
+    result: TaskExecutionResult,
+}
+
+/// What a checked answer leads to.
+enum Verdict {
+    /// The result is final (passed, or failed for good).
+    Done,
+    /// Try again with this prompt.
+    Retry(AssembledPrompt),
+}
+
+impl<'a> Attempts<'a> {
+    fn new(
+        ctx: &'a TaskContext,
+        store: &'a Arc<dyn ExecutionStore>,
+        i: usize,
+        task: &'a SubTask,
+        t0: Instant,
+    ) -> Attempts<'a> {
+        let mut result = TaskExecutionResult::new(&task.id, TaskStatus::Failed);
+        result.metadata.tokenizer = Some(ctx.counters[i].name().to_string());
+        Attempts {
+            ctx,
+            store,
+            i,
+            task,
+            t0,
+            checks: None,
+            result,
+        }
+    }
+
+    /// The task's checks, compiled. Checks run only on real answers (not
+    /// a dry run's placeholders); an error is the task's failure.
+    fn prepare_checks(&mut self) -> Result<(), String> {
+        if self.ctx.engine.answers_prompts() {
+            self.checks = crate::checking::prepare(&self.ctx.plan, self.task)?;
+        }
+        Ok(())
+    }
+
+    /// The task failed before any engine call: stored and returned as is.
+    async fn fail_before_call(mut self, error: String) -> Result<TaskExecutionResult, StoreError> {
+        self.result.error = Some(error);
+        self.result.metadata.execution_time_ms = Some(millis(self.t0.elapsed()));
+        crate::offload::store(self.store, self.result.clone()).await?;
+        Ok(self.result)
+    }
+
+    /// The attempts, from `assembled` on, until one ends the task.
+    async fn run(
+        &mut self,
+        prompts: &Prompts<'_>,
+        mut assembled: AssembledPrompt,
+    ) -> Result<(), StoreError> {
+        let max_attempts = match self.checks {
+            Some(_) => self.ctx.plan.config.max_check_attempts.max(1),
+            None => 1,
+        };
+        let mut number = 0;
+        loop {
+            number += 1;
+            let request = self.store_in_progress(&assembled).await?;
+            let response =
+                (self.ctx.engine.call(&request).await).map(|resp| self.cut_at_max_tokens(resp));
+            self.result.metadata.execution_time_ms = Some(millis(self.t0.elapsed()));
+            let resp = match response {
+                Ok(resp) => resp,
+                Err(e) => {
+                    self.record_engine_failure(number, request, e);
+                    return Ok(());
+                }
+            };
+            let usage = resp.usage;
+            let output = self.record_answer(resp);
+            let Some(checks) = self.checks.take() else {
+                self.result.output = output;
+                return Ok(());
+            };
+            let results = self.check(&checks, number, request, output, usage).await;
+            self.checks = Some(checks);
+            match self.verdict(number, max_attempts, &results, prompts) {
+                Verdict::Done => return Ok(()),
+                Verdict::Retry(next) => assembled = next,
+            }
+        }
+    }
+
+    /// Stores the attempt's `in_progress` result holding its exact prompt,
+    /// and returns the request to send.
+    async fn store_in_progress(
+        &mut self,
+        assembled: &AssembledPrompt,
+    ) -> Result<InferenceRequest, StoreError> {
+        let result = &mut self.result;
+        result.status = TaskStatus::InProgress;
+        result.prompt = Some(assembled.text.clone());
+        result.metadata.prompt_tokens = Some(assembled.tokens);
+        result.metadata.tokenizer = Some(assembled.tokenizer.clone());
+        crate::offload::store(self.store, result.clone()).await?;
+        Ok(InferenceRequest {
+            task_id: self.task.id.clone(),
+            prompt: assembled.text.clone(),
+            params: self.task.tool_or_prompt.params.clone(),
+            prompt_tokens: assembled.tokens,
+            max_output_bytes: self.ctx.engine.max_output_bytes(),
+            response_schema: self
+                .checks
+                .as_ref()
+                .and_then(|c| c.set.response_schema().cloned()),
+            purpose: Default::default(),
+        })
+    }
+
+    /// With [`CostOptions::cut_output_at_max_tokens`](crate::CostOptions::cut_output_at_max_tokens):
+    /// the output cut at the task's `max_tokens`, counted with its
+    /// tokenizer, and flagged `length`.
+    fn cut_at_max_tokens(&self, mut resp: InferenceResponse) -> InferenceResponse {
+        let Some(c) = self
+            .ctx
+            .cost
+            .as_ref()
+            .filter(|c| c.cut_output_at_max_tokens)
+        else {
+            return resp;
+        };
+        let Some(max) = c.model.max_tokens(self.task) else {
+            return resp;
+        };
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        let counter = self.ctx.counters[self.i].as_ref();
+        if let Some(cut) = crate::cost::cut_to_tokens(&resp.output, max, counter) {
+            resp.output = cut;
+            resp.finish_reason = Some(FinishReason::Length);
+        }
+        resp
+    }
+
+    /// The engine gave up: the task fails with its words and attempts (a
+    /// checked task records the attempt too).
+    fn record_engine_failure(&mut self, number: u32, request: InferenceRequest, e: EngineError) {
+        let result = &mut self.result;
+        result.status = TaskStatus::Failed;
+        result.error = Some(e.message.clone());
+        result.metadata.attempts.extend(e.attempts);
+        if self.checks.is_some() {
+            result.metadata.check_attempts.push(CheckAttempt {
+                number,
+                prompt: request.prompt,
+                prompt_tokens: request.prompt_tokens,
+                error: Some(e.message),
+                ..CheckAttempt::default()
+            });
+        }
+    }
+
+    /// The engine answered: the task completes (unless its checks say
+    /// otherwise), with the engine's metadata. Returns the output.
+    fn record_answer(&mut self, resp: InferenceResponse) -> String {
+        let meta = &mut self.result.metadata;
+        self.result.status = TaskStatus::Completed;
+        self.result.error = None;
+        // The engine's word only: a dry run names no model.
+        meta.model = resp.model;
+        meta.tokens_used = match self.checks {
+            // Every attempt and judge of a checked task counts.
+            Some(_) => TokenUsage::sum([meta.tokens_used, resp.usage]),
+            None => resp.usage,
+        };
+        meta.finish_reason = resp.finish_reason;
+        meta.attempts.extend(resp.attempts);
+        meta.cached = resp.cached;
+        resp.output
+    }
+
+    /// Runs the checks on `output` and records the attempt; returns the
+    /// check results.
+    async fn check(
+        &mut self,
+        checks: &TaskChecks,
+        number: u32,
+        request: InferenceRequest,
+        output: String,
+        usage: Option<TokenUsage>,
+    ) -> Vec<CheckResult> {
+        let ctx = self.ctx;
+        let output_high = crate::call_bounds::budgeted_output_high(ctx.cost.as_ref(), self.task);
+        let counter = ctx.counters[self.i].as_ref();
+        let (results, judge_usage, judge_calls) = crate::checking::evaluate(
+            &ctx.engine,
+            &ctx.plan,
+            output_high,
+            checks,
+            self.task,
+            &output,
+            counter,
+        )
+        .await;
+        let result = &mut self.result;
+        result.metadata.tokens_used = TokenUsage::sum([result.metadata.tokens_used, judge_usage]);
+        result.metadata.execution_time_ms = Some(millis(self.t0.elapsed()));
+        result.output = output;
+        result.metadata.checks = results.clone();
+        result.metadata.check_attempts.push(CheckAttempt {
+            number,
+            prompt: request.prompt,
+            prompt_tokens: request.prompt_tokens,
+            output: result.output.clone(),
+            checks: results.clone(),
+            tokens_used: usage,
+            judge_tokens_used: judge_usage,
+            judge_calls,
+            error: None,
+        });
+        results
+    }
+
+    /// After attempt `number`'s checks: done when they passed (a
+    /// validated JSON answer loses its code fence), failed when no attempt
+    /// is left or the retry cannot be assembled, else the retry's prompt.
+    fn verdict(
+        &mut self,
+        number: u32,
+        max_attempts: u32,
+        results: &[CheckResult],
+        prompts: &Prompts<'_>,
+    ) -> Verdict {
+        let result = &mut self.result;
+        if ctx_checks::all_passed(results) {
+            // Dependents receive the JSON a `json`/`json_schema` check
+            // validated, without the code fence models wrap it in.
+            if results.iter().any(|r| {
+                matches!(
+                    r.kind,
+                    ctx_checks::CheckKind::Json | ctx_checks::CheckKind::JsonSchema
+                )
+            }) {
+                result.output = ctx_checks::text::strip_code_fence(&result.output).to_string();
+            }
+            return Verdict::Done;
+        }
+        let failure = crate::checking::failure_message(results, number);
+        // The call answered, but the answer was rejected: its engine
+        // attempt says so (`ctx runs report` marks it a check failure).
+        if let Some(last) = result.metadata.attempts.last_mut() {
+            last.outcome = CallOutcome::CheckFailed;
+            last.error = Some(failure.clone());
+        }
+        if number >= max_attempts {
+            result.status = TaskStatus::Failed;
+            result.error = Some(failure);
+            return Verdict::Done;
+        }
+        match prompts.retry(results) {
+            Ok(next) => Verdict::Retry(next),
+            Err(e) => {
+                result.status = TaskStatus::Failed;
+                result.error = Some(format!("{failure}; the retry could not be assembled: {e}"));
+                Verdict::Done
+            }
+        }
+    }
+
+    /// Numbers the attempts across check attempts, prices the task and
+    /// stores the outcome.
+    async fn finish(mut self) -> Result<TaskExecutionResult, StoreError> {
+        ctx_model::Attempt::number_in_order(&mut self.result.metadata.attempts);
+        if let Some(c) = &self.ctx.cost {
+            let counter = self.ctx.counters[self.i].as_ref();
+            self.result.metadata.cost_usd =
+                crate::cost::task_cost(c.model.as_ref(), self.task, &self.result, counter);
+        }
+        crate::offload::store(self.store, self.result.clone()).await?;
+        Ok(self.result)
+    }
+}

@@ -1,0 +1,196 @@
+//! One task's job, whoever dispatches it: the per-run [`TaskContext`] a
+//! task body needs, the job ([`run_job`]: wait for the dispatch gate, run
+//! the task's attempts, write its summaries) and the [`TaskRunner`] that
+//! runs jobs one claimed task at a time for a shared-store worker.
+//!
+//! The task's own attempt loop is [`attempt`](crate::attempt)'s; this
+//! module decides only what runs around it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ctx_cost::Usd;
+use ctx_engine::InferenceEngine;
+use ctx_model::{Plan, TaskExecutionResult};
+use ctx_store::{ExecutionStore, StoreError};
+use ctx_tokens::{TokenCounter, Tokenizer, TokenizerExt};
+
+use crate::cost::CostOptions;
+use crate::engine_call::EngineCalls;
+use crate::graph::{GraphError, PlanGraph};
+use crate::options::ExecutorOptions;
+use crate::summarize::SummaryCalls;
+
+/// A reused completed result and the summary calls it still owes.
+pub(crate) type Reused = (TaskExecutionResult, Vec<Option<usize>>);
+
+/// What running one task needs, shared by the [`Executor`](crate::Executor)
+/// and the [`TaskRunner`]: everything but the store, which the caller
+/// passes per task, and the schedule, which is the executor's.
+pub(crate) struct TaskContext {
+    pub(crate) plan: Plan,
+    pub(crate) graph: PlanGraph,
+    /// The one way to the engine, with the time and output bounds.
+    pub(crate) engine: EngineCalls,
+    /// Each task's token counter (one per tokenizer, shared).
+    pub(crate) counters: Vec<Arc<dyn TokenCounter>>,
+    pub(crate) cost: Option<CostOptions>,
+    pub(crate) summarize_every_output: bool,
+    /// Dispatch priorities counting `llm` summary calls; `None` when the
+    /// plan makes none (the graph's remaining path is used).
+    pub(crate) priorities: Option<Vec<u64>>,
+    /// The plan prompts are assembled from, when the context variant
+    /// leaves entities out
+    /// ([`ContextVariant::prompt_plan`](crate::ContextVariant::prompt_plan)).
+    pub(crate) prompt_plan: Option<Plan>,
+    /// Whether prompts carry dependency outputs.
+    pub(crate) include_dependencies: bool,
+    /// [`ExecutorOptions::dispatch_gate`].
+    dispatch_gate: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl TaskContext {
+    pub(crate) fn new(
+        plan: Plan,
+        engine: Arc<dyn InferenceEngine>,
+        options: &ExecutorOptions,
+    ) -> Result<TaskContext, GraphError> {
+        let graph = PlanGraph::new(&plan)?;
+        // One counter per tokenizer, shared by the tasks that use it.
+        let mut by_tokenizer: HashMap<Tokenizer, Arc<dyn TokenCounter>> = HashMap::new();
+        let counters = plan
+            .sub_tasks
+            .iter()
+            .map(|t| {
+                let tok = ctx_prompt::tokenizer_for_task(&plan, t)?;
+                Ok(by_tokenizer
+                    .entry(tok)
+                    .or_insert_with(|| tok.counter())
+                    .clone())
+            })
+            .collect::<Result<_, GraphError>>()?;
+        let priorities =
+            crate::summarize::priorities(&plan, &graph, options.summarize_every_output);
+        Ok(TaskContext {
+            priorities,
+            summarize_every_output: options.summarize_every_output,
+            graph,
+            engine: EngineCalls::new(engine, options.task_timeout, options.max_output_bytes),
+            counters,
+            cost: options.cost.clone(),
+            prompt_plan: options.context.prompt_plan(&plan),
+            include_dependencies: options.context.dependencies(),
+            dispatch_gate: options.dispatch_gate.clone(),
+            plan,
+        })
+    }
+
+    /// What the summary calls of a task need, and nothing more.
+    fn summary_calls(&self) -> SummaryCalls<'_> {
+        SummaryCalls {
+            plan: &self.plan,
+            graph: &self.graph,
+            engine: &self.engine,
+            cost: self.cost.as_ref(),
+            every_output: self.summarize_every_output,
+        }
+    }
+
+    /// What task `i`'s `result` cost, to settle its reservation with: the
+    /// recorded `cost_usd`, else computed (a result stored before any call,
+    /// assembly having failed, computes to zero); `None` when unknown.
+    pub(crate) fn settled_cost(&self, i: usize, result: &TaskExecutionResult) -> Option<Usd> {
+        result.metadata.cost_usd.or_else(|| {
+            let c = self.cost.as_ref()?;
+            let task = self.plan.sub_tasks.get(i)?;
+            crate::cost::task_cost(c.model.as_ref(), task, result, self.counters[i].as_ref())
+        })
+    }
+}
+
+/// One dispatched job: once it holds a permit of the shared
+/// [`ExecutorOptions::dispatch_gate`] (if any; `began` is then set), task
+/// `i` run by [`execute_task`](crate::attempt::execute_task) (or, for a
+/// reused result, nothing), then the `llm` summaries its dependents need —
+/// the one place summaries are written: after the task's completion, in
+/// its slot, before release.
+pub(crate) async fn run_job(
+    ctx: &TaskContext,
+    store: &Arc<dyn ExecutionStore>,
+    i: usize,
+    reused: Option<Reused>,
+    began: &AtomicBool,
+) -> Result<TaskExecutionResult, StoreError> {
+    // Held until the job returns (or is dropped when cancelled). A closed
+    // gate limits nothing: ctx never closes one.
+    let _permit = match &ctx.dispatch_gate {
+        Some(gate) => gate.acquire().await.ok(),
+        None => None,
+    };
+    began.store(true, Ordering::Release);
+    let (result, owed) = match reused {
+        Some((r, owed)) => (r, Some(owed)),
+        None => (crate::attempt::execute_task(ctx, store, i).await?, None),
+    };
+    let counter = ctx.counters[i].as_ref();
+    crate::summarize::after_completion(&ctx.summary_calls(), store, i, counter, result, owed).await
+}
+
+/// Runs one task at a time of a plan, outside the ready queue: what a
+/// worker of a shared store (`ctx worker`) calls for each task it claimed.
+///
+/// It is the executor's own task body (read the dependencies' results from
+/// `store`, assemble the prompt under the cap, store `in_progress`, call
+/// the engine within the timeout and output bound, evaluate the checks
+/// and retry with feedback, store the outcome, write the `llm` summaries
+/// its dependents need), so
+/// a task gives the same prompt and the same result whether the
+/// single-process executor or a worker runs it. Deciding *which* task is
+/// ready, and skipping dependents of a failure, is the caller's job (a
+/// shared store does both in its commit transaction). The options
+/// apply as for the executor, except the schedule, the concurrency and
+/// `--max-cost` (a budget spans one process).
+pub struct TaskRunner {
+    ctx: Arc<TaskContext>,
+}
+
+impl TaskRunner {
+    /// A runner for `plan`'s tasks on `engine`.
+    pub fn new(
+        plan: Plan,
+        engine: Arc<dyn InferenceEngine>,
+        options: &ExecutorOptions,
+    ) -> Result<TaskRunner, GraphError> {
+        Ok(TaskRunner {
+            ctx: Arc::new(TaskContext::new(plan, engine, options)?),
+        })
+    }
+
+    /// The plan's graph (priorities, dependencies).
+    pub fn graph(&self) -> &PlanGraph {
+        &self.ctx.graph
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.ctx.plan
+    }
+
+    /// Runs the task `task_id`: its dependencies' results are read from
+    /// `store`, its `in_progress` and final results written to it. Returns
+    /// the final result (`completed` or `failed`); `Err` only when the
+    /// store fails or the plan has no such task.
+    pub async fn run_task(
+        &self,
+        task_id: &str,
+        store: Arc<dyn ExecutionStore>,
+    ) -> Result<TaskExecutionResult, StoreError> {
+        let Some(i) = self.ctx.graph.index_of(task_id) else {
+            return Err(StoreError::new(format!(
+                "task `{task_id}` is not in the plan"
+            )));
+        };
+        run_job(&self.ctx, &store, i, None, &AtomicBool::new(false)).await
+    }
+}
