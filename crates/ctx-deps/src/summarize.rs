@@ -320,122 +320,30 @@ pub(crate) async fn after_completion(
     owed: Option<Vec<Option<usize>>>,
 ) -> Result<TaskExecutionResult, StoreError> {
     let plan = run.plan;
-    let g = run.graph;
     // A task that just ran: none of its dependents has run yet.
-    let needed =
-        owed.unwrap_or_else(|| needed_calls(plan, g, i, &result, run.every_output, &|_| true));
+    let needed = owed
+        .unwrap_or_else(|| needed_calls(plan, run.graph, i, &result, run.every_output, &|_| true));
     if needed.is_empty() {
         return Ok(result);
     }
     let Some(producer) = plan.sub_tasks.get(i) else {
         return Ok(result);
     };
-    let dep_cfg = &plan.config.dependency;
     let mut record = result.metadata.summary.take().unwrap_or_default();
-    record.focus = dep_cfg.summary_focus.as_str().to_string();
+    record.focus = plan.config.dependency.summary_focus.as_str().to_string();
     // What the summary calls made now cost, added to the task's cost
     // (`None` once one of them cannot be priced).
     let mut spent: Option<ctx_cost::Usd> = Some(ctx_cost::Usd::ZERO);
     for dependent in needed {
         let dependent_task = dependent.and_then(|d| plan.sub_tasks.get(d));
-        let focus = dependent_task.map(|t| t.tool_or_prompt.params.prompt.as_str());
-        let prompt = summary_prompt(plan, producer, &result.output, focus);
-        let model = dep_cfg
-            .summary_model
-            .clone()
-            .or_else(|| producer.tool_or_prompt.params.model.clone());
-        let params = ctx_model::Params {
-            prompt: prompt.clone(),
-            model: model.clone(),
-            max_tokens: Some(dep_cfg.summary_max_tokens),
-            ..ctx_model::Params::default()
-        };
-        let prompt_tokens = counter.count(&prompt);
-        // Under a budget a prompt over what the reservation allowed (the
-        // output grew when it was neutralized) is not sent.
-        let refused =
-            crate::call_bounds::budgeted_output_high(run.cost, producer).and_then(|high| {
-                let bound =
-                    crate::call_bounds::summary_prompt_bound(plan, producer, focus, high, counter);
-                crate::call_bounds::over_bound("summary", prompt_tokens, bound)
-            });
-        if let Some(reason) = refused {
-            record.calls.push(SummaryCall {
-                dependent: dependent_task.map(|t| t.id.clone()),
-                model,
-                fallback: true,
-                error: Some(reason),
-                ..SummaryCall::default()
-            });
-            continue;
+        let made = run
+            .summarize(producer, &result.output, dependent_task, counter)
+            .await;
+        spent = spent.zip(made.cost).map(|(a, b)| a.saturating_add(b));
+        if let Some(shared) = made.shared_text {
+            result.summary = Some(shared);
         }
-        let request = InferenceRequest {
-            task_id: producer.id.clone(),
-            prompt_tokens,
-            prompt,
-            params,
-            max_output_bytes: run.engine.max_output_bytes(),
-            response_schema: None,
-            purpose: RequestPurpose::Summary {
-                dependent: dependent_task.map(|t| t.id.clone()),
-            },
-        };
-        let t0 = Instant::now();
-        // The executor's one engine call: bounded by `--task-timeout` and
-        // the output bound like a task's own call.
-        let response = run.engine.call(&request).await;
-        let mut call = SummaryCall {
-            dependent: dependent_task.map(|t| t.id.clone()),
-            model,
-            execution_time_ms: u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX),
-            ..SummaryCall::default()
-        };
-        if let Some(c) = run.cost {
-            let cost = summary_call_cost(
-                c.model.as_ref(),
-                producer,
-                dep_cfg.summary_model.as_deref(),
-                &request,
-                response.as_ref(),
-                counter,
-            );
-            spent = spent.zip(cost).map(|(a, b)| a.saturating_add(b));
-        }
-        match response {
-            Ok(resp) => {
-                call.tokens_used = resp.usage;
-                call.attempts = resp.attempts;
-                call.cached = resp.cached;
-                if let Some(m) = resp.model {
-                    call.model = Some(m);
-                }
-                let text = resp.output.trim();
-                if text.is_empty() {
-                    call.fallback = true;
-                    call.error = Some("the summary call answered nothing".into());
-                } else {
-                    let limit = dep_cfg.summary_max_tokens as usize;
-                    let text = match ctx_prompt::cut_to_tokens(text, limit, counter) {
-                        Some(cut) => {
-                            call.cut = true;
-                            cut
-                        }
-                        None => text.to_string(),
-                    };
-                    if dependent.is_some() {
-                        call.text = Some(text);
-                    } else {
-                        result.summary = Some(text);
-                    }
-                }
-            }
-            Err(e) => {
-                call.fallback = true;
-                call.error = Some(e.message);
-                call.attempts = e.attempts;
-            }
-        }
-        record.calls.push(call);
+        record.calls.push(made.call);
     }
     if run.cost.is_some() {
         result.metadata.cost_usd = result
@@ -447,6 +355,157 @@ pub(crate) async fn after_completion(
     result.metadata.summary = Some(record);
     crate::offload::store(store, result.clone()).await?;
     Ok(result)
+}
+
+/// One summary call as it was recorded.
+struct MadeSummary {
+    /// The record of the call (its text when focused on a dependent).
+    call: SummaryCall,
+    /// What it cost (zero when not sent or without prices; `None` when it
+    /// cannot be priced).
+    cost: Option<ctx_cost::Usd>,
+    /// The summary every dependent shares, when this call wrote it.
+    shared_text: Option<String>,
+}
+
+impl SummaryCalls<'_> {
+    /// Summarises `producer`'s `output` for `dependent` (`None`: for every
+    /// dependent): the call, unless under a budget its prompt is over
+    /// what was reserved (the output grew when it was neutralized).
+    async fn summarize(
+        &self,
+        producer: &SubTask,
+        output: &str,
+        dependent: Option<&SubTask>,
+        counter: &dyn ctx_tokens::TokenCounter,
+    ) -> MadeSummary {
+        let dep_cfg = &self.plan.config.dependency;
+        let focus = dependent.map(|t| t.tool_or_prompt.params.prompt.as_str());
+        let prompt = summary_prompt(self.plan, producer, output, focus);
+        let model = dep_cfg
+            .summary_model
+            .clone()
+            .or_else(|| producer.tool_or_prompt.params.model.clone());
+        let prompt_tokens = counter.count(&prompt);
+        let refused =
+            crate::call_bounds::budgeted_output_high(self.cost, producer).and_then(|high| {
+                let bound = crate::call_bounds::summary_prompt_bound(
+                    self.plan, producer, focus, high, counter,
+                );
+                crate::call_bounds::over_bound("summary", prompt_tokens, bound)
+            });
+        let mut call = SummaryCall {
+            dependent: dependent.map(|t| t.id.clone()),
+            model: model.clone(),
+            ..SummaryCall::default()
+        };
+        if let Some(reason) = refused {
+            call.fallback = true;
+            call.error = Some(reason);
+            let cost = Some(ctx_cost::Usd::ZERO);
+            return MadeSummary {
+                call,
+                cost,
+                shared_text: None,
+            };
+        }
+        let request = InferenceRequest {
+            task_id: producer.id.clone(),
+            prompt_tokens,
+            params: ctx_model::Params {
+                prompt: prompt.clone(),
+                model,
+                max_tokens: Some(dep_cfg.summary_max_tokens),
+                ..ctx_model::Params::default()
+            },
+            prompt,
+            max_output_bytes: self.engine.max_output_bytes(),
+            response_schema: None,
+            purpose: RequestPurpose::Summary {
+                dependent: call.dependent.clone(),
+            },
+        };
+        self.send(producer, request, call, counter).await
+    }
+
+    /// Sends a summary `request`, bounded by `--task-timeout` and the
+    /// output bound like a task's own call, and records what came back.
+    async fn send(
+        &self,
+        producer: &SubTask,
+        request: InferenceRequest,
+        mut call: SummaryCall,
+        counter: &dyn ctx_tokens::TokenCounter,
+    ) -> MadeSummary {
+        let dep_cfg = &self.plan.config.dependency;
+        let t0 = Instant::now();
+        let response = self.engine.call(&request).await;
+        call.execution_time_ms = u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let cost = match self.cost {
+            Some(c) => summary_call_cost(
+                c.model.as_ref(),
+                producer,
+                dep_cfg.summary_model.as_deref(),
+                &request,
+                response.as_ref(),
+                counter,
+            ),
+            None => Some(ctx_cost::Usd::ZERO),
+        };
+        let text = match response {
+            Ok(resp) => summary_answer(&mut call, resp, dep_cfg.summary_max_tokens, counter),
+            Err(e) => {
+                call.fallback = true;
+                call.error = Some(e.message);
+                call.attempts = e.attempts;
+                None
+            }
+        };
+        // A focused summary is the dependent's; the shared one the task's.
+        let shared_text = match call.dependent {
+            Some(_) => {
+                call.text = text;
+                None
+            }
+            None => text,
+        };
+        MadeSummary {
+            call,
+            cost,
+            shared_text,
+        }
+    }
+}
+
+/// Records an answered summary call in `call` and returns its text, cut
+/// to `max_tokens`; `None` (a fallback) when it answered nothing.
+fn summary_answer(
+    call: &mut SummaryCall,
+    resp: ctx_engine::InferenceResponse,
+    max_tokens: u32,
+    counter: &dyn ctx_tokens::TokenCounter,
+) -> Option<String> {
+    call.tokens_used = resp.usage;
+    call.attempts = resp.attempts;
+    call.cached = resp.cached;
+    if let Some(m) = resp.model {
+        call.model = Some(m);
+    }
+    let text = resp.output.trim();
+    if text.is_empty() {
+        call.fallback = true;
+        call.error = Some("the summary call answered nothing".into());
+        return None;
+    }
+    Some(
+        match ctx_prompt::cut_to_tokens(text, max_tokens as usize, counter) {
+            Some(cut) => {
+                call.cut = true;
+                cut
+            }
+            None => text.to_string(),
+        },
+    )
 }
 
 /// What one summary call cost, by [`crate::cost::task_cost`]'s rules: a
