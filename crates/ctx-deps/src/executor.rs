@@ -90,6 +90,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -249,9 +250,9 @@ impl Executor {
     ///
     /// The run in steps, one function each: reuse what a resumed run
     /// completed (`reuse_completed`), release the tasks with nothing
-    /// to wait for, then loop: dispatch what may start (`dispatch`),
-    /// wait for a task or the cancellation, settle what finished
-    /// (`settle_joined`, which releases or skips its dependents).
+    /// to wait for, then loop (`dispatch_until_done`): dispatch what may
+    /// start (`dispatch`), wait for a task or the cancellation, settle what
+    /// finished (`settle_joined`, which releases or skips its dependents).
     /// After a cancellation or a fatal store error: drain what is in flight
     /// (`drain`), record the cancelled tasks
     /// (`settle_cancelled`) and the ones never reached
@@ -271,50 +272,22 @@ impl Executor {
 
         let started = Instant::now();
         let mut flight = InFlight::default();
-        let mut interrupted = false;
-        let mut fatal: Option<ExecError> = None;
         let budget = Budget::new(&ctx.plan, ctx.cost.as_ref());
-        // With a shared budget, tasks waiting for budget that other runs
-        // hold are tried again whenever any run settles.
-        let mut settlements = budget.as_ref().and_then(Budget::settlements);
         tokio::pin!(cancel);
-        loop {
-            if let Some(watch) = &mut settlements {
-                // A settlement from here on wakes the wait below.
-                watch.borrow_and_update();
-            }
-            let waiting = self
-                .dispatch(&mut run, &mut flight, budget.as_ref(), &mut progress)
-                .await?;
-            let watch = settlements.as_mut().filter(|_| waiting);
-            if flight.jobs.is_empty() && watch.is_none() {
-                break;
-            }
-            let has_jobs = !flight.jobs.is_empty();
-            let joined = tokio::select! {
-                biased;
-                () = &mut cancel => {
-                    interrupted = true;
-                    break;
-                }
-                joined = flight.jobs.join_next_with_id(), if has_jobs => joined,
-                () = settled_elsewhere(watch) => continue,
-            };
-            let Some(joined) = joined else { break };
-            if let Some(e) = self
-                .settle_joined(
-                    &mut run,
-                    &mut flight,
-                    budget.as_ref(),
-                    joined,
-                    &mut progress,
-                )
-                .await?
-            {
-                fatal = Some(e);
-                break;
-            }
-        }
+        let end = self
+            .dispatch_until_done(
+                &mut run,
+                &mut flight,
+                budget.as_ref(),
+                cancel.as_mut(),
+                &mut progress,
+            )
+            .await?;
+        let (interrupted, mut fatal) = match end {
+            LoopEnd::Done => (false, None),
+            LoopEnd::Interrupted => (true, None),
+            LoopEnd::Fatal(e) => (false, Some(e)),
+        };
 
         // Cancelled or a fatal store error: drop in-flight futures. Tasks
         // that finished in the meantime keep their real result.
@@ -342,6 +315,54 @@ impl Executor {
             makespan: started.elapsed(),
             cost,
         })
+    }
+
+    /// The dispatch loop: dispatch what may start, wait for a job, the
+    /// cancellation or (with a shared budget, while tasks wait for it)
+    /// another run's settlement, settle what came back; until nothing is
+    /// in flight or waiting, the run is cancelled, or a job's store failed.
+    async fn dispatch_until_done<C, P>(
+        &self,
+        run: &mut RunState,
+        flight: &mut InFlight,
+        budget: Option<&Budget>,
+        mut cancel: Pin<&mut C>,
+        progress: &mut P,
+    ) -> Result<LoopEnd, ExecError>
+    where
+        C: Future<Output = ()>,
+        P: FnMut(&ProgressEvent),
+    {
+        // With a shared budget, tasks waiting for budget that other runs
+        // hold are tried again whenever any run settles.
+        let mut settlements = budget.and_then(Budget::settlements);
+        loop {
+            if let Some(watch) = &mut settlements {
+                // A settlement from here on wakes the wait below.
+                watch.borrow_and_update();
+            }
+            let waiting = self.dispatch(run, flight, budget, progress).await?;
+            let watch = settlements.as_mut().filter(|_| waiting);
+            if flight.jobs.is_empty() && watch.is_none() {
+                return Ok(LoopEnd::Done);
+            }
+            let has_jobs = !flight.jobs.is_empty();
+            let joined = tokio::select! {
+                biased;
+                () = &mut cancel => return Ok(LoopEnd::Interrupted),
+                joined = flight.jobs.join_next_with_id(), if has_jobs => joined,
+                () = settled_elsewhere(watch) => continue,
+            };
+            let Some(joined) = joined else {
+                return Ok(LoopEnd::Done);
+            };
+            if let Some(e) = self
+                .settle_joined(run, flight, budget, joined, progress)
+                .await?
+            {
+                return Ok(LoopEnd::Fatal(e));
+            }
+        }
     }
 
     /// Resume: takes the stored `completed` results as they are, except
@@ -800,6 +821,17 @@ type JobOutcome = (usize, Result<TaskExecutionResult, StoreError>);
 
 /// A job as it comes back from the [`JoinSet`].
 type Joined = Result<(tokio::task::Id, JobOutcome), tokio::task::JoinError>;
+
+/// Why the dispatch loop ended.
+enum LoopEnd {
+    /// Every task reached a result, or nothing can start any more.
+    Done,
+    /// The cancellation future resolved.
+    Interrupted,
+    /// A job's store failed: the run stops once what is in flight is
+    /// drained.
+    Fatal(ExecError),
+}
 
 /// The jobs in flight.
 #[derive(Default)]
