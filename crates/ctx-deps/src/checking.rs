@@ -123,62 +123,80 @@ pub(crate) async fn evaluate(
                 continue;
             }
         }
-        let request = InferenceRequest {
-            task_id: task.id.clone(),
-            prompt_tokens,
-            prompt: judge.prompt,
-            params: Params {
-                model: judge
-                    .model
-                    .or_else(|| task.tool_or_prompt.params.model.clone()),
-                max_tokens: Some(judge.max_tokens),
-                temperature: Some(0.0),
-                ..Params::default()
-            },
-            max_output_bytes: engine.max_output_bytes(),
-            response_schema: Some(ctx_checks::judge::answer_schema()),
-            purpose: ctx_engine::RequestPurpose::Judge,
-        };
-        let mut call = JudgeCall {
-            model: request.params.model.clone(),
-            prompt_tokens: request.prompt_tokens,
-            max_tokens: judge.max_tokens,
-            ..JudgeCall::default()
-        };
-        let recorded = match engine.call(&request).await {
-            Ok(response) => {
-                // An engine that reports no usage (a command) is counted
-                // by ctx, its answer up to the judge's `max_tokens` as a
-                // task's output is cut under a budget: the judge's cost is
-                // then part of the task's, and within the bound `--max-cost`
-                // reserved for it.
-                let judged = response.usage.unwrap_or_else(|| {
-                    let completion =
-                        (counter.count(&response.output) as u64).min(u64::from(judge.max_tokens));
-                    TokenUsage {
-                        prompt_tokens: request.prompt_tokens as u64,
-                        completion_tokens: completion,
-                        total_tokens: request.prompt_tokens as u64 + completion,
-                        cached_tokens: None,
-                        partial: false,
-                    }
-                });
-                usage = TokenUsage::sum([usage, Some(judged)]);
-                call.tokens_used = Some(judged);
-                call.requests = requests(response.attempts.len());
-                call.cached = response.cached;
-                evaluation.record_judge_answer(judge.index, &response.output)
-            }
-            Err(e) => {
-                call.requests = requests(e.attempts.len());
-                evaluation.record_judge_error(judge.index, &e.message)
-            }
+        let index = judge.index;
+        let (call, judged, answer) = ask_judge(engine, task, judge, prompt_tokens, counter).await;
+        usage = TokenUsage::sum([usage, judged]);
+        let recorded = match answer {
+            Ok(answer) => evaluation.record_judge_answer(index, &answer),
+            Err(error) => evaluation.record_judge_error(index, &error),
         };
         calls.push(call);
         // The index came from this evaluation's own requests.
         debug_assert!(recorded.is_ok());
     }
     (evaluation.finish(), usage, calls)
+}
+
+/// Asks one judge through `engine`. Returns the call as recorded, the
+/// tokens it used (ctx's count when the engine reports none) and the
+/// answer, or the error that fails the check.
+async fn ask_judge(
+    engine: &EngineCalls,
+    task: &SubTask,
+    judge: ctx_checks::judge::JudgeRequest,
+    prompt_tokens: usize,
+    counter: &dyn TokenCounter,
+) -> (JudgeCall, Option<TokenUsage>, Result<String, String>) {
+    let request = InferenceRequest {
+        task_id: task.id.clone(),
+        prompt_tokens,
+        prompt: judge.prompt,
+        params: Params {
+            model: judge
+                .model
+                .or_else(|| task.tool_or_prompt.params.model.clone()),
+            max_tokens: Some(judge.max_tokens),
+            temperature: Some(0.0),
+            ..Params::default()
+        },
+        max_output_bytes: engine.max_output_bytes(),
+        response_schema: Some(ctx_checks::judge::answer_schema()),
+        purpose: ctx_engine::RequestPurpose::Judge,
+    };
+    let mut call = JudgeCall {
+        model: request.params.model.clone(),
+        prompt_tokens: request.prompt_tokens,
+        max_tokens: judge.max_tokens,
+        ..JudgeCall::default()
+    };
+    match engine.call(&request).await {
+        Ok(response) => {
+            // An engine that reports no usage (a command) is counted by
+            // ctx, its answer up to the judge's `max_tokens` as a task's
+            // output is cut under a budget: the judge's cost is then part
+            // of the task's, and within the bound `--max-cost` reserved
+            // for it.
+            let judged = response.usage.unwrap_or_else(|| {
+                let completion =
+                    (counter.count(&response.output) as u64).min(u64::from(judge.max_tokens));
+                TokenUsage {
+                    prompt_tokens: request.prompt_tokens as u64,
+                    completion_tokens: completion,
+                    total_tokens: request.prompt_tokens as u64 + completion,
+                    cached_tokens: None,
+                    partial: false,
+                }
+            });
+            call.tokens_used = Some(judged);
+            call.requests = requests(response.attempts.len());
+            call.cached = response.cached;
+            (call, Some(judged), Ok(response.output))
+        }
+        Err(e) => {
+            call.requests = requests(e.attempts.len());
+            (call, None, Err(e.message))
+        }
+    }
 }
 
 /// Requests an engine made for one call from the attempts it recorded: at
