@@ -20,6 +20,9 @@
 //!
 //! ## One task
 //!
+//! Each dispatched task runs as a job (src/task.rs), whose attempt loop
+//! (src/attempt.rs) takes these steps, one function each:
+//!
 //! 1. The dependencies' results are read with
 //!    [`ExecutionStore::get_by_dependency_ids`].
 //! 2. The prompt is assembled by [`ctx_prompt::assemble_task_prompt`] under
@@ -28,8 +31,9 @@
 //!    task before any engine call.
 //! 3. An `in_progress` result holding the exact prompt is stored.
 //! 4. The engine runs, bounded in time by [`ExecutorOptions::task_timeout`]
-//!    (default [`DEFAULT_TASK_TIMEOUT`]; on expiry its future is dropped
-//!    and the task fails with outcome `timeout`) and in output by
+//!    (default [`DEFAULT_TASK_TIMEOUT`](crate::DEFAULT_TASK_TIMEOUT); on
+//!    expiry its future is dropped and the task fails with outcome
+//!    `timeout`) and in output by
 //!    [`ExecutorOptions::max_output_bytes`] (default
 //!    [`DEFAULT_MAX_OUTPUT_BYTES`](crate::DEFAULT_MAX_OUTPUT_BYTES)),
 //!    which travels with the request so the engine stops reading in time,
@@ -59,7 +63,7 @@
 //! With [`ExecutorOptions::cost`] holding a
 //! [`max_cost`](crate::CostOptions::max_cost), every task reserves its high
 //! end ([`CostModel::bound`](crate::CostModel::bound)) in a
-//! [`BudgetLedger`] just before it is dispatched, and settles its actual
+//! [`BudgetLedger`](crate::BudgetLedger) just before it is dispatched, and settles its actual
 //! cost ([`crate::task_cost`]) when its result comes back, which returns
 //! the unused part. A ready task whose reservation does not fit while
 //! other tasks are in flight waits (cheaper ready tasks may go first) and
