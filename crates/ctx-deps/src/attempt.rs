@@ -455,3 +455,90 @@ impl<'a> Attempts<'a> {
         Ok(self.result)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{ContextVariant, ExecutorOptions};
+
+    /// `a → b`, run on the dry-run engine.
+    fn context(context: ContextVariant) -> TaskContext {
+        let plan = ctx_test_support::plan(&[("a", &[]), ("b", &["a"])]);
+        let options = ExecutorOptions {
+            context,
+            ..ExecutorOptions::default()
+        };
+        TaskContext::new(plan, Arc::new(ctx_engine::DryRunEngine), &options).unwrap()
+    }
+
+    fn result(id: &str, status: TaskStatus, output: &str) -> TaskExecutionResult {
+        let mut r = TaskExecutionResult::new(id, status);
+        r.output = output.into();
+        r
+    }
+
+    #[test]
+    fn a_dependency_without_a_completed_result_is_named() {
+        let ctx = context(ContextVariant::Full);
+        let b = &ctx.plan.sub_tasks[1];
+        let missing = "dependency `a` has no completed result in the execution store";
+        assert_eq!(dependency_outputs(&ctx, 1, b, &[]).unwrap_err(), missing);
+        let unfinished = [result("a", TaskStatus::InProgress, "half")];
+        assert_eq!(
+            dependency_outputs(&ctx, 1, b, &unfinished).unwrap_err(),
+            missing
+        );
+        let done = [result("a", TaskStatus::Completed, "out of a")];
+        let deps = dependency_outputs(&ctx, 1, b, &done).unwrap();
+        assert_eq!(deps.len(), 1);
+        assert_eq!(
+            (deps[0].task_id, deps[0].description, deps[0].output),
+            ("a", "task a", "out of a")
+        );
+    }
+
+    #[test]
+    fn a_variant_without_dependencies_still_requires_them_but_leaves_them_out() {
+        let ctx = context(ContextVariant::NoDependencies);
+        let b = &ctx.plan.sub_tasks[1];
+        assert!(Prompts::new(&ctx, 1, b, &[]).is_err());
+        let done = [result("a", TaskStatus::Completed, "out of a")];
+        let prompts = Prompts::new(&ctx, 1, b, &done).unwrap();
+        assert!(prompts.dependencies.is_empty());
+        assert!(!prompts.first().unwrap().text.contains("out of a"));
+        let full = context(ContextVariant::Full);
+        let prompts = Prompts::new(&full, 1, &full.plan.sub_tasks[1], &done).unwrap();
+        assert!(prompts.first().unwrap().text.contains("out of a"));
+    }
+
+    #[tokio::test]
+    async fn a_failure_before_any_call_is_stored_once_without_a_prompt() {
+        let ctx = context(ContextVariant::Full);
+        let memory = Arc::new(ctx_store::MemoryStore::new());
+        let store: Arc<dyn ExecutionStore> = memory.clone();
+        let r = execute_task(&ctx, &store, 1).await.unwrap();
+        assert_eq!(r.status, TaskStatus::Failed);
+        assert_eq!(
+            r.error.as_deref(),
+            Some("dependency `a` has no completed result in the execution store")
+        );
+        assert!(r.prompt.is_none());
+        assert!(r.metadata.execution_time_ms.is_some());
+        assert_eq!(memory.get_by_task_id("b").unwrap(), Some(r));
+        assert!(execute_task(&ctx, &store, 9).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_task_without_checks_makes_one_attempt_and_stores_its_answer() {
+        let ctx = context(ContextVariant::Full);
+        let memory = Arc::new(ctx_store::MemoryStore::new());
+        let store: Arc<dyn ExecutionStore> = memory.clone();
+        let r = execute_task(&ctx, &store, 0).await.unwrap();
+        assert_eq!(r.status, TaskStatus::Completed);
+        assert_eq!(r.output, ctx_engine::DryRunEngine::output_for("a"));
+        assert_eq!(r.metadata.attempts.len(), 1);
+        assert!(r.metadata.check_attempts.is_empty());
+        assert!(r.prompt.as_deref().is_some_and(|p| p.contains("do a")));
+        assert_eq!(memory.get_by_task_id("a").unwrap(), Some(r));
+    }
+}

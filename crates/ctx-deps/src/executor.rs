@@ -191,7 +191,9 @@ pub enum ExecError {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use ctx_deps::{DryRunEngine, Executor, ExecutorOptions, MemoryStore};
+/// use ctx_deps::{Executor, ExecutorOptions};
+/// use ctx_engine::DryRunEngine;
+/// use ctx_store::MemoryStore;
 ///
 /// let plan: ctx_model::Plan = serde_json::from_str(r#"{"schema_version": 1, "sub_tasks": [
 ///   {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say a."}}},

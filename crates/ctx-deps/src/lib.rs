@@ -25,7 +25,9 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ctx_deps::{DryRunEngine, ExecutionStore, Executor, ExecutorOptions, MemoryStore, PlanGraph};
+//! use ctx_deps::{Executor, ExecutorOptions, PlanGraph};
+//! use ctx_engine::DryRunEngine;
+//! use ctx_store::{ExecutionStore, MemoryStore};
 //! use ctx_model::TaskStatus;
 //!
 //! let plan: ctx_model::Plan = serde_json::from_str(r#"{"schema_version": 1, "sub_tasks": [
@@ -79,11 +81,16 @@ pub use task::TaskRunner;
 
 // The two seams the executor is written against, re-exported for
 // convenience: a program that runs plans names the executor, an engine and
-// a store from one crate. Each lives in its seam crate; the in-memory store
-// and the dry-run engine live beside their traits (they moved there from
-// this crate, and these names keep the old paths working).
+// a store from one crate. Each lives in its seam crate.
 pub use ctx_engine::{
-    BoxFuture, DEFAULT_MAX_OUTPUT_BYTES, DryRunEngine, EngineError, InferenceEngine,
-    InferenceRequest, InferenceResponse, RequestPurpose,
+    BoxFuture, DEFAULT_MAX_OUTPUT_BYTES, EngineError, InferenceEngine, InferenceRequest,
+    InferenceResponse, RequestPurpose,
 };
-pub use ctx_store::{ExecutionStore, MemoryStore, RunHistory, StoreError};
+pub use ctx_store::{ExecutionStore, RunHistory, StoreError};
+
+/// Lives in `ctx-engine` now, beside the trait (`ctx_engine::DryRunEngine`);
+/// this path keeps working.
+pub use ctx_engine::DryRunEngine;
+/// Lives in `ctx-store` now, beside the trait (`ctx_store::MemoryStore`);
+/// this path keeps working.
+pub use ctx_store::MemoryStore;

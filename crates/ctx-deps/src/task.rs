@@ -194,3 +194,72 @@ impl TaskRunner {
         run_job(&self.ctx, &store, i, None, &AtomicBool::new(false)).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::CostModel;
+    use ctx_cost::Usage;
+    use ctx_model::{SubTask, TaskStatus};
+
+    /// Every call costs 5 picodollars, whatever it used.
+    struct Five;
+
+    impl CostModel for Five {
+        fn bound(&self, _: &SubTask) -> Option<Usd> {
+            Some(Usd::from_picos(50))
+        }
+        fn max_tokens(&self, _: &SubTask) -> Option<u64> {
+            Some(10)
+        }
+        fn call_cost(&self, _: &SubTask, _: &Usage) -> Option<Usd> {
+            Some(Usd::from_picos(5))
+        }
+    }
+
+    fn context(cost: Option<CostOptions>) -> TaskContext {
+        let plan = ctx_test_support::plan(&[("a", &[])]);
+        let options = ExecutorOptions {
+            cost,
+            ..ExecutorOptions::default()
+        };
+        TaskContext::new(plan, Arc::new(ctx_engine::DryRunEngine), &options).unwrap()
+    }
+
+    #[test]
+    fn a_recorded_cost_is_settled_as_is_else_it_is_computed() {
+        let priced = context(Some(CostOptions {
+            model: Arc::new(Five),
+            max_cost: None,
+            already_spent: Usd::ZERO,
+            cut_output_at_max_tokens: false,
+            shared_budget: None,
+        }));
+        let mut r = TaskExecutionResult::new("a", TaskStatus::Completed);
+        r.metadata.cost_usd = Some(Usd::from_picos(7));
+        assert_eq!(priced.settled_cost(0, &r), Some(Usd::from_picos(7)));
+        r.metadata.cost_usd = None;
+        let computed =
+            crate::cost::task_cost(&Five, &priced.plan.sub_tasks[0], &r, &*priced.counters[0]);
+        assert!(computed.is_some_and(|c| c != Usd::from_picos(7)));
+        assert_eq!(priced.settled_cost(0, &r), computed);
+        // Without prices nothing can be computed; a task out of range
+        // neither.
+        assert_eq!(context(None).settled_cost(0, &r), None);
+        assert_eq!(priced.settled_cost(5, &r), None);
+    }
+
+    #[test]
+    fn one_counter_per_tokenizer_and_the_variant_decides_the_prompt_plan() {
+        let plan = ctx_test_support::plan(&[("a", &[]), ("b", &["a"])]);
+        let options = ExecutorOptions {
+            context: crate::options::ContextVariant::Bare,
+            ..ExecutorOptions::default()
+        };
+        let ctx = TaskContext::new(plan, Arc::new(ctx_engine::DryRunEngine), &options).unwrap();
+        assert!(Arc::ptr_eq(&ctx.counters[0], &ctx.counters[1]));
+        assert!(ctx.prompt_plan.is_some());
+        assert!(!ctx.include_dependencies);
+        assert!(!ctx.engine.answers_prompts());
+    }
+}

@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use ctx_deps::{ExecutionStore, InferenceEngine, InferenceRequest};
+use ctx_engine::{InferenceEngine, InferenceRequest};
+use ctx_store::ExecutionStore;
 use ctx_model::{Params, Plan, TaskExecutionResult, TaskStatus};
 use ctx_store_sqlite::{CachingEngine, NewRun, RunRoot, SqliteStore};
 
@@ -89,7 +90,7 @@ fn resume_plan_2000(bencher: divan::Bencher<'_, '_>) {
 fn cache_hit(bencher: divan::Bencher<'_, '_>) {
     let tmp = tempfile::tempdir().unwrap();
     let cache = Arc::new(RunRoot::new(tmp.path()).cache().unwrap());
-    let engine = CachingEngine::new(Arc::new(ctx_deps::DryRunEngine), cache, "dry-run", None);
+    let engine = CachingEngine::new(Arc::new(ctx_engine::DryRunEngine), cache, "dry-run", None);
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

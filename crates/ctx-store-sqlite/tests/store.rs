@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use ctx_deps::{ExecutionStore, MemoryStore};
+use ctx_store::{ExecutionStore, MemoryStore};
 use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus, TokenUsage};
 use ctx_store_sqlite::{
     Error, NewRun, RUN_MIGRATIONS, RunRoot, RunState, RunView, STORE_FILE, SessionEnd, SqliteStore,
