@@ -130,34 +130,11 @@ impl PlanGraph {
 
     /// Builds the graph with an explicit weighting.
     pub fn with_weighting(plan: &Plan, weighting: Weighting) -> Result<PlanGraph, GraphError> {
-        let n = plan.sub_tasks.len();
-        let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
-        for (i, t) in plan.sub_tasks.iter().enumerate() {
-            if let Some(&first) = index.get(t.id.as_str()) {
-                return Err(GraphError::DuplicateId {
-                    id: t.id.clone(),
-                    first,
-                    second: i,
-                });
-            }
-            index.insert(t.id.as_str(), i);
-        }
-
-        for t in &plan.sub_tasks {
-            if let Some(d) = t
-                .dependencies
-                .iter()
-                .find(|d| !index.contains_key(d.as_str()))
-            {
-                return Err(GraphError::UnknownDependency {
-                    task_id: t.id.clone(),
-                    dependency: d.clone(),
-                });
-            }
-        }
+        let index = index_ids(plan)?;
         // The one dependency graph of ctx (ctx-model's): edges, dependents
         // and the deterministic topological order (plan order on ties).
         let graph = DependencyGraph::new(plan);
+        let n = plan.sub_tasks.len();
         let deps: Vec<Vec<usize>> = (0..n).map(|i| graph.dependencies(i).to_vec()).collect();
         let dependents: Vec<Vec<usize>> = (0..n).map(|i| graph.dependents(i).to_vec()).collect();
         let ids: Vec<String> = plan.sub_tasks.iter().map(|t| t.id.clone()).collect();
@@ -167,62 +144,10 @@ impl PlanGraph {
                 path: find_cycle(&graph, &ids),
             });
         }
-
-        let weights: Vec<u64> = match weighting {
-            Weighting::TaskCount => vec![1; n],
-            Weighting::EstimatedMs => {
-                let given: Vec<u64> = plan
-                    .sub_tasks
-                    .iter()
-                    .filter_map(|t| t.tool_or_prompt.params.estimated_ms)
-                    .collect();
-                let mean = if given.is_empty() {
-                    1
-                } else {
-                    (given.iter().map(|&v| u128::from(v)).sum::<u128>() / given.len() as u128)
-                        .max(1) as u64
-                };
-                plan.sub_tasks
-                    .iter()
-                    .map(|t| t.tool_or_prompt.params.estimated_ms.unwrap_or(mean))
-                    .collect()
-            }
-        };
-
-        let mut levels = vec![0usize; n];
-        for &i in &order {
-            levels[i] = deps[i].iter().map(|&d| levels[d] + 1).max().unwrap_or(0);
-        }
-
-        let mut remaining = vec![0u64; n];
-        for &i in order.iter().rev() {
-            let tail = dependents[i]
-                .iter()
-                .map(|&d| remaining[d])
-                .max()
-                .unwrap_or(0);
-            remaining[i] = weights[i].saturating_add(tail);
-        }
-
-        // The critical path: from the source with the longest remaining
-        // path, follow the dependent with the longest remaining path (ties:
-        // plan order, which `max_by` on reversed index gives).
-        let mut critical_path = Vec::new();
-        let start = (0..n)
-            .filter(|&i| deps[i].is_empty())
-            .max_by_key(|&i| (remaining[i], Reverse(i)));
-        if let Some(mut cur) = start {
-            critical_path.push(cur);
-            while let Some(next) = dependents[cur]
-                .iter()
-                .copied()
-                .max_by_key(|&d| (remaining[d], Reverse(d)))
-            {
-                critical_path.push(next);
-                cur = next;
-            }
-        }
-
+        let weights = task_weights(plan, weighting);
+        let levels = levels_in(&order, &deps);
+        let remaining = remaining_paths(&order, &dependents, &weights);
+        let critical_path = critical_path_of(&deps, &dependents, &remaining);
         let by_id = index
             .into_iter()
             .map(|(id, i)| (id.to_owned(), i))
@@ -402,6 +327,111 @@ pub struct TaskSummary {
     pub priority: u64,
     /// Whether it lies on the critical path.
     pub critical: bool,
+}
+
+/// Each task's index by id; an error names a duplicate id or a dependency
+/// on no task.
+fn index_ids(plan: &Plan) -> Result<HashMap<&str, usize>, GraphError> {
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(plan.sub_tasks.len());
+    for (i, t) in plan.sub_tasks.iter().enumerate() {
+        if let Some(&first) = index.get(t.id.as_str()) {
+            return Err(GraphError::DuplicateId {
+                id: t.id.clone(),
+                first,
+                second: i,
+            });
+        }
+        index.insert(t.id.as_str(), i);
+    }
+    for t in &plan.sub_tasks {
+        if let Some(d) = t
+            .dependencies
+            .iter()
+            .find(|d| !index.contains_key(d.as_str()))
+        {
+            return Err(GraphError::UnknownDependency {
+                task_id: t.id.clone(),
+                dependency: d.clone(),
+            });
+        }
+    }
+    Ok(index)
+}
+
+/// Each task's weight: one, or its `estimated_ms` (the mean of the given
+/// estimates, at least 1, for a task without one).
+fn task_weights(plan: &Plan, weighting: Weighting) -> Vec<u64> {
+    match weighting {
+        Weighting::TaskCount => vec![1; plan.sub_tasks.len()],
+        Weighting::EstimatedMs => {
+            let given: Vec<u64> = plan
+                .sub_tasks
+                .iter()
+                .filter_map(|t| t.tool_or_prompt.params.estimated_ms)
+                .collect();
+            let mean = if given.is_empty() {
+                1
+            } else {
+                (given.iter().map(|&v| u128::from(v)).sum::<u128>() / given.len() as u128).max(1)
+                    as u64
+            };
+            plan.sub_tasks
+                .iter()
+                .map(|t| t.tool_or_prompt.params.estimated_ms.unwrap_or(mean))
+                .collect()
+        }
+    }
+}
+
+/// Each task's dependency level (0 for a task without dependencies), in
+/// topological `order`.
+fn levels_in(order: &[usize], deps: &[Vec<usize>]) -> Vec<usize> {
+    let mut levels = vec![0usize; deps.len()];
+    for &i in order {
+        levels[i] = deps[i].iter().map(|&d| levels[d] + 1).max().unwrap_or(0);
+    }
+    levels
+}
+
+/// Each task's remaining path: its weight plus the longest remaining path
+/// among its dependents.
+fn remaining_paths(order: &[usize], dependents: &[Vec<usize>], weights: &[u64]) -> Vec<u64> {
+    let mut remaining = vec![0u64; dependents.len()];
+    for &i in order.iter().rev() {
+        let tail = dependents[i]
+            .iter()
+            .map(|&d| remaining[d])
+            .max()
+            .unwrap_or(0);
+        remaining[i] = weights[i].saturating_add(tail);
+    }
+    remaining
+}
+
+/// The critical path: from the source with the longest remaining path,
+/// follow the dependent with the longest remaining path (ties: plan order,
+/// which `max_by` on reversed index gives).
+fn critical_path_of(
+    deps: &[Vec<usize>],
+    dependents: &[Vec<usize>],
+    remaining: &[u64],
+) -> Vec<usize> {
+    let mut critical_path = Vec::new();
+    let start = (0..deps.len())
+        .filter(|&i| deps[i].is_empty())
+        .max_by_key(|&i| (remaining[i], Reverse(i)));
+    if let Some(mut cur) = start {
+        critical_path.push(cur);
+        while let Some(next) = dependents[cur]
+            .iter()
+            .copied()
+            .max_by_key(|&d| (remaining[d], Reverse(d)))
+        {
+            critical_path.push(next);
+            cur = next;
+        }
+    }
+    critical_path
 }
 
 /// One cycle, as ids with the first repeated at the end. Finds the
