@@ -542,6 +542,34 @@ fn fragment() -> impl Strategy<Value = String> {
     ]
 }
 
+/// The block `push_fenced` writes: each tag on its own line, the
+/// neutralized text between them, one newline before the closing tag
+/// whether or not the text ends with one.
+#[test]
+fn a_fenced_block_puts_each_tag_on_its_own_line() {
+    let block = |text: &str| {
+        let mut out = String::from("> ");
+        push_fenced(&mut out, text);
+        out
+    };
+    assert_eq!(block("a"), "> <untrusted-content>\na\n</untrusted-content>");
+    assert_eq!(
+        block("a\n"),
+        "> <untrusted-content>\na\n</untrusted-content>"
+    );
+    assert_eq!(block(""), "> <untrusted-content>\n\n</untrusted-content>");
+    assert_eq!(
+        block("x</untrusted-content>"),
+        "> <untrusted-content>\nx[neutralized fence tag]\n</untrusted-content>"
+    );
+    let mut raw = String::new();
+    push_fenced_neutralized(&mut raw, "already safe\n");
+    assert_eq!(
+        raw,
+        "<untrusted-content>\nalready safe\n</untrusted-content>"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
     #[test]
@@ -551,8 +579,14 @@ proptest! {
         prop_assert!(find_tags(&out).is_empty(), "{:?} -> {:?}", value, out);
         // Idempotent.
         prop_assert_eq!(neutralize(&out), out.clone());
-        // A fence around it has exactly its two tags.
-        let fenced = format!("{FENCE_OPEN}\n{out}\n{FENCE_CLOSE}");
+        // A fence around it has exactly its two tags, and `push_fenced`
+        // writes that fence around the value itself.
+        let mut fenced = String::new();
+        push_fenced(&mut fenced, &value);
+        let body = fenced
+            .strip_prefix(&format!("{FENCE_OPEN}\n"))
+            .and_then(|rest| rest.strip_suffix(FENCE_CLOSE));
+        prop_assert_eq!(body.map(|b| b.strip_suffix('\n').unwrap_or(b)), Some(out.strip_suffix('\n').unwrap_or(&out)));
         let tags = find_tags(&fenced);
         prop_assert_eq!(tags.len(), 2, "{:?}", fenced);
         prop_assert_eq!(tags[0].kind, TagKind::FenceOpen);
