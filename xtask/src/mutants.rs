@@ -30,7 +30,10 @@ use super::{USAGE, cargo, root, run_step};
 pub const CRITICAL: &[(&str, &[&str])] = &[
     (
         "ctx-fence",
-        &["crates/ctx-fence/src/matcher.rs", "crates/ctx-fence/src/lib.rs"],
+        &[
+            "crates/ctx-fence/src/matcher.rs",
+            "crates/ctx-fence/src/lib.rs",
+        ],
     ),
     ("ctx-prompt", &["crates/ctx-prompt/src/assembly/fit.rs"]),
     ("ctx-cost", &["crates/ctx-cost/src/ledger.rs"]),
