@@ -881,6 +881,21 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
         assert_eq!(cut, format!("{}...", "a".repeat(997)));
         assert!(probes.len() <= 14, "{} probes: {probes:?}", probes.len());
         assert!(probes.iter().all(|&p| p <= 2 * 1000), "{probes:?}");
+        // Dear first: the guess is too long, and the search gallops down
+        // from it by doubling steps.
+        let dear_first = format!("{}{}", "A".repeat(10_000), "a".repeat(90_000));
+        let (cut, probes) = probe(&dear_first, 1000);
+        assert_eq!(cut, format!("{}...", "A".repeat(249)));
+        assert!(probes.len() <= 13, "{} probes: {probes:?}", probes.len());
+        // Evenly mixed, the guess a little long: one step down finds it.
+        let mixed = "aA".repeat(50_000);
+        let (cut, probes) = probe(&mixed, 1000);
+        assert_eq!(cut, format!("{}a...", "aA".repeat(199)));
+        assert!(probes.len() <= 8, "{} probes: {probes:?}", probes.len());
+        // Nothing but `...` fits: galloping down stops at the start of the
+        // text instead of stepping past it.
+        let text = format!("{}{}", "A".repeat(100), "a".repeat(10_000));
+        assert_eq!(probe(&text, 5).0, "...");
     }
 
     #[test]
