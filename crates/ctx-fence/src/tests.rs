@@ -567,6 +567,8 @@ fn the_last_resort_replaces_only_what_could_start_a_tag() {
         last_resort("a<b[c|d&e%g\\"),
         "a\u{FFFD}b\u{FFFD}c\u{FFFD}d\u{FFFD}e\u{FFFD}g\u{FFFD}"
     );
+    // Side by side, each is replaced.
+    assert_eq!(last_resort("<<|"), "\u{FFFD}\u{FFFD}\u{FFFD}");
     // A fullwidth `<` is `<` in the skeleton; `&lt;` is one `<` from four bytes.
     assert_eq!(last_resort("x\u{FF1C}y"), "x\u{FFFD}y");
     assert_eq!(last_resort("x&lt;y"), "x\u{FFFD}y");
