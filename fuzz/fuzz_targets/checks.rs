@@ -15,9 +15,8 @@
 
 use std::path::Path;
 
-use ctx_checks::judge::{FENCE_CLOSE, FENCE_OPEN};
 use ctx_checks::{Check, CheckSet, EvalContext, ExpectedEntity, Feedback, Rule, SchemaSource};
-use ctx_prompt::fence::{find_tags, neutralize};
+use ctx_fence::{FENCE_CLOSE, FENCE_OPEN, TagKind, find_tags};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -49,14 +48,14 @@ fuzz_target!(|data: &[u8]| {
         ExpectedEntity::new("Entity", &[first_line], None).expect("a literal always compiles"),
         ExpectedEntity::new("Name only", &[], None).expect("a literal always compiles"),
     ];
-    let context = EvalContext { entities: &entities, neutralize };
+    let context = EvalContext { entities: &entities };
 
     let run = || {
         let mut evaluation = set.evaluate(output, &context);
         for request in evaluation.take_judge_requests() {
             let fence_tags = find_tags(&request.prompt)
                 .iter()
-                .filter(|t| t.kind != ctx_prompt::fence::TagKind::Control)
+                .filter(|t| t.kind != TagKind::Control)
                 .count();
             let rubric_tags = match &checks[request.index].rule {
                 Rule::Judge(judge) => find_tags(&judge.rubric).len(),

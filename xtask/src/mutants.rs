@@ -29,16 +29,22 @@ use super::{USAGE, cargo, root, run_step};
 /// reason), by package.
 pub const CRITICAL: &[(&str, &[&str])] = &[
     (
-        "ctx-prompt",
+        "ctx-fence",
         &[
-            "crates/ctx-prompt/src/fence/matcher.rs",
-            "crates/ctx-prompt/src/fence/mod.rs",
-            "crates/ctx-prompt/src/assembly/fit.rs",
+            "crates/ctx-fence/src/matcher.rs",
+            "crates/ctx-fence/src/lib.rs",
         ],
     ),
+    ("ctx-prompt", &["crates/ctx-prompt/src/assembly/fit.rs"]),
     ("ctx-cost", &["crates/ctx-cost/src/ledger.rs"]),
     ("ctx-checks", &["crates/ctx-checks/src/evaluate.rs"]),
-    ("ctx-deps", &["crates/ctx-deps/src/cost.rs"]),
+    (
+        "ctx-deps",
+        &[
+            "crates/ctx-deps/src/cost.rs",
+            "crates/ctx-deps/src/call_bounds.rs",
+        ],
+    ),
 ];
 
 pub fn run(args: &[String]) -> Result<(), String> {

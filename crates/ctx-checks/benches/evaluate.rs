@@ -60,7 +60,6 @@ fn text_check_1mb(bencher: Bencher<'_, '_>, check: &str) {
     ];
     let context = EvalContext {
         entities: &entities,
-        neutralize: ctx_prompt::fence::neutralize,
     };
     bencher
         .counter(divan::counter::BytesCount::new(output.len()))
@@ -71,10 +70,7 @@ fn text_check_1mb(bencher: Bencher<'_, '_>, check: &str) {
 fn json_check_1mb(bencher: Bencher<'_, '_>, check: &str) {
     let set = set(&format!("[{check}]"));
     let output = json_output();
-    let context = EvalContext {
-        entities: &[],
-        neutralize: ctx_prompt::fence::neutralize,
-    };
+    let context = EvalContext { entities: &[] };
     bencher
         .counter(divan::counter::BytesCount::new(output.len()))
         .bench_local(|| set.evaluate(black_box(&output), &context).finish());

@@ -72,7 +72,6 @@ fn run() -> Result<bool, String> {
 
     let context = EvalContext {
         entities: &entities,
-        neutralize: ctx_prompt::fence::neutralize,
     };
     let mut evaluation = set.evaluate(&output, &context);
     for request in evaluation.take_judge_requests() {

@@ -20,14 +20,15 @@
 //!
 //! Every message that quotes the output (a JSON Schema failure naming an
 //! unexpected property, a judge's reason or raw answer) is passed through
-//! the same [`Neutralizer`] as the judge's prompt, because these messages
-//! go back into the task's next prompt as feedback.
+//! the fence's neutralizer (`ctx_fence::neutralize`), as the judge's prompt
+//! is, because these messages go back into the task's next prompt as
+//! feedback.
 
 use std::borrow::Cow;
 
 use crate::compile::{CheckSet, CompiledCheck, Test};
 use crate::entities::ExpectedEntity;
-use crate::judge::{JudgeRequest, Neutralizer, judge_prompt, parse_answer};
+use crate::judge::{JudgeRequest, judge_prompt_neutralized, parse_answer};
 use crate::spec::CheckKind;
 use crate::text::{count_chars, count_words, line_of, one_line, quote, strip_code_fence};
 
@@ -37,9 +38,6 @@ pub struct EvalContext<'a> {
     /// The entities the task names with high relevance, for `entities`
     /// checks.
     pub entities: &'a [ExpectedEntity],
-    /// Applied to the output before it is fenced in a judge prompt, and to
-    /// every message that quotes the output.
-    pub neutralize: Neutralizer,
 }
 
 /// The result of one check on one output: the plan model's type
@@ -60,7 +58,7 @@ pub const SCHEMA_ERRORS_LISTED_BELOW: usize = 256 << 10;
 /// its judge checks without a call ("too large to judge").
 ///
 /// Why a limit: before an output goes into a judge prompt it is
-/// neutralized, and the neutralizer (ctx-prompt's fence matcher) works on
+/// neutralized, and the neutralizer (ctx-fence's matcher) works on
 /// a character-level skeleton of the text that costs about 47 bytes of
 /// memory per byte of output. Unbounded, a 20 MB output took 965 MiB per
 /// judge, and four in flight 6 GB. With the limit, judging an output
@@ -71,17 +69,11 @@ pub const SCHEMA_ERRORS_LISTED_BELOW: usize = 256 << 10;
 /// measures it.
 pub const JUDGE_MAX_OUTPUT_BYTES: usize = 512 << 10;
 
-/// The neutralizer for text that already went through the real one.
-fn already_neutralized(text: &str) -> String {
-    text.to_string()
-}
-
 /// The results of one output against a check set, some possibly waiting
 /// for a judge.
 #[derive(Debug)]
 pub struct Evaluation {
     slots: Vec<Slot>,
-    neutralize: Neutralizer,
 }
 
 #[derive(Debug)]
@@ -140,10 +132,9 @@ impl CheckSet {
                 } => Slot::Judge {
                     request: Box::new(JudgeRequest {
                         index,
-                        prompt: judge_prompt(
+                        prompt: judge_prompt_neutralized(
                             rubric,
-                            fenced.get_or_insert_with(|| (context.neutralize)(&text)),
-                            already_neutralized,
+                            fenced.get_or_insert_with(|| ctx_fence::neutralize(&text)),
                         ),
                         model: model.clone(),
                         max_tokens: *max_tokens,
@@ -153,10 +144,7 @@ impl CheckSet {
                 _ => Slot::Done(run_local(check, &text, &mut json, context)),
             })
             .collect();
-        Evaluation {
-            slots,
-            neutralize: context.neutralize,
-        }
+        Evaluation { slots }
     }
 }
 
@@ -185,7 +173,7 @@ impl Evaluation {
         index: usize,
         answer: &str,
     ) -> Result<(), NotAwaitingJudge> {
-        let neutralize = self.neutralize;
+        let neutralize = ctx_fence::neutralize;
         let result = match parse_answer(answer) {
             Ok(verdict) => {
                 let verb = if verdict.pass { "passed" } else { "failed" };
@@ -208,7 +196,7 @@ impl Evaluation {
         reason: &str,
     ) -> Result<(), NotAwaitingJudge> {
         let detail = format!("the judge could not be asked: {}", one_line(reason, 300));
-        let detail = (self.neutralize)(&detail);
+        let detail = ctx_fence::neutralize(&detail);
         self.resolve(index, (false, detail))
     }
 
@@ -348,7 +336,7 @@ fn run_local(
         },
         Test::JsonSchema { validator, .. } => match parsed(json, text) {
             Err(e) => (false, format!("is not valid JSON: {e}")),
-            Ok(value) => schema_outcome(validator, value, text.len(), context.neutralize),
+            Ok(value) => schema_outcome(validator, value, text.len()),
         },
         Test::Entities => entities_outcome(context.entities, text),
         Test::Judge { .. } => (false, "the judge was not asked".to_string()),
@@ -377,7 +365,6 @@ fn schema_outcome(
     validator: &jsonschema::Validator,
     value: &serde_json::Value,
     output_len: usize,
-    neutralize: Neutralizer,
 ) -> (bool, String) {
     if validator.is_valid(value) {
         return (true, "matches the JSON Schema".to_string());
@@ -426,7 +413,7 @@ fn schema_outcome(
     } else if !all {
         detail.push_str(" (the first error; the output is too large to list them all)");
     }
-    (false, neutralize(&detail))
+    (false, ctx_fence::neutralize(&detail))
 }
 
 fn entities_outcome(entities: &[ExpectedEntity], text: &str) -> (bool, String) {
@@ -468,11 +455,6 @@ mod tests {
     use crate::spec::Check;
     use std::path::Path;
 
-    fn neutral(text: &str) -> String {
-        text.replace("</untrusted-content>", "[neutralized fence tag]")
-            .replace("<untrusted-content>", "[neutralized fence tag]")
-    }
-
     fn set(json: &str) -> CheckSet {
         let checks: Vec<Check> = serde_json::from_str(json).unwrap();
         CheckSet::compile(&checks, Path::new(".")).unwrap()
@@ -483,10 +465,7 @@ mod tests {
     }
 
     fn run_with(json: &str, output: &[u8], entities: &[ExpectedEntity]) -> Vec<CheckResult> {
-        let context = EvalContext {
-            entities,
-            neutralize: neutral,
-        };
+        let context = EvalContext { entities };
         set(json).evaluate(output, &context).finish()
     }
 
@@ -695,10 +674,7 @@ mod tests {
         let checks = set(
             r#"[{"contains": "a"}, {"judge": "Is it kind?", "max_tokens": 50, "message": "Be kind."}, {"judge": "Short?", "judge_model": "small"}]"#,
         );
-        let context = EvalContext {
-            entities: &[],
-            neutralize: neutral,
-        };
+        let context = EvalContext { entities: &[] };
         let mut ev = checks.evaluate(b"a reply", &context);
         assert!(!ev.is_complete());
         let requests = ev.take_judge_requests();
@@ -749,10 +725,7 @@ mod tests {
     #[test]
     fn an_unasked_or_failed_judge_fails_its_check() {
         let checks = set(r#"[{"judge": "ok?"}, {"judge": "fine?"}]"#);
-        let context = EvalContext {
-            entities: &[],
-            neutralize: neutral,
-        };
+        let context = EvalContext { entities: &[] };
         let mut ev = checks.evaluate(b"x", &context);
         ev.record_judge_error(0, "HTTP 500\nserver error").unwrap();
         let r = ev.finish();
@@ -767,10 +740,7 @@ mod tests {
     #[test]
     fn a_judge_reason_cannot_smuggle_a_fence_tag() {
         let checks = set(r#"[{"judge": "ok?"}]"#);
-        let context = EvalContext {
-            entities: &[],
-            neutralize: neutral,
-        };
+        let context = EvalContext { entities: &[] };
         let mut ev = checks.evaluate(b"x", &context);
         ev.record_judge_answer(
             0,

@@ -35,7 +35,7 @@
 //! let set = CheckSet::compile(&checks, Path::new(".")).unwrap();
 //!
 //! let board = ExpectedEntity::new("Board", &["10 x 20".to_string()], None).unwrap();
-//! let context = EvalContext { entities: &[board], neutralize: |s| s.to_string() };
+//! let context = EvalContext { entities: &[board] };
 //! let results = set.evaluate(b"<canvas id=\"b\"></canvas> a 10 X 20 grid", &context).finish();
 //! assert!(!results[0].passed); // case-sensitive by default
 //! assert_eq!(results[0].message, "Keep the 10 x 20 board.");
@@ -58,8 +58,9 @@
 //!   each check. Of the ctx crates it depends on the plan model (whose
 //!   vocabulary the check types are, so that the engine and store seams
 //!   read plans without a regex or JSON Schema engine) and `ctx-tokens`
-//!   (for the feedback's token cost); the fence neutralizer of
-//!   `ctx-prompt` is passed in. The
+//!   (for the feedback's token cost), and on `ctx-fence`, the one
+//!   definition of the fence (not on `ctx-prompt`, whose markdown parsing
+//!   and prompt assembly a verdict does not need). The
 //!   judge, which needs a model, is split into a request and an answer
 //!   ([`Evaluation::take_judge_requests`], [`Evaluation::record_judge_answer`]).
 //! * **Case-sensitive `contains` by default.** A check is an assertion; a
@@ -86,9 +87,9 @@
 //! * **Entities** are passed in ([`ExpectedEntity`]) rather than read from
 //!   a plan; see [`entities`] for when one is reflected.
 //! * **Untrusted text stays fenced.** The output in a judge prompt, and any
-//!   message that quotes an output, is passed through the caller's
-//!   [`Neutralizer`] (`ctx_prompt::fence::neutralize`), because messages
-//!   become retry feedback in the next prompt.
+//!   message that quotes an output, is passed through the fence's
+//!   neutralizer (`ctx_fence::neutralize`), because messages become retry
+//!   feedback in the next prompt.
 //!
 //! The check kinds and their options are documented for plan authors in
 //! `docs/checks.md`.
@@ -108,7 +109,7 @@ pub use evaluate::{
     CheckResult, EvalContext, Evaluation, JUDGE_MAX_OUTPUT_BYTES, NotAwaitingJudge, all_passed,
 };
 pub use feedback::{FEEDBACK_HEADING, Feedback};
-pub use judge::{JudgeRequest, Neutralizer, Verdict, WrongShape};
+pub use judge::{JudgeRequest, Verdict, WrongShape};
 pub use plan::{
     check_problems, compile_task_checks, expected_entities, inline_check_schemas, load_valid_plan,
     plan_problems,

@@ -29,7 +29,7 @@ use crate::cost::CostOptions;
 /// most `output_high` tokens: the judge prompt with an empty output,
 /// counted exactly, plus `output_high`.
 pub fn judge_prompt_bound(rubric: &str, output_high: u64, counter: &dyn TokenCounter) -> u64 {
-    let template = ctx_checks::judge::judge_prompt(rubric, "", ctx_prompt::fence::neutralize);
+    let template = ctx_checks::judge::judge_prompt(rubric, "");
     (counter.count(&template) as u64).saturating_add(output_high)
 }
 

@@ -98,7 +98,6 @@ pub(crate) async fn evaluate(
 ) -> (Vec<CheckResult>, Option<TokenUsage>, Vec<JudgeCall>) {
     let context = EvalContext {
         entities: &checks.entities,
-        neutralize: ctx_prompt::fence::neutralize,
     };
     let mut evaluation = checks.set.evaluate(output.as_bytes(), &context);
     let mut usage = None;
@@ -391,8 +390,8 @@ mod tests {
             self.prompts.lock().unwrap().push(request.prompt.clone());
             let fenced = request
                 .prompt
-                .split_once(ctx_checks::judge::FENCE_OPEN)
-                .and_then(|(_, rest)| rest.split_once(ctx_checks::judge::FENCE_CLOSE));
+                .split_once(ctx_fence::FENCE_OPEN)
+                .and_then(|(_, rest)| rest.split_once(ctx_fence::FENCE_CLOSE));
             let output = if let Some((judged, _)) = fenced {
                 let pass = judged.contains("10 x 20");
                 format!(r#"{{"pass": {pass}, "reason": "judged"}}"#)
@@ -752,8 +751,7 @@ mod tests {
             .unwrap()
             .counter();
         let max_tokens = counter.count(&output) as u64;
-        let sent =
-            ctx_checks::judge::judge_prompt("Is it CSS?", &output, ctx_prompt::fence::neutralize);
+        let sent = ctx_checks::judge::judge_prompt("Is it CSS?", &output);
         let bound =
             crate::call_bounds::judge_prompt_bound("Is it CSS?", max_tokens, counter.as_ref());
         assert!(

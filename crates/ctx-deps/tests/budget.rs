@@ -331,8 +331,7 @@ fn prices(c: &Case) -> Prices {
         .map(|(i, t)| {
             let judge = (c.checks[i] == 3).then(|| {
                 let counter = ctx_prompt::tokenizer_for_task(&p, t).unwrap().counter();
-                let template =
-                    ctx_checks::judge::judge_prompt(RUBRIC, "", ctx_prompt::fence::neutralize);
+                let template = ctx_checks::judge::judge_prompt(RUBRIC, "");
                 counter.count(&template) as u64 + u64::from(c.max_tokens[i]) + 2 + FRAMING
             });
             (t.id.clone(), (c.check_attempts, judge))

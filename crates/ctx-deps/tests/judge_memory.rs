@@ -43,10 +43,7 @@ fn judge_set() -> CheckSet {
 }
 
 fn context() -> EvalContext<'static> {
-    EvalContext {
-        entities: &[],
-        neutralize: ctx_prompt::fence::neutralize,
-    }
+    EvalContext { entities: &[] }
 }
 
 // One test, so no other test's allocations run in parallel with the

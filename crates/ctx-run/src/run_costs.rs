@@ -416,8 +416,7 @@ mod tests {
         let counter = ctx_prompt::tokenizer_for_task(&p, &p.sub_tasks[0])
             .unwrap()
             .counter();
-        let template =
-            ctx_checks::judge::judge_prompt("Does it say a?", "", ctx_prompt::fence::neutralize);
+        let template = ctx_checks::judge::judge_prompt("Does it say a?", "");
         let judge_prompt = counter.count(&template) as u64 + 16 + 100;
         // The task on gpt-4o: its call 3,540 µ$. The judge on gpt-4o-mini,
         // 0.15 µ$ per input token and 0.6 per output token: (prompt + its

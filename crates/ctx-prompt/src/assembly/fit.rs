@@ -835,6 +835,69 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
         assert_eq!(cut_to_tokens(text, 6, &c).as_deref(), Some("ééé..."));
     }
 
+    /// [`Weighted`], recording the length (in chars) of every text it is
+    /// asked whether it fits: the search's probes.
+    #[derive(Default)]
+    struct Probing(std::sync::Mutex<Vec<usize>>);
+
+    impl TokenCounter for Probing {
+        fn name(&self) -> &str {
+            "probing"
+        }
+        fn count(&self, text: &str) -> usize {
+            Weighted.count(text)
+        }
+        fn upper_bound(&self, text: &str) -> usize {
+            self.0.lock().unwrap().push(text.chars().count());
+            Weighted.count(text)
+        }
+    }
+
+    /// The search's cost, as its documentation promises: it starts from
+    /// the proportional guess, gallops from there by an eighth of it, then
+    /// bisects, so a cut takes a handful of probes, each about the size
+    /// of the answer. (The answers are pinned by the tests above; these
+    /// budgets are what a slower search, one that starts from the wrong
+    /// place, gallops in the wrong steps or bisects more than it must,
+    /// would break without changing the cut.)
+    #[test]
+    fn the_search_takes_few_probes_near_the_answer() {
+        let probe = |text: &str, limit: usize| {
+            let c = Probing::default();
+            let cut = fit_prefix(text, limit, c.count(text), &c);
+            (cut, c.0.into_inner().unwrap())
+        };
+        // Evenly priced: the guess is right, and only its last eighth is
+        // searched.
+        let even = "a".repeat(100_000);
+        let (cut, probes) = probe(&even, 1000);
+        assert_eq!(cut, format!("{}...", "a".repeat(997)));
+        assert!(probes.len() <= 10, "{} probes: {probes:?}", probes.len());
+        assert!(probes.iter().all(|&p| p <= 1003 + 1003 / 8), "{probes:?}");
+        // Cheap first, dear after: the guess is 40 % of the answer, the
+        // search gallops up to it and no probe is twice its size.
+        let cheap_first = format!("{}{}", "a".repeat(50_000), "A".repeat(50_000));
+        let (cut, probes) = probe(&cheap_first, 1000);
+        assert_eq!(cut, format!("{}...", "a".repeat(997)));
+        assert!(probes.len() <= 14, "{} probes: {probes:?}", probes.len());
+        assert!(probes.iter().all(|&p| p <= 2 * 1000), "{probes:?}");
+        // Dear first: the guess is too long, and the search gallops down
+        // from it by doubling steps.
+        let dear_first = format!("{}{}", "A".repeat(10_000), "a".repeat(90_000));
+        let (cut, probes) = probe(&dear_first, 1000);
+        assert_eq!(cut, format!("{}...", "A".repeat(249)));
+        assert!(probes.len() <= 13, "{} probes: {probes:?}", probes.len());
+        // Evenly mixed, the guess a little long: one step down finds it.
+        let mixed = "aA".repeat(50_000);
+        let (cut, probes) = probe(&mixed, 1000);
+        assert_eq!(cut, format!("{}a...", "aA".repeat(199)));
+        assert!(probes.len() <= 8, "{} probes: {probes:?}", probes.len());
+        // Nothing but `...` fits: galloping down stops at the start of the
+        // text instead of stepping past it.
+        let text = format!("{}{}", "A".repeat(100), "a".repeat(10_000));
+        assert_eq!(probe(&text, 5).0, "...");
+    }
+
     #[test]
     fn a_dependency_is_cut_only_as_far_as_needed() {
         let mut plan = seed_plan();

@@ -63,7 +63,7 @@ impl std::fmt::Display for FenceNonce {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fence::{TagKind, find_tags};
+    use crate::{TagKind, find_tags};
 
     #[test]
     fn tags_are_fence_tags_and_the_preamble_holds_none() {

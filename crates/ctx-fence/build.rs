@@ -1,5 +1,5 @@
 //! Lays out, at compile time, the WHATWG named character references the
-//! fence decoder reads (`src/fence/decode.rs`), as two sorted arrays of
+//! fence decoder reads (`src/decode.rs`), as two sorted arrays of
 //! `(name, value)` spans of one string, searched by binary search: `EXACT`
 //! (names without `&` and `;`) and `FOLDED` (names lower-cased; the
 //! all-lower-case name wins a clash, else the smallest). Built at run time, the two hash maps cost

@@ -1,0 +1,41 @@
+//! Arbitrary text through the fence (ctx-fence): the tag finder and the
+//! neutralizer read untrusted text, with its HTML references, escapes,
+//! percent-encoding and Unicode look-alikes. Nothing may panic, and:
+//! every tag found is a non-empty range of the text, on character
+//! boundaries, in order and without overlap; a neutralized text holds no
+//! tag, holds no Unicode tag character, and is its own neutralization; a
+//! text without a tag or tag character comes back unchanged; and a fenced
+//! block holds exactly its two fence tags, whatever it fences.
+
+#![no_main]
+
+use ctx_fence::{FENCE_CLOSE, FENCE_OPEN, TagKind, find_tags, neutralize, push_fenced};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let tags = find_tags(text);
+    let mut end = 0;
+    for t in &tags {
+        assert!(t.range.start >= end && t.range.start < t.range.end, "{tags:?}");
+        assert!(text.is_char_boundary(t.range.start) && text.is_char_boundary(t.range.end));
+        end = t.range.end;
+    }
+    assert!(end <= text.len());
+
+    let safe = neutralize(text);
+    assert!(find_tags(&safe).is_empty(), "neutralized text still holds a tag: {safe:?}");
+    assert_eq!(neutralize(&safe), safe, "neutralize is idempotent");
+    assert!(!safe.chars().any(|c| ('\u{E0000}'..='\u{E007F}').contains(&c)));
+    if tags.is_empty() && !text.chars().any(|c| ('\u{E0000}'..='\u{E007F}').contains(&c)) {
+        assert_eq!(safe, text, "a text without a tag is left alone");
+    }
+
+    let mut block = String::new();
+    push_fenced(&mut block, text);
+    let kinds: Vec<TagKind> = find_tags(&block).into_iter().map(|t| t.kind).collect();
+    assert_eq!(kinds, [TagKind::FenceOpen, TagKind::FenceClose], "{block:?}");
+    assert!(block.starts_with(FENCE_OPEN) && block.ends_with(FENCE_CLOSE));
+});
