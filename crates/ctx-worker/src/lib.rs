@@ -29,6 +29,7 @@
 //!     store,
 //!     engine: Arc::new(ctx_deps::CommandEngine::new("llm -m local")),
 //!     options: ctx_deps::ExecutorOptions::default(),
+//!     pricing: ctx_run::run_costs::RunPricing::default(),
 //!     run: None,
 //!     worker: "gpu-box-1".into(),
 //!     concurrency: 4,
@@ -50,6 +51,7 @@ use std::time::Duration;
 
 use ctx_deps::{ExecutorOptions, InferenceEngine, TaskRunner, concurrency_limit};
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
+use ctx_run::run_costs::RunPricing;
 use ctx_store_postgres::{Claim, ClaimStore, Commit, Error as PgError, PgStore};
 
 pub mod shared;
@@ -118,7 +120,14 @@ pub struct Worker {
     /// cache).
     pub engine: Arc<dyn InferenceEngine>,
     /// The task bounds (timeout, output bound) the task body applies.
+    /// Its `cost` is not used: each run's tasks are priced by `pricing`
+    /// and that run's own plan.
     pub options: ExecutorOptions,
+    /// What each task's `cost_usd` is priced by: this worker's engine and
+    /// price tables, with the `config.prices` of the plan of the run the
+    /// task belongs to, as `ctx run` prices a local run. No budget: a
+    /// budget's ledger lives in one process.
+    pub pricing: RunPricing,
     /// Work on this run only, or on any open run.
     pub run: Option<String>,
     /// This worker's id, recorded with its claims.
@@ -185,7 +194,14 @@ impl Worker {
             Err(PgError::NoRun { .. }) => return Ok(Ok(None)),
             Err(e) => return Err(e),
         };
-        let runner = match TaskRunner::new(plan, Arc::clone(&self.engine), &self.options) {
+        let options = match self.pricing.cost_options(&plan) {
+            Ok(cost) => ExecutorOptions {
+                cost: Some(cost),
+                ..self.options.clone()
+            },
+            Err(e) => return Ok(Err(format!("run `{run_id}`: the stored plan's costs: {e}"))),
+        };
+        let runner = match TaskRunner::new(plan, Arc::clone(&self.engine), &options) {
             Ok(r) => Arc::new(r),
             Err(e) => return Ok(Err(format!("run `{run_id}`: the stored plan: {e}"))),
         };

@@ -122,10 +122,12 @@ pub fn run(args: Args) -> CliResult {
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let engine = engines::build(&args.engine)?;
     super::run::refuse_unjudgeable(&plan, engine.as_ref(), &args.plan)?;
-    let book = args.prices.run_book(&plan, &args.engine, max_cost)?;
+    let pricing = args
+        .prices
+        .pricing(super::run_cost::engine_costs(&args.engine), max_cost)?;
     // Refused (exit 2) before any run is created when the budget cannot
     // be bounded.
-    let cost = super::run_cost::options(&plan, &args.engine, book, max_cost)?;
+    let cost = super::run_cost::options(&plan, &pricing)?;
     let store = if args.no_store {
         EvalStore::Memory
     } else {

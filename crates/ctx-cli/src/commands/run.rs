@@ -222,7 +222,9 @@ pub fn run(args: Args) -> CliResult {
     let engine = engines::build(&args.engine)?;
     refuse_unjudgeable(&plan, engine.as_ref(), &plan_path)?;
     let label = engine.label();
-    let book = args.prices.run_book(&plan, &args.engine, max_cost)?;
+    let pricing = args
+        .prices
+        .pricing(super::run_cost::engine_costs(&args.engine), max_cost)?;
     let plan_source = plan_source.as_deref();
 
     if let (Some(run), true, None) = (&args.resume, args.dry_run, &shared) {
@@ -279,6 +281,7 @@ pub fn run(args: Args) -> CliResult {
             &label,
             engine,
             options,
+            pricing,
             &output,
             args.no_local,
             args.resume.as_deref(),
@@ -289,7 +292,7 @@ pub fn run(args: Args) -> CliResult {
     }
 
     // Refuse an unbounded budget before a run directory is created.
-    let cost = super::run_cost::options(&plan, &args.engine, book, max_cost)?;
+    let cost = super::run_cost::options(&plan, &pricing)?;
     let store = if args.no_store {
         RunStore::Memory
     } else {

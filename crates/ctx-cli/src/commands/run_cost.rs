@@ -10,10 +10,10 @@
 //! * A command cannot stop at `max_tokens`: under a budget its output is
 //!   cut there.
 
-use ctx_cost::{PriceBook, Usd};
+use ctx_cost::Usd;
 use ctx_deps::CostOptions;
 use ctx_model::Plan;
-use ctx_run::run_costs::{BudgetError, EngineCosts, cost_options};
+use ctx_run::run_costs::{BudgetError, EngineCosts, RunPricing};
 
 use crate::engines::{EngineArgs, EngineKind, openai::DEFAULT_MAX_ATTEMPTS};
 use crate::exit::CliError;
@@ -54,20 +54,15 @@ pub fn engine_costs(engine: &EngineArgs) -> EngineCosts {
         },
         cuts_at_max_tokens: kind == EngineKind::Command,
         sends_params: openai,
+        priced_on_request: kind == EngineKind::Command,
     }
 }
 
-/// The executor's cost options for `plan` run on `engine`: prices always,
-/// and a budget with `max_cost`. Refuses (exit 2) a budget it cannot
-/// bound, saying which flag or field would bound it.
-pub fn options(
-    plan: &Plan,
-    engine: &EngineArgs,
-    book: PriceBook,
-    max_cost: Option<Usd>,
-) -> Result<CostOptions, CliError> {
-    let costs = engine_costs(engine);
-    cost_options(plan, &costs, book, max_cost).map_err(|e| {
+/// The executor's cost options for `plan` priced by `pricing`: prices
+/// always, and a budget with its `max_cost`. Refuses (exit 2) a budget it
+/// cannot bound, saying which flag or field would bound it.
+pub fn options(plan: &Plan, pricing: &RunPricing) -> Result<CostOptions, CliError> {
+    pricing.cost_options(plan).map_err(|e| {
         let hint = match &e {
             BudgetError::NoMaxTokens(_) => {
                 "; set params.max_tokens or pass --max-tokens N".to_string()
@@ -78,7 +73,7 @@ pub fn options(
             }
             BudgetError::NoModel(_) => format!(
                 "; give params.model{}",
-                if costs.model.is_none() {
+                if pricing.engine.model.is_none() {
                     ""
                 } else {
                     " or --model"

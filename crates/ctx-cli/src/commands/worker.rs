@@ -84,6 +84,9 @@ pub struct Args {
     #[command(flatten)]
     pub bounds: super::run::TaskBoundArgs,
 
+    #[command(flatten, next_help_heading = heading::COST)]
+    pub prices: super::prices::PriceArgs,
+
     /// Reuse outputs of identical requests (engine, model, params, final
     /// prompt) from this machine's cache (ROOT/cache.sqlite, the one local
     /// runs use): each worker has its own, as its own rate limits.
@@ -180,6 +183,10 @@ pub fn run(args: Args) -> CliResult {
         ..ExecutorOptions::default()
     };
     let engine = engines::build(&args.engine)?;
+    // Each run's tasks are priced by its own plan's config.prices too.
+    let pricing = args
+        .prices
+        .pricing(super::run_cost::engine_costs(&args.engine), None)?;
     let engine = if args.cache {
         with_local_cache(engine, args.root.as_deref())?
     } else {
@@ -203,6 +210,7 @@ pub fn run(args: Args) -> CliResult {
         store,
         engine,
         options,
+        pricing,
         run: args.run,
         worker: me,
         concurrency: args.concurrency,
@@ -302,6 +310,7 @@ pub fn run_on_shared_store(
     label: &str,
     engine: Arc<dyn InferenceEngine>,
     options: ExecutorOptions,
+    pricing: ctx_run::run_costs::RunPricing,
     output: &Output<'_>,
     no_local: bool,
     resume: Option<&str>,
@@ -352,6 +361,7 @@ pub fn run_on_shared_store(
             store: store.clone(),
             engine,
             options: options.clone(),
+            pricing,
             run: Some(run_id.clone()),
             worker: worker_id(),
             concurrency: options.concurrency,
