@@ -2,11 +2,166 @@
 //! here with typed errors: the CLI turns its flags into these and adds
 //! the flag's name when it prints an error, an embedder sets them in code.
 //! The defaults are ctx-deps' ([`ctx_deps::ExecutorOptions::default`]).
+//!
+//! The store a run goes to is chosen here too, once, from the store flags
+//! and the environment ([`StoreFlags::resolve`], in the manner of uv's
+//! settings: flags win over the environment, which wins over the
+//! default): in memory, a SQLite run directory, or a shared store's URL
+//! ([`StoreChoice`]). Every refusal of a flag that does not fit the store
+//! is made in that one place.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ctx_model::{Plan, SummarizeStrategy};
+use ctx_store_sqlite::RunRoot;
 use ctx_tokens::Tokenizer;
+
+use crate::{RunStore, Start};
+
+/// The variable that names the store when `--store` is not given.
+pub const STORE_ENV: &str = "CTX_STORE";
+
+/// Where a run's results go, chosen once ([`StoreFlags::resolve`]).
+#[derive(Debug, Clone)]
+pub enum StoreChoice {
+    /// In memory or in a SQLite run directory: a [`crate::RunSession`].
+    Local(RunStore),
+    /// A shared store (a postgres:// URL): the run is registered there
+    /// for workers (ctx-worker's shared session).
+    Shared(SharedStore),
+}
+
+/// A run on a shared store, as chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedStore {
+    /// The store's postgres:// URL.
+    pub url: String,
+    /// Resume this run instead of registering a new one.
+    pub resume: Option<String>,
+    /// Work on the run here too; `false`: only follow it (`--no-local`).
+    pub work_here: bool,
+    /// This machine's input-hash cache, when asked for (`--cache`).
+    pub cache: Option<RunRoot>,
+}
+
+/// The store flags of `ctx run`, as given.
+#[derive(Debug, Clone, Default)]
+pub struct StoreFlags {
+    /// `--store`: `sqlite` or a postgres:// URL.
+    pub store: Option<String>,
+    /// `--no-store`: in memory.
+    pub no_store: bool,
+    /// `--root DIR`.
+    pub root: Option<PathBuf>,
+    /// `--run-dir DIR`.
+    pub run_dir: Option<PathBuf>,
+    /// `--resume RUN`.
+    pub resume: Option<String>,
+    /// `--cache`.
+    pub cache: bool,
+    /// `--no-local`.
+    pub no_local: bool,
+    /// Whether a budget was asked for (`--max-cost`).
+    pub budget: bool,
+}
+
+/// A store flag that does not fit the store chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The store named is neither `sqlite` nor a postgres:// URL (shown
+    /// without its password).
+    #[error("`{shown}` is neither `sqlite` nor a postgres:// URL")]
+    Unknown {
+        /// The value, redacted.
+        shown: String,
+    },
+    /// A setting only the local SQLite store has (a run directory).
+    #[error("a run directory exists only in the local SQLite store, not in a shared store")]
+    RunDirOnShared,
+    /// A budget on a shared store: its ledger lives in one process, and
+    /// workers on other machines could not share it.
+    #[error(
+        "a budget is not supported with a shared store: the budget ledger lives in one process"
+    )]
+    BudgetOnShared,
+    /// Following a run others work on needs a shared store.
+    #[error("only following a run needs a shared store")]
+    FollowWithoutShared,
+    /// A command that works only on a shared store was given none.
+    #[error("no shared store was given")]
+    NoSharedStore,
+}
+
+/// The store `flag` names, else the environment's ([`STORE_ENV`], read
+/// through `env`): `None` for the local SQLite store (`sqlite`, or neither
+/// given), the URL of a shared store, or [`StoreError::Unknown`].
+pub fn shared_url(
+    flag: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<String>, StoreError> {
+    let value = match flag {
+        Some(v) => Some(v.to_string()),
+        None => env(STORE_ENV).filter(|v| !v.is_empty()),
+    };
+    match value {
+        None => Ok(None),
+        Some(v) if v == "sqlite" => Ok(None),
+        Some(v) if ctx_store::url::is_postgres_url(&v) => Ok(Some(v)),
+        Some(v) => Err(StoreError::Unknown {
+            shown: ctx_store::url::redact(&v),
+        }),
+    }
+}
+
+impl StoreFlags {
+    /// The store these flags and the environment (read through `env`)
+    /// choose, or the first flag that does not fit it.
+    pub fn resolve(&self, env: impl Fn(&str) -> Option<String>) -> Result<StoreChoice, StoreError> {
+        let root = || {
+            RunRoot::new(
+                self.root
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
+            )
+        };
+        let shared = if self.no_store {
+            None
+        } else {
+            shared_url(self.store.as_deref(), env)?
+        };
+        let Some(url) = shared else {
+            if self.no_local {
+                return Err(StoreError::FollowWithoutShared);
+            }
+            if self.no_store {
+                return Ok(StoreChoice::Local(RunStore::Memory));
+            }
+            let start = match (&self.resume, &self.run_dir) {
+                (Some(run), _) => Start::Resume(run.clone()),
+                (None, Some(dir)) => Start::NewIn(dir.clone()),
+                (None, None) => Start::New,
+            };
+            return Ok(StoreChoice::Local(RunStore::Sqlite {
+                root: root(),
+                start,
+                cache: self.cache,
+            }));
+        };
+        if self.run_dir.is_some() {
+            return Err(StoreError::RunDirOnShared);
+        }
+        if self.budget {
+            return Err(StoreError::BudgetOnShared);
+        }
+        Ok(StoreChoice::Shared(SharedStore {
+            url,
+            resume: self.resume.clone(),
+            work_here: !self.no_local,
+            cache: self.cache.then(root),
+        }))
+    }
+}
 
 /// A setting of a run, by the name plans and docs give it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

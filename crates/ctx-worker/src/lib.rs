@@ -52,9 +52,23 @@ use std::time::Duration;
 use ctx_deps::{ExecutorOptions, InferenceEngine, TaskRunner, concurrency_limit};
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_run::run_costs::RunPricing;
-use ctx_store_postgres::{Claim, ClaimStore, Commit, Error as PgError, PgStore};
+use ctx_store_postgres::{ClaimStore, Commit, PgStore};
 
+pub mod runs;
+mod session;
 pub mod shared;
+
+/// The shared store's types a front end names: a claim in a
+/// [`WorkerEvent`], the store's error, `gc`'s report, a run read through
+/// the seam both stores share, and the URL rules (a front end needs no
+/// dependency on the store adapter itself).
+pub use ctx_store_postgres::{
+    Claim, Error as PgError, GcReport, PgRunView, is_postgres_url, redact,
+};
+pub use session::{
+    SharedEvent, SharedOutcome, SharedSession, SharedSettings, with_local_cache, worker_id,
+};
+pub use shared::SharedError;
 
 /// What a worker loop did; `S` is what stopped it (the caller's stop
 /// future's output: a signal, for the CLI).
