@@ -278,6 +278,42 @@ impl CliError {
         }
     }
 
+    /// `ctx render`'s error, `shown` naming the template: lint findings
+    /// and a broken fence are findings (1, the findings printed to
+    /// stderr), a prompt over its budget 3 (the preflight table printed),
+    /// the rest usage (2).
+    pub fn render(e: ctx_prompt::render_prompt::RenderPromptError, shown: &str) -> CliError {
+        use crate::commands::lint::print_findings;
+        use crate::commands::render::values_message;
+        use ctx_prompt::render_prompt::RenderPromptError;
+        use ctx_prompt::template::{HISTORICAL_CONTEXT, RenderError};
+        match e {
+            RenderPromptError::Lint(ref report) => {
+                print_findings(report, &mut std::io::stderr().lock());
+                CliError::with(Exit::Findings, e)
+            }
+            RenderPromptError::Render(RenderError::FenceBroken { .. }) => {
+                CliError::with(Exit::Findings, e)
+            }
+            RenderPromptError::OverBudget { ref preflight, .. } => {
+                eprint!("{}", preflight.table());
+                CliError::with(Exit::OverBudget, e)
+            }
+            RenderPromptError::NoHistoryPlaceholder { .. } => CliError::usage(format!(
+                "{shown}: --content-root is given but the template has no {{{{{HISTORICAL_CONTEXT}}}}}"
+            )),
+            RenderPromptError::HistoryGivenTwice { .. } => CliError::usage(format!(
+                "--var {HISTORICAL_CONTEXT} and --content-root both give {{{{{HISTORICAL_CONTEXT}}}}}; pass one"
+            )),
+            RenderPromptError::Render(RenderError::Values {
+                ref path,
+                ref missing,
+                ref unused,
+            }) => CliError::usage(values_message(path, missing, unused)),
+            other => CliError::usage(other),
+        }
+    }
+
     /// A shared run's error, `plan` naming the plan in messages: as
     /// [`CliError::run`] for what a local run refuses too, the store's by
     /// its own rule.

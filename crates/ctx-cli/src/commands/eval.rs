@@ -122,9 +122,7 @@ pub fn run(args: Args) -> CliResult {
     let engine = engines::build(&args.engine)?;
     ctx_run::refuse_unjudgeable(&plan, engine.as_ref())
         .map_err(|e| CliError::run(e, &args.plan))?;
-    let pricing = args
-        .prices
-        .pricing(super::run_cost::engine_costs(&args.engine), max_cost)?;
+    let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;
     // Refused (exit 2) before any run is created when the budget cannot
     // be bounded.
     let cost = super::run_cost::options(&plan, &pricing)?;

@@ -247,9 +247,7 @@ pub fn run(args: Args) -> CliResult {
     let options = args.executor()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let engine = engines::build(&args.engine)?;
-    let pricing = args
-        .prices
-        .pricing(super::run_cost::engine_costs(&args.engine), max_cost)?;
+    let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;
     if let (Some(run), true) = (&args.resume, args.dry_run) {
         return resume_listing(&store, run, &loaded, engine.as_ref());
     }

@@ -128,9 +128,7 @@ pub fn run(args: Args) -> CliResult {
     };
     let engine = engines::build(&args.engine)?;
     // Each run's tasks are priced by its own plan's config.prices too.
-    let pricing = args
-        .prices
-        .pricing(super::run_cost::engine_costs(&args.engine), None)?;
+    let pricing = args.prices.pricing(args.engine.costs(), None)?;
     let engine = if args.cache {
         let root = args
             .root
