@@ -354,6 +354,151 @@ mod tests {
         );
     }
 
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    fn resolve(
+        flags: StoreFlags,
+        vars: &'static [(&'static str, &'static str)],
+    ) -> Result<StoreChoice, StoreError> {
+        flags.resolve(env(vars))
+    }
+
+    /// The flag wins over `CTX_STORE`, which wins over the default (a run
+    /// directory under `.ctx/runs`); `sqlite` and an empty variable are
+    /// the local store; a refused value is shown without its password.
+    #[test]
+    fn the_store_is_the_flag_else_the_environment_else_sqlite() {
+        let url = "postgres://u:p@h/d";
+        let local = resolve(StoreFlags::default(), &[]).unwrap();
+        let StoreChoice::Local(RunStore::Sqlite { root, start, cache }) = local else {
+            panic!("{local:?}")
+        };
+        assert_eq!(
+            root.path(),
+            std::path::Path::new(ctx_store_sqlite::DEFAULT_ROOT)
+        );
+        assert_eq!((start, cache), (Start::New, false));
+        let from_env =
+            resolve(StoreFlags::default(), &[(STORE_ENV, "postgres://u:p@h/d")]).unwrap();
+        let StoreChoice::Shared(shared) = from_env else {
+            panic!("{from_env:?}")
+        };
+        assert_eq!(shared.url, url);
+        assert!(shared.work_here);
+        let flag_wins = StoreFlags {
+            store: Some("sqlite".into()),
+            ..StoreFlags::default()
+        };
+        assert!(matches!(
+            resolve(flag_wins, &[(STORE_ENV, "postgres://u:p@h/d")]).unwrap(),
+            StoreChoice::Local(_)
+        ));
+        assert!(matches!(
+            resolve(StoreFlags::default(), &[(STORE_ENV, "")]).unwrap(),
+            StoreChoice::Local(_)
+        ));
+        let e = shared_url(Some("mysql://u:hunter2@h/d"), env(&[])).unwrap_err();
+        assert_eq!(
+            e,
+            StoreError::Unknown {
+                shown: "mysql://u@h/d".into()
+            }
+        );
+        assert!(!e.to_string().contains("hunter2"));
+    }
+
+    /// `--no-store` is memory whatever the environment says; a resume, a
+    /// run directory and the cache go to the local store; on a shared
+    /// store the cache is this machine's root and `--no-local` follows.
+    #[test]
+    fn each_store_takes_its_own_flags() {
+        let memory = StoreFlags {
+            no_store: true,
+            ..StoreFlags::default()
+        };
+        assert!(matches!(
+            resolve(memory, &[(STORE_ENV, "postgres://h/d")]).unwrap(),
+            StoreChoice::Local(RunStore::Memory)
+        ));
+        let resume = StoreFlags {
+            resume: Some("r1".into()),
+            root: Some("runs".into()),
+            cache: true,
+            ..StoreFlags::default()
+        };
+        let StoreChoice::Local(RunStore::Sqlite { root, start, cache }) =
+            resume.resolve(env(&[])).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(root.path(), std::path::Path::new("runs"));
+        assert_eq!((start, cache), (Start::Resume("r1".into()), true));
+        let shared = StoreFlags {
+            store: Some("postgresql://h/d".into()),
+            resume: Some("r1".into()),
+            cache: true,
+            no_local: true,
+            ..StoreFlags::default()
+        };
+        let StoreChoice::Shared(s) = resolve(shared, &[]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(s.resume.as_deref(), Some("r1"));
+        assert!(!s.work_here);
+        assert_eq!(
+            s.cache.map(|r| r.path().to_path_buf()),
+            Some(std::path::PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT))
+        );
+    }
+
+    /// What does not fit the store is refused, each with its own error.
+    #[test]
+    fn flags_that_do_not_fit_the_store_are_refused() {
+        let shared = || StoreFlags {
+            store: Some("postgres://h/d".into()),
+            ..StoreFlags::default()
+        };
+        let run_dir = StoreFlags {
+            run_dir: Some("d".into()),
+            ..shared()
+        };
+        assert_eq!(
+            resolve(run_dir, &[]).unwrap_err(),
+            StoreError::RunDirOnShared
+        );
+        let budget = StoreFlags {
+            budget: true,
+            ..shared()
+        };
+        assert_eq!(
+            resolve(budget, &[]).unwrap_err(),
+            StoreError::BudgetOnShared
+        );
+        let follow = StoreFlags {
+            no_local: true,
+            ..StoreFlags::default()
+        };
+        assert_eq!(
+            resolve(follow, &[]).unwrap_err(),
+            StoreError::FollowWithoutShared
+        );
+        let bad = StoreFlags {
+            store: Some("redis://h".into()),
+            ..StoreFlags::default()
+        };
+        assert!(matches!(
+            resolve(bad, &[]).unwrap_err(),
+            StoreError::Unknown { .. }
+        ));
+    }
+
     #[test]
     fn seconds_and_bytes_are_checked() {
         assert_eq!(task_timeout_from_secs(0.0), Ok(None));

@@ -120,3 +120,58 @@ async fn open_off_runtime(url: &str) -> Result<PgStore, SharedError> {
     let url = url.to_string();
     Ok(tokio::task::spawn_blocking(move || open(&url)).await??)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shared run's row says what only a shared store knows (engine,
+    /// plan hash, late commits, reclaims, when it finished) and its state
+    /// as the listing spells it.
+    #[test]
+    fn a_listed_run_keeps_the_shared_stores_facts() {
+        let mut counts = ctx_store::StatusCounts::default();
+        counts.add(ctx_model::TaskStatus::Completed);
+        counts.add(ctx_model::TaskStatus::Failed);
+        let info = RunInfo {
+            run_id: "r1".into(),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: Some("2026-01-01T00:01:00Z".into()),
+            open: false,
+            engine: "command".into(),
+            plan_source: Some("plan.yaml".into()),
+            plan_hash: "abc".into(),
+            task_count: 2,
+            counts,
+            late_commits: 1,
+            reclaims: 2,
+        };
+        let state = info.listed_state().to_string();
+        let r = row(info);
+        assert_eq!((r.id.as_str(), r.state.as_str()), ("r1", state.as_str()));
+        assert_eq!(r.plan.as_deref(), Some("plan.yaml"));
+        assert_eq!(r.counts, counts);
+        let RowFacts::Shared {
+            finished_at,
+            engine,
+            plan_hash,
+            late_commits,
+            reclaims,
+        } = r.facts
+        else {
+            panic!("a shared row")
+        };
+        assert_eq!(finished_at.as_deref(), Some("2026-01-01T00:01:00Z"));
+        assert_eq!((engine.as_str(), plan_hash.as_str()), ("command", "abc"));
+        assert_eq!((late_commits, reclaims), (1, 2));
+    }
+
+    /// A URL that cannot be read is the store's error, before any
+    /// connection is tried.
+    #[test]
+    fn a_bad_url_is_refused_without_connecting() {
+        let e = open("postgres://u:hunter2@h:notaport/d").unwrap_err();
+        assert!(matches!(e, PgError::Url { .. }), "{e:?}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+}

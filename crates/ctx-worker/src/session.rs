@@ -277,3 +277,32 @@ pub fn with_local_cache(
         None,
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two workers on one host are told apart: host, process, a random
+    /// suffix of four hex digits.
+    #[test]
+    fn a_worker_id_names_host_process_and_a_random_suffix() {
+        let id = worker_id();
+        let (rest, suffix) = id.rsplit_once('-').unwrap();
+        assert_eq!(suffix.len(), 4);
+        assert!(suffix.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+        assert!(rest.ends_with(&format!("-{}", std::process::id())), "{id}");
+    }
+
+    /// The cached engine answers under the engine's own label (what a
+    /// resume compares) and keeps the cache index under the root.
+    #[test]
+    fn a_local_cache_wraps_the_engine_under_the_root() {
+        let dir = std::env::temp_dir().join(format!("ctx-worker-cache-{}", std::process::id()));
+        let root = RunRoot::new(&dir);
+        let engine: Arc<dyn InferenceEngine> = Arc::new(ctx_deps::DryRunEngine);
+        let cached = with_local_cache(Arc::clone(&engine), &root).unwrap();
+        assert_eq!(cached.label(), engine.label());
+        assert!(dir.join("cache.sqlite").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
