@@ -598,6 +598,94 @@ pub fn check_manifest_comments(root: &Path, meta: &Metadata) -> Result<Vec<Strin
 
 /// `cargo xtask arch`: the dependency block, the forbidden edges, the seam
 /// sizes, the links.
+/// The most lines a function of ctx-cli may have, its signature and
+/// closing brace included: the CLI parses flags, calls a library and
+/// prints, and a longer function is a use case that belongs in a library
+/// (docs/architecture.md, "ctx-cli").
+pub const CLI_FN_MAX_LINES: usize = 80;
+
+/// Every function in `text` (Rust source, formatted by rustfmt): its name,
+/// first line (1-based) and length in lines, from the `fn` line to the
+/// brace at the same indentation that closes it. A declaration without a
+/// body is none.
+pub fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let after_vis = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|v| trimmed.strip_prefix(v))
+            .unwrap_or(trimmed);
+        let after_async = after_vis.strip_prefix("async ").unwrap_or(after_vis);
+        let Some(rest) = after_async.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let close = format!("{}}}", " ".repeat(indent));
+        let mut end = None;
+        for (j, l) in lines.iter().enumerate().skip(i) {
+            if l.trim_end().ends_with(';') && j == i {
+                break;
+            }
+            if l.starts_with(&close) && l[indent..].starts_with('}') {
+                end = Some(j);
+                break;
+            }
+        }
+        if let Some(end) = end {
+            out.push((name, i + 1, end - i + 1));
+        }
+    }
+    out
+}
+
+/// Every function of ctx-cli longer than [`CLI_FN_MAX_LINES`], as
+/// `path:line: fn NAME is N lines`.
+pub fn check_cli_function_lengths(root: &Path) -> Result<Vec<String>, String> {
+    let mut problems = Vec::new();
+    for path in rust_files(&root.join("crates/ctx-cli/src"))? {
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for (name, line, len) in function_lengths(&text) {
+            if len > CLI_FN_MAX_LINES {
+                let shown = path
+                    .strip_prefix(root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                problems.push(format!(
+                    "{shown}:{line}: fn {name} is {len} lines (at most {CLI_FN_MAX_LINES} in ctx-cli: move the use case into a library)"
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// The `.rs` files under `dir`, sorted.
+fn rust_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        for entry in entries {
+            let path = entry.map_err(|e| format!("{}: {e}", d.display()))?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 pub fn run(args: &[String]) -> Result<(), String> {
     if !args.is_empty() {
         return Err("usage: cargo xtask arch".into());
@@ -612,6 +700,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     problems.extend(check_budgets(&trees, BUDGETS));
     problems.extend(check_links(&root)?);
     problems.extend(check_manifest_comments(&root, &meta)?);
+    problems.extend(check_cli_function_lengths(&root)?);
     if problems.is_empty() {
         let counts: Vec<String> = BUDGETS
             .iter()
@@ -621,7 +710,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             })
             .collect();
         eprintln!(
-            "architecture: dependency block, forbidden edges, crate budgets ({} distinct crates) and links all hold",
+            "architecture: dependency block, forbidden edges, crate budgets ({} distinct crates), links and ctx-cli's function lengths (at most {CLI_FN_MAX_LINES} lines) all hold",
             counts.join(", ")
         );
         Ok(())
@@ -678,6 +767,21 @@ mod tests {
             "Cargo.toml comments name missing files",
             check_manifest_comments(&root(), &meta()).expect("read manifests"),
         );
+    }
+
+    #[test]
+    fn no_cli_function_is_longer_than_its_limit() {
+        assert_none(
+            "ctx-cli functions over the limit",
+            check_cli_function_lengths(&root()).expect("read ctx-cli"),
+        );
+    }
+
+    #[test]
+    fn function_lengths_run_from_fn_to_its_closing_brace() {
+        let text = "fn a() {\n    x();\n}\n\nimpl T {\n    pub(crate) async fn b(\n        y: u8,\n    ) -> u8 {\n        if y > 0 {\n        }\n        y\n    }\n    fn decl(&self);\n}\n";
+        let got = function_lengths(text);
+        assert_eq!(got, [("a".to_string(), 1, 3), ("b".to_string(), 6, 7)]);
     }
 
     #[test]

@@ -157,9 +157,244 @@ impl From<ctx_cost::MaxCostError> for CliError {
 /// What a command returns.
 pub type CliResult = Result<Exit, CliError>;
 
+// Every library error a command meets, mapped to its exit code here and
+// nowhere else: a command writes `?` (or `CliError::run(e, plan)` where
+// the message names the plan), never its own match on a library's enum.
+
+/// A run store error: naming a run that does not exist is a usage error
+/// (2), anything else a store error (4).
+impl From<ctx_store_sqlite::Error> for CliError {
+    fn from(e: ctx_store_sqlite::Error) -> Self {
+        if e.is_not_found() {
+            CliError::usage(e)
+        } else {
+            CliError::with(Exit::Store, e)
+        }
+    }
+}
+
+/// A read of a stored run that failed after it was opened: exit 4.
+impl From<ctx_deps::StoreError> for CliError {
+    fn from(e: ctx_deps::StoreError) -> Self {
+        CliError::with(Exit::Store, e)
+    }
+}
+
+/// A shared store error: a bad URL or an unknown run is usage (2),
+/// everything else a store failure (4), as for a local run another
+/// process holds.
+impl From<ctx_worker::PgError> for CliError {
+    fn from(e: ctx_worker::PgError) -> Self {
+        use ctx_worker::PgError;
+        match e {
+            PgError::Url { .. } | PgError::NoRun { .. } => CliError::usage(e),
+            e => CliError::with(Exit::Store, e),
+        }
+    }
+}
+
+/// A setting out of range, named by its flag (exit 2).
+impl From<ctx_run::settings::SettingError> for CliError {
+    fn from(e: ctx_run::settings::SettingError) -> Self {
+        use ctx_run::settings::Setting;
+        let flag = match e.setting() {
+            Setting::MaxPromptTokens => "--max-prompt-tokens",
+            Setting::MaxCheckAttempts => "--max-check-attempts",
+            Setting::MaxOutputBytes => "--max-output-bytes",
+            Setting::TaskTimeout => "--task-timeout",
+        };
+        CliError::usage(e.message(flag))
+    }
+}
+
+/// A store flag that does not fit the store chosen, said with the flags
+/// (exit 2).
+impl From<ctx_run::settings::StoreError> for CliError {
+    fn from(e: ctx_run::settings::StoreError) -> Self {
+        use ctx_run::settings::StoreError;
+        CliError::usage(match e {
+            StoreError::Unknown { shown } => {
+                format!("--store: `{shown}` is neither `sqlite` nor a postgres:// URL")
+            }
+            StoreError::RunDirOnShared => {
+                "--run-dir works only with the local SQLite store, not with a postgres:// --store"
+                    .into()
+            }
+            StoreError::BudgetOnShared => "--max-cost is not supported with a shared --store: \
+                the budget ledger lives in one process"
+                .into(),
+            StoreError::FollowWithoutShared => "--no-local needs a postgres:// --store".into(),
+            StoreError::NoSharedStore => {
+                "ctx worker needs a shared store: --store postgres://... (or CTX_STORE)".into()
+            }
+        })
+    }
+}
+
+impl CliError {
+    /// A run's error, `plan` naming the plan in messages: a run that does
+    /// not exist, a plan that is not a DAG and a plan the engine cannot
+    /// judge are usage errors (2), a store that fails is 4, an `--out`
+    /// directory that cannot be created 5.
+    pub fn run(e: ctx_run::RunError, plan: &std::path::Path) -> CliError {
+        use ctx_deps::ExecError;
+        use ctx_run::RunError;
+        match e {
+            RunError::Store(e @ ctx_store_sqlite::Error::AlreadyExists { .. }) => CliError::with(
+                Exit::Store,
+                format!("{e} (ctx run --resume DIR, or another --run-dir)"),
+            ),
+            RunError::Store(e) => e.into(),
+            RunError::Graph(e) | RunError::Exec(ExecError::Graph(e)) => CliError::usage(e),
+            RunError::Unjudgeable { engine, checks } => unjudgeable(&engine, &checks, plan),
+            RunError::Out(e) => CliError::with(Exit::OutWrite, format!("--out: {e}")),
+            e @ (RunError::Exec(ExecError::Store { .. })
+            | RunError::History(_)
+            | RunError::Blocking(_)) => CliError::with(Exit::Store, e),
+            e @ RunError::RedactedPlan { .. } => CliError::usage(e),
+        }
+    }
+
+    /// `ctx eval`'s error, `plan` naming the plan in messages: what
+    /// cannot be compared is a usage error (2), a store that fails 4.
+    pub fn eval(e: ctx_run::eval::EvalError, plan: &std::path::Path) -> CliError {
+        use ctx_deps::ExecError;
+        use ctx_run::eval::EvalError;
+        match e {
+            e @ EvalError::NoChecks => CliError::usage(format!("{}: {e}", plan.display())),
+            EvalError::NoRepeat => CliError::usage("--repeat must be at least 1"),
+            e @ EvalError::PlaceholderEngine { .. } => CliError::usage(format!(
+                "{e}; give one, for example:\n  ctx eval {plan} --command 'ollama run llama3.2'\n  \
+                 ctx eval {plan} --engine openai   (reads OPENAI_API_KEY; --base-url for a local server)",
+                plan = plan.display()
+            )),
+            EvalError::Store(e) => e.into(),
+            EvalError::Graph(e) | EvalError::Exec(ExecError::Graph(e)) => {
+                CliError::usage(format!("{}: {e}", plan.display()))
+            }
+            e @ (EvalError::Exec(ExecError::Store { .. }) | EvalError::Join(_)) => {
+                CliError::with(Exit::Store, e)
+            }
+        }
+    }
+
+    /// `ctx render`'s error, `shown` naming the template: lint findings
+    /// and a broken fence are findings (1, the findings printed to
+    /// stderr), a prompt over its budget 3 (the preflight table printed),
+    /// the rest usage (2).
+    pub fn render(e: ctx_prompt::render_prompt::RenderPromptError, shown: &str) -> CliError {
+        use crate::commands::lint::print_findings;
+        use crate::commands::render::values_message;
+        use ctx_prompt::render_prompt::RenderPromptError;
+        use ctx_prompt::template::{HISTORICAL_CONTEXT, RenderError};
+        match e {
+            RenderPromptError::Lint(ref report) => {
+                print_findings(report, &mut std::io::stderr().lock());
+                CliError::with(Exit::Findings, e)
+            }
+            RenderPromptError::Render(RenderError::FenceBroken { .. }) => {
+                CliError::with(Exit::Findings, e)
+            }
+            RenderPromptError::OverBudget { ref preflight, .. } => {
+                eprint!("{}", preflight.table());
+                CliError::with(Exit::OverBudget, e)
+            }
+            RenderPromptError::NoHistoryPlaceholder { .. } => CliError::usage(format!(
+                "{shown}: --content-root is given but the template has no {{{{{HISTORICAL_CONTEXT}}}}}"
+            )),
+            RenderPromptError::HistoryGivenTwice { .. } => CliError::usage(format!(
+                "--var {HISTORICAL_CONTEXT} and --content-root both give {{{{{HISTORICAL_CONTEXT}}}}}; pass one"
+            )),
+            RenderPromptError::Render(RenderError::Values {
+                ref path,
+                ref missing,
+                ref unused,
+            }) => CliError::usage(values_message(path, missing, unused)),
+            other => CliError::usage(other),
+        }
+    }
+
+    /// A shared run's error, `plan` naming the plan in messages: as
+    /// [`CliError::run`] for what a local run refuses too, the store's by
+    /// its own rule.
+    pub fn shared(e: ctx_worker::SharedError, plan: &std::path::Path) -> CliError {
+        use ctx_worker::SharedError;
+        match e {
+            SharedError::Store(e) => e.into(),
+            SharedError::Graph(e) => CliError::usage(format!("{}: {e}", plan.display())),
+            SharedError::Read(e) => e.into(),
+            SharedError::Run(e) => CliError::run(e, plan),
+            SharedError::Cache(e) => e.into(),
+            e @ SharedError::Blocking(_) => CliError::with(Exit::Store, e),
+        }
+    }
+}
+
+/// [`ctx_run::RunError::Unjudgeable`], said with where each judge check is
+/// written in the plan (`FILE:LINE:COL: task "ID": FIELD: a judge check`,
+/// one line each) and the engine flags that can run it (exit 2).
+pub fn unjudgeable(
+    engine: &str,
+    checks: &[(Option<String>, String)],
+    plan: &std::path::Path,
+) -> CliError {
+    let source = ctx_model::read_plan_source(plan).ok();
+    let locator = source
+        .as_ref()
+        .map(|s| ctx_model::FieldLocator::new(&s.text))
+        .unwrap_or_default();
+    let origin = source
+        .as_ref()
+        .map_or("<stored plan>", |s| s.origin.as_str());
+    let mut message = format!(
+        "the {engine} engine cannot run `judge` checks (they need a model): use --engine command or --engine openai"
+    );
+    for (task_id, field) in checks {
+        let at = locator
+            .locate(field)
+            .map(|(l, c)| format!("{origin}:{l}:{c}: "))
+            .unwrap_or_else(|| format!("{origin}: "));
+        let task = task_id
+            .as_ref()
+            .map(|t| format!("task {t:?}: "))
+            .unwrap_or_default();
+        message.push_str(&format!("\n{at}{task}{field}: a judge check"));
+    }
+    CliError::usage(message)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Exit;
+    use super::{CliError, Exit};
+
+    #[test]
+    fn store_errors_map_to_their_exit_codes() {
+        use ctx_worker::PgError;
+        let e = CliError::from(PgError::NoRun {
+            url: "postgres://u@h/d".into(),
+            run_id: "r".into(),
+        });
+        assert_eq!(e.exit, Exit::Usage);
+        let e = CliError::from(PgError::NewerSchema {
+            url: "postgres://u@h/d".into(),
+            found: 2,
+            known: 1,
+        });
+        assert_eq!(e.exit, Exit::Store);
+        let e = CliError::from(PgError::Foreign {
+            url: "postgres://u@h/d".into(),
+            reason: "x".into(),
+        });
+        assert_eq!(e.exit, Exit::Store);
+        let e = CliError::from(
+            ctx_run::settings::shared_url(Some("mysql://u:hunter2@h/d"), |_| None).unwrap_err(),
+        );
+        assert_eq!(e.exit, Exit::Usage);
+        assert_eq!(
+            e.message,
+            "--store: `mysql://u@h/d` is neither `sqlite` nor a postgres:// URL"
+        );
+    }
 
     /// `Exit::ALL` holds every variant once, ascending: the match below
     /// stops compiling when a variant is added, and reminds whoever adds

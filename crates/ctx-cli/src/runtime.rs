@@ -13,6 +13,31 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .map_err(|e| CliError::with(Exit::System, format!("cannot start the async runtime: {e}")))
 }
 
+/// Runs `fut` to its end on a new runtime ([`runtime`]): the one way a
+/// command that waits on no signal (a shared store's reads) runs async
+/// work.
+pub(crate) fn block_on<F: std::future::Future>(fut: F) -> Result<F::Output, CliError> {
+    Ok(runtime()?.block_on(fut))
+}
+
+/// The first stop signal, as a future [`until_stopped`] hands its work.
+pub(crate) type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = StopSignal> + Send>>;
+
+/// Runs `work` to its end on a new runtime ([`runtime`]), SIGINT, SIGTERM
+/// and SIGHUP installed before it starts (see [`StopSignals`]) and handed
+/// to it as the future of the first to arrive: the one way a command that
+/// runs tasks (`ctx run`, `ctx eval`, `ctx worker`) runs them.
+pub(crate) fn until_stopped<T, F, Fut>(work: F) -> Result<T, CliError>
+where
+    F: FnOnce(Stop) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    Ok(runtime()?.block_on(async {
+        let signals = StopSignals::install();
+        work(Box::pin(signals.first())).await
+    }))
+}
+
 /// A signal that stops a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopSignal {

@@ -1755,3 +1755,144 @@ fn a_store_error_while_loading_the_plan_stops_the_worker_with_exit_4_and_fails_n
     assert_eq!(info["state"], "completed", "{info}");
     assert_eq!(info["reclaims"], 1, "{info}");
 }
+
+/// A chain a → b and an independent c on model `m1`, `config.prices`
+/// pricing it when `priced`; every command answers `hello world`.
+fn write_priced_plan(dir: &Path, name: &str, priced: bool) -> PathBuf {
+    let mut plan: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(write_tasks(
+            dir,
+            name,
+            &[("a", &[]), ("b", &["a"]), ("c", &[])],
+            |_| true,
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    plan["config"] = serde_json::json!({"tokenizer": "cl100k_base"});
+    if priced {
+        plan["config"]["prices"] = serde_json::json!({"m1": {"input": 1, "output": 2}});
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string(&plan).unwrap()).unwrap();
+    path
+}
+
+/// Each task's `cost_usd` in a run's JSON (results.json or an export),
+/// by task id.
+fn costs(v: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
+    let mut c: Vec<(String, serde_json::Value)> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let id = t["task_id"].as_str().unwrap();
+            (id.to_string(), t["cost_usd"].clone())
+        })
+        .collect();
+    c.sort_by(|x, y| x.0.cmp(&y.0));
+    c
+}
+
+const HELLO: &str = "cat >/dev/null; printf 'hello world'";
+
+/// The README says every run stores what each task cost. A run on the
+/// shared store (`ctx run --store postgres://…`, worked on here) records
+/// each task's `cost_usd` as the same run in a local store does: priced by
+/// `--price`, or by the plan's `config.prices`. (The shared branch once
+/// built its executor options without prices: every `cost_usd` was null.)
+#[test]
+fn a_shared_run_records_each_tasks_cost_as_a_local_run_does() {
+    let Some(url) = pg::fresh_db("shared_cost") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("runs");
+    for (priced, flags) in [(false, &["--price", "m1=1,2"][..]), (true, &[][..])] {
+        let plan = write_priced_plan(tmp.path(), "plan.json", priced);
+        let run = |store: &[&str]| {
+            let out = ctx()
+                .arg("run")
+                .arg(&plan)
+                .args(store)
+                .args(["--command", HELLO, "--format", "json"])
+                .args(flags)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{stderr}");
+            let json = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap();
+            (json, stderr)
+        };
+        let (local, _) = run(&["--root", root.to_str().unwrap()]);
+        let (shared, stderr) = run(&["--store", &url]);
+        let local_costs = costs(&local);
+        assert_eq!(local_costs.len(), 3);
+        for (id, cost) in &local_costs {
+            assert!(cost.as_f64().is_some_and(|c| c > 0.0), "{id}: {cost}");
+        }
+        assert_eq!(costs(&shared), local_costs, "priced: {priced}");
+        assert_eq!(shared["spent_usd"], local["spent_usd"]);
+        // And the store keeps them: what `ctx runs export` reads back.
+        let exported = costs(&export(&url, &run_id_from_text(&stderr)));
+        assert_eq!(exported, local_costs, "stored, priced: {priced}");
+    }
+}
+
+/// `ctx worker` prices its tasks as `ctx run` does: the run's plan's
+/// `config.prices`, `--prices FILE` and `--price`, so what a worker ran
+/// has a `cost_usd` too.
+#[test]
+fn a_workers_tasks_record_their_cost_from_the_plan_and_the_price_flags() {
+    let Some(url) = pg::fresh_db("worker_cost") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("runs");
+    let prices_file = tmp.path().join("prices.json");
+    std::fs::write(
+        &prices_file,
+        r#"{"m1": {"input_cost_per_token": 0.000001, "output_cost_per_token": 0.000002}}"#,
+    )
+    .unwrap();
+    let prices_flag = ["--prices", prices_file.to_str().unwrap()];
+    let cases: [(bool, &[&str]); 3] = [
+        (true, &[]),
+        (false, &["--price", "m1=1,2"]),
+        (false, &prices_flag),
+    ];
+    for (priced, flags) in cases {
+        let plan = write_priced_plan(tmp.path(), "plan.json", priced);
+        let local = ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--root", root.to_str().unwrap()])
+            .args(["--command", HELLO, "--format", "json"])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(local.status.success());
+        let local: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
+        let stderr = tmp.path().join("follower.err");
+        let (follower, run) = register(&url, &plan, &stderr);
+        let worker = ctx()
+            .args(["worker", "--until-idle", "--store", &url, "--run", &run])
+            .args(["--command", HELLO])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(
+            worker.status.success(),
+            "{}",
+            String::from_utf8_lossy(&worker.stderr)
+        );
+        let followed = finish(follower, Duration::from_secs(30));
+        assert!(followed.status.success());
+        let stored = costs(&export(&url, &run));
+        let expected = costs(&local);
+        for (id, cost) in &expected {
+            assert!(cost.as_f64().is_some_and(|c| c > 0.0), "{id}: {cost}");
+        }
+        assert_eq!(stored, expected, "flags {flags:?}, priced {priced}");
+    }
+}

@@ -40,6 +40,10 @@ pub enum RunError {
         /// field path (`sub_tasks[0].checks[1].judge`).
         checks: Vec<(Option<String>, String)>,
     },
+    /// The `--out` directory could not be created (before the run
+    /// started: nothing ran, nothing was stored).
+    #[error(transparent)]
+    Out(crate::WriteError),
     /// A store call on the blocking pool did not return (it panicked, or
     /// the runtime is shutting down).
     #[error("a store call on the blocking pool did not return: {0}")]

@@ -27,7 +27,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ctx_cost::{PriceBook, Usage, Usd, estimate_costs};
+use ctx_cost::{PriceBook, PriceTable, Usage, Usd, estimate_costs, plan_table};
 use ctx_deps::{CostModel, CostOptions, GraphError};
 use ctx_model::billing::UnboundedParam;
 use ctx_model::{Plan, SubTask};
@@ -56,6 +56,12 @@ pub struct EngineCosts {
     /// through (the openai engine); see
     /// [`EngineDefaults::sends_params`](crate::estimate::EngineDefaults::sends_params).
     pub sends_params: bool,
+    /// The engine calls no priced API of its own (a local command): its
+    /// tasks are priced only when a price is asked for (a budget, a
+    /// prices file, `--price`, the plan's `config.prices`), not by an
+    /// API's list price for a model name the command may not even run
+    /// ([`RunPricing::book`]).
+    pub priced_on_request: bool,
 }
 
 impl<'a> EngineDefaults<'a> {
@@ -164,6 +170,64 @@ impl CostModel for RunCosts {
         }
         let model = model.or_else(|| self.model(task))?;
         Some(self.book.lookup(model)?.price.cost(usage))
+    }
+}
+
+/// Everything a run is priced by besides its plan: the engine's cost
+/// facts, the price tables the caller gives (a LiteLLM prices file,
+/// `--price` flags), and a budget. One value serves a local run (one
+/// plan) and a shared-store worker, which prices each run it works on by
+/// that run's own plan: [`RunPricing::cost_options`] is the one place a
+/// plan's `config.prices` joins the stack.
+#[derive(Debug, Clone, Default)]
+pub struct RunPricing {
+    /// What the engine means for costs.
+    pub engine: EngineCosts,
+    /// A LiteLLM-format prices file's table (`--prices FILE`), read once.
+    pub file: Option<PriceTable>,
+    /// The `--price MODEL=IN,OUT` table.
+    pub flags: Option<PriceTable>,
+    /// The most the run may spend (`--max-cost`).
+    pub max_cost: Option<Usd>,
+}
+
+impl RunPricing {
+    /// The price book, later layers winning (docs/cost.md): the shipped
+    /// defaults, then the prices file, then `plan` (a plan's
+    /// `config.prices`, when there is one), then the flags.
+    pub fn layers(&self, plan: Option<&ctx_cost::PlanPrices>) -> PriceBook {
+        let mut book = PriceBook::with_defaults();
+        if let Some(file) = &self.file {
+            book.push(file.clone());
+        }
+        if let Some(prices) = plan.filter(|p| !p.is_empty()) {
+            book.push(plan_table(prices));
+        }
+        if let Some(flags) = self.flags.as_ref().filter(|f| !f.is_empty()) {
+            book.push(flags.clone());
+        }
+        book
+    }
+
+    /// The book `plan` is charged with: [`RunPricing::layers`], except
+    /// for an engine [`priced_on_request`](EngineCosts::priced_on_request)
+    /// when no price was asked for, whose book is empty (its `cost_usd`
+    /// is unknown, not a guess).
+    pub fn book(&self, plan: &Plan) -> PriceBook {
+        let asked = self.max_cost.is_some()
+            || self.file.is_some()
+            || self.flags.as_ref().is_some_and(|f| !f.is_empty())
+            || !plan.config.prices.is_empty();
+        if self.engine.priced_on_request && !asked {
+            return PriceBook::new();
+        }
+        self.layers(Some(&plan.config.prices))
+    }
+
+    /// The executor's cost options for `plan` ([`cost_options`] with
+    /// [`RunPricing::book`]).
+    pub fn cost_options(&self, plan: &Plan) -> Result<CostOptions, BudgetError> {
+        cost_options(plan, &self.engine, self.book(plan), self.max_cost)
     }
 }
 

@@ -80,6 +80,11 @@ pub struct RunSettings {
     /// Where the plan came from (the path as given), recorded for `ctx
     /// runs list`.
     pub plan_source: Option<String>,
+    /// The `--out` directory, created ([`crate::out_dir::prepare`]) when
+    /// the run starts: after the plan is found runnable, before any run
+    /// directory exists or anything is spent. Writing it at the end is
+    /// the caller's ([`crate::out_dir::write`]).
+    pub out: Option<PathBuf>,
 }
 
 impl Default for RunSettings {
@@ -88,6 +93,7 @@ impl Default for RunSettings {
             executor: ExecutorOptions::default(),
             store: RunStore::Memory,
             plan_source: None,
+            out: None,
         }
     }
 }
@@ -150,7 +156,11 @@ impl RunSession {
             executor: mut options,
             store,
             plan_source,
+            out,
         } = settings;
+        if let Some(dir) = &out {
+            crate::out_dir::prepare(dir).map_err(RunError::Out)?;
+        }
         options.reuse_completed = false;
         options.force_rerun.clear();
         // A dry run's outputs are placeholders, never long: summarise them
@@ -337,9 +347,10 @@ pub fn total_cost(rows: &[ctx_store::ResultRecord]) -> ctx_cost::Usd {
 
 /// Refuses a plan with `judge` checks on an engine whose outputs are
 /// placeholders: a judge needs a model to answer it, and a dry run would
-/// otherwise pass over those checks without a word. [`RunSession::start`]
-/// calls it; a front end that runs a plan another way (on a shared store)
-/// calls it itself.
+/// otherwise pass over those checks without a word. Every session calls
+/// it first ([`RunSession::start`], ctx-worker's shared session, the
+/// eval): a front end makes no refusal of its own, it only says this
+/// error well.
 pub fn refuse_unjudgeable(plan: &Plan, engine: &dyn InferenceEngine) -> Result<(), RunError> {
     let checks = ctx_model::judge_checks(plan);
     if checks.is_empty() || engine.answers_prompts() {

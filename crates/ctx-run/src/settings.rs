@@ -2,11 +2,166 @@
 //! here with typed errors: the CLI turns its flags into these and adds
 //! the flag's name when it prints an error, an embedder sets them in code.
 //! The defaults are ctx-deps' ([`ctx_deps::ExecutorOptions::default`]).
+//!
+//! The store a run goes to is chosen here too, once, from the store flags
+//! and the environment ([`StoreFlags::resolve`], in the manner of uv's
+//! settings: flags win over the environment, which wins over the
+//! default): in memory, a SQLite run directory, or a shared store's URL
+//! ([`StoreChoice`]). Every refusal of a flag that does not fit the store
+//! is made in that one place.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ctx_model::{Plan, SummarizeStrategy};
+use ctx_store_sqlite::RunRoot;
 use ctx_tokens::Tokenizer;
+
+use crate::{RunStore, Start};
+
+/// The variable that names the store when `--store` is not given.
+pub const STORE_ENV: &str = "CTX_STORE";
+
+/// Where a run's results go, chosen once ([`StoreFlags::resolve`]).
+#[derive(Debug, Clone)]
+pub enum StoreChoice {
+    /// In memory or in a SQLite run directory: a [`crate::RunSession`].
+    Local(RunStore),
+    /// A shared store (a postgres:// URL): the run is registered there
+    /// for workers (ctx-worker's shared session).
+    Shared(SharedStore),
+}
+
+/// A run on a shared store, as chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedStore {
+    /// The store's postgres:// URL.
+    pub url: String,
+    /// Resume this run instead of registering a new one.
+    pub resume: Option<String>,
+    /// Work on the run here too; `false`: only follow it (`--no-local`).
+    pub work_here: bool,
+    /// This machine's input-hash cache, when asked for (`--cache`).
+    pub cache: Option<RunRoot>,
+}
+
+/// The store flags of `ctx run`, as given.
+#[derive(Debug, Clone, Default)]
+pub struct StoreFlags {
+    /// `--store`: `sqlite` or a postgres:// URL.
+    pub store: Option<String>,
+    /// `--no-store`: in memory.
+    pub no_store: bool,
+    /// `--root DIR`.
+    pub root: Option<PathBuf>,
+    /// `--run-dir DIR`.
+    pub run_dir: Option<PathBuf>,
+    /// `--resume RUN`.
+    pub resume: Option<String>,
+    /// `--cache`.
+    pub cache: bool,
+    /// `--no-local`.
+    pub no_local: bool,
+    /// Whether a budget was asked for (`--max-cost`).
+    pub budget: bool,
+}
+
+/// A store flag that does not fit the store chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The store named is neither `sqlite` nor a postgres:// URL (shown
+    /// without its password).
+    #[error("`{shown}` is neither `sqlite` nor a postgres:// URL")]
+    Unknown {
+        /// The value, redacted.
+        shown: String,
+    },
+    /// A setting only the local SQLite store has (a run directory).
+    #[error("a run directory exists only in the local SQLite store, not in a shared store")]
+    RunDirOnShared,
+    /// A budget on a shared store: its ledger lives in one process, and
+    /// workers on other machines could not share it.
+    #[error(
+        "a budget is not supported with a shared store: the budget ledger lives in one process"
+    )]
+    BudgetOnShared,
+    /// Following a run others work on needs a shared store.
+    #[error("only following a run needs a shared store")]
+    FollowWithoutShared,
+    /// A command that works only on a shared store was given none.
+    #[error("no shared store was given")]
+    NoSharedStore,
+}
+
+/// The store `flag` names, else the environment's ([`STORE_ENV`], read
+/// through `env`): `None` for the local SQLite store (`sqlite`, or neither
+/// given), the URL of a shared store, or [`StoreError::Unknown`].
+pub fn shared_url(
+    flag: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<String>, StoreError> {
+    let value = match flag {
+        Some(v) => Some(v.to_string()),
+        None => env(STORE_ENV).filter(|v| !v.is_empty()),
+    };
+    match value {
+        None => Ok(None),
+        Some(v) if v == "sqlite" => Ok(None),
+        Some(v) if ctx_store::url::is_postgres_url(&v) => Ok(Some(v)),
+        Some(v) => Err(StoreError::Unknown {
+            shown: ctx_store::url::redact(&v),
+        }),
+    }
+}
+
+impl StoreFlags {
+    /// The store these flags and the environment (read through `env`)
+    /// choose, or the first flag that does not fit it.
+    pub fn resolve(&self, env: impl Fn(&str) -> Option<String>) -> Result<StoreChoice, StoreError> {
+        let root = || {
+            RunRoot::new(
+                self.root
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
+            )
+        };
+        let shared = if self.no_store {
+            None
+        } else {
+            shared_url(self.store.as_deref(), env)?
+        };
+        let Some(url) = shared else {
+            if self.no_local {
+                return Err(StoreError::FollowWithoutShared);
+            }
+            if self.no_store {
+                return Ok(StoreChoice::Local(RunStore::Memory));
+            }
+            let start = match (&self.resume, &self.run_dir) {
+                (Some(run), _) => Start::Resume(run.clone()),
+                (None, Some(dir)) => Start::NewIn(dir.clone()),
+                (None, None) => Start::New,
+            };
+            return Ok(StoreChoice::Local(RunStore::Sqlite {
+                root: root(),
+                start,
+                cache: self.cache,
+            }));
+        };
+        if self.run_dir.is_some() {
+            return Err(StoreError::RunDirOnShared);
+        }
+        if self.budget {
+            return Err(StoreError::BudgetOnShared);
+        }
+        Ok(StoreChoice::Shared(SharedStore {
+            url,
+            resume: self.resume.clone(),
+            work_here: !self.no_local,
+            cache: self.cache.then(root),
+        }))
+    }
+}
 
 /// A setting of a run, by the name plans and docs give it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +352,151 @@ mod tests {
             e.message("--max-check-attempts"),
             "--max-check-attempts must be at least 1 (the first attempt counts)"
         );
+    }
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    fn resolve(
+        flags: StoreFlags,
+        vars: &'static [(&'static str, &'static str)],
+    ) -> Result<StoreChoice, StoreError> {
+        flags.resolve(env(vars))
+    }
+
+    /// The flag wins over `CTX_STORE`, which wins over the default (a run
+    /// directory under `.ctx/runs`); `sqlite` and an empty variable are
+    /// the local store; a refused value is shown without its password.
+    #[test]
+    fn the_store_is_the_flag_else_the_environment_else_sqlite() {
+        let url = "postgres://u:p@h/d";
+        let local = resolve(StoreFlags::default(), &[]).unwrap();
+        let StoreChoice::Local(RunStore::Sqlite { root, start, cache }) = local else {
+            panic!("{local:?}")
+        };
+        assert_eq!(
+            root.path(),
+            std::path::Path::new(ctx_store_sqlite::DEFAULT_ROOT)
+        );
+        assert_eq!((start, cache), (Start::New, false));
+        let from_env =
+            resolve(StoreFlags::default(), &[(STORE_ENV, "postgres://u:p@h/d")]).unwrap();
+        let StoreChoice::Shared(shared) = from_env else {
+            panic!("{from_env:?}")
+        };
+        assert_eq!(shared.url, url);
+        assert!(shared.work_here);
+        let flag_wins = StoreFlags {
+            store: Some("sqlite".into()),
+            ..StoreFlags::default()
+        };
+        assert!(matches!(
+            resolve(flag_wins, &[(STORE_ENV, "postgres://u:p@h/d")]).unwrap(),
+            StoreChoice::Local(_)
+        ));
+        assert!(matches!(
+            resolve(StoreFlags::default(), &[(STORE_ENV, "")]).unwrap(),
+            StoreChoice::Local(_)
+        ));
+        let e = shared_url(Some("mysql://u:hunter2@h/d"), env(&[])).unwrap_err();
+        assert_eq!(
+            e,
+            StoreError::Unknown {
+                shown: "mysql://u@h/d".into()
+            }
+        );
+        assert!(!e.to_string().contains("hunter2"));
+    }
+
+    /// `--no-store` is memory whatever the environment says; a resume, a
+    /// run directory and the cache go to the local store; on a shared
+    /// store the cache is this machine's root and `--no-local` follows.
+    #[test]
+    fn each_store_takes_its_own_flags() {
+        let memory = StoreFlags {
+            no_store: true,
+            ..StoreFlags::default()
+        };
+        assert!(matches!(
+            resolve(memory, &[(STORE_ENV, "postgres://h/d")]).unwrap(),
+            StoreChoice::Local(RunStore::Memory)
+        ));
+        let resume = StoreFlags {
+            resume: Some("r1".into()),
+            root: Some("runs".into()),
+            cache: true,
+            ..StoreFlags::default()
+        };
+        let StoreChoice::Local(RunStore::Sqlite { root, start, cache }) =
+            resume.resolve(env(&[])).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(root.path(), std::path::Path::new("runs"));
+        assert_eq!((start, cache), (Start::Resume("r1".into()), true));
+        let shared = StoreFlags {
+            store: Some("postgresql://h/d".into()),
+            resume: Some("r1".into()),
+            cache: true,
+            no_local: true,
+            ..StoreFlags::default()
+        };
+        let StoreChoice::Shared(s) = resolve(shared, &[]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(s.resume.as_deref(), Some("r1"));
+        assert!(!s.work_here);
+        assert_eq!(
+            s.cache.map(|r| r.path().to_path_buf()),
+            Some(std::path::PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT))
+        );
+    }
+
+    /// What does not fit the store is refused, each with its own error.
+    #[test]
+    fn flags_that_do_not_fit_the_store_are_refused() {
+        let shared = || StoreFlags {
+            store: Some("postgres://h/d".into()),
+            ..StoreFlags::default()
+        };
+        let run_dir = StoreFlags {
+            run_dir: Some("d".into()),
+            ..shared()
+        };
+        assert_eq!(
+            resolve(run_dir, &[]).unwrap_err(),
+            StoreError::RunDirOnShared
+        );
+        let budget = StoreFlags {
+            budget: true,
+            ..shared()
+        };
+        assert_eq!(
+            resolve(budget, &[]).unwrap_err(),
+            StoreError::BudgetOnShared
+        );
+        let follow = StoreFlags {
+            no_local: true,
+            ..StoreFlags::default()
+        };
+        assert_eq!(
+            resolve(follow, &[]).unwrap_err(),
+            StoreError::FollowWithoutShared
+        );
+        let bad = StoreFlags {
+            store: Some("redis://h".into()),
+            ..StoreFlags::default()
+        };
+        assert!(matches!(
+            resolve(bad, &[]).unwrap_err(),
+            StoreError::Unknown { .. }
+        ));
     }
 
     #[test]

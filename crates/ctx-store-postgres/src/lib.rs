@@ -70,11 +70,7 @@ pub use store::{PgStore, StoreOptions};
 pub use url::{StoreUrl, redact};
 pub use view::PgRunView;
 
-/// Whether `s` names a PostgreSQL store (`postgres://` or
-/// `postgresql://`) rather than the local SQLite one.
-pub fn is_postgres_url(s: &str) -> bool {
-    s.starts_with("postgres://") || s.starts_with("postgresql://")
-}
+pub use ctx_store::url::is_postgres_url;
 
 /// The [`ExecutionStore`] of one run, for a single writer: `store` makes a
 /// result the task's whatever claim it has (a completion still releases

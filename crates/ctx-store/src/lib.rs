@@ -64,6 +64,7 @@ pub mod memory;
 mod offload;
 pub mod record;
 pub mod resume;
+pub mod url;
 
 pub use fingerprint::{
     TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,

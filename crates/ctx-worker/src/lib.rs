@@ -29,6 +29,7 @@
 //!     store,
 //!     engine: Arc::new(ctx_engine_command::CommandEngine::new("llm -m local")),
 //!     options: ctx_deps::ExecutorOptions::default(),
+//!     pricing: ctx_run::run_costs::RunPricing::default(),
 //!     run: None,
 //!     worker: "gpu-box-1".into(),
 //!     concurrency: 4,
@@ -50,9 +51,24 @@ use std::time::Duration;
 
 use ctx_deps::{ExecutorOptions, InferenceEngine, TaskRunner, concurrency_limit};
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
-use ctx_store_postgres::{Claim, ClaimStore, Commit, Error as PgError, PgStore};
+use ctx_run::run_costs::RunPricing;
+use ctx_store_postgres::{ClaimStore, Commit, PgStore};
 
+pub mod runs;
+mod session;
 pub mod shared;
+
+/// The shared store's types a front end names: a claim in a
+/// [`WorkerEvent`], the store's error, `gc`'s report, a run read through
+/// the seam both stores share, and the URL rules (a front end needs no
+/// dependency on the store adapter itself).
+pub use ctx_store_postgres::{
+    Claim, Error as PgError, GcReport, PgRunView, is_postgres_url, redact,
+};
+pub use session::{
+    SharedEvent, SharedOutcome, SharedSession, SharedSettings, with_local_cache, worker_id,
+};
+pub use shared::SharedError;
 
 /// What a worker loop did; `S` is what stopped it (the caller's stop
 /// future's output: a signal, for the CLI).
@@ -118,7 +134,14 @@ pub struct Worker {
     /// cache).
     pub engine: Arc<dyn InferenceEngine>,
     /// The task bounds (timeout, output bound) the task body applies.
+    /// Its `cost` is not used: each run's tasks are priced by `pricing`
+    /// and that run's own plan.
     pub options: ExecutorOptions,
+    /// What each task's `cost_usd` is priced by: this worker's engine and
+    /// price tables, with the `config.prices` of the plan of the run the
+    /// task belongs to, as `ctx run` prices a local run. No budget: a
+    /// budget's ledger lives in one process.
+    pub pricing: RunPricing,
     /// Work on this run only, or on any open run.
     pub run: Option<String>,
     /// This worker's id, recorded with its claims.
@@ -185,7 +208,14 @@ impl Worker {
             Err(PgError::NoRun { .. }) => return Ok(Ok(None)),
             Err(e) => return Err(e),
         };
-        let runner = match TaskRunner::new(plan, Arc::clone(&self.engine), &self.options) {
+        let options = match self.pricing.cost_options(&plan) {
+            Ok(cost) => ExecutorOptions {
+                cost: Some(cost),
+                ..self.options.clone()
+            },
+            Err(e) => return Ok(Err(format!("run `{run_id}`: the stored plan's costs: {e}"))),
+        };
+        let runner = match TaskRunner::new(plan, Arc::clone(&self.engine), &options) {
             Ok(r) => Arc::new(r),
             Err(e) => return Ok(Err(format!("run `{run_id}`: the stored plan: {e}"))),
         };

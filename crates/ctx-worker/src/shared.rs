@@ -27,6 +27,13 @@ pub enum SharedError {
     /// A store read on the blocking pool did not return.
     #[error("a store read on the blocking pool did not return: {0}")]
     Blocking(#[from] tokio::task::JoinError),
+    /// The run cannot start as a local run could not either: a plan with
+    /// `judge` checks on an engine that answers no prompt.
+    #[error(transparent)]
+    Run(#[from] ctx_run::RunError),
+    /// This machine's input-hash cache could not be opened.
+    #[error(transparent)]
+    Cache(#[from] ctx_store_sqlite::Error),
 }
 
 /// A run that was registered, or resumed.

@@ -5,12 +5,13 @@
 //! drift from them. Environment variables are reported as set or not set,
 //! never with their values (one of them holds an API key).
 
-use crate::engines::openai::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_ATTEMPTS, DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_RETRY_INITIAL_MS, DEFAULT_RETRY_MAX_MS,
-};
+use crate::engines::{Engine, EngineKind, Setting};
 use crate::exit::{CliResult, Exit};
-use ctx_engine_openai::{BASE_URL_ENV, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL};
+
+/// Every engine's listing, in `--engine`'s order.
+fn engines() -> Vec<Engine> {
+    EngineKind::ALL.iter().map(|k| k.listing()).collect()
+}
 
 /// Arguments of `ctx engines`.
 #[derive(Debug, clap::Args)]
@@ -21,147 +22,6 @@ pub struct Args {
 }
 
 pub use crate::format::Format;
-
-struct Setting {
-    name: &'static str,
-    default: Option<String>,
-    meaning: &'static str,
-}
-
-struct Engine {
-    name: &'static str,
-    default: bool,
-    description: &'static str,
-    flags: Vec<Setting>,
-    environment: Vec<Setting>,
-}
-
-fn setting(name: &'static str, default: Option<String>, meaning: &'static str) -> Setting {
-    Setting {
-        name,
-        default,
-        meaning,
-    }
-}
-
-fn engines() -> Vec<Engine> {
-    let s = |v: &str| Some(v.to_string());
-    vec![
-        Engine {
-            name: "dry-run",
-            default: true,
-            description: "No model is called; each task's output is `[dry-run] output of task {id}`, \
-                          so downstream prompts show where real outputs will go.",
-            flags: vec![],
-            environment: vec![],
-        },
-        Engine {
-            name: "command",
-            default: false,
-            description: "Runs CMD with `sh -c` once per task: the final prompt on stdin, stdout \
-                          is the output, a non-zero exit fails the task with the end of stderr. \
-                          Past ctx run's --task-timeout or --max-output-bytes its process \
-                          group is killed. Chosen by --command alone too.",
-            flags: vec![setting(
-                "--command CMD",
-                None,
-                "the shell command (required)",
-            )],
-            environment: vec![
-                setting("CTX_TASK_ID", None, "set for the command: the task's id"),
-                setting(
-                    "CTX_MODEL",
-                    None,
-                    "set for the command: the task's params.model, or empty",
-                ),
-            ],
-        },
-        Engine {
-            name: "openai",
-            default: false,
-            description: "OpenAI-compatible chat completions over HTTP: OpenAI, Ollama, vLLM, \
-                          llama.cpp's server, LM Studio, the LiteLLM proxy. Task params (model, \
-                          temperature, max_tokens, top_p, stop, seed, system) win over the flags; \
-                          other params are sent as they are.",
-            flags: vec![
-                setting(
-                    "--base-url URL",
-                    s(&format!("${BASE_URL_ENV}, else {DEFAULT_BASE_URL}")),
-                    "API root, before /chat/completions",
-                ),
-                setting(
-                    "--api-key-env VAR",
-                    s(DEFAULT_API_KEY_ENV),
-                    "variable holding the API key (a named variable must be set)",
-                ),
-                setting(
-                    "--model NAME",
-                    None,
-                    "model for tasks whose params name none (else the task fails)",
-                ),
-                setting("--temperature T", None, "sampling temperature"),
-                setting("--max-tokens N", None, "cap on generated tokens"),
-                setting("--top-p P", None, "nucleus sampling"),
-                setting("--stop SEQ", None, "stop sequence, repeatable"),
-                setting("--seed N", None, "sampling seed"),
-                setting("--system TEXT", None, "system message before each prompt"),
-                setting("--stream", s("off"), "stream answers as server-sent events"),
-                setting(
-                    "--request-timeout SECS",
-                    s(&secs(DEFAULT_REQUEST_TIMEOUT)),
-                    "one attempt (with --stream: until the answer starts)",
-                ),
-                setting(
-                    "--idle-timeout SECS",
-                    s(&secs(DEFAULT_IDLE_TIMEOUT)),
-                    "with --stream: longest silence inside a stream",
-                ),
-                setting(
-                    "--connect-timeout SECS",
-                    s(&secs(DEFAULT_CONNECT_TIMEOUT)),
-                    "opening a connection",
-                ),
-                setting(
-                    "--max-attempts N",
-                    s(&DEFAULT_MAX_ATTEMPTS.to_string()),
-                    "attempts per task, the first included",
-                ),
-                setting(
-                    "--retry-initial-ms MS",
-                    s(&DEFAULT_RETRY_INITIAL_MS.to_string()),
-                    "backoff cap before the first retry (doubles, full jitter)",
-                ),
-                setting(
-                    "--retry-max-ms MS",
-                    s(&DEFAULT_RETRY_MAX_MS.to_string()),
-                    "backoff cap's ceiling",
-                ),
-                setting(
-                    "--rpm N",
-                    s("unlimited"),
-                    "requests per minute, paced before sending",
-                ),
-                setting(
-                    "--tpm N",
-                    s("unlimited"),
-                    "tokens (prompt + max_tokens) per minute, paced before sending",
-                ),
-            ],
-            environment: vec![
-                setting(BASE_URL_ENV, None, "base URL when --base-url is not given"),
-                setting(
-                    DEFAULT_API_KEY_ENV,
-                    None,
-                    "API key unless --api-key-env names another; unset suits local servers",
-                ),
-            ],
-        },
-    ]
-}
-
-fn secs(v: f64) -> String {
-    format!("{v}")
-}
 
 fn is_set(var: &str) -> bool {
     std::env::var_os(var).is_some_and(|v| !v.is_empty())

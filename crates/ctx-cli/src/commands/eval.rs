@@ -24,12 +24,11 @@
 
 use std::path::PathBuf;
 
-use ctx_deps::{ContextVariant, ExecError};
-use ctx_run::eval::{EvalError, EvalOutcome, EvalSession, EvalSettings, EvalStore};
+use ctx_deps::ContextVariant;
+use ctx_run::eval::{EvalOutcome, EvalSession, EvalSettings, EvalStore};
 use ctx_store_sqlite::RunRoot;
 
 use super::run::StopSignal;
-use super::runs;
 use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
 pub use crate::format::Format;
@@ -121,11 +120,12 @@ pub fn run(args: Args) -> CliResult {
     let bounds = args.bounds.resolve()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let engine = engines::build(&args.engine)?;
-    super::run::refuse_unjudgeable(&plan, engine.as_ref(), &args.plan)?;
-    let book = args.prices.run_book(&plan, &args.engine, max_cost)?;
+    ctx_run::refuse_unjudgeable(&plan, engine.as_ref())
+        .map_err(|e| CliError::run(e, &args.plan))?;
+    let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;
     // Refused (exit 2) before any run is created when the budget cannot
     // be bounded.
-    let cost = super::run_cost::options(&plan, &args.engine, book, max_cost)?;
+    let cost = super::run_cost::options(&plan, &pricing)?;
     let store = if args.no_store {
         EvalStore::Memory
     } else {
@@ -147,7 +147,8 @@ pub fn run(args: Args) -> CliResult {
         store,
         cost: Some(cost),
     };
-    let session = EvalSession::start(plan, engine, settings).map_err(|e| eval_error(e, &args))?;
+    let session =
+        EvalSession::start(plan, engine, settings).map_err(|e| CliError::eval(e, &args.plan))?;
     for r in session.runs() {
         if let Some(id) = r.run_id() {
             eprintln!(
@@ -161,7 +162,7 @@ pub fn run(args: Args) -> CliResult {
     let (outcome, signal) = super::run::drive(session.tasks(), |cancel, progress| {
         session.execute(cancel, progress)
     })?;
-    match outcome.map_err(|e| eval_error(e, &args))? {
+    match outcome.map_err(|e| CliError::eval(e, &args.plan))? {
         EvalOutcome::Interrupted => {
             let by = signal.map_or_else(String::new, |s| format!(" by {}", s.name()));
             eprintln!("eval interrupted{by}; the runs so far are stored");
@@ -173,26 +174,6 @@ pub fn run(args: Args) -> CliResult {
                 Format::Text => crate::io::print_stdout(&report.text())?,
             }
             Ok(signal.map_or(Exit::Ok, StopSignal::exit))
-        }
-    }
-}
-
-/// An eval's error as the CLI reports it, with the flags to change.
-fn eval_error(e: EvalError, args: &Args) -> CliError {
-    match e {
-        e @ EvalError::NoChecks => CliError::usage(format!("{}: {e}", args.plan.display())),
-        EvalError::NoRepeat => CliError::usage("--repeat must be at least 1"),
-        e @ EvalError::PlaceholderEngine { .. } => CliError::usage(format!(
-            "{e}; give one, for example:\n  ctx eval {plan} --command 'ollama run llama3.2'\n  \
-             ctx eval {plan} --engine openai   (reads OPENAI_API_KEY; --base-url for a local server)",
-            plan = args.plan.display()
-        )),
-        EvalError::Store(e) => runs::store_error(e),
-        EvalError::Graph(e) | EvalError::Exec(ExecError::Graph(e)) => {
-            CliError::usage(format!("{}: {e}", args.plan.display()))
-        }
-        e @ (EvalError::Exec(ExecError::Store { .. }) | EvalError::Join(_)) => {
-            CliError::with(Exit::Store, e)
         }
     }
 }

@@ -14,4 +14,5 @@ pub mod run;
 pub mod run_cost;
 pub mod runs;
 pub mod schema;
+pub mod shared_run;
 pub mod worker;

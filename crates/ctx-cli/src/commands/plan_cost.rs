@@ -108,7 +108,7 @@ pub fn run(mut args: Args) -> CliResult {
     // What `ctx run --max-cost` reserves with: the same reading of the
     // engine flags (model, max_tokens, system prompt, attempts, whether
     // params.extra is sent).
-    let costs = super::run_cost::engine_costs(&args.engine);
+    let costs = args.engine.costs();
     if costs.free {
         return Err(CliError::usage(
             "--engine dry-run calls no model and costs nothing: give --engine openai or --engine command",

@@ -15,7 +15,8 @@
 
 use std::path::PathBuf;
 
-use ctx_cost::{PlanPrices, PriceBook, PriceListing, flag_table, load_litellm, plan_table};
+use ctx_cost::{PlanPrices, PriceBook, PriceListing, flag_table, load_litellm};
+use ctx_run::run_costs::RunPricing;
 
 use crate::exit::{CliError, CliResult, Exit};
 
@@ -35,46 +36,32 @@ pub struct PriceArgs {
 }
 
 impl PriceArgs {
-    /// The price book a run (`ctx run`, `ctx eval`) is charged with. A
-    /// local command (`--engine command`) calls no priced API, so its
-    /// tasks are priced only when a price is asked for: `--max-cost`,
-    /// `--prices`, `--price` or the plan's `config.prices`. Otherwise
-    /// their cost is unknown (`cost_usd` null), not an API's list price
-    /// for a model name the command may not even run.
-    pub fn run_book(
+    /// What a run (`ctx run`, `ctx eval`, `ctx worker`) is priced by:
+    /// `engine`'s cost facts, these flags' tables and `max_cost`. Each
+    /// run's plan joins the stack when it is priced
+    /// ([`ctx_run::run_costs::RunPricing::cost_options`]).
+    ///
+    /// The flags are parsed before the file is read, so a typo in a flag
+    /// is reported without touching the disk.
+    pub fn pricing(
         &self,
-        plan: &ctx_model::Plan,
-        engine: &crate::engines::EngineArgs,
+        engine: ctx_run::run_costs::EngineCosts,
         max_cost: Option<ctx_cost::Usd>,
-    ) -> Result<PriceBook, CliError> {
-        let asked = max_cost.is_some()
-            || self.prices.is_some()
-            || !self.price.is_empty()
-            || !plan.config.prices.is_empty();
-        if engine.kind() == crate::engines::EngineKind::Command && !asked {
-            return Ok(PriceBook::new());
-        }
-        self.book(Some(&plan.config.prices))
+    ) -> Result<RunPricing, CliError> {
+        let flags = flag_table(self.price.iter().map(String::as_str))?;
+        let file = self.prices.as_deref().map(load_litellm).transpose()?;
+        Ok(RunPricing {
+            engine,
+            file,
+            flags: Some(flags),
+            max_cost,
+        })
     }
 
     /// The price book: defaults, then `--prices FILE`, then `plan` (a
     /// plan's `config.prices`, when there is one), then `--price`.
-    ///
-    /// The flags are parsed before the file is read, so a typo in a flag
-    /// is reported without touching the disk.
     pub fn book(&self, plan: Option<&PlanPrices>) -> Result<PriceBook, CliError> {
-        let flags = flag_table(self.price.iter().map(String::as_str))?;
-        let mut book = PriceBook::with_defaults();
-        if let Some(path) = &self.prices {
-            book.push(load_litellm(path)?);
-        }
-        if let Some(prices) = plan.filter(|p| !p.is_empty()) {
-            book.push(plan_table(prices));
-        }
-        if !flags.is_empty() {
-            book.push(flags);
-        }
-        Ok(book)
+        Ok(self.pricing(Default::default(), None)?.layers(plan))
     }
 }
 

@@ -23,13 +23,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ctx_prompt::fence::FenceNonce;
-use ctx_prompt::render_prompt::{HistoryInput, RenderInput, RenderPromptError, render_prompt};
-use ctx_prompt::template::{
-    Classes, FenceStyle, HISTORICAL_CONTEXT, RenderError, Template, is_valid_name,
-};
+use ctx_prompt::render_prompt::{HistoryInput, RenderInput, render_prompt};
+use ctx_prompt::template::{Classes, FenceStyle, Template, is_valid_name};
 
 use crate::commands::history::{DigestArgs, DigestSetup};
-use crate::commands::lint::print_findings;
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::read_text;
 
@@ -173,31 +170,7 @@ pub fn run(args: Args) -> CliResult {
         input.nonce = Some(FenceNonce::from_bytes(bytes));
     }
 
-    let rendered = render_prompt(input).map_err(|e| match e {
-        RenderPromptError::Lint(ref report) => {
-            print_findings(report, &mut std::io::stderr().lock());
-            CliError::with(Exit::Findings, e)
-        }
-        RenderPromptError::Render(RenderError::FenceBroken { .. }) => {
-            CliError::with(Exit::Findings, e)
-        }
-        RenderPromptError::OverBudget { ref preflight, .. } => {
-            eprint!("{}", preflight.table());
-            CliError::with(Exit::OverBudget, e)
-        }
-        RenderPromptError::NoHistoryPlaceholder { .. } => CliError::usage(format!(
-            "{shown}: --content-root is given but the template has no {{{{{HISTORICAL_CONTEXT}}}}}"
-        )),
-        RenderPromptError::HistoryGivenTwice { .. } => CliError::usage(format!(
-            "--var {HISTORICAL_CONTEXT} and --content-root both give {{{{{HISTORICAL_CONTEXT}}}}}; pass one"
-        )),
-        RenderPromptError::Render(RenderError::Values {
-            ref path,
-            ref missing,
-            ref unused,
-        }) => CliError::usage(values_message(path, missing, unused)),
-        other => CliError::usage(other),
-    })?;
+    let rendered = render_prompt(input).map_err(|e| CliError::render(e, &shown))?;
     if let Some(digest) = &rendered.digest {
         for w in &digest.warnings {
             eprintln!("warning: {}", ctx_table::printable_lines(&w.to_string()));
@@ -218,7 +191,7 @@ pub fn run(args: Args) -> CliResult {
 
 /// The library's missing and unused values, said with the flag that gives
 /// a value: `give --var NAME=VALUE`, `--var NAME is not used`.
-fn values_message(path: &str, missing: &[(String, usize)], unused: &[String]) -> String {
+pub(crate) fn values_message(path: &str, missing: &[(String, usize)], unused: &[String]) -> String {
     let mut lines: Vec<String> = missing
         .iter()
         .map(|(n, l)| format!("{path}:{l}: no value for {{{{{n}}}}} (give --var {n}=VALUE)"))

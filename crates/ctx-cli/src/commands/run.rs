@@ -36,11 +36,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctx_deps::{ExecError, ExecutorOptions, InferenceEngine, ProgressEvent, RunReport, Schedule};
+use ctx_deps::{ExecutorOptions, InferenceEngine, ProgressEvent, RunReport, Schedule};
 use ctx_model::TaskStatus;
-use ctx_run::{RunSession, RunSettings, RunStore, Start};
-use ctx_store_sqlite::RunRoot;
+use ctx_run::settings::{PlanOverrides, StoreChoice, StoreFlags};
+use ctx_run::{RunSession, RunSettings, RunStore};
 use ctx_tokens::Tokenizer;
+use ctx_worker::SharedSettings;
 
 use super::runs;
 use crate::engines::{self, EngineArgs};
@@ -185,134 +186,198 @@ pub enum ScheduleArg {
     Levels,
 }
 
-/// Runs the command.
-pub fn run(args: Args) -> CliResult {
-    let root = RunRoot::new(
-        args.root
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
-    );
-    let shared = if args.no_store {
-        None
-    } else {
-        super::worker::shared_store_url(args.store.as_deref())?
-    };
-    let (mut plan, plan_path, plan_source) = match (&args.plan, &args.resume) {
-        (Some(path), _) => (
-            super::plan_check::load_valid_plan(path)?,
-            path.clone(),
-            path.to_str().map(str::to_string),
-        ),
-        (None, Some(run)) if shared.is_some() => {
-            super::worker::shared_plan(shared.as_deref().unwrap_or_default(), run)?
+impl Args {
+    /// The store flags, as given: [`ctx_run::settings::StoreFlags::resolve`]
+    /// chooses the store from them and `$CTX_STORE`.
+    fn store_flags(&self) -> StoreFlags {
+        StoreFlags {
+            store: self.store.clone(),
+            no_store: self.no_store,
+            root: self.root.clone(),
+            run_dir: self.run_dir.clone(),
+            resume: self.resume.clone(),
+            cache: self.cache,
+            no_local: self.no_local,
+            budget: self.max_cost.is_some(),
         }
-        (None, Some(run)) => stored_plan(&root, run)?,
-        (None, None) => return Err(CliError::usage("a PLAN is needed unless --resume is given")),
-    };
-    ctx_run::settings::PlanOverrides {
-        max_prompt_tokens: args.limits.max_prompt_tokens,
-        max_check_attempts: args.limits.max_check_attempts,
-        tokenizer: args.tokenizer,
-        summarize_strategy: args.summarize_strategy.map(Into::into),
     }
-    .apply(&mut plan)
-    .map_err(setting_error)?;
-    let bounds = args.bounds.resolve()?;
+
+    /// The plan overrides, as given.
+    fn overrides(&self) -> PlanOverrides {
+        PlanOverrides {
+            max_prompt_tokens: self.limits.max_prompt_tokens,
+            max_check_attempts: self.limits.max_check_attempts,
+            tokenizer: self.tokenizer,
+            summarize_strategy: self.summarize_strategy.map(Into::into),
+        }
+    }
+
+    /// The executor's options these flags give (its costs are the
+    /// session's).
+    fn executor(&self) -> Result<ExecutorOptions, CliError> {
+        let bounds = self.bounds.resolve()?;
+        Ok(ExecutorOptions {
+            concurrency: self.concurrency,
+            schedule: match self.schedule {
+                ScheduleArg::Ready => Schedule::ReadyQueue,
+                ScheduleArg::Levels => Schedule::Levels,
+            },
+            task_timeout: bounds.task_timeout,
+            max_output_bytes: bounds.max_output_bytes,
+            ..ExecutorOptions::default()
+        })
+    }
+}
+
+/// A plan as `ctx run` runs it: the plan, the path messages name it by,
+/// and the source recorded with the run.
+struct LoadedPlan {
+    plan: ctx_model::Plan,
+    path: PathBuf,
+    source: Option<String>,
+}
+
+/// Runs the command: the settings resolved once (the store from the
+/// flags and the environment, the plan's overrides, the engine and its
+/// prices), then the run on the store chosen.
+pub fn run(args: Args) -> CliResult {
+    let store = args.store_flags().resolve(|k| std::env::var(k).ok())?;
+    let mut loaded = load_plan(&args, &store)?;
+    args.overrides().apply(&mut loaded.plan)?;
+    let options = args.executor()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let engine = engines::build(&args.engine)?;
-    refuse_unjudgeable(&plan, engine.as_ref(), &plan_path)?;
-    let label = engine.label();
-    let book = args.prices.run_book(&plan, &args.engine, max_cost)?;
-    let plan_source = plan_source.as_deref();
-
-    if let (Some(run), true, None) = (&args.resume, args.dry_run, &shared) {
-        let view = root.open(run).map_err(runs::store_error)?;
-        let resume = view.resume_plan(&plan, &label).map_err(runs::store_error)?;
-        crate::io::print_stdout(&runs::resume_listing(view.run_id(), &resume))?;
-        return Ok(Exit::Ok);
+    let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;
+    if let (Some(run), true) = (&args.resume, args.dry_run) {
+        return resume_listing(&store, run, &loaded, engine.as_ref());
     }
-
-    if let Some(dir) = &args.out {
-        // Before anything runs or is spent; exit 5, as for any file ctx
-        // cannot write.
-        ctx_run::out_dir::prepare(dir)
-            .map_err(|e| CliError::with(Exit::OutWrite, format!("--out: {e}")))?;
-    }
-    let options = ExecutorOptions {
-        concurrency: args.concurrency,
-        schedule: match args.schedule {
-            ScheduleArg::Ready => Schedule::ReadyQueue,
-            ScheduleArg::Levels => Schedule::Levels,
-        },
-        task_timeout: bounds.task_timeout,
-        max_output_bytes: bounds.max_output_bytes,
-        ..ExecutorOptions::default()
-    };
     let output = Output {
-        plan_path: &plan_path,
+        plan_path: &loaded.path,
         out: args.out.as_deref(),
         format: args.format,
     };
-
-    if let Some(url) = shared {
-        if let (Some(run), true) = (&args.resume, args.dry_run) {
-            return super::worker::shared_resume_dry_run(&url, run, &plan, &label);
+    match store {
+        StoreChoice::Local(store) => {
+            // Refuse an unbounded budget before a run directory is created.
+            let cost = super::run_cost::options(&loaded.plan, &pricing)?;
+            let settings = RunSettings {
+                executor: ExecutorOptions {
+                    cost: Some(cost),
+                    ..options
+                },
+                store,
+                plan_source: loaded.source,
+                out: args.out.clone(),
+            };
+            run_local(loaded.plan, engine, settings, &output)
         }
-        super::worker::refuse_local_flags(args.run_dir.as_ref())?;
-        if max_cost.is_some() {
-            // The ledger lives in one process; workers on other machines
-            // could not share it.
+        StoreChoice::Shared(store) => {
+            let settings = SharedSettings {
+                url: store.url,
+                resume: store.resume,
+                work_here: store.work_here,
+                executor: options,
+                pricing,
+                plan_source: loaded.source,
+                cache: store.cache,
+                out: args.out.clone(),
+            };
+            super::shared_run::run(loaded.plan, engine, settings, &output)
+        }
+    }
+}
+
+/// The plan to run: PLAN, or with `--resume RUN` alone the plan the run
+/// stored at its last session, shown as its path as then given.
+fn load_plan(args: &Args, store: &StoreChoice) -> Result<LoadedPlan, CliError> {
+    let (run, path) = match (&args.resume, &args.plan) {
+        (_, Some(path)) => {
+            return Ok(LoadedPlan {
+                plan: super::plan_check::load_valid_plan(path)?,
+                path: path.clone(),
+                source: path.to_str().map(str::to_string),
+            });
+        }
+        (Some(run), None) => (run, None::<PathBuf>),
+        (None, None) => return Err(CliError::usage("a PLAN is needed unless --resume is given")),
+    };
+    let (plan, run_id, source) = match store {
+        StoreChoice::Shared(s) => {
+            let (plan, source) =
+                crate::runtime::block_on(ctx_worker::runs::stored_plan(&s.url, run))?
+                    .map_err(|e| CliError::shared(e, Path::new(run)))?;
+            (plan, run.clone(), source)
+        }
+        StoreChoice::Local(RunStore::Sqlite { root, .. }) => {
+            let stored = ctx_run::stored_plan(root, run).map_err(|e| match e {
+                ctx_run::RunError::RedactedPlan { .. } => {
+                    CliError::usage(format!("{e}: ctx run PLAN --resume {run}"))
+                }
+                e => CliError::run(e, Path::new(run)),
+            })?;
+            (stored.plan, stored.run_id, stored.source)
+        }
+        StoreChoice::Local(RunStore::Memory) => {
             return Err(CliError::usage(
-                "--max-cost is not supported with a shared --store: the budget ledger lives in one process",
+                "--resume needs a stored run (not --no-store)",
             ));
         }
-        // The cache is this machine's, as for a local run.
-        let engine = if args.cache {
-            super::worker::with_local_cache(engine, args.root.as_deref())?
-        } else {
-            engine
-        };
-        return super::worker::run_on_shared_store(
-            &url,
-            plan,
-            plan_source,
-            &label,
-            engine,
-            options,
-            &output,
-            args.no_local,
-            args.resume.as_deref(),
-        );
-    }
-    if args.no_local {
-        return Err(CliError::usage("--no-local needs a postgres:// --store"));
-    }
+    };
+    let shown = format!(
+        "{} (the plan stored in run {run_id})",
+        source.as_deref().unwrap_or("<plan>")
+    );
+    Ok(LoadedPlan {
+        plan,
+        path: path.unwrap_or_else(|| PathBuf::from(shown)),
+        source,
+    })
+}
 
-    // Refuse an unbounded budget before a run directory is created.
-    let cost = super::run_cost::options(&plan, &args.engine, book, max_cost)?;
-    let store = if args.no_store {
-        RunStore::Memory
-    } else {
-        RunStore::Sqlite {
-            root,
-            start: match (&args.resume, &args.run_dir) {
-                (Some(run), _) => Start::Resume(run.clone()),
-                (None, Some(dir)) => Start::NewIn(dir.clone()),
-                (None, None) => Start::New,
-            },
-            cache: args.cache,
+/// `--resume RUN --dry-run`: what a resume with the plan on `engine` would
+/// reuse and run again, and why, from either store; nothing is written.
+/// A plan the engine cannot judge is refused as the run would refuse it.
+fn resume_listing(
+    store: &StoreChoice,
+    run: &str,
+    loaded: &LoadedPlan,
+    engine: &dyn InferenceEngine,
+) -> CliResult {
+    ctx_run::refuse_unjudgeable(&loaded.plan, engine)
+        .map_err(|e| CliError::run(e, &loaded.path))?;
+    let label = engine.label();
+    let (run_id, resume) = match store {
+        StoreChoice::Local(RunStore::Sqlite { root, .. }) => {
+            let view = root.open(run)?;
+            let resume = view.resume_plan(&loaded.plan, &label)?;
+            (view.run_id().to_string(), resume)
+        }
+        StoreChoice::Shared(s) => {
+            let resume = ctx_worker::runs::resume_plan(&s.url, run, &loaded.plan, &label)
+                .map_err(|e| CliError::shared(e, &loaded.path))?;
+            (run.to_string(), resume)
+        }
+        StoreChoice::Local(RunStore::Memory) => {
+            return Err(CliError::usage(
+                "--resume needs a stored run (not --no-store)",
+            ));
         }
     };
-    let settings = RunSettings {
-        executor: ExecutorOptions {
-            cost: Some(cost),
-            ..options
-        },
-        store,
-        plan_source: plan_source.map(str::to_string),
-    };
+    crate::io::print_stdout(&runs::resume_listing(&run_id, &resume))?;
+    Ok(Exit::Ok)
+}
+
+/// A run in memory or in a run directory: started (a resume decided),
+/// executed with the progress bar and the stop signals, reported.
+fn run_local(
+    plan: ctx_model::Plan,
+    engine: Arc<dyn InferenceEngine>,
+    settings: RunSettings,
+    output: &Output<'_>,
+) -> CliResult {
     let total = plan.sub_tasks.len();
-    let session = RunSession::start(plan, engine, settings).map_err(run_error)?;
+    let session = RunSession::start(plan, engine, settings)
+        .map_err(|e| CliError::run(e, output.plan_path))?;
     if let Some(stored) = session.stored() {
         match session.resumed() {
             Some(r) => eprintln!(
@@ -328,14 +393,14 @@ pub fn run(args: Args) -> CliResult {
     let (outcome, signal) = drive(total, |cancel, progress| {
         session.execute_with(cancel, progress)
     })?;
-    let outcome = outcome.map_err(run_error)?;
+    let outcome = outcome.map_err(|e| CliError::run(e, output.plan_path))?;
     // Every result is committed already; a failure to record the session's
     // end only makes the run look crashed, so the summary still comes first.
     let executed = Executed {
         report: outcome.report,
         signal,
     };
-    let exit = report_run(&executed, &output)?;
+    let exit = report_run(&executed, output)?;
     if let Some(stored) = &outcome.stored {
         if executed.report.all_completed() {
             eprintln!("run {} stored in {}", stored.run_id, stored.dir.display());
@@ -350,48 +415,9 @@ pub fn run(args: Args) -> CliResult {
         }
     }
     if let Some(e) = outcome.finish_error {
-        return Err(runs::store_error(e));
+        return Err(e.into());
     }
     Ok(exit)
-}
-
-/// [`ctx_run::refuse_unjudgeable`], said with where each judge check is
-/// written in the plan (`FILE:LINE:COL: task "ID": FIELD: a judge check`,
-/// one line each) and the engine flags that can run it.
-pub fn refuse_unjudgeable(
-    plan: &ctx_model::Plan,
-    engine: &dyn InferenceEngine,
-    plan_path: &Path,
-) -> Result<(), CliError> {
-    let Err(e) = ctx_run::refuse_unjudgeable(plan, engine) else {
-        return Ok(());
-    };
-    let ctx_run::RunError::Unjudgeable { engine, checks } = &e else {
-        return Err(CliError::usage(e));
-    };
-    let source = ctx_model::read_plan_source(plan_path).ok();
-    let locator = source
-        .as_ref()
-        .map(|s| ctx_model::FieldLocator::new(&s.text))
-        .unwrap_or_default();
-    let origin = source
-        .as_ref()
-        .map_or("<stored plan>", |s| s.origin.as_str());
-    let mut message = format!(
-        "the {engine} engine cannot run `judge` checks (they need a model): use --engine command or --engine openai"
-    );
-    for (task_id, field) in checks {
-        let at = locator
-            .locate(field)
-            .map(|(l, c)| format!("{origin}:{l}:{c}: "))
-            .unwrap_or_else(|| format!("{origin}: "));
-        let task = task_id
-            .as_ref()
-            .map(|t| format!("task {t:?}: "))
-            .unwrap_or_default();
-        message.push_str(&format!("\n{at}{task}{field}: a judge check"));
-    }
-    Err(CliError::usage(message))
 }
 
 /// The bounds on one task's engine call that `ctx run`, `ctx eval` and
@@ -422,10 +448,8 @@ impl TaskBoundArgs {
     pub(crate) fn resolve(&self) -> Result<TaskBounds, CliError> {
         Ok(TaskBounds {
             // `0` is no bound.
-            task_timeout: ctx_run::settings::task_timeout_from_secs(self.task_timeout)
-                .map_err(setting_error)?,
-            max_output_bytes: ctx_run::settings::max_output_bytes(self.max_output_bytes)
-                .map_err(setting_error)?,
+            task_timeout: ctx_run::settings::task_timeout_from_secs(self.task_timeout)?,
+            max_output_bytes: ctx_run::settings::max_output_bytes(self.max_output_bytes)?,
         })
     }
 }
@@ -452,58 +476,8 @@ impl PlanLimitArgs {
             max_check_attempts: self.max_check_attempts,
             ..Default::default()
         }
-        .apply(plan)
-        .map_err(setting_error)
-    }
-}
-
-/// A setting out of range, named by its flag (exit 2).
-fn setting_error(e: ctx_run::settings::SettingError) -> CliError {
-    use ctx_run::settings::Setting;
-    let flag = match e.setting() {
-        Setting::MaxPromptTokens => "--max-prompt-tokens",
-        Setting::MaxCheckAttempts => "--max-check-attempts",
-        Setting::MaxOutputBytes => "--max-output-bytes",
-        Setting::TaskTimeout => "--task-timeout",
-    };
-    CliError::usage(e.message(flag))
-}
-
-/// `--resume RUN` without a PLAN: the plan the run stored at its last
-/// session ([`ctx_run::stored_plan`]), shown as its path as then given.
-fn stored_plan(
-    root: &RunRoot,
-    run: &str,
-) -> Result<(ctx_model::Plan, PathBuf, Option<String>), CliError> {
-    let stored = ctx_run::stored_plan(root, run).map_err(|e| match e {
-        ctx_run::RunError::RedactedPlan { .. } => {
-            CliError::usage(format!("{e}: ctx run PLAN --resume {run}"))
-        }
-        e => run_error(e),
-    })?;
-    let shown = PathBuf::from(format!(
-        "{} (the plan stored in run {})",
-        stored.source.as_deref().unwrap_or("<plan>"),
-        stored.run_id
-    ));
-    Ok((stored.plan, shown, stored.source))
-}
-
-/// A run's error as the CLI reports it: a run that does not exist and a
-/// plan that is not a DAG are usage errors (2), a store that fails is 4.
-pub(crate) fn run_error(e: ctx_run::RunError) -> CliError {
-    use ctx_run::RunError;
-    match e {
-        RunError::Store(e @ ctx_store_sqlite::Error::AlreadyExists { .. }) => CliError::with(
-            Exit::Store,
-            format!("{e} (ctx run --resume DIR, or another --run-dir)"),
-        ),
-        RunError::Store(e) => runs::store_error(e),
-        RunError::Graph(e) | RunError::Exec(ExecError::Graph(e)) => CliError::usage(e),
-        e @ (RunError::Exec(ExecError::Store { .. })
-        | RunError::History(_)
-        | RunError::Blocking(_)) => CliError::with(Exit::Store, e),
-        e @ (RunError::RedactedPlan { .. } | RunError::Unjudgeable { .. }) => CliError::usage(e),
+        .apply(plan)?;
+        Ok(())
     }
 }
 
@@ -517,7 +491,7 @@ pub struct Output<'a> {
     pub format: Format,
 }
 
-pub(crate) use crate::runtime::{StopSignal, StopSignals};
+pub(crate) use crate::runtime::StopSignal;
 
 /// What [`execute`] returns: the executor's report and the signal that
 /// stopped the run, if one did.
@@ -544,7 +518,6 @@ where
     F: FnOnce(Cancel, Progress) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
-    let runtime = crate::runtime::runtime()?;
     let bar = progress_bar(total);
     if let Some(bar) = &bar {
         // Retry, pacing and streaming notices of the HTTP engine go to the
@@ -552,22 +525,20 @@ where
         engines::openai::attach_progress_bar(bar);
     }
     let stopped = Arc::new(std::sync::OnceLock::new());
-    let out = runtime.block_on(async {
-        // Before any task starts (see `StopSignals`).
-        let signals = StopSignals::install();
-        let seen = Arc::clone(&stopped);
+    let seen = Arc::clone(&stopped);
+    let shown = bar.clone();
+    let out = crate::runtime::until_stopped(|stop| {
         let cancel: Cancel = Box::pin(async move {
-            let _ = seen.set(signals.first().await);
+            let _ = seen.set(stop.await);
         });
         let mut in_flight = 0usize;
-        let shown = bar.clone();
         let progress: Progress = Box::new(move |event| {
             if let Some(bar) = &shown {
                 update_bar(bar, &mut in_flight, event);
             }
         });
-        work(cancel, progress).await
-    });
+        work(cancel, progress)
+    })?;
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }

@@ -10,64 +10,28 @@
 //! * A command cannot stop at `max_tokens`: under a budget its output is
 //!   cut there.
 
-use ctx_cost::{PriceBook, Usd};
+use ctx_cost::Usd;
 use ctx_deps::CostOptions;
 use ctx_model::Plan;
-use ctx_run::run_costs::{BudgetError, EngineCosts, cost_options};
+use ctx_run::run_costs::{BudgetError, RunPricing};
 
-use crate::engines::{EngineArgs, EngineKind, openai::DEFAULT_MAX_ATTEMPTS};
+use crate::engines::EngineArgs;
 use crate::exit::CliError;
 
-/// `--max-cost USD` read, and the `--max-tokens` it gives meaning to
-/// checked: the command engine uses `--max-tokens` only under a budget
-/// (ctx cuts each output there), and 0 is no bound at all.
+/// `--max-cost USD` read, and the engine flags it gives meaning to
+/// checked (the command engine uses `--max-tokens` only under a budget,
+/// and 0 is no bound at all).
 pub fn max_cost(text: Option<&str>, engine: &EngineArgs) -> Result<Option<Usd>, CliError> {
     let max_cost = text.map(ctx_cost::parse_max_cost).transpose()?;
-    if engine.kind() == EngineKind::Command
-        && engine.openai.max_tokens.is_some()
-        && max_cost.is_none()
-    {
-        return Err(CliError::usage(
-            "--max-tokens is used by the command engine only with --max-cost (ctx cuts each output there)",
-        ));
-    }
-    if engine.openai.max_tokens == Some(0) {
-        return Err(CliError::usage("--max-tokens must be at least 1"));
-    }
+    engine.check_budget(max_cost.is_some())?;
     Ok(max_cost)
 }
 
-/// What `engine`'s flags mean for costs.
-pub fn engine_costs(engine: &EngineArgs) -> EngineCosts {
-    let kind = engine.kind();
-    let o = &engine.openai;
-    let openai = kind == EngineKind::Openai;
-    EngineCosts {
-        free: kind == EngineKind::DryRun,
-        model: if openai { o.model.clone() } else { None },
-        max_tokens: o.max_tokens,
-        system: if openai { o.system.clone() } else { None },
-        attempts: if openai {
-            o.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS)
-        } else {
-            1
-        },
-        cuts_at_max_tokens: kind == EngineKind::Command,
-        sends_params: openai,
-    }
-}
-
-/// The executor's cost options for `plan` run on `engine`: prices always,
-/// and a budget with `max_cost`. Refuses (exit 2) a budget it cannot
-/// bound, saying which flag or field would bound it.
-pub fn options(
-    plan: &Plan,
-    engine: &EngineArgs,
-    book: PriceBook,
-    max_cost: Option<Usd>,
-) -> Result<CostOptions, CliError> {
-    let costs = engine_costs(engine);
-    cost_options(plan, &costs, book, max_cost).map_err(|e| {
+/// The executor's cost options for `plan` priced by `pricing`: prices
+/// always, and a budget with its `max_cost`. Refuses (exit 2) a budget it
+/// cannot bound, saying which flag or field would bound it.
+pub fn options(plan: &Plan, pricing: &RunPricing) -> Result<CostOptions, CliError> {
+    pricing.cost_options(plan).map_err(|e| {
         let hint = match &e {
             BudgetError::NoMaxTokens(_) => {
                 "; set params.max_tokens or pass --max-tokens N".to_string()
@@ -78,7 +42,7 @@ pub fn options(
             }
             BudgetError::NoModel(_) => format!(
                 "; give params.model{}",
-                if costs.model.is_none() {
+                if pricing.engine.model.is_none() {
                     ""
                 } else {
                     " or --model"

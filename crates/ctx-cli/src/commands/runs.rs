@@ -19,7 +19,7 @@
 
 use std::path::PathBuf;
 
-use ctx_deps::{RunHistory, StoreError};
+use ctx_deps::RunHistory;
 use ctx_run::list::{RowFacts, RunList, RunRow};
 use ctx_run::show::{RunShow, StoreFacts, TaskShow};
 use ctx_store_sqlite::{RunRoot, RunSummary, RunView};
@@ -29,6 +29,7 @@ use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
 
 pub mod report;
+mod shared;
 
 /// The `ctx runs` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -63,7 +64,9 @@ pub struct RootArg {
 impl RootArg {
     /// The postgres:// URL when the runs are in a shared store.
     fn shared(&self) -> Result<Option<String>, CliError> {
-        super::worker::shared_store_url(self.store.as_deref())
+        Ok(ctx_run::settings::shared_url(self.store.as_deref(), |k| {
+            std::env::var(k).ok()
+        })?)
     }
 }
 
@@ -139,29 +142,27 @@ pub fn run(cmd: RunsCommand) -> CliResult {
     match &cmd {
         RunsCommand::List(a) => {
             if let Some(url) = a.root.shared()? {
-                return super::worker::runs_list(&url, a.format);
+                return shared::list(&url, a.format);
             }
         }
         RunsCommand::Show(a) => {
             if let Some(url) = a.root.shared()? {
-                return super::worker::runs_show(&url, &a.run, a.task.as_deref(), a.format);
+                return shared::show(&url, &a.run, a.task.as_deref(), a.format);
             }
         }
         RunsCommand::Export(a) => {
             if let Some(url) = a.root.shared()? {
-                let view = super::worker::open_view(&url, &a.run)?;
-                return export_from(&view, a.format);
+                return shared::export(&url, &a.run, a.format);
             }
         }
         RunsCommand::Gc(a) => {
             if let Some(url) = a.root.shared()? {
-                return super::worker::runs_gc(&url, a.keep, a.force);
+                return shared::gc(&url, a.keep, a.force);
             }
         }
         RunsCommand::Report(a) => {
             if let Some(url) = a.root.shared()? {
-                let view = super::worker::open_view(&url, &a.run)?;
-                return report::render(&view, a.output.as_deref());
+                return shared::report(&url, &a.run, a.output.as_deref());
             }
         }
     }
@@ -174,24 +175,9 @@ pub fn run(cmd: RunsCommand) -> CliResult {
     }
 }
 
-/// Maps a store error onto an exit code: naming a run that does not exist
-/// is a usage error (2), anything else a store error (4).
-pub fn store_error(e: ctx_store_sqlite::Error) -> CliError {
-    if e.is_not_found() {
-        CliError::usage(e)
-    } else {
-        CliError::with(Exit::Store, e)
-    }
-}
-
-/// A read of a stored run that failed after it was opened: exit 4.
-pub(crate) fn read_error(e: StoreError) -> CliError {
-    CliError::with(Exit::Store, e)
-}
-
 fn list(a: ListArgs) -> CliResult {
     let root = RunRoot::new(&a.root.root);
-    let (runs, bad) = root.list().map_err(store_error)?;
+    let (runs, bad) = root.list()?;
     for b in &bad {
         eprintln!("warning: {}", printable_lines(&b.error.to_string()));
     }
@@ -231,15 +217,15 @@ pub(crate) fn print_list(list: &RunList, format: Format) -> Result<(), CliError>
 }
 
 fn open(root: &RootArg, run: &str) -> Result<RunView, CliError> {
-    RunRoot::new(&root.root).open(run).map_err(store_error)
+    Ok(RunRoot::new(&root.root).open(run)?)
 }
 
 fn show(a: ShowArgs) -> CliResult {
     let view = open(&a.root, &a.run)?;
     let facts = StoreFacts::Local {
         dir: view.dir().display().to_string(),
-        created_at: view.created_at().map_err(store_error)?,
-        sessions: view.sessions().map_err(store_error)?,
+        created_at: view.created_at()?,
+        sessions: view.sessions()?,
     };
     print_show(&view, facts, a.task.as_deref(), a.format)
 }
@@ -258,10 +244,10 @@ pub(crate) fn print_show(
                 StoreFacts::Local { .. } => None,
                 StoreFacts::Shared { claims, .. } => Some(claims.get(task).copied().unwrap_or(0)),
             };
-            let Some(show) = TaskShow::read(view, task, claims).map_err(read_error)? else {
+            let Some(show) = TaskShow::read(view, task, claims)? else {
                 return Err(CliError::usage(format!(
                     "run {}: no task `{}` (not in its plan and no stored result)",
-                    view.header().map_err(read_error)?.run_id,
+                    view.header()?.run_id,
                     printable(task)
                 )));
             };
@@ -271,7 +257,7 @@ pub(crate) fn print_show(
             }
         }
         None => {
-            let show = RunShow::read(view, facts).map_err(read_error)?;
+            let show = RunShow::read(view, facts)?;
             match format {
                 Format::Json => json_text(&show.json())?,
                 Format::Text => show.text(),
@@ -293,7 +279,7 @@ fn export_from(view: &dyn RunHistory, format: ExportFormat) -> CliResult {
         ctx_run::export::read_run(view, ctx_run::export::now()).map_err(report::export_error)?;
     let text = match format {
         ExportFormat::Json => {
-            let spent = ctx_run::spent(view).map_err(read_error)?;
+            let spent = ctx_run::spent(view)?;
             ctx_run::export::export_json(&run, spent)
                 .map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))?
         }
@@ -305,7 +291,7 @@ fn export_from(view: &dyn RunHistory, format: ExportFormat) -> CliResult {
 
 fn gc(a: GcArgs) -> CliResult {
     let root = RunRoot::new(&a.root.root);
-    let report = root.gc(a.keep, a.force).map_err(store_error)?;
+    let report = root.gc(a.keep, a.force)?;
     let mut out = String::new();
     for id in &report.removed {
         out.push_str(&format!("removed {id}\n"));

@@ -12,16 +12,21 @@
 //! engine shares (`--task-timeout`, `--max-output-bytes`) are `ctx run`'s,
 //! enforced by the executor, not an engine's.
 
+mod command;
+mod dry_run;
 pub mod openai;
 
 use std::sync::Arc;
 
-use ctx_deps::{DryRunEngine, InferenceEngine};
-use ctx_engine_command::CommandEngine;
+use ctx_deps::InferenceEngine;
+use ctx_run::run_costs::EngineCosts;
 
 use crate::exit::CliError;
 
-/// The engines `--engine` accepts.
+/// The engines `--engine` accepts. Adding one is this enum's variant, the
+/// arms of [`EngineKind`]'s and [`EngineArgs`]'s dispatch below, and the
+/// engine's own module (its flags, listing, checks, build and costs): two
+/// files of the CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum EngineKind {
     /// No model is called; each output is `[dry-run] output of task {id}`.
@@ -30,6 +35,53 @@ pub enum EngineKind {
     Command,
     /// An OpenAI-compatible HTTP server.
     Openai,
+}
+
+impl EngineKind {
+    /// Every engine, in the order `ctx engines` lists them.
+    pub const ALL: [EngineKind; 3] = [EngineKind::DryRun, EngineKind::Command, EngineKind::Openai];
+
+    /// What `ctx engines` says of it.
+    pub fn listing(self) -> Engine {
+        match self {
+            EngineKind::DryRun => dry_run::listing(),
+            EngineKind::Command => command::listing(),
+            EngineKind::Openai => openai::listing(),
+        }
+    }
+}
+
+/// A flag or variable an engine reads (or sets), for `ctx engines`.
+pub struct Setting {
+    /// `--flag VALUE` or the variable's name.
+    pub name: &'static str,
+    /// Its default, when it has one.
+    pub default: Option<String>,
+    /// What it does.
+    pub meaning: &'static str,
+}
+
+/// An engine as `ctx engines` lists it.
+pub struct Engine {
+    /// Its `--engine` name.
+    pub name: &'static str,
+    /// Whether it is the default.
+    pub default: bool,
+    /// What it does.
+    pub description: &'static str,
+    /// The flags it reads.
+    pub flags: Vec<Setting>,
+    /// The variables it reads or sets.
+    pub environment: Vec<Setting>,
+}
+
+/// A [`Setting`].
+pub fn setting(name: &'static str, default: Option<String>, meaning: &'static str) -> Setting {
+    Setting {
+        name,
+        default,
+        meaning,
+    }
 }
 
 /// Engine flags, flattened into `ctx run`.
@@ -60,32 +112,16 @@ impl EngineArgs {
             (None, None) => EngineKind::DryRun,
         }
     }
-}
 
-/// Builds the selected engine, or explains which flag is missing or out of
-/// place (exit 2).
-pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
-    args.check()?;
-    match args.kind() {
-        EngineKind::DryRun => Ok(Arc::new(DryRunEngine)),
-        EngineKind::Command => Ok(Arc::new(CommandEngine::new(
-            args.command.as_deref().unwrap_or_default(),
-        ))),
-        EngineKind::Openai => openai::build(&args.openai),
-    }
-}
-
-impl EngineArgs {
     /// Refuses (exit 2) a flag the selected engine does not use, or one it
     /// needs and lacks: what `ctx run` refuses before building the engine,
     /// and `ctx plan cost`, which takes the same flags, refuses too.
     pub fn check(&self) -> Result<(), CliError> {
-        let args = self;
-        let kind = args.kind();
+        let kind = self.kind();
         if kind != EngineKind::Openai {
             // The command engine takes `--max-tokens` too: under `ctx run
-            // --max-cost` ctx cuts its output there (run.rs checks the pair).
-            let given: Vec<&str> = args
+            // --max-cost` ctx cuts its output there (`check_budget`).
+            let given: Vec<&str> = self
                 .openai
                 .given()
                 .into_iter()
@@ -100,30 +136,42 @@ impl EngineArgs {
             }
         }
         match kind {
-            EngineKind::DryRun => {
-                if args.command.is_some() {
-                    return Err(CliError::usage(
-                        "--command is only used by --engine command (the dry-run engine runs nothing)",
-                    ));
-                }
-                Ok(())
-            }
-            EngineKind::Command => {
-                if args.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
-                    return Err(CliError::usage(
-                        "--engine command needs --command 'CMD' (for example --command 'ollama run llama3.2')",
-                    ));
-                }
-                Ok(())
-            }
-            EngineKind::Openai => {
-                if args.command.is_some() {
-                    return Err(CliError::usage(
-                        "--command is only used by --engine command",
-                    ));
-                }
-                Ok(())
-            }
+            EngineKind::DryRun => dry_run::check(self),
+            EngineKind::Command => command::check(self),
+            EngineKind::Openai => openai::check(self),
         }
+    }
+
+    /// Refuses (exit 2) an engine flag that means something only under a
+    /// budget (`budget`: `--max-cost` was given), or a bound of 0.
+    pub fn check_budget(&self, budget: bool) -> Result<(), CliError> {
+        if self.kind() == EngineKind::Command {
+            command::check_budget(self, budget)?;
+        }
+        if self.openai.max_tokens == Some(0) {
+            return Err(CliError::usage("--max-tokens must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// What the selected engine and its flags mean for costs (what
+    /// `ctx plan cost` estimates and `ctx run` charges with).
+    pub fn costs(&self) -> EngineCosts {
+        match self.kind() {
+            EngineKind::DryRun => dry_run::costs(),
+            EngineKind::Command => command::costs(self),
+            EngineKind::Openai => openai::costs(&self.openai),
+        }
+    }
+}
+
+/// Builds the selected engine, or explains which flag is missing or out of
+/// place (exit 2).
+pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
+    args.check()?;
+    match args.kind() {
+        EngineKind::DryRun => Ok(dry_run::build()),
+        EngineKind::Command => Ok(command::build(args)),
+        EngineKind::Openai => openai::build(&args.openai),
     }
 }

@@ -28,6 +28,7 @@ use ctx_engine_openai::{
     OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy, Setting, StructuredOutput,
 };
 
+use super::{Engine, EngineArgs, setting};
 use crate::exit::CliError;
 
 /// The `--help` section of these flags.
@@ -179,6 +180,125 @@ impl OpenAiArgs {
     }
 }
 
+/// Refuses `--command`, which only the command engine uses.
+pub fn check(args: &EngineArgs) -> Result<(), CliError> {
+    if args.command.is_some() {
+        return Err(CliError::usage(
+            "--command is only used by --engine command",
+        ));
+    }
+    Ok(())
+}
+
+/// The flags' meaning for costs: `--model`, `--max-tokens` and `--system`
+/// for tasks whose params set none, `--max-attempts` requests per call
+/// (each retry may be billed), and each task's params sent with
+/// `params.extra` passed through.
+pub fn costs(args: &OpenAiArgs) -> ctx_run::run_costs::EngineCosts {
+    ctx_run::run_costs::EngineCosts {
+        free: false,
+        model: args.model.clone(),
+        max_tokens: args.max_tokens,
+        system: args.system.clone(),
+        attempts: args.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+        cuts_at_max_tokens: false,
+        sends_params: true,
+        priced_on_request: false,
+    }
+}
+
+/// What `ctx engines` says of it: built from the constants the engine
+/// uses, so it cannot drift from them.
+pub fn listing() -> Engine {
+    Engine {
+        name: "openai",
+        default: false,
+        description: "OpenAI-compatible chat completions over HTTP: OpenAI, Ollama, vLLM, \
+                      llama.cpp's server, LM Studio, the LiteLLM proxy. Task params (model, \
+                      temperature, max_tokens, top_p, stop, seed, system) win over the flags; \
+                      other params are sent as they are.",
+        flags: flags(),
+        environment: vec![
+            setting(BASE_URL_ENV, None, "base URL when --base-url is not given"),
+            setting(
+                DEFAULT_API_KEY_ENV,
+                None,
+                "API key unless --api-key-env names another; unset suits local servers",
+            ),
+        ],
+    }
+}
+
+/// The flags `ctx engines` lists, with their defaults.
+fn flags() -> Vec<super::Setting> {
+    let s = |v: &str| Some(v.to_string());
+    let secs = |v: f64| Some(format!("{v}"));
+    vec![
+        setting(
+            "--base-url URL",
+            s(&format!("${BASE_URL_ENV}, else {DEFAULT_BASE_URL}")),
+            "API root, before /chat/completions",
+        ),
+        setting(
+            "--api-key-env VAR",
+            s(DEFAULT_API_KEY_ENV),
+            "variable holding the API key (a named variable must be set)",
+        ),
+        setting(
+            "--model NAME",
+            None,
+            "model for tasks whose params name none (else the task fails)",
+        ),
+        setting("--temperature T", None, "sampling temperature"),
+        setting("--max-tokens N", None, "cap on generated tokens"),
+        setting("--top-p P", None, "nucleus sampling"),
+        setting("--stop SEQ", None, "stop sequence, repeatable"),
+        setting("--seed N", None, "sampling seed"),
+        setting("--system TEXT", None, "system message before each prompt"),
+        setting("--stream", s("off"), "stream answers as server-sent events"),
+        setting(
+            "--request-timeout SECS",
+            secs(DEFAULT_REQUEST_TIMEOUT),
+            "one attempt (with --stream: until the answer starts)",
+        ),
+        setting(
+            "--idle-timeout SECS",
+            secs(DEFAULT_IDLE_TIMEOUT),
+            "with --stream: longest silence inside a stream",
+        ),
+        setting(
+            "--connect-timeout SECS",
+            secs(DEFAULT_CONNECT_TIMEOUT),
+            "opening a connection",
+        ),
+        setting(
+            "--max-attempts N",
+            s(&DEFAULT_MAX_ATTEMPTS.to_string()),
+            "attempts per task, the first included",
+        ),
+        setting(
+            "--retry-initial-ms MS",
+            s(&DEFAULT_RETRY_INITIAL_MS.to_string()),
+            "backoff cap before the first retry (doubles, full jitter)",
+        ),
+        setting(
+            "--retry-max-ms MS",
+            s(&DEFAULT_RETRY_MAX_MS.to_string()),
+            "backoff cap's ceiling",
+        ),
+        setting(
+            "--rpm N",
+            s("unlimited"),
+            "requests per minute, paced before sending",
+        ),
+        setting(
+            "--tpm N",
+            s("unlimited"),
+            "tokens (prompt + max_tokens) per minute, paced before sending",
+        ),
+    ]
+}
+
 /// Builds the engine from flags and the process environment (exit 2 on a
 /// bad value, naming the flag or variable).
 pub fn build(args: &OpenAiArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
@@ -220,6 +340,29 @@ fn config_error(e: &ConfigError, args: &OpenAiArgs) -> String {
     }
 }
 
+/// The API key: the variable `--api-key-env` names (which must be set),
+/// else `OPENAI_API_KEY` when it is set.
+fn api_key(
+    args: &OpenAiArgs,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<ApiKey>, CliError> {
+    let Some(var) = &args.api_key_env else {
+        return Ok(env(DEFAULT_API_KEY_ENV).and_then(ApiKey::new));
+    };
+    let var = var.trim();
+    if var.is_empty() || var.contains('=') || var.contains('\0') {
+        return Err(CliError::usage(format!(
+            "--api-key-env `{var}`: not an environment variable name"
+        )));
+    }
+    match env(var).and_then(ApiKey::new) {
+        Some(key) => Ok(Some(key)),
+        None => Err(CliError::usage(format!(
+            "--api-key-env {var}: the variable is not set (or empty)"
+        ))),
+    }
+}
+
 /// The configuration `args` and the environment (read through `env`)
 /// describe.
 pub fn config_from(
@@ -231,25 +374,7 @@ pub fn config_from(
         .clone()
         .or_else(|| env(BASE_URL_ENV).filter(|v| !v.trim().is_empty()))
         .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
-    let api_key = match &args.api_key_env {
-        Some(var) => {
-            let var = var.trim();
-            if var.is_empty() || var.contains('=') || var.contains('\0') {
-                return Err(CliError::usage(format!(
-                    "--api-key-env `{var}`: not an environment variable name"
-                )));
-            }
-            match env(var).and_then(ApiKey::new) {
-                Some(key) => Some(key),
-                None => {
-                    return Err(CliError::usage(format!(
-                        "--api-key-env {var}: the variable is not set (or empty)"
-                    )));
-                }
-            }
-        }
-        None => env(DEFAULT_API_KEY_ENV).and_then(ApiKey::new),
-    };
+    let api_key = api_key(args, &env)?;
     // Seconds become a `Duration` here (a negative or non-finite number
     // cannot be one); zero, `--max-attempts 0`, `--rpm 0`, a maximum
     // backoff below the initial one, an empty model and a NaN temperature

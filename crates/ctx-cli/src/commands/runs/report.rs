@@ -12,7 +12,7 @@ use ctx_deps::RunHistory;
 use ctx_report::{RunStatus, render_html};
 use ctx_run::export::{ExportError, now, read_run};
 
-use super::{RootArg, open, read_error};
+use super::{RootArg, open};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{print_stdout, write_atomic};
 
@@ -34,7 +34,7 @@ pub struct ReportArgs {
 /// read that fails once the store is open.
 pub(super) fn export_error(e: ExportError) -> CliError {
     match e {
-        ExportError::Read(e) => read_error(e),
+        ExportError::Read(e) => e.into(),
         e @ ExportError::Time { .. } => CliError::with(Exit::Store, e),
     }
 }

@@ -1,0 +1,308 @@
+//! One run on the shared store, as one library session: what `ctx run
+//! PLAN --store postgres://…` computes, shaped like `ctx_run::RunSession`
+//! for a local run. [`SharedSession::start`] opens the store, registers the
+//! plan (or resumes a run by the local rules), and
+//! [`SharedSession::execute_with`] works on it here as one worker, or only
+//! follows it while other workers finish it; the outcome's report reads
+//! like a local run's, every task priced as a local run prices it.
+//!
+//! The session knows no terminal, flag or exit code: claims and progress
+//! go to the caller's [`SharedEvent`] callback, and errors are
+//! [`SharedError`]s.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ctx_deps::{ExecutorOptions, InferenceEngine, RunReport};
+use ctx_model::Plan;
+use ctx_run::run_costs::RunPricing;
+use ctx_store::{ResumePlan, StatusCounts};
+use ctx_store_postgres::PgStore;
+use ctx_store_sqlite::RunRoot;
+
+use crate::runs::open;
+use crate::shared::{SharedError, report, start};
+use crate::{DEFAULT_LEASE, DEFAULT_POLL, Worker, WorkerEvent};
+
+/// Everything a shared run needs besides the plan and the engine.
+#[derive(Debug, Clone)]
+pub struct SharedSettings {
+    /// The store's postgres:// URL (the PG* variables fill what it leaves
+    /// out).
+    pub url: String,
+    /// Resume this run instead of registering a new one.
+    pub resume: Option<String>,
+    /// Work on the run here, as one worker; `false`: only follow it
+    /// (`ctx run --no-local`).
+    pub work_here: bool,
+    /// Concurrency and the task bounds of the local worker. Its `cost` is
+    /// not used: `pricing` prices each task.
+    pub executor: ExecutorOptions,
+    /// What each task's `cost_usd` is priced by (no budget: a budget's
+    /// ledger lives in one process).
+    pub pricing: RunPricing,
+    /// Where the plan came from (the path as given), recorded for `ctx
+    /// runs list`.
+    pub plan_source: Option<String>,
+    /// Answer identical requests from the input-hash cache under this
+    /// root (this machine's, as for a local run).
+    pub cache: Option<RunRoot>,
+    /// The `--out` directory, created when the run starts (after the plan
+    /// is found runnable, before the store is opened), as a local run's.
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// What a caller hears while a shared run is worked on or followed.
+#[derive(Debug)]
+pub enum SharedEvent<'a> {
+    /// What became of one of the local worker's claims.
+    Claim(WorkerEvent<'a>),
+    /// The run's counts changed (following only): told once per change.
+    Progress {
+        /// The run's tasks per status.
+        counts: StatusCounts,
+        /// The run's task count.
+        tasks: usize,
+    },
+}
+
+/// What a shared session produced.
+#[derive(Debug)]
+pub struct SharedOutcome<S> {
+    /// Every task's latest result, read back from the store, in the shape
+    /// a local run reports.
+    pub report: RunReport,
+    /// What stopped it, when the caller's stop future did.
+    pub stopped: Option<S>,
+    /// Statements this process sent (registration, claims, reads,
+    /// commits, or the follower's polls).
+    pub round_trips: u64,
+}
+
+/// A shared run that is registered (or resumed) and not yet worked on.
+pub struct SharedSession {
+    store: PgStore,
+    run_id: String,
+    resumed: Option<ResumePlan>,
+    engine: Arc<dyn InferenceEngine>,
+    settings: SharedSettings,
+}
+
+impl std::fmt::Debug for SharedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSession")
+            .field("store", &self.store.display_url())
+            .field("run_id", &self.run_id)
+            .field("resumed", &self.resumed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedSession {
+    /// Refuses a plan the engine cannot judge (as a local run does),
+    /// opens the store, and registers `plan` or reopens the run to resume
+    /// under it. The plan is stored redacted, as in run directories:
+    /// workers run exactly what is stored. `plan` is the plan as it will
+    /// run (overrides applied).
+    pub async fn start(
+        plan: Plan,
+        engine: Arc<dyn InferenceEngine>,
+        settings: SharedSettings,
+    ) -> Result<SharedSession, SharedError> {
+        ctx_run::refuse_unjudgeable(&plan, engine.as_ref())?;
+        if let Some(dir) = &settings.out {
+            ctx_run::out_dir::prepare(dir).map_err(ctx_run::RunError::Out)?;
+        }
+        let label = engine.label();
+        let url = settings.url.clone();
+        let store = tokio::task::spawn_blocking(move || open(&url))
+            .await??
+            .with_engine(&label);
+        let engine = match &settings.cache {
+            Some(root) => with_local_cache(engine, root)?,
+            None => engine,
+        };
+        let plan = ctx_store_sqlite::redact_plan(&plan);
+        let started = start(
+            &store,
+            &plan,
+            settings.plan_source.as_deref(),
+            &label,
+            settings.resume.as_deref(),
+        )
+        .await?;
+        Ok(SharedSession {
+            store,
+            run_id: started.run_id,
+            resumed: started.resumed,
+            engine,
+            settings,
+        })
+    }
+
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The store's URL without its password.
+    pub fn display_url(&self) -> &str {
+        self.store.display_url()
+    }
+
+    /// The resume decisions, when this session resumes a run.
+    pub fn resumed(&self) -> Option<&ResumePlan> {
+        self.resumed.as_ref()
+    }
+
+    /// Works on the run here (or only follows it) until every task is
+    /// terminal or `stop` resolves, telling `on_event` what happens; then
+    /// reads the run's report back from the store. Fails only when the
+    /// store does.
+    pub async fn execute_with<F, S, E>(
+        self,
+        stop: F,
+        mut on_event: E,
+    ) -> Result<SharedOutcome<S>, SharedError>
+    where
+        F: std::future::Future<Output = S>,
+        E: FnMut(SharedEvent<'_>),
+    {
+        let stopped = if self.settings.work_here {
+            self.worker()
+                .run(stop, |e| on_event(SharedEvent::Claim(e)))
+                .await?
+                .stopped
+        } else {
+            follow(&self.store, &self.run_id, stop, |counts, tasks| {
+                on_event(SharedEvent::Progress { counts, tasks })
+            })
+            .await?
+        };
+        let rows = self.store.tasks(&self.run_id).await?;
+        let reused = self.resumed.map(|r| r.reuse).unwrap_or_default();
+        Ok(SharedOutcome {
+            report: report(&rows, reused, stopped.is_some()),
+            stopped,
+            round_trips: self.store.round_trips(),
+        })
+    }
+
+    /// The one worker of `ctx run --store`: this run only, until it is
+    /// idle, with the run's concurrency.
+    fn worker(&self) -> Worker {
+        let options = &self.settings.executor;
+        Worker {
+            store: self.store.clone(),
+            engine: Arc::clone(&self.engine),
+            options: options.clone(),
+            pricing: self.settings.pricing.clone(),
+            run: Some(self.run_id.clone()),
+            worker: worker_id(),
+            concurrency: options.concurrency,
+            lease: DEFAULT_LEASE,
+            until_idle: true,
+            // The run was registered by this session: it is open.
+            first_run_wait: Duration::ZERO,
+            poll: DEFAULT_POLL,
+        }
+    }
+}
+
+/// How often a follower reads the run's counts.
+const FOLLOW_POLL: Duration = Duration::from_millis(250);
+
+/// Tells `on_change` the run's counts whenever they change, until it is
+/// closed (or removed) or `stop` resolves, whose output is returned.
+async fn follow<F, S>(
+    store: &PgStore,
+    run_id: &str,
+    stop: F,
+    mut on_change: impl FnMut(StatusCounts, usize),
+) -> Result<Option<S>, SharedError>
+where
+    F: std::future::Future<Output = S>,
+{
+    tokio::pin!(stop);
+    let mut last = None;
+    loop {
+        let Some(info) = store.runs(Some(run_id)).await?.into_iter().next() else {
+            return Ok(None);
+        };
+        // What a follower shows: a change of pending alone is none.
+        let c = info.counts;
+        let now = (c.completed, c.failed, c.skipped, c.in_progress);
+        if last != Some(now) {
+            on_change(c, info.task_count);
+            last = Some(now);
+        }
+        if !info.open {
+            return Ok(None);
+        }
+        tokio::select! {
+            s = &mut stop => return Ok(Some(s)),
+            () = tokio::time::sleep(FOLLOW_POLL) => {}
+        }
+    }
+}
+
+/// A worker's id: host, process, and a random suffix, so two workers on
+/// one host (or a restarted one) are told apart in the claims.
+pub fn worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "host".into());
+    let mut b = [0u8; 2];
+    let _ = getrandom::fill(&mut b);
+    format!(
+        "{host}-{}-{:04x}",
+        std::process::id(),
+        u16::from_be_bytes(b)
+    )
+}
+
+/// `engine` answering identical requests from the input-hash cache under
+/// `root` (`ctx run --cache`'s, this machine's): a worker's cache is its
+/// own, as its rate limits are.
+pub fn with_local_cache(
+    engine: Arc<dyn InferenceEngine>,
+    root: &RunRoot,
+) -> Result<Arc<dyn InferenceEngine>, ctx_store_sqlite::Error> {
+    let cache = root.cache()?;
+    let identity = engine.cache_identity();
+    Ok(Arc::new(ctx_store_sqlite::CachingEngine::new(
+        engine,
+        Arc::new(cache),
+        identity,
+        None,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two workers on one host are told apart: host, process, a random
+    /// suffix of four hex digits.
+    #[test]
+    fn a_worker_id_names_host_process_and_a_random_suffix() {
+        let id = worker_id();
+        let (rest, suffix) = id.rsplit_once('-').unwrap();
+        assert_eq!(suffix.len(), 4);
+        assert!(suffix.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+        assert!(rest.ends_with(&format!("-{}", std::process::id())), "{id}");
+    }
+
+    /// The cached engine answers under the engine's own label (what a
+    /// resume compares) and keeps the cache index under the root.
+    #[test]
+    fn a_local_cache_wraps_the_engine_under_the_root() {
+        let dir = std::env::temp_dir().join(format!("ctx-worker-cache-{}", std::process::id()));
+        let root = RunRoot::new(&dir);
+        let engine: Arc<dyn InferenceEngine> = Arc::new(ctx_deps::DryRunEngine);
+        let cached = with_local_cache(Arc::clone(&engine), &root).unwrap();
+        assert_eq!(cached.label(), engine.label());
+        assert!(dir.join("cache.sqlite").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
