@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use ctx_engine::{InferenceEngine, InferenceRequest};
-use ctx_store::ExecutionStore;
 use ctx_model::{Params, Plan, TaskExecutionResult, TaskStatus};
+use ctx_store::ExecutionStore;
 use ctx_store_sqlite::{CachingEngine, NewRun, RunRoot, SqliteStore};
 
 fn main() {

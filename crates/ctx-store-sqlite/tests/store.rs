@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use ctx_store::{ExecutionStore, MemoryStore};
 use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus, TokenUsage};
+use ctx_store::{ExecutionStore, MemoryStore};
 use ctx_store_sqlite::{
     Error, NewRun, RUN_MIGRATIONS, RunRoot, RunState, RunView, STORE_FILE, SessionEnd, SqliteStore,
     migrate, sha256_hex,
