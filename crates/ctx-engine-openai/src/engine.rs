@@ -2,12 +2,12 @@
 //! the retry policy allows.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use ctx_engine::{
-    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, output_too_large,
+    BoxFuture, EngineError, EngineEvent, InferenceEngine, InferenceRequest, InferenceResponse,
+    Observer, output_too_large,
 };
 use ctx_model::{Attempt, CallOutcome, Params};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
@@ -34,54 +34,6 @@ fn body_cap(max_output: usize) -> usize {
         .saturating_add(max_output / 4)
         .saturating_add(MIN_BODY)
 }
-
-/// Something the engine did that a person watching the run may want to
-/// see. The CLI shows retries on its progress line.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum EngineEvent {
-    /// Attempt `failed_attempt` failed; attempt `failed_attempt + 1` of
-    /// `max_attempts` follows after `delay`.
-    Retrying {
-        /// The task.
-        task_id: String,
-        /// The attempt that failed (1 for the first).
-        failed_attempt: u32,
-        /// `--max-attempts`.
-        max_attempts: u32,
-        /// The wait before the next attempt.
-        delay: Duration,
-        /// The failure's short class (`http_429`, `timeout`, `connect` ...).
-        outcome: CallOutcome,
-    },
-    /// Pacing (`--rpm`/`--tpm`) holds the request back for `wait`.
-    Paced {
-        /// The task.
-        task_id: String,
-        /// How long the request waits before it is sent.
-        wait: Duration,
-    },
-    /// The server rejected `response_format`: this and every later request
-    /// of the run go without it, the prompt alone asking for the JSON
-    /// (sent once per run).
-    StructuredOutputRejected {
-        /// The task whose request was rejected.
-        task_id: String,
-        /// The server's error.
-        message: String,
-    },
-    /// Streaming: `chars` characters of output received so far.
-    Streaming {
-        /// The task.
-        task_id: String,
-        /// Characters received so far in this attempt.
-        chars: usize,
-    },
-}
-
-/// A callback for [`EngineEvent`]s. It runs on the engine's task: keep it
-/// quick (update a progress bar, send on a channel).
-pub type Observer = Arc<dyn Fn(&EngineEvent) + Send + Sync>;
 
 /// The OpenAI-compatible chat-completions engine (`--engine openai`).
 ///

@@ -81,4 +81,5 @@ pub use config::{
     DEFAULT_MAX_BACKOFF, DEFAULT_REQUEST_TIMEOUT, OpenAiConfig, RequestDefaults, RetryPolicy,
     Setting, StructuredOutput,
 };
-pub use engine::{EngineEvent, Observer, OpenAiEngine};
+pub use ctx_engine::{EngineEvent, Observer};
+pub use engine::OpenAiEngine;

@@ -216,3 +216,53 @@ pub trait InferenceEngine: Send + Sync {
         request: &'a InferenceRequest,
     ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>>;
 }
+
+/// Something an engine did that a person watching the run may want to
+/// see: the engine seam's progress events, which any engine may send to
+/// the [`Observer`] its caller gives it (the OpenAI-compatible engine
+/// sends all four). The CLI shows them on its progress line.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum EngineEvent {
+    /// Attempt `failed_attempt` failed; attempt `failed_attempt + 1` of
+    /// `max_attempts` follows after `delay`.
+    Retrying {
+        /// The task.
+        task_id: String,
+        /// The attempt that failed (1 for the first).
+        failed_attempt: u32,
+        /// `--max-attempts`.
+        max_attempts: u32,
+        /// The wait before the next attempt.
+        delay: std::time::Duration,
+        /// The failure's short class (`http_429`, `timeout`, `connect` ...).
+        outcome: ctx_model::CallOutcome,
+    },
+    /// Pacing (`--rpm`/`--tpm`) holds the request back for `wait`.
+    Paced {
+        /// The task.
+        task_id: String,
+        /// How long the request waits before it is sent.
+        wait: std::time::Duration,
+    },
+    /// The server rejected `response_format`: this and every later request
+    /// of the run go without it, the prompt alone asking for the JSON
+    /// (sent once per run).
+    StructuredOutputRejected {
+        /// The task whose request was rejected.
+        task_id: String,
+        /// The server's error.
+        message: String,
+    },
+    /// Streaming: `chars` characters of output received so far.
+    Streaming {
+        /// The task.
+        task_id: String,
+        /// Characters received so far in this attempt.
+        chars: usize,
+    },
+}
+
+/// A callback for [`EngineEvent`]s. It runs on the engine's task: keep it
+/// quick (update a progress bar, send on a channel).
+pub type Observer = std::sync::Arc<dyn Fn(&EngineEvent) + Send + Sync>;

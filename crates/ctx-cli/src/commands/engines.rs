@@ -217,6 +217,8 @@ mod tests {
             .iter()
             .map(|e| e["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["dry-run", "command", "openai"]);
+        let listed: Vec<&str> = EngineKind::ALL.iter().map(|k| k.listing().name).collect();
+        assert_eq!(names, listed);
+        assert_eq!(&names[..3], ["dry-run", "command", "openai"]);
     }
 }

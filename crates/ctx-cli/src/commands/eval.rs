@@ -119,7 +119,8 @@ pub fn run(args: Args) -> CliResult {
     args.limits.apply(&mut plan)?;
     let bounds = args.bounds.resolve()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
-    let engine = engines::build(&args.engine)?;
+    let notices = engines::Notices::default();
+    let engine = engines::build(&args.engine, &notices)?;
     ctx_run::refuse_unjudgeable(&plan, engine.as_ref())
         .map_err(|e| CliError::run(e, &args.plan))?;
     let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;
@@ -159,7 +160,7 @@ pub fn run(args: Args) -> CliResult {
             );
         }
     }
-    let (outcome, signal) = super::run::drive(session.tasks(), |cancel, progress| {
+    let (outcome, signal) = super::run::drive(session.tasks(), &notices, |cancel, progress| {
         session.execute(cancel, progress)
     })?;
     match outcome.map_err(|e| CliError::eval(e, &args.plan))? {

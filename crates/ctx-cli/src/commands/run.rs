@@ -246,7 +246,8 @@ pub fn run(args: Args) -> CliResult {
     args.overrides().apply(&mut loaded.plan)?;
     let options = args.executor()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
-    let engine = engines::build(&args.engine)?;
+    let notices = engines::Notices::default();
+    let engine = engines::build(&args.engine, &notices)?;
     let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;
     if let (Some(run), true) = (&args.resume, args.dry_run) {
         return resume_listing(&store, run, &loaded, engine.as_ref());
@@ -269,7 +270,7 @@ pub fn run(args: Args) -> CliResult {
                 plan_source: loaded.source,
                 out: args.out.clone(),
             };
-            run_local(loaded.plan, engine, settings, &output)
+            run_local(loaded.plan, engine, settings, &output, &notices)
         }
         StoreChoice::Shared(store) => {
             let settings = SharedSettings {
@@ -374,6 +375,7 @@ fn run_local(
     engine: Arc<dyn InferenceEngine>,
     settings: RunSettings,
     output: &Output<'_>,
+    notices: &engines::Notices,
 ) -> CliResult {
     let total = plan.sub_tasks.len();
     let session = RunSession::start(plan, engine, settings)
@@ -390,7 +392,7 @@ fn run_local(
             None => eprintln!("run {} in {}", stored.run_id, stored.dir.display()),
         }
     }
-    let (outcome, signal) = drive(total, |cancel, progress| {
+    let (outcome, signal) = drive(total, notices, |cancel, progress| {
         session.execute_with(cancel, progress)
     })?;
     let outcome = outcome.map_err(|e| CliError::run(e, output.plan_path))?;
@@ -510,10 +512,15 @@ pub(crate) type Progress = Box<dyn FnMut(&ProgressEvent) + Send>;
 
 /// Runs `work` to its end on a new multi-threaded runtime, with SIGINT,
 /// SIGTERM and SIGHUP turned into its cancel future (installed before the
-/// work starts, see [`StopSignals`]) and, on a terminal, a progress bar of
-/// `total` tasks fed by its progress sink. Returns what the work returned
+/// work starts, see [`crate::runtime::until_stopped`]) and, on a terminal,
+/// a progress bar of `total` tasks fed by its progress sink, which also
+/// shows the engine's events (`notices`). Returns what the work returned
 /// and the signal that stopped it, if one did.
-pub(crate) fn drive<T, F, Fut>(total: usize, work: F) -> Result<(T, Option<StopSignal>), CliError>
+pub(crate) fn drive<T, F, Fut>(
+    total: usize,
+    notices: &engines::Notices,
+    work: F,
+) -> Result<(T, Option<StopSignal>), CliError>
 where
     F: FnOnce(Cancel, Progress) -> Fut,
     Fut: std::future::Future<Output = T>,
@@ -522,7 +529,7 @@ where
     if let Some(bar) = &bar {
         // Retry, pacing and streaming notices of the HTTP engine go to the
         // bar's message line instead of breaking it with raw lines.
-        engines::openai::attach_progress_bar(bar);
+        notices.attach(bar);
     }
     let stopped = Arc::new(std::sync::OnceLock::new());
     let seen = Arc::clone(&stopped);

@@ -126,7 +126,8 @@ pub fn run(args: Args) -> CliResult {
         max_output_bytes: bounds.max_output_bytes,
         ..ExecutorOptions::default()
     };
-    let engine = engines::build(&args.engine)?;
+    // No progress bar: the engine's retries are lines on stderr.
+    let engine = engines::build(&args.engine, &engines::Notices::default())?;
     // Each run's tasks are priced by its own plan's config.prices too.
     let pricing = args.prices.pricing(args.engine.costs(), None)?;
     let engine = if args.cache {

@@ -14,7 +14,10 @@
 
 mod command;
 mod dry_run;
+mod notices;
 pub mod openai;
+
+pub use notices::Notices;
 
 use std::sync::Arc;
 
@@ -167,11 +170,12 @@ impl EngineArgs {
 
 /// Builds the selected engine, or explains which flag is missing or out of
 /// place (exit 2).
-pub fn build(args: &EngineArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
+/// `notices` shows the engine's progress events.
+pub fn build(args: &EngineArgs, notices: &Notices) -> Result<Arc<dyn InferenceEngine>, CliError> {
     args.check()?;
     match args.kind() {
         EngineKind::DryRun => Ok(dry_run::build()),
         EngineKind::Command => Ok(command::build(args)),
-        EngineKind::Openai => openai::build(&args.openai),
+        EngineKind::Openai => openai::build(&args.openai, notices),
     }
 }

@@ -15,17 +15,17 @@
 //!   `--temperature`, `--max-tokens`, `--top-p`, `--stop`, `--seed`,
 //!   `--system`.
 //!
-//! Retries, streaming progress and pacing waits are reported through an
-//! [`ctx_engine_openai::Observer`]: they appear on the progress bar once `ctx run` has called
-//! [`attach_progress_bar`], and as one line each on stderr otherwise.
+//! Retries, streaming progress and pacing waits are the engine seam's
+//! [`EngineEvent`]s, sent to the observer of the command's
+//! [`Notices`](super::Notices).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ctx_deps::InferenceEngine;
 use ctx_engine_openai::{
-    ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, EngineEvent,
-    OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy, Setting, StructuredOutput,
+    ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, OpenAiConfig,
+    OpenAiEngine, RequestDefaults, RetryPolicy, Setting, StructuredOutput,
 };
 
 use super::{Engine, EngineArgs, setting};
@@ -301,11 +301,14 @@ fn flags() -> Vec<super::Setting> {
 
 /// Builds the engine from flags and the process environment (exit 2 on a
 /// bad value, naming the flag or variable).
-pub fn build(args: &OpenAiArgs) -> Result<Arc<dyn InferenceEngine>, CliError> {
+pub fn build(
+    args: &OpenAiArgs,
+    notices: &super::Notices,
+) -> Result<Arc<dyn InferenceEngine>, CliError> {
     let config = config_from(args, |name| std::env::var(name).ok())?;
     let engine = OpenAiEngine::new(config)
         .map_err(|e| CliError::usage(format!("--engine openai: {}", config_error(&e, args))))?
-        .with_observer(Arc::new(report_event));
+        .with_observer(notices.observer());
     Ok(Arc::new(engine))
 }
 
@@ -430,82 +433,6 @@ pub fn config_from(
     })
 }
 
-/// The progress bar `ctx run` draws, once it has one.
-static PROGRESS: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
-
-/// Routes the engine's retry, pacing and streaming notices to `bar` (its
-/// message line; retries are also printed above it). `ctx run` calls this
-/// after creating its bar; without it, retries go to stderr as lines.
-pub fn attach_progress_bar(bar: &indicatif::ProgressBar) {
-    let mut slot = PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
-    *slot = Some(bar.clone());
-}
-
-/// What a person sees of an [`EngineEvent`].
-pub fn describe(event: &EngineEvent) -> Option<String> {
-    use ctx_table::printable;
-    match event {
-        EngineEvent::Retrying {
-            task_id,
-            failed_attempt,
-            max_attempts,
-            delay,
-            outcome,
-        } => Some(format!(
-            "task {}: attempt {failed_attempt}/{max_attempts} failed ({}); retrying in {}",
-            printable(task_id),
-            printable(&outcome.to_string()),
-            human(*delay)
-        )),
-        EngineEvent::Paced { task_id, wait } => Some(format!(
-            "task {}: paced by --rpm/--tpm, sending in {}",
-            printable(task_id),
-            human(*wait)
-        )),
-        // The server's message is its own text: escaped for the terminal.
-        EngineEvent::StructuredOutputRejected { task_id, message } => Some(format!(
-            "warning: task {}: the server rejected response_format ({}); \
-             structured output is off for the rest of the run, the checks still run",
-            printable(task_id),
-            printable(message)
-        )),
-        EngineEvent::Streaming { task_id, chars } => Some(format!(
-            "task {}: streaming, {chars} characters",
-            printable(task_id)
-        )),
-        _ => None,
-    }
-}
-
-/// `850 ms`, `1.2 s`.
-fn human(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{} ms", d.as_millis())
-    } else {
-        format!("{:.1} s", d.as_secs_f64())
-    }
-}
-
-fn report_event(event: &EngineEvent) {
-    let Some(text) = describe(event) else { return };
-    let bar = PROGRESS.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    match (bar, event) {
-        (
-            Some(bar),
-            EngineEvent::Retrying { .. } | EngineEvent::StructuredOutputRejected { .. },
-        ) => {
-            bar.println(&text);
-            bar.set_message(text);
-        }
-        (Some(bar), _) => bar.set_message(text),
-        // No bar: only retries are worth a line of their own in a log.
-        (None, EngineEvent::Retrying { .. } | EngineEvent::StructuredOutputRejected { .. }) => {
-            eprintln!("ctx: {text}")
-        }
-        (None, _) => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,7 +520,12 @@ mod tests {
         let bad = |args: OpenAiArgs| config_from(&args, env(&[])).unwrap_err().message;
         // What the engine refuses is refused once, by the engine, and
         // named back to its flag.
-        let refused = |args: OpenAiArgs| build(&args).err().unwrap().message;
+        let refused = |args: OpenAiArgs| {
+            build(&args, &super::super::Notices::default())
+                .err()
+                .unwrap()
+                .message
+        };
         assert_eq!(
             refused(OpenAiArgs {
                 max_attempts: Some(0),
@@ -674,29 +606,6 @@ mod tests {
                 "--system",
                 "--stream"
             ]
-        );
-    }
-
-    #[test]
-    fn events_read_well() {
-        let e = EngineEvent::Retrying {
-            task_id: "3".into(),
-            failed_attempt: 1,
-            max_attempts: 4,
-            delay: Duration::from_millis(1250),
-            outcome: "http_429".into(),
-        };
-        assert_eq!(
-            describe(&e).unwrap(),
-            "task 3: attempt 1/4 failed (http_429); retrying in 1.2 s"
-        );
-        let e = EngineEvent::Paced {
-            task_id: "3".into(),
-            wait: Duration::from_millis(40),
-        };
-        assert_eq!(
-            describe(&e).unwrap(),
-            "task 3: paced by --rpm/--tpm, sending in 40 ms"
         );
     }
 }

@@ -1,0 +1,124 @@
+//! What a person sees of an engine's progress events (the engine seam's
+//! [`EngineEvent`]: retries, pacing waits, streaming, a refused
+//! structured output): on the command's progress bar once it has one,
+//! else the ones worth a log line on stderr. One [`Notices`] per command,
+//! handed to the engine as its observer when it is built: no global.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ctx_engine_openai::{EngineEvent, Observer};
+
+/// Where one command shows its engine's events.
+#[derive(Clone, Default)]
+pub struct Notices {
+    bar: Arc<Mutex<Option<indicatif::ProgressBar>>>,
+}
+
+impl Notices {
+    /// Shows the events on `bar` from now on (its message line; retries
+    /// are also printed above it). Without a bar, retries go to stderr as
+    /// lines.
+    pub fn attach(&self, bar: &indicatif::ProgressBar) {
+        *self.bar.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar.clone());
+    }
+
+    /// The observer an engine sends its events to.
+    pub fn observer(&self) -> Observer {
+        let notices = self.clone();
+        Arc::new(move |event| notices.show(event))
+    }
+
+    fn show(&self, event: &EngineEvent) {
+        let Some(text) = describe(event) else { return };
+        let bar = self.bar.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match (bar, event) {
+            (
+                Some(bar),
+                EngineEvent::Retrying { .. } | EngineEvent::StructuredOutputRejected { .. },
+            ) => {
+                bar.println(&text);
+                bar.set_message(text);
+            }
+            (Some(bar), _) => bar.set_message(text),
+            // No bar: only retries are worth a line of their own in a log.
+            (None, EngineEvent::Retrying { .. } | EngineEvent::StructuredOutputRejected { .. }) => {
+                eprintln!("ctx: {text}")
+            }
+            (None, _) => {}
+        }
+    }
+}
+
+/// What a person sees of an [`EngineEvent`].
+pub fn describe(event: &EngineEvent) -> Option<String> {
+    use ctx_table::printable;
+    match event {
+        EngineEvent::Retrying {
+            task_id,
+            failed_attempt,
+            max_attempts,
+            delay,
+            outcome,
+        } => Some(format!(
+            "task {}: attempt {failed_attempt}/{max_attempts} failed ({}); retrying in {}",
+            printable(task_id),
+            printable(&outcome.to_string()),
+            human(*delay)
+        )),
+        EngineEvent::Paced { task_id, wait } => Some(format!(
+            "task {}: paced by --rpm/--tpm, sending in {}",
+            printable(task_id),
+            human(*wait)
+        )),
+        // The server's message is its own text: escaped for the terminal.
+        EngineEvent::StructuredOutputRejected { task_id, message } => Some(format!(
+            "warning: task {}: the server rejected response_format ({}); \
+             structured output is off for the rest of the run, the checks still run",
+            printable(task_id),
+            printable(message)
+        )),
+        EngineEvent::Streaming { task_id, chars } => Some(format!(
+            "task {}: streaming, {chars} characters",
+            printable(task_id)
+        )),
+        _ => None,
+    }
+}
+
+/// `850 ms`, `1.2 s`.
+fn human(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_read_well() {
+        let e = EngineEvent::Retrying {
+            task_id: "3".into(),
+            failed_attempt: 1,
+            max_attempts: 4,
+            delay: Duration::from_millis(1250),
+            outcome: "http_429".into(),
+        };
+        assert_eq!(
+            describe(&e).unwrap(),
+            "task 3: attempt 1/4 failed (http_429); retrying in 1.2 s"
+        );
+        let e = EngineEvent::Paced {
+            task_id: "3".into(),
+            wait: Duration::from_millis(40),
+        };
+        assert_eq!(
+            describe(&e).unwrap(),
+            "task 3: paced by --rpm/--tpm, sending in 40 ms"
+        );
+    }
+}
