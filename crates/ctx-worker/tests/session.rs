@@ -9,7 +9,8 @@ mod pg;
 
 use std::sync::Arc;
 
-use ctx_deps::{CommandEngine, ExecutorOptions, InferenceEngine};
+use ctx_deps::{ExecutorOptions, InferenceEngine};
+use ctx_engine_command::CommandEngine;
 use ctx_model::Plan;
 use ctx_run::run_costs::{EngineCosts, RunPricing};
 use ctx_worker::{SharedEvent, SharedSession, SharedSettings};
