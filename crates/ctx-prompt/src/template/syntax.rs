@@ -8,16 +8,9 @@ use serde::Deserialize;
 
 use super::*;
 
-/// The placeholder that `ctx render --content-root` fills with the
-/// historical digest; untrusted unless classified otherwise.
-pub const HISTORICAL_CONTEXT: &str = "HISTORICAL_CONTEXT";
-
-/// Whether `name` is a valid placeholder name: `[A-Z][A-Z0-9_]*`.
-pub fn is_valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_uppercase())
-        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-}
+/// The placeholder the historical digest fills, and the placeholder name
+/// rule: the plan model's, shared with a plan's `variables:`.
+pub use ctx_model::variables::{HISTORICAL_CONTEXT, is_valid_name};
 
 /// A template error: bad front matter or a bad classes file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
