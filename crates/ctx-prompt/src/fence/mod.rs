@@ -292,4 +292,4 @@ fn last_resort(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -430,7 +430,9 @@ fn tag_kinds() {
     assert_eq!(tags[1].range, 20..40);
 }
 
-fn fragment() -> impl Strategy<Value = String> {
+/// A piece of a hostile value: a named attack, a piece of a disguise, or
+/// random text. Shared with the plan fill's property test.
+pub(crate) fn fragment() -> impl Strategy<Value = String> {
     let attacks: Vec<String> = ATTACKS
         .iter()
         .chain(ISSUE_8_ATTACKS)

@@ -50,6 +50,14 @@ impl Classes {
         self.map.get(name).copied()
     }
 
+    /// A source that classifies each `(name, class)` pair; a later pair
+    /// wins. A plan's `variables:` become one this way.
+    pub fn from_pairs<I: IntoIterator<Item = (String, Class)>>(pairs: I) -> Classes {
+        Classes {
+            map: pairs.into_iter().collect(),
+        }
+    }
+
     /// Every classified name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Class)> {
         self.map.iter().map(|(k, v)| (k.as_str(), *v))

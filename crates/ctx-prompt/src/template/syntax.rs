@@ -187,6 +187,30 @@ impl Template {
             }
             _ => (bom..source.len(), Classes::default(), FenceStyle::Plain),
         };
+        Ok(Template::scan(source, path, body, classes, fence))
+    }
+
+    /// A template that is all body: no front matter is looked for, so a
+    /// text that starts with `---` keeps it. A plan's task prompts are
+    /// read this way (their classes come from the plan's `variables:`).
+    pub fn parse_body(source: &str, path: &str) -> Template {
+        Template::scan(
+            source,
+            path,
+            0..source.len(),
+            Classes::default(),
+            FenceStyle::Plain,
+        )
+    }
+
+    /// Finds the placeholders and malformed placeholders of `body`.
+    fn scan(
+        source: &str,
+        path: &str,
+        body: Range<usize>,
+        classes: Classes,
+        fence: FenceStyle,
+    ) -> Template {
         let mut placeholders = Vec::new();
         let mut malformed = Vec::new();
         let lines = LineIndex::new(source);
@@ -217,7 +241,7 @@ impl Template {
             }
             i += 1;
         }
-        Ok(Template {
+        Template {
             path: path.to_string(),
             source: source.to_string(),
             body,
@@ -225,7 +249,7 @@ impl Template {
             fence,
             placeholders,
             malformed,
-        })
+        }
     }
 
     /// The template without its front matter (and byte-order mark).
