@@ -84,6 +84,7 @@ pub fn run(args: Args) -> CliResult {
                 .setup(root, args.prompt_budget, args.tokenizer, false)?;
         input.history = Some(HistoryInput::new(config, request));
     } else {
+        args.digest.refuse_without_root()?;
         input.budget = args.prompt_budget;
         input.tokenizer = args.tokenizer;
     }
