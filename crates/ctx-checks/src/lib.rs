@@ -110,7 +110,7 @@ pub use evaluate::{
 pub use feedback::{FEEDBACK_HEADING, Feedback};
 pub use judge::{JudgeRequest, Neutralizer, Verdict, WrongShape};
 pub use plan::{
-    check_problems, compile_task_checks, expected_entities, inline_check_schemas, load_valid_plan, load_valid_plan_with,
-    plan_problems,
+    check_problems, compile_task_checks, expected_entities, inline_check_schemas, load_valid_plan,
+    load_valid_plan_with, plan_problems,
 };
 pub use spec::{Check, CheckKind, JudgeSpec, Rule, SchemaSource, SpecError};

@@ -241,11 +241,22 @@ mod tests {
         for path in ["out/x.md", "f.md"] {
             let (done, err) = publish(&root, &[target("a", path)], &[completed("a", "x")], false);
             assert!(done.is_empty());
-            assert!(matches!(err, Some(PublishError::Escapes { .. })), "{path}: {err:?}");
+            assert!(
+                matches!(err, Some(PublishError::Escapes { .. })),
+                "{path}: {err:?}"
+            );
         }
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
-        assert_eq!(std::fs::read_to_string(outside.join("f.md")).unwrap(), "theirs");
-        let (_, err) = publish(&root, &[target("a", "../x.md")], &[completed("a", "x")], false);
+        assert_eq!(
+            std::fs::read_to_string(outside.join("f.md")).unwrap(),
+            "theirs"
+        );
+        let (_, err) = publish(
+            &root,
+            &[target("a", "../x.md")],
+            &[completed("a", "x")],
+            false,
+        );
         assert!(matches!(err, Some(PublishError::NotRelative { .. })));
     }
 }

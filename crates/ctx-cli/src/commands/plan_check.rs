@@ -59,7 +59,10 @@ pub fn run(args: Args) -> CliResult {
     };
     let origin = source.origin.as_str();
     let mut problems = ctx_checks::plan_problems(&parsed, ctx_model::plan_base_dir(&args.plan));
-    problems.extend(ctx_prompt::plan_fill::template_problems(&parsed.plan, false));
+    problems.extend(ctx_prompt::plan_fill::template_problems(
+        &parsed.plan,
+        false,
+    ));
     let locator = if problems.is_empty() {
         FieldLocator::default()
     } else {

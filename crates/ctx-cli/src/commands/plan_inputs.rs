@@ -44,8 +44,7 @@ impl PlanInputArgs {
     pub fn fill(&self, plan: Plan, plan_path: &Path) -> Result<Plan, CliError> {
         let values = crate::var_flag::values(&self.vars, self.digest.max_file_bytes)?;
         let uses_digest = plan_fill::uses_digest(&plan);
-        if !plan_fill::has_templates(&plan) && values.is_empty() && self.content_root.is_none()
-        {
+        if !plan_fill::has_templates(&plan) && values.is_empty() && self.content_root.is_none() {
             self.digest.refuse_without_root()?;
             return Ok(plan);
         }
@@ -102,8 +101,7 @@ impl PlanInputArgs {
         let root = merged.content_root.unwrap_or_default();
         let DigestSetup { config, request } =
             args.setup(&root, merged.prompt_budget, None, false)?;
-        let digest =
-            plan_fill::plan_digest(plan, &config, &request).map_err(CliError::usage)?;
+        let digest = plan_fill::plan_digest(plan, &config, &request).map_err(CliError::usage)?;
         for w in &digest.warnings {
             eprintln!("warning: {}", ctx_table::printable_lines(&w.to_string()));
         }
@@ -116,7 +114,9 @@ fn fill_message(plan: &str, e: &FillError) -> String {
     match e {
         FillError::Missing { names } => names
             .iter()
-            .map(|n| format!("{plan}: variable {n} is required and has no value (give --var {n}=VALUE)"))
+            .map(|n| {
+                format!("{plan}: variable {n} is required and has no value (give --var {n}=VALUE)")
+            })
             .collect::<Vec<_>>()
             .join("\n"),
         FillError::Undeclared { .. }
