@@ -250,3 +250,60 @@ fn plan_check_locates_template_problems() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("names no declared variable"));
 }
+
+#[test]
+fn a_resume_with_a_changed_value_reruns_what_it_changes() {
+    let dir = Dir::new();
+    let counting = format!("echo \"$CTX_TASK_ID\" >> counts\n{ENGINE}");
+    let raw = format!("RAW_JSON=@{}", weekly().join("raw/2026-W35.json").display());
+    let run = |extra: &[&str]| {
+        let mut args: Vec<String> = [
+            "run",
+            &plan(),
+            "--root",
+            "runs",
+            "--engine",
+            "command",
+            "--command",
+            &counting,
+            "--var",
+            &raw,
+            "--date",
+            "2026-08-27",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        dir.run(&args)
+    };
+    let first = run(&["--var", "WEEK=2026-W35"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let id = first.run_id();
+    assert_eq!(
+        dir.counts(),
+        ctx_test_support::counts(&[("continuity", 1), ("facts", 1), ("report", 1)])
+    );
+    // The same values: everything is reused.
+    let same = run(&["--var", "WEEK=2026-W35", "--resume", &id]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert_eq!(
+        dir.counts(),
+        ctx_test_support::counts(&[("continuity", 1), ("facts", 1), ("report", 1)])
+    );
+    // Another week: every prompt holds it, so every task runs again.
+    let changed = run(&["--var", "WEEK=2026-W36", "--resume", &id]);
+    assert_eq!(changed.code, 0, "{}", changed.stderr);
+    assert_eq!(
+        dir.counts(),
+        ctx_test_support::counts(&[("continuity", 2), ("facts", 2), ("report", 2)])
+    );
+    // Without the plan, the stored (filled) plan runs; a value cannot change.
+    let out = dir.run(&["run", "--root", "runs", "--resume", &id, "--var", "WEEK=x"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("give the PLAN to change --var"),
+        "{}",
+        out.stderr
+    );
+}

@@ -43,32 +43,71 @@ impl PlanInputArgs {
     /// publish path; exit 3 for a task whose filled prompt is over its cap.
     pub fn fill(&self, plan: Plan, plan_path: &Path) -> Result<Plan, CliError> {
         let values = crate::var_flag::values(&self.vars, self.digest.max_file_bytes)?;
-        let uses_digest = plan_fill::uses_digest(&plan);
         if !plan_fill::has_templates(&plan) && values.is_empty() && self.content_root.is_none() {
             self.digest.refuse_without_root()?;
             return Ok(plan);
         }
-        let shown = plan_path.display().to_string();
-        let digest = if uses_digest {
-            Some(self.digest_text(&plan, plan_path)?)
-        } else {
-            if self.content_root.is_some() {
-                return Err(CliError::usage(format!(
-                    "{shown}: --content-root is given but no task uses {{{{HISTORICAL_CONTEXT}}}}"
-                )));
-            }
-            self.digest.refuse_without_root()?;
-            None
-        };
-        let filled = plan_fill::fill_plan(&plan, &values, digest.as_deref()).map_err(|e| {
-            let exit = if e.is_over_cap() {
-                Exit::OverBudget
-            } else {
-                Exit::Usage
-            };
-            CliError::with(exit, fill_message(&shown, &e))
-        })?;
+        let digest = self.digest(&plan, plan_path, true)?;
+        let filled = plan_fill::fill_plan(&plan, &values, digest.as_deref())
+            .map_err(|e| fill_error(plan_path, &e))?;
         Ok(filled.plan)
+    }
+
+    /// [`fill`](Self::fill) for `ctx plan cost`: a variable without a
+    /// value, and the digest without an archive, stand in empty, and each
+    /// is named on stderr with what bounds it.
+    pub fn fill_for_estimate(&self, plan: Plan, plan_path: &Path) -> Result<Plan, CliError> {
+        let values = crate::var_flag::values(&self.vars, self.digest.max_file_bytes)?;
+        if !plan_fill::has_templates(&plan) && values.is_empty() && self.content_root.is_none() {
+            self.digest.refuse_without_root()?;
+            return Ok(plan);
+        }
+        let digest = self.digest(&plan, plan_path, false)?;
+        let (filled, without) = plan_fill::fill_for_estimate(&plan, &values, digest.as_deref())
+            .map_err(|e| fill_error(plan_path, &e))?;
+        for w in without {
+            match w.max_tokens {
+                Some(n) => eprintln!(
+                    "note: {{{{{}}}}} has no value: its max_tokens ({n}) bounds it, and each prompt is priced up to max_prompt_tokens",
+                    w.name
+                ),
+                None => eprintln!(
+                    "warning: {{{{{}}}}} has no value and no max_tokens: its size is unbounded; each prompt is priced up to max_prompt_tokens (give --var {}=VALUE to price the filled prompts)",
+                    w.name, w.name
+                ),
+            }
+        }
+        Ok(filled.plan)
+    }
+
+    /// The digest text when a task uses `{{HISTORICAL_CONTEXT}}` and an
+    /// archive is named (`required`: a missing archive is an error, else
+    /// `None`). `--content-root` for a plan that uses no digest is exit 2.
+    fn digest(
+        &self,
+        plan: &Plan,
+        plan_path: &Path,
+        required: bool,
+    ) -> Result<Option<String>, CliError> {
+        if plan_fill::uses_digest(plan) {
+            let named = self.content_root.is_some()
+                || plan
+                    .history
+                    .as_ref()
+                    .is_some_and(|h| h.content_root.is_some());
+            if !required && !named {
+                return Ok(None);
+            }
+            return self.digest_text(plan, plan_path).map(Some);
+        }
+        if self.content_root.is_some() {
+            return Err(CliError::usage(format!(
+                "{}: --content-root is given but no task uses {{{{HISTORICAL_CONTEXT}}}}",
+                plan_path.display()
+            )));
+        }
+        self.digest.refuse_without_root()?;
+        Ok(None)
     }
 
     /// The digest for the plan's `{{HISTORICAL_CONTEXT}}`, computed once:
@@ -107,6 +146,17 @@ impl PlanInputArgs {
         }
         Ok(digest.markdown)
     }
+}
+
+/// The library's fill error as an exit: 3 for a prompt over its cap,
+/// else 2.
+fn fill_error(plan_path: &Path, e: &FillError) -> CliError {
+    let exit = if e.is_over_cap() {
+        Exit::OverBudget
+    } else {
+        Exit::Usage
+    };
+    CliError::with(exit, fill_message(&plan_path.display().to_string(), e))
 }
 
 /// The library's fill error, said with the flag that gives a value.

@@ -537,3 +537,53 @@ pub fn class_of(plan: &Plan, name: &str) -> Option<Class> {
         .find(|v| v.name == name)
         .map(|v| v.class)
 }
+
+/// A declared variable a cost estimate has no value for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WithoutValue {
+    /// The variable.
+    pub name: String,
+    /// Its `max_tokens`, the bound of its size when there is one.
+    pub max_tokens: Option<usize>,
+}
+
+/// [`fill_plan`] for a cost estimate, which may be made before the week's
+/// data exists: a required variable without a value stands in empty
+/// (`null` for `json`), and so does the digest when `digest` is `None`;
+/// each is returned, so the report can say what bounds it (its
+/// `max_tokens`) or that nothing does. A task's prompt is priced up to
+/// `max_prompt_tokens` whatever fills it, since a filled prompt over the
+/// cap never runs.
+pub fn fill_for_estimate(
+    plan: &Plan,
+    given: &BTreeMap<String, String>,
+    digest: Option<&str>,
+) -> Result<(FilledPlan, Vec<WithoutValue>), FillError> {
+    let mut values = given.clone();
+    let mut without = Vec::new();
+    for v in &plan.variables {
+        if v.needs_value() && !given.contains_key(&v.name) {
+            let stand_in = match v.value_type {
+                VariableType::Json => "null",
+                VariableType::Text => "",
+            };
+            values.insert(v.name.clone(), stand_in.to_string());
+            without.push(WithoutValue {
+                name: v.name.clone(),
+                max_tokens: v.max_tokens,
+            });
+        }
+    }
+    let digest = match digest {
+        Some(d) => Some(d),
+        None if uses_digest(plan) => {
+            without.push(WithoutValue {
+                name: HISTORICAL_CONTEXT.to_string(),
+                max_tokens: None,
+            });
+            Some("")
+        }
+        None => None,
+    };
+    Ok((fill_plan(plan, &values, digest)?, without))
+}
