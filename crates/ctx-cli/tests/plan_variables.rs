@@ -307,3 +307,59 @@ fn a_resume_with_a_changed_value_reruns_what_it_changes() {
         out.stderr
     );
 }
+
+#[test]
+fn plan_cost_prices_the_filled_prompts_and_names_what_has_no_value() {
+    let dir = Dir::new();
+    let cost = |vars: &[&str]| {
+        let mut args = vec![
+            "plan".to_string(),
+            "cost".into(),
+            plan(),
+            "--model".into(),
+            "gpt-4o-mini".into(),
+            "--date".into(),
+            "2026-08-27".into(),
+            "--format".into(),
+            "json".into(),
+        ];
+        for v in vars {
+            args.extend(["--var".to_string(), v.to_string()]);
+        }
+        dir.run(&args)
+    };
+    let bare = cost(&[]);
+    assert_eq!(bare.code, 0, "{}", bare.stderr);
+    assert!(
+        bare.stderr
+            .contains("{{RAW_JSON}} has no value: its max_tokens (3000) bounds it"),
+        "{}",
+        bare.stderr
+    );
+    assert!(
+        bare.stderr
+            .contains("{{WEEK}} has no value and no max_tokens: its size is unbounded"),
+        "{}",
+        bare.stderr
+    );
+    let raw = format!("RAW_JSON=@{}", weekly().join("raw/2026-W35.json").display());
+    let filled = cost(&[&raw, "WEEK=2026-W35"]);
+    assert_eq!(filled.code, 0, "{}", filled.stderr);
+    assert!(!filled.stderr.contains("has no value"), "{}", filled.stderr);
+    // The facts prompt's low end is the filled prompt: the export counts.
+    let low = |out: &Out| {
+        out.json()["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["task_id"] == "facts")
+            .map(|t| t["prompt_tokens"]["low"].as_u64().unwrap())
+            .unwrap()
+    };
+    assert!(
+        low(&filled) > low(&bare) + 100,
+        "{} vs {}",
+        low(&filled),
+        low(&bare)
+    );
+}

@@ -210,7 +210,8 @@ mod tests {
     fn bad_arguments_are_typed_errors_naming_the_variable() {
         let dir = ctx_test_support::Dir::new();
         let big = dir.write("big.txt", "0123456789");
-        let cases: Vec<(String, fn(&VarError) -> bool)> = vec![
+        type Is = fn(&VarError) -> bool;
+        let cases: Vec<(String, Is)> = vec![
             ("A".into(), |e| matches!(e, VarError::Syntax { .. })),
             ("a=1".into(), |e| matches!(e, VarError::BadName { .. })),
             ("A=@".into(), |e| matches!(e, VarError::NoFile { .. })),
