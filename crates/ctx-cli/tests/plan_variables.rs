@@ -363,3 +363,14 @@ fn plan_cost_prices_the_filled_prompts_and_names_what_has_no_value() {
         low(&bare)
     );
 }
+
+#[test]
+fn ctx_eval_refuses_a_plan_it_cannot_fill_yet() {
+    let out = Dir::new().run(&["eval", &plan()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("ctx eval does not take --var yet"),
+        "{}",
+        out.stderr
+    );
+}

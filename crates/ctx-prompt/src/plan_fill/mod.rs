@@ -7,7 +7,7 @@
 //! placeholders, classed by the plan's `variables:` (untrusted by default)
 //! and `{{HISTORICAL_CONTEXT}}` (untrusted, filled by the digest). They
 //! are filled here, once, before anything runs, by the same strict
-//! one-pass [`render`](crate::template::render) `ctx render` uses:
+//! one-pass [`render`] `ctx render` uses:
 //! untrusted values neutralized, a trusted value holding a fence tag
 //! refused, the fence tags of the result counted. The executor then runs
 //! the filled plan as it runs any plan, so prompts, fingerprints and
@@ -181,8 +181,9 @@ pub enum FillError {
         field: String,
     },
     /// A template did not render (a trusted value with a fence tag, a
-    /// broken fence, a lint finding).
-    #[error("{field}: {source}")]
+    /// broken fence, a lint finding). The source names the field as its
+    /// template's path, with the line inside it.
+    #[error("{source}")]
     Render {
         /// The field.
         field: String,
