@@ -464,9 +464,10 @@ fn set_field(plan: &mut Plan, field: &str, text: String) {
     }
 }
 
-/// The token limits, counted with each task's tokenizer: each variable's
-/// `max_tokens` over every task that uses it (largest count decides),
-/// then each task's filled own prompt against its cap.
+/// The token limits, counted with each task's tokenizer: first each
+/// variable's `max_tokens`, over every task that uses it (the largest
+/// count decides, and the error names it), then each task's filled own
+/// prompt against its cap.
 fn check_limits(
     plan: &Plan,
     filled: &Plan,
@@ -474,28 +475,44 @@ fn check_limits(
     all: &BTreeMap<String, String>,
     names_by_task: &[BTreeSet<String>],
 ) -> Result<(), FillError> {
-    let cap = plan.config.max_prompt_tokens;
-    for (i, task) in filled.sub_tasks.iter().enumerate() {
-        let names = &names_by_task[i];
-        if names.is_empty() {
+    let mut counters = Vec::with_capacity(filled.sub_tasks.len());
+    for task in &filled.sub_tasks {
+        counters.push(crate::tokenizer_for_task(plan, task)?.counter());
+    }
+    for v in &plan.variables {
+        let (Some(max), Some(value)) = (v.max_tokens, values.get(&v.name)) else {
             continue;
-        }
-        let counter = crate::tokenizer_for_task(plan, task)?.counter();
-        for v in &plan.variables {
-            let (Some(max), Some(value)) = (v.max_tokens, values.get(&v.name)) else {
+        };
+        let mut largest: Option<(usize, usize)> = None; // (tokens, task)
+        let mut counted: Vec<&str> = Vec::new();
+        for (i, counter) in counters.iter().enumerate() {
+            if !names_by_task[i].contains(&v.name) || counted.contains(&counter.name()) {
                 continue;
-            };
-            if names.contains(&v.name) && !counter.fits(value, max) {
-                return Err(FillError::TooManyTokens {
-                    name: v.name.clone(),
-                    tokens: counter.count(value),
-                    max,
-                    tokenizer: counter.name().to_string(),
-                    task_id: task.id.clone(),
-                });
+            }
+            counted.push(counter.name());
+            if counter.fits(value, max) {
+                continue;
+            }
+            let tokens = counter.count(value);
+            if largest.is_none_or(|(t, _)| tokens > t) {
+                largest = Some((tokens, i));
             }
         }
-        check_cap(&plan.sub_tasks[i], task, all, &*counter, cap)?;
+        if let Some((tokens, i)) = largest {
+            return Err(FillError::TooManyTokens {
+                name: v.name.clone(),
+                tokens,
+                max,
+                tokenizer: counters[i].name().to_string(),
+                task_id: filled.sub_tasks[i].id.clone(),
+            });
+        }
+    }
+    let cap = plan.config.max_prompt_tokens;
+    for (i, task) in filled.sub_tasks.iter().enumerate() {
+        if !names_by_task[i].is_empty() {
+            check_cap(&plan.sub_tasks[i], task, all, &*counters[i], cap)?;
+        }
     }
     Ok(())
 }

@@ -254,3 +254,44 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn max_tokens_is_judged_by_the_largest_count_among_the_using_tasks() {
+    // Two tasks use the value: the first counts with o200k_base, the
+    // second with cl100k_base, which counts more; the larger count is the
+    // one reported (the first task over the limit used to be).
+    let text = r#"
+schema_version: 1
+variables:
+  - {name: NOTE, class: trusted, max_tokens: 5}
+sub_tasks:
+  - id: a
+    description: A
+    tool_or_prompt: {name: inference, params: {prompt: "A {{NOTE}}", model: gpt-4o}}
+  - id: b
+    description: B
+    tool_or_prompt: {name: inference, params: {prompt: "B {{NOTE}}", model: gpt-4}}
+"#;
+    let p = plan(text);
+    // Cyrillic: o200k_base needs fewer tokens for it than cl100k_base.
+    let value = "Здравствуйте, дорогие читатели еженедельного отчёта";
+    let counts: Vec<(String, usize)> = p
+        .sub_tasks
+        .iter()
+        .map(|t| {
+            let c = crate::tokenizer_for_task(&p, t).unwrap().counter();
+            (t.id.clone(), c.count(value))
+        })
+        .collect();
+    assert_ne!(
+        counts[0].1, counts[1].1,
+        "the two tokenizers must disagree here"
+    );
+    let (task, most) = counts.iter().max_by_key(|(_, n)| *n).unwrap().clone();
+    let e = fill_plan(&p, &values(&[("NOTE", value)]), None).unwrap_err();
+    assert!(
+        matches!(&e, FillError::TooManyTokens { tokens, task_id, max: 5, .. } if *tokens == most && *task_id == task),
+        "{e} vs {counts:?}"
+    );
+    assert!(fill_plan(&p, &values(&[("NOTE", "short")]), None).is_ok());
+}
