@@ -374,3 +374,53 @@ fn ctx_eval_refuses_a_plan_it_cannot_fill_yet() {
         out.stderr
     );
 }
+
+#[test]
+fn a_publish_that_fails_is_exit_5_after_the_summary() {
+    let dir = Dir::new();
+    let taken = dir.write("taken", "a file where the root should be");
+    let args = |root: &str| -> Vec<String> {
+        [
+            "run",
+            &plan(),
+            "--no-store",
+            "--engine",
+            "command",
+            "--command",
+            ENGINE,
+            "--var",
+            &format!("RAW_JSON=@{}", weekly().join("raw/2026-W35.json").display()),
+            "--var",
+            "WEEK=2026-W35",
+            "--date",
+            "2026-08-27",
+            "--publish-root",
+            root,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let out = dir.run(&args(&taken.display().to_string()));
+    assert_eq!(out.code, 5, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("3 tasks: 3 completed"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("error: --publish-root: "),
+        "{}",
+        out.stderr
+    );
+    // A root that can be written: the text summary says what went where.
+    let out = dir.run(&args("site"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .ends_with("published report -> site/weekly/2026-W35.md\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(dir.path().join("site/weekly/2026-W35.md").is_file());
+}
