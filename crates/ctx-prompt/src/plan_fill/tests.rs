@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 
 use ctx_model::{PlanFormat, ProblemCode, parse_plan};
+use ctx_tokens::TokenizerExt;
 use proptest::prelude::*;
 
 use super::*;
 use crate::fence::{self, TagKind};
+use crate::template::RenderError;
 
 /// A weekly plan: an untrusted JSON input, a trusted week, a digest.
 const PLAN: &str = r#"
