@@ -112,6 +112,6 @@ pub use feedback::{FEEDBACK_HEADING, Feedback};
 pub use judge::{JudgeRequest, Verdict, WrongShape};
 pub use plan::{
     check_problems, compile_task_checks, expected_entities, inline_check_schemas, load_valid_plan,
-    plan_problems,
+    load_valid_plan_with, plan_problems,
 };
 pub use spec::{Check, CheckKind, JudgeSpec, Rule, SchemaSource, SpecError};

@@ -28,10 +28,22 @@ use crate::{Check, CheckSet, CompileError, ExpectedEntity, Rule, SchemaSource};
 /// check files inlined ([`inline_check_schemas`]), so that the plan a run
 /// stores checks the same schemas when resumed from anywhere.
 pub fn load_valid_plan(path: &Path) -> Result<Plan, LoadPlanError> {
+    load_valid_plan_with(path, &|_| Vec::new())
+}
+
+/// [`load_valid_plan`], with the problems `more` finds in the plan after
+/// these: a caller with another pass (ctx-prompt's template rules, which
+/// this crate does not depend on) gets them located and reported in the
+/// same list.
+pub fn load_valid_plan_with(
+    path: &Path,
+    more: &dyn Fn(&Plan) -> Vec<Problem>,
+) -> Result<Plan, LoadPlanError> {
     let source = ctx_model::read_plan_source(path)?;
     let parsed = source.parse_with_unknown_fields()?;
     let base_dir = plan_base_dir(path);
-    let problems = plan_problems(&parsed, base_dir);
+    let mut problems = plan_problems(&parsed, base_dir);
+    problems.extend(more(&parsed.plan));
     if problems.is_empty() {
         let mut plan = parsed.plan;
         inline_check_schemas(&mut plan, base_dir);

@@ -81,7 +81,7 @@ impl Exit {
                  unreachable, refuses the login, or is newer or foreign"
             }
             Exit::OutWrite => {
-                "an output file (-o/--out) could not be written; no temporary file is left"
+                "an output file (-o/--out, --publish-root) could not be written; no temporary file is left"
             }
             Exit::System => "the system refused what ctx needs to run at all (threads)",
             Exit::Hangup => "stopped by SIGHUP; the run is stored as interrupted",

@@ -7,6 +7,9 @@
 
 /// Which engine runs the tasks: `--engine`, `--command`.
 pub const ENGINE: &str = "Engine";
+/// A plan's run-time inputs and where its outputs are published: `--var`,
+/// the digest flags of `ctx history`, `--publish-root`.
+pub const INPUTS: &str = "Inputs and publishing";
 /// What is written and printed: `-o/--out`, `--format`.
 pub const OUTPUT: &str = "Output";
 /// How each prompt is assembled: `--tokenizer`, `--summarize-strategy`.

@@ -18,6 +18,7 @@ mod heading;
 mod io;
 mod runtime;
 mod tokenizer_flag;
+mod var_flag;
 
 use std::process::ExitCode;
 

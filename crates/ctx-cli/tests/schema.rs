@@ -45,7 +45,15 @@ fn schema_is_draft_2020_12_and_deterministic() {
         .collect();
     assert_eq!(
         props,
-        ["config", "entities", "goal", "schema_version", "sub_tasks"]
+        [
+            "config",
+            "entities",
+            "goal",
+            "history",
+            "schema_version",
+            "sub_tasks",
+            "variables"
+        ]
     );
     assert_eq!(v["properties"]["schema_version"]["const"], 1);
 }

@@ -331,5 +331,8 @@ fn last_resort(text: &str) -> String {
     out
 }
 
+#[cfg(any(test, feature = "strategies"))]
+pub mod strategies;
+
 #[cfg(test)]
 mod tests;

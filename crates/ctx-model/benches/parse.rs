@@ -88,6 +88,7 @@ fn random_plan(tasks: usize, seed: u64) -> Plan {
                 },
                 dependency: Default::default(),
                 checks: Vec::new(),
+                publish: None,
             }
         })
         .collect();
@@ -97,6 +98,8 @@ fn random_plan(tasks: usize, seed: u64) -> Plan {
         entities,
         sub_tasks,
         config: PlanConfig::default(),
+        variables: Vec::new(),
+        history: None,
     }
 }
 

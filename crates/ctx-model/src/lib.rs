@@ -94,6 +94,7 @@ mod result;
 mod schema;
 pub mod tokenizer;
 mod validate;
+pub mod variables;
 
 pub use checks::{judge_checks, plan_base_dir, plan_has_checks, task_checks};
 #[cfg(feature = "parse")]
@@ -106,3 +107,4 @@ pub use plan::*;
 pub use result::*;
 pub use schema::*;
 pub use validate::*;
+pub use variables::{Class, HISTORICAL_CONTEXT, HistorySettings, Variable, VariableType};

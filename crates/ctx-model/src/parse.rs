@@ -1066,7 +1066,7 @@ mod tests {
             messages[..3],
             [
                 // Two edits in four letters is too far for a suggestion.
-                r#"gaol: unknown field "gaol" (known fields: schema_version, goal, entities, sub_tasks, config)"#,
+                r#"gaol: unknown field "gaol" (known fields: schema_version, goal, entities, sub_tasks, config, variables, history)"#,
                 r#"entities[0].grounded_valu: unknown field "grounded_valu" (did you mean "grounded_value"?)"#,
                 r#"task "a": sub_tasks[0].dependancies: unknown field "dependancies" (did you mean "dependencies"?)"#,
             ]

@@ -38,6 +38,14 @@ pub struct Plan {
     /// How prompts are assembled and bounded.
     #[serde(default)]
     pub config: PlanConfig,
+    /// Values given at run time (`ctx run PLAN --var NAME=VALUE`) and used
+    /// as `{{NAME}}` in task prompts, systems and entity values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<crate::variables::Variable>,
+    /// The digest that fills `{{HISTORICAL_CONTEXT}}`; `ctx history`'s
+    /// flags override it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<crate::variables::HistorySettings>,
 }
 
 /// How many times [`Plan::task`] scanned a plan in this process (debug
@@ -167,6 +175,12 @@ pub struct SubTask {
     /// `config.checks`, retried with feedback when one fails.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<crate::checks::Check>,
+    /// Where `ctx run --publish-root DIR` writes the task's final output,
+    /// relative to DIR, once the task has completed with its checks
+    /// passing. May hold `{{NAME}}` placeholders of trusted variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub publish: Option<String>,
 }
 
 /// A task's override of `config.dependency`: how the outputs of *its*

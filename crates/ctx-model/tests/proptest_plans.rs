@@ -100,6 +100,7 @@ fn sub_task() -> impl Strategy<Value = SubTask> {
                     summarize_strategy: own,
                 },
                 checks: Vec::new(),
+                publish: None,
             },
         )
 }
@@ -200,6 +201,8 @@ fn plan() -> impl Strategy<Value = Plan> {
             entities,
             sub_tasks,
             config,
+            variables: Vec::new(),
+            history: None,
         })
 }
 
@@ -225,6 +228,7 @@ fn graph_plan(n: usize, edges: &[(usize, usize)]) -> Plan {
             },
             dependency: Default::default(),
             checks: Vec::new(),
+            publish: None,
         })
         .collect();
     Plan {
@@ -233,6 +237,8 @@ fn graph_plan(n: usize, edges: &[(usize, usize)]) -> Plan {
         entities: Vec::new(),
         sub_tasks,
         config: PlanConfig::default(),
+        variables: Vec::new(),
+        history: None,
     }
 }
 

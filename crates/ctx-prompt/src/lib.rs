@@ -40,8 +40,10 @@
 pub mod assembly;
 pub mod fence;
 mod fenced_digest;
+pub mod plan_fill;
 pub mod render_prompt;
 pub mod template;
+pub mod vars;
 
 pub use assembly::*;
 pub use fenced_digest::fenced_digest;

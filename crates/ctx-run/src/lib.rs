@@ -44,6 +44,7 @@ pub mod eval;
 pub mod export;
 pub mod list;
 pub mod out_dir;
+pub mod publish;
 mod results;
 pub mod run_costs;
 mod session;

@@ -33,6 +33,11 @@ pub struct ResultsJson<'a> {
     /// The `summarize_strategy: llm` calls, when any were made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summaries: Option<SummariesJson>,
+    /// The files `--publish-root` wrote, in plan order (absent when
+    /// nothing was published, so results.json of a run without it is
+    /// unchanged).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<crate::publish::Published>,
 }
 
 impl<'a> ResultsJson<'a> {
@@ -45,6 +50,7 @@ impl<'a> ResultsJson<'a> {
             budget_usd: report.cost.and_then(|c| c.budget),
             needed_usd: report.cost.and_then(|c| c.budget.map(|_| c.needed)),
             summaries: SummariesJson::of(SummaryTotals::of(&report.results)),
+            published: Vec::new(),
         }
     }
 }

@@ -116,6 +116,13 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
     let mut plan = super::plan_check::load_valid_plan(&args.plan)?;
+    if ctx_prompt::plan_fill::has_templates(&plan) {
+        // Its prompts would reach the model with their placeholders.
+        return Err(CliError::usage(format!(
+            "{}: the plan takes variables or the history digest, and ctx eval does not take --var yet; evaluate a plan without them",
+            args.plan.display()
+        )));
+    }
     args.limits.apply(&mut plan)?;
     let bounds = args.bounds.resolve()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;

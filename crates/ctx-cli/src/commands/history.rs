@@ -56,25 +56,25 @@ pub struct Args {
 
 /// The digest flags `ctx history` and `ctx render` both take (in `ctx
 /// render` each needs `--content-root`, which `ctx history` always has).
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct DigestArgs {
     /// The analysis date (YYYY-MM-DD or ISO 8601 date-time); default today (UTC).
-    #[arg(long, value_name = "DATE", requires = "content_root")]
+    #[arg(long, value_name = "DATE")]
     pub date: Option<String>,
     /// The previous weekly report, instead of searching `weekly/`.
-    #[arg(long, value_name = "PATH", requires = "content_root")]
+    #[arg(long, value_name = "PATH")]
     pub previous_summary: Option<PathBuf>,
     /// Share of the prompt budget the digest may use [default: 0.15].
-    #[arg(long, value_name = "F", requires = "content_root")]
+    #[arg(long, value_name = "F")]
     pub share: Option<f64>,
     /// Word cap of the digest [default: 1500].
-    #[arg(long, value_name = "N", requires = "content_root")]
+    #[arg(long, value_name = "N")]
     pub max_words: Option<usize>,
     /// History sources configuration (TOML, or YAML for .yaml/.yml).
-    #[arg(long, value_name = "FILE", requires = "content_root")]
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Read archive files whose symbolic links lead outside the content root.
-    #[arg(long, requires = "content_root")]
+    #[arg(long)]
     pub follow_symlinks: bool,
     /// Largest file read, in bytes: a larger archive file is skipped with a
     /// warning (`ctx render`: a larger `--var NAME=@FILE` is exit 2).
@@ -90,6 +90,26 @@ pub(crate) struct DigestSetup {
 }
 
 impl DigestArgs {
+    /// Refuses these flags without an archive to apply them to (`ctx
+    /// render` without `--content-root`, `ctx run` whose plan names no
+    /// `history.content_root`): a flag that would be ignored is an error.
+    pub(crate) fn refuse_without_root(&self) -> Result<(), CliError> {
+        let given = [
+            ("--date", self.date.is_some()),
+            ("--previous-summary", self.previous_summary.is_some()),
+            ("--share", self.share.is_some()),
+            ("--max-words", self.max_words.is_some()),
+            ("--config", self.config.is_some()),
+            ("--follow-symlinks", self.follow_symlinks),
+        ];
+        match given.iter().find(|(_, g)| *g) {
+            Some((flag, _)) => Err(CliError::usage(format!(
+                "{flag} needs an archive: give --content-root DIR"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Loads the sources config, applies these flags over it with the ones
     /// each command words its own way (`content_root`, `prompt_budget`,
     /// `tokenizer`), checks them, and builds the request. One place, so

@@ -8,6 +8,7 @@ pub mod lint;
 pub mod plan_check;
 pub mod plan_cost;
 pub mod plan_graph;
+pub mod plan_inputs;
 pub mod prices;
 pub mod render;
 pub mod run;

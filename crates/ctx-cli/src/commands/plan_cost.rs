@@ -80,6 +80,11 @@ pub struct Args {
     #[command(flatten)]
     pub prices: PriceArgs,
 
+    /// The plan's inputs (`--var`, the digest flags): the filled prompts
+    /// are priced.
+    #[command(flatten)]
+    pub inputs: super::plan_inputs::PlanInputArgs,
+
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -103,7 +108,8 @@ pub fn run(mut args: Args) -> CliResult {
     if o.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
         return Err(CliError::usage("--model: empty model name"));
     }
-    let plan = super::plan_check::load_valid_plan(&args.plan)?;
+    let plan = super::plan_check::load_valid_plan_given(&args.plan, true)?;
+    let plan = args.inputs.fill_for_estimate(plan, &args.plan)?;
     let book = args.prices.book(Some(&plan.config.prices))?;
     // What `ctx run --max-cost` reserves with: the same reading of the
     // engine flags (model, max_tokens, system prompt, attempts, whether

@@ -19,12 +19,11 @@
 //! `--format json` prints one object with the prompt, the table, the total
 //! and the budget.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ctx_prompt::fence::FenceNonce;
 use ctx_prompt::render_prompt::{HistoryInput, RenderInput, render_prompt};
-use ctx_prompt::template::{Classes, FenceStyle, Template, is_valid_name};
+use ctx_prompt::template::{Classes, FenceStyle, Template};
 
 use crate::commands::history::{DigestArgs, DigestSetup};
 use crate::exit::{CliError, CliResult, Exit};
@@ -61,71 +60,6 @@ pub struct Args {
     pub format: Format,
 }
 
-/// The text of `--var NAME=@PATH`: standard input for `-`, else a regular
-/// file, each read no further than `limit` bytes.
-fn read_var_file(path: &Path, limit: u64) -> Result<String, String> {
-    let bytes = if path == Path::new("-") {
-        use std::io::Read;
-        let mut bytes = Vec::new();
-        std::io::stdin()
-            .take(limit.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("<stdin>: {e}"))?;
-        if bytes.len() as u64 > limit {
-            return Err(format!(
-                "<stdin>: larger than the limit of {limit} bytes (--max-file-bytes)"
-            ));
-        }
-        bytes
-    } else {
-        ctx_history::markdown::read_bounded(path, limit, "file").map_err(|e| match e {
-            ctx_history::HistoryError::TooLarge { .. } => format!("{e} (--max-file-bytes)"),
-            e => e.to_string(),
-        })?
-    };
-    crate::io::utf8_text(path, bytes)
-}
-
-/// A `--var` argument: the name and the value it stands for. An `@FILE`
-/// is read no further than `max_file_bytes` (`--max-file-bytes`): a
-/// larger file, a directory or a FIFO is exit 2 naming the variable
-/// (`@/dev/zero` used to read until memory ran out).
-fn parse_var(arg: &str, max_file_bytes: u64) -> Result<(String, String), CliError> {
-    let Some((name, value)) = arg.split_once('=') else {
-        return Err(CliError::usage(format!(
-            "--var {arg}: expected NAME=VALUE or NAME=@FILE"
-        )));
-    };
-    if !is_valid_name(name) {
-        return Err(CliError::usage(format!(
-            "--var {arg}: `{name}` is not a placeholder name ([A-Z][A-Z0-9_]*)"
-        )));
-    }
-    let value = if let Some(lit) = value.strip_prefix("@@") {
-        format!("@{lit}")
-    } else if let Some(path) = value.strip_prefix('@') {
-        if path.is_empty() {
-            return Err(CliError::usage(format!(
-                "--var {arg}: `@` needs a file name (or `@-` for stdin)"
-            )));
-        }
-        let mut text = read_var_file(path.as_ref(), max_file_bytes)
-            .map_err(|e| CliError::usage(format!("--var {name}: {e}")))?;
-        // One trailing line break goes, as with shell command substitution,
-        // so `{{X}}` on its own line stays one line.
-        if text.ends_with('\n') {
-            text.pop();
-            if text.ends_with('\r') {
-                text.pop();
-            }
-        }
-        text
-    } else {
-        value.to_string()
-    };
-    Ok((name.to_string(), value))
-}
-
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
     let source = read_text(&args.template)?;
@@ -140,15 +74,7 @@ pub fn run(args: Args) -> CliResult {
         None => Classes::default(),
     };
 
-    let mut values = BTreeMap::new();
-    for arg in &args.vars {
-        let (name, value) = parse_var(arg, args.digest.max_file_bytes)?;
-        if values.insert(name.clone(), value).is_some() {
-            return Err(CliError::usage(format!(
-                "--var {name} is given more than once"
-            )));
-        }
-    }
+    let values = crate::var_flag::values(&args.vars, args.digest.max_file_bytes)?;
 
     let mut input = RenderInput::new(&template, &classes, values);
     if let Some(root) = &args.content_root {
@@ -157,6 +83,7 @@ pub fn run(args: Args) -> CliResult {
                 .setup(root, args.prompt_budget, args.tokenizer, false)?;
         input.history = Some(HistoryInput::new(config, request));
     } else {
+        args.digest.refuse_without_root()?;
         input.budget = args.prompt_budget;
         input.tokenizer = args.tokenizer;
     }

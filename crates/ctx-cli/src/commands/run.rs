@@ -77,6 +77,9 @@ pub struct Args {
     #[command(flatten)]
     pub limits: PlanLimitArgs,
 
+    #[command(flatten)]
+    pub inputs: super::plan_inputs::RunInputArgs,
+
     /// Tokenizer for every task (overrides config.tokenizer).
     #[arg(long, value_name = "T", value_parser = crate::tokenizer_flag::parser(), ignore_case = true, help_heading = heading::PROMPTS)]
     pub tokenizer: Option<Tokenizer>,
@@ -244,6 +247,17 @@ pub fn run(args: Args) -> CliResult {
     let store = args.store_flags().resolve(|k| std::env::var(k).ok())?;
     let mut loaded = load_plan(&args, &store)?;
     args.overrides().apply(&mut loaded.plan)?;
+    // The plan's variables, its history digest and its publish paths,
+    // filled before anything runs: the executor runs the filled plan.
+    loaded.plan = args.inputs.prepare(
+        loaded.plan,
+        args.plan.as_deref(),
+        &super::plan_inputs::RunKind {
+            dry_run_engine: args.engine.kind() == engines::EngineKind::DryRun,
+            shared: matches!(store, StoreChoice::Shared(_)),
+            durable: !matches!(store, StoreChoice::Local(RunStore::Memory)),
+        },
+    )?;
     let options = args.executor()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let notices = engines::Notices::default();
@@ -256,6 +270,7 @@ pub fn run(args: Args) -> CliResult {
         plan_path: &loaded.path,
         out: args.out.as_deref(),
         format: args.format,
+        publish: args.inputs.publish(&loaded.plan),
     };
     match store {
         StoreChoice::Local(store) => {
@@ -294,7 +309,10 @@ fn load_plan(args: &Args, store: &StoreChoice) -> Result<LoadedPlan, CliError> {
     let (run, path) = match (&args.resume, &args.plan) {
         (_, Some(path)) => {
             return Ok(LoadedPlan {
-                plan: super::plan_check::load_valid_plan(path)?,
+                plan: super::plan_check::load_valid_plan_given(
+                    path,
+                    args.inputs.plan.content_root.is_some(),
+                )?,
                 path: path.clone(),
                 source: path.to_str().map(str::to_string),
             });
@@ -491,6 +509,16 @@ pub struct Output<'a> {
     pub out: Option<&'a Path>,
     /// `--format`.
     pub format: Format,
+    /// `--publish-root` and the plan's publish paths.
+    pub publish: Option<Publish<'a>>,
+}
+
+/// Where a run's completed outputs are published after it.
+pub struct Publish<'a> {
+    /// `--publish-root DIR`.
+    pub root: &'a Path,
+    /// Each task's path under it.
+    pub targets: Vec<ctx_run::publish::PublishTarget>,
 }
 
 pub(crate) use crate::runtime::StopSignal;
@@ -560,11 +588,26 @@ where
 /// signal stopped the run, whose code wins.
 pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
     let report = &executed.report;
+    let (published, unpublished) = match &output.publish {
+        Some(p) => {
+            ctx_run::publish::publish(p.root, &p.targets, &report.results, report.interrupted)
+        }
+        None => (Vec::new(), None),
+    };
     match output.format {
         Format::Json => {
-            crate::io::print_stdout(&crate::io::json_text(&ctx_run::ResultsJson::of(report))?)?;
+            let mut json = ctx_run::ResultsJson::of(report);
+            json.published = published;
+            crate::io::print_stdout(&crate::io::json_text(&json)?)?;
         }
-        Format::Text => crate::io::print_stdout(&ctx_run::summary_text::summary_text(report))?,
+        Format::Text => crate::io::print_stdout(&format!(
+            "{}{}",
+            ctx_run::summary_text::summary_text(report),
+            ctx_run::publish::published_text(&published)
+        ))?,
+    }
+    if let Some(e) = &unpublished {
+        eprintln!("error: --publish-root: {e}");
     }
     let written = match output.out {
         Some(dir) => ctx_run::out_dir::write(dir, report),
@@ -584,7 +627,7 @@ pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
         );
         return Ok(executed.signal.map_or(Exit::Interrupted, StopSignal::exit));
     }
-    if written.is_err() {
+    if written.is_err() || unpublished.is_some() {
         return Ok(Exit::OutWrite);
     }
     Ok(if report.all_completed() {

@@ -30,6 +30,10 @@
 //!   fields), in the order above.
 //! * `cycles`: the elementary cycles of the dependency graph, over the one
 //!   DAG implementation, [`crate::graph::DependencyGraph`].
+//! * `variables`: the `variables:` declarations, the `history:` block and
+//!   each task's `publish` path, as far as they can be judged without the
+//!   template language (placeholders are ctx-prompt's:
+//!   `ctx_prompt::plan_fill::template_problems`).
 //! * `suggestions`: "did you mean", the closest known name to a misspelt
 //!   one (a trie walk; see that module for why not a pairwise crate).
 //!
@@ -48,9 +52,11 @@ use crate::plan::Plan;
 mod cycles;
 mod rules;
 mod suggestions;
+mod variables;
 
 pub use cycles::MAX_REPORTED_CYCLES;
 pub use rules::{KNOWN_TOOLS, MAX_ID_BYTES, TEMPERATURE_RANGE};
+pub use variables::publish_path_problem;
 
 /// What kind of problem; the stable, machine-readable part of a
 /// [`Problem`]. Serialized in `snake_case` (`unknown_dependency`).
@@ -124,6 +130,34 @@ pub enum ProblemCode {
     InvalidEntityCheck,
     /// `config.max_check_attempts` is 0.
     ZeroMaxCheckAttempts,
+    /// A variable's name is not `[A-Z][A-Z0-9_]*`.
+    InvalidVariableName,
+    /// A variable is named `HISTORICAL_CONTEXT`, which the `history:`
+    /// digest fills.
+    ReservedVariable,
+    /// Two variables share a name.
+    DuplicateVariable,
+    /// A variable's `default` does not parse as its `type`, or its
+    /// `max_tokens` is 0.
+    InvalidVariable,
+    /// A `history:` setting out of range (`share` outside (0, 1], a zero
+    /// budget or word count, an empty path).
+    InvalidHistorySetting,
+    /// A `publish` path that is empty, absolute or climbs out with `..`.
+    InvalidPublishPath,
+    /// Two tasks publish to the same path.
+    DuplicatePublishPath,
+    /// A `{{NAME}}` placeholder names no declared variable.
+    UndeclaredVariable,
+    /// A task template breaks a rule of `ctx lint` (an untrusted
+    /// placeholder outside a fence, an unbalanced or non-canonical fence,
+    /// a malformed placeholder).
+    TemplateLint,
+    /// A `publish` path holds an untrusted variable.
+    UntrustedPublishVariable,
+    /// `{{HISTORICAL_CONTEXT}}` is used and the plan names no
+    /// `history.content_root`.
+    NoContentRoot,
 }
 
 impl ProblemCode {
@@ -160,6 +194,17 @@ impl ProblemCode {
             ProblemCode::InvalidCheck => "invalid_check",
             ProblemCode::InvalidEntityCheck => "invalid_entity_check",
             ProblemCode::ZeroMaxCheckAttempts => "zero_max_check_attempts",
+            ProblemCode::InvalidVariableName => "invalid_variable_name",
+            ProblemCode::ReservedVariable => "reserved_variable",
+            ProblemCode::DuplicateVariable => "duplicate_variable",
+            ProblemCode::InvalidVariable => "invalid_variable",
+            ProblemCode::InvalidHistorySetting => "invalid_history_setting",
+            ProblemCode::InvalidPublishPath => "invalid_publish_path",
+            ProblemCode::DuplicatePublishPath => "duplicate_publish_path",
+            ProblemCode::UndeclaredVariable => "undeclared_variable",
+            ProblemCode::TemplateLint => "template_lint",
+            ProblemCode::UntrustedPublishVariable => "untrusted_publish_variable",
+            ProblemCode::NoContentRoot => "no_content_root",
         }
     }
 }
@@ -245,6 +290,8 @@ pub type PatternCheck<'a> = &'a dyn Fn(&str) -> Option<String>;
 pub fn validate_with(plan: &Plan, entity_pattern: PatternCheck<'_>) -> Vec<Problem> {
     let mut out = Vec::new();
     rules::check_plan(plan, entity_pattern, &mut out);
+    variables::check_variables(plan, &mut out);
+    variables::check_publish_paths(plan, &mut out);
     cycles::check_cycles(plan, &mut out);
     out
 }
@@ -292,6 +339,7 @@ mod tests {
             },
             dependency: Default::default(),
             checks: Vec::new(),
+            publish: None,
         }
     }
 
@@ -313,6 +361,8 @@ mod tests {
             entities: Vec::new(),
             sub_tasks: tasks,
             config: PlanConfig::default(),
+            variables: Vec::new(),
+            history: None,
         }
     }
 

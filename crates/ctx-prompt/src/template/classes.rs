@@ -3,29 +3,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::*;
 
-/// Who could have written a placeholder's value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Class {
-    /// Written by whoever runs the pipeline; inserted as is.
-    Trusted,
-    /// Possibly influenced by a third party; fenced and neutralized.
-    Untrusted,
-}
-
-impl Class {
-    /// `trusted` or `untrusted`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Class::Trusted => "trusted",
-            Class::Untrusted => "untrusted",
-        }
-    }
-}
+/// Who could have written a placeholder's value: the plan model's, so a
+/// plan's `variables:` and a template's front matter speak one word.
+pub use ctx_model::variables::Class;
 
 /// Names classified trusted or untrusted by one source (front matter or a
 /// classes file).
@@ -64,6 +48,14 @@ impl Classes {
     /// The class this source gives `name`, if any.
     pub fn get(&self, name: &str) -> Option<Class> {
         self.map.get(name).copied()
+    }
+
+    /// A source that classifies each `(name, class)` pair; a later pair
+    /// wins. A plan's `variables:` become one this way.
+    pub fn from_pairs<I: IntoIterator<Item = (String, Class)>>(pairs: I) -> Classes {
+        Classes {
+            map: pairs.into_iter().collect(),
+        }
     }
 
     /// Every classified name.

@@ -8,16 +8,9 @@ use serde::Deserialize;
 
 use super::*;
 
-/// The placeholder that `ctx render --content-root` fills with the
-/// historical digest; untrusted unless classified otherwise.
-pub const HISTORICAL_CONTEXT: &str = "HISTORICAL_CONTEXT";
-
-/// Whether `name` is a valid placeholder name: `[A-Z][A-Z0-9_]*`.
-pub fn is_valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_uppercase())
-        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-}
+/// The placeholder the historical digest fills, and the placeholder name
+/// rule: the plan model's, shared with a plan's `variables:`.
+pub use ctx_model::variables::{HISTORICAL_CONTEXT, is_valid_name};
 
 /// A template error: bad front matter or a bad classes file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -194,6 +187,30 @@ impl Template {
             }
             _ => (bom..source.len(), Classes::default(), FenceStyle::Plain),
         };
+        Ok(Template::scan(source, path, body, classes, fence))
+    }
+
+    /// A template that is all body: no front matter is looked for, so a
+    /// text that starts with `---` keeps it. A plan's task prompts are
+    /// read this way (their classes come from the plan's `variables:`).
+    pub fn parse_body(source: &str, path: &str) -> Template {
+        Template::scan(
+            source,
+            path,
+            0..source.len(),
+            Classes::default(),
+            FenceStyle::Plain,
+        )
+    }
+
+    /// Finds the placeholders and malformed placeholders of `body`.
+    fn scan(
+        source: &str,
+        path: &str,
+        body: Range<usize>,
+        classes: Classes,
+        fence: FenceStyle,
+    ) -> Template {
         let mut placeholders = Vec::new();
         let mut malformed = Vec::new();
         let lines = LineIndex::new(source);
@@ -224,7 +241,7 @@ impl Template {
             }
             i += 1;
         }
-        Ok(Template {
+        Template {
             path: path.to_string(),
             source: source.to_string(),
             body,
@@ -232,7 +249,7 @@ impl Template {
             fence,
             placeholders,
             malformed,
-        })
+        }
     }
 
     /// The template without its front matter (and byte-order mark).

@@ -1,0 +1,118 @@
+//! The plan problems that need the template language: each template field
+//! of a plan linted as `ctx lint` lints a template, with the plan's
+//! `variables:` as its classes.
+
+use ctx_model::{Class, HISTORICAL_CONTEXT, Plan, Problem, ProblemCode};
+
+use crate::template::{FindingKind, lint};
+
+use super::{TemplateField, plan_classes, template_fields};
+
+/// Every problem of `plan`'s templates, in field order:
+///
+/// * a placeholder that names no declared variable
+///   ([`ProblemCode::UndeclaredVariable`]);
+/// * every rule of `ctx lint` ([`ProblemCode::TemplateLint`]): an
+///   untrusted placeholder outside an `<untrusted-content>` fence, an
+///   unbalanced, nested or non-canonical fence, a malformed placeholder;
+/// * a `publish` path holding an untrusted variable
+///   ([`ProblemCode::UntrustedPublishVariable`]);
+/// * `{{HISTORICAL_CONTEXT}}` used while the plan names no
+///   `history.content_root` and `content_root_given` is false (a caller
+///   with a `--content-root` flag passes true)
+///   ([`ProblemCode::NoContentRoot`]).
+///
+/// A text with no `{{NAME}}` placeholder is not a template and is not
+/// linted: a plan written before variables existed, whose prompts may
+/// show braces or fence tags as text, reads as it did.
+pub fn template_problems(plan: &Plan, content_root_given: bool) -> Vec<Problem> {
+    let classes = plan_classes(plan);
+    let mut out = Vec::new();
+    let mut digest_reported = false;
+    for TemplateField {
+        field,
+        task,
+        template,
+        publish,
+    } in template_fields(plan)
+    {
+        if template.placeholders.is_empty() {
+            continue;
+        }
+        let task_id = task.map(|i| plan.sub_tasks[i].id.clone());
+        let mut push = |code, message: String| {
+            out.push(Problem {
+                code,
+                task_id: task_id.clone(),
+                field: field.clone(),
+                message,
+            })
+        };
+        let multiline = template.source().contains('\n');
+        let at = |line: usize| {
+            if multiline {
+                format!(" (line {line} of the text)")
+            } else {
+                String::new()
+            }
+        };
+        if publish {
+            for p in &template.placeholders {
+                match template.class_of(&p.name, &classes).0 {
+                    None => push(
+                        ProblemCode::UndeclaredVariable,
+                        format!("{{{{{}}}}} names no declared variable", p.name),
+                    ),
+                    Some(Class::Untrusted) => push(
+                        ProblemCode::UntrustedPublishVariable,
+                        format!(
+                            "{{{{{}}}}} is untrusted; a publish path may hold trusted variables only",
+                            p.name
+                        ),
+                    ),
+                    Some(Class::Trusted) => {}
+                }
+            }
+            continue;
+        }
+        let report = lint(&template, &classes);
+        let mut undeclared: Vec<&str> = Vec::new();
+        for p in &report.placeholders {
+            if p.class.is_none() && !undeclared.contains(&p.name.as_str()) {
+                undeclared.push(&p.name);
+                push(
+                    ProblemCode::UndeclaredVariable,
+                    format!(
+                        "{{{{{}}}}} names no declared variable (declare it under `variables:`){}",
+                        p.name,
+                        at(p.line)
+                    ),
+                );
+            }
+        }
+        for f in &report.findings {
+            if f.kind != FindingKind::Unclassified {
+                push(
+                    ProblemCode::TemplateLint,
+                    format!("{}: {}{}", f.kind.as_str(), f.message, at(f.line)),
+                );
+            }
+        }
+        let uses_digest = template.names().contains(HISTORICAL_CONTEXT);
+        let has_root = content_root_given
+            || plan
+                .history
+                .as_ref()
+                .is_some_and(|h| h.content_root.is_some());
+        if uses_digest && !has_root && !digest_reported {
+            digest_reported = true;
+            push(
+                ProblemCode::NoContentRoot,
+                format!(
+                    "{{{{{HISTORICAL_CONTEXT}}}}} is used, but no archive fills it: set `history.content_root`"
+                ),
+            );
+        }
+    }
+    out
+}

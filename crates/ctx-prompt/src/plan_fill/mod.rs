@@ -1,0 +1,257 @@
+//! A plan's templates filled with its run-time values: the *filled plan*
+//! a run executes.
+//!
+//! A plan's `params.prompt`, `params.system`, each entity's
+//! `grounded_value(s)` and each `entity_context[].grounded_value` are
+//! templates in `ctx render`'s language ([`crate::template`]): `{{NAME}}`
+//! placeholders, classed by the plan's `variables:` (untrusted by default)
+//! and `{{HISTORICAL_CONTEXT}}` (untrusted, filled by the digest). They
+//! are filled here, once, before anything runs, by the same strict
+//! one-pass [`render`] `ctx render` uses:
+//! untrusted values neutralized, a trusted value holding a fence tag
+//! refused, the fence tags of the result counted. The executor then runs
+//! the filled plan as it runs any plan, so prompts, fingerprints and
+//! cache keys follow from the filled text with no change to it, and a
+//! text with no placeholder is byte for byte what it was.
+//!
+//! [`fill_plan`] refuses, before anything runs:
+//! * a value for a name the plan does not declare, a missing required
+//!   value, a `json` value that does not parse (with its line and column);
+//! * a value over its variable's `max_tokens`, counted with the tokenizer
+//!   of each task that uses it (the largest count decides);
+//! * a task whose filled own prompt is over `max_prompt_tokens` (a filled
+//!   value is part of the task's own prompt, which assembly never cuts),
+//!   naming the largest variable in it ([`FillError::OverCap`]);
+//! * a `publish` path that, filled, leaves the publish root or meets
+//!   another task's.
+//!
+//! [`template_problems`] is what `ctx plan check` adds to the model's
+//! problems: the template rules, located at their fields.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ctx_model::{HISTORICAL_CONTEXT, Plan, VariableType, publish_path_problem};
+
+use crate::template::render;
+
+mod digest;
+mod error;
+mod fields;
+mod limits;
+mod lint;
+
+pub use digest::{DigestSettings, plan_digest, plan_history};
+pub use error::FillError;
+pub(crate) use fields::{TemplateField, plan_classes, template_fields};
+pub use lint::template_problems;
+
+#[cfg(test)]
+mod tests;
+
+/// A plan with its values in place, as it runs.
+#[derive(Debug, Clone)]
+pub struct FilledPlan {
+    /// The plan with every template field filled and `publish` paths
+    /// resolved.
+    pub plan: Plan,
+    /// Every declared variable's value as used (given, else its default),
+    /// by name; a variable with neither is left out.
+    pub values: BTreeMap<String, String>,
+}
+
+/// The values a run uses: each given value, else the declared default.
+/// Refuses undeclared names, `HISTORICAL_CONTEXT`, missing required
+/// values and `json` values that do not parse.
+pub fn resolve_values(
+    plan: &Plan,
+    given: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, FillError> {
+    for name in given.keys() {
+        if name == HISTORICAL_CONTEXT {
+            return Err(FillError::Reserved);
+        }
+        if !plan.variables.iter().any(|v| &v.name == name) {
+            return Err(FillError::Undeclared {
+                name: name.clone(),
+                known: plan.variables.iter().map(|v| v.name.clone()).collect(),
+            });
+        }
+    }
+    let missing: Vec<String> = plan
+        .variables
+        .iter()
+        .filter(|v| v.needs_value() && !given.contains_key(&v.name))
+        .map(|v| v.name.clone())
+        .collect();
+    if !missing.is_empty() {
+        return Err(FillError::Missing { names: missing });
+    }
+    let mut values = BTreeMap::new();
+    for v in &plan.variables {
+        let Some(value) = given.get(&v.name).or(v.default.as_ref()) else {
+            continue;
+        };
+        if v.value_type == VariableType::Json
+            && let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(value)
+        {
+            return Err(FillError::NotJson {
+                name: v.name.clone(),
+                line: e.line(),
+                column: e.column(),
+                message: e.to_string(),
+            });
+        }
+        values.insert(v.name.clone(), value.clone());
+    }
+    Ok(values)
+}
+
+/// Whether `plan` has anything to fill: a declared variable, or a
+/// `{{HISTORICAL_CONTEXT}}` somewhere. A plan without either runs as
+/// written.
+pub fn has_templates(plan: &Plan) -> bool {
+    !plan.variables.is_empty() || uses_digest(plan)
+}
+
+/// Whether a template field of `plan` uses `{{HISTORICAL_CONTEXT}}`.
+pub fn uses_digest(plan: &Plan) -> bool {
+    template_fields(plan)
+        .iter()
+        .any(|f| !f.publish && f.template.names().contains(HISTORICAL_CONTEXT))
+}
+
+/// Fills `plan` with `given` values and the history `digest` (the text
+/// for `{{HISTORICAL_CONTEXT}}`, already fenced-neutral; see
+/// [`plan_digest`]), checking every limit before anything runs.
+///
+/// `plan` is the plan as it will run, overrides applied: its
+/// `max_prompt_tokens` and tokenizer are the ones checked.
+pub fn fill_plan(
+    plan: &Plan,
+    given: &BTreeMap<String, String>,
+    digest: Option<&str>,
+) -> Result<FilledPlan, FillError> {
+    let values = resolve_values(plan, given)?;
+    let classes = plan_classes(plan);
+    let mut all = values.clone();
+    if let Some(d) = digest {
+        all.insert(HISTORICAL_CONTEXT.to_string(), d.to_string());
+    }
+    let mut filled = plan.clone();
+    // Which names each task's fields use, for the max_tokens counts (an
+    // entity's value counts for every task it reaches).
+    let mut names_by_task: Vec<BTreeSet<String>> = vec![BTreeSet::new(); plan.sub_tasks.len()];
+    let mut entity_names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut publish_paths: BTreeMap<String, String> = BTreeMap::new();
+    for f in template_fields(plan) {
+        let names: BTreeSet<String> = f.template.names().into_iter().map(String::from).collect();
+        if names.is_empty() {
+            continue;
+        }
+        if names.contains(HISTORICAL_CONTEXT) && digest.is_none() {
+            return Err(FillError::NoDigest { field: f.field });
+        }
+        let used: BTreeMap<String, String> = all
+            .iter()
+            .filter(|(k, _)| names.contains(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let text = render(&f.template, &classes, &used)
+            .map_err(|source| FillError::Render {
+                field: f.field.clone(),
+                source,
+            })?
+            .text;
+        match f.task {
+            Some(i) => names_by_task[i].extend(names.iter().cloned()),
+            None => {
+                let entity = fields::entity_of_field(plan, &f.field);
+                entity_names
+                    .entry(entity)
+                    .or_default()
+                    .extend(names.iter().cloned());
+            }
+        }
+        if f.publish {
+            let task = &plan.sub_tasks[f.task.unwrap_or_default()];
+            if let Some(reason) = publish_path_problem(&text) {
+                return Err(FillError::PublishPath {
+                    task_id: task.id.clone(),
+                    path: text,
+                    reason,
+                });
+            }
+            let key = text.strip_prefix("./").unwrap_or(&text).to_string();
+            if let Some(first) = publish_paths.insert(key, task.id.clone()) {
+                return Err(FillError::PublishCollision {
+                    first,
+                    second: task.id.clone(),
+                    path: text,
+                });
+            }
+        }
+        fields::set_field(&mut filled, &f.field, text);
+    }
+    for (i, task) in plan.sub_tasks.iter().enumerate() {
+        for e in plan.resolve_entity_context(task) {
+            if let Some(names) = entity_names.get(&e.name) {
+                names_by_task[i].extend(names.iter().cloned());
+            }
+        }
+    }
+    limits::check_limits(plan, &filled, &values, &all, &names_by_task)?;
+    Ok(FilledPlan {
+        plan: filled,
+        values,
+    })
+}
+
+/// A declared variable a cost estimate has no value for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WithoutValue {
+    /// The variable.
+    pub name: String,
+    /// Its `max_tokens`, the bound of its size when there is one.
+    pub max_tokens: Option<usize>,
+}
+
+/// [`fill_plan`] for a cost estimate, which may be made before the week's
+/// data exists: a required variable without a value stands in empty
+/// (`null` for `json`), and so does the digest when `digest` is `None`;
+/// each is returned, so the report can say what bounds it (its
+/// `max_tokens`) or that nothing does. A task's prompt is priced up to
+/// `max_prompt_tokens` whatever fills it, since a filled prompt over the
+/// cap never runs.
+pub fn fill_for_estimate(
+    plan: &Plan,
+    given: &BTreeMap<String, String>,
+    digest: Option<&str>,
+) -> Result<(FilledPlan, Vec<WithoutValue>), FillError> {
+    let mut values = given.clone();
+    let mut without = Vec::new();
+    for v in &plan.variables {
+        if v.needs_value() && !given.contains_key(&v.name) {
+            let stand_in = match v.value_type {
+                VariableType::Json => "null",
+                VariableType::Text => "",
+            };
+            values.insert(v.name.clone(), stand_in.to_string());
+            without.push(WithoutValue {
+                name: v.name.clone(),
+                max_tokens: v.max_tokens,
+            });
+        }
+    }
+    let digest = match digest {
+        Some(d) => Some(d),
+        None if uses_digest(plan) => {
+            without.push(WithoutValue {
+                name: HISTORICAL_CONTEXT.to_string(),
+                max_tokens: None,
+            });
+            Some("")
+        }
+        None => None,
+    };
+    Ok((fill_plan(plan, &values, digest)?, without))
+}
