@@ -14,8 +14,8 @@ use ctx_model::{Attempt, CallOutcome};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use ctx_engine::{
-    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, RequestPurpose,
-    output_too_large,
+    BoxFuture, EngineCosts, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
+    RequestPurpose, output_too_large,
 };
 
 /// How many trailing lines of stderr a failure carries.
@@ -79,6 +79,22 @@ impl CommandEngine {
     pub fn new(command: impl Into<String>) -> CommandEngine {
         CommandEngine {
             command: command.into(),
+        }
+    }
+
+    /// What a command costs: it passes `params.model` as `CTX_MODEL` and
+    /// cannot stop a completion at `max_tokens` (under a budget the
+    /// executor cuts its output there, at `max_tokens` for a task without
+    /// `params.max_tokens`); it calls no priced API of its own, so its
+    /// tasks are priced only when a price is asked for; one request per
+    /// call.
+    pub fn costs(max_tokens: Option<u32>) -> EngineCosts {
+        EngineCosts {
+            max_tokens,
+            attempts: 1,
+            cuts_at_max_tokens: true,
+            priced_on_request: true,
+            ..EngineCosts::default()
         }
     }
 

@@ -118,6 +118,26 @@ pub struct RequestDefaults {
     pub system: Option<String>,
 }
 
+impl RequestDefaults {
+    /// What these defaults mean for costs: the model, `max_tokens` and
+    /// system prompt of tasks whose params set none, `max_attempts`
+    /// requests per call (each retry may be billed), and each task's
+    /// params sent with `params.extra` passed through. Plain data, so a
+    /// plan is priced without building the engine (no key, no server).
+    pub fn costs(&self, max_attempts: u32) -> ctx_engine::EngineCosts {
+        ctx_engine::EngineCosts {
+            free: false,
+            model: self.model.clone(),
+            max_tokens: self.max_tokens,
+            system: self.system.clone(),
+            attempts: max_attempts,
+            cuts_at_max_tokens: false,
+            sends_params: true,
+            priced_on_request: false,
+        }
+    }
+}
+
 /// Everything the engine needs. Build it, then [`crate::OpenAiEngine::new`].
 #[derive(Debug, Clone)]
 pub struct OpenAiConfig {

@@ -3,7 +3,8 @@
 use ctx_model::{Attempt, CallOutcome};
 
 use crate::{
-    BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse, RequestPurpose,
+    BoxFuture, EngineCosts, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
+    RequestPurpose,
 };
 
 /// Answers every task with `[dry-run] output of task {id}`, and every
@@ -20,6 +21,16 @@ pub struct DryRunEngine;
 impl DryRunEngine {
     /// The engine's name as `--engine` takes it.
     pub const NAME: &'static str = "dry-run";
+
+    /// What a dry run costs: nothing. It calls no model, so every task is
+    /// priced at $0 whatever its params name, with one attempt per call.
+    pub fn costs() -> EngineCosts {
+        EngineCosts {
+            free: true,
+            attempts: 1,
+            ..EngineCosts::default()
+        }
+    }
 
     /// The output a dry run gives task `task_id`.
     pub fn output_for(task_id: &str) -> String {

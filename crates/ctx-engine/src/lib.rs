@@ -60,8 +60,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
+mod costs;
 mod dry_run;
 
+pub use costs::EngineCosts;
 pub use dry_run::DryRunEngine;
 
 /// Re-exported: an engine reports it in [`InferenceResponse`].

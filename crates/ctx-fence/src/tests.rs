@@ -2,7 +2,6 @@ use super::*;
 use crate::strategies::{ATTACKS, ISSUE_8_ATTACKS, ISSUE_20_ATTACKS, fragment, in_tag_characters};
 use proptest::prelude::*;
 
-
 #[test]
 fn issue_20_bypasses_are_caught() {
     let missed: Vec<&str> = ISSUE_20_ATTACKS
@@ -60,7 +59,6 @@ fn escapes_that_are_not_tags_change_nothing() {
         assert_eq!(neutralize(text), text, "{text}");
     }
 }
-
 
 #[test]
 fn issue_8_bypasses_are_caught() {
@@ -213,7 +211,6 @@ fn tag_kinds() {
     );
     assert_eq!(tags[1].range, 20..40);
 }
-
 
 /// The last resort (reached only if the rescans never converged) replaces
 /// exactly the characters whose skeleton could start a tag or an escape,

@@ -34,35 +34,10 @@ use ctx_model::{Plan, SubTask};
 
 use crate::estimate::{EngineDefaults, estimate_tasks, list};
 
-/// What the engine means for costs: the defaults a task's params win
-/// over, and how the engine bills and stops.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EngineCosts {
-    /// The engine calls no model (the dry run): every task costs $0.
-    pub free: bool,
-    /// The model of a task without `params.model` (`--model`).
-    pub model: Option<String>,
-    /// The `max_tokens` of a task without `params.max_tokens`.
-    pub max_tokens: Option<u32>,
-    /// The system prompt of a task without `params.system`.
-    pub system: Option<String>,
-    /// Requests per call, the first included (the HTTP engine's retries
-    /// may each be billed); 1 for engines that do not retry.
-    pub attempts: u32,
-    /// The engine cannot stop a completion at `max_tokens` (a command):
-    /// under a budget the executor cuts its output there.
-    pub cuts_at_max_tokens: bool,
-    /// The engine sends each task's params with `params.extra` passed
-    /// through (the openai engine); see
-    /// [`EngineDefaults::sends_params`](crate::estimate::EngineDefaults::sends_params).
-    pub sends_params: bool,
-    /// The engine calls no priced API of its own (a local command): its
-    /// tasks are priced only when a price is asked for (a budget, a
-    /// prices file, `--price`, the plan's `config.prices`), not by an
-    /// API's list price for a model name the command may not even run
-    /// ([`RunPricing::book`]).
-    pub priced_on_request: bool,
-}
+/// What an engine means for costs: each engine states its own (the
+/// engine seam's [`EngineCosts`], re-exported here, where its users price
+/// runs).
+pub use ctx_engine::EngineCosts;
 
 impl<'a> EngineDefaults<'a> {
     /// The defaults `engine` resolves tasks with: `ctx plan cost` and

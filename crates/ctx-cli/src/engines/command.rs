@@ -63,15 +63,8 @@ pub fn build(args: &EngineArgs) -> Arc<dyn InferenceEngine> {
     ))
 }
 
-/// A command passes `params.model` as `CTX_MODEL` and cannot stop at
-/// `max_tokens` (under a budget its output is cut there); it calls no
-/// priced API of its own, so it is priced only when a price is asked for.
+/// The engine's cost facts ([`CommandEngine::costs`]), with `--max-tokens`
+/// as the cut of tasks that set no `params.max_tokens`.
 pub fn costs(args: &EngineArgs) -> EngineCosts {
-    EngineCosts {
-        max_tokens: args.openai.max_tokens,
-        attempts: 1,
-        cuts_at_max_tokens: true,
-        priced_on_request: true,
-        ..EngineCosts::default()
-    }
+    CommandEngine::costs(args.openai.max_tokens)
 }

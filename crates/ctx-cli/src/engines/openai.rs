@@ -190,21 +190,23 @@ pub fn check(args: &EngineArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The flags' meaning for costs: `--model`, `--max-tokens` and `--system`
-/// for tasks whose params set none, `--max-attempts` requests per call
-/// (each retry may be billed), and each task's params sent with
-/// `params.extra` passed through.
-pub fn costs(args: &OpenAiArgs) -> ctx_run::run_costs::EngineCosts {
-    ctx_run::run_costs::EngineCosts {
-        free: false,
+/// The request defaults the flags give: tasks' params win over them.
+fn request_defaults(args: &OpenAiArgs) -> RequestDefaults {
+    RequestDefaults {
         model: args.model.clone(),
+        temperature: args.temperature,
         max_tokens: args.max_tokens,
+        top_p: args.top_p,
+        stop: (!args.stop.is_empty()).then(|| args.stop.clone()),
+        seed: args.seed,
         system: args.system.clone(),
-        attempts: args.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
-        cuts_at_max_tokens: false,
-        sends_params: true,
-        priced_on_request: false,
     }
+}
+
+/// The flags' meaning for costs, as the engine states it
+/// ([`RequestDefaults::costs`]): `--max-attempts` requests per call.
+pub fn costs(args: &OpenAiArgs) -> ctx_run::run_costs::EngineCosts {
+    request_defaults(args).costs(args.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))
 }
 
 /// What `ctx engines` says of it: built from the constants the engine
@@ -396,15 +398,7 @@ pub fn config_from(
     Ok(OpenAiConfig {
         base_url,
         api_key,
-        defaults: RequestDefaults {
-            model: args.model.clone(),
-            temperature: args.temperature,
-            max_tokens: args.max_tokens,
-            top_p: args.top_p,
-            stop: (!args.stop.is_empty()).then(|| args.stop.clone()),
-            seed: args.seed,
-            system: args.system.clone(),
-        },
+        defaults: request_defaults(args),
         stream: args.stream,
         request_timeout: secs(
             "--request-timeout",
