@@ -722,6 +722,29 @@ mod tests {
         );
     }
 
+    /// The judge's size limit is inclusive: an output of exactly
+    /// `JUDGE_MAX_OUTPUT_BYTES` is judged, one byte more is not (and is
+    /// failed without a call, each of its judge checks).
+    #[test]
+    fn an_output_at_the_judge_limit_is_judged_one_byte_more_is_not() {
+        let checks = set(r#"[{"judge": "ok?"}, {"judge": "fine?"}]"#);
+        let context = EvalContext { entities: &[] };
+        let at_limit = vec![b'a'; JUDGE_MAX_OUTPUT_BYTES];
+        let mut ev = checks.evaluate(&at_limit, &context);
+        let requests = ev.take_judge_requests();
+        assert_eq!(requests.iter().map(|r| r.index).collect::<Vec<_>>(), [0, 1]);
+        let over = vec![b'a'; JUDGE_MAX_OUTPUT_BYTES + 1];
+        let mut ev = checks.evaluate(&over, &context);
+        assert!(ev.take_judge_requests().is_empty());
+        let too_large = format!(
+            "the output is too large to judge ({} bytes; a judge reads at most {JUDGE_MAX_OUTPUT_BYTES})",
+            JUDGE_MAX_OUTPUT_BYTES + 1
+        );
+        for r in ev.finish() {
+            assert_eq!((r.passed, r.message), (false, too_large.clone()));
+        }
+    }
+
     #[test]
     fn an_unasked_or_failed_judge_fails_its_check() {
         let checks = set(r#"[{"judge": "ok?"}, {"judge": "fine?"}]"#);
