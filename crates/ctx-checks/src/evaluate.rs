@@ -745,6 +745,27 @@ mod tests {
         }
     }
 
+    /// A judge that gives no reason is quoted without an empty one.
+    #[test]
+    fn a_verdict_without_a_reason_says_only_the_verdict() {
+        let checks = set(r#"[{"judge": "ok?"}, {"judge": "fine?"}]"#);
+        let context = EvalContext { entities: &[] };
+        let mut ev = checks.evaluate(b"x", &context);
+        ev.record_judge_answer(0, r#"{"pass": true, "reason": ""}"#)
+            .unwrap();
+        ev.record_judge_answer(1, r#"{"pass": false, "reason": ""}"#)
+            .unwrap();
+        let r = ev.finish();
+        assert_eq!(
+            (r[0].passed, r[0].message.as_str()),
+            (true, "the judge passed it")
+        );
+        assert_eq!(
+            (r[1].passed, r[1].message.as_str()),
+            (false, "the judge failed it")
+        );
+    }
+
     #[test]
     fn an_unasked_or_failed_judge_fails_its_check() {
         let checks = set(r#"[{"judge": "ok?"}, {"judge": "fine?"}]"#);
