@@ -745,6 +745,17 @@ mod tests {
         }
     }
 
+    /// `all_passed` is true exactly when every result passed (and for no
+    /// result at all).
+    #[test]
+    fn all_passed_needs_every_result_to_pass() {
+        let results = run(r#"[{"contains": "a"}, {"max_words": 3}]"#, "a b");
+        assert!(all_passed(&results));
+        assert!(all_passed(&[]));
+        let results = run(r#"[{"contains": "a"}, {"max_words": 1}]"#, "a b");
+        assert!(!all_passed(&results));
+    }
+
     /// A judge that gives no reason is quoted without an empty one.
     #[test]
     fn a_verdict_without_a_reason_says_only_the_verdict() {
