@@ -579,6 +579,13 @@ mod tests {
             "[1, 2, 3, 4, 5]",
         );
         assert!(message.ends_with("; and 2 more"), "{message}");
+        // Exactly as many errors as are shown: all listed, no "and 0 more".
+        let (_, message) = one(
+            r#"{"json_schema": {"type": "array", "items": {"type": "string"}}}"#,
+            "[1, 2, 3]",
+        );
+        assert_eq!(message.matches("is not of type").count(), 3, "{message}");
+        assert!(!message.contains("more"), "{message}");
     }
 
     #[test]
