@@ -579,6 +579,13 @@ mod tests {
             "[1, 2, 3, 4, 5]",
         );
         assert!(message.ends_with("; and 2 more"), "{message}");
+        // Exactly as many errors as are shown: all listed, no "and 0 more".
+        let (_, message) = one(
+            r#"{"json_schema": {"type": "array", "items": {"type": "string"}}}"#,
+            "[1, 2, 3]",
+        );
+        assert_eq!(message.matches("is not of type").count(), 3, "{message}");
+        assert!(!message.contains("more"), "{message}");
     }
 
     #[test]
@@ -719,6 +726,61 @@ mod tests {
         assert_eq!(
             (r[2].passed, r[2].message.as_str()),
             (true, "the judge passed it: Two words.")
+        );
+    }
+
+    /// The judge's size limit is inclusive: an output of exactly
+    /// `JUDGE_MAX_OUTPUT_BYTES` is judged, one byte more is not (and is
+    /// failed without a call, each of its judge checks).
+    #[test]
+    fn an_output_at_the_judge_limit_is_judged_one_byte_more_is_not() {
+        let checks = set(r#"[{"judge": "ok?"}, {"judge": "fine?"}]"#);
+        let context = EvalContext { entities: &[] };
+        let at_limit = vec![b'a'; JUDGE_MAX_OUTPUT_BYTES];
+        let mut ev = checks.evaluate(&at_limit, &context);
+        let requests = ev.take_judge_requests();
+        assert_eq!(requests.iter().map(|r| r.index).collect::<Vec<_>>(), [0, 1]);
+        let over = vec![b'a'; JUDGE_MAX_OUTPUT_BYTES + 1];
+        let mut ev = checks.evaluate(&over, &context);
+        assert!(ev.take_judge_requests().is_empty());
+        let too_large = format!(
+            "the output is too large to judge ({} bytes; a judge reads at most {JUDGE_MAX_OUTPUT_BYTES})",
+            JUDGE_MAX_OUTPUT_BYTES + 1
+        );
+        for r in ev.finish() {
+            assert_eq!((r.passed, r.message), (false, too_large.clone()));
+        }
+    }
+
+    /// `all_passed` is true exactly when every result passed (and for no
+    /// result at all).
+    #[test]
+    fn all_passed_needs_every_result_to_pass() {
+        let results = run(r#"[{"contains": "a"}, {"max_words": 3}]"#, "a b");
+        assert!(all_passed(&results));
+        assert!(all_passed(&[]));
+        let results = run(r#"[{"contains": "a"}, {"max_words": 1}]"#, "a b");
+        assert!(!all_passed(&results));
+    }
+
+    /// A judge that gives no reason is quoted without an empty one.
+    #[test]
+    fn a_verdict_without_a_reason_says_only_the_verdict() {
+        let checks = set(r#"[{"judge": "ok?"}, {"judge": "fine?"}]"#);
+        let context = EvalContext { entities: &[] };
+        let mut ev = checks.evaluate(b"x", &context);
+        ev.record_judge_answer(0, r#"{"pass": true, "reason": ""}"#)
+            .unwrap();
+        ev.record_judge_answer(1, r#"{"pass": false, "reason": ""}"#)
+            .unwrap();
+        let r = ev.finish();
+        assert_eq!(
+            (r[0].passed, r[0].message.as_str()),
+            (true, "the judge passed it")
+        );
+        assert_eq!(
+            (r[1].passed, r[1].message.as_str()),
+            (false, "the judge failed it")
         );
     }
 

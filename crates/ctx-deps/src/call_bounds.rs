@@ -72,3 +72,22 @@ pub(crate) fn over_bound(what: &str, prompt_tokens: usize, bound: u64) -> Option
         )
     })
 }
+
+#[cfg(test)]
+mod boundary_tests {
+    /// The bound is the most a reservation allows, inclusive: a prompt of
+    /// exactly `bound` tokens is sent, one token more is refused (found by
+    /// cargo-mutants: `>` as `>=` survived).
+    #[test]
+    fn a_prompt_at_its_bound_is_sent_one_token_over_is_not() {
+        assert_eq!(super::over_bound("judge", 120, 120), None);
+        assert_eq!(super::over_bound("judge", 0, 0), None);
+        assert_eq!(
+            super::over_bound("summary", 121, 120).as_deref(),
+            Some(
+                "budget: the summary prompt is 121 tokens after neutralizing the output, \
+                 over the 120 its reservation allows; it was not sent"
+            )
+        );
+    }
+}

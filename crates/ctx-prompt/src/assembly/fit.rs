@@ -936,6 +936,13 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
         assert!(p.text.contains(&format!("\n{}...\n", "b".repeat(72))));
         assert!(p.text.contains(&format!("\n{}...\n", "m".repeat(72))));
         assert!(p.text.contains(&small));
+        // Needing 300: the level is 100, the middle output's own size, so
+        // it stays whole; only the largest comes down to it.
+        let p = assemble_task_prompt(&plan, &task, &deps, &c, full.tokens - 300).unwrap();
+        assert_eq!(p.tokens, full.tokens - 300);
+        assert_eq!(p.shortened_dependencies, vec!["big".to_string()]);
+        assert!(p.text.contains(&format!("\n{}...\n", "b".repeat(97))));
+        assert!(p.text.contains(&format!("\n{mid}\n")) && p.text.contains(&small));
     }
 
     #[test]
