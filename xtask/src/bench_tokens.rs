@@ -74,8 +74,7 @@ fn timed(program: &Path, args: &[String], report: &Path) -> Result<(f64, f64, f6
         return Err(format!("{} {} failed", program.display(), args.join(" ")));
     }
     let read = |path: &Path| -> Result<Vec<f64>, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(text
             .lines()
             .last()
