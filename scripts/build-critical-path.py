@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Critical path and slowest units of a cargo --timings HTML report.
+"""Critical path and slowest units of a cargo --timings HTML report
+(docs/performance.md, issue 26).
 
-A unit's duration under load is inflated by waiting for a core; the
-critical path here is the longest chain of unit *durations* along the
-dependency edges (unblocked_units), i.e. what a machine with enough idle
-cores would still have to do in sequence."""
+Usage: scripts/build-critical-path.py target/cargo-timings/cargo-timing.html
+
+The chain printed is the longest sum of unit durations along the edges the
+report records: for each unit, the units it was the last dependency of to
+finish (`unblocked_units`, `unblocked_rmeta_units`). On a loaded machine
+every duration includes waiting for a core, so compare chains, not seconds,
+across machines."""
 import json, re, sys
 html = open(sys.argv[1]).read()
 m = re.search(r"const UNIT_DATA = (\[.*?\]);\n", html, re.S)
@@ -32,4 +36,7 @@ for i in path:
     print(f'  {u["duration"]:7.1f} s  {name(u)}')
 print("slowest units:")
 for u in sorted(units, key=lambda u: -u["duration"])[:15]:
-    print(f'  {u["duration"]:7.1f} s  {name(u)}  (codegen {u.get("rmeta_time") and u["duration"]-u["rmeta_time"] or 0:.1f} s)')
+    codegen = sum(
+        part["end"] - part["start"] for kind, part in (u.get("sections") or []) if kind == "codegen"
+    )
+    print(f'  {u["duration"]:7.1f} s  {name(u)}  (codegen {codegen:.1f} s)')
