@@ -945,6 +945,79 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
         assert!(p.text.contains(&format!("\n{mid}\n")) && p.text.contains(&small));
     }
 
+    /// [`Weighted`], but a whole prompt (a text of several lines) pays
+    /// `surcharge` more for each `...` in it: cutting a dependency output
+    /// saves what its own count says, less the surcharge, so the first
+    /// round of cuts falls short of the cap. Counts the whole prompts it
+    /// is asked about: one per round of cutting.
+    struct Surcharged {
+        surcharge: usize,
+        whole_prompts: std::sync::atomic::AtomicUsize,
+    }
+
+    impl TokenCounter for Surcharged {
+        fn name(&self) -> &str {
+            "surcharged"
+        }
+        fn count(&self, text: &str) -> usize {
+            if !text.contains('\n') {
+                return Weighted.count(text);
+            }
+            self.whole_prompts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Weighted.count(text) + self.surcharge * text.matches(ELLIPSIS).count()
+        }
+        fn upper_bound(&self, text: &str) -> usize {
+            self.count(text)
+        }
+    }
+
+    /// When a round of cuts saves less than it was asked to, the next
+    /// round asks for the shortfall on top, so two rounds reach the cap,
+    /// exactly at it: not a round per token (asking for less, or for a
+    /// token more each time), and not everything cut away (asking for far
+    /// more than the shortfall).
+    #[test]
+    fn a_cut_that_falls_short_is_made_up_in_one_more_round() {
+        let mut plan = seed_plan();
+        plan.config.dependency.max_output_length = None;
+        plan.sub_tasks[1].entity_context.clear();
+        let mut task = plan.sub_tasks[1].clone();
+        task.tool_or_prompt.params.prompt = "p".into();
+        let big = "b".repeat(400);
+        let mid = "m".repeat(100);
+        let deps: Vec<DependencyOutput<'_>> = [("big", &big), ("mid", &mid)]
+            .into_iter()
+            .map(|(id, o)| DependencyOutput {
+                task_id: id,
+                description: "d",
+                output: o,
+                summary: None,
+            })
+            .collect();
+        let c = Surcharged {
+            surcharge: 20,
+            whole_prompts: 0.into(),
+        };
+        let full = assemble_task_prompt(&plan, &task, &deps, &c, 10_000).unwrap();
+        c.whole_prompts
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        // Needing 50: the first round cuts the largest output by 50 and
+        // pays 20 for its `...`; the second cuts 20 more.
+        let p = assemble_task_prompt(&plan, &task, &deps, &c, full.tokens - 50).unwrap();
+        assert_eq!(p.tokens, full.tokens - 50);
+        assert_eq!(p.shortened_dependencies, vec!["big".to_string()]);
+        assert!(
+            p.text.contains(&format!("\n{}...\n", "b".repeat(327))),
+            "{}",
+            p.text
+        );
+        assert!(p.text.contains(&format!("\n{mid}\n")));
+        let rounds = c.whole_prompts.load(std::sync::atomic::Ordering::Relaxed);
+        // The prompt as assembled, then one count per round.
+        assert_eq!(rounds, 3, "{rounds} whole-prompt counts");
+    }
+
     #[test]
     fn the_fewest_entities_are_dropped() {
         let mut plan = seed_plan();
