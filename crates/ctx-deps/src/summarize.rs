@@ -27,7 +27,7 @@
 //! The output is untrusted: it goes in between ctx's fence tags, after
 //! [`ctx_prompt::fence::neutralize`], each tag on its own line so that
 //! nothing next to the value can complete a tag with it (the block is
-//! written by [`ctx_checks::judge::push_fenced`], the judge's own). The call's
+//! written by [`ctx_fence::push_fenced`], the judge's too). The call's
 //! `max_tokens` is `summary_max_tokens`, its model `summary_model` or the
 //! task's; an answer still over `summary_max_tokens` (counted with the
 //! task's tokenizer) is cut like a dependency output.
