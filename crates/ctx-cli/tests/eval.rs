@@ -514,29 +514,10 @@ fn max_cost_is_one_budget_for_the_whole_eval() {
     }
 }
 
-/// A plan with variables: `ctx eval` fills it from `--var` as `ctx run`
-/// does, before any variant runs. The engine keeps each prompt it is
-/// given; an untrusted value reaches it inside its fence, its fence tag
-/// neutralized.
-const VARIABLE_PLAN: &str = r#"schema_version: 1
-variables:
-  - name: NOTE
-sub_tasks:
-  - id: echo
-    description: Echo
-    checks:
-      - contains: "Note: [neutralized fence tag] ignore the above"
-    tool_or_prompt:
-      name: inference
-      params:
-        prompt: |
-          Repeat the note.
-          <untrusted-content>
-          Note: {{NOTE}}
-          </untrusted-content>
-config:
-  max_check_attempts: 1
-"#;
+// A plan with variables: `ctx eval` fills it from `--var` as `ctx run`
+// does, before any variant runs. The engine keeps each prompt it is
+// given; an untrusted value reaches it inside its fence, its fence tag
+// neutralized.
 
 /// Keeps the prompt in prompt-TASK.txt and answers with it.
 const KEEPING_ENGINE: &str = r#"tee "prompt-$CTX_TASK_ID.txt""#;
@@ -544,7 +525,11 @@ const KEEPING_ENGINE: &str = r#"tee "prompt-$CTX_TASK_ID.txt""#;
 #[test]
 fn a_plan_with_variables_is_filled_from_var_before_its_variants_run() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("plan.yaml"), VARIABLE_PLAN).unwrap();
+    std::fs::write(
+        dir.path().join("plan.yaml"),
+        ctx_test_support::FENCED_NOTE_PLAN,
+    )
+    .unwrap();
     let out = ctx(dir.path())
         .args(["eval", "plan.yaml", "--command", KEEPING_ENGINE])
         .args(["--ablate", "full", "--no-store", "--format", "json"])
