@@ -365,17 +365,6 @@ fn plan_cost_prices_the_filled_prompts_and_names_what_has_no_value() {
 }
 
 #[test]
-fn ctx_eval_refuses_a_plan_it_cannot_fill_yet() {
-    let out = Dir::new().run(&["eval", &plan()]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("ctx eval does not take --var yet"),
-        "{}",
-        out.stderr
-    );
-}
-
-#[test]
 fn a_publish_that_fails_is_exit_5_after_the_summary() {
     let dir = Dir::new();
     let taken = dir.write("taken", "a file where the root should be");

@@ -19,7 +19,8 @@
 //! Exit codes: 0 when every variant ran (whatever the pass rates: they are
 //! a measurement, not a verdict), 2 on bad usage (no checks in the plan, an
 //! engine that cannot answer, an unknown variant, a budget that cannot be
-//! bounded), 4 when a store fails,
+//! bounded, a missing or bad `--var` value), 3 when a filled prompt is over
+//! its cap, 4 when a store fails,
 //! 128 + N when a signal stops it (the runs so far are stored).
 
 use std::path::PathBuf;
@@ -87,6 +88,11 @@ pub struct Args {
     #[command(flatten)]
     pub limits: super::run::PlanLimitArgs,
 
+    /// The plan's inputs (`--var`, the digest flags), as for `ctx run`;
+    /// `--publish-root` is not taken (an eval publishes nothing).
+    #[command(flatten)]
+    pub inputs: super::plan_inputs::PlanInputArgs,
+
     /// A budget in US dollars for the whole eval: every variant and repeat
     /// run draws on it, and all of them together never spend more. As for
     /// `ctx run --max-cost`: each task reserves its high end before it
@@ -116,14 +122,11 @@ pub struct Args {
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
     let mut plan = super::plan_check::load_valid_plan(&args.plan)?;
-    if ctx_prompt::plan_fill::has_templates(&plan) {
-        // Its prompts would reach the model with their placeholders.
-        return Err(CliError::usage(format!(
-            "{}: the plan takes variables or the history digest, and ctx eval does not take --var yet; evaluate a plan without them",
-            args.plan.display()
-        )));
-    }
     args.limits.apply(&mut plan)?;
+    // Filled once, as `ctx run` fills it, before any variant runs: every
+    // variant and repeat runs the same filled prompts, so the variants
+    // differ only in the context they leave out.
+    let plan = args.inputs.fill_to_run(plan, &args.plan, !args.no_store)?;
     let bounds = args.bounds.resolve()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let notices = engines::Notices::default();

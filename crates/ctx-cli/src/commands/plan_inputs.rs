@@ -53,6 +53,25 @@ impl PlanInputArgs {
         Ok(filled.plan)
     }
 
+    /// [`fill`](Self::fill) for a plan about to run (`ctx run`, `ctx
+    /// eval`): a plan with a secret variable is refused (exit 2) when its
+    /// runs are stored (`durable`), since a stored prompt would keep the
+    /// secret in clear.
+    pub fn fill_to_run(
+        &self,
+        plan: Plan,
+        plan_path: &Path,
+        durable: bool,
+    ) -> Result<Plan, CliError> {
+        if durable && plan.variables.iter().any(|v| v.secret) {
+            return Err(CliError::usage(format!(
+                "{}: secret variables are not stored as hashes yet; run with --no-store",
+                plan_path.display()
+            )));
+        }
+        self.fill(plan, plan_path)
+    }
+
     /// [`fill`](Self::fill) for `ctx plan cost`: a variable without a
     /// value, and the digest without an archive, stand in empty, and each
     /// is named on stderr with what bounds it.
@@ -230,13 +249,7 @@ impl RunInputArgs {
             }
             return Ok(plan);
         };
-        if kind.durable && plan.variables.iter().any(|v| v.secret) {
-            return Err(CliError::usage(format!(
-                "{}: secret variables are not stored as hashes yet; run with --no-store",
-                path.display()
-            )));
-        }
-        self.plan.fill(plan, path)
+        self.plan.fill_to_run(plan, path, kind.durable)
     }
 
     /// Where published outputs go, for [`super::run::report_run`].
