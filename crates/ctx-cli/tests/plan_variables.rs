@@ -2,7 +2,7 @@
 //! digest inside a plan, published outputs, and the weekly pipeline of
 //! fixtures/weekly run for two consecutive weeks.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ctx_test_support::{Dir, Out, repo_root};
 
@@ -13,20 +13,6 @@ fn weekly() -> PathBuf {
 
 fn plan() -> String {
     weekly().join("plan.yaml").display().to_string()
-}
-
-/// A copy of the fixture archive that a run may publish into.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// The command engine's script: each task answers with the sections its
@@ -71,7 +57,7 @@ fn week(dir: &Dir, week: &str, date: &str, out: &str) -> Out {
 #[test]
 fn week_two_s_digest_quotes_week_one_s_published_report() {
     let dir = Dir::new();
-    copy_dir(&weekly().join("content"), &dir.path().join("archive"));
+    ctx_test_support::copy_dir(&weekly().join("content"), &dir.path().join("archive"));
 
     let first = week(&dir, "2026-W35", "2026-08-27", "w1");
     assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);

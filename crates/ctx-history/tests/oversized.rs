@@ -20,19 +20,6 @@ fn fixture_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/weekly/content")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// `n` words of generated prose with commas and no sentence end.
 fn run_on(n: usize) -> String {
     const W: &[&str] = &[
@@ -72,7 +59,7 @@ fn code_block(n: usize) -> String {
 
 fn archive_with_rolling(rolling_body: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    copy_dir(&fixture_root(), dir.path());
+    ctx_test_support::copy_dir(&fixture_root(), dir.path());
     std::fs::write(
         dir.path().join("rolling/last-month.md"),
         format!("---\ntitle: Rolling\n---\n{rolling_body}"),

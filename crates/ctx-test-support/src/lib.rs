@@ -322,6 +322,27 @@ pub fn write(dir: impl AsRef<Path>, name: &str, text: &str) -> String {
     write_path(dir, name, text).to_string_lossy().into_owned()
 }
 
+/// Copies the directory `from` into `to` (created), files and
+/// subdirectories alike: a scratch copy of a fixture archive that a test
+/// may change or publish into.
+///
+/// # Panics
+///
+/// When a file cannot be read or written (a fixture is missing, or the
+/// scratch directory is gone).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create a test directory");
+    for entry in std::fs::read_dir(from).expect("read a fixture directory") {
+        let entry = entry.expect("read a fixture directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a fixture entry's type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy a fixture file");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

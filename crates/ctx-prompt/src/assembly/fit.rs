@@ -898,25 +898,38 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
         assert_eq!(probe(&text, 5).0, "...");
     }
 
-    #[test]
-    fn a_dependency_is_cut_only_as_far_as_needed() {
+    /// A plan whose second task has the prompt `p`, no entities and no
+    /// output length limit, with that task: only its dependency outputs
+    /// are left to cut.
+    fn task_with_only_outputs_to_cut() -> (Plan, SubTask) {
         let mut plan = seed_plan();
         plan.config.dependency.max_output_length = None;
         plan.sub_tasks[1].entity_context.clear();
         let mut task = plan.sub_tasks[1].clone();
         task.tool_or_prompt.params.prompt = "p".into();
+        (plan, task)
+    }
+
+    /// Dependency outputs from `(task id, output)` pairs.
+    fn outputs<'a>(pairs: &[(&'a str, &'a str)]) -> Vec<DependencyOutput<'a>> {
+        pairs
+            .iter()
+            .map(|&(task_id, output)| DependencyOutput {
+                task_id,
+                description: "d",
+                output,
+                summary: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_dependency_is_cut_only_as_far_as_needed() {
+        let (plan, task) = task_with_only_outputs_to_cut();
         let big = "b".repeat(400);
         let mid = "m".repeat(100);
         let small = "s".repeat(30);
-        let deps: Vec<DependencyOutput<'_>> = [("big", &big), ("mid", &mid), ("small", &small)]
-            .into_iter()
-            .map(|(id, o)| DependencyOutput {
-                task_id: id,
-                description: "d",
-                output: o,
-                summary: None,
-            })
-            .collect();
+        let deps = outputs(&[("big", &big), ("mid", &mid), ("small", &small)]);
         let c = Weighted;
         let full = assemble_task_prompt(&plan, &task, &deps, &c, 10_000).unwrap();
         // Needing 50 tokens: only the largest output is cut, by exactly 50.
@@ -979,22 +992,10 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
     /// more than the shortfall).
     #[test]
     fn a_cut_that_falls_short_is_made_up_in_one_more_round() {
-        let mut plan = seed_plan();
-        plan.config.dependency.max_output_length = None;
-        plan.sub_tasks[1].entity_context.clear();
-        let mut task = plan.sub_tasks[1].clone();
-        task.tool_or_prompt.params.prompt = "p".into();
+        let (plan, task) = task_with_only_outputs_to_cut();
         let big = "b".repeat(400);
         let mid = "m".repeat(100);
-        let deps: Vec<DependencyOutput<'_>> = [("big", &big), ("mid", &mid)]
-            .into_iter()
-            .map(|(id, o)| DependencyOutput {
-                task_id: id,
-                description: "d",
-                output: o,
-                summary: None,
-            })
-            .collect();
+        let deps = outputs(&[("big", &big), ("mid", &mid)]);
         let c = Surcharged {
             surcharge: 20,
             whole_prompts: 0.into(),
