@@ -149,13 +149,7 @@ mod tests {
                 tokio::time::sleep(self.delay).await;
                 Ok(InferenceResponse {
                     output: self.output.clone(),
-                    attempts: vec![Attempt {
-                        number: 1,
-                        duration_ms: 0,
-                        outcome: CallOutcome::Ok,
-                        error: None,
-                        backoff_ms: None,
-                    }],
+                    attempts: vec![Attempt::ok(1, 0)],
                     ..InferenceResponse::default()
                 })
             })

@@ -270,13 +270,7 @@ impl InferenceEngine for CommandEngine {
                 Ok(output) => Ok(InferenceResponse {
                     output,
                     model: request.params.model.clone(),
-                    attempts: vec![Attempt {
-                        number: 1,
-                        duration_ms,
-                        outcome: CallOutcome::Ok,
-                        error: None,
-                        backoff_ms: None,
-                    }],
+                    attempts: vec![Attempt::ok(1, duration_ms)],
                     ..InferenceResponse::default()
                 }),
                 Err((outcome, message)) => Err(EngineError {

@@ -291,13 +291,7 @@ impl OpenAiEngine {
                         completion.output.len() as u64,
                         unseen_completion,
                     );
-                    attempts.push(Attempt {
-                        number,
-                        duration_ms,
-                        outcome: CallOutcome::Ok,
-                        error: None,
-                        backoff_ms: None,
-                    });
+                    attempts.push(Attempt::ok(number, duration_ms));
                     return Ok(InferenceResponse {
                         output: completion.output,
                         model: completion.model.or_else(|| Some(model.to_string())),

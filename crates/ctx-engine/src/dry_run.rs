@@ -1,6 +1,6 @@
 //! `dry-run`: no model is called.
 
-use ctx_model::{Attempt, CallOutcome};
+use ctx_model::Attempt;
 
 use crate::{
     BoxFuture, EngineCosts, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
@@ -70,13 +70,7 @@ impl InferenceEngine for DryRunEngine {
                         DryRunEngine::summary_for(&request.task_id, dependent.as_deref())
                     }
                 },
-                attempts: vec![Attempt {
-                    number: 1,
-                    duration_ms: 0,
-                    outcome: CallOutcome::Ok,
-                    error: None,
-                    backoff_ms: None,
-                }],
+                attempts: vec![Attempt::ok(1, 0)],
                 ..InferenceResponse::default()
             })
         })

@@ -347,6 +347,19 @@ pub struct Attempt {
 }
 
 impl Attempt {
+    /// A call that answered: attempt `number` (1 for the first), which
+    /// took `duration_ms`, with no error and no wait after it. What every
+    /// engine records for the call that gave its output.
+    pub fn ok(number: u32, duration_ms: u64) -> Attempt {
+        Attempt {
+            number,
+            duration_ms,
+            outcome: CallOutcome::Ok,
+            error: None,
+            backoff_ms: None,
+        }
+    }
+
     /// Numbers a task's calls 1, 2, ... in their order. Each request's
     /// engine numbers its own calls from 1, and a task whose checks failed
     /// makes one request per check attempt, so its list as the engines
