@@ -24,9 +24,11 @@ case "$CTX_TASK_ID" in
   report) printf -- '---\nsummary: "Week %s held steady."\n---\n\n## Headline\n\nA steady week.\n\n## Signal & Noise\n\nSignal line of %s: the two-release upgrade test held.\n\n## Blind Spots\n\nNone new.\n\n## The Week Ahead\n\nQuotas.\n' "$week" "$week" ;;
 esac"#;
 
-fn week(dir: &Dir, week: &str, date: &str, out: &str) -> Out {
-    let archive = dir.path().join("archive");
-    dir.run(&[
+/// `ctx run` of the weekly plan on `week`'s raw export at `date`, with the
+/// command engine and nothing stored; each caller adds its own flags.
+fn week_args(week: &str, date: &str) -> Vec<String> {
+    let raw = weekly().join(format!("raw/{week}.json"));
+    [
         "run",
         &plan(),
         "--no-store",
@@ -35,23 +37,34 @@ fn week(dir: &Dir, week: &str, date: &str, out: &str) -> Out {
         "--command",
         ENGINE,
         "--var",
-        &format!(
-            "RAW_JSON=@{}",
-            weekly().join(format!("raw/{week}.json")).display()
-        ),
+        &format!("RAW_JSON=@{}", raw.display()),
         "--var",
         &format!("WEEK={week}"),
-        "--content-root",
-        &archive.display().to_string(),
         "--date",
         date,
-        "--publish-root",
-        &archive.display().to_string(),
-        "--out",
-        out,
-        "--format",
-        "json",
-    ])
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn week(dir: &Dir, week: &str, date: &str, out: &str) -> Out {
+    let archive = dir.path().join("archive").display().to_string();
+    let mut args = week_args(week, date);
+    args.extend(
+        [
+            "--content-root",
+            &archive,
+            "--publish-root",
+            &archive,
+            "--out",
+            out,
+            "--format",
+            "json",
+        ]
+        .map(String::from),
+    );
+    dir.run(&args)
 }
 
 #[test]
@@ -355,26 +368,9 @@ fn a_publish_that_fails_is_exit_5_after_the_summary() {
     let dir = Dir::new();
     let taken = dir.write("taken", "a file where the root should be");
     let args = |root: &str| -> Vec<String> {
-        [
-            "run",
-            &plan(),
-            "--no-store",
-            "--engine",
-            "command",
-            "--command",
-            ENGINE,
-            "--var",
-            &format!("RAW_JSON=@{}", weekly().join("raw/2026-W35.json").display()),
-            "--var",
-            "WEEK=2026-W35",
-            "--date",
-            "2026-08-27",
-            "--publish-root",
-            root,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        let mut args = week_args("2026-W35", "2026-08-27");
+        args.extend(["--publish-root", root].map(String::from));
+        args
     };
     let out = dir.run(&args(&taken.display().to_string()));
     assert_eq!(out.code, 5, "{}", out.stderr);
