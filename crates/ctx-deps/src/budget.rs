@@ -209,16 +209,27 @@ mod tests {
     async fn a_wait_for_other_runs_ends_only_when_another_run_settles() {
         async fn ends_within_an_hour(w: Option<&mut tokio::sync::watch::Receiver<u64>>) -> bool {
             let hour = std::time::Duration::from_secs(3600);
-            tokio::time::timeout(hour, settled_elsewhere(w)).await.is_ok()
+            tokio::time::timeout(hour, settled_elsewhere(w))
+                .await
+                .is_ok()
         }
         // Without a shared budget there is no one else to wait for.
         assert!(!ends_within_an_hour(None).await);
         let shared = SharedBudget::new(Usd::from_picos(6));
         let mut watch = shared.settlements();
-        assert!(!ends_within_an_hour(Some(&mut watch)).await, "nothing settled");
+        assert!(
+            !ends_within_an_hour(Some(&mut watch)).await,
+            "nothing settled"
+        );
         shared.announce_settlement();
-        assert!(ends_within_an_hour(Some(&mut watch)).await, "a settlement ends it");
-        assert!(!ends_within_an_hour(Some(&mut watch)).await, "and is seen once");
+        assert!(
+            ends_within_an_hour(Some(&mut watch)).await,
+            "a settlement ends it"
+        );
+        assert!(
+            !ends_within_an_hour(Some(&mut watch)).await,
+            "and is seen once"
+        );
         // Books dropped: no settlement can come, so the wait never ends
         // (rather than spinning on the closed channel).
         drop(shared);
