@@ -41,6 +41,7 @@ pub const CRITICAL: &[(&str, &[&str])] = &[
     (
         "ctx-deps",
         &[
+            "crates/ctx-deps/src/budget.rs",
             "crates/ctx-deps/src/cost.rs",
             "crates/ctx-deps/src/call_bounds.rs",
         ],
