@@ -297,14 +297,113 @@ fn a_resume_with_a_changed_value_reruns_what_it_changes() {
         dir.counts(),
         ctx_test_support::counts(&[("continuity", 2), ("facts", 2), ("report", 2)])
     );
-    // Without the plan, the stored (filled) plan runs; a value cannot change.
-    let out = dir.run(&["run", "--root", "runs", "--resume", &id, "--var", "WEEK=x"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr.contains("give the PLAN to change --var"),
-        "{}",
-        out.stderr
+    // Without the plan, the stored plan is filled again: a value can change.
+    let out = dir.run(&[
+        "run",
+        "--root",
+        "runs",
+        "--resume",
+        &id,
+        "--engine",
+        "command",
+        "--command",
+        &counting,
+        "--var",
+        "WEEK=2026-W37",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        dir.counts(),
+        ctx_test_support::counts(&[("continuity", 3), ("facts", 3), ("report", 3)])
     );
+}
+
+/// `ctx run … --resume ID` with the command engine that counts its calls,
+/// PLAN given or not, and `extra` flags.
+fn resume(dir: &Dir, id: &str, with_plan: bool, extra: &[&str]) -> Out {
+    let counting = format!("echo \"$CTX_TASK_ID\" >> counts\n{ENGINE}");
+    let mut args: Vec<String> = vec!["run".into()];
+    if with_plan {
+        args.push(plan());
+    }
+    args.extend(
+        [
+            "--root",
+            "runs",
+            "--resume",
+            id,
+            "--engine",
+            "command",
+            "--command",
+            &counting,
+        ]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string()),
+    );
+    dir.run(&args)
+}
+
+#[test]
+fn a_resume_fills_the_plan_with_the_values_and_the_digest_the_run_stored() {
+    let dir = Dir::new();
+    ctx_test_support::copy_dir(&weekly().join("content"), &dir.path().join("archive"));
+    let counting = format!("echo \"$CTX_TASK_ID\" >> counts\n{ENGINE}");
+    let raw = format!("RAW_JSON=@{}", weekly().join("raw/2026-W35.json").display());
+    let first = dir.run(&[
+        "run",
+        &plan(),
+        "--root",
+        "runs",
+        "--engine",
+        "command",
+        "--command",
+        &counting,
+        "--var",
+        &raw,
+        "--var",
+        "WEEK=2026-W35",
+        "--content-root",
+        "archive",
+        "--date",
+        "2026-08-27",
+    ]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let id = first.run_id();
+    let ran = |n: [usize; 3]| {
+        ctx_test_support::counts(&[("continuity", n[0]), ("facts", n[1]), ("report", n[2])])
+    };
+    assert_eq!(dir.counts(), ran([1, 1, 1]));
+    // The archive changes, and no value, date or archive is given again:
+    // the stored values and the stored digest fill the plan, so nothing
+    // changed and everything is reused.
+    std::fs::remove_dir_all(dir.path().join("archive")).unwrap();
+    let same = resume(&dir, &id, true, &[]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert_eq!(dir.counts(), ran([1, 1, 1]));
+    let same = resume(&dir, &id, false, &[]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert_eq!(dir.counts(), ran([1, 1, 1]));
+    // A digest flag computes the digest again (another date, another
+    // digest): only the task that reads it and its dependent run again.
+    ctx_test_support::copy_dir(&weekly().join("content"), &dir.path().join("archive"));
+    let redated = resume(
+        &dir,
+        &id,
+        false,
+        &["--content-root", "archive", "--date", "2026-08-13"],
+    );
+    assert_eq!(redated.code, 0, "{}", redated.stderr);
+    assert_eq!(dir.counts(), ran([2, 1, 2]));
+    // The new digest is the run's now: a resume keeps it.
+    std::fs::remove_dir_all(dir.path().join("archive")).unwrap();
+    let again = resume(&dir, &id, true, &[]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(dir.counts(), ran([2, 1, 2]));
+    // An undeclared --var is still refused, naming it.
+    let bad = resume(&dir, &id, false, &["--var", "NOPE=1"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("NOPE"), "{}", bad.stderr);
 }
 
 #[test]

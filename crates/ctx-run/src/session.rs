@@ -32,7 +32,7 @@ use ctx_deps::{
     RunReport,
 };
 use ctx_model::Plan;
-use ctx_store::ResumePlan;
+use ctx_store::{ResumePlan, SecretMask};
 use ctx_store_sqlite::{CachingEngine, NewRun, RunRoot, SessionEnd, SqliteStore, StartAt};
 
 use crate::RunError;
@@ -85,6 +85,10 @@ pub struct RunSettings {
     /// directory exists or anything is spent. Writing it at the end is
     /// the caller's ([`crate::out_dir::write`]).
     pub out: Option<PathBuf>,
+    /// What the plan was filled from ([`crate::inputs`]), recorded with a
+    /// durable run; its secrets are hidden in every stored prompt and in
+    /// the prompts of the outcome's report.
+    pub inputs: Option<ctx_store::RunInputs>,
 }
 
 impl Default for RunSettings {
@@ -94,6 +98,7 @@ impl Default for RunSettings {
             store: RunStore::Memory,
             plan_source: None,
             out: None,
+            inputs: None,
         }
     }
 }
@@ -128,6 +133,7 @@ pub struct RunSession {
     executor: Executor,
     durable: Option<Arc<SqliteStore>>,
     resumed: Option<ResumePlan>,
+    mask: SecretMask,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -157,7 +163,9 @@ impl RunSession {
             store,
             plan_source,
             out,
+            inputs,
         } = settings;
+        let mask = inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default();
         if let Some(dir) = &out {
             crate::out_dir::prepare(dir).map_err(RunError::Out)?;
         }
@@ -176,6 +184,7 @@ impl RunSession {
                     executor,
                     durable: None,
                     resumed: None,
+                    mask,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -192,6 +201,7 @@ impl RunSession {
             plan: &plan,
             engine: &label,
             plan_source: plan_source.as_deref(),
+            inputs: inputs.as_ref(),
         };
         let at = match &start {
             Start::New => StartAt::NewRun,
@@ -229,6 +239,7 @@ impl RunSession {
             executor,
             durable: Some(store),
             resumed,
+            mask,
         })
     }
 
@@ -270,7 +281,15 @@ impl RunSession {
         P: FnMut(&ProgressEvent) + Send,
     {
         let stored = self.stored();
-        let report = self.executor.run_with(cancel, progress).await?;
+        let mut report = self.executor.run_with(cancel, progress).await?;
+        // The prompts as stored: a secret's text shown as `[secret NAME]`.
+        for r in &mut report.results {
+            if let Some(p) = &mut r.prompt
+                && let std::borrow::Cow::Owned(masked) = self.mask.apply(p)
+            {
+                *p = masked;
+            }
+        }
         let finish_error = match self.durable {
             Some(store) => {
                 let end = if report.interrupted {
