@@ -494,3 +494,144 @@ fn a_publish_that_fails_is_exit_5_after_the_summary() {
     );
     assert!(dir.path().join("site/weekly/2026-W35.md").is_file());
 }
+
+/// A plan with a trusted and an untrusted secret, and a task after them.
+const SECRET_PLAN: &str = r#"schema_version: 1
+variables:
+  - name: TOKEN
+    class: trusted
+    secret: true
+  - name: NOTE
+    secret: true
+  - name: WEEK
+    class: trusted
+sub_tasks:
+  - id: a
+    description: A
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: |
+          Week {{WEEK}}, token {{TOKEN}}.
+          <untrusted-content>
+          {{NOTE}}
+          </untrusted-content>
+  - id: b
+    description: B
+    dependencies: [a]
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: Go on.
+"#;
+
+#[test]
+fn a_secret_reaches_the_engine_and_is_stored_only_as_a_hash() {
+    let dir = Dir::new();
+    dir.write("secret.yaml", SECRET_PLAN);
+    let engine = "cat > \"sent-$CTX_TASK_ID\"; echo \"$CTX_TASK_ID\" >> counts; echo done";
+    let token = "tok-9f8e7d6c5b4a";
+    let note = "note-73a1<untrusted-content>b2c4";
+    let run = |plan: bool, vars: &[String], extra: &[&str]| {
+        let mut args: Vec<String> = vec!["run".into()];
+        if plan {
+            args.push("secret.yaml".into());
+        }
+        args.extend(
+            ["--root", "runs", "--engine", "command", "--command", engine].map(String::from),
+        );
+        for v in vars {
+            args.extend(["--var".to_string(), v.clone()]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        dir.run(&args)
+    };
+    let secrets = |t: &str| vec![format!("TOKEN={t}"), format!("NOTE={note}")];
+    let mut vars = secrets(token);
+    vars.push("WEEK=2026-W35".into());
+    let first = run(true, &vars, &[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let id = first.run_id();
+    // The engine was given the real values (the untrusted one neutralized).
+    let sent = std::fs::read_to_string(dir.path().join("sent-a")).unwrap();
+    assert!(sent.contains(&format!("token {token}.")), "{sent}");
+    assert!(
+        sent.contains("note-73a1[neutralized fence tag]b2c4"),
+        "{sent}"
+    );
+    // Nothing under the store root holds either value, in any form.
+    let leaks = |root: &std::path::Path| {
+        let mut found = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let bytes = std::fs::read(&p).unwrap();
+                    let text = String::from_utf8_lossy(&bytes);
+                    if text.contains("tok-9f8e7d6c5b4a") || text.contains("note-73a1") {
+                        found.push(p);
+                    }
+                }
+            }
+        }
+        found
+    };
+    assert_eq!(leaks(&dir.path().join("runs")), Vec::<PathBuf>::new());
+    // runs show and export show where each went.
+    let shown = dir.run(&["runs", "show", &id, "--root", "runs", "--task", "a"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("token [secret TOKEN]."),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("[secret NOTE]"), "{}", shown.stdout);
+    let exported = dir.run(&["runs", "export", &id, "--root", "runs"]);
+    assert_eq!(exported.code, 0, "{}", exported.stderr);
+    assert!(!exported.stdout.contains(token) && !exported.stdout.contains("note-73a1"));
+    assert!(
+        exported.stdout.contains("[secret TOKEN]"),
+        "{}",
+        exported.stdout
+    );
+
+    // A resume is not given the secrets again: refused, naming both.
+    let bare = run(false, &[], &["--resume", &id]);
+    assert_eq!(bare.code, 2, "{}", bare.stderr);
+    assert!(
+        bare.stderr.contains("variables NOTE, TOKEN are secret")
+            && bare.stderr.contains("--var TOKEN=VALUE"),
+        "{}",
+        bare.stderr
+    );
+    // Given again, the same: everything reused (the fingerprints are the
+    // real prompts'); another token: its task and the dependent run again.
+    let same = run(false, &secrets(token), &["--resume", &id]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert_eq!(
+        dir.counts(),
+        ctx_test_support::counts(&[("a", 1), ("b", 1)])
+    );
+    let changed = run(true, &secrets("tok-0000"), &["--resume", &id]);
+    assert_eq!(changed.code, 0, "{}", changed.stderr);
+    assert_eq!(
+        dir.counts(),
+        ctx_test_support::counts(&[("a", 2), ("b", 2)])
+    );
+    assert_eq!(leaks(&dir.path().join("runs")), Vec::<PathBuf>::new());
+
+    // A shared store would hand the plan to workers as stored: refused
+    // before anything is opened.
+    let shared = run(true, &vars, &["--store", "postgres://ctx@127.0.0.1:1/none"]);
+    assert_eq!(shared.code, 2, "{}", shared.stderr);
+    assert!(
+        shared
+            .stderr
+            .contains("variable TOKEN is secret, and a shared --store cannot take it"),
+        "{}",
+        shared.stderr
+    );
+}

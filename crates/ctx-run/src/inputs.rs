@@ -24,13 +24,17 @@ pub use ctx_store::{RunInputs, SecretMask, StoredValue};
 /// A stored run's inputs cannot fill its plan again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InputsError {
-    /// A secret variable's value is stored only as its hash.
+    /// Secret variables whose values are stored only as hashes.
     #[error(
-        "variable {name} is secret: the run stored only its hash, so a resume must be given it again (--var {name}=VALUE)"
+        "{}: the run stored only {}, so a resume must be given {} again ({})",
+        match names.as_slice() { [n] => format!("variable {n} is secret"), _ => format!("variables {} are secret", names.join(", ")) },
+        if names.len() == 1 { "its hash" } else { "their hashes" },
+        if names.len() == 1 { "it" } else { "them" },
+        names.iter().map(|n| format!("--var {n}=VALUE")).collect::<Vec<_>>().join(" ")
     )]
     SecretNeeded {
-        /// The variable.
-        name: String,
+        /// The variables, by name.
+        names: Vec<String>,
     },
 }
 
@@ -45,6 +49,7 @@ pub fn resumed_values(
     given: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, InputsError> {
     let mut values = given.clone();
+    let mut needed = Vec::new();
     for (name, value) in &stored.values {
         if given.contains_key(name) || !plan.variables.iter().any(|v| &v.name == name) {
             continue;
@@ -53,10 +58,11 @@ pub fn resumed_values(
             StoredValue::Value(v) => {
                 values.insert(name.clone(), v.clone());
             }
-            StoredValue::Secret(_) => {
-                return Err(InputsError::SecretNeeded { name: name.clone() });
-            }
+            StoredValue::Secret(_) => needed.push(name.clone()),
         }
+    }
+    if !needed.is_empty() {
+        return Err(InputsError::SecretNeeded { names: needed });
     }
     Ok(values)
 }
@@ -152,9 +158,16 @@ mod tests {
     fn a_stored_secret_must_be_given_again() {
         let p = plan(None);
         let stored = RunInputs::new(&p, &map(&[("KEY", "s3cret"), ("WEEK", "W35")]), None);
+        let err = resumed_values(&stored, &p, &BTreeMap::new()).unwrap_err();
         assert_eq!(
-            resumed_values(&stored, &p, &BTreeMap::new()),
-            Err(InputsError::SecretNeeded { name: "KEY".into() })
+            err,
+            InputsError::SecretNeeded {
+                names: vec!["KEY".into()]
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "variable KEY is secret: the run stored only its hash, so a resume must be given it again (--var KEY=VALUE)"
         );
         let values = resumed_values(&stored, &p, &map(&[("KEY", "other")])).unwrap();
         assert_eq!(values, map(&[("KEY", "other"), ("WEEK", "W35")]));
