@@ -407,6 +407,68 @@ fn a_resume_fills_the_plan_with_the_values_and_the_digest_the_run_stored() {
 }
 
 #[test]
+fn runs_show_and_the_report_list_what_a_run_published() {
+    let dir = Dir::new();
+    let archive = dir.path().join("archive");
+    ctx_test_support::copy_dir(&weekly().join("content"), &archive);
+    let mut args = week_args("2026-W35", "2026-08-27");
+    args.retain(|a| a != "--no-store");
+    let archive_arg = archive.display().to_string();
+    args.extend(
+        [
+            "--root",
+            "runs",
+            "--content-root",
+            &archive_arg,
+            "--publish-root",
+            &archive_arg,
+        ]
+        .map(String::from),
+    );
+    let run = dir.run(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.run_id();
+    let file = archive.join("weekly/2026-W35.md").display().to_string();
+    assert!(
+        run.stdout.contains(&format!("published report -> {file}")),
+        "{}",
+        run.stdout
+    );
+    let shown = dir.run(&["runs", "show", &id, "--root", "runs"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown
+            .stdout
+            .ends_with(&format!("\npublished report -> {file}\n")),
+        "{}",
+        shown.stdout
+    );
+    let json = dir.run(&["runs", "show", &id, "--root", "runs", "--format", "json"]);
+    assert_eq!(
+        json.json()["published"],
+        serde_json::json!([{"task_id": "report", "path": file}])
+    );
+    let html = dir.run(&["runs", "report", &id, "--root", "runs"]);
+    assert_eq!(html.code, 0, "{}", html.stderr);
+    assert!(
+        html.stdout.contains(&format!(
+            "<section id=\"published\"><h2>Published</h2><table><thead><tr><th>Task</th><th>File</th></tr></thead><tbody>\n<tr><td>report</td><td>{file}</td></tr>"
+        )),
+        "{}",
+        html.stdout
+    );
+    // A resume that publishes nothing new keeps what the run published.
+    let resumed = resume(&dir, &id, false, &[]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let shown = dir.run(&["runs", "show", &id, "--root", "runs"]);
+    assert!(
+        shown.stdout.contains("published report -> "),
+        "{}",
+        shown.stdout
+    );
+}
+
+#[test]
 fn plan_cost_prices_the_filled_prompts_and_names_what_has_no_value() {
     let dir = Dir::new();
     let cost = |vars: &[&str]| {

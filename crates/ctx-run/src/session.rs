@@ -89,6 +89,10 @@ pub struct RunSettings {
     /// durable run; its secrets are hidden in every stored prompt and in
     /// the prompts of the outcome's report.
     pub inputs: Option<ctx_store::RunInputs>,
+    /// Where completed outputs are published once the run ends
+    /// ([`crate::publish`]); the files written are recorded with a
+    /// durable run before its session's end.
+    pub publish: Option<crate::publish::PublishTo>,
 }
 
 impl Default for RunSettings {
@@ -99,6 +103,7 @@ impl Default for RunSettings {
             plan_source: None,
             out: None,
             inputs: None,
+            publish: None,
         }
     }
 }
@@ -125,6 +130,11 @@ pub struct RunOutcome {
     /// The session's end could not be recorded: every result is committed,
     /// but the run will look crashed to `ctx runs list`.
     pub finish_error: Option<ctx_store_sqlite::Error>,
+    /// The files published, in plan order (none without
+    /// [`RunSettings::publish`], or when the run was interrupted).
+    pub published: Vec<crate::publish::Published>,
+    /// The publish that failed, after those that were written.
+    pub publish_error: Option<crate::publish::PublishError>,
 }
 
 /// A run that has started (its store is open, a resume decided) and not
@@ -134,6 +144,7 @@ pub struct RunSession {
     durable: Option<Arc<SqliteStore>>,
     resumed: Option<ResumePlan>,
     mask: SecretMask,
+    publish: Option<crate::publish::PublishTo>,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -164,6 +175,7 @@ impl RunSession {
             plan_source,
             out,
             inputs,
+            publish,
         } = settings;
         let mask = inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default();
         if let Some(dir) = &out {
@@ -185,6 +197,7 @@ impl RunSession {
                     durable: None,
                     resumed: None,
                     mask,
+                    publish,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -240,6 +253,7 @@ impl RunSession {
             durable: Some(store),
             resumed,
             mask,
+            publish,
         })
     }
 
@@ -290,6 +304,12 @@ impl RunSession {
                 *p = masked;
             }
         }
+        let (published, publish_error) = match &self.publish {
+            Some(p) => {
+                crate::publish::publish(&p.root, &p.targets, &report.results, report.interrupted)
+            }
+            None => (Vec::new(), None),
+        };
         let finish_error = match self.durable {
             Some(store) => {
                 let end = if report.interrupted {
@@ -297,9 +317,13 @@ impl RunSession {
                 } else {
                     SessionEnd::Finished
                 };
-                tokio::task::spawn_blocking(move || store.finish(end))
-                    .await?
-                    .err()
+                let written = published.clone();
+                tokio::task::spawn_blocking(move || {
+                    store.record_published(&written)?;
+                    store.finish(end)
+                })
+                .await?
+                .err()
             }
             None => None,
         };
@@ -308,6 +332,8 @@ impl RunSession {
             stored,
             resumed: self.resumed,
             finish_error,
+            published,
+            publish_error,
         })
     }
 }

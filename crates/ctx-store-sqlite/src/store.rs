@@ -275,6 +275,28 @@ impl SqliteStore {
             .map_err(Error::sql(&self.view.path))
     }
 
+    /// Records the files this session published (after the run, before
+    /// [`finish`](Self::finish)); nothing is recorded for none.
+    pub fn record_published(&self, published: &[ctx_store::Published]) -> Result<()> {
+        if published.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::to_string(published).map_err(|e| Error::BadRow {
+            path: self.view.path.clone(),
+            task_id: String::new(),
+            field: "published",
+            detail: e.to_string(),
+        })?;
+        self.view
+            .conn()
+            .execute(
+                "UPDATE sessions SET published_json = ?1 WHERE seq = ?2",
+                params![json, self.session],
+            )
+            .map(drop)
+            .map_err(Error::sql(&self.view.path))
+    }
+
     /// [`ExecutionStore::store`] with this crate's error type.
     pub fn record(&self, result: &TaskExecutionResult) -> Result<()> {
         let path = &self.view.path;

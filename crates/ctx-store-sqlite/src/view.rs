@@ -200,6 +200,30 @@ impl RunView {
         .transpose()
     }
 
+    /// The files the last session that published anything wrote.
+    pub fn published(&self) -> Result<Vec<ctx_store::Published>> {
+        let json: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT published_json FROM sessions WHERE published_json IS NOT NULL
+                 ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(Error::sql(&self.path))?;
+        json.map(|j| {
+            serde_json::from_str(&j).map_err(|e| Error::BadRow {
+                path: self.path.clone(),
+                task_id: String::new(),
+                field: "sessions.published_json",
+                detail: e.to_string(),
+            })
+        })
+        .transpose()
+        .map(Option::unwrap_or_default)
+    }
+
     /// Every task's latest result, ordered by task id (tasks of earlier
     /// plans included).
     pub fn results(&self) -> Result<Vec<ResultRecord>> {

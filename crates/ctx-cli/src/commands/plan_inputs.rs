@@ -311,10 +311,11 @@ impl RunInputArgs {
         self.plan.fill(plan, path, from.stored)
     }
 
-    /// Where published outputs go, for [`super::run::report_run`].
-    pub fn publish<'a>(&'a self, plan: &Plan) -> Option<super::run::Publish<'a>> {
-        Some(super::run::Publish {
-            root: self.publish_root.as_deref()?,
+    /// Where the run publishes its outputs (`plan` filled), for the
+    /// session that publishes them once it ends.
+    pub fn publish(&self, plan: &Plan) -> Option<ctx_run::publish::PublishTo> {
+        Some(ctx_run::publish::PublishTo {
+            root: self.publish_root.clone()?,
             targets: ctx_run::publish::publish_targets(plan),
         })
     }

@@ -262,7 +262,6 @@ pub fn run(args: Args) -> CliResult {
         plan_path: &loaded.path,
         out: args.out.as_deref(),
         format: args.format,
-        publish: args.inputs.publish(&loaded.plan),
     };
     match store {
         StoreChoice::Local(store) => {
@@ -276,6 +275,7 @@ pub fn run(args: Args) -> CliResult {
                 store,
                 plan_source: loaded.source,
                 out: args.out.clone(),
+                publish: args.inputs.publish(&loaded.plan),
                 inputs,
             };
             run_local(loaded.plan, engine, settings, &output, &notices)
@@ -459,6 +459,8 @@ fn run_local(
     let executed = Executed {
         report: outcome.report,
         signal,
+        published: outcome.published,
+        unpublished: outcome.publish_error,
     };
     let exit = report_run(&executed, output)?;
     if let Some(stored) = &outcome.stored {
@@ -549,16 +551,6 @@ pub struct Output<'a> {
     pub out: Option<&'a Path>,
     /// `--format`.
     pub format: Format,
-    /// `--publish-root` and the plan's publish paths.
-    pub publish: Option<Publish<'a>>,
-}
-
-/// Where a run's completed outputs are published after it.
-pub struct Publish<'a> {
-    /// `--publish-root DIR`.
-    pub root: &'a Path,
-    /// Each task's path under it.
-    pub targets: Vec<ctx_run::publish::PublishTarget>,
 }
 
 pub(crate) use crate::runtime::StopSignal;
@@ -570,6 +562,10 @@ pub struct Executed {
     pub report: RunReport,
     /// The signal that interrupted the run.
     pub signal: Option<StopSignal>,
+    /// The files published after it (`--publish-root`).
+    pub published: Vec<ctx_run::publish::Published>,
+    /// The publish that failed, after those written.
+    pub unpublished: Option<ctx_run::publish::PublishError>,
 }
 
 /// What [`drive`] hands its work: a future that resolves on the first
@@ -628,22 +624,17 @@ where
 /// signal stopped the run, whose code wins.
 pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
     let report = &executed.report;
-    let (published, unpublished) = match &output.publish {
-        Some(p) => {
-            ctx_run::publish::publish(p.root, &p.targets, &report.results, report.interrupted)
-        }
-        None => (Vec::new(), None),
-    };
+    let (published, unpublished) = (&executed.published, &executed.unpublished);
     match output.format {
         Format::Json => {
             let mut json = ctx_run::ResultsJson::of(report);
-            json.published = published;
+            json.published = published.clone();
             crate::io::print_stdout(&crate::io::json_text(&json)?)?;
         }
         Format::Text => crate::io::print_stdout(&format!(
             "{}{}",
             ctx_run::summary_text::summary_text(report),
-            ctx_run::publish::published_text(&published)
+            ctx_run::publish::published_text(published)
         ))?,
     }
     if let Some(e) = &unpublished {
