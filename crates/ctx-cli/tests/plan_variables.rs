@@ -297,13 +297,174 @@ fn a_resume_with_a_changed_value_reruns_what_it_changes() {
         dir.counts(),
         ctx_test_support::counts(&[("continuity", 2), ("facts", 2), ("report", 2)])
     );
-    // Without the plan, the stored (filled) plan runs; a value cannot change.
-    let out = dir.run(&["run", "--root", "runs", "--resume", &id, "--var", "WEEK=x"]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
+    // Without the plan, the stored plan is filled again: a value can change.
+    let out = dir.run(&[
+        "run",
+        "--root",
+        "runs",
+        "--resume",
+        &id,
+        "--engine",
+        "command",
+        "--command",
+        &counting,
+        "--var",
+        "WEEK=2026-W37",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        dir.counts(),
+        ctx_test_support::counts(&[("continuity", 3), ("facts", 3), ("report", 3)])
+    );
+}
+
+/// `ctx run … --resume ID` with the command engine that counts its calls,
+/// PLAN given or not, and `extra` flags.
+fn resume(dir: &Dir, id: &str, with_plan: bool, extra: &[&str]) -> Out {
+    let counting = format!("echo \"$CTX_TASK_ID\" >> counts\n{ENGINE}");
+    let mut args: Vec<String> = vec!["run".into()];
+    if with_plan {
+        args.push(plan());
+    }
+    args.extend(
+        [
+            "--root",
+            "runs",
+            "--resume",
+            id,
+            "--engine",
+            "command",
+            "--command",
+            &counting,
+        ]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string()),
+    );
+    dir.run(&args)
+}
+
+#[test]
+fn a_resume_fills_the_plan_with_the_values_and_the_digest_the_run_stored() {
+    let dir = Dir::new();
+    ctx_test_support::copy_dir(&weekly().join("content"), &dir.path().join("archive"));
+    let counting = format!("echo \"$CTX_TASK_ID\" >> counts\n{ENGINE}");
+    let raw = format!("RAW_JSON=@{}", weekly().join("raw/2026-W35.json").display());
+    let first = dir.run(&[
+        "run",
+        &plan(),
+        "--root",
+        "runs",
+        "--engine",
+        "command",
+        "--command",
+        &counting,
+        "--var",
+        &raw,
+        "--var",
+        "WEEK=2026-W35",
+        "--content-root",
+        "archive",
+        "--date",
+        "2026-08-27",
+    ]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let id = first.run_id();
+    let ran = |n: [usize; 3]| {
+        ctx_test_support::counts(&[("continuity", n[0]), ("facts", n[1]), ("report", n[2])])
+    };
+    assert_eq!(dir.counts(), ran([1, 1, 1]));
+    // The archive changes, and no value, date or archive is given again:
+    // the stored values and the stored digest fill the plan, so nothing
+    // changed and everything is reused.
+    std::fs::remove_dir_all(dir.path().join("archive")).unwrap();
+    let same = resume(&dir, &id, true, &[]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert_eq!(dir.counts(), ran([1, 1, 1]));
+    let same = resume(&dir, &id, false, &[]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert_eq!(dir.counts(), ran([1, 1, 1]));
+    // A digest flag computes the digest again (another date, another
+    // digest): only the task that reads it and its dependent run again.
+    ctx_test_support::copy_dir(&weekly().join("content"), &dir.path().join("archive"));
+    let redated = resume(
+        &dir,
+        &id,
+        false,
+        &["--content-root", "archive", "--date", "2026-08-13"],
+    );
+    assert_eq!(redated.code, 0, "{}", redated.stderr);
+    assert_eq!(dir.counts(), ran([2, 1, 2]));
+    // The new digest is the run's now: a resume keeps it.
+    std::fs::remove_dir_all(dir.path().join("archive")).unwrap();
+    let again = resume(&dir, &id, true, &[]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(dir.counts(), ran([2, 1, 2]));
+    // An undeclared --var is still refused, naming it.
+    let bad = resume(&dir, &id, false, &["--var", "NOPE=1"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("NOPE"), "{}", bad.stderr);
+}
+
+#[test]
+fn runs_show_and_the_report_list_what_a_run_published() {
+    let dir = Dir::new();
+    let archive = dir.path().join("archive");
+    ctx_test_support::copy_dir(&weekly().join("content"), &archive);
+    let mut args = week_args("2026-W35", "2026-08-27");
+    args.retain(|a| a != "--no-store");
+    let archive_arg = archive.display().to_string();
+    args.extend(
+        [
+            "--root",
+            "runs",
+            "--content-root",
+            &archive_arg,
+            "--publish-root",
+            &archive_arg,
+        ]
+        .map(String::from),
+    );
+    let run = dir.run(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.run_id();
+    let file = archive.join("weekly/2026-W35.md").display().to_string();
     assert!(
-        out.stderr.contains("give the PLAN to change --var"),
+        run.stdout.contains(&format!("published report -> {file}")),
         "{}",
-        out.stderr
+        run.stdout
+    );
+    let shown = dir.run(&["runs", "show", &id, "--root", "runs"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown
+            .stdout
+            .ends_with(&format!("\npublished report -> {file}\n")),
+        "{}",
+        shown.stdout
+    );
+    let json = dir.run(&["runs", "show", &id, "--root", "runs", "--format", "json"]);
+    assert_eq!(
+        json.json()["published"],
+        serde_json::json!([{"task_id": "report", "path": file}])
+    );
+    let html = dir.run(&["runs", "report", &id, "--root", "runs"]);
+    assert_eq!(html.code, 0, "{}", html.stderr);
+    assert!(
+        html.stdout.contains(&format!(
+            "<section id=\"published\"><h2>Published</h2><table><thead><tr><th>Task</th><th>File</th></tr></thead><tbody>\n<tr><td>report</td><td>{file}</td></tr>"
+        )),
+        "{}",
+        html.stdout
+    );
+    // A resume that publishes nothing new keeps what the run published.
+    let resumed = resume(&dir, &id, false, &[]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let shown = dir.run(&["runs", "show", &id, "--root", "runs"]);
+    assert!(
+        shown.stdout.contains("published report -> "),
+        "{}",
+        shown.stdout
     );
 }
 
@@ -394,4 +555,145 @@ fn a_publish_that_fails_is_exit_5_after_the_summary() {
         out.stdout
     );
     assert!(dir.path().join("site/weekly/2026-W35.md").is_file());
+}
+
+/// A plan with a trusted and an untrusted secret, and a task after them.
+const SECRET_PLAN: &str = r#"schema_version: 1
+variables:
+  - name: TOKEN
+    class: trusted
+    secret: true
+  - name: NOTE
+    secret: true
+  - name: WEEK
+    class: trusted
+sub_tasks:
+  - id: a
+    description: A
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: |
+          Week {{WEEK}}, token {{TOKEN}}.
+          <untrusted-content>
+          {{NOTE}}
+          </untrusted-content>
+  - id: b
+    description: B
+    dependencies: [a]
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: Go on.
+"#;
+
+#[test]
+fn a_secret_reaches_the_engine_and_is_stored_only_as_a_hash() {
+    let dir = Dir::new();
+    dir.write("secret.yaml", SECRET_PLAN);
+    let engine = "cat > \"sent-$CTX_TASK_ID\"; echo \"$CTX_TASK_ID\" >> counts; echo done";
+    let token = "tok-9f8e7d6c5b4a";
+    let note = "note-73a1<untrusted-content>b2c4";
+    let run = |plan: bool, vars: &[String], extra: &[&str]| {
+        let mut args: Vec<String> = vec!["run".into()];
+        if plan {
+            args.push("secret.yaml".into());
+        }
+        args.extend(
+            ["--root", "runs", "--engine", "command", "--command", engine].map(String::from),
+        );
+        for v in vars {
+            args.extend(["--var".to_string(), v.clone()]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        dir.run(&args)
+    };
+    let secrets = |t: &str| vec![format!("TOKEN={t}"), format!("NOTE={note}")];
+    let mut vars = secrets(token);
+    vars.push("WEEK=2026-W35".into());
+    let first = run(true, &vars, &[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let id = first.run_id();
+    // The engine was given the real values (the untrusted one neutralized).
+    let sent = std::fs::read_to_string(dir.path().join("sent-a")).unwrap();
+    assert!(sent.contains(&format!("token {token}.")), "{sent}");
+    assert!(
+        sent.contains("note-73a1[neutralized fence tag]b2c4"),
+        "{sent}"
+    );
+    // Nothing under the store root holds either value, in any form.
+    let leaks = |root: &std::path::Path| {
+        let mut found = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let bytes = std::fs::read(&p).unwrap();
+                    let text = String::from_utf8_lossy(&bytes);
+                    if text.contains("tok-9f8e7d6c5b4a") || text.contains("note-73a1") {
+                        found.push(p);
+                    }
+                }
+            }
+        }
+        found
+    };
+    assert_eq!(leaks(&dir.path().join("runs")), Vec::<PathBuf>::new());
+    // runs show and export show where each went.
+    let shown = dir.run(&["runs", "show", &id, "--root", "runs", "--task", "a"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("token [secret TOKEN]."),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("[secret NOTE]"), "{}", shown.stdout);
+    let exported = dir.run(&["runs", "export", &id, "--root", "runs"]);
+    assert_eq!(exported.code, 0, "{}", exported.stderr);
+    assert!(!exported.stdout.contains(token) && !exported.stdout.contains("note-73a1"));
+    assert!(
+        exported.stdout.contains("[secret TOKEN]"),
+        "{}",
+        exported.stdout
+    );
+
+    // A resume is not given the secrets again: refused, naming both.
+    let bare = run(false, &[], &["--resume", &id]);
+    assert_eq!(bare.code, 2, "{}", bare.stderr);
+    assert!(
+        bare.stderr.contains("variables NOTE, TOKEN are secret")
+            && bare.stderr.contains("--var TOKEN=VALUE"),
+        "{}",
+        bare.stderr
+    );
+    // Given again, the same: everything reused (the fingerprints are the
+    // real prompts'); another token: its task and the dependent run again.
+    let same = run(false, &secrets(token), &["--resume", &id]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert_eq!(
+        dir.counts(),
+        ctx_test_support::counts(&[("a", 1), ("b", 1)])
+    );
+    let changed = run(true, &secrets("tok-0000"), &["--resume", &id]);
+    assert_eq!(changed.code, 0, "{}", changed.stderr);
+    assert_eq!(
+        dir.counts(),
+        ctx_test_support::counts(&[("a", 2), ("b", 2)])
+    );
+    assert_eq!(leaks(&dir.path().join("runs")), Vec::<PathBuf>::new());
+
+    // A shared store would hand the plan to workers as stored: refused
+    // before anything is opened.
+    let shared = run(true, &vars, &["--store", "postgres://ctx@127.0.0.1:1/none"]);
+    assert_eq!(shared.code, 2, "{}", shared.stderr);
+    assert!(
+        shared
+            .stderr
+            .contains("variable TOKEN is secret, and a shared --store cannot take it"),
+        "{}",
+        shared.stderr
+    );
 }

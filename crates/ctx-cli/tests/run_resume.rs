@@ -537,6 +537,7 @@ fn a_library_made_run_resumes_from_the_cli() {
             plan: &plan,
             engine: "dry-run",
             plan_source: Some("plan.json"),
+            inputs: None,
         })
         .unwrap();
     store

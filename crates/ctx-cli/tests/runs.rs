@@ -40,6 +40,7 @@ fn failed_run(root: &RunRoot) -> String {
             plan: &p,
             engine: "command",
             plan_source: Some("plan.json"),
+            inputs: None,
         })
         .unwrap();
     store
@@ -214,6 +215,7 @@ fn export_matches_ctx_run_json() {
             plan: &p,
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         })
         .unwrap();
     for t in from_run["tasks"].as_array().unwrap() {
@@ -261,6 +263,7 @@ fn export_of_an_unfinished_run_lists_every_plan_task() {
             plan: &p,
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         },
     )
     .unwrap();
@@ -315,6 +318,7 @@ fn gc_keeps_the_newest_and_never_a_running_run() {
             plan: &p,
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         })
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2));

@@ -261,6 +261,7 @@ fn hostile_run(root: &RunRoot) -> String {
             plan: &p,
             engine: "command",
             plan_source: Some("plan.json"),
+            inputs: None,
         })
         .unwrap();
     store
@@ -378,6 +379,7 @@ fn a_run_being_executed_is_reported_in_progress() {
             plan: &p,
             engine: "dry-run",
             plan_source: Some("plan.json"),
+            inputs: None,
         })
         .unwrap();
     store
@@ -427,6 +429,7 @@ fn a_crashed_run_has_no_end_for_the_task_it_was_executing() {
             plan: &p,
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         })
         .unwrap();
     store

@@ -451,6 +451,7 @@ mod tests {
             ended_at: None,
             as_of: None,
             tasks,
+            published: Vec::new(),
         }
     }
 

@@ -165,6 +165,7 @@ pub fn render_html(input: &RunReportInput) -> String {
     out.push_str("</div></section>\n");
 
     task_table(&mut out, input, &a);
+    published(&mut out, input);
     task_details(&mut out, input, &a);
 
     out.push_str("<section id=\"report-errors\" hidden><h2>Errors while showing this page</h2><ul></ul></section>\n</body>\n</html>\n");
@@ -417,6 +418,23 @@ fn time_cell(s: Option<Span>) -> (String, String) {
         ),
         None => (String::new(), String::new()),
     }
+}
+
+/// The files the run published, when it published any: each task and its
+/// file, escaped as every other text of the page.
+fn published(out: &mut String, input: &RunReportInput) {
+    if input.published.is_empty() {
+        return;
+    }
+    out.push_str("<section id=\"published\"><h2>Published</h2><table><thead><tr><th>Task</th><th>File</th></tr></thead><tbody>\n");
+    for p in &input.published {
+        out.push_str("<tr><td>");
+        push_text(out, &p.task_id);
+        out.push_str("</td><td>");
+        push_text(out, &p.path);
+        out.push_str("</td></tr>\n");
+    }
+    out.push_str("</tbody></table></section>\n");
 }
 
 fn task_table(out: &mut String, input: &RunReportInput, a: &Analysis) {

@@ -248,6 +248,21 @@ pub struct RunReportInput {
     /// Every task of the plan, in plan order.
     #[serde(default)]
     pub tasks: Vec<TaskReport>,
+    /// The files the run published (`ctx run --publish-root`), in plan
+    /// order; a section of their own when there are any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<PublishedFile>,
+}
+
+/// One published output: the task whose final output it holds, and the
+/// file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedFile {
+    /// The task's id.
+    pub task_id: String,
+    /// The file written.
+    pub path: String,
 }
 
 /// One task of the run.
@@ -497,6 +512,7 @@ mod tests {
             ended_at: Some(Timestamp::from_unix_ms(3_000)),
             as_of: None,
             tasks: vec![t],
+            published: Vec::new(),
         };
         let text = serde_json::to_string(&input).unwrap();
         assert_eq!(RunReportInput::from_json(&text, "x").unwrap(), input);

@@ -36,6 +36,7 @@
 //!     ended_at: Some(Timestamp::from_unix_ms(3_600)),
 //!     as_of: None,
 //!     tasks: vec![task],
+//!     published: Vec::new(),
 //! };
 //! let html = render_html(&run);
 //! assert!(html.starts_with("<!DOCTYPE html>"));
@@ -55,5 +56,5 @@ pub use analysis::Analysis;
 pub use html::render_html;
 pub use input::{
     AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, DependencyCut, InputError,
-    RunReportInput, RunStatus, TaskReport, TaskState, Timestamp, TimestampError,
+    PublishedFile, RunReportInput, RunStatus, TaskReport, TaskState, Timestamp, TimestampError,
 };

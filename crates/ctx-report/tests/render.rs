@@ -122,6 +122,7 @@ fn small_run() -> RunReportInput {
         ended_at: at(3_100),
         as_of: None,
         tasks: vec![a, b, c, d],
+        published: Vec::new(),
     }
 }
 
@@ -153,6 +154,7 @@ fn unreported_tokens_and_costs_are_shown_as_measured() {
         ended_at: at(1_000),
         as_of: None,
         tasks: vec![task("a", 0.5), task("b", 0.0012)],
+        published: Vec::new(),
     };
     let html = render_html(&run);
     assert!(
@@ -203,6 +205,26 @@ fn every_field_is_escaped() {
     );
 }
 
+/// Published files get a section of their own, escaped as every other
+/// text; a run that published nothing has none (its page is unchanged).
+#[test]
+fn published_files_are_listed_and_escaped() {
+    let mut run = small_run();
+    assert!(!render_html(&run).contains("id=\"published\""));
+    run.published = vec![ctx_report::PublishedFile {
+        task_id: "report".into(),
+        path: "site/<script>alert(1)</script>.md".into(),
+    }];
+    let html = render_html(&run);
+    assert!(html.contains("<section id=\"published\"><h2>Published</h2>"));
+    assert!(html.contains(
+        "<tr><td>report</td><td>site/&lt;script&gt;alert(1)&lt;/script&gt;.md</td></tr>"
+    ));
+    assert!(!html.contains("<script>alert(1)"));
+    let json = serde_json::to_string(&run).unwrap();
+    assert_eq!(RunReportInput::from_json(&json, "run.json").unwrap(), run);
+}
+
 #[test]
 fn one_bar_per_started_task_and_the_run_state_shown() {
     let run = small_run();
@@ -247,6 +269,7 @@ fn an_empty_run_renders() {
         ended_at: None,
         as_of: None,
         tasks: Vec::new(),
+        published: Vec::new(),
     };
     let html = render_html(&run);
     assert!(html.ends_with("</html>\n"));
@@ -348,6 +371,7 @@ proptest! {
             ended_at: e,
             as_of: now,
             tasks,
+            published: Vec::new(),
         };
         let html = render_html(&run);
         prop_assert_eq!(&html, &render_html(&run));

@@ -280,6 +280,7 @@ impl EvalSession {
                             plan: &plan,
                             engine: &format!("{label} {tag}"),
                             plan_source: Some(&format!("{plan_source} {tag}")),
+                            inputs: None,
                         };
                         let (store, _) = root.start(StartAt::NewRun, &new)?;
                         let store = Arc::new(store);

@@ -42,6 +42,7 @@ mod error;
 pub mod estimate;
 pub mod eval;
 pub mod export;
+pub mod inputs;
 pub mod list;
 pub mod out_dir;
 pub mod publish;
@@ -60,4 +61,4 @@ pub use session::{
     RunOutcome, RunSession, RunSettings, RunStore, Start, StoredRun, refuse_unjudgeable, run_plan,
     spent, total_cost,
 };
-pub use stored_plan::{StoredPlan, redacted_params, stored_plan};
+pub use stored_plan::{StoredPlan, redacted_params, stored_inputs, stored_plan};

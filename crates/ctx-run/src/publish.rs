@@ -17,7 +17,6 @@
 use std::path::{Component, Path, PathBuf};
 
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
-use serde::Serialize;
 
 use crate::atomic::{WriteError, write_atomic};
 
@@ -44,13 +43,16 @@ pub fn publish_targets(plan: &Plan) -> Vec<PublishTarget> {
         .collect()
 }
 
-/// One file written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Published {
-    /// The task whose output it holds.
-    pub task_id: String,
-    /// The file, the root joined with the task's path.
-    pub path: String,
+/// One file written (the type the stores keep, `ctx_store::Published`).
+pub use ctx_store::Published;
+
+/// Where a run publishes: `--publish-root` and the filled plan's targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishTo {
+    /// The root every path is under (`--publish-root DIR`).
+    pub root: PathBuf,
+    /// Each task's path under it ([`publish_targets`] of the filled plan).
+    pub targets: Vec<PublishTarget>,
 }
 
 /// Why a file was not published.

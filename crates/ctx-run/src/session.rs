@@ -32,7 +32,7 @@ use ctx_deps::{
     RunReport,
 };
 use ctx_model::Plan;
-use ctx_store::ResumePlan;
+use ctx_store::{ResumePlan, SecretMask};
 use ctx_store_sqlite::{CachingEngine, NewRun, RunRoot, SessionEnd, SqliteStore, StartAt};
 
 use crate::RunError;
@@ -85,6 +85,14 @@ pub struct RunSettings {
     /// directory exists or anything is spent. Writing it at the end is
     /// the caller's ([`crate::out_dir::write`]).
     pub out: Option<PathBuf>,
+    /// What the plan was filled from ([`crate::inputs`]), recorded with a
+    /// durable run; its secrets are hidden in every stored prompt and in
+    /// the prompts of the outcome's report.
+    pub inputs: Option<ctx_store::RunInputs>,
+    /// Where completed outputs are published once the run ends
+    /// ([`crate::publish`]); the files written are recorded with a
+    /// durable run before its session's end.
+    pub publish: Option<crate::publish::PublishTo>,
 }
 
 impl Default for RunSettings {
@@ -94,6 +102,8 @@ impl Default for RunSettings {
             store: RunStore::Memory,
             plan_source: None,
             out: None,
+            inputs: None,
+            publish: None,
         }
     }
 }
@@ -120,6 +130,11 @@ pub struct RunOutcome {
     /// The session's end could not be recorded: every result is committed,
     /// but the run will look crashed to `ctx runs list`.
     pub finish_error: Option<ctx_store_sqlite::Error>,
+    /// The files published, in plan order (none without
+    /// [`RunSettings::publish`], or when the run was interrupted).
+    pub published: Vec<crate::publish::Published>,
+    /// The publish that failed, after those that were written.
+    pub publish_error: Option<crate::publish::PublishError>,
 }
 
 /// A run that has started (its store is open, a resume decided) and not
@@ -128,6 +143,8 @@ pub struct RunSession {
     executor: Executor,
     durable: Option<Arc<SqliteStore>>,
     resumed: Option<ResumePlan>,
+    mask: SecretMask,
+    publish: Option<crate::publish::PublishTo>,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -157,7 +174,10 @@ impl RunSession {
             store,
             plan_source,
             out,
+            inputs,
+            publish,
         } = settings;
+        let mask = inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default();
         if let Some(dir) = &out {
             crate::out_dir::prepare(dir).map_err(RunError::Out)?;
         }
@@ -176,6 +196,8 @@ impl RunSession {
                     executor,
                     durable: None,
                     resumed: None,
+                    mask,
+                    publish,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -192,6 +214,7 @@ impl RunSession {
             plan: &plan,
             engine: &label,
             plan_source: plan_source.as_deref(),
+            inputs: inputs.as_ref(),
         };
         let at = match &start {
             Start::New => StartAt::NewRun,
@@ -229,6 +252,8 @@ impl RunSession {
             executor,
             durable: Some(store),
             resumed,
+            mask,
+            publish,
         })
     }
 
@@ -270,7 +295,21 @@ impl RunSession {
         P: FnMut(&ProgressEvent) + Send,
     {
         let stored = self.stored();
-        let report = self.executor.run_with(cancel, progress).await?;
+        let mut report = self.executor.run_with(cancel, progress).await?;
+        // The prompts as stored: a secret's text shown as `[secret NAME]`.
+        for r in &mut report.results {
+            if let Some(p) = &mut r.prompt
+                && let std::borrow::Cow::Owned(masked) = self.mask.apply(p)
+            {
+                *p = masked;
+            }
+        }
+        let (published, publish_error) = match &self.publish {
+            Some(p) => {
+                crate::publish::publish(&p.root, &p.targets, &report.results, report.interrupted)
+            }
+            None => (Vec::new(), None),
+        };
         let finish_error = match self.durable {
             Some(store) => {
                 let end = if report.interrupted {
@@ -278,9 +317,13 @@ impl RunSession {
                 } else {
                     SessionEnd::Finished
                 };
-                tokio::task::spawn_blocking(move || store.finish(end))
-                    .await?
-                    .err()
+                let written = published.clone();
+                tokio::task::spawn_blocking(move || {
+                    store.record_published(&written)?;
+                    store.finish(end)
+                })
+                .await?
+                .err()
             }
             None => None,
         };
@@ -289,6 +332,8 @@ impl RunSession {
             stored,
             resumed: self.resumed,
             finish_error,
+            published,
+            publish_error,
         })
     }
 }

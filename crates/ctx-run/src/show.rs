@@ -75,6 +75,8 @@ pub struct RunShow {
     tasks: Vec<(String, Option<ResultRecord>)>,
     spent: Usd,
     facts: StoreFacts,
+    /// The files the run published (`ctx run --publish-root`).
+    published: Vec<ctx_store::Published>,
 }
 
 impl RunShow {
@@ -95,12 +97,14 @@ impl RunShow {
             .map(|t| (t.id.clone(), latest.remove(&t.id)))
             .collect();
         let spent = crate::spent(view)?;
+        let published = view.published()?;
         Ok(RunShow {
             header,
             plan,
             tasks,
             spent,
             facts,
+            published,
         })
     }
 
@@ -160,6 +164,7 @@ impl RunShow {
                     reclaims: *reclaims,
                 },
             },
+            published: &self.published,
             tasks,
         }
     }
@@ -278,6 +283,10 @@ impl RunShow {
             .collect();
         out.push('\n');
         out.push_str(&ctx_table::render(&header, &right, &rows));
+        if !self.published.is_empty() {
+            out.push('\n');
+            out.push_str(&crate::publish::published_text(&self.published));
+        }
         out
     }
 }
@@ -318,6 +327,10 @@ struct RunJson<'a> {
     spent_usd: Usd,
     #[serde(flatten)]
     place: RunPlaceJson<'a>,
+    /// What the run published, as `ctx run --format json` lists it; left
+    /// out when nothing was.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    published: &'a [ctx_store::Published],
     tasks: Vec<TaskRowJson<'a>>,
 }
 

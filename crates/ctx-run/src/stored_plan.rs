@@ -14,10 +14,15 @@ pub struct StoredPlan {
     pub run_id: String,
     /// The plan's path as the last session was given it, if recorded.
     pub source: Option<String>,
+    /// What the plan was filled from, when it had variables or the
+    /// digest: a resume fills `inputs.plan` again ([`crate::inputs`]).
+    pub inputs: Option<ctx_store::RunInputs>,
 }
 
 /// Reads the plan stored in `run` (a run id under `root` or a run
-/// directory), so that a resume needs no plan file.
+/// directory), so that a resume needs no plan file. For a run whose plan
+/// was filled, `plan` is the plan *before* filling (its inputs'), which
+/// the resume fills again: the filled plan stored hides its secrets.
 ///
 /// The store writes plans with secret-looking `params` keys redacted; a
 /// plan holding such a key cannot be resumed from the store (the task
@@ -25,7 +30,11 @@ pub struct StoredPlan {
 /// [`RunError::RedactedPlan`] and the plan file must be given again.
 pub fn stored_plan(root: &RunRoot, run: &str) -> Result<StoredPlan, RunError> {
     let view = root.open(run)?;
-    let plan = view.plan()?;
+    let inputs = view.inputs()?;
+    let plan = match &inputs {
+        Some(i) => i.plan.clone(),
+        None => view.plan()?,
+    };
     let source = view.sessions()?.last().and_then(|s| s.plan_source.clone());
     let keys = redacted_params(&plan);
     if !keys.is_empty() {
@@ -38,7 +47,14 @@ pub fn stored_plan(root: &RunRoot, run: &str) -> Result<StoredPlan, RunError> {
         plan,
         run_id: view.run_id().to_string(),
         source,
+        inputs,
     })
+}
+
+/// What `run`'s last session filled its plan from, for a resume given the
+/// plan file: `None` for a plan with nothing to fill.
+pub fn stored_inputs(root: &RunRoot, run: &str) -> Result<Option<ctx_store::RunInputs>, RunError> {
+    Ok(root.open(run)?.inputs()?)
 }
 
 /// `task.params.KEY` for every secret-looking key in the tasks' params,

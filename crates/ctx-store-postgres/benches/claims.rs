@@ -58,6 +58,7 @@ fn main() {
             priorities: &vec![1; n],
             engine: "bench",
             plan_source: None,
+            inputs: None,
         }))
         .expect("register");
     let register = t0.elapsed();

@@ -8,7 +8,7 @@ use ctx_model::{Plan, TaskExecutionResult};
 use crate::PgStore;
 use crate::connection::Shared;
 use crate::error::Result;
-use ctx_store::StatusCounts;
+use ctx_store::{RunInputs, StatusCounts};
 
 use crate::rows::{AttemptRow, DroppedRow, RunInfo, TaskRow, parse_status};
 
@@ -146,6 +146,29 @@ impl PgStore {
             };
             let text: String = row.get(0);
             serde_json::from_str(&text).map_err(|e| shared.corrupt(&run_id, "the plan".into(), e))
+        })
+        .await
+    }
+
+    /// What `run_id`'s plan was filled from (`None`: nothing to fill).
+    pub async fn inputs(&self, run_id: &str) -> Result<Option<RunInputs>> {
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query(
+                    &|| format!("reading the inputs of run `{run_id}`"),
+                    "SELECT inputs_json FROM ctx_runs WHERE run_id = $1",
+                    &[&run_id],
+                )
+                .await?;
+            let Some(row) = rows.first() else {
+                return Err(shared.no_run(&run_id));
+            };
+            let text: Option<String> = row.get(0);
+            text.map(|t| serde_json::from_str(&t))
+                .transpose()
+                .map_err(|e| shared.corrupt(&run_id, "the run's inputs".into(), e))
         })
         .await
     }

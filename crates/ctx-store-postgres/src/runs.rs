@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use ctx_model::Plan;
+use ctx_store::RunInputs;
 use sha2::{Digest, Sha256};
 use tokio_postgres::Client;
 
@@ -25,6 +26,9 @@ pub struct RegisterRun<'a> {
     pub engine: &'a str,
     /// Where the plan came from, for listings.
     pub plan_source: Option<&'a str>,
+    /// What the plan was filled from, for a plan with variables or the
+    /// digest (a shared run's plan holds no secret: workers run it).
+    pub inputs: Option<&'a RunInputs>,
 }
 
 /// What [`PgStore::reopen_run`] applies.
@@ -40,6 +44,8 @@ pub struct Reopen<'a> {
     pub plan_source: Option<&'a str>,
     /// The tasks that run again (the resume plan's `rerun`).
     pub rerun: &'a [String],
+    /// What the plan was filled from this time (replaces the stored).
+    pub inputs: Option<&'a RunInputs>,
 }
 
 enum Reopened {
@@ -119,6 +125,18 @@ impl TaskRows {
     }
 }
 
+/// A run's inputs as the `inputs_json` column holds them.
+fn inputs_json(
+    shared: &crate::connection::Shared,
+    run_id: &str,
+    inputs: Option<&RunInputs>,
+) -> Result<Option<String>> {
+    inputs
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| shared.corrupt(run_id, "the run's inputs".into(), e))
+}
+
 /// A run id: `YYYYMMDDTHHMMSS.mmmZ-xxxxxxxx` (UTC time, 32 random bits),
 /// the same shape as the SQLite store's, so ids sort by creation time.
 fn new_run_id() -> String {
@@ -147,6 +165,7 @@ impl PgStore {
         let plan_json = serde_json::to_string(run.plan)
             .map_err(|e| self.shared.corrupt("(new)", "the plan".into(), e))?;
         let plan_hash = hex(&Sha256::digest(plan_json.as_bytes()));
+        let inputs_json = inputs_json(&self.shared, "(new)", run.inputs)?;
         let rows = TaskRows::of(run.plan, run.priorities);
         let engine = run.engine.to_string();
         let source = run.plan_source.map(str::to_string);
@@ -155,15 +174,15 @@ impl PgStore {
             let run_id = new_run_id();
             let context = || format!("registering run `{run_id}`");
             let (id, plan_json, plan_hash) = (&run_id, &plan_json, &plan_hash);
-            let (engine, source, rows) = (&engine, &source, &rows);
+            let (engine, source, rows, inputs_json) = (&engine, &source, &rows, &inputs_json);
             shared
                 .with(&context, 6, move |mut c, _| async move {
                     let r = async {
                         let tx = c.transaction().await?;
                         tx.execute(
-                            "INSERT INTO ctx_runs (run_id, plan_json, plan_hash, plan_source, engine, ctx_version, task_count, open)
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $7 > 0)",
-                            &[id, plan_json, plan_hash, source, engine, &env!("CARGO_PKG_VERSION"), &rows.count],
+                            "INSERT INTO ctx_runs (run_id, plan_json, plan_hash, plan_source, engine, ctx_version, task_count, open, inputs_json)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $7 > 0, $8)",
+                            &[id, plan_json, plan_hash, source, engine, &env!("CARGO_PKG_VERSION"), &rows.count, inputs_json],
                         )
                         .await?;
                         tx.execute(
@@ -217,6 +236,7 @@ impl PgStore {
         let plan_json = serde_json::to_string(reopen.plan)
             .map_err(|e| self.shared.corrupt(run_id, "the plan".into(), e))?;
         let plan_hash = hex(&Sha256::digest(plan_json.as_bytes()));
+        let inputs_json = inputs_json(&self.shared, run_id, reopen.inputs)?;
         let rows = TaskRows::of(reopen.plan, reopen.priorities);
         let rerun: Vec<String> = reopen.rerun.to_vec();
         let engine = reopen.engine.to_string();
@@ -226,6 +246,7 @@ impl PgStore {
         self.call(async move {
             let (run_id, plan_json, plan_hash) = (&run_id, &plan_json, &plan_hash);
             let (engine, source, rows, rerun) = (&engine, &source, &rows, &rerun);
+            let inputs_json = &inputs_json;
             let found = shared
                 .with(&|| format!("resuming run `{run_id}`"), 15, move |mut c, _| {
                     async move {
@@ -264,9 +285,9 @@ impl PgStore {
                             tx.execute(
                                 "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3,
                                         plan_source = coalesce($4, plan_source), engine = $5,
-                                        task_count = $6, finished_at = NULL
+                                        task_count = $6, finished_at = NULL, inputs_json = $7
                                   WHERE run_id = $1",
-                                &[&run_id, &plan_json, &plan_hash, &source, &engine, &rows.count],
+                                &[&run_id, &plan_json, &plan_hash, &source, &engine, &rows.count, inputs_json],
                             )
                             .await?;
                             tx.execute(

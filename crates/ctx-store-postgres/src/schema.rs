@@ -132,10 +132,20 @@ CREATE TABLE ctx_dropped (
 ALTER TABLE ctx_tasks ADD COLUMN engine text;
 "#,
     },
+    Migration {
+        version: 3,
+        sql: r#"
+-- What the run's plan was filled from (ctx_store::RunInputs as JSON: the
+-- plan before filling, each --var value, the history digest), so that a
+-- resume fills it again without being given them. NULL for a plan with
+-- nothing to fill and for runs registered before this version.
+ALTER TABLE ctx_runs ADD COLUMN inputs_json text;
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {

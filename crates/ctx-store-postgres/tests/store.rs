@@ -131,6 +131,7 @@ fn claims_follow_readiness_and_the_critical_path() {
             priorities: &[3, 1, 2, 1],
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         }))
         .unwrap();
     let a = rt
@@ -206,6 +207,7 @@ fn a_retried_task_keeps_its_first_start() {
             priorities: &[1],
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         }))
         .unwrap();
     // A claim gives the task its sequence number (reads need one).
@@ -249,6 +251,7 @@ fn concurrent_claimers_never_get_the_same_task() {
             priorities: &[1; 60],
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         }))
         .unwrap();
     let mut got: Vec<String> = rt.block_on(async {
@@ -291,6 +294,7 @@ fn a_lapsed_lease_is_reclaimed_and_the_late_commit_refused() {
             priorities: &[2, 1],
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         }))
         .unwrap();
     let short = Duration::from_millis(300);
@@ -363,6 +367,7 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             priorities: &[4, 3, 2, 1, 1],
             engine: "dry-run",
             plan_source: Some("p.json"),
+            inputs: None,
         }))
         .unwrap();
     let a = rt
@@ -419,6 +424,7 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             priorities: &[1],
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         }))
         .unwrap();
     let r1 = rt
@@ -451,6 +457,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
             priorities: &[3, 1, 2],
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         }))
         .unwrap();
     for _ in 0..2 {
@@ -479,6 +486,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
         engine: "dry-run",
         plan_source: None,
         rerun: &rerun,
+        inputs: None,
     };
     let e = rt.block_on(store.reopen_run(&run, &reopen)).unwrap_err();
     assert!(matches!(e, Error::Busy { claimed: 1, .. }), "{e}");
@@ -536,6 +544,7 @@ fn a_listener_wakes_when_a_commit_makes_a_task_ready() {
             priorities: &[2, 1],
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         }))
         .unwrap();
     assert!(woke(Duration::from_secs(5)), "no wake-up on registering");

@@ -40,6 +40,7 @@ fn new_store(tmp: &tempfile::TempDir, p: &Plan) -> SqliteStore {
             plan: p,
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         },
     )
     .unwrap()

@@ -4,7 +4,7 @@
 //! store gives it.
 
 use ctx_model::Plan;
-use ctx_store::{ResultRecord, RunHeader, RunHistory, StoreError};
+use ctx_store::{Published, ResultRecord, RunHeader, RunHistory, StoreError};
 
 use crate::RunView;
 
@@ -36,5 +36,9 @@ impl RunHistory for RunView {
 
     fn history(&self, task_id: &str) -> Result<Vec<ResultRecord>, StoreError> {
         RunView::history(self, task_id).map_err(read_error)
+    }
+
+    fn published(&self) -> Result<Vec<Published>, StoreError> {
+        RunView::published(self).map_err(read_error)
     }
 }

@@ -30,7 +30,7 @@
 //!   {"id": "b", "description": "B", "dependencies": ["a"],
 //!    "tool_or_prompt": {"name": "inference", "params": {"prompt": "Then"}}}]}"#)?;
 //! let root = RunRoot::new(tmp.path().join(".ctx/runs"));
-//! let new = NewRun { plan: &plan, engine: "dry-run", plan_source: Some("plan.json") };
+//! let new = NewRun { plan: &plan, engine: "dry-run", plan_source: Some("plan.json"), inputs: None };
 //!
 //! // A first run stores `a`, then dies before `b` finishes.
 //! let store = root.create(&new)?;

@@ -34,7 +34,7 @@ pub const CACHE_APPLICATION_ID: i64 = 0x6374_7843;
 pub type Migration = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
 /// The run store's migrations, oldest first.
-pub const RUN_MIGRATIONS: &[Migration] = &[run_v1];
+pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2];
 
 /// The run-store schema version this build writes.
 pub const RUN_SCHEMA_VERSION: i64 = RUN_MIGRATIONS.len() as i64;
@@ -100,6 +100,23 @@ fn run_v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         ) WITHOUT ROWID;",
     )?;
     tx.pragma_update(None, "application_id", RUN_APPLICATION_ID)
+}
+
+/// Schema version 2 of a run store (issue 22), two columns of `sessions`:
+///
+/// * `inputs_json`: what the session's plan was filled from
+///   (`ctx_store::RunInputs`: the plan before filling, each `--var`
+///   value, a secret one only as its hash, and the history digest), so
+///   that a resume fills it again without being given them. NULL for a
+///   plan with nothing to fill, and for every session recorded before.
+/// * `published_json`: the files the session published
+///   (`[{task_id, path}]`, `ctx run --publish-root`), for `ctx runs show`
+///   and the report. NULL when it published nothing.
+fn run_v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "ALTER TABLE sessions ADD COLUMN inputs_json TEXT;
+         ALTER TABLE sessions ADD COLUMN published_json TEXT;",
+    )
 }
 
 /// Schema version 1 of the cache index at the store root.

@@ -13,10 +13,10 @@ use crate::error::{Error, Result};
 use crate::id::{new_run_id, now_rfc3339};
 use crate::lock::RunLock;
 use crate::schema::{self, Access, RUN_APPLICATION_ID, RUN_MIGRATIONS, STORE_FILE};
-use ctx_store::ResumePlan;
 use ctx_store::fingerprint::{
     TaskFingerprint, canonical_json, fingerprint_all, redact_plan, sha256_hex,
 };
+use ctx_store::{ResumePlan, RunInputs, SecretMask};
 
 use crate::view::*;
 
@@ -42,6 +42,17 @@ pub struct NewRun<'a> {
     pub engine: &'a str,
     /// Where the plan came from (the path as given), for `ctx runs list`.
     pub plan_source: Option<&'a str>,
+    /// What `plan` was filled from, for a plan with variables or the
+    /// history digest: recorded with the session, and its secrets'
+    /// texts hidden in the stored plan and in every stored prompt.
+    pub inputs: Option<&'a RunInputs>,
+}
+
+impl NewRun<'_> {
+    /// The secrets to hide in what is written (none without inputs).
+    fn mask(&self) -> SecretMask {
+        self.inputs.map(|i| i.mask.clone()).unwrap_or_default()
+    }
 }
 
 /// How a session (one `ctx run` or `ctx run --resume`) ended.
@@ -93,6 +104,8 @@ pub struct SqliteStore {
     session: i64,
     engine: String,
     fingerprints: HashMap<String, TaskFingerprint>,
+    /// The run's secrets, hidden in every prompt written.
+    mask: SecretMask,
     _lock: RunLock,
 }
 
@@ -176,6 +189,7 @@ impl SqliteStore {
             session,
             engine: new.engine.to_string(),
             fingerprints: fingerprint_all(new.plan),
+            mask: new.mask(),
             _lock: lock,
         })
     }
@@ -220,6 +234,7 @@ impl SqliteStore {
                 session,
                 engine: new.engine.to_string(),
                 fingerprints: fingerprint_all(new.plan),
+                mask: new.mask(),
                 _lock: lock,
             },
             plan,
@@ -260,6 +275,28 @@ impl SqliteStore {
             .map_err(Error::sql(&self.view.path))
     }
 
+    /// Records the files this session published (after the run, before
+    /// [`finish`](Self::finish)); nothing is recorded for none.
+    pub fn record_published(&self, published: &[ctx_store::Published]) -> Result<()> {
+        if published.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::to_string(published).map_err(|e| Error::BadRow {
+            path: self.view.path.clone(),
+            task_id: String::new(),
+            field: "published",
+            detail: e.to_string(),
+        })?;
+        self.view
+            .conn()
+            .execute(
+                "UPDATE sessions SET published_json = ?1 WHERE seq = ?2",
+                params![json, self.session],
+            )
+            .map(drop)
+            .map_err(Error::sql(&self.view.path))
+    }
+
     /// [`ExecutionStore::store`] with this crate's error type.
     pub fn record(&self, result: &TaskExecutionResult) -> Result<()> {
         let path = &self.view.path;
@@ -269,7 +306,8 @@ impl SqliteStore {
             field: "metadata",
             detail: e.to_string(),
         })?;
-        let prompt_hash = result.prompt.as_deref().map(|p| sha256_hex(p.as_bytes()));
+        let prompt = result.prompt.as_deref().map(|p| self.mask.apply(p));
+        let prompt_hash = prompt.as_deref().map(|p| sha256_hex(p.as_bytes()));
         let fp = self.fingerprints.get(&result.task_id);
         let status = result.status.as_str();
         let mut conn = self.view.conn();
@@ -287,7 +325,7 @@ impl SqliteStore {
                 self.session,
                 now_rfc3339(),
                 status,
-                result.prompt,
+                prompt,
                 prompt_hash,
                 result.output,
                 result.summary,
@@ -374,18 +412,27 @@ pub(crate) fn insert_session(
     kind: &str,
     new: &NewRun<'_>,
 ) -> Result<i64> {
+    let bad = |field: &'static str| {
+        move |e: serde_json::Error| Error::BadRow {
+            path: path.to_path_buf(),
+            task_id: String::new(),
+            field,
+            detail: e.to_string(),
+        }
+    };
     let plan = redact_plan(new.plan);
-    let plan_value = serde_json::to_value(&plan).map_err(|e| Error::BadRow {
-        path: path.to_path_buf(),
-        task_id: String::new(),
-        field: "plan",
-        detail: e.to_string(),
-    })?;
+    let mut plan_value = serde_json::to_value(&plan).map_err(bad("plan"))?;
+    new.mask().apply_json(&mut plan_value);
     let plan_json = canonical_json(&plan_value);
     let plan_hash = sha256_hex(plan_json.as_bytes());
+    let inputs_json = new
+        .inputs
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(bad("inputs"))?;
     tx.execute(
-        "INSERT INTO sessions (kind, started_at, pid, ctx_version, engine, plan_source, plan_json, plan_hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO sessions (kind, started_at, pid, ctx_version, engine, plan_source, plan_json, plan_hash, inputs_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         params![
             kind,
             now_rfc3339(),
@@ -394,7 +441,8 @@ pub(crate) fn insert_session(
             new.engine,
             new.plan_source,
             plan_json,
-            plan_hash
+            plan_hash,
+            inputs_json
         ],
     )
     .map_err(Error::sql(path))?;
@@ -425,6 +473,7 @@ mod tests {
             plan: &p,
             engine: "dry-run",
             plan_source: None,
+            inputs: None,
         };
         let store = SqliteStore::create_in(tmp.path(), &new).unwrap();
         let mut first = TaskExecutionResult::new("a", TaskStatus::Completed);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use ctx_model::{Plan, TaskStatus};
-use ctx_store::ResultRecord;
+use ctx_store::{ResultRecord, RunInputs};
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{Error, Result};
@@ -176,6 +176,52 @@ impl RunView {
             field: "sessions.plan_json",
             detail: e.to_string(),
         })
+    }
+
+    /// What the last session's plan was filled from (its templates, the
+    /// `--var` values, the digest), when it had anything to fill.
+    pub fn inputs(&self) -> Result<Option<RunInputs>> {
+        let json: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT inputs_json FROM sessions ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(Error::sql(&self.path))?;
+        json.map(|j| {
+            serde_json::from_str(&j).map_err(|e| Error::BadRow {
+                path: self.path.clone(),
+                task_id: String::new(),
+                field: "sessions.inputs_json",
+                detail: e.to_string(),
+            })
+        })
+        .transpose()
+    }
+
+    /// The files the last session that published anything wrote.
+    pub fn published(&self) -> Result<Vec<ctx_store::Published>> {
+        let json: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT published_json FROM sessions WHERE published_json IS NOT NULL
+                 ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(Error::sql(&self.path))?;
+        json.map(|j| {
+            serde_json::from_str(&j).map_err(|e| Error::BadRow {
+                path: self.path.clone(),
+                task_id: String::new(),
+                field: "sessions.published_json",
+                detail: e.to_string(),
+            })
+        })
+        .transpose()
+        .map(Option::unwrap_or_default)
     }
 
     /// Every task's latest result, ordered by task id (tasks of earlier

@@ -26,6 +26,7 @@ fn new_run(plan: &Plan) -> NewRun<'_> {
         plan,
         engine: "command",
         plan_source: None,
+        inputs: None,
     }
 }
 

@@ -107,6 +107,7 @@ fn failed_run_resumes_and_edited_plan_reruns_downstream_only() {
         plan: &p,
         engine: "script",
         plan_source: None,
+        inputs: None,
     };
 
     // 1. c fails, d is skipped.
@@ -173,6 +174,7 @@ fn cache_serves_a_new_run_of_an_edited_plan() {
         plan: &p,
         engine: "script",
         plan_source: None,
+        inputs: None,
     };
     let store = Arc::new(root.create(&new).unwrap());
     let engine = Arc::new(CachingEngine::new(

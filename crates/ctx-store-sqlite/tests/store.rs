@@ -28,6 +28,7 @@ fn new_run(plan: &Plan) -> NewRun<'_> {
         plan,
         engine: "dry-run",
         plan_source: Some("plan.json"),
+        inputs: None,
     }
 }
 

@@ -122,6 +122,17 @@ pub struct RunHeader {
     pub location: String,
 }
 
+/// One published output (`ctx run --publish-root`): the task whose final
+/// output it holds and the file written, as the run that wrote it named
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Published {
+    /// The task whose output it holds.
+    pub task_id: String,
+    /// The file: the publish root joined with the task's `publish` path.
+    pub path: String,
+}
+
 /// The read side of one stored run. Reads take no lock and write nothing:
 /// a run that is executing reads as its last committed state.
 pub trait RunHistory {
@@ -149,6 +160,13 @@ pub trait RunHistory {
             out.extend(self.history(&latest.result.task_id)?);
         }
         Ok(out)
+    }
+
+    /// The files the run's last publishing session wrote, in plan order.
+    /// The default, for a store that never publishes (a shared store:
+    /// `--publish-root` is refused there), is none.
+    fn published(&self) -> Result<Vec<Published>, StoreError> {
+        Ok(Vec::new())
     }
 
     /// What a resume with `plan` on `engine` would reuse and re-run, and

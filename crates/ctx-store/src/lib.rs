@@ -59,6 +59,7 @@
 
 pub mod fingerprint;
 pub mod history;
+pub mod inputs;
 pub mod memory;
 #[cfg(feature = "tokio")]
 mod offload;
@@ -69,7 +70,8 @@ pub mod url;
 pub use fingerprint::{
     TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
 };
-pub use history::{RunHeader, RunHistory, RunState, StatusCounts};
+pub use history::{Published, RunHeader, RunHistory, RunState, StatusCounts};
+pub use inputs::{RunInputs, SecretMask, StoredValue, secret_hash};
 pub use memory::MemoryStore;
 #[cfg(feature = "tokio")]
 pub use offload::off_runtime;

@@ -88,17 +88,38 @@ pub async fn gc(url: &str, keep: usize, force: bool) -> Result<GcReport, SharedE
 }
 
 /// The plan stored for `run_id` and the path it was given as, for a
-/// resume without a plan file.
-pub async fn stored_plan(url: &str, run_id: &str) -> Result<(Plan, Option<String>), SharedError> {
+/// resume without a plan file: for a run whose plan was filled, the plan
+/// before filling, with what filled it (`inputs`), filled again by the
+/// resume.
+pub async fn stored_plan(url: &str, run_id: &str) -> Result<ctx_run::StoredPlan, SharedError> {
     let store = open_off_runtime(url).await?;
-    let plan = store.plan(run_id).await?;
+    let inputs = store.inputs(run_id).await?;
+    let plan = match &inputs {
+        Some(i) => i.plan.clone(),
+        None => store.plan(run_id).await?,
+    };
     let source = store
         .runs(Some(run_id))
         .await?
         .into_iter()
         .next()
         .and_then(|r| r.plan_source);
-    Ok((plan, source))
+    Ok(ctx_run::StoredPlan {
+        plan,
+        run_id: run_id.to_string(),
+        source,
+        inputs,
+    })
+}
+
+/// What `run_id`'s plan was filled from, for a resume given the plan file
+/// (`None`: nothing to fill).
+pub async fn stored_inputs(
+    url: &str,
+    run_id: &str,
+) -> Result<Option<ctx_store::RunInputs>, SharedError> {
+    let store = open_off_runtime(url).await?;
+    Ok(store.inputs(run_id).await?)
 }
 
 /// What a resume of `run_id` with `plan` on the engine `label` would

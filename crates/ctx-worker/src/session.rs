@@ -50,6 +50,10 @@ pub struct SharedSettings {
     /// The `--out` directory, created when the run starts (after the plan
     /// is found runnable, before the store is opened), as a local run's.
     pub out: Option<std::path::PathBuf>,
+    /// What the plan was filled from ([`ctx_run::inputs`]), recorded with
+    /// the run. A shared run holds no secret (workers run the stored
+    /// plan), so its mask is empty.
+    pub inputs: Option<ctx_store::RunInputs>,
 }
 
 /// What a caller hears while a shared run is worked on or followed.
@@ -129,6 +133,7 @@ impl SharedSession {
             settings.plan_source.as_deref(),
             &label,
             settings.resume.as_deref(),
+            settings.inputs.as_ref(),
         )
         .await?;
         Ok(SharedSession {

@@ -48,13 +48,15 @@ pub struct SharedStart {
 /// Registers `plan` as a new run of the shared store, or (with `resume`)
 /// reopens that run under `plan` by the resume rules both stores share.
 /// `plan` is stored as given: redact it first, workers run exactly what is
-/// stored. `label` is the engine label recorded and compared.
+/// stored. `label` is the engine label recorded and compared; `inputs`,
+/// what the plan was filled from, is recorded with the run.
 pub async fn start(
     store: &PgStore,
     plan: &Plan,
     plan_source: Option<&str>,
     label: &str,
     resume: Option<&str>,
+    inputs: Option<&ctx_store::RunInputs>,
 ) -> Result<SharedStart, SharedError> {
     let priorities = claim_priorities(plan)?;
     let Some(run) = resume else {
@@ -64,6 +66,7 @@ pub async fn start(
                 priorities: &priorities,
                 engine: label,
                 plan_source,
+                inputs,
             })
             .await?;
         return Ok(SharedStart {
@@ -95,6 +98,7 @@ pub async fn start(
                 engine: label,
                 plan_source,
                 rerun: &rerun,
+                inputs,
             },
         )
         .await?;

@@ -55,6 +55,7 @@ fn settings(url: &str, pricing: RunPricing, work_here: bool) -> SharedSettings {
         plan_source: Some("plan.json".into()),
         cache: None,
         out: None,
+        inputs: None,
     }
 }
 

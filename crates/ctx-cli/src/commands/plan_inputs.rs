@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use ctx_model::Plan;
 use ctx_prompt::plan_fill::{self, DigestSettings, FillError};
+use ctx_run::inputs::RunInputs;
 
 use super::history::{DigestArgs, DigestSetup};
 use crate::exit::{CliError, Exit};
@@ -35,28 +36,48 @@ pub struct PlanInputArgs {
 
 impl PlanInputArgs {
     /// Fills `plan` (read from `plan_path`, its overrides applied) with
-    /// the `--var` values and the digest. A plan with nothing to fill and
-    /// no inputs given is returned as it is.
+    /// the `--var` values and the digest, or for a resume with the run's
+    /// `stored` inputs under them ([`ctx_run::inputs`]). Returns the filled
+    /// plan and what the run records of its inputs (`None` for a plan with
+    /// nothing to fill, which is returned as it is).
     ///
-    /// Exit 2 for a bad, undeclared, missing or over-long value, a trusted
-    /// value with a fence tag, a digest flag with no archive, a bad
-    /// publish path; exit 3 for a task whose filled prompt is over its cap.
-    pub fn fill(&self, plan: Plan, plan_path: &Path) -> Result<Plan, CliError> {
-        let values = crate::var_flag::values(&self.vars, self.digest.max_file_bytes)?;
-        if !plan_fill::has_templates(&plan) && values.is_empty() && self.content_root.is_none() {
+    /// Exit 2 for a bad, undeclared, missing or over-long value, a secret
+    /// a resume is not given again, a trusted value with a fence tag, a
+    /// digest flag with no archive, a bad publish path; exit 3 for a task
+    /// whose filled prompt is over its cap.
+    pub fn fill(
+        &self,
+        plan: Plan,
+        plan_path: &Path,
+        stored: Option<&RunInputs>,
+    ) -> Result<(Plan, Option<RunInputs>), CliError> {
+        let given = crate::var_flag::values(&self.vars, self.digest.max_file_bytes)?;
+        if !plan_fill::has_templates(&plan) && given.is_empty() && self.content_root.is_none() {
             self.digest.refuse_without_root()?;
-            return Ok(plan);
+            return Ok((plan, None));
         }
-        let digest = self.digest(&plan, plan_path, true)?;
+        let values = match stored {
+            Some(s) => ctx_run::inputs::resumed_values(s, &plan, &given)
+                .map_err(|e| CliError::usage(format!("{}: --resume: {e}", plan_path.display())))?,
+            None => given,
+        };
+        let reused = stored
+            .filter(|_| plan_fill::uses_digest(&plan))
+            .and_then(|s| ctx_run::inputs::reuse_digest(s, &plan, self.digest_flags_given()));
+        let digest = match reused {
+            Some(d) => Some(d.to_string()),
+            None => self.digest(&plan, plan_path, true)?,
+        };
         let filled = plan_fill::fill_plan(&plan, &values, digest.as_deref())
             .map_err(|e| fill_error(plan_path, &e))?;
-        Ok(filled.plan)
+        let inputs = ctx_run::inputs::recorded(&plan, &values, digest.as_deref(), &filled.values);
+        Ok((filled.plan, inputs))
     }
 
-    /// [`fill`](Self::fill) for a plan about to run (`ctx run`, `ctx
-    /// eval`): a plan with a secret variable is refused (exit 2) when its
-    /// runs are stored (`durable`), since a stored prompt would keep the
-    /// secret in clear.
+    /// [`fill`](Self::fill) for `ctx eval`, whose runs record no inputs:
+    /// a plan with a secret variable is refused (exit 2) when its runs are
+    /// stored (`durable`), since a stored prompt would keep the secret in
+    /// clear.
     pub fn fill_to_run(
         &self,
         plan: Plan,
@@ -65,11 +86,25 @@ impl PlanInputArgs {
     ) -> Result<Plan, CliError> {
         if durable && plan.variables.iter().any(|v| v.secret) {
             return Err(CliError::usage(format!(
-                "{}: secret variables are not stored as hashes yet; run with --no-store",
+                "{}: ctx eval does not hide secret variables in its stored runs; run it with --no-store",
                 plan_path.display()
             )));
         }
-        self.fill(plan, plan_path)
+        Ok(self.fill(plan, plan_path, None)?.0)
+    }
+
+    /// Whether a flag of the digest is given: a resume then computes the
+    /// digest again instead of reusing the stored one.
+    fn digest_flags_given(&self) -> bool {
+        let d = &self.digest;
+        self.content_root.is_some()
+            || self.prompt_budget.is_some()
+            || d.date.is_some()
+            || d.previous_summary.is_some()
+            || d.share.is_some()
+            || d.max_words.is_some()
+            || d.config.is_some()
+            || d.follow_symlinks
     }
 
     /// [`fill`](Self::fill) for `ctx plan cost`: a variable without a
@@ -215,20 +250,31 @@ pub struct RunKind {
     pub dry_run_engine: bool,
     /// The run goes to a shared PostgreSQL store.
     pub shared: bool,
-    /// The run is stored (its prompts outlive it).
-    pub durable: bool,
+}
+
+/// Where the plan [`RunInputArgs::prepare`] fills comes from.
+pub struct PlanFrom<'a> {
+    /// PLAN, as given; `None` for a resume of the stored plan.
+    pub file: Option<&'a Path>,
+    /// For a resume: the path the run's plan was given as (a stored plan's
+    /// `history:` paths are relative to its directory).
+    pub source: Option<&'a Path>,
+    /// For a resume: what the run's plan was filled from.
+    pub stored: Option<&'a RunInputs>,
 }
 
 impl RunInputArgs {
-    /// The plan as it runs: filled from the flags when `plan_path` is given
-    /// (a new run, or a resume with its plan), as stored when it is not (a
-    /// resume of the stored plan, which was filled when the run started).
+    /// The plan as it runs, and what the run records of its inputs: filled
+    /// from the flags (a new run), or from the run's stored inputs under
+    /// them (a resume, with PLAN or with the stored plan before filling).
+    /// A resume of a run stored without inputs runs its stored plan as it
+    /// is.
     pub fn prepare(
         &self,
         plan: Plan,
-        plan_path: Option<&Path>,
+        from: &PlanFrom<'_>,
         kind: &RunKind,
-    ) -> Result<Plan, CliError> {
+    ) -> Result<(Plan, Option<RunInputs>), CliError> {
         if self.publish_root.is_some() {
             if kind.dry_run_engine {
                 return Err(CliError::usage(
@@ -241,21 +287,35 @@ impl RunInputArgs {
                 ));
             }
         }
-        let Some(path) = plan_path else {
-            if !self.plan.vars.is_empty() || self.plan.content_root.is_some() {
-                return Err(CliError::usage(
-                    "--resume without PLAN runs the plan as it was filled; give the PLAN to change --var or --content-root",
-                ));
+        let path = match (from.file, from.stored) {
+            (Some(file), _) => file,
+            (None, Some(_)) => from.source.unwrap_or(Path::new("plan")),
+            (None, None) => {
+                if !self.plan.vars.is_empty() || self.plan.content_root.is_some() {
+                    return Err(CliError::usage(
+                        "--resume without PLAN runs the plan as it was stored, which has no variables; give the PLAN to use --var or --content-root",
+                    ));
+                }
+                return Ok((plan, None));
             }
-            return Ok(plan);
         };
-        self.plan.fill_to_run(plan, path, kind.durable)
+        if kind.shared
+            && let Some(v) = plan.variables.iter().find(|v| v.secret)
+        {
+            return Err(CliError::usage(format!(
+                "{}: variable {} is secret, and a shared --store cannot take it: workers run the plan as stored, and a secret is never stored",
+                path.display(),
+                v.name
+            )));
+        }
+        self.plan.fill(plan, path, from.stored)
     }
 
-    /// Where published outputs go, for [`super::run::report_run`].
-    pub fn publish<'a>(&'a self, plan: &Plan) -> Option<super::run::Publish<'a>> {
-        Some(super::run::Publish {
-            root: self.publish_root.as_deref()?,
+    /// Where the run publishes its outputs (`plan` filled), for the
+    /// session that publishes them once it ends.
+    pub fn publish(&self, plan: &Plan) -> Option<ctx_run::publish::PublishTo> {
+        Some(ctx_run::publish::PublishTo {
+            root: self.publish_root.clone()?,
             targets: ctx_run::publish::publish_targets(plan),
         })
     }

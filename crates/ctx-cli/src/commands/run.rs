@@ -238,6 +238,8 @@ struct LoadedPlan {
     plan: ctx_model::Plan,
     path: PathBuf,
     source: Option<String>,
+    /// For a resume: what the run's plan was filled from.
+    stored: Option<ctx_run::inputs::RunInputs>,
 }
 
 /// Runs the command: the settings resolved once (the store from the
@@ -247,17 +249,7 @@ pub fn run(args: Args) -> CliResult {
     let store = args.store_flags().resolve(|k| std::env::var(k).ok())?;
     let mut loaded = load_plan(&args, &store)?;
     args.overrides().apply(&mut loaded.plan)?;
-    // The plan's variables, its history digest and its publish paths,
-    // filled before anything runs: the executor runs the filled plan.
-    loaded.plan = args.inputs.prepare(
-        loaded.plan,
-        args.plan.as_deref(),
-        &super::plan_inputs::RunKind {
-            dry_run_engine: args.engine.kind() == engines::EngineKind::DryRun,
-            shared: matches!(store, StoreChoice::Shared(_)),
-            durable: !matches!(store, StoreChoice::Local(RunStore::Memory)),
-        },
-    )?;
+    let (loaded, inputs) = fill(&args, &store, loaded)?;
     let options = args.executor()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let notices = engines::Notices::default();
@@ -270,7 +262,6 @@ pub fn run(args: Args) -> CliResult {
         plan_path: &loaded.path,
         out: args.out.as_deref(),
         format: args.format,
-        publish: args.inputs.publish(&loaded.plan),
     };
     match store {
         StoreChoice::Local(store) => {
@@ -284,6 +275,8 @@ pub fn run(args: Args) -> CliResult {
                 store,
                 plan_source: loaded.source,
                 out: args.out.clone(),
+                publish: args.inputs.publish(&loaded.plan),
+                inputs,
             };
             run_local(loaded.plan, engine, settings, &output, &notices)
         }
@@ -297,17 +290,62 @@ pub fn run(args: Args) -> CliResult {
                 plan_source: loaded.source,
                 cache: store.cache,
                 out: args.out.clone(),
+                inputs,
             };
             super::shared_run::run(loaded.plan, engine, settings, &output)
         }
     }
 }
 
+/// The plan's variables, its history digest and its publish paths, filled
+/// before anything runs (the executor runs the filled plan): from the
+/// flags, or for a resume from the run's stored inputs under them.
+/// Returns what the run records of its inputs.
+fn fill(
+    args: &Args,
+    store: &StoreChoice,
+    mut loaded: LoadedPlan,
+) -> Result<(LoadedPlan, Option<ctx_run::inputs::RunInputs>), CliError> {
+    let stored = loaded.stored.take();
+    let source = loaded.source.clone().map(PathBuf::from);
+    let from = super::plan_inputs::PlanFrom {
+        file: args.plan.as_deref(),
+        source: source.as_deref(),
+        stored: stored.as_ref(),
+    };
+    let kind = super::plan_inputs::RunKind {
+        dry_run_engine: args.engine.kind() == engines::EngineKind::DryRun,
+        shared: matches!(store, StoreChoice::Shared(_)),
+    };
+    let (plan, inputs) = args.inputs.prepare(loaded.plan, &from, &kind)?;
+    loaded.plan = plan;
+    Ok((loaded, inputs))
+}
+
+/// What `run` (of the store chosen) filled its plan from, for a resume
+/// given the plan file.
+fn stored_inputs(
+    store: &StoreChoice,
+    run: &str,
+) -> Result<Option<ctx_run::inputs::RunInputs>, CliError> {
+    match store {
+        StoreChoice::Shared(s) => {
+            crate::runtime::block_on(ctx_worker::runs::stored_inputs(&s.url, run))?
+                .map_err(|e| CliError::shared(e, Path::new(run)))
+        }
+        StoreChoice::Local(RunStore::Sqlite { root, .. }) => {
+            ctx_run::stored_inputs(root, run).map_err(|e| CliError::run(e, Path::new(run)))
+        }
+        StoreChoice::Local(RunStore::Memory) => Ok(None),
+    }
+}
+
 /// The plan to run: PLAN, or with `--resume RUN` alone the plan the run
-/// stored at its last session, shown as its path as then given.
+/// stored at its last session (before filling, when it was filled),
+/// shown as its path as then given.
 fn load_plan(args: &Args, store: &StoreChoice) -> Result<LoadedPlan, CliError> {
     let (run, path) = match (&args.resume, &args.plan) {
-        (_, Some(path)) => {
+        (resume, Some(path)) => {
             return Ok(LoadedPlan {
                 plan: super::plan_check::load_valid_plan_given(
                     path,
@@ -315,27 +353,27 @@ fn load_plan(args: &Args, store: &StoreChoice) -> Result<LoadedPlan, CliError> {
                 )?,
                 path: path.clone(),
                 source: path.to_str().map(str::to_string),
+                stored: match resume {
+                    Some(run) => stored_inputs(store, run)?,
+                    None => None,
+                },
             });
         }
         (Some(run), None) => (run, None::<PathBuf>),
         (None, None) => return Err(CliError::usage("a PLAN is needed unless --resume is given")),
     };
-    let (plan, run_id, source) = match store {
+    let stored = match store {
         StoreChoice::Shared(s) => {
-            let (plan, source) =
-                crate::runtime::block_on(ctx_worker::runs::stored_plan(&s.url, run))?
-                    .map_err(|e| CliError::shared(e, Path::new(run)))?;
-            (plan, run.clone(), source)
+            crate::runtime::block_on(ctx_worker::runs::stored_plan(&s.url, run))?
+                .map_err(|e| CliError::shared(e, Path::new(run)))?
         }
-        StoreChoice::Local(RunStore::Sqlite { root, .. }) => {
-            let stored = ctx_run::stored_plan(root, run).map_err(|e| match e {
+        StoreChoice::Local(RunStore::Sqlite { root, .. }) => ctx_run::stored_plan(root, run)
+            .map_err(|e| match e {
                 ctx_run::RunError::RedactedPlan { .. } => {
                     CliError::usage(format!("{e}: ctx run PLAN --resume {run}"))
                 }
                 e => CliError::run(e, Path::new(run)),
-            })?;
-            (stored.plan, stored.run_id, stored.source)
-        }
+            })?,
         StoreChoice::Local(RunStore::Memory) => {
             return Err(CliError::usage(
                 "--resume needs a stored run (not --no-store)",
@@ -343,13 +381,15 @@ fn load_plan(args: &Args, store: &StoreChoice) -> Result<LoadedPlan, CliError> {
         }
     };
     let shown = format!(
-        "{} (the plan stored in run {run_id})",
-        source.as_deref().unwrap_or("<plan>")
+        "{} (the plan stored in run {})",
+        stored.source.as_deref().unwrap_or("<plan>"),
+        stored.run_id
     );
     Ok(LoadedPlan {
-        plan,
+        plan: stored.plan,
         path: path.unwrap_or_else(|| PathBuf::from(shown)),
-        source,
+        source: stored.source,
+        stored: stored.inputs,
     })
 }
 
@@ -419,6 +459,8 @@ fn run_local(
     let executed = Executed {
         report: outcome.report,
         signal,
+        published: outcome.published,
+        unpublished: outcome.publish_error,
     };
     let exit = report_run(&executed, output)?;
     if let Some(stored) = &outcome.stored {
@@ -509,16 +551,6 @@ pub struct Output<'a> {
     pub out: Option<&'a Path>,
     /// `--format`.
     pub format: Format,
-    /// `--publish-root` and the plan's publish paths.
-    pub publish: Option<Publish<'a>>,
-}
-
-/// Where a run's completed outputs are published after it.
-pub struct Publish<'a> {
-    /// `--publish-root DIR`.
-    pub root: &'a Path,
-    /// Each task's path under it.
-    pub targets: Vec<ctx_run::publish::PublishTarget>,
 }
 
 pub(crate) use crate::runtime::StopSignal;
@@ -530,6 +562,10 @@ pub struct Executed {
     pub report: RunReport,
     /// The signal that interrupted the run.
     pub signal: Option<StopSignal>,
+    /// The files published after it (`--publish-root`).
+    pub published: Vec<ctx_run::publish::Published>,
+    /// The publish that failed, after those written.
+    pub unpublished: Option<ctx_run::publish::PublishError>,
 }
 
 /// What [`drive`] hands its work: a future that resolves on the first
@@ -588,22 +624,17 @@ where
 /// signal stopped the run, whose code wins.
 pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
     let report = &executed.report;
-    let (published, unpublished) = match &output.publish {
-        Some(p) => {
-            ctx_run::publish::publish(p.root, &p.targets, &report.results, report.interrupted)
-        }
-        None => (Vec::new(), None),
-    };
+    let (published, unpublished) = (&executed.published, &executed.unpublished);
     match output.format {
         Format::Json => {
             let mut json = ctx_run::ResultsJson::of(report);
-            json.published = published;
+            json.published = published.clone();
             crate::io::print_stdout(&crate::io::json_text(&json)?)?;
         }
         Format::Text => crate::io::print_stdout(&format!(
             "{}{}",
             ctx_run::summary_text::summary_text(report),
-            ctx_run::publish::published_text(&published)
+            ctx_run::publish::published_text(published)
         ))?,
     }
     if let Some(e) = &unpublished {

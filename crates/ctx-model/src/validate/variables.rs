@@ -66,6 +66,13 @@ pub(super) fn check_variables(plan: &Plan, out: &mut Vec<Problem>) {
                 ),
             );
         }
+        if v.secret && v.default.is_some() {
+            push(
+                ProblemCode::InvalidVariable,
+                format!("{field}.default"),
+                "a secret variable cannot have a default: the plan file would hold the secret in clear; give it with --var".into(),
+            );
+        }
         if v.max_tokens == Some(0) {
             push(
                 ProblemCode::InvalidVariable,
@@ -211,6 +218,21 @@ mod tests {
             found[0]
         );
         assert_eq!(found[1].field, "variables[0].max_tokens");
+    }
+
+    #[test]
+    fn a_secret_has_no_default() {
+        let mut p = plan(vec![task("a", &[])]);
+        let mut v = var("KEY");
+        v.secret = true;
+        p.variables = vec![v.clone()];
+        assert!(problems(&p).is_empty());
+        v.default = Some("in clear".into());
+        p.variables = vec![v];
+        assert_eq!(
+            problems(&p),
+            [(ProblemCode::InvalidVariable, "variables[0].default".into())]
+        );
     }
 
     #[test]

@@ -211,6 +211,7 @@ pub fn tetris_run(attack: bool) -> RunReportInput {
         ended_at: at(end),
         as_of: None,
         tasks,
+        published: Vec::new(),
     }
 }
 
@@ -339,5 +340,6 @@ pub fn synthetic_run(n: usize, seed: u64) -> RunReportInput {
         ended_at: at(end + 100),
         as_of: None,
         tasks,
+        published: Vec::new(),
     }
 }

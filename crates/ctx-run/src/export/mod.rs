@@ -150,6 +150,14 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
             ended_at,
             as_of: (status == RunStatus::Running).then_some(now),
             tasks,
+            published: view
+                .published()?
+                .into_iter()
+                .map(|p| ctx_report::PublishedFile {
+                    task_id: p.task_id,
+                    path: p.path,
+                })
+                .collect(),
         },
         records,
     })
