@@ -56,6 +56,26 @@ impl TaskContext {
         engine: Arc<dyn InferenceEngine>,
         options: &ExecutorOptions,
     ) -> Result<TaskContext, GraphError> {
+        let engine = EngineCalls::new(engine, options.task_timeout, options.max_output_bytes);
+        TaskContext::with_engine(plan, engine, options)
+    }
+
+    /// This context for `plan`, the same plan with a map's items appended
+    /// (`crate::map::plan_with_items`): the graph, counters and priorities
+    /// computed again, the engine shared.
+    pub(crate) fn expanded(
+        &self,
+        plan: Plan,
+        options: &ExecutorOptions,
+    ) -> Result<TaskContext, GraphError> {
+        TaskContext::with_engine(plan, self.engine.clone(), options)
+    }
+
+    fn with_engine(
+        plan: Plan,
+        engine: EngineCalls,
+        options: &ExecutorOptions,
+    ) -> Result<TaskContext, GraphError> {
         let graph = PlanGraph::new(&plan)?;
         // One counter per tokenizer, shared by the tasks that use it.
         let mut by_tokenizer: HashMap<Tokenizer, Arc<dyn TokenCounter>> = HashMap::new();
@@ -76,7 +96,7 @@ impl TaskContext {
             priorities,
             summarize_every_output: options.summarize_every_output,
             graph,
-            engine: EngineCalls::new(engine, options.task_timeout, options.max_output_bytes),
+            engine,
             counters,
             cost: options.cost.clone(),
             prompt_plan: options.context.prompt_plan(&plan),

@@ -1,0 +1,191 @@
+//! The executor's map tasks: expansion when the source is done, items as
+//! tasks of their own, the join within `allow_failures`, the reduce's one
+//! block of items, and a source that gives no list.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_model::{MapSpec, Plan, TaskStatus};
+use ctx_store::{ExecutionStore, MemoryStore};
+
+use super::*;
+use crate::options::ExecutorOptions;
+
+/// Answers each task with a scripted output (else `out {id}`), fails the
+/// ids asked, and records every prompt.
+#[derive(Default)]
+struct Scripted {
+    outputs: BTreeMap<String, String>,
+    fail: HashSet<String>,
+    prompts: Mutex<Vec<(String, String)>>,
+}
+
+impl InferenceEngine for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(async move {
+            let id = request.task_id.clone();
+            self.prompts
+                .lock()
+                .unwrap()
+                .push((id.clone(), request.prompt.clone()));
+            if self.fail.contains(&id) {
+                return Err(EngineError {
+                    message: format!("{id} broke"),
+                    attempts: Vec::new(),
+                });
+            }
+            Ok(InferenceResponse {
+                output: self
+                    .outputs
+                    .get(&id)
+                    .cloned()
+                    .unwrap_or_else(|| format!("out {id}")),
+                ..InferenceResponse::default()
+            })
+        })
+    }
+}
+
+/// `src → scan (map over src at /repos) → report`, and `other`, which
+/// `scan` depends on too.
+fn map_plan(allow_failures: usize, max_items: usize) -> Plan {
+    let mut plan = ctx_test_support::plan(&[
+        ("src", &[]),
+        ("other", &[]),
+        ("scan", &["src", "other"]),
+        ("report", &["scan"]),
+    ]);
+    let scan = &mut plan.sub_tasks[2];
+    scan.tool_or_prompt.params.prompt =
+        "Rate <untrusted-content>{{REPO}}</untrusted-content>.".into();
+    scan.map = Some(MapSpec {
+        over: "src".into(),
+        pointer: Some("/repos".into()),
+        item: "REPO".into(),
+        max_items: Some(max_items),
+        allow_failures,
+        variable_value: None,
+    });
+    plan
+}
+
+async fn run(plan: Plan, engine: Arc<Scripted>, concurrency: usize) -> RunReport {
+    let store = Arc::new(MemoryStore::new());
+    let opts = ExecutorOptions {
+        concurrency,
+        ..ExecutorOptions::default()
+    };
+    let exec = Executor::new(plan, engine, store.clone(), opts).unwrap();
+    let report = exec.run().await.unwrap();
+    // Every result, items too, is in the store.
+    for r in &report.results {
+        let stored = store.get_by_task_id(&r.task_id).unwrap().unwrap();
+        assert_eq!(stored.status, r.status, "{}", r.task_id);
+    }
+    report
+}
+
+fn scripted(src: &str, fail: &[&str]) -> Arc<Scripted> {
+    Arc::new(Scripted {
+        outputs: [("src".to_string(), src.to_string())].into(),
+        fail: fail.iter().map(|s| s.to_string()).collect(),
+        ..Scripted::default()
+    })
+}
+
+fn statuses(report: &RunReport) -> Vec<(String, TaskStatus)> {
+    report
+        .results
+        .iter()
+        .map(|r| (r.task_id.clone(), r.status))
+        .collect()
+}
+
+#[tokio::test]
+async fn items_run_as_tasks_and_the_reduce_gets_them_in_order() {
+    let engine = scripted(r#"{"repos": ["a/b", "c/d", "e/f"]}"#, &[]);
+    for concurrency in [1, 4] {
+        engine.prompts.lock().unwrap().clear();
+        let report = run(map_plan(0, 5), engine.clone(), concurrency).await;
+        let ids: Vec<String> = statuses(&report).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(
+            ids,
+            ["src", "other", "scan", "scan[0]", "scan[1]", "scan[2]", "report"]
+        );
+        assert!(report.all_completed(), "{report:#?}");
+        let prompts = engine.prompts.lock().unwrap().clone();
+        let prompt_of = |id: &str| {
+            prompts
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, p)| p.clone())
+                .unwrap()
+        };
+        // The map task itself calls no engine.
+        assert!(prompts.iter().all(|(id, _)| id != "scan"));
+        let item = prompt_of("scan[1]");
+        assert!(item.contains("<untrusted-content>c/d</untrusted-content>"), "{item}");
+        // The item gets `other`'s output, never the whole list.
+        assert!(item.contains("out other") && !item.contains("a/b"), "{item}");
+        let reduce = prompt_of("report");
+        let at = |s: &str| reduce.find(s).unwrap_or_else(|| panic!("{s} in {reduce}"));
+        assert!(at("### Task scan[0]") < at("### Task scan[1]"));
+        assert!(at("### Task scan[1]") < at("### Task scan[2]"));
+        assert!(!reduce.contains("3 items"), "{reduce}");
+    }
+}
+
+#[tokio::test]
+async fn a_failed_item_fails_the_map_unless_allowed() {
+    let src = r#"{"repos": ["a", "b", "c"]}"#;
+    let report = run(map_plan(0, 5), scripted(src, &["scan[1]"]), 2).await;
+    let s: BTreeMap<String, TaskStatus> = statuses(&report).into_iter().collect();
+    assert_eq!(s["scan[0]"], TaskStatus::Completed);
+    assert_eq!(s["scan[1]"], TaskStatus::Failed);
+    assert_eq!(s["scan"], TaskStatus::Failed);
+    assert_eq!(s["report"], TaskStatus::Skipped);
+
+    let engine = scripted(src, &["scan[1]"]);
+    let report = run(map_plan(1, 5), engine.clone(), 2).await;
+    let s: BTreeMap<String, TaskStatus> = statuses(&report).into_iter().collect();
+    assert_eq!(s["scan"], TaskStatus::Completed);
+    assert_eq!(s["report"], TaskStatus::Completed);
+    let prompts = engine.prompts.lock().unwrap();
+    let reduce = &prompts.iter().find(|(i, _)| i == "report").unwrap().1;
+    assert!(reduce.contains("(this item failed: scan[1] broke)"), "{reduce}");
+}
+
+#[tokio::test]
+async fn an_empty_list_completes_and_the_reduce_still_runs() {
+    let report = run(map_plan(0, 5), scripted(r#"{"repos": []}"#, &[]), 2).await;
+    assert!(report.all_completed(), "{report:#?}");
+    assert_eq!(report.results.len(), 4);
+}
+
+#[tokio::test]
+async fn a_source_without_a_list_fails_the_map_naming_the_pointer() {
+    for (src, found) in [
+        (r#"{"repos": {"a": 1}}"#, "reaches an object, not an array"),
+        ("not json", "is not JSON"),
+        (r#"{"repos": [1, 2, 3]}"#, "3 items, more than max_items (2)"),
+    ] {
+        let report = run(map_plan(0, 2), scripted(src, &[]), 2).await;
+        let scan = report.results.iter().find(|r| r.task_id == "scan").unwrap();
+        assert_eq!(scan.status, TaskStatus::Failed);
+        let e = scan.error.as_deref().unwrap();
+        assert!(
+            e.starts_with(r#"map task `scan`: map over `src` at pointer "/repos": "#),
+            "{e}"
+        );
+        assert!(e.contains(found), "{e}");
+        let report_task = report.results.iter().find(|r| r.task_id == "report").unwrap();
+        assert_eq!(report_task.status, TaskStatus::Skipped);
+    }
+}
