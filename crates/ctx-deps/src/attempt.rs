@@ -212,6 +212,7 @@ impl<'a> Attempts<'a> {
     ) -> Attempts<'a> {
         let mut result = TaskExecutionResult::new(&task.id, TaskStatus::Failed);
         result.metadata.tokenizer = Some(ctx.counters[i].name().to_string());
+        result.metadata.map_item_hash = ctx.item_hashes.get(&i).cloned();
         Attempts {
             ctx,
             store,

@@ -4,13 +4,15 @@
 //! joins. Neither turn calls an engine, holds a concurrency slot or
 //! reserves budget: each item does, as any task.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use ctx_model::map::parse_item_id;
 use ctx_model::{TaskExecutionResult, TaskStatus};
 
 use super::{ExecError, Executor, ProgressEvent, RunState};
 use crate::budget::Budget;
-use crate::map::{expand_map, join_result, plan_with_items};
+use crate::map::{expand_map, item_hash, join_result, plan_with_items};
 
 impl Executor {
     /// Map task `i`'s turn: expand it, or join its items.
@@ -52,9 +54,24 @@ impl Executor {
             }
         };
         let before = ctx.graph.len();
-        let count = items.len();
+        let hashes: Vec<String> = {
+            let outputs: Vec<&str> = items
+                .first()
+                .map(|t| t.dependencies.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|d| ctx.graph.index_of(d))
+                .filter_map(|d| run.results[d].as_ref())
+                .map(|r| r.output.as_str())
+                .collect();
+            items.iter().map(|t| item_hash(t, &outputs)).collect()
+        };
         let plan = plan_with_items(&ctx.plan, i, items);
-        let expanded = Arc::new(ctx.expanded(plan, &self.options)?);
+        let expanded = Arc::new(ctx.expanded(
+            plan,
+            &self.options,
+            hashes.iter().cloned().enumerate().map(|(k, h)| (before + k, h)),
+        )?);
         let after = expanded.graph.len();
         if let Some(b) = budget {
             b.extend(&expanded.plan.sub_tasks[before..]);
@@ -67,13 +84,75 @@ impl Executor {
         run.expanded.resize(after, false);
         run.item_of.resize(after, Some(i));
         run.ctx = expanded;
-        if count == 0 {
+        let mut stored = if self.options.reuse_completed {
+            self.stored_items(&run.ctx.plan.sub_tasks[i].id).await?
+        } else {
+            HashMap::new()
+        };
+        let mut waiting = 0;
+        for (k, hash) in (before..after).zip(hashes) {
+            match stored.remove(&hash) {
+                Some(done) => self.reuse_item(run, k, done, progress).await?,
+                None => {
+                    waiting += 1;
+                    run.queue.push(k, &run.ctx.graph);
+                }
+            }
+        }
+        if waiting == 0 {
             return self.join_map(run, i, progress).await;
         }
-        run.queue.wait_for(i, count);
-        for k in before..after {
-            run.queue.push(k, &run.ctx.graph);
+        run.queue.wait_for(i, waiting);
+        Ok(())
+    }
+
+    /// A resumed run's completed items of map task `map_id`, by content
+    /// hash (the first stored one of each hash).
+    async fn stored_items(
+        &self,
+        map_id: &str,
+    ) -> Result<HashMap<String, TaskExecutionResult>, ExecError> {
+        let all = crate::offload::all_results(&self.store)
+            .await
+            .map_err(|source| super::store_err(map_id, source))?;
+        let mut by_hash = HashMap::new();
+        for r in all {
+            let mine = parse_item_id(&r.task_id).is_some_and(|(m, _)| m == map_id);
+            if !mine || r.status != TaskStatus::Completed {
+                continue;
+            }
+            if let Some(h) = r.metadata.map_item_hash.clone() {
+                by_hash.entry(h).or_insert(r);
+            }
         }
+        Ok(by_hash)
+    }
+
+    /// Item `k` takes a stored completed result of the same content: under
+    /// its own id (stored again when the item moved in the list), reported
+    /// as reused.
+    async fn reuse_item<P>(
+        &self,
+        run: &mut RunState,
+        k: usize,
+        mut done: TaskExecutionResult,
+        progress: &mut P,
+    ) -> Result<(), ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let id = run.ctx.graph.id(k).to_string();
+        if done.task_id != id {
+            done.task_id = id.clone();
+            crate::offload::store(&self.store, done.clone())
+                .await
+                .map_err(|source| super::store_err(&id, source))?;
+        }
+        progress(&ProgressEvent::Reused {
+            task_id: id.clone(),
+        });
+        run.reused.push(id);
+        run.finish(k, done);
         Ok(())
     }
 

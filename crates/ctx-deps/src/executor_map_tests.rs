@@ -189,3 +189,50 @@ async fn a_source_without_a_list_fails_the_map_naming_the_pointer() {
         assert_eq!(report_task.status, TaskStatus::Skipped);
     }
 }
+
+#[tokio::test]
+async fn a_resumed_map_reruns_only_the_items_whose_content_changed() {
+    let store = Arc::new(MemoryStore::new());
+    let first = scripted(r#"{"repos": ["a", "b", "c"]}"#, &["scan[1]"]);
+    let opts = ExecutorOptions {
+        concurrency: 2,
+        ..ExecutorOptions::default()
+    };
+    let exec = Executor::new(map_plan(0, 5), first, store.clone(), opts.clone()).unwrap();
+    let report = exec.run().await.unwrap();
+    assert_eq!(status_of(&report, "scan"), TaskStatus::Failed);
+
+    // The list changed: `c` moved to the front, `a` to the middle, `b`
+    // (which failed) is gone and `x` is new. The source runs again.
+    let second = scripted(r#"{"repos": ["c", "a", "x"]}"#, &[]);
+    let opts = ExecutorOptions {
+        reuse_completed: true,
+        force_rerun: ["src".to_string()].into(),
+        ..opts
+    };
+    let exec = Executor::new(map_plan(0, 5), second.clone(), store.clone(), opts).unwrap();
+    let report = exec.run().await.unwrap();
+    assert!(report.all_completed(), "{report:#?}");
+    let mut called: Vec<String> = second
+        .prompts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect();
+    called.sort();
+    assert_eq!(called, ["report", "scan[2]", "src"]);
+    // A moved item keeps its result under its new id.
+    let moved = store.get_by_task_id("scan[0]").unwrap().unwrap();
+    assert_eq!(moved.output, "out scan[2]");
+    assert!(report.reused.contains(&"scan[1]".to_string()));
+}
+
+fn status_of(report: &RunReport, id: &str) -> TaskStatus {
+    report
+        .results
+        .iter()
+        .find(|r| r.task_id == id)
+        .map(|r| r.status)
+        .unwrap()
+}

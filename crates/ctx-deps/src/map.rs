@@ -86,6 +86,18 @@ pub fn item_task(task: &SubTask, m: &MapSpec, index: usize, text: &str) -> SubTa
     item
 }
 
+/// An item's content hash: its filled task but its id (so an item that
+/// only moved in the list keeps its hash) and the outputs of its
+/// dependencies, in order. `--resume` matches stored items by it.
+pub fn item_hash(item: &SubTask, dependency_outputs: &[&str]) -> String {
+    let mut unnamed = item.clone();
+    unnamed.id.clear();
+    let task = serde_json::to_value(&unnamed).map_or_else(|_| String::new(), |v| ctx_store::fingerprint::canonical_json(&v));
+    let mut fields: Vec<&[u8]> = vec![task.as_bytes()];
+    fields.extend(dependency_outputs.iter().map(|o| o.as_bytes()));
+    ctx_store::fingerprint::sha256_fields(&fields)
+}
+
 /// `plan` with map task `map_index`'s `items` appended, and the map task
 /// depending on each of them (it joins them).
 pub fn plan_with_items(plan: &Plan, map_index: usize, items: Vec<SubTask>) -> Plan {

@@ -48,6 +48,9 @@ pub(crate) struct TaskContext {
     pub(crate) include_dependencies: bool,
     /// [`ExecutorOptions::dispatch_gate`].
     dispatch_gate: Option<Arc<tokio::sync::Semaphore>>,
+    /// Each map item's content hash, by index (`crate::map::item_hash`),
+    /// recorded with its result.
+    pub(crate) item_hashes: HashMap<usize, String>,
 }
 
 impl TaskContext {
@@ -67,8 +70,12 @@ impl TaskContext {
         &self,
         plan: Plan,
         options: &ExecutorOptions,
+        hashes: impl IntoIterator<Item = (usize, String)>,
     ) -> Result<TaskContext, GraphError> {
-        TaskContext::with_engine(plan, self.engine.clone(), options)
+        let mut ctx = TaskContext::with_engine(plan, self.engine.clone(), options)?;
+        ctx.item_hashes = self.item_hashes.clone();
+        ctx.item_hashes.extend(hashes);
+        Ok(ctx)
     }
 
     fn with_engine(
@@ -102,6 +109,7 @@ impl TaskContext {
             prompt_plan: options.context.prompt_plan(&plan),
             include_dependencies: options.context.dependencies(),
             dispatch_gate: options.dispatch_gate.clone(),
+            item_hashes: HashMap::new(),
             plan,
         })
     }
