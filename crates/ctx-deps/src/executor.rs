@@ -157,11 +157,22 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// Whether every task completed.
+    /// Whether every task completed, counting as completed a map item
+    /// whose map task completed anyway (its failure was within
+    /// `map.allow_failures`): such a run exits 0, and the summary still
+    /// counts the failed item.
     pub fn all_completed(&self) -> bool {
-        self.results
+        let completed: BTreeSet<&str> = self
+            .results
             .iter()
-            .all(|r| r.status == TaskStatus::Completed)
+            .filter(|r| r.status == TaskStatus::Completed)
+            .map(|r| r.task_id.as_str())
+            .collect();
+        self.results.iter().all(|r| {
+            r.status == TaskStatus::Completed
+                || ctx_model::map::parse_item_id(&r.task_id)
+                    .is_some_and(|(map, _)| completed.contains(map))
+        })
     }
 
     /// How many tasks ended with `status`.
