@@ -402,14 +402,18 @@ impl Executor {
         let g = &ctx.graph;
         let n = g.len();
         let mut forced = vec![false; n];
-        // A map task expands again on every run, so it and what depends on
-        // it are never taken as they were (its items' list may have
-        // changed); `--cache` is what spares an unchanged item its call.
+        // A map task expands again on every run: its list may have
+        // changed. What depends on it is decided when it is ready
+        // (`Executor::reuse_deferred`): taken as stored when every map
+        // upstream expanded to the items it had.
+        let mut below_map = vec![false; n];
         for i in 0..n {
             if ctx.plan.sub_tasks[i].map.is_some() {
-                forced[i] = true;
+                below_map[i] = true;
+                run.upstream_maps[i].push(i);
                 for d in g.transitive_dependents(i) {
-                    forced[d] = true;
+                    below_map[d] = true;
+                    run.upstream_maps[d].push(i);
                 }
             }
         }
@@ -429,7 +433,14 @@ impl Executor {
             let stored = crate::offload::get_by_task_id(&self.store, g.id(i))
                 .await
                 .map_err(|source| store_err(g.id(i), source))?;
-            completed[i] = stored.filter(|r| r.status == TaskStatus::Completed);
+            let stored = stored.filter(|r| r.status == TaskStatus::Completed);
+            if below_map[i] {
+                if ctx.plan.sub_tasks[i].map.is_none() {
+                    run.deferred[i] = stored;
+                }
+                continue;
+            }
+            completed[i] = stored;
         }
         let will_run: Vec<bool> = completed.iter().map(Option::is_none).collect();
         for (i, r) in completed.into_iter().enumerate() {
@@ -483,6 +494,9 @@ impl Executor {
             };
             let ctx = Arc::clone(&run.ctx);
             let g = &ctx.graph;
+            if self.reuse_deferred(run, i, progress).await? {
+                continue;
+            }
             if ctx.plan.sub_tasks[i].map.is_some() {
                 // A map task calls no engine: it expands, then joins.
                 self.map_step(run, i, budget, progress).await?;
@@ -938,6 +952,14 @@ struct RunState {
     item_of: Vec<Option<usize>>,
     /// Per task: a map task already expanded (its next turn is its join).
     expanded: Vec<bool>,
+    /// Per task of the plan: the map tasks it is (or depends on).
+    upstream_maps: Vec<Vec<usize>>,
+    /// Per map task: it expanded, on resume, to exactly the items stored
+    /// before, each taken as stored.
+    unchanged: Vec<bool>,
+    /// Per task below a map, on resume: its stored completed result, taken
+    /// when it is ready if every map upstream is `unchanged`.
+    deferred: Vec<Option<TaskExecutionResult>>,
 }
 
 impl RunState {
@@ -951,6 +973,9 @@ impl RunState {
         RunState {
             item_of: vec![None; n],
             expanded: vec![false; n],
+            upstream_maps: vec![Vec::new(); n],
+            unchanged: vec![false; n],
+            deferred: vec![None; n],
             results: vec![None; n],
             queue: ReadyQueue::new(schedule, g, priorities),
             order: Vec::with_capacity(n),

@@ -83,22 +83,34 @@ impl Executor {
         run.summary_only.resize(after, false);
         run.expanded.resize(after, false);
         run.item_of.resize(after, Some(i));
+        run.deferred.resize(after, None);
+        run.upstream_maps.resize(after, Vec::new());
         run.ctx = expanded;
-        let mut stored = if self.options.reuse_completed {
+        let (mut stored, stored_count) = if self.options.reuse_completed {
             self.stored_items(&run.ctx.plan.sub_tasks[i].id).await?
         } else {
-            HashMap::new()
+            (HashMap::new(), 0)
         };
         let mut waiting = 0;
+        let mut in_place = 0;
         for (k, hash) in (before..after).zip(hashes) {
             match stored.remove(&hash) {
-                Some(done) => self.reuse_item(run, k, done, progress).await?,
+                Some(done) => {
+                    if done.task_id == run.ctx.graph.id(k) {
+                        in_place += 1;
+                    }
+                    self.reuse_item(run, k, done, progress).await?;
+                }
                 None => {
                     waiting += 1;
                     run.queue.push(k, &run.ctx.graph);
                 }
             }
         }
+        run.unchanged.resize(after, false);
+        run.unchanged[i] = self.options.reuse_completed
+            && in_place == after - before
+            && stored_count == after - before;
         if waiting == 0 {
             return self.join_map(run, i, progress).await;
         }
@@ -106,26 +118,61 @@ impl Executor {
         Ok(())
     }
 
-    /// A resumed run's completed items of map task `map_id`, by content
-    /// hash (the first stored one of each hash).
+    /// A resumed run's stored items of map task `map_id`: the completed
+    /// ones by content hash (the first stored one of each hash), and how
+    /// many items were stored in all (completed or not).
     async fn stored_items(
         &self,
         map_id: &str,
-    ) -> Result<HashMap<String, TaskExecutionResult>, ExecError> {
+    ) -> Result<(HashMap<String, TaskExecutionResult>, usize), ExecError> {
         let all = crate::offload::all_results(&self.store)
             .await
             .map_err(|source| super::store_err(map_id, source))?;
         let mut by_hash = HashMap::new();
+        let mut stored = 0;
         for r in all {
             let mine = parse_item_id(&r.task_id).is_some_and(|(m, _)| m == map_id);
-            if !mine || r.status != TaskStatus::Completed {
+            if !mine {
+                continue;
+            }
+            stored += 1;
+            if r.status != TaskStatus::Completed {
                 continue;
             }
             if let Some(h) = r.metadata.map_item_hash.clone() {
                 by_hash.entry(h).or_insert(r);
             }
         }
-        Ok(by_hash)
+        Ok((by_hash, stored))
+    }
+
+    /// On resume, task `i` below a map takes its stored completed result
+    /// when every map upstream of it expanded to exactly the items it had
+    /// (each taken as stored, none moved, none added or gone). Returns
+    /// whether it did; otherwise it runs.
+    pub(super) async fn reuse_deferred<P>(
+        &self,
+        run: &mut RunState,
+        i: usize,
+        progress: &mut P,
+    ) -> Result<bool, ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let Some(done) = run.deferred.get_mut(i).and_then(Option::take) else {
+            return Ok(false);
+        };
+        if !run.upstream_maps[i].iter().all(|&m| run.unchanged[m]) {
+            return Ok(false);
+        }
+        let id = done.task_id.clone();
+        progress(&ProgressEvent::Reused {
+            task_id: id.clone(),
+        });
+        run.reused.push(id);
+        run.finish(i, done);
+        run.release_dependents(i, &Arc::clone(&run.ctx).graph);
+        Ok(true)
     }
 
     /// Item `k` takes a stored completed result of the same content: under

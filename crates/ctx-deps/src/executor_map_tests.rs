@@ -236,3 +236,41 @@ fn status_of(report: &RunReport, id: &str) -> TaskStatus {
         .map(|r| r.status)
         .unwrap()
 }
+
+#[tokio::test]
+async fn a_resume_with_the_same_list_reuses_the_reduce_and_a_changed_one_runs_it() {
+    let store = Arc::new(MemoryStore::new());
+    let resume = |src: &str, reuse: bool| {
+        // The source's stored output is this session's list.
+        let mut listed = ctx_model::TaskExecutionResult::new("src", TaskStatus::Completed);
+        listed.output = src.to_string();
+        store.store(listed).unwrap();
+        let engine = scripted(src, &[]);
+        let opts = ExecutorOptions {
+            reuse_completed: reuse,
+            ..ExecutorOptions::default()
+        };
+        let exec = Executor::new(map_plan(0, 5), engine.clone(), store.clone(), opts).unwrap();
+        async move {
+            let report = exec.run().await.unwrap();
+            assert!(report.all_completed(), "{report:#?}");
+            let mut called: Vec<String> = engine
+                .prompts
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(id, _)| id.clone())
+                .filter(|id| id != "src")
+                .collect();
+            called.sort();
+            called
+        }
+    };
+    resume(r#"{"repos": ["a", "b"]}"#, false).await;
+    assert_eq!(resume(r#"{"repos": ["a", "b"]}"#, true).await, Vec::<String>::new());
+    // One item fewer: every item is reused, but the reduce must run.
+    assert_eq!(resume(r#"{"repos": ["a"]}"#, true).await, ["report"]);
+    // Moved (`b` is still stored from the first list): both items are
+    // reused under their new ids, and the reduce runs.
+    assert_eq!(resume(r#"{"repos": ["b", "a"]}"#, true).await, ["report"]);
+}
