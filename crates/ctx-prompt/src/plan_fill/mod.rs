@@ -132,6 +132,18 @@ pub fn fill_plan(
     given: &BTreeMap<String, String>,
     digest: Option<&str>,
 ) -> Result<FilledPlan, FillError> {
+    let mut filled = fill_templates(plan, given, digest)?;
+    map_fill::resolve_variable_sources(&mut filled.plan, &filled.values)?;
+    Ok(filled)
+}
+
+/// [`fill_plan`] but for the lists of maps over variables, which are left
+/// unresolved (a cost estimate bounds a map by its `max_items`).
+fn fill_templates(
+    plan: &Plan,
+    given: &BTreeMap<String, String>,
+    digest: Option<&str>,
+) -> Result<FilledPlan, FillError> {
     let values = resolve_values(plan, given)?;
     let classes = plan_classes(plan);
     let mut all = values.clone();
@@ -216,7 +228,6 @@ pub fn fill_plan(
         }
     }
     limits::check_limits(plan, &filled, &values, &all, &names_by_task)?;
-    map_fill::resolve_variable_sources(&mut filled, &values)?;
     Ok(FilledPlan {
         plan: filled,
         values,
@@ -270,5 +281,5 @@ pub fn fill_for_estimate(
         }
         None => None,
     };
-    Ok((fill_plan(plan, &values, digest)?, without))
+    Ok((fill_templates(plan, &values, digest)?, without))
 }
