@@ -17,6 +17,8 @@ use crate::options::ExecutorOptions;
 #[derive(Default)]
 struct Scripted {
     outputs: BTreeMap<String, String>,
+    /// When set, every task but those in `outputs` answers this many `w `.
+    words: Option<usize>,
     fail: HashSet<String>,
     prompts: Mutex<Vec<(String, String)>>,
 }
@@ -46,7 +48,10 @@ impl InferenceEngine for Scripted {
                     .outputs
                     .get(&id)
                     .cloned()
-                    .unwrap_or_else(|| format!("out {id}")),
+                    .unwrap_or_else(|| match self.words {
+                        Some(n) => "w ".repeat(n),
+                        None => format!("out {id}"),
+                    }),
                 ..InferenceResponse::default()
             })
         })
@@ -273,4 +278,43 @@ async fn a_resume_with_the_same_list_reuses_the_reduce_and_a_changed_one_runs_it
     // Moved (`b` is still stored from the first list): both items are
     // reused under their new ids, and the reduce runs.
     assert_eq!(resume(r#"{"repos": ["b", "a"]}"#, true).await, ["report"]);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+        ctx_test_support::proptest_cases(24)
+    ))]
+
+    /// Whatever the items and their outputs, no prompt sent to the engine
+    /// is over the cap: each item's own (an item too large for it fails
+    /// before any call), and the reduce's, whose block of items shrinks.
+    #[test]
+    fn every_item_prompt_and_the_reduce_prompt_stay_under_the_cap(
+        items in proptest::collection::vec(("[a-z ]{0,40}", 0usize..400), 0..8),
+        words in 0usize..600,
+        cap in 150usize..900,
+    ) {
+        let list: Vec<String> = items.iter().map(|(s, n)| format!("{s}{}", "z ".repeat(*n))).collect();
+        let src = serde_json::json!({ "repos": list }).to_string();
+        let mut plan = map_plan(list.len(), 10);
+        plan.config.max_prompt_tokens = cap;
+        let engine = Arc::new(Scripted {
+            outputs: [("src".to_string(), src)].into(),
+            words: Some(words),
+            ..Scripted::default()
+        });
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let report = rt.block_on(run(plan.clone(), engine.clone(), 3));
+        let counter = ctx_tokens::TokenizerExt::counter(
+            ctx_prompt::tokenizer_for_task(&plan, &plan.sub_tasks[0]).unwrap(),
+        );
+        for (id, prompt) in engine.prompts.lock().unwrap().iter() {
+            let n = counter.count(prompt);
+            proptest::prop_assert!(n <= cap, "{id}: {n} tokens over {cap}");
+        }
+        // Every item ended (the map allows every failure), so the reduce ran
+        // or failed on its own cap, never skipped.
+        let reduce = report.results.iter().find(|r| r.task_id == "report").unwrap();
+        proptest::prop_assert!(reduce.status != TaskStatus::Skipped, "{reduce:?}");
+    }
 }
