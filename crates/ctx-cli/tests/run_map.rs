@@ -299,9 +299,41 @@ fn a_resumed_map_reruns_only_the_items_whose_value_changed() {
         task(&second.json(), "scan[0]")["output"],
         "seen Rate <untrusted-content>b</untrusted-content>.\n"
     );
-    // Nothing changed: nothing but the reduce runs again.
+    // Nothing changed: nothing runs again, the reduce included.
     std::fs::remove_file(dir.path().join("counts")).unwrap();
     let third = go(r#"{"items": ["b", "x"]}"#, &["--resume", &id]);
     assert_eq!(third.code, 0, "{}", third.stderr);
-    assert_eq!(dir.counts(), counts(&[("report", 1)]));
+    assert_eq!(dir.counts(), counts(&[]));
+    assert_eq!(task(&third.json(), "report")["output"], "done\n");
+}
+
+#[test]
+fn eval_counts_the_checks_of_every_item() {
+    let dir = Dir::new();
+    dir.write(
+        "plan.yaml",
+        r#"schema_version: 1
+variables:
+  - {name: LIST, type: json, default: '["a", "b", "c"]'}
+sub_tasks:
+  - id: scan
+    description: One item
+    map: {over: LIST, as: ITEM, max_items: 5}
+    checks: [{regex: "^ok"}]
+    tool_or_prompt:
+      name: inference
+      params: {prompt: "Item <untrusted-content>{{ITEM}}</untrusted-content>"}
+"#,
+    );
+    let out = dir.run(&[
+        "eval", "plan.yaml", "--engine", "command", "--command",
+        r#"case "$CTX_TASK_ID" in "scan[1]") echo no;; *) echo ok;; esac"#,
+        "--no-store", "--ablate", "full", "--format", "json",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let full = &out.json()["variants"][0];
+    assert_eq!(full["checks_total"], 3, "{full}");
+    assert_eq!(full["checks_passed"], 2, "{full}");
+    assert_eq!(full["tasks_checked"], 1, "{full}");
+    assert_eq!(full["tasks_passing"], 0, "{full}");
 }
