@@ -281,21 +281,42 @@ fn a_resume_with_a_changed_value_reruns_what_it_changes() {
     let id = first.run_id();
     assert_eq!(
         dir.counts(),
-        ctx_test_support::counts(&[("continuity", 1), ("facts", 1), ("report", 1)])
+        ctx_test_support::counts(&[
+            ("continuity", 1),
+            ("facts", 1),
+            ("notable[0]", 1),
+            ("notable[1]", 1),
+            ("notable[2]", 1),
+            ("report", 1)
+        ])
     );
     // The same values: everything is reused.
     let same = run(&["--var", "WEEK=2026-W35", "--resume", &id]);
     assert_eq!(same.code, 0, "{}", same.stderr);
     assert_eq!(
         dir.counts(),
-        ctx_test_support::counts(&[("continuity", 1), ("facts", 1), ("report", 1)])
+        ctx_test_support::counts(&[
+            ("continuity", 1),
+            ("facts", 1),
+            ("notable[0]", 1),
+            ("notable[1]", 1),
+            ("notable[2]", 1),
+            ("report", 1)
+        ])
     );
     // Another week: every prompt holds it, so every task runs again.
     let changed = run(&["--var", "WEEK=2026-W36", "--resume", &id]);
     assert_eq!(changed.code, 0, "{}", changed.stderr);
     assert_eq!(
         dir.counts(),
-        ctx_test_support::counts(&[("continuity", 2), ("facts", 2), ("report", 2)])
+        ctx_test_support::counts(&[
+            ("continuity", 2),
+            ("facts", 2),
+            ("notable[0]", 2),
+            ("notable[1]", 2),
+            ("notable[2]", 2),
+            ("report", 2)
+        ])
     );
     // Without the plan, the stored plan is filled again: a value can change.
     let out = dir.run(&[
@@ -536,7 +557,7 @@ fn a_publish_that_fails_is_exit_5_after_the_summary() {
     let out = dir.run(&args(&taken.display().to_string()));
     assert_eq!(out.code, 5, "{}", out.stderr);
     assert!(
-        out.stdout.contains("3 tasks: 3 completed"),
+        out.stdout.contains("7 tasks: 7 completed"),
         "{}",
         out.stdout
     );

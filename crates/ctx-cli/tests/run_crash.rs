@@ -50,6 +50,26 @@ fn ctx(dir: &Path, command: &str) -> Command {
     c
 }
 
+/// SIGKILLs `child` once its engine was invoked `n` times (counted in
+/// `dir`), and lets the orphaned scripts of in-flight tasks finish.
+fn kill_after_invocations(child: &mut std::process::Child, dir: &Path, n: usize) {
+    let start = Instant::now();
+    loop {
+        let invoked: usize = counts_in(dir).values().sum();
+        if invoked >= n {
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("ctx ended ({status}) before {n} invocations");
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "too slow");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+}
+
 /// One kill-and-resume cycle; returns (tasks completed at the kill,
 /// invocations before the kill, invocations of the resume).
 fn kill_and_resume(kill_after: usize) -> (usize, usize, usize) {
@@ -69,22 +89,7 @@ fn kill_and_resume(kill_after: usize) -> (usize, usize, usize) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    loop {
-        let n: usize = counts_in(dir).values().sum();
-        if n >= kill_after {
-            break;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("ctx ended ({status}) before {kill_after} invocations");
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "too slow");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    // Let orphaned scripts of in-flight tasks finish their sleep.
-    std::thread::sleep(Duration::from_millis(200));
+    kill_after_invocations(&mut child, dir, kill_after);
     let before = counts_in(dir);
 
     let run_dir = dir.join("run");
@@ -169,4 +174,83 @@ fn sigkill_mid_run_then_resume_loses_nothing_and_repeats_nothing() {
     // Later kills found more completed work (the test killed mid-run, not
     // at the start every time).
     assert!(figures.last().unwrap().1 > 0, "{figures:?}");
+}
+
+/// A map of 12 items over a variable, and its reduce.
+const MAP_PLAN: &str = r#"schema_version: 1
+variables:
+  - {name: LIST, type: json}
+sub_tasks:
+  - id: scan
+    description: One item
+    map: {over: LIST, as: ITEM, max_items: 12}
+    tool_or_prompt:
+      name: inference
+      params: {prompt: "Item <untrusted-content>{{ITEM}}</untrusted-content>"}
+  - id: report
+    description: The report
+    dependencies: [scan]
+    tool_or_prompt: {name: inference, params: {prompt: "Sum up."}}
+"#;
+
+#[test]
+fn sigkill_mid_map_then_resume_keeps_every_completed_item() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("plan.yaml"), MAP_PLAN).unwrap();
+    let list: Vec<String> = (0..12).map(|i| format!("item {i}")).collect();
+    let var = format!("LIST={}", serde_json::json!(list));
+    let command = format!(
+        r#"echo "$CTX_TASK_ID" >> '{}/counts'; sleep 0.08; cat"#,
+        dir.display()
+    );
+    let ctx = || {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin("ctx"));
+        c.current_dir(dir)
+            .args(["run", "plan.yaml", "--concurrency", "3", "--format", "json"])
+            .args(["--tokenizer", "estimate", "--command", &command, "--var", &var]);
+        c
+    };
+    let mut child = ctx()
+        .args(["--run-dir", "run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    kill_after_invocations(&mut child, dir, 6);
+    let before = counts_in(dir);
+    let view = RunView::open(&dir.join("run")).unwrap();
+    assert_eq!(view.integrity_check().unwrap(), "ok");
+    let completed: BTreeSet<String> = view
+        .results()
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.result.status == TaskStatus::Completed)
+        .map(|r| r.result.task_id)
+        .collect();
+    drop(view);
+    assert!(!completed.is_empty(), "killed before any item completed");
+    assert!(!completed.contains("report"), "killed after the map");
+
+    let out = ctx().args(["--resume", "run"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tasks = json["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 14, "the map, 12 items, the report");
+    assert!(tasks.iter().all(|t| t["status"] == "completed"), "{json}");
+    let after = counts_in(dir);
+    for i in 0..12 {
+        let id = format!("scan[{i}]");
+        let n = after.get(&id).copied().unwrap_or(0);
+        assert!(n >= 1, "{id} never ran");
+        if completed.contains(&id) {
+            assert_eq!(n, 1, "{id} completed before the kill and ran again");
+        }
+    }
+    assert_eq!(after.get("report"), Some(&1));
+    eprintln!(
+        "kill after {} invocations: {} items completed and kept",
+        before.values().sum::<usize>(),
+        completed.len()
+    );
 }

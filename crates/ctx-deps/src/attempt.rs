@@ -62,12 +62,23 @@ async fn read_dependencies(
     i: usize,
 ) -> Result<Vec<TaskExecutionResult>, StoreError> {
     let g = &ctx.graph;
-    let dep_ids: Vec<String> = g
-        .dependencies(i)
+    let dep_ids: Vec<String> = crate::map::prompt_dependencies(&ctx.plan, g, i)
         .iter()
         .map(|&d| g.id(d).to_string())
         .collect();
-    crate::offload::get_by_dependency_ids(store, &dep_ids).await
+    let mut results = crate::offload::get_by_dependency_ids(store, &dep_ids).await?;
+    // An item of a map that did not complete (its map allowed it) is
+    // shown as its heading and a one-line note.
+    for r in &mut results {
+        if r.status != TaskStatus::Completed && ctx_model::map::parse_item_id(&r.task_id).is_some()
+        {
+            r.output = crate::map::failed_item_note(r);
+            r.status = TaskStatus::Completed;
+            r.summary = None;
+            r.metadata.summary = None;
+        }
+    }
+    Ok(results)
 }
 
 /// What task `i`'s prompts are assembled from: the context variant's plan
@@ -140,8 +151,9 @@ fn dependency_outputs<'a>(
     dep_results: &'a [TaskExecutionResult],
 ) -> Result<Vec<DependencyOutput<'a>>, String> {
     let g = &ctx.graph;
-    let mut deps = Vec::with_capacity(g.dependencies(i).len());
-    for &d in g.dependencies(i) {
+    let order = crate::map::prompt_dependencies(&ctx.plan, g, i);
+    let mut deps = Vec::with_capacity(order.len());
+    for d in order {
         let id = g.id(d);
         let Some(r) = dep_results
             .iter()
@@ -200,6 +212,7 @@ impl<'a> Attempts<'a> {
     ) -> Attempts<'a> {
         let mut result = TaskExecutionResult::new(&task.id, TaskStatus::Failed);
         result.metadata.tokenizer = Some(ctx.counters[i].name().to_string());
+        result.metadata.map_item_hash = ctx.item_hashes.get(&i).cloned();
         Attempts {
             ctx,
             store,

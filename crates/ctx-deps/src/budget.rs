@@ -22,7 +22,10 @@ pub(crate) struct Budget {
     /// This run's prefix of its ledger keys (unique among the runs of a
     /// shared budget).
     scope: u64,
-    bounds: Vec<Option<Usd>>,
+    /// Each task's high end, by index; a map's items are appended as the
+    /// map expands ([`Budget::extend`]).
+    bounds: std::sync::Mutex<Vec<Option<Usd>>>,
+    model: std::sync::Arc<dyn crate::cost::CostModel>,
 }
 
 impl Budget {
@@ -38,8 +41,21 @@ impl Budget {
             scope: books.new_scope(),
             books,
             shared,
-            bounds: plan.sub_tasks.iter().map(|t| c.model.bound(t)).collect(),
+            bounds: std::sync::Mutex::new(plan.sub_tasks.iter().map(|t| c.model.bound(t)).collect()),
+            model: c.model.clone(),
         })
+    }
+
+    /// Appends the high ends of `tasks` (a map's items, appended to the
+    /// run's plan in this order): each item reserves its own.
+    pub(crate) fn extend(&self, tasks: &[ctx_model::SubTask]) {
+        let mut bounds = self.bounds.lock().unwrap_or_else(|e| e.into_inner());
+        bounds.extend(tasks.iter().map(|t| self.model.bound(t)));
+    }
+
+    fn bound(&self, i: usize) -> Option<Usd> {
+        let bounds = self.bounds.lock().unwrap_or_else(|e| e.into_inner());
+        bounds.get(i).copied().flatten()
     }
 
     pub(crate) fn ledger(&self) -> &BudgetLedger {
@@ -53,12 +69,7 @@ impl Budget {
     /// Reserves task `i`'s high end. A task without one cannot be bounded,
     /// so it never fits (callers refuse such plans before the run).
     pub(crate) fn reserve(&self, id: &str, i: usize) -> Reservation {
-        let high = self
-            .bounds
-            .get(i)
-            .copied()
-            .flatten()
-            .unwrap_or(Usd::from_picos(u128::MAX));
+        let high = self.bound(i).unwrap_or(Usd::from_picos(u128::MAX));
         // A task is popped once per try; one that must wait holds no
         // reservation until a later try is granted, so no task is ever
         // reserved twice (the ledger would refuse it).
@@ -73,7 +84,7 @@ impl Budget {
     /// Settles task `i` (id `id`) at `cost`, or at its whole reservation
     /// when that cost is unknown (a panicked engine, an aborted job).
     pub(crate) fn settle(&self, id: &str, i: usize, cost: Option<Usd>) {
-        let reserved = self.bounds.get(i).copied().flatten().unwrap_or(Usd::ZERO);
+        let reserved = self.bound(i).unwrap_or(Usd::ZERO);
         // A task that was never reserved has nothing to settle.
         if self
             .ledger()

@@ -157,11 +157,22 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// Whether every task completed.
+    /// Whether every task completed, counting as completed a map item
+    /// whose map task completed anyway (its failure was within
+    /// `map.allow_failures`): such a run exits 0, and the summary still
+    /// counts the failed item.
     pub fn all_completed(&self) -> bool {
-        self.results
+        let completed: BTreeSet<&str> = self
+            .results
             .iter()
-            .all(|r| r.status == TaskStatus::Completed)
+            .filter(|r| r.status == TaskStatus::Completed)
+            .map(|r| r.task_id.as_str())
+            .collect();
+        self.results.iter().all(|r| {
+            r.status == TaskStatus::Completed
+                || ctx_model::map::parse_item_id(&r.task_id)
+                    .is_some_and(|(map, _)| completed.contains(map))
+        })
     }
 
     /// How many tasks ended with `status`.
@@ -268,9 +279,13 @@ impl Executor {
         C: Future<Output = ()> + Send,
         P: FnMut(&ProgressEvent) + Send,
     {
-        let ctx = &self.ctx;
+        let ctx = Arc::clone(&self.ctx);
         let g = &ctx.graph;
-        let mut run = RunState::new(self.options.schedule, g, ctx.priorities.clone());
+        let mut run = RunState::new(
+            self.options.schedule,
+            Arc::clone(&ctx),
+            ctx.priorities.clone(),
+        );
         if self.options.reuse_completed {
             self.reuse_completed(&mut run, &mut progress).await?;
         }
@@ -313,9 +328,10 @@ impl Executor {
             .await?;
         self.skip_unreached(&mut run, &mut progress).await?;
         let cost = self.cost_summary(&run);
+        let results = run.results_in_plan_order();
         Ok(RunReport {
             order: run.order,
-            results: run.results.into_iter().flatten().collect(),
+            results,
             reused: run.reused,
             interrupted,
             makespan: started.elapsed(),
@@ -386,6 +402,21 @@ impl Executor {
         let g = &ctx.graph;
         let n = g.len();
         let mut forced = vec![false; n];
+        // A map task expands again on every run: its list may have
+        // changed. What depends on it is decided when it is ready
+        // (`Executor::reuse_deferred`): taken as stored when every map
+        // upstream expanded to the items it had.
+        let mut below_map = vec![false; n];
+        for i in 0..n {
+            if ctx.plan.sub_tasks[i].map.is_some() {
+                below_map[i] = true;
+                run.upstream_maps[i].push(i);
+                for d in g.transitive_dependents(i) {
+                    below_map[d] = true;
+                    run.upstream_maps[d].push(i);
+                }
+            }
+        }
         for id in &self.options.force_rerun {
             if let Some(i) = g.index_of(id) {
                 forced[i] = true;
@@ -402,7 +433,14 @@ impl Executor {
             let stored = crate::offload::get_by_task_id(&self.store, g.id(i))
                 .await
                 .map_err(|source| store_err(g.id(i), source))?;
-            completed[i] = stored.filter(|r| r.status == TaskStatus::Completed);
+            let stored = stored.filter(|r| r.status == TaskStatus::Completed);
+            if below_map[i] {
+                if ctx.plan.sub_tasks[i].map.is_none() {
+                    run.deferred[i] = stored;
+                }
+                continue;
+            }
+            completed[i] = stored;
         }
         let will_run: Vec<bool> = completed.iter().map(Option::is_none).collect();
         for (i, r) in completed.into_iter().enumerate() {
@@ -447,7 +485,6 @@ impl Executor {
     where
         P: FnMut(&ProgressEvent),
     {
-        let g = &self.ctx.graph;
         let limit = concurrency_limit(self.options.concurrency);
         // Tasks whose reservation must wait for a settlement.
         let mut waiting = Vec::new();
@@ -455,6 +492,16 @@ impl Executor {
             let Some(i) = run.queue.pop(flight.jobs.len()) else {
                 break;
             };
+            let ctx = Arc::clone(&run.ctx);
+            let g = &ctx.graph;
+            if self.reuse_deferred(run, i, progress).await? {
+                continue;
+            }
+            if ctx.plan.sub_tasks[i].map.is_some() {
+                // A map task calls no engine: it expands, then joins.
+                self.map_step(run, i, budget, progress).await?;
+                continue;
+            }
             // A reused result still owing its summary is not run again
             // (and reserves nothing: the task's own call was settled).
             let reused = run.pending_summary[i].take();
@@ -486,18 +533,24 @@ impl Executor {
                 run.order.push(id.clone());
                 progress(&ProgressEvent::Started { task_id: id });
             }
-            self.spawn_job(flight, i, reused);
+            self.spawn_job(&ctx, flight, i, reused);
         }
         let any_waiting = !waiting.is_empty();
         for i in waiting {
-            run.queue.push(i, g);
+            run.queue.push(i, &run.ctx.graph);
         }
         Ok(any_waiting)
     }
 
     /// Spawns task `i`'s job (see [`run_job`]).
-    fn spawn_job(&self, flight: &mut InFlight, i: usize, reused: Option<Reused>) {
-        let ctx = Arc::clone(&self.ctx);
+    fn spawn_job(
+        &self,
+        ctx: &Arc<TaskContext>,
+        flight: &mut InFlight,
+        i: usize,
+        reused: Option<Reused>,
+    ) {
+        let ctx = Arc::clone(ctx);
         let store = Arc::clone(&self.store);
         let began = Arc::new(AtomicBool::new(false));
         let job_began = Arc::clone(&began);
@@ -530,12 +583,12 @@ impl Executor {
     where
         P: FnMut(&ProgressEvent),
     {
-        let ctx = &self.ctx;
+        let ctx = Arc::clone(&run.ctx);
         match joined {
             Ok((tid, (i, Ok(result)))) => {
                 flight.dispatched.remove(&tid);
                 if let Some(budget) = budget {
-                    self.settle_budget(budget, i, Some(&result));
+                    settle_budget(&run.ctx, budget, i, Some(&result));
                 }
                 self.settle(run, i, result, true, progress).await?;
                 Ok(None)
@@ -558,7 +611,7 @@ impl Executor {
                 if let Some(budget) = budget {
                     // What the call cost is unknown: it keeps its whole
                     // reservation.
-                    self.settle_budget(budget, i, None);
+                    settle_budget(&run.ctx, budget, i, None);
                 }
                 self.settle(run, i, r, false, progress).await?;
                 Ok(None)
@@ -589,7 +642,7 @@ impl Executor {
         if flight.jobs.is_empty() {
             return Ok(());
         }
-        let ctx = &self.ctx;
+        let ctx = Arc::clone(&run.ctx);
         let g = &ctx.graph;
         flight.jobs.abort_all();
         while let Some(joined) = flight.jobs.join_next_with_id().await {
@@ -597,7 +650,7 @@ impl Executor {
                 Ok((tid, (i, Ok(result)))) => {
                     flight.dispatched.remove(&tid);
                     if let Some(budget) = budget {
-                        self.settle_budget(budget, i, Some(&result));
+                        settle_budget(&run.ctx, budget, i, Some(&result));
                     }
                     if fatal.is_none() {
                         self.settle(run, i, result, true, progress).await?;
@@ -606,13 +659,13 @@ impl Executor {
                 Ok((tid, (i, Err(source)))) => {
                     flight.dispatched.remove(&tid);
                     if let Some(budget) = budget {
-                        self.settle_budget(budget, i, None);
+                        settle_budget(&run.ctx, budget, i, None);
                     }
                     fatal.get_or_insert_with(|| store_err(g.id(i), source));
                 }
                 Err(e) => {
                     if let (Some(budget), Some(d)) = (budget, flight.dispatched.get(&e.id())) {
-                        self.settle_budget(budget, d.task, None);
+                        settle_budget(&run.ctx, budget, d.task, None);
                     }
                 }
             }
@@ -633,7 +686,8 @@ impl Executor {
     where
         P: FnMut(&ProgressEvent),
     {
-        let g = &self.ctx.graph;
+        let ctx = Arc::clone(&run.ctx);
+        let g = &ctx.graph;
         let mut cancelled: Vec<Dispatched> = dispatched.into_values().collect();
         cancelled.sort_unstable_by_key(|d| d.task);
         for Dispatched {
@@ -678,7 +732,8 @@ impl Executor {
     where
         P: FnMut(&ProgressEvent),
     {
-        let g = &self.ctx.graph;
+        let ctx = Arc::clone(&run.ctx);
+        let g = &ctx.graph;
         for i in 0..g.len() {
             if run.results[i].is_none() {
                 let mut r = TaskExecutionResult::new(g.id(i), TaskStatus::Skipped);
@@ -697,7 +752,7 @@ impl Executor {
     /// their cost, budget skips at the bound they needed; reused tasks
     /// count under `earlier`.
     fn cost_summary(&self, run: &RunState) -> Option<CostSummary> {
-        let ctx = &self.ctx;
+        let ctx = &run.ctx;
         let c = ctx.cost.as_ref()?;
         let reused: BTreeSet<&str> = run.reused.iter().map(String::as_str).collect();
         let executed: BTreeSet<&str> = run.order.iter().map(String::as_str).collect();
@@ -728,13 +783,6 @@ impl Executor {
         Some(summary)
     }
 
-    /// Settles task `i`'s reservation at what `result` cost, or at the
-    /// whole reservation when there is no result (a panicked engine, an
-    /// aborted job) or its cost is unknown.
-    fn settle_budget(&self, budget: &Budget, i: usize, result: Option<&TaskExecutionResult>) {
-        let cost = result.and_then(|r| self.ctx.settled_cost(i, r));
-        budget.settle(self.ctx.graph.id(i), i, cost);
-    }
 
     /// Records task `i`'s terminal result, stores it when the task did not
     /// store it itself, and releases ([`Self::release_dependents`]) or
@@ -750,7 +798,8 @@ impl Executor {
     where
         P: FnMut(&ProgressEvent),
     {
-        let g = &self.ctx.graph;
+        let ctx = Arc::clone(&run.ctx);
+        let g = &ctx.graph;
         let status = result.status;
         // Results from `execute_task` are already stored; the executor's
         // own (interruptions, panics) are stored here.
@@ -769,12 +818,13 @@ impl Executor {
             });
         }
         run.finish(i, result);
-        match status {
-            TaskStatus::Completed => {
-                run.release_dependents(i, g);
-                Ok(())
-            }
-            _ => self.skip_dependents(run, i, progress).await,
+        // An item's end, whatever it is, counts toward its map's join,
+        // which decides (within `allow_failures`) for the map's dependents.
+        if status == TaskStatus::Completed || run.item_of[i].is_some() {
+            run.release_dependents(i, g);
+            Ok(())
+        } else {
+            self.skip_dependents(run, i, progress).await
         }
     }
 
@@ -789,7 +839,8 @@ impl Executor {
     where
         P: FnMut(&ProgressEvent),
     {
-        let g = &self.ctx.graph;
+        let ctx = Arc::clone(&run.ctx);
+        let g = &ctx.graph;
         let failed = g.id(i).to_string();
         let budget = run.results[i]
             .as_ref()
@@ -819,6 +870,19 @@ impl Executor {
         }
         Ok(())
     }
+}
+
+/// Settles task `i`'s reservation at what `result` cost, or at the
+/// whole reservation when there is no result (a panicked engine, an
+/// aborted job) or its cost is unknown.
+fn settle_budget(
+    ctx: &TaskContext,
+    budget: &Budget,
+    i: usize,
+    result: Option<&TaskExecutionResult>,
+) {
+    let cost = result.and_then(|r| ctx.settled_cost(i, r));
+    budget.settle(ctx.graph.id(i), i, cost);
 }
 
 /// What a job returns: its task's index and result (`Err`: the store
@@ -870,6 +934,9 @@ fn store_err(task_id: &str, source: StoreError) -> ExecError {
 /// The dispatcher's bookkeeping: every task's result so far, what was
 /// dispatched and reused, and the ready queue ([`ReadyQueue`]).
 struct RunState {
+    /// The task context as the run goes: the plan and graph with the
+    /// items of every map expanded so far appended (indices never move).
+    ctx: Arc<TaskContext>,
     results: Vec<Option<TaskExecutionResult>>,
     queue: ReadyQueue,
     order: Vec<String>,
@@ -881,12 +948,34 @@ struct RunState {
     pending_summary: Vec<Option<Reused>>,
     /// Tasks dispatched only to write their summaries.
     summary_only: Vec<bool>,
+    /// Per task: the map task it is an item of.
+    item_of: Vec<Option<usize>>,
+    /// Per task: a map task already expanded (its next turn is its join).
+    expanded: Vec<bool>,
+    /// Per task of the plan: the map tasks it is (or depends on).
+    upstream_maps: Vec<Vec<usize>>,
+    /// Per map task: it expanded, on resume, to exactly the items stored
+    /// before, each taken as stored.
+    unchanged: Vec<bool>,
+    /// Per task below a map, on resume: its stored completed result, taken
+    /// when it is ready if every map upstream is `unchanged`.
+    deferred: Vec<Option<TaskExecutionResult>>,
 }
 
 impl RunState {
-    fn new(schedule: Schedule, g: &PlanGraph, priorities: Option<Vec<u64>>) -> RunState {
+    fn new(
+        schedule: Schedule,
+        ctx: Arc<TaskContext>,
+        priorities: Option<Vec<u64>>,
+    ) -> RunState {
+        let g = &ctx.graph;
         let n = g.len();
         RunState {
+            item_of: vec![None; n],
+            expanded: vec![false; n],
+            upstream_maps: vec![Vec::new(); n],
+            unchanged: vec![false; n],
+            deferred: vec![None; n],
             results: vec![None; n],
             queue: ReadyQueue::new(schedule, g, priorities),
             order: Vec::with_capacity(n),
@@ -894,7 +983,30 @@ impl RunState {
             interrupted: false,
             pending_summary: vec![None; n],
             summary_only: vec![false; n],
+            ctx,
         }
+    }
+
+    /// Every task's result in plan order, each map's items right after
+    /// their map task.
+    fn results_in_plan_order(&mut self) -> Vec<TaskExecutionResult> {
+        let mut items: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (i, m) in self.item_of.iter().enumerate() {
+            if let Some(m) = m {
+                items.entry(*m).or_default().push(i);
+            }
+        }
+        let mut out = Vec::with_capacity(self.results.len());
+        for i in 0..self.results.len() {
+            if self.item_of[i].is_some() {
+                continue;
+            }
+            out.extend(self.results[i].take());
+            for &item in items.get(&i).into_iter().flatten() {
+                out.extend(self.results[item].take());
+            }
+        }
+        out
     }
 
     fn finish(&mut self, i: usize, result: TaskExecutionResult) {
@@ -927,3 +1039,10 @@ impl RunState {
 #[cfg(test)]
 #[path = "executor_tests.rs"]
 mod tests;
+
+#[path = "executor_map.rs"]
+mod map_step;
+
+#[cfg(test)]
+#[path = "executor_map_tests.rs"]
+mod map_tests;

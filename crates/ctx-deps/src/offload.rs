@@ -60,3 +60,11 @@ pub(crate) async fn get_by_dependency_ids(
     let ids = ids.to_vec();
     with_store(store, move |s| s.get_by_dependency_ids(&ids)).await
 }
+
+/// [`ExecutionStore::all_results`], off the runtime: a resumed map's
+/// stored items are looked up among them.
+pub(crate) async fn all_results(
+    store: &Arc<dyn ExecutionStore>,
+) -> Result<Vec<TaskExecutionResult>, StoreError> {
+    with_store(store, |s| s.all_results()).await
+}

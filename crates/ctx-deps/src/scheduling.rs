@@ -89,6 +89,28 @@ impl ReadyQueue {
         }
     }
 
+    /// Makes room for tasks appended to the graph (a map's items), each
+    /// at `level` under [`Schedule::Levels`], none of them queued yet.
+    pub(crate) fn grow(&mut self, n: usize, level: usize) {
+        self.missing.resize(n, 0);
+        if let Some(levels) = &mut self.levels {
+            levels.resize(n, level);
+        }
+    }
+
+    /// Task `i` now waits for `count` dependencies (a map task for its
+    /// items).
+    pub(crate) fn wait_for(&mut self, i: usize, count: usize) {
+        if let Some(m) = self.missing.get_mut(i) {
+            *m = count;
+        }
+    }
+
+    /// Task `i`'s level slot (0 in ready-queue mode).
+    pub(crate) fn level_of(&self, i: usize) -> usize {
+        self.levels.as_ref().map_or(0, |l| l[i])
+    }
+
     /// Queues task `i` at its priority.
     pub(crate) fn push(&mut self, i: usize, g: &PlanGraph) {
         let slot = self.levels.as_ref().map_or(0, |l| l[i]);

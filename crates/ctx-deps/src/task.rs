@@ -48,12 +48,39 @@ pub(crate) struct TaskContext {
     pub(crate) include_dependencies: bool,
     /// [`ExecutorOptions::dispatch_gate`].
     dispatch_gate: Option<Arc<tokio::sync::Semaphore>>,
+    /// Each map item's content hash, by index (`crate::map::item_hash`),
+    /// recorded with its result.
+    pub(crate) item_hashes: HashMap<usize, String>,
 }
 
 impl TaskContext {
     pub(crate) fn new(
         plan: Plan,
         engine: Arc<dyn InferenceEngine>,
+        options: &ExecutorOptions,
+    ) -> Result<TaskContext, GraphError> {
+        let engine = EngineCalls::new(engine, options.task_timeout, options.max_output_bytes);
+        TaskContext::with_engine(plan, engine, options)
+    }
+
+    /// This context for `plan`, the same plan with a map's items appended
+    /// (`crate::map::plan_with_items`): the graph, counters and priorities
+    /// computed again, the engine shared.
+    pub(crate) fn expanded(
+        &self,
+        plan: Plan,
+        options: &ExecutorOptions,
+        hashes: impl IntoIterator<Item = (usize, String)>,
+    ) -> Result<TaskContext, GraphError> {
+        let mut ctx = TaskContext::with_engine(plan, self.engine.clone(), options)?;
+        ctx.item_hashes = self.item_hashes.clone();
+        ctx.item_hashes.extend(hashes);
+        Ok(ctx)
+    }
+
+    fn with_engine(
+        plan: Plan,
+        engine: EngineCalls,
         options: &ExecutorOptions,
     ) -> Result<TaskContext, GraphError> {
         let graph = PlanGraph::new(&plan)?;
@@ -76,12 +103,13 @@ impl TaskContext {
             priorities,
             summarize_every_output: options.summarize_every_output,
             graph,
-            engine: EngineCalls::new(engine, options.task_timeout, options.max_output_bytes),
+            engine,
             counters,
             cost: options.cost.clone(),
             prompt_plan: options.context.prompt_plan(&plan),
             include_dependencies: options.context.dependencies(),
             dispatch_gate: options.dispatch_gate.clone(),
+            item_hashes: HashMap::new(),
             plan,
         })
     }

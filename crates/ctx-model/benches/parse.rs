@@ -89,6 +89,7 @@ fn random_plan(tasks: usize, seed: u64) -> Plan {
                 dependency: Default::default(),
                 checks: Vec::new(),
                 publish: None,
+                map: None,
             }
         })
         .collect();

@@ -86,6 +86,7 @@ pub mod graph;
 mod load;
 #[cfg(feature = "parse")]
 mod locate;
+pub mod map;
 pub mod money;
 #[cfg(feature = "parse")]
 mod parse;
@@ -96,6 +97,7 @@ pub mod tokenizer;
 mod validate;
 pub mod variables;
 
+pub use map::MapSpec;
 pub use checks::{judge_checks, plan_base_dir, plan_has_checks, task_checks};
 #[cfg(feature = "parse")]
 pub use load::*;

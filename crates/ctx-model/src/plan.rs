@@ -181,6 +181,10 @@ pub struct SubTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub publish: Option<String>,
+    /// Run the task once per item of a JSON list (docs/plan-format.md,
+    /// "Map over a list"); see [`crate::map`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<crate::map::MapSpec>,
 }
 
 /// A task's override of `config.dependency`: how the outputs of *its*

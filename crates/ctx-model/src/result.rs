@@ -140,6 +140,11 @@ pub struct ResultMetadata {
     /// results, the first attempt first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub check_attempts: Vec<CheckAttempt>,
+    /// For an item of a map task: the hash of what it ran on (its filled
+    /// task, the item in it, and its dependencies' outputs). `--resume`
+    /// takes a stored item whose hash a new item has, under the new id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_item_hash: Option<String>,
 }
 
 /// The `llm` summaries of one task's output: every call made, and whether

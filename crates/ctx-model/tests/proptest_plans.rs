@@ -101,6 +101,7 @@ fn sub_task() -> impl Strategy<Value = SubTask> {
                 },
                 checks: Vec::new(),
                 publish: None,
+                map: None,
             },
         )
 }
@@ -229,6 +230,7 @@ fn graph_plan(n: usize, edges: &[(usize, usize)]) -> Plan {
             dependency: Default::default(),
             checks: Vec::new(),
             publish: None,
+            map: None,
         })
         .collect();
     Plan {

@@ -245,6 +245,9 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
                 defaults.attempts,
             )
         };
+        // A map task runs once per item: its one row is bounded by
+        // `max_items` × the item's high end (judge rows likewise).
+        let attempts = attempts.saturating_mul(map_items(task));
         estimates.push(TaskEstimate {
             task_id: task.id.clone(),
             model: model.to_string(),
@@ -286,6 +289,15 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
         over_cap,
         unbounded_params,
     })
+}
+
+/// How many times a task runs at most: `map.max_items` for a map task,
+/// else once.
+fn map_items(task: &ctx_model::SubTask) -> u32 {
+    task.map
+        .as_ref()
+        .and_then(|m| m.max_items)
+        .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX))
 }
 
 /// The row of check `n` of `task` when it is a `judge` check (module

@@ -629,42 +629,67 @@ impl VariantScore {
             .filter(|r| ctx_deps::is_budget_skip(r))
             .count() as u64;
         for (i, task) in plan.sub_tasks.iter().enumerate() {
-            let result = report.results.iter().find(|r| r.task_id == task.id);
-            if let Some(u) = result.and_then(|r| r.metadata.tokens_used) {
-                self.prompt_tokens = self.prompt_tokens.saturating_add(u.prompt_tokens);
-                self.completion_tokens = self.completion_tokens.saturating_add(u.completion_tokens);
-            }
-            if let Some(ms) = result.and_then(|r| r.metadata.execution_time_ms) {
-                self.task_ms = self.task_ms.saturating_add(ms);
-            }
-            let total = checks[i] as u64;
-            if total == 0 {
+            // A map task's checks run on its items: each item counts as one
+            // run of the task's checks (the map task's own result, a count
+            // of items, has none). An empty list counts no check.
+            let results: Vec<Option<&ctx_model::TaskExecutionResult>> = if task.map.is_some() {
+                report
+                    .results
+                    .iter()
+                    .filter(|r| {
+                        ctx_model::map::parse_item_id(&r.task_id)
+                            .is_some_and(|(m, _)| m == task.id)
+                    })
+                    .map(Some)
+                    .collect()
+            } else {
+                vec![report.results.iter().find(|r| r.task_id == task.id)]
+            };
+            if results.is_empty() {
                 continue;
             }
-            // Checks only count when they ran: a task that failed otherwise
-            // or was skipped passes none.
-            let ran =
-                result.filter(|r| matches!(r.status, TaskStatus::Completed | TaskStatus::Failed));
-            let count = |checks: &[ctx_checks::CheckResult]| {
-                checks.iter().filter(|c| c.passed).count() as u64
-            };
-            let passed = ran.map_or(0, |r| count(&r.metadata.checks));
-            // The first attempt's checks: an attempt whose call failed ran
-            // none, so passed none.
-            let first = ran.map_or(0, |r| match r.metadata.check_attempts.first() {
-                Some(a) => count(&a.checks),
-                None => count(&r.metadata.checks),
-            });
-            self.checks_total += total;
-            self.checks_passed += passed;
-            self.first_attempt_checks_passed += first;
-            self.tasks_checked += 1;
-            if passed == total {
-                self.tasks_passing += 1;
+            let mut all_passed = true;
+            for result in results {
+                if let Some(u) = result.and_then(|r| r.metadata.tokens_used) {
+                    self.prompt_tokens = self.prompt_tokens.saturating_add(u.prompt_tokens);
+                    self.completion_tokens =
+                        self.completion_tokens.saturating_add(u.completion_tokens);
+                }
+                if let Some(ms) = result.and_then(|r| r.metadata.execution_time_ms) {
+                    self.task_ms = self.task_ms.saturating_add(ms);
+                }
+                let total = checks[i] as u64;
+                if total == 0 {
+                    continue;
+                }
+                // Checks only count when they ran: a task that failed
+                // otherwise or was skipped passes none.
+                let ran = result
+                    .filter(|r| matches!(r.status, TaskStatus::Completed | TaskStatus::Failed));
+                let count = |checks: &[ctx_checks::CheckResult]| {
+                    checks.iter().filter(|c| c.passed).count() as u64
+                };
+                let passed = ran.map_or(0, |r| count(&r.metadata.checks));
+                // The first attempt's checks: an attempt whose call failed
+                // ran none, so passed none.
+                let first = ran.map_or(0, |r| match r.metadata.check_attempts.first() {
+                    Some(a) => count(&a.checks),
+                    None => count(&r.metadata.checks),
+                });
+                self.checks_total += total;
+                self.checks_passed += passed;
+                self.first_attempt_checks_passed += first;
+                all_passed &= passed == total;
+                per_task[i].first += first;
+                per_task[i].last += passed;
+                per_task[i].total += total;
             }
-            per_task[i].first += first;
-            per_task[i].last += passed;
-            per_task[i].total += total;
+            if checks[i] > 0 {
+                self.tasks_checked += 1;
+                if all_passed {
+                    self.tasks_passing += 1;
+                }
+            }
         }
     }
 }

@@ -91,11 +91,18 @@ impl RunShow {
             .into_iter()
             .map(|r| (r.result.task_id.clone(), r))
             .collect();
-        let tasks = plan
-            .sub_tasks
-            .iter()
-            .map(|t| (t.id.clone(), latest.remove(&t.id)))
-            .collect();
+        let mut tasks = Vec::with_capacity(plan.sub_tasks.len());
+        for t in &plan.sub_tasks {
+            let own = latest.remove(&t.id);
+            // A map task's items follow it, in item order.
+            let items = if t.map.is_some() {
+                take_items(&t.id, &mut latest)
+            } else {
+                Vec::new()
+            };
+            tasks.push((t.id.clone(), own));
+            tasks.extend(items.into_iter().map(|r| (r.result.task_id.clone(), Some(r))));
+        }
         let spent = crate::spent(view)?;
         let published = view.published()?;
         Ok(RunShow {
@@ -382,7 +389,17 @@ struct TaskPageJson<'a> {
     claims: Option<i32>,
     prompt_hash: Option<&'a str>,
     result: Option<TaskJson<'a>>,
+    /// A map task's items: id and status, in item order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    items: Vec<ItemJson<'a>>,
     history: Vec<HistoryJson<'a>>,
+}
+
+/// One item of a map task's page.
+#[derive(Serialize)]
+struct ItemJson<'a> {
+    task_id: &'a str,
+    status: TaskStatus,
 }
 
 /// One stored result of [`TaskPageJson`]'s history.
@@ -397,6 +414,22 @@ struct HistoryJson<'a> {
     result: TaskJson<'a>,
 }
 
+/// The stored items of map task `map_id` (`TASK[i]`), taken out of
+/// `latest`, in item order.
+fn take_items(map_id: &str, latest: &mut HashMap<String, ResultRecord>) -> Vec<ResultRecord> {
+    let mut ids: Vec<(usize, String)> = latest
+        .keys()
+        .filter_map(|id| {
+            let (m, i) = ctx_model::map::parse_item_id(id)?;
+            (m == map_id).then(|| (i, id.clone()))
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.into_iter()
+        .filter_map(|(_, id)| latest.remove(&id))
+        .collect()
+}
+
 /// One task of a stored run as `ctx runs show RUN --task ID` shows it.
 #[derive(Debug, Clone)]
 pub struct TaskShow {
@@ -407,6 +440,8 @@ pub struct TaskShow {
     /// The task's claims so far, in a shared store (which has no
     /// sessions).
     claims: Option<i32>,
+    /// A map task's items, in item order, with their latest status.
+    items: Vec<(String, TaskStatus)>,
 }
 
 impl TaskShow {
@@ -420,14 +455,26 @@ impl TaskShow {
         claims: Option<i32>,
     ) -> Result<Option<TaskShow>, StoreError> {
         let header = view.header()?;
-        let latest = view
+        let mut all: HashMap<String, ResultRecord> = view
             .latest()?
             .into_iter()
-            .find(|r| r.result.task_id == task_id);
-        if latest.is_none() && view.plan()?.task(task_id).is_none() {
+            .map(|r| (r.result.task_id.clone(), r))
+            .collect();
+        let latest = all.remove(task_id);
+        let plan = view.plan()?;
+        let task = plan.task(task_id);
+        if latest.is_none() && task.is_none() {
             return Ok(None);
         }
+        let items = match task {
+            Some(t) if t.map.is_some() => take_items(task_id, &mut all)
+                .into_iter()
+                .map(|r| (r.result.task_id, r.result.status))
+                .collect(),
+            _ => Vec::new(),
+        };
         Ok(Some(TaskShow {
+            items,
             run_id: header.run_id,
             task_id: task_id.to_string(),
             latest,
@@ -457,6 +504,11 @@ impl TaskShow {
             claims: self.claims,
             prompt_hash: self.latest.as_ref().and_then(|r| r.prompt_hash.as_deref()),
             result: self.latest.as_ref().map(|r| TaskJson::of(&r.result)),
+            items: self
+                .items
+                .iter()
+                .map(|(task_id, status)| ItemJson { task_id, status: *status })
+                .collect(),
             history,
         }
     }
@@ -539,6 +591,16 @@ impl TaskShow {
         }
         if !m.checks.is_empty() {
             out.push_str(&checks_text(m));
+        }
+        if !self.items.is_empty() {
+            out.push_str("\n\n## Items\n\n");
+            let rows: Vec<Vec<String>> = self
+                .items
+                .iter()
+                .map(|(id, status)| vec![printable(id), status.to_string()])
+                .collect();
+            let table = ctx_table::render(&["TASK", "STATUS"], &[false, false], &rows);
+            out.push_str(table.trim_end_matches('\n'));
         }
         out.push_str("\n\n## History\n\n");
         out.push_str(&self.history_table());

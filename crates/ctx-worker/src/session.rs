@@ -114,6 +114,11 @@ impl SharedSession {
         settings: SharedSettings,
     ) -> Result<SharedSession, SharedError> {
         ctx_run::refuse_unjudgeable(&plan, engine.as_ref())?;
+        if let Some(t) = plan.sub_tasks.iter().find(|t| t.map.is_some()) {
+            return Err(SharedError::MapNotShared {
+                task_id: t.id.clone(),
+            });
+        }
         if let Some(dir) = &settings.out {
             ctx_run::out_dir::prepare(dir).map_err(ctx_run::RunError::Out)?;
         }

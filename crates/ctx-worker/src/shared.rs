@@ -34,6 +34,16 @@ pub enum SharedError {
     /// This machine's input-hash cache could not be opened.
     #[error(transparent)]
     Cache(#[from] ctx_store_sqlite::Error),
+    /// A plan with a `map:` task: its items exist only once its source is
+    /// known, and the shared store does not expand maps yet
+    /// (docs/execution.md, "Map tasks").
+    #[error(
+        "task `{task_id}` maps over a list: a shared store does not run map tasks yet; run it with a local store"
+    )]
+    MapNotShared {
+        /// The first map task of the plan.
+        task_id: String,
+    },
 }
 
 /// A run that was registered, or resumed.

@@ -55,6 +55,16 @@ pub fn run(args: Args) -> CliResult {
     Ok(Exit::Ok)
 }
 
+/// ` ×N` after a map task's id: it runs once per item, up to
+/// `map.max_items`; its items are not drawn (they exist only once the
+/// list is known).
+fn map_mark(t: &ctx_model::SubTask) -> String {
+    t.map
+        .as_ref()
+        .and_then(|m| m.max_items)
+        .map_or_else(String::new, |n| format!(" ×{n}"))
+}
+
 /// One line of a description, at most `max` characters.
 fn short(description: &str, max: usize) -> String {
     let line = description.lines().next().unwrap_or_default().trim();
@@ -139,8 +149,9 @@ fn mermaid(plan: &Plan, graph: &PlanGraph) -> String {
     for (i, t) in plan.sub_tasks.iter().enumerate() {
         let _ = writeln!(
             out,
-            "  t{i}[\"{}: {}<br/>level {}, priority {}\"]",
+            "  t{i}[\"{}{}: {}<br/>level {}, priority {}\"]",
             label(&t.id),
+            map_mark(t),
             label(&short(&t.description, 60)),
             graph.level(i),
             priority(graph, i)
@@ -195,8 +206,9 @@ fn dot(plan: &Plan, graph: &PlanGraph) -> String {
     out.push_str("  rankdir=TB;\n  node [shape=box];\n");
     for (i, t) in plan.sub_tasks.iter().enumerate() {
         let text = format!(
-            "{}: {}\nlevel {}, priority {}",
+            "{}{}: {}\nlevel {}, priority {}",
             t.id,
+            map_mark(t),
             short(&t.description, 60),
             graph.level(i),
             priority(graph, i)

@@ -34,6 +34,8 @@
 //!   each task's `publish` path, as far as they can be judged without the
 //!   template language (placeholders are ctx-prompt's:
 //!   `ctx_prompt::plan_fill::template_problems`).
+//! * `map`: each task's `map:` block (source, pointer, placeholder,
+//!   `max_items`) and the item ids it makes.
 //! * `suggestions`: "did you mean", the closest known name to a misspelt
 //!   one (a trie walk; see that module for why not a pairwise crate).
 //!
@@ -50,6 +52,7 @@ use crate::parse::ParsedPlan;
 use crate::plan::Plan;
 
 mod cycles;
+mod map;
 mod rules;
 mod suggestions;
 mod variables;
@@ -158,6 +161,26 @@ pub enum ProblemCode {
     /// `{{HISTORICAL_CONTEXT}}` is used and the plan names no
     /// `history.content_root`.
     NoContentRoot,
+    /// A `map:` block that is malformed: a bad pointer or placeholder
+    /// name, `max_items: 0`, a map task with `publish`.
+    InvalidMap,
+    /// `map.over` names neither a declared variable nor a dependency of
+    /// the task.
+    UnknownMapSource,
+    /// `map.over` names a variable that is not `type: json`.
+    MapSourceNotJson,
+    /// `map.max_items` is missing.
+    MissingMaxItems,
+    /// `map.as` names a declared variable (or `HISTORICAL_CONTEXT`).
+    MapItemClash,
+    /// `map.over` names another map task: a map over the items of another
+    /// map is not supported.
+    MapOverMap,
+    /// A task is named like an item of a map task (`TASK[3]`).
+    ItemIdClash,
+    /// An item placeholder (`map.as`) outside an `<untrusted-content>`
+    /// fence; the item is always untrusted.
+    BareItemPlaceholder,
 }
 
 impl ProblemCode {
@@ -205,6 +228,14 @@ impl ProblemCode {
             ProblemCode::TemplateLint => "template_lint",
             ProblemCode::UntrustedPublishVariable => "untrusted_publish_variable",
             ProblemCode::NoContentRoot => "no_content_root",
+            ProblemCode::InvalidMap => "invalid_map",
+            ProblemCode::UnknownMapSource => "unknown_map_source",
+            ProblemCode::MapSourceNotJson => "map_source_not_json",
+            ProblemCode::MissingMaxItems => "missing_max_items",
+            ProblemCode::MapItemClash => "map_item_clash",
+            ProblemCode::MapOverMap => "map_over_map",
+            ProblemCode::ItemIdClash => "item_id_clash",
+            ProblemCode::BareItemPlaceholder => "bare_item_placeholder",
         }
     }
 }
@@ -292,6 +323,7 @@ pub fn validate_with(plan: &Plan, entity_pattern: PatternCheck<'_>) -> Vec<Probl
     rules::check_plan(plan, entity_pattern, &mut out);
     variables::check_variables(plan, &mut out);
     variables::check_publish_paths(plan, &mut out);
+    map::check_maps(plan, &mut out);
     cycles::check_cycles(plan, &mut out);
     out
 }
@@ -340,6 +372,7 @@ mod tests {
             dependency: Default::default(),
             checks: Vec::new(),
             publish: None,
+            map: None,
         }
     }
 

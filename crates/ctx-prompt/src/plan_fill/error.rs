@@ -73,6 +73,26 @@ pub enum FillError {
         #[source]
         source: RenderError,
     },
+    /// A value filled into a map task's prompt holds the text of its item
+    /// placeholder, which the expansion would take for an item's place.
+    #[error("{field}: a value holds the text {{{{{item}}}}}, the item placeholder of this map task")]
+    ItemInValue {
+        /// The field.
+        field: String,
+        /// The placeholder name (`map.as`).
+        item: String,
+    },
+    /// A map over a variable whose value gives no list of items.
+    #[error("task \"{task_id}\": map over {over}: {source}")]
+    MapSource {
+        /// The map task.
+        task_id: String,
+        /// The variable.
+        over: String,
+        /// What the value gives instead.
+        #[source]
+        source: ctx_model::map::MapSourceError,
+    },
     /// A task's filled own prompt is over `max_prompt_tokens`.
     #[error(
         "task \"{task_id}\": the filled params.prompt is {tokens} tokens, over max_prompt_tokens {cap}{}",

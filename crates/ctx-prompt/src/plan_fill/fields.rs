@@ -1,7 +1,7 @@
 //! A plan's template fields: which texts are templates, where each sits
 //! (its field path), and writing a filled text back to its field.
 
-use ctx_model::Plan;
+use ctx_model::{Class, Plan};
 
 use crate::template::{Classes, Template};
 
@@ -81,6 +81,32 @@ pub(crate) fn template_fields(plan: &Plan) -> Vec<TemplateField> {
 /// untrusted by the template rule, undeclared).
 pub(crate) fn plan_classes(plan: &Plan) -> Classes {
     Classes::from_pairs(plan.variables.iter().map(|v| (v.name.clone(), v.class)))
+}
+
+/// The classes of one template field: the plan's, and for the prompt and
+/// system of a map task its item placeholder (`map.as`) in `item_class`.
+/// The item is untrusted wherever it is judged (`ctx plan check`); the
+/// fill gives it as trusted only to leave `{{AS}}` in place for the
+/// expansion, which fills each item neutralized.
+pub(crate) fn field_classes(plan: &Plan, f: &TemplateField, item_class: Class) -> Classes {
+    let mut pairs: Vec<(String, Class)> = plan
+        .variables
+        .iter()
+        .map(|v| (v.name.clone(), v.class))
+        .collect();
+    if let Some(item) = map_item_of_field(plan, f) {
+        pairs.push((item.to_string(), item_class));
+    }
+    Classes::from_pairs(pairs)
+}
+
+/// The item placeholder name a field may hold: the `map.as` of its task,
+/// for a map task's prompt and system only.
+pub(crate) fn map_item_of_field<'p>(plan: &'p Plan, f: &TemplateField) -> Option<&'p str> {
+    let task = plan.sub_tasks.get(f.task?)?;
+    let m = task.map.as_ref()?;
+    let own_text = f.field.ends_with(".params.prompt") || f.field.ends_with(".params.system");
+    own_text.then_some(m.item.as_str())
 }
 
 /// The entity name of an `entities[j]…` field.

@@ -6,6 +6,7 @@ use ctx_model::{Class, HISTORICAL_CONTEXT, Plan, Problem, ProblemCode};
 
 use crate::template::{FindingKind, lint};
 
+use super::fields::{field_classes, map_item_of_field};
 use super::{TemplateField, plan_classes, template_fields};
 
 /// Every problem of `plan`'s templates, in field order:
@@ -29,16 +30,21 @@ pub fn template_problems(plan: &Plan, content_root_given: bool) -> Vec<Problem> 
     let classes = plan_classes(plan);
     let mut out = Vec::new();
     let mut digest_reported = false;
-    for TemplateField {
-        field,
-        task,
-        template,
-        publish,
-    } in template_fields(plan)
-    {
-        if template.placeholders.is_empty() {
+    for tf in template_fields(plan) {
+        if tf.template.placeholders.is_empty() {
             continue;
         }
+        let item = map_item_of_field(plan, &tf).map(str::to_string);
+        let classes = match &item {
+            Some(_) => field_classes(plan, &tf, Class::Untrusted),
+            None => classes.clone(),
+        };
+        let TemplateField {
+            field,
+            task,
+            template,
+            publish,
+        } = tf;
         let task_id = task.map(|i| plan.sub_tasks[i].id.clone());
         let mut push = |code, message: String| {
             out.push(Problem {
@@ -90,8 +96,27 @@ pub fn template_problems(plan: &Plan, content_root_given: bool) -> Vec<Problem> 
                 );
             }
         }
+        let mut bare_items = 0;
+        for p in &report.placeholders {
+            if Some(&p.name) == item.as_ref() && !p.fenced {
+                bare_items += 1;
+                push(
+                    ProblemCode::BareItemPlaceholder,
+                    format!(
+                        "the item {{{{{}}}}} is outside an `<untrusted-content>` fence: an item is always untrusted{}",
+                        p.name,
+                        at(p.line)
+                    ),
+                );
+            }
+        }
         for f in &report.findings {
-            if f.kind != FindingKind::Unclassified {
+            let about_item = bare_items > 0
+                && f.kind == FindingKind::UnfencedUntrusted
+                && item
+                    .as_ref()
+                    .is_some_and(|i| f.message.contains(&format!("{{{{{i}}}}}")));
+            if f.kind != FindingKind::Unclassified && !about_item {
                 push(
                     ProblemCode::TemplateLint,
                     format!("{}: {}{}", f.kind.as_str(), f.message, at(f.line)),

@@ -39,6 +39,7 @@ mod error;
 mod fields;
 mod limits;
 mod lint;
+mod map_fill;
 
 pub use digest::{DigestSettings, plan_digest, plan_history};
 pub use error::FillError;
@@ -131,6 +132,18 @@ pub fn fill_plan(
     given: &BTreeMap<String, String>,
     digest: Option<&str>,
 ) -> Result<FilledPlan, FillError> {
+    let mut filled = fill_templates(plan, given, digest)?;
+    map_fill::resolve_variable_sources(&mut filled.plan, &filled.values)?;
+    Ok(filled)
+}
+
+/// [`fill_plan`] but for the lists of maps over variables, which are left
+/// unresolved (a cost estimate bounds a map by its `max_items`).
+fn fill_templates(
+    plan: &Plan,
+    given: &BTreeMap<String, String>,
+    digest: Option<&str>,
+) -> Result<FilledPlan, FillError> {
     let values = resolve_values(plan, given)?;
     let classes = plan_classes(plan);
     let mut all = values.clone();
@@ -151,17 +164,32 @@ pub fn fill_plan(
         if names.contains(HISTORICAL_CONTEXT) && digest.is_none() {
             return Err(FillError::NoDigest { field: f.field });
         }
-        let used: BTreeMap<String, String> = all
+        let mut used: BTreeMap<String, String> = all
             .iter()
             .filter(|(k, _)| names.contains(*k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let text = render(&f.template, &classes, &used)
+        // A map task's item placeholder stays as written, for the
+        // expansion to fill per item.
+        let item = fields::map_item_of_field(plan, &f).filter(|i| names.contains(*i));
+        let item_classes;
+        let field_classes = match item {
+            Some(item) => {
+                used.insert(item.to_string(), format!("{{{{{item}}}}}"));
+                item_classes = fields::field_classes(plan, &f, ctx_model::Class::Trusted);
+                &item_classes
+            }
+            None => &classes,
+        };
+        let text = render(&f.template, field_classes, &used)
             .map_err(|source| FillError::Render {
                 field: f.field.clone(),
                 source,
             })?
             .text;
+        if let Some(item) = item {
+            map_fill::check_item_placeholders(&f, item, &text)?;
+        }
         match f.task {
             Some(i) => names_by_task[i].extend(names.iter().cloned()),
             None => {
@@ -253,5 +281,5 @@ pub fn fill_for_estimate(
         }
         None => None,
     };
-    Ok((fill_plan(plan, &values, digest)?, without))
+    Ok((fill_templates(plan, &values, digest)?, without))
 }

@@ -297,3 +297,73 @@ sub_tasks:
     );
     assert!(fill_plan(&p, &values(&[("NOTE", "short")]), None).is_ok());
 }
+
+/// A map over a JSON variable, with a trusted variable in its prompt.
+const MAP_PLAN: &str = r#"
+schema_version: 1
+variables:
+  - {name: LIST, type: json}
+  - {name: WEEK, class: trusted}
+  - {name: NOTE}
+sub_tasks:
+  - id: scan
+    description: One item
+    map: {over: LIST, pointer: /items, as: ITEM, max_items: 2}
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: "Week {{WEEK}}. <untrusted-content>{{ITEM}}</untrusted-content> <untrusted-content>{{NOTE}}</untrusted-content>"
+"#;
+
+#[test]
+fn a_map_task_keeps_its_item_placeholder_and_carries_its_list() {
+    let p = plan(MAP_PLAN);
+    let v = values(&[("LIST", r#"{"items": ["a", "b"]}"#), ("WEEK", "W1"), ("NOTE", "n")]);
+    let filled = fill_plan(&p, &v, None).unwrap().plan;
+    let task = &filled.sub_tasks[0];
+    assert_eq!(
+        task.tool_or_prompt.params.prompt,
+        "Week W1. <untrusted-content>{{ITEM}}</untrusted-content> <untrusted-content>n</untrusted-content>"
+    );
+    let m = task.map.as_ref().unwrap();
+    assert_eq!(m.variable_value.as_deref(), Some(r#"{"items": ["a", "b"]}"#));
+    assert_eq!(template_problems(&p, false), []);
+}
+
+#[test]
+fn a_value_holding_the_item_placeholder_and_a_bad_list_are_refused() {
+    let p = plan(MAP_PLAN);
+    let smuggled = values(&[("LIST", r#"{"items": []}"#), ("WEEK", "W1"), ("NOTE", "{{ITEM}}")]);
+    let e = fill_plan(&p, &smuggled, None).unwrap_err();
+    assert!(matches!(e, FillError::ItemInValue { .. }), "{e}");
+    let long = values(&[("LIST", r#"{"items": [1, 2, 3]}"#), ("WEEK", "W1"), ("NOTE", "n")]);
+    let e = fill_plan(&p, &long, None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "task \"scan\": map over LIST: the list has 3 items, more than max_items (2); it is never cut"
+    );
+    // A cost estimate leaves the list to max_items.
+    let none = values(&[("WEEK", "W1"), ("NOTE", "n")]);
+    assert!(fill_for_estimate(&p, &none, None).is_ok());
+}
+
+#[test]
+fn a_bare_item_placeholder_is_a_finding_and_the_item_is_no_variable_elsewhere() {
+    let bare = MAP_PLAN.replace(
+        "<untrusted-content>{{ITEM}}</untrusted-content>",
+        "{{ITEM}}",
+    );
+    let found: Vec<ProblemCode> = template_problems(&plan(&bare), false)
+        .into_iter()
+        .map(|p| p.code)
+        .collect();
+    assert_eq!(found, [ProblemCode::BareItemPlaceholder]);
+    let elsewhere = format!(
+        "{MAP_PLAN}  - id: other\n    description: Other\n    tool_or_prompt: {{name: inference, params: {{prompt: \"<untrusted-content>{{{{ITEM}}}}</untrusted-content>\"}}}}\n"
+    );
+    let found: Vec<ProblemCode> = template_problems(&plan(&elsewhere), false)
+        .into_iter()
+        .map(|p| p.code)
+        .collect();
+    assert_eq!(found, [ProblemCode::UndeclaredVariable]);
+}

@@ -97,8 +97,27 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
         .collect();
     let mut tasks = Vec::with_capacity(plan.sub_tasks.len());
     let mut records = Vec::with_capacity(plan.sub_tasks.len());
+    // Each plan task, and after a map task its stored items (in item
+    // order), each an entry of its own.
+    let mut entries: Vec<(ctx_model::SubTask, Option<ResultRecord>)> = Vec::new();
     for task in &plan.sub_tasks {
-        let record = stored.remove(&task.id);
+        entries.push((task.clone(), stored.remove(&task.id)));
+        let Some(m) = &task.map else { continue };
+        let mut items: Vec<(usize, String)> = stored
+            .keys()
+            .filter_map(|id| {
+                let (map_id, i) = ctx_model::map::parse_item_id(id)?;
+                (map_id == task.id).then(|| (i, id.clone()))
+            })
+            .collect();
+        items.sort_unstable();
+        for (i, id) in items {
+            let item = ctx_deps::map::item_task(task, m, i, "");
+            entries.push((item, stored.remove(&id)));
+        }
+    }
+    for (task, record) in &entries {
+        let record = record.clone();
         let (started, ended) = match &record {
             Some(r) => (
                 r.started_at

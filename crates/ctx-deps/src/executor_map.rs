@@ -1,0 +1,229 @@
+//! The executor's turn for a map task (src/map.rs has the expansion
+//! itself): the first time the map task is popped, its dependencies are
+//! done and it expands; the second time, its items have all ended and it
+//! joins. Neither turn calls an engine, holds a concurrency slot or
+//! reserves budget: each item does, as any task.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ctx_model::map::parse_item_id;
+use ctx_model::{TaskExecutionResult, TaskStatus};
+
+use super::{ExecError, Executor, ProgressEvent, RunState};
+use crate::budget::Budget;
+use crate::map::{expand_map, item_hash, join_result, plan_with_items};
+
+impl Executor {
+    /// Map task `i`'s turn: expand it, or join its items.
+    pub(super) async fn map_step<P>(
+        &self,
+        run: &mut RunState,
+        i: usize,
+        budget: Option<&Budget>,
+        progress: &mut P,
+    ) -> Result<(), ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        if run.expanded[i] {
+            return self.join_map(run, i, progress).await;
+        }
+        run.expanded[i] = true;
+        let ctx = Arc::clone(&run.ctx);
+        let task = &ctx.plan.sub_tasks[i];
+        run.order.push(task.id.clone());
+        progress(&ProgressEvent::Started {
+            task_id: task.id.clone(),
+        });
+        let over = task.map.as_ref().map(|m| m.over.as_str()).unwrap_or("");
+        let source = task
+            .dependencies
+            .iter()
+            .any(|d| d == over)
+            .then(|| ctx.graph.index_of(over))
+            .flatten()
+            .and_then(|s| run.results[s].as_ref())
+            .map(|r| r.output.as_str());
+        let items = match expand_map(task, source) {
+            Ok(items) => items,
+            Err(e) => {
+                let mut r = TaskExecutionResult::new(&task.id, TaskStatus::Failed);
+                r.error = Some(format!("map task `{}`: {e}", task.id));
+                return self.settle(run, i, r, false, progress).await;
+            }
+        };
+        let before = ctx.graph.len();
+        let hashes: Vec<String> = {
+            let outputs: Vec<&str> = items
+                .first()
+                .map(|t| t.dependencies.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|d| ctx.graph.index_of(d))
+                .filter_map(|d| run.results[d].as_ref())
+                .map(|r| r.output.as_str())
+                .collect();
+            items.iter().map(|t| item_hash(t, &outputs)).collect()
+        };
+        let plan = plan_with_items(&ctx.plan, i, items);
+        let expanded = Arc::new(ctx.expanded(
+            plan,
+            &self.options,
+            hashes.iter().cloned().enumerate().map(|(k, h)| (before + k, h)),
+        )?);
+        let after = expanded.graph.len();
+        if let Some(b) = budget {
+            b.extend(&expanded.plan.sub_tasks[before..]);
+        }
+        let level = run.queue.level_of(i);
+        run.queue.grow(after, level);
+        run.results.resize(after, None);
+        run.pending_summary.resize(after, None);
+        run.summary_only.resize(after, false);
+        run.expanded.resize(after, false);
+        run.item_of.resize(after, Some(i));
+        run.deferred.resize(after, None);
+        run.upstream_maps.resize(after, Vec::new());
+        run.ctx = expanded;
+        let (mut stored, stored_count) = if self.options.reuse_completed {
+            self.stored_items(&run.ctx.plan.sub_tasks[i].id).await?
+        } else {
+            (HashMap::new(), 0)
+        };
+        let mut waiting = 0;
+        let mut in_place = 0;
+        for (k, hash) in (before..after).zip(hashes) {
+            match stored.remove(&hash) {
+                Some(done) => {
+                    if done.task_id == run.ctx.graph.id(k) {
+                        in_place += 1;
+                    }
+                    self.reuse_item(run, k, done, progress).await?;
+                }
+                None => {
+                    waiting += 1;
+                    run.queue.push(k, &run.ctx.graph);
+                }
+            }
+        }
+        run.unchanged.resize(after, false);
+        run.unchanged[i] = self.options.reuse_completed
+            && in_place == after - before
+            && stored_count == after - before;
+        if waiting == 0 {
+            return self.join_map(run, i, progress).await;
+        }
+        run.queue.wait_for(i, waiting);
+        Ok(())
+    }
+
+    /// A resumed run's stored items of map task `map_id`: the completed
+    /// ones by content hash (the first stored one of each hash), and how
+    /// many items were stored in all (completed or not).
+    async fn stored_items(
+        &self,
+        map_id: &str,
+    ) -> Result<(HashMap<String, TaskExecutionResult>, usize), ExecError> {
+        let all = crate::offload::all_results(&self.store)
+            .await
+            .map_err(|source| super::store_err(map_id, source))?;
+        let mut by_hash = HashMap::new();
+        let mut stored = 0;
+        for r in all {
+            let mine = parse_item_id(&r.task_id).is_some_and(|(m, _)| m == map_id);
+            if !mine {
+                continue;
+            }
+            stored += 1;
+            if r.status != TaskStatus::Completed {
+                continue;
+            }
+            if let Some(h) = r.metadata.map_item_hash.clone() {
+                by_hash.entry(h).or_insert(r);
+            }
+        }
+        Ok((by_hash, stored))
+    }
+
+    /// On resume, task `i` below a map takes its stored completed result
+    /// when every map upstream of it expanded to exactly the items it had
+    /// (each taken as stored, none moved, none added or gone). Returns
+    /// whether it did; otherwise it runs.
+    pub(super) async fn reuse_deferred<P>(
+        &self,
+        run: &mut RunState,
+        i: usize,
+        progress: &mut P,
+    ) -> Result<bool, ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let Some(done) = run.deferred.get_mut(i).and_then(Option::take) else {
+            return Ok(false);
+        };
+        if !run.upstream_maps[i].iter().all(|&m| run.unchanged[m]) {
+            return Ok(false);
+        }
+        let id = done.task_id.clone();
+        progress(&ProgressEvent::Reused {
+            task_id: id.clone(),
+        });
+        run.reused.push(id);
+        run.finish(i, done);
+        run.release_dependents(i, &Arc::clone(&run.ctx).graph);
+        Ok(true)
+    }
+
+    /// Item `k` takes a stored completed result of the same content: under
+    /// its own id (stored again when the item moved in the list), reported
+    /// as reused.
+    async fn reuse_item<P>(
+        &self,
+        run: &mut RunState,
+        k: usize,
+        mut done: TaskExecutionResult,
+        progress: &mut P,
+    ) -> Result<(), ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let id = run.ctx.graph.id(k).to_string();
+        if done.task_id != id {
+            done.task_id = id.clone();
+            crate::offload::store(&self.store, done.clone())
+                .await
+                .map_err(|source| super::store_err(&id, source))?;
+        }
+        progress(&ProgressEvent::Reused {
+            task_id: id.clone(),
+        });
+        run.reused.push(id);
+        run.finish(k, done);
+        Ok(())
+    }
+
+    /// Map task `i`'s items have all ended: its own result, within
+    /// `map.allow_failures`, settles it and so releases or skips its
+    /// dependents.
+    async fn join_map<P>(
+        &self,
+        run: &mut RunState,
+        i: usize,
+        progress: &mut P,
+    ) -> Result<(), ExecError>
+    where
+        P: FnMut(&ProgressEvent),
+    {
+        let ctx = Arc::clone(&run.ctx);
+        let items: Vec<&TaskExecutionResult> = run
+            .item_of
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| **m == Some(i))
+            .filter_map(|(k, _)| run.results[k].as_ref())
+            .collect();
+        let r = join_result(&ctx.plan.sub_tasks[i], &items);
+        self.settle(run, i, r, false, progress).await
+    }
+}

@@ -1,0 +1,320 @@
+//! The executor's map tasks: expansion when the source is done, items as
+//! tasks of their own, the join within `allow_failures`, the reduce's one
+//! block of items, and a source that gives no list.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_model::{MapSpec, Plan, TaskStatus};
+use ctx_store::{ExecutionStore, MemoryStore};
+
+use super::*;
+use crate::options::ExecutorOptions;
+
+/// Answers each task with a scripted output (else `out {id}`), fails the
+/// ids asked, and records every prompt.
+#[derive(Default)]
+struct Scripted {
+    outputs: BTreeMap<String, String>,
+    /// When set, every task but those in `outputs` answers this many `w `.
+    words: Option<usize>,
+    fail: HashSet<String>,
+    prompts: Mutex<Vec<(String, String)>>,
+}
+
+impl InferenceEngine for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(async move {
+            let id = request.task_id.clone();
+            self.prompts
+                .lock()
+                .unwrap()
+                .push((id.clone(), request.prompt.clone()));
+            if self.fail.contains(&id) {
+                return Err(EngineError {
+                    message: format!("{id} broke"),
+                    attempts: Vec::new(),
+                });
+            }
+            Ok(InferenceResponse {
+                output: self
+                    .outputs
+                    .get(&id)
+                    .cloned()
+                    .unwrap_or_else(|| match self.words {
+                        Some(n) => "w ".repeat(n),
+                        None => format!("out {id}"),
+                    }),
+                ..InferenceResponse::default()
+            })
+        })
+    }
+}
+
+/// `src → scan (map over src at /repos) → report`, and `other`, which
+/// `scan` depends on too.
+fn map_plan(allow_failures: usize, max_items: usize) -> Plan {
+    let mut plan = ctx_test_support::plan(&[
+        ("src", &[]),
+        ("other", &[]),
+        ("scan", &["src", "other"]),
+        ("report", &["scan"]),
+    ]);
+    let scan = &mut plan.sub_tasks[2];
+    scan.tool_or_prompt.params.prompt =
+        "Rate <untrusted-content>{{REPO}}</untrusted-content>.".into();
+    scan.map = Some(MapSpec {
+        over: "src".into(),
+        pointer: Some("/repos".into()),
+        item: "REPO".into(),
+        max_items: Some(max_items),
+        allow_failures,
+        variable_value: None,
+    });
+    plan
+}
+
+async fn run(plan: Plan, engine: Arc<Scripted>, concurrency: usize) -> RunReport {
+    let store = Arc::new(MemoryStore::new());
+    let opts = ExecutorOptions {
+        concurrency,
+        ..ExecutorOptions::default()
+    };
+    let exec = Executor::new(plan, engine, store.clone(), opts).unwrap();
+    let report = exec.run().await.unwrap();
+    // Every result, items too, is in the store.
+    for r in &report.results {
+        let stored = store.get_by_task_id(&r.task_id).unwrap().unwrap();
+        assert_eq!(stored.status, r.status, "{}", r.task_id);
+    }
+    report
+}
+
+fn scripted(src: &str, fail: &[&str]) -> Arc<Scripted> {
+    Arc::new(Scripted {
+        outputs: [("src".to_string(), src.to_string())].into(),
+        fail: fail.iter().map(|s| s.to_string()).collect(),
+        ..Scripted::default()
+    })
+}
+
+fn statuses(report: &RunReport) -> Vec<(String, TaskStatus)> {
+    report
+        .results
+        .iter()
+        .map(|r| (r.task_id.clone(), r.status))
+        .collect()
+}
+
+#[tokio::test]
+async fn items_run_as_tasks_and_the_reduce_gets_them_in_order() {
+    let engine = scripted(r#"{"repos": ["a/b", "c/d", "e/f"]}"#, &[]);
+    for concurrency in [1, 4] {
+        engine.prompts.lock().unwrap().clear();
+        let report = run(map_plan(0, 5), engine.clone(), concurrency).await;
+        let ids: Vec<String> = statuses(&report).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(
+            ids,
+            ["src", "other", "scan", "scan[0]", "scan[1]", "scan[2]", "report"]
+        );
+        assert!(report.all_completed(), "{report:#?}");
+        let prompts = engine.prompts.lock().unwrap().clone();
+        let prompt_of = |id: &str| {
+            prompts
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, p)| p.clone())
+                .unwrap()
+        };
+        // The map task itself calls no engine.
+        assert!(prompts.iter().all(|(id, _)| id != "scan"));
+        let item = prompt_of("scan[1]");
+        assert!(item.contains("<untrusted-content>c/d</untrusted-content>"), "{item}");
+        // The item gets `other`'s output, never the whole list.
+        assert!(item.contains("out other") && !item.contains("a/b"), "{item}");
+        let reduce = prompt_of("report");
+        let at = |s: &str| reduce.find(s).unwrap_or_else(|| panic!("{s} in {reduce}"));
+        assert!(at("### Task scan[0]") < at("### Task scan[1]"));
+        assert!(at("### Task scan[1]") < at("### Task scan[2]"));
+        assert!(!reduce.contains("3 items"), "{reduce}");
+    }
+}
+
+#[tokio::test]
+async fn a_failed_item_fails_the_map_unless_allowed() {
+    let src = r#"{"repos": ["a", "b", "c"]}"#;
+    let report = run(map_plan(0, 5), scripted(src, &["scan[1]"]), 2).await;
+    let s: BTreeMap<String, TaskStatus> = statuses(&report).into_iter().collect();
+    assert_eq!(s["scan[0]"], TaskStatus::Completed);
+    assert_eq!(s["scan[1]"], TaskStatus::Failed);
+    assert_eq!(s["scan"], TaskStatus::Failed);
+    assert_eq!(s["report"], TaskStatus::Skipped);
+
+    let engine = scripted(src, &["scan[1]"]);
+    let report = run(map_plan(1, 5), engine.clone(), 2).await;
+    let s: BTreeMap<String, TaskStatus> = statuses(&report).into_iter().collect();
+    assert_eq!(s["scan"], TaskStatus::Completed);
+    assert_eq!(s["report"], TaskStatus::Completed);
+    let prompts = engine.prompts.lock().unwrap();
+    let reduce = &prompts.iter().find(|(i, _)| i == "report").unwrap().1;
+    assert!(reduce.contains("(this item failed: scan[1] broke)"), "{reduce}");
+}
+
+#[tokio::test]
+async fn an_empty_list_completes_and_the_reduce_still_runs() {
+    let report = run(map_plan(0, 5), scripted(r#"{"repos": []}"#, &[]), 2).await;
+    assert!(report.all_completed(), "{report:#?}");
+    assert_eq!(report.results.len(), 4);
+}
+
+#[tokio::test]
+async fn a_source_without_a_list_fails_the_map_naming_the_pointer() {
+    for (src, found) in [
+        (r#"{"repos": {"a": 1}}"#, "reaches an object, not an array"),
+        ("not json", "is not JSON"),
+        (r#"{"repos": [1, 2, 3]}"#, "3 items, more than max_items (2)"),
+    ] {
+        let report = run(map_plan(0, 2), scripted(src, &[]), 2).await;
+        let scan = report.results.iter().find(|r| r.task_id == "scan").unwrap();
+        assert_eq!(scan.status, TaskStatus::Failed);
+        let e = scan.error.as_deref().unwrap();
+        assert!(
+            e.starts_with(r#"map task `scan`: map over `src` at pointer "/repos": "#),
+            "{e}"
+        );
+        assert!(e.contains(found), "{e}");
+        let report_task = report.results.iter().find(|r| r.task_id == "report").unwrap();
+        assert_eq!(report_task.status, TaskStatus::Skipped);
+    }
+}
+
+#[tokio::test]
+async fn a_resumed_map_reruns_only_the_items_whose_content_changed() {
+    let store = Arc::new(MemoryStore::new());
+    let first = scripted(r#"{"repos": ["a", "b", "c"]}"#, &["scan[1]"]);
+    let opts = ExecutorOptions {
+        concurrency: 2,
+        ..ExecutorOptions::default()
+    };
+    let exec = Executor::new(map_plan(0, 5), first, store.clone(), opts.clone()).unwrap();
+    let report = exec.run().await.unwrap();
+    assert_eq!(status_of(&report, "scan"), TaskStatus::Failed);
+
+    // The list changed: `c` moved to the front, `a` to the middle, `b`
+    // (which failed) is gone and `x` is new. The source runs again.
+    let second = scripted(r#"{"repos": ["c", "a", "x"]}"#, &[]);
+    let opts = ExecutorOptions {
+        reuse_completed: true,
+        force_rerun: ["src".to_string()].into(),
+        ..opts
+    };
+    let exec = Executor::new(map_plan(0, 5), second.clone(), store.clone(), opts).unwrap();
+    let report = exec.run().await.unwrap();
+    assert!(report.all_completed(), "{report:#?}");
+    let mut called: Vec<String> = second
+        .prompts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect();
+    called.sort();
+    assert_eq!(called, ["report", "scan[2]", "src"]);
+    // A moved item keeps its result under its new id.
+    let moved = store.get_by_task_id("scan[0]").unwrap().unwrap();
+    assert_eq!(moved.output, "out scan[2]");
+    assert!(report.reused.contains(&"scan[1]".to_string()));
+}
+
+fn status_of(report: &RunReport, id: &str) -> TaskStatus {
+    report
+        .results
+        .iter()
+        .find(|r| r.task_id == id)
+        .map(|r| r.status)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_resume_with_the_same_list_reuses_the_reduce_and_a_changed_one_runs_it() {
+    let store = Arc::new(MemoryStore::new());
+    let resume = |src: &str, reuse: bool| {
+        // The source's stored output is this session's list.
+        let mut listed = ctx_model::TaskExecutionResult::new("src", TaskStatus::Completed);
+        listed.output = src.to_string();
+        store.store(listed).unwrap();
+        let engine = scripted(src, &[]);
+        let opts = ExecutorOptions {
+            reuse_completed: reuse,
+            ..ExecutorOptions::default()
+        };
+        let exec = Executor::new(map_plan(0, 5), engine.clone(), store.clone(), opts).unwrap();
+        async move {
+            let report = exec.run().await.unwrap();
+            assert!(report.all_completed(), "{report:#?}");
+            let mut called: Vec<String> = engine
+                .prompts
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(id, _)| id.clone())
+                .filter(|id| id != "src")
+                .collect();
+            called.sort();
+            called
+        }
+    };
+    resume(r#"{"repos": ["a", "b"]}"#, false).await;
+    assert_eq!(resume(r#"{"repos": ["a", "b"]}"#, true).await, Vec::<String>::new());
+    // One item fewer: every item is reused, but the reduce must run.
+    assert_eq!(resume(r#"{"repos": ["a"]}"#, true).await, ["report"]);
+    // Moved (`b` is still stored from the first list): both items are
+    // reused under their new ids, and the reduce runs.
+    assert_eq!(resume(r#"{"repos": ["b", "a"]}"#, true).await, ["report"]);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+        ctx_test_support::proptest_cases(24)
+    ))]
+
+    /// Whatever the items and their outputs, no prompt sent to the engine
+    /// is over the cap: each item's own (an item too large for it fails
+    /// before any call), and the reduce's, whose block of items shrinks.
+    #[test]
+    fn every_item_prompt_and_the_reduce_prompt_stay_under_the_cap(
+        items in proptest::collection::vec(("[a-z ]{0,40}", 0usize..400), 0..8),
+        words in 0usize..600,
+        cap in 150usize..900,
+    ) {
+        let list: Vec<String> = items.iter().map(|(s, n)| format!("{s}{}", "z ".repeat(*n))).collect();
+        let src = serde_json::json!({ "repos": list }).to_string();
+        let mut plan = map_plan(list.len(), 10);
+        plan.config.max_prompt_tokens = cap;
+        let engine = Arc::new(Scripted {
+            outputs: [("src".to_string(), src)].into(),
+            words: Some(words),
+            ..Scripted::default()
+        });
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let report = rt.block_on(run(plan.clone(), engine.clone(), 3));
+        let counter = ctx_tokens::TokenizerExt::counter(
+            ctx_prompt::tokenizer_for_task(&plan, &plan.sub_tasks[0]).unwrap(),
+        );
+        for (id, prompt) in engine.prompts.lock().unwrap().iter() {
+            let n = counter.count(prompt);
+            proptest::prop_assert!(n <= cap, "{id}: {n} tokens over {cap}");
+        }
+        // Every item ended (the map allows every failure), so the reduce ran
+        // or failed on its own cap, never skipped.
+        let reduce = report.results.iter().find(|r| r.task_id == "report").unwrap();
+        proptest::prop_assert!(reduce.status != TaskStatus::Skipped, "{reduce:?}");
+    }
+}

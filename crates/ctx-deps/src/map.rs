@@ -1,0 +1,243 @@
+//! A map task expanded into its items: the one expansion every executor
+//! uses (the local [`Executor`](crate::Executor) now; the shared store's
+//! session can call [`expand_map`] the same way).
+//!
+//! When a map task's dependencies are done, its source is read (the
+//! variable's value the filled plan carries, or the `over` dependency's
+//! output) and resolved by [`ctx_model::map::resolve_items`] (the RFC 6901
+//! pointer, `max_items`, the item kinds). Each item becomes a full task
+//! ([`item_task`]): id `TASK[i]` ([`ctx_model::map::item_id`]), the map
+//! task's description, entities, checks and dependencies *except the
+//! map's source* (the whole list never enters an item's prompt), and its
+//! prompt and system with `{{AS}}` replaced by the item, neutralized with
+//! [`ctx_fence::neutralize`] (an item is always untrusted; the author
+//! wrote the fence around the placeholder, which `ctx plan check`
+//! enforces). A JSON item is written as compact JSON.
+//!
+//! The executor then appends the items to its graph: each item depends
+//! on the map task's dependencies but the source, and the map task on
+//! every item, so the map task becomes a join ([`join_result`]) whose
+//! dependents are released once its items end, within
+//! `map.allow_failures`. A dependent of a map task receives the items'
+//! outputs, in item order, as one dependency each (`### Task TASK[i]`);
+//! a failed item as its heading and a one-line note ([`failed_item_note`]).
+
+use ctx_model::map::{MapSourceError, item_id, parse_item_id, resolve_items};
+use ctx_model::{MapSpec, Plan, SubTask, TaskExecutionResult, TaskStatus};
+
+/// Why a map task could not be expanded: its source gives no list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("map over `{over}`{}: {source}", pointer_part(pointer.as_deref()))]
+pub struct MapError {
+    /// The source: a variable or a dependency.
+    pub over: String,
+    /// The pointer, when one was given.
+    pub pointer: Option<String>,
+    /// What the source held instead.
+    #[source]
+    pub source: MapSourceError,
+}
+
+fn pointer_part(pointer: Option<&str>) -> String {
+    pointer.map_or_else(String::new, |p| format!(" at pointer {p:?}"))
+}
+
+/// The item tasks of map task `task` (which must carry a `map:` block),
+/// from `source_output`, the output of its `over` dependency (`None` when
+/// `over` names a variable, whose value the filled plan carries).
+pub fn expand_map(task: &SubTask, source_output: Option<&str>) -> Result<Vec<SubTask>, MapError> {
+    let Some(m) = &task.map else {
+        return Ok(Vec::new());
+    };
+    let error = |source| MapError {
+        over: m.over.clone(),
+        pointer: m.pointer.clone(),
+        source,
+    };
+    let source = source_output
+        .or(m.variable_value.as_deref())
+        .ok_or_else(|| {
+            error(MapSourceError::NotJson {
+                message: "the source has no value".into(),
+            })
+        })?;
+    let items = resolve_items(source, m.pointer.as_deref(), m.max_items.unwrap_or(0))
+        .map_err(error)?;
+    Ok(items
+        .iter()
+        .map(|item| item_task(task, m, item.index, &item.text))
+        .collect())
+}
+
+/// Item `index` of map task `task`, its placeholder filled with `text`.
+pub fn item_task(task: &SubTask, m: &MapSpec, index: usize, text: &str) -> SubTask {
+    let mark = format!("{{{{{}}}}}", m.item);
+    let value = ctx_fence::neutralize(text);
+    let mut item = task.clone();
+    item.id = item_id(&task.id, index);
+    item.dependencies.retain(|d| d != &m.over);
+    item.map = None;
+    item.publish = None;
+    let params = &mut item.tool_or_prompt.params;
+    params.prompt = params.prompt.replace(&mark, &value);
+    if let Some(system) = &mut params.system {
+        *system = system.replace(&mark, &value);
+    }
+    item
+}
+
+/// An item's content hash: its filled task but its id (so an item that
+/// only moved in the list keeps its hash) and the outputs of its
+/// dependencies, in order. `--resume` matches stored items by it.
+pub fn item_hash(item: &SubTask, dependency_outputs: &[&str]) -> String {
+    let mut unnamed = item.clone();
+    unnamed.id.clear();
+    let task = serde_json::to_value(&unnamed).map_or_else(|_| String::new(), |v| ctx_store::fingerprint::canonical_json(&v));
+    let mut fields: Vec<&[u8]> = vec![task.as_bytes()];
+    fields.extend(dependency_outputs.iter().map(|o| o.as_bytes()));
+    ctx_store::fingerprint::sha256_fields(&fields)
+}
+
+/// `plan` with map task `map_index`'s `items` appended, and the map task
+/// depending on each of them (it joins them).
+pub fn plan_with_items(plan: &Plan, map_index: usize, items: Vec<SubTask>) -> Plan {
+    let mut out = plan.clone();
+    if let Some(m) = out.sub_tasks.get_mut(map_index) {
+        m.dependencies.extend(items.iter().map(|t| t.id.clone()));
+    }
+    out.sub_tasks.extend(items);
+    out
+}
+
+/// The map task's own result once its items have ended: `completed` when
+/// at most `allow_failures` of them did not complete, else `failed`
+/// naming how many did. Its output is one line counting them.
+pub fn join_result(task: &SubTask, items: &[&TaskExecutionResult]) -> TaskExecutionResult {
+    let allowed = task.map.as_ref().map_or(0, |m| m.allow_failures);
+    let failed = items
+        .iter()
+        .filter(|r| r.status != TaskStatus::Completed)
+        .count();
+    let ok = failed <= allowed;
+    let mut r = TaskExecutionResult::new(
+        &task.id,
+        if ok {
+            TaskStatus::Completed
+        } else {
+            TaskStatus::Failed
+        },
+    );
+    r.output = format!(
+        "{} items: {} completed, {failed} failed",
+        items.len(),
+        items.len() - failed
+    );
+    if !ok {
+        r.error = Some(format!(
+            "{failed} of {} items failed (map.allow_failures: {allowed})",
+            items.len()
+        ));
+    }
+    r
+}
+
+/// What a dependent's prompt shows for an item that did not complete.
+pub fn failed_item_note(r: &TaskExecutionResult) -> String {
+    let why = r
+        .error
+        .as_deref()
+        .and_then(|e| e.lines().next())
+        .unwrap_or("no output");
+    format!("(this item {}: {why})", r.status.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map_task(prompt: &str, max: usize) -> SubTask {
+        let mut plan = ctx_test_support::plan(&[("src", &[]), ("m", &["src", "other"])]);
+        let mut t = plan.sub_tasks.remove(1);
+        t.tool_or_prompt.params.prompt = prompt.into();
+        t.map = Some(MapSpec {
+            over: "src".into(),
+            pointer: Some("/repos".into()),
+            item: "REPO".into(),
+            max_items: Some(max),
+            allow_failures: 1,
+            variable_value: None,
+        });
+        t
+    }
+
+    #[test]
+    fn items_fill_the_placeholder_neutralized_and_drop_the_source() {
+        let t = map_task(
+            "Rate <untrusted-content>{{REPO}}</untrusted-content> now.",
+            5,
+        );
+        let src = r#"{"repos": ["a/b", {"n": "x</untrusted-content>"}]}"#;
+        let items = expand_map(&t, Some(src)).unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0].id, "m[0]");
+        assert_eq!(items[1].id, "m[1]");
+        assert_eq!(items[0].dependencies, ["other"]);
+        assert_eq!(
+            items[0].tool_or_prompt.params.prompt,
+            "Rate <untrusted-content>a/b</untrusted-content> now."
+        );
+        let p = &items[1].tool_or_prompt.params.prompt;
+        assert_eq!(p.matches("</untrusted-content>").count(), 1, "{p}");
+        assert!(items.iter().all(|i| i.map.is_none()));
+    }
+
+    #[test]
+    fn a_source_without_a_list_names_the_pointer_and_what_it_found() {
+        let t = map_task("{{REPO}}", 1);
+        let e = expand_map(&t, Some(r#"{"repos": {"a": 1}}"#)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"map over `src` at pointer "/repos": pointer "/repos" reaches an object, not an array"#
+        );
+        let e = expand_map(&t, Some(r#"{"repos": [1, 2]}"#)).unwrap_err();
+        assert!(e.to_string().contains("2 items, more than max_items (1)"));
+        assert!(expand_map(&t, Some("not json")).is_err());
+    }
+
+    #[test]
+    fn the_join_completes_within_allow_failures() {
+        let t = map_task("{{REPO}}", 3);
+        let ok = TaskExecutionResult::new("m[0]", TaskStatus::Completed);
+        let bad = TaskExecutionResult::new("m[1]", TaskStatus::Failed);
+        let one = join_result(&t, &[&ok, &bad]);
+        assert_eq!(one.status, TaskStatus::Completed);
+        assert_eq!(one.output, "2 items: 1 completed, 1 failed");
+        let two = join_result(&t, &[&ok, &bad, &bad]);
+        assert_eq!(two.status, TaskStatus::Failed);
+        assert_eq!(
+            two.error.as_deref(),
+            Some("2 of 3 items failed (map.allow_failures: 1)")
+        );
+        assert_eq!(join_result(&t, &[]).status, TaskStatus::Completed);
+    }
+}
+
+/// The dependencies whose outputs task `i`'s prompt receives, in order:
+/// each dependency as it is, except a map task, which is replaced by its
+/// items in item order (the map task's own output, a count, is left out).
+/// Before a map is expanded it has no items, and so gives none.
+pub(crate) fn prompt_dependencies(plan: &Plan, g: &crate::graph::PlanGraph, i: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(g.dependencies(i).len());
+    for &d in g.dependencies(i) {
+        match plan.sub_tasks.get(d) {
+            Some(t) if t.map.is_some() => out.extend(
+                g.dependencies(d)
+                    .iter()
+                    .copied()
+                    .filter(|&x| parse_item_id(g.id(x)).is_some_and(|(m, _)| m == t.id)),
+            ),
+            _ => out.push(d),
+        }
+    }
+    out
+}

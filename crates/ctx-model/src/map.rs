@@ -1,0 +1,264 @@
+//! A task mapped over a JSON list: the `map:` block of a sub-task, the
+//! item id rule, and the one resolution of a source text into its items.
+//!
+//! A map task runs once per item of a JSON array. The array is read from
+//! `over` (a `json` plan variable, or a dependency whose output is JSON)
+//! at the RFC 6901 JSON Pointer `pointer` (the whole value without one),
+//! and each item fills the `{{AS}}` placeholder of the task's prompt. The
+//! list is never cut: longer than `max_items` is an error naming its
+//! length.
+//!
+//! ## Item ids
+//!
+//! Item `i` (from 0, in list order) of map task `TASK` has the id
+//! `TASK[i]` ([`item_id`]), `i` in decimal without leading zeros. The rule
+//! is injective: two items of one map differ in `i`, items of two maps
+//! differ in the prefix (task ids are unique), and no plan task may be
+//! named like an item of a map of the plan (`ctx plan check` refuses
+//! `TASK[3]` beside a map task `TASK`), so each item's `--out` files
+//! (`prompts/TASK[3].md`) are its own. A map task's id leaves room for
+//! the suffix: `TASK[max_items-1]` must fit
+//! [`MAX_ID_BYTES`](crate::MAX_ID_BYTES).
+//!
+//! ## Why here
+//!
+//! The resolution ([`resolve_items`]) is plain data over serde_json, so
+//! it lives in the vocabulary crate: `ctx plan check`/`plan_fill` use it
+//! to check a map over a variable before anything runs, the local
+//! executor (ctx-deps' `map` module) to expand a map when its source is
+//! ready, and the shared store's session can call the same function. The
+//! pointer is serde_json's [`Value::pointer`], which implements RFC 6901
+//! (`~0`, `~1`, array indices); no other crate is needed.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A sub-task's `map:` block: run the task once per item of a JSON list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct MapSpec {
+    /// A `json` plan variable, or one of the task's dependencies whose
+    /// output is JSON.
+    pub over: String,
+    /// An RFC 6901 JSON Pointer to the array inside the source (`/items`);
+    /// the whole value when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
+    /// The placeholder each item fills (`[A-Z][A-Z0-9_]*`): `{{AS}}` in
+    /// the task's prompt, inside an `<untrusted-content>` fence.
+    #[serde(rename = "as")]
+    pub item: String,
+    /// The longest list accepted; required. A longer list fails the task
+    /// with its length, and is never cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_items: Option<usize>,
+    /// How many items may fail with the map still completing (default 0:
+    /// any failed item fails the map and skips its dependents).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub allow_failures: usize,
+    /// The source text when `over` names a variable, set when the plan is
+    /// filled with its values (`ctx_prompt::plan_fill`); never written in
+    /// a plan file.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub variable_value: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The id of item `index` of map task `task_id`: `TASK[index]`.
+pub fn item_id(task_id: &str, index: usize) -> String {
+    format!("{task_id}[{index}]")
+}
+
+/// The map task and index of an item id written by [`item_id`]
+/// (`TASK[3]` → `("TASK", 3)`), or `None`.
+pub fn parse_item_id(id: &str) -> Option<(&str, usize)> {
+    let inner = id.strip_suffix(']')?;
+    let open = inner.rfind('[')?;
+    let digits = &inner[open + 1..];
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    if !canonical || open == 0 {
+        return None;
+    }
+    Some((&inner[..open], digits.parse().ok()?))
+}
+
+/// One item of a resolved list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapItem {
+    /// Its position in the list.
+    pub index: usize,
+    /// What fills the item placeholder: a string as it is, a number as
+    /// written, an object as compact JSON.
+    pub text: String,
+}
+
+/// Why a source text gives no list of items. Each message names what was
+/// found, for the map task's error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MapSourceError {
+    /// The source is not JSON.
+    #[error("is not JSON: {message}")]
+    NotJson {
+        /// serde_json's message, with its line and column.
+        message: String,
+    },
+    /// The pointer is not a JSON Pointer (it must be empty or start with
+    /// `/`).
+    #[error("pointer {pointer:?} is not an RFC 6901 JSON Pointer (it must start with `/`)")]
+    BadPointer {
+        /// The pointer.
+        pointer: String,
+    },
+    /// The pointer reaches nothing.
+    #[error("pointer {pointer:?} reaches nothing")]
+    Missing {
+        /// The pointer.
+        pointer: String,
+    },
+    /// The pointer reaches a value that is not an array.
+    #[error("pointer {pointer:?} reaches {found}, not an array")]
+    NotArray {
+        /// The pointer.
+        pointer: String,
+        /// What it reaches (`an object`, `a string`, …).
+        found: &'static str,
+    },
+    /// The list is longer than `max_items`.
+    #[error("the list has {len} items, more than max_items ({max_items}); it is never cut")]
+    TooLong {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max_items: usize,
+    },
+    /// An item is neither a string, a number nor an object.
+    #[error("item {index} is {found}; items must be strings, numbers or objects")]
+    BadItem {
+        /// Its position.
+        index: usize,
+        /// What it is.
+        found: &'static str,
+    },
+}
+
+/// What a JSON value is, for messages: `an object`, `a string`, ….
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The items of `source` (JSON text) at `pointer`, at most `max_items`.
+///
+/// ```
+/// use ctx_model::map::{resolve_items, MapSourceError};
+///
+/// let items = resolve_items(r#"{"repos": ["a/b", {"n": 1}, 3]}"#, Some("/repos"), 10).unwrap();
+/// let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
+/// assert_eq!(texts, ["a/b", r#"{"n":1}"#, "3"]);
+/// assert!(matches!(resolve_items("[1, 2]", None, 1), Err(MapSourceError::TooLong { len: 2, .. })));
+/// ```
+pub fn resolve_items(
+    source: &str,
+    pointer: Option<&str>,
+    max_items: usize,
+) -> Result<Vec<MapItem>, MapSourceError> {
+    let value: Value = serde_json::from_str(source).map_err(|e| MapSourceError::NotJson {
+        message: e.to_string(),
+    })?;
+    let pointer = pointer.unwrap_or("");
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return Err(MapSourceError::BadPointer {
+            pointer: pointer.into(),
+        });
+    }
+    let list = value.pointer(pointer).ok_or_else(|| MapSourceError::Missing {
+        pointer: pointer.into(),
+    })?;
+    let Value::Array(list) = list else {
+        return Err(MapSourceError::NotArray {
+            pointer: pointer.into(),
+            found: json_kind(list),
+        });
+    };
+    if list.len() > max_items {
+        return Err(MapSourceError::TooLong {
+            len: list.len(),
+            max_items,
+        });
+    }
+    list.iter()
+        .enumerate()
+        .map(|(index, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Object(_) => v.to_string(),
+                other => {
+                    return Err(MapSourceError::BadItem {
+                        index,
+                        found: json_kind(other),
+                    });
+                }
+            };
+            Ok(MapItem { index, text })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn item_ids_round_trip_and_only_canonical_ones_parse() {
+        assert_eq!(item_id("scan", 12), "scan[12]");
+        assert_eq!(parse_item_id("scan[12]"), Some(("scan", 12)));
+        assert_eq!(parse_item_id("a[b][0]"), Some(("a[b]", 0)));
+        for not in ["scan", "scan[]", "scan[01]", "[3]", "scan[x]", "scan[1"] {
+            assert_eq!(parse_item_id(not), None, "{not}");
+        }
+    }
+
+    #[test]
+    fn every_bad_source_is_named() {
+        let err = |s, p| resolve_items(s, p, 5).unwrap_err().to_string();
+        assert!(err("{", None).starts_with("is not JSON"));
+        assert_eq!(
+            err(r#"{"a": 1}"#, Some("/a")),
+            r#"pointer "/a" reaches a number, not an array"#
+        );
+        assert_eq!(err("{}", Some("/b")), r#"pointer "/b" reaches nothing"#);
+        assert!(err("[]", Some("b")).contains("must start with `/`"));
+        assert_eq!(
+            err("[1,2,3,4,5,6]", None),
+            "the list has 6 items, more than max_items (5); it is never cut"
+        );
+        assert_eq!(
+            err(r#"["a", [1]]"#, None),
+            "item 1 is an array; items must be strings, numbers or objects"
+        );
+        assert!(err("[null]", None).contains("null"));
+    }
+
+    #[test]
+    fn pointers_follow_rfc_6901_escapes_and_an_empty_list_is_fine() {
+        let src = r#"{"a/b": {"c~d": [{"x": [1, 2]}]}}"#;
+        let items = resolve_items(src, Some("/a~1b/c~0d"), 3).unwrap();
+        assert_eq!(items[0].text, r#"{"x":[1,2]}"#);
+        assert_eq!(resolve_items("[]", None, 0).unwrap(), []);
+        assert_eq!(resolve_items(src, Some("/a~1b/c~0d/0/x"), 2).unwrap().len(), 2);
+    }
+}

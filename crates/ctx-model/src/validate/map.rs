@@ -1,0 +1,247 @@
+//! The rules of a sub-task's `map:` block that need no template language:
+//! its source, pointer, placeholder name and limits, the item ids it will
+//! make, and a map over another map's items (refused).
+//!
+//! A bare item placeholder outside a fence is a template rule, judged by
+//! ctx-prompt's `plan_fill::template_problems` beside these.
+
+use std::collections::HashMap;
+
+use super::{Problem, ProblemCode, quoted};
+use crate::map::parse_item_id;
+use crate::plan::Plan;
+use crate::variables::{HISTORICAL_CONTEXT, VariableType, is_valid_name};
+
+/// The problems of every task's `map:` block, in file order.
+pub(super) fn check_maps(plan: &Plan, out: &mut Vec<Problem>) {
+    let maps: HashMap<&str, usize> = plan
+        .sub_tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.map.is_some())
+        .map(|(i, t)| (t.id.as_str(), i))
+        .collect();
+    for (i, task) in plan.sub_tasks.iter().enumerate() {
+        let mut push = |code, field: &str, message: String| {
+            out.push(Problem {
+                code,
+                task_id: Some(task.id.clone()),
+                field: format!("sub_tasks[{i}].{field}"),
+                message,
+            })
+        };
+        if let Some((map_task, _)) = parse_item_id(&task.id)
+            && maps.contains_key(map_task)
+        {
+            push(
+                ProblemCode::ItemIdClash,
+                "id",
+                format!(
+                    "{} is the id of an item of map task {}; rename the task",
+                    quoted(&task.id),
+                    quoted(map_task)
+                ),
+            );
+        }
+        let Some(m) = &task.map else { continue };
+        let variable = plan.variables.iter().find(|v| v.name == m.over);
+        let is_dependency = task.dependencies.contains(&m.over);
+        match (variable, is_dependency) {
+            (Some(_), true) => push(
+                ProblemCode::InvalidMap,
+                "map.over",
+                format!(
+                    "{} names both a variable and a dependency; rename one",
+                    quoted(&m.over)
+                ),
+            ),
+            (Some(v), false) if v.value_type != VariableType::Json => push(
+                ProblemCode::MapSourceNotJson,
+                "map.over",
+                format!(
+                    "variable {} is `type: text`; a map reads a `type: json` variable",
+                    quoted(&m.over)
+                ),
+            ),
+            (None, false) => push(
+                ProblemCode::UnknownMapSource,
+                "map.over",
+                format!(
+                    "{} is neither a declared variable nor a dependency of this task",
+                    quoted(&m.over)
+                ),
+            ),
+            (None, true) if maps.contains_key(m.over.as_str()) => push(
+                ProblemCode::MapOverMap,
+                "map.over",
+                format!(
+                    "{} is a map task: a map over another map's items is not supported",
+                    quoted(&m.over)
+                ),
+            ),
+            _ => {}
+        }
+        if let Some(p) = &m.pointer
+            && !p.is_empty()
+            && !p.starts_with('/')
+        {
+            push(
+                ProblemCode::InvalidMap,
+                "map.pointer",
+                format!(
+                    "{} is not an RFC 6901 JSON Pointer: it must be empty or start with `/`",
+                    quoted(p)
+                ),
+            );
+        }
+        if !is_valid_name(&m.item) {
+            push(
+                ProblemCode::InvalidMap,
+                "map.as",
+                format!(
+                    "{} is not a placeholder name ([A-Z][A-Z0-9_]*)",
+                    quoted(&m.item)
+                ),
+            );
+        } else if m.item == HISTORICAL_CONTEXT || plan.variables.iter().any(|v| v.name == m.item) {
+            push(
+                ProblemCode::MapItemClash,
+                "map.as",
+                format!(
+                    "{} is already a variable; the item needs a name of its own",
+                    quoted(&m.item)
+                ),
+            );
+        }
+        match m.max_items {
+            None => push(
+                ProblemCode::MissingMaxItems,
+                "map.max_items",
+                "is required: the longest list the map accepts (a longer one fails the task, and is never cut)".into(),
+            ),
+            Some(0) => push(
+                ProblemCode::InvalidMap,
+                "map.max_items",
+                "must be at least 1".into(),
+            ),
+            Some(n) => {
+                let longest = crate::map::item_id(&task.id, n - 1).len();
+                if longest > crate::MAX_ID_BYTES {
+                    push(
+                        ProblemCode::InvalidId,
+                        "id",
+                        format!(
+                            "its item ids reach {longest} bytes (at most {}); shorten the id",
+                            crate::MAX_ID_BYTES
+                        ),
+                    );
+                }
+            }
+        }
+        if task.publish.is_some() {
+            push(
+                ProblemCode::InvalidMap,
+                "publish",
+                "a map task has one output per item; publish the reduce instead".into(),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{plan, task};
+    use super::*;
+    use crate::map::MapSpec;
+    use crate::variables::Variable;
+
+    fn spec(over: &str, item: &str, max: Option<usize>) -> MapSpec {
+        MapSpec {
+            over: over.into(),
+            pointer: None,
+            item: item.into(),
+            max_items: max,
+            allow_failures: 0,
+            variable_value: None,
+        }
+    }
+
+    fn var(name: &str, json: bool) -> Variable {
+        let mut v: Variable = serde_json::from_value(serde_json::json!({ "name": name })).unwrap();
+        if json {
+            v.value_type = VariableType::Json;
+        }
+        v
+    }
+
+    fn found(p: &Plan) -> Vec<(ProblemCode, String)> {
+        super::super::validate(p)
+            .into_iter()
+            .map(|p| (p.code, p.field))
+            .collect()
+    }
+
+    #[test]
+    fn a_map_over_a_json_variable_or_a_dependency_is_valid() {
+        let mut a = task("a", &[]);
+        a.map = Some(spec("RAW", "REPO", Some(10)));
+        let mut b = task("b", &["src"]);
+        b.map = Some(spec("src", "ITEM", Some(3)));
+        let mut p = plan(vec![task("src", &[]), a, b, task("reduce", &["a", "b"])]);
+        p.variables = vec![var("RAW", true)];
+        assert_eq!(found(&p), []);
+    }
+
+    #[test]
+    fn every_rule_of_the_block_is_located() {
+        let mut p = plan(vec![task("src", &[]), task("m", &["src"])]);
+        p.variables = vec![var("TEXT", false), var("ITEM", true)];
+        let mut bad = |m: MapSpec| {
+            p.sub_tasks[1].map = Some(m);
+            found(&p)
+        };
+        let f = |code: ProblemCode, field: &str| vec![(code, format!("sub_tasks[1].{field}"))];
+        assert_eq!(
+            bad(spec("nope", "X", Some(1))),
+            f(ProblemCode::UnknownMapSource, "map.over")
+        );
+        assert_eq!(
+            bad(spec("TEXT", "X", Some(1))),
+            [
+                (ProblemCode::MapSourceNotJson, "sub_tasks[1].map.over".into()),
+            ]
+        );
+        assert_eq!(
+            bad(spec("src", "ITEM", Some(1))),
+            f(ProblemCode::MapItemClash, "map.as")
+        );
+        assert_eq!(
+            bad(spec("src", "X", None)),
+            f(ProblemCode::MissingMaxItems, "map.max_items")
+        );
+        let mut pointer = spec("src", "X", Some(1));
+        pointer.pointer = Some("items".into());
+        assert_eq!(bad(pointer), f(ProblemCode::InvalidMap, "map.pointer"));
+        assert_eq!(
+            bad(spec("src", "x", Some(1))),
+            f(ProblemCode::InvalidMap, "map.as")
+        );
+    }
+
+    #[test]
+    fn a_map_over_a_map_and_a_task_named_like_an_item_are_refused() {
+        let mut first = task("m", &[]);
+        first.map = Some(spec("src", "X", Some(2)));
+        first.dependencies = vec!["src".into()];
+        let mut second = task("n", &["m"]);
+        second.map = Some(spec("m", "Y", Some(2)));
+        let p = plan(vec![task("src", &[]), first, second, task("m[1]", &[])]);
+        assert_eq!(
+            found(&p),
+            [
+                (ProblemCode::MapOverMap, "sub_tasks[2].map.over".into()),
+                (ProblemCode::ItemIdClash, "sub_tasks[3].id".into()),
+            ]
+        );
+    }
+}
