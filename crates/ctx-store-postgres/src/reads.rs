@@ -8,7 +8,7 @@ use ctx_model::{Plan, TaskExecutionResult};
 use crate::PgStore;
 use crate::connection::Shared;
 use crate::error::Result;
-use ctx_store::{RunInputs, StatusCounts};
+use ctx_store::{Published, RunInputs, StatusCounts};
 
 use crate::rows::{AttemptRow, DroppedRow, RunInfo, TaskRow, parse_status};
 
@@ -169,6 +169,30 @@ impl PgStore {
             text.map(|t| serde_json::from_str(&t))
                 .transpose()
                 .map_err(|e| shared.corrupt(&run_id, "the run's inputs".into(), e))
+        })
+        .await
+    }
+
+    /// The files `run_id`'s last publishing session wrote (none: empty).
+    pub async fn published(&self, run_id: &str) -> Result<Vec<Published>> {
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query(
+                    &|| format!("reading what run `{run_id}` published"),
+                    "SELECT published_json FROM ctx_runs WHERE run_id = $1",
+                    &[&run_id],
+                )
+                .await?;
+            let Some(row) = rows.first() else {
+                return Err(shared.no_run(&run_id));
+            };
+            let text: Option<String> = row.get(0);
+            text.map(|t| serde_json::from_str(&t))
+                .transpose()
+                .map(Option::unwrap_or_default)
+                .map_err(|e| shared.corrupt(&run_id, "what the run published".into(), e))
         })
         .await
     }

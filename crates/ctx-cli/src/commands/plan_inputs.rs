@@ -275,17 +275,10 @@ impl RunInputArgs {
         from: &PlanFrom<'_>,
         kind: &RunKind,
     ) -> Result<(Plan, Option<RunInputs>), CliError> {
-        if self.publish_root.is_some() {
-            if kind.dry_run_engine {
-                return Err(CliError::usage(
-                    "--publish-root: the dry-run engine never publishes (its outputs are placeholders); choose --engine command or openai",
-                ));
-            }
-            if kind.shared {
-                return Err(CliError::usage(
-                    "--publish-root is not supported with a shared --store yet",
-                ));
-            }
+        if self.publish_root.is_some() && kind.dry_run_engine {
+            return Err(CliError::usage(
+                "--publish-root: the dry-run engine never publishes (its outputs are placeholders); choose --engine command or openai",
+            ));
         }
         let path = match (from.file, from.stored) {
             (Some(file), _) => file,

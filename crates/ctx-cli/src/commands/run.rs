@@ -290,6 +290,7 @@ pub fn run(args: Args) -> CliResult {
                 plan_source: loaded.source,
                 cache: store.cache,
                 out: args.out.clone(),
+                publish: args.inputs.publish(&loaded.plan),
                 inputs,
             };
             super::shared_run::run(loaded.plan, engine, settings, &output)
