@@ -238,8 +238,9 @@ pub struct RunInputArgs {
     #[command(flatten)]
     pub plan: PlanInputArgs,
     /// Write each task's final output to DIR/{its publish: path}, atomically,
-    /// once the task completed with its checks passing (never with the
-    /// dry-run engine). Without it nothing is published.
+    /// once the run ends, for each task that completed with its checks
+    /// passing (never with the dry-run engine; with a shared --store, once
+    /// the run is complete). Without it nothing is published.
     #[arg(long, value_name = "DIR", help_heading = heading::INPUTS)]
     pub publish_root: Option<PathBuf>,
 }
