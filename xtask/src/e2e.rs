@@ -4,11 +4,14 @@
 //! * Default (CI): the LiteLLM proxy (PyPI `litellm[proxy]`, pinned in
 //!   `scripts/e2e/requirements-litellm.txt`) with `mock_response` models —
 //!   no weights, no network. Three runs: the Tetris plan without and with
-//!   `--stream` (its checked tasks answered by `scripts/e2e/tetris_answers.json`:
+//!   `--stream` (its checked tasks answered by `scripts/e2e/mock_answers.json`:
 //!   the assembly fails its `<canvas` check once and passes on the retry
 //!   with feedback), `ctx eval` of it with two variants, then a plan
 //!   naming a model the proxy lacks (that task
-//!   fails, its dependent is skipped, the rest completes). A LiteLLM
+//!   fails, its dependent is skipped, the rest completes), then the weekly
+//!   plan (`fixtures/weekly/plan.yaml`) with the week's raw export as a
+//!   real `--var` and `--publish-root` (the published file must exist and
+//!   hold the report). A LiteLLM
 //!   callback (`scripts/e2e/request_log.py`) logs every request and gives
 //!   each a distinct answer, so `scripts/e2e/check_run.py` can check that
 //!   the proxy got each prompt once, that outputs are the answers it gave,
@@ -53,7 +56,10 @@ const CMAKE_ARGS: &str = "-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OF
                           -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON";
 const TETRIS_PLAN: &str = "fixtures/tetris/plan.yaml";
 const SMALL_PLAN: &str = "fixtures/plans/e2e-small.yaml";
-const TETRIS_ANSWERS: &str = "scripts/e2e/tetris_answers.json";
+/// The mock answers of checked tasks (the Tetris plan's and the weekly
+/// plan's), by a text their prompts contain.
+const MOCK_ANSWERS: &str = "scripts/e2e/mock_answers.json";
+const WEEKLY_PLAN: &str = "fixtures/weekly/plan.yaml";
 const CHECKED_PLAN: &str = "fixtures/plans/e2e-checked.yaml";
 const CONCLUSION_PLAN: &str = "fixtures/plans/e2e-summary-conclusion.yaml";
 /// The upstream output of [`CONCLUSION_PLAN`]: a fixed text whose
@@ -122,7 +128,7 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         .env("CTX_E2E_REQUEST_LOG", &requests)
         // The checked Tetris tasks get answers that pass their checks, the
         // assembly only on its retry with feedback.
-        .env("CTX_E2E_ANSWERS", root.join(TETRIS_ANSWERS))
+        .env("CTX_E2E_ANSWERS", root.join(MOCK_ANSWERS))
         .env("PYTHONPATH", root.join("scripts/e2e"))
         // No fetch of the model cost map from the network at start-up.
         .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -216,6 +222,9 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     }
     check_summary_run(&out, &log).map_err(|e| run.failure(&e))?;
 
+    weekly_publish(root, &ctx, &base_url, &secret, &run_dir)?;
+    rotate(&requests, &run_dir.join("requests-weekly.jsonl"))?;
+
     // The README tour's blocks that call a model, as written, against
     // this proxy (`cargo xtask test` ran the others).
     super::tour::run_tour(
@@ -230,9 +239,89 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     server.stop();
 
     println!(
-        "e2e: LiteLLM proxy: {TETRIS_PLAN} ({tasks} tasks) plain and --stream, ctx eval (full, bare), a missing model and an llm summary, checked in {:.0} s",
+        "e2e: LiteLLM proxy: {TETRIS_PLAN} ({tasks} tasks) plain and --stream, ctx eval (full, bare), a missing model, an llm summary and {WEEKLY_PLAN} with a --var and a published report, checked in {:.0} s",
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// The weekly plan (issue 22) through the proxy: the week's raw export as
+/// a real `--var` (`@FILE`, untrusted), the digest of a copy of the
+/// archive, and the report published into that copy. The published file
+/// must exist and hold the report task's output, which passed its
+/// section checks; the facts request must carry the export's injection
+/// neutralized.
+fn weekly_publish(
+    root: &Path,
+    ctx: &Path,
+    base_url: &str,
+    secret: &str,
+    run_dir: &Path,
+) -> Result<(), String> {
+    let archive = run_dir.join("weekly-archive");
+    checked(
+        Command::new("cp")
+            .arg("-R")
+            .arg(root.join("fixtures/weekly/content"))
+            .arg(&archive),
+        "copying the weekly archive",
+    )?;
+    let raw = root.join("fixtures/weekly/raw/2026-W35.json");
+    let out = run_dir.join("weekly");
+    let args = [
+        "--model".to_string(),
+        "mock-gpt".into(),
+        "--max-attempts".into(),
+        "2".into(),
+        "--var".into(),
+        format!("RAW_JSON=@{}", raw.display()),
+        "--var".into(),
+        "WEEK=2026-W35".into(),
+        "--date".into(),
+        "2026-08-27".into(),
+        "--content-root".into(),
+        archive.display().to_string(),
+        "--publish-root".into(),
+        archive.display().to_string(),
+    ];
+    let plan = root.join(WEEKLY_PLAN);
+    let mut run = CtxRun::new(ctx, &plan, base_url, secret, &out, &args);
+    let code = run.execute(Duration::from_secs(120))?;
+    if code != 0 {
+        return Err(run.failure(&format!("exited with {code}, expected 0")));
+    }
+    let published = archive.join("weekly/2026-W35.md");
+    let text = fs::read_to_string(&published).map_err(|e| {
+        run.failure(&format!(
+            "the published report {}: {e}",
+            published.display()
+        ))
+    })?;
+    // The summary on stdout (`--format json`): results.json with the
+    // files published.
+    let results = fs::read_to_string(&run.stdout)
+        .map_err(|e| run.failure(&format!("{}: {e}", run.stdout.display())))?;
+    let results: serde_json::Value = serde_json::from_str(&results)
+        .map_err(|e| run.failure(&format!("the JSON summary: {e}")))?;
+    let report = results["tasks"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["task_id"] == "report"))
+        .and_then(|t| t["output"].as_str())
+        .ok_or_else(|| run.failure("the JSON summary has no report output"))?;
+    if text != report || !text.contains("## Headline") {
+        return Err(run.failure(&format!(
+            "{} does not hold the report's output:\n{text}",
+            published.display()
+        )));
+    }
+    if results["published"][0]["path"] != published.display().to_string() {
+        return Err(run.failure("the JSON summary does not list the published report"));
+    }
+    let facts = fs::read_to_string(out.join("prompts/facts.md"))
+        .map_err(|e| run.failure(&format!("prompts/facts.md: {e}")))?;
+    if !facts.contains("[neutralized fence tag]") {
+        return Err(run.failure("the raw export reached the facts prompt un-neutralized"));
+    }
     Ok(())
 }
 

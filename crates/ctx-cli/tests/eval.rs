@@ -580,3 +580,66 @@ fn a_plan_with_variables_is_filled_from_var_before_its_variants_run() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!dir.path().join("prompt-echo.txt").exists());
 }
+
+/// The history digest of an eval comes from `--content-root` and the
+/// digest flags, as for `ctx run`: a plan whose `history:` block names no
+/// archive takes one from the flag (its `no_content_root` answered), and
+/// every variant's prompt carries the same digest, fenced.
+#[test]
+fn an_eval_takes_the_digest_from_content_root() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("plan.yaml"),
+        r#"schema_version: 1
+history:
+  prompt_budget: 8000
+sub_tasks:
+  - id: echo
+    description: Echo the history
+    checks:
+      - contains: "Week of July 27"
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: |
+          Earlier weeks:
+          <untrusted-content>
+          {{HISTORICAL_CONTEXT}}
+          </untrusted-content>
+"#,
+    )
+    .unwrap();
+    let archive = ctx_test_support::repo_root().join("fixtures/weekly/content");
+    let eval = |extra: &[&str]| {
+        ctx(dir.path())
+            .args(["eval", "plan.yaml", "--command", KEEPING_ENGINE])
+            .args(["--ablate", "full,bare", "--no-store", "--format", "json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = eval(&[
+        "--content-root",
+        archive.to_str().unwrap(),
+        "--date",
+        "2026-08-27",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let prompt = std::fs::read_to_string(dir.path().join("prompt-echo.txt")).unwrap();
+    assert!(prompt.contains("## Week of July 27"), "{prompt}");
+    assert!(!prompt.contains("{{HISTORICAL_CONTEXT}}"), "{prompt}");
+    // A report dated after the analysis date never reaches the digest.
+    assert!(!prompt.contains("Kestrel Weekly #152"), "{prompt}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for v in json["variants"].as_array().unwrap() {
+        assert_eq!(v["checks_passed"], 1, "{json}");
+    }
+    // Without the flag nothing fills it: the plan is refused, nothing runs.
+    std::fs::remove_file(dir.path().join("prompt-echo.txt")).unwrap();
+    let out = eval(&["--date", "2026-08-27"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("HISTORICAL_CONTEXT"), "{stderr}");
+    assert!(!dir.path().join("prompt-echo.txt").exists());
+}

@@ -32,7 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             cache: false,
         },
         plan_source: plan_path.to_str().map(str::to_string),
-        out: None,
+        ..RunSettings::default()
     };
     let outcome = ctx_run::run_plan(plan, Arc::new(ctx_deps::DryRunEngine), settings).await?;
     let json = ctx_run::json_text(&ResultsJson::of(&outcome.report))?;

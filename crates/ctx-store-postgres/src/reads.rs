@@ -8,7 +8,7 @@ use ctx_model::{Plan, TaskExecutionResult};
 use crate::PgStore;
 use crate::connection::Shared;
 use crate::error::Result;
-use ctx_store::{RunInputs, StatusCounts};
+use ctx_store::{Published, RunInputs, StatusCounts};
 
 use crate::rows::{AttemptRow, DroppedRow, RunInfo, TaskRow, parse_status};
 
@@ -152,13 +152,34 @@ impl PgStore {
 
     /// What `run_id`'s plan was filled from (`None`: nothing to fill).
     pub async fn inputs(&self, run_id: &str) -> Result<Option<RunInputs>> {
+        self.run_json(run_id, "inputs_json", "the run's inputs")
+            .await
+    }
+
+    /// The files `run_id`'s last publishing session wrote (none: empty).
+    pub async fn published(&self, run_id: &str) -> Result<Vec<Published>> {
+        let published = self
+            .run_json(run_id, "published_json", "what the run published")
+            .await?;
+        Ok(published.unwrap_or_default())
+    }
+
+    /// A JSON column of `run_id`'s row in `ctx_runs` (`column` is one of
+    /// this crate's names, never input), `None` when it is NULL; `what`
+    /// names it in errors.
+    async fn run_json<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        run_id: &str,
+        column: &'static str,
+        what: &'static str,
+    ) -> Result<Option<T>> {
         let run_id = run_id.to_string();
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let rows = shared
                 .query(
-                    &|| format!("reading the inputs of run `{run_id}`"),
-                    "SELECT inputs_json FROM ctx_runs WHERE run_id = $1",
+                    &|| format!("reading {what} of run `{run_id}`"),
+                    &format!("SELECT {column} FROM ctx_runs WHERE run_id = $1"),
                     &[&run_id],
                 )
                 .await?;
@@ -168,7 +189,7 @@ impl PgStore {
             let text: Option<String> = row.get(0);
             text.map(|t| serde_json::from_str(&t))
                 .transpose()
-                .map_err(|e| shared.corrupt(&run_id, "the run's inputs".into(), e))
+                .map_err(|e| shared.corrupt(&run_id, what.into(), e))
         })
         .await
     }

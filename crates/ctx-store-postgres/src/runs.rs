@@ -125,6 +125,46 @@ impl TaskRows {
     }
 }
 
+impl PgStore {
+    /// Records the files the session that ran `run_id` published once it
+    /// completed; nothing for none.
+    pub async fn record_published(
+        &self,
+        run_id: &str,
+        published: &[ctx_store::Published],
+    ) -> Result<()> {
+        if published.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::to_string(published).map_err(|e| {
+            self.shared
+                .corrupt(run_id, "what the run published".into(), e)
+        })?;
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let (run_id, json) = (&run_id, &json);
+            shared
+                .with(
+                    &|| format!("recording what run `{run_id}` published"),
+                    3,
+                    move |c, _| async move {
+                        let r = c
+                            .execute(
+                                "UPDATE ctx_runs SET published_json = $2 WHERE run_id = $1",
+                                &[run_id, json],
+                            )
+                            .await
+                            .map(drop);
+                        (c, r)
+                    },
+                )
+                .await
+        })
+        .await
+    }
+}
+
 /// A run's inputs as the `inputs_json` column holds them.
 fn inputs_json(
     shared: &crate::connection::Shared,

@@ -140,6 +140,9 @@ ALTER TABLE ctx_tasks ADD COLUMN engine text;
 -- resume fills it again without being given them. NULL for a plan with
 -- nothing to fill and for runs registered before this version.
 ALTER TABLE ctx_runs ADD COLUMN inputs_json text;
+-- The files the session that ran the plan published once the run
+-- completed ([{task_id, path}], ctx run --publish-root). NULL: none.
+ALTER TABLE ctx_runs ADD COLUMN published_json text;
 "#,
     },
 ];

@@ -227,6 +227,13 @@ impl RunHistory for PgRunView {
         self.stored_plan().map_err(store_error)
     }
 
+    fn published(&self) -> std::result::Result<Vec<ctx_store::Published>, StoreError> {
+        let (store, id) = (self.store.clone(), self.run_id.clone());
+        self.store
+            .blocking(async move { store.published(&id).await })
+            .map_err(store_error)
+    }
+
     fn latest(&self) -> std::result::Result<Vec<ResultRecord>, StoreError> {
         let info = self.info().map_err(store_error)?;
         let plan = self.stored_plan().map_err(store_error)?;

@@ -181,47 +181,44 @@ impl RunView {
     /// What the last session's plan was filled from (its templates, the
     /// `--var` values, the digest), when it had anything to fill.
     pub fn inputs(&self) -> Result<Option<RunInputs>> {
-        let json: Option<String> = self
-            .conn()
-            .query_row(
-                "SELECT inputs_json FROM sessions ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(Error::sql(&self.path))?;
-        json.map(|j| {
-            serde_json::from_str(&j).map_err(|e| Error::BadRow {
-                path: self.path.clone(),
-                task_id: String::new(),
-                field: "sessions.inputs_json",
-                detail: e.to_string(),
-            })
-        })
-        .transpose()
+        self.session_json(
+            "SELECT inputs_json FROM sessions ORDER BY seq DESC LIMIT 1",
+            "sessions.inputs_json",
+        )
     }
 
     /// The files the last session that published anything wrote.
     pub fn published(&self) -> Result<Vec<ctx_store::Published>> {
-        let json: Option<String> = self
+        let published = self.session_json(
+            "SELECT published_json FROM sessions WHERE published_json IS NOT NULL
+             ORDER BY seq DESC LIMIT 1",
+            "sessions.published_json",
+        )?;
+        Ok(published.unwrap_or_default())
+    }
+
+    /// The JSON column one session row `sql` selects, `None` when there is
+    /// no row or it is NULL; `field` names it in errors.
+    fn session_json<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+        field: &'static str,
+    ) -> Result<Option<T>> {
+        let json: Option<Option<String>> = self
             .conn()
-            .query_row(
-                "SELECT published_json FROM sessions WHERE published_json IS NOT NULL
-                 ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| r.get(0),
-            )
+            .query_row(sql, [], |r| r.get(0))
             .optional()
             .map_err(Error::sql(&self.path))?;
-        json.map(|j| {
-            serde_json::from_str(&j).map_err(|e| Error::BadRow {
-                path: self.path.clone(),
-                task_id: String::new(),
-                field: "sessions.published_json",
-                detail: e.to_string(),
+        json.flatten()
+            .map(|j| {
+                serde_json::from_str(&j).map_err(|e| Error::BadRow {
+                    path: self.path.clone(),
+                    task_id: String::new(),
+                    field,
+                    detail: e.to_string(),
+                })
             })
-        })
-        .transpose()
-        .map(Option::unwrap_or_default)
+            .transpose()
     }
 
     /// Every task's latest result, ordered by task id (tasks of earlier

@@ -7,8 +7,8 @@ use std::path::Path;
 use ctx_model::{Plan, ResultMetadata, TaskExecutionResult, TaskStatus, TokenUsage};
 use ctx_store::{ExecutionStore, MemoryStore};
 use ctx_store_sqlite::{
-    Error, NewRun, RUN_MIGRATIONS, RunRoot, RunState, RunView, STORE_FILE, SessionEnd, SqliteStore,
-    migrate, sha256_hex,
+    Error, NewRun, RUN_MIGRATIONS, RUN_SCHEMA_VERSION, RunRoot, RunState, RunView, STORE_FILE,
+    SessionEnd, SqliteStore, migrate, sha256_hex,
 };
 use proptest::prelude::*;
 use rusqlite::Connection;
@@ -329,7 +329,10 @@ fn a_store_from_a_newer_ctx_is_refused_untouched() {
     }
     assert_refused(
         &dir,
-        "store schema version 99 is newer than this ctx supports (1)",
+        &format!(
+            "store schema version 99 is newer than this ctx supports ({})",
+            RUN_SCHEMA_VERSION
+        ),
     );
 }
 
@@ -362,8 +365,9 @@ fn a_truncated_store_is_refused() {
     );
 }
 
-/// Schema version 2 of a hypothetical future ctx: one added column.
-fn test_v2(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+/// The schema version after this build's, of a hypothetical future ctx:
+/// one added column.
+fn test_next(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch(
         "ALTER TABLE sessions ADD COLUMN note TEXT; UPDATE sessions SET note = 'migrated';",
     )
@@ -381,14 +385,16 @@ fn migrations_carry_an_older_store_forward() {
     drop(store);
     let path = dir.join(STORE_FILE);
     let mut c = Connection::open(&path).unwrap();
-    let v1_and_v2: Vec<ctx_store_sqlite::Migration> = vec![RUN_MIGRATIONS[0], test_v2];
-    assert_eq!(migrate(&mut c, &path, &v1_and_v2).unwrap(), 2);
+    let mut with_next: Vec<ctx_store_sqlite::Migration> = RUN_MIGRATIONS.to_vec();
+    with_next.push(test_next);
+    let next = RUN_SCHEMA_VERSION + 1;
+    assert_eq!(migrate(&mut c, &path, &with_next).unwrap(), next);
     // Applying again is a no-op (each step re-checks the version).
-    assert_eq!(migrate(&mut c, &path, &v1_and_v2).unwrap(), 2);
+    assert_eq!(migrate(&mut c, &path, &with_next).unwrap(), next);
     let v: i64 = c
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 2);
+    assert_eq!(v, next);
     let note: String = c
         .query_row("SELECT note FROM sessions", [], |r| r.get(0))
         .unwrap();
@@ -400,19 +406,41 @@ fn migrations_carry_an_older_store_forward() {
         .unwrap();
     assert_eq!(out, "kept across the migration");
     drop(c);
-    // This build knows version 1 only: the migrated store is "newer".
+    // This build does not know the next version: the store is "newer".
     let err = RunView::open(&dir).unwrap_err();
     assert!(
         matches!(
             err,
-            Error::NewerSchema {
-                found: 2,
-                supported: 1,
-                ..
-            }
+            Error::NewerSchema { found, supported, .. } if found == next && supported == RUN_SCHEMA_VERSION
         ),
         "{err}"
     );
+}
+
+/// A run directory written before schema version 2 (issue 22's inputs
+/// and published files) opens, is carried forward, and reads as a run
+/// with nothing filled and nothing published.
+#[test]
+fn a_version_1_store_reads_with_no_inputs_and_nothing_published() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join(STORE_FILE);
+    let mut c = Connection::open(&path).unwrap();
+    assert_eq!(migrate(&mut c, &path, &RUN_MIGRATIONS[..1]).unwrap(), 1);
+    let plan_json = serde_json::to_string(&plan()).unwrap();
+    c.execute_batch(&format!(
+        "INSERT INTO run VALUES (1, 'old', '2026-01-01T00:00:00Z');
+         INSERT INTO sessions (kind, started_at, pid, ctx_version, engine, plan_json, plan_hash)
+         VALUES ('run', '2026-01-01T00:00:00Z', 1, '0.1.0', 'dry-run', '{}', 'h');",
+        plan_json.replace('\'', "''")
+    ))
+    .unwrap();
+    drop(c);
+    let view = RunView::open(&dir).unwrap();
+    assert_eq!(view.inputs().unwrap(), None);
+    assert_eq!(view.published().unwrap(), []);
+    assert_eq!(view.plan().unwrap(), plan());
 }
 
 #[test]

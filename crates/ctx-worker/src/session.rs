@@ -54,6 +54,10 @@ pub struct SharedSettings {
     /// the run. A shared run holds no secret (workers run the stored
     /// plan), so its mask is empty.
     pub inputs: Option<ctx_store::RunInputs>,
+    /// Where completed outputs are published once the run completes:
+    /// this session writes them (whichever workers ran the tasks), from
+    /// the final results read back from the store.
+    pub publish: Option<ctx_run::publish::PublishTo>,
 }
 
 /// What a caller hears while a shared run is worked on or followed.
@@ -81,6 +85,11 @@ pub struct SharedOutcome<S> {
     /// Statements this process sent (registration, claims, reads,
     /// commits, or the follower's polls).
     pub round_trips: u64,
+    /// The files this session published once the run completed (none
+    /// without [`SharedSettings::publish`], or when it was stopped).
+    pub published: Vec<ctx_run::publish::Published>,
+    /// The publish that failed, after those written.
+    pub publish_error: Option<ctx_run::publish::PublishError>,
 }
 
 /// A shared run that is registered (or resumed) and not yet worked on.
@@ -191,10 +200,25 @@ impl SharedSession {
         };
         let rows = self.store.tasks(&self.run_id).await?;
         let reused = self.resumed.map(|r| r.reuse).unwrap_or_default();
+        let report = report(&rows, reused, stopped.is_some());
+        // The run is complete (no open task is left) unless it was
+        // stopped: this session publishes its outputs, once, as a local
+        // run's session does, and records what it wrote with the run.
+        let (published, publish_error) = match &self.settings.publish {
+            Some(p) => {
+                ctx_run::publish::publish(&p.root, &p.targets, &report.results, report.interrupted)
+            }
+            None => (Vec::new(), None),
+        };
+        self.store
+            .record_published(&self.run_id, &published)
+            .await?;
         Ok(SharedOutcome {
-            report: report(&rows, reused, stopped.is_some()),
+            report,
             stopped,
             round_trips: self.store.round_trips(),
+            published,
+            publish_error,
         })
     }
 

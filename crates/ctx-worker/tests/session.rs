@@ -56,6 +56,7 @@ fn settings(url: &str, pricing: RunPricing, work_here: bool) -> SharedSettings {
         cache: None,
         out: None,
         inputs: None,
+        publish: None,
     }
 }
 

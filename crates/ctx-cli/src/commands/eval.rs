@@ -121,7 +121,9 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> CliResult {
-    let mut plan = super::plan_check::load_valid_plan(&args.plan)?;
+    // `--content-root` answers a plan's `no_content_root`, as for `ctx run`.
+    let mut plan =
+        super::plan_check::load_valid_plan_given(&args.plan, args.inputs.content_root.is_some())?;
     args.limits.apply(&mut plan)?;
     // Filled once, as `ctx run` fills it, before any variant runs: every
     // variant and repeat runs the same filled prompts, so the variants

@@ -238,8 +238,9 @@ pub struct RunInputArgs {
     #[command(flatten)]
     pub plan: PlanInputArgs,
     /// Write each task's final output to DIR/{its publish: path}, atomically,
-    /// once the task completed with its checks passing (never with the
-    /// dry-run engine). Without it nothing is published.
+    /// once the run ends, for each task that completed with its checks
+    /// passing (never with the dry-run engine; with a shared --store, once
+    /// the run is complete). Without it nothing is published.
     #[arg(long, value_name = "DIR", help_heading = heading::INPUTS)]
     pub publish_root: Option<PathBuf>,
 }
@@ -275,17 +276,10 @@ impl RunInputArgs {
         from: &PlanFrom<'_>,
         kind: &RunKind,
     ) -> Result<(Plan, Option<RunInputs>), CliError> {
-        if self.publish_root.is_some() {
-            if kind.dry_run_engine {
-                return Err(CliError::usage(
-                    "--publish-root: the dry-run engine never publishes (its outputs are placeholders); choose --engine command or openai",
-                ));
-            }
-            if kind.shared {
-                return Err(CliError::usage(
-                    "--publish-root is not supported with a shared --store yet",
-                ));
-            }
+        if self.publish_root.is_some() && kind.dry_run_engine {
+            return Err(CliError::usage(
+                "--publish-root: the dry-run engine never publishes (its outputs are placeholders); choose --engine command or openai",
+            ));
         }
         let path = match (from.file, from.stored) {
             (Some(file), _) => file,

@@ -108,8 +108,10 @@ pub struct Args {
     /// Resume RUN (a run id under the root, or a run directory): tasks
     /// completed before are reused, the others run. Without PLAN the run's
     /// stored plan is resumed; with PLAN, every task whose prompt, model or
-    /// params changed runs again, with its dependents. Give the engine
-    /// flags again.
+    /// params changed runs again, with its dependents. A plan with
+    /// variables is filled again with the run's stored values and digest
+    /// (--var changes one, a digest flag recomputes the digest; a secret
+    /// must be given again). Give the engine flags again.
     #[arg(long, value_name = "RUN", help_heading = heading::STORE)]
     pub resume: Option<String>,
 
@@ -290,6 +292,7 @@ pub fn run(args: Args) -> CliResult {
                 plan_source: loaded.source,
                 cache: store.cache,
                 out: args.out.clone(),
+                publish: args.inputs.publish(&loaded.plan),
                 inputs,
             };
             super::shared_run::run(loaded.plan, engine, settings, &output)

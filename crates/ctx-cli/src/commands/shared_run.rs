@@ -50,12 +50,11 @@ pub fn run(
     })?;
     let (run_id, url, outcome) = outcome.map_err(shared)?;
     let signal = outcome.stopped;
-    // A shared run publishes nothing (`--publish-root` is refused there).
     let executed = Executed {
         report: outcome.report,
         signal,
-        published: Vec::new(),
-        unpublished: None,
+        published: outcome.published,
+        unpublished: outcome.publish_error,
     };
     let exit = super::run::report_run(&executed, output)?;
     // The statements this process sent (registration, claims, reads,

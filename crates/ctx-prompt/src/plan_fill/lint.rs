@@ -17,7 +17,8 @@ use super::{TemplateField, plan_classes, template_fields};
 ///   untrusted placeholder outside an `<untrusted-content>` fence, an
 ///   unbalanced, nested or non-canonical fence, a malformed placeholder;
 /// * a `publish` path holding an untrusted variable
-///   ([`ProblemCode::UntrustedPublishVariable`]);
+///   ([`ProblemCode::UntrustedPublishVariable`]), or a secret one (a path
+///   is printed and stored in clear: [`ProblemCode::InvalidPublishPath`]);
 /// * `{{HISTORICAL_CONTEXT}}` used while the plan names no
 ///   `history.content_root` and `content_root_given` is false (a caller
 ///   with a `--content-root` flag passes true)
@@ -76,6 +77,17 @@ pub fn template_problems(plan: &Plan, content_root_given: bool) -> Vec<Problem> 
                             p.name
                         ),
                     ),
+                    Some(Class::Trusted)
+                        if plan.variables.iter().any(|v| v.name == p.name && v.secret) =>
+                    {
+                        push(
+                            ProblemCode::InvalidPublishPath,
+                            format!(
+                                "{{{{{}}}}} is secret; a publish path is printed and stored, so it may not hold one",
+                                p.name
+                            ),
+                        )
+                    }
                     Some(Class::Trusted) => {}
                 }
             }

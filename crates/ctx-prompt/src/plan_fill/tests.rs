@@ -199,6 +199,30 @@ sub_tasks:
 }
 
 #[test]
+fn a_publish_path_may_not_hold_a_secret() {
+    let text = r#"
+schema_version: 1
+variables:
+  - {name: KEY, class: trusted, secret: true}
+  - {name: WEEK, class: trusted}
+sub_tasks:
+  - id: a
+    description: A
+    publish: "out/{{WEEK}}-{{KEY}}.md"
+    tool_or_prompt: {name: inference, params: {prompt: "{{KEY}} {{WEEK}}"}}
+"#;
+    let found = template_problems(&plan(text), false);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].code, ProblemCode::InvalidPublishPath);
+    assert_eq!(found[0].field, "sub_tasks[0].publish");
+    assert!(
+        found[0].message.contains("{{KEY}} is secret"),
+        "{}",
+        found[0].message
+    );
+}
+
+#[test]
 fn the_plan_s_history_block_is_relative_to_the_plan_and_flags_win() {
     let p = plan(PLAN);
     let merged = plan_history(&p, Path::new("plans"), &DigestSettings::default()).unwrap();
