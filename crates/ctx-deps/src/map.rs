@@ -61,8 +61,8 @@ pub fn expand_map(task: &SubTask, source_output: Option<&str>) -> Result<Vec<Sub
                 message: "the source has no value".into(),
             })
         })?;
-    let items = resolve_items(source, m.pointer.as_deref(), m.max_items.unwrap_or(0))
-        .map_err(error)?;
+    let items =
+        resolve_items(source, m.pointer.as_deref(), m.max_items.unwrap_or(0)).map_err(error)?;
     Ok(items
         .iter()
         .map(|item| item_task(task, m, item.index, &item.text))
@@ -92,7 +92,10 @@ pub fn item_task(task: &SubTask, m: &MapSpec, index: usize, text: &str) -> SubTa
 pub fn item_hash(item: &SubTask, dependency_outputs: &[&str]) -> String {
     let mut unnamed = item.clone();
     unnamed.id.clear();
-    let task = serde_json::to_value(&unnamed).map_or_else(|_| String::new(), |v| ctx_store::fingerprint::canonical_json(&v));
+    let task = serde_json::to_value(&unnamed).map_or_else(
+        |_| String::new(),
+        |v| ctx_store::fingerprint::canonical_json(&v),
+    );
     let mut fields: Vec<&[u8]> = vec![task.as_bytes()];
     fields.extend(dependency_outputs.iter().map(|o| o.as_bytes()));
     ctx_store::fingerprint::sha256_fields(&fields)
@@ -226,7 +229,11 @@ mod tests {
 /// each dependency as it is, except a map task, which is replaced by its
 /// items in item order (the map task's own output, a count, is left out).
 /// Before a map is expanded it has no items, and so gives none.
-pub(crate) fn prompt_dependencies(plan: &Plan, g: &crate::graph::PlanGraph, i: usize) -> Vec<usize> {
+pub(crate) fn prompt_dependencies(
+    plan: &Plan,
+    g: &crate::graph::PlanGraph,
+    i: usize,
+) -> Vec<usize> {
     let mut out = Vec::with_capacity(g.dependencies(i).len());
     for &d in g.dependencies(i) {
         match plan.sub_tasks.get(d) {

@@ -99,7 +99,11 @@ impl RunShow {
                 Vec::new()
             };
             tasks.push((t.id.clone(), own));
-            tasks.extend(items.into_iter().map(|r| (r.result.task_id.clone(), Some(r))));
+            tasks.extend(
+                items
+                    .into_iter()
+                    .map(|r| (r.result.task_id.clone(), Some(r))),
+            );
         }
         let spent = crate::spent(view)?;
         Ok(RunShow {
@@ -494,7 +498,10 @@ impl TaskShow {
             items: self
                 .items
                 .iter()
-                .map(|(task_id, status)| ItemJson { task_id, status: *status })
+                .map(|(task_id, status)| ItemJson {
+                    task_id,
+                    status: *status,
+                })
                 .collect(),
             history,
         }
