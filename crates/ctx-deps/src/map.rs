@@ -154,6 +154,30 @@ pub fn failed_item_note(r: &TaskExecutionResult) -> String {
     format!("(this item {}: {why})", r.status.as_str())
 }
 
+/// The dependencies whose outputs task `i`'s prompt receives, in order:
+/// each dependency as it is, except a map task, which is replaced by its
+/// items in item order (the map task's own output, a count, is left out).
+/// Before a map is expanded it has no items, and so gives none.
+pub(crate) fn prompt_dependencies(
+    plan: &Plan,
+    g: &crate::graph::PlanGraph,
+    i: usize,
+) -> Vec<usize> {
+    let mut out = Vec::with_capacity(g.dependencies(i).len());
+    for &d in g.dependencies(i) {
+        match plan.sub_tasks.get(d) {
+            Some(t) if t.map.is_some() => out.extend(
+                g.dependencies(d)
+                    .iter()
+                    .copied()
+                    .filter(|&x| parse_item_id(g.id(x)).is_some_and(|(m, _)| m == t.id)),
+            ),
+            _ => out.push(d),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,28 +247,4 @@ mod tests {
         );
         assert_eq!(join_result(&t, &[]).status, TaskStatus::Completed);
     }
-}
-
-/// The dependencies whose outputs task `i`'s prompt receives, in order:
-/// each dependency as it is, except a map task, which is replaced by its
-/// items in item order (the map task's own output, a count, is left out).
-/// Before a map is expanded it has no items, and so gives none.
-pub(crate) fn prompt_dependencies(
-    plan: &Plan,
-    g: &crate::graph::PlanGraph,
-    i: usize,
-) -> Vec<usize> {
-    let mut out = Vec::with_capacity(g.dependencies(i).len());
-    for &d in g.dependencies(i) {
-        match plan.sub_tasks.get(d) {
-            Some(t) if t.map.is_some() => out.extend(
-                g.dependencies(d)
-                    .iter()
-                    .copied()
-                    .filter(|&x| parse_item_id(g.id(x)).is_some_and(|(m, _)| m == t.id)),
-            ),
-            _ => out.push(d),
-        }
-    }
-    out
 }
