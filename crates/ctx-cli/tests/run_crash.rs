@@ -208,7 +208,14 @@ fn sigkill_mid_map_then_resume_keeps_every_completed_item() {
         let mut c = Command::new(assert_cmd::cargo::cargo_bin("ctx"));
         c.current_dir(dir)
             .args(["run", "plan.yaml", "--concurrency", "3", "--format", "json"])
-            .args(["--tokenizer", "estimate", "--command", &command, "--var", &var]);
+            .args([
+                "--tokenizer",
+                "estimate",
+                "--command",
+                &command,
+                "--var",
+                &var,
+            ]);
         c
     };
     let mut child = ctx()
@@ -233,7 +240,12 @@ fn sigkill_mid_map_then_resume_keeps_every_completed_item() {
     assert!(!completed.contains("report"), "killed after the map");
 
     let out = ctx().args(["--resume", "run"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     let tasks = json["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 14, "the map, 12 items, the report");

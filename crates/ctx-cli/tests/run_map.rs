@@ -52,7 +52,14 @@ fn run(dir: &Dir, extra_map: &str, list: &str, fail: &str, more: &[&str]) -> ctx
     dir.write("plan.yaml", &plan(extra_map));
     let command = engine(dir, list, fail);
     let mut args = vec![
-        "run", "plan.yaml", "--engine", "command", "--command", &command, "--format", "json",
+        "run",
+        "plan.yaml",
+        "--engine",
+        "command",
+        "--command",
+        &command,
+        "--format",
+        "json",
     ];
     args.extend_from_slice(more);
     dir.run(&args)
@@ -76,12 +83,24 @@ fn items_are_tasks_of_their_own_and_the_reduce_gets_them_in_order() {
         .iter()
         .map(|t| t["task_id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["src", "scan", "scan[0]", "scan[1]", "scan[2]", "report"]);
-    assert_eq!(task(&json, "scan")["output"], "3 items: 3 completed, 0 failed");
+    assert_eq!(
+        ids,
+        ["src", "scan", "scan[0]", "scan[1]", "scan[2]", "report"]
+    );
+    assert_eq!(
+        task(&json, "scan")["output"],
+        "3 items: 3 completed, 0 failed"
+    );
     // The command engine saw each item's id; the map task called nothing.
     assert_eq!(
         dir.counts(),
-        counts(&[("src", 1), ("scan[0]", 1), ("scan[1]", 1), ("scan[2]", 1), ("report", 1)])
+        counts(&[
+            ("src", 1),
+            ("scan[0]", 1),
+            ("scan[1]", 1),
+            ("scan[2]", 1),
+            ("report", 1)
+        ])
     );
     // A JSON item is compact JSON, fenced where the author wrote the fence.
     assert_eq!(
@@ -94,7 +113,10 @@ fn items_are_tasks_of_their_own_and_the_reduce_gets_them_in_order() {
     assert!(at("### Task scan[1]") < at("### Task scan[2]"));
     // Each item has its own --out files.
     for id in ["scan%5B0%5D", "scan%5B2%5D"] {
-        assert!(dir.path().join(format!("out/prompts/{id}.md")).is_file(), "{id}");
+        assert!(
+            dir.path().join(format!("out/prompts/{id}.md")).is_file(),
+            "{id}"
+        );
     }
 }
 
@@ -112,7 +134,13 @@ fn a_failed_item_fails_the_map_unless_allow_failures_admits_it() {
     );
     assert_eq!(task(&json, "report")["status"], "skipped");
 
-    let out = run(&dir, ", allow_failures: 1", list, "scan[1]", &["--no-store"]);
+    let out = run(
+        &dir,
+        ", allow_failures: 1",
+        list,
+        "scan[1]",
+        &["--no-store"],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let json = out.json();
     assert_eq!(task(&json, "scan[1]")["status"], "failed");
@@ -127,7 +155,10 @@ fn a_source_without_a_list_fails_the_map_and_skips_its_dependents() {
     for (list, found) in [
         (r#"{"repos": {"a": 1}}"#, "reaches an object, not an array"),
         ("plain words", "is not JSON"),
-        (r#"{"repos": [1, 2, 3, 4]}"#, "the list has 4 items, more than max_items (3)"),
+        (
+            r#"{"repos": [1, 2, 3, 4]}"#,
+            "the list has 4 items, more than max_items (3)",
+        ),
         (r#"{"repos": [[1]]}"#, "item 0 is an array"),
     ] {
         let dir = Dir::new();
@@ -149,7 +180,10 @@ fn an_empty_list_completes_and_the_reduce_runs_with_no_items() {
     let dir = Dir::new();
     let out = run(&dir, "", r#"{"repos": []}"#, "-", &["--no-store"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert_eq!(task(&out.json(), "scan")["output"], "0 items: 0 completed, 0 failed");
+    assert_eq!(
+        task(&out.json(), "scan")["output"],
+        "0 items: 0 completed, 0 failed"
+    );
     assert_eq!(dir.counts(), counts(&[("src", 1), ("report", 1)]));
 }
 
@@ -171,13 +205,26 @@ fn a_map_over_a_variable_is_checked_before_anything_runs() {
     dir.write("plan.yaml", OVER_VARIABLE);
     let command = format!("echo \"$CTX_TASK_ID\" >> '{}/counts'", dir.path().display());
     for (value, found) in [
-        (r#"{"items": "x"}"#, r#"pointer "/items" reaches a string, not an array"#),
-        (r#"{"items": [1, 2, 3]}"#, "the list has 3 items, more than max_items (2)"),
+        (
+            r#"{"items": "x"}"#,
+            r#"pointer "/items" reaches a string, not an array"#,
+        ),
+        (
+            r#"{"items": [1, 2, 3]}"#,
+            "the list has 3 items, more than max_items (2)",
+        ),
     ] {
         let var = format!("LIST={value}");
         let out = dir.run(&[
-            "run", "plan.yaml", "--no-store", "--engine", "command", "--command", &command,
-            "--var", &var,
+            "run",
+            "plan.yaml",
+            "--no-store",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+            "--var",
+            &var,
         ]);
         assert_eq!(out.code, 2, "{}", out.stderr);
         assert!(
@@ -188,8 +235,15 @@ fn a_map_over_a_variable_is_checked_before_anything_runs() {
         assert_eq!(dir.counts(), counts(&[]));
     }
     let out = dir.run(&[
-        "run", "plan.yaml", "--no-store", "--engine", "command", "--command", &command,
-        "--var", r#"LIST={"items": ["x", "y"]}"#,
+        "run",
+        "plan.yaml",
+        "--no-store",
+        "--engine",
+        "command",
+        "--command",
+        &command,
+        "--var",
+        r#"LIST={"items": ["x", "y"]}"#,
     ]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(dir.counts(), counts(&[("scan[0]", 1), ("scan[1]", 1)]));
@@ -255,7 +309,10 @@ sub_tasks:
         ("map_source_not_json", "sub_tasks[2].map.over"),
         ("missing_max_items", "sub_tasks[2].map.max_items"),
         ("map_item_clash", "sub_tasks[3].map.as"),
-        ("bare_item_placeholder", "sub_tasks[4].tool_or_prompt.params.prompt"),
+        (
+            "bare_item_placeholder",
+            "sub_tasks[4].tool_or_prompt.params.prompt",
+        ),
         ("map_over_map", "sub_tasks[5].map.over"),
         ("item_id_clash", "sub_tasks[6].id"),
     ] {
@@ -279,8 +336,18 @@ fn a_resumed_map_reruns_only_the_items_whose_value_changed() {
     let go = |value: &str, more: &[&str]| {
         let var = format!("LIST={value}");
         let mut args = vec![
-            "run", "plan.yaml", "--root", "runs", "--engine", "command", "--command", &command,
-            "--format", "json", "--var", &var,
+            "run",
+            "plan.yaml",
+            "--root",
+            "runs",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+            "--format",
+            "json",
+            "--var",
+            &var,
         ];
         args.extend_from_slice(more);
         dir.run(&args)
@@ -326,9 +393,17 @@ sub_tasks:
 "#,
     );
     let out = dir.run(&[
-        "eval", "plan.yaml", "--engine", "command", "--command",
+        "eval",
+        "plan.yaml",
+        "--engine",
+        "command",
+        "--command",
         r#"case "$CTX_TASK_ID" in "scan[1]") echo no;; *) echo ok;; esac"#,
-        "--no-store", "--ablate", "full", "--format", "json",
+        "--no-store",
+        "--ablate",
+        "full",
+        "--format",
+        "json",
     ]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let full = &out.json()["variants"][0];
@@ -344,9 +419,18 @@ fn a_shared_store_refuses_a_map_before_connecting() {
     dir.write("plan.yaml", OVER_VARIABLE);
     // Port 1 answers nothing: the refusal comes before any connection.
     let out = dir.run(&[
-        "run", "plan.yaml", "--var", r#"LIST={"items": []}"#,
-        "--store", "postgres://u@127.0.0.1:1/db",
+        "run",
+        "plan.yaml",
+        "--var",
+        r#"LIST={"items": []}"#,
+        "--store",
+        "postgres://u@127.0.0.1:1/db",
     ]);
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("task `scan` maps over a list: a shared store does not run map tasks yet"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("task `scan` maps over a list: a shared store does not run map tasks yet"),
+        "{}",
+        out.stderr
+    );
 }

@@ -41,7 +41,9 @@ impl Budget {
             scope: books.new_scope(),
             books,
             shared,
-            bounds: std::sync::Mutex::new(plan.sub_tasks.iter().map(|t| c.model.bound(t)).collect()),
+            bounds: std::sync::Mutex::new(
+                plan.sub_tasks.iter().map(|t| c.model.bound(t)).collect(),
+            ),
             model: c.model.clone(),
         })
     }

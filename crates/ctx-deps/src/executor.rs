@@ -783,7 +783,6 @@ impl Executor {
         Some(summary)
     }
 
-
     /// Records task `i`'s terminal result, stores it when the task did not
     /// store it itself, and releases ([`Self::release_dependents`]) or
     /// skips ([`Self::skip_dependents`]) its dependents.
@@ -963,11 +962,7 @@ struct RunState {
 }
 
 impl RunState {
-    fn new(
-        schedule: Schedule,
-        ctx: Arc<TaskContext>,
-        priorities: Option<Vec<u64>>,
-    ) -> RunState {
+    fn new(schedule: Schedule, ctx: Arc<TaskContext>, priorities: Option<Vec<u64>>) -> RunState {
         let g = &ctx.graph;
         let n = g.len();
         RunState {

@@ -67,11 +67,17 @@ impl Executor {
             items.iter().map(|t| item_hash(t, &outputs)).collect()
         };
         let plan = plan_with_items(&ctx.plan, i, items);
-        let expanded = Arc::new(ctx.expanded(
-            plan,
-            &self.options,
-            hashes.iter().cloned().enumerate().map(|(k, h)| (before + k, h)),
-        )?);
+        let expanded = Arc::new(
+            ctx.expanded(
+                plan,
+                &self.options,
+                hashes
+                    .iter()
+                    .cloned()
+                    .enumerate()
+                    .map(|(k, h)| (before + k, h)),
+            )?,
+        );
         let after = expanded.graph.len();
         if let Some(b) = budget {
             b.extend(&expanded.plan.sub_tasks[before..]);

@@ -122,7 +122,9 @@ async fn items_run_as_tasks_and_the_reduce_gets_them_in_order() {
         let ids: Vec<String> = statuses(&report).into_iter().map(|(id, _)| id).collect();
         assert_eq!(
             ids,
-            ["src", "other", "scan", "scan[0]", "scan[1]", "scan[2]", "report"]
+            [
+                "src", "other", "scan", "scan[0]", "scan[1]", "scan[2]", "report"
+            ]
         );
         assert!(report.all_completed(), "{report:#?}");
         let prompts = engine.prompts.lock().unwrap().clone();
@@ -136,9 +138,15 @@ async fn items_run_as_tasks_and_the_reduce_gets_them_in_order() {
         // The map task itself calls no engine.
         assert!(prompts.iter().all(|(id, _)| id != "scan"));
         let item = prompt_of("scan[1]");
-        assert!(item.contains("<untrusted-content>c/d</untrusted-content>"), "{item}");
+        assert!(
+            item.contains("<untrusted-content>c/d</untrusted-content>"),
+            "{item}"
+        );
         // The item gets `other`'s output, never the whole list.
-        assert!(item.contains("out other") && !item.contains("a/b"), "{item}");
+        assert!(
+            item.contains("out other") && !item.contains("a/b"),
+            "{item}"
+        );
         let reduce = prompt_of("report");
         let at = |s: &str| reduce.find(s).unwrap_or_else(|| panic!("{s} in {reduce}"));
         assert!(at("### Task scan[0]") < at("### Task scan[1]"));
@@ -164,7 +172,10 @@ async fn a_failed_item_fails_the_map_unless_allowed() {
     assert_eq!(s["report"], TaskStatus::Completed);
     let prompts = engine.prompts.lock().unwrap();
     let reduce = &prompts.iter().find(|(i, _)| i == "report").unwrap().1;
-    assert!(reduce.contains("(this item failed: scan[1] broke)"), "{reduce}");
+    assert!(
+        reduce.contains("(this item failed: scan[1] broke)"),
+        "{reduce}"
+    );
 }
 
 #[tokio::test]
@@ -179,7 +190,10 @@ async fn a_source_without_a_list_fails_the_map_naming_the_pointer() {
     for (src, found) in [
         (r#"{"repos": {"a": 1}}"#, "reaches an object, not an array"),
         ("not json", "is not JSON"),
-        (r#"{"repos": [1, 2, 3]}"#, "3 items, more than max_items (2)"),
+        (
+            r#"{"repos": [1, 2, 3]}"#,
+            "3 items, more than max_items (2)",
+        ),
     ] {
         let report = run(map_plan(0, 2), scripted(src, &[]), 2).await;
         let scan = report.results.iter().find(|r| r.task_id == "scan").unwrap();
@@ -190,7 +204,11 @@ async fn a_source_without_a_list_fails_the_map_naming_the_pointer() {
             "{e}"
         );
         assert!(e.contains(found), "{e}");
-        let report_task = report.results.iter().find(|r| r.task_id == "report").unwrap();
+        let report_task = report
+            .results
+            .iter()
+            .find(|r| r.task_id == "report")
+            .unwrap();
         assert_eq!(report_task.status, TaskStatus::Skipped);
     }
 }
@@ -272,7 +290,10 @@ async fn a_resume_with_the_same_list_reuses_the_reduce_and_a_changed_one_runs_it
         }
     };
     resume(r#"{"repos": ["a", "b"]}"#, false).await;
-    assert_eq!(resume(r#"{"repos": ["a", "b"]}"#, true).await, Vec::<String>::new());
+    assert_eq!(
+        resume(r#"{"repos": ["a", "b"]}"#, true).await,
+        Vec::<String>::new()
+    );
     // One item fewer: every item is reused, but the reduce must run.
     assert_eq!(resume(r#"{"repos": ["a"]}"#, true).await, ["report"]);
     // Moved (`b` is still stored from the first list): both items are

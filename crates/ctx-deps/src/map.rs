@@ -61,8 +61,8 @@ pub fn expand_map(task: &SubTask, source_output: Option<&str>) -> Result<Vec<Sub
                 message: "the source has no value".into(),
             })
         })?;
-    let items = resolve_items(source, m.pointer.as_deref(), m.max_items.unwrap_or(0))
-        .map_err(error)?;
+    let items =
+        resolve_items(source, m.pointer.as_deref(), m.max_items.unwrap_or(0)).map_err(error)?;
     Ok(items
         .iter()
         .map(|item| item_task(task, m, item.index, &item.text))
@@ -92,7 +92,10 @@ pub fn item_task(task: &SubTask, m: &MapSpec, index: usize, text: &str) -> SubTa
 pub fn item_hash(item: &SubTask, dependency_outputs: &[&str]) -> String {
     let mut unnamed = item.clone();
     unnamed.id.clear();
-    let task = serde_json::to_value(&unnamed).map_or_else(|_| String::new(), |v| ctx_store::fingerprint::canonical_json(&v));
+    let task = serde_json::to_value(&unnamed).map_or_else(
+        |_| String::new(),
+        |v| ctx_store::fingerprint::canonical_json(&v),
+    );
     let mut fields: Vec<&[u8]> = vec![task.as_bytes()];
     fields.extend(dependency_outputs.iter().map(|o| o.as_bytes()));
     ctx_store::fingerprint::sha256_fields(&fields)
@@ -149,6 +152,30 @@ pub fn failed_item_note(r: &TaskExecutionResult) -> String {
         .and_then(|e| e.lines().next())
         .unwrap_or("no output");
     format!("(this item {}: {why})", r.status.as_str())
+}
+
+/// The dependencies whose outputs task `i`'s prompt receives, in order:
+/// each dependency as it is, except a map task, which is replaced by its
+/// items in item order (the map task's own output, a count, is left out).
+/// Before a map is expanded it has no items, and so gives none.
+pub(crate) fn prompt_dependencies(
+    plan: &Plan,
+    g: &crate::graph::PlanGraph,
+    i: usize,
+) -> Vec<usize> {
+    let mut out = Vec::with_capacity(g.dependencies(i).len());
+    for &d in g.dependencies(i) {
+        match plan.sub_tasks.get(d) {
+            Some(t) if t.map.is_some() => out.extend(
+                g.dependencies(d)
+                    .iter()
+                    .copied()
+                    .filter(|&x| parse_item_id(g.id(x)).is_some_and(|(m, _)| m == t.id)),
+            ),
+            _ => out.push(d),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -220,24 +247,4 @@ mod tests {
         );
         assert_eq!(join_result(&t, &[]).status, TaskStatus::Completed);
     }
-}
-
-/// The dependencies whose outputs task `i`'s prompt receives, in order:
-/// each dependency as it is, except a map task, which is replaced by its
-/// items in item order (the map task's own output, a count, is left out).
-/// Before a map is expanded it has no items, and so gives none.
-pub(crate) fn prompt_dependencies(plan: &Plan, g: &crate::graph::PlanGraph, i: usize) -> Vec<usize> {
-    let mut out = Vec::with_capacity(g.dependencies(i).len());
-    for &d in g.dependencies(i) {
-        match plan.sub_tasks.get(d) {
-            Some(t) if t.map.is_some() => out.extend(
-                g.dependencies(d)
-                    .iter()
-                    .copied()
-                    .filter(|&x| parse_item_id(g.id(x)).is_some_and(|(m, _)| m == t.id)),
-            ),
-            _ => out.push(d),
-        }
-    }
-    out
 }

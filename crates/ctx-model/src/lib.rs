@@ -97,12 +97,12 @@ pub mod tokenizer;
 mod validate;
 pub mod variables;
 
-pub use map::MapSpec;
 pub use checks::{judge_checks, plan_base_dir, plan_has_checks, task_checks};
 #[cfg(feature = "parse")]
 pub use load::*;
 #[cfg(feature = "parse")]
 pub use locate::*;
+pub use map::MapSpec;
 #[cfg(feature = "parse")]
 pub use parse::*;
 pub use plan::*;

@@ -184,9 +184,11 @@ pub fn resolve_items(
             pointer: pointer.into(),
         });
     }
-    let list = value.pointer(pointer).ok_or_else(|| MapSourceError::Missing {
-        pointer: pointer.into(),
-    })?;
+    let list = value
+        .pointer(pointer)
+        .ok_or_else(|| MapSourceError::Missing {
+            pointer: pointer.into(),
+        })?;
     let Value::Array(list) = list else {
         return Err(MapSourceError::NotArray {
             pointer: pointer.into(),
@@ -259,6 +261,9 @@ mod tests {
         let items = resolve_items(src, Some("/a~1b/c~0d"), 3).unwrap();
         assert_eq!(items[0].text, r#"{"x":[1,2]}"#);
         assert_eq!(resolve_items("[]", None, 0).unwrap(), []);
-        assert_eq!(resolve_items(src, Some("/a~1b/c~0d/0/x"), 2).unwrap().len(), 2);
+        assert_eq!(
+            resolve_items(src, Some("/a~1b/c~0d/0/x"), 2).unwrap().len(),
+            2
+        );
     }
 }

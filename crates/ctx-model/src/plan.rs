@@ -182,7 +182,7 @@ pub struct SubTask {
     #[schemars(length(min = 1))]
     pub publish: Option<String>,
     /// Run the task once per item of a JSON list (docs/plan-format.md,
-    /// "Map over a list"); see [`crate::map`].
+    /// "Map over a list"): one task per item, `ID[0]`, `ID[1]`, ….
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map: Option<crate::map::MapSpec>,
 }

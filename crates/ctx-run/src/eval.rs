@@ -637,8 +637,7 @@ impl VariantScore {
                     .results
                     .iter()
                     .filter(|r| {
-                        ctx_model::map::parse_item_id(&r.task_id)
-                            .is_some_and(|(m, _)| m == task.id)
+                        ctx_model::map::parse_item_id(&r.task_id).is_some_and(|(m, _)| m == task.id)
                     })
                     .map(Some)
                     .collect()

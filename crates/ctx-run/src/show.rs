@@ -101,7 +101,11 @@ impl RunShow {
                 Vec::new()
             };
             tasks.push((t.id.clone(), own));
-            tasks.extend(items.into_iter().map(|r| (r.result.task_id.clone(), Some(r))));
+            tasks.extend(
+                items
+                    .into_iter()
+                    .map(|r| (r.result.task_id.clone(), Some(r))),
+            );
         }
         let spent = crate::spent(view)?;
         let published = view.published()?;
@@ -507,7 +511,10 @@ impl TaskShow {
             items: self
                 .items
                 .iter()
-                .map(|(task_id, status)| ItemJson { task_id, status: *status })
+                .map(|(task_id, status)| ItemJson {
+                    task_id,
+                    status: *status,
+                })
                 .collect(),
             history,
         }

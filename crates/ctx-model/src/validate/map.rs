@@ -207,9 +207,10 @@ mod tests {
         );
         assert_eq!(
             bad(spec("TEXT", "X", Some(1))),
-            [
-                (ProblemCode::MapSourceNotJson, "sub_tasks[1].map.over".into()),
-            ]
+            [(
+                ProblemCode::MapSourceNotJson,
+                "sub_tasks[1].map.over".into()
+            ),]
         );
         assert_eq!(
             bad(spec("src", "ITEM", Some(1))),

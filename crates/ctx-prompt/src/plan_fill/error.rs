@@ -75,7 +75,9 @@ pub enum FillError {
     },
     /// A value filled into a map task's prompt holds the text of its item
     /// placeholder, which the expansion would take for an item's place.
-    #[error("{field}: a value holds the text {{{{{item}}}}}, the item placeholder of this map task")]
+    #[error(
+        "{field}: a value holds the text {{{{{item}}}}}, the item placeholder of this map task"
+    )]
     ItemInValue {
         /// The field.
         field: String,

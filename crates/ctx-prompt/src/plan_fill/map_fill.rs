@@ -58,13 +58,13 @@ pub(super) fn resolve_variable_sources(
         let Some(value) = values.get(&m.over) else {
             continue;
         };
-        resolve_items(value, m.pointer.as_deref(), m.max_items.unwrap_or(0)).map_err(
-            |source| FillError::MapSource {
+        resolve_items(value, m.pointer.as_deref(), m.max_items.unwrap_or(0)).map_err(|source| {
+            FillError::MapSource {
                 task_id: task.id.clone(),
                 over: m.over.clone(),
                 source,
-            },
-        )?;
+            }
+        })?;
         m.variable_value = Some(value.clone());
     }
     Ok(())

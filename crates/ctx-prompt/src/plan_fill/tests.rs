@@ -342,7 +342,11 @@ sub_tasks:
 #[test]
 fn a_map_task_keeps_its_item_placeholder_and_carries_its_list() {
     let p = plan(MAP_PLAN);
-    let v = values(&[("LIST", r#"{"items": ["a", "b"]}"#), ("WEEK", "W1"), ("NOTE", "n")]);
+    let v = values(&[
+        ("LIST", r#"{"items": ["a", "b"]}"#),
+        ("WEEK", "W1"),
+        ("NOTE", "n"),
+    ]);
     let filled = fill_plan(&p, &v, None).unwrap().plan;
     let task = &filled.sub_tasks[0];
     assert_eq!(
@@ -350,17 +354,28 @@ fn a_map_task_keeps_its_item_placeholder_and_carries_its_list() {
         "Week W1. <untrusted-content>{{ITEM}}</untrusted-content> <untrusted-content>n</untrusted-content>"
     );
     let m = task.map.as_ref().unwrap();
-    assert_eq!(m.variable_value.as_deref(), Some(r#"{"items": ["a", "b"]}"#));
+    assert_eq!(
+        m.variable_value.as_deref(),
+        Some(r#"{"items": ["a", "b"]}"#)
+    );
     assert_eq!(template_problems(&p, false), []);
 }
 
 #[test]
 fn a_value_holding_the_item_placeholder_and_a_bad_list_are_refused() {
     let p = plan(MAP_PLAN);
-    let smuggled = values(&[("LIST", r#"{"items": []}"#), ("WEEK", "W1"), ("NOTE", "{{ITEM}}")]);
+    let smuggled = values(&[
+        ("LIST", r#"{"items": []}"#),
+        ("WEEK", "W1"),
+        ("NOTE", "{{ITEM}}"),
+    ]);
     let e = fill_plan(&p, &smuggled, None).unwrap_err();
     assert!(matches!(e, FillError::ItemInValue { .. }), "{e}");
-    let long = values(&[("LIST", r#"{"items": [1, 2, 3]}"#), ("WEEK", "W1"), ("NOTE", "n")]);
+    let long = values(&[
+        ("LIST", r#"{"items": [1, 2, 3]}"#),
+        ("WEEK", "W1"),
+        ("NOTE", "n"),
+    ]);
     let e = fill_plan(&p, &long, None).unwrap_err();
     assert_eq!(
         e.to_string(),
