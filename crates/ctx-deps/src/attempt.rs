@@ -131,8 +131,8 @@ impl<'a> Prompts<'a> {
     }
 }
 
-/// Each dependency's output as prompt assembly takes it, in dependency
-/// order; the error names a dependency without a completed result.
+/// Each dependency's output as prompt assembly takes it, in the order of
+/// `config.layout` (as listed, or plan order under `cache`); the error names a dependency without a completed result.
 fn dependency_outputs<'a>(
     ctx: &'a TaskContext,
     i: usize,
@@ -141,7 +141,8 @@ fn dependency_outputs<'a>(
 ) -> Result<Vec<DependencyOutput<'a>>, String> {
     let g = &ctx.graph;
     let mut deps = Vec::with_capacity(g.dependencies(i).len());
-    for &d in g.dependencies(i) {
+    // In the order the plan's layout gives (plan order under `cache`).
+    for d in ctx.plan.config.layout.dependency_order(g.dependencies(i)) {
         let id = g.id(d);
         let Some(r) = dep_results
             .iter()

@@ -202,14 +202,16 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
         let counter = counters
             .entry(tokenizer)
             .or_insert_with(|| tokenizer.counter());
-        // The executor hands dependencies over in the graph's order. The
-        // graph's indices are the plan's task indices, so the description
-        // is an index away (`Plan::task` scans, which made 8,000 tasks
-        // quadratic).
-        let empty: Vec<DependencyOutput<'_>> = graph
-            .dependencies(i)
-            .iter()
-            .map(|&d| DependencyOutput {
+        // The executor hands dependencies over in the layout's order of the
+        // graph's. The graph's indices are the plan's task indices, so the
+        // description is an index away (`Plan::task` scans, which made
+        // 8,000 tasks quadratic).
+        let empty: Vec<DependencyOutput<'_>> = plan
+            .config
+            .layout
+            .dependency_order(graph.dependencies(i))
+            .into_iter()
+            .map(|d| DependencyOutput {
                 task_id: graph.id(d),
                 description: plan.sub_tasks.get(d).map_or("", |t| t.description.as_str()),
                 output: "",
