@@ -48,6 +48,10 @@ mod tests {
     use crate::assembly::{AssembledPrompt, DEPENDENCY_HEADING, ENTITY_HEADING};
     use crate::{DependencyOutput, assemble_task_prompt};
 
+    /// A consuming task: id, dependencies as listed (producer numbers),
+    /// entities as listed (entity number, relevance), prompt.
+    type Consumer<'a> = (&'a str, Vec<usize>, Vec<(usize, &'a str)>, &'a str);
+
     /// A plan of `producers` tasks `p0..` (no dependencies) and the tasks
     /// in `consumers`, each (id, dependencies as listed, entity names as
     /// listed with their relevance, prompt); the plan's entities are
@@ -55,7 +59,7 @@ mod tests {
     fn plan_of(
         entities: usize,
         producers: usize,
-        consumers: &[(&str, Vec<usize>, Vec<(usize, &str)>, &str)],
+        consumers: &[Consumer<'_>],
         layout: PromptLayout,
     ) -> Plan {
         let mut tasks: Vec<serde_json::Value> = (0..producers)
