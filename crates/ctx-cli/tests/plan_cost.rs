@@ -262,3 +262,100 @@ fn output_is_byte_identical_across_runs() {
     let b = ctx(&["plan", "cost", TETRIS, "--format", "json"]);
     assert_eq!(a, b);
 }
+
+/// Two siblings naming the same long entities in opposite orders: under
+/// the cache layout their prompts share the entity block, so the second
+/// one's prefix is cacheable; under the design layout nothing is. Each
+/// task's expected cost lies between its low and high ends, and without
+/// `--layout` the report has no `cache` part.
+#[test]
+fn layout_prediction_compares_design_and_cache_side_by_side() {
+    let long = "lorem ipsum dolor sit amet ".repeat(300);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "siblings.json",
+        &serde_json::json!({
+            "schema_version": 1,
+            "config": {"max_prompt_tokens": 20000},
+            "entities": [{"name": "A", "grounded_value": long}, {"name": "B", "grounded_value": long}],
+            "sub_tasks": [
+                {"id": "x", "description": "x",
+                 "entity_context": [{"entity_name": "A"}, {"entity_name": "B"}],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "first"}}},
+                {"id": "y", "description": "y",
+                 "entity_context": [{"entity_name": "B"}, {"entity_name": "A"}],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "second"}}}
+            ]
+        })
+        .to_string(),
+    );
+    let base = [
+        plan.as_str(),
+        "--model",
+        "gpt-4o-mini",
+        "--max-tokens",
+        "100",
+    ];
+    assert!(cost_json(&base).get("cache").is_none());
+    let mut args = base.to_vec();
+    args.extend(["--layout", "design,cache"]);
+    let j = cost_json(&args);
+    let layouts = j["cache"]["layouts"].as_array().unwrap();
+    assert_eq!(j["cache"]["minimum"]["min_tokens"], 1024);
+    assert_eq!(
+        (layouts[0]["layout"].as_str(), layouts[1]["layout"].as_str()),
+        (Some("design"), Some("cache"))
+    );
+    let cacheable = |l: &Value, id: &str| {
+        l["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["task_id"] == id)
+            .unwrap()["cacheable_tokens"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(cacheable(&layouts[0], "y"), 0);
+    assert!(cacheable(&layouts[1], "y") >= 2048);
+    assert_eq!(
+        cacheable(&layouts[1], "x"),
+        0,
+        "the first call has nothing earlier to share"
+    );
+    assert!(usd(&layouts[1]["expected_usd"]) < usd(&layouts[0]["expected_usd"]));
+    assert!(layouts[1]["cacheable_fraction"].as_f64().unwrap() > 0.4);
+    for l in layouts {
+        for t in l["tasks"].as_array().unwrap() {
+            let row = task(&j, t["task_id"].as_str().unwrap());
+            let expected = usd(&t["expected_usd"]);
+            assert!(
+                usd(&row["cost_usd"]["low"]) <= expected
+                    && expected <= usd(&row["cost_usd"]["high"]),
+                "{t} {row}"
+            );
+        }
+    }
+    // A bigger minimum leaves less to cache; an unknown layout is a usage error.
+    let mut args = base.to_vec();
+    args.extend(["--layout", "cache", "--cache-min-tokens", "100000"]);
+    assert_eq!(
+        cost_json(&args)["cache"]["layouts"][0]["cacheable_tokens"],
+        0
+    );
+    let (code, _, err) = ctx(&[
+        "plan",
+        "cost",
+        &plan,
+        "--model",
+        "gpt-4o-mini",
+        "--layout",
+        "cached",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("invalid value 'cached' for '--layout"),
+        "{err}"
+    );
+}

@@ -99,6 +99,7 @@ fn run() -> Result<(), String> {
                 let usage = Usage {
                     prompt_tokens: p * 7 / 10,
                     cached_prompt_tokens: p * 7 / 40,
+                    cache_write_prompt_tokens: 0,
                     completion_tokens: c / 2,
                 };
                 let actual = m.price.cost(&usage);

@@ -9,7 +9,8 @@ use crate::price::{LongContext, Price};
 use crate::table::{PriceBook, PriceSource};
 
 /// One model's winning price. JSON keys in this order: `model`, `input`,
-/// `cached_input`, `output`, `long_context` (only when the model has one),
+/// `cached_input`, `cache_write`, `output`, `long_context` (only when the
+/// model has one),
 /// `source`; rates in US dollars per million tokens.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ListedPrice {
@@ -19,6 +20,8 @@ pub struct ListedPrice {
     pub input: Rate,
     /// Cached prompt tokens.
     pub cached_input: Rate,
+    /// Prompt tokens written to the provider's cache.
+    pub cache_write: Rate,
     /// Completion tokens.
     pub output: Rate,
     /// The long-context tier, if any.
@@ -58,6 +61,7 @@ impl PriceListing {
                     model: m.key.to_string(),
                     input: base.input,
                     cached_input: base.cached_input,
+                    cache_write: base.cache_write,
                     output: base.output,
                     long_context,
                     source: m.source.to_string(),

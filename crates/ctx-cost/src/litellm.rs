@@ -3,7 +3,8 @@
 //!
 //! The file is one JSON object keyed by model name. Of each entry ctx reads
 //! the per-token prices in dollars — `input_cost_per_token`,
-//! `output_cost_per_token`, `cache_read_input_token_cost` — and their
+//! `output_cost_per_token`, `cache_read_input_token_cost`,
+//! `cache_creation_input_token_cost` (a cache write) — and their
 //! long-context variants `…_above_<N>k_tokens` (a whole call whose prompt
 //! exceeds N×1000 tokens is billed at those rates); every other key is
 //! ignored, and so is the `sample_spec` entry that documents the format.
@@ -12,7 +13,10 @@
 //!   most embedding models) is not a token price: it is skipped and the
 //!   model stays "price unknown".
 //! * Without `cache_read_input_token_cost`, cached tokens cost the input
-//!   price. A long-context variant that is missing falls back to the base
+//!   price; without `cache_creation_input_token_cost`, so do cache writes.
+//!   A cache-write price in an entry without an input price is an error
+//!   (a write is billed relative to the input it caches, and a model
+//!   without an input price has no token price to attach it to). A long-context variant that is missing falls back to the base
 //!   price of the same kind.
 //! * `null` is treated as an absent key; a negative price, or a price that
 //!   is not a number, is an error naming the model and the field.
@@ -21,9 +25,9 @@
 //! * Prices are rounded to the nearest micro-dollar per million tokens
 //!   ([`crate::Rate::from_dollars_per_token`]).
 //!
-//! Service-tier variants (`…_priority`, `…_flex`, `…_batches`) and cache
-//! *creation* prices are ignored: ctx sends ordinary requests and does not
-//! ask for explicit caching.
+//! Service-tier variants (`…_priority`, `…_flex`, `…_batches`) and the
+//! one-hour cache-write price (`…_above_1hr`) are ignored: ctx sends
+//! ordinary requests, and a breakpoint it sets uses the default lifetime.
 //!
 //! Every error names the file, line and column (serde_json reports where
 //! it stopped reading).
@@ -104,6 +108,18 @@ pub enum PricesFileError {
         model: String,
         /// The repeated price key, when the repetition is inside an entry.
         field: Option<String>,
+    },
+    /// A cache-write price in an entry without an input price.
+    #[error("{}:{line}:{column}: model {model:?}: cache_creation_input_token_cost is given without input_cost_per_token", path.display())]
+    CacheWriteWithoutInput {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line (the end of the entry).
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The entry's key.
+        model: String,
     },
     /// Long-context prices of one model with different thresholds.
     #[error("{}:{line}:{column}: model {model:?}: long-context prices with different thresholds ({first}k and {second}k tokens)", path.display())]
@@ -198,6 +214,9 @@ enum Problem {
         first: u64,
         second: u64,
     },
+    CacheWriteWithoutInput {
+        model: String,
+    },
 }
 
 /// serde_json's own message for the problem; callers see the typed error
@@ -216,6 +235,12 @@ impl fmt::Display for Problem {
             }
             Problem::MixedThresholds { model, .. } => {
                 write!(f, "model {model:?}: mixed long-context thresholds")
+            }
+            Problem::CacheWriteWithoutInput { model } => {
+                write!(
+                    f,
+                    "model {model:?}: a cache-write price without an input price"
+                )
             }
         }
     }
@@ -267,6 +292,14 @@ fn locate(err: serde_json::Error, problem: Option<Problem>, path: &Path) -> Pric
             first,
             second,
         },
+        Some(Problem::CacheWriteWithoutInput { model }) => {
+            PricesFileError::CacheWriteWithoutInput {
+                path,
+                line,
+                column,
+                model,
+            }
+        }
     }
 }
 
@@ -314,18 +347,20 @@ impl<'de> Visitor<'de> for ModelsVisitor<'_> {
     }
 }
 
-/// The three kinds of token price.
+/// The four kinds of token price.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Input,
     CachedInput,
+    CacheWrite,
     Output,
 }
 
 impl Kind {
-    const ALL: [(Kind, &'static str); 3] = [
+    const ALL: [(Kind, &'static str); 4] = [
         (Kind::Input, "input_cost_per_token"),
         (Kind::CachedInput, "cache_read_input_token_cost"),
+        (Kind::CacheWrite, "cache_creation_input_token_cost"),
         (Kind::Output, "output_cost_per_token"),
     ];
 }
@@ -371,8 +406,8 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Price>, A::Error> {
-        let mut base: [Option<Rate>; 3] = [None; 3];
-        let mut long: [Option<Rate>; 3] = [None; 3];
+        let mut base: [Option<Rate>; 4] = [None; 4];
+        let mut long: [Option<Rate>; 4] = [None; 4];
         let mut threshold: Option<u64> = None;
         let mut seen = BTreeSet::new();
         while let Some(key) = map.next_key::<String>()? {
@@ -416,17 +451,31 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                 }
             }
         }
-        let [Some(input), cached, Some(output)] = base else {
+        if base[Kind::Input as usize].is_none() && base[Kind::CacheWrite as usize].is_some() {
+            return Err(fail(
+                self.problem,
+                Problem::CacheWriteWithoutInput {
+                    model: self.model.to_string(),
+                },
+            ));
+        }
+        let [Some(input), cached, write, Some(output)] = base else {
             return Ok(None);
         };
-        let mut price = Price::flat(input, output, cached);
+        let mut price = Price::flat(input, output, cached).with_cache_write(write);
         if let Some(thousands) = threshold {
             let b = price.base;
+            let long_input = long[Kind::Input as usize].unwrap_or(b.input);
             price.long_context = Some(LongContext {
                 above_prompt_tokens: thousands.saturating_mul(1000),
                 rates: Rates {
-                    input: long[Kind::Input as usize].unwrap_or(b.input),
+                    input: long_input,
                     cached_input: long[Kind::CachedInput as usize].unwrap_or(b.cached_input),
+                    // Without a cache-write price, a write costs the input
+                    // price, of the long-context tier here.
+                    cache_write: long[Kind::CacheWrite as usize]
+                        .or(write)
+                        .unwrap_or(long_input),
                     output: long[Kind::Output as usize].unwrap_or(b.output),
                 },
             });
@@ -590,14 +639,42 @@ mod tests {
     "output_cost_per_token": 1e-05,
     "output_cost_per_token_above_200k_tokens": 1.5e-05,
     "cache_read_input_token_cost": 1.25e-07,
-    "cache_creation_input_token_cost_above_200k_tokens": 9.9,
+    "cache_creation_input_token_cost_above_200k_tokens": 3.125e-06,
+    "cache_creation_input_token_cost_above_1hr": 9.9,
     "input_cost_per_token_above_200k_tokens_priority": 9.9
 }}"#,
         )
         .unwrap();
         assert_eq!(
             t.get("gemini-2.5-pro").unwrap().to_string(),
-            "in 1.25 / cached 0.125 / out 10; above 200000 prompt tokens: in 2.5 / cached 0.125 / out 15"
+            "in 1.25 / cached 0.125 / out 10; above 200000 prompt tokens: in 2.5 / cached 0.125 / cache write 3.125 / out 15"
+        );
+    }
+
+    #[test]
+    fn reads_cache_write_prices_and_refuses_one_without_an_input_price() {
+        let t = parse(
+            r#"{"claude-sonnet-4-5": {
+    "input_cost_per_token": 3e-06,
+    "output_cost_per_token": 1.5e-05,
+    "cache_read_input_token_cost": 3e-07,
+    "cache_creation_input_token_cost": 3.75e-06
+}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            t.get("claude-sonnet-4-5").unwrap().to_string(),
+            "in 3 / cached 0.3 / cache write 3.75 / out 15"
+        );
+        let e = parse("{\"m\": {\n\"output_cost_per_token\": 1e-06,\n\"cache_creation_input_token_cost\": 2e-06\n}}")
+            .unwrap_err();
+        assert!(
+            matches!(&e, PricesFileError::CacheWriteWithoutInput { model, line: 4, .. } if model == "m"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "prices.json:4:1: model \"m\": cache_creation_input_token_cost is given without input_cost_per_token"
         );
     }
 
@@ -677,7 +754,11 @@ mod tests {
         assert_eq!(classify("input_cost_per_token_above_k_tokens"), None);
         assert_eq!(classify("input_cost_per_token_batches"), None);
         assert_eq!(classify("input_cost_per_token_flex"), None);
-        assert_eq!(classify("cache_creation_input_token_cost"), None);
+        assert_eq!(
+            classify("cache_creation_input_token_cost"),
+            Some((Kind::CacheWrite, None))
+        );
+        assert_eq!(classify("cache_creation_input_token_cost_above_1hr"), None);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::table::{PriceSource, PriceTable};
 
 impl From<PlanPrice> for Price {
     fn from(p: PlanPrice) -> Price {
-        Price::flat(p.input, p.output, p.cached_input)
+        Price::flat(p.input, p.output, p.cached_input).with_cache_write(p.cache_write)
     }
 }
 

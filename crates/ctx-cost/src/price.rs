@@ -1,7 +1,9 @@
 //! A model's price and the cost of one call.
 //!
-//! A price has three rates — prompt tokens, prompt tokens served from the
-//! provider's cache, completion tokens — and, for models that charge more
+//! A price has four rates — prompt tokens, prompt tokens served from the
+//! provider's cache (a cache read), prompt tokens written to the cache (a
+//! cache write: Anthropic bills it above the input price), completion
+//! tokens — and, for models that charge more
 //! for long prompts (Gemini 2.5 Pro, Claude Sonnet 4 and 4.5 above 200k
 //! tokens), a second set of rates that applies to the *whole* call once its
 //! prompt exceeds a threshold. That is how the providers bill and how
@@ -22,44 +24,63 @@ use crate::money::{Rate, Usd};
 
 /// Token counts of one call, in OpenAI's convention: `cached_prompt_tokens`
 /// is the part of `prompt_tokens` the provider served from its cache
-/// (`usage.prompt_tokens_details.cached_tokens`); reasoning tokens are part
-/// of `completion_tokens`.
+/// (`usage.prompt_tokens_details.cached_tokens`), `cache_write_prompt_tokens`
+/// the part it wrote to its cache (Anthropic's `cache_creation_input_tokens`,
+/// which LiteLLM counts into `prompt_tokens`); reasoning tokens are part of
+/// `completion_tokens`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Usage {
     /// All prompt tokens, cached ones included.
     pub prompt_tokens: u64,
-    /// The cached part of `prompt_tokens`.
+    /// The cached part of `prompt_tokens` (cache reads).
     pub cached_prompt_tokens: u64,
+    /// The part of `prompt_tokens` written to the provider's cache.
+    pub cache_write_prompt_tokens: u64,
     /// Generated tokens, reasoning included.
     pub completion_tokens: u64,
 }
 
-/// The three rates of one pricing tier.
+/// The four rates of one pricing tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Rates {
     /// Uncached prompt tokens.
     pub input: Rate,
     /// Prompt tokens served from the provider's cache.
     pub cached_input: Rate,
+    /// Prompt tokens written to the provider's cache (LiteLLM's
+    /// `cache_creation_input_token_cost`); the input rate when the price
+    /// names none.
+    pub cache_write: Rate,
     /// Completion tokens.
     pub output: Rate,
 }
 
 impl Rates {
-    /// Rates whose cached price equals the input price: what a provider
+    /// Rates whose cached prices equal the input price: what a provider
     /// without a cache discount charges.
     pub const fn uncached(input: Rate, output: Rate) -> Rates {
         Rates {
             input,
             cached_input: input,
+            cache_write: input,
             output,
         }
+    }
+
+    /// The cheapest and the dearest rate a prompt token can be billed at.
+    fn prompt_extremes(self) -> (Rate, Rate) {
+        let rates = [self.input, self.cached_input, self.cache_write];
+        (
+            rates.into_iter().min().unwrap_or(self.input),
+            rates.into_iter().max().unwrap_or(self.input),
+        )
     }
 
     fn componentwise(self, other: Rates, pick: fn(Rate, Rate) -> Rate) -> Rates {
         Rates {
             input: pick(self.input, other.input),
             cached_input: pick(self.cached_input, other.cached_input),
+            cache_write: pick(self.cache_write, other.cache_write),
             output: pick(self.output, other.output),
         }
     }
@@ -94,10 +115,21 @@ impl Price {
             base: Rates {
                 input,
                 cached_input: cached_input.unwrap_or(input),
+                cache_write: input,
                 output,
             },
             long_context: None,
         }
+    }
+
+    /// This price with its cache-write rate set (the base tier's; a
+    /// long-context tier keeps its own). `None` leaves it at the input
+    /// rate.
+    pub fn with_cache_write(mut self, cache_write: Option<Rate>) -> Price {
+        if let Some(rate) = cache_write {
+            self.base.cache_write = rate;
+        }
+        self
     }
 
     /// The rates a call with `prompt_tokens` prompt tokens is billed at.
@@ -108,18 +140,24 @@ impl Price {
         }
     }
 
-    /// The exact cost of one call. A usage reporting more cached than
-    /// prompt tokens (inconsistent server data) is billed as if the whole
-    /// prompt were cached, which keeps the cost within
-    /// [`Price::highest_cost`] of its prompt size.
+    /// The exact cost of one call, in four buckets: uncached prompt
+    /// tokens, cache reads, cache writes and completion tokens. A usage
+    /// reporting more cached tokens than prompt tokens (inconsistent
+    /// server data) is billed as if the whole prompt were cache reads, then
+    /// cache writes, which keeps the cost within [`Price::highest_cost`] of
+    /// its prompt size.
     pub fn cost(&self, usage: &Usage) -> Usd {
         let rates = self.rates_for(usage.prompt_tokens);
         let cached = usage.cached_prompt_tokens.min(usage.prompt_tokens);
-        let uncached = usage.prompt_tokens - cached;
+        let written = usage
+            .cache_write_prompt_tokens
+            .min(usage.prompt_tokens - cached);
+        let uncached = usage.prompt_tokens - cached - written;
         rates
             .input
             .cost(uncached)
             .saturating_add(rates.cached_input.cost(cached))
+            .saturating_add(rates.cache_write.cost(written))
             .saturating_add(rates.output.cost(usage.completion_tokens))
     }
 
@@ -136,8 +174,8 @@ impl Price {
             None => self.base,
         };
         rates
-            .input
-            .min(rates.cached_input)
+            .prompt_extremes()
+            .0
             .cost(prompt_tokens)
             .saturating_add(rates.output.cost(completion_tokens))
     }
@@ -153,8 +191,8 @@ impl Price {
             _ => self.base,
         };
         rates
-            .input
-            .max(rates.cached_input)
+            .prompt_extremes()
+            .1
             .cost(prompt_tokens)
             .saturating_add(rates.output.cost(completion_tokens))
     }
@@ -167,16 +205,36 @@ impl fmt::Display for Price {
         let r = self.base;
         write!(
             f,
-            "in {} / cached {} / out {}",
-            r.input, r.cached_input, r.output
+            "in {} / cached {}{} / out {}",
+            r.input,
+            r.cached_input,
+            CacheWrite(r),
+            r.output
         )?;
         if let Some(lc) = self.long_context {
             let r = lc.rates;
             write!(
                 f,
-                "; above {} prompt tokens: in {} / cached {} / out {}",
-                lc.above_prompt_tokens, r.input, r.cached_input, r.output
+                "; above {} prompt tokens: in {} / cached {}{} / out {}",
+                lc.above_prompt_tokens,
+                r.input,
+                r.cached_input,
+                CacheWrite(r),
+                r.output
             )?;
+        }
+        Ok(())
+    }
+}
+
+/// ` / cache write X` when the cache-write rate is not the input rate;
+/// nothing otherwise, so a price without one prints as it always did.
+struct CacheWrite(Rates);
+
+impl fmt::Display for CacheWrite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.cache_write != self.0.input {
+            write!(f, " / cache write {}", self.0.cache_write)?;
         }
         Ok(())
     }
@@ -200,6 +258,7 @@ mod tests {
             base: Rates {
                 input: rate("1.25"),
                 cached_input: rate("0.125"),
+                cache_write: rate("1.25"),
                 output: rate("10"),
             },
             long_context: Some(LongContext {
@@ -207,6 +266,7 @@ mod tests {
                 rates: Rates {
                     input: rate("2.5"),
                     cached_input: rate("0.25"),
+                    cache_write: rate("2.5"),
                     output: rate("15"),
                 },
             }),
@@ -218,6 +278,7 @@ mod tests {
         let usage = Usage {
             prompt_tokens: 1_000,
             cached_prompt_tokens: 400,
+            cache_write_prompt_tokens: 0,
             completion_tokens: 200,
         };
         // 600 × 2.5 + 400 × 1.25 + 200 × 10 micro-dollars... per million.
@@ -226,11 +287,34 @@ mod tests {
     }
 
     #[test]
+    fn a_call_is_billed_in_four_buckets() {
+        // Claude Sonnet 4.5: in 3, cache read 0.3, cache write 3.75, out 15.
+        let price = Price::flat(rate("3"), rate("15"), Some(rate("0.3")))
+            .with_cache_write(Some(rate("3.75")));
+        let usage = Usage {
+            prompt_tokens: 10_000,
+            cached_prompt_tokens: 6_000,
+            cache_write_prompt_tokens: 3_000,
+            completion_tokens: 100,
+        };
+        // 1,000 × 3 + 6,000 × 0.3 + 3,000 × 3.75 + 100 × 15
+        // = 3,000 + 1,800 + 11,250 + 1,500 µ$ = $0.01755
+        assert_eq!(price.cost(&usage).to_string(), "0.01755");
+        // The high end of such a prompt is priced at the cache-write rate,
+        // the dearest, so a reservation stays a bound.
+        assert_eq!(price.highest_cost(10_000, 0), rate("3.75").cost(10_000));
+        // Without a cache-write rate, a write costs the input rate.
+        let plain = Price::flat(rate("3"), rate("15"), Some(rate("0.3")));
+        assert_eq!(plain.highest_cost(10_000, 0), rate("3").cost(10_000));
+    }
+
+    #[test]
     fn long_prompts_switch_the_whole_call_to_the_long_context_rates() {
         let p = tiered();
         let at = |prompt| Usage {
             prompt_tokens: prompt,
             cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
             completion_tokens: 1_000,
         };
         // 200,000 × 1.25 + 1,000 × 10 = 250,000 + 10,000 µ$ = $0.26
@@ -244,6 +328,7 @@ mod tests {
         let usage = Usage {
             prompt_tokens: 100,
             cached_prompt_tokens: 500,
+            cache_write_prompt_tokens: 0,
             completion_tokens: 0,
         };
         assert_eq!(gpt_4o().cost(&usage), rate("1.25").cost(100));
@@ -259,11 +344,18 @@ mod tests {
     }
 
     fn any_rates() -> impl Strategy<Value = Rates> {
-        (0u64..50_000_000, 0u64..50_000_000, 0u64..100_000_000).prop_map(|(i, c, o)| Rates {
-            input: Rate::from_micros_per_million(i),
-            cached_input: Rate::from_micros_per_million(c),
-            output: Rate::from_micros_per_million(o),
-        })
+        (
+            0u64..50_000_000,
+            0u64..50_000_000,
+            0u64..70_000_000,
+            0u64..100_000_000,
+        )
+            .prop_map(|(i, c, w, o)| Rates {
+                input: Rate::from_micros_per_million(i),
+                cached_input: Rate::from_micros_per_million(c),
+                cache_write: Rate::from_micros_per_million(w),
+                output: Rate::from_micros_per_million(o),
+            })
     }
 
     fn any_price() -> impl Strategy<Value = Price> {
@@ -282,13 +374,16 @@ mod tests {
 
     proptest! {
         /// Every call inside a token range costs between the range's
-        /// bounds, whatever the tiers and whichever part is cached.
+        /// bounds, whatever the tiers and whichever parts are cache reads
+        /// and cache writes (a cache write dearer than the input rate
+        /// included: the high end takes the dearest prompt rate).
         #[test]
         fn bounds_contain_every_call_in_range(
             price in any_price(),
             p_lo in 0u64..400_000, p_extra in 0u64..400_000, p_at in 0.0f64..=1.0,
             c_lo in 0u64..100_000, c_extra in 0u64..100_000, c_at in 0.0f64..=1.0,
             cached_at in 0.0f64..=1.2,
+            written_at in 0.0f64..=1.2,
         ) {
             let p_hi = p_lo + p_extra;
             let c_hi = c_lo + c_extra;
@@ -297,6 +392,7 @@ mod tests {
             let usage = Usage {
                 prompt_tokens: prompt,
                 cached_prompt_tokens: (prompt as f64 * cached_at) as u64,
+                cache_write_prompt_tokens: (prompt as f64 * written_at) as u64,
                 completion_tokens: completion,
             };
             let cost = price.cost(&usage);

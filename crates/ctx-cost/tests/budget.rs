@@ -16,6 +16,7 @@ fn any_rates() -> impl Strategy<Value = Rates> {
     (0u64..40_000_000, 0u64..40_000_000, 0u64..80_000_000).prop_map(|(i, c, o)| Rates {
         input: Rate::from_micros_per_million(i),
         cached_input: Rate::from_micros_per_million(c),
+        cache_write: Rate::from_micros_per_million(i),
         output: Rate::from_micros_per_million(o),
     })
 }
@@ -80,6 +81,7 @@ impl SimTask {
                 self.price.cost(&Usage {
                     prompt_tokens: prompt,
                     cached_prompt_tokens: (prompt as f64 * cached) as u64,
+                    cache_write_prompt_tokens: 0,
                     completion_tokens: (self.max_completion as f64 * c) as u64,
                 })
             })

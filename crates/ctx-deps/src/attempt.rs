@@ -142,8 +142,8 @@ impl<'a> Prompts<'a> {
     }
 }
 
-/// Each dependency's output as prompt assembly takes it, in dependency
-/// order; the error names a dependency without a completed result.
+/// Each dependency's output as prompt assembly takes it, in the order of
+/// `config.layout` (as listed, or plan order under `cache`); the error names a dependency without a completed result.
 fn dependency_outputs<'a>(
     ctx: &'a TaskContext,
     i: usize,

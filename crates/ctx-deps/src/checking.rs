@@ -183,6 +183,7 @@ async fn ask_judge(
                     completion_tokens: completion,
                     total_tokens: request.prompt_tokens as u64 + completion,
                     cached_tokens: None,
+                    cache_write_tokens: None,
                     partial: false,
                 }
             });
@@ -408,6 +409,7 @@ mod tests {
                         completion_tokens: 5,
                         total_tokens: 15,
                         cached_tokens: None,
+                        cache_write_tokens: None,
                         partial: false,
                     }),
                     attempts: vec![ctx_model::Attempt {
@@ -582,6 +584,7 @@ mod tests {
                         completion_tokens: 5,
                         total_tokens: 15,
                         cached_tokens: None,
+                        cache_write_tokens: None,
                         partial: false,
                     }),
                     attempts: vec![attempt(1, "ok")],

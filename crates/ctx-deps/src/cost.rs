@@ -298,6 +298,7 @@ pub fn task_cost(
             None => Usage {
                 prompt_tokens: prompt,
                 cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
                 completion_tokens: counter.count(&result.output) as u64,
             },
         };
@@ -313,6 +314,7 @@ pub(crate) fn reported(u: &ctx_model::TokenUsage) -> Usage {
     Usage {
         prompt_tokens: u.prompt_tokens,
         cached_prompt_tokens: u.cached_tokens.unwrap_or(0),
+        cache_write_prompt_tokens: u.cache_write_tokens.unwrap_or(0),
         completion_tokens: u.completion_tokens,
     }
 }
@@ -334,6 +336,7 @@ pub(crate) fn unanswered_calls(
     let worst = Usage {
         prompt_tokens,
         cached_prompt_tokens: 0,
+        cache_write_prompt_tokens: 0,
         completion_tokens: max_tokens?,
     };
     Some(price(&worst)?.saturating_mul(calls))
@@ -422,6 +425,7 @@ fn checked_task_cost(
             None => Usage {
                 prompt_tokens: a.prompt_tokens as u64,
                 cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
                 completion_tokens: counter.count(&a.output) as u64,
             },
         };
@@ -527,6 +531,7 @@ mod tests {
             completion_tokens: 50,
             total_tokens: 1060,
             cached_tokens: Some(10),
+            cache_write_tokens: None,
             partial: false,
         });
         assert_eq!(

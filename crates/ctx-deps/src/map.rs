@@ -158,13 +158,18 @@ pub fn failed_item_note(r: &TaskExecutionResult) -> String {
 /// each dependency as it is, except a map task, which is replaced by its
 /// items in item order (the map task's own output, a count, is left out).
 /// Before a map is expanded it has no items, and so gives none.
+///
+/// The dependencies come in the order the plan's layout gives
+/// ([`PromptLayout::dependency_order`](ctx_model::PromptLayout::dependency_order):
+/// plan order under `cache`), and a map's items take its place there, so
+/// the cache layout's order holds for items too.
 pub(crate) fn prompt_dependencies(
     plan: &Plan,
     g: &crate::graph::PlanGraph,
     i: usize,
 ) -> Vec<usize> {
     let mut out = Vec::with_capacity(g.dependencies(i).len());
-    for &d in g.dependencies(i) {
+    for d in plan.config.layout.dependency_order(g.dependencies(i)) {
         match plan.sub_tasks.get(d) {
             Some(t) if t.map.is_some() => out.extend(
                 g.dependencies(d)

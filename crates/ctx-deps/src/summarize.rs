@@ -530,6 +530,7 @@ fn summary_call_cost(
                 None => ctx_cost::Usage {
                     prompt_tokens: prompt,
                     cached_prompt_tokens: 0,
+                    cache_write_prompt_tokens: 0,
                     completion_tokens: (counter.count(&resp.output) as u64).min(max),
                 },
             };
@@ -681,6 +682,7 @@ mod tests {
                         completion_tokens: 5,
                         total_tokens: 15,
                         cached_tokens: None,
+                        cache_write_tokens: None,
                         partial: false,
                     }),
                     ..InferenceResponse::default()

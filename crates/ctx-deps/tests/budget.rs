@@ -144,6 +144,7 @@ impl InferenceEngine for Engine {
                         completion_tokens: completion,
                         total_tokens: prompt + completion,
                         cached_tokens: Some(prompt * b.cached_pct / 100),
+                        cache_write_tokens: None,
                         partial: false,
                     }),
                 )

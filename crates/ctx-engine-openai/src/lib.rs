@@ -68,6 +68,7 @@
 //! # }
 //! ```
 
+mod cache_usage;
 mod config;
 mod engine;
 mod pacing;

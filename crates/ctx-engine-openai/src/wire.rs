@@ -231,6 +231,7 @@ pub(crate) struct ReportedUsage {
     pub completion: Option<u64>,
     pub total: Option<u64>,
     pub cached: Option<u64>,
+    pub cache_write: Option<u64>,
 }
 
 /// What a request is known to have sent and allowed, for reading a
@@ -261,6 +262,7 @@ impl ReportedUsage {
             completion_tokens: completion,
             total_tokens: total.unwrap_or(prompt.saturating_add(completion)),
             cached_tokens: self.cached,
+            cache_write_tokens: self.cache_write,
             partial: false,
         };
         let partial = |prompt: u64, completion: u64| TokenUsage {
@@ -313,32 +315,28 @@ pub(crate) fn usage_to_record(
                 completion_tokens: completion,
                 total_tokens: bounds.prompt_tokens.saturating_add(completion),
                 cached_tokens: None,
+                cache_write_tokens: None,
                 partial: true,
             })
         }
     }
 }
 
-/// `usage` → [`ReportedUsage`], cached tokens from
-/// `prompt_tokens_details.cached_tokens` (OpenAI) when reported; `None`
-/// when it reports no count at all.
+/// `usage` → [`ReportedUsage`], with the cache reads and writes where
+/// the server reports them ([`crate::cache_usage`]); `None` when it
+/// reports no count at all.
 pub(crate) fn usage_of(usage: &Value) -> Option<ReportedUsage> {
     if !usage.is_object() {
         return None;
     }
-    let num = |v: Option<&Value>| {
-        v.and_then(|v| {
-            v.as_u64()
-                .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
-        })
-    };
+    let num = crate::cache_usage::count;
+    let (cached, cache_write) = crate::cache_usage::cache_counts(usage);
     let reported = ReportedUsage {
         prompt: num(usage.get("prompt_tokens")),
         completion: num(usage.get("completion_tokens")),
         total: num(usage.get("total_tokens")),
-        cached: num(usage
-            .get("prompt_tokens_details")
-            .and_then(|d| d.get("cached_tokens"))),
+        cached,
+        cache_write,
     };
     if reported.prompt.is_none() && reported.completion.is_none() && reported.total.is_none() {
         return None;
@@ -627,6 +625,7 @@ mod tests {
                 completion_tokens: 3,
                 total_tokens: 15,
                 cached_tokens: Some(8),
+                cache_write_tokens: None,
                 partial: false,
             })
         );

@@ -114,6 +114,7 @@ async fn success_records_usage_model_and_one_attempt() {
             completion_tokens: 5,
             total_tokens: 25,
             cached_tokens: Some(16),
+            cache_write_tokens: None,
             partial: false,
         })
     );

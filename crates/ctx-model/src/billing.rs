@@ -47,7 +47,11 @@ pub const CHOICE_KEYS: [&str; 2] = ["n", "best_of"];
 /// most completion tokens a request may generate (the cap still bounds
 /// every completion, reasoning included: OpenAI counts reasoning tokens
 /// against `max_completion_tokens`).
-pub const NEUTRAL_KEYS: [&str; 22] = [
+///
+/// `prompt_cache_key` (OpenAI's routing hint for its prompt cache) is one:
+/// a cache hit can only lower what the prompt is billed, and a bound
+/// prices every prompt token at the dearest prompt rate.
+pub const NEUTRAL_KEYS: [&str; 23] = [
     "frequency_penalty",
     "ignore_eos",
     "logit_bias",
@@ -57,6 +61,7 @@ pub const NEUTRAL_KEYS: [&str; 22] = [
     "min_tokens",
     "parallel_tool_calls",
     "presence_penalty",
+    "prompt_cache_key",
     "reasoning_effort",
     "repetition_penalty",
     "response_format",
@@ -288,5 +293,14 @@ mod tests {
         assert_eq!(extra_key("logprobs"), ExtraKey::Neutral);
         assert_eq!(extra_key("best_of"), ExtraKey::Bounded);
         assert_eq!(extra_key("service_tier"), ExtraKey::Unbounded);
+        // The prompt cache's routing key is passed through, and allowed
+        // under --max-cost (issue 24).
+        assert_eq!(extra_key("prompt_cache_key"), ExtraKey::Neutral);
+        assert_eq!(
+            params(json!({"prompt_cache_key": "weekly-report"}))
+                .completion_bound(None)
+                .unwrap(),
+            100
+        );
     }
 }

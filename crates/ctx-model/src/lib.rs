@@ -82,6 +82,7 @@ pub mod billing;
 pub mod check_report;
 pub mod checks;
 pub mod graph;
+mod layout;
 #[cfg(feature = "parse")]
 mod load;
 #[cfg(feature = "parse")]
@@ -98,6 +99,7 @@ mod validate;
 pub mod variables;
 
 pub use checks::{judge_checks, plan_base_dir, plan_has_checks, task_checks};
+pub use layout::PromptLayout;
 #[cfg(feature = "parse")]
 pub use load::*;
 #[cfg(feature = "parse")]

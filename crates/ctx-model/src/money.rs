@@ -453,6 +453,7 @@ fn write_decimal(f: &mut fmt::Formatter<'_>, units: u128, scale: u32) -> fmt::Re
 ///       input: 3              # US dollars per million prompt tokens
 ///       output: 12            # ... per million completion tokens
 ///       cached_input: 1.5     # ... per million cached prompt tokens (optional)
+///       cache_write: 3.75     # ... per million prompt tokens written to the cache (optional)
 /// ```
 ///
 /// Values are numbers of dollars per million tokens with at most six
@@ -474,6 +475,11 @@ pub struct PlanPrice {
     /// cache; the input price when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input: Option<Rate>,
+    /// US dollars per million prompt tokens written to the provider's
+    /// cache (Anthropic bills a write above the input price); the input
+    /// price when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<Rate>,
 }
 
 #[cfg(test)]

@@ -318,6 +318,11 @@ pub struct PlanConfig {
     #[serde(default = "default_max_check_attempts")]
     #[schemars(range(min = 1))]
     pub max_check_attempts: u32,
+    /// How each call's blocks are ordered: `design` (the default) or
+    /// `cache`, most shared first for the provider's prefix cache
+    /// (docs/prompts.md). Left out of a serialized plan when `design`.
+    #[serde(default, skip_serializing_if = "crate::PromptLayout::is_design")]
+    pub layout: crate::PromptLayout,
 }
 
 /// The default `max_check_attempts`: one try and one retry with feedback.
@@ -344,6 +349,7 @@ impl Default for PlanConfig {
             prices: crate::money::PlanPrices::new(),
             checks: Vec::new(),
             max_check_attempts: DEFAULT_MAX_CHECK_ATTEMPTS,
+            layout: crate::PromptLayout::Design,
         }
     }
 }

@@ -290,8 +290,8 @@ pub struct CheckAttempt {
 }
 
 impl TokenUsage {
-    /// `self + other`, field by field (saturating); cached tokens add when
-    /// either side reports them.
+    /// `self + other`, field by field (saturating); cache reads and cache
+    /// writes add when either side reports them.
     pub fn plus(self, other: TokenUsage) -> TokenUsage {
         TokenUsage {
             prompt_tokens: self.prompt_tokens.saturating_add(other.prompt_tokens),
@@ -299,10 +299,8 @@ impl TokenUsage {
                 .completion_tokens
                 .saturating_add(other.completion_tokens),
             total_tokens: self.total_tokens.saturating_add(other.total_tokens),
-            cached_tokens: match (self.cached_tokens, other.cached_tokens) {
-                (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-            },
+            cached_tokens: plus_reported(self.cached_tokens, other.cached_tokens),
+            cache_write_tokens: plus_reported(self.cache_write_tokens, other.cache_write_tokens),
             partial: self.partial || other.partial,
         }
     }
@@ -310,6 +308,15 @@ impl TokenUsage {
     /// The sum of some usages; `None` when none is known.
     pub fn sum(usages: impl IntoIterator<Item = Option<TokenUsage>>) -> Option<TokenUsage> {
         usages.into_iter().flatten().reduce(TokenUsage::plus)
+    }
+}
+
+/// Two counts an engine may leave unreported, added: `None` only when
+/// neither side reports one, so "not reported" never reads as 0.
+fn plus_reported(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
     }
 }
 
@@ -322,9 +329,18 @@ pub struct TokenUsage {
     pub completion_tokens: u64,
     /// `prompt_tokens + completion_tokens` unless the engine says otherwise.
     pub total_tokens: u64,
-    /// Prompt tokens served from the engine's cache, when reported.
+    /// Prompt tokens served from the engine's cache (cache reads), when
+    /// reported: OpenAI's, vLLM's and llama.cpp's
+    /// `prompt_tokens_details.cached_tokens`, Anthropic's
+    /// `cache_read_input_tokens` as LiteLLM forwards it. Part of
+    /// `prompt_tokens`. `None` is "not reported", never 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    /// Prompt tokens written to the engine's cache, when reported
+    /// (Anthropic's `cache_creation_input_tokens` as LiteLLM forwards it;
+    /// part of `prompt_tokens`, as LiteLLM counts it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
     /// The engine reported only part of the usage (only `total_tokens`,
     /// say), so the prompt and completion tokens here are the worst case
     /// the report allows (docs/cost.md, "Partial usage"), not counts the

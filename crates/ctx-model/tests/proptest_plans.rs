@@ -161,9 +161,13 @@ fn config() -> impl Strategy<Value = PlanConfig> {
         0usize..100_000,
         opt(prop_oneof![Just("o200k_base".to_string()), text()]),
         summary_settings(),
+        prop_oneof![
+            Just(ctx_model::PromptLayout::Design),
+            Just(ctx_model::PromptLayout::Cache)
+        ],
     )
         .prop_map(
-            |(full, max_len, strategy, all, filter, with_type, cap, tokenizer, summary)| {
+            |(full, max_len, strategy, all, filter, with_type, cap, tokenizer, summary, layout)| {
                 PlanConfig {
                     dependency: DependencyConfig {
                         include_full_output: full,
@@ -184,6 +188,7 @@ fn config() -> impl Strategy<Value = PlanConfig> {
                     prices: Default::default(),
                     checks: Vec::new(),
                     max_check_attempts: ctx_model::DEFAULT_MAX_CHECK_ATTEMPTS,
+                    layout,
                 }
             },
         )

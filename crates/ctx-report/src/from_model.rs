@@ -326,6 +326,7 @@ mod tests {
                 completion_tokens: 7,
                 total_tokens: 20,
                 cached_tokens: None,
+                cache_write_tokens: None,
                 partial: false,
             }),
             cached: true,

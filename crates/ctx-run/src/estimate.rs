@@ -202,20 +202,7 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
         let counter = counters
             .entry(tokenizer)
             .or_insert_with(|| tokenizer.counter());
-        // The executor hands dependencies over in the graph's order. The
-        // graph's indices are the plan's task indices, so the description
-        // is an index away (`Plan::task` scans, which made 8,000 tasks
-        // quadratic).
-        let empty: Vec<DependencyOutput<'_>> = graph
-            .dependencies(i)
-            .iter()
-            .map(|&d| DependencyOutput {
-                task_id: graph.id(d),
-                description: plan.sub_tasks.get(d).map_or("", |t| t.description.as_str()),
-                output: "",
-                summary: None,
-            })
-            .collect();
+        let empty = empty_outputs(plan, &graph, i);
         let low = match ctx_prompt::assemble_task_prompt(plan, task, &empty, counter.as_ref(), cap)
         {
             Ok(assembled) => assembled.tokens as u64,
@@ -298,6 +285,29 @@ fn map_items(task: &ctx_model::SubTask) -> u32 {
         .as_ref()
         .and_then(|m| m.max_items)
         .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+/// Task `i`'s dependencies with every output empty, as the low end
+/// assembles them: in the order the executor hands them over (the
+/// layout's order of the graph's). The graph's indices are the plan's
+/// task indices, so the description is an index away (`Plan::task` scans,
+/// which made 8,000 tasks quadratic).
+pub(crate) fn empty_outputs<'p>(
+    plan: &'p Plan,
+    graph: &'p PlanGraph,
+    i: usize,
+) -> Vec<DependencyOutput<'p>> {
+    plan.config
+        .layout
+        .dependency_order(graph.dependencies(i))
+        .into_iter()
+        .map(|d| DependencyOutput {
+            task_id: graph.id(d),
+            description: plan.sub_tasks.get(d).map_or("", |t| t.description.as_str()),
+            output: "",
+            summary: None,
+        })
+        .collect()
 }
 
 /// The row of check `n` of `task` when it is a `judge` check (module

@@ -968,6 +968,7 @@ mod tests {
                         completion_tokens: 1,
                         total_tokens: 11,
                         cached_tokens: None,
+                        cache_write_tokens: None,
                         partial: false,
                     }),
                     ..InferenceResponse::default()

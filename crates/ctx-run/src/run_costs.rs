@@ -612,6 +612,7 @@ mod tests {
         let usage = Usage {
             prompt_tokens: 1_000_000,
             cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
             completion_tokens: 0,
         };
         assert_eq!(o.model.call_cost(&plan().sub_tasks[1], &usage), None);

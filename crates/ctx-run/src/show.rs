@@ -566,6 +566,7 @@ impl TaskShow {
                 "usage    {} prompt + {} completion = {} tokens\n",
                 u.prompt_tokens, u.completion_tokens, u.total_tokens
             ));
+            out.push_str(&format!("cache    {}\n", cache_usage(u)));
         }
         if let Some(ms) = m.execution_time_ms {
             out.push_str(&format!("time     {ms} ms\n"));
@@ -806,11 +807,42 @@ fn first_line(error: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
+/// What a usage says about the provider's prompt cache: `N read, M
+/// written` (each part only when reported), or `not reported` — never a 0
+/// the server did not give.
+pub fn cache_usage(u: &ctx_model::TokenUsage) -> String {
+    let parts: Vec<String> = [(u.cached_tokens, "read"), (u.cache_write_tokens, "written")]
+        .into_iter()
+        .filter_map(|(n, what)| n.map(|n| format!("{n} tokens {what}")))
+        .collect();
+    if parts.is_empty() {
+        "not reported".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+
+    #[test]
+    fn cache_usage_says_not_reported_rather_than_zero() {
+        let mut u = ctx_model::TokenUsage {
+            prompt_tokens: 4600,
+            completion_tokens: 20,
+            total_tokens: 4620,
+            ..ctx_model::TokenUsage::default()
+        };
+        assert_eq!(cache_usage(&u), "not reported");
+        u.cached_tokens = Some(0);
+        assert_eq!(cache_usage(&u), "0 tokens read");
+        u.cached_tokens = Some(3000);
+        u.cache_write_tokens = Some(1500);
+        assert_eq!(cache_usage(&u), "3000 tokens read, 1500 tokens written");
+    }
 
     /// A stored run held in memory: what either store would answer.
     struct Stored {

@@ -213,6 +213,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
                     .cost(&ctx_cost::Usage {
                         prompt_tokens: b.prompt_tokens,
                         cached_prompt_tokens: 0,
+                        cache_write_prompt_tokens: 0,
                         completion_tokens: b.completion_tokens,
                     })
             })

@@ -38,6 +38,7 @@ impl InferenceEngine for Counting {
                     completion_tokens: 2,
                     total_tokens: 3,
                     cached_tokens: None,
+                    cache_write_tokens: None,
                     partial: false,
                 }),
                 finish_reason: Some("stop".into()),

@@ -44,6 +44,7 @@ fn completed(id: &str, output: &str) -> TaskExecutionResult {
             completion_tokens: 4,
             total_tokens: 7,
             cached_tokens: None,
+            cache_write_tokens: None,
             partial: false,
         }),
         model: Some("m".into()),

@@ -7,6 +7,7 @@ pub mod history;
 pub mod lint;
 pub mod plan_check;
 pub mod plan_cost;
+pub mod plan_cost_cache;
 pub mod plan_graph;
 pub mod plan_inputs;
 pub mod prices;

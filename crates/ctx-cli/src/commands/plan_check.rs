@@ -17,6 +17,11 @@
 //! json` prints one object instead, with each problem's stable `code` and
 //! its `line` and `column`.
 //!
+//! Under `config.layout: cache`, a task prompt that puts a placeholder of
+//! its own before text other prompts share gets a `hint:` line on stderr
+//! ([`ctx_prompt::plan_fill::cache_layout_hints`]); hints change no exit
+//! code.
+//!
 //! Other commands that must refuse an invalid plan (`ctx run`, `ctx plan
 //! graph`) use [`load_valid_plan`], so every command reports problems the
 //! same way.
@@ -68,6 +73,10 @@ pub fn run(args: Args) -> CliResult {
     } else {
         FieldLocator::new(&source.text)
     };
+    // Hints are advice, not problems: on stderr, the exit code unchanged.
+    for hint in ctx_prompt::plan_fill::cache_layout_hints(&parsed.plan) {
+        eprintln!("hint: {}", ctx_table::printable_lines(&hint.to_string()));
+    }
     let report = CheckReport::new(origin, &parsed.plan, &problems, &locator);
     match args.format {
         Format::Json => crate::io::print_stdout(&crate::io::json_text(&report.json())?)?,

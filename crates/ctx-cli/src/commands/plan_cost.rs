@@ -85,6 +85,10 @@ pub struct Args {
     #[command(flatten)]
     pub inputs: super::plan_inputs::PlanInputArgs,
 
+    /// The prefix-cache prediction (`--layout`, `--cache-min-tokens`).
+    #[command(flatten)]
+    pub cache: super::plan_cost_cache::CacheArgs,
+
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -136,9 +140,20 @@ pub fn run(mut args: Args) -> CliResult {
     let estimates = estimate_plan(&plan, &defaults)
         .map_err(|e| located(e, &args.plan.display().to_string()))?;
     let report = estimate_costs(&book, &estimates);
-    let text = match args.format {
-        Format::Text => report.render_text(),
-        Format::Json => report.to_json(),
+    let text = if args.cache.layout.is_empty() {
+        match args.format {
+            Format::Text => report.render_text(),
+            Format::Json => report.to_json(),
+        }
+    } else {
+        super::plan_cost_cache::render(
+            &report,
+            args.format == Format::Json,
+            &args.cache,
+            &plan,
+            &defaults,
+            &book,
+        )?
     };
     crate::io::print_stdout(&text)?;
     Ok(Exit::Ok)

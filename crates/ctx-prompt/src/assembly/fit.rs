@@ -174,6 +174,7 @@ pub fn assemble_task_prompt(
         .iter()
         .map(|e| (entity_line(e, include_type), true))
         .collect();
+    let entity_order = super::layout::entity_order(plan, &resolved);
 
     let mut deps: Vec<DepPart<'_>> = dependencies
         .iter()
@@ -200,7 +201,7 @@ pub fn assemble_task_prompt(
         })
         .collect();
 
-    let mut text = render(&entities, &deps, prompt);
+    let mut text = render(&entities, &entity_order, &deps, prompt);
     let mut tokens = counter.count(&text);
     let done = |text: String, tokens: usize, deps: &[DepPart<'_>], entities: &[(String, bool)]| {
         AssembledPrompt {
@@ -257,7 +258,7 @@ pub fn assemble_task_prompt(
                     d.cut = true;
                 }
             }
-            text = render(&entities, &deps, prompt);
+            text = render(&entities, &entity_order, &deps, prompt);
             tokens = counter.count(&text);
             if tokens <= cap {
                 return Ok(done(text, tokens, &deps, &entities));
@@ -290,7 +291,7 @@ pub fn assemble_task_prompt(
             }
             need -= line_tokens[i];
         }
-        text = render(&entities, &deps, prompt);
+        text = render(&entities, &entity_order, &deps, prompt);
         tokens = counter.count(&text);
         if tokens <= cap {
             return Ok(done(text, tokens, &deps, &entities));

@@ -61,10 +61,19 @@ pub(super) struct DepPart<'a> {
     pub(super) cut: bool,
 }
 
-pub(super) fn render(entities: &[(String, bool)], deps: &[DepPart<'_>], prompt: &str) -> String {
+/// The prompt: the kept entity lines in `entity_order` (indexes into
+/// `entities`; the layout's order, see `layout`), the dependency block,
+/// the task's own prompt.
+pub(super) fn render(
+    entities: &[(String, bool)],
+    entity_order: &[usize],
+    deps: &[DepPart<'_>],
+    prompt: &str,
+) -> String {
     let mut out = String::new();
-    let kept: Vec<&str> = entities
+    let kept: Vec<&str> = entity_order
         .iter()
+        .map(|&i| &entities[i])
         .filter(|(_, keep)| *keep)
         .map(|(l, _)| l.as_str())
         .collect();

@@ -72,6 +72,7 @@ use ctx_tokens::{Tokenizer, UnknownTokenizer};
 
 mod fit;
 mod format;
+mod layout;
 mod shorten;
 
 pub use fit::{assemble_task_prompt, cut_to_tokens};

@@ -34,6 +34,7 @@ use ctx_model::{HISTORICAL_CONTEXT, Plan, VariableType, publish_path_problem};
 
 use crate::template::render;
 
+mod cache_hints;
 mod digest;
 mod error;
 mod fields;
@@ -41,6 +42,7 @@ mod limits;
 mod lint;
 mod map_fill;
 
+pub use cache_hints::{CacheHint, cache_layout_hints};
 pub use digest::{DigestSettings, plan_digest, plan_history};
 pub use error::FillError;
 pub(crate) use fields::{TemplateField, plan_classes, template_fields};
