@@ -62,6 +62,7 @@ use std::pin::Pin;
 
 mod costs;
 mod dry_run;
+pub mod trace_context;
 
 pub use costs::EngineCosts;
 pub use dry_run::DryRunEngine;
