@@ -61,6 +61,7 @@ pub mod graph;
 mod offload;
 pub mod options;
 mod scheduling;
+pub mod spans;
 pub mod summarize;
 mod task;
 

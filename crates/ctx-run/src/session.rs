@@ -34,6 +34,7 @@ use ctx_deps::{
 use ctx_model::Plan;
 use ctx_store::ResumePlan;
 use ctx_store_sqlite::{CachingEngine, NewRun, RunRoot, SessionEnd, SqliteStore, StartAt};
+use tracing::Instrument;
 
 use crate::RunError;
 
@@ -255,6 +256,16 @@ impl RunSession {
         self.resumed.as_ref()
     }
 
+    /// The run's name in its trace (`gen_ai.workflow.name`): the plan's
+    /// goal, else `plan`.
+    fn workflow_name(&self) -> String {
+        self.executor
+            .plan()
+            .goal
+            .clone()
+            .unwrap_or_else(|| "plan".to_string())
+    }
+
     /// Executes the run to its end.
     pub async fn execute(self) -> Result<RunOutcome, RunError> {
         self.execute_with(std::future::pending(), |_| {}).await
@@ -270,7 +281,16 @@ impl RunSession {
         P: FnMut(&ProgressEvent) + Send,
     {
         let stored = self.stored();
-        let report = self.executor.run_with(cancel, progress).await?;
+        let span = ctx_deps::spans::workflow_span(
+            &self.workflow_name(),
+            stored.as_ref().map(|s| s.run_id.as_str()),
+            self.resumed.is_some(),
+        );
+        let report = self
+            .executor
+            .run_with(cancel, progress)
+            .instrument(span)
+            .await?;
         let finish_error = match self.durable {
             Some(store) => {
                 let end = if report.interrupted {
