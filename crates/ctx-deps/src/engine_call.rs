@@ -67,7 +67,8 @@ impl EngineCalls {
         &self,
         request: &InferenceRequest,
     ) -> Result<InferenceResponse, EngineError> {
-        let span = crate::spans::chat_span(self.engine.name(), request);
+        let span =
+            crate::spans::chat_span(self.engine.name(), self.engine.default_model(), request);
         let call_started = Instant::now();
         let call = self.engine.infer(request).instrument(span.clone());
         let response = match self.task_timeout {

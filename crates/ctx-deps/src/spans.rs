@@ -67,11 +67,16 @@ fn purpose(p: &RequestPurpose) -> &'static str {
     }
 }
 
-/// An engine call's `chat {model}` client span; the provider is the
-/// engine's name (`openai`, `command`, `dry-run`).
-pub(crate) fn chat_span(provider: &str, request: &InferenceRequest) -> Span {
+/// An engine call's `chat {model}` client span (the task's model, else
+/// the engine's default); the provider is the engine's name (`openai`,
+/// `command`, `dry-run`).
+pub(crate) fn chat_span(
+    provider: &str,
+    default_model: Option<&str>,
+    request: &InferenceRequest,
+) -> Span {
     let p = &request.params;
-    let model = p.model.as_deref().unwrap_or("");
+    let model = p.model.as_deref().or(default_model).unwrap_or("");
     let span = tracing::info_span!(
         "chat",
         otel.name = if model.is_empty() {

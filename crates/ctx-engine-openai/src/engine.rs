@@ -359,6 +359,11 @@ impl OpenAiEngine {
         if let Some(auth) = &self.auth {
             builder = builder.header(AUTHORIZATION, auth.clone());
         }
+        // W3C trace context, when a tracer is installed: a server that
+        // traces (LiteLLM, vLLM) puts its spans under this call's.
+        if let Some(traceparent) = ctx_engine::trace_context::traceparent() {
+            builder = builder.header("traceparent", traceparent);
+        }
         if self.config.stream {
             builder = builder.header(ACCEPT, "text/event-stream");
             let response = tokio::time::timeout(self.config.request_timeout, builder.send())
@@ -665,6 +670,10 @@ impl OpenAiEngine {
 impl InferenceEngine for OpenAiEngine {
     fn name(&self) -> &str {
         Self::NAME
+    }
+
+    fn default_model(&self) -> Option<&str> {
+        self.config.defaults.model.as_deref()
     }
 
     /// `openai` plus each request default that was set, in a fixed order:

@@ -203,6 +203,14 @@ pub trait InferenceEngine: Send + Sync {
         self.name().to_string()
     }
 
+    /// The model a request without `params.model` is sent to, when the
+    /// engine has a default (the OpenAI engine's `--model`): a trace names
+    /// each call after the model it asked for (`chat {model}`). `None`, the
+    /// default, for engines without models.
+    fn default_model(&self) -> Option<&str> {
+        None
+    }
+
     /// What the input-hash cache keys outputs by, beside the request: the
     /// [`label`](Self::label) plus whatever selects the model server or
     /// program (a base URL, a command line). It only enters a hash and is
