@@ -391,3 +391,126 @@ fn a_collector_that_never_answers_delays_the_exit_by_the_timeout_at_most() {
     assert!(took < Duration::from_millis(4000), "took {took:?}");
     assert!(!mute.seen("/v1/traces").is_empty());
 }
+
+fn spans_sent(server: &Server) -> Vec<Span> {
+    server
+        .seen("/v1/traces")
+        .iter()
+        .flat_map(|s| {
+            ExportTraceServiceRequest::decode(s.body.as_slice())
+                .unwrap()
+                .resource_spans
+        })
+        .flat_map(|r| r.scope_spans)
+        .flat_map(|s| s.spans)
+        .collect()
+}
+
+#[test]
+fn a_stored_run_exports_the_same_trace_to_a_collector_and_to_a_file() {
+    let server = Server::start(false);
+    let dir = Dir::new();
+    plan(&dir);
+    // Traced live, to compare the export with.
+    let (out, _) = ctx_run(&dir, &server.url, &["--otlp", &server.url], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let run_id = out.run_id();
+    let live = spans_sent(&server);
+    server.seen.lock().unwrap().clear();
+
+    let sent = dir.run(&[
+        "runs",
+        "export",
+        &run_id,
+        "--format",
+        "otlp",
+        "--to",
+        &server.url,
+    ]);
+    assert_eq!(sent.code, 0, "{}", sent.stderr);
+    let exported = spans_sent(&server);
+    let root = |spans: &[Span]| {
+        spans
+            .iter()
+            .find(|s| s.parent_span_id.is_empty())
+            .cloned()
+            .unwrap()
+    };
+    let (live_root, exported_root) = (root(&live), root(&exported));
+    assert_eq!(exported_root.trace_id, live_root.trace_id);
+    assert_eq!(exported_root.span_id, live_root.span_id);
+    assert_eq!(exported_root.name, "invoke_workflow Trace me");
+    let tasks: Vec<&Span> = exported
+        .iter()
+        .filter(|s| s.name.starts_with("task "))
+        .collect();
+    assert_eq!(tasks.len(), 2);
+    assert!(
+        tasks
+            .iter()
+            .all(|t| t.parent_span_id == exported_root.span_id)
+    );
+    let chats: Vec<&Span> = exported
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    assert_eq!(chats.len(), 2, "{exported:#?}");
+    assert!(
+        chats
+            .iter()
+            .all(|c| int_attr(c, "gen_ai.usage.input_tokens") == Some(12))
+    );
+    // The recorded times: each call within its task.
+    for c in &chats {
+        let t = tasks
+            .iter()
+            .find(|t| t.span_id == c.parent_span_id)
+            .unwrap();
+        assert!(
+            t.start_time_unix_nano <= c.start_time_unix_nano
+                && c.end_time_unix_nano <= t.end_time_unix_nano
+        );
+    }
+
+    // To a file: OTLP/JSON with the same ids, in hex.
+    let file = dir.run(&[
+        "runs",
+        "export",
+        &run_id,
+        "--format",
+        "otlp",
+        "--to",
+        "trace.json",
+    ]);
+    assert_eq!(file.code, 0, "{}", file.stderr);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("trace.json")).unwrap())
+            .unwrap();
+    let spans = json["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .unwrap();
+    assert_eq!(spans.len(), exported.len());
+    assert!(
+        spans
+            .iter()
+            .all(|s| s["traceId"] == hex(&live_root.trace_id))
+    );
+
+    // --to is for otlp only; a collector that is down is exit 5 (an output not written).
+    let wrong = dir.run(&["runs", "export", &run_id, "--to", "x.json"]);
+    assert_eq!(wrong.code, 2, "{}", wrong.stderr);
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let down = dir.run(&[
+        "runs",
+        "export",
+        &run_id,
+        "--format",
+        "otlp",
+        "--to",
+        &format!("http://{closed}"),
+    ]);
+    assert_eq!(down.code, 5, "{}", down.stderr);
+}

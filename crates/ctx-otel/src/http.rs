@@ -45,6 +45,14 @@ impl OtlpHttp {
     }
 }
 
+impl OtlpHttp {
+    /// Runs `future` to its end on the client's runtime, from a thread
+    /// outside any runtime (a one-off send).
+    pub(crate) fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+}
+
 #[async_trait::async_trait]
 impl HttpClient for OtlpHttp {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {

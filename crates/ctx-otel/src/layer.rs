@@ -72,10 +72,7 @@ impl OtelLayer {
     ) -> OtelLayer {
         OtelLayer {
             processor,
-            scope: InstrumentationScope::builder("ctx")
-                .with_version(env!("CARGO_PKG_VERSION"))
-                .with_schema_url(crate::SCHEMA_URL)
-                .build(),
+            scope: crate::scope(),
             content,
             metrics,
             ids: RandomIdGenerator::default(),

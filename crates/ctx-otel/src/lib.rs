@@ -23,6 +23,7 @@ mod http;
 pub mod layer;
 mod metrics;
 mod settings;
+pub mod stored;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,6 +58,14 @@ pub enum OtelError {
     /// The exporter could not be built (an endpoint that is not a URL).
     #[error("OTLP exporter: {0}")]
     Build(String),
+    /// A stored run's trace was not accepted (`ctx runs export --to URL`).
+    #[error("{endpoint}: {message}")]
+    Send {
+        /// The traces URL.
+        endpoint: String,
+        /// The exporter's error.
+        message: String,
+    },
     /// Another subscriber is already installed.
     #[error("a tracing subscriber is already installed")]
     AlreadyInstalled,
@@ -153,9 +162,7 @@ impl std::fmt::Debug for Telemetry {
 pub fn install(settings: OtlpSettings) -> Result<Telemetry, OtelError> {
     let http =
         http::OtlpHttp::new(settings.timeout).map_err(|e| OtelError::Build(e.to_string()))?;
-    let resource = Resource::builder()
-        .with_service_name(std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "ctx".into()))
-        .build();
+    let resource = resource();
     let spans_out = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(http.clone())
@@ -238,4 +245,62 @@ impl Telemetry {
                 .clone(),
         })
     }
+}
+
+/// The resource every export names: `service.name` from
+/// `OTEL_SERVICE_NAME` (default `ctx`), `OTEL_RESOURCE_ATTRIBUTES`, and the
+/// SDK's telemetry attributes.
+fn resource() -> Resource {
+    let name = std::env::var("OTEL_SERVICE_NAME")
+        .ok()
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| "ctx".into());
+    Resource::builder().with_service_name(name).build()
+}
+
+/// The instrumentation scope of ctx's spans, with the conventions' schema.
+fn scope() -> opentelemetry::InstrumentationScope {
+    opentelemetry::InstrumentationScope::builder("ctx")
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .with_schema_url(SCHEMA_URL)
+        .build()
+}
+
+/// `spans` as an OTLP/JSON `ExportTraceServiceRequest` (the body a
+/// collector's `/v1/traces` takes with `Content-Type: application/json`,
+/// and what the OpenTelemetry Collector's file receiver reads).
+pub fn otlp_json(spans: Vec<SpanData>) -> String {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
+    use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
+    let resource = ResourceAttributesWithSchema::from(&resource());
+    let request = ExportTraceServiceRequest {
+        resource_spans: group_spans_by_resource_and_scope(spans, &resource),
+    };
+    // The generated types serialize infallibly (no maps with non-string keys).
+    serde_json::to_string(&request).unwrap_or_default()
+}
+
+/// Sends `spans` to the collector at `base` (`/v1/traces` appended, as for
+/// `--otlp`), once, within `timeout`; headers from
+/// `OTEL_EXPORTER_OTLP_HEADERS`. Returns how many spans were sent.
+pub fn send(base: &str, spans: Vec<SpanData>, timeout: Duration) -> Result<usize, OtelError> {
+    let settings = OtlpSettings::resolve(Some(base), |_| None)?
+        .ok_or_else(|| OtelError::Build(format!("{base}: not an endpoint")))?;
+    let http = http::OtlpHttp::new(timeout).map_err(|e| OtelError::Build(e.to_string()))?;
+    let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_http_client(http.clone())
+        .with_endpoint(settings.traces_endpoint.clone())
+        .with_timeout(timeout)
+        .build()
+        .map_err(|e| OtelError::Build(e.to_string()))?;
+    exporter.set_resource(&resource());
+    let n = spans.len();
+    http.block_on(exporter.export(spans))
+        .map_err(|e| OtelError::Send {
+            endpoint: settings.traces_endpoint,
+            message: e.to_string(),
+        })?;
+    Ok(n)
 }

@@ -129,6 +129,8 @@ pub struct RunSession {
     executor: Executor,
     durable: Option<Arc<SqliteStore>>,
     resumed: Option<ResumePlan>,
+    /// The run's name in its trace ([`workflow_name`]).
+    workflow: String,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -170,6 +172,7 @@ impl RunSession {
         if !engine.answers_prompts() {
             options.summarize_every_output = true;
         }
+        let workflow = workflow_name(&plan, plan_source.as_deref());
         let (root, start, cache) = match store {
             RunStore::Memory => {
                 let executor = Executor::new(plan, engine, Arc::new(MemoryStore::new()), options)?;
@@ -177,6 +180,7 @@ impl RunSession {
                     executor,
                     durable: None,
                     resumed: None,
+                    workflow,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -230,6 +234,7 @@ impl RunSession {
             executor,
             durable: Some(store),
             resumed,
+            workflow,
         })
     }
 
@@ -256,16 +261,6 @@ impl RunSession {
         self.resumed.as_ref()
     }
 
-    /// The run's name in its trace (`gen_ai.workflow.name`): the plan's
-    /// goal, else `plan`.
-    fn workflow_name(&self) -> String {
-        self.executor
-            .plan()
-            .goal
-            .clone()
-            .unwrap_or_else(|| "plan".to_string())
-    }
-
     /// Executes the run to its end.
     pub async fn execute(self) -> Result<RunOutcome, RunError> {
         self.execute_with(std::future::pending(), |_| {}).await
@@ -282,7 +277,7 @@ impl RunSession {
     {
         let stored = self.stored();
         let span = ctx_deps::spans::workflow_span(
-            &self.workflow_name(),
+            &self.workflow,
             stored.as_ref().map(|s| s.run_id.as_str()),
             self.resumed.is_some(),
         );
@@ -311,6 +306,16 @@ impl RunSession {
             finish_error,
         })
     }
+}
+
+/// A run's name in its trace (`gen_ai.workflow.name`), as a live session
+/// and `ctx runs export --format otlp` both give it: the plan's goal, else
+/// its file as given, else `plan`.
+pub fn workflow_name(plan: &Plan, source: Option<&str>) -> String {
+    plan.goal
+        .clone()
+        .or_else(|| source.map(str::to_string))
+        .unwrap_or_else(|| "plan".to_string())
 }
 
 /// Runs `plan` on `engine` as `settings` say: one call for what `ctx run`
