@@ -53,3 +53,14 @@ impl Tracing {
 fn warn(message: &str) {
     eprintln!("warning: tracing: {}", ctx_table::printable_lines(message));
 }
+
+/// Keeps the values of `plan`'s secret variables out of any traced content
+/// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+pub fn redact_secrets(plan: &ctx_model::Plan, values: &std::collections::BTreeMap<String, String>) {
+    let secret = plan
+        .variables
+        .iter()
+        .filter(|v| v.secret)
+        .filter_map(|v| values.get(&v.name).cloned());
+    ctx_otel::redact_values(secret);
+}

@@ -514,3 +514,39 @@ fn a_stored_run_exports_the_same_trace_to_a_collector_and_to_a_file() {
     ]);
     assert_eq!(down.code, 5, "{}", down.stderr);
 }
+
+#[test]
+fn captured_content_redacts_the_values_of_secret_variables() {
+    let server = Server::start(false);
+    let dir = Dir::new();
+    dir.write(
+        "plan.yaml",
+        "schema_version: 1\nvariables:\n  - {name: TOKEN, class: trusted, secret: true}\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt: {name: inference, params: {prompt: \"Use {{TOKEN}} now.\"}}\n",
+    );
+    let mut cmd = dir.ctx();
+    cmd.args([
+        "run",
+        "plan.yaml",
+        "--no-store",
+        "--engine",
+        "openai",
+        "--base-url",
+    ])
+    .arg(format!("{}/v1", server.url))
+    .args(["--model", "m", "--var", "TOKEN=hunter2-zq9"])
+    .env("OPENAI_API_KEY", KEY)
+    .env("OTEL_EXPORTER_OTLP_ENDPOINT", &server.url)
+    .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true");
+    let out = ctx_test_support::Out::of(&mut cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The model got the value; the collector did not.
+    let calls = server.seen("/v1/chat/completions");
+    assert!(String::from_utf8_lossy(&calls[0].body).contains("hunter2-zq9"));
+    let spans = spans_sent(&server);
+    let chat = spans.iter().find(|s| s.name == "chat m").unwrap();
+    let input = str_attr(chat, "gen_ai.input.messages").unwrap();
+    assert!(input.contains("Use [REDACTED] now."), "{input}");
+    for s in server.seen("/v1/traces") {
+        assert!(!String::from_utf8_lossy(&s.raw).contains("hunter2-zq9"));
+    }
+}

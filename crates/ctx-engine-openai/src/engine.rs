@@ -159,6 +159,14 @@ impl OpenAiEngine {
     }
 
     fn emit(&self, event: EngineEvent) {
+        // A rate-limit wait is an event of the call's span, when traced
+        // (retries are recorded from the attempts, for every engine).
+        if let EngineEvent::Paced { wait, .. } = &event {
+            tracing::info!(
+                "event.name" = "ctx.rate_limit.wait",
+                "ctx.wait_ms" = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            );
+        }
         if let Some(observer) = &self.observer {
             observer(&event);
         }

@@ -9,6 +9,17 @@
 //! collector refuses. API keys never reach a span: no library puts one in
 //! a field (a test greps every exported byte for the key).
 
+/// Values redacted from recorded content, added once a command knows them
+/// (the values of secret variables are read after the exporter is
+/// installed). Process-wide, as the subscriber it serves is.
+static SECRETS: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+
+/// Redacts `values` from every message content recorded from now on.
+pub fn redact_values(values: impl IntoIterator<Item = String>) {
+    let mut secrets = SECRETS.write().unwrap_or_else(|p| p.into_inner());
+    secrets.extend(values.into_iter().filter(|v| !v.is_empty()));
+}
+
 /// The cap on a string attribute, in bytes (cut at a character boundary;
 /// the cut is marked with `…[truncated]`).
 pub const MAX_ATTRIBUTE_BYTES: usize = 16 * 1024;
@@ -38,7 +49,13 @@ impl ContentPolicy {
             return None;
         }
         let mut text = value.to_string();
-        for secret in self.redact.iter().filter(|s| !s.is_empty()) {
+        let late = SECRETS.read().unwrap_or_else(|p| p.into_inner());
+        for secret in self
+            .redact
+            .iter()
+            .chain(late.iter())
+            .filter(|s| !s.is_empty())
+        {
             text = text.replace(secret.as_str(), "[REDACTED]");
         }
         let part = serde_json::json!({"type": "text", "content": cap(&text)});

@@ -43,6 +43,7 @@ impl PlanInputArgs {
     /// publish path; exit 3 for a task whose filled prompt is over its cap.
     pub fn fill(&self, plan: Plan, plan_path: &Path) -> Result<Plan, CliError> {
         let values = crate::var_flag::values(&self.vars, self.digest.max_file_bytes)?;
+        crate::telemetry::redact_secrets(&plan, &values);
         if !plan_fill::has_templates(&plan) && values.is_empty() && self.content_root.is_none() {
             self.digest.refuse_without_root()?;
             return Ok(plan);
