@@ -4,10 +4,8 @@
 //! `--otlp`, no `OTEL_*`) every macro here is one disabled-callsite check,
 //! and nothing is formatted.
 //!
-//! Kept in one module so the executor and [`EngineCalls`] each gain one
+//! Kept in one module so the executor and `EngineCalls` each gain one
 //! line: open the span, record the outcome.
-//!
-//! [`EngineCalls`]: crate::engine_call::EngineCalls
 
 use ctx_engine::{EngineError, InferenceRequest, InferenceResponse, RequestPurpose};
 use ctx_model::{Attempt, CallOutcome, TaskExecutionResult};

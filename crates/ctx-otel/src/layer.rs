@@ -7,7 +7,7 @@
 //! others point at. tracing-opentelemetry builds its span ids through the
 //! SDK's tracer, which offers no way to give a span a chosen id from a
 //! subscriber, and its parent hooks need the span handle the libraries own.
-//! Here the rule is a few lines of [`ids_for`]. The layer also keeps the
+//! Here the rule is a few lines of `ids_for`. The layer also keeps the
 //! content policy (capture only on request, capped, redacted) and records
 //! the two GenAI metrics when a `chat` span closes; it hands finished spans
 //! to the SDK's batch processor, which exports them off the run's threads.

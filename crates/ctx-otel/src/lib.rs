@@ -7,7 +7,7 @@
 //! ctx-deps' task and `chat` spans, ctx-worker's claims) and know no
 //! exporter. This crate is the exporter's side: [`OtlpSettings`] resolves
 //! the flag and the environment, [`install`] sets the process's subscriber
-//! (a layer of ours, [`layer`], over the SDK's batch processor and
+//! (a layer of ours, src/layer.rs, over the SDK's batch processor and
 //! metric reader, exporting OTLP/HTTP protobuf through the workspace's
 //! reqwest), and [`Telemetry::shutdown`] flushes within the OTLP timeout
 //! and says what was lost. When nothing is configured, nothing is
@@ -20,7 +20,7 @@
 
 mod content;
 mod http;
-pub mod layer;
+mod layer;
 mod metrics;
 mod settings;
 pub mod stored;
