@@ -4,6 +4,10 @@
 //! the API key never in any exported byte; a collector that is down or
 //! never answers changes nothing but one warning.
 
+#[cfg(unix)]
+#[path = "../../ctx-store-postgres/tests/support/mod.rs"]
+mod pg;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -548,5 +552,114 @@ fn captured_content_redacts_the_values_of_secret_variables() {
     assert!(input.contains("Use [REDACTED] now."), "{input}");
     for s in server.seen("/v1/traces") {
         assert!(!String::from_utf8_lossy(&s.raw).contains("hunter2-zq9"));
+    }
+}
+
+/// Two workers of a shared store, each a process of its own, and the
+/// process that registered the run: one trace, the registering session's
+/// `invoke_workflow` its root, every claim under it, from both workers.
+#[cfg(unix)]
+#[test]
+fn a_shared_run_worked_by_two_workers_is_one_trace() {
+    let Some(url) = pg::fresh_db("tracing_two_workers") else {
+        return;
+    };
+    let server = Server::start(false);
+    let dir = Dir::new();
+    dir.write(
+        "plan.json",
+        r#"{"schema_version": 1, "goal": "Shared", "sub_tasks": [
+  {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say a."}}},
+  {"id": "b", "description": "B", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say b."}}},
+  {"id": "c", "description": "C", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say c."}}},
+  {"id": "d", "description": "D", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say d."}}}
+]}"#,
+    );
+    let traced = |cmd: &mut assert_cmd::Command| {
+        cmd.env_remove("CTX_STORE")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &server.url);
+    };
+    let mut register = std::process::Command::new(assert_cmd::cargo::cargo_bin("ctx"));
+    register
+        .current_dir(dir.path())
+        .args(["run", "plan.json", "--store", &url, "--no-local"])
+        .env_remove("CTX_STORE")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &server.url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let follower = register.spawn().unwrap();
+    // Two workers at once, one task at a time each, each task 0.3 s: both
+    // get work.
+    let workers: Vec<std::thread::JoinHandle<ctx_test_support::Out>> = (0..2)
+        .map(|_| {
+            let mut cmd = dir.ctx();
+            traced(&mut cmd);
+            cmd.args([
+                "worker",
+                "--store",
+                &url,
+                "--until-idle",
+                "--wait",
+                "30",
+                "--concurrency",
+                "1",
+            ])
+            .args(["--engine", "command", "--command", "sleep 0.3; echo ok"]);
+            std::thread::spawn(move || ctx_test_support::Out::of(&mut cmd))
+        })
+        .collect();
+    for w in workers {
+        let out = w.join().unwrap();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    let follower = follower.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&follower.stderr);
+    assert!(follower.status.success(), "{err}");
+    let run_id = err
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("run ")
+                .and_then(|r| r.split_once(" registered"))
+                .map(|(id, _)| id.to_string())
+        })
+        .unwrap();
+
+    let spans = spans_sent(&server);
+    let ids = ctx_store::RunTraceIds::of(&run_id);
+    assert!(
+        spans.iter().all(|s| s.trace_id == ids.trace_id),
+        "{spans:#?}"
+    );
+    let roots: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty())
+        .collect();
+    assert_eq!(roots.len(), 1);
+    assert_eq!(roots[0].name, "invoke_workflow Shared");
+    assert_eq!(roots[0].span_id, ids.root_span_id);
+    let claims: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("claim "))
+        .collect();
+    assert_eq!(claims.len(), 4, "{claims:#?}");
+    assert!(claims.iter().all(|c| c.parent_span_id == ids.root_span_id));
+    let mut workers: Vec<&str> = claims
+        .iter()
+        .filter_map(|c| str_attr(c, "ctx.worker.id"))
+        .collect();
+    workers.sort();
+    workers.dedup();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    // Each task's span, and its call's, under its claim.
+    for c in &claims {
+        let task = spans
+            .iter()
+            .find(|s| s.parent_span_id == c.span_id && s.name.starts_with("task "))
+            .unwrap();
+        let chat = spans
+            .iter()
+            .find(|s| s.parent_span_id == task.span_id)
+            .unwrap();
+        assert_eq!(str_attr(chat, "gen_ai.provider.name"), Some("command"));
     }
 }
