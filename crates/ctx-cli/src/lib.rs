@@ -17,6 +17,7 @@ mod format;
 mod heading;
 mod io;
 mod runtime;
+mod telemetry;
 mod tokenizer_flag;
 mod var_flag;
 
@@ -93,9 +94,9 @@ pub fn command() -> clap::Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(a) => commands::run::run(*a),
-        Command::Eval(a) => commands::eval::run(*a),
-        Command::Worker(a) => commands::worker::run(*a),
+        Command::Run(a) => traced(&a.otlp.clone(), || commands::run::run(*a)),
+        Command::Eval(a) => traced(&a.otlp.clone(), || commands::eval::run(*a)),
+        Command::Worker(a) => traced(&a.otlp.clone(), || commands::worker::run(*a)),
         Command::Plan(PlanCommand::Check(a)) => commands::plan_check::run(a),
         Command::Plan(PlanCommand::Graph(a)) => commands::plan_graph::run(a),
         Command::Plan(PlanCommand::Cost(a)) => commands::plan_cost::run(*a),
@@ -117,6 +118,18 @@ pub fn main() -> ExitCode {
             e.exit.into()
         }
     }
+}
+
+/// `command` with the OTLP exporter around it when `otlp` or the
+/// environment asks for one (src/telemetry.rs).
+fn traced(
+    otlp: &telemetry::OtlpFlag,
+    command: impl FnOnce() -> exit::CliResult,
+) -> exit::CliResult {
+    let tracing = telemetry::start(otlp);
+    let result = command();
+    tracing.finish();
+    result
 }
 
 /// Every exit code `ctx` uses, with its meaning in one line, in

@@ -20,6 +20,7 @@ use std::time::Duration;
 use ctx_engine::{EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
 use ctx_model::CallOutcome;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// The run's engine with the bounds every call is held to.
 #[derive(Clone)]
@@ -66,15 +67,20 @@ impl EngineCalls {
         &self,
         request: &InferenceRequest,
     ) -> Result<InferenceResponse, EngineError> {
+        let span =
+            crate::spans::chat_span(self.engine.name(), self.engine.default_model(), request);
         let call_started = Instant::now();
+        let call = self.engine.infer(request).instrument(span.clone());
         let response = match self.task_timeout {
-            Some(limit) => match tokio::time::timeout(limit, self.engine.infer(request)).await {
+            Some(limit) => match tokio::time::timeout(limit, call).await {
                 Ok(response) => response,
                 Err(_) => Err(timed_out(limit, call_started.elapsed())),
             },
-            None => self.engine.infer(request).await,
+            None => call.await,
         };
-        response.and_then(|resp| self.refuse_over_bound(resp))
+        let answer = response.and_then(|resp| self.refuse_over_bound(resp));
+        crate::spans::record_chat(&span, &answer);
+        answer
     }
 
     /// `resp`, or the failure of an output over the bound, its last

@@ -105,6 +105,7 @@ use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store::{ExecutionStore, StoreError, skip_reason};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::budget::{Budget, settled_elsewhere};
 use crate::cost::CostSummary;
@@ -554,9 +555,10 @@ impl Executor {
         let store = Arc::clone(&self.store);
         let began = Arc::new(AtomicBool::new(false));
         let job_began = Arc::clone(&began);
-        let handle = flight
-            .jobs
-            .spawn(async move { (i, run_job(&ctx, &store, i, reused, &job_began).await) });
+        let handle = flight.jobs.spawn(
+            async move { (i, run_job(&ctx, &store, i, reused, &job_began).await) }
+                .in_current_span(),
+        );
         flight.dispatched.insert(
             handle.id(),
             Dispatched {

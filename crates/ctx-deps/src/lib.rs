@@ -62,6 +62,7 @@ pub mod map;
 mod offload;
 pub mod options;
 mod scheduling;
+pub mod spans;
 pub mod summarize;
 mod task;
 

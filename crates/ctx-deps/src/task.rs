@@ -15,6 +15,7 @@ use ctx_engine::InferenceEngine;
 use ctx_model::{Plan, TaskExecutionResult};
 use ctx_store::{ExecutionStore, StoreError};
 use ctx_tokens::{TokenCounter, Tokenizer, TokenizerExt};
+use tracing::Instrument;
 
 use crate::cost::CostOptions;
 use crate::engine_call::EngineCalls;
@@ -157,12 +158,21 @@ pub(crate) async fn run_job(
         None => None,
     };
     began.store(true, Ordering::Release);
-    let (result, owed) = match reused {
-        Some((r, owed)) => (r, Some(owed)),
-        None => (crate::attempt::execute_task(ctx, store, i).await?, None),
+    let span = crate::spans::task_span(&ctx.plan.sub_tasks[i].id);
+    let job = async {
+        let (result, owed) = match reused {
+            Some((r, owed)) => (r, Some(owed)),
+            None => (crate::attempt::execute_task(ctx, store, i).await?, None),
+        };
+        let counter = ctx.counters[i].as_ref();
+        crate::summarize::after_completion(&ctx.summary_calls(), store, i, counter, result, owed)
+            .await
     };
-    let counter = ctx.counters[i].as_ref();
-    crate::summarize::after_completion(&ctx.summary_calls(), store, i, counter, result, owed).await
+    let result = job.instrument(span.clone()).await;
+    if let Ok(r) = &result {
+        crate::spans::record_task(&span, r);
+    }
+    result
 }
 
 /// Runs one task at a time of a plan, outside the ready queue: what a

@@ -159,6 +159,14 @@ impl OpenAiEngine {
     }
 
     fn emit(&self, event: EngineEvent) {
+        // A rate-limit wait is an event of the call's span, when traced
+        // (retries are recorded from the attempts, for every engine).
+        if let EngineEvent::Paced { wait, .. } = &event {
+            tracing::info!(
+                "event.name" = "ctx.rate_limit.wait",
+                "ctx.wait_ms" = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            );
+        }
         if let Some(observer) = &self.observer {
             observer(&event);
         }
@@ -358,6 +366,11 @@ impl OpenAiEngine {
             .body(body);
         if let Some(auth) = &self.auth {
             builder = builder.header(AUTHORIZATION, auth.clone());
+        }
+        // W3C trace context, when a tracer is installed: a server that
+        // traces (LiteLLM, vLLM) puts its spans under this call's.
+        if let Some(traceparent) = ctx_engine::trace_context::traceparent() {
+            builder = builder.header("traceparent", traceparent);
         }
         if self.config.stream {
             builder = builder.header(ACCEPT, "text/event-stream");
@@ -665,6 +678,10 @@ impl OpenAiEngine {
 impl InferenceEngine for OpenAiEngine {
     fn name(&self) -> &str {
         Self::NAME
+    }
+
+    fn default_model(&self) -> Option<&str> {
+        self.config.defaults.model.as_deref()
     }
 
     /// `openai` plus each request default that was set, in a fixed order:

@@ -62,6 +62,7 @@ use std::pin::Pin;
 
 mod costs;
 mod dry_run;
+pub mod trace_context;
 
 pub use costs::EngineCosts;
 pub use dry_run::DryRunEngine;
@@ -200,6 +201,14 @@ pub trait InferenceEngine: Send + Sync {
     /// the name alone, right for an engine without such settings.
     fn label(&self) -> String {
         self.name().to_string()
+    }
+
+    /// The model a request without `params.model` is sent to, when the
+    /// engine has a default (the OpenAI engine's `--model`): a trace names
+    /// each call after the model it asked for (`chat {model}`). `None`, the
+    /// default, for engines without models.
+    fn default_model(&self) -> Option<&str> {
+        None
     }
 
     /// What the input-hash cache keys outputs by, beside the request: the

@@ -56,6 +56,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use ctx_cost::Usd;
 use ctx_deps::{
@@ -332,20 +333,29 @@ impl EvalSession {
             let executor = Arc::clone(&run.executor);
             let mut stopped = stopped.clone();
             let progress = Arc::clone(&progress);
-            jobs.spawn(async move {
-                let cancel = async move {
-                    // Resolves once the stop is sent.
-                    let _ = stopped.wait_for(|&s| s).await;
-                };
-                let report = executor
-                    .run_with(cancel, move |e| {
-                        if let Ok(mut p) = progress.lock() {
-                            p(e);
-                        }
-                    })
-                    .await;
-                (k, report, started.elapsed())
-            });
+            // One trace per variant run: `eval {variant} #{repeat}`.
+            let span = ctx_deps::spans::workflow_span(
+                &format!("eval {} #{}", run.variant.as_str(), run.repeat),
+                run.store.as_ref().map(|s| s.run_id()),
+                false,
+            );
+            jobs.spawn(
+                async move {
+                    let cancel = async move {
+                        // Resolves once the stop is sent.
+                        let _ = stopped.wait_for(|&s| s).await;
+                    };
+                    let report = executor
+                        .run_with(cancel, move |e| {
+                            if let Ok(mut p) = progress.lock() {
+                                p(e);
+                            }
+                        })
+                        .await;
+                    (k, report, started.elapsed())
+                }
+                .instrument(span),
+            );
         }
         let mut outcomes: Vec<Option<(Result<RunReport, ExecError>, Duration)>> =
             (0..self.runs.len()).map(|_| None).collect();

@@ -60,6 +60,6 @@ pub use error::RunError;
 pub use results::{ResultsJson, SummariesJson, TaskJson, json_text};
 pub use session::{
     RunOutcome, RunSession, RunSettings, RunStore, Start, StoredRun, refuse_unjudgeable, run_plan,
-    spent, total_cost,
+    spent, total_cost, workflow_name,
 };
 pub use stored_plan::{StoredPlan, redacted_params, stored_inputs, stored_plan};

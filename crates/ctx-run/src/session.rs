@@ -34,6 +34,7 @@ use ctx_deps::{
 use ctx_model::Plan;
 use ctx_store::{ResumePlan, SecretMask};
 use ctx_store_sqlite::{CachingEngine, NewRun, RunRoot, SessionEnd, SqliteStore, StartAt};
+use tracing::Instrument;
 
 use crate::RunError;
 
@@ -145,6 +146,8 @@ pub struct RunSession {
     resumed: Option<ResumePlan>,
     mask: SecretMask,
     publish: Option<crate::publish::PublishTo>,
+    /// The run's name in its trace ([`workflow_name`]).
+    workflow: String,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -189,6 +192,7 @@ impl RunSession {
         if !engine.answers_prompts() {
             options.summarize_every_output = true;
         }
+        let workflow = workflow_name(&plan, plan_source.as_deref());
         let (root, start, cache) = match store {
             RunStore::Memory => {
                 let executor = Executor::new(plan, engine, Arc::new(MemoryStore::new()), options)?;
@@ -198,6 +202,7 @@ impl RunSession {
                     resumed: None,
                     mask,
                     publish,
+                    workflow,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -254,6 +259,7 @@ impl RunSession {
             resumed,
             mask,
             publish,
+            workflow,
         })
     }
 
@@ -295,7 +301,16 @@ impl RunSession {
         P: FnMut(&ProgressEvent) + Send,
     {
         let stored = self.stored();
-        let mut report = self.executor.run_with(cancel, progress).await?;
+        let span = ctx_deps::spans::workflow_span(
+            &self.workflow,
+            stored.as_ref().map(|s| s.run_id.as_str()),
+            self.resumed.is_some(),
+        );
+        let mut report = self
+            .executor
+            .run_with(cancel, progress)
+            .instrument(span)
+            .await?;
         // The prompts as stored: a secret's text shown as `[secret NAME]`.
         for r in &mut report.results {
             if let Some(p) = &mut r.prompt
@@ -336,6 +351,16 @@ impl RunSession {
             publish_error,
         })
     }
+}
+
+/// A run's name in its trace (`gen_ai.workflow.name`), as a live session
+/// and `ctx runs export --format otlp` both give it: the plan's goal, else
+/// its file as given, else `plan`.
+pub fn workflow_name(plan: &Plan, source: Option<&str>) -> String {
+    plan.goal
+        .clone()
+        .or_else(|| source.map(str::to_string))
+        .unwrap_or_else(|| "plan".to_string())
 }
 
 /// Runs `plan` on `engine` as `settings` say: one call for what `ctx run`

@@ -129,6 +129,13 @@ impl RunShow {
         c
     }
 
+    /// The run's OpenTelemetry trace id: derived from the run id, so a run
+    /// made before tracing existed has one too, the same its export gets
+    /// (docs/tracing.md).
+    fn trace_id(&self) -> String {
+        ctx_store::RunTraceIds::of(&self.header.run_id).trace_id_hex()
+    }
+
     /// The object `ctx runs show RUN --format json` prints, keys in the
     /// order the `RunJson` struct below declares them.
     pub fn json(&self) -> impl Serialize + '_ {
@@ -158,6 +165,7 @@ impl RunShow {
         RunJson {
             id: &self.header.run_id,
             created_at: self.facts.created_at(),
+            trace_id: self.trace_id(),
             state: self.header.state.as_str(),
             goal: self.plan.goal.as_deref(),
             counts: self.counts(),
@@ -194,6 +202,7 @@ impl RunShow {
             }
         }
         out.push_str(&format!("created  {}\n", self.facts.created_at()));
+        out.push_str(&format!("trace    {}\n", self.trace_id()));
         out.push_str(&format!("state    {}\n", self.header.state));
         if let Some(goal) = &self.plan.goal {
             out.push_str(&format!("goal     {}\n", printable(goal)));
@@ -332,6 +341,8 @@ fn session_line(s: &SessionInfo, state: RunState) -> String {
 struct RunJson<'a> {
     id: &'a str,
     created_at: &'a str,
+    /// The run's OpenTelemetry trace id (32 hex digits).
+    trace_id: String,
     state: &'a str,
     goal: Option<&'a str>,
     counts: StatusCounts,

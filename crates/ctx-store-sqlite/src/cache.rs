@@ -362,6 +362,10 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
         self.inner.cache_identity()
     }
 
+    fn default_model(&self) -> Option<&str> {
+        self.inner.default_model()
+    }
+
     fn infer<'a>(
         &'a self,
         request: &'a InferenceRequest,

@@ -65,6 +65,7 @@ pub mod memory;
 mod offload;
 pub mod record;
 pub mod resume;
+pub mod trace_ids;
 pub mod url;
 
 pub use fingerprint::{
@@ -77,6 +78,7 @@ pub use memory::MemoryStore;
 pub use offload::off_runtime;
 pub use record::ResultRecord;
 pub use resume::{RerunReason, ResumePlan};
+pub use trace_ids::RunTraceIds;
 
 use ctx_model::TaskExecutionResult;
 

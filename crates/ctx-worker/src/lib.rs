@@ -53,6 +53,7 @@ use ctx_deps::{ExecutorOptions, InferenceEngine, TaskRunner, concurrency_limit};
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_run::run_costs::RunPricing;
 use ctx_store_postgres::{ClaimStore, Commit, PgStore};
+use tracing::Instrument;
 
 pub mod runs;
 mod session;
@@ -294,7 +295,10 @@ impl Worker {
                     };
                     let end = tokio::select! {
                         biased;
-                        r = runner.run_task(&c.task_id, cs.clone()) => TaskEnd::Done(Box::new(r), cs.outcome()),
+                        r = runner
+                            .run_task(&c.task_id, cs.clone())
+                            .instrument(ctx_deps::spans::claim_span(&c.run_id, &c.task_id, &c.worker))
+                            => TaskEnd::Done(Box::new(r), cs.outcome()),
                         () = beat => TaskEnd::Lost,
                     };
                     if let TaskEnd::Lost = end {

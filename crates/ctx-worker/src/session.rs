@@ -19,6 +19,7 @@ use ctx_run::run_costs::RunPricing;
 use ctx_store::{ResumePlan, StatusCounts};
 use ctx_store_postgres::PgStore;
 use ctx_store_sqlite::RunRoot;
+use tracing::Instrument;
 
 use crate::runs::open;
 use crate::shared::{SharedError, report, start};
@@ -99,6 +100,8 @@ pub struct SharedSession {
     resumed: Option<ResumePlan>,
     engine: Arc<dyn InferenceEngine>,
     settings: SharedSettings,
+    /// The run's name in its trace (`ctx_run::workflow_name`).
+    workflow: String,
 }
 
 impl std::fmt::Debug for SharedSession {
@@ -141,6 +144,7 @@ impl SharedSession {
             None => engine,
         };
         let plan = ctx_store_sqlite::redact_plan(&plan);
+        let workflow = ctx_run::workflow_name(&plan, settings.plan_source.as_deref());
         let started = start(
             &store,
             &plan,
@@ -156,6 +160,7 @@ impl SharedSession {
             resumed: started.resumed,
             engine,
             settings,
+            workflow,
         })
     }
 
@@ -187,15 +192,24 @@ impl SharedSession {
         F: std::future::Future<Output = S>,
         E: FnMut(SharedEvent<'_>),
     {
+        // The run's root span (or, resumed, a child of it); the claims of
+        // every worker, here or elsewhere, join the same trace.
+        let span = ctx_deps::spans::workflow_span(
+            &self.workflow,
+            Some(&self.run_id),
+            self.resumed.is_some(),
+        );
         let stopped = if self.settings.work_here {
             self.worker()
                 .run(stop, |e| on_event(SharedEvent::Claim(e)))
+                .instrument(span)
                 .await?
                 .stopped
         } else {
             follow(&self.store, &self.run_id, stop, |counts, tasks| {
                 on_event(SharedEvent::Progress { counts, tasks })
             })
+            .instrument(span)
             .await?
         };
         let rows = self.store.tasks(&self.run_id).await?;

@@ -117,6 +117,10 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value = "text", help_heading = heading::OUTPUT)]
     pub format: Format,
+
+    /// `--otlp URL`: the run's trace to an OpenTelemetry collector.
+    #[command(flatten)]
+    pub otlp: crate::telemetry::OtlpFlag,
 }
 
 /// Runs the command.

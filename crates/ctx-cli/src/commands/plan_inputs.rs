@@ -61,6 +61,7 @@ impl PlanInputArgs {
                 .map_err(|e| CliError::usage(format!("{}: --resume: {e}", plan_path.display())))?,
             None => given,
         };
+        crate::telemetry::redact_secrets(&plan, &values);
         let reused = stored
             .filter(|_| plan_fill::uses_digest(&plan))
             .and_then(|s| ctx_run::inputs::reuse_digest(s, &plan, self.digest_flags_given()));

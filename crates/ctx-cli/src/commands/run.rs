@@ -153,6 +153,10 @@ pub struct Args {
     /// progress until workers finish it; run nothing here.
     #[arg(long, help_heading = heading::SHARED)]
     pub no_local: bool,
+
+    /// `--otlp URL`: the run's trace to an OpenTelemetry collector.
+    #[command(flatten)]
+    pub otlp: crate::telemetry::OtlpFlag,
 }
 
 pub use crate::format::Format;

@@ -28,6 +28,7 @@ use ctx_table::{printable, printable_lines};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
 
+mod export_otlp;
 pub mod report;
 mod shared;
 
@@ -106,6 +107,9 @@ pub enum ExportFormat {
     Json,
     /// One row per engine call of each task, for spreadsheets.
     Csv,
+    /// The run's OpenTelemetry trace (GenAI conventions, recorded times):
+    /// OTLP/JSON on stdout or in `--to FILE`, or sent to `--to URL`.
+    Otlp,
 }
 
 /// `ctx runs export`.
@@ -117,6 +121,11 @@ pub struct ExportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "json")]
     format: ExportFormat,
+    /// With --format otlp: a collector's base endpoint (http:// or
+    /// https://, /v1/traces appended) to send the trace to, or a file to
+    /// write its OTLP/JSON to. Without it the JSON goes to stdout.
+    #[arg(long, value_name = "URL|FILE")]
+    to: Option<String>,
     #[command(flatten)]
     root: RootArg,
 }
@@ -152,7 +161,7 @@ pub fn run(cmd: RunsCommand) -> CliResult {
         }
         RunsCommand::Export(a) => {
             if let Some(url) = a.root.shared()? {
-                return shared::export(&url, &a.run, a.format);
+                return shared::export(&url, &a.run, a.format, a.to.as_deref());
             }
         }
         RunsCommand::Gc(a) => {
@@ -270,14 +279,21 @@ pub(crate) fn print_show(
 
 fn export(a: ExportArgs) -> CliResult {
     let view = open(&a.root, &a.run)?;
-    export_from(&view, a.format)
+    export_from(&view, a.format, a.to.as_deref())
 }
 
 /// `ctx runs export` of a run read from either store.
-fn export_from(view: &dyn RunHistory, format: ExportFormat) -> CliResult {
+fn export_from(view: &dyn RunHistory, format: ExportFormat, to: Option<&str>) -> CliResult {
+    if to.is_some() && format != ExportFormat::Otlp {
+        return Err(CliError::usage("--to: only with --format otlp"));
+    }
     let run =
         ctx_run::export::read_run(view, ctx_run::export::now()).map_err(report::export_error)?;
     let text = match format {
+        ExportFormat::Otlp => {
+            let workflow = ctx_run::workflow_name(&view.plan()?, Some(&run.input.plan));
+            return export_otlp::export(&run, &workflow, to);
+        }
         ExportFormat::Json => {
             let spent = ctx_run::spent(view)?;
             ctx_run::export::export_json(&run, spent)

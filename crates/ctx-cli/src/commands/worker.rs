@@ -97,6 +97,10 @@ pub struct Args {
     /// milliseconds.
     #[arg(long, value_name = "MS", default_value_t = ctx_worker::DEFAULT_POLL.as_millis() as u64, hide = true)]
     pub poll_ms: u64,
+
+    /// `--otlp URL`: the run's trace to an OpenTelemetry collector.
+    #[command(flatten)]
+    pub otlp: crate::telemetry::OtlpFlag,
 }
 
 /// `--lease` and `--wait` in seconds: `0` is none.

@@ -22,8 +22,8 @@ pub fn show(url: &str, run_id: &str, task: Option<&str>, format: Format) -> CliR
 }
 
 /// `ctx runs export RUN --store URL`.
-pub fn export(url: &str, run_id: &str, format: ExportFormat) -> CliResult {
-    super::export_from(&ctx_worker::runs::view(url, run_id)?, format)
+pub fn export(url: &str, run_id: &str, format: ExportFormat, to: Option<&str>) -> CliResult {
+    super::export_from(&ctx_worker::runs::view(url, run_id)?, format, to)
 }
 
 /// `ctx runs report RUN --store URL`.

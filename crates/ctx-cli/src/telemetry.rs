@@ -1,0 +1,66 @@
+//! `--otlp URL` and the `OTEL_*` environment for `ctx run`, `ctx eval` and
+//! `ctx worker`: the exporter is installed before the command and flushed
+//! after it (ctx-otel; docs/tracing.md). Tracing never changes a command's
+//! outcome: a setting ctx cannot use is one warning and no export, and
+//! spans the collector did not take are one line on stderr at exit.
+
+use clap::Args;
+
+/// The flag every command that runs tasks takes.
+#[derive(Debug, Clone, Default, Args)]
+pub struct OtlpFlag {
+    /// Export the run's trace and GenAI metrics over OTLP/HTTP to this base
+    /// endpoint (ctx appends /v1/traces and /v1/metrics), as
+    /// OTEL_EXPORTER_OTLP_ENDPOINT does; it wins over the OTEL_*
+    /// environment. Without either, nothing is exported.
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
+}
+
+/// The installed exporter, if any.
+pub struct Tracing(Option<ctx_otel::Telemetry>);
+
+/// Installs the exporter when `flag` or the environment asks for it.
+pub fn start(flag: &OtlpFlag) -> Tracing {
+    let settings = match ctx_otel::OtlpSettings::resolve(flag.otlp.as_deref(), |name| {
+        std::env::var(name).ok()
+    }) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Tracing(None),
+        Err(e) => {
+            warn(&e.to_string());
+            return Tracing(None);
+        }
+    };
+    match ctx_otel::install(settings) {
+        Ok(t) => Tracing(Some(t)),
+        Err(e) => {
+            warn(&e.to_string());
+            Tracing(None)
+        }
+    }
+}
+
+impl Tracing {
+    /// Flushes within the OTLP timeout; says once what was lost.
+    pub fn finish(self) {
+        if let Some(lost) = self.0.and_then(ctx_otel::Telemetry::shutdown) {
+            warn(&lost.to_string());
+        }
+    }
+}
+
+fn warn(message: &str) {
+    eprintln!("warning: tracing: {}", ctx_table::printable_lines(message));
+}
+
+/// Keeps the values of `plan`'s secret variables out of any traced content
+/// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+pub fn redact_secrets(plan: &ctx_model::Plan, values: &std::collections::BTreeMap<String, String>) {
+    let secret = plan
+        .variables
+        .iter()
+        .filter(|v| v.secret)
+        .filter_map(|v| values.get(&v.name).cloned());
+    ctx_otel::redact_values(secret);
+}

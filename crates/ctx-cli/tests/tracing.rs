@@ -1,0 +1,665 @@
+//! `--otlp` and the `OTEL_*` environment on the real binary: the trace a
+//! run exports, decoded with the OTLP protobuf definitions
+//! (opentelemetry-proto), so this is also the check of the wire format;
+//! the API key never in any exported byte; a collector that is down or
+//! never answers changes nothing but one warning.
+
+#[cfg(unix)]
+#[path = "../../ctx-store-postgres/tests/support/mod.rs"]
+mod pg;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ctx_test_support::Dir;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+
+const KEY: &str = "sk-test-TRACING-4f1c9e2d7b";
+
+/// One HTTP request the server received.
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    headers: HashMap<String, String>,
+    /// The whole request as received: request line, headers, body.
+    raw: Vec<u8>,
+    body: Vec<u8>,
+}
+
+/// A tiny HTTP/1.1 server that is both an OpenAI-compatible endpoint
+/// (`/v1/chat/completions`, answering `ok`) and an OTLP collector
+/// (`/v1/traces`, `/v1/metrics`, answering an empty success), or, `mute`,
+/// one that reads requests and never answers.
+struct Server {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    fn start(mute: bool) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let log = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let log = Arc::clone(&log);
+                std::thread::spawn(move || serve(stream, &log, mute));
+            }
+        });
+        Server { url, seen }
+    }
+
+    fn seen(&self, path: &str) -> Vec<Seen> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter().filter(|s| s.path == path).cloned().collect()
+    }
+}
+
+fn serve(stream: TcpStream, log: &Mutex<Vec<Seen>>, mute: bool) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut out = stream;
+    loop {
+        let mut raw = Vec::new();
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        raw.extend_from_slice(line.as_bytes());
+        let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+        let mut headers = HashMap::new();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            raw.extend_from_slice(h.as_bytes());
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+            }
+        }
+        let len: usize = headers
+            .get("content-length")
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        raw.extend_from_slice(&body);
+        log.lock().unwrap().push(Seen {
+            path: path.clone(),
+            headers,
+            raw,
+            body,
+        });
+        if mute {
+            std::thread::sleep(Duration::from_secs(600));
+            return;
+        }
+        let (kind, answer) = if path == "/v1/chat/completions" {
+            let a = r#"{"id":"chatcmpl-1","object":"chat.completion","model":"served-model","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
+            ("application/json", a.as_bytes().to_vec())
+        } else {
+            ("application/x-protobuf", Vec::new())
+        };
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
+            answer.len()
+        );
+        if out.write_all(head.as_bytes()).is_err() || out.write_all(&answer).is_err() {
+            return;
+        }
+    }
+}
+
+fn plan(dir: &Dir) {
+    dir.write(
+        "plan.json",
+        r#"{"schema_version": 1, "goal": "Trace me", "sub_tasks": [
+  {"id": "a", "description": "First", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say a.", "temperature": 0.3}},
+   "checks": [{"contains": "ok"}]},
+  {"id": "b", "description": "Second", "dependencies": ["a"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say b.", "model": "task-model", "max_tokens": 7}}}
+]}"#,
+    );
+}
+
+fn ctx_run(
+    dir: &Dir,
+    openai: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (ctx_test_support::Out, Duration) {
+    let mut cmd = dir.ctx();
+    cmd.args(["run", "plan.json", "--engine", "openai", "--base-url"])
+        .arg(format!("{openai}/v1"))
+        .args(["--model", "cli-model"])
+        .args(args)
+        .env("OPENAI_API_KEY", KEY);
+    for var in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+        "OTEL_SDK_DISABLED",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let started = Instant::now();
+    let out = ctx_test_support::Out::of(&mut cmd);
+    (out, started.elapsed())
+}
+
+fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a AnyValue> {
+    attrs
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| v.value.as_ref())
+}
+
+fn str_attr<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
+    match attr(&span.attributes, key)? {
+        AnyValue::StringValue(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn int_attr(span: &Span, key: &str) -> Option<i64> {
+    match attr(&span.attributes, key)? {
+        AnyValue::IntValue(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn a_run_exports_its_trace_in_the_genai_conventions_and_never_the_key() {
+    let server = Server::start(false);
+    let dir = Dir::new();
+    plan(&dir);
+    let (out, _) = ctx_run(
+        &dir,
+        &server.url,
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", server.url.as_str()),
+            ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
+            ("OTEL_SERVICE_NAME", "ctx-test"),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(!out.stderr.contains("tracing"), "{}", out.stderr);
+    let run_id = out.run_id();
+
+    let spans: Vec<Span> = server
+        .seen("/v1/traces")
+        .iter()
+        .flat_map(|s| {
+            ExportTraceServiceRequest::decode(s.body.as_slice())
+                .unwrap()
+                .resource_spans
+        })
+        .flat_map(|r| r.scope_spans)
+        .flat_map(|s| s.spans)
+        .collect();
+    let named = |prefix: &str| -> Vec<&Span> {
+        spans
+            .iter()
+            .filter(|s| s.name.starts_with(prefix))
+            .collect()
+    };
+    let workflow = named("invoke_workflow");
+    assert_eq!(workflow.len(), 1, "{spans:#?}");
+    let workflow = workflow[0];
+    assert_eq!(workflow.name, "invoke_workflow Trace me");
+    assert_eq!(
+        str_attr(workflow, "gen_ai.operation.name"),
+        Some("invoke_workflow")
+    );
+    assert_eq!(str_attr(workflow, "ctx.run.id"), Some(run_id.as_str()));
+    assert!(workflow.parent_span_id.is_empty());
+    // The trace id is the run's, derived from its id.
+    let ids = ctx_store::RunTraceIds::of(&run_id);
+    assert_eq!(workflow.trace_id, ids.trace_id);
+    assert_eq!(workflow.span_id, ids.root_span_id);
+    assert!(spans.iter().all(|s| s.trace_id == ids.trace_id));
+
+    let tasks = named("task ");
+    assert_eq!(tasks.len(), 2);
+    for t in &tasks {
+        assert_eq!(t.parent_span_id, workflow.span_id);
+        assert_eq!(str_attr(t, "ctx.task.status"), Some("completed"));
+        assert_eq!(int_attr(t, "ctx.task.attempts"), Some(1));
+    }
+    let a = tasks.iter().find(|t| t.name == "task a").unwrap();
+    let check = a
+        .events
+        .iter()
+        .find(|e| e.name == "gen_ai.evaluation.result")
+        .unwrap();
+    assert!(
+        matches!(attr(&check.attributes, "gen_ai.evaluation.score.label"), Some(AnyValue::StringValue(s)) if s == "pass")
+    );
+
+    let chats = named("chat ");
+    assert_eq!(chats.len(), 2, "{chats:#?}");
+    let chat_b = chats.iter().find(|c| c.name == "chat task-model").unwrap();
+    let task_b = tasks.iter().find(|t| t.name == "task b").unwrap();
+    assert_eq!(chat_b.parent_span_id, task_b.span_id);
+    assert_eq!(chat_b.kind, 3, "SPAN_KIND_CLIENT");
+    assert_eq!(str_attr(chat_b, "gen_ai.provider.name"), Some("openai"));
+    assert_eq!(str_attr(chat_b, "gen_ai.request.model"), Some("task-model"));
+    assert_eq!(int_attr(chat_b, "gen_ai.request.max_tokens"), Some(7));
+    assert_eq!(
+        str_attr(chat_b, "gen_ai.response.model"),
+        Some("served-model")
+    );
+    assert_eq!(int_attr(chat_b, "gen_ai.usage.input_tokens"), Some(12));
+    assert_eq!(int_attr(chat_b, "gen_ai.usage.output_tokens"), Some(3));
+    assert_eq!(str_attr(chat_b, "ctx.call.purpose"), Some("task"));
+    // Content was asked for: the prompt is there, in the messages form.
+    let input = str_attr(chat_b, "gen_ai.input.messages").unwrap();
+    assert!(input.contains("Say b."), "{input}");
+
+    // The request to the model carried the chat span's traceparent.
+    let calls = server.seen("/v1/chat/completions");
+    assert_eq!(calls.len(), 2);
+    let parents: Vec<&str> = calls
+        .iter()
+        .filter_map(|c| c.headers.get("traceparent").map(String::as_str))
+        .collect();
+    let expected = format!("00-{}-{}-01", hex(&chat_b.trace_id), hex(&chat_b.span_id));
+    assert!(
+        parents.contains(&expected.as_str()),
+        "{parents:?} vs {expected}"
+    );
+
+    // The two GenAI histograms.
+    let metrics: Vec<String> = server
+        .seen("/v1/metrics")
+        .iter()
+        .flat_map(|s| {
+            ExportMetricsServiceRequest::decode(s.body.as_slice())
+                .unwrap()
+                .resource_metrics
+        })
+        .flat_map(|r| r.scope_metrics)
+        .flat_map(|s| s.metrics)
+        .map(|m| m.name)
+        .collect();
+    assert!(
+        metrics.contains(&"gen_ai.client.token.usage".to_string()),
+        "{metrics:?}"
+    );
+    assert!(
+        metrics.contains(&"gen_ai.client.operation.duration".to_string()),
+        "{metrics:?}"
+    );
+
+    // The key is in no byte sent to the collector: bodies, headers, paths.
+    for s in server
+        .seen("/v1/traces")
+        .iter()
+        .chain(&server.seen("/v1/metrics"))
+    {
+        let raw = String::from_utf8_lossy(&s.raw);
+        assert!(!raw.contains(KEY), "the API key reached the collector");
+        assert!(!raw.contains("TRACING-4f1c9e2d7b"));
+    }
+}
+
+#[test]
+fn without_a_setting_nothing_is_exported() {
+    let server = Server::start(false);
+    let dir = Dir::new();
+    plan(&dir);
+    let (out, _) = ctx_run(&dir, &server.url, &[], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(server.seen("/v1/traces").is_empty());
+    assert!(
+        server
+            .seen("/v1/chat/completions")
+            .iter()
+            .all(|c| !c.headers.contains_key("traceparent"))
+    );
+}
+
+#[test]
+fn a_collector_that_is_down_costs_one_warning_and_nothing_else() {
+    let openai = Server::start(false);
+    // A port that was free a moment ago: nothing listens there.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = Dir::new();
+    plan(&dir);
+    let (out, took) = ctx_run(
+        &dir,
+        &openai.url,
+        &["--otlp", &format!("http://{closed}")],
+        &[],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let warnings: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: tracing:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", out.stderr);
+    assert!(warnings[0].contains("not delivered"), "{}", warnings[0]);
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
+fn a_collector_that_never_answers_delays_the_exit_by_the_timeout_at_most() {
+    let openai = Server::start(false);
+    let mute = Server::start(true);
+    let dir = Dir::new();
+    plan(&dir);
+    let (out, took) = ctx_run(
+        &dir,
+        &openai.url,
+        &["--otlp", &mute.url],
+        &[("OTEL_EXPORTER_OTLP_TIMEOUT", "700")],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stderr.matches("warning: tracing:").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    // The run itself takes well under a second; the flush at most 0.7 s
+    // more (twice that, for a loaded machine).
+    assert!(took < Duration::from_millis(4000), "took {took:?}");
+    assert!(!mute.seen("/v1/traces").is_empty());
+}
+
+fn spans_sent(server: &Server) -> Vec<Span> {
+    server
+        .seen("/v1/traces")
+        .iter()
+        .flat_map(|s| {
+            ExportTraceServiceRequest::decode(s.body.as_slice())
+                .unwrap()
+                .resource_spans
+        })
+        .flat_map(|r| r.scope_spans)
+        .flat_map(|s| s.spans)
+        .collect()
+}
+
+#[test]
+fn a_stored_run_exports_the_same_trace_to_a_collector_and_to_a_file() {
+    let server = Server::start(false);
+    let dir = Dir::new();
+    plan(&dir);
+    // Traced live, to compare the export with.
+    let (out, _) = ctx_run(&dir, &server.url, &["--otlp", &server.url], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let run_id = out.run_id();
+    let live = spans_sent(&server);
+    server.seen.lock().unwrap().clear();
+
+    let sent = dir.run(&[
+        "runs",
+        "export",
+        &run_id,
+        "--format",
+        "otlp",
+        "--to",
+        &server.url,
+    ]);
+    assert_eq!(sent.code, 0, "{}", sent.stderr);
+    let exported = spans_sent(&server);
+    let root = |spans: &[Span]| {
+        spans
+            .iter()
+            .find(|s| s.parent_span_id.is_empty())
+            .cloned()
+            .unwrap()
+    };
+    let (live_root, exported_root) = (root(&live), root(&exported));
+    assert_eq!(exported_root.trace_id, live_root.trace_id);
+    assert_eq!(exported_root.span_id, live_root.span_id);
+    assert_eq!(exported_root.name, "invoke_workflow Trace me");
+    let tasks: Vec<&Span> = exported
+        .iter()
+        .filter(|s| s.name.starts_with("task "))
+        .collect();
+    assert_eq!(tasks.len(), 2);
+    assert!(
+        tasks
+            .iter()
+            .all(|t| t.parent_span_id == exported_root.span_id)
+    );
+    let chats: Vec<&Span> = exported
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    assert_eq!(chats.len(), 2, "{exported:#?}");
+    assert!(
+        chats
+            .iter()
+            .all(|c| int_attr(c, "gen_ai.usage.input_tokens") == Some(12))
+    );
+    // The recorded times: each call within its task.
+    for c in &chats {
+        let t = tasks
+            .iter()
+            .find(|t| t.span_id == c.parent_span_id)
+            .unwrap();
+        assert!(
+            t.start_time_unix_nano <= c.start_time_unix_nano
+                && c.end_time_unix_nano <= t.end_time_unix_nano
+        );
+    }
+
+    // To a file: OTLP/JSON with the same ids, in hex.
+    let file = dir.run(&[
+        "runs",
+        "export",
+        &run_id,
+        "--format",
+        "otlp",
+        "--to",
+        "trace.json",
+    ]);
+    assert_eq!(file.code, 0, "{}", file.stderr);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("trace.json")).unwrap())
+            .unwrap();
+    let spans = json["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .unwrap();
+    assert_eq!(spans.len(), exported.len());
+    assert!(
+        spans
+            .iter()
+            .all(|s| s["traceId"] == hex(&live_root.trace_id))
+    );
+
+    // --to is for otlp only; a collector that is down is exit 5 (an output not written).
+    let wrong = dir.run(&["runs", "export", &run_id, "--to", "x.json"]);
+    assert_eq!(wrong.code, 2, "{}", wrong.stderr);
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let down = dir.run(&[
+        "runs",
+        "export",
+        &run_id,
+        "--format",
+        "otlp",
+        "--to",
+        &format!("http://{closed}"),
+    ]);
+    assert_eq!(down.code, 5, "{}", down.stderr);
+}
+
+#[test]
+fn captured_content_redacts_the_values_of_secret_variables() {
+    let server = Server::start(false);
+    let dir = Dir::new();
+    dir.write(
+        "plan.yaml",
+        "schema_version: 1\nvariables:\n  - {name: TOKEN, class: trusted, secret: true}\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt: {name: inference, params: {prompt: \"Use {{TOKEN}} now.\"}}\n",
+    );
+    let mut cmd = dir.ctx();
+    cmd.args([
+        "run",
+        "plan.yaml",
+        "--no-store",
+        "--engine",
+        "openai",
+        "--base-url",
+    ])
+    .arg(format!("{}/v1", server.url))
+    .args(["--model", "m", "--var", "TOKEN=hunter2-zq9"])
+    .env("OPENAI_API_KEY", KEY)
+    .env("OTEL_EXPORTER_OTLP_ENDPOINT", &server.url)
+    .env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true");
+    let out = ctx_test_support::Out::of(&mut cmd);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The model got the value; the collector did not.
+    let calls = server.seen("/v1/chat/completions");
+    assert!(String::from_utf8_lossy(&calls[0].body).contains("hunter2-zq9"));
+    let spans = spans_sent(&server);
+    let chat = spans.iter().find(|s| s.name == "chat m").unwrap();
+    let input = str_attr(chat, "gen_ai.input.messages").unwrap();
+    assert!(input.contains("Use [REDACTED] now."), "{input}");
+    for s in server.seen("/v1/traces") {
+        assert!(!String::from_utf8_lossy(&s.raw).contains("hunter2-zq9"));
+    }
+}
+
+/// Two workers of a shared store, each a process of its own, and the
+/// process that registered the run: one trace, the registering session's
+/// `invoke_workflow` its root, every claim under it, from both workers.
+#[cfg(unix)]
+#[test]
+fn a_shared_run_worked_by_two_workers_is_one_trace() {
+    let Some(url) = pg::fresh_db("tracing_two_workers") else {
+        return;
+    };
+    let server = Server::start(false);
+    let dir = Dir::new();
+    dir.write(
+        "plan.json",
+        r#"{"schema_version": 1, "goal": "Shared", "sub_tasks": [
+  {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say a."}}},
+  {"id": "b", "description": "B", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say b."}}},
+  {"id": "c", "description": "C", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say c."}}},
+  {"id": "d", "description": "D", "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say d."}}}
+]}"#,
+    );
+    let traced = |cmd: &mut assert_cmd::Command| {
+        cmd.env_remove("CTX_STORE")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &server.url);
+    };
+    let mut register = std::process::Command::new(assert_cmd::cargo::cargo_bin("ctx"));
+    register
+        .current_dir(dir.path())
+        .args(["run", "plan.json", "--store", &url, "--no-local"])
+        .env_remove("CTX_STORE")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &server.url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let follower = register.spawn().unwrap();
+    // Two workers at once, one task at a time each, each task 0.3 s: both
+    // get work.
+    let workers: Vec<std::thread::JoinHandle<ctx_test_support::Out>> = (0..2)
+        .map(|_| {
+            let mut cmd = dir.ctx();
+            traced(&mut cmd);
+            cmd.args([
+                "worker",
+                "--store",
+                &url,
+                "--until-idle",
+                "--wait",
+                "30",
+                "--concurrency",
+                "1",
+            ])
+            .args(["--engine", "command", "--command", "sleep 0.3; echo ok"]);
+            std::thread::spawn(move || ctx_test_support::Out::of(&mut cmd))
+        })
+        .collect();
+    for w in workers {
+        let out = w.join().unwrap();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    let follower = follower.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&follower.stderr);
+    assert!(follower.status.success(), "{err}");
+    let run_id = err
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("run ")
+                .and_then(|r| r.split_once(" registered"))
+                .map(|(id, _)| id.to_string())
+        })
+        .unwrap();
+
+    let spans = spans_sent(&server);
+    let ids = ctx_store::RunTraceIds::of(&run_id);
+    assert!(
+        spans.iter().all(|s| s.trace_id == ids.trace_id),
+        "{spans:#?}"
+    );
+    let roots: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty())
+        .collect();
+    assert_eq!(roots.len(), 1);
+    assert_eq!(roots[0].name, "invoke_workflow Shared");
+    assert_eq!(roots[0].span_id, ids.root_span_id);
+    let claims: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("claim "))
+        .collect();
+    assert_eq!(claims.len(), 4, "{claims:#?}");
+    assert!(claims.iter().all(|c| c.parent_span_id == ids.root_span_id));
+    let mut workers: Vec<&str> = claims
+        .iter()
+        .filter_map(|c| str_attr(c, "ctx.worker.id"))
+        .collect();
+    workers.sort();
+    workers.dedup();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    // Each task's span, and its call's, under its claim.
+    for c in &claims {
+        let task = spans
+            .iter()
+            .find(|s| s.parent_span_id == c.span_id && s.name.starts_with("task "))
+            .unwrap();
+        let chat = spans
+            .iter()
+            .find(|s| s.parent_span_id == task.span_id)
+            .unwrap();
+        assert_eq!(str_attr(chat, "gen_ai.provider.name"), Some("command"));
+    }
+}

@@ -1,0 +1,280 @@
+//! A stored run's trace, rebuilt after the fact from what the store holds
+//! (`ctx runs export RUN --format otlp`), with the recorded times.
+//!
+//! The spans are those a live run exports, named and attributed alike:
+//! the `invoke_workflow` root (the run's derived root id, so a live trace
+//! and its export are one trace in a backend), a `task {id}` span per task
+//! that started, and a `chat {model}` span per engine call with its
+//! recorded times. What the store does not keep is left out: per-call
+//! usage (only the task's total is stored, put on its last call), the
+//! request parameters the engine defaulted, and message content (the
+//! export never carries prompts or outputs). Span ids below the root are
+//! derived from the run, task and call, so exporting twice sends the same
+//! spans, which a backend can deduplicate.
+
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ctx_model::TaskExecutionResult;
+use ctx_report::{AttemptReport, TaskReport, TaskState, Timestamp};
+use ctx_run::export::StoredRun;
+use ctx_store::RunTraceIds;
+use opentelemetry::trace::{
+    Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
+use sha2::{Digest, Sha256};
+
+/// The spans of `run`, root first; `workflow` is its name
+/// (`ctx_run::workflow_name`, as the live session gave it).
+pub fn run_spans(run: &StoredRun, workflow: &str) -> Vec<SpanData> {
+    let input = &run.input;
+    let ids = RunTraceIds::of(&input.run_id);
+    let trace = TraceId::from_bytes(ids.trace_id);
+    let root = SpanId::from_bytes(ids.root_span_id);
+    let scope = crate::scope();
+    let starts = input.tasks.iter().filter_map(|t| t.started_at);
+    let ends = input
+        .tasks
+        .iter()
+        .filter_map(|t| t.ended_at.or(t.started_at));
+    let Some(run_start) = input.started_at.or_else(|| starts.min()) else {
+        return Vec::new();
+    };
+    let run_end = input
+        .ended_at
+        .or(input.as_of)
+        .or_else(|| ends.max())
+        .unwrap_or(run_start);
+    let mut spans = vec![span(
+        Ids {
+            trace,
+            span: root,
+            parent: SpanId::INVALID,
+        },
+        format!("invoke_workflow {workflow}"),
+        SpanKind::Internal,
+        (run_start, run_end),
+        vec![
+            KeyValue::new("gen_ai.operation.name", "invoke_workflow"),
+            KeyValue::new("gen_ai.workflow.name", workflow.to_string()),
+            KeyValue::new("ctx.run.id", input.run_id.clone()),
+            KeyValue::new(
+                "ctx.run.status",
+                format!("{:?}", input.status).to_lowercase(),
+            ),
+            KeyValue::new("ctx.exported", true),
+        ],
+        Vec::new(),
+        None,
+        &scope,
+    )];
+    for (task, record) in input.tasks.iter().zip(&run.records) {
+        let Some(start) = task.started_at else {
+            continue;
+        };
+        let end = task.ended_at.unwrap_or(run_end);
+        let task_id = derived_span_id(&input.run_id, &task.id, 0);
+        let result = record.as_ref().map(|r| &r.result);
+        spans.push(span(
+            Ids {
+                trace,
+                span: task_id,
+                parent: root,
+            },
+            format!("task {}", task.id),
+            SpanKind::Internal,
+            (start, end),
+            task_attributes(task),
+            result.map(|r| check_events(r, end)).unwrap_or_default(),
+            (task.status == TaskState::Failed).then(|| "task_failed".to_string()),
+            &scope,
+        ));
+        let last = task.attempts.len();
+        for (k, attempt) in task.attempts.iter().enumerate() {
+            let (Some(a_start), Some(a_end)) = (attempt.started_at, attempt.ended_at) else {
+                continue;
+            };
+            spans.push(span(
+                Ids {
+                    trace,
+                    span: derived_span_id(&input.run_id, &task.id, attempt.number),
+                    parent: task_id,
+                },
+                match &task.model {
+                    Some(m) => format!("chat {m}"),
+                    None => "chat".to_string(),
+                },
+                SpanKind::Client,
+                (a_start, a_end),
+                chat_attributes(task, attempt, result.filter(|_| k + 1 == last)),
+                Vec::new(),
+                attempt.class.clone().filter(|c| c != "ok"),
+                &scope,
+            ));
+        }
+    }
+    spans
+}
+
+struct Ids {
+    trace: TraceId,
+    span: SpanId,
+    parent: SpanId,
+}
+
+fn task_attributes(task: &TaskReport) -> Vec<KeyValue> {
+    let mut a = vec![
+        KeyValue::new("ctx.task.id", task.id.clone()),
+        KeyValue::new(
+            "ctx.task.status",
+            format!("{:?}", task.status).to_lowercase(),
+        ),
+        KeyValue::new("ctx.task.attempts", task.attempts.len() as i64),
+        KeyValue::new("ctx.cache_hit", task.cached),
+    ];
+    if let Some(c) = task.cost_usd {
+        a.push(KeyValue::new("ctx.cost_usd", c));
+    }
+    a
+}
+
+/// A call's attributes; the task's stored usage goes on its last call.
+fn chat_attributes(
+    task: &TaskReport,
+    attempt: &AttemptReport,
+    last: Option<&TaskExecutionResult>,
+) -> Vec<KeyValue> {
+    let mut a = vec![
+        KeyValue::new("gen_ai.operation.name", "chat"),
+        KeyValue::new("ctx.task.id", task.id.clone()),
+        KeyValue::new("ctx.attempt.number", i64::from(attempt.number)),
+    ];
+    if let Some(m) = &task.model {
+        a.push(KeyValue::new("gen_ai.response.model", m.clone()));
+    }
+    if let Some(class) = &attempt.class {
+        a.push(KeyValue::new("ctx.attempt.outcome", class.clone()));
+    }
+    if let Some(r) = last {
+        if let Some(u) = &r.metadata.tokens_used {
+            a.push(KeyValue::new(
+                "gen_ai.usage.input_tokens",
+                u.prompt_tokens as i64,
+            ));
+            a.push(KeyValue::new(
+                "gen_ai.usage.output_tokens",
+                u.completion_tokens as i64,
+            ));
+            if let Some(c) = u.cached_tokens {
+                a.push(KeyValue::new(
+                    "gen_ai.usage.cache_read.input_tokens",
+                    c as i64,
+                ));
+            }
+        }
+        if let Some(f) = &r.metadata.finish_reason {
+            a.push(KeyValue::new(
+                "gen_ai.response.finish_reasons",
+                format!("[\"{f}\"]"),
+            ));
+        }
+    }
+    a
+}
+
+fn check_events(result: &TaskExecutionResult, at: Timestamp) -> Vec<Event> {
+    result
+        .metadata
+        .checks
+        .iter()
+        .map(|c| {
+            Event::new(
+                "gen_ai.evaluation.result",
+                time(at),
+                vec![
+                    KeyValue::new("gen_ai.evaluation.name", c.kind.as_str()),
+                    KeyValue::new(
+                        "gen_ai.evaluation.score.label",
+                        if c.passed { "pass" } else { "fail" },
+                    ),
+                    KeyValue::new(
+                        "gen_ai.evaluation.score.value",
+                        if c.passed { 1.0 } else { 0.0 },
+                    ),
+                    KeyValue::new(
+                        "gen_ai.evaluation.explanation",
+                        crate::content::cap(&c.message),
+                    ),
+                ],
+                0,
+            )
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn span(
+    ids: Ids,
+    name: String,
+    kind: SpanKind,
+    (start, end): (Timestamp, Timestamp),
+    attributes: Vec<KeyValue>,
+    events: Vec<Event>,
+    error: Option<String>,
+    scope: &InstrumentationScope,
+) -> SpanData {
+    let mut span_events = SpanEvents::default();
+    span_events.events = events;
+    let mut attributes = attributes;
+    if let Some(e) = &error {
+        attributes.push(KeyValue::new("error.type", e.clone()));
+    }
+    SpanData {
+        span_context: SpanContext::new(
+            ids.trace,
+            ids.span,
+            TraceFlags::SAMPLED,
+            false,
+            TraceState::default(),
+        ),
+        parent_span_id: ids.parent,
+        parent_span_is_remote: false,
+        span_kind: kind,
+        name: Cow::Owned(name),
+        start_time: time(start),
+        end_time: time(end.max(start)),
+        attributes,
+        dropped_attributes_count: 0,
+        events: span_events,
+        links: SpanLinks::default(),
+        status: match error {
+            Some(e) => Status::error(e),
+            None => Status::Unset,
+        },
+        instrumentation_scope: scope.clone(),
+    }
+}
+
+fn time(t: Timestamp) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(t.unix_ms()).unwrap_or(0))
+}
+
+/// A span id for call `n` of `task` in `run` (`0`: the task's own span):
+/// the same on every export.
+fn derived_span_id(run: &str, task: &str, n: u32) -> SpanId {
+    let digest = Sha256::new()
+        .chain_update(b"ctx span v1\0")
+        .chain_update(run.as_bytes())
+        .chain_update([0])
+        .chain_update(task.as_bytes())
+        .chain_update(n.to_be_bytes())
+        .finalize();
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&digest[..8]);
+    if id == [0; 8] {
+        id[7] = 1;
+    }
+    SpanId::from_bytes(id)
+}
