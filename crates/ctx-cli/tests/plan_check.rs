@@ -347,3 +347,37 @@ fn a_cycle_in_a_yaml_plan_is_a_path() {
             "cycle.yml:4:19: task \"a\": sub_tasks[0].dependencies: dependency cycle: \"a\" -> \"c\" -> \"b\" -> \"a\"\n",
         ));
 }
+
+/// Under `layout: cache`, a task prompt that puts its own placeholder
+/// before the digest other prompts share gets a hint on stderr; the plan
+/// is still valid (exit 0). An unknown layout is a located read error.
+#[test]
+fn the_cache_layout_hints_an_own_placeholder_before_shared_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(
+        dir.path(),
+        "hint.yaml",
+        "schema_version: 1\nconfig:\n  layout: cache\nvariables:\n  - name: ITEM\n    class: trusted\nhistory:\n  content_root: .\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt: {name: inference, params: {prompt: \"Item {{ITEM}}: <untrusted-content>{{HISTORICAL_CONTEXT}}</untrusted-content>\"}}\n  - id: b\n    description: B\n    tool_or_prompt: {name: inference, params: {prompt: \"<untrusted-content>{{HISTORICAL_CONTEXT}}</untrusted-content> Go.\"}}\n",
+    );
+    ctx()
+        .args(["plan", "check"])
+        .arg(&plan)
+        .assert()
+        .code(0)
+        .stderr(predicate::str::starts_with(
+            "hint: task \"a\": sub_tasks[0].tool_or_prompt.params.prompt: {{ITEM}}, used by this prompt alone, comes before {{HISTORICAL_CONTEXT}}, which 2 task prompts share",
+        ));
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        &format!("schema_version: 1\nconfig:\n  layout: cached\nsub_tasks:\n  - id: a\n{TASK}"),
+    );
+    ctx()
+        .args(["plan", "check"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "bad.yaml:3:11: config.layout: unknown variant `cached`, expected one of design, cache",
+        ));
+}

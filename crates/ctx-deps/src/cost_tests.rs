@@ -51,6 +51,7 @@ fn usage(prompt: u64, completion: u64) -> TokenUsage {
         completion_tokens: completion,
         total_tokens: prompt + completion,
         cached_tokens: None,
+        cache_write_tokens: None,
         partial: false,
     }
 }
@@ -215,6 +216,7 @@ fn a_checked_task_pays_its_answers_its_judges_and_its_unanswered_calls() {
             &Usage {
                 prompt_tokens: 300,
                 cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
                 completion_tokens: 10
             }
         ),
