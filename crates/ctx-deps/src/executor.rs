@@ -137,6 +137,14 @@ pub enum ProgressEvent {
         /// Its id.
         task_id: String,
     },
+    /// A map task expanded into `items` item tasks, each of which will be
+    /// reported as any task (reused, or started and finished).
+    Expanded {
+        /// The map task's id.
+        task_id: String,
+        /// How many items it has.
+        items: usize,
+    },
 }
 
 /// A run's outcome: every task's final result, even when interrupted.

@@ -92,6 +92,10 @@ impl Executor {
         run.deferred.resize(after, None);
         run.upstream_maps.resize(after, Vec::new());
         run.ctx = expanded;
+        progress(&ProgressEvent::Expanded {
+            task_id: run.ctx.graph.id(i).to_string(),
+            items: after - before,
+        });
         let (mut stored, stored_count) = if self.options.reuse_completed {
             self.stored_items(&run.ctx.plan.sub_tasks[i].id).await?
         } else {

@@ -339,3 +339,27 @@ proptest::proptest! {
         proptest::prop_assert!(reduce.status != TaskStatus::Skipped, "{reduce:?}");
     }
 }
+
+#[tokio::test]
+async fn the_expansion_is_reported_with_its_item_count() {
+    let engine = scripted(r#"{"repos": ["a", "b"]}"#, &[]);
+    let exec = Executor::new(
+        map_plan(0, 5),
+        engine,
+        Arc::new(MemoryStore::new()),
+        ExecutorOptions::default(),
+    )
+    .unwrap();
+    let mut events = Vec::new();
+    exec.run_with(std::future::pending(), |e| events.push(e.clone()))
+        .await
+        .unwrap();
+    let expanded = ProgressEvent::Expanded {
+        task_id: "scan".into(),
+        items: 2,
+    };
+    let at = |e: &ProgressEvent| events.iter().position(|x| x == e).unwrap();
+    let started = |id: &str| ProgressEvent::Started { task_id: id.into() };
+    assert!(at(&started("scan")) < at(&expanded));
+    assert!(at(&expanded) < at(&started("scan[0]")));
+}

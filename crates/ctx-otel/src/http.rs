@@ -17,35 +17,71 @@ use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 /// reqwest on a runtime of its own.
 #[derive(Debug, Clone)]
 pub(crate) struct OtlpHttp {
-    client: reqwest::Client,
+    /// Built on the client's own runtime as soon as it exists, not on the
+    /// command's thread: a reqwest client with rustls reads the system's
+    /// root certificates, which took 150 ms of a debug `ctx run`'s start.
+    client: Arc<tokio::sync::OnceCell<reqwest::Client>>,
+    timeout: Duration,
+    /// Every endpoint is `http://`: no root certificates are loaded (they
+    /// were 154 M of the 160 M instructions tracing added to a debug run).
+    plain: bool,
     runtime: Arc<tokio::runtime::Runtime>,
 }
 
 impl OtlpHttp {
-    /// Each request bounded by `timeout`.
-    pub(crate) fn new(timeout: Duration) -> std::io::Result<OtlpHttp> {
+    /// Each request bounded by `timeout`; `plain`: every endpoint is
+    /// `http://`, so no TLS roots are needed.
+    pub(crate) fn new(timeout: Duration, plain: bool) -> std::io::Result<OtlpHttp> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("ctx-otlp")
             .enable_all()
             .build()?;
-        // As the OpenAI engine does: reqwest is built without a default
-        // crypto provider, `ring` is installed (the first install wins).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .user_agent(concat!("ctx/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(std::io::Error::other)?;
-        Ok(OtlpHttp {
-            client,
+        let http = OtlpHttp {
+            client: Arc::default(),
+            timeout,
+            plain,
             runtime: Arc::new(runtime),
-        })
+        };
+        let early = http.clone();
+        http.runtime.spawn(async move {
+            let _ = early.client().await;
+        });
+        Ok(http)
     }
 }
 
 impl OtlpHttp {
+    /// The client, built once (on a blocking thread of the client's runtime).
+    async fn client(&self) -> Result<reqwest::Client, HttpError> {
+        let (timeout, plain) = (self.timeout, self.plain);
+        let client = self
+            .client
+            .get_or_try_init(|| async move {
+                tokio::task::spawn_blocking(move || {
+                    // As the OpenAI engine does: reqwest is built without a
+                    // default crypto provider, `ring` is installed (the
+                    // first install wins).
+                    let _ = rustls::crypto::ring::default_provider().install_default();
+                    let builder = reqwest::Client::builder()
+                        .timeout(timeout)
+                        .connect_timeout(timeout)
+                        .user_agent(concat!("ctx/", env!("CARGO_PKG_VERSION")));
+                    let builder = if plain {
+                        builder.tls_certs_only(Vec::new())
+                    } else {
+                        builder
+                    };
+                    builder.build()
+                })
+                .await
+                .map_err(|e| -> HttpError { Box::new(e) })?
+                .map_err(|e| -> HttpError { Box::new(e) })
+            })
+            .await?;
+        Ok(client.clone())
+    }
+
     /// Runs `future` to its end on the client's runtime, from a thread
     /// outside any runtime (a one-off send).
     pub(crate) fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
@@ -57,13 +93,14 @@ impl OtlpHttp {
 impl HttpClient for OtlpHttp {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         let request = reqwest::Request::try_from(request)?;
-        let client = self.client.clone();
+        let http = self.clone();
         let answer = self.runtime.spawn(async move {
+            let client = http.client().await?;
             let response = client.execute(request).await?;
             let status = response.status();
             let headers = response.headers().clone();
             let body = response.bytes().await?;
-            Ok::<_, reqwest::Error>((status, headers, body))
+            Ok::<_, HttpError>((status, headers, body))
         });
         let (status, headers, body) = answer.await??;
         let mut response = Response::builder().status(status).body(body)?;

@@ -160,8 +160,11 @@ impl std::fmt::Debug for Telemetry {
 /// subscriber, and the W3C `traceparent` source of outgoing requests
 /// (ctx-engine's `trace_context`). Call once, before any span.
 pub fn install(settings: OtlpSettings) -> Result<Telemetry, OtelError> {
-    let http =
-        http::OtlpHttp::new(settings.timeout).map_err(|e| OtelError::Build(e.to_string()))?;
+    let plain = [&settings.traces_endpoint, &settings.metrics_endpoint]
+        .iter()
+        .all(|url| is_plain(url));
+    let http = http::OtlpHttp::new(settings.timeout, plain)
+        .map_err(|e| OtelError::Build(e.to_string()))?;
     let resource = resource();
     let spans_out = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
@@ -287,7 +290,8 @@ pub fn otlp_json(spans: Vec<SpanData>) -> String {
 pub fn send(base: &str, spans: Vec<SpanData>, timeout: Duration) -> Result<usize, OtelError> {
     let settings = OtlpSettings::resolve(Some(base), |_| None)?
         .ok_or_else(|| OtelError::Build(format!("{base}: not an endpoint")))?;
-    let http = http::OtlpHttp::new(timeout).map_err(|e| OtelError::Build(e.to_string()))?;
+    let http = http::OtlpHttp::new(timeout, is_plain(&settings.traces_endpoint))
+        .map_err(|e| OtelError::Build(e.to_string()))?;
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(http.clone())
@@ -303,4 +307,9 @@ pub fn send(base: &str, spans: Vec<SpanData>, timeout: Duration) -> Result<usize
             message: e.to_string(),
         })?;
     Ok(n)
+}
+
+/// A URL without TLS.
+fn is_plain(url: &str) -> bool {
+    url.trim_start().to_ascii_lowercase().starts_with("http://")
 }

@@ -704,6 +704,11 @@ fn update_bar(bar: &indicatif::ProgressBar, in_flight: &mut usize, event: &Progr
             bar.inc(1);
             bar.set_message(format!("reused {task_id}"));
         }
+        ProgressEvent::Expanded { task_id, items } => {
+            // The items are tasks the plan did not list.
+            bar.inc_length(*items as u64);
+            bar.set_message(format!("{task_id} expanded into {items} items"));
+        }
         ProgressEvent::Finished {
             task_id, status, ..
         } => {

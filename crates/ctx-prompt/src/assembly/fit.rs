@@ -1057,4 +1057,52 @@ Generate CSS styles to be embedded in the <style> tag. Style the game board with
         let p = assemble_task_prompt(&plan, task, &[], &c, all.tokens - small_line - 1).unwrap();
         assert!(p.text.contains("- Mid: v (partial)") && p.text.contains("- High: h"));
     }
+
+    /// Entities of one size: the fewest that cover the excess go, and in
+    /// one round (one render and count of the prompt) however many that
+    /// is. Two cargo-mutants survivors: `need -= line` as `+=` dropped
+    /// every entity after the first (asking for more with each one), and
+    /// as `/=` asked for too little, so a second round dropped the rest.
+    #[test]
+    fn equal_entities_are_dropped_as_few_as_needed_in_one_round() {
+        let mut plan = seed_plan();
+        let mk = |name: &str, rel: &str| ctx_model::EntityContext {
+            entity_name: name.into(),
+            intent_relevance: Some(rel.into()),
+            grounded_value: Some("v".into()),
+            usage_note: None,
+        };
+        plan.sub_tasks[1].entity_context = vec![
+            mk("H", "constraint"),
+            mk("A", "other"),
+            mk("B", "other"),
+            mk("C", "other"),
+        ];
+        let task = &plan.sub_tasks[1];
+        let c = Surcharged {
+            surcharge: 0,
+            whole_prompts: std::sync::atomic::AtomicUsize::new(0),
+        };
+        let all = assemble_task_prompt(&plan, task, &[], &c, 100_000).unwrap();
+        // What a line saves, its line break included.
+        let line = Weighted.count("- C: v (other)\n");
+        let dropped = |cap: usize| {
+            c.whole_prompts
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            let p = assemble_task_prompt(&plan, task, &[], &c, cap).unwrap();
+            let counts = c.whole_prompts.load(std::sync::atomic::Ordering::Relaxed);
+            (p.dropped_entities, counts)
+        };
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (one, counts_for_one) = dropped(all.tokens - 1);
+        assert_eq!(one, names(&["C"]));
+        // One token more than a line: two lines, not three.
+        let (two, counts_for_two) = dropped(all.tokens - line - 1);
+        assert_eq!(two, names(&["B", "C"]));
+        // One token more than two lines: three, in the same one round.
+        let (three, counts_for_three) = dropped(all.tokens - 2 * line - 1);
+        assert_eq!(three, names(&["A", "B", "C"]));
+        assert_eq!(counts_for_two, counts_for_one);
+        assert_eq!(counts_for_three, counts_for_one);
+    }
 }
