@@ -938,3 +938,152 @@ fn escape_sequences_in_server_errors_and_stderr_are_escaped() {
     assert_clean("stdout", &stdout);
     assert_clean("stderr", &stderr);
 }
+
+/// Answers like [`echo`], with a usage that says nothing about the cache.
+fn echo_without_cache_counts() -> Responder {
+    Box::new(|seen: &Seen| {
+        let body = json!({
+            "model": seen.body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15}
+        });
+        http(
+            "200 OK",
+            &[("content-type", "application/json")],
+            &body.to_string(),
+        )
+    })
+}
+
+/// [`write_plan`]'s plan run against `server` in a scratch directory
+/// (its run store under `dir/.ctx/runs`), both models priced at $1 in, $2
+/// out and $0.5 for a cache read per million tokens.
+struct PricedRun {
+    dir: tempfile::TempDir,
+    plan: String,
+    url: String,
+    /// `ctx run --format json`'s object.
+    json: Value,
+    /// The run's id.
+    id: String,
+}
+
+impl PricedRun {
+    fn start(server: &Server) -> PricedRun {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = write_plan(dir.path()).to_str().unwrap().to_string();
+        let mut run = PricedRun {
+            dir,
+            plan,
+            url: server.url.clone(),
+            json: Value::Null,
+            id: String::new(),
+        };
+        let (stdout, stderr) = run.ctx(&["--format", "json"], true);
+        run.json = serde_json::from_str(&stdout).unwrap();
+        run.id = ctx_test_support::run_id(&stderr);
+        run
+    }
+
+    /// `ctx ARGS` in the scratch directory, after `ctx run PLAN` and its
+    /// flags when `run`; its stdout and stderr.
+    fn ctx(&self, args: &[&str], run: bool) -> (String, String) {
+        let mut c = ctx();
+        c.current_dir(self.dir.path());
+        if run {
+            c.args([
+                "run",
+                &self.plan,
+                "--engine",
+                "openai",
+                "--base-url",
+                &self.url,
+            ])
+            .args(["--model", "cli-model", "--price", "cli-model=1,2,0.5"])
+            .args(["--price", "task-model=1,2,0.5"]);
+        }
+        let out = c.args(args).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}\n{stdout}\n{stderr}");
+        (stdout, stderr)
+    }
+}
+
+#[test]
+fn cached_tokens_and_their_saving_are_shown_where_costs_are() {
+    // Every answer: 11 prompt tokens, 3 of them read from the cache.
+    let server = Server::start(vec![echo("stop")]);
+    let run = PricedRun::start(&server);
+    let json = &run.json;
+    // 3 cache reads × ($1 − $0.5) per million = $0.0000015 a call.
+    for id in ["a", "b", "c"] {
+        let t = task(json, id);
+        assert_eq!(t["cached_tokens"], 3, "{t}");
+        assert_eq!(t["cache_write_tokens"], Value::Null, "{t}");
+        assert_eq!(t["cache_saving_usd"], 0.0000015, "{t}");
+        // The stored record is unchanged: an unreported count left out.
+        assert!(
+            t["metadata"]["tokens_used"]
+                .get("cache_write_tokens")
+                .is_none()
+        );
+    }
+    assert_eq!(json["cached_tokens"], 9);
+    assert_eq!(json["cache_write_tokens"], Value::Null);
+    assert_eq!(json["cache_saving_usd"], 0.0000045);
+    let id = &run.id;
+
+    let (show, _) = run.ctx(&["runs", "show", id, "--format", "json"], false);
+    let show: Value = serde_json::from_str(&show).unwrap();
+    assert_eq!(show["cached_tokens"], 9);
+    assert_eq!(show["cache_saving_usd"], 0.0000045);
+    assert_eq!(show["tasks"][0]["cached_tokens"], 3);
+    assert_eq!(show["tasks"][0]["cache_write_tokens"], Value::Null);
+    let (show, _) = run.ctx(&["runs", "show", id], false);
+    assert!(
+        show.contains("cache    9 tokens read, saved $0.000005\n"),
+        "{show}"
+    );
+
+    let (export, _) = run.ctx(&["runs", "export", id, "--format", "json"], false);
+    let export: Value = serde_json::from_str(&export).unwrap();
+    assert_eq!(export["cache_saving_usd"], 0.0000045);
+    assert_eq!(task(&export, "b")["cached_tokens"], 3);
+    let (csv, _) = run.ctx(&["runs", "export", id, "--format", "csv"], false);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let cell = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(
+        (
+            cell("cached_tokens"),
+            cell("cache_write_tokens"),
+            cell("cache_saving_usd")
+        ),
+        ("3", "", "0.0000015")
+    );
+
+    let (text, _) = run.ctx(&[], true);
+    // The summary's last line, after `spent`.
+    assert!(
+        text.ends_with("prompt cache: 9 tokens read, saved $0.000005\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_server_that_reports_no_cache_counts_gives_null_and_not_reported() {
+    let server = Server::start(vec![echo_without_cache_counts()]);
+    let run = PricedRun::start(&server);
+    let json = &run.json;
+    for key in ["cached_tokens", "cache_write_tokens", "cache_saving_usd"] {
+        assert_eq!(json.get(key), Some(&Value::Null), "{key}");
+        assert_eq!(task(json, "a").get(key), Some(&Value::Null), "{key}");
+    }
+    let id = &run.id;
+    let (show, _) = run.ctx(&["runs", "show", id], false);
+    assert!(show.contains("cache    not reported\n"), "{show}");
+    let (text, _) = run.ctx(&[], true);
+    assert!(text.ends_with("prompt cache: not reported\n"), "{text}");
+}

@@ -138,10 +138,23 @@ fn json_shape_and_dependency_outputs_flow_downstream() {
         assert_eq!(meta["attempts"].as_array().unwrap().len(), 1);
         // The dry-run engine calls no model: it spends nothing.
         assert_eq!(t["cost_usd"], 0.0);
+        // ... and reports no prompt cache: null, never 0.
+        for key in ["cached_tokens", "cache_write_tokens", "cache_saving_usd"] {
+            assert_eq!(t.get(key), Some(&Value::Null), "{key}");
+        }
         for key in t.as_object().unwrap().keys() {
             assert!(
                 [
-                    "task_id", "status", "output", "error", "prompt", "metadata", "cost_usd"
+                    "task_id",
+                    "status",
+                    "output",
+                    "error",
+                    "prompt",
+                    "metadata",
+                    "cost_usd",
+                    "cached_tokens",
+                    "cache_write_tokens",
+                    "cache_saving_usd"
                 ]
                 .contains(&key.as_str()),
                 "{key}"

@@ -104,9 +104,9 @@ pub use ledger::{
 };
 pub use listing::{DefaultTableLabel, ListedPrice, PriceListing};
 pub use litellm::{PriceProblem, PricesFileError, load_litellm, parse_litellm};
-pub use money::{DecimalError, Rate, Round, Usd};
+pub use money::{DecimalError, Rate, Round, Saving, Usd};
 pub use plan::{PlanPrice, PlanPrices, plan_table};
-pub use price::{LongContext, Price, Rates, Usage};
+pub use price::{LongContext, Price, Rates, Usage, cache_saving};
 pub use table::{PriceBook, PriceMatch, PriceSource, PriceTable};
 
 /// `value` as pretty JSON with a final newline: the JSON of

@@ -7,4 +7,4 @@
 //! seams must read both without compiling this crate. ctx-cost keeps the
 //! pricing: tables, ranges and the budget ledger.
 
-pub use ctx_model::money::{DecimalError, Rate, Round, Usd};
+pub use ctx_model::money::{DecimalError, Rate, Round, Saving, Usd};

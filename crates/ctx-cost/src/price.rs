@@ -20,7 +20,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::money::{Rate, Usd};
+use crate::money::{Rate, Saving, Usd};
 
 /// Token counts of one call, in OpenAI's convention: `cached_prompt_tokens`
 /// is the part of `prompt_tokens` the provider served from its cache
@@ -38,6 +38,33 @@ pub struct Usage {
     pub cache_write_prompt_tokens: u64,
     /// Generated tokens, reasoning included.
     pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// The same call with nothing read from or written to the provider's
+    /// cache: every prompt token at the input price.
+    pub fn without_cache(self) -> Usage {
+        Usage {
+            cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
+            ..self
+        }
+    }
+}
+
+/// What the provider's prompt cache saved on one call: its cost at
+/// `price` with every cache read and write billed at the input price, less
+/// its cost as billed. Negative when cache writes, dearer than input, cost
+/// more than the reads saved. `None` when `price` knows no price for it.
+///
+/// The one place the saving is computed: every figure ctx shows (the run
+/// summary, `--format json`, `ctx runs show`, `ctx runs export`, the HTML
+/// report) is a sum of what this returned for each call, stored on the
+/// task's result as `cache_saving_usd`.
+pub fn cache_saving(price: impl Fn(&Usage) -> Option<Usd>, usage: &Usage) -> Option<Saving> {
+    let billed = price(usage)?;
+    let without = price(&usage.without_cache())?;
+    Some(Saving::between(without, billed))
 }
 
 /// The four rates of one pricing tier.
@@ -306,6 +333,35 @@ mod tests {
         // Without a cache-write rate, a write costs the input rate.
         let plain = Price::flat(rate("3"), rate("15"), Some(rate("0.3")));
         assert_eq!(plain.highest_cost(10_000, 0), rate("3").cost(10_000));
+    }
+
+    #[test]
+    fn the_cache_saving_is_the_uncached_cost_less_the_billed_one() {
+        // Claude Sonnet 4.5: in 3, cache read 0.3, cache write 3.75, out 15.
+        let price = Price::flat(rate("3"), rate("15"), Some(rate("0.3")))
+            .with_cache_write(Some(rate("3.75")));
+        let priced = |u: &Usage| Some(price.cost(u));
+        let reads = Usage {
+            prompt_tokens: 10_000,
+            cached_prompt_tokens: 6_000,
+            cache_write_prompt_tokens: 0,
+            completion_tokens: 100,
+        };
+        // 6,000 reads × (3 − 0.3) µ$ = $0.0162 saved.
+        assert_eq!(cache_saving(priced, &reads).unwrap().to_string(), "0.0162");
+        let writes = Usage {
+            cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 4_000,
+            ..reads
+        };
+        // 4,000 writes × (3.75 − 3) µ$ = $0.003 more.
+        assert_eq!(cache_saving(priced, &writes).unwrap().to_string(), "-0.003");
+        // No cache count: nothing saved; no price: no saving.
+        assert_eq!(
+            cache_saving(priced, &reads.without_cache()),
+            Some(Saving::ZERO)
+        );
+        assert_eq!(cache_saving(|_: &Usage| None, &reads), None);
     }
 
     #[test]

@@ -463,6 +463,8 @@ impl<'a> Attempts<'a> {
             let counter = self.ctx.counters[self.i].as_ref();
             self.result.metadata.cost_usd =
                 crate::cost::task_cost(c.model.as_ref(), self.task, &self.result, counter);
+            self.result.metadata.cache_saving_usd =
+                crate::cost::task_cache_saving(c.model.as_ref(), self.task, &self.result);
         }
         crate::offload::store(self.store, self.result.clone()).await?;
         Ok(self.result)

@@ -45,7 +45,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use ctx_cost::{Usage, Usd};
+use ctx_cost::{Saving, Usage, Usd};
 use ctx_model::{JudgeCall, SubTask, TaskExecutionResult, TaskStatus};
 use ctx_tokens::TokenCounter;
 
@@ -309,6 +309,48 @@ pub fn task_cost(
     with_failed_calls(model, task, last, prompt, failed_calls)
 }
 
+/// What the provider's prompt cache saved on `task`'s calls in this
+/// execution ([`ctx_cost::cache_saving`] of each answered call whose usage
+/// reports a cache read or write, summed): the answering call, or every
+/// answered check attempt and its judge calls. `None` when no call
+/// reported a cache count (the server said nothing about its cache, which
+/// is not a saving of 0), when the output came from `--cache` (no call),
+/// or when a reporting call has no known price. `llm` summary calls are
+/// not counted: their usage is recorded on the producer's summary record.
+pub fn task_cache_saving(
+    model: &dyn CostModel,
+    task: &SubTask,
+    result: &TaskExecutionResult,
+) -> Option<Saving> {
+    let m = &result.metadata;
+    if m.cached {
+        return None;
+    }
+    // (the model a call was made on, `None` for the task's own; its usage)
+    let mut calls: Vec<(Option<&str>, ctx_model::TokenUsage)> = Vec::new();
+    if m.check_attempts.is_empty() {
+        if result.status == TaskStatus::Completed {
+            calls.extend(m.tokens_used.map(|u| (None, u)));
+        }
+    } else {
+        for a in m.check_attempts.iter().filter(|a| a.error.is_none()) {
+            calls.extend(a.tokens_used.map(|u| (None, u)));
+            let judges = a.judge_calls.iter().filter(|j| !j.cached);
+            calls.extend(judges.filter_map(|j| Some((j.model.as_deref(), j.tokens_used?))));
+        }
+    }
+    let mut saving: Option<Saving> = None;
+    for (on_model, usage) in calls {
+        if usage.cached_tokens.is_none() && usage.cache_write_tokens.is_none() {
+            continue;
+        }
+        let price = |u: &Usage| model.call_cost_on(task, on_model, u);
+        let one = ctx_cost::cache_saving(price, &reported(&usage))?;
+        saving = Some(saving.unwrap_or(Saving::ZERO).saturating_add(one));
+    }
+    saving
+}
+
 /// Usage as the engine reported it, in the cost model's terms.
 pub(crate) fn reported(u: &ctx_model::TokenUsage) -> Usage {
     Usage {
@@ -555,6 +597,75 @@ mod tests {
             task_cost(&Fixed, &task("free-for-all"), &r, counter.as_ref()),
             Some(Usd::ZERO)
         );
+    }
+
+    /// $1 per million prompt tokens, $0.25 per million cache reads, $1.25
+    /// per million cache writes, $2 per million output tokens.
+    struct Cached;
+
+    impl CostModel for Cached {
+        fn bound(&self, _: &SubTask) -> Option<Usd> {
+            None
+        }
+        fn max_tokens(&self, _: &SubTask) -> Option<u64> {
+            Some(100)
+        }
+        fn call_cost(&self, _: &SubTask, usage: &Usage) -> Option<Usd> {
+            let r = |s| Rate::parse(s).unwrap();
+            let price = ctx_cost::Price::flat(r("1"), r("2"), Some(r("0.25")))
+                .with_cache_write(Some(r("1.25")));
+            Some(price.cost(usage))
+        }
+    }
+
+    #[test]
+    fn the_cache_saving_sums_the_calls_that_reported_a_cache_count() {
+        let usage = |cached, written| TokenUsage {
+            prompt_tokens: 2000,
+            completion_tokens: 10,
+            total_tokens: 2010,
+            cached_tokens: cached,
+            cache_write_tokens: written,
+            partial: false,
+        };
+        let mut r = TaskExecutionResult::new("t", TaskStatus::Completed);
+        r.metadata.attempts = vec![attempt(1, "ok")];
+        // No usage, or a usage without cache counts: not reported.
+        assert_eq!(task_cache_saving(&Cached, &task("t"), &r), None);
+        r.metadata.tokens_used = Some(usage(None, None));
+        assert_eq!(task_cache_saving(&Cached, &task("t"), &r), None);
+        // A reported 0 is a saving of 0, not "not reported".
+        r.metadata.tokens_used = Some(usage(Some(0), None));
+        assert_eq!(
+            task_cache_saving(&Cached, &task("t"), &r),
+            Some(Saving::ZERO)
+        );
+        // 1,600 reads × $0.75 per million saved, 400 writes × $0.25 more.
+        r.metadata.tokens_used = Some(usage(Some(1600), Some(400)));
+        let saving = task_cache_saving(&Cached, &task("t"), &r).unwrap();
+        assert_eq!(saving.to_string(), "0.0011");
+        // Writes alone cost more than the input price: a negative saving.
+        r.metadata.tokens_used = Some(usage(None, Some(2000)));
+        let saving = task_cache_saving(&Cached, &task("t"), &r).unwrap();
+        assert_eq!(saving.to_string(), "-0.0005");
+        // A checked task sums its answered attempts.
+        r.metadata.check_attempts = vec![
+            ctx_model::CheckAttempt {
+                number: 1,
+                tokens_used: Some(usage(Some(1000), None)),
+                ..Default::default()
+            },
+            ctx_model::CheckAttempt {
+                number: 2,
+                tokens_used: Some(usage(Some(1000), None)),
+                ..Default::default()
+            },
+        ];
+        let saving = task_cache_saving(&Cached, &task("t"), &r).unwrap();
+        assert_eq!(saving.to_string(), "0.0015");
+        // An output reused by --cache made no call.
+        r.metadata.cached = true;
+        assert_eq!(task_cache_saving(&Cached, &task("t"), &r), None);
     }
 
     #[test]

@@ -75,7 +75,7 @@ mod cost_tests;
 // like keep working while the module path says where each lives.
 pub use cost::{
     BudgetLedger, CostModel, CostOptions, CostSummary, SharedBudget, cut_to_tokens, dollars,
-    is_budget_skip, task_cost,
+    is_budget_skip, task_cache_saving, task_cost,
 };
 pub use executor::{ExecError, Executor, ProgressEvent, RunReport};
 pub use graph::{GraphError, GraphSummary, PlanGraph, TaskSummary, Weighting};

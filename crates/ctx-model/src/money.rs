@@ -212,6 +212,97 @@ impl std::iter::Sum for Usd {
     }
 }
 
+/// An exact signed amount of US dollars, in pico-dollars: what the
+/// provider's prompt cache saved on a task or a run — what its cache reads
+/// and writes would have cost at the input price, less what they cost.
+/// Negative when cache writes (Anthropic bills them at 1.25× the input
+/// price) cost more than the reads saved, which is why it is not a
+/// [`Usd`]: an amount spent is never negative, a saving can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Saving(i128);
+
+impl Saving {
+    /// Nothing saved.
+    pub const ZERO: Saving = Saving(0);
+
+    /// `without - with`: what a call would have cost without the cache,
+    /// less what it cost (saturating at the largest amounts).
+    pub fn between(without: Usd, with: Usd) -> Saving {
+        let signed = |u: Usd| i128::try_from(u.0).unwrap_or(i128::MAX);
+        Saving(signed(without).saturating_sub(signed(with)))
+    }
+
+    /// `self + other`, saturating.
+    #[must_use]
+    pub const fn saturating_add(self, other: Saving) -> Saving {
+        Saving(self.0.saturating_add(other.0))
+    }
+
+    /// Whether the cache cost more than it saved.
+    pub const fn is_negative(self) -> bool {
+        self.0 < 0
+    }
+
+    /// The amount without its sign.
+    pub const fn magnitude(self) -> Usd {
+        Usd(self.0.unsigned_abs())
+    }
+
+    /// `$0.000123`, or `-$0.000123` when the cache cost more: six
+    /// decimals, the magnitude rounded up as every printed cost is.
+    pub fn to_dollars(self, decimals: u32) -> String {
+        let sign = if self.is_negative() { "-" } else { "" };
+        format!("{sign}{}", self.magnitude().to_dollars(decimals, Round::Up))
+    }
+}
+
+/// The exact signed decimal: `0.0125`, `-0.00075`.
+impl fmt::Display for Saving {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_negative() {
+            f.write_str("-")?;
+        }
+        write_decimal(f, self.0.unsigned_abs(), USD_DECIMALS)
+    }
+}
+
+/// A JSON number, as [`Usd`] writes one (negative when the cache cost
+/// more).
+impl Serialize for Saving {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let magnitude = self.magnitude().to_f64();
+        serializer.serialize_f64(if self.is_negative() {
+            -magnitude
+        } else {
+            magnitude
+        })
+    }
+}
+
+/// Reads what [`Saving`]'s `Serialize` writes: a number, its magnitude read
+/// as [`Usd`] reads one.
+impl<'de> Deserialize<'de> for Saving {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Saving, D::Error> {
+        let value = f64::deserialize(deserializer)?;
+        let magnitude = serde::de::Visitor::visit_f64::<D::Error>(UsdVisitor, value.abs())?;
+        let signed = i128::try_from(magnitude.0).unwrap_or(i128::MAX);
+        Ok(Saving(if value < 0.0 { -signed } else { signed }))
+    }
+}
+
+impl JsonSchema for Saving {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Saving".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "number",
+            "description": "A signed amount of US dollars: what the prompt cache saved (negative when it cost more)."
+        })
+    }
+}
+
 /// A price in US dollars per million tokens, held exactly in micro-dollars
 /// per million tokens (which is the same number as pico-dollars per token).
 ///
@@ -485,6 +576,22 @@ pub struct PlanPrice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_saving_is_signed_and_reads_back_as_written() {
+        let usd = |s| Usd::parse(s).unwrap();
+        let more = Saving::between(usd("0.001"), usd("0.00175"));
+        assert_eq!(more.to_string(), "-0.00075");
+        assert_eq!(more.to_dollars(6), "-$0.000750");
+        let saved = Saving::between(usd("0.0125"), usd("0.0025"));
+        assert_eq!(saved.to_dollars(6), "$0.010000");
+        assert_eq!(more.saturating_add(saved).to_string(), "0.00925");
+        for s in [more, saved, Saving::ZERO] {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(serde_json::from_str::<Saving>(&json).unwrap(), s, "{json}");
+        }
+        assert_eq!(serde_json::to_string(&more).unwrap(), "-0.00075");
+    }
 
     #[test]
     fn amounts_read_back_what_they_write() {

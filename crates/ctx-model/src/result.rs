@@ -128,6 +128,14 @@ pub struct ResultMetadata {
     /// before any call. docs/cost.md has the rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<crate::money::Usd>,
+    /// What the provider's prompt cache saved on this execution's calls:
+    /// their cost with every cache read and write the server reported billed
+    /// at the input price, less `cost_usd`'s part for them (negative when
+    /// cache writes cost more than the reads saved). Written only when a
+    /// call reported a cache count and its price is known: absent is "not
+    /// reported", never a saving of 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_saving_usd: Option<crate::money::Saving>,
     /// The `summarize_strategy: llm` calls made for this output, when any
     /// were needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

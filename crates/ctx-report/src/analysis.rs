@@ -91,6 +91,13 @@ pub struct Totals {
     pub cost_usd: f64,
     /// Started tasks whose cost is unknown.
     pub unpriced: usize,
+    /// Prompt tokens read from the provider's prompt cache, over the tasks
+    /// that report them; `None` when none does.
+    pub cached_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's prompt cache, likewise.
+    pub cache_write_tokens: Option<u64>,
+    /// What the prompt cache saved in USD, likewise.
+    pub cache_saving_usd: Option<f64>,
     /// Tasks served from the cache.
     pub cache_hits: usize,
     /// Engine calls.
@@ -407,6 +414,15 @@ fn totals(input: &RunReportInput, span: &[Option<Span>]) -> Totals {
             Some(c) => t.cost_usd += c,
             None if task.started_at.is_some() && !task.cached => t.unpriced += 1,
             None => {}
+        }
+        if let Some(n) = task.cached_tokens {
+            t.cached_tokens = Some(t.cached_tokens.unwrap_or(0).saturating_add(n));
+        }
+        if let Some(n) = task.cache_write_tokens {
+            t.cache_write_tokens = Some(t.cache_write_tokens.unwrap_or(0).saturating_add(n));
+        }
+        if let Some(v) = task.cache_saving_usd {
+            t.cache_saving_usd = Some(t.cache_saving_usd.unwrap_or(0.0) + v);
         }
         t.cache_hits += usize::from(task.cached);
         t.attempts += task.attempts.len();

@@ -70,6 +70,27 @@ pub fn usd_opt(v: Option<f64>) -> String {
     v.map_or_else(|| "unknown".into(), usd)
 }
 
+/// What the provider's prompt cache did: `3,000 tokens read, 1,500
+/// tokens written, saved $0.008100` (each part only when reported; `cost
+/// $0.000750 more` for a negative saving), or `not reported`, never a 0
+/// the server did not give.
+pub fn prompt_cache(read: Option<u64>, written: Option<u64>, saving: Option<f64>) -> String {
+    let mut parts: Vec<String> = [(read, "read"), (written, "written")]
+        .into_iter()
+        .filter_map(|(n, what)| n.map(|n| format!("{} tokens {what}", count(n))))
+        .collect();
+    match saving {
+        Some(v) if v < 0.0 => parts.push(format!("cost {} more", usd(-v))),
+        Some(v) => parts.push(format!("saved {}", usd(v))),
+        None => {}
+    }
+    if parts.is_empty() {
+        "not reported".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
 /// An SVG coordinate with one decimal.
 pub fn px(v: f64) -> String {
     if v.is_finite() {
@@ -108,6 +129,23 @@ pub fn tick_step(span: i64, ticks: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prompt_cache_says_not_reported_rather_than_zero() {
+        assert_eq!(prompt_cache(None, None, None), "not reported");
+        assert_eq!(
+            prompt_cache(Some(0), None, Some(0.0)),
+            "0 tokens read, saved $0.000000"
+        );
+        assert_eq!(
+            prompt_cache(Some(3000), Some(1500), Some(0.0081)),
+            "3,000 tokens read, 1,500 tokens written, saved $0.008100"
+        );
+        assert_eq!(
+            prompt_cache(None, Some(1500), Some(-0.00075)),
+            "1,500 tokens written, cost $0.000750 more"
+        );
+    }
 
     #[test]
     fn formats() {

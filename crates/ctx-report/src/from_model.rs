@@ -134,6 +134,16 @@ impl TaskReport {
         report.completion_tokens = m.tokens_used.map(|u| u.completion_tokens);
         report.cached = m.cached;
         report.cost_usd = m.cost_usd.map(|c| c.to_f64());
+        report.cached_tokens = m.tokens_used.and_then(|u| u.cached_tokens);
+        report.cache_write_tokens = m.tokens_used.and_then(|u| u.cache_write_tokens);
+        report.cache_saving_usd = m.cache_saving_usd.map(|s| {
+            let magnitude = s.magnitude().to_f64();
+            if s.is_negative() {
+                -magnitude
+            } else {
+                magnitude
+            }
+        });
         report.prompt = r.prompt.clone();
         report.output = r.output.clone();
         report.error = r.error.clone();
@@ -348,6 +358,17 @@ mod tests {
         priced.metadata = serde_json::from_str(r#"{"cost_usd": 0.000366}"#).unwrap();
         let t = TaskReport::from_model(&task, Some(&priced), s, e, RunStatus::Completed);
         assert_eq!(t.cost_usd, Some(0.000366));
+        assert_eq!((t.cached_tokens, t.cache_saving_usd), (None, None));
+        // The prompt cache's figures as the store reads them back; a
+        // negative saving (writes dearer than the reads saved) stays so.
+        priced.metadata = serde_json::from_str(
+            r#"{"tokens_used": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11,
+                "cached_tokens": 0, "cache_write_tokens": 8}, "cache_saving_usd": -0.00075}"#,
+        )
+        .unwrap();
+        let t = TaskReport::from_model(&task, Some(&priced), s, e, RunStatus::Completed);
+        assert_eq!((t.cached_tokens, t.cache_write_tokens), (Some(0), Some(8)));
+        assert_eq!(t.cache_saving_usd, Some(-0.00075));
 
         let running = TaskExecutionResult::new("b", TaskStatus::InProgress);
         let t = TaskReport::from_model(&task, Some(&running), s, e, RunStatus::Running);

@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 use crate::analysis::{Analysis, Span};
 use crate::escape::{push_text, text, truncate};
-use crate::format::{count, duration, ratio, usd, usd_opt};
+use crate::format::{count, duration, prompt_cache, ratio, usd, usd_opt};
 use crate::input::{AttemptOutcome, RunReportInput, RunStatus, TaskReport};
 use crate::{dag, timeline};
 
@@ -345,6 +345,13 @@ fn totals(out: &mut String, input: &RunReportInput, a: &Analysis) {
         )
     };
     let _ = write!(out, "<div><dt>Cost</dt><dd>{cost}</dd></div>");
+    if input.tasks.iter().any(reports_usage) {
+        let _ = write!(
+            out,
+            "<div><dt>Prompt cache</dt><dd>{}</dd></div>",
+            prompt_cache(t.cached_tokens, t.cache_write_tokens, t.cache_saving_usd)
+        );
+    }
     let _ = write!(
         out,
         "<div><dt>Cache hits</dt><dd>{} of {} started tasks</dd></div>",
@@ -396,6 +403,16 @@ fn cut_summary(task: &TaskReport) -> String {
     } else {
         format!("{} of {}", count(cut), count(original))
     }
+}
+
+/// Whether the engine reported a usage for `task` (its completion tokens,
+/// or a prompt-cache figure): only then can it have said something about
+/// its prompt cache, so only then is "prompt cache not reported" news.
+fn reports_usage(task: &TaskReport) -> bool {
+    task.completion_tokens.is_some()
+        || task.cached_tokens.is_some()
+        || task.cache_write_tokens.is_some()
+        || task.cache_saving_usd.is_some()
 }
 
 /// A task's cost; a cache hit without a recorded cost made no call.
@@ -539,6 +556,16 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
             None => "unknown completion tokens".into(),
         });
         facts.push(format!("cost {}", cost(task)));
+        if reports_usage(task) {
+            facts.push(format!(
+                "prompt cache {}",
+                prompt_cache(
+                    task.cached_tokens,
+                    task.cache_write_tokens,
+                    task.cache_saving_usd
+                )
+            ));
+        }
         if task.cached {
             facts.push("served from the cache".into());
         }

@@ -306,6 +306,18 @@ pub struct TaskReport {
     /// What the task cost in US dollars; absent when the price is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// Prompt tokens the provider read from its prompt cache, as the
+    /// server reported them; absent when it reported none ("not
+    /// reported", never 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    /// Prompt tokens the provider wrote to its prompt cache, as reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+    /// What the prompt cache saved in US dollars (negative when cache
+    /// writes cost more than the reads saved); absent when not reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_saving_usd: Option<f64>,
     /// The output was reused from the cache instead of calling the engine.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
@@ -374,6 +386,9 @@ impl TaskReport {
             dependency_cuts: Vec::new(),
             completion_tokens: None,
             cost_usd: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
+            cache_saving_usd: None,
             cached: false,
             prompt: None,
             output: String::new(),

@@ -38,6 +38,7 @@
 //! ```
 
 mod atomic;
+pub mod cache_figures;
 pub mod cache_prediction;
 mod error;
 pub mod estimate;

@@ -12,6 +12,8 @@ use ctx_deps::{RunReport, SummaryTotals};
 use ctx_model::{ResultMetadata, TaskExecutionResult};
 use serde::Serialize;
 
+use crate::cache_figures::CacheFigures;
+
 /// The whole object: every task, the start order, and what the run spent.
 #[derive(Debug, Serialize)]
 pub struct ResultsJson<'a> {
@@ -22,6 +24,11 @@ pub struct ResultsJson<'a> {
     /// What the run has spent in US dollars, earlier sessions of a resumed
     /// run included (the sum of the known `cost_usd`).
     pub spent_usd: Option<Usd>,
+    /// The tasks' prompt-cache figures summed: `cached_tokens`,
+    /// `cache_write_tokens`, `cache_saving_usd`, each null when no task
+    /// reported it.
+    #[serde(flatten)]
+    pub cache: CacheFigures,
     /// The budget, when the run had one (absent otherwise, so that `ctx
     /// runs export` of the run, which does not know the budget, matches).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,6 +54,7 @@ impl<'a> ResultsJson<'a> {
             order: report.order.iter().map(String::as_str).collect(),
             tasks: report.results.iter().map(TaskJson::of).collect(),
             spent_usd: report.cost.map(|c| c.total()),
+            cache: CacheFigures::total(report.results.iter().map(|r| &r.metadata)),
             budget_usd: report.cost.and_then(|c| c.budget),
             needed_usd: report.cost.and_then(|c| c.budget.map(|_| c.needed)),
             summaries: SummariesJson::of(SummaryTotals::of(&report.results)),
@@ -101,6 +109,12 @@ pub struct TaskJson<'a> {
     /// `metadata.cost_usd`, repeated at the top for tools that read only
     /// the top level; null when unknown.
     cost_usd: Option<Usd>,
+    /// `cached_tokens` and `cache_write_tokens` of `metadata.tokens_used`
+    /// and `metadata.cache_saving_usd`, always written: null when the
+    /// engine reported none (the stored metadata leaves the key out), so
+    /// "not reported" never reads as a missing key or a 0.
+    #[serde(flatten)]
+    cache: CacheFigures,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -121,6 +135,7 @@ impl<'a> TaskJson<'a> {
             check_attempts: r.metadata.check_attempts.len(),
             metadata: &r.metadata,
             cost_usd: r.metadata.cost_usd,
+            cache: CacheFigures::of(&r.metadata),
         }
     }
 }

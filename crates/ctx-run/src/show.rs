@@ -22,6 +22,7 @@ use ctx_table::{printable, printable_lines};
 use serde::Serialize;
 
 use crate::TaskJson;
+use crate::cache_figures::{self, CacheFigures};
 
 /// What one kind of store knows about a run beyond the shared seam.
 #[derive(Debug, Clone)]
@@ -136,6 +137,18 @@ impl RunShow {
         ctx_store::RunTraceIds::of(&self.header.run_id).trace_id_hex()
     }
 
+    /// The stored metadata of every task that has a result.
+    fn metadata(&self) -> impl Iterator<Item = &ResultMetadata> {
+        self.tasks
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().map(|r| &r.result.metadata))
+    }
+
+    /// The run's prompt-cache figures: its tasks' latest results summed.
+    fn cache(&self) -> CacheFigures {
+        CacheFigures::total(self.metadata())
+    }
+
     /// The object `ctx runs show RUN --format json` prints, keys in the
     /// order the `RunJson` struct below declares them.
     pub fn json(&self) -> impl Serialize + '_ {
@@ -151,6 +164,7 @@ impl RunShow {
                     execution_time_ms: m.and_then(|m| m.execution_time_ms),
                     cached: m.is_some_and(|m| m.cached),
                     cost_usd: m.and_then(|m| m.cost_usd),
+                    cache: m.map(CacheFigures::of).unwrap_or_default(),
                     recorded_at: r.as_ref().map(|r| r.recorded_at.as_str()),
                     error: r.as_ref().and_then(|r| r.result.error.as_deref()),
                     place: match self.facts.claims(id) {
@@ -170,6 +184,7 @@ impl RunShow {
             goal: self.plan.goal.as_deref(),
             counts: self.counts(),
             spent_usd: self.spent,
+            cache: self.cache(),
             place: match &self.facts {
                 StoreFacts::Local { dir, sessions, .. } => RunPlaceJson::Local { dir, sessions },
                 StoreFacts::Shared {
@@ -227,6 +242,9 @@ impl RunShow {
                     StoreFacts::Shared { .. } => "over every claim (refused late commits included)",
                 }
             ));
+        }
+        if cache_figures::any_usage(self.metadata()) {
+            out.push_str(&format!("cache    {}\n", self.cache().text()));
         }
         match &self.facts {
             StoreFacts::Local { sessions, .. } => {
@@ -347,6 +365,9 @@ struct RunJson<'a> {
     goal: Option<&'a str>,
     counts: StatusCounts,
     spent_usd: Usd,
+    /// The tasks' prompt-cache figures summed (null: no task reported).
+    #[serde(flatten)]
+    cache: CacheFigures,
     #[serde(flatten)]
     place: RunPlaceJson<'a>,
     /// What the run published, as `ctx run --format json` lists it; left
@@ -381,6 +402,10 @@ struct TaskRowJson<'a> {
     execution_time_ms: Option<u64>,
     cached: bool,
     cost_usd: Option<Usd>,
+    /// `cached_tokens`, `cache_write_tokens`, `cache_saving_usd`: null
+    /// when not reported.
+    #[serde(flatten)]
+    cache: CacheFigures,
     recorded_at: Option<&'a str>,
     error: Option<&'a str>,
     #[serde(flatten)]
@@ -577,7 +602,9 @@ impl TaskShow {
                 "usage    {} prompt + {} completion = {} tokens\n",
                 u.prompt_tokens, u.completion_tokens, u.total_tokens
             ));
-            out.push_str(&format!("cache    {}\n", cache_usage(u)));
+        }
+        if m.tokens_used.is_some() || m.cache_saving_usd.is_some() {
+            out.push_str(&format!("cache    {}\n", CacheFigures::of(m).text()));
         }
         if let Some(ms) = m.execution_time_ms {
             out.push_str(&format!("time     {ms} ms\n"));
@@ -818,42 +845,11 @@ fn first_line(error: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
-/// What a usage says about the provider's prompt cache: `N read, M
-/// written` (each part only when reported), or `not reported` — never a 0
-/// the server did not give.
-pub fn cache_usage(u: &ctx_model::TokenUsage) -> String {
-    let parts: Vec<String> = [(u.cached_tokens, "read"), (u.cache_write_tokens, "written")]
-        .into_iter()
-        .filter_map(|(n, what)| n.map(|n| format!("{n} tokens {what}")))
-        .collect();
-    if parts.is_empty() {
-        "not reported".to_string()
-    } else {
-        parts.join(", ")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-
-    #[test]
-    fn cache_usage_says_not_reported_rather_than_zero() {
-        let mut u = ctx_model::TokenUsage {
-            prompt_tokens: 4600,
-            completion_tokens: 20,
-            total_tokens: 4620,
-            ..ctx_model::TokenUsage::default()
-        };
-        assert_eq!(cache_usage(&u), "not reported");
-        u.cached_tokens = Some(0);
-        assert_eq!(cache_usage(&u), "0 tokens read");
-        u.cached_tokens = Some(3000);
-        u.cache_write_tokens = Some(1500);
-        assert_eq!(cache_usage(&u), "3000 tokens read, 1500 tokens written");
-    }
 
     /// A stored run held in memory: what either store would answer.
     struct Stored {

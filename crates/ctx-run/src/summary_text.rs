@@ -181,6 +181,13 @@ pub fn summary_text(report: &RunReport) -> String {
     if show_cost && let Some(c) = report.cost {
         out.push_str(&cost_line(&c));
     }
+    let metadata = || report.results.iter().map(|r| &r.metadata);
+    if crate::cache_figures::any_usage(metadata()) {
+        out.push_str(&format!(
+            "prompt cache: {}\n",
+            crate::cache_figures::CacheFigures::total(metadata()).text()
+        ));
+    }
     out
 }
 

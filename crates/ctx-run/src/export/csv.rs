@@ -23,7 +23,7 @@ use ctx_report::{TaskReport, Timestamp};
 use super::StoredRun;
 
 /// The header row, in column order.
-pub const COLUMNS: [&str; 19] = [
+pub const COLUMNS: [&str; 22] = [
     "run_id",
     "task_id",
     "task_status",
@@ -41,6 +41,9 @@ pub const COLUMNS: [&str; 19] = [
     "prompt_tokens",
     "completion_tokens",
     "cost_usd",
+    "cached_tokens",
+    "cache_write_tokens",
+    "cache_saving_usd",
     "cached",
     "error",
 ];
@@ -170,6 +173,12 @@ fn row(run_id: &str, t: &TaskReport, call: Option<Call>, last: bool) -> Vec<Cell
         opt(t.prompt_tokens),
         opt(t.completion_tokens),
         t.cost_usd.map(|c| c.to_string()).unwrap_or_default().into(),
+        opt(t.cached_tokens),
+        opt(t.cache_write_tokens),
+        t.cache_saving_usd
+            .map(|c| c.to_string())
+            .unwrap_or_default()
+            .into(),
         t.cached.to_string().into(),
         error.unwrap_or_default(),
     ]);

@@ -56,6 +56,7 @@ pub fn export_json(run: &StoredRun, spent: Usd) -> Result<String, serde_json::Er
             })
             .collect(),
         spent_usd: spent,
+        cache: crate::cache_figures::CacheFigures::total(results.iter().map(|r| &r.metadata)),
         summaries: crate::SummariesJson::of(ctx_deps::SummaryTotals::of(
             results.iter().map(|r| r.as_ref()),
         )),
@@ -70,6 +71,9 @@ struct ExportJson<'a> {
     order: Vec<&'a str>,
     tasks: Vec<ExportTask<'a>>,
     spent_usd: Usd,
+    /// As in `ctx run --format json`: the tasks' prompt-cache figures.
+    #[serde(flatten)]
+    cache: crate::cache_figures::CacheFigures,
     /// As in `ctx run --format json`: the llm summary calls, when any.
     #[serde(skip_serializing_if = "Option::is_none")]
     summaries: Option<crate::SummariesJson>,
