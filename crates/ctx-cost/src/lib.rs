@@ -73,8 +73,8 @@
 //! let price = book.lookup("openai/gpt-4o-mini").unwrap().price;
 //! let actual = price.cost(&Usage {
 //!     prompt_tokens: 1_200,
-//!     cached_prompt_tokens: 0,
 //!     completion_tokens: 310,
+//!     ..Usage::default()
 //! });
 //! ledger.settle("summarize", actual).unwrap();
 //! assert_eq!(ledger.spent().to_string(), "0.000366");
