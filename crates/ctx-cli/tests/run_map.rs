@@ -121,6 +121,83 @@ fn items_are_tasks_of_their_own_and_the_reduce_gets_them_in_order() {
 }
 
 #[test]
+fn under_max_cost_each_item_reserves_one_items_bound_and_the_map_runs() {
+    // Every task on model `m`: at most 50 tokens out at $2/M and a prompt
+    // of a few hundred tokens in at $1/M make one call's high end well
+    // under $0.001, so $0.01 admits every call of the run. Before items
+    // had a bound of their own, every item was skipped as over budget.
+    let dir = Dir::new();
+    dir.write(
+        "plan.yaml",
+        &plan("")
+            .replace(
+                "{prompt: \"List them.\"}",
+                "{prompt: \"List them.\", model: m}",
+            )
+            .replace("{prompt: \"Sum up.\"}", "{prompt: \"Sum up.\", model: m}")
+            .replace(
+                "      params:\n        prompt:",
+                "      params:\n        model: m\n        prompt:",
+            ),
+    );
+    let command = engine(&dir, r#"{"repos": ["a", "b", "c"]}"#, "-");
+    let run = |budget: &str| {
+        dir.run(&[
+            "run",
+            "plan.yaml",
+            "--engine",
+            "command",
+            "--command",
+            &command,
+            "--format",
+            "json",
+            "--no-store",
+            "--price",
+            "m=1,2",
+            "--max-tokens",
+            "50",
+            "--concurrency",
+            "1",
+            "--max-cost",
+            budget,
+        ])
+    };
+    let out = run("0.01");
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let json = out.json();
+    for id in ["scan[0]", "scan[1]", "scan[2]", "report"] {
+        assert_eq!(task(&json, id)["status"], "completed", "{id}: {json}");
+    }
+    let spent = json["spent_usd"].as_f64().unwrap();
+    assert!(spent > 0.0 && spent <= 0.01, "{spent}");
+    // A budget that admits `src` and not all of the items: the rest are
+    // skipped as over budget, each naming a bound of one call, and the
+    // run never spends more than the budget.
+    let one_item = json["tasks"][2]["cost_usd"].as_f64().unwrap();
+    let tight = format!("{:.6}", spent - 2.0 * one_item);
+    let out = run(&tight);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let json = out.json();
+    let spent = json["spent_usd"].as_f64().unwrap();
+    assert!(spent <= tight.parse::<f64>().unwrap(), "{spent} > {tight}");
+    let skipped: Vec<&str> = json["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["status"] == "skipped")
+        .filter_map(|t| t["error"].as_str())
+        .collect();
+    assert!(!skipped.is_empty(), "{json}");
+    assert!(
+        skipped
+            .iter()
+            .all(|e| e.starts_with("budget") || e.contains("scan")),
+        "{skipped:?}"
+    );
+    assert!(skipped.iter().all(|e| !e.contains("e20")), "{skipped:?}");
+}
+
+#[test]
 fn a_failed_item_fails_the_map_unless_allow_failures_admits_it() {
     let dir = Dir::new();
     let list = r#"{"repos": ["a", "b", "c"]}"#;

@@ -406,7 +406,8 @@ fn summary_estimates(
             model: summary_model.to_string(),
             prompt_tokens: prompt,
             completion_tokens: TokenRange::bounded(0, u64::from(dep_cfg.summary_max_tokens)),
-            attempts: defaults.attempts,
+            // Each item of a map writes its own summaries.
+            attempts: defaults.attempts.saturating_mul(map_items(task)),
         });
     }
 }

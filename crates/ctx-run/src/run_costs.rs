@@ -120,7 +120,15 @@ impl CostModel for RunCosts {
         if self.free {
             return Some(Usd::ZERO);
         }
-        self.bounds.get(&task.id).copied().flatten()
+        // An item (`TASK[i]`) is not in the plan the bounds were made
+        // from: it reserves its map task's bound, which is one item's (the
+        // map task itself calls no engine and reserves nothing). A plan
+        // task whose id only looks like an item is found by its own id.
+        let id = match self.bounds.get(&task.id) {
+            Some(bound) => return *bound,
+            None => ctx_model::map::parse_item_id(&task.id).map_or(task.id.as_str(), |(m, _)| m),
+        };
+        self.bounds.get(id).copied().flatten()
     }
 
     /// The completion bound of one call as the engine sends it: the cap
@@ -267,6 +275,20 @@ fn bounds_with(
     // Judge rows are on the check's `judge_model` (else the task's), as
     // `ctx plan cost` shows them and as the executor charges each judge
     // call.
+    // A map task's bound is one item's: each item reserves it when it is
+    // dispatched (`CostModel::bound` above), so it is estimated as a map
+    // of one item, its judges and `llm` summaries included once.
+    let one_item;
+    let plan = if plan.sub_tasks.iter().any(|t| t.map.is_some()) {
+        let mut p = plan.clone();
+        for m in p.sub_tasks.iter_mut().filter_map(|t| t.map.as_mut()) {
+            m.max_items = Some(1);
+        }
+        one_item = p;
+        &one_item
+    } else {
+        plan
+    };
     let e = estimate_tasks(plan, defaults)?;
     if !e.no_model.is_empty() {
         return Err(BudgetError::NoModel(e.no_model));

@@ -55,6 +55,16 @@ pub(super) fn check_maps(plan: &Plan, out: &mut Vec<Problem>) {
                     quoted(&m.over)
                 ),
             ),
+            // A store hides a secret by its whole text; an item is a part
+            // of it (an object re-serialized), which no mask would find.
+            (Some(v), false) if v.secret => push(
+                ProblemCode::InvalidMap,
+                "map.over",
+                format!(
+                    "variable {} is secret: a map may not read a secret variable (its items would be stored in clear)",
+                    quoted(&m.over)
+                ),
+            ),
             (Some(v), false) if v.value_type != VariableType::Json => push(
                 ProblemCode::MapSourceNotJson,
                 "map.over",
@@ -91,6 +101,26 @@ pub(super) fn check_maps(plan: &Plan, out: &mut Vec<Problem>) {
                 format!(
                     "{} is not an RFC 6901 JSON Pointer: it must be empty or start with `/`",
                     quoted(p)
+                ),
+            );
+        }
+        // The item is data: it goes in the task's prompt, inside a fence.
+        // In the system prompt it would sit among the instructions, and
+        // `--max-cost` bounds an item's call by the template's system
+        // prompt, which an item there would outgrow.
+        if task
+            .tool_or_prompt
+            .params
+            .system
+            .as_deref()
+            .is_some_and(|s| s.contains(&format!("{{{{{}}}}}", m.item)))
+        {
+            push(
+                ProblemCode::InvalidMap,
+                "tool_or_prompt.params.system",
+                format!(
+                    "holds the item placeholder {}: an item goes in the prompt, inside a fence, never in the system prompt",
+                    quoted(&format!("{{{{{}}}}}", m.item))
                 ),
             );
         }
@@ -226,6 +256,25 @@ mod tests {
         assert_eq!(
             bad(spec("src", "x", Some(1))),
             f(ProblemCode::InvalidMap, "map.as")
+        );
+        // A secret source, and the item in the system prompt.
+        p.variables.push(var("KEY", true));
+        p.variables[2].secret = true;
+        let mut bad = |m: MapSpec| {
+            p.sub_tasks[1].dependencies.clear();
+            p.sub_tasks[1].map = Some(m);
+            found(&p)
+        };
+        assert_eq!(
+            bad(spec("KEY", "X", Some(1))),
+            f(ProblemCode::InvalidMap, "map.over")
+        );
+        p.sub_tasks[1].dependencies = vec!["src".into()];
+        p.sub_tasks[1].tool_or_prompt.params.system = Some("Judge {{X}}.".into());
+        p.sub_tasks[1].map = Some(spec("src", "X", Some(1)));
+        assert_eq!(
+            found(&p),
+            f(ProblemCode::InvalidMap, "tool_or_prompt.params.system")
         );
     }
 
