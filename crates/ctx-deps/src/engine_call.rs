@@ -52,6 +52,12 @@ impl EngineCalls {
         self.max_output_bytes
     }
 
+    /// The engine's label (its name and model defaults), which a map
+    /// item's content hash includes.
+    pub(crate) fn label(&self) -> String {
+        self.engine.label()
+    }
+
     /// Whether the engine's outputs answer their prompts (only then are
     /// checks evaluated).
     pub(crate) fn answers_prompts(&self) -> bool {

@@ -64,7 +64,11 @@ impl Executor {
                 .filter_map(|d| run.results[d].as_ref())
                 .map(|r| r.output.as_str())
                 .collect();
-            items.iter().map(|t| item_hash(t, &outputs)).collect()
+            let label = ctx.engine.label();
+            items
+                .iter()
+                .map(|t| item_hash(t, &outputs, &label))
+                .collect()
         };
         let plan = plan_with_items(&ctx.plan, i, items);
         let expanded = Arc::new(

@@ -21,11 +21,18 @@ struct Scripted {
     words: Option<usize>,
     fail: HashSet<String>,
     prompts: Mutex<Vec<(String, String)>>,
+    /// The engine's label (its model defaults), else its name.
+    label: Option<String>,
 }
 
 impl InferenceEngine for Scripted {
     fn name(&self) -> &str {
         "scripted"
+    }
+    fn label(&self) -> String {
+        self.label
+            .clone()
+            .unwrap_or_else(|| self.name().to_string())
     }
     fn infer<'a>(
         &'a self,
@@ -299,6 +306,43 @@ async fn a_resume_with_the_same_list_reuses_the_reduce_and_a_changed_one_runs_it
     // Moved (`b` is still stored from the first list): both items are
     // reused under their new ids, and the reduce runs.
     assert_eq!(resume(r#"{"repos": ["b", "a"]}"#, true).await, ["report"]);
+}
+
+#[tokio::test]
+async fn a_resume_on_another_engine_runs_every_item_again() {
+    // The items' content is the same, but an engine with other model
+    // defaults answers them: as for a plain task, nothing it did not
+    // answer is reused.
+    let store = Arc::new(MemoryStore::new());
+    let run_on = |label: &str| {
+        let engine = Arc::new(Scripted {
+            outputs: [("src".to_string(), r#"{"repos": ["a", "b"]}"#.to_string())].into(),
+            label: Some(label.to_string()),
+            ..Scripted::default()
+        });
+        let opts = ExecutorOptions {
+            reuse_completed: true,
+            ..ExecutorOptions::default()
+        };
+        let exec = Executor::new(map_plan(0, 5), engine.clone(), store.clone(), opts).unwrap();
+        async move {
+            let report = exec.run().await.unwrap();
+            assert!(report.all_completed(), "{report:#?}");
+            let mut called: Vec<String> = engine
+                .prompts
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(id, _)| id.clone())
+                .filter(|id| id.starts_with("scan["))
+                .collect();
+            called.sort();
+            called
+        }
+    };
+    assert_eq!(run_on("m1").await, ["scan[0]", "scan[1]"]);
+    assert_eq!(run_on("m1").await, Vec::<String>::new());
+    assert_eq!(run_on("m2").await, ["scan[0]", "scan[1]"]);
 }
 
 proptest::proptest! {

@@ -87,16 +87,18 @@ pub fn item_task(task: &SubTask, m: &MapSpec, index: usize, text: &str) -> SubTa
 }
 
 /// An item's content hash: its filled task but its id (so an item that
-/// only moved in the list keeps its hash) and the outputs of its
-/// dependencies, in order. `--resume` matches stored items by it.
-pub fn item_hash(item: &SubTask, dependency_outputs: &[&str]) -> String {
+/// only moved in the list keeps its hash), the outputs of its
+/// dependencies, in order, and the engine's label (its model defaults: a
+/// resume on another engine or default model, which re-runs a plain task,
+/// re-runs the items too). `--resume` matches stored items by it.
+pub fn item_hash(item: &SubTask, dependency_outputs: &[&str], engine_label: &str) -> String {
     let mut unnamed = item.clone();
     unnamed.id.clear();
     let task = serde_json::to_value(&unnamed).map_or_else(
         |_| String::new(),
         |v| ctx_store::fingerprint::canonical_json(&v),
     );
-    let mut fields: Vec<&[u8]> = vec![task.as_bytes()];
+    let mut fields: Vec<&[u8]> = vec![engine_label.as_bytes(), task.as_bytes()];
     fields.extend(dependency_outputs.iter().map(|o| o.as_bytes()));
     ctx_store::fingerprint::sha256_fields(&fields)
 }
