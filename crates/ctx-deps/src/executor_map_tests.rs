@@ -308,6 +308,61 @@ async fn a_resume_with_the_same_list_reuses_the_reduce_and_a_changed_one_runs_it
     assert_eq!(resume(r#"{"repos": ["b", "a"]}"#, true).await, ["report"]);
 }
 
+/// Bounds every task, items included, at 3 picodollars; each call costs
+/// 1 (`call_cost`), so a task settles at 1.
+struct ThreeEach;
+
+impl crate::CostModel for ThreeEach {
+    fn bound(&self, _: &ctx_model::SubTask) -> Option<ctx_cost::Usd> {
+        Some(ctx_cost::Usd::from_picos(3))
+    }
+    fn max_tokens(&self, _: &ctx_model::SubTask) -> Option<u64> {
+        None
+    }
+    fn call_cost(&self, _: &ctx_model::SubTask, _: &ctx_cost::Usage) -> Option<ctx_cost::Usd> {
+        Some(ctx_cost::Usd::from_picos(1))
+    }
+}
+
+#[tokio::test]
+async fn under_a_budget_each_item_reserves_its_own_bound_and_the_budget_holds() {
+    // src, other, three items and the report: six calls of 1, each
+    // reserving 3. A budget of 8 runs them all one at a time (the last
+    // call reserves 3 with 5 spent); the map task reserves nothing.
+    let run_with = |max: u128| async move {
+        let engine = scripted(r#"{"repos": ["a", "b", "c"]}"#, &[]);
+        let opts = ExecutorOptions {
+            concurrency: 1,
+            cost: Some(crate::CostOptions {
+                model: Arc::new(ThreeEach),
+                max_cost: Some(ctx_cost::Usd::from_picos(max)),
+                already_spent: ctx_cost::Usd::ZERO,
+                cut_output_at_max_tokens: false,
+                shared_budget: None,
+            }),
+            ..ExecutorOptions::default()
+        };
+        let store = Arc::new(MemoryStore::new());
+        let exec = Executor::new(map_plan(0, 5), engine, store, opts).unwrap();
+        exec.run().await.unwrap()
+    };
+    let report = run_with(8).await;
+    assert!(report.all_completed(), "{report:#?}");
+    let cost = report.cost.as_ref().unwrap();
+    assert_eq!(cost.spent, ctx_cost::Usd::from_picos(6), "{cost:?}");
+    // A budget of 4: src and other (1 each, 2 spent) leave 2, below an
+    // item's bound: the items are skipped as over budget, and nothing is
+    // spent past it.
+    let report = run_with(4).await;
+    assert_eq!(
+        status_of(&report, "scan"),
+        TaskStatus::Failed,
+        "{report:#?}"
+    );
+    let cost = report.cost.as_ref().unwrap();
+    assert!(cost.spent <= ctx_cost::Usd::from_picos(4), "{cost:?}");
+}
+
 #[tokio::test]
 async fn a_resume_on_another_engine_runs_every_item_again() {
     // The items' content is the same, but an engine with other model
