@@ -96,15 +96,69 @@ impl HttpClient for OtlpHttp {
         let http = self.clone();
         let answer = self.runtime.spawn(async move {
             let client = http.client().await?;
-            let response = client.execute(request).await?;
+            let response = client.execute(request).await.map_err(in_words)?;
             let status = response.status();
             let headers = response.headers().clone();
-            let body = response.bytes().await?;
+            let body = response.bytes().await.map_err(in_words)?;
             Ok::<_, HttpError>((status, headers, body))
         });
         let (status, headers, body) = answer.await??;
         let mut response = Response::builder().status(status).body(body)?;
         *response.headers_mut() = headers;
         Ok(response)
+    }
+}
+
+/// A failed send in words: the error and each of its causes, joined by
+/// `: `. The OTLP exporter reports an error with `{:?}`, and reqwest's
+/// `Debug` is a dump of its fields; this one's `Debug` is its words, so
+/// the warning at exit reads "error sending request for url (…): …:
+/// Connection refused".
+struct SendError(String);
+
+impl std::fmt::Debug for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SendError {}
+
+fn in_words(e: reqwest::Error) -> HttpError {
+    let mut words = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        let next = c.to_string();
+        if !words.ends_with(&next) {
+            words.push_str(": ");
+            words.push_str(&next);
+        }
+        cause = c.source();
+    }
+    Box::new(SendError(words))
+}
+
+#[cfg(test)]
+mod send_error_tests {
+    #[test]
+    fn a_refused_connection_reads_as_words_not_a_struct_dump() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        // Port 9 (discard) on loopback: nothing listens in the test.
+        let e = rt
+            .block_on(reqwest::Client::new().get("http://127.0.0.1:9/").send())
+            .unwrap_err();
+        let shown = format!("{:?}", super::in_words(e));
+        assert!(shown.starts_with("error sending request"), "{shown}");
+        assert!(!shown.contains("kind:"), "{shown}");
     }
 }
