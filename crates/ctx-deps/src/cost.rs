@@ -663,6 +663,16 @@ mod tests {
         ];
         let saving = task_cache_saving(&Cached, &task("t"), &r).unwrap();
         assert_eq!(saving.to_string(), "0.0015");
+        // Its judge calls count too, but a judge answer reused by --cache
+        // made no call.
+        let judge = |cached| ctx_model::JudgeCall {
+            tokens_used: Some(usage(Some(1000), None)),
+            cached,
+            ..Default::default()
+        };
+        r.metadata.check_attempts[1].judge_calls = vec![judge(false), judge(true)];
+        let saving = task_cache_saving(&Cached, &task("t"), &r).unwrap();
+        assert_eq!(saving.to_string(), "0.00225");
         // An output reused by --cache made no call.
         r.metadata.cached = true;
         assert_eq!(task_cache_saving(&Cached, &task("t"), &r), None);
