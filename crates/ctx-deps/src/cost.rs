@@ -665,12 +665,12 @@ mod tests {
         assert_eq!(saving.to_string(), "0.0015");
         // Its judge calls count too, but a judge answer reused by --cache
         // made no call.
-        let judge = |cached| ctx_model::JudgeCall {
-            tokens_used: Some(usage(Some(1000), None)),
+        let judge = |cached, read| ctx_model::JudgeCall {
+            tokens_used: Some(usage(Some(read), None)),
             cached,
             ..Default::default()
         };
-        r.metadata.check_attempts[1].judge_calls = vec![judge(false), judge(true)];
+        r.metadata.check_attempts[1].judge_calls = vec![judge(false, 1000), judge(true, 2000)];
         let saving = task_cache_saving(&Cached, &task("t"), &r).unwrap();
         assert_eq!(saving.to_string(), "0.00225");
         // An output reused by --cache made no call.
