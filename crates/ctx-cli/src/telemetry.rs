@@ -54,13 +54,11 @@ fn warn(message: &str) {
     eprintln!("warning: tracing: {}", ctx_table::printable_lines(message));
 }
 
-/// Keeps the values of `plan`'s secret variables out of any traced content
-/// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+/// Hands the texts of `plan`'s secret variables among `values` to the
+/// tracer, which redacts them from captured content: the same texts a
+/// store hides (`ctx_run::inputs::secret_mask`: the value as given, and
+/// neutralized where it is inserted so).
 pub fn redact_secrets(plan: &ctx_model::Plan, values: &std::collections::BTreeMap<String, String>) {
-    let secret = plan
-        .variables
-        .iter()
-        .filter(|v| v.secret)
-        .filter_map(|v| values.get(&v.name).cloned());
-    ctx_otel::redact_values(secret);
+    let mask = ctx_run::inputs::secret_mask(plan, values);
+    ctx_otel::redact_values(mask.texts().map(str::to_string));
 }

@@ -135,6 +135,11 @@ impl SecretMask {
         SecretMask { hidden }
     }
 
+    /// The texts it hides, longest first (a tracer redacts the same ones).
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        self.hidden.iter().map(|(_, t)| t.as_str())
+    }
+
     /// Whether the mask hides nothing.
     pub fn is_empty(&self) -> bool {
         self.hidden.is_empty()
