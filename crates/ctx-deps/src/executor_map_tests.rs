@@ -308,6 +308,43 @@ async fn a_resume_with_the_same_list_reuses_the_reduce_and_a_changed_one_runs_it
     assert_eq!(resume(r#"{"repos": ["b", "a"]}"#, true).await, ["report"]);
 }
 
+#[tokio::test]
+async fn an_items_llm_summary_is_written_for_the_reduce_and_reaches_it() {
+    // Items answer 300 words, over `max_output_length`; the reduce takes
+    // its dependencies under `llm`, focused on itself. Each item's summary
+    // is written for `report` (the map task only joins), and the reduce's
+    // prompt holds the summaries, not the long outputs.
+    let mut plan = map_plan(0, 5);
+    plan.config.dependency.max_output_length = Some(100);
+    plan.config.dependency.summary_focus = ctx_model::SummaryFocus::Dependent;
+    plan.sub_tasks[3].dependency.summarize_strategy = Some(ctx_model::SummarizeStrategy::Llm);
+    let engine = Arc::new(Scripted {
+        outputs: [
+            ("src".to_string(), r#"{"repos": ["a", "b"]}"#.to_string()),
+            ("other".to_string(), "short".to_string()),
+        ]
+        .into(),
+        words: Some(300),
+        ..Scripted::default()
+    });
+    let report = run(plan, engine.clone(), 2).await;
+    assert!(report.all_completed(), "{report:#?}");
+    for id in ["scan[0]", "scan[1]"] {
+        let r = report.results.iter().find(|r| r.task_id == id).unwrap();
+        let summary = r.metadata.summary.as_ref().expect("a summary record");
+        assert!(summary.text_for("report").is_some(), "{id}: {summary:?}");
+    }
+    let prompts = engine.prompts.lock().unwrap();
+    let reduce = &prompts
+        .iter()
+        .rev()
+        .find(|(id, _)| id == "report")
+        .unwrap()
+        .1;
+    assert!(reduce.contains("### Task scan[0]"), "{reduce}");
+    assert!(!reduce.contains(&"w ".repeat(300)), "{reduce}");
+}
+
 /// Bounds every task, items included, at 3 picodollars; each call costs
 /// 1 (`call_cost`), so a task settles at 1.
 struct ThreeEach;

@@ -62,17 +62,27 @@ pub fn uses_llm_summaries(plan: &Plan) -> bool {
         .any(|t| plan.summarize_strategy_for(t) == SummarizeStrategy::Llm)
 }
 
-/// The dependents of task `i` that receive its output under `llm`.
+/// The dependents of task `i` that receive its output under `llm`. An
+/// item of a map (`TASK[i]`) has one dependent in the graph, its map
+/// task, which only joins the items and calls no engine: the item's
+/// output goes on to the map task's own dependents (the reduce), so
+/// those are its dependents here.
 fn llm_dependents(plan: &Plan, g: &PlanGraph, i: usize) -> Vec<usize> {
-    g.dependents(i)
-        .iter()
-        .copied()
-        .filter(|&d| {
-            plan.sub_tasks
-                .get(d)
-                .is_some_and(|t| plan.summarize_strategy_for(t) == SummarizeStrategy::Llm)
-        })
-        .collect()
+    let llm = |d: &usize| {
+        plan.sub_tasks
+            .get(*d)
+            .is_some_and(|t| plan.summarize_strategy_for(t) == SummarizeStrategy::Llm)
+    };
+    let item_of = ctx_model::map::parse_item_id(g.id(i)).map(|(m, _)| m);
+    let mut out = Vec::new();
+    for &d in g.dependents(i) {
+        if item_of == Some(g.id(d)) {
+            out.extend(g.dependents(d).iter().copied().filter(llm));
+        } else if llm(&d) {
+            out.push(d);
+        }
+    }
+    out
 }
 
 /// How many summary calls task `i` may need: none without an `llm`
