@@ -3,8 +3,9 @@
 //!
 //! The GenAI conventions record message content only on request
 //! (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`): prompts
-//! hold what users feed a model, often private. Even then the values of
-//! variables marked secret are replaced by `[REDACTED]`, and every string
+//! hold what users feed a model, often private. The values of variables
+//! marked secret are replaced by `[REDACTED]` in every string attribute
+//! (content or not: an error message can quote a prompt), and every string
 //! attribute is capped, so one large output cannot make a span the
 //! collector refuses. API keys never reach a span: no library puts one in
 //! a field (a test greps every exported byte for the key).
@@ -41,13 +42,29 @@ pub(crate) struct ContentPolicy {
 
 impl ContentPolicy {
     /// The value to record for string field `key`, `None` to drop it.
+    /// A secret is redacted from every string, not only from content: an
+    /// error message (a retry's, a command's stderr) can quote a prompt.
     pub(crate) fn value(&self, key: &str, value: &str) -> Option<String> {
         let Some((_, role)) = CONTENT_FIELDS.iter().find(|(k, _)| *k == key) else {
-            return Some(cap(value));
+            return Some(cap(&self.redacted(value)));
         };
         if !self.capture {
             return None;
         }
+        let text = self.redacted(value);
+        let part = serde_json::json!({"type": "text", "content": cap(&text)});
+        let json = if *role == "system" {
+            serde_json::json!([part])
+        } else {
+            serde_json::json!([{"role": role, "parts": [part]}])
+        };
+        Some(json.to_string())
+    }
+}
+
+impl ContentPolicy {
+    /// `value` with every secret replaced by `[REDACTED]`.
+    fn redacted(&self, value: &str) -> String {
         let mut text = value.to_string();
         let late = SECRETS.read().unwrap_or_else(|p| p.into_inner());
         for secret in self
@@ -56,15 +73,11 @@ impl ContentPolicy {
             .chain(late.iter())
             .filter(|s| !s.is_empty())
         {
-            text = text.replace(secret.as_str(), "[REDACTED]");
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), "[REDACTED]");
+            }
         }
-        let part = serde_json::json!({"type": "text", "content": cap(&text)});
-        let json = if *role == "system" {
-            serde_json::json!([part])
-        } else {
-            serde_json::json!([{"role": role, "parts": [part]}])
-        };
-        Some(json.to_string())
+        text
     }
 }
 
@@ -98,6 +111,16 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&v).unwrap();
         assert_eq!(json[0]["role"], "user");
         assert_eq!(json[0]["parts"][0]["content"], "say [REDACTED]");
+        // Any other string is recorded, content capture or not, but never
+        // with a secret in it (a retry's error message can quote a prompt).
+        let off = ContentPolicy {
+            capture: false,
+            redact: vec!["s3cret".into()],
+        };
+        assert_eq!(
+            off.value("error.message", "exit 1: say s3cret").as_deref(),
+            Some("exit 1: say [REDACTED]")
+        );
         let long = "é".repeat(MAX_ATTRIBUTE_BYTES);
         let capped = on.value("ctx.task.id", &long).unwrap();
         assert!(capped.len() <= MAX_ATTRIBUTE_BYTES + "…[truncated]".len());
