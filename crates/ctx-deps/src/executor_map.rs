@@ -108,7 +108,16 @@ impl Executor {
         let mut waiting = 0;
         let mut in_place = 0;
         for (k, hash) in (before..after).zip(hashes) {
-            match stored.remove(&hash) {
+            // Equal items share a hash: each takes a stored one of its
+            // own, the one stored under its id when there is one.
+            let done = stored.get_mut(&hash).and_then(|same| {
+                let at = same
+                    .iter()
+                    .position(|r| r.task_id == run.ctx.graph.id(k))
+                    .unwrap_or(0);
+                (!same.is_empty()).then(|| same.swap_remove(at))
+            });
+            match done {
                 Some(done) => {
                     if done.task_id == run.ctx.graph.id(k) {
                         in_place += 1;
@@ -133,12 +142,13 @@ impl Executor {
     }
 
     /// A resumed run's stored items of map task `map_id`: the completed
-    /// ones by content hash (the first stored one of each hash), and how
-    /// many items were stored in all (completed or not).
+    /// ones by content hash (every stored one of each hash, as a list
+    /// may hold equal items), and how many items were stored in all
+    /// (completed or not).
     async fn stored_items(
         &self,
         map_id: &str,
-    ) -> Result<(HashMap<String, TaskExecutionResult>, usize), ExecError> {
+    ) -> Result<(HashMap<String, Vec<TaskExecutionResult>>, usize), ExecError> {
         let all = crate::offload::all_results(&self.store)
             .await
             .map_err(|source| super::store_err(map_id, source))?;
@@ -154,7 +164,7 @@ impl Executor {
                 continue;
             }
             if let Some(h) = r.metadata.map_item_hash.clone() {
-                by_hash.entry(h).or_insert(r);
+                by_hash.entry(h).or_insert_with(Vec::new).push(r);
             }
         }
         Ok((by_hash, stored))

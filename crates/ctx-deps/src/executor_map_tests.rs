@@ -401,6 +401,37 @@ async fn under_a_budget_each_item_reserves_its_own_bound_and_the_budget_holds() 
 }
 
 #[tokio::test]
+async fn equal_items_each_take_a_stored_result_on_resume() {
+    // Two equal items have one content hash: a resume reuses both, not
+    // one of them.
+    let store = Arc::new(MemoryStore::new());
+    let run_once = || {
+        let engine = scripted(r#"{"repos": ["a", "a", "b"]}"#, &[]);
+        let opts = ExecutorOptions {
+            reuse_completed: true,
+            ..ExecutorOptions::default()
+        };
+        let exec = Executor::new(map_plan(0, 5), engine.clone(), store.clone(), opts).unwrap();
+        async move {
+            let report = exec.run().await.unwrap();
+            assert!(report.all_completed(), "{report:#?}");
+            let mut called: Vec<String> = engine
+                .prompts
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(id, _)| id.clone())
+                .filter(|id| id.starts_with("scan["))
+                .collect();
+            called.sort();
+            called
+        }
+    };
+    assert_eq!(run_once().await, ["scan[0]", "scan[1]", "scan[2]"]);
+    assert_eq!(run_once().await, Vec::<String>::new());
+}
+
+#[tokio::test]
 async fn a_resume_on_another_engine_runs_every_item_again() {
     // The items' content is the same, but an engine with other model
     // defaults answers them: as for a plain task, nothing it did not
