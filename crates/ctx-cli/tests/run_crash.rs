@@ -93,20 +93,7 @@ fn kill_and_resume(kill_after: usize) -> (usize, usize, usize) {
     let before = counts_in(dir);
 
     let run_dir = dir.join("run");
-    let view = RunView::open(&run_dir).unwrap();
-    assert_eq!(
-        view.integrity_check().unwrap(),
-        "ok",
-        "after kill at {kill_after}"
-    );
-    let completed: BTreeSet<String> = view
-        .results()
-        .unwrap()
-        .into_iter()
-        .filter(|r| r.result.status == TaskStatus::Completed)
-        .map(|r| r.result.task_id)
-        .collect();
-    drop(view);
+    let completed = completed_after_kill(&run_dir);
     // Every task stored completed did run, exactly once.
     for id in &completed {
         assert_eq!(before.get(id), Some(&1), "{id} at kill {kill_after}");
@@ -226,16 +213,7 @@ fn sigkill_mid_map_then_resume_keeps_every_completed_item() {
         .unwrap();
     kill_after_invocations(&mut child, dir, 6);
     let before = counts_in(dir);
-    let view = RunView::open(&dir.join("run")).unwrap();
-    assert_eq!(view.integrity_check().unwrap(), "ok");
-    let completed: BTreeSet<String> = view
-        .results()
-        .unwrap()
-        .into_iter()
-        .filter(|r| r.result.status == TaskStatus::Completed)
-        .map(|r| r.result.task_id)
-        .collect();
-    drop(view);
+    let completed = completed_after_kill(&dir.join("run"));
     assert!(!completed.is_empty(), "killed before any item completed");
     assert!(!completed.contains("report"), "killed after the map");
 
@@ -265,4 +243,22 @@ fn sigkill_mid_map_then_resume_keeps_every_completed_item() {
         before.values().sum::<usize>(),
         completed.len()
     );
+}
+
+/// The ids a killed run stored as completed, once its database passed
+/// SQLite's integrity check (the view is closed before the resume).
+fn completed_after_kill(run_dir: &Path) -> BTreeSet<String> {
+    let view = RunView::open(run_dir).unwrap();
+    assert_eq!(
+        view.integrity_check().unwrap(),
+        "ok",
+        "{}",
+        run_dir.display()
+    );
+    view.results()
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.result.status == TaskStatus::Completed)
+        .map(|r| r.result.task_id)
+        .collect()
 }
