@@ -400,35 +400,42 @@ async fn under_a_budget_each_item_reserves_its_own_bound_and_the_budget_holds() 
     assert!(cost.spent <= ctx_cost::Usd::from_picos(4), "{cost:?}");
 }
 
+/// Runs the map plan on `engine` as a resume over `store` (completed
+/// results reused), and returns the items the engine was asked, sorted.
+async fn resumed_items(store: &Arc<MemoryStore>, engine: Arc<Scripted>) -> Vec<String> {
+    let opts = ExecutorOptions {
+        reuse_completed: true,
+        ..ExecutorOptions::default()
+    };
+    let exec = Executor::new(map_plan(0, 5), engine.clone(), store.clone(), opts).unwrap();
+    let report = exec.run().await.unwrap();
+    assert!(report.all_completed(), "{report:#?}");
+    let mut called: Vec<String> = engine
+        .prompts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, _)| id.clone())
+        .filter(|id| id.starts_with("scan["))
+        .collect();
+    called.sort();
+    called
+}
+
 #[tokio::test]
 async fn equal_items_each_take_a_stored_result_on_resume() {
     // Two equal items have one content hash: a resume reuses both, not
     // one of them.
     let store = Arc::new(MemoryStore::new());
-    let run_once = || {
-        let engine = scripted(r#"{"repos": ["a", "a", "b"]}"#, &[]);
-        let opts = ExecutorOptions {
-            reuse_completed: true,
-            ..ExecutorOptions::default()
-        };
-        let exec = Executor::new(map_plan(0, 5), engine.clone(), store.clone(), opts).unwrap();
-        async move {
-            let report = exec.run().await.unwrap();
-            assert!(report.all_completed(), "{report:#?}");
-            let mut called: Vec<String> = engine
-                .prompts
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|(id, _)| id.clone())
-                .filter(|id| id.starts_with("scan["))
-                .collect();
-            called.sort();
-            called
-        }
-    };
-    assert_eq!(run_once().await, ["scan[0]", "scan[1]", "scan[2]"]);
-    assert_eq!(run_once().await, Vec::<String>::new());
+    let list = r#"{"repos": ["a", "a", "b"]}"#;
+    assert_eq!(
+        resumed_items(&store, scripted(list, &[])).await,
+        ["scan[0]", "scan[1]", "scan[2]"]
+    );
+    assert_eq!(
+        resumed_items(&store, scripted(list, &[])).await,
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test]
@@ -437,35 +444,22 @@ async fn a_resume_on_another_engine_runs_every_item_again() {
     // defaults answers them: as for a plain task, nothing it did not
     // answer is reused.
     let store = Arc::new(MemoryStore::new());
-    let run_on = |label: &str| {
-        let engine = Arc::new(Scripted {
+    let on = |label: &str| {
+        Arc::new(Scripted {
             outputs: [("src".to_string(), r#"{"repos": ["a", "b"]}"#.to_string())].into(),
             label: Some(label.to_string()),
             ..Scripted::default()
-        });
-        let opts = ExecutorOptions {
-            reuse_completed: true,
-            ..ExecutorOptions::default()
-        };
-        let exec = Executor::new(map_plan(0, 5), engine.clone(), store.clone(), opts).unwrap();
-        async move {
-            let report = exec.run().await.unwrap();
-            assert!(report.all_completed(), "{report:#?}");
-            let mut called: Vec<String> = engine
-                .prompts
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|(id, _)| id.clone())
-                .filter(|id| id.starts_with("scan["))
-                .collect();
-            called.sort();
-            called
-        }
+        })
     };
-    assert_eq!(run_on("m1").await, ["scan[0]", "scan[1]"]);
-    assert_eq!(run_on("m1").await, Vec::<String>::new());
-    assert_eq!(run_on("m2").await, ["scan[0]", "scan[1]"]);
+    assert_eq!(
+        resumed_items(&store, on("m1")).await,
+        ["scan[0]", "scan[1]"]
+    );
+    assert_eq!(resumed_items(&store, on("m1")).await, Vec::<String>::new());
+    assert_eq!(
+        resumed_items(&store, on("m2")).await,
+        ["scan[0]", "scan[1]"]
+    );
 }
 
 proptest::proptest! {
