@@ -32,6 +32,7 @@ mod bench_history;
 mod bench_plan;
 mod bench_run;
 mod bench_tokens;
+mod checkout_runs;
 mod e2e;
 mod examples;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
@@ -200,22 +201,6 @@ fn run_step(what: &str, cmd: &mut Command) -> Result<(), String> {
     }
 }
 
-/// The runs recorded in the checkout's own store (`.ctx/runs`, the
-/// default root of a `ctx run` started in the checkout), by directory
-/// name. Tests must use roots of their own: `cargo xtask test` compares
-/// this before and after, so a test that records a run in the user's
-/// store (where `ctx runs list` and `gc --keep` would mix it with the
-/// user's runs) fails the job.
-fn checkout_runs(root: &Path) -> std::collections::BTreeSet<String> {
-    std::fs::read_dir(root.join(".ctx/runs"))
-        .map(|dir| {
-            dir.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Installs the headless Chromium that the report's browser tests
 /// (crates/ctx-report/tests/browser.rs, crates/ctx-cli/tests/runs_report.rs)
 /// load pages in, with scripts/install-chromium.sh (idempotent: it does
@@ -307,7 +292,7 @@ fn test(args: &[String]) -> Result<(), String> {
     };
     let root = root();
     let started = std::time::Instant::now();
-    let runs_before = checkout_runs(&root);
+    let runs_before = checkout_runs::checkout_runs(&root);
     browser(&root)?;
     let pg = postgres(&root)?;
     let with_pg = |cmd: &mut Command| {
@@ -360,17 +345,7 @@ fn test(args: &[String]) -> Result<(), String> {
     if e2e {
         e2e::run(&[])?;
     }
-    let leaked: Vec<String> = checkout_runs(&root)
-        .difference(&runs_before)
-        .cloned()
-        .collect();
-    if !leaked.is_empty() {
-        return Err(format!(
-            "tests recorded {} run(s) in the checkout's own store .ctx/runs ({}): tests must use roots of their own",
-            leaked.len(),
-            leaked.join(", ")
-        ));
-    }
+    checkout_runs::refuse_new(&runs_before, &checkout_runs::checkout_runs(&root))?;
     eprintln!(
         "==> cargo xtask test: every step passed in {:.0} s",
         started.elapsed().as_secs_f64()
