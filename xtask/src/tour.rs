@@ -388,7 +388,7 @@ pub const CLAIMS: &[Claim] = &[
     },
     Claim {
         command: "ctx run fixtures/tetris/plan.yaml --format json",
-        output: &["\"order\"", "\"results\""],
+        output: &["\"order\"", "\"tasks\"", "\"spent_usd\""],
         files: &[],
     },
     Claim {
@@ -636,6 +636,29 @@ mod tests {
             ["trace.json"]
         );
         assert!(written_paths("ctx runs export RUN --to http://localhost:4318").is_empty());
+    }
+
+    /// A reader who pastes the tour in their checkout is left with no
+    /// untracked file: each path a command writes is in `.gitignore`.
+    #[test]
+    fn every_file_the_tour_writes_is_ignored_by_git() {
+        let root = crate::root();
+        let blocks = tour_blocks(&read(&root.join("README.md")).unwrap()).unwrap();
+        let ignored = read(&root.join(".gitignore")).unwrap();
+        let ignored: Vec<&str> = ignored.lines().map(str::trim).collect();
+        let written: Vec<String> = blocks
+            .iter()
+            .flat_map(|b| b.commands.iter())
+            .flat_map(|c| written_paths(c))
+            .collect();
+        assert!(written.iter().any(|p| p == "out/"), "{written:?}");
+        for path in &written {
+            let first = path.trim_start_matches("./").split('/').next().unwrap();
+            assert!(
+                ignored.contains(&format!("/{first}").as_str()) || ignored.contains(&first),
+                "the tour writes {path}, which .gitignore does not list (/{first})"
+            );
+        }
     }
 
     /// Runs the script of `commands` with `ctx` on PATH a stand-in that
