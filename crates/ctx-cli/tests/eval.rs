@@ -236,6 +236,42 @@ fn a_local_command_is_priced_only_when_a_price_is_asked_for() {
     assert!(asked.as_f64().is_some_and(|s| s > 0.0), "{asked}");
 }
 
+/// A command reports no token usage: the eval's token columns say so
+/// (`null`, `-`) instead of a 0 beside the money its runs were priced at
+/// (on ctx's own counts).
+#[test]
+fn tokens_a_command_never_reported_are_not_shown_as_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let priced = PLAN.replace("params: {prompt: ", "params: {model: local-model, prompt: ");
+    std::fs::write(dir.path().join("plan.yaml"), priced).unwrap();
+    let eval = |format: &str| {
+        let out = ctx(dir.path())
+            .args(["eval", "plan.yaml", "--command", "cat", "--ablate", "full"])
+            .args(["--no-store", "--price", "local-model=1,1"])
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: Value = serde_json::from_str(&eval("json")).unwrap();
+    let full = &json["variants"][0];
+    assert!(full["spent_usd"].as_f64().is_some_and(|s| s > 0.0), "{full}");
+    assert_eq!(
+        (&full["prompt_tokens"], &full["completion_tokens"]),
+        (&Value::Null, &Value::Null),
+        "{full}"
+    );
+    let text = eval("text");
+    let row = text.lines().find(|l| l.starts_with("full")).unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // full, runs, checks, first-try pass, final pass, tasks passing,
+    // prompt tokens, completion tokens, wall, spent.
+    assert_eq!(cells[cells.len() - 5..cells.len() - 3], ["-", "-"], "{text}");
+    assert!(cells.last().unwrap().starts_with('$'), "{text}");
+}
+
 /// A one-task plan: each variant run makes one engine call, so two calls
 /// in flight at once are two runs in progress at once.
 const ONE_TASK: &str = r#"schema_version: 1

@@ -540,3 +540,18 @@ fn task_row<'a>(cost: &'a Value, id: &str) -> &'a Value {
         .find(|t| t["task_id"] == id)
         .unwrap()
 }
+
+/// The tour's dry run under a budget: the Tetris plan has tasks without
+/// `max_tokens`, yet the dry run, which calls no model, takes the budget
+/// without sending the user to `--max-tokens` (which it would refuse as
+/// an OpenAI flag): a dead end before.
+#[test]
+fn the_dry_run_takes_a_budget_without_max_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = ctx_test_support::repo_root().join("fixtures/tetris/plan.yaml");
+    let plan = plan.to_str().unwrap();
+    let out = run(dir.path(), &[plan, "--no-store", "--max-cost", "0.5"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json["spent_usd"], 0.0, "{}", out.json);
+    assert!(!out.stderr.contains("--max-tokens"), "{}", out.stderr);
+}

@@ -575,10 +575,15 @@ pub struct VariantScore {
     pub tasks_passing: u64,
     /// (run, task) pairs with checks.
     pub tasks_checked: u64,
-    /// Prompt tokens the engine reported, over every run.
-    pub prompt_tokens: u64,
-    /// Completion tokens the engine reported, over every run.
-    pub completion_tokens: u64,
+    /// Prompt tokens the engine reported, over every run; `None` (JSON
+    /// `null`, `-` in the table) when no call reported any (a command
+    /// engine reports no usage): "not reported", never a 0 that sits
+    /// beside money spent. Tasks are priced on ctx's own counts then
+    /// (docs/cost.md), which `ctx runs show` lists per task.
+    pub prompt_tokens: Option<u64>,
+    /// Completion tokens the engine reported, over every run; `None` as
+    /// for `prompt_tokens`.
+    pub completion_tokens: Option<u64>,
     /// From the eval's start to the end of this variant's last run (the
     /// runs of all variants overlap).
     pub wall_ms: u64,
@@ -612,8 +617,8 @@ impl VariantScore {
             interval: None,
             tasks_passing: 0,
             tasks_checked: 0,
-            prompt_tokens: 0,
-            completion_tokens: 0,
+            prompt_tokens: None,
+            completion_tokens: None,
             wall_ms: 0,
             task_ms: 0,
             spent_usd: None,
@@ -660,9 +665,9 @@ impl VariantScore {
             let mut all_passed = true;
             for result in results {
                 if let Some(u) = result.and_then(|r| r.metadata.tokens_used) {
-                    self.prompt_tokens = self.prompt_tokens.saturating_add(u.prompt_tokens);
-                    self.completion_tokens =
-                        self.completion_tokens.saturating_add(u.completion_tokens);
+                    let add = |sum: Option<u64>, n: u64| Some(sum.unwrap_or(0).saturating_add(n));
+                    self.prompt_tokens = add(self.prompt_tokens, u.prompt_tokens);
+                    self.completion_tokens = add(self.completion_tokens, u.completion_tokens);
                 }
                 if let Some(ms) = result.and_then(|r| r.metadata.execution_time_ms) {
                     self.task_ms = self.task_ms.saturating_add(ms);
@@ -824,6 +829,11 @@ fn rate_cell(rate: f64, interval: Option<Interval>, full: Option<Interval>) -> S
     )
 }
 
+/// A token count the engine reported, or `-` when it reported none.
+fn reported(tokens: Option<u64>) -> String {
+    tokens.map_or_else(|| "-".to_string(), |n| n.to_string())
+}
+
 impl EvalReport {
     /// The text `ctx eval` prints: one row per variant (with a SPENT
     /// column when the eval had a budget or some task a known, non-zero
@@ -855,8 +865,8 @@ impl EvalReport {
                         full.filter(|f| f.name != v.name).and_then(|f| f.interval),
                     ),
                     format!("{}/{}", v.tasks_passing, v.tasks_checked),
-                    v.prompt_tokens.to_string(),
-                    v.completion_tokens.to_string(),
+                    reported(v.prompt_tokens),
+                    reported(v.completion_tokens),
                     format!("{:.1} s", v.wall_ms as f64 / 1000.0),
                 ];
                 if priced {
@@ -1067,7 +1077,7 @@ sub_tasks:
         assert_eq!(full.pass_rate, 1.0);
         assert_eq!((bare.checks_passed, bare.checks_total), (0, 4));
         // Every executed task's usage counts, the unchecked one's too.
-        assert_eq!(full.prompt_tokens, 60);
+        assert_eq!(full.prompt_tokens, Some(60));
         assert!(full.run_ids.is_empty());
         let rates: Vec<_> = report.tasks.iter().map(|t| t.task_id.as_str()).collect();
         assert_eq!(rates, ["colour", "shape"]);
@@ -1234,8 +1244,8 @@ sub_tasks:
         full.pass_rate = rate(11, 12);
         full.tasks_passing = 5;
         full.tasks_checked = 6;
-        full.prompt_tokens = 1234;
-        full.completion_tokens = 56;
+        full.prompt_tokens = Some(1234);
+        full.completion_tokens = Some(56);
         full.wall_ms = 1890;
         full.run_ids = vec!["r1".into(), "r2".into()];
         let mut bare = VariantScore::new("bare");
