@@ -213,6 +213,11 @@ fn an_until_idle_worker_started_before_the_run_waits_for_it() {
     let early_err = String::from_utf8_lossy(&early.stderr);
     assert!(early.status.success(), "{early_err}");
     assert!(early_err.contains(": 0 committed"), "{early_err}");
+    // And says what to do about it, instead of a silent exit 0.
+    assert!(
+        early_err.contains("nothing to do") && early_err.contains("--wait SECS"),
+        "{early_err}"
+    );
     let worker = spawn(
         ctx()
             .args(["worker", "--store", &url, "--until-idle", "--wait", "30"])
@@ -226,6 +231,7 @@ fn an_until_idle_worker_started_before_the_run_waits_for_it() {
     let w_err = std::fs::read_to_string(tmp.path().join("w.err")).unwrap();
     assert!(w.status.success(), "{w_err}");
     assert!(w_err.contains(": 2 committed"), "{w_err}");
+    assert!(!w_err.contains("nothing to do"), "{w_err}");
     let follower = finish(follower, Duration::from_secs(30));
     assert!(follower.status.success());
     assert!(

@@ -178,6 +178,15 @@ pub fn run(args: Args) -> CliResult {
         outcome.released,
         work.store.round_trips()
     );
+    if args.until_idle && args.wait == 0.0 && outcome.committed == 0 && outcome.stopped.is_none() {
+        // The README's shared-store tour, pasted without `--wait`: a
+        // worker that looked before `ctx run --no-local &` registered its
+        // run finds nothing and exits, and the run waits for ever.
+        eprintln!(
+            "worker {}: nothing to do: --until-idle exits once no open run is left;              for a run that is not registered yet, --wait SECS waits for it",
+            work.worker
+        );
+    }
     Ok(outcome.stopped.map_or(Exit::Ok, StopSignal::exit))
 }
 
