@@ -25,7 +25,9 @@
 //!    does the fence (at most [`FENCE_MAX_CRATES`]), which every crate
 //!    that fences untrusted text compiles;
 //! 4. every relative link in docs/*.md and README.md, and every repository
-//!    path named in a Cargo.toml comment, points at a file that exists.
+//!    path named in a Cargo.toml comment, points at a file that exists;
+//! 5. every `cargo install` the docs and scripts give is `--locked`
+//!    ([`check_locked_installs`]).
 //!
 //! The manifests come from `cargo metadata` through the `cargo_metadata`
 //! crate (typed, maintained by the Cargo team's ecosystem, and it pulls in
@@ -515,6 +517,57 @@ pub fn check_links(root: &Path) -> Result<Vec<String>, String> {
     Ok(problems)
 }
 
+/// `cargo install` commands without `--locked`, as `file:line`, in
+/// README.md, docs/*.md, scripts/*.sh and xtask/src/*.rs. Without it cargo
+/// resolves the dependencies again and builds versions the lockfile never
+/// tested (issue 26: 33 crates on a fresh machine). A command wrapped over
+/// two lines counts its next line too.
+pub fn check_locked_installs(root: &Path) -> Result<Vec<String>, String> {
+    let mut files = vec![root.join("README.md")];
+    for (dir, ext) in [("docs", "md"), ("scripts", "sh"), ("xtask/src", "rs")] {
+        let dir = root.join(dir);
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for entry in entries {
+            let path = entry.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+            if path.extension().is_some_and(|x| x == ext) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut problems = Vec::new();
+    for file in files {
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let shown = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+        problems.extend(
+            unlocked_installs(&text)
+                .into_iter()
+                .map(|line| format!("{shown}:{line}: `cargo install` without --locked")),
+        );
+    }
+    Ok(problems)
+}
+
+/// The 1-based lines of `text` where a `cargo install ` command has no
+/// `--locked` on its line (after it) or the next.
+pub fn unlocked_installs(text: &str) -> Vec<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    // Spelled in two parts so this file does not name the command itself.
+    let command = ["cargo", " install "].concat();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(at) = line.find(&command) else {
+            continue;
+        };
+        let next = lines.get(i + 1).copied().unwrap_or("");
+        if !line[at..].contains("--locked") && !next.contains("--locked") {
+            found.push(i + 1);
+        }
+    }
+    found
+}
+
 /// The comment of a TOML line (after a `#` outside a string), if any.
 fn toml_comment(line: &str) -> Option<&str> {
     let mut quote = None;
@@ -701,6 +754,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     problems.extend(check_links(&root)?);
     problems.extend(check_manifest_comments(&root, &meta)?);
     problems.extend(check_cli_function_lengths(&root)?);
+    problems.extend(check_locked_installs(&root)?);
     if problems.is_empty() {
         let counts: Vec<String> = BUDGETS
             .iter()
@@ -710,7 +764,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             })
             .collect();
         eprintln!(
-            "architecture: dependency block, forbidden edges, crate budgets ({} distinct crates), links and ctx-cli's function lengths (at most {CLI_FN_MAX_LINES} lines) all hold",
+            "architecture: dependency block, forbidden edges, crate budgets ({} distinct crates), links, ctx-cli's function lengths (at most {CLI_FN_MAX_LINES} lines) and locked installs all hold",
             counts.join(", ")
         );
         Ok(())
@@ -733,6 +787,20 @@ mod tests {
             "{what}:\n  {}\n(the rules: docs/architecture.md, \"Dependency direction\" and after)",
             problems.join("\n  ")
         );
+    }
+
+    #[test]
+    fn every_install_the_docs_give_is_locked() {
+        assert_none(
+            "installs without --locked",
+            check_locked_installs(&root()).expect("read the docs"),
+        );
+        let install = ["cargo", " install "].concat();
+        let text = format!(
+            "a\n{install}--path crates/ctx-cli\nb\n{install}--locked x\n{install}--path p\n  --locked\n`{}` in prose\n",
+            install.trim_end()
+        );
+        assert_eq!(unlocked_installs(&text), [2]);
     }
 
     fn meta() -> Metadata {
