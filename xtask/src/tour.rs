@@ -661,6 +661,39 @@ mod tests {
         }
     }
 
+    /// A command of the README that writes into a folder (`> DIR/FILE`)
+    /// creates the folder first on the same line (`mkdir -p DIR && ...`),
+    /// so pasting it on a fresh machine works: the completions line did not.
+    #[test]
+    fn every_redirect_of_the_readme_into_a_folder_creates_it() {
+        let readme = read(&crate::root().join("README.md")).unwrap();
+        let mut in_code = false;
+        let mut redirects = 0;
+        for line in readme.lines() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+                continue;
+            }
+            let code = strip_comment(line);
+            let Some(target) = (in_code)
+                .then(|| code.split_once(" > "))
+                .flatten()
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+            else {
+                continue;
+            };
+            let Some((dir, _)) = target.rsplit_once('/') else {
+                continue;
+            };
+            redirects += 1;
+            assert!(
+                code.contains(&format!("mkdir -p {dir} ")),
+                "README: `{line}` writes into {dir} without `mkdir -p {dir}` first"
+            );
+        }
+        assert!(redirects > 0, "the completions line is a redirect into a folder");
+    }
+
     /// Runs the script of `commands` with `ctx` on PATH a stand-in that
     /// prints `ctx_says` and exits `ctx_exits`; true when the block
     /// passes.
