@@ -539,7 +539,11 @@ pub fn check_locked_installs(root: &Path) -> Result<Vec<String>, String> {
     for file in files {
         let text =
             std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let shown = file.strip_prefix(root).unwrap_or(&file).display().to_string();
+        let shown = file
+            .strip_prefix(root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
         problems.extend(
             unlocked_installs(&text)
                 .into_iter()

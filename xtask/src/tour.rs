@@ -279,13 +279,20 @@ fn script_of(block: &Block, model: bool) -> String {
     );
     // `a; b` is two commands, each checked (the shell would report only
     // the last one's status).
-    let commands: Vec<String> = block.commands.iter().flat_map(|c| split_commands(c)).collect();
+    let commands: Vec<String> = block
+        .commands
+        .iter()
+        .flat_map(|c| split_commands(c))
+        .collect();
     // Background commands not waited for yet: their checks, run after
     // `wait PID`.
     let mut pending: Vec<String> = Vec::new();
     for (i, written) in commands.iter().enumerate() {
         let quoted = shell_quote(written);
-        s.push_str(&format!("echo {} >&2\n", shell_quote(&format!("+ {written}"))));
+        s.push_str(&format!(
+            "echo {} >&2\n",
+            shell_quote(&format!("+ {written}"))
+        ));
         if written == "wait" {
             s.push_str(&pending.concat());
             pending.clear();
@@ -317,9 +324,7 @@ fn script_of(block: &Block, model: bool) -> String {
 /// output is in the file `out`.
 fn checks_of(written: &str, out: &str, line: usize, highest_ok: i32) -> String {
     let quoted = shell_quote(written);
-    let mut s = format!(
-        "[ \"$rc\" -le {highest_ok} ] || fail {line} \"exited $rc: \"{quoted}\n"
-    );
+    let mut s = format!("[ \"$rc\" -le {highest_ok} ] || fail {line} \"exited $rc: \"{quoted}\n");
     for path in written_paths(written) {
         s.push_str(&format!(
             "[ -e {p} ] || fail {line} {}\n",
@@ -627,10 +632,7 @@ mod tests {
 
     #[test]
     fn the_paths_a_command_writes_are_the_words_after_its_output_flags() {
-        assert_eq!(
-            written_paths("ctx run p -o out/ --format json"),
-            ["out/"]
-        );
+        assert_eq!(written_paths("ctx run p -o out/ --format json"), ["out/"]);
         assert_eq!(
             written_paths("ctx runs export RUN --format otlp --to trace.json"),
             ["trace.json"]
@@ -691,7 +693,10 @@ mod tests {
                 "README: `{line}` writes into {dir} without `mkdir -p {dir}` first"
             );
         }
-        assert!(redirects > 0, "the completions line is a redirect into a folder");
+        assert!(
+            redirects > 0,
+            "the completions line is a redirect into a folder"
+        );
     }
 
     /// Runs the script of `commands` with `ctx` on PATH a stand-in that
@@ -705,10 +710,16 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("bin")).unwrap();
         let ctx = dir.join("bin/ctx");
-        fs::write(&ctx, format!("#!/bin/sh
+        fs::write(
+            &ctx,
+            format!(
+                "#!/bin/sh
 echo '{ctx_says}'
 exit {ctx_exits}
-")).unwrap();
+"
+            ),
+        )
+        .unwrap();
         fs::set_permissions(&ctx, fs::Permissions::from_mode(0o755)).unwrap();
         let block = Block {
             line: 7,
@@ -742,7 +753,11 @@ exit {ctx_exits}
         assert!(!block_passes(&["ctx prices"], "nothing known", 0));
         // In the background too, checked when waited for.
         let registered = "ctx run fixtures/tetris/plan.yaml --no-local &";
-        assert!(block_passes(&[registered, "wait"], "9 tasks: 9 completed", 0));
+        assert!(block_passes(
+            &[registered, "wait"],
+            "9 tasks: 9 completed",
+            0
+        ));
         assert!(!block_passes(&[registered, "wait"], "0 committed", 0));
     }
 

@@ -257,7 +257,10 @@ fn tokens_a_command_never_reported_are_not_shown_as_zero() {
     };
     let json: Value = serde_json::from_str(&eval("json")).unwrap();
     let full = &json["variants"][0];
-    assert!(full["spent_usd"].as_f64().is_some_and(|s| s > 0.0), "{full}");
+    assert!(
+        full["spent_usd"].as_f64().is_some_and(|s| s > 0.0),
+        "{full}"
+    );
     assert_eq!(
         (&full["prompt_tokens"], &full["completion_tokens"]),
         (&Value::Null, &Value::Null),
@@ -268,7 +271,11 @@ fn tokens_a_command_never_reported_are_not_shown_as_zero() {
     let cells: Vec<&str> = row.split_whitespace().collect();
     // full, runs, checks, first-try pass, final pass, tasks passing,
     // prompt tokens, completion tokens, wall, spent.
-    assert_eq!(cells[cells.len() - 5..cells.len() - 3], ["-", "-"], "{text}");
+    assert_eq!(
+        cells[cells.len() - 5..cells.len() - 3],
+        ["-", "-"],
+        "{text}"
+    );
     assert!(cells.last().unwrap().starts_with('$'), "{text}");
 }
 
