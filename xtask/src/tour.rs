@@ -14,7 +14,11 @@
 //! the store in use (`ctx runs list`). Each command's exit code is checked:
 //! 0, or, for a command that calls a model, 0 or 1 (a task failing its
 //! checks on a mock answer is the model's outcome, not the README's
-//! drift; a usage error, 2, is).
+//! drift; a usage error, 2, is). So is its output: what the README
+//! promises it prints or writes ([`CLAIMS`]), and the files it names
+//! after `-o`, `--out` or `--to`. A command sent to the background (`&`)
+//! is checked when the block waits for it, and a block that hangs is
+//! killed after [`BLOCK_DEADLINE`] and fails.
 //!
 //! Blocks that call a model (`--engine openai`) run only with `--base-url`
 //! (the LiteLLM proxy `cargo xtask e2e` starts, which serves `gpt-*`,
