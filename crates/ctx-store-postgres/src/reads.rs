@@ -264,6 +264,19 @@ impl PgStore {
             .await
     }
 
+    /// The latest results of `ids` in `run_id` (those that have one),
+    /// by task id.
+    pub async fn results_of(
+        &self,
+        run_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<TaskExecutionResult>> {
+        let (run_id, ids) = (run_id.to_string(), ids.to_vec());
+        let shared = Arc::clone(&self.shared);
+        self.call(async move { results(&shared, &run_id, Some(ids)).await })
+            .await
+    }
+
     pub(crate) fn blocking_results(
         &self,
         run_id: &str,
