@@ -12,8 +12,8 @@ mod pg;
 mod shared_cli;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Output};
+use std::time::Duration;
 
 use shared_cli::*;
 
