@@ -13,6 +13,11 @@
 //! flight are stopped and their claims released, so another worker takes
 //! them at once instead of after the lease.
 //!
+//! A claimed map task calls no engine: the worker expands it with
+//! ctx-deps' `map` functions and registers its items as tasks of the run
+//! under the claim, or, once every item ended, joins them (the
+//! `map_turn` module; docs/scaling.md, "Maps on the shared store").
+//!
 //! [`shared`] registers or resumes a run in the shared store by the rules
 //! a local run follows, and reads a run's report back from it.
 //!
