@@ -322,9 +322,6 @@ impl CliError {
         match e {
             SharedError::Store(e) => e.into(),
             SharedError::Graph(e) => CliError::usage(format!("{}: {e}", plan.display())),
-            e @ SharedError::MapNotShared { .. } => {
-                CliError::usage(format!("{}: {e}", plan.display()))
-            }
             SharedError::Read(e) => e.into(),
             SharedError::Run(e) => CliError::run(e, plan),
             SharedError::Cache(e) => e.into(),

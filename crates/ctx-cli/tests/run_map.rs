@@ -489,25 +489,3 @@ sub_tasks:
     assert_eq!(full["tasks_checked"], 1, "{full}");
     assert_eq!(full["tasks_passing"], 0, "{full}");
 }
-
-#[test]
-fn a_shared_store_refuses_a_map_before_connecting() {
-    let dir = Dir::new();
-    dir.write("plan.yaml", OVER_VARIABLE);
-    // Port 1 answers nothing: the refusal comes before any connection.
-    let out = dir.run(&[
-        "run",
-        "plan.yaml",
-        "--var",
-        r#"LIST={"items": []}"#,
-        "--store",
-        "postgres://u@127.0.0.1:1/db",
-    ]);
-    assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("task `scan` maps over a list: a shared store does not run map tasks yet"),
-        "{}",
-        out.stderr
-    );
-}

@@ -1,6 +1,7 @@
 //! A map task expanded into its items: the one expansion every executor
-//! uses (the local [`Executor`](crate::Executor) now; the shared store's
-//! session can call [`expand_map`] the same way).
+//! uses (the local [`Executor`](crate::Executor), and a shared-store
+//! worker, ctx-worker's `map_turn`, which claims a map task and registers
+//! its items as tasks of the run).
 //!
 //! When a map task's dependencies are done, its source is read (the
 //! variable's value the filled plan carries, or the `over` dependency's
@@ -101,6 +102,42 @@ pub fn item_hash(item: &SubTask, dependency_outputs: &[&str], engine_label: &str
     let mut fields: Vec<&[u8]> = vec![engine_label.as_bytes(), task.as_bytes()];
     fields.extend(dependency_outputs.iter().map(|o| o.as_bytes()));
     ctx_store::fingerprint::sha256_fields(&fields)
+}
+
+/// The completed results among `results` that are items of map task
+/// `map_id`, by their content hash (`metadata.map_item_hash`; every one
+/// of each hash, as a list may hold equal items): what a resumed map
+/// matches its new items against ([`take_stored`]).
+pub fn completed_items_by_hash(
+    map_id: &str,
+    results: impl IntoIterator<Item = TaskExecutionResult>,
+) -> std::collections::HashMap<String, Vec<TaskExecutionResult>> {
+    let mut by_hash: std::collections::HashMap<String, Vec<TaskExecutionResult>> =
+        std::collections::HashMap::new();
+    for r in results {
+        let mine = parse_item_id(&r.task_id).is_some_and(|(m, _)| m == map_id);
+        if !mine || r.status != TaskStatus::Completed {
+            continue;
+        }
+        if let Some(h) = r.metadata.map_item_hash.clone() {
+            by_hash.entry(h).or_default().push(r);
+        }
+    }
+    by_hash
+}
+
+/// A stored completed result for the new item `id` of content `hash`,
+/// taken out of `stored` ([`completed_items_by_hash`]): the one stored
+/// under `id` when there is one, else any of the hash (equal items each
+/// take one of their own); `None` when the item must run.
+pub fn take_stored(
+    stored: &mut std::collections::HashMap<String, Vec<TaskExecutionResult>>,
+    hash: &str,
+    id: &str,
+) -> Option<TaskExecutionResult> {
+    let same = stored.get_mut(hash)?;
+    let at = same.iter().position(|r| r.task_id == id).unwrap_or(0);
+    (!same.is_empty()).then(|| same.swap_remove(at))
 }
 
 /// `plan` with map task `map_index`'s `items` appended, and the map task
@@ -236,6 +273,36 @@ mod tests {
         let e = expand_map(&t, Some(r#"{"repos": [1, 2]}"#)).unwrap_err();
         assert!(e.to_string().contains("2 items, more than max_items (1)"));
         assert!(expand_map(&t, Some("not json")).is_err());
+    }
+
+    #[test]
+    fn stored_items_are_taken_by_hash_the_one_under_the_same_id_first() {
+        let item = |id: &str, hash: Option<&str>, status| {
+            let mut r = TaskExecutionResult::new(id, status);
+            r.metadata.map_item_hash = hash.map(str::to_string);
+            r
+        };
+        let mut stored = completed_items_by_hash(
+            "m",
+            [
+                item("m[0]", Some("h"), TaskStatus::Completed),
+                item("m[1]", Some("h"), TaskStatus::Completed),
+                item("m[2]", Some("f"), TaskStatus::Failed),
+                item("m[3]", None, TaskStatus::Completed),
+                item("other[0]", Some("h"), TaskStatus::Completed),
+            ],
+        );
+        assert_eq!(stored.len(), 1, "only m's completed items with a hash");
+        assert_eq!(
+            take_stored(&mut stored, "h", "m[1]").unwrap().task_id,
+            "m[1]"
+        );
+        assert_eq!(
+            take_stored(&mut stored, "h", "m[7]").unwrap().task_id,
+            "m[0]"
+        );
+        assert!(take_stored(&mut stored, "h", "m[8]").is_none());
+        assert!(take_stored(&mut stored, "f", "m[2]").is_none());
     }
 
     #[test]

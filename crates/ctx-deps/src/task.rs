@@ -205,6 +205,24 @@ impl TaskRunner {
         })
     }
 
+    /// This runner recording each map item's content hash
+    /// ([`item_hash`](crate::map::item_hash)) with its result, by item
+    /// id, as the executor does for the items it expands: a shared
+    /// store's items are expanded by whichever worker claimed their map,
+    /// and run by any. Ids not in the plan are ignored.
+    #[must_use]
+    pub fn with_item_hashes(mut self, hashes: impl IntoIterator<Item = (String, String)>) -> Self {
+        // The context is this runner's own until it is shared.
+        if let Some(ctx) = Arc::get_mut(&mut self.ctx) {
+            for (id, hash) in hashes {
+                if let Some(i) = ctx.graph.index_of(&id) {
+                    ctx.item_hashes.insert(i, hash);
+                }
+            }
+        }
+        self
+    }
+
     /// The plan's graph (priorities, dependencies).
     pub fn graph(&self) -> &PlanGraph {
         &self.ctx.graph

@@ -89,6 +89,29 @@ pub fn parse_item_id(id: &str) -> Option<(&str, usize)> {
     Some((&inner[..open], digits.parse().ok()?))
 }
 
+/// `plan` without the items of its map tasks: each task that is an item
+/// of a map task of the plan (`TASK[i]` beside a map task `TASK`, a name
+/// no plan task may take) is left out, and so are the map tasks'
+/// dependencies on them. The inverse of appending a map's items
+/// (ctx-deps' `plan_with_items`): the shared store keeps the plan its
+/// workers run, items appended as maps expand, and a report or a resume
+/// starts from the plan as written, whose maps expand again.
+pub fn without_items(plan: &crate::Plan) -> crate::Plan {
+    let maps: std::collections::HashSet<&str> = plan
+        .sub_tasks
+        .iter()
+        .filter(|t| t.map.is_some())
+        .map(|t| t.id.as_str())
+        .collect();
+    let is_item = |id: &str| parse_item_id(id).is_some_and(|(m, _)| maps.contains(m));
+    let mut out = plan.clone();
+    out.sub_tasks.retain(|t| !is_item(&t.id));
+    for t in out.sub_tasks.iter_mut().filter(|t| t.map.is_some()) {
+        t.dependencies.retain(|d| !is_item(d));
+    }
+    out
+}
+
 /// One item of a resolved list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MapItem {
@@ -232,6 +255,38 @@ mod tests {
         for not in ["scan", "scan[]", "scan[01]", "[3]", "scan[x]", "scan[1"] {
             assert_eq!(parse_item_id(not), None, "{not}");
         }
+    }
+
+    #[test]
+    fn a_plan_without_items_is_the_plan_before_its_maps_expanded() {
+        let mut plan: crate::Plan = serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "sub_tasks": [
+                {"id": "m", "description": "", "dependencies": ["src"],
+                 "map": {"over": "src", "as": "X", "max_items": 2},
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "p"}}},
+                {"id": "src", "description": "", "dependencies": [],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "p"}}},
+                {"id": "r", "description": "", "dependencies": ["m"],
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": "p"}}}
+            ]
+        }))
+        .unwrap();
+        let written = plan.clone();
+        let mut item = plan.sub_tasks[0].clone();
+        item.map = None;
+        for i in 0..2 {
+            item.id = item_id("m", i);
+            plan.sub_tasks.push(item.clone());
+            plan.sub_tasks[0].dependencies.push(item.id.clone());
+        }
+        // `src[0]` looks like an item, but `src` maps over nothing.
+        let mut lookalike = plan.sub_tasks[1].clone();
+        lookalike.id = "src[0]".into();
+        plan.sub_tasks.push(lookalike.clone());
+        let mut expected = written;
+        expected.sub_tasks.push(lookalike);
+        assert_eq!(without_items(&plan), expected);
     }
 
     #[test]

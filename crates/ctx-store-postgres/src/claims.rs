@@ -28,6 +28,11 @@ pub struct Claim {
     pub attempt: i32,
     /// The worker holding it.
     pub worker: String,
+    /// The hash of the run's plan when the task was claimed: a map's
+    /// expansion appends its items to the stored plan, so a worker whose
+    /// loaded plan has another hash loads it again before running the
+    /// task (an item, or a dependent of a map, needs the items).
+    pub plan_hash: String,
 }
 
 /// What happened to a result committed under a claim.
@@ -82,7 +87,8 @@ impl PgStore {
                             engine = $4::text
                        FROM c
                       WHERE t.run_id = c.run_id AND t.task_id = c.task_id
-                     RETURNING t.run_id, t.task_id, t.attempt",
+                     RETURNING t.run_id, t.task_id, t.attempt,
+                               (SELECT r.plan_hash FROM ctx_runs r WHERE r.run_id = t.run_id)",
                     &[&run, &worker, &lease, &engine],
                 )
                 .await?;
@@ -91,6 +97,7 @@ impl PgStore {
                 task_id: r.get(1),
                 attempt: r.get(2),
                 worker,
+                plan_hash: r.get(3),
             }))
         })
         .await
@@ -180,7 +187,8 @@ impl PgStore {
 
     /// Commits the task's terminal `result` under `claim`, only while the
     /// lease is live and the fencing token matches. In the same statement
-    /// (one transaction): a `completed` result decrements the ready counter
+    /// (one transaction): a `completed` result (or any end of a map's
+    /// item, for its map task's counter) decrements the ready counter
     /// of every dependent, which makes the last one's dependents claimable
     /// at the commit that makes its result visible; any other marks the
     /// task's transitive dependents `skipped`, with the reason the
@@ -249,12 +257,15 @@ impl PgStore {
                 .query(
                     &|| format!("reading the dependents of task `{task_id}` of run `{run_id}`"),
                     // UNION (not ALL) keeps at most two rows a task (direct
-                    // or not) however many paths lead to it.
+                    // or not) however many paths lead to it. An item's
+                    // edge to its map task (`joins`) is not followed: a
+                    // failed item releases the map, whose join decides.
                     "WITH RECURSIVE d(task_id, direct) AS (
-                       SELECT task_id, true FROM ctx_edges WHERE run_id = $1 AND depends_on = $2
+                       SELECT task_id, true FROM ctx_edges
+                        WHERE run_id = $1 AND depends_on = $2 AND NOT joins
                        UNION
                        SELECT e.task_id, false FROM ctx_edges e JOIN d ON e.depends_on = d.task_id
-                        WHERE e.run_id = $1)
+                        WHERE e.run_id = $1 AND NOT e.joins)
                      SELECT task_id, bool_or(direct) FROM d GROUP BY task_id ORDER BY task_id",
                     &[&run_id, &task_id],
                 )
@@ -310,7 +321,7 @@ async fn commit_statement(
              released AS (
                UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1
                  FROM ctx_edges e, done
-                WHERE $5 = 'completed' AND e.run_id = $1 AND e.depends_on = $2
+                WHERE ($5 = 'completed' OR e.joins) AND e.run_id = $1 AND e.depends_on = $2
                   AND t.run_id = $1 AND t.task_id = e.task_id
                RETURNING t.pending_deps),
              skipped AS (
@@ -406,7 +417,9 @@ async fn unfenced_store(
             RETURNING task_id)
          UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1
            FROM ctx_edges e, prev, upd
-          WHERE $3 = 'completed' AND prev.status <> 'completed'
+          WHERE (($3 = 'completed' AND prev.status <> 'completed')
+                 OR (e.joins AND $3 IN ('failed','skipped')
+                     AND prev.status NOT IN ('completed','failed','skipped')))
             AND e.run_id = $1 AND e.depends_on = $2 AND t.run_id = $1 AND t.task_id = e.task_id",
         &[&run_id, &task_id, &status, &json],
     )

@@ -31,6 +31,12 @@
 //!   in-memory hand-off between workers), the `in_progress` prompt and the
 //!   final result are written under the claim.
 //!
+//! - **Maps** (issue 23): a map task is claimed when its source is
+//!   ready, and the worker holding the claim registers its items as
+//!   tasks of the run ([`PgStore::expand_map`], one transaction under the
+//!   claim's fence); many workers then claim the items, and the map task
+//!   is claimed again, for its join, once every item ended.
+//!
 //! - Reading a run back for reports, exports and resume planning goes
 //!   through the shared [`RunHistory`](ctx_store::RunHistory) seam
 //!   ([`PgRunView`]), so those rules are written once for both stores.
@@ -47,6 +53,7 @@ mod claims;
 mod connection;
 mod error;
 mod listener;
+mod maps;
 mod reads;
 mod rows;
 mod runs;
@@ -63,6 +70,7 @@ use ctx_store::{ExecutionStore, StoreError};
 pub use claims::{Claim, Commit};
 pub use error::{Error, Result};
 pub use listener::Listener;
+pub use maps::{Expanded, Expansion, ItemRow};
 pub use rows::{AttemptRow, DroppedRow, GcReport, RunInfo, TaskRow};
 pub use runs::{RegisterRun, Reopen};
 pub use schema::{APPLICATION, MIGRATIONS, Migration, SCHEMA_VERSION};

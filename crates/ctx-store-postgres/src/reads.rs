@@ -129,25 +129,10 @@ impl PgStore {
         .await
     }
 
-    /// The plan stored for `run_id`.
+    /// The plan stored for `run_id` ([`PgStore::plan_and_hash`] without
+    /// its hash).
     pub async fn plan(&self, run_id: &str) -> Result<Plan> {
-        let run_id = run_id.to_string();
-        let shared = Arc::clone(&self.shared);
-        self.call(async move {
-            let rows = shared
-                .query(
-                    &|| format!("reading the plan of run `{run_id}`"),
-                    "SELECT plan_json FROM ctx_runs WHERE run_id = $1",
-                    &[&run_id],
-                )
-                .await?;
-            let Some(row) = rows.first() else {
-                return Err(shared.no_run(&run_id));
-            };
-            let text: String = row.get(0);
-            serde_json::from_str(&text).map_err(|e| shared.corrupt(&run_id, "the plan".into(), e))
-        })
-        .await
+        Ok(self.plan_and_hash(run_id).await?.0)
     }
 
     /// What `run_id`'s plan was filled from (`None`: nothing to fill).
@@ -261,6 +246,19 @@ impl PgStore {
         let run_id = run_id.to_string();
         let shared = Arc::clone(&self.shared);
         self.call(async move { tasks(&shared, &run_id).await })
+            .await
+    }
+
+    /// The latest results of `ids` in `run_id` (those that have one),
+    /// by task id.
+    pub async fn results_of(
+        &self,
+        run_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<TaskExecutionResult>> {
+        let (run_id, ids) = (run_id.to_string(), ids.to_vec());
+        let shared = Arc::clone(&self.shared);
+        self.call(async move { results(&shared, &run_id, Some(ids)).await })
             .await
     }
 

@@ -145,10 +145,23 @@ ALTER TABLE ctx_runs ADD COLUMN inputs_json text;
 ALTER TABLE ctx_runs ADD COLUMN published_json text;
 "#,
     },
+    Migration {
+        version: 4,
+        sql: r#"
+-- A map task's items (issue 23). An item's edge to its map task `joins`:
+-- the map task waits for its items to *end*, whatever their status, so
+-- a failed item releases the map (its join then decides, within
+-- map.allow_failures) instead of skipping it.
+ALTER TABLE ctx_edges ADD COLUMN joins boolean NOT NULL DEFAULT false;
+-- An item's content hash (ctx_deps::map::item_hash), written when its map
+-- expands and recorded with its result, which a resume matches items by.
+ALTER TABLE ctx_tasks ADD COLUMN item_hash text;
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {

@@ -32,6 +32,11 @@
 //! reads as a latest result too (as a run directory keeps it): a resume
 //! plan names it, and reuses it if a later plan brings it back unchanged.
 //!
+//! The run's **plan** reads as written: the stored plan is the one the
+//! workers run, with the items of each expanded map appended
+//! ([`PgStore::expand_map`]); they are left out, and read as results, as
+//! in a run directory.
+//!
 //! There are no sessions in this store: every result reads as session 1.
 
 use std::collections::HashMap;
@@ -223,8 +228,12 @@ impl RunHistory for PgRunView {
         })
     }
 
+    /// The plan as written: without the items its maps' expansions
+    /// appended to the stored plan (a run directory keeps the plan as
+    /// written; the items are listed from their results, as there).
     fn plan(&self) -> std::result::Result<Plan, StoreError> {
-        self.stored_plan().map_err(store_error)
+        let stored = self.stored_plan().map_err(store_error)?;
+        Ok(ctx_model::map::without_items(&stored))
     }
 
     fn published(&self) -> std::result::Result<Vec<ctx_store::Published>, StoreError> {

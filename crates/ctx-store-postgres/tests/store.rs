@@ -569,3 +569,157 @@ fn a_listener_wakes_when_a_commit_makes_a_task_ready() {
     assert!(rt.block_on(store.release(&b)).unwrap());
     assert!(woke(Duration::from_secs(5)), "no wake-up on a release");
 }
+
+/// `p` (`src`, a map task `m` over it, its reduce `r`) with `n` items of
+/// `m` appended as ctx-deps' `plan_with_items` appends them, and their
+/// store rows.
+fn with_items(
+    p: &ctx_model::Plan,
+    n: usize,
+) -> (ctx_model::Plan, Vec<ctx_store_postgres::ItemRow>) {
+    let mut out = p.clone();
+    let mut rows = Vec::new();
+    for i in 0..n {
+        let mut item = out.sub_tasks[1].clone();
+        item.id = ctx_model::map::item_id("m", i);
+        item.map = None;
+        item.dependencies.clear();
+        out.sub_tasks[1].dependencies.push(item.id.clone());
+        rows.push(ctx_store_postgres::ItemRow {
+            task_id: item.id.clone(),
+            priority: 2,
+            hash: format!("h{i}"),
+            dependencies: Vec::new(),
+            reused: None,
+        });
+        out.sub_tasks.push(item);
+    }
+    (out, rows)
+}
+
+/// A map's expansion is registered once, under its claim's fence and
+/// only on the plan it was computed on, even when two tries race; its
+/// items are claimed like any task, and a failed item releases the map
+/// task for its join instead of skipping it.
+#[test]
+fn a_maps_items_are_registered_once_and_their_ends_release_the_map() {
+    use ctx_store_postgres::{Expanded, Expansion};
+    let Some(url) = support::fresh_db("expand") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let mut p = plan(&[("src", &[]), ("m", &["src"]), ("r", &["m"])]);
+    p.sub_tasks[1].map = Some(ctx_model::MapSpec {
+        over: "src".into(),
+        pointer: None,
+        item: "X".into(),
+        max_items: Some(5),
+        allow_failures: 1,
+        variable_value: None,
+    });
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[3, 2, 1],
+            engine: "dry-run",
+            plan_source: None,
+            inputs: None,
+        }))
+        .unwrap();
+    let src = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    rt.block_on(store.complete(&src, &done("src"))).unwrap();
+    let m = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.task_id, "m");
+    let (expanded, rows) = with_items(&p, 2);
+    let go = |claim: &ctx_store_postgres::Claim, base: &str| {
+        rt.block_on(store.expand_map(
+            claim,
+            &Expansion {
+                base_hash: base,
+                plan: &expanded,
+                items: &rows,
+            },
+        ))
+        .unwrap()
+    };
+    // Computed on another plan: nothing is written.
+    assert_eq!(go(&m, "not-the-plan"), Expanded::Stale);
+    // A claim that is not the map task's current one: fenced out.
+    let mut old = m.clone();
+    old.attempt -= 1;
+    assert_eq!(go(&old, &m.plan_hash), Expanded::Lost);
+    assert_eq!(rt.block_on(store.tasks(&run)).unwrap().len(), 3);
+    // Two tries at once on the same plan: exactly one registers.
+    let (a, b) = rt.block_on(async {
+        let e = Expansion {
+            base_hash: &m.plan_hash,
+            plan: &expanded,
+            items: &rows,
+        };
+        tokio::join!(store.expand_map(&m, &e), store.expand_map(&m, &e))
+    });
+    let mut outcomes = [a.unwrap(), b.unwrap()];
+    outcomes.sort_by_key(|o| format!("{o:?}"));
+    assert_eq!(outcomes, [Expanded::Stale, Expanded::Waiting(2)]);
+    let rows_now = rt.block_on(store.tasks(&run)).unwrap();
+    let ids: Vec<_> = rows_now.iter().map(|r| r.task_id.as_str()).collect();
+    assert_eq!(ids, ["src", "m", "r", "m[0]", "m[1]"]);
+    assert_eq!(rows_now[1].status, TaskStatus::Pending);
+    assert_eq!(
+        rt.block_on(store.item_hashes(&run)).unwrap(),
+        [
+            ("m[0]".to_string(), "h0".to_string()),
+            ("m[1]".to_string(), "h1".to_string())
+        ]
+    );
+    let (stored_plan, hash) = rt.block_on(store.plan_and_hash(&run)).unwrap();
+    assert_eq!(stored_plan, expanded);
+    assert_ne!(hash, m.plan_hash);
+    // The items are claimed (the map task waits); a failed one releases
+    // the map task without skipping it or the reduce.
+    let i0 = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    let i1 = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(i0.plan_hash, hash);
+    assert_eq!(
+        rt.block_on(store.claim(Some(&run), "w", LEASE)).unwrap(),
+        None
+    );
+    let mut broke = TaskExecutionResult::new(&i0.task_id, TaskStatus::Failed);
+    broke.error = Some("broke".into());
+    rt.block_on(store.complete(&i0, &broke)).unwrap();
+    assert_eq!(
+        rt.block_on(store.claim(Some(&run), "w", LEASE)).unwrap(),
+        None
+    );
+    rt.block_on(store.complete(&i1, &done(&i1.task_id)))
+        .unwrap();
+    let join = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!((join.task_id.as_str(), join.attempt), ("m", 2));
+    let st: Vec<_> = rt
+        .block_on(store.tasks(&run))
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.task_id, r.status))
+        .collect();
+    assert!(st.contains(&("r".into(), TaskStatus::Pending)), "{st:?}");
+    // The run reads back as written: the items are results, not tasks
+    // of the plan.
+    use ctx_store::RunHistory;
+    assert_eq!(store.view(&run).unwrap().plan().unwrap(), p);
+}

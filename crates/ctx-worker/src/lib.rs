@@ -13,6 +13,11 @@
 //! flight are stopped and their claims released, so another worker takes
 //! them at once instead of after the lease.
 //!
+//! A claimed map task calls no engine: the worker expands it with
+//! ctx-deps' `map` functions and registers its items as tasks of the run
+//! under the claim, or, once every item ended, joins them (the
+//! `map_turn` module; docs/scaling.md, "Maps on the shared store").
+//!
 //! [`shared`] registers or resumes a run in the shared store by the rules
 //! a local run follows, and reads a run's report back from it.
 //!
@@ -55,6 +60,7 @@ use ctx_run::run_costs::RunPricing;
 use ctx_store_postgres::{ClaimStore, Commit, PgStore};
 use tracing::Instrument;
 
+mod map_turn;
 pub mod runs;
 mod session;
 pub mod shared;
@@ -125,6 +131,14 @@ pub enum WorkerEvent<'a> {
         /// The claim.
         claim: &'a Claim,
     },
+    /// A map task's items were registered as tasks of its run, and the
+    /// map task given back until they end (its next claim joins them).
+    Expanded {
+        /// The claim on the map task.
+        claim: &'a Claim,
+        /// How many items wait to run.
+        items: usize,
+    },
 }
 
 /// One worker: its store connection, engine and limits.
@@ -186,10 +200,19 @@ enum TaskEnd {
     ),
     /// The lease was lost while the engine ran: the task was stopped.
     Lost,
+    /// A map task's items were registered; the map task waits for them.
+    Expanded(usize),
 }
 
+/// The task runner of one run's stored plan, and that plan's hash (a
+/// map's expansion changes the plan: a claim made under another hash
+/// loads it again).
+type Runners = HashMap<String, (String, Arc<TaskRunner>)>;
+
 impl Worker {
-    /// The runner of `run_id`'s stored plan, loaded once per worker.
+    /// The runner of the claimed task's run's stored plan, loaded once
+    /// per worker and plan (a map's expansion changes the plan, and the
+    /// claim says under which plan it was made), with the plan's hash.
     /// `Ok(Err(message))`: a plan no worker can run (it does not read
     /// back, or its graph is invalid), which fails the task; `Ok(Ok(None))`:
     /// the run was removed under the claim (`ctx runs gc --force`), which
@@ -197,13 +220,16 @@ impl Worker {
     /// worker's: a task must not fail because a read did.
     async fn runner_of(
         &self,
-        runners: &mut HashMap<String, Arc<TaskRunner>>,
-        run_id: &str,
-    ) -> Result<Result<Option<Arc<TaskRunner>>, String>, PgError> {
-        if let Some(r) = runners.get(run_id) {
-            return Ok(Ok(Some(Arc::clone(r))));
+        runners: &mut Runners,
+        claim: &Claim,
+    ) -> Result<Result<Option<(String, Arc<TaskRunner>)>, String>, PgError> {
+        let run_id = claim.run_id.as_str();
+        if let Some((hash, r)) = runners.get(run_id)
+            && *hash == claim.plan_hash
+        {
+            return Ok(Ok(Some((hash.clone(), Arc::clone(r)))));
         }
-        let plan: Plan = match self.store.plan(run_id).await {
+        let (plan, hash): (Plan, String) = match self.store.plan_and_hash(run_id).await {
             Ok(p) => p,
             Err(e @ PgError::Corrupt { .. }) => return Ok(Err(e.to_string())),
             Err(PgError::NoRun { .. }) => return Ok(Ok(None)),
@@ -216,12 +242,22 @@ impl Worker {
             },
             Err(e) => return Ok(Err(format!("run `{run_id}`: the stored plan's costs: {e}"))),
         };
+        // The items' content hashes, recorded with their results.
+        let hashes = if plan.sub_tasks.iter().any(|t| t.map.is_some()) {
+            match self.store.item_hashes(run_id).await {
+                Ok(h) => h,
+                Err(PgError::NoRun { .. }) => return Ok(Ok(None)),
+                Err(e) => return Err(e),
+            }
+        } else {
+            Vec::new()
+        };
         let runner = match TaskRunner::new(plan, Arc::clone(&self.engine), &options) {
-            Ok(r) => Arc::new(r),
+            Ok(r) => Arc::new(r.with_item_hashes(hashes)),
             Err(e) => return Ok(Err(format!("run `{run_id}`: the stored plan: {e}"))),
         };
-        runners.insert(run_id.to_string(), Arc::clone(&runner));
-        Ok(Ok(Some(runner)))
+        runners.insert(run_id.to_string(), (hash.clone(), Arc::clone(&runner)));
+        Ok(Ok(Some((hash, runner))))
     }
 
     /// Claims and runs tasks until `until_idle` finds no open run or
@@ -234,7 +270,8 @@ impl Worker {
         F: std::future::Future<Output = S>,
         E: FnMut(WorkerEvent<'_>),
     {
-        let mut runners: HashMap<String, Arc<TaskRunner>> = HashMap::new();
+        let mut runners: Runners = HashMap::new();
+        let label = self.engine.label();
         let mut running: tokio::task::JoinSet<(Claim, TaskEnd)> = tokio::task::JoinSet::new();
         let mut held: HashMap<tokio::task::Id, Claim> = HashMap::new();
         let mut worked = Worked {
@@ -258,7 +295,7 @@ impl Worker {
                     .await?;
                 let Some(claim) = claim else { break };
                 claimed_any = true;
-                let runner = match self.runner_of(&mut runners, &claim.run_id).await? {
+                let (plan_hash, runner) = match self.runner_of(&mut runners, &claim).await? {
                     Ok(Some(r)) => r,
                     Ok(None) => continue,
                     Err(message) => {
@@ -279,6 +316,7 @@ impl Worker {
                 let store = self.store.clone();
                 let lease = self.lease;
                 let c = claim.clone();
+                let label = label.clone();
                 let handle = running.spawn(async move {
                     let cs = Arc::new(ClaimStore::new(store.clone(), c.clone()));
                     let beat = async {
@@ -293,15 +331,30 @@ impl Worker {
                             }
                         }
                     };
-                    let end = tokio::select! {
-                        biased;
-                        r = runner
-                            .run_task(&c.task_id, cs.clone())
-                            .instrument(ctx_deps::spans::claim_span(&c.run_id, &c.task_id, &c.worker))
-                            => TaskEnd::Done(Box::new(r), cs.outcome()),
-                        () = beat => TaskEnd::Lost,
+                    let span = ctx_deps::spans::claim_span(&c.run_id, &c.task_id, &c.worker);
+                    let is_map = runner
+                        .graph()
+                        .index_of(&c.task_id)
+                        .is_some_and(|i| runner.plan().sub_tasks[i].map.is_some());
+                    let end = if is_map {
+                        // A map task calls no engine: it expands or joins.
+                        tokio::select! {
+                            biased;
+                            r = map_turn::map_turn(&store, &runner, &plan_hash, &c, &label)
+                                .instrument(span) => map_end(r),
+                            () = beat => TaskEnd::Lost,
+                        }
+                    } else {
+                        tokio::select! {
+                            biased;
+                            r = runner.run_task(&c.task_id, cs.clone()).instrument(span)
+                                => TaskEnd::Done(Box::new(r), cs.outcome()),
+                            () = beat => TaskEnd::Lost,
+                        }
                     };
-                    if let TaskEnd::Lost = end {
+                    // A map task's turn wrote nothing once its claim was
+                    // lost: there is no engine call to record.
+                    if matches!(end, TaskEnd::Lost) && !is_map {
                         // The engine call was stopped (dropped). What it
                         // was doing is recorded as this attempt's result,
                         // which the fence refuses: a late commit, counted
@@ -366,6 +419,20 @@ impl Worker {
     }
 }
 
+/// What a map task's turn counts as: its commit like a task's, its
+/// expansion as such, a lost claim as a lost lease, and a store error as
+/// the task body's.
+fn map_end(r: Result<map_turn::MapEnd, PgError>) -> TaskEnd {
+    match r {
+        Ok(map_turn::MapEnd::Expanded(n)) => TaskEnd::Expanded(n),
+        Ok(map_turn::MapEnd::Done(result, commit)) => {
+            TaskEnd::Done(Box::new(Ok(*result)), Some(commit))
+        }
+        Ok(map_turn::MapEnd::Lost) => TaskEnd::Lost,
+        Err(e) => TaskEnd::Done(Box::new(Err(ctx_deps::StoreError::from(e))), None),
+    }
+}
+
 /// A failed result of `task_id`, saying why.
 fn failed(task_id: &str, error: String) -> TaskExecutionResult {
     let mut r = TaskExecutionResult::new(task_id, TaskStatus::Failed);
@@ -409,6 +476,13 @@ fn settle<S>(
     let end = match end {
         TaskEnd::Done(r, c) => Some((*r, c)),
         TaskEnd::Lost => None,
+        TaskEnd::Expanded(items) => {
+            on_event(WorkerEvent::Expanded {
+                claim: &claim,
+                items,
+            });
+            return;
+        }
     };
     match end {
         Some((Ok(result), Some(Commit::Committed))) => {
@@ -444,6 +518,7 @@ mod tests {
             task_id: task.into(),
             attempt: 2,
             worker: "box-1".into(),
+            plan_hash: "h".into(),
         }
     }
 
@@ -466,6 +541,9 @@ mod tests {
             }
             WorkerEvent::Panicked { claim } => format!("panicked {}", claim.task_id),
             WorkerEvent::Released { claim } => format!("released {}", claim.task_id),
+            WorkerEvent::Expanded { claim, items } => {
+                format!("expanded {} into {items}", claim.task_id)
+            }
         }
     }
 

@@ -94,9 +94,11 @@ pub async fn gc(url: &str, keep: usize, force: bool) -> Result<GcReport, SharedE
 pub async fn stored_plan(url: &str, run_id: &str) -> Result<ctx_run::StoredPlan, SharedError> {
     let store = open_off_runtime(url).await?;
     let inputs = store.inputs(run_id).await?;
+    // The stored plan has the items of its expanded maps appended; a
+    // resume starts from the plan as written.
     let plan = match &inputs {
         Some(i) => i.plan.clone(),
-        None => store.plan(run_id).await?,
+        None => ctx_model::map::without_items(&store.plan(run_id).await?),
     };
     let source = store
         .runs(Some(run_id))

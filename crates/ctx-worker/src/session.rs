@@ -126,11 +126,10 @@ impl SharedSession {
         settings: SharedSettings,
     ) -> Result<SharedSession, SharedError> {
         ctx_run::refuse_unjudgeable(&plan, engine.as_ref())?;
-        if let Some(t) = plan.sub_tasks.iter().find(|t| t.map.is_some()) {
-            return Err(SharedError::MapNotShared {
-                task_id: t.id.clone(),
-            });
-        }
+        // A map's items are appended to the stored plan as it expands; a
+        // run starts (or resumes) from the plan as written, and its maps
+        // expand again.
+        let plan = ctx_model::map::without_items(&plan);
         if let Some(dir) = &settings.out {
             ctx_run::out_dir::prepare(dir).map_err(ctx_run::RunError::Out)?;
         }

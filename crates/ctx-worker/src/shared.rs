@@ -7,8 +7,9 @@
 use std::time::Duration;
 
 use ctx_deps::{CostSummary, GraphError, PlanGraph, RunHistory, RunReport};
+use ctx_model::map::parse_item_id;
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
-use ctx_store::ResumePlan;
+use ctx_store::{RerunReason, ResumePlan};
 use ctx_store_postgres::{Error as PgError, PgStore, RegisterRun, Reopen, TaskRow};
 
 /// Why a shared run could not be started.
@@ -34,16 +35,6 @@ pub enum SharedError {
     /// This machine's input-hash cache could not be opened.
     #[error(transparent)]
     Cache(#[from] ctx_store_sqlite::Error),
-    /// A plan with a `map:` task: its items exist only once its source is
-    /// known, and the shared store does not expand maps yet
-    /// (docs/execution.md, "Map tasks").
-    #[error(
-        "task `{task_id}` maps over a list: a shared store does not run map tasks yet; run it with a local store"
-    )]
-    MapNotShared {
-        /// The first map task of the plan.
-        task_id: String,
-    },
 }
 
 /// A run that was registered, or resumed.
@@ -98,6 +89,7 @@ pub async fn start(
         })
         .await??
     };
+    let decided = maps_expand_again(plan, decided);
     let rerun: Vec<String> = decided.rerun_ids().into_iter().collect();
     store
         .reopen_run(
@@ -118,6 +110,42 @@ pub async fn start(
     })
 }
 
+/// `decided` with every map task of `plan`, and every task below one,
+/// running again: a map expands again on every run (its list may have
+/// changed; its items are matched by content hash when it expands, and
+/// only the new or changed ones run), so what depends on it cannot be
+/// taken as stored before then. A map task whose own result would be
+/// reused (a list that was empty) is said to have a changed prompt: its
+/// list is read again.
+fn maps_expand_again(plan: &Plan, mut decided: ResumePlan) -> ResumePlan {
+    let Ok(graph) = PlanGraph::new(plan) else {
+        return decided;
+    };
+    let mut below: std::collections::HashMap<usize, Option<usize>> =
+        std::collections::HashMap::new();
+    for (i, t) in plan.sub_tasks.iter().enumerate() {
+        if t.map.is_some() {
+            below.insert(i, None);
+            for d in graph.transitive_dependents(i) {
+                below.entry(d).or_insert(Some(i));
+            }
+        }
+    }
+    let (kept, moved): (Vec<String>, Vec<String>) = decided
+        .reuse
+        .into_iter()
+        .partition(|id| graph.index_of(id).is_none_or(|i| !below.contains_key(&i)));
+    decided.reuse = kept;
+    for id in moved {
+        let reason = match graph.index_of(&id).and_then(|i| below[&i]) {
+            Some(m) => RerunReason::Upstream(graph.id(m).to_string()),
+            None => RerunReason::PromptChanged,
+        };
+        decided.rerun.push((id, reason));
+    }
+    decided
+}
+
 /// Each task's claim priority, in plan order: claims take the longest
 /// remaining path first, as the local executor orders its ready queue.
 fn claim_priorities(plan: &Plan) -> Result<Vec<u64>, GraphError> {
@@ -130,16 +158,25 @@ fn claim_priorities(plan: &Plan) -> Result<Vec<u64>, GraphError> {
 /// left out), every task's latest result (pending ones as such), and the
 /// known costs of the tasks that ran (a budget spans one process, so
 /// there is none).
-pub fn report(rows: &[TaskRow], reused: Vec<String>, interrupted: bool) -> RunReport {
+pub fn report(rows: &[TaskRow], mut reused: Vec<String>, interrupted: bool) -> RunReport {
+    let rows = &items_after_their_map(rows);
+    // An item a resumed map took as stored was never claimed.
+    reused.extend(
+        rows.iter()
+            .filter(|r| r.claim_seq.is_none() && r.status == TaskStatus::Completed)
+            .filter(|r| parse_item_id(&r.task_id).is_some())
+            .map(|r| r.task_id.clone()),
+    );
     let mut started: Vec<(i64, &str)> = rows
         .iter()
         .filter_map(|r| Some((r.claim_seq?, r.task_id.as_str())))
         .collect();
     started.sort_unstable();
+    let not_run: std::collections::HashSet<&str> = reused.iter().map(String::as_str).collect();
     RunReport {
         order: started
             .iter()
-            .filter(|(_, id)| !reused.iter().any(|r| r == id))
+            .filter(|(_, id)| !not_run.contains(id))
             .map(|(_, id)| id.to_string())
             .collect(),
         results: rows
@@ -154,12 +191,37 @@ pub fn report(rows: &[TaskRow], reused: Vec<String>, interrupted: bool) -> RunRe
         reused,
         interrupted,
         makespan: Duration::ZERO,
-        cost: Some(cost(rows)),
+        cost: Some(cost(rows.iter().copied())),
     }
 }
 
+/// `rows` (in stored order: items after every task of the plan as
+/// written, in the order their maps expanded) with each map's items right
+/// after their map task, in item order, as a local run lists them.
+fn items_after_their_map(rows: &[TaskRow]) -> Vec<&TaskRow> {
+    let ids: std::collections::HashSet<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
+    let mut items: std::collections::HashMap<&str, Vec<(usize, &TaskRow)>> =
+        std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        match parse_item_id(&r.task_id) {
+            Some((m, k)) if ids.contains(m) => items.entry(m).or_default().push((k, r)),
+            _ => out.push(r),
+        }
+    }
+    let mut all = Vec::with_capacity(rows.len());
+    for r in out {
+        all.push(r);
+        if let Some(mut mine) = items.remove(r.task_id.as_str()) {
+            mine.sort_unstable_by_key(|(k, _)| *k);
+            all.extend(mine.into_iter().map(|(_, r)| r));
+        }
+    }
+    all
+}
+
 /// What the tasks that ran have cost, as a local run sums it.
-fn cost(rows: &[TaskRow]) -> CostSummary {
+fn cost<'a>(rows: impl Iterator<Item = &'a TaskRow>) -> CostSummary {
     let mut summary = CostSummary {
         spent: ctx_cost::Usd::ZERO,
         earlier: ctx_cost::Usd::ZERO,
@@ -167,7 +229,7 @@ fn cost(rows: &[TaskRow]) -> CostSummary {
         needed: ctx_cost::Usd::ZERO,
         unknown: 0,
     };
-    for row in rows.iter().filter(|r| r.claim_seq.is_some()) {
+    for row in rows.filter(|r| r.claim_seq.is_some()) {
         match &row.result {
             Some(result) => summary.add_executed(result),
             None => summary.unknown += 1,
@@ -257,7 +319,7 @@ mod tests {
             running,
             row("p", TaskStatus::Pending, None, None),
         ];
-        let c = cost(&rows);
+        let c = cost(rows.iter());
         assert_eq!(c.spent, ctx_cost::Usd::parse("0.1").unwrap());
         assert_eq!(c.unknown, 1);
         assert_eq!(c.budget, None);

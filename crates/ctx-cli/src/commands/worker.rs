@@ -228,6 +228,9 @@ pub(crate) fn log_event(verbose: bool, event: &WorkerEvent<'_>) {
             "released task `{}` of run {} (attempt {})",
             claim.task_id, claim.run_id, claim.attempt
         ),
+        WorkerEvent::Expanded { claim, items } => {
+            format!("{}: expanded, {items} item(s) to run", what(claim))
+        }
     };
     // Task ids and store errors are someone else's text.
     eprintln!("worker {worker}: {}", ctx_table::printable_lines(&line));
@@ -241,7 +244,8 @@ fn claim_of<'a>(event: &WorkerEvent<'a>) -> &'a ctx_worker::Claim {
         | WorkerEvent::EndedWithoutResult { claim }
         | WorkerEvent::StoreFailed { claim, .. }
         | WorkerEvent::Panicked { claim }
-        | WorkerEvent::Released { claim } => claim,
+        | WorkerEvent::Released { claim }
+        | WorkerEvent::Expanded { claim, .. } => claim,
     }
 }
 
