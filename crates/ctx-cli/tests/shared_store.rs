@@ -154,8 +154,12 @@ fn a_sigkilled_workers_task_is_run_again_once_by_another_and_nothing_else_twice(
                 &url,
                 "--concurrency",
                 "2",
+                // Short, so B takes `slow` soon after the kill, but not so
+                // short that a loaded machine lapses a live claim: with 1 s,
+                // a claim that waited a second for a core before its first
+                // renewal was lost and counted as a second reclaim.
                 "--lease",
-                "1",
+                "4",
             ])
             .args(engine(&log, 30.0)),
         &tmp.path().join("a.err"),
