@@ -6,9 +6,9 @@
 //! crates.
 //!
 //! It is the root of ctx-cli's library target: the binary (src/bin/ctx.rs)
-//! calls [`main`], and [`command`] and [`exit_codes`] hand the clap
-//! definition and the exit codes to `cargo xtask man`. Nothing else is
-//! public.
+//! calls [`main`]. Nothing else is public: `cargo xtask man` gets the man
+//! pages from the binary itself (the hidden `ctx man --out DIR`,
+//! src/commands/man.rs), so xtask never links this crate.
 
 mod commands;
 mod engines;
@@ -69,6 +69,10 @@ enum Command {
     /// Inspect, export and prune stored runs.
     #[command(subcommand)]
     Runs(commands::runs::RunsCommand),
+    /// Write the man pages of `ctx` and of every subcommand to a directory
+    /// (`cargo xtask man`).
+    #[command(hide = true)]
+    Man(commands::man::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -83,9 +87,9 @@ enum PlanCommand {
     Cost(Box<commands::plan_cost::Args>),
 }
 
-/// The clap definition of `ctx`, every subcommand and flag, for
-/// generating man pages (`cargo xtask man`).
-pub fn command() -> clap::Command {
+/// The clap definition of `ctx`, every subcommand and flag: completion
+/// scripts and man pages are generated from it.
+fn command() -> clap::Command {
     Cli::command()
 }
 
@@ -108,6 +112,7 @@ pub fn main() -> ExitCode {
         Command::Engines(a) => commands::engines::run(a),
         Command::Completions(a) => commands::completions::run(a, command()),
         Command::Runs(c) => commands::runs::run(c),
+        Command::Man(a) => commands::man::run(a, command()),
     };
     match result {
         Ok(code) => code.into(),
@@ -133,8 +138,8 @@ fn traced(
 }
 
 /// Every exit code `ctx` uses, with its meaning in one line, in
-/// ascending order: the man pages' EXIT STATUS section (`cargo xtask
-/// man`), checked against the README's table by `cargo xtask arch`.
-pub fn exit_codes() -> Vec<(u8, &'static str)> {
+/// ascending order: the man pages' EXIT STATUS section (`ctx man`),
+/// checked against the README's table by a test of src/commands/man.rs.
+fn exit_codes() -> Vec<(u8, &'static str)> {
     Exit::ALL.iter().map(|e| (*e as u8, e.summary())).collect()
 }
