@@ -411,3 +411,43 @@ fn test(args: &[String]) -> Result<(), String> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cargo xtask starts does not see the variables cargo set for
+    /// xtask's own process (here the test's: cargo sets the same ones for
+    /// a test binary), which made ring's build script rerun on every
+    /// switch between `cargo xtask` and `cargo build` (issue 26), and keeps
+    /// the settings a user gives cargo (`CARGO_TARGET_DIR`, `CARGO_HOME`,
+    /// `CARGO_BUILD_JOBS`).
+    #[test]
+    fn cargo_runs_without_the_variables_of_xtasks_own_run() {
+        assert!(
+            std::env::var_os("CARGO_PKG_NAME").is_some(),
+            "cargo test sets CARGO_PKG_NAME for the test process"
+        );
+        let command = cargo_command();
+        let removed: Vec<String> = command
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .filter_map(|(name, _)| name.to_str().map(String::from))
+            .collect();
+        for name in ["CARGO_PKG_NAME", "CARGO_PKG_VERSION", "CARGO_MANIFEST_DIR"] {
+            assert!(
+                removed.iter().any(|r| r == name),
+                "{name} kept: {removed:?}"
+            );
+        }
+        for name in [
+            "CARGO",
+            "CARGO_TARGET_DIR",
+            "CARGO_HOME",
+            "CARGO_BUILD_JOBS",
+            "CARGO_ENCODED_RUSTFLAGS",
+        ] {
+            assert!(!is_run_only_var(name), "{name} would be removed");
+        }
+    }
+}
