@@ -7,7 +7,7 @@
 //!
 //! It is the root of ctx-cli's library target: the binary (src/bin/ctx.rs)
 //! calls [`main`]. Nothing else is public: `cargo xtask man` gets the man
-//! pages from the binary itself (the hidden `ctx man --out DIR`,
+//! pages from the binary itself (`ctx man --out DIR`, not in `--help`:
 //! src/commands/man.rs), so xtask never links this crate.
 
 mod commands;
@@ -69,10 +69,6 @@ enum Command {
     /// Inspect, export and prune stored runs.
     #[command(subcommand)]
     Runs(commands::runs::RunsCommand),
-    /// Write the man pages of `ctx` and of every subcommand to a directory
-    /// (`cargo xtask man`).
-    #[command(hide = true)]
-    Man(commands::man::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -96,6 +92,15 @@ fn command() -> clap::Command {
 /// Parses the process's arguments, runs the command and returns its exit
 /// code.
 pub fn main() -> ExitCode {
+    // `ctx man --out DIR` (`cargo xtask man`) is not in `Cli`: clap_complete
+    // offers even hidden subcommands (zsh), and the pages are for
+    // packagers, not a command of the tour.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == commands::man::NAME)
+    {
+        return finish(commands::man::run(command()));
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => traced(&a.otlp.clone(), || commands::run::run(*a)),
@@ -112,8 +117,12 @@ pub fn main() -> ExitCode {
         Command::Engines(a) => commands::engines::run(a),
         Command::Completions(a) => commands::completions::run(a, command()),
         Command::Runs(c) => commands::runs::run(c),
-        Command::Man(a) => commands::man::run(a, command()),
     };
+    finish(result)
+}
+
+/// The exit code of `result`, its error printed on stderr first.
+fn finish(result: exit::CliResult) -> ExitCode {
     match result {
         Ok(code) => code.into(),
         Err(e) => {

@@ -1,4 +1,4 @@
-//! `ctx man --out DIR` (hidden): man pages for `ctx`, rendered from the
+//! `ctx man --out DIR` (not in `--help` nor in completion scripts): man pages for `ctx`, rendered from the
 //! clap definition that parses the command line by clap_mangen.
 //!
 //! One page for `ctx` itself (`ctx.1`) and one per visible subcommand,
@@ -13,24 +13,35 @@
 //! compiled ctx-cli's whole dependency tree a second time, with features
 //! unified with xtask's own dependencies (issue 26, docs/performance.md,
 //! "The first hour"). Now xtask builds the same `ctx` the README's main
-//! job builds and asks it for the pages. Hidden: the pages are for
-//! packagers and `cargo xtask man`, not a command of the tour.
+//! job builds and asks it for the pages. It is not a subcommand of the
+//! `Cli` parser but dispatched before it (src/lib.rs `main`) with a parser
+//! of its own: the pages are for packagers and `cargo xtask man`, not a
+//! command of the tour, and clap_complete's zsh script would offer even a
+//! hidden subcommand.
 
 use std::path::{Path, PathBuf};
 
 use crate::exit::{CliError, CliResult, Exit};
 
-/// Arguments of `ctx man`.
-#[derive(Debug, clap::Args)]
+/// The first argument that selects this command.
+pub const NAME: &str = "man";
+
+/// `ctx man --out DIR`: write the man pages of `ctx` and of every
+/// subcommand to a directory.
+#[derive(Debug, clap::Parser)]
+#[command(name = "ctx man")]
 pub struct Args {
     /// The directory to write the pages to (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 }
 
-/// Writes the pages of `command` (the whole `ctx` definition, passed in by
-/// main) under `args.out` and prints how many, and where, on stderr.
-pub fn run(args: Args, command: clap::Command) -> CliResult {
+/// Parses the process's arguments after `ctx man` (a usage error exits 2,
+/// as clap's always do) and writes the pages of `command` (the whole `ctx`
+/// definition, passed in by main) under `--out`, saying how many, and
+/// where, on stderr.
+pub fn run(command: clap::Command) -> CliResult {
+    let args = <Args as clap::Parser>::parse_from(std::env::args_os().skip(1));
     let pages = write_pages(command, &args.out)
         .map_err(|e| CliError::with(Exit::OutWrite, format!("{}: {e}", args.out.display())))?;
     eprintln!("{} man page(s) in {}", pages.len(), args.out.display());
@@ -87,6 +98,22 @@ fn exit_status_section() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `man` is offered by no completion script: zsh's lists even hidden
+    /// subcommands, which is why it is not one (see the module comment).
+    #[test]
+    fn no_completion_script_offers_man() {
+        for shell in [clap_complete::Shell::Zsh, clap_complete::Shell::Bash] {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut crate::command(), "ctx", &mut script);
+            let script = String::from_utf8(script).expect("UTF-8");
+            assert!(script.contains("completions"), "{shell}: no subcommands");
+            assert!(
+                !script.contains("'man:") && !script.contains(" man "),
+                "{shell} offers `man`"
+            );
+        }
+    }
 
     #[test]
     fn one_page_per_subcommand_naming_them() {
