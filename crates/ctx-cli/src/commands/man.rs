@@ -26,8 +26,7 @@ use crate::exit::{CliError, CliResult, Exit};
 /// The first argument that selects this command.
 pub const NAME: &str = "man";
 
-/// `ctx man --out DIR`: write the man pages of `ctx` and of every
-/// subcommand to a directory.
+/// Write the man pages of ctx and of every subcommand to a directory.
 #[derive(Debug, clap::Parser)]
 #[command(name = "ctx man")]
 pub struct Args {
@@ -41,7 +40,9 @@ pub struct Args {
 /// definition, passed in by main) under `--out`, saying how many, and
 /// where, on stderr.
 pub fn run(command: clap::Command) -> CliResult {
-    let args = <Args as clap::Parser>::parse_from(std::env::args_os().skip(1));
+    // The program name clap shows in usage: `ctx man`, not `man`.
+    let argv = std::iter::once("ctx man".into()).chain(std::env::args_os().skip(2));
+    let args = <Args as clap::Parser>::parse_from(argv);
     let pages = write_pages(command, &args.out)
         .map_err(|e| CliError::with(Exit::OutWrite, format!("{}: {e}", args.out.display())))?;
     eprintln!("{} man page(s) in {}", pages.len(), args.out.display());
