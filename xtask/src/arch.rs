@@ -85,6 +85,21 @@ pub const LIBRARIES: &[&str] = &[
 /// The rules that hold today (docs/architecture.md, under "Dependency
 /// direction").
 pub const RULES: &[Rule] = &[
+    // xtask linked ctx-cli for `cargo xtask man` until issue 26: every
+    // `cargo xtask` then compiled ctx-cli's whole dependency tree a second
+    // time, its features unified with xtask's own dependencies (clap with
+    // `env`, serde_json with `unbounded_depth`), beside the one `cargo
+    // build -p ctx-cli` compiles. xtask drives the built `ctx` instead.
+    Rule {
+        why: "xtask links no ctx crate: it drives the `ctx` binary (docs/performance.md, \"The first hour\")",
+        from: &["xtask"],
+        never: &["ctx-cli"],
+    },
+    Rule {
+        why: "xtask links no ctx library either, for the same reason",
+        from: &["xtask"],
+        never: LIBRARIES,
+    },
     Rule {
         why: "library crates never depend on ctx-cli",
         from: LIBRARIES,

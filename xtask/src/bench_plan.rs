@@ -9,8 +9,6 @@
 //! concurrencies, prompt-assembly throughput, peak memory. The figures are
 //! recorded in docs/performance.md.
 
-use std::process::Command;
-
 /// Runs the benchmark with `args` (`--tasks N`, `--seed S`).
 pub fn run(args: &[String]) -> Result<(), String> {
     for pair in args.chunks(2) {
@@ -25,7 +23,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    let status = Command::new(super::cargo())
+    let status = super::cargo_command()
         .args([
             "bench",
             "--package",

@@ -49,7 +49,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         return Err("usage: cargo xtask examples".into());
     }
     let root = crate::root();
-    let mut build = Command::new(crate::cargo());
+    let mut build = crate::cargo_command();
     build.args(["build", "-p", "ctx-cli", "--bin", "ctx"]);
     for pair in PAIRS {
         build.args(["-p", pair.package, "--example", pair.example]);

@@ -162,14 +162,48 @@ fn fixtures(args: &[String]) -> Result<(), String> {
     }
 }
 
-/// The cargo that runs xtask (`CARGO`), else the one on PATH.
-fn cargo() -> String {
-    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+/// A command running the cargo that runs xtask (`CARGO`, else the one on
+/// PATH), without the variables `cargo run` set for xtask itself
+/// ([`RUN_ONLY_VARS`]).
+///
+/// Why: build scripts declare `cargo:rerun-if-env-changed` on some of
+/// them, and cargo compares those with its *own* environment. ring's
+/// build script (via the cc crate) declares `CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_NAME` and `CARGO_PKG_VERSION_*`: a plain `cargo build`
+/// records them unset, a cargo started by `cargo xtask` saw
+/// `CARGO_PKG_NAME=xtask`, so each reran ring's build script and rebuilt
+/// ring, rustls, reqwest and every ctx crate above them, in turn, for
+/// ever (issue 26; docs/performance.md, "The first hour").
+pub(crate) fn cargo_command() -> Command {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(is_run_only_var) {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+/// The variables cargo sets for the program `cargo run` starts (here
+/// xtask), besides `CARGO` and the library search path: they describe
+/// xtask's package, and no cargo started from xtask must see them.
+const RUN_ONLY_VARS: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+];
+
+/// Whether `name` is one of [`RUN_ONLY_VARS`] or a `CARGO_PKG_*`.
+fn is_run_only_var(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_") || RUN_ONLY_VARS.contains(&name)
 }
 
 /// Runs `cargo ARGS` in `root` to the end; an error names the command.
 fn run_cargo(root: &Path, args: &[&str]) -> Result<(), String> {
-    let status = Command::new(cargo())
+    let status = cargo_command()
         .args(args)
         .current_dir(root)
         .status()
@@ -275,7 +309,7 @@ fn stop_postgres(root: &Path) {
 }
 
 fn has_nextest() -> bool {
-    Command::new(cargo())
+    cargo_command()
         .args(["nextest", "--version"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -301,7 +335,7 @@ fn test(args: &[String]) -> Result<(), String> {
         }
     };
     let tests = if has_nextest() {
-        let mut cmd = Command::new(cargo());
+        let mut cmd = cargo_command();
         cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"])
             .current_dir(&root);
         with_pg(&mut cmd);
@@ -310,7 +344,7 @@ fn test(args: &[String]) -> Result<(), String> {
             &mut cmd,
         )
     } else {
-        let mut cmd = Command::new(cargo());
+        let mut cmd = cargo_command();
         cmd.args(["test", "--workspace", "--no-fail-fast"])
             .current_dir(&root);
         with_pg(&mut cmd);
@@ -325,7 +359,7 @@ fn test(args: &[String]) -> Result<(), String> {
     tests?;
     run_step(
         "doctests",
-        Command::new(cargo())
+        cargo_command()
             .args(["test", "--workspace", "--doc"])
             .current_dir(&root),
     )?;
@@ -351,4 +385,44 @@ fn test(args: &[String]) -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cargo xtask starts does not see the variables cargo set for
+    /// xtask's own process (here the test's: cargo sets the same ones for
+    /// a test binary), which made ring's build script rerun on every
+    /// switch between `cargo xtask` and `cargo build` (issue 26), and keeps
+    /// the settings a user gives cargo (`CARGO_TARGET_DIR`, `CARGO_HOME`,
+    /// `CARGO_BUILD_JOBS`).
+    #[test]
+    fn cargo_runs_without_the_variables_of_xtasks_own_run() {
+        assert!(
+            std::env::var_os("CARGO_PKG_NAME").is_some(),
+            "cargo test sets CARGO_PKG_NAME for the test process"
+        );
+        let command = cargo_command();
+        let removed: Vec<String> = command
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .filter_map(|(name, _)| name.to_str().map(String::from))
+            .collect();
+        for name in ["CARGO_PKG_NAME", "CARGO_PKG_VERSION", "CARGO_MANIFEST_DIR"] {
+            assert!(
+                removed.iter().any(|r| r == name),
+                "{name} kept: {removed:?}"
+            );
+        }
+        for name in [
+            "CARGO",
+            "CARGO_TARGET_DIR",
+            "CARGO_HOME",
+            "CARGO_BUILD_JOBS",
+            "CARGO_ENCODED_RUSTFLAGS",
+        ] {
+            assert!(!is_run_only_var(name), "{name} would be removed");
+        }
+    }
 }

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use super::{USAGE, cargo, root, run_step};
+use super::{USAGE, cargo_command, root, run_step};
 
 /// The files whose every mutant must be caught (or excluded with a
 /// reason), by package.
@@ -60,7 +60,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let root = root();
-    let installed = Command::new(cargo())
+    let installed = cargo_command()
         .args(["mutants", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
@@ -113,7 +113,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 .map(|s| s.to_string()),
         );
         full.push(out.display().to_string());
-        let mut cmd = Command::new(cargo());
+        let mut cmd = cargo_command();
         cmd.args(&full).current_dir(&root);
         // cargo-mutants exits non-zero when a mutant is missed; the
         // summary below says which, so carry on with the other packages.

@@ -6,9 +6,9 @@
 //! crates.
 //!
 //! It is the root of ctx-cli's library target: the binary (src/bin/ctx.rs)
-//! calls [`main`], and [`command`] and [`exit_codes`] hand the clap
-//! definition and the exit codes to `cargo xtask man`. Nothing else is
-//! public.
+//! calls [`main`]. Nothing else is public: `cargo xtask man` gets the man
+//! pages from the binary itself (`ctx man --out DIR`, not in `--help`:
+//! src/commands/man.rs), so xtask never links this crate.
 
 mod commands;
 mod engines;
@@ -83,15 +83,24 @@ enum PlanCommand {
     Cost(Box<commands::plan_cost::Args>),
 }
 
-/// The clap definition of `ctx`, every subcommand and flag, for
-/// generating man pages (`cargo xtask man`).
-pub fn command() -> clap::Command {
+/// The clap definition of `ctx`, every subcommand and flag: completion
+/// scripts and man pages are generated from it.
+fn command() -> clap::Command {
     Cli::command()
 }
 
 /// Parses the process's arguments, runs the command and returns its exit
 /// code.
 pub fn main() -> ExitCode {
+    // `ctx man --out DIR` (`cargo xtask man`) is not in `Cli`: clap_complete
+    // offers even hidden subcommands (zsh), and the pages are for
+    // packagers, not a command of the tour.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == commands::man::NAME)
+    {
+        return finish(commands::man::run(command()));
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(a) => traced(&a.otlp.clone(), || commands::run::run(*a)),
@@ -109,6 +118,11 @@ pub fn main() -> ExitCode {
         Command::Completions(a) => commands::completions::run(a, command()),
         Command::Runs(c) => commands::runs::run(c),
     };
+    finish(result)
+}
+
+/// The exit code of `result`, its error printed on stderr first.
+fn finish(result: exit::CliResult) -> ExitCode {
     match result {
         Ok(code) => code.into(),
         Err(e) => {
@@ -133,8 +147,8 @@ fn traced(
 }
 
 /// Every exit code `ctx` uses, with its meaning in one line, in
-/// ascending order: the man pages' EXIT STATUS section (`cargo xtask
-/// man`), checked against the README's table by `cargo xtask arch`.
-pub fn exit_codes() -> Vec<(u8, &'static str)> {
+/// ascending order: the man pages' EXIT STATUS section (`ctx man`),
+/// checked against the README's table by a test of src/commands/man.rs.
+fn exit_codes() -> Vec<(u8, &'static str)> {
     Exit::ALL.iter().map(|e| (*e as u8, e.summary())).collect()
 }

@@ -1,4 +1,5 @@
-//! `ctx completions SHELL`: scripts generated from the clap definition.
+//! `ctx completions SHELL`: scripts generated from the clap definition;
+//! and `ctx man --out DIR`, the man pages from the same definition.
 
 use ctx_test_support::ctx;
 
@@ -59,5 +60,27 @@ fn unknown_shell_is_a_usage_error() {
     assert!(
         err.contains("bash"),
         "stderr does not list valid shells: {err}"
+    );
+}
+
+/// `ctx man --out DIR` (what `cargo xtask man` runs) writes a page per
+/// command, and stays out of `--help`; without `--out` it is a usage error.
+#[test]
+fn man_writes_the_pages_and_is_not_in_help() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("man");
+    ctx().args(["man", "--out"]).arg(&out).assert().success();
+    for page in ["ctx.1", "ctx-run.1", "ctx-runs-list.1"] {
+        assert!(out.join(page).is_file(), "no {page}");
+    }
+    assert!(!out.join("ctx-man.1").exists(), "a page for `man` itself");
+    let help = ctx().arg("--help").assert().success();
+    let help = String::from_utf8(help.get_output().stdout.clone()).expect("UTF-8");
+    assert!(!help.contains("  man "), "--help lists man:\n{help}");
+    let err = ctx().arg("man").assert().code(2);
+    let err = String::from_utf8(err.get_output().stderr.clone()).expect("UTF-8");
+    assert!(
+        err.contains("ctx man --out"),
+        "usage does not name ctx man: {err}"
     );
 }

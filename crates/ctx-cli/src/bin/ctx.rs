@@ -1,5 +1,4 @@
-//! The `ctx` binary: everything is in the library (src/lib.rs), so that
-//! `cargo xtask man` can reach the clap definition.
+//! The `ctx` binary: everything is in the library (src/lib.rs).
 
 fn main() -> std::process::ExitCode {
     ctx_cli::main()

@@ -5,6 +5,7 @@ pub mod engines;
 pub mod eval;
 pub mod history;
 pub mod lint;
+pub mod man;
 pub mod plan_check;
 pub mod plan_cost;
 pub mod plan_cost_cache;
