@@ -196,6 +196,22 @@ impl Dir {
         Out::of(self.ctx().args(args))
     }
 
+    /// Runs `ctx run plan.yaml --engine command --command COMMAND MORE…`
+    /// from here to the end: the plan written here, on a scripted command
+    /// engine (which often appends `$CTX_TASK_ID` to `counts`).
+    pub fn run_command(&self, command: &str, more: &[&str]) -> Out {
+        let mut args = vec![
+            "run",
+            "plan.yaml",
+            "--engine",
+            "command",
+            "--command",
+            command,
+        ];
+        args.extend_from_slice(more);
+        self.run(&args)
+    }
+
     /// Calls per task id so far ([`counts_in`] here).
     pub fn counts(&self) -> BTreeMap<String, usize> {
         counts_in(self.path())

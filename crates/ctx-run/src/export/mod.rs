@@ -101,15 +101,23 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
     // order), each an entry of its own.
     let mut entries: Vec<(ctx_model::SubTask, Option<ResultRecord>)> = Vec::new();
     for task in &plan.sub_tasks {
-        entries.push((task.clone(), stored.remove(&task.id)));
-        let Some(m) = &task.map else { continue };
+        let own = stored.remove(&task.id);
+        let map_row = own.as_ref().map(|r| &r.result);
+        let Some(m) = &task.map else {
+            entries.push((task.clone(), own));
+            continue;
+        };
+        // The run's items only: those an earlier, longer list left
+        // stored beyond the map's count are not listed.
         let mut items: Vec<(usize, String)> = stored
             .keys()
             .filter_map(|id| {
                 let (map_id, i) = ctx_model::map::parse_item_id(id)?;
-                (map_id == task.id).then(|| (i, id.clone()))
+                (map_id == task.id && ctx_model::map::is_current_item(map_row, i))
+                    .then(|| (i, id.clone()))
             })
             .collect();
+        entries.push((task.clone(), own));
         items.sort_unstable();
         for (i, id) in items {
             let item = ctx_deps::map::item_task(task, m, i, "");
