@@ -99,12 +99,12 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
     let mut records = Vec::with_capacity(plan.sub_tasks.len());
     // Each plan task, and after a map task its stored items (in item
     // order), each an entry of its own.
-    let mut entries: Vec<(ctx_model::SubTask, Option<ResultRecord>)> = Vec::new();
+    let mut entries: Vec<(ctx_model::SubTask, Option<ResultRecord>, Option<&str>)> = Vec::new();
     for task in &plan.sub_tasks {
         let own = stored.remove(&task.id);
         let map_row = own.as_ref().map(|r| &r.result);
         let Some(m) = &task.map else {
-            entries.push((task.clone(), own));
+            entries.push((task.clone(), own, None));
             continue;
         };
         // The run's items only: those an earlier, longer list left
@@ -117,14 +117,14 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
                     .then(|| (i, id.clone()))
             })
             .collect();
-        entries.push((task.clone(), own));
+        entries.push((task.clone(), own, None));
         items.sort_unstable();
         for (i, id) in items {
             let item = ctx_deps::map::item_task(task, m, i, "");
-            entries.push((item, stored.remove(&id)));
+            entries.push((item, stored.remove(&id), Some(task.id.as_str())));
         }
     }
-    for (task, record) in &entries {
+    for (task, record, item_of) in &entries {
         let record = record.clone();
         let (started, ended) = match &record {
             Some(r) => (
@@ -141,13 +141,15 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
             ),
             None => (None, None),
         };
-        tasks.push(TaskReport::from_model(
+        let mut report = TaskReport::from_model(
             task,
             record.as_ref().map(|r| &r.result),
             started,
             ended,
             status,
-        ));
+        );
+        report.item_of = item_of.map(str::to_string);
+        tasks.push(report);
         records.push(record);
     }
     let started_at = header
