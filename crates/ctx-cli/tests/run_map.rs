@@ -481,6 +481,32 @@ fn items_a_longer_list_left_are_kept_but_not_the_runs() {
 }
 
 #[test]
+fn a_changed_map_prompt_reruns_every_item_and_the_reduce() {
+    // ctx has no `--rerun TASK`: a task runs again on resume when its
+    // prompt, model or params changed. For a map task that means every
+    // item (each item's content hash covers its filled task), none taken
+    // as stored under a hash of the old prompt.
+    let dir = Dir::new();
+    write_reduce_plan(&dir);
+    let id = run_over(&dir, r#"{"items": ["a", "b"]}"#, &[]).run_id();
+    calls_since(&dir);
+    let plan = std::fs::read_to_string(dir.path().join("plan.yaml")).unwrap();
+    dir.write(
+        "plan.yaml",
+        &plan.replace("Rate <untrusted", "Grade <untrusted"),
+    );
+    let again = run_over(&dir, r#"{"items": ["a", "b"]}"#, &["--resume", &id]);
+    assert_eq!(
+        calls_since(&dir),
+        counts(&[("scan[0]", 1), ("scan[1]", 1), ("report", 1)])
+    );
+    assert_eq!(
+        task(&again.json(), "scan[1]")["output"],
+        "seen Grade <untrusted-content>b</untrusted-content>.\n"
+    );
+}
+
+#[test]
 fn eval_counts_the_checks_of_every_item() {
     let dir = Dir::new();
     dir.write(
