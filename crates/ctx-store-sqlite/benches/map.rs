@@ -28,6 +28,7 @@ use ctx_deps::{
 };
 use ctx_model::{MapSpec, Plan, TaskStatus};
 use ctx_store_sqlite::{NewRun, SessionEnd, SqliteStore};
+use ctx_test_support::bench::{BenchArgs, fmt_mib, peak_rss_mib, reset_peak};
 
 const SRC_MS: u64 = 500;
 const REPORT_MS: u64 = 3_000;
@@ -100,17 +101,6 @@ fn plan(items: usize) -> Plan {
     plan
 }
 
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
-fn reset_peak() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
 /// Runs the plan on `store` and prints its row.
 fn run(label: &str, items: usize, concurrency: usize, store: Arc<dyn ExecutionStore>) {
     let list: Vec<String> = (0..items).map(|i| format!("org/repo-{i}")).collect();
@@ -156,24 +146,16 @@ fn run(label: &str, items: usize, concurrency: usize, store: Arc<dyn ExecutionSt
         bound as f64 / 1e3,
         makespan / bound as f64,
         wall.as_secs_f64(),
-        peak_rss_mib().map_or_else(|| "n/a".into(), |m| format!("{m:.0} MiB"))
+        fmt_mib(peak_rss_mib())
     );
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    // `cargo nextest` lists targets (none here); `cargo test --all-targets`
-    // runs this without `--bench`: a small smoke run then, not figures.
-    if args.iter().any(|a| a == "--list") {
+    let Some(args) = BenchArgs::from_env() else {
         return;
-    }
-    let smoke = !args.iter().any(|a| a == "--bench");
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse::<usize>().ok())
     };
+    let smoke = args.smoke();
+    let value = |flag: &str| args.value(flag).map(|v| v as usize);
     let items = value("--items").unwrap_or(if smoke { 50 } else { 10_000 });
     let concurrency = value("--concurrency").unwrap_or(16).max(1);
     println!("## map over a list: {items} items on the simulated clock");
