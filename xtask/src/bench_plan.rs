@@ -11,34 +11,11 @@
 
 /// Runs the benchmark with `args` (`--tasks N`, `--seed S`).
 pub fn run(args: &[String]) -> Result<(), String> {
-    for pair in args.chunks(2) {
-        match pair {
-            [flag, value]
-                if (flag == "--tasks" || flag == "--seed") && value.parse::<u64>().is_ok() => {}
-            _ => {
-                return Err(format!(
-                    "usage: cargo xtask bench-plan [--tasks N] [--seed S] (got {})",
-                    args.join(" ")
-                ));
-            }
-        }
-    }
-    let status = super::cargo_command()
-        .args([
-            "bench",
-            "--package",
-            "ctx-deps",
-            "--bench",
-            "schedule",
-            "--",
-        ])
-        .args(args)
-        .current_dir(super::root())
-        .status()
-        .map_err(|e| format!("cargo bench: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err("the ctx-deps schedule benchmark failed".into())
-    }
+    super::cargo_bench(
+        "ctx-deps",
+        "schedule",
+        &["--tasks", "--seed"],
+        "cargo xtask bench-plan [--tasks N] [--seed S]",
+        args,
+    )
 }

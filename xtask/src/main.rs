@@ -11,7 +11,7 @@
 //! * `cargo xtask fixtures [--check]` regenerates (or checks) every golden
 //!   file listed in `fixtures/*/goldens.toml` by running the real `ctx`
 //!   binary.
-//! * `cargo xtask bench`, `bench-plan`, `bench-history`, `bench-run`: the benchmarks
+//! * `cargo xtask bench`, `bench-plan`, `bench-map`, `bench-history`, `bench-run`: the benchmarks
 //!   whose figures are in docs/performance.md.
 //! * `cargo xtask e2e [--llm]`: end-to-end runs against real servers.
 //! * `cargo xtask man [--out DIR]`: man pages from the clap definition.
@@ -29,6 +29,7 @@ use std::process::{Command, ExitCode};
 
 mod arch;
 mod bench_history;
+mod bench_map;
 mod bench_plan;
 mod bench_run;
 mod bench_tokens;
@@ -48,14 +49,16 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         // Each benchmark has its own flags; `bench` runs them all with their defaults.
         Some("bench") if args.len() == 1 => bench_plan::run(&[])
+            .and_then(|()| bench_map::run(&[]))
             .and_then(|()| bench_history::run(&[]))
             .and_then(|()| bench_run::run(&[])),
         Some("bench") => Err(
-            "`cargo xtask bench` takes no flags; pass them to bench-plan, bench-history or bench-run"
+            "`cargo xtask bench` takes no flags; pass them to bench-plan, bench-map, bench-history or bench-run"
                 .into(),
         ),
         Some("bench-run") => bench_run::run(&args[1..]),
         Some("bench-plan") => bench_plan::run(&args[1..]),
+        Some("bench-map") => bench_map::run(&args[1..]),
         Some("bench-history") => bench_history::run(&args[1..]),
         Some("bench-tokens") => bench_tokens::run(&args[1..]),
         Some("e2e") => e2e::run(&args[1..]),
@@ -80,8 +83,9 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   test [--no-e2e]      every test: unit, integration, golden, doc, browser, and the LiteLLM e2e
   fixtures [--check]   regenerate golden files (or only check them)
-  bench                run bench-plan, bench-history, then bench-run
+  bench                run bench-plan, bench-map, bench-history, then bench-run
   bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
+  bench-map            a map of 10,000 items on the simulated clock, memory and SQLite stores
   bench-history        history digest benchmark on a generated archive
   bench-run            ctx run --no-store at 50,000 and 100,000 tasks: CPU ratio at most 2.5
   bench-tokens         token counting: first count, throughput, ctx history per tokenizer
@@ -199,6 +203,37 @@ const RUN_ONLY_VARS: &[&str] = &[
 /// Whether `name` is one of [`RUN_ONLY_VARS`] or a `CARGO_PKG_*`.
 fn is_run_only_var(name: &str) -> bool {
     name.starts_with("CARGO_PKG_") || RUN_ONLY_VARS.contains(&name)
+}
+
+/// Runs the benchmark target `bench` of `package` in release mode with
+/// `args` passed through, after checking they are pairs of one of
+/// `flags` and a number (else `usage`). The benchmarks that need crates
+/// xtask does not depend on (the executor, the stores, tokio's paused
+/// clock) live as `[[bench]]` targets of those crates and run this way.
+fn cargo_bench(
+    package: &str,
+    bench: &str,
+    flags: &[&str],
+    usage: &str,
+    args: &[String],
+) -> Result<(), String> {
+    for pair in args.chunks(2) {
+        match pair {
+            [flag, value] if flags.contains(&flag.as_str()) && value.parse::<u64>().is_ok() => {}
+            _ => return Err(format!("usage: {usage} (got {})", args.join(" "))),
+        }
+    }
+    let status = cargo_command()
+        .args(["bench", "--package", package, "--bench", bench, "--"])
+        .args(args)
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cargo bench: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the {package} {bench} benchmark failed"))
+    }
 }
 
 /// Runs `cargo ARGS` in `root` to the end; an error names the command.

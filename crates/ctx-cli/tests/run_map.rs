@@ -50,19 +50,9 @@ esac"#
 
 fn run(dir: &Dir, extra_map: &str, list: &str, fail: &str, more: &[&str]) -> ctx_test_support::Out {
     dir.write("plan.yaml", &plan(extra_map));
-    let command = engine(dir, list, fail);
-    let mut args = vec![
-        "run",
-        "plan.yaml",
-        "--engine",
-        "command",
-        "--command",
-        &command,
-        "--format",
-        "json",
-    ];
+    let mut args = vec!["--format", "json"];
     args.extend_from_slice(more);
-    dir.run(&args)
+    dir.run_command(&engine(dir, list, fail), &args)
 }
 
 #[test]
@@ -142,25 +132,22 @@ fn under_max_cost_each_item_reserves_one_items_bound_and_the_map_runs() {
     );
     let command = engine(&dir, r#"{"repos": ["a", "b", "c"]}"#, "-");
     let run = |budget: &str| {
-        dir.run(&[
-            "run",
-            "plan.yaml",
-            "--engine",
-            "command",
-            "--command",
+        dir.run_command(
             &command,
-            "--format",
-            "json",
-            "--no-store",
-            "--price",
-            "m=1,2",
-            "--max-tokens",
-            "50",
-            "--concurrency",
-            "1",
-            "--max-cost",
-            budget,
-        ])
+            &[
+                "--format",
+                "json",
+                "--no-store",
+                "--price",
+                "m=1,2",
+                "--max-tokens",
+                "50",
+                "--concurrency",
+                "1",
+                "--max-cost",
+                budget,
+            ],
+        )
     };
     let out = run("0.01");
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
@@ -292,17 +279,7 @@ fn a_map_over_a_variable_is_checked_before_anything_runs() {
         ),
     ] {
         let var = format!("LIST={value}");
-        let out = dir.run(&[
-            "run",
-            "plan.yaml",
-            "--no-store",
-            "--engine",
-            "command",
-            "--command",
-            &command,
-            "--var",
-            &var,
-        ]);
+        let out = dir.run_command(&command, &["--no-store", "--var", &var]);
         assert_eq!(out.code, 2, "{}", out.stderr);
         assert!(
             out.stderr.contains(r#"task "scan": map over LIST: "#) && out.stderr.contains(found),
@@ -311,17 +288,10 @@ fn a_map_over_a_variable_is_checked_before_anything_runs() {
         );
         assert_eq!(dir.counts(), counts(&[]));
     }
-    let out = dir.run(&[
-        "run",
-        "plan.yaml",
-        "--no-store",
-        "--engine",
-        "command",
-        "--command",
+    let out = dir.run_command(
         &command,
-        "--var",
-        r#"LIST={"items": ["x", "y"]}"#,
-    ]);
+        &["--no-store", "--var", r#"LIST={"items": ["x", "y"]}"#],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(dir.counts(), counts(&[("scan[0]", 1), ("scan[1]", 1)]));
 }
@@ -400,55 +370,140 @@ sub_tasks:
     }
 }
 
-#[test]
-fn a_resumed_map_reruns_only_the_items_whose_value_changed() {
-    let dir = Dir::new();
+/// The map over `LIST` and a reduce `report` after it, written in `dir`.
+fn write_reduce_plan(dir: &Dir) {
     dir.write(
         "plan.yaml",
         &format!(
             "{OVER_VARIABLE}  - id: report\n    description: The report\n    dependencies: [scan]\n    tool_or_prompt: {{name: inference, params: {{prompt: \"Sum up.\"}}}}\n"
         ),
     );
-    let command = engine(&dir, "-", "-");
-    let go = |value: &str, more: &[&str]| {
-        let var = format!("LIST={value}");
-        let mut args = vec![
-            "run",
-            "plan.yaml",
-            "--root",
-            "runs",
-            "--engine",
-            "command",
-            "--command",
-            &command,
-            "--format",
-            "json",
-            "--var",
-            &var,
-        ];
-        args.extend_from_slice(more);
-        dir.run(&args)
-    };
-    let first = go(r#"{"items": ["a", "b"]}"#, &[]);
-    assert_eq!(first.code, 0, "{}", first.stderr);
-    let id = first.run_id();
-    std::fs::remove_file(dir.path().join("counts")).unwrap();
+}
+
+/// Runs the plan of [`write_reduce_plan`] under `runs` with `LIST` set to
+/// `value`, counting calls, in JSON; `more` adds flags (`--resume RUN`).
+fn run_over(dir: &Dir, value: &str, more: &[&str]) -> ctx_test_support::Out {
+    let var = format!("LIST={value}");
+    let mut args = vec!["--root", "runs", "--format", "json", "--var", &var];
+    args.extend_from_slice(more);
+    let out = dir.run_command(&engine(dir, "-", "-"), &args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out
+}
+
+/// The calls counted since the last time this was asked.
+fn calls_since(dir: &Dir) -> std::collections::BTreeMap<String, usize> {
+    let calls = dir.counts();
+    let _ = std::fs::remove_file(dir.path().join("counts"));
+    calls
+}
+
+#[test]
+fn a_resumed_map_reruns_only_the_items_whose_value_changed() {
+    let dir = Dir::new();
+    write_reduce_plan(&dir);
+    let id = run_over(&dir, r#"{"items": ["a", "b"]}"#, &[]).run_id();
+    calls_since(&dir);
     // `b` moved to the front, `a` is gone, `x` is new: only `x` runs, and
     // the reduce after it.
-    let second = go(r#"{"items": ["b", "x"]}"#, &["--resume", &id]);
-    assert_eq!(second.code, 0, "{}", second.stderr);
-    assert_eq!(dir.counts(), counts(&[("scan[1]", 1), ("report", 1)]));
+    let second = run_over(&dir, r#"{"items": ["b", "x"]}"#, &["--resume", &id]);
+    assert_eq!(calls_since(&dir), counts(&[("scan[1]", 1), ("report", 1)]));
     // The moved item keeps its result under its new id.
     assert_eq!(
         task(&second.json(), "scan[0]")["output"],
         "seen Rate <untrusted-content>b</untrusted-content>.\n"
     );
     // Nothing changed: nothing runs again, the reduce included.
-    std::fs::remove_file(dir.path().join("counts")).unwrap();
-    let third = go(r#"{"items": ["b", "x"]}"#, &["--resume", &id]);
-    assert_eq!(third.code, 0, "{}", third.stderr);
-    assert_eq!(dir.counts(), counts(&[]));
+    let third = run_over(&dir, r#"{"items": ["b", "x"]}"#, &["--resume", &id]);
+    assert_eq!(calls_since(&dir), counts(&[]));
     assert_eq!(task(&third.json(), "report")["output"], "done\n");
+}
+
+#[test]
+fn items_a_longer_list_left_are_kept_but_not_the_runs() {
+    let dir = Dir::new();
+    write_reduce_plan(&dir);
+    let id = run_over(&dir, r#"{"items": ["a", "b"]}"#, &[]).run_id();
+    run_over(&dir, r#"{"items": ["a"]}"#, &["--resume", &id]);
+    calls_since(&dir);
+    // The same shorter list again: `scan[1]`, stored by the longer list,
+    // neither counts as a changed item nor makes the reduce run again.
+    let again = run_over(&dir, r#"{"items": ["a"]}"#, &["--resume", &id]);
+    assert_eq!(calls_since(&dir), counts(&[]));
+    let listed = |json: &serde_json::Value| -> Vec<String> {
+        json["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["task_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(listed(&again.json()), ["scan", "scan[0]", "report"]);
+    // Nor is it listed as the run's by `ctx runs export` or `runs show`.
+    let export = dir.run(&["runs", "export", &id, "--root", "runs", "--format", "json"]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    assert_eq!(listed(&export.json()), ["scan", "scan[0]", "report"]);
+    let show = dir.run(&[
+        "runs", "show", &id, "--root", "runs", "--task", "scan", "--format", "json",
+    ]);
+    assert_eq!(
+        show.json()["items"].as_array().unwrap().len(),
+        1,
+        "{}",
+        show.stdout
+    );
+    // The resume listing counts `scan[0]` as the run's and names
+    // `scan[1]` as stored, kept and ignored.
+    let command = engine(&dir, "-", "-");
+    let listing = dir.run_command(
+        &command,
+        &[
+            "--root",
+            "runs",
+            "--var",
+            r#"LIST={"items": ["a"]}"#,
+            "--resume",
+            &id,
+            "--dry-run",
+        ],
+    );
+    assert_eq!(listing.code, 0, "{}", listing.stderr);
+    assert!(
+        listing
+            .stdout
+            .contains("stored but no longer in the plan (kept, ignored): scan[1]\n"),
+        "{}",
+        listing.stdout
+    );
+    // Kept: the longer list back reuses `b` where it was stored.
+    run_over(&dir, r#"{"items": ["a", "b"]}"#, &["--resume", &id]);
+    assert_eq!(calls_since(&dir), counts(&[("report", 1)]));
+}
+
+#[test]
+fn a_changed_map_prompt_reruns_every_item_and_the_reduce() {
+    // ctx has no `--rerun TASK`: a task runs again on resume when its
+    // prompt, model or params changed. For a map task that means every
+    // item (each item's content hash covers its filled task), none taken
+    // as stored under a hash of the old prompt.
+    let dir = Dir::new();
+    write_reduce_plan(&dir);
+    let id = run_over(&dir, r#"{"items": ["a", "b"]}"#, &[]).run_id();
+    calls_since(&dir);
+    let plan = std::fs::read_to_string(dir.path().join("plan.yaml")).unwrap();
+    dir.write(
+        "plan.yaml",
+        &plan.replace("Rate <untrusted", "Grade <untrusted"),
+    );
+    let again = run_over(&dir, r#"{"items": ["a", "b"]}"#, &["--resume", &id]);
+    assert_eq!(
+        calls_since(&dir),
+        counts(&[("scan[0]", 1), ("scan[1]", 1), ("report", 1)])
+    );
+    assert_eq!(
+        task(&again.json(), "scan[1]")["output"],
+        "seen Grade <untrusted-content>b</untrusted-content>.\n"
+    );
 }
 
 #[test]

@@ -32,6 +32,7 @@ use ctx_deps::{
 };
 use ctx_model::{Plan, SummarizeStrategy, SummaryFocus, TaskStatus};
 use ctx_prompt::DependencyOutput;
+use ctx_test_support::bench::{BenchArgs, fmt_mib, peak_rss_mib, reset_peak};
 use ctx_tokens::TokenizerExt;
 
 /// splitmix64: a seeded generator without a dependency.
@@ -161,22 +162,6 @@ impl InferenceEngine for SimEngine {
             })
         })
     }
-}
-
-/// Peak resident set since the last reset, in MiB (Linux only).
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
-fn reset_peak() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-fn fmt_mib(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".into(), |v| format!("{v:.0} MiB"))
 }
 
 struct RunFigures {
@@ -333,21 +318,15 @@ fn summaries_table(g: &Generated, n: usize) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
     // Test harnesses probe every target: nextest asks for a `--list` of
     // tests (this binary has none), and `cargo test --all-targets` runs it
     // without `--bench`, where a 2,000-task benchmark would only slow the
     // suite down. Both get a quick smoke run instead of figures.
-    if args.iter().any(|a| a == "--list") {
+    let Some(args) = BenchArgs::from_env() else {
         return;
-    }
-    let smoke = !args.iter().any(|a| a == "--bench");
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse::<u64>().ok())
     };
+    let smoke = args.smoke();
+    let value = |flag: &str| args.value(flag);
     let n = value("--tasks").unwrap_or(if smoke { 60 } else { 2_000 }) as usize;
     let seed = value("--seed").unwrap_or(42);
 

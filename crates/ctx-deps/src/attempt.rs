@@ -40,6 +40,9 @@ pub(crate) async fn execute_task(
     };
     let dep_results = read_dependencies(ctx, store, i).await?;
     let mut attempts = Attempts::new(ctx, store, i, task, t0);
+    // What a resume compares before taking this result again: the items
+    // of maps this prompt receives (a failed one as its note, as above).
+    attempts.result.metadata.map_inputs = crate::map::items_digest(&ctx.plan, &dep_results);
     let prompts = match Prompts::new(ctx, i, task, &dep_results) {
         Ok(prompts) => prompts,
         Err(error) => return attempts.fail_before_call(error).await,

@@ -413,16 +413,15 @@ impl Executor {
         let mut forced = vec![false; n];
         // A map task expands again on every run: its list may have
         // changed. What depends on it is decided when it is ready
-        // (`Executor::reuse_deferred`): taken as stored when every map
-        // upstream expanded to the items it had.
+        // (`Executor::reuse_deferred`): taken as stored when the items it
+        // receives digest as they did and its other dependencies were
+        // taken as stored.
         let mut below_map = vec![false; n];
         for i in 0..n {
             if ctx.plan.sub_tasks[i].map.is_some() {
                 below_map[i] = true;
-                run.upstream_maps[i].push(i);
                 for d in g.transitive_dependents(i) {
                     below_map[d] = true;
-                    run.upstream_maps[d].push(i);
                 }
             }
         }
@@ -454,7 +453,7 @@ impl Executor {
         let will_run: Vec<bool> = completed.iter().map(Option::is_none).collect();
         for (i, r) in completed.into_iter().enumerate() {
             let Some(r) = r else { continue };
-            run.reused.push(g.id(i).to_string());
+            run.mark_reused(i);
             progress(&ProgressEvent::Reused {
                 task_id: g.id(i).to_string(),
             });
@@ -810,9 +809,11 @@ impl Executor {
         let ctx = Arc::clone(&run.ctx);
         let g = &ctx.graph;
         let status = result.status;
+        let mut result = result;
         // Results from `execute_task` are already stored; the executor's
-        // own (interruptions, panics) are stored here.
+        // own (interruptions, panics, a map task's) are stored here.
         if !already_stored {
+            run.stamp_item_count(i, &mut result);
             crate::offload::store(&self.store, result.clone())
                 .await
                 .map_err(|source| store_err(g.id(i), source))?;
@@ -859,6 +860,7 @@ impl Executor {
                 continue;
             }
             let mut r = TaskExecutionResult::new(g.id(d), TaskStatus::Skipped);
+            run.stamp_item_count(d, &mut r);
             let direct = g.dependencies(d).contains(&i);
             r.error = Some(if run.interrupted {
                 INTERRUPTED_BEFORE_START.to_string()
@@ -961,13 +963,12 @@ struct RunState {
     item_of: Vec<Option<usize>>,
     /// Per task: a map task already expanded (its next turn is its join).
     expanded: Vec<bool>,
-    /// Per task of the plan: the map tasks it is (or depends on).
-    upstream_maps: Vec<Vec<usize>>,
-    /// Per map task: it expanded, on resume, to exactly the items stored
-    /// before, each taken as stored.
-    unchanged: Vec<bool>,
+    /// Per task: taken as stored in this run (listed in `reused`), so its
+    /// output is the stored one.
+    taken: Vec<bool>,
     /// Per task below a map, on resume: its stored completed result, taken
-    /// when it is ready if every map upstream is `unchanged`.
+    /// when it is ready if it would receive the same items and its other
+    /// dependencies were `taken` (`Executor::reuse_deferred`).
     deferred: Vec<Option<TaskExecutionResult>>,
 }
 
@@ -978,8 +979,7 @@ impl RunState {
         RunState {
             item_of: vec![None; n],
             expanded: vec![false; n],
-            upstream_maps: vec![Vec::new(); n],
-            unchanged: vec![false; n],
+            taken: vec![false; n],
             deferred: vec![None; n],
             results: vec![None; n],
             queue: ReadyQueue::new(schedule, g, priorities),
@@ -1016,6 +1016,28 @@ impl RunState {
 
     fn finish(&mut self, i: usize, result: TaskExecutionResult) {
         self.results[i] = Some(result);
+    }
+
+    /// Task `i` is taken as stored: listed as reused, and `taken`.
+    fn mark_reused(&mut self, i: usize) {
+        self.reused.push(self.ctx.graph.id(i).to_string());
+        self.taken[i] = true;
+    }
+
+    /// How many items map task `i` expanded to in this run (0 before it
+    /// expands).
+    fn item_count(&self, i: usize) -> usize {
+        self.item_of.iter().filter(|m| **m == Some(i)).count()
+    }
+
+    /// A result about to be stored for task `i`: a map task's records how
+    /// many items it has in this run (`metadata.map_items`), so that the
+    /// items an earlier, longer list left in the store are not taken for
+    /// the run's.
+    fn stamp_item_count(&self, i: usize, r: &mut TaskExecutionResult) {
+        if self.ctx.plan.sub_tasks[i].map.is_some() {
+            r.metadata.map_items = Some(self.item_count(i));
+        }
     }
 
     /// Queues the tasks with nothing to wait for (reused ones and those

@@ -12,7 +12,9 @@ use ctx_model::{TaskExecutionResult, TaskStatus};
 
 use super::{ExecError, Executor, ProgressEvent, RunState};
 use crate::budget::Budget;
-use crate::map::{expand_map, item_hash, join_result, plan_with_items};
+use crate::map::{
+    expand_map, item_hash, items_digest, join_result, plan_with_items, prompt_dependencies,
+};
 
 impl Executor {
     /// Map task `i`'s turn: expand it, or join its items.
@@ -94,19 +96,26 @@ impl Executor {
         run.expanded.resize(after, false);
         run.item_of.resize(after, Some(i));
         run.deferred.resize(after, None);
-        run.upstream_maps.resize(after, Vec::new());
+        run.taken.resize(after, false);
         run.ctx = expanded;
         progress(&ProgressEvent::Expanded {
             task_id: run.ctx.graph.id(i).to_string(),
             items: after - before,
         });
-        let (mut stored, stored_count) = if self.options.reuse_completed {
+        let mut stored = if self.options.reuse_completed {
             self.stored_items(&run.ctx.plan.sub_tasks[i].id).await?
         } else {
-            (HashMap::new(), 0)
+            HashMap::new()
         };
+        // The map is started with its item count: from here on, a listing
+        // of the run (even of one that dies mid-map) shows this list's
+        // items, not those an earlier, longer list left.
+        let mut started = TaskExecutionResult::new(run.ctx.graph.id(i), TaskStatus::InProgress);
+        run.stamp_item_count(i, &mut started);
+        crate::offload::store(&self.store, started)
+            .await
+            .map_err(|source| super::store_err(run.ctx.graph.id(i), source))?;
         let mut waiting = 0;
-        let mut in_place = 0;
         for (k, hash) in (before..after).zip(hashes) {
             // Equal items share a hash: each takes a stored one of its
             // own, the one stored under its id when there is one.
@@ -118,22 +127,13 @@ impl Executor {
                 (!same.is_empty()).then(|| same.swap_remove(at))
             });
             match done {
-                Some(done) => {
-                    if done.task_id == run.ctx.graph.id(k) {
-                        in_place += 1;
-                    }
-                    self.reuse_item(run, k, done, progress).await?;
-                }
+                Some(done) => self.reuse_item(run, k, done, progress).await?,
                 None => {
                     waiting += 1;
                     run.queue.push(k, &run.ctx.graph);
                 }
             }
         }
-        run.unchanged.resize(after, false);
-        run.unchanged[i] = self.options.reuse_completed
-            && in_place == after - before
-            && stored_count == after - before;
         if waiting == 0 {
             return self.join_map(run, i, progress).await;
         }
@@ -141,38 +141,36 @@ impl Executor {
         Ok(())
     }
 
-    /// A resumed run's stored items of map task `map_id`: the completed
-    /// ones by content hash (every stored one of each hash, as a list
-    /// may hold equal items), and how many items were stored in all
-    /// (completed or not).
+    /// A resumed run's stored completed items of map task `map_id`, by
+    /// content hash (every stored one of each hash, as a list may hold
+    /// equal items). Items an earlier, longer list left beyond the last
+    /// count are included: a stored result of the same content is as
+    /// good under any id.
     async fn stored_items(
         &self,
         map_id: &str,
-    ) -> Result<(HashMap<String, Vec<TaskExecutionResult>>, usize), ExecError> {
+    ) -> Result<HashMap<String, Vec<TaskExecutionResult>>, ExecError> {
         let all = crate::offload::all_results(&self.store)
             .await
             .map_err(|source| super::store_err(map_id, source))?;
         let mut by_hash = HashMap::new();
-        let mut stored = 0;
         for r in all {
             let mine = parse_item_id(&r.task_id).is_some_and(|(m, _)| m == map_id);
-            if !mine {
-                continue;
-            }
-            stored += 1;
-            if r.status != TaskStatus::Completed {
+            if !mine || r.status != TaskStatus::Completed {
                 continue;
             }
             if let Some(h) = r.metadata.map_item_hash.clone() {
                 by_hash.entry(h).or_insert_with(Vec::new).push(r);
             }
         }
-        Ok((by_hash, stored))
+        Ok(by_hash)
     }
 
     /// On resume, task `i` below a map takes its stored completed result
-    /// when every map upstream of it expanded to exactly the items it had
-    /// (each taken as stored, none moved, none added or gone). Returns
+    /// when the items its prompt receives now digest as those it received
+    /// then ([`items_digest`]: same ids, same outputs or failure notes,
+    /// none added or gone) and each of its other dependencies was taken
+    /// as stored in this run (the `make` rule of `ResumePlan`). Returns
     /// whether it did; otherwise it runs.
     pub(super) async fn reuse_deferred<P>(
         &self,
@@ -186,14 +184,25 @@ impl Executor {
         let Some(done) = run.deferred.get_mut(i).and_then(Option::take) else {
             return Ok(false);
         };
-        if !run.upstream_maps[i].iter().all(|&m| run.unchanged[m]) {
+        let ctx = Arc::clone(&run.ctx);
+        let g = &ctx.graph;
+        let others_taken = g
+            .dependencies(i)
+            .iter()
+            .all(|&d| ctx.plan.sub_tasks[d].map.is_some() || run.taken[d]);
+        let now = items_digest(
+            &ctx.plan,
+            prompt_dependencies(&ctx.plan, g, i)
+                .into_iter()
+                .filter_map(|d| run.results[d].as_ref()),
+        );
+        if !others_taken || done.metadata.map_inputs != now {
             return Ok(false);
         }
-        let id = done.task_id.clone();
         progress(&ProgressEvent::Reused {
-            task_id: id.clone(),
+            task_id: done.task_id.clone(),
         });
-        run.reused.push(id);
+        run.mark_reused(i);
         run.finish(i, done);
         run.release_dependents(i, &Arc::clone(&run.ctx).graph);
         Ok(true)
@@ -219,10 +228,8 @@ impl Executor {
                 .await
                 .map_err(|source| super::store_err(&id, source))?;
         }
-        progress(&ProgressEvent::Reused {
-            task_id: id.clone(),
-        });
-        run.reused.push(id);
+        progress(&ProgressEvent::Reused { task_id: id });
+        run.mark_reused(k);
         run.finish(k, done);
         Ok(())
     }

@@ -25,6 +25,21 @@ struct Scripted {
     label: Option<String>,
 }
 
+impl Scripted {
+    /// The ids the engine was asked for so far, sorted.
+    fn asked(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .prompts
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+}
+
 impl InferenceEngine for Scripted {
     fn name(&self) -> &str {
         "scripted"
@@ -243,15 +258,7 @@ async fn a_resumed_map_reruns_only_the_items_whose_content_changed() {
     let exec = Executor::new(map_plan(0, 5), second.clone(), store.clone(), opts).unwrap();
     let report = exec.run().await.unwrap();
     assert!(report.all_completed(), "{report:#?}");
-    let mut called: Vec<String> = second
-        .prompts
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(id, _)| id.clone())
-        .collect();
-    called.sort();
-    assert_eq!(called, ["report", "scan[2]", "src"]);
+    assert_eq!(second.asked(), ["report", "scan[2]", "src"]);
     // A moved item keeps its result under its new id.
     let moved = store.get_by_task_id("scan[0]").unwrap().unwrap();
     assert_eq!(moved.output, "out scan[2]");
@@ -284,15 +291,8 @@ async fn a_resume_with_the_same_list_reuses_the_reduce_and_a_changed_one_runs_it
         async move {
             let report = exec.run().await.unwrap();
             assert!(report.all_completed(), "{report:#?}");
-            let mut called: Vec<String> = engine
-                .prompts
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|(id, _)| id.clone())
-                .filter(|id| id != "src")
-                .collect();
-            called.sort();
+            let mut called = engine.asked();
+            called.retain(|id| id != "src");
             called
         }
     };
@@ -303,9 +303,62 @@ async fn a_resume_with_the_same_list_reuses_the_reduce_and_a_changed_one_runs_it
     );
     // One item fewer: every item is reused, but the reduce must run.
     assert_eq!(resume(r#"{"repos": ["a"]}"#, true).await, ["report"]);
+    // The same shorter list again: `scan[1]`, left stored by the longer
+    // list, is not the run's, and nothing runs (before the map recorded
+    // its count, the stale item made the reduce run on every resume).
+    assert_eq!(
+        resume(r#"{"repos": ["a"]}"#, true).await,
+        Vec::<String>::new()
+    );
+    let scan = store.get_by_task_id("scan").unwrap().unwrap();
+    assert_eq!(scan.metadata.map_items, Some(1));
+    assert!(store.get_by_task_id("scan[1]").unwrap().is_some(), "kept");
     // Moved (`b` is still stored from the first list): both items are
     // reused under their new ids, and the reduce runs.
     assert_eq!(resume(r#"{"repos": ["b", "a"]}"#, true).await, ["report"]);
+    assert_eq!(
+        resume(r#"{"repos": ["b", "a"]}"#, true).await,
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test]
+async fn a_reduce_stored_before_its_items_changed_runs_again() {
+    // A session changed an item and died after the map joined, before
+    // the reduce stored its result: the reduce stored is the one that
+    // read the old item. The next resume sees every item in place, but
+    // what the reduce would receive is not what it received: it runs.
+    let store = Arc::new(MemoryStore::new());
+    resumed_items(&store, scripted(r#"{"repos": ["a", "b"]}"#, &[])).await;
+    let old_report = store.get_by_task_id("report").unwrap().unwrap();
+    let opts = ExecutorOptions {
+        reuse_completed: true,
+        force_rerun: ["src".to_string()].into(),
+        ..ExecutorOptions::default()
+    };
+    let changed = Arc::new(Scripted {
+        outputs: [
+            ("src".to_string(), r#"{"repos": ["a", "c"]}"#.to_string()),
+            ("scan[1]".to_string(), "about c".to_string()),
+        ]
+        .into(),
+        ..Scripted::default()
+    });
+    let exec = Executor::new(map_plan(0, 5), changed, store.clone(), opts).unwrap();
+    assert!(exec.run().await.unwrap().all_completed());
+    store.store(old_report).unwrap();
+    let engine = scripted(r#"{"repos": ["a", "c"]}"#, &[]);
+    let opts = ExecutorOptions {
+        reuse_completed: true,
+        ..ExecutorOptions::default()
+    };
+    let exec = Executor::new(map_plan(0, 5), engine.clone(), store.clone(), opts).unwrap();
+    let report = exec.run().await.unwrap();
+    assert!(
+        report.reused.contains(&"scan[1]".to_string()),
+        "{report:#?}"
+    );
+    assert_eq!(engine.asked(), ["report"]);
 }
 
 #[tokio::test]
@@ -410,15 +463,8 @@ async fn resumed_items(store: &Arc<MemoryStore>, engine: Arc<Scripted>) -> Vec<S
     let exec = Executor::new(map_plan(0, 5), engine.clone(), store.clone(), opts).unwrap();
     let report = exec.run().await.unwrap();
     assert!(report.all_completed(), "{report:#?}");
-    let mut called: Vec<String> = engine
-        .prompts
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(id, _)| id.clone())
-        .filter(|id| id.starts_with("scan["))
-        .collect();
-    called.sort();
+    let mut called = engine.asked();
+    called.retain(|id| id.starts_with("scan["));
     called
 }
 

@@ -28,8 +28,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 
-use ctx_model::Plan;
 use ctx_model::graph::{DependencyGraph, TopologicalOrder};
+use ctx_model::{MapSpec, Plan};
 
 /// How tasks are weighed for the critical path and priorities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -260,8 +260,10 @@ impl PlanGraph {
         self.graph.transitive_dependents(i)
     }
 
-    /// The data `ctx plan graph --format json` prints.
-    pub fn summary(&self) -> GraphSummary {
+    /// The data `ctx plan graph --format json` prints. `plan` is the plan
+    /// this graph was built from: each map task's `map:` block comes from
+    /// it (the graph keeps ids and edges only).
+    pub fn summary(&self, plan: &Plan) -> GraphSummary {
         GraphSummary {
             order: self.order.iter().map(|&i| self.ids[i].clone()).collect(),
             levels: self
@@ -289,6 +291,15 @@ impl PlanGraph {
                     weight: self.weights[i],
                     priority: self.remaining[i],
                     critical: self.critical_path.contains(&i),
+                    map: plan
+                        .sub_tasks
+                        .get(i)
+                        .and_then(|t| t.map.as_ref())
+                        .map(|m| MapSpec {
+                            // The source's value is not the graph's.
+                            variable_value: None,
+                            ..m.clone()
+                        }),
                 })
                 .collect(),
         }
@@ -327,6 +338,13 @@ pub struct TaskSummary {
     pub priority: u64,
     /// Whether it lies on the critical path.
     pub critical: bool,
+    /// For a map task, its `map:` block as the plan writes it (`over`,
+    /// `pointer`, `as`, `max_items`, `allow_failures`): the task stands
+    /// for up to `max_items` items, which exist only once the list is
+    /// known, so the graph shows the one node (`×max_items` in mermaid
+    /// and dot). Absent for any other task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<MapSpec>,
 }
 
 /// Each task's index by id; an error names a duplicate id or a dependency
@@ -669,7 +687,7 @@ mod tests {
     #[test]
     fn summary_is_serializable() {
         let p = plan(&[("a", &[], None), ("b", &["a", "a"], None)]);
-        let s = PlanGraph::new(&p).unwrap().summary();
+        let s = PlanGraph::new(&p).unwrap().summary(&p);
         assert_eq!(s.tasks[1].dependencies, ["a"]);
         assert!(s.tasks.iter().all(|t| t.critical));
         let json = serde_json::to_value(&s).unwrap();

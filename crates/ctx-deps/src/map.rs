@@ -193,6 +193,50 @@ pub fn failed_item_note(r: &TaskExecutionResult) -> String {
     format!("(this item {}: {why})", r.status.as_str())
 }
 
+/// The digest of the items a dependent's prompt receives, in order: each
+/// item's id and its output, or its failure note ([`failed_item_note`]),
+/// which is what its prompt shows. `None` when `results` holds no item of
+/// a map task of `plan`. The dependent stores it
+/// ([`map_inputs`](ctx_model::ResultMetadata::map_inputs)); on resume its
+/// stored result is taken only when the items digest the same again, so a
+/// list that shrank, grew, moved or changed an item's output re-runs it,
+/// and a list that did not, does not.
+pub fn items_digest<'r>(
+    plan: &Plan,
+    results: impl IntoIterator<Item = &'r TaskExecutionResult>,
+) -> Option<String> {
+    let mut fields: Vec<String> = Vec::new();
+    // Items of one map come together: its lookup is made once.
+    let mut last: Option<(&str, bool)> = None;
+    for r in results {
+        let Some((m, _)) = parse_item_id(&r.task_id) else {
+            continue;
+        };
+        let of_a_map = match last {
+            Some((id, known)) if id == m => known,
+            _ => {
+                let known = plan.task(m).is_some_and(|t| t.map.is_some());
+                last = Some((m, known));
+                known
+            }
+        };
+        if !of_a_map {
+            continue;
+        }
+        fields.push(r.task_id.clone());
+        fields.push(if r.status == TaskStatus::Completed {
+            r.output.clone()
+        } else {
+            failed_item_note(r)
+        });
+    }
+    if fields.is_empty() {
+        return None;
+    }
+    let fields: Vec<&[u8]> = fields.iter().map(|f| f.as_bytes()).collect();
+    Some(ctx_store::fingerprint::sha256_fields(&fields))
+}
+
 /// The dependencies whose outputs task `i`'s prompt receives, in order:
 /// each dependency as it is, except a map task, which is replaced by its
 /// items in item order (the map task's own output, a count, is left out).

@@ -112,6 +112,20 @@ pub fn without_items(plan: &crate::Plan) -> crate::Plan {
     out
 }
 
+/// Whether stored item `index` of a map task is one of the run's items,
+/// given the map task's latest stored result: it is when that result
+/// records no item count (a row stored before ctx recorded one), or
+/// `index` is below the count ([`ResultMetadata::map_items`]). An item at
+/// or beyond it was left in the store by an earlier, longer list: kept,
+/// not the run's.
+///
+/// [`ResultMetadata::map_items`]: crate::ResultMetadata::map_items
+pub fn is_current_item(map_result: Option<&crate::TaskExecutionResult>, index: usize) -> bool {
+    map_result
+        .and_then(|r| r.metadata.map_items)
+        .is_none_or(|n| index < n)
+}
+
 /// One item of a resolved list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MapItem {

@@ -153,6 +153,23 @@ pub struct ResultMetadata {
     /// takes a stored item whose hash a new item has, under the new id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map_item_hash: Option<String>,
+    /// For a map task: how many items its list expanded to in the session
+    /// that stored this row (0 when it did not expand there: its source
+    /// gave no list, or it was skipped). The run's items are `TASK[0]` to
+    /// `TASK[n-1]`; a stored item beyond them was left by an earlier,
+    /// longer list. It is kept (a later list may match it by content
+    /// hash), but no listing shows it as the run's and no dependent
+    /// receives it ([`crate::map::is_current_item`]). Absent on rows
+    /// stored before ctx recorded it: every stored item counts then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_items: Option<usize>,
+    /// For a task whose prompt receives a map's items: the digest of what
+    /// it received (each item's id, and its output or its failure note, in
+    /// order). `--resume` takes such a task's stored result only when its
+    /// items digest the same again; otherwise it runs. Absent for a task
+    /// that receives no item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_inputs: Option<String>,
 }
 
 /// The `llm` summaries of one task's output: every call made, and whether

@@ -92,7 +92,7 @@ dl.totals dt { color: var(--muted); font-size: 12px; } dl.totals dd { margin: 0;
 .key.m-retry { background: #b35c00; clip-path: polygon(50% 100%, 0 0, 100% 0); } .key.m-check { background: #7b3fbf; clip-path: polygon(50% 0, 100% 50%, 50% 100%, 0 50%); }
 svg text { font: 11.5px system-ui, sans-serif; fill: #1d2330; }
 svg .rows rect { fill: #f5f6f8; } svg .axis line { stroke: var(--line); } svg .axis text { fill: var(--muted); text-anchor: middle; font-size: 11px; }
-svg .labels text.crit { font-weight: 700; } svg text.never { fill: var(--muted); font-style: italic; }
+svg .labels text.crit { font-weight: 700; } svg .labels text.item { fill: var(--muted); } svg text.never { fill: var(--muted); font-style: italic; }
 svg .stripe { fill: var(--in_progress); }
 .bar, .node { stroke: none; }
 .st-completed { fill: var(--completed); } .st-failed { fill: var(--failed); } .st-interrupted { fill: var(--interrupted); }
@@ -110,7 +110,7 @@ table { border-collapse: collapse; font-size: 13px; }
 td.s-completed { color: var(--completed); } td.s-failed { color: var(--failed); } td.s-interrupted { color: var(--interrupted); }
 td.s-in_progress { color: var(--in_progress); } td.s-skipped, td.s-pending { color: var(--muted); }
 th, td { border-bottom: 1px solid var(--line); padding: 3px 10px 3px 0; text-align: left; vertical-align: top; }
-td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; } #tasks tr.item > td:first-child { padding-left: 1.5em; }
 details.task { border: 1px solid var(--line); border-radius: 4px; margin: 4px 0; padding: 2px 10px; content-visibility: auto; contain-intrinsic-size: auto 28px; }
 details.task > summary { cursor: pointer; } details.task:target { outline: 2px solid var(--in_progress); }
 details.task .body { padding: 4px 0 8px; }
@@ -456,9 +456,17 @@ fn published(out: &mut String, input: &RunReportInput) {
 
 fn task_table(out: &mut String, input: &RunReportInput, a: &Analysis) {
     out.push_str("<section id=\"tasks\"><h2>Tasks</h2><div class=\"scroll\"><table><colgroup><col style=\"width:200px\"><col style=\"width:90px\"><col style=\"width:50px\"><col style=\"width:80px\"><col style=\"width:90px\"><col style=\"width:150px\"><col style=\"width:100px\"><col style=\"width:140px\"><col style=\"width:100px\"><col style=\"width:100px\"><col style=\"width:80px\"></colgroup><thead><tr><th>Task</th><th>Status</th><th class=\"n\">Level</th><th class=\"n\">Start</th><th class=\"n\">Time</th><th class=\"n\">Calls</th><th class=\"n\">Prompt tokens</th><th class=\"n\">Cut from deps</th><th class=\"n\">Completion</th><th class=\"n\">Cost</th><th>Cached</th></tr></thead><tbody>\n");
-    for (i, task) in input.tasks.iter().enumerate() {
+    // A map task's items follow it, indented, in input order.
+    let parents = crate::groups::parents(input);
+    for i in crate::groups::grouped_order(&parents, |i| i) {
+        let task = &input.tasks[i];
         let (start, time) = time_cell(a.span[i]);
-        let _ = write!(out, "<tr><td><a href=\"#task-{i}\">");
+        let row = if parents[i].is_some() {
+            "<tr class=\"item\">"
+        } else {
+            "<tr>"
+        };
+        let _ = write!(out, "{row}<td><a href=\"#task-{i}\">");
         push_text(out, &truncate(&task.id, 48));
         let _ = writeln!(
             out,

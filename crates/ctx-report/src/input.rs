@@ -277,6 +277,11 @@ pub struct TaskReport {
     /// The ids of the tasks it depends on, as declared.
     #[serde(default)]
     pub dependencies: Vec<String>,
+    /// For an item of a map task (`TASK[3]`): the map task's id. The page
+    /// groups items under their map task, in the timeline and in the task
+    /// table. Absent for any other task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_of: Option<String>,
     /// Where it stands.
     pub status: TaskState,
     /// When the execution that produced its current result started; absent
@@ -377,6 +382,7 @@ impl TaskReport {
             id: id.into(),
             description: String::new(),
             dependencies: Vec::new(),
+            item_of: None,
             status,
             started_at: None,
             ended_at: None,

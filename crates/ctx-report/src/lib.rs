@@ -48,6 +48,7 @@ mod dag;
 pub mod escape;
 mod format;
 pub mod from_model;
+mod groups;
 pub mod html;
 pub mod input;
 mod timeline;

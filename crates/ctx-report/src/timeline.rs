@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use crate::analysis::Analysis;
 use crate::escape::{push_text, truncate};
 use crate::format::{axis, duration, px, tick_step};
+use crate::groups::{grouped_order, parents};
 use crate::input::{AttemptOutcome, RunReportInput, RunStatus};
 
 const LABEL_W: f64 = 190.0;
@@ -23,16 +24,16 @@ const TOP: f64 = 26.0;
 const RIGHT: f64 = 30.0;
 
 /// The rows' order: started tasks by start (then input order), then the
-/// tasks that never started, in input order.
-pub fn row_order(a: &Analysis) -> Vec<usize> {
-    let mut rows: Vec<usize> = (0..a.span.len()).collect();
-    rows.sort_by_key(|&i| (a.span[i].map_or(i64::MAX, |s| s.start), i));
-    rows
+/// tasks that never started, in input order; a map task's items right
+/// after it, in the same order among themselves ([`grouped_order`]).
+pub fn row_order(a: &Analysis, parents: &[Option<usize>]) -> Vec<usize> {
+    grouped_order(parents, |i| a.span[i].map_or(i64::MAX, |s| s.start))
 }
 
 /// Appends the timeline's `<svg>` to `out`.
 pub fn render(out: &mut String, input: &RunReportInput, a: &Analysis) {
-    let rows = row_order(a);
+    let parents = parents(input);
+    let rows = row_order(a, &parents);
     let mut row_of = vec![0usize; rows.len()];
     for (r, &i) in rows.iter().enumerate() {
         row_of[i] = r;
@@ -97,13 +98,20 @@ pub fn render(out: &mut String, input: &RunReportInput, a: &Analysis) {
     // Labels.
     out.push_str("<g class=\"labels\">");
     for (r, &i) in rows.iter().enumerate() {
+        // An item's label is indented under its map task's.
+        let (x, class) = match (parents[i].is_some(), on_path[i]) {
+            (false, false) => ("4", ""),
+            (false, true) => ("4", " class=\"crit\""),
+            (true, false) => ("16", " class=\"item\""),
+            (true, true) => ("16", " class=\"item crit\""),
+        };
         let _ = write!(
             out,
-            "<text x=\"4\" y=\"{}\"{}>",
+            "<text x=\"{x}\" y=\"{}\"{class}>",
             px(y_of(r) + ROW_H - 5.0),
-            if on_path[i] { " class=\"crit\"" } else { "" }
         );
-        push_text(out, &truncate(&input.tasks[i].id, 28));
+        let room = if parents[i].is_some() { 26 } else { 28 };
+        push_text(out, &truncate(&input.tasks[i].id, room));
         out.push_str("</text>");
     }
     out.push_str("</g>");

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{synthetic_run, tetris_run};
+use common::{mapped_run, synthetic_run, tetris_run};
 use ctx_report::{RunReportInput, render_html};
 
 fn find_browser() -> Option<PathBuf> {
@@ -120,6 +120,30 @@ fn load(browser: &Path, dir: &Path, run: &RunReportInput) -> Loaded {
     Loaded { dom, console }
 }
 
+/// Takes a screenshot of the report [`load`] wrote in `dir` at the window
+/// `size` (`W,H`), checks it is a PNG of some substance, and returns it.
+fn screenshot(browser: &Path, dir: &Path, size: &str) -> Vec<u8> {
+    let shot = dir.join("report.png");
+    let (_, stderr) = run_browser(
+        browser,
+        &dir.join("profile"),
+        &[
+            format!("--screenshot={}", shot.display()),
+            format!("--window-size={size}"),
+            "--hide-scrollbars".into(),
+        ],
+        &dir.join("report.html"),
+    );
+    let png =
+        std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot ({e}); stderr:\n{stderr}"));
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
+    png
+}
+
 /// What every report must show after loading: our script ran, nothing was
 /// logged to the console, nothing was recorded as an error or a blocked
 /// script, and there is one bar per started task.
@@ -167,24 +191,28 @@ fn tetris_report_renders_one_bar_per_task_without_errors() {
     assert!(l.dom.contains("&lt;script&gt;\n  // "));
 
     // A screenshot: a PNG of the page as a user sees it.
-    let shot = dir.path().join("report.png");
-    let (_, stderr) = run_browser(
-        &b,
-        &dir.path().join("profile"),
-        &[
-            format!("--screenshot={}", shot.display()),
-            "--window-size=1280,1500".into(),
-            "--hide-scrollbars".into(),
-        ],
-        &dir.path().join("report.html"),
-    );
-    let png =
-        std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot ({e}); stderr:\n{stderr}"));
-    assert!(
-        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
-        "{} bytes",
-        png.len()
-    );
+    screenshot(&b, dir.path(), "1280,1500");
+}
+
+#[test]
+fn a_maps_items_load_grouped_under_it_with_a_screenshot() {
+    let Some(b) = browser() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let run = mapped_run();
+    let l = load(&b, dir.path(), &run);
+    assert_clean(&l, run.tasks.len());
+    // As the browser parsed it: the three item rows of the table follow
+    // the map task's row, and the item labels are indented.
+    let table = &l.dom[l.dom.find("<section id=\"tasks\">").expect("the table")..];
+    let scan = table.find(">scan</a>").expect("the map task's row");
+    let rows: Vec<usize> = table
+        .match_indices("<tr class=\"item\">")
+        .map(|(at, _)| at)
+        .collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    assert!(rows.iter().all(|&at| at > scan) && table[..rows[2]].contains(">scan[1]</a>"));
+    assert_eq!(l.dom.matches("<text x=\"16\" ").count(), 3);
+    screenshot(&b, dir.path(), "1280,900");
 }
 
 #[test]

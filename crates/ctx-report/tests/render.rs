@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ATTACKS, tetris_run};
+use common::{ATTACKS, mapped_run, tetris_run};
 use ctx_report::{
     AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, DependencyCut, RunReportInput,
     RunStatus, TaskReport, TaskState, Timestamp, render_html,
@@ -257,6 +257,84 @@ fn one_bar_per_started_task_and_the_run_state_shown() {
     assert!(html.contains("class=\"bar st-in_progress crit open\""));
     assert!(html.contains(">2.9 s so far<"));
     assert!(html.contains(">5.0 s so far<"));
+}
+
+/// The page's text between `from` and the next `to` after it.
+fn section<'a>(html: &'a str, from: &str, to: &str) -> &'a str {
+    let start = html
+        .find(from)
+        .unwrap_or_else(|| panic!("{from} in the page"));
+    let end = html[start..]
+        .find(to)
+        .map_or(html.len(), |e| start + e + to.len());
+    &html[start..end]
+}
+
+/// The ids in `html` in the order they appear, among `ids`.
+fn order_of<'a>(html: &str, ids: &[&'a str], around: (&str, &str)) -> Vec<&'a str> {
+    let mut at: Vec<(usize, &str)> = ids
+        .iter()
+        .map(|id| {
+            let needle = format!("{}{id}{}", around.0, around.1);
+            (
+                html.find(&needle).unwrap_or_else(|| panic!("{needle}")),
+                *id,
+            )
+        })
+        .collect();
+    at.sort_unstable();
+    at.into_iter().map(|(_, id)| id).collect()
+}
+
+#[test]
+fn a_maps_items_are_grouped_under_it_in_the_timeline_and_the_table() {
+    let html = render_html(&mapped_run());
+    let ids = [
+        "src", "scan", "scan[0]", "scan[1]", "scan[2]", "other", "report",
+    ];
+    // The timeline: by start, but the items right after their map task
+    // (by start among themselves), `other` after them although it
+    // started before two of them; the items' labels indented.
+    let timeline = section(&html, "<svg class=\"timeline\"", "</svg>");
+    let labels = section(timeline, "<g class=\"labels\">", "</g>");
+    assert_eq!(
+        order_of(labels, &ids, (">", "</text>")),
+        [
+            "src", "scan", "scan[2]", "scan[1]", "scan[0]", "other", "report"
+        ]
+    );
+    assert_eq!(labels.matches("<text x=\"16\" ").count(), 3, "{labels}");
+    assert_eq!(labels.matches("class=\"item").count(), 3, "{labels}");
+    // The table: in input order, each item in a row of class `item` right
+    // after its map task.
+    let table = section(&html, "<section id=\"tasks\">", "</section>");
+    assert_eq!(
+        order_of(table, &ids, (">", "</a></td>")),
+        [
+            "src", "scan", "scan[0]", "scan[1]", "scan[2]", "other", "report"
+        ]
+    );
+    assert_eq!(table.matches("<tr class=\"item\">").count(), 3);
+    // Listed after `other` in the input, the items still follow `scan`.
+    let mut moved = mapped_run();
+    let item = moved.tasks.remove(2);
+    moved.tasks.push(item);
+    let html = render_html(&moved);
+    let table = section(&html, "<section id=\"tasks\">", "</section>");
+    assert_eq!(
+        order_of(table, &ids, (">", "</a></td>")),
+        [
+            "src", "scan", "scan[1]", "scan[2]", "scan[0]", "other", "report"
+        ]
+    );
+    insta::assert_snapshot!(format!(
+        "{timeline}\n{}",
+        section(
+            &render_html(&mapped_run()),
+            "<section id=\"tasks\">",
+            "</section>"
+        )
+    ));
 }
 
 #[test]

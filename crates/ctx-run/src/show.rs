@@ -97,7 +97,7 @@ impl RunShow {
             let own = latest.remove(&t.id);
             // A map task's items follow it, in item order.
             let items = if t.map.is_some() {
-                take_items(&t.id, &mut latest)
+                take_items(&t.id, own.as_ref(), &mut latest)
             } else {
                 Vec::new()
             };
@@ -454,14 +454,20 @@ struct HistoryJson<'a> {
     result: TaskJson<'a>,
 }
 
-/// The stored items of map task `map_id` (`TASK[i]`), taken out of
-/// `latest`, in item order.
-fn take_items(map_id: &str, latest: &mut HashMap<String, ResultRecord>) -> Vec<ResultRecord> {
+/// The run's stored items of map task `map_id` (`TASK[i]`), taken out of
+/// `latest`, in item order: those below the count `map_row` (the map
+/// task's latest result) records, not those an earlier, longer list left.
+fn take_items(
+    map_id: &str,
+    map_row: Option<&ResultRecord>,
+    latest: &mut HashMap<String, ResultRecord>,
+) -> Vec<ResultRecord> {
+    let map_row = map_row.map(|r| &r.result);
     let mut ids: Vec<(usize, String)> = latest
         .keys()
         .filter_map(|id| {
             let (m, i) = ctx_model::map::parse_item_id(id)?;
-            (m == map_id).then(|| (i, id.clone()))
+            (m == map_id && ctx_model::map::is_current_item(map_row, i)).then(|| (i, id.clone()))
         })
         .collect();
     ids.sort_unstable();
@@ -507,7 +513,7 @@ impl TaskShow {
             return Ok(None);
         }
         let items = match task {
-            Some(t) if t.map.is_some() => take_items(task_id, &mut all)
+            Some(t) if t.map.is_some() => take_items(task_id, latest.as_ref(), &mut all)
                 .into_iter()
                 .map(|r| (r.result.task_id, r.result.status))
                 .collect(),

@@ -149,9 +149,18 @@ impl ResumePlan {
             }
         }
         let index = plan.task_index();
+        // A map task's items are the run's, not dropped: those below the
+        // count its latest result records. An item an earlier, longer
+        // list left beyond it is kept and ignored like a removed task.
+        let is_item = |id: &str| {
+            ctx_model::map::parse_item_id(id).is_some_and(|(m, k)| {
+                index.get(m).is_some_and(|t| t.map.is_some())
+                    && ctx_model::map::is_current_item(stored.get(m).map(|r| &r.result), k)
+            })
+        };
         out.dropped = stored
             .keys()
-            .filter(|id| !index.contains(id))
+            .filter(|id| !index.contains(id) && !is_item(id))
             .cloned()
             .collect();
         out
@@ -358,6 +367,37 @@ mod tests {
         assert_eq!(reasons(&r), [("f".into(), "never started".into())]);
         assert_eq!(r.dropped, ["e"]);
         assert_eq!(r.rerun_ids().into_iter().collect::<Vec<_>>(), ["f"]);
+    }
+
+    #[test]
+    fn a_maps_items_are_not_dropped_but_those_beyond_its_count_are() {
+        let mut p = plan();
+        p.sub_tasks[1].map = Some(ctx_model::MapSpec {
+            over: "a".into(),
+            pointer: None,
+            item: "ITEM".into(),
+            max_items: Some(5),
+            allow_failures: 0,
+            variable_value: None,
+        });
+        let mut s = all_completed(&p);
+        let mut item = |id: &str| {
+            let mut r = s["e"].clone();
+            r.result.task_id = id.to_string();
+            s.insert(id.to_string(), r);
+        };
+        // Items of the map `b`, of a plain task `c`, of no task.
+        for id in ["b[0]", "b[1]", "b[2]", "c[0]", "z[0]"] {
+            item(id);
+        }
+        // No count recorded (a row from before ctx recorded it): every
+        // stored item is the run's.
+        let r = ResumePlan::compute(&p, &s, "dry-run");
+        assert_eq!(r.dropped, ["c[0]", "z[0]"]);
+        // The list shrank to one item: the two beyond it are dropped.
+        s.get_mut("b").unwrap().result.metadata.map_items = Some(1);
+        let r = ResumePlan::compute(&p, &s, "dry-run");
+        assert_eq!(r.dropped, ["b[1]", "b[2]", "c[0]", "z[0]"]);
     }
 
     #[test]

@@ -196,6 +196,22 @@ impl Dir {
         Out::of(self.ctx().args(args))
     }
 
+    /// Runs `ctx run plan.yaml --engine command --command COMMAND MORE…`
+    /// from here to the end: the plan written here, on a scripted command
+    /// engine (which often appends `$CTX_TASK_ID` to `counts`).
+    pub fn run_command(&self, command: &str, more: &[&str]) -> Out {
+        let mut args = vec![
+            "run",
+            "plan.yaml",
+            "--engine",
+            "command",
+            "--command",
+            command,
+        ];
+        args.extend_from_slice(more);
+        self.run(&args)
+    }
+
     /// Calls per task id so far ([`counts_in`] here).
     pub fn counts(&self) -> BTreeMap<String, usize> {
         counts_in(self.path())
@@ -391,5 +407,57 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "hello");
         assert_eq!(write_path(&dir, "b.txt", "x"), dir.join("b.txt"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// What the in-process benchmarks (`[[bench]]` targets with
+/// `harness = false`) share: their flags and peak memory.
+pub mod bench {
+    /// A benchmark's command line.
+    pub struct BenchArgs {
+        args: Vec<String>,
+    }
+
+    impl BenchArgs {
+        /// This process's arguments, or `None` when a test harness only
+        /// asks for a `--list` of tests (a benchmark has none).
+        pub fn from_env() -> Option<BenchArgs> {
+            let args: Vec<String> = std::env::args().collect();
+            (!args.iter().any(|a| a == "--list")).then_some(BenchArgs { args })
+        }
+
+        /// Run without `--bench` (`cargo test --all-targets`): a quick
+        /// smoke run, not figures.
+        pub fn smoke(&self) -> bool {
+            !self.args.iter().any(|a| a == "--bench")
+        }
+
+        /// The number after `flag`, when given.
+        pub fn value(&self, flag: &str) -> Option<u64> {
+            self.args
+                .iter()
+                .position(|a| a == flag)
+                .and_then(|i| self.args.get(i + 1))
+                .and_then(|v| v.parse().ok())
+        }
+    }
+
+    /// Peak resident set since the last [`reset_peak`], in MiB (Linux
+    /// `VmHWM`; `None` elsewhere).
+    pub fn peak_rss_mib() -> Option<f64> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb / 1024.0)
+    }
+
+    /// Resets the peak [`peak_rss_mib`] reads (`/proc/self/clear_refs`).
+    pub fn reset_peak() {
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+    }
+
+    /// A peak as a table cell: `70 MiB`, or `n/a`.
+    pub fn fmt_mib(v: Option<f64>) -> String {
+        v.map_or_else(|| "n/a".into(), |v| format!("{v:.0} MiB"))
     }
 }

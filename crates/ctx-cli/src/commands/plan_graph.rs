@@ -37,7 +37,8 @@ pub enum Format {
     Mermaid,
     /// Graphviz dot (`ctx plan graph p.yaml --format dot | dot -Tsvg`).
     Dot,
-    /// Order, levels, critical path and per-task priority as JSON.
+    /// Order, levels, critical path and per-task priority as JSON; a map
+    /// task carries its `map` block.
     Json,
 }
 
@@ -49,7 +50,7 @@ pub fn run(args: Args) -> CliResult {
     let text = match args.format {
         Format::Mermaid => mermaid(&plan, &graph),
         Format::Dot => dot(&plan, &graph),
-        Format::Json => crate::io::json_text(&graph.summary())?,
+        Format::Json => crate::io::json_text(&graph.summary(&plan))?,
     };
     crate::io::print_stdout(&text)?;
     Ok(Exit::Ok)

@@ -343,3 +343,39 @@ pub fn synthetic_run(n: usize, seed: u64) -> RunReportInput {
         published: Vec::new(),
     }
 }
+
+/// A mapped run as `ctx runs report` reads it: `src`, the map task `scan`
+/// (its span from its expansion to its join), its three items listed
+/// after it but started out of order (`scan[2]` first), a task `other`
+/// that starts between them, and the reduce `report`.
+pub fn mapped_run() -> RunReportInput {
+    let at = |s: i64| Some(Timestamp::from_unix_ms(t0() + s));
+    let task = |id: &str, deps: &[&str], item_of: Option<&str>, start: i64, end: i64| {
+        let mut t = TaskReport::new(id, TaskState::Completed);
+        t.description = format!("Task {id}");
+        t.dependencies = deps.iter().map(|d| d.to_string()).collect();
+        t.item_of = item_of.map(str::to_string);
+        t.started_at = at(start);
+        t.ended_at = at(end);
+        t.output = format!("output of {id}");
+        t
+    };
+    RunReportInput {
+        run_id: "20261130T100000.000Z-0000map0".into(),
+        plan: "map.yaml".into(),
+        status: RunStatus::Completed,
+        started_at: at(0),
+        ended_at: at(9_000),
+        as_of: None,
+        tasks: vec![
+            task("src", &[], None, 0, 1_000),
+            task("scan", &["src"], None, 1_000, 6_000),
+            task("scan[0]", &[], Some("scan"), 3_000, 5_000),
+            task("scan[1]", &[], Some("scan"), 2_000, 6_000),
+            task("scan[2]", &[], Some("scan"), 1_000, 2_500),
+            task("other", &[], None, 1_500, 3_000),
+            task("report", &["scan"], None, 6_000, 9_000),
+        ],
+        published: Vec::new(),
+    }
+}

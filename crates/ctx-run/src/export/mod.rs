@@ -99,24 +99,32 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
     let mut records = Vec::with_capacity(plan.sub_tasks.len());
     // Each plan task, and after a map task its stored items (in item
     // order), each an entry of its own.
-    let mut entries: Vec<(ctx_model::SubTask, Option<ResultRecord>)> = Vec::new();
+    let mut entries: Vec<(ctx_model::SubTask, Option<ResultRecord>, Option<&str>)> = Vec::new();
     for task in &plan.sub_tasks {
-        entries.push((task.clone(), stored.remove(&task.id)));
-        let Some(m) = &task.map else { continue };
+        let own = stored.remove(&task.id);
+        let map_row = own.as_ref().map(|r| &r.result);
+        let Some(m) = &task.map else {
+            entries.push((task.clone(), own, None));
+            continue;
+        };
+        // The run's items only: those an earlier, longer list left
+        // stored beyond the map's count are not listed.
         let mut items: Vec<(usize, String)> = stored
             .keys()
             .filter_map(|id| {
                 let (map_id, i) = ctx_model::map::parse_item_id(id)?;
-                (map_id == task.id).then(|| (i, id.clone()))
+                (map_id == task.id && ctx_model::map::is_current_item(map_row, i))
+                    .then(|| (i, id.clone()))
             })
             .collect();
+        entries.push((task.clone(), own, None));
         items.sort_unstable();
         for (i, id) in items {
             let item = ctx_deps::map::item_task(task, m, i, "");
-            entries.push((item, stored.remove(&id)));
+            entries.push((item, stored.remove(&id), Some(task.id.as_str())));
         }
     }
-    for (task, record) in &entries {
+    for (task, record, item_of) in &entries {
         let record = record.clone();
         let (started, ended) = match &record {
             Some(r) => (
@@ -133,13 +141,15 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
             ),
             None => (None, None),
         };
-        tasks.push(TaskReport::from_model(
+        let mut report = TaskReport::from_model(
             task,
             record.as_ref().map(|r| &r.result),
             started,
             ended,
             status,
-        ));
+        );
+        report.item_of = item_of.map(str::to_string);
+        tasks.push(report);
         records.push(record);
     }
     let started_at = header
