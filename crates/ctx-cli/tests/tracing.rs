@@ -99,6 +99,8 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Seen>>, mute: bool) {
             return;
         }
         raw.extend_from_slice(&body);
+        let streamed = serde_json::from_slice::<serde_json::Value>(&body)
+            .is_ok_and(|b| b["stream"] == serde_json::Value::Bool(true));
         log.lock().unwrap().push(Seen {
             path: path.clone(),
             headers,
@@ -109,7 +111,9 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Seen>>, mute: bool) {
             std::thread::sleep(Duration::from_secs(600));
             return;
         }
-        let (kind, answer) = if path == "/v1/chat/completions" {
+        let (kind, answer) = if path == "/v1/chat/completions" && streamed {
+            ("text/event-stream", STREAMED_ANSWER.as_bytes().to_vec())
+        } else if path == "/v1/chat/completions" {
             let a = r#"{"id":"chatcmpl-1","object":"chat.completion","model":"served-model","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
             ("application/json", a.as_bytes().to_vec())
         } else {
@@ -124,6 +128,15 @@ fn serve(stream: TcpStream, log: &Mutex<Vec<Seen>>, mute: bool) {
         }
     }
 }
+
+/// The `--stream` answer: `ok` in two chunks, then usage, each chunk
+/// repeating the response id.
+const STREAMED_ANSWER: &str = concat!(
+    "data: {\"id\":\"chatcmpl-s7\",\"model\":\"served-model\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"o\"}}]}\n\n",
+    "data: {\"id\":\"chatcmpl-s7\",\"model\":\"served-model\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"k\"},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: {\"id\":\"chatcmpl-s7\",\"model\":\"served-model\",\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3,\"total_tokens\":15}}\n\n",
+    "data: [DONE]\n\n",
+);
 
 fn plan(dir: &Dir) {
     dir.write(
@@ -274,6 +287,9 @@ fn a_run_exports_its_trace_in_the_genai_conventions_and_never_the_key() {
         str_attr(chat_b, "gen_ai.response.model"),
         Some("served-model")
     );
+    assert_eq!(str_attr(chat_b, "gen_ai.response.id"), Some("chatcmpl-1"));
+    // Not streamed: no time to first chunk.
+    assert!(attr(&chat_b.attributes, "gen_ai.response.time_to_first_chunk").is_none());
     assert_eq!(int_attr(chat_b, "gen_ai.usage.input_tokens"), Some(12));
     assert_eq!(int_attr(chat_b, "gen_ai.usage.output_tokens"), Some(3));
     assert_eq!(str_attr(chat_b, "ctx.call.purpose"), Some("task"));
@@ -325,6 +341,30 @@ fn a_run_exports_its_trace_in_the_genai_conventions_and_never_the_key() {
         let raw = String::from_utf8_lossy(&s.raw);
         assert!(!raw.contains(KEY), "the API key reached the collector");
         assert!(!raw.contains("TRACING-4f1c9e2d7b"));
+    }
+}
+
+#[test]
+fn a_streamed_call_records_its_response_id_and_time_to_first_chunk() {
+    let server = Server::start(false);
+    let dir = Dir::new();
+    plan(&dir);
+    let (out, _) = ctx_run(&dir, &server.url, &["--stream", "--otlp", &server.url], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let spans = spans_sent(&server);
+    let chats: Vec<&Span> = spans.iter().filter(|s| s.name.starts_with("chat ")).collect();
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    for chat in chats {
+        assert_eq!(str_attr(chat, "gen_ai.response.id"), Some("chatcmpl-s7"));
+        let Some(AnyValue::DoubleValue(first)) =
+            attr(&chat.attributes, "gen_ai.response.time_to_first_chunk")
+        else {
+            panic!("no time to first chunk: {chat:#?}");
+        };
+        // Seconds, within the call's own span.
+        let span_secs =
+            (chat.end_time_unix_nano - chat.start_time_unix_nano) as f64 / 1e9;
+        assert!(*first > 0.0 && *first <= span_secs, "{first} of {span_secs}");
     }
 }
 
