@@ -140,26 +140,22 @@ fn time_run(ctx: &Path, plan: &Path, otlp: Option<&str>) -> Result<(f64, f64, Ve
 
 /// Runs the benchmark.
 pub fn run(args: &[String]) -> Result<(), String> {
-    let mut runs = 5usize;
-    let mut tasks = DEFAULT_TASKS;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--runs" => runs = crate::runs_value(it.next())?,
-            "--tasks" => tasks = crate::runs_value(it.next())?,
-            other => {
+    let (mut runs, mut tasks) = (5usize, DEFAULT_TASKS);
+    for pair in args.chunks(2) {
+        match pair {
+            [flag, value] if flag == "--runs" => runs = crate::runs_value(Some(value))?,
+            [flag, value] if flag == "--tasks" => tasks = crate::runs_value(Some(value))?,
+            _ => {
                 return Err(format!(
-                    "bench-tracing: unknown argument `{other}` (known: --runs N, --tasks N)"
+                    "usage: cargo xtask bench-tracing [--runs N] [--tasks N] (got {})",
+                    args.join(" ")
                 ));
             }
         }
     }
     let root = crate::root();
-    crate::run_cargo(&root, crate::BUILD_RELEASE_CTX)?;
+    let ctx = crate::build_release_ctx(&root)?;
     let target = crate::target_dir(&root);
-    let ctx = target
-        .join("release")
-        .join(format!("ctx{}", std::env::consts::EXE_SUFFIX));
     let dir = target.join("bench-tracing");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let plan = dir.join(format!("plan-{tasks}.json"));

@@ -127,6 +127,14 @@ const BUILD_RELEASE_CTX: &[&str] = &[
     "ctx",
 ];
 
+/// Builds the release `ctx` ([`BUILD_RELEASE_CTX`]); its path.
+fn build_release_ctx(root: &Path) -> Result<PathBuf, String> {
+    run_cargo(root, BUILD_RELEASE_CTX)?;
+    Ok(target_dir(root)
+        .join("release")
+        .join(format!("ctx{}", std::env::consts::EXE_SUFFIX)))
+}
+
 /// The value of a benchmark's `--runs N`: a positive number.
 fn runs_value(value: Option<&String>) -> Result<usize, String> {
     value

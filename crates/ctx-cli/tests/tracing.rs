@@ -68,15 +68,20 @@ fn ctx_run(
     (out, started.elapsed())
 }
 
+/// [`ctx_run`] with `server` as both the model and, through
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`, the collector, and `env` besides.
+fn traced_by_env(dir: &Dir, server: &Server, env: &[(&str, &str)]) -> ctx_test_support::Out {
+    let endpoint = [("OTEL_EXPORTER_OTLP_ENDPOINT", server.url.as_str())];
+    ctx_run(dir, &server.url, &[], &[&endpoint[..], env].concat()).0
+}
+
 #[test]
 fn a_run_exports_its_trace_in_the_genai_conventions_and_never_the_key() {
     let (server, dir) = collector_and_plan();
-    let (out, _) = ctx_run(
+    let out = traced_by_env(
         &dir,
-        &server.url,
-        &[],
+        &server,
         &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", server.url.as_str()),
             ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
             ("OTEL_SERVICE_NAME", "ctx-test"),
         ],
@@ -211,15 +216,7 @@ fn a_streamed_call_records_its_response_id_and_time_to_first_chunk() {
 #[test]
 fn asking_for_grpc_is_one_clear_warning_and_no_export() {
     let (server, dir) = collector_and_plan();
-    let (out, _) = ctx_run(
-        &dir,
-        &server.url,
-        &[],
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", server.url.as_str()),
-            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
-        ],
-    );
+    let out = traced_by_env(&dir, &server, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let warnings: Vec<&str> = out
         .stderr
