@@ -95,7 +95,11 @@ fn serve(stream: TcpStream, received: &Received) {
 }
 
 /// One run: (CPU seconds, wall seconds, its `warning: tracing:` lines).
-fn time_run(ctx: &Path, plan: &Path, otlp: Option<&str>) -> Result<(f64, f64, Vec<String>), String> {
+fn time_run(
+    ctx: &Path,
+    plan: &Path,
+    otlp: Option<&str>,
+) -> Result<(f64, f64, Vec<String>), String> {
     let cpu0 = crate::bench_run::children_cpu_seconds()
         .ok_or("bench-tracing needs /proc/self/stat (Linux)")?;
     let start = Instant::now();
@@ -200,7 +204,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if warnings.is_empty() {
         println!("no `warning: tracing:` line: every span was delivered");
     } else {
-        println!("{} `warning: tracing:` line(s), the first: {}", warnings.len(), warnings[0]);
+        println!(
+            "{} `warning: tracing:` line(s), the first: {}",
+            warnings.len(),
+            warnings[0]
+        );
     }
     Ok(())
 }

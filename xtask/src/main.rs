@@ -32,8 +32,8 @@ mod arch;
 mod bench_history;
 mod bench_plan;
 mod bench_run;
-mod bench_tracing;
 mod bench_tokens;
+mod bench_tracing;
 mod e2e;
 mod examples;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]

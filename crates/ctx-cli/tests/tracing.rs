@@ -195,7 +195,10 @@ fn a_streamed_call_records_its_response_id_and_time_to_first_chunk() {
     let (out, _) = ctx_run(&dir, &server.url, &["--stream", "--otlp", &server.url], &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let spans = server.spans();
-    let chats: Vec<&Span> = spans.iter().filter(|s| s.name.starts_with("chat ")).collect();
+    let chats: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
     assert_eq!(chats.len(), 2, "{spans:#?}");
     for chat in chats {
         assert_eq!(str_attr(chat, "gen_ai.response.id"), Some("chatcmpl-s7"));
@@ -205,9 +208,11 @@ fn a_streamed_call_records_its_response_id_and_time_to_first_chunk() {
             panic!("no time to first chunk: {chat:#?}");
         };
         // Seconds, within the call's own span.
-        let span_secs =
-            (chat.end_time_unix_nano - chat.start_time_unix_nano) as f64 / 1e9;
-        assert!(*first > 0.0 && *first <= span_secs, "{first} of {span_secs}");
+        let span_secs = (chat.end_time_unix_nano - chat.start_time_unix_nano) as f64 / 1e9;
+        assert!(
+            *first > 0.0 && *first <= span_secs,
+            "{first} of {span_secs}"
+        );
     }
 }
 

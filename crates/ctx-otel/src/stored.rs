@@ -149,7 +149,10 @@ fn task_attributes(task: &TaskReport) -> Vec<KeyValue> {
 /// `--engine` name (`openai`, `command`, `dry-run`), as the live span's
 /// `gen_ai.provider.name` has it.
 fn provider(engine_label: &str) -> &str {
-    engine_label.split_whitespace().next().unwrap_or(engine_label)
+    engine_label
+        .split_whitespace()
+        .next()
+        .unwrap_or(engine_label)
 }
 
 /// A call's attributes; the task's stored usage goes on its last call.

@@ -161,7 +161,15 @@ pub(super) fn check_runs(
 
     // Each Tetris trace: the root, 9 tasks, their chat spans with usage.
     let check_tetris = |what: &str, trace: &str, extra: &[&str]| {
-        let common = ["--plan", &tetris, "--tasks", "9", "--provider", "openai", "--usage"];
+        let common = [
+            "--plan",
+            &tetris,
+            "--tasks",
+            "9",
+            "--provider",
+            "openai",
+            "--usage",
+        ];
         backend.check(what, trace, &[&common[..], extra].concat())
     };
 
@@ -196,7 +204,8 @@ pub(super) fn check_runs(
     // 3. Two workers of a shared store.
     match shared_run(backend, ctx, run_dir)? {
         Some(line) => lines.push(line),
-        None => lines.push("MLflow: no PostgreSQL server; the shared-store trace was not checked".into()),
+        None => lines
+            .push("MLflow: no PostgreSQL server; the shared-store trace was not checked".into()),
     }
     lines.push(format!(
         "MLflow added {:.0} s: {:.0} s waiting for its start after LiteLLM's, {:.0} s of exports, checks and the shared run",
@@ -231,7 +240,9 @@ fn screenshot(backend: &Backend, trace_id: &str, png: &Path) -> Result<String, S
                 })
                 .map(PathBuf::from)
         })
-        .ok_or("no Chromium for the screenshot: run scripts/install-chromium.sh or set CTX_CHROMIUM")?;
+        .ok_or(
+            "no Chromium for the screenshot: run scripts/install-chromium.sh or set CTX_CHROMIUM",
+        )?;
     let png = std::path::absolute(png).map_err(|e| format!("{}: {e}", png.display()))?;
     let page = format!(
         "{}/#/experiments/{EXPERIMENT}/traces?selectedEvaluationId=tr-{trace_id}",
@@ -253,7 +264,10 @@ fn screenshot(backend: &Backend, trace_id: &str, png: &Path) -> Result<String, S
     .arg(format!("--screenshot={}", png.display()))
     .arg(&page);
     run_ok(&mut cmd, "the MLflow screenshot")?;
-    Ok(format!("MLflow's page of the live trace saved as {}", png.display()))
+    Ok(format!(
+        "MLflow's page of the live trace saved as {}",
+        png.display()
+    ))
 }
 
 /// Four independent tasks of 0.5 s each for two workers, one at a time
@@ -331,7 +345,10 @@ fn shared_run_on(
         let status = wait_within(&mut child, Duration::from_secs(120))?;
         if !status.success() {
             let _ = follower.kill();
-            return Err(format!("ctx worker exited with {status}\n{}", tail(&err, 20)));
+            return Err(format!(
+                "ctx worker exited with {status}\n{}",
+                tail(&err, 20)
+            ));
         }
     }
     let status = wait_within(&mut follower, Duration::from_secs(120))?;
@@ -403,7 +420,10 @@ fn wait_within(
             Ok(None) if Instant::now() > deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("a ctx process did not finish within {} s", limit.as_secs()));
+                return Err(format!(
+                    "a ctx process did not finish within {} s",
+                    limit.as_secs()
+                ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(100)),
             Err(e) => return Err(e.to_string()),

@@ -190,4 +190,3 @@ pub fn int_attr(span: &Span, key: &str) -> Option<i64> {
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
-
