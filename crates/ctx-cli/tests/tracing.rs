@@ -216,6 +216,18 @@ fn a_streamed_call_records_its_response_id_and_time_to_first_chunk() {
     }
 }
 
+/// The one `warning: tracing:` line a command printed (failing the test
+/// when there are none or several).
+fn one_tracing_warning(out: &ctx_test_support::Out) -> &str {
+    let warnings: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: tracing:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", out.stderr);
+    warnings[0]
+}
+
 /// gRPC is not built in: asking for it is a warning that says so and
 /// what to do, and the run goes on untraced (not a silent no-op).
 #[test]
@@ -223,14 +235,9 @@ fn asking_for_grpc_is_one_clear_warning_and_no_export() {
     let (server, dir) = collector_and_plan();
     let out = traced_by_env(&dir, &server, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let warnings: Vec<&str> = out
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("warning: tracing:"))
-        .collect();
-    assert_eq!(warnings.len(), 1, "{}", out.stderr);
+    let warning = one_tracing_warning(&out);
     for words in ["grpc", "http/protobuf only", "nothing is exported"] {
-        assert!(warnings[0].contains(words), "{}", warnings[0]);
+        assert!(warning.contains(words), "{warning}");
     }
     assert!(server.seen("/v1/traces").is_empty());
 }
@@ -264,13 +271,8 @@ fn a_collector_that_is_down_costs_one_warning_and_nothing_else() {
         &[],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let warnings: Vec<&str> = out
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("warning: tracing:"))
-        .collect();
-    assert_eq!(warnings.len(), 1, "{}", out.stderr);
-    assert!(warnings[0].contains("not delivered"), "{}", warnings[0]);
+    let warning = one_tracing_warning(&out);
+    assert!(warning.contains("not delivered"), "{warning}");
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
