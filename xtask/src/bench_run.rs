@@ -26,7 +26,7 @@ const MAX_DEPS: u64 = 4;
 const MAX_CPU_RATIO: f64 = 2.5;
 
 /// A plan of `n` tasks, each with 0..=4 dependencies on earlier tasks.
-fn generate(n: usize) -> String {
+pub(crate) fn generate(n: usize) -> String {
     let mut state: u64 = 0x2545_f491_4f6c_dd1d;
     let mut next = move || {
         state = state
@@ -63,7 +63,7 @@ fn generate(n: usize) -> String {
 
 /// The CPU seconds (user + system) of this process's waited-for children,
 /// from `/proc/self/stat` (`cutime`, `cstime`, in clock ticks of 1/100 s).
-fn children_cpu_seconds() -> Option<f64> {
+pub(crate) fn children_cpu_seconds() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name, which is in parentheses and may hold
     // spaces: state is field 3, cutime 16 and cstime 17.
@@ -93,7 +93,7 @@ fn time_run(ctx: &Path, plan: &Path) -> Result<(f64, f64), String> {
     Ok((cpu, wall))
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }

@@ -38,6 +38,8 @@
 //! and the tail of the relevant log.
 
 use super::target_dir;
+
+mod tracing_backend;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -135,7 +137,11 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         .env("LITELLM_LOG", "ERROR")
         .env("NO_PROXY", "127.0.0.1,localhost");
     let mut server = Server::start("LiteLLM proxy", cmd, &run_dir.join("proxy.log"), 900)?;
+    // The tracing backend the streamed Tetris run reports to, starting
+    // while LiteLLM does (e2e/tracing_backend.rs).
+    let mut backend = tracing_backend::Backend::launch(root, work)?;
     server.wait_ready(port, "/health/liveliness", Duration::from_secs(180))?;
+    backend.wait_ready()?;
 
     let base_url = format!("http://127.0.0.1:{port}/v1");
     let secret = secret();
@@ -156,6 +162,9 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
             args.push("--stream".into());
         }
         let mut run = CtxRun::new(&ctx, &plan, &base_url, &secret, &out, &args);
+        if stream {
+            backend.trace(&mut run.command);
+        }
         let code = run.execute(Duration::from_secs(300))?;
         let log = rotate(&requests, &run_dir.join(format!("requests-{name}.jsonl")))?;
         if code != 0 {
@@ -173,6 +182,16 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         checked(&mut check, &format!("LiteLLM {name} run"))?;
         tasks = count_results(&out)?;
     }
+    // The streamed run live, the plain one exported, a shared-store run
+    // of two workers: each as MLflow holds it.
+    let traced = tracing_backend::check_runs(
+        &backend,
+        &ctx,
+        &run_dir,
+        &run_dir.join("stream.stderr"),
+        &run_dir.join("plain.stderr"),
+    )?;
+    backend.stop();
 
     // `ctx eval` with two variants: each an ordinary stored run; under the
     // mock, whose answers follow the task's own prompt only, both pass
@@ -238,6 +257,7 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     )?;
     server.stop();
 
+    println!("{traced}");
     println!(
         "e2e: LiteLLM proxy: {TETRIS_PLAN} ({tasks} tasks) plain and --stream, ctx eval (full, bare), a missing model, an llm summary and {WEEKLY_PLAN} with a --var and a published report, checked in {:.0} s",
         started.elapsed().as_secs_f64()

@@ -11,7 +11,8 @@
 //! * `cargo xtask fixtures [--check]` regenerates (or checks) every golden
 //!   file listed in `fixtures/*/goldens.toml` by running the real `ctx`
 //!   binary.
-//! * `cargo xtask bench`, `bench-plan`, `bench-map`, `bench-history`, `bench-run`: the benchmarks
+//! * `cargo xtask bench`, `bench-plan`, `bench-map`, `bench-history`,
+//!   `bench-run`, `bench-tracing`: the benchmarks
 //!   whose figures are in docs/performance.md.
 //! * `cargo xtask e2e [--llm]`: end-to-end runs against real servers.
 //! * `cargo xtask man [--out DIR]`: man pages from the clap definition.
@@ -34,6 +35,7 @@ mod bench_plan;
 mod bench_run;
 mod bench_tokens;
 mod checkout_runs;
+mod bench_tracing;
 mod e2e;
 mod examples;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
@@ -51,12 +53,14 @@ fn main() -> ExitCode {
         Some("bench") if args.len() == 1 => bench_plan::run(&[])
             .and_then(|()| bench_map::run(&[]))
             .and_then(|()| bench_history::run(&[]))
-            .and_then(|()| bench_run::run(&[])),
+            .and_then(|()| bench_run::run(&[]))
+            .and_then(|()| bench_tracing::run(&[])),
         Some("bench") => Err(
-            "`cargo xtask bench` takes no flags; pass them to bench-plan, bench-map, bench-history or bench-run"
+            "`cargo xtask bench` takes no flags; pass them to bench-plan, bench-map, bench-history, bench-run or bench-tracing"
                 .into(),
         ),
         Some("bench-run") => bench_run::run(&args[1..]),
+        Some("bench-tracing") => bench_tracing::run(&args[1..]),
         Some("bench-plan") => bench_plan::run(&args[1..]),
         Some("bench-map") => bench_map::run(&args[1..]),
         Some("bench-history") => bench_history::run(&args[1..]),
@@ -83,11 +87,12 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   test [--no-e2e]      every test: unit, integration, golden, doc, browser, and the LiteLLM e2e
   fixtures [--check]   regenerate golden files (or only check them)
-  bench                run bench-plan, bench-map, bench-history, then bench-run
+  bench                run bench-plan, bench-map, bench-history, bench-run, then bench-tracing
   bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
   bench-map            a map of 10,000 items on the simulated clock, memory and SQLite stores
   bench-history        history digest benchmark on a generated archive
   bench-run            ctx run --no-store at 50,000 and 100,000 tasks: CPU ratio at most 2.5
+  bench-tracing        ctx run with tracing off and on against a local collector: CPU and wall
   bench-tokens         token counting: first count, throughput, ctx history per tokenizer
   e2e [--llm]          ctx run against real OpenAI-compatible servers
   man [--out DIR]      man pages for ctx and each subcommand (default target/man)
@@ -126,6 +131,14 @@ const BUILD_RELEASE_CTX: &[&str] = &[
     "--bin",
     "ctx",
 ];
+
+/// Builds the release `ctx` ([`BUILD_RELEASE_CTX`]); its path.
+fn build_release_ctx(root: &Path) -> Result<PathBuf, String> {
+    run_cargo(root, BUILD_RELEASE_CTX)?;
+    Ok(target_dir(root)
+        .join("release")
+        .join(format!("ctx{}", std::env::consts::EXE_SUFFIX)))
+}
 
 /// The value of a benchmark's `--runs N`: a positive number.
 fn runs_value(value: Option<&String>) -> Result<usize, String> {

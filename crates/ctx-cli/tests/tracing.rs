@@ -8,121 +8,23 @@
 #[path = "../../ctx-store-postgres/tests/support/mod.rs"]
 mod pg;
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+#[path = "support/collector.rs"]
+mod collector;
+
+use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
+use collector::{AnyValue, Server, Span, attr, hex, int_attr, str_attr};
 use ctx_test_support::Dir;
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::KeyValue;
-use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
-use opentelemetry_proto::tonic::trace::v1::Span;
-use prost::Message;
 
 const KEY: &str = "sk-test-TRACING-4f1c9e2d7b";
 
-/// One HTTP request the server received.
-#[derive(Debug, Clone)]
-struct Seen {
-    path: String,
-    headers: HashMap<String, String>,
-    /// The whole request as received: request line, headers, body.
-    raw: Vec<u8>,
-    body: Vec<u8>,
-}
-
-/// A tiny HTTP/1.1 server that is both an OpenAI-compatible endpoint
-/// (`/v1/chat/completions`, answering `ok`) and an OTLP collector
-/// (`/v1/traces`, `/v1/metrics`, answering an empty success), or, `mute`,
-/// one that reads requests and never answers.
-struct Server {
-    url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Server {
-    fn start(mute: bool) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let log = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || serve(stream, &log, mute));
-            }
-        });
-        Server { url, seen }
-    }
-
-    fn seen(&self, path: &str) -> Vec<Seen> {
-        let seen = self.seen.lock().unwrap();
-        seen.iter().filter(|s| s.path == path).cloned().collect()
-    }
-}
-
-fn serve(stream: TcpStream, log: &Mutex<Vec<Seen>>, mute: bool) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut out = stream;
-    loop {
-        let mut raw = Vec::new();
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        raw.extend_from_slice(line.as_bytes());
-        let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-        let mut headers = HashMap::new();
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            raw.extend_from_slice(h.as_bytes());
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-            }
-        }
-        let len: usize = headers
-            .get("content-length")
-            .and_then(|l| l.parse().ok())
-            .unwrap_or(0);
-        let mut body = vec![0; len];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        raw.extend_from_slice(&body);
-        log.lock().unwrap().push(Seen {
-            path: path.clone(),
-            headers,
-            raw,
-            body,
-        });
-        if mute {
-            std::thread::sleep(Duration::from_secs(600));
-            return;
-        }
-        let (kind, answer) = if path == "/v1/chat/completions" {
-            let a = r#"{"id":"chatcmpl-1","object":"chat.completion","model":"served-model","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
-            ("application/json", a.as_bytes().to_vec())
-        } else {
-            ("application/x-protobuf", Vec::new())
-        };
-        let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
-            answer.len()
-        );
-        if out.write_all(head.as_bytes()).is_err() || out.write_all(&answer).is_err() {
-            return;
-        }
-    }
+/// The fake collector (also the model's endpoint) and a scratch directory
+/// holding [`plan`]'s plan: every test's set-up.
+fn collector_and_plan() -> (Server, Dir) {
+    let dir = Dir::new();
+    plan(&dir);
+    (Server::start(false), dir)
 }
 
 fn plan(dir: &Dir) {
@@ -166,43 +68,20 @@ fn ctx_run(
     (out, started.elapsed())
 }
 
-fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a AnyValue> {
-    attrs
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| kv.value.as_ref())
-        .and_then(|v| v.value.as_ref())
-}
-
-fn str_attr<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
-    match attr(&span.attributes, key)? {
-        AnyValue::StringValue(s) => Some(s),
-        _ => None,
-    }
-}
-
-fn int_attr(span: &Span, key: &str) -> Option<i64> {
-    match attr(&span.attributes, key)? {
-        AnyValue::IntValue(n) => Some(*n),
-        _ => None,
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// [`ctx_run`] with `server` as both the model and, through
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`, the collector, and `env` besides.
+fn traced_by_env(dir: &Dir, server: &Server, env: &[(&str, &str)]) -> ctx_test_support::Out {
+    let endpoint = [("OTEL_EXPORTER_OTLP_ENDPOINT", server.url.as_str())];
+    ctx_run(dir, &server.url, &[], &[&endpoint[..], env].concat()).0
 }
 
 #[test]
 fn a_run_exports_its_trace_in_the_genai_conventions_and_never_the_key() {
-    let server = Server::start(false);
-    let dir = Dir::new();
-    plan(&dir);
-    let (out, _) = ctx_run(
+    let (server, dir) = collector_and_plan();
+    let out = traced_by_env(
         &dir,
-        &server.url,
-        &[],
+        &server,
         &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", server.url.as_str()),
             ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
             ("OTEL_SERVICE_NAME", "ctx-test"),
         ],
@@ -211,17 +90,7 @@ fn a_run_exports_its_trace_in_the_genai_conventions_and_never_the_key() {
     assert!(!out.stderr.contains("tracing"), "{}", out.stderr);
     let run_id = out.run_id();
 
-    let spans: Vec<Span> = server
-        .seen("/v1/traces")
-        .iter()
-        .flat_map(|s| {
-            ExportTraceServiceRequest::decode(s.body.as_slice())
-                .unwrap()
-                .resource_spans
-        })
-        .flat_map(|r| r.scope_spans)
-        .flat_map(|s| s.spans)
-        .collect();
+    let spans = server.spans();
     let named = |prefix: &str| -> Vec<&Span> {
         spans
             .iter()
@@ -274,6 +143,9 @@ fn a_run_exports_its_trace_in_the_genai_conventions_and_never_the_key() {
         str_attr(chat_b, "gen_ai.response.model"),
         Some("served-model")
     );
+    assert_eq!(str_attr(chat_b, "gen_ai.response.id"), Some("chatcmpl-1"));
+    // Not streamed: no time to first chunk.
+    assert!(attr(&chat_b.attributes, "gen_ai.response.time_to_first_chunk").is_none());
     assert_eq!(int_attr(chat_b, "gen_ai.usage.input_tokens"), Some(12));
     assert_eq!(int_attr(chat_b, "gen_ai.usage.output_tokens"), Some(3));
     assert_eq!(str_attr(chat_b, "ctx.call.purpose"), Some("task"));
@@ -295,18 +167,7 @@ fn a_run_exports_its_trace_in_the_genai_conventions_and_never_the_key() {
     );
 
     // The two GenAI histograms.
-    let metrics: Vec<String> = server
-        .seen("/v1/metrics")
-        .iter()
-        .flat_map(|s| {
-            ExportMetricsServiceRequest::decode(s.body.as_slice())
-                .unwrap()
-                .resource_metrics
-        })
-        .flat_map(|r| r.scope_metrics)
-        .flat_map(|s| s.metrics)
-        .map(|m| m.name)
-        .collect();
+    let metrics = server.metric_names();
     assert!(
         metrics.contains(&"gen_ai.client.token.usage".to_string()),
         "{metrics:?}"
@@ -329,10 +190,61 @@ fn a_run_exports_its_trace_in_the_genai_conventions_and_never_the_key() {
 }
 
 #[test]
+fn a_streamed_call_records_its_response_id_and_time_to_first_chunk() {
+    let (server, dir) = collector_and_plan();
+    let (out, _) = ctx_run(&dir, &server.url, &["--stream", "--otlp", &server.url], &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let spans = server.spans();
+    let chats: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    for chat in chats {
+        assert_eq!(str_attr(chat, "gen_ai.response.id"), Some("chatcmpl-s7"));
+        let Some(AnyValue::DoubleValue(first)) =
+            attr(&chat.attributes, "gen_ai.response.time_to_first_chunk")
+        else {
+            panic!("no time to first chunk: {chat:#?}");
+        };
+        // Seconds, within the call's own span.
+        let span_secs = (chat.end_time_unix_nano - chat.start_time_unix_nano) as f64 / 1e9;
+        assert!(
+            *first > 0.0 && *first <= span_secs,
+            "{first} of {span_secs}"
+        );
+    }
+}
+
+/// The one `warning: tracing:` line a command printed (failing the test
+/// when there are none or several).
+fn one_tracing_warning(out: &ctx_test_support::Out) -> &str {
+    let warnings: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: tracing:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", out.stderr);
+    warnings[0]
+}
+
+/// gRPC is not built in: asking for it is a warning that says so and
+/// what to do, and the run goes on untraced (not a silent no-op).
+#[test]
+fn asking_for_grpc_is_one_clear_warning_and_no_export() {
+    let (server, dir) = collector_and_plan();
+    let out = traced_by_env(&dir, &server, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let warning = one_tracing_warning(&out);
+    for words in ["grpc", "http/protobuf only", "nothing is exported"] {
+        assert!(warning.contains(words), "{warning}");
+    }
+    assert!(server.seen("/v1/traces").is_empty());
+}
+
+#[test]
 fn without_a_setting_nothing_is_exported() {
-    let server = Server::start(false);
-    let dir = Dir::new();
-    plan(&dir);
+    let (server, dir) = collector_and_plan();
     let (out, _) = ctx_run(&dir, &server.url, &[], &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(server.seen("/v1/traces").is_empty());
@@ -346,14 +258,12 @@ fn without_a_setting_nothing_is_exported() {
 
 #[test]
 fn a_collector_that_is_down_costs_one_warning_and_nothing_else() {
-    let openai = Server::start(false);
+    let (openai, dir) = collector_and_plan();
     // A port that was free a moment ago: nothing listens there.
     let closed = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap();
-    let dir = Dir::new();
-    plan(&dir);
     let (out, took) = ctx_run(
         &dir,
         &openai.url,
@@ -361,22 +271,15 @@ fn a_collector_that_is_down_costs_one_warning_and_nothing_else() {
         &[],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let warnings: Vec<&str> = out
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("warning: tracing:"))
-        .collect();
-    assert_eq!(warnings.len(), 1, "{}", out.stderr);
-    assert!(warnings[0].contains("not delivered"), "{}", warnings[0]);
+    let warning = one_tracing_warning(&out);
+    assert!(warning.contains("not delivered"), "{warning}");
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
 #[test]
 fn a_collector_that_never_answers_delays_the_exit_by_the_timeout_at_most() {
-    let openai = Server::start(false);
+    let (openai, dir) = collector_and_plan();
     let mute = Server::start(true);
-    let dir = Dir::new();
-    plan(&dir);
     let (out, took) = ctx_run(
         &dir,
         &openai.url,
@@ -396,31 +299,15 @@ fn a_collector_that_never_answers_delays_the_exit_by_the_timeout_at_most() {
     assert!(!mute.seen("/v1/traces").is_empty());
 }
 
-fn spans_sent(server: &Server) -> Vec<Span> {
-    server
-        .seen("/v1/traces")
-        .iter()
-        .flat_map(|s| {
-            ExportTraceServiceRequest::decode(s.body.as_slice())
-                .unwrap()
-                .resource_spans
-        })
-        .flat_map(|r| r.scope_spans)
-        .flat_map(|s| s.spans)
-        .collect()
-}
-
 #[test]
 fn a_stored_run_exports_the_same_trace_to_a_collector_and_to_a_file() {
-    let server = Server::start(false);
-    let dir = Dir::new();
-    plan(&dir);
+    let (server, dir) = collector_and_plan();
     // Traced live, to compare the export with.
     let (out, _) = ctx_run(&dir, &server.url, &["--otlp", &server.url], &[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let run_id = out.run_id();
-    let live = spans_sent(&server);
-    server.seen.lock().unwrap().clear();
+    let live = server.spans();
+    server.clear();
 
     let sent = dir.run(&[
         "runs",
@@ -432,7 +319,7 @@ fn a_stored_run_exports_the_same_trace_to_a_collector_and_to_a_file() {
         &server.url,
     ]);
     assert_eq!(sent.code, 0, "{}", sent.stderr);
-    let exported = spans_sent(&server);
+    let exported = server.spans();
     let root = |spans: &[Span]| {
         spans
             .iter()
@@ -463,6 +350,13 @@ fn a_stored_run_exports_the_same_trace_to_a_collector_and_to_a_file() {
         chats
             .iter()
             .all(|c| int_attr(c, "gen_ai.usage.input_tokens") == Some(12))
+    );
+    // The engine, from the stored engine label, as the live span has it.
+    assert!(
+        chats
+            .iter()
+            .all(|c| str_attr(c, "gen_ai.provider.name") == Some("openai")),
+        "{chats:#?}"
     );
     // The recorded times: each call within its task.
     for c in &chats {
@@ -546,7 +440,7 @@ fn captured_content_redacts_the_values_of_secret_variables() {
     // The model got the value; the collector did not.
     let calls = server.seen("/v1/chat/completions");
     assert!(String::from_utf8_lossy(&calls[0].body).contains("hunter2-zq9"));
-    let spans = spans_sent(&server);
+    let spans = server.spans();
     let chat = spans.iter().find(|s| s.name == "chat m").unwrap();
     let input = str_attr(chat, "gen_ai.input.messages").unwrap();
     assert!(input.contains("Use [REDACTED] now."), "{input}");
@@ -624,7 +518,7 @@ fn a_shared_run_worked_by_two_workers_is_one_trace() {
         })
         .unwrap();
 
-    let spans = spans_sent(&server);
+    let spans = server.spans();
     let ids = ctx_store::RunTraceIds::of(&run_id);
     assert!(
         spans.iter().all(|s| s.trace_id == ids.trace_id),

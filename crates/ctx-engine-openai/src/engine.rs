@@ -300,6 +300,7 @@ impl OpenAiEngine {
                         unseen_completion,
                     );
                     attempts.push(Attempt::ok(number, duration_ms));
+                    record_response_on_span(&completion, started);
                     return Ok(InferenceResponse {
                         output: completion.output,
                         model: completion.model.or_else(|| Some(model.to_string())),
@@ -776,6 +777,25 @@ fn rejects_response_format(e: &EngineError) -> bool {
 
 /// Reads a body, stopping once it is longer than `cap` (the caller sees a
 /// body of `cap + 1` bytes or more and can say so).
+/// Records what only this engine knows of an answer on the call's `chat`
+/// span (ctx-deps declares the fields; the engine runs inside the span):
+/// the response id, and with `--stream` the time from sending the request
+/// to the stream's first event, in seconds (`gen_ai.response.time_to_first_chunk`,
+/// docs/tracing.md). Without a tracer the span is disabled and this is
+/// two no-op calls.
+fn record_response_on_span(completion: &wire::Completion, sent: Instant) {
+    let span = tracing::Span::current();
+    if let Some(id) = &completion.id {
+        span.record("gen_ai.response.id", id.as_str());
+    }
+    if let Some(first) = completion.first_chunk {
+        span.record(
+            "gen_ai.response.time_to_first_chunk",
+            first.saturating_duration_since(sent).as_secs_f64(),
+        );
+    }
+}
+
 async fn read_capped(mut response: Response, cap: usize) -> Result<Vec<u8>, reqwest::Error> {
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await? {

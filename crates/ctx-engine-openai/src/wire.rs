@@ -103,9 +103,14 @@ pub(crate) fn completion_cap(
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Completion {
     pub output: String,
+    /// The response's `id` (`chatcmpl-…`), the span's `gen_ai.response.id`.
+    pub id: Option<String>,
     pub model: Option<String>,
     pub usage: Option<ReportedUsage>,
     pub finish_reason: Option<String>,
+    /// When a stream's first event arrived (`None` for a whole body): the
+    /// engine turns it into the span's time to first chunk.
+    pub first_chunk: Option<std::time::Instant>,
 }
 
 /// Why a body was not a usable completion.
@@ -166,9 +171,11 @@ pub(crate) fn parse_completion(body: &[u8]) -> Result<Completion, BodyError> {
     let output = choice_text(choice, "message");
     Ok(Completion {
         output,
+        id: id_of(&value),
         model: model_of(&value),
         usage: value.get("usage").and_then(usage_of),
         finish_reason: finish_reason_of(choice),
+        first_chunk: None,
     })
 }
 
@@ -208,8 +215,18 @@ fn content_text(content: &Value) -> String {
 }
 
 fn model_of(value: &Value) -> Option<String> {
+    non_empty_str(value, "model")
+}
+
+/// The response id: a whole body's `id`, or any stream chunk's (each
+/// chunk of one completion repeats it).
+fn id_of(value: &Value) -> Option<String> {
+    non_empty_str(value, "id")
+}
+
+fn non_empty_str(value: &Value, key: &str) -> Option<String> {
     value
-        .get("model")
+        .get(key)
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty())
         .map(str::to_string)
@@ -358,6 +375,12 @@ impl StreamAccumulator {
         let value = response_object(
             serde_json::from_str(data).map_err(|e| BodyError::Malformed(e.to_string()))?,
         )?;
+        self.completion
+            .first_chunk
+            .get_or_insert_with(std::time::Instant::now);
+        if let Some(id) = id_of(&value) {
+            self.completion.id = Some(id);
+        }
         if let Some(model) = model_of(&value) {
             self.completion.model = Some(model);
         }
@@ -616,6 +639,8 @@ mod tests {
             "usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":8}}}"#;
         let c = parse_completion(body).unwrap();
         assert_eq!(c.output, "hi");
+        assert_eq!(c.id.as_deref(), Some("c1"));
+        assert_eq!(c.first_chunk, None);
         assert_eq!(c.model.as_deref(), Some("gpt-4o-2024-08-06"));
         assert_eq!(c.finish_reason.as_deref(), Some("length"));
         assert_eq!(
@@ -638,6 +663,7 @@ mod tests {
         assert_eq!(c.output, "ab");
         assert_eq!(c.usage.unwrap().resolve(BOUNDS, 0).total_tokens, 3);
         assert_eq!(c.model, None);
+        assert_eq!(c.id, None);
         let null_content = br#"{"choices":[{"message":{"content":null},"finish_reason":"content_filter"}],"usage":"n/a"}"#;
         let c = parse_completion(null_content).unwrap();
         assert_eq!(c.output, "");
@@ -688,6 +714,23 @@ mod tests {
             acc.push("{not json"),
             Err(BodyError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_stream_keeps_its_response_id_and_when_its_first_event_came() {
+        let mut acc = StreamAccumulator::default();
+        assert_eq!(acc.completion.first_chunk, None);
+        let before = std::time::Instant::now();
+        acc.push(r#"{"id":"chatcmpl-9","choices":[{"index":0,"delta":{"content":"a"}}]}"#)
+            .unwrap();
+        let first = acc.completion.first_chunk.expect("set by the first event");
+        assert!(first >= before);
+        // Later events neither move the first chunk's time nor lose the id
+        // (an empty `id`, as some servers send on the usage chunk, is none).
+        acc.push(r#"{"id":"","choices":[{"index":0,"delta":{"content":"b"}}]}"#)
+            .unwrap();
+        assert_eq!(acc.completion.first_chunk, Some(first));
+        assert_eq!(acc.completion.id.as_deref(), Some("chatcmpl-9"));
     }
 
     #[test]

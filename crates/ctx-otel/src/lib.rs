@@ -50,7 +50,10 @@ pub const SCHEMA_URL: &str = "https://opentelemetry.io/schemas/1.37.0";
 #[derive(Debug, thiserror::Error)]
 pub enum OtelError {
     /// A protocol other than `http/protobuf` was asked for.
-    #[error("OTEL_EXPORTER_OTLP_PROTOCOL={0}: ctx exports http/protobuf only")]
+    #[error(
+        "OTEL_EXPORTER_OTLP_PROTOCOL={0}: ctx speaks http/protobuf only, so nothing is exported; \
+         collectors take it too (port 4318): unset the variable or set it to http/protobuf"
+    )]
     Protocol(String),
     /// `OTEL_EXPORTER_OTLP_TIMEOUT` is not a number of milliseconds.
     #[error("OTEL_EXPORTER_OTLP_TIMEOUT={0}: not a number of milliseconds")]

@@ -108,7 +108,12 @@ pub fn run_spans(run: &StoredRun, workflow: &str) -> Vec<SpanData> {
                 },
                 SpanKind::Client,
                 (a_start, a_end),
-                chat_attributes(task, attempt, result.filter(|_| k + 1 == last)),
+                chat_attributes(
+                    task,
+                    attempt,
+                    record.as_ref().map(|r| provider(&r.engine)),
+                    result.filter(|_| k + 1 == last),
+                ),
                 Vec::new(),
                 attempt.class.clone().filter(|c| c != "ok"),
                 &scope,
@@ -140,10 +145,21 @@ fn task_attributes(task: &TaskReport) -> Vec<KeyValue> {
     a
 }
 
+/// The provider a stored engine label names: its first word, the engine's
+/// `--engine` name (`openai`, `command`, `dry-run`), as the live span's
+/// `gen_ai.provider.name` has it.
+fn provider(engine_label: &str) -> &str {
+    engine_label
+        .split_whitespace()
+        .next()
+        .unwrap_or(engine_label)
+}
+
 /// A call's attributes; the task's stored usage goes on its last call.
 fn chat_attributes(
     task: &TaskReport,
     attempt: &AttemptReport,
+    provider: Option<&str>,
     last: Option<&TaskExecutionResult>,
 ) -> Vec<KeyValue> {
     let mut a = vec![
@@ -151,6 +167,9 @@ fn chat_attributes(
         KeyValue::new("ctx.task.id", task.id.clone()),
         KeyValue::new("ctx.attempt.number", i64::from(attempt.number)),
     ];
+    if let Some(p) = provider.filter(|p| !p.is_empty()) {
+        a.push(KeyValue::new("gen_ai.provider.name", p.to_string()));
+    }
     if let Some(m) = &task.model {
         a.push(KeyValue::new("gen_ai.response.model", m.clone()));
     }
