@@ -35,7 +35,13 @@ struct Cli {
     command: Command,
 }
 
+// `defer`: each subcommand's arguments are defined only when that
+// subcommand is parsed (or its help printed, or the whole tree built for
+// completions and man pages), so `ctx --version` and `ctx history` do not
+// build every other subcommand's flags first (issue 26: that was a third
+// of `ctx --version`'s instructions). The parser is clap's either way.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Command {
     /// Execute a plan: assemble each task's prompt and run it on an engine.
     // Boxed: `ctx run` flattens every engine's flags, which makes its
@@ -72,6 +78,7 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum PlanCommand {
     /// Report every problem in a plan at once.
     Check(commands::plan_check::Args),

@@ -32,8 +32,9 @@ mod export_otlp;
 pub mod report;
 mod shared;
 
-/// The `ctx runs` subcommands.
+/// The `ctx runs` subcommands (deferred like `ctx`'s, see src/lib.rs).
 #[derive(Debug, clap::Subcommand)]
+#[command(defer = true)]
 pub enum RunsCommand {
     /// List stored runs: id, state, start time, status counts, plan.
     List(ListArgs),
