@@ -107,9 +107,9 @@ def main():
                         capture_output=True, text=True).stdout
     syms = []
     for line in nm.splitlines():
-        parts = line.split(" ", 3)
-        if len(parts) == 4:
-            syms.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
+        m = re.match(r"([0-9a-f]+) ([0-9a-f]+) \S (.*)$", line)
+        if m:  # symbols without a size are skipped
+            syms.append((int(m.group(1), 16), int(m.group(2), 16), m.group(3)))
     syms.sort()
     starts = [s[0] for s in syms]
 
