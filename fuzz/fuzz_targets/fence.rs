@@ -5,11 +5,16 @@
 //! boundaries, in order and without overlap; a neutralized text holds no
 //! tag, holds no Unicode tag character, and is its own neutralization; a
 //! text without a tag or tag character comes back unchanged; and a fenced
-//! block holds exactly its two fence tags, whatever it fences.
+//! block holds exactly its two fence tags, whatever it fences. The
+//! finder and the neutralizer agree with their reference definitions
+//! (without the byte-level prefilter) on every input.
 
 #![no_main]
 
-use ctx_fence::{FENCE_CLOSE, FENCE_OPEN, TagKind, find_tags, neutralize, push_fenced};
+use ctx_fence::{
+    FENCE_CLOSE, FENCE_OPEN, TagKind, find_tags, find_tags_reference, neutralize,
+    neutralize_reference, push_fenced,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -24,8 +29,10 @@ fuzz_target!(|data: &[u8]| {
         end = t.range.end;
     }
     assert!(end <= text.len());
+    assert_eq!(tags, find_tags_reference(text), "the prefilter changed the tags");
 
     let safe = neutralize(text);
+    assert_eq!(safe, neutralize_reference(text), "the prefilter changed the output");
     assert!(find_tags(&safe).is_empty(), "neutralized text still holds a tag: {safe:?}");
     assert_eq!(neutralize(&safe), safe, "neutralize is idempotent");
     assert!(!safe.chars().any(|c| ('\u{E0000}'..='\u{E007F}').contains(&c)));

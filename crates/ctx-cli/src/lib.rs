@@ -35,7 +35,17 @@ struct Cli {
     command: Command,
 }
 
+// `defer`: each subcommand's arguments are defined only when that
+// subcommand is parsed (or its help printed, or the whole tree built for
+// completions and man pages), so `ctx --version` and `ctx history` do not
+// build every other subcommand's flags first (issue 26: that was a third
+// of `ctx --version`'s instructions). The parser is clap's either way.
+// The argument structs (`#[derive(clap::Args)]`) carry plain comments, not
+// doc comments: a deferred definition runs last, and clap would take an
+// argument struct's doc comment as the subcommand's help text (the test
+// `deferred_subcommands_keep_their_help_text`).
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Command {
     /// Execute a plan: assemble each task's prompt and run it on an engine.
     // Boxed: `ctx run` flattens every engine's flags, which makes its
@@ -72,6 +82,7 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum PlanCommand {
     /// Report every problem in a plan at once.
     Check(commands::plan_check::Args),
@@ -151,4 +162,73 @@ fn traced(
 /// checked against the README's table by a test of src/commands/man.rs.
 fn exit_codes() -> Vec<(u8, &'static str)> {
     Exit::ALL.iter().map(|e| (*e as u8, e.summary())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The about (and long about) of each subcommand of `unbuilt`, as its
+    /// enum variant's doc comment gives it before any deferred
+    /// definition has run.
+    fn abouts(unbuilt: &clap::Command) -> Vec<(String, String, String)> {
+        unbuilt
+            .get_subcommands()
+            .map(|s| {
+                let text = |t: Option<&clap::builder::StyledStr>| t.map(|t| t.to_string());
+                (
+                    s.get_name().to_string(),
+                    text(s.get_about()).unwrap_or_default(),
+                    text(s.get_long_about()).unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// Deferred subcommands (`defer = true`) define their flags when
+    /// built; that must not replace the help text their variant gives
+    /// them with the doc comment of their arguments' struct (it did:
+    /// `ctx history --help` opened with "Arguments of this command").
+    #[test]
+    fn deferred_subcommands_keep_their_help_text() {
+        let mut built = command();
+        built.build();
+        let levels = [
+            (None, abouts(&command())),
+            (
+                Some("plan"),
+                abouts(&PlanCommand::augment_subcommands(clap::Command::new(
+                    "plan",
+                ))),
+            ),
+            (
+                Some("runs"),
+                abouts(&commands::runs::RunsCommand::augment_subcommands(
+                    clap::Command::new("runs"),
+                )),
+            ),
+        ];
+        for (parent, expected) in levels {
+            let parent = match parent {
+                None => &built,
+                Some(name) => built.find_subcommand(name).expect("subcommand"),
+            };
+            assert!(!expected.is_empty());
+            for (name, about, long_about) in expected {
+                let sub = parent.find_subcommand(&name).expect("subcommand");
+                assert_eq!(
+                    sub.get_about().map(|a| a.to_string()).unwrap_or_default(),
+                    about,
+                    "{name}"
+                );
+                assert_eq!(
+                    sub.get_long_about()
+                        .map(|a| a.to_string())
+                        .unwrap_or_default(),
+                    long_about,
+                    "{name}"
+                );
+            }
+        }
+    }
 }

@@ -6,7 +6,7 @@
 
 use clap::Args;
 
-/// The flag every command that runs tasks takes.
+// The flag every command that runs tasks takes.
 #[derive(Debug, Clone, Default, Args)]
 pub struct OtlpFlag {
     /// Export the run's trace and GenAI metrics over OTLP/HTTP to this base

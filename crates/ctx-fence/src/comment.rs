@@ -48,10 +48,21 @@ fn comment_end(s: &[SkeletonChar], i: usize, search: bool) -> Option<usize> {
     })
 }
 
-/// `s` with every closed HTML comment dropped, or `None` when it holds
-/// none. Linear: comments do not overlap, and once a `<!--` finds no end,
-/// no later one can, so the search for an end is not repeated.
-pub(super) fn without_comments(s: &[SkeletonChar]) -> Option<Vec<SkeletonChar>> {
+/// What [`without_comments`] makes of a skeleton.
+pub(super) struct Comments {
+    /// The skeleton with every closed HTML comment dropped, or `None` when
+    /// it holds none.
+    pub shown: Option<Vec<SkeletonChar>>,
+    /// Whether it holds a `<!--` that is never closed (which hides the
+    /// rest of the text from a renderer, and which text appended after it
+    /// could close: `window.rs` reads on to the end of the text then).
+    pub unclosed: bool,
+}
+
+/// `s` with every closed HTML comment dropped. Linear: comments do not
+/// overlap, and once a `<!--` finds no end, no later one can, so the
+/// search for an end is not repeated.
+pub(super) fn without_comments(s: &[SkeletonChar]) -> Comments {
     let mut out: Option<Vec<SkeletonChar>> = None;
     let mut search = true;
     let mut i = 0;
@@ -74,9 +85,14 @@ pub(super) fn without_comments(s: &[SkeletonChar]) -> Option<Vec<SkeletonChar>> 
             None => i += 1,
         }
     }
-    let mut kept = out?;
-    kept.extend_from_slice(&s[copied..]);
-    Some(kept)
+    let shown = out.map(|mut kept| {
+        kept.extend_from_slice(&s[copied..]);
+        kept
+    });
+    Comments {
+        shown,
+        unclosed: !search,
+    }
 }
 
 #[cfg(test)]
@@ -84,7 +100,9 @@ mod tests {
     use super::*;
 
     fn strip(text: &str) -> Option<String> {
-        without_comments(&SkeletonChar::each_of(text)).map(|s| s.iter().map(|c| c.ch).collect())
+        without_comments(&SkeletonChar::each_of(text))
+            .shown
+            .map(|s| s.iter().map(|c| c.ch).collect())
     }
 
     #[test]
@@ -94,6 +112,15 @@ mod tests {
         assert_eq!(strip("a<!-- x --!>b").as_deref(), Some("ab"));
         // The first `-->` ends it, as in HTML.
         assert_eq!(strip("<!-- a --> b -->").as_deref(), Some(" b -->"));
+    }
+
+    #[test]
+    fn an_unclosed_comment_is_reported() {
+        let unclosed = |t: &str| without_comments(&SkeletonChar::each_of(t)).unclosed;
+        assert!(unclosed("a <!-- b"));
+        assert!(unclosed("<!-- a --> b <!-- c"));
+        assert!(!unclosed("<!-- a --> b <!--> c"));
+        assert!(!unclosed("no comment"));
     }
 
     #[test]

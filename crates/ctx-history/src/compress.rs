@@ -164,7 +164,26 @@ fn starts_block(line: &str) -> bool {
     t.trim().is_empty() || is_list_marker_line(line) || t.starts_with('>') || t.starts_with('#')
 }
 
+/// The bytes [`prose_cuts`] acts on; it skips every other byte. All are
+/// ASCII, so none is ever part of a multi-byte character.
+static PROSE_MARKS: [bool; 256] = {
+    let mut t = [false; 256];
+    let marks = *b"\n`[].!?";
+    let mut k = 0;
+    while k < marks.len() {
+        t[marks[k] as usize] = true;
+        k += 1;
+    }
+    t
+};
+
 /// Cut points (byte offsets) inside a prose span of `text`.
+///
+/// Read a byte at a time, skipping straight to the next line break,
+/// backtick, bracket or sentence terminator: ctx-history spends a good
+/// share of `ctx history` here (issue 26), and ordinary prose holds one
+/// such byte in dozens. The test `byte_scan_cuts_as_the_char_scan_did`
+/// compares it with the char-by-char reading it replaced.
 fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
     let Some(s) = text.get(span.clone()) else {
         return;
@@ -174,10 +193,15 @@ fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
     let mut in_code = false;
     let mut bracket = 0usize;
     let mut line_start = 0usize;
-    let mut iter = s.char_indices().peekable();
-    while let Some((i, c)) = iter.next() {
+    let mut i = 0usize;
+    while let Some(skip) = bytes
+        .get(i..)
+        .and_then(|rest| rest.iter().position(|&b| PROSE_MARKS[b as usize]))
+    {
+        i += skip;
+        let c = bytes[i];
         match c {
-            '\n' => {
+            b'\n' => {
                 let next_line = s
                     .get(i + 1..)
                     .and_then(|r| r.split('\n').next())
@@ -193,13 +217,15 @@ fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
                 }
                 line_start = i + 1;
             }
-            '`' => in_code = !in_code,
-            '[' if !in_code => bracket += 1,
-            ']' if !in_code => bracket = bracket.saturating_sub(1),
-            '.' | '!' | '?' if !in_code && bracket == 0 => {
-                // Swallow further terminators and closers.
-                let mut end = i + c.len_utf8();
-                while let Some(&(j, d)) = iter.peek() {
+            b'`' => in_code = !in_code,
+            b'[' if !in_code => bracket += 1,
+            b']' if !in_code => bracket = bracket.saturating_sub(1),
+            b'.' | b'!' | b'?' if !in_code && bracket == 0 => {
+                // Swallow further terminators and closers: they are not
+                // read again (a swallowed `]` closes no bracket).
+                let dot = i;
+                let mut end = i + 1;
+                while let Some(d) = s.get(end..).and_then(|r| r.chars().next()) {
                     if matches!(
                         d,
                         '.' | '!'
@@ -213,12 +239,12 @@ fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
                             | '_'
                             | ']'
                     ) {
-                        end = j + d.len_utf8();
-                        iter.next();
+                        end += d.len_utf8();
                     } else {
                         break;
                     }
                 }
+                i = end;
                 let after = s.get(end..).unwrap_or("");
                 let Some(first_after) = after.chars().next() else {
                     continue;
@@ -230,13 +256,15 @@ fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
                 if next_char.is_none_or(|n| n.is_lowercase()) {
                     continue;
                 }
-                if c == '.' && is_abbreviation(s.get(line_start..i).unwrap_or(""), bytes, i) {
+                if c == b'.' && is_abbreviation(s.get(line_start..dot).unwrap_or(""), bytes, dot) {
                     continue;
                 }
                 cuts.push(base + end);
+                continue;
             }
             _ => {}
         }
+        i += 1;
     }
 }
 
@@ -785,6 +813,101 @@ impl MarkTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The char-by-char reading [`prose_cuts`] replaced (issue 26), kept
+    /// as the definition the byte scan must agree with.
+    fn prose_cuts_by_char(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
+        let Some(s) = text.get(span.clone()) else {
+            return;
+        };
+        let base = span.start;
+        let bytes = s.as_bytes();
+        let mut in_code = false;
+        let mut bracket = 0usize;
+        let mut line_start = 0usize;
+        let mut iter = s.char_indices().peekable();
+        while let Some((i, c)) = iter.next() {
+            match c {
+                '\n' => {
+                    let next_line = s
+                        .get(i + 1..)
+                        .and_then(|r| r.split('\n').next())
+                        .unwrap_or("");
+                    if starts_block(next_line) {
+                        // End the unit at the line break, after trimming blanks.
+                        let end = s.get(..i).map_or(i, |p| p.trim_end().len());
+                        if end > 0 {
+                            cuts.push(base + end);
+                        }
+                        in_code = false;
+                        bracket = 0;
+                    }
+                    line_start = i + 1;
+                }
+                '`' => in_code = !in_code,
+                '[' if !in_code => bracket += 1,
+                ']' if !in_code => bracket = bracket.saturating_sub(1),
+                '.' | '!' | '?' if !in_code && bracket == 0 => {
+                    // Swallow further terminators and closers.
+                    let mut end = i + c.len_utf8();
+                    while let Some(&(j, d)) = iter.peek() {
+                        if matches!(
+                            d,
+                            '.' | '!'
+                                | '?'
+                                | ')'
+                                | '"'
+                                | '\''
+                                | '\u{201d}'
+                                | '\u{2019}'
+                                | '*'
+                                | '_'
+                                | ']'
+                        ) {
+                            end = j + d.len_utf8();
+                            iter.next();
+                        } else {
+                            break;
+                        }
+                    }
+                    let after = s.get(end..).unwrap_or("");
+                    let Some(first_after) = after.chars().next() else {
+                        continue;
+                    };
+                    if !first_after.is_whitespace() {
+                        continue;
+                    }
+                    let next_char = after.trim_start().chars().next();
+                    if next_char.is_none_or(|n| n.is_lowercase()) {
+                        continue;
+                    }
+                    if c == '.' && is_abbreviation(s.get(line_start..i).unwrap_or(""), bytes, i) {
+                        continue;
+                    }
+                    cuts.push(base + end);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The byte scan cuts where the char-by-char reading did, on prose
+        /// with every mark it reads, multi-byte closers and any Unicode.
+        #[test]
+        fn byte_scan_cuts_as_the_char_scan_did(
+            text in proptest::prop_oneof![
+                proptest::prelude::any::<String>(),
+                "([A-Za-z\u{e9}\u{201d}\u{2019}\u{3000} .!?\\[\\]`*_)\"'\n#>0-9-]|e\\.g\\.|Mr\\.|3\\. ){0,60}",
+                "(Word|word|J|e\\.g|Mr|3|[.!?]{1,3}|[\\]\\[`*_)\"'\u{201d}\u{2019}]| | |\n|\n\n|# |> |- ){0,80}",
+            ]
+        ) {
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            prose_cuts(&text, 0..text.len(), &mut fast);
+            prose_cuts_by_char(&text, 0..text.len(), &mut slow);
+            proptest::prop_assert_eq!(fast, slow);
+        }
+    }
 
     fn c(text: &str) -> Compressible {
         Compressible::new(&[text])

@@ -11,7 +11,7 @@ use clap_complete::Shell;
 
 use crate::exit::{CliError, CliResult, Exit};
 
-/// Arguments of `ctx completions`.
+// Arguments of `ctx completions`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The shell to generate the script for.

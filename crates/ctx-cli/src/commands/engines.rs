@@ -13,7 +13,7 @@ fn engines() -> Vec<Engine> {
     EngineKind::ALL.iter().map(|k| k.listing()).collect()
 }
 
-/// Arguments of `ctx engines`.
+// Arguments of `ctx engines`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Output format.

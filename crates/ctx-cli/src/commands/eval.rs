@@ -59,7 +59,7 @@ impl Variant {
     }
 }
 
-/// Arguments of `ctx eval`.
+// Arguments of `ctx eval`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The plan (JSON or YAML by extension); it must have checks.

@@ -31,7 +31,7 @@ pub enum Format {
     Json,
 }
 
-/// Arguments of this command.
+// Arguments of this command.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The archive: `rolling/`, `weekly/`, `monthly/`, `yearly/` under it.
@@ -54,8 +54,8 @@ pub struct Args {
     pub format: Format,
 }
 
-/// The digest flags `ctx history` and `ctx render` both take (in `ctx
-/// render` each needs `--content-root`, which `ctx history` always has).
+// The digest flags `ctx history` and `ctx render` both take (in `ctx
+// render` each needs `--content-root`, which `ctx history` always has).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DigestArgs {
     /// The analysis date (YYYY-MM-DD or ISO 8601 date-time); default today (UTC).

@@ -26,7 +26,7 @@ use crate::io::read_text;
 
 pub use crate::format::Format;
 
-/// Arguments of this command.
+// Arguments of this command.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Templates to check (`-` reads standard input).

@@ -35,7 +35,7 @@ use crate::exit::{CliError, CliResult, Exit};
 
 pub use crate::format::Format;
 
-/// Arguments of `ctx plan check`.
+// Arguments of `ctx plan check`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The plan: `.json`, `.yaml` or `.yml`; `-` reads JSON from standard

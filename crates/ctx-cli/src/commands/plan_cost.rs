@@ -63,7 +63,7 @@ use super::prices::PriceArgs;
 use crate::engines::{EngineArgs, EngineKind};
 use crate::exit::{CliError, CliResult, Exit};
 
-/// Arguments of this command.
+// Arguments of this command.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The plan (JSON or YAML by extension; `-` reads JSON from stdin).

@@ -27,7 +27,7 @@ impl From<LayoutArg> for PromptLayout {
     }
 }
 
-/// The flags of the prediction.
+// The flags of the prediction.
 #[derive(Debug, clap::Args)]
 pub struct CacheArgs {
     /// Also predict how many prompt tokens a provider's prefix cache can

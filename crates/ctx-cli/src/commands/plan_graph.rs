@@ -18,7 +18,7 @@ use ctx_model::Plan;
 
 use crate::exit::{CliError, CliResult, Exit};
 
-/// Arguments of this command.
+// Arguments of this command.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The plan (JSON or YAML by extension; `-` reads JSON from stdin).

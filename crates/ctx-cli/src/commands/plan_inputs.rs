@@ -15,7 +15,7 @@ use super::history::{DigestArgs, DigestSetup};
 use crate::exit::{CliError, Exit};
 use crate::heading;
 
-/// The inputs of a plan: its variables' values and its digest settings.
+// The inputs of a plan: its variables' values and its digest settings.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanInputArgs {
     /// A value of a plan variable: NAME=VALUE, NAME=@FILE (`@-` = stdin),
@@ -232,8 +232,8 @@ fn fill_message(plan: &str, e: &FillError) -> String {
     }
 }
 
-/// `ctx run`'s inputs: the plan's ([`PlanInputArgs`]) and where published
-/// outputs go.
+// `ctx run`'s inputs: the plan's ([`PlanInputArgs`]) and where published
+// outputs go.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunInputArgs {
     #[command(flatten)]

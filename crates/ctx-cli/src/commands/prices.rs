@@ -20,7 +20,7 @@ use ctx_run::run_costs::RunPricing;
 
 use crate::exit::{CliError, CliResult, Exit};
 
-/// The price flags of every command that prices models.
+// The price flags of every command that prices models.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PriceArgs {
     /// Prices in LiteLLM's model_prices_and_context_window.json format;
@@ -65,7 +65,7 @@ impl PriceArgs {
     }
 }
 
-/// Arguments of this command.
+// Arguments of this command.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]

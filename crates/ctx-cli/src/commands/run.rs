@@ -489,8 +489,8 @@ fn run_local(
     Ok(exit)
 }
 
-/// The bounds on one task's engine call that `ctx run`, `ctx eval` and
-/// `ctx worker` take, with the library's defaults.
+// The bounds on one task's engine call that `ctx run`, `ctx eval` and
+// `ctx worker` take, with the library's defaults.
 #[derive(Debug, clap::Args)]
 pub struct TaskBoundArgs {
     /// Stop a task's engine call after this many seconds (fractions
@@ -523,7 +523,7 @@ impl TaskBoundArgs {
     }
 }
 
-/// The plan limits `ctx run` and `ctx eval` can override.
+// The plan limits `ctx run` and `ctx eval` can override.
 #[derive(Debug, clap::Args)]
 pub struct PlanLimitArgs {
     /// Cap on each assembled prompt, in tokens (overrides

@@ -32,8 +32,9 @@ mod export_otlp;
 pub mod report;
 mod shared;
 
-/// The `ctx runs` subcommands.
+/// The `ctx runs` subcommands (deferred like `ctx`'s, see src/lib.rs).
 #[derive(Debug, clap::Subcommand)]
+#[command(defer = true)]
 pub enum RunsCommand {
     /// List stored runs: id, state, start time, status counts, plan.
     List(ListArgs),
@@ -50,7 +51,7 @@ pub enum RunsCommand {
     Gc(GcArgs),
 }
 
-/// Where runs are stored.
+// Where runs are stored.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RootArg {
     /// The store root holding run directories and cache.sqlite.
@@ -73,7 +74,7 @@ impl RootArg {
 
 pub use crate::format::Format;
 
-/// `ctx runs list`.
+// `ctx runs list`.
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     #[command(flatten)]
@@ -83,7 +84,7 @@ pub struct ListArgs {
     format: Format,
 }
 
-/// `ctx runs show`.
+// `ctx runs show`.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
     /// A run id or a run directory.
@@ -112,7 +113,7 @@ pub enum ExportFormat {
     Otlp,
 }
 
-/// `ctx runs export`.
+// `ctx runs export`.
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
     /// A run id or a run directory.
@@ -130,7 +131,7 @@ pub struct ExportArgs {
     root: RootArg,
 }
 
-/// `ctx runs gc`.
+// `ctx runs gc`.
 #[derive(Debug, clap::Args)]
 pub struct GcArgs {
     /// How many of the newest runs to keep.

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use crate::exit::{CliResult, Exit};
 
-/// Arguments of `ctx schema`.
+// Arguments of `ctx schema`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Write the schema to FILE (atomically) instead of standard output.

@@ -40,7 +40,7 @@ use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::heading;
 
-/// Arguments of `ctx worker`.
+// Arguments of `ctx worker`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The shared store: postgres://USER:PASSWORD@HOST:PORT/DB (the PG*

@@ -87,7 +87,7 @@ pub fn setting(name: &'static str, default: Option<String>, meaning: &'static st
     }
 }
 
-/// Engine flags, flattened into `ctx run`.
+// Engine flags, flattened into `ctx run`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct EngineArgs {
     /// The engine that runs each task [default: dry-run, or command when

@@ -49,8 +49,8 @@ pub const DEFAULT_RETRY_INITIAL_MS: u64 =
 /// `--retry-max-ms` default.
 pub const DEFAULT_RETRY_MAX_MS: u64 = ctx_engine_openai::DEFAULT_MAX_BACKOFF.as_millis() as u64;
 
-/// Flags of the OpenAI-compatible engine. Every one is optional so that
-/// `ctx run` can tell whether any was given.
+// Flags of the OpenAI-compatible engine. Every one is optional so that
+// `ctx run` can tell whether any was given.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct OpenAiArgs {
     /// API root, before `/chat/completions` [default: $OPENAI_BASE_URL, else

@@ -16,7 +16,7 @@ use super::{RootArg, open};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{print_stdout, write_atomic};
 
-/// `ctx runs report`.
+// `ctx runs report`.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
     /// A run id or a run directory.
