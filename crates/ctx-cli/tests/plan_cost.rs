@@ -387,11 +387,13 @@ fn a_maps_items_are_predicted_as_calls_sharing_their_prefix() {
             .unwrap()
             .clone()
     };
-    let fraction = |t: &Value| {
-        t["cacheable_tokens"].as_f64().unwrap() / t["prompt_tokens"].as_f64().unwrap()
-    };
+    let fraction =
+        |t: &Value| t["cacheable_tokens"].as_f64().unwrap() / t["prompt_tokens"].as_f64().unwrap();
     let (design, cache) = (map(&layouts[0]), map(&layouts[1]));
-    assert_eq!((design["calls"].as_u64(), cache["calls"].as_u64()), (Some(24), Some(24)));
+    assert_eq!(
+        (design["calls"].as_u64(), cache["calls"].as_u64()),
+        (Some(24), Some(24))
+    );
     assert_eq!(layouts[1]["calls"], 25);
     assert!(fraction(&design) >= 0.8, "{design}");
     assert!(fraction(&cache) > fraction(&design), "{design} {cache}");

@@ -34,6 +34,9 @@ const NOTABLE_RAW: &str = "fixtures/weekly/raw/2026-W37.json";
 const BRIEF_MARK: &str = "standing brief above in three short lines";
 /// Room for the ~1,600-token prompts and their answers.
 const N_CTX: &str = "4096";
+// One thread: on a machine shared with other work, llama.cpp's threads
+// wait for each other at every step and two of them were slower than one
+// (a first request took minutes); the figures are ratios either way.
 
 /// One request as the server's log tells it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,7 +59,7 @@ pub(super) fn run(root: &Path, work: &Path, venv: &Venv) -> Result<(), String> {
     );
     report.push_str(&prediction(&ctx, &plan, &raw)?);
     let text = fs::read_to_string(&plan).map_err(|e| format!("{}: {e}", plan.display()))?;
-    report.push_str("\nmeasured (llama-cpp-python + SmolLM2-135M-Instruct, --concurrency 1, server started afresh per layout):\n");
+    report.push_str("\nmeasured (llama-cpp-python + SmolLM2-135M-Instruct, one thread, --concurrency 1, server started afresh per layout):\n");
     report.push_str("| layout | calls | prompt tokens | reused from cache | brief (ms) | item 0 (ms) | items 1.. mean (ms) | map total (ms) | item 0 / later items |\n|---|---|---|---|---|---|---|---|---|\n");
     for layout in ["design", "cache"] {
         let variant = run_dir.join(format!("notable-{layout}.yaml"));
@@ -136,7 +139,7 @@ fn served_calls(
     let mut cmd = Command::new(venv.python());
     cmd.arg(root.join("scripts/e2e/llama_server.py"))
         .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--alias", "smollm2", "--n-ctx", N_CTX])
+        .args(["--alias", "smollm2", "--n-ctx", N_CTX, "--threads", "1"])
         .env("CTX_E2E_REQUEST_LOG", &requests);
     let mut server = Server::start("llama-cpp-python server", cmd, &log, 3600)?;
     server.wait_ready(port, "/v1/models", Duration::from_secs(300))?;
