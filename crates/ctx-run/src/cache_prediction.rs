@@ -30,7 +30,7 @@
 //! [`item_task`](ctx_deps::map::item_task), as the executor fills it).
 //! The items are not known before a run, so each is predicted as the
 //! placeholder preceded by a character no sibling has
-//! ([`item_placeholder`]): an item shares with its siblings everything
+//! (`item_placeholder`): an item shares with its siblings everything
 //! before its placeholder and nothing from it on, and the first item
 //! shares only what an earlier call sent. The map's row sums its calls
 //! (`calls` says how many). A list shorter than `max_items` makes fewer
