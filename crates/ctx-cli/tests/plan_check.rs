@@ -381,3 +381,48 @@ fn the_cache_layout_hints_an_own_placeholder_before_shared_text() {
             "bad.yaml:3:11: config.layout: unknown variant `cached`, expected one of design, cache",
         ));
 }
+
+/// `config.cache_key` takes `auto` or `none`; anything else is a located
+/// read error (file, line, column, field). `config.cache_breakpoints`
+/// asking for more than 4 breakpoints (Anthropic's limit) is a located
+/// plan problem.
+#[test]
+fn cache_key_and_breakpoint_mistakes_are_located() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write(
+        dir.path(),
+        "good.yaml",
+        &format!(
+            "schema_version: 1\nconfig:\n  cache_key: auto\n  cache_breakpoints:\n    after: [system, dependencies, shared, prompt]\nsub_tasks:\n  - id: a\n{TASK}"
+        ),
+    );
+    ctx().args(["plan", "check"]).arg(&good).assert().code(0);
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        &format!("schema_version: 1\nconfig:\n  cache_key: always\nsub_tasks:\n  - id: a\n{TASK}"),
+    );
+    ctx()
+        .args(["plan", "check"])
+        .arg(&bad)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "bad.yaml:3:14: config.cache_key: unknown variant `always`, expected one of none, auto",
+        ));
+    let five = write(
+        dir.path(),
+        "five.yaml",
+        &format!(
+            "schema_version: 1\nconfig:\n  cache_breakpoints:\n    models: all\n    after: [system, entities, dependencies, shared, prompt]\nsub_tasks:\n  - id: a\n{TASK}"
+        ),
+    );
+    ctx()
+        .args(["plan", "check"])
+        .arg(&five)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "five.yaml:5:12: config.cache_breakpoints.after: 5 breakpoints asked for; a request holds at most 4 (Anthropic's limit)",
+        ));
+}

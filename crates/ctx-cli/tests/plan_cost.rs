@@ -359,3 +359,43 @@ fn layout_prediction_compares_design_and_cache_side_by_side() {
         "{err}"
     );
 }
+
+/// The weekly `notable` map at scale: 24 items, each sharing about 1,500
+/// tokens of standing brief before its item, are 24 calls, and at least
+/// 80 % of the map's prompt tokens are cacheable under either layout;
+/// the cache layout also lets the first item share the brief `brief`
+/// lists in another order, so it predicts more and costs less.
+#[test]
+fn a_maps_items_are_predicted_as_calls_sharing_their_prefix() {
+    let raw = format!("RAW_JSON=@{}", "fixtures/weekly/raw/2026-W37.json");
+    let j = cost_json(&[
+        "fixtures/weekly/notable.yaml",
+        "--var",
+        &raw,
+        "--model",
+        "gpt-4o-mini",
+        "--layout",
+        "design,cache",
+    ]);
+    let layouts = j["cache"]["layouts"].as_array().unwrap();
+    let map = |l: &Value| {
+        l["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["task_id"] == "notable")
+            .unwrap()
+            .clone()
+    };
+    let fraction =
+        |t: &Value| t["cacheable_tokens"].as_f64().unwrap() / t["prompt_tokens"].as_f64().unwrap();
+    let (design, cache) = (map(&layouts[0]), map(&layouts[1]));
+    assert_eq!(
+        (design["calls"].as_u64(), cache["calls"].as_u64()),
+        (Some(24), Some(24))
+    );
+    assert_eq!(layouts[1]["calls"], 25);
+    assert!(fraction(&design) >= 0.8, "{design}");
+    assert!(fraction(&cache) > fraction(&design), "{design} {cache}");
+    assert!(usd(&layouts[1]["expected_usd"]) < usd(&layouts[0]["expected_usd"]));
+}

@@ -295,7 +295,7 @@ impl<'a> Attempts<'a> {
         result.metadata.prompt_tokens = Some(assembled.tokens);
         result.metadata.tokenizer = Some(assembled.tokenizer.clone());
         crate::offload::store(self.store, result.clone()).await?;
-        Ok(InferenceRequest {
+        let mut request = InferenceRequest {
             task_id: self.task.id.clone(),
             prompt: assembled.text.clone(),
             params: self.task.tool_or_prompt.params.clone(),
@@ -306,7 +306,10 @@ impl<'a> Attempts<'a> {
                 .as_ref()
                 .and_then(|c| c.set.response_schema().cloned()),
             purpose: Default::default(),
-        })
+            cache_breakpoints: None,
+        };
+        crate::prompt_cache::apply(&self.ctx.plan, self.task, assembled, &mut request);
+        Ok(request)
     }
 
     /// With [`CostOptions::cut_output_at_max_tokens`](crate::CostOptions::cut_output_at_max_tokens):

@@ -161,6 +161,7 @@ async fn ask_judge(
         max_output_bytes: engine.max_output_bytes(),
         response_schema: Some(ctx_checks::judge::answer_schema()),
         purpose: ctx_engine::RequestPurpose::Judge,
+        cache_breakpoints: None,
     };
     let mut call = JudgeCall {
         model: request.params.model.clone(),

@@ -188,6 +188,7 @@ mod tests {
             max_output_bytes: 0,
             response_schema: None,
             purpose: Default::default(),
+            cache_breakpoints: None,
         }
     }
 

@@ -61,6 +61,7 @@ pub mod graph;
 pub mod map;
 mod offload;
 pub mod options;
+pub mod prompt_cache;
 mod scheduling;
 pub mod spans;
 pub mod summarize;

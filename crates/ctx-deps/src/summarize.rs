@@ -433,6 +433,7 @@ impl SummaryCalls<'_> {
             purpose: RequestPurpose::Summary {
                 dependent: call.dependent.clone(),
             },
+            cache_breakpoints: None,
         };
         self.send(producer, request, call, counter).await
     }

@@ -361,6 +361,7 @@ mod tests {
             prompt_tokens: 1,
             max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
             purpose: Default::default(),
+            cache_breakpoints: None,
             response_schema: None,
         }
     }

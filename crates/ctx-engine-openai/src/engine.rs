@@ -248,6 +248,7 @@ impl OpenAiEngine {
             &request.params,
             defaults,
             self.config.stream,
+            request.cache_breakpoints.as_ref(),
         );
         if let (Some(schema), Some(map)) = (schema, body.as_object_mut()) {
             map.insert("response_format".into(), wire::response_format(schema));

@@ -57,6 +57,7 @@
 //!     prompt_tokens: 3,
 //!     max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
 //!     purpose: Default::default(),
+//!     cache_breakpoints: None,
 //!     response_schema: None,
 //! };
 //! let error = engine.infer(&request).await.unwrap_err();

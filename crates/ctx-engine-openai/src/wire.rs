@@ -8,6 +8,7 @@
 //! What *is* required is checked and named in the error: a JSON object, a
 //! non-empty `choices`.
 
+use ctx_engine::CacheBreakpoints;
 use ctx_model::{Params, TokenUsage};
 use serde_json::{Map, Value, json};
 
@@ -24,17 +25,42 @@ pub(crate) fn response_format(schema: &Value) -> Value {
     })
 }
 
+/// `text` as OpenAI-format content parts cut at `offsets` (ascending byte
+/// offsets on character boundaries), each part that ends at an offset
+/// marked `cache_control: {type: ephemeral}`: the form in which LiteLLM
+/// passes Anthropic's prompt-cache breakpoints through. The parts
+/// concatenate to `text`, so the model reads the same prompt; an offset
+/// out of range or off a boundary is skipped, and the rest of the text
+/// after the last offset is a plain part.
+pub(crate) fn cached_parts(text: &str, offsets: &[usize]) -> Value {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for &end in offsets {
+        if end <= start || end > text.len() || !text.is_char_boundary(end) {
+            continue;
+        }
+        parts.push(json!({"type": "text", "text": &text[start..end], "cache_control": {"type": "ephemeral"}}));
+        start = end;
+    }
+    if start < text.len() || parts.is_empty() {
+        parts.push(json!({"type": "text", "text": &text[start..]}));
+    }
+    Value::Array(parts)
+}
+
 /// Keys ctx sets itself; `params.extra` cannot override them.
 const RESERVED: [&str; 4] = ["model", "messages", "stream", "stream_options"];
 
 /// The JSON body for one task: task params win over CLI defaults, and
 /// every key of `params.extra` is passed through unless ctx owns it.
+/// `breakpoints` apply when they are for `model` ([`cached_parts`]).
 pub(crate) fn request_body(
     prompt: &str,
     model: &str,
     params: &Params,
     defaults: &RequestDefaults,
     stream: bool,
+    breakpoints: Option<&CacheBreakpoints>,
 ) -> Value {
     let mut body = Map::new();
     for (key, value) in &params.extra {
@@ -43,11 +69,20 @@ pub(crate) fn request_body(
         }
     }
     body.insert("model".into(), json!(model));
+    let breakpoints = breakpoints.filter(|b| b.models.applies_to(model));
     let mut messages = Vec::new();
     if let Some(system) = params.system.as_ref().or(defaults.system.as_ref()) {
-        messages.push(json!({"role": "system", "content": system}));
+        let content = match breakpoints {
+            Some(b) if b.system => cached_parts(system, &[system.len()]),
+            _ => json!(system),
+        };
+        messages.push(json!({"role": "system", "content": content}));
     }
-    messages.push(json!({"role": "user", "content": prompt}));
+    let content = match breakpoints {
+        Some(b) if !b.prompt_offsets.is_empty() => cached_parts(prompt, &b.prompt_offsets),
+        _ => json!(prompt),
+    };
+    messages.push(json!({"role": "user", "content": content}));
     body.insert("messages".into(), Value::Array(messages));
 
     let mut set = |key: &str, value: Option<Value>| {
@@ -440,7 +475,7 @@ mod tests {
             system: Some("cli system".into()),
             ..RequestDefaults::default()
         };
-        let body = request_body("assembled", "m1", &p, &d, false);
+        let body = request_body("assembled", "m1", &p, &d, false, None);
         assert_eq!(
             body,
             json!({
@@ -471,7 +506,7 @@ mod tests {
 
     /// The body and the pacer agree on the cap: same key, same value.
     fn assert_agree(p: &Params, d: &RequestDefaults) -> Option<u64> {
-        let body = request_body("x", "m", p, d, false);
+        let body = request_body("x", "m", p, d, false, None);
         let cap = completion_cap(p, d);
         assert_eq!(
             sent_cap(&body),
@@ -486,7 +521,7 @@ mod tests {
         let mut p = params("x");
         p.max_tokens = Some(10);
         p.extra.insert("max_completion_tokens".into(), json!(99));
-        let body = request_body("x", "o3", &p, &RequestDefaults::default(), true);
+        let body = request_body("x", "o3", &p, &RequestDefaults::default(), true, None);
         assert_eq!(body["stream"], json!(true));
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
         assert_eq!(body["max_completion_tokens"], json!(99));
@@ -512,7 +547,7 @@ mod tests {
         p.extra.insert("max_completion_tokens".into(), json!(4000));
         assert_eq!(assert_agree(&p, &cli), Some(4000));
         assert_eq!(
-            request_body("x", "m", &p, &cli, false)["max_completion_tokens"],
+            request_body("x", "m", &p, &cli, false, None)["max_completion_tokens"],
             json!(4000)
         );
         // A task's own max_tokens beats --max-tokens.
@@ -545,7 +580,7 @@ mod tests {
             p.extra
                 .insert("max_completion_tokens".into(), value.clone());
             assert_eq!(assert_agree(&p, &cli), tokens, "{value}");
-            let body = request_body("x", "m", &p, &cli, false);
+            let body = request_body("x", "m", &p, &cli, false, None);
             assert_eq!(body["max_completion_tokens"], value);
             assert!(body.get("max_tokens").is_none());
         }
@@ -779,5 +814,45 @@ mod tests {
             .unwrap();
         assert_eq!(acc.completion.output, "xyz");
         assert!(acc.saw_choice);
+    }
+
+    /// The parts always join to the text; each part before an offset is
+    /// marked, offsets out of range or inside a character are skipped.
+    #[test]
+    fn cached_parts_join_to_the_text_and_mark_each_breakpoint() {
+        let text = "héllo world";
+        let join = |v: &Value| -> String {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["text"].as_str().unwrap())
+                .collect()
+        };
+        let marked = |v: &Value| {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p.get("cache_control").is_some())
+                .count()
+        };
+        for offsets in [
+            vec![],
+            vec![2],
+            vec![3, 7],
+            vec![7, 3],
+            vec![100],
+            vec![text.len()],
+            vec![0, 3, 3],
+        ] {
+            let parts = cached_parts(text, &offsets);
+            assert_eq!(join(&parts), text, "{offsets:?}");
+        }
+        assert_eq!(marked(&cached_parts(text, &[2])), 0, "inside é");
+        assert_eq!(marked(&cached_parts(text, &[3, 7])), 2);
+        assert_eq!(marked(&cached_parts(text, &[text.len()])), 1);
+        assert_eq!(
+            cached_parts(text, &[text.len()]).as_array().unwrap().len(),
+            1
+        );
     }
 }

@@ -53,6 +53,7 @@ fn request(id: &str) -> InferenceRequest {
         prompt_tokens: 12,
         max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         purpose: Default::default(),
+        cache_breakpoints: None,
         response_schema: None,
     }
 }
@@ -1237,4 +1238,54 @@ async fn a_usage_with_only_total_tokens_is_its_worst_case_and_flagged() {
     );
     assert_eq!(r.output.split_whitespace().count(), 100);
     assert_eq!(s.requests(), 1);
+}
+
+/// Breakpoints for an Anthropic model go into the request as LiteLLM takes
+/// them: the system message and the user message as content parts, each
+/// part before a breakpoint marked `cache_control: {type: ephemeral}`, the
+/// parts joined giving the prompt back. A model breakpoints are not for
+/// gets the plain strings.
+#[tokio::test]
+async fn cache_breakpoints_become_content_parts_for_anthropic_models() {
+    use ctx_model::prompt_cache::BreakpointModels;
+    let s = server().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("ok")))
+        .expect(2)
+        .mount(&s)
+        .await;
+    let mut req = request("t1");
+    req.params.system = Some("You are terse.".into());
+    let blocks_end = req.prompt.len() - "Write a haiku.".len();
+    req.cache_breakpoints = Some(ctx_engine::CacheBreakpoints {
+        models: BreakpointModels::Anthropic,
+        system: true,
+        prompt_offsets: vec![blocks_end],
+    });
+    req.params.model = Some("anthropic/claude-sonnet-4-5".into());
+    engine(config(base(&s))).infer(&req).await.unwrap();
+    req.params.model = Some("gpt-4o-mini".into());
+    engine(config(base(&s))).infer(&req).await.unwrap();
+
+    let received = s.received_requests().await.unwrap();
+    let body = |i: usize| -> Value { serde_json::from_slice(&received[i].body).unwrap() };
+    let ephemeral = json!({"type": "ephemeral"});
+    assert_eq!(
+        body(0)["messages"],
+        json!([
+            {"role": "system", "content": [
+                {"type": "text", "text": "You are terse.", "cache_control": ephemeral}]},
+            {"role": "user", "content": [
+                {"type": "text", "text": &req.prompt[..blocks_end], "cache_control": ephemeral},
+                {"type": "text", "text": "Write a haiku."}]}
+        ])
+    );
+    assert_eq!(
+        body(1)["messages"],
+        json!([
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": req.prompt}
+        ])
+    );
 }

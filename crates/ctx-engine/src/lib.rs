@@ -49,6 +49,7 @@
 //!     max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
 //!     response_schema: None,
 //!     purpose: Default::default(),
+//!     cache_breakpoints: None,
 //! };
 //! // Any executor drives the future; this one is ready at once.
 //! let mut future = Length.infer(&request);
@@ -110,6 +111,27 @@ pub struct InferenceRequest {
     /// Whether the call runs a task or writes a summary of one; engines
     /// that label calls (the dry run, a command's environment) say which.
     pub purpose: RequestPurpose,
+    /// Where the call's prompt-cache breakpoints go (`config.cache_breakpoints`),
+    /// for engines that send them; `None` for none.
+    pub cache_breakpoints: Option<CacheBreakpoints>,
+}
+
+/// Anthropic `cache_control` breakpoints for one call: the executor says
+/// where the blocks end, the engine, which knows the model it sends,
+/// decides by [`models`](Self::models) whether to send them
+/// (ctx-model's `prompt_cache`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheBreakpoints {
+    /// The models that get them.
+    pub models: ctx_model::prompt_cache::BreakpointModels,
+    /// A breakpoint at the end of the system message, when one is sent.
+    pub system: bool,
+    /// Breakpoints in [`InferenceRequest::prompt`], as byte offsets on
+    /// character boundaries, ascending, each above 0 and at most the
+    /// prompt's length: the text before each ends a cached part. With
+    /// `system`, never more than
+    /// [`MAX_BREAKPOINTS`](ctx_model::prompt_cache::MAX_BREAKPOINTS).
+    pub prompt_offsets: Vec<usize>,
 }
 
 /// What a call is for.

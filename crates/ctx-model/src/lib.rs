@@ -92,6 +92,7 @@ pub mod money;
 #[cfg(feature = "parse")]
 mod parse;
 mod plan;
+pub mod prompt_cache;
 mod result;
 mod schema;
 pub mod tokenizer;

@@ -323,6 +323,18 @@ pub struct PlanConfig {
     /// (docs/prompts.md). Left out of a serialized plan when `design`.
     #[serde(default, skip_serializing_if = "crate::PromptLayout::is_design")]
     pub layout: crate::PromptLayout,
+    /// `auto`: ctx sets `prompt_cache_key` on each call with a shared
+    /// prefix, one key per prefix (`none`, the default: only a task's own
+    /// params set one). Left out of a serialized plan when `none`.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::prompt_cache::CacheKey::is_none"
+    )]
+    pub cache_key: crate::prompt_cache::CacheKey,
+    /// Anthropic `cache_control` breakpoints, for the models and after
+    /// the blocks it names; none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_breakpoints: Option<crate::prompt_cache::CacheBreakpoints>,
 }
 
 /// The default `max_check_attempts`: one try and one retry with feedback.
@@ -350,6 +362,8 @@ impl Default for PlanConfig {
             checks: Vec::new(),
             max_check_attempts: DEFAULT_MAX_CHECK_ATTEMPTS,
             layout: crate::PromptLayout::Design,
+            cache_key: crate::prompt_cache::CacheKey::None,
+            cache_breakpoints: None,
         }
     }
 }

@@ -165,9 +165,22 @@ fn config() -> impl Strategy<Value = PlanConfig> {
             Just(ctx_model::PromptLayout::Design),
             Just(ctx_model::PromptLayout::Cache)
         ],
+        prompt_cache(),
     )
         .prop_map(
-            |(full, max_len, strategy, all, filter, with_type, cap, tokenizer, summary, layout)| {
+            |(
+                full,
+                max_len,
+                strategy,
+                all,
+                filter,
+                with_type,
+                cap,
+                tokenizer,
+                summary,
+                layout,
+                (cache_key, cache_breakpoints),
+            )| {
                 PlanConfig {
                     dependency: DependencyConfig {
                         include_full_output: full,
@@ -189,9 +202,41 @@ fn config() -> impl Strategy<Value = PlanConfig> {
                     checks: Vec::new(),
                     max_check_attempts: ctx_model::DEFAULT_MAX_CHECK_ATTEMPTS,
                     layout,
+                    cache_key,
+                    cache_breakpoints,
                 }
             },
         )
+}
+
+/// `config.cache_key` and `config.cache_breakpoints`, each set or left out.
+fn prompt_cache() -> impl Strategy<
+    Value = (
+        ctx_model::prompt_cache::CacheKey,
+        Option<ctx_model::prompt_cache::CacheBreakpoints>,
+    ),
+> {
+    use ctx_model::prompt_cache::{Breakpoint, BreakpointModels, CacheBreakpoints, CacheKey};
+    (
+        prop_oneof![Just(CacheKey::None), Just(CacheKey::Auto)],
+        opt((
+            prop_oneof![
+                Just(BreakpointModels::Anthropic),
+                Just(BreakpointModels::All)
+            ],
+            prop::sample::subsequence(
+                vec![
+                    Breakpoint::System,
+                    Breakpoint::Entities,
+                    Breakpoint::Dependencies,
+                    Breakpoint::Shared,
+                    Breakpoint::Prompt,
+                ],
+                0..=4,
+            ),
+        )
+            .prop_map(|(models, after)| CacheBreakpoints { models, after })),
+    )
 }
 
 fn plan() -> impl Strategy<Value = Plan> {

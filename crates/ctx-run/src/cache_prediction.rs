@@ -23,6 +23,19 @@
 //!   the estimate's low end (the cheapest rate, no completion) and its
 //!   high end (the cap at the dearest rate, every attempt).
 //!
+//! ## Maps
+//!
+//! A map task is `max_items` calls, one per item, each with the map's
+//! prompt and its item placeholder filled (by ctx-deps'
+//! [`item_task`](ctx_deps::map::item_task), as the executor fills it).
+//! The items are not known before a run, so each is predicted as the
+//! placeholder preceded by a character no sibling has
+//! (`item_placeholder`): an item shares with its siblings everything
+//! before its placeholder and nothing from it on, and the first item
+//! shares only what an earlier call sent. The map's row sums its calls
+//! (`calls` says how many). A list shorter than `max_items` makes fewer
+//! calls than predicted, each predicted as shown.
+//!
 //! What it does not see: the chat framing between the system and user
 //! messages (a few tokens), dependency outputs (siblings that share a
 //! dependency share its output too, so the prediction is low for them),
@@ -32,7 +45,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use ctx_cost::{PriceBook, Usage, Usd};
 use ctx_deps::PlanGraph;
-use ctx_model::{Plan, PromptLayout};
+use ctx_model::{Plan, PromptLayout, SubTask};
+use ctx_prompt::DependencyOutput;
 use ctx_tokens::TokenizerExt;
 use serde::Serialize;
 
@@ -78,11 +92,14 @@ pub struct TaskPrediction {
     pub task_id: String,
     /// Its model, as the plan names it.
     pub model: String,
-    /// The low end's prompt tokens (system prompt included).
+    /// The calls it makes: 1, or a map task's `max_items` (one per item).
+    pub calls: u64,
+    /// The low end's prompt tokens (system prompt included), over its
+    /// calls.
     pub prompt_tokens: u64,
     /// The tokens of it a provider can serve from cache.
     pub cacheable_tokens: u64,
-    /// One call priced with them; `null` without a price or a completion
+    /// Its calls priced with them; `null` without a price or a completion
     /// bound.
     pub expected_usd: Option<Usd>,
 }
@@ -94,6 +111,8 @@ pub struct LayoutPrediction {
     pub layout: &'static str,
     /// Every task with a model, in schedule order.
     pub tasks: Vec<TaskPrediction>,
+    /// The sum of the tasks' calls.
+    pub calls: u64,
     /// The sum of the tasks' prompt tokens.
     pub prompt_tokens: u64,
     /// The sum of their cacheable tokens.
@@ -133,48 +152,63 @@ pub fn predict(
         let counter = counters
             .entry(tokenizer)
             .or_insert_with(|| tokenizer.counter());
-        let Ok(low) = ctx_prompt::assemble_task_prompt(
-            plan,
-            task,
-            &empty_outputs(plan, &graph, i),
-            counter.as_ref(),
-            cap,
-        ) else {
-            continue;
-        };
-        let system = params.system.as_deref().or(defaults.system);
-        let text = match system {
-            Some(s) => format!("{s}\n{}", low.text),
-            None => low.text,
-        };
-        let prompt_tokens = counter.count(&text) as u64;
+        let dependencies = empty_outputs(plan, &graph, i);
         let earlier = sent.entry(model).or_default();
-        let shared = longest_shared_prefix(earlier, &text);
-        let shared_tokens = match shared {
-            n if n == text.len() => prompt_tokens,
-            n => (counter.count(&text[..n]) as u64).saturating_sub(1),
-        };
-        let cacheable_tokens = minimum.cacheable(shared_tokens).min(prompt_tokens);
-        let expected_usd = book
-            .lookup(model)
-            .zip(defaults.completion_bound(params).ok())
-            .map(|(m, completion)| {
-                m.price.cost(&Usage {
-                    prompt_tokens,
-                    cached_prompt_tokens: cacheable_tokens,
-                    cache_write_prompt_tokens: 0,
-                    completion_tokens: completion,
-                })
-            });
-        earlier.insert(text);
-        tasks.push(TaskPrediction {
+        let mut row = TaskPrediction {
             task_id: task.id.clone(),
             model: model.to_string(),
-            prompt_tokens,
-            cacheable_tokens,
-            expected_usd,
-        });
+            calls: 0,
+            prompt_tokens: 0,
+            cacheable_tokens: 0,
+            expected_usd: Some(Usd::ZERO),
+        };
+        for call in calls(task, &dependencies) {
+            let Ok(low) = ctx_prompt::assemble_task_prompt(
+                plan,
+                &call.task,
+                &call.dependencies,
+                counter.as_ref(),
+                cap,
+            ) else {
+                continue;
+            };
+            let call_params = &call.task.tool_or_prompt.params;
+            let system = call_params.system.as_deref().or(defaults.system);
+            let text = match system {
+                Some(s) => format!("{s}\n{}", low.text),
+                None => low.text,
+            };
+            let prompt_tokens = counter.count(&text) as u64;
+            let shared_tokens = match longest_shared_prefix(earlier, &text) {
+                n if n == text.len() => prompt_tokens,
+                n => (counter.count(&text[..n]) as u64).saturating_sub(1),
+            };
+            let cacheable_tokens = minimum.cacheable(shared_tokens).min(prompt_tokens);
+            let expected_usd = book
+                .lookup(model)
+                .zip(defaults.completion_bound(call_params).ok())
+                .map(|(m, completion)| {
+                    m.price.cost(&Usage {
+                        prompt_tokens,
+                        cached_prompt_tokens: cacheable_tokens,
+                        cache_write_prompt_tokens: 0,
+                        completion_tokens: completion,
+                    })
+                });
+            earlier.insert(text);
+            row.calls += 1;
+            row.prompt_tokens += prompt_tokens;
+            row.cacheable_tokens += cacheable_tokens;
+            row.expected_usd = row
+                .expected_usd
+                .zip(expected_usd)
+                .map(|(sum, usd)| sum.saturating_add(usd));
+        }
+        if row.calls > 0 {
+            tasks.push(row);
+        }
     }
+    let calls = tasks.iter().map(|t| t.calls).sum::<u64>();
     let prompt_tokens = tasks.iter().map(|t| t.prompt_tokens).sum::<u64>();
     let cacheable_tokens = tasks.iter().map(|t| t.cacheable_tokens).sum::<u64>();
     let expected_usd = tasks.iter().try_fold(Usd::ZERO, |sum, t| {
@@ -183,6 +217,7 @@ pub fn predict(
     Ok(LayoutPrediction {
         layout: layout.as_str(),
         tasks,
+        calls,
         prompt_tokens,
         cacheable_tokens,
         cacheable_fraction: if prompt_tokens == 0 {
@@ -192,6 +227,60 @@ pub fn predict(
         },
         expected_usd,
     })
+}
+
+/// One call of a task as the prediction sees it: the task (an item's, its
+/// placeholder filled) and its dependencies with empty outputs.
+struct Call<'p> {
+    task: std::borrow::Cow<'p, SubTask>,
+    dependencies: Vec<DependencyOutput<'p>>,
+}
+
+/// The calls `task` makes: itself once, or, for a map task, one per item
+/// up to `max_items` (see the module documentation, "Maps").
+fn calls<'p>(task: &'p SubTask, dependencies: &[DependencyOutput<'p>]) -> Vec<Call<'p>> {
+    let Some(m) = &task.map else {
+        return vec![Call {
+            task: std::borrow::Cow::Borrowed(task),
+            dependencies: dependencies.to_vec(),
+        }];
+    };
+    // An item does not receive the map's source (the whole list never
+    // enters an item's prompt), as ctx_deps::map::item_task drops it.
+    let item_dependencies: Vec<DependencyOutput<'p>> = dependencies
+        .iter()
+        .filter(|d| d.task_id != m.over)
+        .cloned()
+        .collect();
+    (0..m.max_items.unwrap_or(1).max(1))
+        .map(|index| Call {
+            task: std::borrow::Cow::Owned(ctx_deps::map::item_task(
+                task,
+                m,
+                index,
+                &item_placeholder(&m.item, index),
+            )),
+            dependencies: item_dependencies.clone(),
+        })
+        .collect()
+}
+
+/// What fills item `index`'s placeholder in the prediction: the
+/// placeholder itself (`{{NOTE}}`), after a character of Unicode's private
+/// use area that differs between neighbouring items. The items are not
+/// known before a run (a dependency's output) or may be any length, so
+/// the prediction lets every item vary from the placeholder's first
+/// character on: siblings share everything before it and nothing after.
+/// [`longest_shared_prefix`] ends a shared prefix on a character boundary,
+/// so two of these characters sharing their first UTF-8 bytes share
+/// nothing; 6,400 items get distinct ones, and further items differ
+/// from their namesake in the index that follows.
+fn item_placeholder(name: &str, index: usize) -> String {
+    const PRIVATE_USE: u32 = 0xE000;
+    const PRIVATE_USE_LEN: usize = 6400;
+    let varying = char::from_u32(PRIVATE_USE + (index % PRIVATE_USE_LEN) as u32)
+        .unwrap_or(char::REPLACEMENT_CHARACTER);
+    format!("{varying}{{{{{name}}}}} {index}")
 }
 
 /// The length in bytes (on a char boundary) of the longest prefix `text`
@@ -293,5 +382,132 @@ mod tests {
         assert!(cache.cacheable_fraction > design.cacheable_fraction);
         assert!(cache.expected_usd.unwrap() < design.expected_usd.unwrap());
         assert_eq!(design.prompt_tokens, cache.prompt_tokens);
+    }
+
+    fn openai_defaults() -> EngineDefaults<'static> {
+        EngineDefaults {
+            model: Some("gpt-4o-mini"),
+            max_tokens: Some(100),
+            system: None,
+            attempts: 1,
+            sends_params: true,
+        }
+    }
+
+    fn default_book() -> PriceBook {
+        let mut book = PriceBook::new();
+        book.push(ctx_cost::default_table().clone());
+        book
+    }
+
+    /// A plan with one map task of `max_items` items over a JSON variable,
+    /// whose prompt is `prompt`.
+    fn map_plan(prompt: &str, max_items: usize) -> Plan {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "config": {"max_prompt_tokens": 20000, "tokenizer": "o200k_base"},
+            "variables": [{"name": "LIST", "type": "json"}],
+            "sub_tasks": [
+                {"id": "m", "description": "each item",
+                 "map": {"over": "LIST", "as": "NOTE", "max_items": max_items},
+                 "tool_or_prompt": {"name": "inference", "params": {"prompt": prompt}}}
+            ]
+        }))
+        .unwrap()
+    }
+
+    /// A map of 20 items is 20 calls: every item after the first serves
+    /// the long text before its placeholder from cache, the first item
+    /// nothing (no earlier call sent it). On the old code the map was one
+    /// call, with nothing cacheable.
+    #[test]
+    fn a_maps_items_are_calls_sharing_the_text_before_their_placeholder() {
+        let shared = "The project's guide, read before each note. ".repeat(200);
+        let plan = map_plan(
+            &format!(
+                "{shared}\n<untrusted-content>{{{{NOTE}}}}</untrusted-content>\nWhy does it matter?"
+            ),
+            20,
+        );
+        let run = || {
+            predict(
+                &plan,
+                &openai_defaults(),
+                &default_book(),
+                PromptLayout::Cache,
+                CacheMinimum::OPENAI,
+            )
+            .unwrap()
+        };
+        let p = run();
+        assert_eq!(p, run(), "the prediction is deterministic");
+        let [m] = p.tasks.as_slice() else {
+            panic!("{:?}", p.tasks)
+        };
+        assert_eq!(m.calls, 20);
+        let one = ctx_tokens::Tokenizer::O200kBase.counter().count(&shared) as u64;
+        assert!(m.prompt_tokens >= 20 * one, "{m:?}");
+        // 19 items of at least the shared text's whole 128-token steps.
+        assert!(
+            m.cacheable_tokens >= 19 * (CacheMinimum::OPENAI.cacheable(one) - 128),
+            "{m:?}"
+        );
+        assert!(m.cacheable_tokens < m.prompt_tokens);
+        assert!(p.cacheable_fraction > 0.8, "{p:?}");
+        // Twenty calls are priced, each with its completion bound.
+        let single = map_plan("x {{NOTE}}", 1);
+        let single = predict(
+            &single,
+            &openai_defaults(),
+            &default_book(),
+            PromptLayout::Cache,
+            CacheMinimum::OPENAI,
+        )
+        .unwrap();
+        assert_eq!(single.tasks[0].calls, 1);
+        assert!(
+            m.expected_usd.unwrap()
+                > single
+                    .expected_usd
+                    .unwrap()
+                    .saturating_add(single.expected_usd.unwrap())
+        );
+    }
+
+    /// An item placeholder before the long text leaves the siblings
+    /// nothing to share: the prediction varies the item from its
+    /// placeholder on, whatever the layout.
+    #[test]
+    fn an_item_placeholder_first_leaves_nothing_cacheable() {
+        let shared = "The project's guide, read after each note. ".repeat(200);
+        let plan = map_plan(&format!("Note: {{{{NOTE}}}}\n{shared}"), 20);
+        for layout in [PromptLayout::Design, PromptLayout::Cache] {
+            let p = predict(
+                &plan,
+                &openai_defaults(),
+                &default_book(),
+                layout,
+                CacheMinimum::OPENAI,
+            )
+            .unwrap();
+            assert_eq!((p.tasks[0].calls, p.cacheable_tokens), (20, 0), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn item_placeholders_share_no_character_with_a_sibling() {
+        let all: Vec<String> = (0..13_000).map(|i| item_placeholder("NOTE", i)).collect();
+        // The first 6,400 begin with distinct characters, all unique.
+        let first: BTreeSet<char> = all[..6400]
+            .iter()
+            .filter_map(|p| p.chars().next())
+            .collect();
+        assert_eq!(first.len(), 6400);
+        assert_eq!(all.iter().collect::<BTreeSet<_>>().len(), all.len());
+        // Neighbours share UTF-8 bytes, never a character.
+        for (a, b) in [(0, 1), (62, 63), (6399, 6398), (6400, 6401)] {
+            let earlier: BTreeSet<String> = [all[a].clone()].into();
+            assert_eq!(longest_shared_prefix(&earlier, &all[b]), 0, "{a} {b}");
+        }
     }
 }

@@ -106,6 +106,7 @@ fn cache_hit(bencher: divan::Bencher<'_, '_>) {
         prompt_tokens: 1,
         max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         purpose: Default::default(),
+        cache_breakpoints: None,
         response_schema: None,
     };
     for i in 0..10_000 {

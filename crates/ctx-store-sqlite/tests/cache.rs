@@ -56,6 +56,7 @@ fn request(prompt: &str, params: Params) -> InferenceRequest {
         prompt_tokens: 1,
         max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         purpose: Default::default(),
+        cache_breakpoints: None,
         response_schema: None,
     }
 }

@@ -82,21 +82,23 @@ pub fn render(
     Ok(text)
 }
 
-/// One row per layout: prompt tokens, cacheable tokens, the fraction and
+/// One row per layout: calls, prompt tokens, cacheable tokens, the fraction and
 /// the expected cost, then what the figures assume.
 fn side_by_side(predictions: &[LayoutPrediction], minimum: CacheMinimum) -> String {
     let header = [
         "layout",
+        "calls",
         "prompt tokens",
         "cacheable",
         "fraction",
         "expected",
     ];
-    let rows: Vec<[String; 5]> = predictions
+    let rows: Vec<[String; 6]> = predictions
         .iter()
         .map(|p| {
             [
                 p.layout.to_string(),
+                p.calls.to_string(),
                 p.prompt_tokens.to_string(),
                 p.cacheable_tokens.to_string(),
                 format!("{:.1}%", p.cacheable_fraction * 100.0),
@@ -106,9 +108,9 @@ fn side_by_side(predictions: &[LayoutPrediction], minimum: CacheMinimum) -> Stri
         })
         .collect();
     format!(
-        "\nprefix cache (low-end prompts in schedule order; cached from {} tokens in steps of {}; expected: one call each, cacheable tokens at the cached rate, completion at max_tokens):\n{}",
+        "\nprefix cache (low-end prompts in schedule order; cached from {} tokens in steps of {}; a map task is max_items calls; expected: cacheable tokens at the cached rate, completion at max_tokens):\n{}",
         minimum.min_tokens,
         minimum.step_tokens,
-        ctx_table::render(&header, &[false, true, true, true, true], &rows)
+        ctx_table::render(&header, &[false, true, true, true, true, true], &rows)
     )
 }

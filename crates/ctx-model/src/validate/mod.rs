@@ -133,6 +133,9 @@ pub enum ProblemCode {
     InvalidEntityCheck,
     /// `config.max_check_attempts` is 0.
     ZeroMaxCheckAttempts,
+    /// `config.cache_breakpoints.after` asks for more than 4 breakpoints,
+    /// or names a block twice.
+    InvalidCacheBreakpoints,
     /// A variable's name is not `[A-Z][A-Z0-9_]*`.
     InvalidVariableName,
     /// A variable is named `HISTORICAL_CONTEXT`, which the `history:`
@@ -217,6 +220,7 @@ impl ProblemCode {
             ProblemCode::InvalidCheck => "invalid_check",
             ProblemCode::InvalidEntityCheck => "invalid_entity_check",
             ProblemCode::ZeroMaxCheckAttempts => "zero_max_check_attempts",
+            ProblemCode::InvalidCacheBreakpoints => "invalid_cache_breakpoints",
             ProblemCode::InvalidVariableName => "invalid_variable_name",
             ProblemCode::ReservedVariable => "reserved_variable",
             ProblemCode::DuplicateVariable => "duplicate_variable",

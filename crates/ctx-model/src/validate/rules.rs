@@ -113,6 +113,14 @@ fn check_config(plan: &Plan, out: &mut Vec<Problem>) {
             message: "must be at least 1, or null for unlimited".into(),
         });
     }
+    if let Some(message) = cfg.cache_breakpoints.as_ref().and_then(|b| b.problem()) {
+        out.push(Problem {
+            code: ProblemCode::InvalidCacheBreakpoints,
+            task_id: None,
+            field: "config.cache_breakpoints.after".into(),
+            message,
+        });
+    }
     check_summary_settings(cfg, out);
 }
 

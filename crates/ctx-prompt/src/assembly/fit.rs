@@ -8,7 +8,8 @@ use ctx_tokens::TokenCounter;
 use super::format::{DepPart, render};
 use super::shorten::prefer_whitespace;
 use super::{
-    AssembledPrompt, AssemblyError, DependencyOutput, ELLIPSIS, entity_line, shorten_output,
+    AssembledPrompt, AssemblyError, BlockEnds, DependencyOutput, ELLIPSIS, entity_line,
+    shorten_output,
 };
 
 /// The longest prefix of `text` (on a char boundary, preferring to end at
@@ -205,7 +206,6 @@ pub fn assemble_task_prompt(
     let mut tokens = counter.count(&text);
     let done = |text: String, tokens: usize, deps: &[DepPart<'_>], entities: &[(String, bool)]| {
         AssembledPrompt {
-            text,
             tokens,
             tokenizer: counter.name().to_string(),
             shortened_dependencies: deps
@@ -219,6 +219,11 @@ pub fn assemble_task_prompt(
                 .filter(|(_, (_, keep))| !keep)
                 .map(|(e, _)| e.name.clone())
                 .collect(),
+            block_ends: BlockEnds {
+                entities: super::format::entity_block(entities, &entity_order).len(),
+                dependencies: text.len() - prompt.len(),
+            },
+            text,
         }
     };
     if tokens <= cap {

@@ -70,6 +70,27 @@ pub(super) fn render(
     deps: &[DepPart<'_>],
     prompt: &str,
 ) -> String {
+    let mut out = entity_block(entities, entity_order);
+    if !deps.is_empty() {
+        out.push_str(DEPENDENCY_HEADING);
+        for d in deps {
+            out.push_str("\n\n### Task ");
+            out.push_str(d.task_id);
+            out.push_str(": ");
+            out.push_str(d.description);
+            out.push_str("\n**Output:**\n");
+            out.push_str(&d.current);
+            out.push_str("\n\n---");
+        }
+        out.push_str("\n\n");
+    }
+    out.push_str(prompt);
+    out
+}
+
+/// The entity block as [`render`] begins a prompt with it, its blank line
+/// included; empty when no entity is kept.
+pub(super) fn entity_block(entities: &[(String, bool)], entity_order: &[usize]) -> String {
     let mut out = String::new();
     let kept: Vec<&str> = entity_order
         .iter()
@@ -85,20 +106,6 @@ pub(super) fn render(
         }
         out.push_str("\n\n");
     }
-    if !deps.is_empty() {
-        out.push_str(DEPENDENCY_HEADING);
-        for d in deps {
-            out.push_str("\n\n### Task ");
-            out.push_str(d.task_id);
-            out.push_str(": ");
-            out.push_str(d.description);
-            out.push_str("\n**Output:**\n");
-            out.push_str(&d.current);
-            out.push_str("\n\n---");
-        }
-        out.push_str("\n\n");
-    }
-    out.push_str(prompt);
     out
 }
 

@@ -235,7 +235,8 @@ mod tests {
         /// The cache layout only reorders: whatever the cap, it holds, and
         /// the prompt has the same blocks (entity lines, dependency
         /// sections, the task's prompt) as the design layout's, cut and
-        /// dropped alike.
+        /// dropped alike; in both, `block_ends` marks where the entity
+        /// block and the dependency block end.
         #[test]
         fn cache_layout_reorders_blocks_and_changes_nothing_else(
             entity_picks in prop::sample::subsequence((0..6usize).collect::<Vec<_>>(), 0..=6)
@@ -260,6 +261,17 @@ mod tests {
             };
             match (run(PromptLayout::Design), run(PromptLayout::Cache)) {
                 (Ok(design), Ok(cache)) => {
+                    for p in [&design, &cache] {
+                        let ends = p.block_ends;
+                        prop_assert_eq!(&p.text[ends.dependencies..], prompt.as_str());
+                        prop_assert!(ends.entities <= ends.dependencies);
+                        prop_assert_eq!(ends.entities == 0, !p.text.starts_with(ENTITY_HEADING));
+                        let after = &p.text[ends.entities..];
+                        prop_assert!(
+                            after.starts_with(DEPENDENCY_HEADING) || ends.entities == ends.dependencies,
+                            "{after:?}"
+                        );
+                    }
                     prop_assert!(cache.tokens <= cap);
                     prop_assert_eq!(cache.tokens, c.count(&cache.text));
                     prop_assert_eq!(blocks(&cache, &prompt), blocks(&design, &prompt));

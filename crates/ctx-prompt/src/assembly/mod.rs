@@ -116,6 +116,21 @@ pub struct AssembledPrompt {
     pub shortened_dependencies: Vec<String>,
     /// Entity names dropped to meet the cap.
     pub dropped_entities: Vec<String>,
+    /// Where the blocks before the task's own prompt end in `text`.
+    pub block_ends: BlockEnds,
+}
+
+/// Where the blocks of an assembled prompt end, in bytes of its text: a
+/// provider's cache breakpoint goes there (ctx-model's `prompt_cache`),
+/// and the shared prefix a cache key names ends there. Each end includes
+/// the blank line after its block, so the next block starts at it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlockEnds {
+    /// The end of the entity block (0 without one).
+    pub entities: usize,
+    /// The end of the dependency block, where the task's own prompt
+    /// starts (the entity block's end without dependencies).
+    pub dependencies: usize,
 }
 
 /// Why a prompt could not be assembled.
