@@ -34,8 +34,8 @@ mod bench_map;
 mod bench_plan;
 mod bench_run;
 mod bench_tokens;
-mod checkout_runs;
 mod bench_tracing;
+mod checkout_runs;
 mod e2e;
 mod examples;
 #[path = "../../crates/ctx-cli/tests/support/goldens.rs"]
