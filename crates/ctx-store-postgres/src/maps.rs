@@ -159,14 +159,7 @@ impl PgStore {
                     &[&run_id, &prefix],
                 )
                 .await?;
-            rows.iter()
-                .map(|r| {
-                    let id: String = r.get(0);
-                    let text: String = r.get(1);
-                    serde_json::from_str(&text)
-                        .map_err(|e| shared.corrupt(&run_id, format!("task `{id}`"), e))
-                })
-                .collect()
+            crate::reads::results_of_rows(&shared, &run_id, &rows)
         })
         .await
     }

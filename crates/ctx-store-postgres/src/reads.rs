@@ -288,6 +288,16 @@ async fn results(
             &[&run_id, &ids],
         )
         .await?;
+    results_of_rows(shared, run_id, &rows)
+}
+
+/// The results in `rows` of `(task_id, result_json)`, a row that does not
+/// parse reported as a corrupt store naming its run and task.
+pub(crate) fn results_of_rows(
+    shared: &Shared,
+    run_id: &str,
+    rows: &[tokio_postgres::Row],
+) -> Result<Vec<TaskExecutionResult>> {
     rows.iter()
         .map(|r| {
             let id: String = r.get(0);
