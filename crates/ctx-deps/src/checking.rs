@@ -91,6 +91,7 @@ pub(crate) async fn evaluate(
     engine: &EngineCalls,
     plan: &Plan,
     output_high: Option<u64>,
+    request_overhead: u64,
     checks: &TaskChecks,
     task: &SubTask,
     output: &str,
@@ -123,7 +124,7 @@ pub(crate) async fn evaluate(
             }
         }
         let index = judge.index;
-        let (call, judged, answer) = ask_judge(engine, task, judge, prompt_tokens, counter).await;
+        let (call, judged, answer) = ask_judge(engine, task, judge, prompt_tokens, request_overhead, counter).await;
         usage = TokenUsage::sum([usage, judged]);
         let recorded = match answer {
             Ok(answer) => evaluation.record_judge_answer(index, &answer),
@@ -144,6 +145,7 @@ async fn ask_judge(
     task: &SubTask,
     judge: ctx_checks::judge::JudgeRequest,
     prompt_tokens: usize,
+    request_overhead: u64,
     counter: &dyn TokenCounter,
 ) -> (JudgeCall, Option<TokenUsage>, Result<String, String>) {
     let request = InferenceRequest {
@@ -176,13 +178,16 @@ async fn ask_judge(
             // output is cut under a budget: the judge's cost is then part
             // of the task's, and within the bound `--max-cost` reserved
             // for it.
+            // Its prompt as sent: the system message and chat framing
+            // the engine adds included (`CostModel::request_overhead`).
             let judged = response.usage.unwrap_or_else(|| {
                 let completion =
                     (counter.count(&response.output) as u64).min(u64::from(judge.max_tokens));
+                let prompt = (request.prompt_tokens as u64).saturating_add(request_overhead);
                 TokenUsage {
-                    prompt_tokens: request.prompt_tokens as u64,
+                    prompt_tokens: prompt,
                     completion_tokens: completion,
-                    total_tokens: request.prompt_tokens as u64 + completion,
+                    total_tokens: prompt.saturating_add(completion),
                     cached_tokens: None,
                     cache_write_tokens: None,
                     partial: false,

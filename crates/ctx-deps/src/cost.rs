@@ -79,6 +79,29 @@ pub trait CostModel: Send + Sync {
         let _ = model;
         self.call_cost(task, usage)
     }
+
+    /// The prompt tokens a request made for `task` carries beyond the
+    /// prompt ctx assembled and counted: the system message the engine
+    /// sends with it and the framing of the server's chat template.
+    ///
+    /// Why: wherever a server reports no usage, ctx prices the call from
+    /// its own counts, and a budgeted run settles the task at that price.
+    /// The reservation bounded the prompt *with* the system message and
+    /// the framing; a settlement without them came in below what the
+    /// server billed, and the next task was let spend the difference past
+    /// `--max-cost`. So every call priced from ctx's count ([`task_cost`],
+    /// judge and summary calls), and every call that got no answer, adds
+    /// these tokens to its prompt.
+    ///
+    /// `own_call`: the task's own request, whose `params.system` wins
+    /// over the engine's default; else a call ctx makes for the task (a
+    /// judge, a summary), sent with the engine's default system prompt.
+    /// `counter` is the task's tokenizer. The default is 0, for an engine
+    /// that sends the prompt as it is (a command).
+    fn request_overhead(&self, task: &SubTask, own_call: bool, counter: &dyn TokenCounter) -> u64 {
+        let _ = (task, own_call, counter);
+        0
+    }
 }
 
 /// How a run prices its tasks and, optionally, holds to a budget.
@@ -292,6 +315,7 @@ pub fn task_cost(
     if !m.check_attempts.is_empty() {
         return checked_task_cost(model, task, result, counter);
     }
+    let prompt = prompt.saturating_add(model.request_overhead(task, true, counter));
     let (failed_calls, last) = if result.status == TaskStatus::Completed {
         let usage = match &m.tokens_used {
             Some(u) => reported(u),
@@ -425,14 +449,20 @@ fn with_failed_calls(
 /// What one judge call of `task` cost, at the judge's own model: a cache
 /// hit nothing; its answer at its usage; every request that got no answer
 /// as the judge prompt plus the judge's `max_tokens`.
-fn judge_call_cost(model: &dyn CostModel, task: &SubTask, call: &JudgeCall) -> Option<Usd> {
+fn judge_call_cost(
+    model: &dyn CostModel,
+    task: &SubTask,
+    call: &JudgeCall,
+    counter: &dyn TokenCounter,
+) -> Option<Usd> {
     if call.cached {
         return Some(Usd::ZERO);
     }
     let price = |u: &Usage| model.call_cost_on(task, call.model.as_deref(), u);
+    let overhead = model.request_overhead(task, false, counter);
     call_with_retries(
         &price,
-        call.prompt_tokens as u64,
+        (call.prompt_tokens as u64).saturating_add(overhead),
         Some(u64::from(call.max_tokens)),
         call.tokens_used.map(|u| reported(&u)).as_ref(),
         call.requests as usize,
@@ -453,6 +483,7 @@ fn checked_task_cost(
     counter: &dyn TokenCounter,
 ) -> Option<Usd> {
     let m = &result.metadata;
+    let overhead = model.request_overhead(task, true, counter);
     let mut total = Usd::ZERO;
     let mut answered = 0usize;
     let mut largest_prompt = m.prompt_tokens.unwrap_or(0) as u64;
@@ -465,7 +496,7 @@ fn checked_task_cost(
         let usage = match &a.tokens_used {
             Some(u) => reported(u),
             None => Usage {
-                prompt_tokens: a.prompt_tokens as u64,
+                prompt_tokens: (a.prompt_tokens as u64).saturating_add(overhead),
                 cached_prompt_tokens: 0,
                 cache_write_prompt_tokens: 0,
                 completion_tokens: counter.count(&a.output) as u64,
@@ -473,10 +504,11 @@ fn checked_task_cost(
         };
         total = total.saturating_add(model.call_cost(task, &usage)?);
         for judge in &a.judge_calls {
-            total = total.saturating_add(judge_call_cost(model, task, judge)?);
+            total = total.saturating_add(judge_call_cost(model, task, judge, counter)?);
         }
     }
     let failed_calls = m.attempts.len().saturating_sub(answered);
+    let largest_prompt = largest_prompt.saturating_add(overhead);
     with_failed_calls(model, task, total, largest_prompt, failed_calls)
 }
 
@@ -553,6 +585,63 @@ mod tests {
 
     fn usd(s: &str) -> Usd {
         Usd::parse(s).unwrap()
+    }
+
+    /// [`Fixed`] for an engine whose requests carry 7 tokens ctx's count
+    /// of the prompt leaves out, 3 of them only on the task's own calls
+    /// (a system prompt of its own).
+    struct Framed;
+
+    impl CostModel for Framed {
+        fn bound(&self, task: &SubTask) -> Option<Usd> {
+            Fixed.bound(task)
+        }
+        fn max_tokens(&self, task: &SubTask) -> Option<u64> {
+            Fixed.max_tokens(task)
+        }
+        fn call_cost(&self, task: &SubTask, usage: &Usage) -> Option<Usd> {
+            Fixed.call_cost(task, usage)
+        }
+        fn request_overhead(&self, _: &SubTask, own_call: bool, _: &dyn TokenCounter) -> u64 {
+            if own_call { 7 } else { 4 }
+        }
+    }
+
+    /// Where the server reported no usage, ctx's count of a request is
+    /// the prompt as sent: the system message and framing the engine adds
+    /// are priced, on the answered call and on every call that got no
+    /// answer; a usage the server reported is taken as it is.
+    #[test]
+    fn own_counts_add_the_request_overhead() {
+        let counter = Tokenizer::Cl100kBase.counter();
+        let mut r = TaskExecutionResult::new("t", TaskStatus::Completed);
+        r.metadata.prompt_tokens = Some(1000);
+        r.output = "hello world".into(); // 2 tokens in cl100k
+        r.metadata.attempts = vec![attempt(1, "ok")];
+        // (1000 + 7) × $1 + 2 × $2 per million.
+        assert_eq!(
+            task_cost(&Framed, &task("t"), &r, counter.as_ref()),
+            Some(usd("0.001011"))
+        );
+        // A failed call before it: (1000 + 7) + 100 × 2 more.
+        r.metadata.attempts = vec![attempt(1, "http_500"), attempt(2, "ok")];
+        assert_eq!(
+            task_cost(&Framed, &task("t"), &r, counter.as_ref()),
+            Some(usd("0.002218"))
+        );
+        r.metadata.tokens_used = Some(TokenUsage {
+            prompt_tokens: 1010,
+            completion_tokens: 50,
+            total_tokens: 1060,
+            cached_tokens: None,
+            cache_write_tokens: None,
+            partial: false,
+        });
+        // The server's usage (1010 + 100) plus the failed call (1207).
+        assert_eq!(
+            task_cost(&Framed, &task("t"), &r, counter.as_ref()),
+            Some(usd("0.002317"))
+        );
     }
 
     #[test]

@@ -531,7 +531,8 @@ fn summary_call_cost(
     counter: &dyn ctx_tokens::TokenCounter,
 ) -> Option<ctx_cost::Usd> {
     let max = u64::from(request.params.max_tokens.unwrap_or(0));
-    let prompt = request.prompt_tokens as u64;
+    let overhead = model.request_overhead(producer, false, counter);
+    let prompt = (request.prompt_tokens as u64).saturating_add(overhead);
     let price = |usage: &ctx_cost::Usage| model.call_cost_on(producer, summary_model, usage);
     let (answered, requests) = match response {
         Ok(resp) if resp.cached => return Some(ctx_cost::Usd::ZERO),

@@ -134,6 +134,7 @@ impl RequestDefaults {
             cuts_at_max_tokens: false,
             sends_params: true,
             priced_on_request: false,
+            chat_framing: true,
         }
     }
 }

@@ -40,4 +40,11 @@ pub struct EngineCosts {
     /// API's list price for a model name the command may not even run
     /// (ctx-run's `RunPricing::book`).
     pub priced_on_request: bool,
+    /// The engine sends each prompt as chat messages, with the system
+    /// prompt as a message of its own, that the server frames with its
+    /// chat template (the openai engine). Where the server reports no
+    /// usage, ctx's own count of such a request adds the system message
+    /// and a framing allowance (ctx-deps' `CostModel::request_overhead`);
+    /// a command is sent the prompt as it is.
+    pub chat_framing: bool,
 }

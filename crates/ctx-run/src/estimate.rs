@@ -213,8 +213,6 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
         };
         let system = params.system.as_deref().or(defaults.system);
         let system_tokens = system.map_or(0, |s| counter.count(s) as u64);
-        let messages = 1 + u64::from(system.is_some());
-        let framing = messages * FRAMING_PER_MESSAGE + FRAMING_REPLY;
         let completion = match defaults.completion_bound(params) {
             Ok(n) => TokenRange::bounded(0, n),
             Err(ctx_model::billing::UnboundedParam::NoCap) => TokenRange::unbounded(0),
@@ -240,7 +238,7 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
             model: model.to_string(),
             prompt_tokens: TokenRange::bounded(
                 low + system_tokens,
-                cap as u64 + system_tokens + framing,
+                cap as u64 + request_overhead(system, counter.as_ref()),
             ),
             completion_tokens: completion,
             attempts,
@@ -350,15 +348,23 @@ fn judge_estimate(
     })
 }
 
-/// The tokens a call made by ctx itself (a judge, a summary) adds around
-/// its prompt: the engine's default system prompt, counted exactly, with
-/// its message's framing, and the framing of the prompt's message and of
-/// the reply.
-fn system_framed(defaults: &EngineDefaults<'_>, counter: &dyn TokenCounter) -> u64 {
-    let system = defaults
-        .system
-        .map_or(0, |s| counter.count(s) as u64 + FRAMING_PER_MESSAGE);
+/// The tokens a chat request adds around its prompt: the system prompt
+/// it is sent with (`system`), counted exactly, with its message's
+/// framing, and the framing of the prompt's message and of the reply.
+/// The high end of every prompt is its bound plus these; a run settles a
+/// call the server reported no usage for at ctx's count plus these
+/// (`RunCosts`'s `CostModel::request_overhead`), so the settlement is
+/// priced as the reservation was.
+pub(crate) fn request_overhead(system: Option<&str>, counter: &dyn TokenCounter) -> u64 {
+    let system = system.map_or(0, |s| counter.count(s) as u64 + FRAMING_PER_MESSAGE);
     system + FRAMING_PER_MESSAGE + FRAMING_REPLY
+}
+
+/// The tokens a call made by ctx itself (a judge, a summary) adds around
+/// its prompt: [`request_overhead`] with the engine's default system
+/// prompt.
+fn system_framed(defaults: &EngineDefaults<'_>, counter: &dyn TokenCounter) -> u64 {
+    request_overhead(defaults.system, counter)
 }
 
 /// The `summarize_strategy: llm` calls task `i`'s output may need, one

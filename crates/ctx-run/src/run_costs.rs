@@ -31,6 +31,7 @@ use ctx_cost::{PriceBook, PriceTable, Usage, Usd, estimate_costs, plan_table};
 use ctx_deps::{CostModel, CostOptions, GraphError};
 use ctx_model::billing::UnboundedParam;
 use ctx_model::{Plan, SubTask};
+use ctx_tokens::TokenCounter;
 
 use crate::estimate::{EngineDefaults, estimate_tasks, list};
 
@@ -89,6 +90,9 @@ pub struct RunCosts {
     default_max_tokens: Option<u32>,
     system: Option<String>,
     sends_params: bool,
+    /// The engine frames prompts as chat messages
+    /// ([`EngineCosts::chat_framing`]).
+    chat_framing: bool,
     book: PriceBook,
     /// Each task's high end, by id (with `--max-cost` only).
     bounds: HashMap<String, Option<Usd>>,
@@ -153,6 +157,20 @@ impl CostModel for RunCosts {
         }
         let model = model.or_else(|| self.model(task))?;
         Some(self.book.lookup(model)?.price.cost(usage))
+    }
+
+    /// The system message and chat framing `ctx plan cost`'s prompt high
+    /// adds to the prompt's bound ([`crate::estimate::request_overhead`]),
+    /// for an engine that sends chat messages; nothing for one that sends
+    /// the prompt as it is, or calls no model.
+    fn request_overhead(&self, task: &SubTask, own_call: bool, counter: &dyn TokenCounter) -> u64 {
+        if self.free || !self.chat_framing {
+            return 0;
+        }
+        let own = own_call
+            .then(|| task.tool_or_prompt.params.system.as_deref())
+            .flatten();
+        crate::estimate::request_overhead(own.or(self.system.as_deref()), counter)
     }
 }
 
@@ -230,6 +248,7 @@ pub fn cost_options(
         default_max_tokens: engine.max_tokens,
         system: engine.system.clone(),
         sends_params: engine.sends_params,
+        chat_framing: engine.chat_framing,
         book,
         bounds: HashMap::new(),
     };
@@ -397,6 +416,38 @@ mod tests {
 
     fn usd(s: &str) -> Usd {
         Usd::parse(s).unwrap()
+    }
+
+    /// ctx's own count of a request the server reported no usage for
+    /// adds what `ctx plan cost`'s prompt high adds to the prompt: the
+    /// system message (the task's own `params.system` on its own calls,
+    /// the engine's on a judge's or summary's) and the chat framing; for
+    /// a chat engine only.
+    #[test]
+    fn request_overhead_is_the_system_message_and_framing_of_a_chat_engine() {
+        let counter = ctx_tokens::Tokenizer::O200kBase.counter();
+        let count = |s: &str| counter.count(s) as u64;
+        let framing = FRAMING_PER_MESSAGE + crate::estimate::FRAMING_REPLY;
+        let mut p = plan();
+        p.sub_tasks[1].tool_or_prompt.params.system = Some("Answer tersely.".into());
+        let mut e = engine(EngineKind::Openai);
+        e.chat_framing = true;
+        e.system = Some("You are careful.".into());
+        let o = cost_options(&p, &e, PriceBook::with_defaults(), None).unwrap();
+        let with = |s: &str| count(s) + FRAMING_PER_MESSAGE + framing;
+        let overhead = |t: usize, own| o.model.request_overhead(&p.sub_tasks[t], own, &*counter);
+        assert_eq!(overhead(0, true), with("You are careful."));
+        assert_eq!(overhead(1, true), with("Answer tersely."));
+        assert_eq!(overhead(1, false), with("You are careful."));
+        e.system = None;
+        let o = cost_options(&p, &e, PriceBook::with_defaults(), None).unwrap();
+        assert_eq!(o.model.request_overhead(&p.sub_tasks[0], true, &*counter), framing);
+        for kind in [EngineKind::Command, EngineKind::DryRun] {
+            let mut e = engine(kind);
+            e.system = Some("You are careful.".into());
+            let o = cost_options(&p, &e, PriceBook::with_defaults(), None).unwrap();
+            assert_eq!(o.model.request_overhead(&p.sub_tasks[1], true, &*counter), 0);
+        }
     }
 
     /// The reservation is `ctx plan cost`'s high end: (cap + framing) at

@@ -177,6 +177,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
             system,
             attempts: c.max_attempts,
             sends_params: true,
+            chat_framing: true,
             ..EngineCosts::default()
         };
         let reserved = cost_options(
