@@ -750,8 +750,10 @@ fn an_endless_stream_fails_its_task_at_the_output_bound() {
 
 /// Costs from the server's usage: 11 prompt tokens of which 3 cached, 4
 /// completion tokens. The 429 before a's answer returned no usage and may
-/// have been billed, so it is charged its high end: a's exact prompt plus
-/// max_tokens. `--max-cost` reserves each task's high end and holds.
+/// have been billed, so it is charged its high end: a's prompt as sent
+/// (ctx's exact count plus the chat framing allowance, 8 tokens for the
+/// message and 8 for the reply) plus max_tokens. `--max-cost` reserves
+/// each task's high end and holds.
 #[test]
 fn usage_is_priced_and_a_budget_holds() {
     let limited = http(
@@ -796,7 +798,7 @@ fn usage_is_priced_and_a_budget_holds() {
     let a = task(&r.json, "a");
     let prompt = a["metadata"]["prompt_tokens"].as_f64().unwrap();
     let cost = a["cost_usd"].as_f64().unwrap();
-    let expected = one_call + (prompt + 20.0 * 2.0) / 1e6;
+    let expected = one_call + (prompt + 16.0 + 20.0 * 2.0) / 1e6;
     assert!((cost - expected).abs() < 1e-15, "a: {cost} != {expected}");
     let spent = r.json["spent_usd"].as_f64().unwrap();
     assert!((spent - (cost + 2.0 * one_call)).abs() < 1e-15, "{spent}");
