@@ -124,7 +124,15 @@ pub(crate) async fn evaluate(
             }
         }
         let index = judge.index;
-        let (call, judged, answer) = ask_judge(engine, task, judge, prompt_tokens, request_overhead, counter).await;
+        let (call, judged, answer) = ask_judge(
+            engine,
+            task,
+            judge,
+            prompt_tokens,
+            request_overhead,
+            counter,
+        )
+        .await;
         usage = TokenUsage::sum([usage, judged]);
         let recorded = match answer {
             Ok(answer) => evaluation.record_judge_answer(index, &answer),

@@ -88,7 +88,10 @@
 //! With [`ExecutorOptions::reuse_completed`], a task whose stored result is
 //! already `completed` is not executed again; its stored output feeds its
 //! dependents. Ids in [`ExecutorOptions::force_rerun`], and everything
-//! downstream of them, run again regardless.
+//! downstream of them, run again regardless, except below a map task:
+//! what depends on a map is taken as stored only when the items it
+//! receives digest as they did (`reuse_deferred`), whatever forced the
+//! map.
 //!
 //! [`AssemblyError`]: ctx_prompt::AssemblyError
 
@@ -425,13 +428,22 @@ impl Executor {
                 }
             }
         }
-        for id in &self.options.force_rerun {
-            if let Some(i) = g.index_of(id) {
-                forced[i] = true;
-                for d in g.transitive_dependents(i) {
-                    forced[d] = true;
-                }
+        // Forced ids and what depends on them run again, except that the
+        // forcing stops at a map task: it expands again anyway, and what
+        // is below it is decided by the items it receives (above). A map
+        // left `in_progress` by a crash therefore no longer forces a
+        // reduce whose items came back unchanged.
+        let mut stack: Vec<usize> = self
+            .options
+            .force_rerun
+            .iter()
+            .filter_map(|id| g.index_of(id))
+            .collect();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut forced[i], true) || ctx.plan.sub_tasks[i].map.is_some() {
+                continue;
             }
+            stack.extend_from_slice(g.dependents(i));
         }
         let mut completed: Vec<Option<TaskExecutionResult>> = vec![None; n];
         for (i, &forced) in forced.iter().enumerate() {

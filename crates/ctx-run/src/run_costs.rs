@@ -441,12 +441,18 @@ mod tests {
         assert_eq!(overhead(1, false), with("You are careful."));
         e.system = None;
         let o = cost_options(&p, &e, PriceBook::with_defaults(), None).unwrap();
-        assert_eq!(o.model.request_overhead(&p.sub_tasks[0], true, &*counter), framing);
+        assert_eq!(
+            o.model.request_overhead(&p.sub_tasks[0], true, &*counter),
+            framing
+        );
         for kind in [EngineKind::Command, EngineKind::DryRun] {
             let mut e = engine(kind);
             e.system = Some("You are careful.".into());
             let o = cost_options(&p, &e, PriceBook::with_defaults(), None).unwrap();
-            assert_eq!(o.model.request_overhead(&p.sub_tasks[1], true, &*counter), 0);
+            assert_eq!(
+                o.model.request_overhead(&p.sub_tasks[1], true, &*counter),
+                0
+            );
         }
     }
 

@@ -232,7 +232,7 @@ impl RunSession {
         }
         if let Some(r) = &resumed {
             options.reuse_completed = true;
-            options.force_rerun = r.rerun_ids();
+            options.force_rerun = r.forced_ids();
         }
         let store = Arc::new(store);
         let engine: Arc<dyn InferenceEngine> = match cache {

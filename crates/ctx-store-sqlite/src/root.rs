@@ -94,7 +94,7 @@ impl RunRoot {
     /// Opens the store `ctx run` executes into: a new run, a new run in a
     /// given directory, or a resumed run (then with its [`ResumePlan`];
     /// give the executor `reuse_completed: true` and
-    /// [`ResumePlan::rerun_ids`] as `force_rerun`).
+    /// [`ResumePlan::forced_ids`] as `force_rerun`).
     pub fn start(
         &self,
         at: StartAt<'_>,

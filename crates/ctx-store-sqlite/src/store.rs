@@ -198,7 +198,7 @@ impl SqliteStore {
     /// `new.engine`: checks the store, takes the lock, migrates an older
     /// schema, decides what to reuse and re-run, and records a new session
     /// with the plan as it will now be run. Pass the returned plan's
-    /// [`ResumePlan::rerun_ids`] to the executor as its `force_rerun` set.
+    /// [`ResumePlan::forced_ids`] to the executor as its `force_rerun` set.
     pub fn resume(dir: &Path, new: &NewRun<'_>) -> Result<(SqliteStore, ResumePlan)> {
         let path = store_path(dir)?;
         // Inspect read-only first: nothing (not even the lock file) is

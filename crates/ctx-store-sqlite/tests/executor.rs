@@ -77,7 +77,7 @@ fn execute(
 ) -> RunReport {
     let options = ExecutorOptions {
         reuse_completed: resume.is_some(),
-        force_rerun: resume.map(ResumePlan::rerun_ids).unwrap_or_default(),
+        force_rerun: resume.map(ResumePlan::forced_ids).unwrap_or_default(),
         ..ExecutorOptions::default()
     };
     let exec = Executor::new(
@@ -217,5 +217,102 @@ fn cache_serves_a_new_run_of_an_edited_plan() {
             .results
             .iter()
             .all(|r| r.status == TaskStatus::Completed)
+    );
+}
+
+/// src lists two repos as JSON; `scan` maps over them; `report` reduces.
+fn map_plan() -> Plan {
+    serde_json::from_str(
+        r#"{"schema_version": 1, "sub_tasks": [
+        {"id": "src", "description": "List", "tool_or_prompt": {"name": "inference", "params": {"prompt": "list"}}},
+        {"id": "scan", "description": "Scan", "dependencies": ["src"],
+         "map": {"over": "src", "pointer": "/repos", "as": "REPO", "max_items": 5},
+         "tool_or_prompt": {"name": "inference", "params": {"prompt": "Rate <untrusted-content>{{REPO}}</untrusted-content>."}}},
+        {"id": "report", "description": "Report", "dependencies": ["scan"], "tool_or_prompt": {"name": "inference", "params": {"prompt": "reduce"}}}]}"#,
+    )
+    .unwrap()
+}
+
+/// Answers `src` with a JSON list, every other task as [`Script`] does.
+struct Listing(Script);
+
+impl InferenceEngine for Listing {
+    fn name(&self) -> &str {
+        "script"
+    }
+    fn infer<'a>(
+        &'a self,
+        r: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(async move {
+            let answer = self.0.infer(r).await?;
+            if r.task_id != "src" {
+                return Ok(answer);
+            }
+            Ok(InferenceResponse {
+                output: r#"{"repos": ["a", "b"]}"#.into(),
+                ..answer
+            })
+        })
+    }
+}
+
+/// A session that died mid-map leaves the map task's latest row
+/// `in_progress`: on resume the map runs again (it expands anew), but its
+/// items all come back unchanged, so the reduce stored before is taken as
+/// it is. Before, the map's re-run forced the reduce to run once more.
+#[test]
+fn a_crash_mid_map_does_not_rerun_a_reduce_whose_items_are_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = RunRoot::new(tmp.path());
+    let engine = Arc::new(Listing(Script::default()));
+    let p = map_plan();
+    let new = NewRun {
+        plan: &p,
+        engine: "script",
+        plan_source: None,
+        inputs: None,
+    };
+    let (store, _) = root.start(StartAt::NewRun, &new).unwrap();
+    let store = Arc::new(store);
+    let report = execute(&p, engine.clone(), &store, None);
+    assert!(report.all_completed(), "{report:#?}");
+    assert_eq!(
+        engine.0.take_calls(),
+        ["report", "scan[0]", "scan[1]", "src"]
+    );
+    let id = store.run_id().to_string();
+    drop(store);
+
+    // The next session dies as the map starts expanding again.
+    let (store, _) = root.start(StartAt::Resume(&id), &new).unwrap();
+    let mut started = ctx_model::TaskExecutionResult::new("scan", TaskStatus::InProgress);
+    started.prompt = Some(String::new());
+    store.store(started).unwrap();
+    store.finish(SessionEnd::Finished).unwrap();
+    drop(store);
+
+    let (store, resume) = root.start(StartAt::Resume(&id), &new).unwrap();
+    let resume = resume.unwrap();
+    let reasons: Vec<String> = resume
+        .rerun
+        .iter()
+        .map(|(id, r)| format!("{id}: {r}"))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "scan: in_progress (crashed)",
+            "report: upstream scan re-runs"
+        ]
+    );
+    let store = Arc::new(store);
+    let report = execute(&p, engine.clone(), &store, Some(&resume));
+    assert!(report.all_completed(), "{report:#?}");
+    assert_eq!(engine.0.take_calls(), Vec::<String>::new());
+    assert!(
+        report.reused.contains(&"report".to_string()),
+        "{:?}",
+        report.reused
     );
 }

@@ -173,6 +173,23 @@ impl ResumePlan {
         self.rerun.iter().map(|(id, _)| id.clone()).collect()
     }
 
+    /// The executor's `force_rerun` set: the tasks that run again for a
+    /// reason of their own (not `upstream … re-runs`). The executor runs
+    /// everything downstream of them again too, so for a plan without a
+    /// map this is [`rerun_ids`](Self::rerun_ids) by another road. Below a
+    /// map it is not: the executor decides a map's dependents by the items
+    /// they receive (their `metadata.map_inputs` digest), and a map left
+    /// `in_progress` by a crash would otherwise force a reduce whose items
+    /// all came back unchanged. A store without that digest rule (the
+    /// shared store, which resets tasks to pending) uses `rerun_ids`.
+    pub fn forced_ids(&self) -> std::collections::BTreeSet<String> {
+        self.rerun
+            .iter()
+            .filter(|(_, why)| !matches!(why, RerunReason::Upstream(_)))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// Whether `task_id` is reused.
     pub fn is_reused(&self, task_id: &str) -> bool {
         self.reuse.iter().any(|id| id == task_id)
@@ -310,6 +327,10 @@ mod tests {
                 ("e".into(), "never started".into()),
             ]
         );
+        // The executor is forced by the tasks' own reasons and runs what
+        // is downstream of them itself.
+        assert_eq!(r.rerun_ids(), ["b", "d", "e"].map(String::from).into());
+        assert_eq!(r.forced_ids(), ["b", "e"].map(String::from).into());
     }
 
     #[test]
