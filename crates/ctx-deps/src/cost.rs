@@ -315,10 +315,11 @@ pub fn task_cost(
     if !m.check_attempts.is_empty() {
         return checked_task_cost(model, task, result, counter);
     }
-    let prompt = prompt.saturating_add(model.request_overhead(task, true, counter));
+    let overhead = model.request_overhead(task, true, counter);
+    let prompt = prompt.saturating_add(overhead);
     let (failed_calls, last) = if result.status == TaskStatus::Completed {
         let usage = match &m.tokens_used {
-            Some(u) => reported(u),
+            Some(u) => billed(u, overhead),
             None => Usage {
                 prompt_tokens: prompt,
                 cached_prompt_tokens: 0,
@@ -383,6 +384,22 @@ pub(crate) fn reported(u: &ctx_model::TokenUsage) -> Usage {
         cache_write_prompt_tokens: u.cache_write_tokens.unwrap_or(0),
         completion_tokens: u.completion_tokens,
     }
+}
+
+/// The usage an answered call is priced at: the server's report, except
+/// that a usage flagged `partial` (the engine's worst-case reading of a
+/// report that lacked some counts, or of no report for a request that
+/// asked for several completions) may carry ctx's count of the assembled
+/// prompt as its prompt part, so `overhead`
+/// ([`CostModel::request_overhead`]) is added to it, as to ctx's own
+/// counts. A partial usage is a bound already; pricing it higher keeps a
+/// budget's settlement at or above what was billed.
+pub(crate) fn billed(u: &ctx_model::TokenUsage, overhead: u64) -> Usage {
+    let mut usage = reported(u);
+    if u.partial {
+        usage.prompt_tokens = usage.prompt_tokens.saturating_add(overhead);
+    }
+    usage
 }
 
 /// The rule for every engine request that got no answer (a task's call,
@@ -464,7 +481,7 @@ fn judge_call_cost(
         &price,
         (call.prompt_tokens as u64).saturating_add(overhead),
         Some(u64::from(call.max_tokens)),
-        call.tokens_used.map(|u| reported(&u)).as_ref(),
+        call.tokens_used.map(|u| billed(&u, overhead)).as_ref(),
         call.requests as usize,
     )
 }
@@ -494,7 +511,7 @@ fn checked_task_cost(
         }
         answered += 1;
         let usage = match &a.tokens_used {
-            Some(u) => reported(u),
+            Some(u) => billed(u, overhead),
             None => Usage {
                 prompt_tokens: (a.prompt_tokens as u64).saturating_add(overhead),
                 cached_prompt_tokens: 0,
@@ -641,6 +658,12 @@ mod tests {
         assert_eq!(
             task_cost(&Framed, &task("t"), &r, counter.as_ref()),
             Some(usd("0.002317"))
+        );
+        // A partial usage (its prompt part may be ctx's count) adds it too.
+        r.metadata.tokens_used.as_mut().unwrap().partial = true;
+        assert_eq!(
+            task_cost(&Framed, &task("t"), &r, counter.as_ref()),
+            Some(usd("0.002324"))
         );
     }
 

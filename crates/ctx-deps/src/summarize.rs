@@ -538,7 +538,7 @@ fn summary_call_cost(
         Ok(resp) if resp.cached => return Some(ctx_cost::Usd::ZERO),
         Ok(resp) => {
             let usage = match &resp.usage {
-                Some(u) => crate::cost::reported(u),
+                Some(u) => crate::cost::billed(u, overhead),
                 None => ctx_cost::Usage {
                     prompt_tokens: prompt,
                     cached_prompt_tokens: 0,
