@@ -384,17 +384,11 @@ impl<'a> Attempts<'a> {
         usage: Option<TokenUsage>,
     ) -> Vec<CheckResult> {
         let ctx = self.ctx;
-        let output_high = crate::call_bounds::budgeted_output_high(ctx.cost.as_ref(), self.task);
         let counter = ctx.counters[self.i].as_ref();
-        let overhead = ctx
-            .cost
-            .as_ref()
-            .map_or(0, |c| c.model.request_overhead(self.task, false, counter));
         let (results, judge_usage, judge_calls) = crate::checking::evaluate(
             &ctx.engine,
             &ctx.plan,
-            output_high,
-            overhead,
+            ctx.cost.as_ref(),
             checks,
             self.task,
             &output,

@@ -80,9 +80,12 @@ fn source_text(e: &dyn std::error::Error) -> String {
 
 /// Runs every check on `output`, asking the judges through the run's
 /// engine within its time and output bounds (`engine`). Under a budget
-/// (`output_high`: the output's completion high, see
+/// (`cost`'s, with the output's completion high, see
 /// [`call_bounds`](crate::call_bounds)) a judge prompt over what was
-/// reserved is not sent. Returns the results,
+/// reserved is not sent; a judge the engine reports no usage for is
+/// counted with the request's overhead
+/// ([`CostModel::request_overhead`](crate::CostModel::request_overhead)).
+/// Returns the results,
 /// the judges' total usage and each judge call (for its cost, at its own
 /// model; a call that got no answer is recorded too, since it may have
 /// been billed). Never fails: a judge whose call fails or times out fails
@@ -90,13 +93,14 @@ fn source_text(e: &dyn std::error::Error) -> String {
 pub(crate) async fn evaluate(
     engine: &EngineCalls,
     plan: &Plan,
-    output_high: Option<u64>,
-    request_overhead: u64,
+    cost: Option<&crate::CostOptions>,
     checks: &TaskChecks,
     task: &SubTask,
     output: &str,
     counter: &dyn TokenCounter,
 ) -> (Vec<CheckResult>, Option<TokenUsage>, Vec<JudgeCall>) {
+    let output_high = crate::call_bounds::budgeted_output_high(cost, task);
+    let request_overhead = cost.map_or(0, |c| c.model.request_overhead(task, false, counter));
     let context = EvalContext {
         entities: &checks.entities,
     };
