@@ -168,7 +168,7 @@ impl CostModel for RunCosts {
             return 0;
         }
         let own = own_call
-            .then(|| task.tool_or_prompt.params.system.as_deref())
+            .then_some(task.tool_or_prompt.params.system.as_deref())
             .flatten();
         crate::estimate::request_overhead(own.or(self.system.as_deref()), counter)
     }
