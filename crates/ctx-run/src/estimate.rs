@@ -355,7 +355,7 @@ fn judge_estimate(
 /// call the server reported no usage for at ctx's count plus these
 /// (`RunCosts`'s `CostModel::request_overhead`), so the settlement is
 /// priced as the reservation was.
-pub(crate) fn request_overhead(system: Option<&str>, counter: &dyn TokenCounter) -> u64 {
+pub fn request_overhead(system: Option<&str>, counter: &dyn TokenCounter) -> u64 {
     let system = system.map_or(0, |s| counter.count(s) as u64 + FRAMING_PER_MESSAGE);
     system + FRAMING_PER_MESSAGE + FRAMING_REPLY
 }
