@@ -114,6 +114,11 @@ pub struct EvalSettings {
     /// eval (module documentation). `already_spent` and `shared_budget`
     /// are not used: the eval makes the shared budget itself.
     pub cost: Option<CostOptions>,
+    /// The texts of the plan's secret variables, which no run's
+    /// `prompt_cache_key` is computed from
+    /// ([`ExecutorOptions::secret_mask`]). An eval with a secret runs
+    /// without a store, so nothing else needs it.
+    pub secret_mask: ctx_store::SecretMask,
 }
 
 impl Default for EvalSettings {
@@ -126,6 +131,7 @@ impl Default for EvalSettings {
             max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
             store: EvalStore::Memory,
             cost: None,
+            secret_mask: ctx_store::SecretMask::default(),
         }
     }
 }
@@ -271,6 +277,7 @@ impl EvalSession {
                     context: variant,
                     dispatch_gate: gate.clone(),
                     cost: cost.clone(),
+                    secret_mask: settings.secret_mask.clone(),
                     ..ExecutorOptions::default()
                 };
                 let (store, sqlite): (Arc<dyn ExecutionStore>, _) = match &settings.store {
