@@ -1440,4 +1440,50 @@ sub_tasks:
                 .contains("spent: $4.500000 of the $5.000000 budget")
         );
     }
+
+    /// Keeps the `prompt_cache_key` of every request, and echoes.
+    #[derive(Default)]
+    struct Keys(Mutex<Vec<Option<String>>>);
+
+    impl InferenceEngine for Keys {
+        fn name(&self) -> &str {
+            "keys"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+            Box::pin(async move {
+                let key = request.params.extra.get("prompt_cache_key");
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push(key.and_then(|k| k.as_str()).map(String::from));
+                Echo.infer(request).await
+            })
+        }
+    }
+
+    /// An eval runs a plan with a secret (`--no-store`): its runs' keys
+    /// are computed without the secret's text, as a `ctx run`'s are.
+    #[test]
+    fn an_evals_prompt_cache_keys_hold_nothing_of_its_secrets() {
+        let keys = |pin: &str| {
+            let mut p = plan();
+            p.config.cache_key = ctx_model::prompt_cache::CacheKey::Auto;
+            p.entities[0].grounded_value = Some(format!("vermilion, PIN {pin}"));
+            let engine = Arc::new(Keys::default());
+            let settings = EvalSettings {
+                secret_mask: ctx_store::SecretMask::new([("PIN".to_string(), pin.to_string())]),
+                ..settings(EvalStore::Memory)
+            };
+            run(EvalSession::start(p, engine.clone(), settings).unwrap());
+            let mut keys = std::mem::take(&mut *engine.0.lock().unwrap());
+            keys.sort();
+            keys
+        };
+        let first = keys("4812");
+        assert!(first.iter().any(Option::is_some), "{first:?}");
+        assert_eq!(first, keys("9907"));
+    }
 }
