@@ -308,7 +308,13 @@ impl<'a> Attempts<'a> {
             purpose: Default::default(),
             cache_breakpoints: None,
         };
-        crate::prompt_cache::apply(&self.ctx.plan, self.task, assembled, &mut request);
+        crate::prompt_cache::apply(
+            &self.ctx.plan,
+            self.task,
+            assembled,
+            &self.ctx.secret_mask,
+            &mut request,
+        );
         Ok(request)
     }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctx_model::Plan;
+use ctx_store::SecretMask;
 
 use crate::cost::CostOptions;
 
@@ -100,6 +101,17 @@ pub struct ExecutorOptions {
     /// waits behind others neither times out nor looks slow. A job
     /// cancelled while it waits is recorded as interrupted before it began.
     pub dispatch_gate: Option<Arc<tokio::sync::Semaphore>>,
+    /// The texts of the run's `secret: true` variables (ctx-run's
+    /// `inputs::secret_mask`, the one a store hides them with). The
+    /// `prompt_cache_key` of `config.cache_key: auto` is a hash of the
+    /// call's shared prefix, and it travels where the prompt does not:
+    /// in the request's parameters, which a proxy or a provider log may
+    /// keep while dropping message content. Hashed with the secret in
+    /// it, the key would let anyone who knows the plan test guesses of a
+    /// short secret offline; so it is hashed with each secret shown as
+    /// `[secret NAME]` (`prompt_cache::cache_key`). Empty: nothing is
+    /// hidden.
+    pub secret_mask: SecretMask,
 }
 
 /// The context a prompt is assembled with: the variants `ctx eval`
@@ -177,6 +189,7 @@ impl Default for ExecutorOptions {
             summarize_every_output: false,
             context: ContextVariant::Full,
             dispatch_gate: None,
+            secret_mask: SecretMask::default(),
         }
     }
 }

@@ -11,28 +11,46 @@
 //! placeholder in the map's prompt, which every item of the map shares.
 //! Only text the plan decides is in it, never a run id or a time, so the
 //! same plan and inputs give the same key in every run.
+//!
+//! The key is an unsalted hash, and it is sent where the prompt is not:
+//! in the request's parameters, which a proxy's or a provider's logs may
+//! keep when they drop message content. Anyone who reads it and knows the
+//! rest of the prefix (the plan is often in a repository; a stored prompt
+//! shows a secret as `[secret NAME]`) can test guesses of what is
+//! missing, offline. So the key is never computed from a `secret: true`
+//! variable's text: [`cache_key`] hashes the prefix with each secret
+//! shown as `[secret NAME]`, as a store shows it, and without the end of
+//! a secret the prefix's end cuts through. Runs that differ only in a
+//! secret share a key, which costs nothing: the key only routes, and the
+//! provider's cache still matches the prefix byte for byte.
 
 use ctx_engine::{CacheBreakpoints, InferenceRequest};
 use ctx_model::prompt_cache::{Breakpoint, CacheKey};
 use ctx_model::{Plan, SubTask};
 use ctx_prompt::AssembledPrompt;
+use ctx_store::SecretMask;
 
 /// The request parameter OpenAI routes its prompt cache by.
 pub const CACHE_KEY_PARAM: &str = "prompt_cache_key";
 
 /// Sets `request`'s cache key and breakpoints as `plan`'s config asks, for
 /// `task`'s call with prompt `assembled` (whose text is the request's
-/// prompt).
+/// prompt); the key is computed without the texts `secrets` hides.
 pub(crate) fn apply(
     plan: &Plan,
     task: &SubTask,
     assembled: &AssembledPrompt,
+    secrets: &SecretMask,
     request: &mut InferenceRequest,
 ) {
     let shared = shared_end(plan, task, assembled);
     if plan.config.cache_key == CacheKey::Auto
         && !request.params.extra.contains_key(CACHE_KEY_PARAM)
-        && let Some(key) = cache_key(request.params.system.as_deref(), &assembled.text[..shared])
+        && let Some(key) = cache_key(
+            request.params.system.as_deref(),
+            &assembled.text[..shared],
+            secrets,
+        )
     {
         request
             .params
@@ -89,14 +107,119 @@ pub(crate) fn shared_end(plan: &Plan, task: &SubTask, assembled: &AssembledPromp
 
 /// The `prompt_cache_key` of a call whose task sets `system` and whose
 /// prompt's shared prefix is `shared`: `ctx-` and the first 16 hex digits
-/// of their SHA-256; `None` when nothing is shared.
-pub fn cache_key(system: Option<&str>, shared: &str) -> Option<String> {
+/// of the SHA-256 of both, each with the texts `secrets` hides shown as
+/// `[secret NAME]` and `shared` without a secret's beginning at its end
+/// ([`without_secret_start`]): nothing of a secret goes into the key (see
+/// the module documentation). `None` when nothing is shared.
+pub fn cache_key(system: Option<&str>, shared: &str, secrets: &SecretMask) -> Option<String> {
     if shared.is_empty() && system.is_none_or(str::is_empty) {
         return None;
     }
-    let hash = ctx_store::fingerprint::sha256_fields(&[
-        system.unwrap_or("").as_bytes(),
-        shared.as_bytes(),
-    ]);
+    let system = secrets.apply(system.unwrap_or(""));
+    let shared = secrets.apply(shared);
+    let shared = without_secret_start(&shared, secrets);
+    let hash = ctx_store::fingerprint::sha256_fields(&[system.as_bytes(), shared.as_bytes()]);
     Some(format!("ctx-{}", &hash[..16]))
+}
+
+/// `text` without the longest end of it that begins a text `secrets`
+/// hides (a proper beginning: a whole one was already replaced). A
+/// shared prefix ends where ctx cuts the prompt, not where a value ends,
+/// so a secret could straddle the cut: its first part is left out of the
+/// key. Text that merely ends like a secret begins loses those characters
+/// too, in every run alike, so the key stays the same from run to run.
+fn without_secret_start<'a>(text: &'a str, secrets: &SecretMask) -> &'a str {
+    let cut = secrets
+        .texts()
+        .filter_map(|hidden| {
+            hidden
+                .char_indices()
+                .skip(1)
+                .map(|(i, _)| i)
+                .filter(|&i| text.ends_with(&hidden[..i]))
+                .max()
+        })
+        .max()
+        .unwrap_or(0);
+    &text[..text.len() - cut]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mask(pairs: &[(&str, &str)]) -> SecretMask {
+        SecretMask::new(pairs.iter().map(|(n, t)| (n.to_string(), t.to_string())))
+    }
+
+    #[test]
+    fn a_key_is_computed_without_the_secrets() {
+        let none = SecretMask::default();
+        let key = |secret: &str| {
+            let m = mask(&[("PIN", secret)]);
+            cache_key(
+                Some(&format!("You hold PIN {secret}.")),
+                &format!("## Entities\nPIN: {secret}\n\n"),
+                &m,
+            )
+        };
+        // Two runs that differ only in the secret share a key ...
+        assert_eq!(key("4812"), key("9907"));
+        // ... which is the key of the prefix as a store shows it, so the
+        // key holds nothing to test a guess of the PIN against.
+        assert_eq!(
+            key("4812"),
+            cache_key(
+                Some("You hold PIN [secret PIN]."),
+                "## Entities\nPIN: [secret PIN]\n\n",
+                &none
+            )
+        );
+        assert_ne!(
+            key("4812"),
+            cache_key(
+                Some("You hold PIN 4812."),
+                "## Entities\nPIN: 4812\n\n",
+                &none
+            )
+        );
+        // Without secrets the key is the hash of the text, as before.
+        assert_eq!(
+            cache_key(None, "abc", &none).as_deref(),
+            Some(
+                format!(
+                    "ctx-{}",
+                    &ctx_store::fingerprint::sha256_fields(&[b"", b"abc"])[..16]
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(cache_key(Some(""), "", &none), None);
+    }
+
+    #[test]
+    fn a_secret_the_prefix_cuts_through_is_left_out() {
+        let m = mask(&[("TOKEN", "sk-abcdef")]);
+        // The prefix ends inside the secret: its beginning is dropped.
+        assert_eq!(without_secret_start("key: sk-ab", &m), "key: ");
+        assert_eq!(
+            cache_key(None, "key: sk-ab", &m),
+            cache_key(None, "key: ", &m)
+        );
+        assert_eq!(
+            cache_key(None, "key: sk-abcde", &m),
+            cache_key(None, "key: ", &m)
+        );
+        // A whole secret is replaced; text that does not end like one is
+        // left alone.
+        assert_eq!(
+            without_secret_start("key: [secret TOKEN]", &m),
+            "key: [secret TOKEN]"
+        );
+        assert_eq!(without_secret_start("plain", &m), "plain");
+        // Multi-byte secrets are cut on character boundaries.
+        let m = mask(&[("WORD", "été")]);
+        assert_eq!(without_secret_start("un é", &m), "un ");
+        assert_eq!(without_secret_start("un ét", &m), "un ");
+    }
 }

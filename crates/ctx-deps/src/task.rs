@@ -52,6 +52,9 @@ pub(crate) struct TaskContext {
     /// Each map item's content hash, by index (`crate::map::item_hash`),
     /// recorded with its result.
     pub(crate) item_hashes: HashMap<usize, String>,
+    /// [`ExecutorOptions::secret_mask`]: what a `prompt_cache_key` is
+    /// never computed from.
+    pub(crate) secret_mask: ctx_store::SecretMask,
 }
 
 impl TaskContext {
@@ -111,6 +114,7 @@ impl TaskContext {
             include_dependencies: options.context.dependencies(),
             dispatch_gate: options.dispatch_gate.clone(),
             item_hashes: HashMap::new(),
+            secret_mask: options.secret_mask.clone(),
             plan,
         })
     }

@@ -12,6 +12,7 @@ use ctx_deps::{
 };
 use ctx_model::Plan;
 use ctx_model::prompt_cache::{Breakpoint, BreakpointModels, CacheBreakpoints, CacheKey};
+use ctx_store::SecretMask;
 
 /// Keeps every request it is sent, by task id.
 #[derive(Default)]
@@ -80,12 +81,19 @@ fn plan(key: CacheKey, breakpoints: Option<CacheBreakpoints>) -> Plan {
 }
 
 async fn requests(plan: &Plan) -> BTreeMap<String, InferenceRequest> {
+    requests_with(plan, ExecutorOptions::default()).await
+}
+
+async fn requests_with(
+    plan: &Plan,
+    options: ExecutorOptions,
+) -> BTreeMap<String, InferenceRequest> {
     let engine = Arc::new(Recorder::default());
     let report = Executor::new(
         plan.clone(),
         engine.clone(),
         Arc::new(MemoryStore::new()),
-        ExecutorOptions::default(),
+        options,
     )
     .unwrap()
     .run()
@@ -132,6 +140,47 @@ async fn auto_keys_name_each_shared_prefix_the_same_in_every_run() {
     assert_eq!(key(&none["a"]), None);
     assert_eq!(key(&none["m[0]"]), None);
     assert!(none.values().all(|r| r.cache_breakpoints.is_none()));
+}
+
+/// `plan` filled with a secret PIN: in the system prompt of `a`, in an
+/// entity every task shares, and in the map's guide before the item.
+fn plan_with_pin(pin: &str) -> Plan {
+    let mut p = plan(CacheKey::Auto, None);
+    p.entities[0].grounded_value = Some(format!("north, door PIN {pin}"));
+    p.sub_tasks[0].tool_or_prompt.params.system = Some(format!("Never say {pin}."));
+    let m = &mut p.sub_tasks[2].tool_or_prompt.params.prompt;
+    *m = format!("PIN {pin}. {m}");
+    p
+}
+
+fn pin_options(pin: &str) -> ExecutorOptions {
+    ExecutorOptions {
+        secret_mask: SecretMask::new([("PIN".to_string(), pin.to_string())]),
+        ..ExecutorOptions::default()
+    }
+}
+
+/// A key travels where the prompt does not (request parameters, kept by
+/// logs that drop messages): it must not be a hash of a secret that
+/// anyone knowing the plan can test guesses against. Runs that differ
+/// only in the secret send the same keys, those of the prompt as a store
+/// shows it.
+#[tokio::test]
+async fn auto_keys_hold_nothing_of_a_secret() {
+    let first = requests_with(&plan_with_pin("4812"), pin_options("4812")).await;
+    let other = requests_with(&plan_with_pin("9907"), pin_options("9907")).await;
+    for id in ["a", "b", "m[0]", "m[1]"] {
+        assert!(first[id].prompt.contains("4812"), "{id}");
+        assert_eq!(key(&first[id]), key(&other[id]), "{id}");
+    }
+    // What a guesser would compute from the plan and a guess of the PIN
+    // is not the key sent.
+    let shown = requests_with(&plan_with_pin("[secret PIN]"), ExecutorOptions::default()).await;
+    let guessed = requests(&plan_with_pin("4812")).await;
+    for id in ["a", "b", "m[0]"] {
+        assert_eq!(key(&first[id]), key(&shown[id]), "{id}");
+        assert_ne!(key(&first[id]), key(&guessed[id]), "{id}");
+    }
 }
 
 #[tokio::test]

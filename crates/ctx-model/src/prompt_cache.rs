@@ -8,7 +8,9 @@
 //!   that has a shared prefix, one key per prefix: calls sending the same
 //!   prefix carry the same key, so the provider routes them to the same
 //!   cache. The key is a hash of the prefix itself (never of a run id or a
-//!   time), so the same plan gives the same keys in every run. A task's
+//!   time), so the same plan gives the same keys in every run, taken with
+//!   each secret variable's text shown as `[secret NAME]` (a key is sent
+//!   where the prompt is not; see ctx-deps' `prompt_cache`). A task's
 //!   own `params.prompt_cache_key` wins.
 //! * **`cache_breakpoints`** puts Anthropic's `cache_control: {type:
 //!   ephemeral}` breakpoints into the messages, as LiteLLM accepts them in

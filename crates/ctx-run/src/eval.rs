@@ -114,6 +114,11 @@ pub struct EvalSettings {
     /// eval (module documentation). `already_spent` and `shared_budget`
     /// are not used: the eval makes the shared budget itself.
     pub cost: Option<CostOptions>,
+    /// The texts of the plan's secret variables, which no run's
+    /// `prompt_cache_key` is computed from
+    /// ([`ExecutorOptions::secret_mask`]). An eval with a secret runs
+    /// without a store, so nothing else needs it.
+    pub secret_mask: ctx_store::SecretMask,
 }
 
 impl Default for EvalSettings {
@@ -126,6 +131,7 @@ impl Default for EvalSettings {
             max_output_bytes: ctx_deps::DEFAULT_MAX_OUTPUT_BYTES,
             store: EvalStore::Memory,
             cost: None,
+            secret_mask: ctx_store::SecretMask::default(),
         }
     }
 }
@@ -271,6 +277,7 @@ impl EvalSession {
                     context: variant,
                     dispatch_gate: gate.clone(),
                     cost: cost.clone(),
+                    secret_mask: settings.secret_mask.clone(),
                     ..ExecutorOptions::default()
                 };
                 let (store, sqlite): (Arc<dyn ExecutionStore>, _) = match &settings.store {
@@ -1432,5 +1439,51 @@ sub_tasks:
                 .text()
                 .contains("spent: $4.500000 of the $5.000000 budget")
         );
+    }
+
+    /// Keeps the `prompt_cache_key` of every request, and echoes.
+    #[derive(Default)]
+    struct Keys(Mutex<Vec<Option<String>>>);
+
+    impl InferenceEngine for Keys {
+        fn name(&self) -> &str {
+            "keys"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+            Box::pin(async move {
+                let key = request.params.extra.get("prompt_cache_key");
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push(key.and_then(|k| k.as_str()).map(String::from));
+                Echo.infer(request).await
+            })
+        }
+    }
+
+    /// An eval runs a plan with a secret (`--no-store`): its runs' keys
+    /// are computed without the secret's text, as a `ctx run`'s are.
+    #[test]
+    fn an_evals_prompt_cache_keys_hold_nothing_of_its_secrets() {
+        let keys = |pin: &str| {
+            let mut p = plan();
+            p.config.cache_key = ctx_model::prompt_cache::CacheKey::Auto;
+            p.entities[0].grounded_value = Some(format!("vermilion, PIN {pin}"));
+            let engine = Arc::new(Keys::default());
+            let settings = EvalSettings {
+                secret_mask: ctx_store::SecretMask::new([("PIN".to_string(), pin.to_string())]),
+                ..settings(EvalStore::Memory)
+            };
+            run(EvalSession::start(p, engine.clone(), settings).unwrap());
+            let mut keys = std::mem::take(&mut *engine.0.lock().unwrap());
+            keys.sort();
+            keys
+        };
+        let first = keys("4812");
+        assert!(first.iter().any(Option::is_some), "{first:?}");
+        assert_eq!(first, keys("9907"));
     }
 }

@@ -181,6 +181,8 @@ impl RunSession {
             publish,
         } = settings;
         let mask = inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default();
+        // No `prompt_cache_key` is computed from a secret's text.
+        options.secret_mask = mask.clone();
         if let Some(dir) = &out {
             crate::out_dir::prepare(dir).map_err(RunError::Out)?;
         }

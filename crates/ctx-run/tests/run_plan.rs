@@ -222,3 +222,78 @@ fn a_judge_check_on_the_dry_run_engine_is_refused_before_anything_starts() {
     }
     assert!(!dir.path().join("runs").exists(), "{err}");
 }
+
+/// Keeps the `prompt_cache_key` of every request it answers.
+#[derive(Default)]
+struct KeyRecorder {
+    keys: std::sync::Mutex<Vec<(String, Option<String>)>>,
+}
+
+impl InferenceEngine for KeyRecorder {
+    fn name(&self) -> &str {
+        "key-recorder"
+    }
+    fn infer<'a>(
+        &'a self,
+        request: &'a ctx_engine::InferenceRequest,
+    ) -> ctx_engine::BoxFuture<'a, Result<ctx_engine::InferenceResponse, ctx_engine::EngineError>>
+    {
+        Box::pin(async move {
+            let key = request.params.extra.get("prompt_cache_key");
+            self.keys.lock().unwrap().push((
+                request.task_id.clone(),
+                key.and_then(|k| k.as_str()).map(String::from),
+            ));
+            Ok(ctx_engine::InferenceResponse {
+                output: "ok".into(),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+/// The keys a run of a plan with a secret `PIN` (in an entity every task
+/// shares, and in a system prompt) sends, with `pin` given.
+fn keys_with_pin(pin: &str) -> Vec<(String, Option<String>)> {
+    let plan: Plan = serde_json::from_value(serde_json::json!({
+        "schema_version": 1,
+        "config": {"cache_key": "auto"},
+        "variables": [{"name": "PIN", "secret": true, "class": "trusted"}],
+        "entities": [{"name": "Door", "grounded_value": "opens with {{PIN}}"}],
+        "sub_tasks": [
+            {"id": "a", "description": "A", "entity_context": [{"entity_name": "Door"}],
+             "tool_or_prompt": {"name": "inference", "params": {
+                 "prompt": "Say a.", "system": "Never say {{PIN}}."}}},
+            {"id": "b", "description": "B", "entity_context": [{"entity_name": "Door"}],
+             "tool_or_prompt": {"name": "inference", "params": {"prompt": "Say b."}}}
+        ]
+    }))
+    .unwrap();
+    let given = std::collections::BTreeMap::from([("PIN".to_string(), pin.to_string())]);
+    let filled = ctx_prompt::plan_fill::fill_plan(&plan, &given, None).unwrap();
+    let inputs = ctx_run::inputs::recorded(&plan, &given, None, &filled.values);
+    let engine = Arc::new(KeyRecorder::default());
+    let settings = RunSettings {
+        inputs,
+        ..RunSettings::default()
+    };
+    let outcome = runtime()
+        .block_on(run_plan(filled.plan, engine.clone(), settings))
+        .unwrap();
+    assert!(outcome.report.all_completed());
+    let mut keys = std::mem::take(&mut *engine.keys.lock().unwrap());
+    keys.sort();
+    keys
+}
+
+/// A `prompt_cache_key` is sent where the prompt is not (request
+/// parameters, which logs that drop messages keep): a run computes it
+/// without its secrets' texts, so runs that differ only in a secret send
+/// the same keys, and a guess of the secret cannot be tested against one.
+#[test]
+fn a_runs_prompt_cache_keys_hold_nothing_of_its_secrets() {
+    let first = keys_with_pin("4812");
+    assert_eq!(first.len(), 2);
+    assert!(first.iter().all(|(_, k)| k.is_some()), "{first:?}");
+    assert_eq!(first, keys_with_pin("9907"));
+}

@@ -132,7 +132,7 @@ pub fn run(args: Args) -> CliResult {
     // Filled once, as `ctx run` fills it, before any variant runs: every
     // variant and repeat runs the same filled prompts, so the variants
     // differ only in the context they leave out.
-    let plan = args.inputs.fill_to_run(plan, &args.plan, !args.no_store)?;
+    let (plan, secret_mask) = args.inputs.fill_to_run(plan, &args.plan, !args.no_store)?;
     let bounds = args.bounds.resolve()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let notices = engines::Notices::default();
@@ -163,6 +163,7 @@ pub fn run(args: Args) -> CliResult {
         max_output_bytes: bounds.max_output_bytes,
         store,
         cost: Some(cost),
+        secret_mask,
     };
     let session =
         EvalSession::start(plan, engine, settings).map_err(|e| CliError::eval(e, &args.plan))?;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use ctx_model::Plan;
 use ctx_prompt::plan_fill::{self, DigestSettings, FillError};
-use ctx_run::inputs::RunInputs;
+use ctx_run::inputs::{RunInputs, SecretMask};
 
 use super::history::{DigestArgs, DigestSetup};
 use crate::exit::{CliError, Exit};
@@ -78,20 +78,22 @@ impl PlanInputArgs {
     /// [`fill`](Self::fill) for `ctx eval`, whose runs record no inputs:
     /// a plan with a secret variable is refused (exit 2) when its runs are
     /// stored (`durable`), since a stored prompt would keep the secret in
-    /// clear.
+    /// clear. With the filled plan comes the mask of its secrets' texts,
+    /// which no `prompt_cache_key` is computed from.
     pub fn fill_to_run(
         &self,
         plan: Plan,
         plan_path: &Path,
         durable: bool,
-    ) -> Result<Plan, CliError> {
+    ) -> Result<(Plan, SecretMask), CliError> {
         if durable && plan.variables.iter().any(|v| v.secret) {
             return Err(CliError::usage(format!(
                 "{}: ctx eval does not hide secret variables in its stored runs; run it with --no-store",
                 plan_path.display()
             )));
         }
-        Ok(self.fill(plan, plan_path, None)?.0)
+        let (plan, inputs) = self.fill(plan, plan_path, None)?;
+        Ok((plan, inputs.map(|i| i.mask).unwrap_or_default()))
     }
 
     /// Whether a flag of the digest is given: a resume then computes the
