@@ -1022,6 +1022,8 @@ fn cached_tokens_and_their_saving_are_shown_where_costs_are() {
     for id in ["a", "b", "c"] {
         let t = task(json, id);
         assert_eq!(t["cached_tokens"], 3, "{t}");
+        // 3 of the 11 prompt tokens the server reported.
+        assert_eq!(t["cached_fraction"], 3.0 / 11.0, "{t}");
         assert_eq!(t["cache_write_tokens"], Value::Null, "{t}");
         assert_eq!(t["cache_saving_usd"], 0.0000015, "{t}");
         // The stored record is unchanged: an unreported count left out.
@@ -1032,6 +1034,7 @@ fn cached_tokens_and_their_saving_are_shown_where_costs_are() {
         );
     }
     assert_eq!(json["cached_tokens"], 9);
+    assert_eq!(json["cached_fraction"], 9.0 / 33.0);
     assert_eq!(json["cache_write_tokens"], Value::Null);
     assert_eq!(json["cache_saving_usd"], 0.0000045);
     let id = &run.id;
@@ -1039,18 +1042,25 @@ fn cached_tokens_and_their_saving_are_shown_where_costs_are() {
     let (show, _) = run.ctx(&["runs", "show", id, "--format", "json"], false);
     let show: Value = serde_json::from_str(&show).unwrap();
     assert_eq!(show["cached_tokens"], 9);
+    assert_eq!(show["cached_fraction"], 9.0 / 33.0);
     assert_eq!(show["cache_saving_usd"], 0.0000045);
     assert_eq!(show["tasks"][0]["cached_tokens"], 3);
     assert_eq!(show["tasks"][0]["cache_write_tokens"], Value::Null);
     let (show, _) = run.ctx(&["runs", "show", id], false);
     assert!(
-        show.contains("cache    9 tokens read, saved $0.000005\n"),
+        show.contains("cache    9 of 33 prompt tokens read (27.3%), saved $0.000005\n"),
         "{show}"
+    );
+    let (one, _) = run.ctx(&["runs", "show", id, "--task", "b"], false);
+    assert!(
+        one.contains("cache    3 of 11 prompt tokens read (27.3%), saved $0.000002\n"),
+        "{one}"
     );
 
     let (export, _) = run.ctx(&["runs", "export", id, "--format", "json"], false);
     let export: Value = serde_json::from_str(&export).unwrap();
     assert_eq!(export["cache_saving_usd"], 0.0000045);
+    assert_eq!(export["cached_fraction"], 9.0 / 33.0);
     assert_eq!(task(&export, "b")["cached_tokens"], 3);
     let (csv, _) = run.ctx(&["runs", "export", id, "--format", "csv"], false);
     let mut lines = csv.lines();
@@ -1060,16 +1070,32 @@ fn cached_tokens_and_their_saving_are_shown_where_costs_are() {
     assert_eq!(
         (
             cell("cached_tokens"),
+            cell("cached_fraction"),
             cell("cache_write_tokens"),
             cell("cache_saving_usd")
         ),
-        ("3", "", "0.0000015")
+        ("3", (3.0f64 / 11.0).to_string().as_str(), "", "0.0000015")
+    );
+
+    // The HTML report: the totals' line and each task's fact.
+    run.ctx(&["runs", "report", id, "-o", "report.html"], false);
+    let html = std::fs::read_to_string(run.dir.path().join("report.html")).unwrap();
+    assert!(
+        html.contains(
+            "<dt>Prompt cache</dt><dd>9 of 33 prompt tokens read (27.3%), saved $0.000005</dd>"
+        ),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches("prompt cache 3 of 11 prompt tokens read (27.3%), saved $0.000002")
+            .count(),
+        3
     );
 
     let (text, _) = run.ctx(&[], true);
     // The summary's last line, after `spent`.
     assert!(
-        text.ends_with("prompt cache: 9 tokens read, saved $0.000005\n"),
+        text.ends_with("prompt cache: 9 of 33 prompt tokens read (27.3%), saved $0.000005\n"),
         "{text}"
     );
 }
@@ -1079,13 +1105,46 @@ fn a_server_that_reports_no_cache_counts_gives_null_and_not_reported() {
     let server = Server::start(vec![echo_without_cache_counts()]);
     let run = PricedRun::start(&server);
     let json = &run.json;
-    for key in ["cached_tokens", "cache_write_tokens", "cache_saving_usd"] {
+    for key in [
+        "cached_tokens",
+        "cached_fraction",
+        "cache_write_tokens",
+        "cache_saving_usd",
+    ] {
         assert_eq!(json.get(key), Some(&Value::Null), "{key}");
         assert_eq!(task(json, "a").get(key), Some(&Value::Null), "{key}");
     }
     let id = &run.id;
     let (show, _) = run.ctx(&["runs", "show", id], false);
     assert!(show.contains("cache    not reported\n"), "{show}");
+    let (export, _) = run.ctx(&["runs", "export", id, "--format", "json"], false);
+    let export: Value = serde_json::from_str(&export).unwrap();
+    assert_eq!(export.get("cached_fraction"), Some(&Value::Null));
+    assert_eq!(task(&export, "b").get("cached_tokens"), Some(&Value::Null));
+    let (csv, _) = run.ctx(&["runs", "export", id, "--format", "csv"], false);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for name in [
+        "cached_tokens",
+        "cached_fraction",
+        "cache_write_tokens",
+        "cache_saving_usd",
+    ] {
+        assert_eq!(
+            row[header.iter().position(|h| *h == name).unwrap()],
+            "",
+            "{name}"
+        );
+    }
+    run.ctx(&["runs", "report", id, "-o", "report.html"], false);
+    let html = std::fs::read_to_string(run.dir.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("<dt>Prompt cache</dt><dd>not reported</dd>"),
+        "{html}"
+    );
+    assert_eq!(html.matches("prompt cache not reported").count(), 3);
+    assert!(!html.contains("0 tokens read"));
     let (text, _) = run.ctx(&[], true);
     assert!(text.ends_with("prompt cache: not reported\n"), "{text}");
 }
