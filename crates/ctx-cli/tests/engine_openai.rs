@@ -1148,3 +1148,125 @@ fn a_server_that_reports_no_cache_counts_gives_null_and_not_reported() {
     let (text, _) = run.ctx(&[], true);
     assert!(text.ends_with("prompt cache: not reported\n"), "{text}");
 }
+
+/// The user message's text, whether sent as a string or as content parts
+/// (joined), and the number of parts marked `cache_control`.
+fn user_content(seen: &Seen) -> (String, usize, Option<Vec<Value>>) {
+    let content = &seen.body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .unwrap()["content"];
+    match content {
+        Value::Array(parts) => (
+            parts
+                .iter()
+                .map(|p| p["text"].as_str().unwrap_or_default())
+                .collect(),
+            parts
+                .iter()
+                .filter(|p| p.get("cache_control").is_some())
+                .count(),
+            Some(parts.clone()),
+        ),
+        other => (other.as_str().unwrap_or_default().to_string(), 0, None),
+    }
+}
+
+/// Judge and summary calls carry Anthropic breakpoints on the wire under
+/// `config.cache_breakpoints` (issue 24): a judge's after its rubric, a
+/// focused summary's after its instructions and after the output; a model
+/// not served by Anthropic gets plain strings; no request carries more
+/// than 4 `cache_control` marks.
+#[test]
+fn judge_and_summary_calls_send_cache_control_to_anthropic_models() {
+    const RUBRIC: &str = "Does the answer stay on topic?";
+    let server = Server::start(vec![Box::new(|seen: &Seen| {
+        let (text, _, _) = user_content(seen);
+        let answer = if text.contains("strict reviewer") {
+            r#"{"pass": true, "reason": "on topic"}"#.to_string()
+        } else {
+            "a long answer that needs a summary".to_string()
+        };
+        let body = json!({
+            "model": seen.body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15}
+        });
+        http(
+            "200 OK",
+            &[("content-type", "application/json")],
+            &body.to_string(),
+        )
+    })]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        format!(
+            r#"{{"schema_version": 1,
+  "config": {{"cache_breakpoints": {{"after": ["shared"]}}, "checks": [{{"judge": "{RUBRIC}"}}],
+    "dependency": {{"max_output_length": 5, "summarize_strategy": "llm", "summary_focus": "dependent"}}}},
+  "sub_tasks": [
+  {{"id": "a", "description": "First", "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "Say a.", "model": "anthropic/claude-haiku-4-5"}}}}}},
+  {{"id": "b", "description": "Second", "dependencies": ["a"], "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "Say b.", "model": "anthropic/claude-haiku-4-5"}}}}}},
+  {{"id": "c", "description": "Third", "dependencies": ["a"], "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "Say c.", "model": "gpt-4o-mini"}}}}}}
+]}}"#
+        ),
+    )
+    .unwrap();
+    let r = run(
+        &plan,
+        &["--base-url", &server.url, "--no-store"],
+        &[("OPENAI_API_KEY", KEY)],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let seen = server.seen();
+    // a, its judge, two summaries of a (for b and c), b, c and their judges.
+    assert_eq!(seen.len(), 8, "{seen:#?}");
+    let (mut judges, mut summaries) = (0, 0);
+    for s in &seen {
+        let (text, marks, parts) = user_content(s);
+        assert!(marks <= 4, "{parts:?}");
+        let anthropic = s.body["model"] == "anthropic/claude-haiku-4-5";
+        if text.contains("strict reviewer") {
+            judges += 1;
+            if !anthropic {
+                assert_eq!(marks, 0, "{text}");
+                continue;
+            }
+            let parts = parts.expect("content parts");
+            assert_eq!(marks, 1, "{parts:?}");
+            let first = parts[0]["text"].as_str().unwrap();
+            assert!(parts[0].get("cache_control").is_some());
+            assert!(
+                first.contains(RUBRIC) && first.ends_with("<untrusted-content>\n"),
+                "{first}"
+            );
+            assert!(parts[1].get("cache_control").is_none());
+        } else if text.contains("You are summarising") {
+            summaries += 1;
+            let parts = parts.expect("content parts");
+            assert_eq!(marks, 2, "{parts:?}");
+            assert!(
+                parts[0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("## The step\n\n")
+            );
+            assert!(
+                parts[1]["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("a long answer that needs a summary\n</untrusted-content>"),
+                "{parts:?}"
+            );
+            // The dependent's prompt follows the second break.
+            let rest = parts[2]["text"].as_str().unwrap();
+            assert!(
+                rest.starts_with("Say b.") || rest.starts_with("Say c."),
+                "{rest}"
+            );
+        }
+    }
+    assert_eq!((judges, summaries), (3, 2));
+}
