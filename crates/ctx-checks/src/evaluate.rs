@@ -129,18 +129,22 @@ impl CheckSet {
                     rubric,
                     model,
                     max_tokens,
-                } => Slot::Judge {
-                    request: Box::new(JudgeRequest {
-                        index,
-                        prompt: judge_prompt_neutralized(
-                            rubric,
-                            fenced.get_or_insert_with(|| ctx_fence::neutralize(&text)),
-                        ),
-                        model: model.clone(),
-                        max_tokens: *max_tokens,
-                    }),
-                    message: check.message.clone(),
-                },
+                } => {
+                    let (prompt, shared_end) = judge_prompt_neutralized(
+                        rubric,
+                        fenced.get_or_insert_with(|| ctx_fence::neutralize(&text)),
+                    );
+                    Slot::Judge {
+                        request: Box::new(JudgeRequest {
+                            index,
+                            prompt,
+                            shared_end,
+                            model: model.clone(),
+                            max_tokens: *max_tokens,
+                        }),
+                        message: check.message.clone(),
+                    }
+                }
                 _ => Slot::Done(run_local(check, &text, &mut json, context)),
             })
             .collect();

@@ -1022,6 +1022,8 @@ fn cached_tokens_and_their_saving_are_shown_where_costs_are() {
     for id in ["a", "b", "c"] {
         let t = task(json, id);
         assert_eq!(t["cached_tokens"], 3, "{t}");
+        // 3 of the 11 prompt tokens the server reported.
+        assert_eq!(t["cached_fraction"], 3.0 / 11.0, "{t}");
         assert_eq!(t["cache_write_tokens"], Value::Null, "{t}");
         assert_eq!(t["cache_saving_usd"], 0.0000015, "{t}");
         // The stored record is unchanged: an unreported count left out.
@@ -1032,6 +1034,7 @@ fn cached_tokens_and_their_saving_are_shown_where_costs_are() {
         );
     }
     assert_eq!(json["cached_tokens"], 9);
+    assert_eq!(json["cached_fraction"], 9.0 / 33.0);
     assert_eq!(json["cache_write_tokens"], Value::Null);
     assert_eq!(json["cache_saving_usd"], 0.0000045);
     let id = &run.id;
@@ -1039,18 +1042,25 @@ fn cached_tokens_and_their_saving_are_shown_where_costs_are() {
     let (show, _) = run.ctx(&["runs", "show", id, "--format", "json"], false);
     let show: Value = serde_json::from_str(&show).unwrap();
     assert_eq!(show["cached_tokens"], 9);
+    assert_eq!(show["cached_fraction"], 9.0 / 33.0);
     assert_eq!(show["cache_saving_usd"], 0.0000045);
     assert_eq!(show["tasks"][0]["cached_tokens"], 3);
     assert_eq!(show["tasks"][0]["cache_write_tokens"], Value::Null);
     let (show, _) = run.ctx(&["runs", "show", id], false);
     assert!(
-        show.contains("cache    9 tokens read, saved $0.000005\n"),
+        show.contains("cache    9 of 33 prompt tokens read (27.3%), saved $0.000005\n"),
         "{show}"
+    );
+    let (one, _) = run.ctx(&["runs", "show", id, "--task", "b"], false);
+    assert!(
+        one.contains("cache    3 of 11 prompt tokens read (27.3%), saved $0.000002\n"),
+        "{one}"
     );
 
     let (export, _) = run.ctx(&["runs", "export", id, "--format", "json"], false);
     let export: Value = serde_json::from_str(&export).unwrap();
     assert_eq!(export["cache_saving_usd"], 0.0000045);
+    assert_eq!(export["cached_fraction"], 9.0 / 33.0);
     assert_eq!(task(&export, "b")["cached_tokens"], 3);
     let (csv, _) = run.ctx(&["runs", "export", id, "--format", "csv"], false);
     let mut lines = csv.lines();
@@ -1060,16 +1070,32 @@ fn cached_tokens_and_their_saving_are_shown_where_costs_are() {
     assert_eq!(
         (
             cell("cached_tokens"),
+            cell("cached_fraction"),
             cell("cache_write_tokens"),
             cell("cache_saving_usd")
         ),
-        ("3", "", "0.0000015")
+        ("3", (3.0f64 / 11.0).to_string().as_str(), "", "0.0000015")
+    );
+
+    // The HTML report: the totals' line and each task's fact.
+    run.ctx(&["runs", "report", id, "-o", "report.html"], false);
+    let html = std::fs::read_to_string(run.dir.path().join("report.html")).unwrap();
+    assert!(
+        html.contains(
+            "<dt>Prompt cache</dt><dd>9 of 33 prompt tokens read (27.3%), saved $0.000005</dd>"
+        ),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches("prompt cache 3 of 11 prompt tokens read (27.3%), saved $0.000002")
+            .count(),
+        3
     );
 
     let (text, _) = run.ctx(&[], true);
     // The summary's last line, after `spent`.
     assert!(
-        text.ends_with("prompt cache: 9 tokens read, saved $0.000005\n"),
+        text.ends_with("prompt cache: 9 of 33 prompt tokens read (27.3%), saved $0.000005\n"),
         "{text}"
     );
 }
@@ -1079,13 +1105,168 @@ fn a_server_that_reports_no_cache_counts_gives_null_and_not_reported() {
     let server = Server::start(vec![echo_without_cache_counts()]);
     let run = PricedRun::start(&server);
     let json = &run.json;
-    for key in ["cached_tokens", "cache_write_tokens", "cache_saving_usd"] {
+    for key in [
+        "cached_tokens",
+        "cached_fraction",
+        "cache_write_tokens",
+        "cache_saving_usd",
+    ] {
         assert_eq!(json.get(key), Some(&Value::Null), "{key}");
         assert_eq!(task(json, "a").get(key), Some(&Value::Null), "{key}");
     }
     let id = &run.id;
     let (show, _) = run.ctx(&["runs", "show", id], false);
     assert!(show.contains("cache    not reported\n"), "{show}");
+    let (export, _) = run.ctx(&["runs", "export", id, "--format", "json"], false);
+    let export: Value = serde_json::from_str(&export).unwrap();
+    assert_eq!(export.get("cached_fraction"), Some(&Value::Null));
+    assert_eq!(task(&export, "b").get("cached_tokens"), Some(&Value::Null));
+    let (csv, _) = run.ctx(&["runs", "export", id, "--format", "csv"], false);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    for name in [
+        "cached_tokens",
+        "cached_fraction",
+        "cache_write_tokens",
+        "cache_saving_usd",
+    ] {
+        assert_eq!(
+            row[header.iter().position(|h| *h == name).unwrap()],
+            "",
+            "{name}"
+        );
+    }
+    run.ctx(&["runs", "report", id, "-o", "report.html"], false);
+    let html = std::fs::read_to_string(run.dir.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("<dt>Prompt cache</dt><dd>not reported</dd>"),
+        "{html}"
+    );
+    assert_eq!(html.matches("prompt cache not reported").count(), 3);
+    assert!(!html.contains("0 tokens read"));
     let (text, _) = run.ctx(&[], true);
     assert!(text.ends_with("prompt cache: not reported\n"), "{text}");
+}
+
+/// The user message's text, whether sent as a string or as content parts
+/// (joined), and the number of parts marked `cache_control`.
+fn user_content(seen: &Seen) -> (String, usize, Option<Vec<Value>>) {
+    let content = &seen.body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .unwrap()["content"];
+    match content {
+        Value::Array(parts) => (
+            parts
+                .iter()
+                .map(|p| p["text"].as_str().unwrap_or_default())
+                .collect(),
+            parts
+                .iter()
+                .filter(|p| p.get("cache_control").is_some())
+                .count(),
+            Some(parts.clone()),
+        ),
+        other => (other.as_str().unwrap_or_default().to_string(), 0, None),
+    }
+}
+
+/// Judge and summary calls carry Anthropic breakpoints on the wire under
+/// `config.cache_breakpoints` (issue 24): a judge's after its rubric, a
+/// focused summary's after its instructions and after the output; a model
+/// not served by Anthropic gets plain strings; no request carries more
+/// than 4 `cache_control` marks.
+#[test]
+fn judge_and_summary_calls_send_cache_control_to_anthropic_models() {
+    const RUBRIC: &str = "Does the answer stay on topic?";
+    let server = Server::start(vec![Box::new(|seen: &Seen| {
+        let (text, _, _) = user_content(seen);
+        let answer = if text.contains("strict reviewer") {
+            r#"{"pass": true, "reason": "on topic"}"#.to_string()
+        } else {
+            "a long answer that needs a summary".to_string()
+        };
+        let body = json!({
+            "model": seen.body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15}
+        });
+        http(
+            "200 OK",
+            &[("content-type", "application/json")],
+            &body.to_string(),
+        )
+    })]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        format!(
+            r#"{{"schema_version": 1,
+  "config": {{"cache_breakpoints": {{"after": ["shared"]}}, "checks": [{{"judge": "{RUBRIC}"}}],
+    "dependency": {{"max_output_length": 5, "summarize_strategy": "llm", "summary_focus": "dependent"}}}},
+  "sub_tasks": [
+  {{"id": "a", "description": "First", "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "Say a.", "model": "anthropic/claude-haiku-4-5"}}}}}},
+  {{"id": "b", "description": "Second", "dependencies": ["a"], "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "Say b.", "model": "anthropic/claude-haiku-4-5"}}}}}},
+  {{"id": "c", "description": "Third", "dependencies": ["a"], "tool_or_prompt": {{"name": "inference", "params": {{"prompt": "Say c.", "model": "gpt-4o-mini"}}}}}}
+]}}"#
+        ),
+    )
+    .unwrap();
+    let r = run(
+        &plan,
+        &["--base-url", &server.url, "--no-store"],
+        &[("OPENAI_API_KEY", KEY)],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let seen = server.seen();
+    // a, its judge, two summaries of a (for b and c), b, c and their judges.
+    assert_eq!(seen.len(), 8, "{seen:#?}");
+    let (mut judges, mut summaries) = (0, 0);
+    for s in &seen {
+        let (text, marks, parts) = user_content(s);
+        assert!(marks <= 4, "{parts:?}");
+        let anthropic = s.body["model"] == "anthropic/claude-haiku-4-5";
+        if text.contains("strict reviewer") {
+            judges += 1;
+            if !anthropic {
+                assert_eq!(marks, 0, "{text}");
+                continue;
+            }
+            let parts = parts.expect("content parts");
+            assert_eq!(marks, 1, "{parts:?}");
+            let first = parts[0]["text"].as_str().unwrap();
+            assert!(parts[0].get("cache_control").is_some());
+            assert!(
+                first.contains(RUBRIC) && first.ends_with("<untrusted-content>\n"),
+                "{first}"
+            );
+            assert!(parts[1].get("cache_control").is_none());
+        } else if text.contains("You are summarising") {
+            summaries += 1;
+            let parts = parts.expect("content parts");
+            assert_eq!(marks, 2, "{parts:?}");
+            assert!(
+                parts[0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("## The step\n\n")
+            );
+            assert!(
+                parts[1]["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("a long answer that needs a summary\n</untrusted-content>"),
+                "{parts:?}"
+            );
+            // The dependent's prompt follows the second break.
+            let rest = parts[2]["text"].as_str().unwrap();
+            assert!(
+                rest.starts_with("Say b.") || rest.starts_with("Say c."),
+                "{rest}"
+            );
+        }
+    }
+    assert_eq!((judges, summaries), (3, 2));
 }

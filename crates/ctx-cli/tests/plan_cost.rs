@@ -326,6 +326,43 @@ fn layout_prediction_compares_design_and_cache_side_by_side() {
     );
     assert!(usd(&layouts[1]["expected_usd"]) < usd(&layouts[0]["expected_usd"]));
     assert!(layouts[1]["cacheable_fraction"].as_f64().unwrap() > 0.4);
+    // The predicted saving: nothing cacheable under design saves nothing;
+    // under cache, y's cacheable tokens at gpt-4o-mini's discount
+    // ($0.15 - $0.075 per million).
+    assert_eq!(layouts[0]["expected_saving_usd"], 0.0);
+    let y_cacheable = cacheable(&layouts[1], "y") as f64;
+    let saving = usd(&layouts[1]["expected_saving_usd"]);
+    assert!(
+        (saving - y_cacheable * 0.075e-6).abs() < 1e-12,
+        "{saving} for {y_cacheable} tokens"
+    );
+    // The text table has the saving beside the expected cost, one row per
+    // layout, the same figures as the JSON (rounded up to six decimals).
+    let mut text_args = vec!["plan", "cost"];
+    text_args.extend_from_slice(&args);
+    let (code, text, err) = ctx(&text_args);
+    assert_eq!(code, 0, "{err}");
+    let table = text
+        .split("prefix cache (")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    let mut lines = table.lines().skip(1);
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header.last(), Some(&"saving"), "{table}");
+    assert!(table.contains("saving: against every prompt token at the input rate"));
+    let design_row = lines.next().unwrap();
+    let cache_row = lines.next().unwrap();
+    assert!(
+        design_row.starts_with("design") && design_row.ends_with("$0.000000"),
+        "{table}"
+    );
+    // In whole micro-dollars, rounded up: 75,000 pico-dollars a token.
+    let micros = (cacheable(&layouts[1], "y") * 75_000).div_ceil(1_000_000);
+    let expected = format!("$0.{micros:06}");
+    assert!(
+        cache_row.starts_with("cache") && cache_row.ends_with(&expected),
+        "{table} {expected}"
+    );
     for l in layouts {
         for t in l["tasks"].as_array().unwrap() {
             let row = task(&j, t["task_id"].as_str().unwrap());
@@ -398,4 +435,8 @@ fn a_maps_items_are_predicted_as_calls_sharing_their_prefix() {
     assert!(fraction(&design) >= 0.8, "{design}");
     assert!(fraction(&cache) > fraction(&design), "{design} {cache}");
     assert!(usd(&layouts[1]["expected_usd"]) < usd(&layouts[0]["expected_usd"]));
+    // The saving each layout expects is the gap to the same calls uncached,
+    // and the cache layout expects more.
+    assert!(usd(&layouts[0]["expected_saving_usd"]) > 0.0);
+    assert!(usd(&layouts[1]["expected_saving_usd"]) > usd(&layouts[0]["expected_saving_usd"]));
 }

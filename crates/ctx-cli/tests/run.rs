@@ -139,7 +139,12 @@ fn json_shape_and_dependency_outputs_flow_downstream() {
         // The dry-run engine calls no model: it spends nothing.
         assert_eq!(t["cost_usd"], 0.0);
         // ... and reports no prompt cache: null, never 0.
-        for key in ["cached_tokens", "cache_write_tokens", "cache_saving_usd"] {
+        for key in [
+            "cached_tokens",
+            "cached_fraction",
+            "cache_write_tokens",
+            "cache_saving_usd",
+        ] {
             assert_eq!(t.get(key), Some(&Value::Null), "{key}");
         }
         for key in t.as_object().unwrap().keys() {
@@ -153,6 +158,7 @@ fn json_shape_and_dependency_outputs_flow_downstream() {
                     "metadata",
                     "cost_usd",
                     "cached_tokens",
+                    "cached_fraction",
                     "cache_write_tokens",
                     "cache_saving_usd"
                 ]

@@ -130,6 +130,7 @@ pub(crate) async fn evaluate(
         let index = judge.index;
         let (call, judged, answer) = ask_judge(
             engine,
+            plan,
             task,
             judge,
             prompt_tokens,
@@ -154,12 +155,18 @@ pub(crate) async fn evaluate(
 /// answer, or the error that fails the check.
 async fn ask_judge(
     engine: &EngineCalls,
+    plan: &Plan,
     task: &SubTask,
     judge: ctx_checks::judge::JudgeRequest,
     prompt_tokens: usize,
     request_overhead: u64,
     counter: &dyn TokenCounter,
 ) -> (JudgeCall, Option<TokenUsage>, Result<String, String>) {
+    // A breakpoint after the rubric: the check's next call (a retried
+    // attempt, another task under the same `config.checks`) reads it from
+    // the provider's cache.
+    let cache_breakpoints =
+        crate::prompt_cache::side_call_breakpoints(plan, &judge.prompt, &[judge.shared_end]);
     let request = InferenceRequest {
         task_id: task.id.clone(),
         prompt_tokens,
@@ -175,7 +182,7 @@ async fn ask_judge(
         max_output_bytes: engine.max_output_bytes(),
         response_schema: Some(ctx_checks::judge::answer_schema()),
         purpose: ctx_engine::RequestPurpose::Judge,
-        cache_breakpoints: None,
+        cache_breakpoints,
     };
     let mut call = JudgeCall {
         model: request.params.model.clone(),

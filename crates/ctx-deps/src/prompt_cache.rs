@@ -23,9 +23,12 @@
 //! a secret the prefix's end cuts through. Runs that differ only in a
 //! secret share a key, which costs nothing: the key only routes, and the
 //! provider's cache still matches the prefix byte for byte.
+//!
+//! Judge and summary calls get breakpoints too, after the parts they
+//! share with other calls of their kind ([`side_call_breakpoints`]).
 
 use ctx_engine::{CacheBreakpoints, InferenceRequest};
-use ctx_model::prompt_cache::{Breakpoint, CacheKey};
+use ctx_model::prompt_cache::{Breakpoint, CacheKey, MAX_BREAKPOINTS};
 use ctx_model::{Plan, SubTask};
 use ctx_prompt::AssembledPrompt;
 use ctx_store::SecretMask;
@@ -83,6 +86,43 @@ pub(crate) fn apply(
             prompt_offsets: offsets,
         });
     }
+}
+
+/// The breakpoints of a call that is not a task's own, a judge's or a
+/// summary's, whose `prompt` shares its text up to each of `shared_ends`
+/// (bytes) with other calls of its kind: `None` unless the plan sets
+/// `config.cache_breakpoints`.
+///
+/// Such a call has none of a task's blocks (entities, dependency
+/// outputs), so `after`'s block names do not place its breakpoints: it
+/// gets one at the end of each part it shares (a judge's rubric, up to
+/// the answer it judges; a summary's instructions, and under
+/// `summary_focus: dependent` the output all its dependents' calls
+/// summarise), and one after the system message when `after` names
+/// `system`. Ends out of range, off a character boundary or at 0 are
+/// dropped, and at most [`MAX_BREAKPOINTS`] go out in all, the earliest
+/// kept (a later one is worth nothing without the prefix before it being
+/// the same).
+pub(crate) fn side_call_breakpoints(
+    plan: &Plan,
+    prompt: &str,
+    shared_ends: &[usize],
+) -> Option<CacheBreakpoints> {
+    let cfg = plan.config.cache_breakpoints.as_ref()?;
+    let system = cfg.after.contains(&Breakpoint::System);
+    let mut offsets: Vec<usize> = shared_ends
+        .iter()
+        .copied()
+        .filter(|&o| o > 0 && o <= prompt.len() && prompt.is_char_boundary(o))
+        .collect();
+    offsets.sort_unstable();
+    offsets.dedup();
+    offsets.truncate(MAX_BREAKPOINTS - usize::from(system));
+    Some(CacheBreakpoints {
+        models: cfg.models,
+        system,
+        prompt_offsets: offsets,
+    })
 }
 
 /// Where `task`'s shared prefix ends in `assembled.text`, in bytes (see
@@ -221,5 +261,34 @@ mod tests {
         let m = mask(&[("WORD", "été")]);
         assert_eq!(without_secret_start("un é", &m), "un ");
         assert_eq!(without_secret_start("un ét", &m), "un ");
+    }
+
+    fn plan(after: &str) -> Plan {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "config": {"cache_breakpoints": {"after": serde_json::from_str::<serde_json::Value>(after).unwrap()}},
+            "sub_tasks": [{"id": "a", "description": "a",
+                "tool_or_prompt": {"name": "inference", "params": {"prompt": "x"}}}]
+        }))
+        .unwrap()
+    }
+
+    /// However many shared ends a call names, a request holds at most
+    /// four breakpoints, the system message's counted, the earliest kept;
+    /// ends at 0, past the prompt or inside a character are dropped.
+    #[test]
+    fn a_side_call_never_gets_more_than_four_breakpoints() {
+        let prompt = "abcdéfghij";
+        let ends = [9, 1, 0, 3, 5, 2, 99, 9, 7, 11];
+        let with_system = side_call_breakpoints(&plan(r#"["system"]"#), prompt, &ends).unwrap();
+        assert!(with_system.system);
+        assert_eq!(with_system.prompt_offsets, [1, 2, 3]);
+        let without = side_call_breakpoints(&plan(r#"["shared"]"#), prompt, &ends).unwrap();
+        assert!(!without.system);
+        // 5 is inside "é" (bytes 4..6): dropped.
+        assert_eq!(without.prompt_offsets, [1, 2, 3, 7]);
+        let mut none = plan("[]");
+        none.config.cache_breakpoints = None;
+        assert_eq!(side_call_breakpoints(&none, prompt, &ends), None);
     }
 }

@@ -94,6 +94,10 @@ pub struct Totals {
     /// Prompt tokens read from the provider's prompt cache, over the tasks
     /// that report them; `None` when none does.
     pub cached_tokens: Option<u64>,
+    /// The prompt tokens of the tasks whose engine reported both a cache
+    /// read and its usage's prompt tokens, and the reads among them: the
+    /// cached share's base and its part; `None` when no task reports both.
+    pub cached_share: Option<(u64, u64)>,
     /// Prompt tokens written to the provider's prompt cache, likewise.
     pub cache_write_tokens: Option<u64>,
     /// What the prompt cache saved in USD, likewise.
@@ -417,6 +421,10 @@ fn totals(input: &RunReportInput, span: &[Option<Span>]) -> Totals {
         }
         if let Some(n) = task.cached_tokens {
             t.cached_tokens = Some(t.cached_tokens.unwrap_or(0).saturating_add(n));
+        }
+        if let (Some(n), Some(p)) = (task.cached_tokens, task.usage_prompt_tokens) {
+            let (read, of) = t.cached_share.unwrap_or((0, 0));
+            t.cached_share = Some((read.saturating_add(n), of.saturating_add(p)));
         }
         if let Some(n) = task.cache_write_tokens {
             t.cache_write_tokens = Some(t.cache_write_tokens.unwrap_or(0).saturating_add(n));

@@ -70,15 +70,25 @@ pub fn usd_opt(v: Option<f64>) -> String {
     v.map_or_else(|| "unknown".into(), usd)
 }
 
-/// What the provider's prompt cache did: `3,000 tokens read, 1,500
-/// tokens written, saved $0.008100` (each part only when reported; `cost
-/// $0.000750 more` for a negative saving), or `not reported`, never a 0
-/// the server did not give.
-pub fn prompt_cache(read: Option<u64>, written: Option<u64>, saving: Option<f64>) -> String {
-    let mut parts: Vec<String> = [(read, "read"), (written, "written")]
-        .into_iter()
-        .filter_map(|(n, what)| n.map(|n| format!("{} tokens {what}", count(n))))
-        .collect();
+/// What the provider's prompt cache did: `3,000 of 4,600 prompt tokens
+/// read (65.2%), 1,500 tokens written, saved $0.008100` (each part only
+/// when reported, the share only when the prompt tokens the reads are
+/// part of are known; `cost $0.000750 more` for a negative saving), or
+/// `not reported`, never a 0 the server did not give.
+pub fn prompt_cache(read: CacheRead, written: Option<u64>, saving: Option<f64>) -> String {
+    let read = read
+        .tokens
+        .map(|n| match read.of_prompt.filter(|&p| p > 0) {
+            Some(p) => format!(
+                "{} of {} prompt tokens read ({:.1}%)",
+                count(n),
+                count(p),
+                n as f64 / p as f64 * 100.0
+            ),
+            None => format!("{} tokens read", count(n)),
+        });
+    let written = written.map(|n| format!("{} tokens written", count(n)));
+    let mut parts: Vec<String> = read.into_iter().chain(written).collect();
     match saving {
         Some(v) if v < 0.0 => parts.push(format!("cost {} more", usd(-v))),
         Some(v) => parts.push(format!("saved {}", usd(v))),
@@ -89,6 +99,16 @@ pub fn prompt_cache(read: Option<u64>, written: Option<u64>, saving: Option<f64>
     } else {
         parts.join(", ")
     }
+}
+
+/// Prompt tokens read from the provider's cache, and the prompt tokens of
+/// the usage they were reported in (the share's base).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheRead {
+    /// Tokens read; `None`: not reported.
+    pub tokens: Option<u64>,
+    /// The prompt tokens they are part of; `None`: not known.
+    pub of_prompt: Option<u64>,
 }
 
 /// An SVG coordinate with one decimal.
@@ -132,17 +152,25 @@ mod tests {
 
     #[test]
     fn the_prompt_cache_says_not_reported_rather_than_zero() {
-        assert_eq!(prompt_cache(None, None, None), "not reported");
+        let read = |tokens, of_prompt| CacheRead { tokens, of_prompt };
         assert_eq!(
-            prompt_cache(Some(0), None, Some(0.0)),
+            prompt_cache(CacheRead::default(), None, None),
+            "not reported"
+        );
+        assert_eq!(
+            prompt_cache(read(Some(0), None), None, Some(0.0)),
             "0 tokens read, saved $0.000000"
         );
         assert_eq!(
-            prompt_cache(Some(3000), Some(1500), Some(0.0081)),
-            "3,000 tokens read, 1,500 tokens written, saved $0.008100"
+            prompt_cache(read(Some(3000), Some(4600)), Some(1500), Some(0.0081)),
+            "3,000 of 4,600 prompt tokens read (65.2%), 1,500 tokens written, saved $0.008100"
         );
         assert_eq!(
-            prompt_cache(None, Some(1500), Some(-0.00075)),
+            prompt_cache(read(Some(0), Some(0)), None, None),
+            "0 tokens read"
+        );
+        assert_eq!(
+            prompt_cache(read(None, Some(4600)), Some(1500), Some(-0.00075)),
             "1,500 tokens written, cost $0.000750 more"
         );
     }

@@ -135,6 +135,7 @@ impl TaskReport {
         report.cached = m.cached;
         report.cost_usd = m.cost_usd.map(|c| c.to_f64());
         report.cached_tokens = m.tokens_used.and_then(|u| u.cached_tokens);
+        report.usage_prompt_tokens = m.tokens_used.map(|u| u.prompt_tokens);
         report.cache_write_tokens = m.tokens_used.and_then(|u| u.cache_write_tokens);
         report.cache_saving_usd = m.cache_saving_usd.map(|s| {
             let magnitude = s.magnitude().to_f64();

@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 use crate::analysis::{Analysis, Span};
 use crate::escape::{push_text, text, truncate};
-use crate::format::{count, duration, prompt_cache, ratio, usd, usd_opt};
+use crate::format::{CacheRead, count, duration, prompt_cache, ratio, usd, usd_opt};
 use crate::input::{AttemptOutcome, RunReportInput, RunStatus, TaskReport};
 use crate::{dag, timeline};
 
@@ -349,7 +349,18 @@ fn totals(out: &mut String, input: &RunReportInput, a: &Analysis) {
         let _ = write!(
             out,
             "<div><dt>Prompt cache</dt><dd>{}</dd></div>",
-            prompt_cache(t.cached_tokens, t.cache_write_tokens, t.cache_saving_usd)
+            prompt_cache(
+                CacheRead {
+                    tokens: t.cached_tokens,
+                    // The share over the tasks that report its base.
+                    of_prompt: t
+                        .cached_share
+                        .filter(|&(read, _)| Some(read) == t.cached_tokens)
+                        .map(|(_, of)| of),
+                },
+                t.cache_write_tokens,
+                t.cache_saving_usd
+            )
         );
     }
     let _ = write!(
@@ -568,7 +579,10 @@ fn task_details(out: &mut String, input: &RunReportInput, a: &Analysis) {
             facts.push(format!(
                 "prompt cache {}",
                 prompt_cache(
-                    task.cached_tokens,
+                    CacheRead {
+                        tokens: task.cached_tokens,
+                        of_prompt: task.usage_prompt_tokens,
+                    },
                     task.cache_write_tokens,
                     task.cache_saving_usd
                 )

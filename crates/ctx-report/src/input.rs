@@ -316,6 +316,11 @@ pub struct TaskReport {
     /// reported", never 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    /// The prompt tokens of the usage the engine reported (the cached
+    /// tokens are a part of them, the base of their share); absent when it
+    /// reported none. Unlike `prompt_tokens`, never ctx's own count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_prompt_tokens: Option<u64>,
     /// Prompt tokens the provider wrote to its prompt cache, as reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_tokens: Option<u64>,
@@ -393,6 +398,7 @@ impl TaskReport {
             completion_tokens: None,
             cost_usd: None,
             cached_tokens: None,
+            usage_prompt_tokens: None,
             cache_write_tokens: None,
             cache_saving_usd: None,
             cached: false,

@@ -172,6 +172,59 @@ fn unreported_tokens_and_costs_are_shown_as_measured() {
     assert!(html.contains("<dd>20 prompt + 7 completion (1 task not reported)</dd>"));
 }
 
+/// The prompt cache where costs are shown (issue 24): the totals' line and
+/// each task's fact give the reads with their share of the reported prompt
+/// tokens, the writes and the saving (or the extra cost of writes), and
+/// "not reported" for a task whose engine reported a usage without a cache
+/// count, never 0. The snapshot holds the totals section and the facts.
+#[test]
+fn prompt_cache_snapshot() {
+    let at = |s: i64| Some(Timestamp::from_unix_ms(1_796_032_800_000 + s));
+    let task = |id: &str, cached: Option<u64>, written: Option<u64>, saving: Option<f64>| {
+        let mut t = TaskReport::new(id, TaskState::Completed);
+        t.started_at = at(0);
+        t.ended_at = at(1_000);
+        t.prompt_tokens = Some(4_500);
+        t.usage_prompt_tokens = Some(4_600);
+        t.completion_tokens = Some(20);
+        t.cost_usd = Some(0.0021);
+        t.cached_tokens = cached;
+        t.cache_write_tokens = written;
+        t.cache_saving_usd = saving;
+        t
+    };
+    let run = RunReportInput {
+        run_id: "r".into(),
+        plan: "p".into(),
+        status: RunStatus::Completed,
+        started_at: at(0),
+        ended_at: at(1_000),
+        as_of: None,
+        tasks: vec![
+            task("read", Some(3_072), None, Some(0.00115)),
+            task("write", None, Some(4_096), Some(-0.00041)),
+            task("silent", None, None, None),
+        ],
+        published: Vec::new(),
+    };
+    let html = render_html(&run);
+    let totals = html
+        .split("<section id=\"totals\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</section>").next())
+        .unwrap();
+    let facts: Vec<&str> = html
+        .split("<p class=\"facts\">")
+        .skip(1)
+        .filter_map(|rest| rest.split("</p>").next())
+        .collect();
+    insta::assert_snapshot!(format!(
+        "{}\n\n{}",
+        totals.replace("</div>", "</div>\n"),
+        facts.join("\n")
+    ));
+}
+
 #[test]
 fn rendering_is_deterministic_and_survives_a_json_round_trip() {
     let run = tetris_run(false);

@@ -21,7 +21,11 @@
 //!   the cached rate and the rest at the input rate, and its completion at
 //!   the task's bound (`max_tokens`; unknown without one). It lies between
 //!   the estimate's low end (the cheapest rate, no completion) and its
-//!   high end (the cap at the dearest rate, every attempt).
+//!   high end (the cap at the dearest rate, every attempt);
+//! * `expected_saving_usd` = what the cacheable tokens save: the call's
+//!   prompt with every token at the input rate, less the same prompt with
+//!   its cacheable tokens at the cached rate (`ctx_cost::cache_saving`,
+//!   the rule a run's measured `cache_saving_usd` follows).
 //!
 //! ## Maps
 //!
@@ -43,7 +47,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use ctx_cost::{PriceBook, Usage, Usd};
+use ctx_cost::{PriceBook, Saving, Usage, Usd};
 use ctx_deps::PlanGraph;
 use ctx_model::{Plan, PromptLayout, SubTask};
 use ctx_prompt::DependencyOutput;
@@ -102,6 +106,11 @@ pub struct TaskPrediction {
     /// Its calls priced with them; `null` without a price or a completion
     /// bound.
     pub expected_usd: Option<Usd>,
+    /// What the cacheable tokens save: the same calls with every prompt
+    /// token at the input price, less `expected_usd`'s prompt part (the
+    /// completion does not change, so no completion bound is needed);
+    /// `null` without a price.
+    pub expected_saving_usd: Option<Saving>,
 }
 
 /// A layout's prediction, per task (schedule order) and in total.
@@ -121,6 +130,9 @@ pub struct LayoutPrediction {
     pub cacheable_fraction: f64,
     /// The sum of the tasks' `expected_usd`; `null` when one is unknown.
     pub expected_usd: Option<Usd>,
+    /// The sum of the tasks' `expected_saving_usd`; `null` when one is
+    /// unknown.
+    pub expected_saving_usd: Option<Saving>,
 }
 
 /// The prediction for `plan` laid out as `layout`.
@@ -161,6 +173,7 @@ pub fn predict(
             prompt_tokens: 0,
             cacheable_tokens: 0,
             expected_usd: Some(Usd::ZERO),
+            expected_saving_usd: Some(Saving::ZERO),
         };
         for call in calls(task, &dependencies) {
             let Ok(low) = ctx_prompt::assemble_task_prompt(
@@ -195,7 +208,24 @@ pub fn predict(
                         completion_tokens: completion,
                     })
                 });
+            // The saving is the prompt's: priced without a completion, it
+            // is known whenever the price is.
+            let expected_saving = book.lookup(model).and_then(|m| {
+                ctx_cost::cache_saving(
+                    |u| Some(m.price.cost(u)),
+                    &Usage {
+                        prompt_tokens,
+                        cached_prompt_tokens: cacheable_tokens,
+                        cache_write_prompt_tokens: 0,
+                        completion_tokens: 0,
+                    },
+                )
+            });
             earlier.insert(text);
+            row.expected_saving_usd = row
+                .expected_saving_usd
+                .zip(expected_saving)
+                .map(|(sum, s)| sum.saturating_add(s));
             row.calls += 1;
             row.prompt_tokens += prompt_tokens;
             row.cacheable_tokens += cacheable_tokens;
@@ -214,6 +244,9 @@ pub fn predict(
     let expected_usd = tasks.iter().try_fold(Usd::ZERO, |sum, t| {
         Some(sum.saturating_add(t.expected_usd?))
     });
+    let expected_saving_usd = tasks.iter().try_fold(Saving::ZERO, |sum, t| {
+        Some(sum.saturating_add(t.expected_saving_usd?))
+    });
     Ok(LayoutPrediction {
         layout: layout.as_str(),
         tasks,
@@ -226,6 +259,7 @@ pub fn predict(
             cacheable_tokens as f64 / prompt_tokens as f64
         },
         expected_usd,
+        expected_saving_usd,
     })
 }
 
@@ -382,6 +416,18 @@ mod tests {
         assert!(cache.cacheable_fraction > design.cacheable_fraction);
         assert!(cache.expected_usd.unwrap() < design.expected_usd.unwrap());
         assert_eq!(design.prompt_tokens, cache.prompt_tokens);
+        // The saving is what the cacheable tokens save at gpt-4o-mini's
+        // rates ($0.15 input, $0.075 cached per million): none under design
+        // (nothing cacheable), exactly the discount under cache.
+        assert_eq!(y(&design).expected_saving_usd, Some(Saving::ZERO));
+        let saved = y_cache.expected_saving_usd.unwrap();
+        assert!(!saved.is_negative());
+        assert_eq!(
+            saved.magnitude(),
+            // $0.075 per million tokens: 75,000 pico-dollars a token.
+            Usd::from_picos(u128::from(y_cache.cacheable_tokens) * 75_000)
+        );
+        assert_eq!(cache.expected_saving_usd, Some(saved));
     }
 
     fn openai_defaults() -> EngineDefaults<'static> {

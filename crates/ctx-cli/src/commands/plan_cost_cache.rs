@@ -82,8 +82,9 @@ pub fn render(
     Ok(text)
 }
 
-/// One row per layout: calls, prompt tokens, cacheable tokens, the fraction and
-/// the expected cost, then what the figures assume.
+/// One row per layout: calls, prompt tokens, cacheable tokens, the fraction,
+/// the expected cost and the saving it expects, then what the figures
+/// assume.
 fn side_by_side(predictions: &[LayoutPrediction], minimum: CacheMinimum) -> String {
     let header = [
         "layout",
@@ -92,8 +93,9 @@ fn side_by_side(predictions: &[LayoutPrediction], minimum: CacheMinimum) -> Stri
         "cacheable",
         "fraction",
         "expected",
+        "saving",
     ];
-    let rows: Vec<[String; 6]> = predictions
+    let rows: Vec<[String; 7]> = predictions
         .iter()
         .map(|p| {
             [
@@ -104,13 +106,15 @@ fn side_by_side(predictions: &[LayoutPrediction], minimum: CacheMinimum) -> Stri
                 format!("{:.1}%", p.cacheable_fraction * 100.0),
                 p.expected_usd
                     .map_or("unknown".into(), |u| u.to_dollars(6, Round::Up)),
+                p.expected_saving_usd
+                    .map_or("unknown".into(), |s| s.to_dollars(6)),
             ]
         })
         .collect();
     format!(
-        "\nprefix cache (low-end prompts in schedule order; cached from {} tokens in steps of {}; a map task is max_items calls; expected: cacheable tokens at the cached rate, completion at max_tokens):\n{}",
+        "\nprefix cache (low-end prompts in schedule order; cached from {} tokens in steps of {}; a map task is max_items calls; expected: cacheable tokens at the cached rate, completion at max_tokens; saving: against every prompt token at the input rate):\n{}",
         minimum.min_tokens,
         minimum.step_tokens,
-        ctx_table::render(&header, &[false, true, true, true, true, true], &rows)
+        ctx_table::render(&header, &[false, true, true, true, true, true, true], &rows)
     )
 }

@@ -23,7 +23,7 @@ use ctx_report::{TaskReport, Timestamp};
 use super::StoredRun;
 
 /// The header row, in column order.
-pub const COLUMNS: [&str; 22] = [
+pub const COLUMNS: [&str; 23] = [
     "run_id",
     "task_id",
     "task_status",
@@ -42,6 +42,7 @@ pub const COLUMNS: [&str; 22] = [
     "completion_tokens",
     "cost_usd",
     "cached_tokens",
+    "cached_fraction",
     "cache_write_tokens",
     "cache_saving_usd",
     "cached",
@@ -174,6 +175,12 @@ fn row(run_id: &str, t: &TaskReport, call: Option<Call>, last: bool) -> Vec<Cell
         opt(t.completion_tokens),
         t.cost_usd.map(|c| c.to_string()).unwrap_or_default().into(),
         opt(t.cached_tokens),
+        // The share of the reported prompt tokens that were cache reads.
+        t.cached_tokens
+            .zip(t.usage_prompt_tokens.filter(|&p| p > 0))
+            .map(|(n, p)| (n as f64 / p as f64).to_string())
+            .unwrap_or_default()
+            .into(),
         opt(t.cache_write_tokens),
         t.cache_saving_usd
             .map(|c| c.to_string())
