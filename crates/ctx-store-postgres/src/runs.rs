@@ -6,10 +6,8 @@ use std::sync::Arc;
 use ctx_model::Plan;
 use ctx_store::RunInputs;
 use sha2::{Digest, Sha256};
-use tokio_postgres::Client;
 
 use crate::PgStore;
-use crate::connection::PgError;
 use crate::error::{Error, Result};
 use crate::rows::GcReport;
 
@@ -377,7 +375,7 @@ impl PgStore {
                                 .execute(
                                     "UPDATE ctx_tasks SET status = 'pending', result_json = NULL,
                                             claimed_by = NULL, lease_until = NULL, finished_at = NULL,
-                                            engine = NULL
+                                            engine = NULL, joins_items = false
                                       WHERE run_id = $1 AND task_id = ANY($2::text[])
                                         AND NOT (status = 'in_progress' AND lease_until >= now())",
                                     &[&run_id, &rerun],
@@ -492,15 +490,32 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     s
 }
 
-pub(crate) async fn close_if_done(c: &Client, run_id: &str) -> Result<(), PgError> {
-    c.execute(
-        &format!(
-            "UPDATE ctx_runs SET open = false, finished_at = now()
-              WHERE run_id = $1 AND open
-                AND NOT EXISTS (SELECT 1 FROM ctx_tasks WHERE run_id = $1 AND status NOT IN {TERMINAL})"
-        ),
-        &[&run_id],
-    )
-    .await?;
-    Ok(())
-}
+/// What follows every commit (for its run, `$1`) and what an idle
+/// worker's claim sweeps (`$1` NULL: every run), in a transaction of its
+/// own: releases for its join each waiting map task none of whose items
+/// is open (`pending_deps` 0, which makes it claimable; the workers are
+/// woken), then closes each open run none of whose tasks is. Returns how
+/// many map tasks it released and how many runs it closed.
+///
+/// Both lookups read the partial indexes of open tasks (schema version
+/// 5), so the statement that follows an item's commit costs a probe, not
+/// a count of the items that ended; and it locks a map task's row only
+/// when it releases it, so the commits of a map's items do not wait on
+/// each other.
+pub(crate) const SETTLE: &str = "WITH joined AS (
+       UPDATE ctx_tasks m SET pending_deps = 0, joins_items = false
+        WHERE m.joins_items AND m.status = 'pending' AND ($1::text IS NULL OR m.run_id = $1)
+          AND NOT EXISTS (SELECT 1 FROM ctx_tasks i
+                           WHERE i.run_id = m.run_id AND i.map_id = m.task_id
+                             AND i.status IN ('pending', 'in_progress'))
+        RETURNING m.run_id),
+     closed AS (
+       UPDATE ctx_runs r SET open = false, finished_at = now()
+        WHERE r.open AND ($1::text IS NULL OR r.run_id = $1)
+          AND NOT EXISTS (SELECT 1 FROM ctx_tasks t
+                           WHERE t.run_id = r.run_id AND t.status IN ('pending', 'in_progress'))
+        RETURNING r.run_id)
+     SELECT (SELECT count(*) FROM joined),
+            (SELECT count(*) FROM closed),
+            (SELECT string_agg(pg_notify('ctx_ready', w.run_id)::text, '')
+               FROM (SELECT DISTINCT run_id FROM joined) w)";
