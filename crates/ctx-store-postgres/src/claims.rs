@@ -11,7 +11,7 @@ use tokio_postgres::types::{ToSql, Type};
 use crate::PgStore;
 use crate::connection::PgError;
 use crate::error::Result;
-use crate::runs::SETTLE;
+use crate::runs::{SETTLE, SWEEP};
 
 /// A claim on one task: who holds it and its fencing token.
 ///
@@ -228,7 +228,7 @@ impl PgStore {
             let rows = shared
                 .query_typed(
                     &|| "releasing map tasks whose items ended".to_string(),
-                    SETTLE,
+                    SWEEP,
                     &[(&run, Type::TEXT)],
                 )
                 .await?;
@@ -456,7 +456,6 @@ async fn commit_statement(
     skip_json: &[String],
     retry: bool,
 ) -> Result<Commit, PgError> {
-    let run = Some(claim.run_id.as_str());
     let params: [(&(dyn ToSql + Sync), Type); 8] = [
         (&claim.run_id, Type::TEXT),
         (&claim.task_id, Type::TEXT),
@@ -467,7 +466,8 @@ async fn commit_statement(
         (&skip_ids, Type::TEXT_ARRAY),
         (&skip_json, Type::TEXT_ARRAY),
     ];
-    let settle: [(&(dyn ToSql + Sync), Type); 1] = [(&run, Type::TEXT)];
+    let settle: [(&(dyn ToSql + Sync), Type); 2] =
+        [(&claim.run_id, Type::TEXT), (&claim.task_id, Type::TEXT)];
     let (row, settled) = tokio::join!(
         c.query_typed(
             "WITH done AS (
@@ -589,7 +589,7 @@ async fn unfenced_store(
     )
     .await?;
     // After the write, in a transaction of its own (see `complete`).
-    c.query_typed(SETTLE, &[(&Some(run_id), Type::TEXT)])
+    c.query_typed(SETTLE, &[(&run_id, Type::TEXT), (&task_id, Type::TEXT)])
         .await?;
     Ok(())
 }

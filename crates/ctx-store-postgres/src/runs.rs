@@ -490,21 +490,48 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     s
 }
 
-/// What follows every commit (for its run, `$1`) and what an idle
-/// worker's claim sweeps (`$1` NULL: every run), in a transaction of its
-/// own: releases for its join each waiting map task none of whose items
-/// is open (`pending_deps` 0, which makes it claimable; the workers are
-/// woken), then closes each open run none of whose tasks is. Returns how
-/// many map tasks it released and how many runs it closed.
+/// What follows every commit of task `$2` of run `$1`, in a transaction
+/// of its own: releases the task's map task for its join (when the task
+/// is an item, its map task waits, and none of its items is open:
+/// `pending_deps` 0 makes it claimable, and the workers are woken), then
+/// closes the run when none of its tasks is open. Returns how many map
+/// tasks it released and how many runs it closed.
 ///
-/// Both lookups read the partial indexes of open tasks (schema version
-/// 5), so the statement that follows an item's commit costs a probe, not
-/// a count of the items that ended; and it locks a map task's row only
-/// when it releases it, so the commits of a map's items do not wait on
-/// each other.
+/// A map task with `joins_items` is `pending` (the flag is set when it is
+/// given back, cleared when it is released or reset): the condition
+/// leaves the status out on purpose, so the planner cannot take the
+/// index of every open task (`ctx_tasks_open`) to find the map task and
+/// read it whole after every commit; it reads it by primary key. Both
+/// checks probe the partial indexes of open tasks (schema version 5), so
+/// the statement costs a few index probes, not a count of the items that
+/// ended; it locks the map task's row only when it releases it, so the
+/// commits of a map's items do not wait on each other.
 pub(crate) const SETTLE: &str = "WITH joined AS (
        UPDATE ctx_tasks m SET pending_deps = 0, joins_items = false
-        WHERE m.joins_items AND m.status = 'pending' AND ($1::text IS NULL OR m.run_id = $1)
+         FROM ctx_tasks d
+        WHERE d.run_id = $1 AND d.task_id = $2 AND m.run_id = $1 AND m.task_id = d.map_id
+          AND m.joins_items
+          AND NOT EXISTS (SELECT 1 FROM ctx_tasks i
+                           WHERE i.run_id = $1 AND i.map_id = m.task_id
+                             AND i.status IN ('pending', 'in_progress'))
+        RETURNING m.run_id),
+     closed AS (
+       UPDATE ctx_runs r SET open = false, finished_at = now()
+        WHERE r.run_id = $1 AND r.open
+          AND NOT EXISTS (SELECT 1 FROM ctx_tasks t
+                           WHERE t.run_id = $1 AND t.status IN ('pending', 'in_progress'))
+        RETURNING r.run_id)
+     SELECT (SELECT count(*) FROM joined),
+            (SELECT count(*) FROM closed),
+            (SELECT pg_notify('ctx_ready', $1) WHERE EXISTS (SELECT 1 FROM joined))::text";
+
+/// [`SETTLE`] for every waiting map task and every open run (of run `$1`,
+/// or, NULL, of every run): what an idle worker's claim runs, for the
+/// worker that died between a commit and its settle. Reads every waiting
+/// map task (few) and every open run.
+pub(crate) const SWEEP: &str = "WITH joined AS (
+       UPDATE ctx_tasks m SET pending_deps = 0, joins_items = false
+        WHERE m.joins_items AND ($1::text IS NULL OR m.run_id = $1)
           AND NOT EXISTS (SELECT 1 FROM ctx_tasks i
                            WHERE i.run_id = m.run_id AND i.map_id = m.task_id
                              AND i.status IN ('pending', 'in_progress'))

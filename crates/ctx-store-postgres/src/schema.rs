@@ -181,6 +181,10 @@ CREATE INDEX ctx_tasks_open_items ON ctx_tasks (run_id, map_id)
     WHERE map_id IS NOT NULL AND status IN ('pending', 'in_progress');
 CREATE INDEX ctx_tasks_open ON ctx_tasks (run_id) WHERE status IN ('pending', 'in_progress');
 CREATE INDEX ctx_tasks_joining ON ctx_tasks (run_id) WHERE joins_items;
+-- A claim looks for a lapsed lease in its run: by run, then by time (the
+-- index by time alone lost to ctx_tasks_open, read whole at every claim).
+DROP INDEX ctx_tasks_leased;
+CREATE INDEX ctx_tasks_leased ON ctx_tasks (run_id, lease_until) WHERE status = 'in_progress';
 -- A claim returns the claimed task's dependency results: its edges by
 -- the dependent.
 CREATE INDEX ctx_edges_dependent ON ctx_edges (run_id, task_id);
