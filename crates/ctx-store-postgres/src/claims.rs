@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use ctx_model::{TaskExecutionResult, TaskStatus};
 use tokio_postgres::Client;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 
 use crate::PgStore;
 use crate::connection::PgError;
 use crate::error::Result;
-use crate::runs::close_if_done;
+use crate::runs::{SETTLE, SWEEP};
 
 /// A claim on one task: who holds it and its fencing token.
 ///
@@ -51,6 +51,25 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// A claim with what its task's prompt is assembled from: the latest
+/// results of the task's dependencies, read in the claim's statement.
+///
+/// A claimed task's dependencies have all completed (that is what made
+/// it claimable), and a completed result changes only when a resume
+/// reopens the run, which a live claim holds off: what the claim read is
+/// what a later read would return.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The claim.
+    pub claim: Claim,
+    /// The results of the task's dependencies (by its edges), by task id.
+    pub inputs: Vec<TaskExecutionResult>,
+}
+
+/// The most tasks one claim statement takes (a worker without a
+/// concurrency limit asks for this many at a time).
+pub const MAX_CLAIM_BATCH: usize = 64;
+
 impl PgStore {
     /// Claims the ready task with the longest remaining path, in `run` or
     /// in any open run: a `pending` task whose dependencies all completed,
@@ -64,22 +83,80 @@ impl PgStore {
         worker: &str,
         lease: Duration,
     ) -> Result<Option<Claim>> {
+        Ok(self
+            .claim_many(run, worker, lease, 1)
+            .await?
+            .pop()
+            .map(|c| c.claim))
+    }
+
+    /// Claims up to `max` ready tasks (at most [`MAX_CLAIM_BATCH`]) in one
+    /// statement, as [`claim`](Self::claim) claims one, each with its
+    /// dependencies' results ([`Claimed::inputs`]): a worker with free
+    /// slots fills them, and starts each task's prompt, in one round trip.
+    /// The claims come longest remaining path first. Empty: nothing is
+    /// claimable now, after a [sweep](Self::sweep) found no map task to
+    /// release for its join either.
+    pub async fn claim_many(
+        &self,
+        run: Option<&str>,
+        worker: &str,
+        lease: Duration,
+        max: usize,
+    ) -> Result<Vec<Claimed>> {
+        let max = max.clamp(1, MAX_CLAIM_BATCH);
+        let found = self.claim_statement(run, worker, lease, max).await?;
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        // Nothing ready: a map task whose last item's commit did not get
+        // to release it (its worker died between the two statements) is
+        // released here, and claimed at once.
+        if self.sweep(run).await? {
+            return self.claim_statement(run, worker, lease, max).await;
+        }
+        Ok(found)
+    }
+
+    async fn claim_statement(
+        &self,
+        run: Option<&str>,
+        worker: &str,
+        lease: Duration,
+        max: usize,
+    ) -> Result<Vec<Claimed>> {
         let run = run.map(str::to_string);
         let worker = worker.to_string();
         let lease = ms(lease);
+        let limit = i64::try_from(max).unwrap_or(1);
         let engine = self.engine.as_deref().map(str::to_string);
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let rows = shared
-                .query(
+                .query_typed(
                     &|| "claiming a task".to_string(),
-                    "WITH c AS (
-                       SELECT run_id, task_id FROM ctx_tasks
-                        WHERE ($1::text IS NULL OR run_id = $1) AND pending_deps = 0
-                          AND (status = 'pending' OR (status = 'in_progress' AND lease_until < now()))
+                    // Ready and lapsed tasks are looked up apart, each in
+                    // the order of its own index (one condition with an
+                    // OR would sort every ready task at every claim), and
+                    // the best `limit` of both are taken.
+                    "WITH ready AS (
+                       SELECT run_id, task_id, priority, idx FROM ctx_tasks
+                        WHERE status = 'pending' AND pending_deps = 0
+                          AND ($1::text IS NULL OR run_id = $1)
                         ORDER BY priority DESC, run_id, idx
-                        LIMIT 1
-                        FOR UPDATE SKIP LOCKED)
+                        LIMIT $5
+                        FOR UPDATE SKIP LOCKED),
+                     lapsed AS (
+                       SELECT run_id, task_id, priority, idx FROM ctx_tasks
+                        WHERE status = 'in_progress' AND lease_until < now()
+                          AND ($1::text IS NULL OR run_id = $1)
+                        ORDER BY priority DESC, run_id, idx
+                        LIMIT $5
+                        FOR UPDATE SKIP LOCKED),
+                     c AS (
+                       SELECT run_id, task_id FROM (SELECT * FROM ready UNION ALL SELECT * FROM lapsed) u
+                        ORDER BY priority DESC, run_id, idx
+                        LIMIT $5)
                      UPDATE ctx_tasks t
                         SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
                             lease_until = now() + $3::float8 * interval '1 millisecond',
@@ -88,17 +165,74 @@ impl PgStore {
                        FROM c
                       WHERE t.run_id = c.run_id AND t.task_id = c.task_id
                      RETURNING t.run_id, t.task_id, t.attempt,
-                               (SELECT r.plan_hash FROM ctx_runs r WHERE r.run_id = t.run_id)",
-                    &[&run, &worker, &lease, &engine],
+                               (SELECT r.plan_hash FROM ctx_runs r WHERE r.run_id = t.run_id),
+                               ARRAY(SELECT d.result_json FROM ctx_edges e
+                                       JOIN ctx_tasks d ON d.run_id = e.run_id AND d.task_id = e.depends_on
+                                      WHERE e.run_id = t.run_id AND e.task_id = t.task_id
+                                        AND d.result_json IS NOT NULL
+                                      ORDER BY e.depends_on),
+                               t.priority, t.idx",
+                    &[
+                        (&run, Type::TEXT),
+                        (&worker, Type::TEXT),
+                        (&lease, Type::FLOAT8),
+                        (&engine, Type::TEXT),
+                        (&limit, Type::INT8),
+                    ],
                 )
                 .await?;
-            Ok(rows.first().map(|r| Claim {
-                run_id: r.get(0),
-                task_id: r.get(1),
-                attempt: r.get(2),
-                worker,
-                plan_hash: r.get(3),
-            }))
+            let mut claimed = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let run_id: String = r.get(0);
+                let task_id: String = r.get(1);
+                let inputs = r
+                    .get::<_, Vec<String>>(4)
+                    .iter()
+                    .map(|j| serde_json::from_str(j))
+                    .collect::<std::result::Result<Vec<TaskExecutionResult>, _>>()
+                    .map_err(|e| {
+                        shared.corrupt(&run_id, format!("a dependency of task `{task_id}`"), e)
+                    })?;
+                let order = (std::cmp::Reverse(r.get::<_, i64>(5)), run_id.clone(), r.get::<_, i32>(6));
+                claimed.push((
+                    order,
+                    Claimed {
+                        claim: Claim {
+                            run_id,
+                            task_id,
+                            attempt: r.get(2),
+                            worker: worker.clone(),
+                            plan_hash: r.get(3),
+                        },
+                        inputs,
+                    },
+                ));
+            }
+            claimed.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(claimed.into_iter().map(|(_, c)| c).collect())
+        })
+        .await
+    }
+
+    /// Releases for its join every map task (of `run`, or of any run)
+    /// whose items have all ended, and closes every run (of those) whose
+    /// tasks have all ended. `true`: a map task was released.
+    ///
+    /// The statement that follows each commit does the same for the
+    /// committed task's run; this is the fallback for a worker that died
+    /// between the two, which an idle worker's claim runs.
+    pub async fn sweep(&self, run: Option<&str>) -> Result<bool> {
+        let run = run.map(str::to_string);
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query_typed(
+                    &|| "releasing map tasks whose items ended".to_string(),
+                    SWEEP,
+                    &[(&run, Type::TEXT)],
+                )
+                .await?;
+            Ok(rows.first().is_some_and(|r| r.get::<_, i64>(0) > 0))
         })
         .await
     }
@@ -113,8 +247,9 @@ impl PgStore {
             "renewing the lease of",
             "UPDATE ctx_tasks SET lease_until = now() + $5::float8 * interval '1 millisecond'
               WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
-                AND status = 'in_progress' AND lease_until >= now()",
-            Some(Box::new(lease)),
+                AND status = 'in_progress' AND lease_until >= now()
+              RETURNING 1",
+            Some((Box::new(lease), Type::FLOAT8)),
         )
         .await
     }
@@ -148,35 +283,41 @@ impl PgStore {
             "storing the prompt of",
             "UPDATE ctx_tasks SET result_json = $5
               WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
-                AND status = 'in_progress' AND lease_until >= now()",
-            Some(Box::new(json)),
+                AND status = 'in_progress' AND lease_until >= now()
+              RETURNING 1",
+            Some((Box::new(json), Type::TEXT)),
         )
         .await
     }
 
     /// One statement under `claim`'s fence: `sql` takes the run, task,
-    /// fencing token and worker as `$1`..`$4` (and `extra` as `$5`), and
-    /// changes one row while the claim holds. `false`: the claim is lost.
+    /// fencing token and worker as `$1`..`$4` (and `extra`, of its type,
+    /// as `$5`), and changes (and returns) one row while the claim holds.
+    /// `false`: the claim is lost.
     async fn fenced(
         &self,
         claim: &Claim,
         what: &'static str,
         sql: &'static str,
-        extra: Option<Box<dyn ToSql + Send + Sync>>,
+        extra: Option<(Box<dyn ToSql + Send + Sync>, Type)>,
     ) -> Result<bool> {
         let claim = claim.clone();
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let context = || format!("{what} task `{}` of run `{}`", claim.task_id, claim.run_id);
-            let mut params: Vec<&(dyn ToSql + Sync)> =
-                vec![&claim.run_id, &claim.task_id, &claim.attempt, &claim.worker];
-            if let Some(p) = &extra {
-                params.push(p.as_ref());
+            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+                (&claim.run_id, Type::TEXT),
+                (&claim.task_id, Type::TEXT),
+                (&claim.attempt, Type::INT4),
+                (&claim.worker, Type::TEXT),
+            ];
+            if let Some((p, t)) = &extra {
+                params.push((p.as_ref(), t.clone()));
             }
             let params = params.as_slice();
             let n = shared
                 .with(&context, 1, move |c, _| async move {
-                    let r = c.execute(sql, params).await;
+                    let r = execute_typed(&c, sql, params).await;
                     (c, r)
                 })
                 .await?;
@@ -187,13 +328,21 @@ impl PgStore {
 
     /// Commits the task's terminal `result` under `claim`, only while the
     /// lease is live and the fencing token matches. In the same statement
-    /// (one transaction): a `completed` result (or any end of a map's
-    /// item, for its map task's counter) decrements the ready counter
-    /// of every dependent, which makes the last one's dependents claimable
-    /// at the commit that makes its result visible; any other marks the
-    /// task's transitive dependents `skipped`, with the reason the
-    /// executor gives. A refused result is counted and kept in the
+    /// (one transaction): a `completed` result decrements the ready
+    /// counter of every dependent, which makes the last one's dependents
+    /// claimable at the commit that makes its result visible; any other
+    /// marks the task's transitive dependents `skipped`, with the reason
+    /// the executor gives. A refused result is counted and kept in the
     /// history, never made the task's.
+    ///
+    /// A map's item does not touch its map task's row (that one row's
+    /// lock made a map's commits run one at a time): the statement sent
+    /// right behind the commit, in the same round trip but its own
+    /// transaction ([`SETTLE`]), releases the map task for its join when
+    /// it finds none of its items open, and closes the run when none of
+    /// its tasks is. Running after the commit is what makes it sound:
+    /// of two last items committed at once, the later commit's follower
+    /// sees both.
     ///
     /// The dependents are read from the run's own edges (one more round
     /// trip, on a failure only), not given by the caller: a worker that
@@ -236,7 +385,7 @@ impl PgStore {
             let (claim, status, json) = (&claim, &status, &json);
             let (skip_ids, skip_json) = (&skip_ids, &skip_json);
             let outcome = shared
-                .with(&context, 2, move |c, retry| async move {
+                .with(&context, 1, move |c, retry| async move {
                     let r =
                         commit_statement(&c, claim, status, json, skip_ids, skip_json, retry).await;
                     (c, r)
@@ -296,8 +445,8 @@ impl PgStore {
 }
 
 /// The commit of a terminal result under a claim: one statement, so one
-/// transaction and one round trip, plus one to close the run when this was
-/// its last task.
+/// transaction, and [`SETTLE`] for its run right behind it, in the same
+/// round trip.
 async fn commit_statement(
     c: &Client,
     claim: &Claim,
@@ -307,8 +456,20 @@ async fn commit_statement(
     skip_json: &[String],
     retry: bool,
 ) -> Result<Commit, PgError> {
-    let row = c
-        .query_one(
+    let params: [(&(dyn ToSql + Sync), Type); 8] = [
+        (&claim.run_id, Type::TEXT),
+        (&claim.task_id, Type::TEXT),
+        (&claim.attempt, Type::INT4),
+        (&claim.worker, Type::TEXT),
+        (&status, Type::TEXT),
+        (&json, Type::TEXT),
+        (&skip_ids, Type::TEXT_ARRAY),
+        (&skip_json, Type::TEXT_ARRAY),
+    ];
+    let settle: [(&(dyn ToSql + Sync), Type); 2] =
+        [(&claim.run_id, Type::TEXT), (&claim.task_id, Type::TEXT)];
+    let (row, settled) = tokio::join!(
+        c.query_typed(
             "WITH done AS (
                UPDATE ctx_tasks SET status = $5, result_json = $6, claimed_by = NULL,
                       lease_until = NULL, finished_at = now()
@@ -321,7 +482,7 @@ async fn commit_statement(
              released AS (
                UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1
                  FROM ctx_edges e, done
-                WHERE ($5 = 'completed' OR e.joins) AND e.run_id = $1 AND e.depends_on = $2
+                WHERE $5 = 'completed' AND NOT e.joins AND e.run_id = $1 AND e.depends_on = $2
                   AND t.run_id = $1 AND t.task_id = e.task_id
                RETURNING t.pending_deps),
              skipped AS (
@@ -334,61 +495,66 @@ async fn commit_statement(
                     -- ready (delivered at commit; see `PgStore::listen`).
                     (SELECT pg_notify('ctx_ready', $1)
                       WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0))::text",
-            &[
-                &claim.run_id,
-                &claim.task_id,
-                &claim.attempt,
-                &claim.worker,
-                &status,
-                &json,
-                &skip_ids,
-                &skip_json,
-            ],
-        )
-        .await?;
-    let committed = row.get::<_, i64>(0) == 1;
+            &params,
+        ),
+        c.query_typed(SETTLE, &settle),
+    );
+    let committed = row?.first().is_some_and(|r| r.get::<_, i64>(0) == 1);
+    settled?;
     if !committed && retry {
         // The connection broke around an earlier try of this commit: if it
-        // went through, the row holds our attempt's result already.
+        // went through, the row holds our attempt's result already (and
+        // the settle just sent saw it).
         let row = c
-            .query_opt(
+            .query_typed(
                 "SELECT 1 FROM ctx_tasks WHERE run_id = $1 AND task_id = $2 AND attempt = $3
                     AND status = $4 AND result_json = $5",
                 &[
-                    &claim.run_id,
-                    &claim.task_id,
-                    &claim.attempt,
-                    &status,
-                    &json,
+                    (&claim.run_id, Type::TEXT),
+                    (&claim.task_id, Type::TEXT),
+                    (&claim.attempt, Type::INT4),
+                    (&status, Type::TEXT),
+                    (&json, Type::TEXT),
                 ],
             )
             .await?;
-        if row.is_some() {
-            close_if_done(c, &claim.run_id).await?;
+        if !row.is_empty() {
             return Ok(Commit::Committed);
         }
     }
     if committed {
-        close_if_done(c, &claim.run_id).await?;
         Ok(Commit::Committed)
     } else {
-        c.execute(
+        execute_typed(
+            c,
             "WITH late AS (
                INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
                VALUES ($1, $2, $3, $4, $5, false, $6))
              UPDATE ctx_runs SET late_commits = late_commits + 1 WHERE run_id = $1",
             &[
-                &claim.run_id,
-                &claim.task_id,
-                &claim.attempt,
-                &claim.worker,
-                &status,
-                &json,
+                (&claim.run_id, Type::TEXT),
+                (&claim.task_id, Type::TEXT),
+                (&claim.attempt, Type::INT4),
+                (&claim.worker, Type::TEXT),
+                (&status, Type::TEXT),
+                (&json, Type::TEXT),
             ],
         )
         .await?;
         Ok(Commit::Refused)
     }
+}
+
+/// `sql` with typed parameters, in one round trip (no statement is
+/// prepared first): how many rows it returned (a fenced statement
+/// returns the row it changed).
+pub(crate) async fn execute_typed(
+    c: &Client,
+    sql: &str,
+    params: &[(&(dyn ToSql + Sync), Type)],
+) -> Result<u64, PgError> {
+    let rows = c.query_typed(sql, params).await?;
+    Ok(u64::try_from(rows.len()).unwrap_or(u64::MAX))
 }
 
 /// The single-writer path of [`RunStore`](crate::RunStore): the result is
@@ -417,12 +583,13 @@ async fn unfenced_store(
             RETURNING task_id)
          UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1
            FROM ctx_edges e, prev, upd
-          WHERE (($3 = 'completed' AND prev.status <> 'completed')
-                 OR (e.joins AND $3 IN ('failed','skipped')
-                     AND prev.status NOT IN ('completed','failed','skipped')))
+          WHERE $3 = 'completed' AND prev.status <> 'completed' AND NOT e.joins
             AND e.run_id = $1 AND e.depends_on = $2 AND t.run_id = $1 AND t.task_id = e.task_id",
         &[&run_id, &task_id, &status, &json],
     )
     .await?;
-    close_if_done(c, run_id).await
+    // After the write, in a transaction of its own (see `complete`).
+    c.query_typed(SETTLE, &[(&run_id, Type::TEXT), (&task_id, Type::TEXT)])
+        .await?;
+    Ok(())
 }

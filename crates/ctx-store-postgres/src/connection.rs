@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Row};
 
 use crate::error::{Error, Result};
@@ -205,6 +205,23 @@ impl Shared {
     ) -> Result<Vec<Row>> {
         self.with(context, 1, |c, _| async move {
             let r = c.query(sql, params).await;
+            (c, r)
+        })
+        .await
+    }
+
+    /// The rows of one statement with typed parameters, through
+    /// [`with`](Self::with): one round trip, where [`query`](Self::query)
+    /// prepares the statement first (two). For the statements a worker
+    /// sends for every task.
+    pub(crate) async fn query_typed(
+        &self,
+        context: &(dyn Fn() -> String + Sync),
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>> {
+        self.with(context, 1, |c, _| async move {
+            let r = c.query_typed(sql, params).await;
             (c, r)
         })
         .await

@@ -9,9 +9,11 @@
 //!   (as run), one row per task with its ready counter (dependencies not
 //!   yet completed) and its priority (remaining path length), and the
 //!   edges.
-//! - **Claims** ([`PgStore::claim`]) take the ready task with the longest
-//!   remaining path with `FOR UPDATE SKIP LOCKED`: concurrent workers never
-//!   get the same task and never wait on each other's rows.
+//! - **Claims** ([`PgStore::claim`], [`PgStore::claim_many`]) take the
+//!   ready tasks with the longest remaining path with `FOR UPDATE SKIP
+//!   LOCKED`: concurrent workers never get the same task and never wait on
+//!   each other's rows. A claim returns each task's dependency results, so
+//!   a worker starts the prompt without another round trip.
 //! - **Leases**: a claim carries a lease that the worker renews
 //!   ([`PgStore::heartbeat`]) and a fencing token (the task's `attempt`).
 //!   A worker that dies loses the task when its lease lapses, and the next
@@ -67,7 +69,7 @@ use std::sync::Mutex;
 use ctx_model::{TaskExecutionResult, TaskStatus};
 use ctx_store::{ExecutionStore, StoreError};
 
-pub use claims::{Claim, Commit};
+pub use claims::{Claim, Claimed, Commit, MAX_CLAIM_BATCH};
 pub use error::{Error, Result};
 pub use listener::Listener;
 pub use maps::{Expanded, Expansion, ItemRow};
@@ -140,8 +142,13 @@ impl ExecutionStore for RunStore {
 /// The [`ExecutionStore`] a worker gives the task runner for one claimed
 /// task. Reads are the run's; writes go under the claim:
 ///
+/// - the dependencies' results the claim read ([`Claimed::inputs`]) are
+///   answered from memory (they cannot change while the claim is live);
+///   any other read goes to the database;
 /// - the `in_progress` result (the exact prompt) is saved while the lease
-///   is live;
+///   is live, without holding up the task: the write is sent, and the
+///   engine is called while it is under way. The next write under the
+///   claim waits for it first, so they land in order;
 /// - the terminal result is committed with [`PgStore::complete`]: only
 ///   under a live lease, releasing or skipping dependents in the same
 ///   transaction. A refused (late) commit is not an error of the store —
@@ -153,26 +160,49 @@ pub struct ClaimStore {
     /// The run's reads, which a claim does not change.
     reads: RunStore,
     claim: Claim,
+    /// The claimed task's dependencies' results, read with the claim.
+    inputs: Vec<TaskExecutionResult>,
     outcome: Mutex<Option<Commit>>,
-    /// Held for the whole of every write under the claim; `true` once the
-    /// worker has [closed](ClaimStore::close) the claim. The task body's
-    /// writes run on a blocking thread (ctx-deps moves store calls off the
-    /// async runtime), so dropping the body when the lease is lost does
-    /// not stop a write already under way: closing waits for it, and a
-    /// write that starts later does nothing. Each attempt then makes at
+    /// Held for the whole of every write under the claim; `closed` once
+    /// the worker has [closed](ClaimStore::close) the claim. The task
+    /// body's writes run on a blocking thread (ctx-deps moves store calls
+    /// off the async runtime), so dropping the body when the lease is lost
+    /// does not stop a write already under way: closing waits for it, and
+    /// a write that starts later does nothing. Each attempt then makes at
     /// most one terminal commit, and a late one is counted once.
-    writes: Mutex<bool>,
+    writes: Mutex<Writes>,
+}
+
+/// The writes under a claim: whether it was closed, and the `in_progress`
+/// write still under way.
+#[derive(Debug, Default)]
+struct Writes {
+    closed: bool,
+    progress: Option<tokio::task::JoinHandle<Result<bool>>>,
 }
 
 impl ClaimStore {
-    /// A store for `claim`.
+    /// A store for `claim`, whose dependencies' results are read from the
+    /// database.
     pub fn new(store: PgStore, claim: Claim) -> Self {
-        ClaimStore {
-            reads: RunStore::new(store.clone(), claim.run_id.clone()),
+        ClaimStore::with_inputs(
             store,
-            claim,
+            Claimed {
+                claim,
+                inputs: Vec::new(),
+            },
+        )
+    }
+
+    /// A store for a claim and the dependencies' results it read.
+    pub fn with_inputs(store: PgStore, claimed: Claimed) -> Self {
+        ClaimStore {
+            reads: RunStore::new(store.clone(), claimed.claim.run_id.clone()),
+            store,
+            claim: claimed.claim,
+            inputs: claimed.inputs,
             outcome: Mutex::new(None),
-            writes: Mutex::new(false),
+            writes: Mutex::new(Writes::default()),
         }
     }
 
@@ -181,8 +211,9 @@ impl ClaimStore {
     /// later ones, and says what became of the terminal result, if one
     /// was stored.
     pub fn close(&self) -> Option<Commit> {
-        if let Ok(mut closed) = self.writes.lock() {
-            *closed = true;
+        if let Ok(mut w) = self.writes.lock() {
+            w.closed = true;
+            let _ = self.settle_progress(&mut w);
         }
         self.outcome()
     }
@@ -203,10 +234,36 @@ impl ClaimStore {
             *o = Some(c);
         }
     }
+
+    /// Waits for the `in_progress` write under way, if any: a lost claim
+    /// is recorded as a refused outcome; the store's error is returned.
+    fn settle_progress(&self, w: &mut Writes) -> Result<(), StoreError> {
+        let Some(handle) = w.progress.take() else {
+            return Ok(());
+        };
+        let live = self
+            .store
+            .blocking(async move { handle.await.map_err(|e| Error::Runtime(e.to_string()))? })?;
+        if !live {
+            self.set(Commit::Refused);
+        }
+        Ok(())
+    }
+
+    /// The inputs read with the claim, in the order of `ids`, when they
+    /// hold every one of `ids`.
+    fn read_with_claim(&self, ids: &[String]) -> Option<Vec<TaskExecutionResult>> {
+        ids.iter()
+            .map(|id| self.inputs.iter().find(|r| &r.task_id == id).cloned())
+            .collect()
+    }
 }
 
 impl ExecutionStore for ClaimStore {
     fn get_by_task_id(&self, task_id: &str) -> Result<Option<TaskExecutionResult>, StoreError> {
+        if let Some(mut found) = self.read_with_claim(&[task_id.to_string()]) {
+            return Ok(found.pop());
+        }
         self.reads.get_by_task_id(task_id)
     }
 
@@ -214,7 +271,10 @@ impl ExecutionStore for ClaimStore {
         &self,
         ids: &[String],
     ) -> Result<Vec<TaskExecutionResult>, StoreError> {
-        self.reads.get_by_dependency_ids(ids)
+        match self.read_with_claim(ids) {
+            Some(found) => Ok(found),
+            None => self.reads.get_by_dependency_ids(ids),
+        }
     }
 
     fn store(&self, result: TaskExecutionResult) -> Result<(), StoreError> {
@@ -224,10 +284,10 @@ impl ExecutionStore for ClaimStore {
                 self.claim.task_id, result.task_id
             )));
         }
-        let Ok(closed) = self.writes.lock() else {
+        let Ok(mut w) = self.writes.lock() else {
             return Err(StoreError::new("the claim's write lock is poisoned"));
         };
-        if *closed {
+        if w.closed {
             // The worker gave the claim up; nothing more is written.
             return Ok(());
         }
@@ -236,15 +296,19 @@ impl ExecutionStore for ClaimStore {
         match result.status {
             TaskStatus::Pending => Ok(()),
             TaskStatus::InProgress => {
-                let live = self
-                    .store
-                    .blocking(async move { store.save_progress(&claim, &result).await })?;
-                if !live {
-                    self.set(Commit::Refused);
-                }
+                // The previous attempt's prompt lands before this one.
+                self.settle_progress(&mut w)?;
+                let Some(handle) = self.store.rt.handle() else {
+                    return Err(Error::Runtime("stopped".into()).into());
+                };
+                w.progress =
+                    Some(handle.spawn(async move { store.save_progress(&claim, &result).await }));
                 Ok(())
             }
             TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Skipped => {
+                // A prompt that could not be saved is no reason to lose the
+                // result: the commit is tried whatever became of it.
+                let _ = self.settle_progress(&mut w);
                 let outcome = self
                     .store
                     .blocking(async move { store.complete(&claim, &result).await })?;

@@ -17,12 +17,18 @@
 //!   dependencies are the map task's, which completed), its content hash
 //!   beside it, or, for an item a resume takes as stored, its completed
 //!   result;
-//! - inserts the items' edges, an item's edge to its map task marked
-//!   `joins` (the map task waits for its items to end, whatever their
-//!   status: `complete` releases the map on any end of an item and never
-//!   skips it);
-//! - gives the map task back as `pending`, waiting for its items, or,
-//!   when none is left to run, keeps it claimed for its join.
+//! - inserts the items' edges to their dependencies; an item names its
+//!   map task in its row (`map_id`) instead of an edge: the map task
+//!   waits for its items to *end*, whatever their status, and a failed
+//!   item never skips it;
+//! - gives the map task back as `pending`, waiting for its items
+//!   (`joins_items`), or, when none is left to run, keeps it claimed for
+//!   its join.
+//!
+//! An item's commit does not count itself on its map task's row (one
+//! row every commit of the map would lock): the statement that follows
+//! each commit releases the map task once it finds none of its items
+//! open (`runs::SETTLE`), and the join then reads every item's result.
 //!
 //! Exactly one expansion happens per map turn: the claim is the map
 //! task's only one (a lapsed lease's worker is fenced out), the plan
@@ -191,7 +197,7 @@ impl PgStore {
                 )
             };
             shared
-                .with(&context, 9, move |mut c, retry| async move {
+                .with(&context, 8, move |mut c, retry| async move {
                     let r = expand_transaction(&mut c, args, retry).await;
                     (c, r)
                 })
@@ -316,12 +322,20 @@ async fn expand_transaction(
     // times are this expansion's: it was not run here).
     tx.execute(
         "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority, item_hash,
-                result_json, finished_at)
+                result_json, finished_at, map_id)
          SELECT $1, t.id, t.idx, CASE WHEN t.reused IS NULL THEN 'pending' ELSE 'completed' END,
-                0, t.prio, t.hash, t.reused, CASE WHEN t.reused IS NULL THEN NULL ELSE now() END
+                0, t.prio, t.hash, t.reused, CASE WHEN t.reused IS NULL THEN NULL ELSE now() END, $7
            FROM unnest($2::text[], $3::int[], $4::bigint[], $5::text[], $6::text[])
                 AS t(id, idx, prio, hash, reused)",
-        &[&claim.run_id, &r.ids, &r.idx, &r.prio, &r.hash, &r.reused],
+        &[
+            &claim.run_id,
+            &r.ids,
+            &r.idx,
+            &r.prio,
+            &r.hash,
+            &r.reused,
+            &claim.task_id,
+        ],
     )
     .await?;
     tx.execute(
@@ -329,12 +343,6 @@ async fn expand_transaction(
          SELECT $1, e.f, e.t FROM unnest($2::text[], $3::text[]) AS e(f, t)
          ON CONFLICT DO NOTHING",
         &[&claim.run_id, &r.edge_from, &r.edge_to],
-    )
-    .await?;
-    tx.execute(
-        "INSERT INTO ctx_edges (run_id, depends_on, task_id, joins)
-         SELECT $1, i, $2, true FROM unnest($3::text[]) AS i",
-        &[&claim.run_id, &claim.task_id, &r.ids],
     )
     .await?;
     // A result left by a resume under an item's id is the registered
@@ -347,7 +355,7 @@ async fn expand_transaction(
     if r.waiting > 0 {
         tx.execute(
             "UPDATE ctx_tasks SET status = 'pending', pending_deps = $5, claimed_by = NULL,
-                    lease_until = NULL
+                    lease_until = NULL, joins_items = true
               WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4",
             &[
                 &claim.run_id,

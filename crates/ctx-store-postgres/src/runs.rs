@@ -6,10 +6,8 @@ use std::sync::Arc;
 use ctx_model::Plan;
 use ctx_store::RunInputs;
 use sha2::{Digest, Sha256};
-use tokio_postgres::Client;
 
 use crate::PgStore;
-use crate::connection::PgError;
 use crate::error::{Error, Result};
 use crate::rows::GcReport;
 
@@ -377,7 +375,7 @@ impl PgStore {
                                 .execute(
                                     "UPDATE ctx_tasks SET status = 'pending', result_json = NULL,
                                             claimed_by = NULL, lease_until = NULL, finished_at = NULL,
-                                            engine = NULL
+                                            engine = NULL, joins_items = false
                                       WHERE run_id = $1 AND task_id = ANY($2::text[])
                                         AND NOT (status = 'in_progress' AND lease_until >= now())",
                                     &[&run_id, &rerun],
@@ -492,15 +490,59 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     s
 }
 
-pub(crate) async fn close_if_done(c: &Client, run_id: &str) -> Result<(), PgError> {
-    c.execute(
-        &format!(
-            "UPDATE ctx_runs SET open = false, finished_at = now()
-              WHERE run_id = $1 AND open
-                AND NOT EXISTS (SELECT 1 FROM ctx_tasks WHERE run_id = $1 AND status NOT IN {TERMINAL})"
-        ),
-        &[&run_id],
-    )
-    .await?;
-    Ok(())
-}
+/// What follows every commit of task `$2` of run `$1`, in a transaction
+/// of its own: releases the task's map task for its join (when the task
+/// is an item, its map task waits, and none of its items is open:
+/// `pending_deps` 0 makes it claimable, and the workers are woken), then
+/// closes the run when none of its tasks is open. Returns how many map
+/// tasks it released and how many runs it closed.
+///
+/// A map task with `joins_items` is `pending` (the flag is set when it is
+/// given back, cleared when it is released or reset): the condition
+/// leaves the status out on purpose, so the planner cannot take the
+/// index of every open task (`ctx_tasks_open`) to find the map task and
+/// read it whole after every commit; it reads it by primary key. Both
+/// checks probe the partial indexes of open tasks (schema version 5), so
+/// the statement costs a few index probes, not a count of the items that
+/// ended; it locks the map task's row only when it releases it, so the
+/// commits of a map's items do not wait on each other.
+pub(crate) const SETTLE: &str = "WITH joined AS (
+       UPDATE ctx_tasks m SET pending_deps = 0, joins_items = false
+         FROM ctx_tasks d
+        WHERE d.run_id = $1 AND d.task_id = $2 AND m.run_id = $1 AND m.task_id = d.map_id
+          AND m.joins_items
+          AND NOT EXISTS (SELECT 1 FROM ctx_tasks i
+                           WHERE i.run_id = $1 AND i.map_id = m.task_id
+                             AND i.status IN ('pending', 'in_progress'))
+        RETURNING m.run_id),
+     closed AS (
+       UPDATE ctx_runs r SET open = false, finished_at = now()
+        WHERE r.run_id = $1 AND r.open
+          AND NOT EXISTS (SELECT 1 FROM ctx_tasks t
+                           WHERE t.run_id = $1 AND t.status IN ('pending', 'in_progress'))
+        RETURNING r.run_id)
+     SELECT (SELECT count(*) FROM joined),
+            (SELECT count(*) FROM closed),
+            (SELECT pg_notify('ctx_ready', $1) WHERE EXISTS (SELECT 1 FROM joined))::text";
+
+/// [`SETTLE`] for every waiting map task and every open run (of run `$1`,
+/// or, NULL, of every run): what an idle worker's claim runs, for the
+/// worker that died between a commit and its settle. Reads every waiting
+/// map task (few) and every open run.
+pub(crate) const SWEEP: &str = "WITH joined AS (
+       UPDATE ctx_tasks m SET pending_deps = 0, joins_items = false
+        WHERE m.joins_items AND ($1::text IS NULL OR m.run_id = $1)
+          AND NOT EXISTS (SELECT 1 FROM ctx_tasks i
+                           WHERE i.run_id = m.run_id AND i.map_id = m.task_id
+                             AND i.status IN ('pending', 'in_progress'))
+        RETURNING m.run_id),
+     closed AS (
+       UPDATE ctx_runs r SET open = false, finished_at = now()
+        WHERE r.open AND ($1::text IS NULL OR r.run_id = $1)
+          AND NOT EXISTS (SELECT 1 FROM ctx_tasks t
+                           WHERE t.run_id = r.run_id AND t.status IN ('pending', 'in_progress'))
+        RETURNING r.run_id)
+     SELECT (SELECT count(*) FROM joined),
+            (SELECT count(*) FROM closed),
+            (SELECT string_agg(pg_notify('ctx_ready', w.run_id)::text, '')
+               FROM (SELECT DISTINCT run_id FROM joined) w)";

@@ -158,10 +158,42 @@ ALTER TABLE ctx_edges ADD COLUMN joins boolean NOT NULL DEFAULT false;
 ALTER TABLE ctx_tasks ADD COLUMN item_hash text;
 "#,
     },
+    Migration {
+        version: 5,
+        sql: r#"
+-- An item's map task (issue 23), and whether a map task waits for its
+-- items. An item's commit no longer counts itself on its map task's row
+-- (every commit of a map's items took that one row's lock, so they ran
+-- one at a time): a waiting map task is released for its join by the
+-- first statement that finds none of its items open (the one that follows
+-- each commit, or an idle worker's sweep), which the partial indexes
+-- answer without reading the items that ended. The `joins` edges are no
+-- longer written.
+ALTER TABLE ctx_tasks ADD COLUMN map_id text;
+ALTER TABLE ctx_tasks ADD COLUMN joins_items boolean NOT NULL DEFAULT false;
+UPDATE ctx_tasks t SET map_id = e.task_id FROM ctx_edges e
+ WHERE e.joins AND e.run_id = t.run_id AND e.depends_on = t.task_id;
+UPDATE ctx_tasks t SET joins_items = true
+ WHERE t.status = 'pending' AND t.pending_deps > 0
+   AND EXISTS (SELECT 1 FROM ctx_edges e
+                WHERE e.joins AND e.run_id = t.run_id AND e.task_id = t.task_id);
+CREATE INDEX ctx_tasks_open_items ON ctx_tasks (run_id, map_id)
+    WHERE map_id IS NOT NULL AND status IN ('pending', 'in_progress');
+CREATE INDEX ctx_tasks_open ON ctx_tasks (run_id) WHERE status IN ('pending', 'in_progress');
+CREATE INDEX ctx_tasks_joining ON ctx_tasks (run_id) WHERE joins_items;
+-- A claim looks for a lapsed lease in its run: by run, then by time (the
+-- index by time alone lost to ctx_tasks_open, read whole at every claim).
+DROP INDEX ctx_tasks_leased;
+CREATE INDEX ctx_tasks_leased ON ctx_tasks (run_id, lease_until) WHERE status = 'in_progress';
+-- A claim returns the claimed task's dependency results: its edges by
+-- the dependent.
+CREATE INDEX ctx_edges_dependent ON ctx_edges (run_id, task_id);
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {

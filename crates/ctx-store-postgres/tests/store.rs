@@ -723,3 +723,278 @@ fn a_maps_items_are_registered_once_and_their_ends_release_the_map() {
     use ctx_store::RunHistory;
     assert_eq!(store.view(&run).unwrap().plan().unwrap(), p);
 }
+
+/// Task `task`'s ready counter in `run`, read by hand.
+fn ready_counter(url: &str, run: &str, task: &str) -> i32 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let driver = tokio::spawn(conn);
+        let n = client
+            .query_one(
+                "SELECT pending_deps FROM ctx_tasks WHERE run_id = $1 AND task_id = $2",
+                &[&run, &task],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        drop(client);
+        let _ = driver.await;
+        n
+    })
+}
+
+/// `src`, a map task `m` over it (allowing one failure) with `n` items
+/// registered and waiting, and `r` reducing it: the run, and the claims
+/// on the items, taken in one batch.
+fn waiting_map(
+    store: &PgStore,
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+) -> (String, Vec<ctx_store_postgres::Claim>) {
+    use ctx_store_postgres::{Expanded, Expansion};
+    let mut p = plan(&[("src", &[]), ("m", &["src"]), ("r", &["m"])]);
+    p.sub_tasks[1].map = Some(ctx_model::MapSpec {
+        over: "src".into(),
+        pointer: None,
+        item: "X".into(),
+        max_items: Some(n),
+        allow_failures: 1,
+        variable_value: None,
+    });
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[3, 2, 1],
+            engine: "dry-run",
+            plan_source: None,
+            inputs: None,
+        }))
+        .unwrap();
+    let src = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    rt.block_on(store.complete(&src, &done("src"))).unwrap();
+    let m = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    let (expanded, rows) = with_items(&p, n);
+    let e = Expansion {
+        base_hash: &m.plan_hash,
+        plan: &expanded,
+        items: &rows,
+    };
+    assert_eq!(
+        rt.block_on(store.expand_map(&m, &e)).unwrap(),
+        Expanded::Waiting(n)
+    );
+    let items: Vec<_> = rt
+        .block_on(store.claim_many(Some(&run), "w", LEASE, n))
+        .unwrap()
+        .into_iter()
+        .map(|c| c.claim)
+        .collect();
+    assert_eq!(items.len(), n);
+    (run, items)
+}
+
+/// An item's commit does not take its map task's row lock (every commit
+/// of one map took it, so a map's commits ran one at a time): with that
+/// row locked by another transaction, items still commit, and the map
+/// task is released for its join only once the last one has.
+#[test]
+fn an_items_commit_does_not_wait_on_its_map_tasks_row() {
+    let Some(url) = support::fresh_db("item_lock") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let (run, items) = waiting_map(&store, &rt, 3);
+    rt.block_on(async {
+        let (locker, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let driver = tokio::spawn(conn);
+        locker.batch_execute("BEGIN").await.unwrap();
+        locker
+            .execute(
+                "SELECT 1 FROM ctx_tasks WHERE run_id = $1 AND task_id = 'm' FOR UPDATE",
+                &[&run],
+            )
+            .await
+            .unwrap();
+        for c in &items[..2] {
+            let commit =
+                tokio::time::timeout(Duration::from_secs(5), store.complete(c, &done(&c.task_id)))
+                    .await
+                    .expect("an item's commit waited on its map task's row")
+                    .unwrap();
+            assert_eq!(commit, Commit::Committed);
+        }
+        locker.batch_execute("COMMIT").await.unwrap();
+        drop(locker);
+        let _ = driver.await;
+    });
+    // One item is still open: the map task waits.
+    assert_eq!(
+        rt.block_on(store.claim(Some(&run), "w", LEASE)).unwrap(),
+        None
+    );
+    let last = &items[2];
+    rt.block_on(store.complete(last, &done(&last.task_id)))
+        .unwrap();
+    let join = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!((join.task_id.as_str(), join.attempt), ("m", 2));
+}
+
+/// Of a map's last items committed at once, the statement behind the
+/// later commit sees both and releases the map task, exactly once: its
+/// join is claimed once, every time.
+#[test]
+fn the_last_items_committed_at_once_release_their_map_once() {
+    let Some(url) = support::fresh_db("item_race") else {
+        return;
+    };
+    let rt = rt();
+    let stores: Vec<PgStore> = (0..2).map(|_| open(&url).unwrap()).collect();
+    for round in 0..8 {
+        let (run, items) = waiting_map(&stores[0], &rt, 2);
+        let (r0, r1) = (done(&items[0].task_id), done(&items[1].task_id));
+        let (a, b) = rt.block_on(async {
+            tokio::join!(
+                stores[0].complete(&items[0], &r0),
+                stores[1].complete(&items[1], &r1),
+            )
+        });
+        assert_eq!(
+            (a.unwrap(), b.unwrap()),
+            (Commit::Committed, Commit::Committed)
+        );
+        // Released by the statements behind the commits, not by a sweep
+        // (which a claim that finds nothing would run, hiding a miss).
+        assert_eq!(ready_counter(&url, &run, "m"), 0, "round {round}");
+        let joins: Vec<_> = rt
+            .block_on(stores[1].claim_many(Some(&run), "w", LEASE, 4))
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.claim.task_id, c.claim.attempt))
+            .collect();
+        assert_eq!(joins, [("m".to_string(), 2)], "round {round}");
+    }
+}
+
+/// A worker that died between an item's commit and the statement behind
+/// it leaves the map task waiting with every item ended: the next claim
+/// that finds nothing ready sweeps it, releases it, and claims it.
+#[test]
+fn an_idle_claim_releases_a_map_whose_last_commit_did_not() {
+    let Some(url) = support::fresh_db("item_sweep") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let (run, items) = waiting_map(&store, &rt, 2);
+    rt.block_on(store.complete(&items[0], &done(&items[0].task_id)))
+        .unwrap();
+    // The last item's commit, without what follows it.
+    support::sql(
+        &url,
+        &[&format!(
+            "UPDATE ctx_tasks SET status = 'completed', result_json = '{}', claimed_by = NULL
+              WHERE run_id = '{run}' AND task_id = '{}'",
+            serde_json::to_string(&done(&items[1].task_id)).unwrap(),
+            items[1].task_id
+        )],
+    );
+    let join = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(join.task_id, "m");
+    // The join commits, the reduce is claimed and commits: the run closes.
+    rt.block_on(store.complete(&join, &done("m"))).unwrap();
+    let r = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.task_id, "r");
+    rt.block_on(store.complete(&r, &done("r"))).unwrap();
+    assert!(!rt.block_on(store.has_open_runs(Some(&run))).unwrap());
+}
+
+/// One claim statement fills several slots, longest remaining path
+/// first, each task with its dependencies' results (what its prompt is
+/// assembled from), which the claim's store answers without a read.
+#[test]
+fn a_batch_claim_brings_each_tasks_dependency_results() {
+    let Some(url) = support::fresh_db("batch") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    // a → c, a → d → e, b → c; d is on the longest path.
+    let p = plan(&[
+        ("a", &[]),
+        ("b", &[]),
+        ("c", &["a", "b"]),
+        ("d", &["a"]),
+        ("e", &["d"]),
+    ]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[3, 2, 1, 2, 1],
+            engine: "dry-run",
+            plan_source: None,
+            inputs: None,
+        }))
+        .unwrap();
+    let first = rt
+        .block_on(store.claim_many(Some(&run), "w", LEASE, 8))
+        .unwrap();
+    let ids: Vec<_> = first.iter().map(|c| c.claim.task_id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert!(first.iter().all(|c| c.inputs.is_empty()));
+    for c in &first {
+        rt.block_on(store.complete(&c.claim, &done(&c.claim.task_id)))
+            .unwrap();
+    }
+    let next = rt
+        .block_on(store.claim_many(Some(&run), "w", LEASE, 8))
+        .unwrap();
+    let got: Vec<(&str, Vec<&str>)> = next
+        .iter()
+        .map(|c| {
+            (
+                c.claim.task_id.as_str(),
+                c.inputs.iter().map(|r| r.output.as_str()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("d", vec!["out a"]), ("c", vec!["out a", "out b"])]);
+    // The claim's store answers the dependencies from what the claim
+    // read: with their rows cleared since, it still does.
+    let c = next.into_iter().nth(1).unwrap();
+    let cs = ClaimStore::with_inputs(store.clone(), c);
+    support::sql(
+        &url,
+        &["UPDATE ctx_tasks SET result_json = NULL WHERE task_id IN ('a', 'b')"],
+    );
+    let deps = cs.get_by_dependency_ids(&["b".into(), "a".into()]).unwrap();
+    assert_eq!(
+        deps.iter().map(|r| r.output.as_str()).collect::<Vec<_>>(),
+        ["out b", "out a"]
+    );
+    // What it did not read, it reads.
+    assert_eq!(cs.get_by_task_id("e").unwrap(), None);
+}

@@ -1,8 +1,10 @@
 //! # ctx-worker: the claim loop of a shared-store worker
 //!
 //! What `ctx worker` and `ctx run --store postgres://…` compute, as a
-//! library: [`Worker::run`] claims the ready task with the longest
-//! remaining path (in one run, or in any open run), runs it with the
+//! library: [`Worker::run`] claims the ready tasks with the longest
+//! remaining path (in one run, or in any open run; as many as it has free
+//! slots, in one statement that also returns each task's dependency
+//! results), runs each with the
 //! executor's own task body (`ctx_deps::TaskRunner`: dependency results
 //! read from the store, the prompt assembled under the cap, the engine
 //! bounded in time and output), renews the claim's lease while the engine
@@ -289,91 +291,99 @@ impl Worker {
         loop {
             let mut claimed_any = false;
             while running.len() < concurrency_limit(self.concurrency) {
-                let claim = self
+                // Every free slot in one claim, each task with its
+                // dependencies' results.
+                let free = concurrency_limit(self.concurrency) - running.len();
+                let batch = self
                     .store
-                    .claim(self.run.as_deref(), &self.worker, self.lease)
+                    .claim_many(self.run.as_deref(), &self.worker, self.lease, free)
                     .await?;
-                let Some(claim) = claim else { break };
+                if batch.is_empty() {
+                    break;
+                }
                 claimed_any = true;
-                let (plan_hash, runner) = match self.runner_of(&mut runners, &claim).await? {
-                    Ok(Some(r)) => r,
-                    Ok(None) => continue,
-                    Err(message) => {
-                        // A stored plan no worker can run: the task fails
-                        // with the reason (its dependents skipped in the
-                        // commit), and the worker goes on.
-                        let r = failed(&claim.task_id, message);
-                        if self.store.complete(&claim, &r).await? == Commit::Committed {
-                            worked.committed += 1;
-                            on_event(WorkerEvent::Committed {
-                                claim: &claim,
-                                status: TaskStatus::Failed,
-                            });
+                for claimed in batch {
+                    let claim = claimed.claim.clone();
+                    let (plan_hash, runner) = match self.runner_of(&mut runners, &claim).await? {
+                        Ok(Some(r)) => r,
+                        Ok(None) => continue,
+                        Err(message) => {
+                            // A stored plan no worker can run: the task fails
+                            // with the reason (its dependents skipped in the
+                            // commit), and the worker goes on.
+                            let r = failed(&claim.task_id, message);
+                            if self.store.complete(&claim, &r).await? == Commit::Committed {
+                                worked.committed += 1;
+                                on_event(WorkerEvent::Committed {
+                                    claim: &claim,
+                                    status: TaskStatus::Failed,
+                                });
+                            }
+                            continue;
                         }
-                        continue;
-                    }
-                };
-                let store = self.store.clone();
-                let lease = self.lease;
-                let c = claim.clone();
-                let label = label.clone();
-                let handle = running.spawn(async move {
-                    let cs = Arc::new(ClaimStore::new(store.clone(), c.clone()));
-                    let beat = async {
-                        loop {
-                            tokio::time::sleep(lease / 3).await;
-                            match store.heartbeat(&c, lease).await {
-                                Ok(true) => {}
-                                Ok(false) => return,
-                                // The store retries within its reconnect
-                                // window; past it the lease will lapse.
-                                Err(_) => {}
+                    };
+                    let store = self.store.clone();
+                    let lease = self.lease;
+                    let c = claim.clone();
+                    let label = label.clone();
+                    let handle = running.spawn(async move {
+                        let cs = Arc::new(ClaimStore::with_inputs(store.clone(), claimed));
+                        let beat = async {
+                            loop {
+                                tokio::time::sleep(lease / 3).await;
+                                match store.heartbeat(&c, lease).await {
+                                    Ok(true) => {}
+                                    Ok(false) => return,
+                                    // The store retries within its reconnect
+                                    // window; past it the lease will lapse.
+                                    Err(_) => {}
+                                }
+                            }
+                        };
+                        let span = ctx_deps::spans::claim_span(&c.run_id, &c.task_id, &c.worker);
+                        let is_map = runner
+                            .graph()
+                            .index_of(&c.task_id)
+                            .is_some_and(|i| runner.plan().sub_tasks[i].map.is_some());
+                        let end = if is_map {
+                            // A map task calls no engine: it expands or joins.
+                            tokio::select! {
+                                biased;
+                                r = map_turn::map_turn(&store, &runner, &plan_hash, &c, &label)
+                                    .instrument(span) => map_end(r),
+                                () = beat => TaskEnd::Lost,
+                            }
+                        } else {
+                            tokio::select! {
+                                biased;
+                                r = runner.run_task(&c.task_id, cs.clone()).instrument(span)
+                                    => TaskEnd::Done(Box::new(r), cs.outcome()),
+                                () = beat => TaskEnd::Lost,
+                            }
+                        };
+                        // A map task's turn wrote nothing once its claim was
+                        // lost: there is no engine call to record.
+                        if matches!(end, TaskEnd::Lost) && !is_map {
+                            // The engine call was stopped (dropped). What it
+                            // was doing is recorded as this attempt's result,
+                            // which the fence refuses: a late commit, counted
+                            // and kept in the history like any other.
+                            // A terminal write of the body may still be under
+                            // way on a blocking thread: closing waits for it,
+                            // and when it happened there is nothing to record.
+                            let closer = Arc::clone(&cs);
+                            let recorded = tokio::task::spawn_blocking(move || closer.close())
+                                .await
+                                .ok()
+                                .flatten();
+                            if recorded.is_none() {
+                                let _ = store.complete(&c, &lease_lost(&c)).await;
                             }
                         }
-                    };
-                    let span = ctx_deps::spans::claim_span(&c.run_id, &c.task_id, &c.worker);
-                    let is_map = runner
-                        .graph()
-                        .index_of(&c.task_id)
-                        .is_some_and(|i| runner.plan().sub_tasks[i].map.is_some());
-                    let end = if is_map {
-                        // A map task calls no engine: it expands or joins.
-                        tokio::select! {
-                            biased;
-                            r = map_turn::map_turn(&store, &runner, &plan_hash, &c, &label)
-                                .instrument(span) => map_end(r),
-                            () = beat => TaskEnd::Lost,
-                        }
-                    } else {
-                        tokio::select! {
-                            biased;
-                            r = runner.run_task(&c.task_id, cs.clone()).instrument(span)
-                                => TaskEnd::Done(Box::new(r), cs.outcome()),
-                            () = beat => TaskEnd::Lost,
-                        }
-                    };
-                    // A map task's turn wrote nothing once its claim was
-                    // lost: there is no engine call to record.
-                    if matches!(end, TaskEnd::Lost) && !is_map {
-                        // The engine call was stopped (dropped). What it
-                        // was doing is recorded as this attempt's result,
-                        // which the fence refuses: a late commit, counted
-                        // and kept in the history like any other.
-                        // A terminal write of the body may still be under
-                        // way on a blocking thread: closing waits for it,
-                        // and when it happened there is nothing to record.
-                        let closer = Arc::clone(&cs);
-                        let recorded = tokio::task::spawn_blocking(move || closer.close())
-                            .await
-                            .ok()
-                            .flatten();
-                        if recorded.is_none() {
-                            let _ = store.complete(&c, &lease_lost(&c)).await;
-                        }
-                    }
-                    (c, end)
-                });
-                held.insert(handle.id(), claim);
+                        (c, end)
+                    });
+                    held.insert(handle.id(), claim);
+                }
             }
             seen_open |= claimed_any;
             if running.is_empty() && !claimed_any && self.until_idle {
