@@ -56,7 +56,7 @@ fn write_le_u16(path: &Path, values: &[u16]) {
 /// miss, and a miss ends at the first empty slot, so the load factor sets
 /// the cost of a miss: about 4 slots read at 0.625 (linear probing's
 /// `(1 + 1/(1 - a)^2) / 2`), contiguous, nearly always in one cache line.
-/// The tables were at 0.38-0.76 before (power-of-two sizes); at 0.625 they
+/// The tables were at about 0.38 before (power-of-two sizes); at 0.625 they
 /// are 1.3 MB smaller than at 0.38, with the same counting speed
 /// (docs/performance.md, "Smaller tokenizer tables").
 const SLOTS_PER_TOKEN_NUM: usize = 8;

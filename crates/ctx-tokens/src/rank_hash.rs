@@ -49,7 +49,7 @@ pub fn tag_of(hash: u64) -> u32 {
 /// the high 32 bits of the hash scaled to `size` (Lemire's multiply-shift
 /// range reduction). Any size works, not only powers of two, so a table's
 /// load factor is chosen for speed and size rather than rounded to the next
-/// power of two (which left some tables at 0.38 and others at 0.76). The
+/// power of two (which left every table at a load of about 0.38). The
 /// tag ([`tag_of`]) comes from the low bits, so slot and tag are
 /// independent.
 #[inline]
