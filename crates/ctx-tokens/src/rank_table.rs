@@ -45,28 +45,6 @@ pub(crate) struct RankTable {
 }
 
 impl RankTable {
-    const fn new(
-        slots: &'static [u8],
-        bases: &'static [u8],
-        deltas: &'static [u8],
-        bytes: &'static [u8],
-        pairs: &'static [u8],
-        pairs_far: &'static [u8],
-        size: usize,
-        last_rank: u32,
-    ) -> RankTable {
-        RankTable {
-            slots,
-            bases,
-            deltas,
-            bytes,
-            pairs,
-            pairs_far,
-            size,
-            last_rank,
-        }
-    }
-
     /// The `u32` at `index`, 0 past the end (which reads as an empty slot:
     /// the build script never places a token there).
     #[inline]
@@ -164,16 +142,16 @@ macro_rules! table_file {
 
 macro_rules! rank_table {
     ($name:literal, $size:expr, $last_rank:expr) => {
-        RankTable::new(
-            table_file!($name, "slots"),
-            table_file!($name, "bases"),
-            table_file!($name, "deltas"),
-            table_file!($name, "bytes"),
-            table_file!($name, "pairs"),
-            table_file!($name, "pairs_far"),
-            $size,
-            $last_rank,
-        )
+        RankTable {
+            slots: table_file!($name, "slots"),
+            bases: table_file!($name, "bases"),
+            deltas: table_file!($name, "deltas"),
+            bytes: table_file!($name, "bytes"),
+            pairs: table_file!($name, "pairs"),
+            pairs_far: table_file!($name, "pairs_far"),
+            size: $size,
+            last_rank: $last_rank,
+        }
     };
 }
 
