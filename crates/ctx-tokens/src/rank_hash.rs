@@ -44,3 +44,15 @@ pub fn hash_bytes(bytes: &[u8]) -> u64 {
 pub fn tag_of(hash: u64) -> u32 {
     (hash as u32) & !RANK_MASK
 }
+
+/// The slot where a probe for `hash` starts in a table of `size` slots:
+/// the high 32 bits of the hash scaled to `size` (Lemire's multiply-shift
+/// range reduction). Any size works, not only powers of two, so a table's
+/// load factor is chosen for speed and size rather than rounded to the next
+/// power of two (which left every table at a load of about 0.38). The
+/// tag ([`tag_of`]) comes from the low bits, so slot and tag are
+/// independent.
+#[inline]
+pub fn home_slot(hash: u64, size: usize) -> usize {
+    (((hash >> 32) * size as u64) >> 32) as usize
+}

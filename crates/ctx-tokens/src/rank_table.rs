@@ -1,54 +1,52 @@
 //! Static `bytes -> rank` tables, laid out by the build script.
 //!
-//! Each encoding's table is three byte arrays in the binary's read-only
+//! Each encoding's table is a few byte arrays in the binary's read-only
 //! data: open-addressing slots (`tag | rank + 1`, little-endian `u32`), the
-//! token bytes in rank order, and each rank's offset into those bytes.
-//! Loading one is free: nothing is parsed, hashed or copied, and the OS maps
-//! only the pages a lookup touches. That is what makes the first exact count
-//! of a fresh process as cheap as the thousandth.
+//! token bytes in rank order, each rank's offset into those bytes (a `u32`
+//! base per 256 ranks plus a `u16` delta per rank), and the ranks of all
+//! byte pairs (`u16`). Loading one is free: nothing is parsed, hashed or
+//! copied, and the OS maps only the pages a lookup touches. That is what
+//! makes the first exact count of a fresh process as cheap as the
+//! thousandth.
+//!
+//! The layout is chosen for size as much as for speed: the four tables are
+//! most of the `ctx` binary's read-only data, so every array holds the
+//! narrowest integer that fits (docs/performance.md, "Smaller tokenizer
+//! tables").
 
-use crate::rank_hash::{RANK_MASK, hash_bytes, tag_of};
+use crate::rank_hash::{RANK_MASK, hash_bytes, home_slot, tag_of};
 
 mod generated {
     include!(concat!(env!("OUT_DIR"), "/tables.rs"));
 }
 
 pub(crate) use generated::{CLASS_BLOCKS, CONTRACTION_FOLDS};
+use generated::{OFFSET_GROUP, PAIR_FAR, PAIR_NONE};
 
 /// One encoding's `bytes -> rank` table.
 pub(crate) struct RankTable {
     slots: &'static [u8],
-    offsets: &'static [u8],
+    /// Offset of every 256th rank's bytes (`u32`).
+    bases: &'static [u8],
+    /// Offset of each rank's bytes from its group's base (`u16`).
+    deltas: &'static [u8],
     bytes: &'static [u8],
-    /// Rank of every two-byte token, indexed by `a << 8 | b`.
+    /// Rank of every two-byte token, indexed by `a << 8 | b` (`u16`;
+    /// [`PAIR_NONE`] for no token, `PAIR_FAR + i` for `pairs_far[i]`).
     pairs: &'static [u8],
-    shift: u32,
-    mask: usize,
+    /// The two-byte tokens' ranks from [`PAIR_FAR`] up (`u32`).
+    pairs_far: &'static [u8],
+    /// Home slots: a probe starts in `0..size` and may run on into the
+    /// table's overflow tail.
+    size: usize,
     /// Ranks above this one are not part of the encoding (r50k reads
     /// p50k's table, which has 24 more tokens).
     last_rank: u32,
 }
 
 impl RankTable {
-    const fn new(
-        slots: &'static [u8],
-        offsets: &'static [u8],
-        bytes: &'static [u8],
-        pairs: &'static [u8],
-        bits: u32,
-        last_rank: u32,
-    ) -> RankTable {
-        RankTable {
-            slots,
-            offsets,
-            bytes,
-            pairs,
-            shift: 64 - bits,
-            mask: (1usize << bits) - 1,
-            last_rank,
-        }
-    }
-
+    /// The `u32` at `index`, 0 past the end (which reads as an empty slot:
+    /// the build script never places a token there).
     #[inline]
     fn u32_at(array: &[u8], index: usize) -> u32 {
         match array.get(index * 4..index * 4 + 4) {
@@ -57,11 +55,27 @@ impl RankTable {
         }
     }
 
+    #[inline]
+    fn u16_at(array: &[u8], index: usize) -> Option<u16> {
+        match array.get(index * 2..index * 2 + 2) {
+            Some(&[a, b]) => Some(u16::from_le_bytes([a, b])),
+            _ => None,
+        }
+    }
+
+    /// Where `rank`'s bytes start (`rank` may be one past the last, where
+    /// the last token's bytes end).
+    #[inline]
+    fn offset(&self, rank: usize) -> usize {
+        let base = Self::u32_at(self.bases, rank / OFFSET_GROUP) as usize;
+        base + Self::u16_at(self.deltas, rank).map_or(0, usize::from)
+    }
+
     /// The bytes of `rank`'s token (empty for an unused rank).
     #[inline]
     fn token(&self, rank: u32) -> &'static [u8] {
-        let start = Self::u32_at(self.offsets, rank as usize) as usize;
-        let end = Self::u32_at(self.offsets, rank as usize + 1) as usize;
+        let start = self.offset(rank as usize);
+        let end = self.offset(rank as usize + 1);
         self.bytes.get(start..end).unwrap_or(&[])
     }
 
@@ -70,7 +84,7 @@ impl RankTable {
     pub(crate) fn rank(&self, key: &[u8]) -> Option<u32> {
         let hash = hash_bytes(key);
         let tag = tag_of(hash);
-        let mut i = (hash >> self.shift) as usize;
+        let mut i = home_slot(hash, self.size);
         loop {
             let slot = Self::u32_at(self.slots, i);
             if slot == 0 {
@@ -82,29 +96,39 @@ impl RankTable {
                     return (rank <= self.last_rank).then_some(rank);
                 }
             }
-            i = (i + 1) & self.mask;
+            i += 1;
         }
     }
 
     /// The rank of the two-byte token `[a, b]`, if there is one.
     #[inline]
     pub(crate) fn pair_rank(&self, a: u8, b: u8) -> Option<u32> {
-        let rank = Self::u32_at(self.pairs, usize::from(a) << 8 | usize::from(b));
-        (rank <= self.last_rank && rank != u32::MAX).then_some(rank)
+        let rank = match Self::u16_at(self.pairs, usize::from(a) << 8 | usize::from(b))? {
+            PAIR_NONE => return None,
+            near if near < PAIR_FAR => u32::from(near),
+            far => Self::u32_at(self.pairs_far, usize::from(far - PAIR_FAR)),
+        };
+        (rank <= self.last_rank).then_some(rank)
+    }
+
+    /// The ranks the table can hold: those below the end of its offsets,
+    /// and at or below `last_rank`.
+    #[cfg(test)]
+    fn ranks(&self) -> std::ops::Range<u32> {
+        let stored = u32::try_from(self.deltas.len() / 2 - 1).unwrap_or(u32::MAX);
+        0..stored.min(self.last_rank.saturating_add(1))
     }
 
     /// How many tokens the table holds at or below `last_rank`.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        (0..=self.last_rank)
-            .filter(|&r| !self.token(r).is_empty())
-            .count()
+        self.ranks().filter(|&r| !self.token(r).is_empty()).count()
     }
 
     /// Every (rank, bytes) pair, for tests.
     #[cfg(test)]
     pub(crate) fn tokens(&self) -> impl Iterator<Item = (u32, &'static [u8])> + '_ {
-        (0..=self.last_rank)
+        self.ranks()
             .map(|r| (r, self.token(r)))
             .filter(|(_, t)| !t.is_empty())
     }
@@ -116,45 +140,33 @@ macro_rules! table_file {
     };
 }
 
+macro_rules! rank_table {
+    ($name:literal, $size:expr, $last_rank:expr) => {
+        RankTable {
+            slots: table_file!($name, "slots"),
+            bases: table_file!($name, "bases"),
+            deltas: table_file!($name, "deltas"),
+            bytes: table_file!($name, "bytes"),
+            pairs: table_file!($name, "pairs"),
+            pairs_far: table_file!($name, "pairs_far"),
+            size: $size,
+            last_rank: $last_rank,
+        }
+    };
+}
+
 /// `cl100k_base`.
-pub(crate) static CL100K: RankTable = RankTable::new(
-    table_file!("cl100k", "slots"),
-    table_file!("cl100k", "offsets"),
-    table_file!("cl100k", "bytes"),
-    table_file!("cl100k", "pairs"),
-    generated::CL100K_BITS,
-    u32::MAX,
-);
+pub(crate) static CL100K: RankTable = rank_table!("cl100k", generated::CL100K_SIZE, u32::MAX);
 
 /// `o200k_base`, and `o200k_harmony`, whose ordinary tokens are the same.
-pub(crate) static O200K: RankTable = RankTable::new(
-    table_file!("o200k", "slots"),
-    table_file!("o200k", "offsets"),
-    table_file!("o200k", "bytes"),
-    table_file!("o200k", "pairs"),
-    generated::O200K_BITS,
-    u32::MAX,
-);
+pub(crate) static O200K: RankTable = rank_table!("o200k", generated::O200K_SIZE, u32::MAX);
 
 /// `p50k_base`.
-pub(crate) static P50K: RankTable = RankTable::new(
-    table_file!("p50k", "slots"),
-    table_file!("p50k", "offsets"),
-    table_file!("p50k", "bytes"),
-    table_file!("p50k", "pairs"),
-    generated::P50K_BITS,
-    u32::MAX,
-);
+pub(crate) static P50K: RankTable = rank_table!("p50k", generated::P50K_SIZE, u32::MAX);
 
 /// `r50k_base`: p50k's table without its last 24 tokens.
-pub(crate) static R50K: RankTable = RankTable::new(
-    table_file!("p50k", "slots"),
-    table_file!("p50k", "offsets"),
-    table_file!("p50k", "bytes"),
-    table_file!("p50k", "pairs"),
-    generated::P50K_BITS,
-    generated::R50K_LAST_RANK,
-);
+pub(crate) static R50K: RankTable =
+    rank_table!("p50k", generated::P50K_SIZE, generated::R50K_LAST_RANK);
 
 #[cfg(test)]
 mod tests {
