@@ -19,6 +19,14 @@
 //!
 //! Nothing is asserted but that the runs complete: the figures are
 //! printed and written to `target/e2e/prefix-cache/figures.txt`.
+//!
+//! `cargo xtask e2e --warm-up` ([`warm_up`]) runs the same plan under
+//! `layout: cache` with `--concurrency 4 --stream`, without and with
+//! `--cache-warm-up 4`, each on a fresh server, and prints per run the
+//! wall time of `ctx run` (the makespan, start-up included), the prompt
+//! tokens the server reused from its kept state and those it processed,
+//! and the prompt-processing time; written to
+//! `target/e2e/warm-up/figures.txt`.
 
 use std::fs;
 use std::path::Path;
@@ -122,6 +130,49 @@ fn prediction(ctx: &Path, plan: &Path, raw: &str) -> Result<String, String> {
     Ok(rows)
 }
 
+/// `cargo xtask e2e --warm-up`: see the module documentation.
+pub(super) fn warm_up(root: &Path, work: &Path, venv: &Venv) -> Result<(), String> {
+    let ctx = crate::build_ctx(root)?;
+    let run_dir = fresh_dir(&work.join("warm-up"))?;
+    let plan = root.join(NOTABLE_PLAN);
+    let raw = format!("RAW_JSON=@{}", root.join(NOTABLE_RAW).display());
+    let text = fs::read_to_string(&plan).map_err(|e| format!("{}: {e}", plan.display()))?;
+    let variant = run_dir.join("notable-cache.yaml");
+    fs::write(
+        &variant,
+        text.replacen("config:\n", "config:\n  layout: cache\n", 1),
+    )
+    .map_err(|e| format!("{}: {e}", variant.display()))?;
+    let mut report = format!(
+        "cache warm-up, {NOTABLE_PLAN} over {NOTABLE_RAW} (24 items), layout: cache, --concurrency 4 --stream\n(llama-cpp-python + SmolLM2-135M-Instruct, one thread, server started afresh per run)\n\n| run | calls | makespan (s) | prompt tokens | reused from cache | processed | prompt time (s) |\n|---|---|---|---|---|---|---|\n"
+    );
+    for (name, extra) in [
+        ("without warm-up", &[][..]),
+        ("--cache-warm-up 4", &["--cache-warm-up", "4"][..]),
+    ] {
+        let label = if extra.is_empty() { "off" } else { "on" };
+        let mut args = vec!["--concurrency", "4", "--stream"];
+        args.extend_from_slice(extra);
+        let started = std::time::Instant::now();
+        let calls = served_calls_with(&ctx, venv, &run_dir, label, &variant, &raw, &args)?;
+        let makespan = started.elapsed().as_secs_f64();
+        let prompt: u64 = calls.iter().map(|(_, c)| c.reused + c.processed).sum();
+        let reused: u64 = calls.iter().map(|(_, c)| c.reused).sum();
+        let processed: u64 = calls.iter().map(|(_, c)| c.processed).sum();
+        let prompt_s: f64 = calls.iter().map(|(_, c)| c.prompt_ms).sum::<f64>() / 1000.0;
+        report.push_str(&format!(
+            "| {name} | {} | {makespan:.1} | {prompt} | {reused} ({:.1}%) | {processed} | {prompt_s:.1} |\n",
+            calls.len(),
+            100.0 * reused as f64 / prompt.max(1) as f64,
+        ));
+    }
+    let figures = run_dir.join("figures.txt");
+    fs::write(&figures, &report).map_err(|e| format!("{}: {e}", figures.display()))?;
+    print!("{report}");
+    println!("e2e: warm-up figures in {}", figures.display());
+    Ok(())
+}
+
 /// Runs `plan` on a fresh llama.cpp server and reads each request's
 /// figures from its log, in request order, with whether it was `brief`.
 fn served_calls(
@@ -131,6 +182,28 @@ fn served_calls(
     layout: &str,
     plan: &Path,
     raw: &str,
+) -> Result<Vec<(bool, ServedCall)>, String> {
+    served_calls_with(
+        ctx,
+        venv,
+        run_dir,
+        layout,
+        plan,
+        raw,
+        &["--concurrency", "1"],
+    )
+}
+
+/// [`served_calls`] with `ctx run`'s scheduling flags `run_args`;
+/// `layout` names the run's files.
+fn served_calls_with(
+    ctx: &Path,
+    venv: &Venv,
+    run_dir: &Path,
+    layout: &str,
+    plan: &Path,
+    raw: &str,
+    run_args: &[&str],
 ) -> Result<Vec<(bool, ServedCall)>, String> {
     let root = crate::root();
     let port = free_port()?;
@@ -144,17 +217,11 @@ fn served_calls(
     let mut server = Server::start("llama-cpp-python server", cmd, &log, 3600)?;
     server.wait_ready(port, "/v1/models", Duration::from_secs(300))?;
     let base_url = format!("http://127.0.0.1:{port}/v1");
-    let args = [
-        "--model",
-        "smollm2",
-        "--concurrency",
-        "1",
-        "--max-attempts",
-        "2",
-        "--var",
-        raw,
-    ]
-    .map(String::from);
+    let args: Vec<String> = ["--model", "smollm2", "--max-attempts", "2", "--var", raw]
+        .iter()
+        .chain(run_args)
+        .map(|s| s.to_string())
+        .collect();
     let mut run = CtxRun::new(
         ctx,
         plan,
