@@ -144,7 +144,7 @@ pub(super) fn warm_up(root: &Path, work: &Path, venv: &Venv) -> Result<(), Strin
     )
     .map_err(|e| format!("{}: {e}", variant.display()))?;
     let mut report = format!(
-        "cache warm-up, {NOTABLE_PLAN} over {NOTABLE_RAW} (24 items), layout: cache, --concurrency 4 --stream\n(llama-cpp-python + SmolLM2-135M-Instruct, one thread, server started afresh per run)\n\n| run | calls | makespan (s) | prompt tokens | reused from cache | processed | prompt time (s) |\n|---|---|---|---|---|---|---|\n"
+        "cache warm-up, {NOTABLE_PLAN} over {NOTABLE_RAW} (24 items), layout: cache, --concurrency 4 --stream\n(llama-cpp-python + SmolLM2-135M-Instruct, one thread, server started afresh per run)\n\n| run | calls | makespan (s) | calls served from the kept state | tokens reused | tokens processed by them | calls with no reuse |\n|---|---|---|---|---|---|---|\n"
     );
     for (name, extra) in [
         ("without warm-up", &[][..]),
@@ -153,17 +153,19 @@ pub(super) fn warm_up(root: &Path, work: &Path, venv: &Venv) -> Result<(), Strin
         let label = if extra.is_empty() { "off" } else { "on" };
         let mut args = vec!["--concurrency", "4", "--stream"];
         args.extend_from_slice(extra);
-        let started = std::time::Instant::now();
-        let calls = served_calls_with(&ctx, venv, &run_dir, label, &variant, &raw, &args)?;
-        let makespan = started.elapsed().as_secs_f64();
-        let prompt: u64 = calls.iter().map(|(_, c)| c.reused + c.processed).sum();
-        let reused: u64 = calls.iter().map(|(_, c)| c.reused).sum();
-        let processed: u64 = calls.iter().map(|(_, c)| c.processed).sum();
-        let prompt_s: f64 = calls.iter().map(|(_, c)| c.prompt_ms).sum::<f64>() / 1000.0;
+        let (log, sent, makespan) =
+            run_on_server(&ctx, venv, &run_dir, label, &variant, &raw, &args)?;
+        // Streamed requests get no `prompt eval time` line from
+        // llama-cpp-python, only the hit line of a request whose prefix
+        // the kept state served.
+        let hits = parse_hits(&log);
+        let calls = sent.lines().count();
+        let reused: u64 = hits.iter().map(|h| h.0).sum();
+        let processed: u64 = hits.iter().map(|h| h.1).sum();
         report.push_str(&format!(
-            "| {name} | {} | {makespan:.1} | {prompt} | {reused} ({:.1}%) | {processed} | {prompt_s:.1} |\n",
-            calls.len(),
-            100.0 * reused as f64 / prompt.max(1) as f64,
+            "| {name} | {calls} | {makespan:.1} | {} | {reused} | {processed} | {} |\n",
+            hits.len(),
+            calls.saturating_sub(hits.len()),
         ));
     }
     let figures = run_dir.join("figures.txt");
@@ -183,7 +185,7 @@ fn served_calls(
     plan: &Path,
     raw: &str,
 ) -> Result<Vec<(bool, ServedCall)>, String> {
-    served_calls_with(
+    let (log, sent, _) = run_on_server(
         ctx,
         venv,
         run_dir,
@@ -191,12 +193,24 @@ fn served_calls(
         plan,
         raw,
         &["--concurrency", "1"],
-    )
+    )?;
+    let served = parse_log(&log);
+    let is_brief: Vec<bool> = sent.lines().map(|l| l.contains(BRIEF_MARK)).collect();
+    if is_brief.len() != served.len() {
+        return Err(format!(
+            "{layout}: {} requests logged, {} timed in the server's log",
+            is_brief.len(),
+            served.len(),
+        ));
+    }
+    Ok(is_brief.into_iter().zip(served).collect())
 }
 
-/// [`served_calls`] with `ctx run`'s scheduling flags `run_args`;
-/// `layout` names the run's files.
-fn served_calls_with(
+/// Runs `plan` with `ctx run`'s scheduling flags `run_args` on a fresh
+/// llama.cpp server; the server's log, the requests it received (one
+/// JSON line each) and how long `ctx run` took, in seconds (the server
+/// was ready before it started). `layout` names the run's files.
+fn run_on_server(
     ctx: &Path,
     venv: &Venv,
     run_dir: &Path,
@@ -204,7 +218,7 @@ fn served_calls_with(
     plan: &Path,
     raw: &str,
     run_args: &[&str],
-) -> Result<Vec<(bool, ServedCall)>, String> {
+) -> Result<(String, String, f64), String> {
     let root = crate::root();
     let port = free_port()?;
     let requests = run_dir.join(format!("requests-{layout}.jsonl"));
@@ -230,24 +244,16 @@ fn served_calls_with(
         &run_dir.join(layout),
         &args,
     );
+    let started = std::time::Instant::now();
     let code = run.execute(Duration::from_secs(3600))?;
+    let took = started.elapsed().as_secs_f64();
     server.stop();
     if code != 0 {
         return Err(run.failure(&format!("exited with {code}, expected 0")));
     }
-    let served =
-        parse_log(&fs::read_to_string(&log).map_err(|e| format!("{}: {e}", log.display()))?);
+    let log = fs::read_to_string(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     let sent = fs::read_to_string(&requests).map_err(|e| format!("{}: {e}", requests.display()))?;
-    let is_brief: Vec<bool> = sent.lines().map(|l| l.contains(BRIEF_MARK)).collect();
-    if is_brief.len() != served.len() {
-        return Err(format!(
-            "{layout}: {} requests logged, {} timed in {}",
-            is_brief.len(),
-            served.len(),
-            log.display()
-        ));
-    }
-    Ok(is_brief.into_iter().zip(served).collect())
+    Ok((log, sent, took))
 }
 
 /// The requests of a llama-cpp-python log (`verbose=True`), in order: a
@@ -281,6 +287,21 @@ fn parse_log(log: &str) -> Vec<ServedCall> {
     calls
 }
 
+/// Each `Llama.generate: N prefix-match hit, remaining M prompt tokens to
+/// eval` line of a llama-cpp-python log: `(N, M)`.
+fn parse_hits(log: &str) -> Vec<(u64, u64)> {
+    log.lines()
+        .filter_map(|line| line.split("Llama.generate: ").nth(1))
+        .map(|rest| {
+            let mut numbers = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .map(|n| n.parse().unwrap_or(0));
+            (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
+        })
+        .collect()
+}
+
 /// One layout's row of the measured table.
 fn row(layout: &str, calls: &[(bool, ServedCall)]) -> String {
     let brief: f64 = calls
@@ -306,6 +327,13 @@ fn row(layout: &str, calls: &[(bool, ServedCall)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hit_lines_give_the_tokens_reused_and_processed() {
+        let log = "Llama.generate: 1590 prefix-match hit, remaining 56 prompt tokens to eval\nother\n\
+                   x Llama.generate: 32 prefix-match hit, remaining 1600 prompt tokens to eval\n";
+        assert_eq!(parse_hits(log), [(1590, 56), (32, 1600)]);
+    }
 
     #[test]
     fn the_log_gives_each_requests_reuse_and_prompt_time() {
