@@ -18,6 +18,12 @@
 //! begins, and that wait counts neither against its timeout nor in its
 //! recorded time.
 //!
+//! With `config.cache_warm_up: K`, the items of a map that become ready
+//! together, K or more, share one warm-up call: the first sent goes
+//! alone, and its siblings popped meanwhile are held out of the queue
+//! (no slot, no budget) until its first token arrives or its job ends
+//! (src/warm_up.rs).
+//!
 //! ## One task
 //!
 //! Each dispatched task runs as a job (src/task.rs), whose attempt loop
