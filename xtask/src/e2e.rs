@@ -79,7 +79,7 @@ const CONCLUSION_MARK: &str = "certificate";
 /// prompt carries too).
 const CONCLUSION_MATCH: &str = "ending with the root cause";
 
-const USAGE: &str = "usage: cargo xtask e2e [--llm | --prefix-cache]";
+const USAGE: &str = "usage: cargo xtask e2e [--llm | --prefix-cache | --warm-up]";
 
 mod prefix_cache;
 
@@ -88,11 +88,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let llm = match args {
         [] => false,
         [flag] if flag == "--llm" => true,
-        [flag] if flag == "--prefix-cache" => {
+        [flag] if flag == "--prefix-cache" || flag == "--warm-up" => {
             let root = super::root();
             let work = target_dir(&root).join("e2e");
             fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
             let venv = llm_venv(&root, &work)?;
+            if flag == "--warm-up" {
+                return prefix_cache::warm_up(&root, &work, &venv);
+            }
             return prefix_cache::run(&root, &work, &venv);
         }
         _ => return Err(USAGE.to_string()),

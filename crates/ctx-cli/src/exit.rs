@@ -202,6 +202,7 @@ impl From<ctx_run::settings::SettingError> for CliError {
             Setting::MaxCheckAttempts => "--max-check-attempts",
             Setting::MaxOutputBytes => "--max-output-bytes",
             Setting::TaskTimeout => "--task-timeout",
+            Setting::CacheWarmUp => "--cache-warm-up",
         };
         CliError::usage(e.message(flag))
     }

@@ -426,3 +426,67 @@ fn cache_key_and_breakpoint_mistakes_are_located() {
             "five.yaml:5:12: config.cache_breakpoints.after: 5 breakpoints asked for; a request holds at most 4 (Anthropic's limit)",
         ));
 }
+
+/// `config.cache_warm_up` is a count of at least 2: 1 is a located plan
+/// problem (`ctx plan check` exit 1; `ctx run` refuses the plan, exit 2,
+/// with the same line), a word a located read error (exit 2); `ctx run
+/// --cache-warm-up` below 2 is a usage error naming the flag, and a good
+/// value runs.
+#[test]
+fn cache_warm_up_mistakes_are_located_in_the_plan_and_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = |name: &str, value: &str| {
+        write(
+            dir.path(),
+            name,
+            &format!(
+                "schema_version: 1\nconfig:\n  cache_warm_up: {value}\nsub_tasks:\n  - id: a\n{TASK}"
+            ),
+        )
+    };
+    let good = plan("good.yaml", "4");
+    ctx().args(["plan", "check"]).arg(&good).assert().code(0);
+    let one = plan("one.yaml", "1");
+    let said = "one.yaml:3:18: config.cache_warm_up: 1 calls: must be at least 2 (the call that warms the cache and one that uses it), or left out for no warm-up";
+    ctx()
+        .args(["plan", "check"])
+        .arg(&one)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(said));
+    let root = dir.path().join("runs");
+    ctx()
+        .arg("run")
+        .arg(&one)
+        .arg("--root")
+        .arg(&root)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(said));
+    let word = plan("word.yaml", "lots");
+    ctx()
+        .args(["plan", "check"])
+        .arg(&word)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "word.yaml:3:18: config.cache_warm_up: invalid",
+        ));
+    ctx()
+        .arg("run")
+        .arg(&good)
+        .args(["--cache-warm-up", "1", "--root"])
+        .arg(&root)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--cache-warm-up 1: must be at least 2 (the call that warms the cache and one that uses it)",
+        ));
+    ctx()
+        .arg("run")
+        .arg(&good)
+        .args(["--cache-warm-up", "2", "--root"])
+        .arg(&root)
+        .assert()
+        .code(0);
+}

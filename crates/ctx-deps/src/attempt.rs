@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use ctx_checks::CheckResult;
-use ctx_engine::{EngineError, InferenceRequest, InferenceResponse};
+use ctx_engine::{EngineError, FirstToken, InferenceRequest, InferenceResponse};
 use ctx_model::{
     CallOutcome, CheckAttempt, FinishReason, Plan, SubTask, TaskExecutionResult, TaskStatus,
     TokenUsage,
@@ -29,10 +29,15 @@ use crate::task::TaskContext;
 /// Assembles, stores `in_progress`, runs the engine (again with feedback
 /// while checks fail and attempts are left), stores the outcome. Returns
 /// `Err` only when the store fails.
+///
+/// A warm-up call (`first_token`, [`warm_up`](crate::warm_up)) whose
+/// shared prefix is too short to be cached fires its signal before it is
+/// sent: its siblings have nothing to wait for.
 pub(crate) async fn execute_task(
     ctx: &TaskContext,
     store: &Arc<dyn ExecutionStore>,
     i: usize,
+    first_token: Option<&FirstToken>,
 ) -> Result<TaskExecutionResult, StoreError> {
     let t0 = Instant::now();
     let Some(task) = ctx.plan.sub_tasks.get(i) else {
@@ -40,6 +45,7 @@ pub(crate) async fn execute_task(
     };
     let dep_results = read_dependencies(ctx, store, i).await?;
     let mut attempts = Attempts::new(ctx, store, i, task, t0);
+    attempts.first_token = first_token;
     // What a resume compares before taking this result again: the items
     // of maps this prompt receives (a failed one as its note, as above).
     attempts.result.metadata.map_inputs = crate::map::items_digest(&ctx.plan, &dep_results);
@@ -51,6 +57,11 @@ pub(crate) async fn execute_task(
         Ok(assembled) => assembled,
         Err(e) => return attempts.fail_before_call(e.to_string()).await,
     };
+    if let Some(signal) = first_token
+        && !crate::warm_up::worth_warming(&ctx.plan, task, &assembled, ctx.counters[i].as_ref())
+    {
+        signal.fire();
+    }
     if let Err(error) = attempts.prepare_checks() {
         return attempts.fail_before_call(error).await;
     }
@@ -195,6 +206,8 @@ struct Attempts<'a> {
     /// prompts.
     checks: Option<TaskChecks>,
     result: TaskExecutionResult,
+    /// The warm-up signal its call carries (warm_up.rs).
+    first_token: Option<&'a FirstToken>,
 }
 
 /// What a checked answer leads to.
@@ -224,6 +237,7 @@ impl<'a> Attempts<'a> {
             t0,
             checks: None,
             result,
+            first_token: None,
         }
     }
 
@@ -258,8 +272,8 @@ impl<'a> Attempts<'a> {
         loop {
             number += 1;
             let request = self.store_in_progress(&assembled).await?;
-            let response =
-                (self.ctx.engine.call(&request).await).map(|resp| self.cut_at_max_tokens(resp));
+            let call = self.ctx.engine.call_with(&request, self.first_token);
+            let response = call.await.map(|resp| self.cut_at_max_tokens(resp));
             self.result.metadata.execution_time_ms = Some(millis(self.t0.elapsed()));
             let resp = match response {
                 Ok(resp) => resp,
@@ -542,7 +556,7 @@ mod tests {
         let ctx = context(ContextVariant::Full);
         let memory = Arc::new(ctx_store::MemoryStore::new());
         let store: Arc<dyn ExecutionStore> = memory.clone();
-        let r = execute_task(&ctx, &store, 1).await.unwrap();
+        let r = execute_task(&ctx, &store, 1, None).await.unwrap();
         assert_eq!(r.status, TaskStatus::Failed);
         assert_eq!(
             r.error.as_deref(),
@@ -551,7 +565,7 @@ mod tests {
         assert!(r.prompt.is_none());
         assert!(r.metadata.execution_time_ms.is_some());
         assert_eq!(memory.get_by_task_id("b").unwrap(), Some(r));
-        assert!(execute_task(&ctx, &store, 9).await.is_err());
+        assert!(execute_task(&ctx, &store, 9, None).await.is_err());
     }
 
     #[tokio::test]
@@ -559,7 +573,7 @@ mod tests {
         let ctx = context(ContextVariant::Full);
         let memory = Arc::new(ctx_store::MemoryStore::new());
         let store: Arc<dyn ExecutionStore> = memory.clone();
-        let r = execute_task(&ctx, &store, 0).await.unwrap();
+        let r = execute_task(&ctx, &store, 0, None).await.unwrap();
         assert_eq!(r.status, TaskStatus::Completed);
         assert_eq!(r.output, ctx_engine::DryRunEngine::output_for("a"));
         assert_eq!(r.metadata.attempts.len(), 1);

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctx_engine::{EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_engine::{EngineError, FirstToken, InferenceEngine, InferenceRequest, InferenceResponse};
 use ctx_model::CallOutcome;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -73,10 +73,28 @@ impl EngineCalls {
         &self,
         request: &InferenceRequest,
     ) -> Result<InferenceResponse, EngineError> {
+        self.call_with(request, None).await
+    }
+
+    /// [`call`](Self::call), carrying a warm-up call's `first_token`
+    /// signal to the engine
+    /// ([`InferenceEngine::infer_with_first_token`]). The signal is fired
+    /// here too once the call returns, answer or error, whatever the
+    /// engine did: an engine that sees its answer only whole leaves it to
+    /// its caller, and a failed warm-up call must release its siblings.
+    pub(crate) async fn call_with(
+        &self,
+        request: &InferenceRequest,
+        first_token: Option<&FirstToken>,
+    ) -> Result<InferenceResponse, EngineError> {
         let span =
             crate::spans::chat_span(self.engine.name(), self.engine.default_model(), request);
         let call_started = Instant::now();
-        let call = self.engine.infer(request).instrument(span.clone());
+        let call = match first_token {
+            Some(signal) => self.engine.infer_with_first_token(request, signal),
+            None => self.engine.infer(request),
+        }
+        .instrument(span.clone());
         let response = match self.task_timeout {
             Some(limit) => match tokio::time::timeout(limit, call).await {
                 Ok(response) => response,
@@ -84,6 +102,9 @@ impl EngineCalls {
             },
             None => call.await,
         };
+        if let Some(signal) = first_token {
+            signal.fire();
+        }
         let answer = response.and_then(|resp| self.refuse_over_bound(resp));
         crate::spans::record_chat(&span, &answer);
         answer

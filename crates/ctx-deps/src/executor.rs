@@ -18,6 +18,12 @@
 //! begins, and that wait counts neither against its timeout nor in its
 //! recorded time.
 //!
+//! With `config.cache_warm_up: K`, the items of a map that become ready
+//! together, K or more, share one warm-up call: the first sent goes
+//! alone, and its siblings popped meanwhile are held out of the queue
+//! (no slot, no budget) until its first token arrives or its job ends
+//! (src/warm_up.rs).
+//!
 //! ## One task
 //!
 //! Each dispatched task runs as a job (src/task.rs), whose attempt loop
@@ -103,7 +109,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ctx_cost::{Reservation, Usd};
-use ctx_engine::InferenceEngine;
+use ctx_engine::{FirstToken, InferenceEngine};
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store::{ExecutionStore, StoreError, skip_reason};
 use tokio::task::JoinSet;
@@ -117,6 +123,7 @@ use crate::graph::{GraphError, PlanGraph};
 use crate::options::{ExecutorOptions, Schedule, concurrency_limit};
 use crate::scheduling::ReadyQueue;
 use crate::task::{Reused, TaskContext, run_job};
+use crate::warm_up::WarmUp;
 
 /// What the executor reports while it runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -381,9 +388,16 @@ impl Executor {
                 return Ok(LoopEnd::Done);
             }
             let has_jobs = !flight.jobs.is_empty();
+            let warming = run.warm.warming();
             let joined = tokio::select! {
                 biased;
                 () = &mut cancel => return Ok(LoopEnd::Interrupted),
+                // A warm-up call's first token: its held siblings go.
+                Some(group) = run.warm.released(), if warming => {
+                    let held = run.warm.release(group);
+                    run.requeue(&held);
+                    continue;
+                }
                 joined = flight.jobs.join_next_with_id(), if has_jobs => joined,
                 () = settled_elsewhere(watch) => continue,
             };
@@ -522,10 +536,16 @@ impl Executor {
                 self.map_step(run, i, budget, progress).await?;
                 continue;
             }
+            // An item whose group's warm-up call is in flight waits for
+            // its first token, holding no slot and no budget (warm_up.rs).
+            if run.pending_summary[i].is_none() && run.warm.hold(i, run.item_of[i]) {
+                continue;
+            }
             // A reused result still owing its summary is not run again
             // (and reserves nothing: the task's own call was settled).
             let reused = run.pending_summary[i].take();
             run.summary_only[i] = reused.is_some();
+            let mut first_token = None;
             if reused.is_none() {
                 if let Some(budget) = budget {
                     match budget.reserve(g.id(i), i) {
@@ -552,8 +572,9 @@ impl Executor {
                 let id = g.id(i).to_string();
                 run.order.push(id.clone());
                 progress(&ProgressEvent::Started { task_id: id });
+                first_token = run.warm.first_token_for(i, run.item_of[i]);
             }
-            self.spawn_job(&ctx, flight, i, reused);
+            self.spawn_job(&ctx, flight, i, reused, first_token);
         }
         let any_waiting = !waiting.is_empty();
         for i in waiting {
@@ -562,21 +583,26 @@ impl Executor {
         Ok(any_waiting)
     }
 
-    /// Spawns task `i`'s job (see [`run_job`]).
+    /// Spawns task `i`'s job (see [`run_job`]); `first_token`: the
+    /// signal of a warm-up call.
     fn spawn_job(
         &self,
         ctx: &Arc<TaskContext>,
         flight: &mut InFlight,
         i: usize,
         reused: Option<Reused>,
+        first_token: Option<FirstToken>,
     ) {
         let ctx = Arc::clone(ctx);
         let store = Arc::clone(&self.store);
         let began = Arc::new(AtomicBool::new(false));
         let job_began = Arc::clone(&began);
         let handle = flight.jobs.spawn(
-            async move { (i, run_job(&ctx, &store, i, reused, &job_began).await) }
-                .in_current_span(),
+            async move {
+                let job = run_job(&ctx, &store, i, reused, &job_began, first_token.as_ref());
+                (i, job.await)
+            }
+            .in_current_span(),
         );
         flight.dispatched.insert(
             handle.id(),
@@ -820,6 +846,9 @@ impl Executor {
     {
         let ctx = Arc::clone(&run.ctx);
         let g = &ctx.graph;
+        // A warm-up call's end, however it ended, releases its group.
+        let held = run.warm.ended(i);
+        run.requeue(&held);
         let status = result.status;
         let mut result = result;
         // Results from `execute_task` are already stored; the executor's
@@ -982,6 +1011,8 @@ struct RunState {
     /// when it is ready if it would receive the same items and its other
     /// dependencies were `taken` (`Executor::reuse_deferred`).
     deferred: Vec<Option<TaskExecutionResult>>,
+    /// The prefix-cache warm-up's groups and held items (warm_up.rs).
+    warm: WarmUp,
 }
 
 impl RunState {
@@ -1000,7 +1031,15 @@ impl RunState {
             interrupted: false,
             pending_summary: vec![None; n],
             summary_only: vec![false; n],
+            warm: WarmUp::new(&ctx.plan),
             ctx,
+        }
+    }
+
+    /// Queues again items a warm-up held.
+    fn requeue(&mut self, held: &[usize]) {
+        for &k in held {
+            self.queue.push(k, &self.ctx.graph);
         }
     }
 

@@ -138,6 +138,7 @@ impl Executor {
             return self.join_map(run, i, progress).await;
         }
         run.queue.wait_for(i, waiting);
+        run.warm.expanded(i, waiting);
         Ok(())
     }
 

@@ -66,6 +66,7 @@ mod scheduling;
 pub mod spans;
 pub mod summarize;
 mod task;
+mod warm_up;
 
 // Pins of the cost module's edges (cargo-mutants survivors), kept apart
 // from `cost.rs` so that changes to the module and to its pins merge apart.
@@ -91,8 +92,8 @@ pub use task::TaskRunner;
 // convenience: a program that runs plans names the executor, an engine and
 // a store from one crate. Each lives in its seam crate.
 pub use ctx_engine::{
-    BoxFuture, DEFAULT_MAX_OUTPUT_BYTES, EngineError, InferenceEngine, InferenceRequest,
-    InferenceResponse, RequestPurpose,
+    BoxFuture, DEFAULT_MAX_OUTPUT_BYTES, EngineError, FirstToken, InferenceEngine,
+    InferenceRequest, InferenceResponse, RequestPurpose,
 };
 pub use ctx_store::{ExecutionStore, RunHistory, StoreError};
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ctx_cost::Usd;
-use ctx_engine::InferenceEngine;
+use ctx_engine::{FirstToken, InferenceEngine};
 use ctx_model::{Plan, TaskExecutionResult};
 use ctx_store::{ExecutionStore, StoreError};
 use ctx_tokens::{TokenCounter, Tokenizer, TokenizerExt};
@@ -148,12 +148,17 @@ impl TaskContext {
 /// reused result, nothing), then the `llm` summaries its dependents need —
 /// the one place summaries are written: after the task's completion, in
 /// its slot, before release.
+///
+/// `first_token` is the signal of a warm-up call
+/// ([`warm_up`](crate::warm_up)), handed to the engine with the task's
+/// call.
 pub(crate) async fn run_job(
     ctx: &TaskContext,
     store: &Arc<dyn ExecutionStore>,
     i: usize,
     reused: Option<Reused>,
     began: &AtomicBool,
+    first_token: Option<&FirstToken>,
 ) -> Result<TaskExecutionResult, StoreError> {
     // Held until the job returns (or is dropped when cancelled). A closed
     // gate limits nothing: ctx never closes one.
@@ -166,7 +171,10 @@ pub(crate) async fn run_job(
     let job = async {
         let (result, owed) = match reused {
             Some((r, owed)) => (r, Some(owed)),
-            None => (crate::attempt::execute_task(ctx, store, i).await?, None),
+            None => (
+                crate::attempt::execute_task(ctx, store, i, first_token).await?,
+                None,
+            ),
         };
         let counter = ctx.counters[i].as_ref();
         crate::summarize::after_completion(&ctx.summary_calls(), store, i, counter, result, owed)
@@ -251,7 +259,7 @@ impl TaskRunner {
                 "task `{task_id}` is not in the plan"
             )));
         };
-        run_job(&self.ctx, &store, i, None, &AtomicBool::new(false)).await
+        run_job(&self.ctx, &store, i, None, &AtomicBool::new(false), None).await
     }
 }
 

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use ctx_engine::{
-    BoxFuture, EngineError, EngineEvent, InferenceEngine, InferenceRequest, InferenceResponse,
-    Observer, output_too_large,
+    BoxFuture, EngineError, EngineEvent, FirstToken, InferenceEngine, InferenceRequest,
+    InferenceResponse, Observer, output_too_large,
 };
 use ctx_model::{Attempt, CallOutcome, Params};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
@@ -188,7 +188,11 @@ impl OpenAiEngine {
     /// `--max-attempts`, not a fresh count: the rejected request may have
     /// been billed, and `--max-cost` reserves `--max-attempts` requests per
     /// call. When the rejection used the last attempt, the call fails.
-    async fn run(&self, request: &InferenceRequest) -> Result<InferenceResponse, EngineError> {
+    async fn run(
+        &self,
+        request: &InferenceRequest,
+        first_token: Option<&FirstToken>,
+    ) -> Result<InferenceResponse, EngineError> {
         let mode = self.config.structured_output;
         let schema = request.response_schema.as_ref().filter(|_| {
             mode == StructuredOutput::Always
@@ -198,9 +202,9 @@ impl OpenAiEngine {
         // A plan that sets `response_format` itself (params.extra) wins.
         let schema = schema.filter(|_| !request.params.extra.contains_key("response_format"));
         let Some(schema) = schema else {
-            return self.run_with(request, None, 0).await;
+            return self.run_with(request, None, 0, first_token).await;
         };
-        match self.run_with(request, Some(schema), 0).await {
+        match self.run_with(request, Some(schema), 0, first_token).await {
             Err(e) if mode == StructuredOutput::Auto && rejects_response_format(&e) => {
                 if !self.structured_rejected.swap(true, Ordering::Relaxed) {
                     self.emit(EngineEvent::StructuredOutputRejected {
@@ -213,7 +217,7 @@ impl OpenAiEngine {
                     return Err(e);
                 }
                 let mut attempts = e.attempts;
-                let mut again = self.run_with(request, None, used).await;
+                let mut again = self.run_with(request, None, used, first_token).await;
                 let later = match &mut again {
                     Ok(r) => &mut r.attempts,
                     Err(e) => &mut e.attempts,
@@ -234,6 +238,7 @@ impl OpenAiEngine {
         request: &InferenceRequest,
         schema: Option<&serde_json::Value>,
         used: u32,
+        first_token: Option<&FirstToken>,
     ) -> Result<InferenceResponse, EngineError> {
         let Some(model) = self.model_for(&request.params) else {
             return Err(EngineError::new(format!(
@@ -289,7 +294,12 @@ impl OpenAiEngine {
             }
             let started = Instant::now();
             let result = self
-                .attempt(&request.task_id, body.clone(), request.max_output_bytes)
+                .attempt(
+                    &request.task_id,
+                    body.clone(),
+                    request.max_output_bytes,
+                    first_token,
+                )
                 .await;
             let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             match result {
@@ -360,6 +370,7 @@ impl OpenAiEngine {
         task_id: &str,
         body: Vec<u8>,
         max_output: usize,
+        first_token: Option<&FirstToken>,
     ) -> Result<Completion, Failure> {
         let mut builder = self
             .client
@@ -393,7 +404,8 @@ impl OpenAiEngine {
                     .await?;
                 return self.bounded_completion_of(&body, max_output);
             }
-            self.read_stream(task_id, response, max_output).await
+            self.read_stream(task_id, response, max_output, first_token)
+                .await
         } else {
             let exchange = async {
                 let response = builder
@@ -553,11 +565,15 @@ impl OpenAiEngine {
     /// timeout catches a silent server; `max_output` catches one that never
     /// stops talking (chunks keep arriving, so the idle timeout never
     /// fires): past it the stream is dropped and the attempt fails.
+    /// `first_token` fires at the first chunk of the answer that parses
+    /// (even one carrying only the assistant's role: a server sends it once
+    /// the prompt is read).
     async fn read_stream(
         &self,
         task_id: &str,
         mut response: Response,
         max_output: usize,
+        first_token: Option<&FirstToken>,
     ) -> Result<Completion, Failure> {
         let mut parser = SseParser::new();
         let mut acc = StreamAccumulator::default();
@@ -598,6 +614,9 @@ impl OpenAiEngine {
                 }
                 match acc.push(&event.data) {
                     Ok(added) => {
+                        if let Some(signal) = first_token {
+                            signal.fire();
+                        }
                         chars += added;
                         if acc.completion.output.len() > max_output {
                             return Err(Failure::fatal(
@@ -735,7 +754,18 @@ impl InferenceEngine for OpenAiEngine {
         &'a self,
         request: &'a InferenceRequest,
     ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
-        Box::pin(self.run(request))
+        Box::pin(self.run(request, None))
+    }
+
+    /// With `--stream`, fires `first_token` at the first server-sent event
+    /// that carries a chunk of the answer (the server has read the prompt
+    /// by then); without, when the response arrives (its caller's part).
+    fn infer_with_first_token<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+        first_token: &'a FirstToken,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(self.run(request, Some(first_token)))
     }
 }
 

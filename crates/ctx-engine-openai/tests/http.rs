@@ -1289,3 +1289,58 @@ async fn cache_breakpoints_become_content_parts_for_anthropic_models() {
         ])
     );
 }
+
+/// With `--stream`, the warm-up signal fires at the answer's first chunk,
+/// while the rest is still coming (here half a second later); without
+/// streaming the engine leaves it to its caller, who fires it when the
+/// response arrives.
+#[tokio::test]
+async fn streaming_fires_the_first_token_signal_at_the_first_chunk() {
+    let head =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    let piece = |text: String| format!("{:x}\r\n{text}\r\n", text.len()).into_bytes();
+    let first = piece(format!("data: {}\n\n", chunk(Some("Hel"), None)));
+    let rest = piece(format!(
+        "data: {}\n\ndata: [DONE]\n\n",
+        chunk(Some("lo"), Some("stop"))
+    ));
+    let end = b"0\r\n\r\n".to_vec();
+    let (url, _) = raw_server(
+        vec![head, first, rest, end],
+        Duration::from_millis(500),
+        Duration::ZERO,
+    )
+    .await;
+    let mut cfg = config(url);
+    cfg.stream = true;
+    let fired_at = Arc::new(Mutex::new(None));
+    let at = fired_at.clone();
+    let signal = ctx_engine::FirstToken::new(move || {
+        at.lock().unwrap().get_or_insert_with(Instant::now);
+    });
+    let e = engine(cfg);
+    let request = request("w");
+    let r = e.infer_with_first_token(&request, &signal).await.unwrap();
+    let returned = Instant::now();
+    assert_eq!(r.output, "Hello");
+    let fired = fired_at.lock().unwrap().expect("the signal fired");
+    assert!(
+        returned.duration_since(fired) >= Duration::from_millis(300),
+        "fired {:?} before the answer ended",
+        returned.duration_since(fired)
+    );
+
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion("whole")))
+        .mount(&s)
+        .await;
+    let whole = ctx_engine::FirstToken::new(|| {});
+    let r = engine(config(base(&s)))
+        .infer_with_first_token(&request, &whole)
+        .await
+        .unwrap();
+    assert_eq!(r.output, "whole");
+    assert!(!whole.has_fired(), "left to the caller");
+}

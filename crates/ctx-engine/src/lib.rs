@@ -248,6 +248,85 @@ pub trait InferenceEngine: Send + Sync {
         &'a self,
         request: &'a InferenceRequest,
     ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>>;
+
+    /// Runs `request` as [`infer`](Self::infer) does, and fires
+    /// `first_token` as soon as the answer's first token has arrived: the
+    /// moment the server has read the whole prompt, so a provider's prefix
+    /// cache holds it and calls sharing its prefix may go (the executor's
+    /// cache warm-up, `config.cache_warm_up`).
+    ///
+    /// The default runs [`infer`](Self::infer) and leaves the signal to the
+    /// caller, who fires it when the response (or the error) comes back:
+    /// right for an engine that sees its answer only whole (a command, a
+    /// request without streaming). An engine that reads its answer as it
+    /// comes (the OpenAI-compatible engine with `--stream`: the first
+    /// server-sent event) overrides it to fire earlier. Firing is
+    /// idempotent, so an engine may fire on every retry's first chunk.
+    fn infer_with_first_token<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+        first_token: &'a FirstToken,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        let _ = first_token;
+        self.infer(request)
+    }
+}
+
+/// The signal an engine fires when a call's first token arrives
+/// ([`InferenceEngine::infer_with_first_token`]).
+///
+/// Why a callback and not a channel: this crate has no async runtime, and
+/// an engine should not need the caller's. The caller decides what firing
+/// does (the executor sends on a Tokio channel); the callback runs at most
+/// once, on the engine's task, and must be quick.
+#[derive(Clone)]
+pub struct FirstToken {
+    callback: std::sync::Arc<dyn Fn() + Send + Sync>,
+    fired: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FirstToken {
+    /// A signal that runs `callback` the first time it is fired.
+    pub fn new(callback: impl Fn() + Send + Sync + 'static) -> FirstToken {
+        FirstToken {
+            callback: std::sync::Arc::new(callback),
+            fired: std::sync::Arc::default(),
+        }
+    }
+
+    /// Fires the signal: runs the callback unless it already ran (by this
+    /// handle or a clone of it).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let count = Arc::new(AtomicUsize::new(0));
+    /// let seen = Arc::clone(&count);
+    /// let signal = ctx_engine::FirstToken::new(move || { seen.fetch_add(1, Ordering::SeqCst); });
+    /// assert!(!signal.has_fired());
+    /// signal.fire();
+    /// signal.clone().fire();
+    /// assert!(signal.has_fired());
+    /// assert_eq!(count.load(Ordering::SeqCst), 1);
+    /// ```
+    pub fn fire(&self) {
+        if !self.fired.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            (self.callback)();
+        }
+    }
+
+    /// Whether the signal has fired.
+    pub fn has_fired(&self) -> bool {
+        self.fired.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+impl std::fmt::Debug for FirstToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FirstToken")
+            .field("fired", &self.has_fired())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Something an engine did that a person watching the run may want to

@@ -335,6 +335,15 @@ pub struct PlanConfig {
     /// the blocks it names; none when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_breakpoints: Option<crate::prompt_cache::CacheBreakpoints>,
+    /// Warm the provider's prefix cache before a burst: when at least
+    /// this many calls ready at once share a prefix over the provider's
+    /// minimum (a map's items), one goes first and the others follow
+    /// when its first token arrives. At least 2; off when absent (the
+    /// default). It changes when calls are sent, never what they send,
+    /// so it is left out of task fingerprints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 2))]
+    pub cache_warm_up: Option<usize>,
 }
 
 /// The default `max_check_attempts`: one try and one retry with feedback.
@@ -364,6 +373,7 @@ impl Default for PlanConfig {
             layout: crate::PromptLayout::Design,
             cache_key: crate::prompt_cache::CacheKey::None,
             cache_breakpoints: None,
+            cache_warm_up: None,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! What ctx tells a provider about its prefix cache (issue 24):
-//! `config.cache_key` and `config.cache_breakpoints`.
+//! `config.cache_key`, `config.cache_breakpoints` and `config.cache_warm_up`.
 //!
 //! A layout ([`crate::PromptLayout`]) makes calls share a byte-identical
 //! prefix; these settings help the provider find it:
@@ -19,7 +19,13 @@
 //!   [`MAX_BREAKPOINTS`] per request, so asking for more is a plan error
 //!   (`ctx plan check`), located at the field.
 //!
-//! Both are off unless the plan sets them, and a plan that leaves them out
+//! * **`cache_warm_up: K`** makes a burst of calls that share a prefix
+//!   (at least `K` ready at once: a map's items) wait for one of them:
+//!   it goes first, and the others follow when its first token arrives,
+//!   so they find the prefix in the provider's cache instead of all
+//!   computing it at once (ctx-deps' `warm_up`).
+//!
+//! They are off unless the plan sets them, and a plan that leaves them out
 //! serializes, hashes and resumes byte for byte as before they existed.
 
 use schemars::JsonSchema;
@@ -27,6 +33,17 @@ use serde::{Deserialize, Serialize};
 
 /// Anthropic's limit on `cache_control` breakpoints in one request.
 pub const MAX_BREAKPOINTS: usize = 4;
+
+/// The fewest calls `config.cache_warm_up` may name: the one that warms
+/// the cache and one that uses it.
+pub const MIN_WARM_UP_CALLS: usize = 2;
+
+/// The shortest shared prefix, in tokens, worth a warm-up: OpenAI's
+/// minimum for a cache hit (the default of `ctx plan cost
+/// --cache-min-tokens`, whose prediction counts from it too). A call whose
+/// shared prefix is shorter is served from no provider's cache ctx knows
+/// of, so its siblings are not held for it.
+pub const WARM_UP_MIN_TOKENS: usize = 1024;
 
 /// `config.cache_key`: whether ctx sets `prompt_cache_key`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -179,7 +179,7 @@ fn config() -> impl Strategy<Value = PlanConfig> {
                 tokenizer,
                 summary,
                 layout,
-                (cache_key, cache_breakpoints),
+                (cache_key, cache_breakpoints, cache_warm_up),
             )| {
                 PlanConfig {
                     dependency: DependencyConfig {
@@ -204,16 +204,19 @@ fn config() -> impl Strategy<Value = PlanConfig> {
                     layout,
                     cache_key,
                     cache_breakpoints,
+                    cache_warm_up,
                 }
             },
         )
 }
 
-/// `config.cache_key` and `config.cache_breakpoints`, each set or left out.
+/// `config.cache_key`, `config.cache_breakpoints` and
+/// `config.cache_warm_up`, each set or left out.
 fn prompt_cache() -> impl Strategy<
     Value = (
         ctx_model::prompt_cache::CacheKey,
         Option<ctx_model::prompt_cache::CacheBreakpoints>,
+        Option<usize>,
     ),
 > {
     use ctx_model::prompt_cache::{Breakpoint, BreakpointModels, CacheBreakpoints, CacheKey};
@@ -236,6 +239,7 @@ fn prompt_cache() -> impl Strategy<
             ),
         )
             .prop_map(|(models, after)| CacheBreakpoints { models, after })),
+        opt(2usize..64),
     )
 }
 

@@ -174,6 +174,8 @@ pub enum Setting {
     MaxOutputBytes,
     /// The bound on one task's engine call, in seconds.
     TaskTimeout,
+    /// `config.cache_warm_up`.
+    CacheWarmUp,
 }
 
 impl Setting {
@@ -184,6 +186,7 @@ impl Setting {
             Setting::MaxCheckAttempts => "max_check_attempts",
             Setting::MaxOutputBytes => "max_output_bytes",
             Setting::TaskTimeout => "task_timeout",
+            Setting::CacheWarmUp => "cache_warm_up",
         }
     }
 }
@@ -194,6 +197,15 @@ impl Setting {
 pub enum SettingError {
     /// Zero where at least 1 is needed.
     Zero(Setting),
+    /// A count under the least the setting allows (`cache_warm_up`: 2).
+    TooFew {
+        /// Which setting.
+        setting: Setting,
+        /// The value given.
+        value: usize,
+        /// The least allowed.
+        least: usize,
+    },
     /// A number of seconds that is negative, not finite or too large.
     Seconds {
         /// Which setting.
@@ -209,7 +221,9 @@ impl SettingError {
     /// The setting at fault.
     pub fn setting(&self) -> Setting {
         match self {
-            SettingError::Zero(s) | SettingError::Seconds { setting: s, .. } => *s,
+            SettingError::Zero(s)
+            | SettingError::Seconds { setting: s, .. }
+            | SettingError::TooFew { setting: s, .. } => *s,
         }
     }
 
@@ -220,6 +234,16 @@ impl SettingError {
         match self {
             SettingError::Zero(Setting::MaxCheckAttempts) => {
                 format!("{name} must be at least 1 (the first attempt counts)")
+            }
+            SettingError::TooFew {
+                setting: Setting::CacheWarmUp,
+                value,
+                least,
+            } => format!(
+                "{name} {value}: must be at least {least} (the call that warms the cache and one that uses it)"
+            ),
+            SettingError::TooFew { value, least, .. } => {
+                format!("{name} {value}: must be at least {least}")
             }
             SettingError::Zero(_) => format!("{name} must be at least 1"),
             SettingError::Seconds { value, reason, .. } => format!("{name} {value}: {reason}"),
@@ -241,6 +265,8 @@ pub struct PlanOverrides {
     /// Replaces `config.dependency.summarize_strategy` and every task's
     /// own.
     pub summarize_strategy: Option<SummarizeStrategy>,
+    /// Replaces `config.cache_warm_up` (at least 2).
+    pub cache_warm_up: Option<usize>,
 }
 
 impl PlanOverrides {
@@ -253,6 +279,17 @@ impl PlanOverrides {
         }
         if self.max_check_attempts == Some(0) {
             return Err(SettingError::Zero(Setting::MaxCheckAttempts));
+        }
+        let least = ctx_model::prompt_cache::MIN_WARM_UP_CALLS;
+        if let Some(value) = self.cache_warm_up.filter(|&k| k < least) {
+            return Err(SettingError::TooFew {
+                setting: Setting::CacheWarmUp,
+                value,
+                least,
+            });
+        }
+        if let Some(k) = self.cache_warm_up {
+            plan.config.cache_warm_up = Some(k);
         }
         if let Some(n) = self.max_prompt_tokens {
             plan.config.max_prompt_tokens = n;
@@ -323,10 +360,12 @@ mod tests {
             max_check_attempts: Some(3),
             tokenizer: Some("o200k_base".parse().unwrap()),
             summarize_strategy: Some(SummarizeStrategy::Llm),
+            cache_warm_up: Some(4),
         };
         o.apply(&mut p).unwrap();
         assert_eq!(p.config.max_prompt_tokens, 50);
         assert_eq!(p.config.max_check_attempts, 3);
+        assert_eq!(p.config.cache_warm_up, Some(4));
         assert_eq!(p.config.tokenizer.as_deref(), Some("o200k_base"));
         assert_eq!(
             p.config.dependency.summarize_strategy,
@@ -352,6 +391,15 @@ mod tests {
             e.message("--max-check-attempts"),
             "--max-check-attempts must be at least 1 (the first attempt counts)"
         );
+        let one = PlanOverrides {
+            cache_warm_up: Some(1),
+            ..PlanOverrides::default()
+        };
+        assert_eq!(
+            one.apply(&mut p).unwrap_err().to_string(),
+            "cache_warm_up 1: must be at least 2 (the call that warms the cache and one that uses it)"
+        );
+        assert_eq!(p, before);
     }
 
     fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {

@@ -36,7 +36,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_engine::{
+    BoxFuture, EngineError, FirstToken, InferenceEngine, InferenceRequest, InferenceResponse,
+};
 use ctx_model::{FinishReason, Params, TokenUsage};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -370,50 +372,73 @@ impl<E: InferenceEngine + ?Sized> InferenceEngine for CachingEngine<E> {
         &'a self,
         request: &'a InferenceRequest,
     ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
-        Box::pin(async move {
-            let key = cache_key(
-                &self.identity,
-                &request.params,
-                &request.prompt,
-                request.response_schema.as_ref(),
-            );
+        Box::pin(self.cached(request, None))
+    }
+
+    /// A miss hands the signal on to the engine; a hit returns at once
+    /// (its caller fires the signal then).
+    fn infer_with_first_token<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+        first_token: &'a FirstToken,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(self.cached(request, Some(first_token)))
+    }
+}
+
+impl<E: InferenceEngine + ?Sized> CachingEngine<E> {
+    /// The stored answer to `request`, else the engine's (with
+    /// `first_token` when a warm-up call carries one), stored.
+    async fn cached(
+        &self,
+        request: &InferenceRequest,
+        first_token: Option<&FirstToken>,
+    ) -> Result<InferenceResponse, EngineError> {
+        let key = cache_key(
+            &self.identity,
+            &request.params,
+            &request.prompt,
+            request.response_schema.as_ref(),
+        );
+        let cache = Arc::clone(&self.cache);
+        let get_key = key.clone();
+        match cache_call(move || cache.get(&get_key)).await {
+            Ok(Some(hit)) => {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(InferenceResponse {
+                    output: hit.output,
+                    model: hit.model,
+                    usage: hit.usage,
+                    finish_reason: hit.finish_reason,
+                    attempts: Vec::new(),
+                    cached: true,
+                });
+            }
+            Ok(None) => {}
+            Err(e) => self.stats.error(&e),
+        }
+        self.stats.misses.fetch_add(1, Ordering::Relaxed);
+        let response = match first_token {
+            Some(signal) => self.inner.infer_with_first_token(request, signal).await?,
+            None => self.inner.infer(request).await?,
+        };
+        if !response.cached {
+            let entry = CachedOutput {
+                output: response.output.clone(),
+                model: response.model.clone(),
+                usage: response.usage,
+                finish_reason: response.finish_reason.clone(),
+                run_id: self.run_id.clone(),
+                task_id: request.task_id.clone(),
+            };
             let cache = Arc::clone(&self.cache);
-            let get_key = key.clone();
-            match cache_call(move || cache.get(&get_key)).await {
-                Ok(Some(hit)) => {
-                    self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(InferenceResponse {
-                        output: hit.output,
-                        model: hit.model,
-                        usage: hit.usage,
-                        finish_reason: hit.finish_reason,
-                        attempts: Vec::new(),
-                        cached: true,
-                    });
-                }
-                Ok(None) => {}
-                Err(e) => self.stats.error(&e),
+            let engine = self.inner.name().to_string();
+            let model = request.params.model.clone();
+            let put = move || cache.put(&key, &engine, model.as_deref(), &entry);
+            if let Err(e) = cache_call(put).await {
+                self.stats.error(&e);
             }
-            self.stats.misses.fetch_add(1, Ordering::Relaxed);
-            let response = self.inner.infer(request).await?;
-            if !response.cached {
-                let entry = CachedOutput {
-                    output: response.output.clone(),
-                    model: response.model.clone(),
-                    usage: response.usage,
-                    finish_reason: response.finish_reason.clone(),
-                    run_id: self.run_id.clone(),
-                    task_id: request.task_id.clone(),
-                };
-                let cache = Arc::clone(&self.cache);
-                let engine = self.inner.name().to_string();
-                let model = request.params.model.clone();
-                let put = move || cache.put(&key, &engine, model.as_deref(), &entry);
-                if let Err(e) = cache_call(put).await {
-                    self.stats.error(&e);
-                }
-            }
-            Ok(response)
-        })
+        }
+        Ok(response)
     }
 }

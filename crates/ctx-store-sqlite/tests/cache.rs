@@ -46,6 +46,15 @@ impl InferenceEngine for Counting {
             })
         })
     }
+    /// Fires the warm-up signal as a streaming engine would, then answers.
+    fn infer_with_first_token<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+        first_token: &'a ctx_engine::FirstToken,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        first_token.fire();
+        self.infer(request)
+    }
 }
 
 fn request(prompt: &str, params: Params) -> InferenceRequest {
@@ -130,6 +139,25 @@ fn key_covers_the_response_schema_only_when_there_is_one() {
         with_a,
         cache_key("command:abc", &params(), "final", Some(&a2))
     );
+}
+
+/// A warm-up call's signal reaches the engine on a miss; a hit returns
+/// without the engine (its caller fires the signal then).
+#[test]
+fn a_miss_hands_the_first_token_signal_to_the_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = Arc::new(RunRoot::new(tmp.path()).cache().unwrap());
+    let inner = Arc::new(Counting::default());
+    let engine = CachingEngine::new(inner.clone(), cache, "counting", None);
+    let miss = ctx_engine::FirstToken::new(|| {});
+    let r = block(engine.infer_with_first_token(&request("warm", params()), &miss)).unwrap();
+    assert!(!r.cached);
+    assert!(miss.has_fired(), "the engine fired it");
+    let hit = ctx_engine::FirstToken::new(|| {});
+    let r = block(engine.infer_with_first_token(&request("warm", params()), &hit)).unwrap();
+    assert!(r.cached);
+    assert!(!hit.has_fired());
+    assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
 }
 
 #[test]

@@ -86,10 +86,13 @@ fn fingerprint_with<'p>(
     // `max_check_attempts`) must re-run it, while a task without checks
     // keeps the fingerprint it had before checks existed, so runs stored
     // by older versions resume with everything reused.
+    // `cache_warm_up` decides only when a call is sent, never what it
+    // sends: turning it on or off must not run anything again.
     let mut config = serde_json::to_value(&plan.config).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut config {
         map.remove("checks");
         map.remove("max_check_attempts");
+        map.remove("cache_warm_up");
     }
     let mut inputs = json!({
         "tool": task.tool_or_prompt.name,
@@ -357,6 +360,12 @@ mod tests {
         // Whatever max_check_attempts says when there are no checks.
         let mut q = p.clone();
         q.config.max_check_attempts = 5;
+        assert_eq!(
+            fingerprint(&q, &q.sub_tasks[1]),
+            fingerprint(&p, &p.sub_tasks[1])
+        );
+        // Nor does the cache warm-up, which only times the calls.
+        q.config.cache_warm_up = Some(4);
         assert_eq!(
             fingerprint(&q, &q.sub_tasks[1]),
             fingerprint(&p, &p.sub_tasks[1])

@@ -19,6 +19,14 @@
 //!
 //! Nothing is asserted but that the runs complete: the figures are
 //! printed and written to `target/e2e/prefix-cache/figures.txt`.
+//!
+//! `cargo xtask e2e --warm-up` ([`warm_up`]) runs the same plan under
+//! `layout: cache` with `--concurrency 4 --stream`, without and with
+//! `--cache-warm-up 4`, each on a fresh server, and prints per run the
+//! wall time of `ctx run` (the makespan, start-up included), the prompt
+//! tokens the server reused from its kept state and those it processed,
+//! and the prompt-processing time; written to
+//! `target/e2e/warm-up/figures.txt`.
 
 use std::fs;
 use std::path::Path;
@@ -122,6 +130,51 @@ fn prediction(ctx: &Path, plan: &Path, raw: &str) -> Result<String, String> {
     Ok(rows)
 }
 
+/// `cargo xtask e2e --warm-up`: see the module documentation.
+pub(super) fn warm_up(root: &Path, work: &Path, venv: &Venv) -> Result<(), String> {
+    let ctx = crate::build_ctx(root)?;
+    let run_dir = fresh_dir(&work.join("warm-up"))?;
+    let plan = root.join(NOTABLE_PLAN);
+    let raw = format!("RAW_JSON=@{}", root.join(NOTABLE_RAW).display());
+    let text = fs::read_to_string(&plan).map_err(|e| format!("{}: {e}", plan.display()))?;
+    let variant = run_dir.join("notable-cache.yaml");
+    fs::write(
+        &variant,
+        text.replacen("config:\n", "config:\n  layout: cache\n", 1),
+    )
+    .map_err(|e| format!("{}: {e}", variant.display()))?;
+    let mut report = format!(
+        "cache warm-up, {NOTABLE_PLAN} over {NOTABLE_RAW} (24 items), layout: cache, --concurrency 4 --stream\n(llama-cpp-python + SmolLM2-135M-Instruct, one thread, server started afresh per run)\n\n| run | calls | makespan (s) | calls served from the kept state | tokens reused | tokens processed by them | calls with no reuse |\n|---|---|---|---|---|---|---|\n"
+    );
+    for (name, extra) in [
+        ("without warm-up", &[][..]),
+        ("--cache-warm-up 4", &["--cache-warm-up", "4"][..]),
+    ] {
+        let label = if extra.is_empty() { "off" } else { "on" };
+        let mut args = vec!["--concurrency", "4", "--stream"];
+        args.extend_from_slice(extra);
+        let (log, sent, makespan) =
+            run_on_server(&ctx, venv, &run_dir, label, &variant, &raw, &args)?;
+        // Streamed requests get no `prompt eval time` line from
+        // llama-cpp-python, only the hit line of a request whose prefix
+        // the kept state served.
+        let hits = parse_hits(&log);
+        let calls = sent.lines().count();
+        let reused: u64 = hits.iter().map(|h| h.0).sum();
+        let processed: u64 = hits.iter().map(|h| h.1).sum();
+        report.push_str(&format!(
+            "| {name} | {calls} | {makespan:.1} | {} | {reused} | {processed} | {} |\n",
+            hits.len(),
+            calls.saturating_sub(hits.len()),
+        ));
+    }
+    let figures = run_dir.join("figures.txt");
+    fs::write(&figures, &report).map_err(|e| format!("{}: {e}", figures.display()))?;
+    print!("{report}");
+    println!("e2e: warm-up figures in {}", figures.display());
+    Ok(())
+}
+
 /// Runs `plan` on a fresh llama.cpp server and reads each request's
 /// figures from its log, in request order, with whether it was `brief`.
 fn served_calls(
@@ -132,6 +185,40 @@ fn served_calls(
     plan: &Path,
     raw: &str,
 ) -> Result<Vec<(bool, ServedCall)>, String> {
+    let (log, sent, _) = run_on_server(
+        ctx,
+        venv,
+        run_dir,
+        layout,
+        plan,
+        raw,
+        &["--concurrency", "1"],
+    )?;
+    let served = parse_log(&log);
+    let is_brief: Vec<bool> = sent.lines().map(|l| l.contains(BRIEF_MARK)).collect();
+    if is_brief.len() != served.len() {
+        return Err(format!(
+            "{layout}: {} requests logged, {} timed in the server's log",
+            is_brief.len(),
+            served.len(),
+        ));
+    }
+    Ok(is_brief.into_iter().zip(served).collect())
+}
+
+/// Runs `plan` with `ctx run`'s scheduling flags `run_args` on a fresh
+/// llama.cpp server; the server's log, the requests it received (one
+/// JSON line each) and how long `ctx run` took, in seconds (the server
+/// was ready before it started). `layout` names the run's files.
+fn run_on_server(
+    ctx: &Path,
+    venv: &Venv,
+    run_dir: &Path,
+    layout: &str,
+    plan: &Path,
+    raw: &str,
+    run_args: &[&str],
+) -> Result<(String, String, f64), String> {
     let root = crate::root();
     let port = free_port()?;
     let requests = run_dir.join(format!("requests-{layout}.jsonl"));
@@ -144,17 +231,11 @@ fn served_calls(
     let mut server = Server::start("llama-cpp-python server", cmd, &log, 3600)?;
     server.wait_ready(port, "/v1/models", Duration::from_secs(300))?;
     let base_url = format!("http://127.0.0.1:{port}/v1");
-    let args = [
-        "--model",
-        "smollm2",
-        "--concurrency",
-        "1",
-        "--max-attempts",
-        "2",
-        "--var",
-        raw,
-    ]
-    .map(String::from);
+    let args: Vec<String> = ["--model", "smollm2", "--max-attempts", "2", "--var", raw]
+        .iter()
+        .chain(run_args)
+        .map(|s| s.to_string())
+        .collect();
     let mut run = CtxRun::new(
         ctx,
         plan,
@@ -163,24 +244,16 @@ fn served_calls(
         &run_dir.join(layout),
         &args,
     );
+    let started = std::time::Instant::now();
     let code = run.execute(Duration::from_secs(3600))?;
+    let took = started.elapsed().as_secs_f64();
     server.stop();
     if code != 0 {
         return Err(run.failure(&format!("exited with {code}, expected 0")));
     }
-    let served =
-        parse_log(&fs::read_to_string(&log).map_err(|e| format!("{}: {e}", log.display()))?);
+    let log = fs::read_to_string(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     let sent = fs::read_to_string(&requests).map_err(|e| format!("{}: {e}", requests.display()))?;
-    let is_brief: Vec<bool> = sent.lines().map(|l| l.contains(BRIEF_MARK)).collect();
-    if is_brief.len() != served.len() {
-        return Err(format!(
-            "{layout}: {} requests logged, {} timed in {}",
-            is_brief.len(),
-            served.len(),
-            log.display()
-        ));
-    }
-    Ok(is_brief.into_iter().zip(served).collect())
+    Ok((log, sent, took))
 }
 
 /// The requests of a llama-cpp-python log (`verbose=True`), in order: a
@@ -214,6 +287,21 @@ fn parse_log(log: &str) -> Vec<ServedCall> {
     calls
 }
 
+/// Each `Llama.generate: N prefix-match hit, remaining M prompt tokens to
+/// eval` line of a llama-cpp-python log: `(N, M)`.
+fn parse_hits(log: &str) -> Vec<(u64, u64)> {
+    log.lines()
+        .filter_map(|line| line.split("Llama.generate: ").nth(1))
+        .map(|rest| {
+            let mut numbers = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .map(|n| n.parse().unwrap_or(0));
+            (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
+        })
+        .collect()
+}
+
 /// One layout's row of the measured table.
 fn row(layout: &str, calls: &[(bool, ServedCall)]) -> String {
     let brief: f64 = calls
@@ -239,6 +327,13 @@ fn row(layout: &str, calls: &[(bool, ServedCall)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hit_lines_give_the_tokens_reused_and_processed() {
+        let log = "Llama.generate: 1590 prefix-match hit, remaining 56 prompt tokens to eval\nother\n\
+                   x Llama.generate: 32 prefix-match hit, remaining 1600 prompt tokens to eval\n";
+        assert_eq!(parse_hits(log), [(1590, 56), (32, 1600)]);
+    }
 
     #[test]
     fn the_log_gives_each_requests_reuse_and_prompt_time() {

@@ -90,6 +90,13 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "STRATEGY", help_heading = heading::PROMPTS)]
     pub summarize_strategy: Option<StrategyArg>,
 
+    /// When at least K calls ready at once share a prompt prefix the
+    /// provider can cache (a map's items), send one first and the others
+    /// when its first token arrives (overrides config.cache_warm_up; at
+    /// least 2).
+    #[arg(long, value_name = "K", help_heading = heading::PROMPTS)]
+    pub cache_warm_up: Option<usize>,
+
     /// Scheduling policy; `levels` (batch by dependency level) exists only
     /// for the benchmark comparison.
     #[arg(long, value_enum, default_value = "ready", hide = true)]
@@ -218,6 +225,7 @@ impl Args {
             max_check_attempts: self.limits.max_check_attempts,
             tokenizer: self.tokenizer,
             summarize_strategy: self.summarize_strategy.map(Into::into),
+            cache_warm_up: self.cache_warm_up,
         }
     }
 

@@ -136,6 +136,8 @@ pub enum ProblemCode {
     /// `config.cache_breakpoints.after` asks for more than 4 breakpoints,
     /// or names a block twice.
     InvalidCacheBreakpoints,
+    /// `config.cache_warm_up` is under 2.
+    InvalidCacheWarmUp,
     /// A variable's name is not `[A-Z][A-Z0-9_]*`.
     InvalidVariableName,
     /// A variable is named `HISTORICAL_CONTEXT`, which the `history:`
@@ -221,6 +223,7 @@ impl ProblemCode {
             ProblemCode::InvalidEntityCheck => "invalid_entity_check",
             ProblemCode::ZeroMaxCheckAttempts => "zero_max_check_attempts",
             ProblemCode::InvalidCacheBreakpoints => "invalid_cache_breakpoints",
+            ProblemCode::InvalidCacheWarmUp => "invalid_cache_warm_up",
             ProblemCode::InvalidVariableName => "invalid_variable_name",
             ProblemCode::ReservedVariable => "reserved_variable",
             ProblemCode::DuplicateVariable => "duplicate_variable",

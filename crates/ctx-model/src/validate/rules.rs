@@ -121,6 +121,20 @@ fn check_config(plan: &Plan, out: &mut Vec<Problem>) {
             message,
         });
     }
+    if let Some(k) = cfg
+        .cache_warm_up
+        .filter(|&k| k < crate::prompt_cache::MIN_WARM_UP_CALLS)
+    {
+        out.push(Problem {
+            code: ProblemCode::InvalidCacheWarmUp,
+            task_id: None,
+            field: "config.cache_warm_up".into(),
+            message: format!(
+                "{k} calls: must be at least {} (the call that warms the cache and one that uses it), or left out for no warm-up",
+                crate::prompt_cache::MIN_WARM_UP_CALLS
+            ),
+        });
+    }
     check_summary_settings(cfg, out);
 }
 
