@@ -25,7 +25,7 @@
 //! provider's cache still matches the prefix byte for byte.
 //!
 //! Judge and summary calls get breakpoints too, after the parts they
-//! share with other calls of their kind ([`side_call_breakpoints`]).
+//! share with other calls of their kind (`side_call_breakpoints`).
 
 use ctx_engine::{CacheBreakpoints, InferenceRequest};
 use ctx_model::prompt_cache::{Breakpoint, CacheKey, MAX_BREAKPOINTS};
@@ -149,7 +149,7 @@ pub(crate) fn shared_end(plan: &Plan, task: &SubTask, assembled: &AssembledPromp
 /// prompt's shared prefix is `shared`: `ctx-` and the first 16 hex digits
 /// of the SHA-256 of both, each with the texts `secrets` hides shown as
 /// `[secret NAME]` and `shared` without a secret's beginning at its end
-/// ([`without_secret_start`]): nothing of a secret goes into the key (see
+/// (`without_secret_start`): nothing of a secret goes into the key (see
 /// the module documentation). `None` when nothing is shared.
 pub fn cache_key(system: Option<&str>, shared: &str, secrets: &SecretMask) -> Option<String> {
     if shared.is_empty() && system.is_none_or(str::is_empty) {

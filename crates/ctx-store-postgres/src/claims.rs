@@ -338,7 +338,7 @@ impl PgStore {
     /// A map's item does not touch its map task's row (that one row's
     /// lock made a map's commits run one at a time): the statement sent
     /// right behind the commit, in the same round trip but its own
-    /// transaction ([`SETTLE`]), releases the map task for its join when
+    /// transaction (`runs::SETTLE`), releases the map task for its join when
     /// it finds none of its items open, and closes the run when none of
     /// its tasks is. Running after the commit is what makes it sound:
     /// of two last items committed at once, the later commit's follower
