@@ -55,6 +55,12 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// `1 task`, `2 tasks`, `12,345 tasks`: a count of tasks in words.
+pub fn tasks(n: usize) -> String {
+    let noun = if n == 1 { "task" } else { "tasks" };
+    format!("{} {noun}", count(n as u64))
+}
+
 /// US dollars, every figure at one precision (six decimals: a millionth
 /// of a dollar, so a small call still shows and a column of figures lines
 /// up and compares digit by digit).
@@ -149,6 +155,14 @@ pub fn tick_step(span: i64, ticks: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_of_tasks_agrees_in_number() {
+        assert_eq!(tasks(0), "0 tasks");
+        assert_eq!(tasks(1), "1 task");
+        assert_eq!(tasks(2), "2 tasks");
+        assert_eq!(tasks(12_345), "12,345 tasks");
+    }
 
     #[test]
     fn the_prompt_cache_says_not_reported_rather_than_zero() {

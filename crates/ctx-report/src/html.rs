@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 use crate::analysis::{Analysis, Span};
 use crate::escape::{push_text, text, truncate};
-use crate::format::{CacheRead, count, duration, prompt_cache, ratio, usd, usd_opt};
+use crate::format::{CacheRead, count, duration, prompt_cache, ratio, tasks, usd, usd_opt};
 use crate::input::{AttemptOutcome, RunReportInput, RunStatus, TaskReport};
 use crate::{dag, timeline};
 
@@ -261,15 +261,15 @@ fn totals(out: &mut String, input: &RunReportInput, a: &Analysis) {
     }
     let _ = write!(
         out,
-        "</dd><dd class=\"path\">longest dependency chain by duration, {} tasks: ",
-        a.lower_bound_path.len()
+        "</dd><dd class=\"path\">longest dependency chain by duration, {}: ",
+        tasks(a.lower_bound_path.len())
     );
     path_ids(out, input, &a.lower_bound_path);
     out.push_str("</dd></div>");
     let _ = write!(
         out,
-        "<div><dt>Actual critical path</dt><dd>{} tasks</dd><dd class=\"path\">",
-        a.actual_path.len()
+        "<div><dt>Actual critical path</dt><dd>{}</dd><dd class=\"path\">",
+        tasks(a.actual_path.len())
     );
     path_ids(out, input, &a.actual_path);
     out.push_str("</dd></div>");

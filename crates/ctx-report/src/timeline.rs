@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use crate::analysis::Analysis;
 use crate::escape::{push_text, truncate};
-use crate::format::{axis, duration, px, tick_step};
+use crate::format::{axis, duration, px, tasks, tick_step};
 use crate::groups::{grouped_order, parents};
 use crate::input::{AttemptOutcome, RunReportInput, RunStatus};
 
@@ -54,12 +54,12 @@ pub fn render(out: &mut String, input: &RunReportInput, a: &Analysis) {
 
     let _ = write!(
         out,
-        "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"timeline of {} tasks\">",
+        "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"timeline of {}\">",
         px(width),
         px(height),
         px(width),
         px(height),
-        rows.len()
+        tasks(rows.len())
     );
     out.push_str("<defs><pattern id=\"stripes\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"3\" height=\"6\" class=\"stripe\"/></pattern></defs>");
 
