@@ -235,13 +235,25 @@ async fn a_prefix_too_short_to_cache_holds_nobody() {
     let engine = Arc::new(Scripted::default());
     let report = run(plan("Weigh the note.", Some(2)), &engine, 4).await;
     assert!(report.all_completed());
+    // One item still carries the signal, but fires it before it is sent:
+    // its siblings go at once, before its first token. They may even
+    // reach the engine before it does (they race it from the queue), so
+    // the warm-up call is found by its signal, not by its place.
+    let log = engine.log();
+    let warmed: Vec<&String> = log
+        .iter()
+        .filter(|(what, _)| *what == "warm-up")
+        .map(|(_, id)| id)
+        .collect();
+    assert_eq!(warmed.len(), 1, "{log:?}");
+    let warm = warmed[0];
     let starts = engine.item_starts();
-    let warm = &starts[0];
-    // The first item still carries the signal, but fires it before it is
-    // sent: its siblings go at once, before its first token.
-    assert_eq!(engine.at("warm-up", warm), 0);
-    for sibling in &starts[1..] {
-        assert!(engine.at("start", sibling) < engine.at("first", warm));
+    assert_eq!(starts.len(), 4, "{log:?}");
+    for sibling in starts.iter().filter(|s| *s != warm) {
+        assert!(
+            engine.at("start", sibling) < engine.at("first", warm),
+            "{log:?}"
+        );
     }
 }
 
