@@ -301,7 +301,12 @@ impl Compressible {
     pub fn new(parts: &[&str]) -> Compressible {
         let mut units: Vec<(Unit, usize)> = Vec::new();
         for (section, part) in parts.iter().enumerate() {
-            let normalized = part.replace("\r\n", "\n").replace('\r', "\n");
+            // Most sections hold no carriage return: no copy for them.
+            let normalized = if part.contains('\r') {
+                std::borrow::Cow::Owned(part.replace("\r\n", "\n").replace('\r', "\n"))
+            } else {
+                std::borrow::Cow::Borrowed(*part)
+            };
             let body = normalized.trim_end();
             // Sections after the first start on a fresh paragraph.
             let text = if section == 0 {
@@ -346,14 +351,14 @@ impl Compressible {
                     continue;
                 };
                 pending.push_str(piece);
-                if pending.trim().is_empty() {
+                let trimmed = pending.trim();
+                if trimmed.is_empty() {
                     continue;
                 }
                 // A unit that is only a heading waits for what follows it.
-                let only_heading = heads.iter().any(|h| {
-                    let t = pending.trim();
-                    text.get(h.clone()).is_some_and(|ht| ht.trim() == t)
-                });
+                let only_heading = heads
+                    .iter()
+                    .any(|h| text.get(h.clone()).is_some_and(|ht| ht.trim() == trimmed));
                 if only_heading && b < text.len() {
                     continue;
                 }
