@@ -4,46 +4,12 @@
 //! cache needs a byte-identical prefix.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use ctx_deps::{
-    BoxFuture, EngineError, Executor, ExecutorOptions, InferenceEngine, InferenceRequest,
-    InferenceResponse, MemoryStore,
-};
+use ctx_deps::{Executor, ExecutorOptions, MemoryStore};
 use ctx_model::{Plan, PromptLayout};
-
-/// Answers each task after its latency and keeps the prompt it was sent.
-struct Recorder {
-    latency_ms: BTreeMap<String, u64>,
-    prompts: Mutex<BTreeMap<String, String>>,
-    finished: Mutex<Vec<String>>,
-}
-
-impl InferenceEngine for Recorder {
-    fn name(&self) -> &str {
-        "recorder"
-    }
-    fn infer<'a>(
-        &'a self,
-        request: &'a InferenceRequest,
-    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
-        Box::pin(async move {
-            let id = request.task_id.clone();
-            self.prompts
-                .lock()
-                .unwrap()
-                .insert(id.clone(), request.prompt.clone());
-            let ms = self.latency_ms.get(&id).copied().unwrap_or(1);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            self.finished.lock().unwrap().push(id.clone());
-            Ok(InferenceResponse {
-                output: format!("the findings of {id}\nwith a second line"),
-                ..InferenceResponse::default()
-            })
-        })
-    }
-}
+use ctx_test_support::recorder::Recorder;
 
 /// Producers `p0`, `p1`, `p2`; siblings `a` and `b` use all three and
 /// the same entities, each listing them in its own order.
@@ -75,11 +41,14 @@ fn plan(layout: PromptLayout) -> Plan {
 /// Runs the plan with the producers' latencies and returns the order they
 /// finished in and each sibling's prompt without its own prompt.
 async fn shared_parts(layout: PromptLayout, latencies: [u64; 3]) -> (Vec<String>, [String; 2]) {
-    let engine = Arc::new(Recorder {
-        latency_ms: (0..3).map(|i| (format!("p{i}"), latencies[i])).collect(),
-        prompts: Mutex::new(BTreeMap::new()),
-        finished: Mutex::new(Vec::new()),
-    });
+    let latency_ms: BTreeMap<String, u64> =
+        (0..3).map(|i| (format!("p{i}"), latencies[i])).collect();
+    let engine = Arc::new(
+        Recorder::new(|r| format!("the findings of {}\nwith a second line", r.task_id))
+            .with_latency(move |r| {
+                Duration::from_millis(latency_ms.get(&r.task_id).copied().unwrap_or(1))
+            }),
+    );
     let report = Executor::new(
         plan(layout),
         engine.clone(),
@@ -91,9 +60,11 @@ async fn shared_parts(layout: PromptLayout, latencies: [u64; 3]) -> (Vec<String>
     .await
     .unwrap();
     assert!(report.all_completed());
-    let prompts = engine.prompts.lock().unwrap();
-    let shared = |id: &str, own: &str| prompts[id].strip_suffix(own).unwrap().to_string();
-    let finished = engine.finished.lock().unwrap();
+    let shared = |id: &str, own: &str| {
+        let prompt = engine.request(id).prompt;
+        prompt.strip_suffix(own).unwrap().to_string()
+    };
+    let finished = engine.finished();
     (
         finished
             .iter()

@@ -4,43 +4,13 @@
 //! marks where the shared blocks end, for a map's items up to the item.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ctx_deps::{
-    BoxFuture, EngineError, Executor, ExecutorOptions, InferenceEngine, InferenceRequest,
-    InferenceResponse, MemoryStore,
-};
+use ctx_deps::{Executor, ExecutorOptions, InferenceRequest, MemoryStore};
 use ctx_model::Plan;
 use ctx_model::prompt_cache::{Breakpoint, BreakpointModels, CacheBreakpoints, CacheKey};
 use ctx_store::SecretMask;
-
-/// Keeps every request it is sent, by task id.
-#[derive(Default)]
-struct Recorder {
-    requests: Mutex<BTreeMap<String, InferenceRequest>>,
-}
-
-impl InferenceEngine for Recorder {
-    fn name(&self) -> &str {
-        "recorder"
-    }
-    fn infer<'a>(
-        &'a self,
-        request: &'a InferenceRequest,
-    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
-        Box::pin(async move {
-            let id = request.task_id.clone();
-            self.requests
-                .lock()
-                .unwrap()
-                .insert(id.clone(), request.clone());
-            Ok(InferenceResponse {
-                output: format!("answer of {id}"),
-                ..InferenceResponse::default()
-            })
-        })
-    }
-}
+use ctx_test_support::recorder::Recorder;
 
 const GUIDE: &str = "Read each note against the project's guide.";
 
@@ -88,7 +58,7 @@ async fn requests_with(
     plan: &Plan,
     options: ExecutorOptions,
 ) -> BTreeMap<String, InferenceRequest> {
-    let engine = Arc::new(Recorder::default());
+    let engine = Arc::new(Recorder::new(|r| format!("answer of {}", r.task_id)));
     let report = Executor::new(
         plan.clone(),
         engine.clone(),
@@ -100,7 +70,11 @@ async fn requests_with(
     .await
     .unwrap();
     assert!(report.all_completed());
-    std::mem::take(&mut *engine.requests.lock().unwrap())
+    engine
+        .requests()
+        .into_iter()
+        .map(|r| (r.task_id.clone(), r))
+        .collect()
 }
 
 fn key(r: &InferenceRequest) -> Option<&str> {

@@ -5,46 +5,21 @@
 //! dependent's summary quotes — never more than four per request, and
 //! none without the setting.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ctx_deps::{
-    BoxFuture, EngineError, Executor, ExecutorOptions, InferenceEngine, InferenceRequest,
-    InferenceResponse, MemoryStore, RequestPurpose,
-};
+use ctx_deps::{Executor, ExecutorOptions, InferenceRequest, MemoryStore, RequestPurpose};
 use ctx_model::Plan;
 use ctx_model::prompt_cache::{BreakpointModels, MAX_BREAKPOINTS};
+use ctx_test_support::recorder::Recorder;
 
-/// Keeps every request it is sent, in order; a judge gets a pass, a
-/// summary a short text, a task a long answer (so its dependents need a
-/// summary).
-#[derive(Default)]
-struct Recorder {
-    requests: Mutex<Vec<InferenceRequest>>,
-}
-
-impl InferenceEngine for Recorder {
-    fn name(&self) -> &str {
-        "recorder"
-    }
-    fn infer<'a>(
-        &'a self,
-        request: &'a InferenceRequest,
-    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
-        Box::pin(async move {
-            self.requests.lock().unwrap().push(request.clone());
-            let output = match request.purpose {
-                RequestPurpose::Judge => r#"{"pass": true, "reason": "fine"}"#.to_string(),
-                RequestPurpose::Summary { .. } => "the gist".to_string(),
-                RequestPurpose::Task => {
-                    format!("{} answers at length. ", request.task_id).repeat(20)
-                }
-            };
-            Ok(InferenceResponse {
-                output,
-                ..InferenceResponse::default()
-            })
-        })
-    }
+/// Answers a judge with a pass, a summary with its gist, and a task at
+/// length.
+fn recorder() -> Recorder {
+    Recorder::new(|request| match request.purpose {
+        RequestPurpose::Judge => r#"{"pass": true, "reason": "fine"}"#.to_string(),
+        RequestPurpose::Summary { .. } => "the gist".to_string(),
+        RequestPurpose::Task => format!("{} answers at length. ", request.task_id).repeat(20),
+    })
 }
 
 const RUBRIC: &str = "Does the answer name the region?";
@@ -79,7 +54,7 @@ fn plan(breakpoints: bool, focus: &str, summary_prompt: Option<&str>) -> Plan {
 }
 
 async fn requests(plan: &Plan) -> Vec<InferenceRequest> {
-    let engine = Arc::new(Recorder::default());
+    let engine = Arc::new(recorder());
     let report = Executor::new(
         plan.clone(),
         engine.clone(),
@@ -91,7 +66,7 @@ async fn requests(plan: &Plan) -> Vec<InferenceRequest> {
     .await
     .unwrap();
     assert!(report.all_completed());
-    std::mem::take(&mut *engine.requests.lock().unwrap())
+    engine.requests()
 }
 
 fn of(sent: &[InferenceRequest], judge: bool) -> Vec<&InferenceRequest> {

@@ -6,7 +6,8 @@
 //! relative and golden-stable), writing a scratch file, a scratch directory
 //! that runs ctx and counts engine calls ([`Dir`]), reading ctx's output
 //! ([`task`], [`run_id`], [`counts`]), and the plan of `(id, dependencies)`
-//! pairs the executor and store tests build ([`plan`]). One copy, so that
+//! pairs the executor and store tests build ([`plan`]), and an engine that
+//! records what the executor sends ([`recorder::Recorder`]). One copy, so that
 //! a change (say, to how the binary is found or to the JSON's shape) is
 //! made once.
 //!
@@ -15,6 +16,7 @@
 //! dependencies, so it cannot leak into the library graph unseen.
 
 pub mod openai_server;
+pub mod recorder;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
