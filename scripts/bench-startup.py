@@ -12,6 +12,7 @@ the figures are medians over the rounds, with the fastest beside them.
 Usage:
   scripts/bench-startup.py --ctx target/release/ctx [--before OLD_CTX]
       --archive DIR [--peer-python PY --peer-script SCRIPT] [--rounds N]
+      [--peer-every K]
 
 The archive is a bench-history one (`history_bench generate DIR 13 3000
 5600`); the peer is SquadScope's scripts/assemble_historical_context.py,
@@ -46,7 +47,8 @@ def main():
     p.add_argument("--archive", required=True)
     p.add_argument("--peer-python")
     p.add_argument("--peer-script")
-    p.add_argument("--rounds", type=int, default=101)
+    p.add_argument("--rounds", type=int, default=200)
+    p.add_argument("--peer-every", type=int, default=4)
     a = p.parse_args()
 
     binaries = [("ctx", a.ctx)] + ([("before", a.before)] if a.before else [])
@@ -82,12 +84,12 @@ def main():
     for _, argv in commands:
         cpu_ms(argv)
     times = {label: [] for label, _ in commands}
-    peer_rounds = max(1, a.rounds // 10)
     for r in range(a.rounds):
         for label, argv in commands:
-            # The peer takes ~20x longer: a tenth of the rounds keeps the
-            # run short and still interleaves it with every other command.
-            if label.startswith("peer") and r % (a.rounds // peer_rounds) != 0:
+            # The peer takes ~25x longer: every `--peer-every`th round keeps
+            # the run short and still interleaves it with every other
+            # command.
+            if label.startswith("peer") and r % a.peer_every != 0:
                 continue
             times[label].append(cpu_ms(argv))
 

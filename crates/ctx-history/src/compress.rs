@@ -279,8 +279,16 @@ fn is_abbreviation(line_before: &str, _bytes: &[u8], _dot: usize) -> bool {
     if word.is_empty() {
         return false;
     }
-    let lower = word.to_lowercase();
-    if ABBREVIATIONS.contains(&lower.as_str()) {
+    // The list is lower-case ASCII: an ASCII word compares without the
+    // allocation of `to_lowercase` (called at every sentence end); any
+    // other lower-cases first, as some non-ASCII letters become ASCII
+    // (the Kelvin sign is `k`).
+    let listed = if word.is_ascii() {
+        ABBREVIATIONS.iter().any(|a| word.eq_ignore_ascii_case(a))
+    } else {
+        ABBREVIATIONS.contains(&word.to_lowercase().as_str())
+    };
+    if listed {
         return true;
     }
     let mut chars = word.chars();

@@ -151,8 +151,8 @@ impl TokenizerExt for Tokenizer {
 /// `max_words` (ctx-history's compression) and a `max_words` check
 /// (ctx-checks) agree on a text. Here because both count with this crate.
 ///
-/// Counted eight bytes at a time where they are all ASCII, and a
-/// character at a time elsewhere (each non-ASCII character decoded and
+/// Counted eight bytes at a time where they are all ASCII (the last few
+/// padded with spaces), and a character at a time elsewhere (each non-ASCII character decoded and
 /// asked `char::is_whitespace`), so the count is `split_whitespace`'s
 /// exactly (the proptest `count_words_is_split_whitespace` compares them)
 /// at a fraction of its cost: ctx-history's compression calls it on every
@@ -168,20 +168,22 @@ pub fn count_words(text: &str) -> usize {
     let mut after_space = true;
     let mut i = 0;
     while i < bytes.len() {
-        if let Some(chunk) = bytes.get(i..i + 8) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            let w = u64::from_le_bytes(word);
-            if w & HIGH == 0 {
-                let spaces = ascii_spaces(w);
-                // Byte k's "previous byte was a space" flag: byte k-1's
-                // space flag, and for byte 0 the state carried in.
-                let before = (spaces << 8) | if after_space { 0x80 } else { 0 };
-                words += (!spaces & HIGH & before).count_ones() as usize;
-                after_space = spaces >> 63 != 0;
-                i += 8;
-                continue;
-            }
+        // Eight bytes, or the last few padded with spaces: a space starts
+        // no word, and the state it leaves is not read after the end.
+        let rest = &bytes[i..];
+        let take = rest.len().min(8);
+        let mut word = [b' '; 8];
+        word[..take].copy_from_slice(&rest[..take]);
+        let w = u64::from_le_bytes(word);
+        if w & HIGH == 0 {
+            let spaces = ascii_spaces(w);
+            // Byte k's "previous byte was a space" flag: byte k-1's space
+            // flag, and for byte 0 the state carried in.
+            let before = (spaces << 8) | if after_space { 0x80 } else { 0 };
+            words += (!spaces & HIGH & before).count_ones() as usize;
+            after_space = spaces >> 63 != 0;
+            i += take;
+            continue;
         }
         let b = bytes[i];
         let (space, len) = if b < 0x80 {
