@@ -64,6 +64,13 @@ pub struct Claimed {
     pub claim: Claim,
     /// The results of the task's dependencies (by its edges), by task id.
     pub inputs: Vec<TaskExecutionResult>,
+    /// The task's previous completed result, kept by a resume because
+    /// the task waited only on a map above it (schema 6): the worker
+    /// commits it as is ([`PgStore::complete_unchanged`]) when the items
+    /// the task would receive now digest as those it received then
+    /// (`metadata.map_inputs`), instead of calling the engine. `None`
+    /// for every other claim.
+    pub kept: Option<TaskExecutionResult>,
 }
 
 /// The most tasks one claim statement takes (a worker without a
@@ -171,7 +178,7 @@ impl PgStore {
                                       WHERE e.run_id = t.run_id AND e.task_id = t.task_id
                                         AND d.result_json IS NOT NULL
                                       ORDER BY e.depends_on),
-                               t.priority, t.idx",
+                               t.priority, t.idx, t.kept_json",
                     &[
                         (&run, Type::TEXT),
                         (&worker, Type::TEXT),
@@ -193,6 +200,13 @@ impl PgStore {
                     .map_err(|e| {
                         shared.corrupt(&run_id, format!("a dependency of task `{task_id}`"), e)
                     })?;
+                let kept = r
+                    .get::<_, Option<String>>(7)
+                    .map(|j| serde_json::from_str::<TaskExecutionResult>(&j))
+                    .transpose()
+                    .map_err(|e| {
+                        shared.corrupt(&run_id, format!("the kept result of task `{task_id}`"), e)
+                    })?;
                 let order = (std::cmp::Reverse(r.get::<_, i64>(5)), run_id.clone(), r.get::<_, i32>(6));
                 claimed.push((
                     order,
@@ -205,6 +219,7 @@ impl PgStore {
                             plan_hash: r.get(3),
                         },
                         inputs,
+                        kept,
                     },
                 ));
             }
@@ -351,7 +366,34 @@ impl PgStore {
     /// claim. The set cannot change before the commit: every dependent
     /// waits on this task, so none is claimable, and a changed plan is
     /// refused while the claim is live.
+    ///
+    /// The result is one the claim produced: it clears the kept result
+    /// (schema 6) of the task and of its direct dependents, whose kept
+    /// results were computed from the output this one replaces.
     pub async fn complete(&self, claim: &Claim, result: &TaskExecutionResult) -> Result<Commit> {
+        self.commit(claim, result, false).await
+    }
+
+    /// Commits, as [`complete`](Self::complete) does, a result that
+    /// changes nothing its dependents' kept results (schema 6) were
+    /// computed from, which therefore stand: the task's own kept result
+    /// taken as stored ([`Claimed::kept`]; the row keeps it too, which
+    /// marks the result as taken, not run), or a map task's join (its
+    /// dependents are judged by the items they receive, not by it).
+    pub async fn complete_unchanged(
+        &self,
+        claim: &Claim,
+        result: &TaskExecutionResult,
+    ) -> Result<Commit> {
+        self.commit(claim, result, true).await
+    }
+
+    async fn commit(
+        &self,
+        claim: &Claim,
+        result: &TaskExecutionResult,
+        unchanged: bool,
+    ) -> Result<Commit> {
         let claim = claim.clone();
         let status = result.status.as_str().to_string();
         let json = serde_json::to_string(result).map_err(|e| {
@@ -386,8 +428,19 @@ impl PgStore {
             let (skip_ids, skip_json) = (&skip_ids, &skip_json);
             let outcome = shared
                 .with(&context, 1, move |c, retry| async move {
-                    let r =
-                        commit_statement(&c, claim, status, json, skip_ids, skip_json, retry).await;
+                    let r = commit_statement(
+                        &c,
+                        claim,
+                        Terminal {
+                            status,
+                            json,
+                            unchanged,
+                        },
+                        skip_ids,
+                        skip_json,
+                        retry,
+                    )
+                    .await;
                     (c, r)
                 })
                 .await?;
@@ -444,19 +497,29 @@ impl PgStore {
     }
 }
 
+/// A terminal result as the commit writes it.
+#[derive(Clone, Copy)]
+struct Terminal<'a> {
+    status: &'a str,
+    json: &'a str,
+    /// Its dependents' kept results stand (see
+    /// [`PgStore::complete_unchanged`]); else they are cleared.
+    unchanged: bool,
+}
+
 /// The commit of a terminal result under a claim: one statement, so one
 /// transaction, and [`SETTLE`] for its run right behind it, in the same
 /// round trip.
 async fn commit_statement(
     c: &Client,
     claim: &Claim,
-    status: &str,
-    json: &str,
+    t: Terminal<'_>,
     skip_ids: &[String],
     skip_json: &[String],
     retry: bool,
 ) -> Result<Commit, PgError> {
-    let params: [(&(dyn ToSql + Sync), Type); 8] = [
+    let (status, json) = (t.status, t.json);
+    let params: [(&(dyn ToSql + Sync), Type); 9] = [
         (&claim.run_id, Type::TEXT),
         (&claim.task_id, Type::TEXT),
         (&claim.attempt, Type::INT4),
@@ -465,6 +528,7 @@ async fn commit_statement(
         (&json, Type::TEXT),
         (&skip_ids, Type::TEXT_ARRAY),
         (&skip_json, Type::TEXT_ARRAY),
+        (&t.unchanged, Type::BOOL),
     ];
     let settle: [(&(dyn ToSql + Sync), Type); 2] =
         [(&claim.run_id, Type::TEXT), (&claim.task_id, Type::TEXT)];
@@ -472,7 +536,8 @@ async fn commit_statement(
         c.query_typed(
             "WITH done AS (
                UPDATE ctx_tasks SET status = $5, result_json = $6, claimed_by = NULL,
-                      lease_until = NULL, finished_at = now()
+                      lease_until = NULL, finished_at = now(),
+                      kept_json = CASE WHEN $9 THEN kept_json END
                 WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
                   AND status = 'in_progress' AND lease_until >= now()
                 RETURNING task_id),
@@ -480,7 +545,8 @@ async fn commit_statement(
                INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
                SELECT $1, $2, $3, $4, $5, true, $6 FROM done),
              released AS (
-               UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1
+               UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1,
+                      kept_json = CASE WHEN $9 THEN t.kept_json END
                  FROM ctx_edges e, done
                 WHERE $5 = 'completed' AND NOT e.joins AND e.run_id = $1 AND e.depends_on = $2
                   AND t.run_id = $1 AND t.task_id = e.task_id
@@ -576,12 +642,13 @@ async fn unfenced_store(
            SELECT status FROM ctx_tasks WHERE run_id = $1 AND task_id = $2 FOR UPDATE),
          upd AS (
            UPDATE ctx_tasks SET status = $3, result_json = $4, claimed_by = NULL, lease_until = NULL,
+                  kept_json = NULL,
                   started_at = CASE WHEN $3 = 'in_progress' AND status <> 'in_progress'
                                     THEN now() ELSE started_at END,
                   finished_at = CASE WHEN $3 IN ('completed','failed','skipped') THEN now() END
             WHERE run_id = $1 AND task_id = $2
             RETURNING task_id)
-         UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1
+         UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1, kept_json = NULL
            FROM ctx_edges e, prev, upd
           WHERE $3 = 'completed' AND prev.status <> 'completed' AND NOT e.joins
             AND e.run_id = $1 AND e.depends_on = $2 AND t.run_id = $1 AND t.task_id = e.task_id",

@@ -190,6 +190,7 @@ impl ClaimStore {
             Claimed {
                 claim,
                 inputs: Vec::new(),
+                kept: None,
             },
         )
     }
