@@ -66,7 +66,7 @@ pub struct Claimed {
     pub inputs: Vec<TaskExecutionResult>,
     /// The task's previous completed result, kept by a resume because
     /// the task waited only on a map above it (schema 6): the worker
-    /// commits it as is ([`PgStore::complete_unchanged`]) when the items
+    /// commits it as is ([`PgStore::complete_taken`]) when the items
     /// the task would receive now digest as those it received then
     /// (`metadata.map_inputs`), instead of calling the engine. `None`
     /// for every other claim.
@@ -371,28 +371,41 @@ impl PgStore {
     /// (schema 6) of the task and of its direct dependents, whose kept
     /// results were computed from the output this one replaces.
     pub async fn complete(&self, claim: &Claim, result: &TaskExecutionResult) -> Result<Commit> {
-        self.commit(claim, result, false).await
+        self.commit(claim, result, Made::Ran).await
     }
 
-    /// Commits, as [`complete`](Self::complete) does, a result that
-    /// changes nothing its dependents' kept results (schema 6) were
-    /// computed from, which therefore stand: the task's own kept result
-    /// taken as stored ([`Claimed::kept`]; the row keeps it too, which
-    /// marks the result as taken, not run), or a map task's join (its
-    /// dependents are judged by the items they receive, not by it).
-    pub async fn complete_unchanged(
+    /// Commits a map task's own result (its join, or why it could not
+    /// expand) as [`complete`](Self::complete) does, except that the
+    /// kept results (schema 6) of the tasks below it stand: they are
+    /// judged by the items they receive, not by this result.
+    pub async fn complete_join(
         &self,
         claim: &Claim,
         result: &TaskExecutionResult,
     ) -> Result<Commit> {
-        self.commit(claim, result, true).await
+        self.commit(claim, result, Made::Joined).await
+    }
+
+    /// Commits the task's kept result ([`Claimed::kept`]), taken as
+    /// stored, as [`complete`](Self::complete) commits a result, except
+    /// that nothing ran: its dependents' kept results stand (it is the
+    /// result they were computed from), the row keeps it too (which
+    /// marks the result as taken: reused, not run), and no attempt is
+    /// added to the history, which holds it already (what the run spent
+    /// counts it once). A refused one is not a late commit either.
+    pub async fn complete_taken(
+        &self,
+        claim: &Claim,
+        kept: &TaskExecutionResult,
+    ) -> Result<Commit> {
+        self.commit(claim, kept, Made::Taken).await
     }
 
     async fn commit(
         &self,
         claim: &Claim,
         result: &TaskExecutionResult,
-        unchanged: bool,
+        made: Made,
     ) -> Result<Commit> {
         let claim = claim.clone();
         let status = result.status.as_str().to_string();
@@ -431,11 +444,7 @@ impl PgStore {
                     let r = commit_statement(
                         &c,
                         claim,
-                        Terminal {
-                            status,
-                            json,
-                            unchanged,
-                        },
+                        Terminal { status, json, made },
                         skip_ids,
                         skip_json,
                         retry,
@@ -497,14 +506,26 @@ impl PgStore {
     }
 }
 
+/// How a committed result came to be, for the results a resume kept
+/// (schema 6) and the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Made {
+    /// The task ran: its own and its dependents' kept results are
+    /// cleared.
+    Ran,
+    /// A map task's own result: the kept results below it stand.
+    Joined,
+    /// The task's kept result, taken as stored: kept results stand, and
+    /// the history, which holds it already, gets no attempt.
+    Taken,
+}
+
 /// A terminal result as the commit writes it.
 #[derive(Clone, Copy)]
 struct Terminal<'a> {
     status: &'a str,
     json: &'a str,
-    /// Its dependents' kept results stand (see
-    /// [`PgStore::complete_unchanged`]); else they are cleared.
-    unchanged: bool,
+    made: Made,
 }
 
 /// The commit of a terminal result under a claim: one statement, so one
@@ -519,7 +540,10 @@ async fn commit_statement(
     retry: bool,
 ) -> Result<Commit, PgError> {
     let (status, json) = (t.status, t.json);
-    let params: [(&(dyn ToSql + Sync), Type); 9] = [
+    // Kept results stand ($9); an attempt is recorded ($10).
+    let stand = t.made != Made::Ran;
+    let record = t.made != Made::Taken;
+    let params: [(&(dyn ToSql + Sync), Type); 10] = [
         (&claim.run_id, Type::TEXT),
         (&claim.task_id, Type::TEXT),
         (&claim.attempt, Type::INT4),
@@ -528,7 +552,8 @@ async fn commit_statement(
         (&json, Type::TEXT),
         (&skip_ids, Type::TEXT_ARRAY),
         (&skip_json, Type::TEXT_ARRAY),
-        (&t.unchanged, Type::BOOL),
+        (&stand, Type::BOOL),
+        (&record, Type::BOOL),
     ];
     let settle: [(&(dyn ToSql + Sync), Type); 2] =
         [(&claim.run_id, Type::TEXT), (&claim.task_id, Type::TEXT)];
@@ -543,7 +568,7 @@ async fn commit_statement(
                 RETURNING task_id),
              hist AS (
                INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
-               SELECT $1, $2, $3, $4, $5, true, $6 FROM done),
+               SELECT $1, $2, $3, $4, $5, true, $6 FROM done WHERE $10),
              released AS (
                UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1,
                       kept_json = CASE WHEN $9 THEN t.kept_json END
@@ -590,6 +615,9 @@ async fn commit_statement(
     }
     if committed {
         Ok(Commit::Committed)
+    } else if !record {
+        // Nothing ran: nothing was done twice.
+        Ok(Commit::Refused)
     } else {
         execute_typed(
             c,

@@ -80,7 +80,7 @@ pub struct TaskRow {
     pub engine: Option<String>,
     /// Its result is the one it had before the latest resume, taken as
     /// stored by its claim because the items of the maps above it came
-    /// back unchanged ([`PgStore::complete_unchanged`](crate::PgStore::complete_unchanged)):
+    /// back unchanged ([`PgStore::complete_taken`](crate::PgStore::complete_taken)):
     /// reused, not run.
     pub taken: bool,
 }

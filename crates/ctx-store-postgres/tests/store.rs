@@ -1086,13 +1086,17 @@ fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents()
     let kept_b = b.kept.clone().expect("b's kept result");
     assert_eq!(kept_b.output, "out b");
     assert_eq!(
-        rt.block_on(store.complete_unchanged(&b.claim, &kept_b))
+        rt.block_on(store.complete_taken(&b.claim, &kept_b))
             .unwrap(),
         Commit::Committed
     );
+    // Nothing ran: the history, which holds the result already, gets no
+    // attempt (what the run spent counts it once).
+    let history = rt.block_on(store.attempts(&run, Some("b"))).unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
     let c = claim_of(&rt, &store, &run, "c");
     assert_eq!(c.kept.as_ref().map(|r| r.output.as_str()), Some("out c"));
-    rt.block_on(store.complete_unchanged(&c.claim, c.kept.as_ref().unwrap()))
+    rt.block_on(store.complete_taken(&c.claim, c.kept.as_ref().unwrap()))
         .unwrap();
     let taken: Vec<(String, bool)> = rt
         .block_on(store.tasks(&run))

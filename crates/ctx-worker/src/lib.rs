@@ -456,7 +456,7 @@ async fn run_claimed(
         let reads: Arc<dyn ctx_deps::ExecutionStore> = cs.clone();
         match runner.kept_result_holds(&claim.task_id, reads, &kept).await {
             Ok(true) => {
-                return match store.complete_unchanged(claim, &kept).await {
+                return match store.complete_taken(claim, &kept).await {
                     Ok(commit) => TaskEnd::Reused(commit),
                     Err(e) => TaskEnd::Done(Box::new(Err(e.into())), None),
                 };
