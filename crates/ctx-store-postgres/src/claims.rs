@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use tokio_postgres::types::{ToSql, Type};
 
 use crate::PgStore;
-use crate::connection::PgError;
+use crate::connection::{PgError, Prepared};
 use crate::error::Result;
 use crate::runs::{SETTLE, SWEEP};
 
@@ -72,6 +72,61 @@ pub struct Claimed {
     /// for every other claim.
     pub kept: Option<TaskExecutionResult>,
 }
+
+/// The claim statement, its runs narrowed by `$run` (a condition on
+/// `$1`, the run): ready and lapsed tasks are looked up apart, each in
+/// the order of its own index (one condition with an OR would sort every
+/// ready task at every claim), and the best `$5` of both are taken.
+/// Parameters: the run, the worker, the lease in ms, the engine label,
+/// the most tasks.
+macro_rules! claim_sql {
+    ($run:literal) => {
+        concat!(
+            "WITH ready AS (
+               SELECT run_id, task_id, priority, idx FROM ctx_tasks
+                WHERE status = 'pending' AND pending_deps = 0",
+            $run,
+            "
+                ORDER BY priority DESC, run_id, idx
+                LIMIT $5
+                FOR UPDATE SKIP LOCKED),
+             lapsed AS (
+               SELECT run_id, task_id, priority, idx FROM ctx_tasks
+                WHERE status = 'in_progress' AND lease_until < now()",
+            $run,
+            "
+                ORDER BY priority DESC, run_id, idx
+                LIMIT $5
+                FOR UPDATE SKIP LOCKED),
+             c AS (
+               SELECT run_id, task_id FROM (SELECT * FROM ready UNION ALL SELECT * FROM lapsed) u
+                ORDER BY priority DESC, run_id, idx
+                LIMIT $5)
+             UPDATE ctx_tasks t
+                SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
+                    lease_until = now() + $3::float8 * interval '1 millisecond',
+                    started_at = now(), claim_seq = nextval('ctx_claim_seq'),
+                    engine = $4::text
+               FROM c
+              WHERE t.run_id = c.run_id AND t.task_id = c.task_id
+             RETURNING t.run_id, t.task_id, t.attempt,
+                       (SELECT r.plan_hash FROM ctx_runs r WHERE r.run_id = t.run_id),
+                       ARRAY(SELECT d.result_json FROM ctx_edges e
+                               JOIN ctx_tasks d ON d.run_id = e.run_id AND d.task_id = e.depends_on
+                              WHERE e.run_id = t.run_id AND e.task_id = t.task_id
+                                AND d.result_json IS NOT NULL
+                              ORDER BY e.depends_on),
+                       t.priority, t.idx, t.kept_json"
+        )
+    };
+}
+
+/// The claim in one run (`$1`): prepared once per connection, its
+/// generic plan reads the run's part of each index.
+const CLAIM_IN_RUN: &str = claim_sql!(" AND run_id = $1::text");
+
+/// The claim in any open run (`$1` is NULL).
+const CLAIM_ANY_RUN: &str = claim_sql!(" AND $1::text IS NULL");
 
 /// The most tasks one claim statement takes (a worker without a
 /// concurrency limit asks for this many at a time).
@@ -139,53 +194,17 @@ impl PgStore {
         let engine = self.engine.as_deref().map(str::to_string);
         let shared = Arc::clone(&self.shared);
         self.call(async move {
+            let sql = if run.is_some() {
+                CLAIM_IN_RUN
+            } else {
+                CLAIM_ANY_RUN
+            };
             let rows = shared
-                .query_typed(
+                .query_prepared(
                     &|| "claiming a task".to_string(),
-                    // Ready and lapsed tasks are looked up apart, each in
-                    // the order of its own index (one condition with an
-                    // OR would sort every ready task at every claim), and
-                    // the best `limit` of both are taken.
-                    "WITH ready AS (
-                       SELECT run_id, task_id, priority, idx FROM ctx_tasks
-                        WHERE status = 'pending' AND pending_deps = 0
-                          AND ($1::text IS NULL OR run_id = $1)
-                        ORDER BY priority DESC, run_id, idx
-                        LIMIT $5
-                        FOR UPDATE SKIP LOCKED),
-                     lapsed AS (
-                       SELECT run_id, task_id, priority, idx FROM ctx_tasks
-                        WHERE status = 'in_progress' AND lease_until < now()
-                          AND ($1::text IS NULL OR run_id = $1)
-                        ORDER BY priority DESC, run_id, idx
-                        LIMIT $5
-                        FOR UPDATE SKIP LOCKED),
-                     c AS (
-                       SELECT run_id, task_id FROM (SELECT * FROM ready UNION ALL SELECT * FROM lapsed) u
-                        ORDER BY priority DESC, run_id, idx
-                        LIMIT $5)
-                     UPDATE ctx_tasks t
-                        SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
-                            lease_until = now() + $3::float8 * interval '1 millisecond',
-                            started_at = now(), claim_seq = nextval('ctx_claim_seq'),
-                            engine = $4::text
-                       FROM c
-                      WHERE t.run_id = c.run_id AND t.task_id = c.task_id
-                     RETURNING t.run_id, t.task_id, t.attempt,
-                               (SELECT r.plan_hash FROM ctx_runs r WHERE r.run_id = t.run_id),
-                               ARRAY(SELECT d.result_json FROM ctx_edges e
-                                       JOIN ctx_tasks d ON d.run_id = e.run_id AND d.task_id = e.depends_on
-                                      WHERE e.run_id = t.run_id AND e.task_id = t.task_id
-                                        AND d.result_json IS NOT NULL
-                                      ORDER BY e.depends_on),
-                               t.priority, t.idx, t.kept_json",
-                    &[
-                        (&run, Type::TEXT),
-                        (&worker, Type::TEXT),
-                        (&lease, Type::FLOAT8),
-                        (&engine, Type::TEXT),
-                        (&limit, Type::INT8),
-                    ],
+                    sql,
+                    &[Type::TEXT, Type::TEXT, Type::FLOAT8, Type::TEXT, Type::INT8],
+                    &[&run, &worker, &lease, &engine, &limit],
                 )
                 .await?;
             let mut claimed = Vec::with_capacity(rows.len());
@@ -207,7 +226,11 @@ impl PgStore {
                     .map_err(|e| {
                         shared.corrupt(&run_id, format!("the kept result of task `{task_id}`"), e)
                     })?;
-                let order = (std::cmp::Reverse(r.get::<_, i64>(5)), run_id.clone(), r.get::<_, i32>(6));
+                let order = (
+                    std::cmp::Reverse(r.get::<_, i64>(5)),
+                    run_id.clone(),
+                    r.get::<_, i32>(6),
+                );
                 claimed.push((
                     order,
                     Claimed {
@@ -320,23 +343,17 @@ impl PgStore {
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let context = || format!("{what} task `{}` of run `{}`", claim.task_id, claim.run_id);
-            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
-                (&claim.run_id, Type::TEXT),
-                (&claim.task_id, Type::TEXT),
-                (&claim.attempt, Type::INT4),
-                (&claim.worker, Type::TEXT),
-            ];
+            let mut params: Vec<&(dyn ToSql + Sync)> =
+                vec![&claim.run_id, &claim.task_id, &claim.attempt, &claim.worker];
+            let mut types = vec![Type::TEXT, Type::TEXT, Type::INT4, Type::TEXT];
             if let Some((p, t)) = &extra {
-                params.push((p.as_ref(), t.clone()));
+                params.push(p.as_ref());
+                types.push(t.clone());
             }
-            let params = params.as_slice();
-            let n = shared
-                .with(&context, 1, move |c, _| async move {
-                    let r = execute_typed(&c, sql, params).await;
-                    (c, r)
-                })
+            let rows = shared
+                .query_prepared(&context, sql, &types, &params)
                 .await?;
-            Ok(n == 1)
+            Ok(rows.len() == 1)
         })
         .await
     }
@@ -440,9 +457,10 @@ impl PgStore {
             let (claim, status, json) = (&claim, &status, &json);
             let (skip_ids, skip_json) = (&skip_ids, &skip_json);
             let outcome = shared
-                .with(&context, 1, move |c, retry| async move {
+                .with_prepared(&context, 1, move |c, prepared, retry| async move {
                     let r = commit_statement(
                         &c,
+                        &prepared,
                         claim,
                         Terminal { status, json, made },
                         skip_ids,
@@ -520,46 +538,12 @@ enum Made {
     Taken,
 }
 
-/// A terminal result as the commit writes it.
-#[derive(Clone, Copy)]
-struct Terminal<'a> {
-    status: &'a str,
-    json: &'a str,
-    made: Made,
-}
-
-/// The commit of a terminal result under a claim: one statement, so one
-/// transaction, and [`SETTLE`] for its run right behind it, in the same
-/// round trip.
-async fn commit_statement(
-    c: &Client,
-    claim: &Claim,
-    t: Terminal<'_>,
-    skip_ids: &[String],
-    skip_json: &[String],
-    retry: bool,
-) -> Result<Commit, PgError> {
-    let (status, json) = (t.status, t.json);
-    // Kept results stand ($9); an attempt is recorded ($10).
-    let stand = t.made != Made::Ran;
-    let record = t.made != Made::Taken;
-    let params: [(&(dyn ToSql + Sync), Type); 10] = [
-        (&claim.run_id, Type::TEXT),
-        (&claim.task_id, Type::TEXT),
-        (&claim.attempt, Type::INT4),
-        (&claim.worker, Type::TEXT),
-        (&status, Type::TEXT),
-        (&json, Type::TEXT),
-        (&skip_ids, Type::TEXT_ARRAY),
-        (&skip_json, Type::TEXT_ARRAY),
-        (&stand, Type::BOOL),
-        (&record, Type::BOOL),
-    ];
-    let settle: [(&(dyn ToSql + Sync), Type); 2] =
-        [(&claim.run_id, Type::TEXT), (&claim.task_id, Type::TEXT)];
-    let (row, settled) = tokio::join!(
-        c.query_typed(
-            "WITH done AS (
+/// The commit of a terminal result under a claim (see
+/// [`PgStore::complete`]), prepared once per connection. Parameters:
+/// the run, the task, the fencing token, the worker, the status, the
+/// result, the ids and results of the dependents a failure skips,
+/// whether kept results stand, whether an attempt is recorded.
+const COMMIT: &str = "WITH done AS (
                UPDATE ctx_tasks SET status = $5, result_json = $6, claimed_by = NULL,
                       lease_until = NULL, finished_at = now(),
                       kept_json = CASE WHEN $9 THEN kept_json END
@@ -585,11 +569,65 @@ async fn commit_statement(
                     -- Idle workers wake when this commit makes a task
                     -- ready (delivered at commit; see `PgStore::listen`).
                     (SELECT pg_notify('ctx_ready', $1)
-                      WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0))::text",
-            &params,
-        ),
-        c.query_typed(SETTLE, &settle),
+                      WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0))::text";
+
+/// [`COMMIT`]'s parameter types.
+const COMMIT_TYPES: [Type; 10] = [
+    Type::TEXT,
+    Type::TEXT,
+    Type::INT4,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::BOOL,
+    Type::BOOL,
+];
+
+/// A terminal result as the commit writes it.
+#[derive(Clone, Copy)]
+struct Terminal<'a> {
+    status: &'a str,
+    json: &'a str,
+    made: Made,
+}
+
+/// The commit of a terminal result under a claim: one statement, so one
+/// transaction, and [`SETTLE`] for its run right behind it, in the same
+/// round trip.
+async fn commit_statement(
+    c: &Client,
+    prepared: &Prepared,
+    claim: &Claim,
+    t: Terminal<'_>,
+    skip_ids: &[String],
+    skip_json: &[String],
+    retry: bool,
+) -> Result<Commit, PgError> {
+    let (status, json) = (t.status, t.json);
+    // Kept results stand ($9); an attempt is recorded ($10).
+    let stand = t.made != Made::Ran;
+    let record = t.made != Made::Taken;
+    let params: [&(dyn ToSql + Sync); 10] = [
+        &claim.run_id,
+        &claim.task_id,
+        &claim.attempt,
+        &claim.worker,
+        &status,
+        &json,
+        &skip_ids,
+        &skip_json,
+        &stand,
+        &record,
+    ];
+    let (commit, settle) = tokio::join!(
+        prepared.get(c, COMMIT, &COMMIT_TYPES),
+        prepared.get(c, SETTLE, &[Type::TEXT, Type::TEXT]),
     );
+    let (commit, settle) = (commit?, settle?);
+    let settle_params: [&(dyn ToSql + Sync); 2] = [&claim.run_id, &claim.task_id];
+    let (row, settled) = tokio::join!(c.query(&commit, &params), c.query(&settle, &settle_params),);
     let committed = row?.first().is_some_and(|r| r.get::<_, i64>(0) == 1);
     settled?;
     if !committed && retry {

@@ -1201,3 +1201,67 @@ fn a_version_5_store_is_migrated_and_its_runs_read_as_before() {
         )],
     );
 }
+
+/// A claimed task's `in_progress` prompt is written once its call has
+/// run for `PROGRESS_AFTER` (for `ctx runs show` while it runs), not at
+/// once: a call that ends sooner writes only its terminal result, which
+/// holds the prompt too.
+#[test]
+fn a_claims_prompt_is_written_once_its_call_has_run_a_while() {
+    let Some(url) = support::fresh_db("progress") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[]), ("b", &[])]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[2, 1],
+            engine: "dry-run",
+            plan_source: None,
+            inputs: None,
+        }))
+        .unwrap();
+    let prompt_of = |id: &str| {
+        rt.block_on(store.tasks(&run))
+            .unwrap()
+            .into_iter()
+            .find(|t| t.task_id == id)
+            .and_then(|t| t.result)
+            .and_then(|r| r.prompt)
+    };
+    let with_prompt = |id: &str, status| {
+        let mut r = TaskExecutionResult::new(id, status);
+        r.prompt = Some(format!("prompt of {id}"));
+        r
+    };
+    // `a` runs long: its prompt appears after PROGRESS_AFTER.
+    let a = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    let cs = ClaimStore::new(store.clone(), a);
+    cs.store(with_prompt("a", TaskStatus::InProgress)).unwrap();
+    assert_eq!(prompt_of("a"), None);
+    std::thread::sleep(ctx_store_postgres::PROGRESS_AFTER + Duration::from_millis(500));
+    assert_eq!(prompt_of("a").as_deref(), Some("prompt of a"));
+    cs.store(with_prompt("a", TaskStatus::Completed)).unwrap();
+    assert_eq!(cs.outcome(), Some(Commit::Committed));
+    // `b` ends at once: only its terminal result is written.
+    let b = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    let cs = ClaimStore::new(store.clone(), b);
+    cs.store(with_prompt("b", TaskStatus::InProgress)).unwrap();
+    cs.store(with_prompt("b", TaskStatus::Completed)).unwrap();
+    assert_eq!(cs.outcome(), Some(Commit::Committed));
+    std::thread::sleep(ctx_store_postgres::PROGRESS_AFTER + Duration::from_millis(500));
+    let tasks = rt.block_on(store.tasks(&run)).unwrap();
+    assert!(
+        tasks.iter().all(|t| t.status == TaskStatus::Completed),
+        "{tasks:?}"
+    );
+    assert_eq!(prompt_of("b").as_deref(), Some("prompt of b"));
+}
