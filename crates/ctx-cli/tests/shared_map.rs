@@ -379,3 +379,112 @@ fn a_worker_sigkilled_mid_map_loses_no_committed_item_and_repeats_none() {
     assert!(statuses(&v).iter().all(|(_, s)| s == "completed"), "{v}");
     assert_reduce_in_order(&dir, &list);
 }
+
+/// The bug: a shared resume ran the reduce again even when every item
+/// came back unchanged. Now an unchanged resume calls no engine: the
+/// items are taken by content hash, the map joins them, and the reduce
+/// takes the result its resume kept aside, listed `completed (reused)`
+/// as a local resume lists it.
+#[test]
+fn an_unchanged_shared_resume_calls_no_engine_and_reuses_the_reduce() {
+    let Some(url) = pg::fresh_db("map_resume_unchanged") else {
+        return;
+    };
+    let dir = Dir::new();
+    write_list(&dir, &["a", "b", "c"]);
+    plan(&dir, "");
+    let first = run_here(&dir, &url, &["plan.yaml"], 0.05);
+    assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
+    let run = run_id_from_text(&first.stderr);
+    std::fs::remove_file(dir.path().join("counts")).unwrap();
+    let second = ctx_test_support::Out::of(
+        dir.ctx()
+            .args(["run", "--resume", &run, "--store", &url])
+            .args(engine(dir.path(), 0.05)),
+    );
+    assert_eq!(second.code, 0, "{}\n{}", second.stdout, second.stderr);
+    assert_eq!(dir.counts(), counts(&[]), "{}", second.stdout);
+    let line = |id: &str| {
+        second
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .unwrap_or_else(|| panic!("{id} in {}", second.stdout))
+            .to_string()
+    };
+    for id in ["report", "scan[0]", "scan[1]", "scan[2]"] {
+        assert!(line(id).contains("completed (reused)"), "{}", second.stdout);
+    }
+}
+
+/// `plan` with a task `side` that depends on nothing.
+fn plan_with_side(dir: &Dir) -> std::path::PathBuf {
+    let p = plan(dir, "");
+    let text = std::fs::read_to_string(&p).unwrap();
+    dir.write(
+        "plan.yaml",
+        &format!(
+            "{text}  - id: side\n    description: Apart\n    tool_or_prompt: {{name: inference, params: {{prompt: \"Aside.\"}}}}\n"
+        ),
+    )
+}
+
+/// A resume SIGKILLed mid-run (here its worker and its follower, while
+/// `side`, which failed before, runs again) loses no result its resume
+/// kept: the next resume runs `side` again and still takes the reduce as
+/// stored, whether the killed one had taken it or left it waiting.
+#[test]
+fn a_resume_sigkilled_mid_run_keeps_the_reduce_it_would_take() {
+    let Some(url) = pg::fresh_db("map_resume_sigkill") else {
+        return;
+    };
+    let dir = Dir::new();
+    write_list(&dir, &["a", "b"]);
+    dir.write("fail", "side\n");
+    let plan = plan_with_side(&dir);
+    let first = run_here(&dir, &url, &["plan.yaml"], 0.05);
+    assert_eq!(first.code, 1, "{}\n{}", first.stdout, first.stderr);
+    let run = run_id_from_text(&first.stderr);
+    assert_eq!(dir.counts().get("report"), Some(&1));
+    std::fs::remove_file(dir.path().join("fail")).unwrap();
+    std::fs::remove_file(dir.path().join("counts")).unwrap();
+    // The resume reopens the run and a worker (a 1 s lease) takes `side`,
+    // which sleeps: both are killed once its call started.
+    let follower = spawn(
+        ctx()
+            .arg("run")
+            .arg(&plan)
+            .args(["--resume", &run, "--store", &url, "--no-local"])
+            .args(engine(dir.path(), 20.0)),
+        &dir.path().join("follow.err"),
+    );
+    let worker = spawn(
+        ctx()
+            .args([
+                "worker",
+                "--store",
+                &url,
+                "--concurrency",
+                "2",
+                "--lease",
+                "1",
+            ])
+            .args(engine(dir.path(), 20.0)),
+        &dir.path().join("worker.err"),
+    );
+    wait_for("side's call", Duration::from_secs(60), || {
+        dir.counts().contains_key("side")
+    });
+    signal(&worker, "KILL");
+    signal(&follower, "KILL");
+    assert!(!finish(worker, Duration::from_secs(10)).status.success());
+    assert!(!finish(follower, Duration::from_secs(10)).status.success());
+    std::thread::sleep(Duration::from_millis(1500));
+    let third = run_here(&dir, &url, &["--resume", &run], 0.05);
+    assert_eq!(third.code, 0, "{}\n{}", third.stdout, third.stderr);
+    // `side` ran in both resumes; nothing below the map ran in either.
+    assert_eq!(dir.counts(), counts(&[("side", 2)]));
+    let v = third.json();
+    assert_eq!(task(&v, "report")["status"], "completed");
+    assert_eq!(task(&v, "report")["output"], "done\n");
+}

@@ -70,7 +70,7 @@ pub(crate) async fn execute_task(
 }
 
 /// The stored results of task `i`'s dependencies, in dependency order.
-async fn read_dependencies(
+pub(crate) async fn read_dependencies(
     ctx: &TaskContext,
     store: &Arc<dyn ExecutionStore>,
     i: usize,

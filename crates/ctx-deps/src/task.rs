@@ -261,6 +261,35 @@ impl TaskRunner {
         };
         run_job(&self.ctx, &store, i, None, &AtomicBool::new(false), None).await
     }
+
+    /// Whether `kept`, task `task_id`'s completed result from before a
+    /// resume, may be taken as stored instead of running the task: the
+    /// items of maps its prompt receives now, read from `store` as the
+    /// task body reads them, digest as those it received then
+    /// ([`items_digest`](crate::map::items_digest), recorded as
+    /// `metadata.map_inputs`). It is the executor's rule for a task below
+    /// a map on resume, for a shared store whose worker claims the task
+    /// with the result its resume kept aside; the other half of that
+    /// rule (every other dependency was taken as stored too) is the
+    /// store's: a dependency that runs again clears the kept result.
+    /// `Err` only when the store fails or the plan has no such task.
+    pub async fn kept_result_holds(
+        &self,
+        task_id: &str,
+        store: Arc<dyn ExecutionStore>,
+        kept: &TaskExecutionResult,
+    ) -> Result<bool, StoreError> {
+        let Some(i) = self.ctx.graph.index_of(task_id) else {
+            return Err(StoreError::new(format!(
+                "task `{task_id}` is not in the plan"
+            )));
+        };
+        if kept.status != ctx_model::TaskStatus::Completed || kept.task_id != task_id {
+            return Ok(false);
+        }
+        let now = crate::attempt::read_dependencies(&self.ctx, &store, i).await?;
+        Ok(crate::map::items_digest(&self.ctx.plan, &now) == kept.metadata.map_inputs)
+    }
 }
 
 #[cfg(test)]

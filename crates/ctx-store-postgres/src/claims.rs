@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use tokio_postgres::types::{ToSql, Type};
 
 use crate::PgStore;
-use crate::connection::PgError;
+use crate::connection::{PgError, Prepared};
 use crate::error::Result;
 use crate::runs::{SETTLE, SWEEP};
 
@@ -64,7 +64,69 @@ pub struct Claimed {
     pub claim: Claim,
     /// The results of the task's dependencies (by its edges), by task id.
     pub inputs: Vec<TaskExecutionResult>,
+    /// The task's previous completed result, kept by a resume because
+    /// the task waited only on a map above it (schema 6): the worker
+    /// commits it as is ([`PgStore::complete_taken`]) when the items
+    /// the task would receive now digest as those it received then
+    /// (`metadata.map_inputs`), instead of calling the engine. `None`
+    /// for every other claim.
+    pub kept: Option<TaskExecutionResult>,
 }
+
+/// The claim statement, its runs narrowed by `$run` (a condition on
+/// `$1`, the run): ready and lapsed tasks are looked up apart, each in
+/// the order of its own index (one condition with an OR would sort every
+/// ready task at every claim), and the best `$5` of both are taken.
+/// Parameters: the run, the worker, the lease in ms, the engine label,
+/// the most tasks.
+macro_rules! claim_sql {
+    ($run:literal) => {
+        concat!(
+            "WITH ready AS (
+               SELECT run_id, task_id, priority, idx FROM ctx_tasks
+                WHERE status = 'pending' AND pending_deps = 0",
+            $run,
+            "
+                ORDER BY priority DESC, run_id, idx
+                LIMIT $5
+                FOR UPDATE SKIP LOCKED),
+             lapsed AS (
+               SELECT run_id, task_id, priority, idx FROM ctx_tasks
+                WHERE status = 'in_progress' AND lease_until < now()",
+            $run,
+            "
+                ORDER BY priority DESC, run_id, idx
+                LIMIT $5
+                FOR UPDATE SKIP LOCKED),
+             c AS (
+               SELECT run_id, task_id FROM (SELECT * FROM ready UNION ALL SELECT * FROM lapsed) u
+                ORDER BY priority DESC, run_id, idx
+                LIMIT $5)
+             UPDATE ctx_tasks t
+                SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
+                    lease_until = now() + $3::float8 * interval '1 millisecond',
+                    started_at = now(), claim_seq = nextval('ctx_claim_seq'),
+                    engine = $4::text
+               FROM c
+              WHERE t.run_id = c.run_id AND t.task_id = c.task_id
+             RETURNING t.run_id, t.task_id, t.attempt,
+                       (SELECT r.plan_hash FROM ctx_runs r WHERE r.run_id = t.run_id),
+                       ARRAY(SELECT d.result_json FROM ctx_edges e
+                               JOIN ctx_tasks d ON d.run_id = e.run_id AND d.task_id = e.depends_on
+                              WHERE e.run_id = t.run_id AND e.task_id = t.task_id
+                                AND d.result_json IS NOT NULL
+                              ORDER BY e.depends_on),
+                       t.priority, t.idx, t.kept_json"
+        )
+    };
+}
+
+/// The claim in one run (`$1`): prepared once per connection, its
+/// generic plan reads the run's part of each index.
+const CLAIM_IN_RUN: &str = claim_sql!(" AND run_id = $1::text");
+
+/// The claim in any open run (`$1` is NULL).
+const CLAIM_ANY_RUN: &str = claim_sql!(" AND $1::text IS NULL");
 
 /// The most tasks one claim statement takes (a worker without a
 /// concurrency limit asks for this many at a time).
@@ -132,53 +194,17 @@ impl PgStore {
         let engine = self.engine.as_deref().map(str::to_string);
         let shared = Arc::clone(&self.shared);
         self.call(async move {
+            let sql = if run.is_some() {
+                CLAIM_IN_RUN
+            } else {
+                CLAIM_ANY_RUN
+            };
             let rows = shared
-                .query_typed(
+                .query_prepared(
                     &|| "claiming a task".to_string(),
-                    // Ready and lapsed tasks are looked up apart, each in
-                    // the order of its own index (one condition with an
-                    // OR would sort every ready task at every claim), and
-                    // the best `limit` of both are taken.
-                    "WITH ready AS (
-                       SELECT run_id, task_id, priority, idx FROM ctx_tasks
-                        WHERE status = 'pending' AND pending_deps = 0
-                          AND ($1::text IS NULL OR run_id = $1)
-                        ORDER BY priority DESC, run_id, idx
-                        LIMIT $5
-                        FOR UPDATE SKIP LOCKED),
-                     lapsed AS (
-                       SELECT run_id, task_id, priority, idx FROM ctx_tasks
-                        WHERE status = 'in_progress' AND lease_until < now()
-                          AND ($1::text IS NULL OR run_id = $1)
-                        ORDER BY priority DESC, run_id, idx
-                        LIMIT $5
-                        FOR UPDATE SKIP LOCKED),
-                     c AS (
-                       SELECT run_id, task_id FROM (SELECT * FROM ready UNION ALL SELECT * FROM lapsed) u
-                        ORDER BY priority DESC, run_id, idx
-                        LIMIT $5)
-                     UPDATE ctx_tasks t
-                        SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
-                            lease_until = now() + $3::float8 * interval '1 millisecond',
-                            started_at = now(), claim_seq = nextval('ctx_claim_seq'),
-                            engine = $4::text
-                       FROM c
-                      WHERE t.run_id = c.run_id AND t.task_id = c.task_id
-                     RETURNING t.run_id, t.task_id, t.attempt,
-                               (SELECT r.plan_hash FROM ctx_runs r WHERE r.run_id = t.run_id),
-                               ARRAY(SELECT d.result_json FROM ctx_edges e
-                                       JOIN ctx_tasks d ON d.run_id = e.run_id AND d.task_id = e.depends_on
-                                      WHERE e.run_id = t.run_id AND e.task_id = t.task_id
-                                        AND d.result_json IS NOT NULL
-                                      ORDER BY e.depends_on),
-                               t.priority, t.idx",
-                    &[
-                        (&run, Type::TEXT),
-                        (&worker, Type::TEXT),
-                        (&lease, Type::FLOAT8),
-                        (&engine, Type::TEXT),
-                        (&limit, Type::INT8),
-                    ],
+                    sql,
+                    &[Type::TEXT, Type::TEXT, Type::FLOAT8, Type::TEXT, Type::INT8],
+                    &[&run, &worker, &lease, &engine, &limit],
                 )
                 .await?;
             let mut claimed = Vec::with_capacity(rows.len());
@@ -193,7 +219,18 @@ impl PgStore {
                     .map_err(|e| {
                         shared.corrupt(&run_id, format!("a dependency of task `{task_id}`"), e)
                     })?;
-                let order = (std::cmp::Reverse(r.get::<_, i64>(5)), run_id.clone(), r.get::<_, i32>(6));
+                let kept = r
+                    .get::<_, Option<String>>(7)
+                    .map(|j| serde_json::from_str::<TaskExecutionResult>(&j))
+                    .transpose()
+                    .map_err(|e| {
+                        shared.corrupt(&run_id, format!("the kept result of task `{task_id}`"), e)
+                    })?;
+                let order = (
+                    std::cmp::Reverse(r.get::<_, i64>(5)),
+                    run_id.clone(),
+                    r.get::<_, i32>(6),
+                );
                 claimed.push((
                     order,
                     Claimed {
@@ -205,6 +242,7 @@ impl PgStore {
                             plan_hash: r.get(3),
                         },
                         inputs,
+                        kept,
                     },
                 ));
             }
@@ -305,23 +343,17 @@ impl PgStore {
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let context = || format!("{what} task `{}` of run `{}`", claim.task_id, claim.run_id);
-            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
-                (&claim.run_id, Type::TEXT),
-                (&claim.task_id, Type::TEXT),
-                (&claim.attempt, Type::INT4),
-                (&claim.worker, Type::TEXT),
-            ];
+            let mut params: Vec<&(dyn ToSql + Sync)> =
+                vec![&claim.run_id, &claim.task_id, &claim.attempt, &claim.worker];
+            let mut types = vec![Type::TEXT, Type::TEXT, Type::INT4, Type::TEXT];
             if let Some((p, t)) = &extra {
-                params.push((p.as_ref(), t.clone()));
+                params.push(p.as_ref());
+                types.push(t.clone());
             }
-            let params = params.as_slice();
-            let n = shared
-                .with(&context, 1, move |c, _| async move {
-                    let r = execute_typed(&c, sql, params).await;
-                    (c, r)
-                })
+            let rows = shared
+                .query_prepared(&context, sql, &types, &params)
                 .await?;
-            Ok(n == 1)
+            Ok(rows.len() == 1)
         })
         .await
     }
@@ -351,7 +383,47 @@ impl PgStore {
     /// claim. The set cannot change before the commit: every dependent
     /// waits on this task, so none is claimable, and a changed plan is
     /// refused while the claim is live.
+    ///
+    /// The result is one the claim produced: it clears the kept result
+    /// (schema 6) of the task and of its direct dependents, whose kept
+    /// results were computed from the output this one replaces.
     pub async fn complete(&self, claim: &Claim, result: &TaskExecutionResult) -> Result<Commit> {
+        self.commit(claim, result, Made::Ran).await
+    }
+
+    /// Commits a map task's own result (its join, or why it could not
+    /// expand) as [`complete`](Self::complete) does, except that the
+    /// kept results (schema 6) of the tasks below it stand: they are
+    /// judged by the items they receive, not by this result.
+    pub async fn complete_join(
+        &self,
+        claim: &Claim,
+        result: &TaskExecutionResult,
+    ) -> Result<Commit> {
+        self.commit(claim, result, Made::Joined).await
+    }
+
+    /// Commits the task's kept result ([`Claimed::kept`]), taken as
+    /// stored, as [`complete`](Self::complete) commits a result, except
+    /// that nothing ran: its dependents' kept results stand (it is the
+    /// result they were computed from), the row keeps it too (which
+    /// marks the result as taken: reused, not run), and no attempt is
+    /// added to the history, which holds it already (what the run spent
+    /// counts it once). A refused one is not a late commit either.
+    pub async fn complete_taken(
+        &self,
+        claim: &Claim,
+        kept: &TaskExecutionResult,
+    ) -> Result<Commit> {
+        self.commit(claim, kept, Made::Taken).await
+    }
+
+    async fn commit(
+        &self,
+        claim: &Claim,
+        result: &TaskExecutionResult,
+        made: Made,
+    ) -> Result<Commit> {
         let claim = claim.clone();
         let status = result.status.as_str().to_string();
         let json = serde_json::to_string(result).map_err(|e| {
@@ -385,9 +457,17 @@ impl PgStore {
             let (claim, status, json) = (&claim, &status, &json);
             let (skip_ids, skip_json) = (&skip_ids, &skip_json);
             let outcome = shared
-                .with(&context, 1, move |c, retry| async move {
-                    let r =
-                        commit_statement(&c, claim, status, json, skip_ids, skip_json, retry).await;
+                .with_prepared(&context, 1, move |c, prepared, retry| async move {
+                    let r = commit_statement(
+                        &c,
+                        &prepared,
+                        claim,
+                        Terminal { status, json, made },
+                        skip_ids,
+                        skip_json,
+                        retry,
+                    )
+                    .await;
                     (c, r)
                 })
                 .await?;
@@ -444,43 +524,38 @@ impl PgStore {
     }
 }
 
-/// The commit of a terminal result under a claim: one statement, so one
-/// transaction, and [`SETTLE`] for its run right behind it, in the same
-/// round trip.
-async fn commit_statement(
-    c: &Client,
-    claim: &Claim,
-    status: &str,
-    json: &str,
-    skip_ids: &[String],
-    skip_json: &[String],
-    retry: bool,
-) -> Result<Commit, PgError> {
-    let params: [(&(dyn ToSql + Sync), Type); 8] = [
-        (&claim.run_id, Type::TEXT),
-        (&claim.task_id, Type::TEXT),
-        (&claim.attempt, Type::INT4),
-        (&claim.worker, Type::TEXT),
-        (&status, Type::TEXT),
-        (&json, Type::TEXT),
-        (&skip_ids, Type::TEXT_ARRAY),
-        (&skip_json, Type::TEXT_ARRAY),
-    ];
-    let settle: [(&(dyn ToSql + Sync), Type); 2] =
-        [(&claim.run_id, Type::TEXT), (&claim.task_id, Type::TEXT)];
-    let (row, settled) = tokio::join!(
-        c.query_typed(
-            "WITH done AS (
+/// How a committed result came to be, for the results a resume kept
+/// (schema 6) and the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Made {
+    /// The task ran: its own and its dependents' kept results are
+    /// cleared.
+    Ran,
+    /// A map task's own result: the kept results below it stand.
+    Joined,
+    /// The task's kept result, taken as stored: kept results stand, and
+    /// the history, which holds it already, gets no attempt.
+    Taken,
+}
+
+/// The commit of a terminal result under a claim (see
+/// [`PgStore::complete`]), prepared once per connection. Parameters:
+/// the run, the task, the fencing token, the worker, the status, the
+/// result, the ids and results of the dependents a failure skips,
+/// whether kept results stand, whether an attempt is recorded.
+const COMMIT: &str = "WITH done AS (
                UPDATE ctx_tasks SET status = $5, result_json = $6, claimed_by = NULL,
-                      lease_until = NULL, finished_at = now()
+                      lease_until = NULL, finished_at = now(),
+                      kept_json = CASE WHEN $9 THEN kept_json END
                 WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
                   AND status = 'in_progress' AND lease_until >= now()
                 RETURNING task_id),
              hist AS (
                INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
-               SELECT $1, $2, $3, $4, $5, true, $6 FROM done),
+               SELECT $1, $2, $3, $4, $5, true, $6 FROM done WHERE $10),
              released AS (
-               UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1
+               UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1,
+                      kept_json = CASE WHEN $9 THEN t.kept_json END
                  FROM ctx_edges e, done
                 WHERE $5 = 'completed' AND NOT e.joins AND e.run_id = $1 AND e.depends_on = $2
                   AND t.run_id = $1 AND t.task_id = e.task_id
@@ -494,11 +569,65 @@ async fn commit_statement(
                     -- Idle workers wake when this commit makes a task
                     -- ready (delivered at commit; see `PgStore::listen`).
                     (SELECT pg_notify('ctx_ready', $1)
-                      WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0))::text",
-            &params,
-        ),
-        c.query_typed(SETTLE, &settle),
+                      WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0))::text";
+
+/// [`COMMIT`]'s parameter types.
+const COMMIT_TYPES: [Type; 10] = [
+    Type::TEXT,
+    Type::TEXT,
+    Type::INT4,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::BOOL,
+    Type::BOOL,
+];
+
+/// A terminal result as the commit writes it.
+#[derive(Clone, Copy)]
+struct Terminal<'a> {
+    status: &'a str,
+    json: &'a str,
+    made: Made,
+}
+
+/// The commit of a terminal result under a claim: one statement, so one
+/// transaction, and [`SETTLE`] for its run right behind it, in the same
+/// round trip.
+async fn commit_statement(
+    c: &Client,
+    prepared: &Prepared,
+    claim: &Claim,
+    t: Terminal<'_>,
+    skip_ids: &[String],
+    skip_json: &[String],
+    retry: bool,
+) -> Result<Commit, PgError> {
+    let (status, json) = (t.status, t.json);
+    // Kept results stand ($9); an attempt is recorded ($10).
+    let stand = t.made != Made::Ran;
+    let record = t.made != Made::Taken;
+    let params: [&(dyn ToSql + Sync); 10] = [
+        &claim.run_id,
+        &claim.task_id,
+        &claim.attempt,
+        &claim.worker,
+        &status,
+        &json,
+        &skip_ids,
+        &skip_json,
+        &stand,
+        &record,
+    ];
+    let (commit, settle) = tokio::join!(
+        prepared.get(c, COMMIT, &COMMIT_TYPES),
+        prepared.get(c, SETTLE, &[Type::TEXT, Type::TEXT]),
     );
+    let (commit, settle) = (commit?, settle?);
+    let settle_params: [&(dyn ToSql + Sync); 2] = [&claim.run_id, &claim.task_id];
+    let (row, settled) = tokio::join!(c.query(&commit, &params), c.query(&settle, &settle_params),);
     let committed = row?.first().is_some_and(|r| r.get::<_, i64>(0) == 1);
     settled?;
     if !committed && retry {
@@ -524,6 +653,9 @@ async fn commit_statement(
     }
     if committed {
         Ok(Commit::Committed)
+    } else if !record {
+        // Nothing ran: nothing was done twice.
+        Ok(Commit::Refused)
     } else {
         execute_typed(
             c,
@@ -576,12 +708,13 @@ async fn unfenced_store(
            SELECT status FROM ctx_tasks WHERE run_id = $1 AND task_id = $2 FOR UPDATE),
          upd AS (
            UPDATE ctx_tasks SET status = $3, result_json = $4, claimed_by = NULL, lease_until = NULL,
+                  kept_json = NULL,
                   started_at = CASE WHEN $3 = 'in_progress' AND status <> 'in_progress'
                                     THEN now() ELSE started_at END,
                   finished_at = CASE WHEN $3 IN ('completed','failed','skipped') THEN now() END
             WHERE run_id = $1 AND task_id = $2
             RETURNING task_id)
-         UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1
+         UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1, kept_json = NULL
            FROM ctx_edges e, prev, upd
           WHERE $3 = 'completed' AND prev.status <> 'completed' AND NOT e.joins
             AND e.run_id = $1 AND e.depends_on = $2 AND t.run_id = $1 AND t.task_id = e.task_id",

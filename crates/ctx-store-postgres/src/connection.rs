@@ -6,15 +6,26 @@
 //! failover) is replaced and the statement run again until the reconnect
 //! window closes. A statement that fails for any other reason fails at
 //! once: retrying would only repeat it.
+//!
+//! Each pooled connection keeps the statements prepared on it
+//! ([`Prepared`]): the statements a worker sends for every task (the
+//! claim, the commit and the settle behind it, the fenced writes) are
+//! parsed once per connection, and the server plans them once too when
+//! their generic plan is as good as a custom one (every condition of
+//! theirs names its run and task, and the claim comes in two texts, for
+//! one run and for any run, rather than an `$1 IS NULL OR` that no
+//! generic plan can use an index for).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
 use tokio_postgres::error::SqlState;
+
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Row};
+use tokio_postgres::{Client, Row, Statement};
 
 use crate::error::{Error, Result};
 use crate::store::StoreOptions;
@@ -25,7 +36,7 @@ use crate::url::StoreUrl;
 pub(crate) struct Shared {
     pub(crate) url: StoreUrl,
     pub(crate) tls: tokio_postgres_rustls::MakeRustlsConnect,
-    pool: Mutex<Vec<Client>>,
+    pool: Mutex<Vec<(Client, Prepared)>>,
     pub(crate) options: StoreOptions,
     pub(crate) round_trips: AtomicU64,
 }
@@ -78,6 +89,34 @@ pub(crate) fn is_disconnect(e: &PgError) -> bool {
     std::error::Error::source(e).is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
 }
 
+/// The statements prepared on one connection, by the address and length
+/// of their text (each is a `&'static str`). A clone shares the cache;
+/// it lives as long as its connection, whose server-side statements
+/// they are.
+#[derive(Clone, Default)]
+pub(crate) struct Prepared(Arc<Mutex<HashMap<(usize, usize), Statement>>>);
+
+impl Prepared {
+    /// `sql`, prepared on `c` with its parameters' `types` the first
+    /// time (one round trip), then taken from the cache.
+    pub(crate) async fn get(
+        &self,
+        c: &Client,
+        sql: &'static str,
+        types: &[Type],
+    ) -> Result<Statement, PgError> {
+        let key = (sql.as_ptr() as usize, sql.len());
+        if let Some(s) = self.0.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(s);
+        }
+        let s = c.prepare_typed(sql, types).await?;
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(key, s.clone());
+        }
+        Ok(s)
+    }
+}
+
 fn is_auth(e: &PgError) -> bool {
     e.code().is_some_and(|c| {
         *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
@@ -106,16 +145,21 @@ impl Shared {
     }
 
     pub(crate) async fn client(&self, deadline: Instant) -> Result<Client> {
+        Ok(self.pooled(deadline).await?.0)
+    }
+
+    /// A pooled connection (or a new one) with its prepared statements.
+    async fn pooled(&self, deadline: Instant) -> Result<(Client, Prepared)> {
         loop {
             let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
-            if let Some(c) = pooled {
+            if let Some((c, prepared)) = pooled {
                 if !c.is_closed() {
-                    return Ok(c);
+                    return Ok((c, prepared));
                 }
                 continue;
             }
             match self.connect().await {
-                Ok(c) => return Ok(c),
+                Ok(c) => return Ok((c, Prepared::default())),
                 Err(e) if is_auth(&e) => {
                     return Err(Error::Auth {
                         url: self.url.display().to_string(),
@@ -137,11 +181,15 @@ impl Shared {
     }
 
     pub(crate) fn give_back(&self, client: Client) {
+        self.give_back_prepared(client, Prepared::default());
+    }
+
+    fn give_back_prepared(&self, client: Client, prepared: Prepared) {
         if !client.is_closed()
             && let Ok(mut p) = self.pool.lock()
             && p.len() < 32
         {
-            p.push(client);
+            p.push((client, prepared));
         }
     }
 
@@ -162,15 +210,31 @@ impl Shared {
         F: FnMut(Client, bool) -> Fut,
         Fut: Future<Output = (Client, Result<T, PgError>)>,
     {
+        self.with_prepared(context, trips, |c, _, retry| f(c, retry))
+            .await
+    }
+
+    /// [`with`](Self::with), `f` also given the connection's prepared
+    /// statements ([`Prepared`]).
+    pub(crate) async fn with_prepared<T, F, Fut>(
+        &self,
+        context: &(dyn Fn() -> String + Sync),
+        trips: u64,
+        mut f: F,
+    ) -> Result<T>
+    where
+        F: FnMut(Client, Prepared, bool) -> Fut,
+        Fut: Future<Output = (Client, Result<T, PgError>)>,
+    {
         let deadline = Instant::now() + self.options.reconnect_window;
         let mut retry = false;
         loop {
-            let client = self.client(deadline).await?;
+            let (client, prepared) = self.pooled(deadline).await?;
             self.round_trips.fetch_add(trips, Ordering::Relaxed);
-            let (client, r) = f(client, retry).await;
+            let (client, r) = f(client, prepared.clone(), retry).await;
             match r {
                 Ok(v) => {
-                    self.give_back(client);
+                    self.give_back_prepared(client, prepared);
                     return Ok(v);
                 }
                 Err(e) if is_disconnect(&e) && Instant::now() < deadline => {
@@ -185,7 +249,7 @@ impl Shared {
                     });
                 }
                 Err(e) => {
-                    self.give_back(client);
+                    self.give_back_prepared(client, prepared);
                     return Err(Error::Query {
                         url: self.url.display().to_string(),
                         context: context(),
@@ -222,6 +286,27 @@ impl Shared {
     ) -> Result<Vec<Row>> {
         self.with(context, 1, |c, _| async move {
             let r = c.query_typed(sql, params).await;
+            (c, r)
+        })
+        .await
+    }
+
+    /// The rows of one statement prepared once per connection
+    /// ([`Prepared`]) with its parameters' `types`, through
+    /// [`with`](Self::with): one round trip, and none spent parsing it
+    /// again. For the statements a worker sends for every task.
+    pub(crate) async fn query_prepared(
+        &self,
+        context: &(dyn Fn() -> String + Sync),
+        sql: &'static str,
+        types: &[Type],
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        self.with_prepared(context, 1, |c, prepared, _| async move {
+            let r = match prepared.get(&c, sql, types).await {
+                Ok(s) => c.query(&s, params).await,
+                Err(e) => Err(e),
+            };
             (c, r)
         })
         .await

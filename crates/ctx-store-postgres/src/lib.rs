@@ -146,9 +146,12 @@ impl ExecutionStore for RunStore {
 ///   answered from memory (they cannot change while the claim is live);
 ///   any other read goes to the database;
 /// - the `in_progress` result (the exact prompt) is saved while the lease
-///   is live, without holding up the task: the write is sent, and the
-///   engine is called while it is under way. The next write under the
-///   claim waits for it first, so they land in order;
+///   is live, without holding up the task, once the call has run for
+///   [`PROGRESS_AFTER`]: the write waits on its own while the engine is
+///   called, and a call that ends sooner (most, under a fast model) writes
+///   nothing but its terminal result, which holds the prompt too. The
+///   next write under the claim stops a write still waiting, or waits
+///   for one under way, so they land in order;
 /// - the terminal result is committed with [`PgStore::complete`]: only
 ///   under a live lease, releasing or skipping dependents in the same
 ///   transaction. A refused (late) commit is not an error of the store —
@@ -173,12 +176,19 @@ pub struct ClaimStore {
     writes: Mutex<Writes>,
 }
 
+/// How long a claimed task's call runs before its `in_progress` prompt
+/// is written (for `ctx runs show` while it runs). A call that ends
+/// sooner is not written twice: the server's CPU per task is what
+/// bounds a map of many short items (docs/scaling.md).
+pub const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The writes under a claim: whether it was closed, and the `in_progress`
-/// write still under way.
+/// write still waiting or under way, with what stops it while it waits.
 #[derive(Debug, Default)]
 struct Writes {
     closed: bool,
     progress: Option<tokio::task::JoinHandle<Result<bool>>>,
+    stop_progress: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl ClaimStore {
@@ -190,6 +200,7 @@ impl ClaimStore {
             Claimed {
                 claim,
                 inputs: Vec::new(),
+                kept: None,
             },
         )
     }
@@ -238,6 +249,11 @@ impl ClaimStore {
     /// Waits for the `in_progress` write under way, if any: a lost claim
     /// is recorded as a refused outcome; the store's error is returned.
     fn settle_progress(&self, w: &mut Writes) -> Result<(), StoreError> {
+        // A write still waiting ends without writing; one under way is
+        // waited for.
+        if let Some(stop) = w.stop_progress.take() {
+            let _ = stop.send(());
+        }
         let Some(handle) = w.progress.take() else {
             return Ok(());
         };
@@ -301,8 +317,18 @@ impl ExecutionStore for ClaimStore {
                 let Some(handle) = self.store.rt.handle() else {
                     return Err(Error::Runtime("stopped".into()).into());
                 };
-                w.progress =
-                    Some(handle.spawn(async move { store.save_progress(&claim, &result).await }));
+                let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                w.progress = Some(handle.spawn(async move {
+                    tokio::select! {
+                        biased;
+                        // Stopped (or the claim's store dropped): the task
+                        // ended, or asked again, first.
+                        _ = stopped => return Ok(true),
+                        () = tokio::time::sleep(PROGRESS_AFTER) => {}
+                    }
+                    store.save_progress(&claim, &result).await
+                }));
+                w.stop_progress = Some(stop);
                 Ok(())
             }
             TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Skipped => {

@@ -262,6 +262,29 @@ impl PgStore {
             .await
     }
 
+    /// The results a resume kept aside (schema 6) for `run_id`'s tasks
+    /// that wait, pending or claimed, for their claim to decide whether
+    /// the items they receive came back unchanged: what a later resume
+    /// reads as their latest result ([`PgRunView`](crate::PgRunView)).
+    pub async fn kept(&self, run_id: &str) -> Result<Vec<TaskExecutionResult>> {
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query(
+                    &|| format!("reading the kept results of run `{run_id}`"),
+                    "SELECT task_id, kept_json FROM ctx_tasks
+                      WHERE run_id = $1 AND kept_json IS NOT NULL
+                        AND status IN ('pending', 'in_progress')
+                      ORDER BY task_id",
+                    &[&run_id],
+                )
+                .await?;
+            results_of_rows(&shared, &run_id, &rows)
+        })
+        .await
+    }
+
     pub(crate) fn blocking_results(
         &self,
         run_id: &str,
@@ -317,7 +340,8 @@ async fn tasks(shared: &Shared, run_id: &str) -> Result<Vec<TaskRow>> {
                 utc!("started_at"),
                 ", ",
                 utc!("finished_at"),
-                ", claim_seq, engine FROM ctx_tasks WHERE run_id = $1 ORDER BY idx"
+                ", claim_seq, engine, status = 'completed' AND kept_json IS NOT NULL
+                 FROM ctx_tasks WHERE run_id = $1 ORDER BY idx"
             ),
             &[&run_id],
         )
@@ -353,6 +377,7 @@ async fn tasks(shared: &Shared, run_id: &str) -> Result<Vec<TaskRow>> {
                 finished_at: r.get(5),
                 claim_seq: r.get(6),
                 engine: r.get(7),
+                taken: r.get(8),
             })
         })
         .collect()

@@ -78,6 +78,11 @@ pub struct TaskRow {
     /// The engine label of the worker that claimed it last, when that
     /// worker gave one ([`PgStore::with_engine`](crate::PgStore::with_engine)).
     pub engine: Option<String>,
+    /// Its result is the one it had before the latest resume, taken as
+    /// stored by its claim because the items of the maps above it came
+    /// back unchanged ([`PgStore::complete_taken`](crate::PgStore::complete_taken)):
+    /// reused, not run.
+    pub taken: bool,
 }
 
 /// What [`PgStore::gc`](crate::PgStore::gc) did, each list oldest first.

@@ -42,6 +42,11 @@ pub struct Reopen<'a> {
     pub plan_source: Option<&'a str>,
     /// The tasks that run again (the resume plan's `rerun`).
     pub rerun: &'a [String],
+    /// Those of `rerun` that run again only because a map above them
+    /// expands again: each keeps its completed result while it waits
+    /// (`kept_json`, schema 6), for its claim to take as stored when the
+    /// items it receives come back unchanged.
+    pub keep: &'a [String],
     /// What the plan was filled from this time (replaces the stored).
     pub inputs: Option<&'a RunInputs>,
 }
@@ -263,7 +268,11 @@ impl PgStore {
     /// - the tasks in `reopen.rerun` become `pending` with their latest
     ///   result cleared (the history keeps it) — except, when the plan is
     ///   unchanged, tasks another worker holds under a live lease, which
-    ///   are left to it; reused tasks keep their completed result;
+    ///   are left to it; reused tasks keep their completed result; those
+    ///   in `reopen.keep` keep it aside (`kept_json`: the completed
+    ///   result, or the one an earlier resume kept, when this one reads it
+    ///   as the task's latest, [`PgRunView`](crate::PgRunView)), every
+    ///   other task's kept result is cleared;
     /// - the edges are replaced and every pending task's ready counter is
     ///   recomputed from its dependencies' statuses.
     ///
@@ -277,13 +286,14 @@ impl PgStore {
         let inputs_json = inputs_json(&self.shared, run_id, reopen.inputs)?;
         let rows = TaskRows::of(reopen.plan, reopen.priorities);
         let rerun: Vec<String> = reopen.rerun.to_vec();
+        let keep: Vec<String> = reopen.keep.to_vec();
         let engine = reopen.engine.to_string();
         let source = reopen.plan_source.map(str::to_string);
         let run_id = run_id.to_string();
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let (run_id, plan_json, plan_hash) = (&run_id, &plan_json, &plan_hash);
-            let (engine, source, rows, rerun) = (&engine, &source, &rows, &rerun);
+            let (engine, source, rows, rerun, keep) = (&engine, &source, &rows, &rerun, &keep);
             let inputs_json = &inputs_json;
             let found = shared
                 .with(&|| format!("resuming run `{run_id}`"), 15, move |mut c, _| {
@@ -371,14 +381,26 @@ impl PgStore {
                                 &[&run_id, &rows.ids],
                             )
                             .await?;
+                            tx.execute(
+                                "UPDATE ctx_tasks SET kept_json = NULL
+                                  WHERE run_id = $1 AND kept_json IS NOT NULL
+                                    AND task_id <> ALL($2::text[])",
+                                &[&run_id, &keep],
+                            )
+                            .await?;
+                            // In a SET, `status` and `result_json` are the
+                            // row's values before the update.
                             let n = tx
                                 .execute(
                                     "UPDATE ctx_tasks SET status = 'pending', result_json = NULL,
+                                            kept_json = CASE WHEN task_id = ANY($3::text[]) THEN
+                                                CASE WHEN status = 'completed' THEN result_json ELSE kept_json END
+                                            END,
                                             claimed_by = NULL, lease_until = NULL, finished_at = NULL,
                                             engine = NULL, joins_items = false
                                       WHERE run_id = $1 AND task_id = ANY($2::text[])
                                         AND NOT (status = 'in_progress' AND lease_until >= now())",
-                                    &[&run_id, &rerun],
+                                    &[&run_id, &rerun, &keep],
                                 )
                                 .await?;
                             tx.execute("DELETE FROM ctx_edges WHERE run_id = $1", &[&run_id])

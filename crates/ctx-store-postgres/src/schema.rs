@@ -190,10 +190,26 @@ CREATE INDEX ctx_tasks_leased ON ctx_tasks (run_id, lease_until) WHERE status = 
 CREATE INDEX ctx_edges_dependent ON ctx_edges (run_id, task_id);
 "#,
     },
+    Migration {
+        version: 6,
+        sql: r#"
+-- A resume no longer runs again what is below a map whose items came back
+-- unchanged (issue 23). A task whose only reason to run again is a map
+-- above it (the map expands again on every run) keeps its previous
+-- completed result here while it waits, pending; its claim returns it,
+-- and the worker commits it as is when the items the task would receive
+-- digest as those it received then (metadata.map_inputs). A dependency
+-- that really runs again clears its dependents' kept results in its
+-- commit. On a completed row, a kept result marks a result taken as
+-- stored in the latest resume. NULL everywhere else, and for every row
+-- written before this version.
+ALTER TABLE ctx_tasks ADD COLUMN kept_json text;
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {

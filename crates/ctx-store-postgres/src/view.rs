@@ -32,6 +32,14 @@
 //! reads as a latest result too (as a run directory keeps it): a resume
 //! plan names it, and reuses it if a later plan brings it back unchanged.
 //!
+//! A task a resume left waiting on a map above it keeps its previous
+//! completed result aside (`kept_json`, schema 6) until its claim takes
+//! it or runs the task: for the next **resume plan** (and only there)
+//! that kept result is the task's latest, completed under the engine of
+//! the resume that kept it, as a run directory still holds a result
+//! until the task runs again. A session that dies after the resume
+//! reopened the run therefore loses no result a later resume can take.
+//!
 //! The run's **plan** reads as written: the stored plan is the one the
 //! workers run, with the items of each expanded map appended
 //! ([`PgStore::expand_map`]); they are left out, and read as results, as
@@ -43,7 +51,8 @@ use std::collections::HashMap;
 
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store::{
-    ResultRecord, RunHeader, RunHistory, StoreError, TaskFingerprint, fingerprint_all, sha256_hex,
+    ResultRecord, ResumePlan, RunHeader, RunHistory, StoreError, TaskFingerprint, fingerprint_all,
+    sha256_hex,
 };
 
 use crate::PgStore;
@@ -131,6 +140,42 @@ impl PgRunView {
             })
             .collect()
     }
+}
+
+/// `latest` with each kept result (see the module docs) as its task's
+/// latest, completed under `engine` (the label of the resume that kept
+/// it, which compared equal to the one it was produced under), with the
+/// task's fingerprint under the stored plan; recorded when the run was
+/// (the row no longer says when it was).
+fn with_kept(
+    mut latest: Vec<ResultRecord>,
+    kept: Vec<TaskExecutionResult>,
+    fingerprints: &HashMap<String, TaskFingerprint>,
+    engine: &str,
+    created_at: &str,
+) -> Vec<ResultRecord> {
+    for mut result in kept {
+        result.status = TaskStatus::Completed;
+        let record = ResultRecord {
+            prompt_hash: prompt_hash(&result),
+            engine: engine.to_string(),
+            fingerprint: fingerprints.get(&result.task_id).cloned(),
+            session: 1,
+            recorded_at: created_at.to_string(),
+            seq: 0,
+            started_seq: None,
+            started_at: None,
+            result,
+        };
+        match latest
+            .iter_mut()
+            .find(|r| r.result.task_id == record.result.task_id)
+        {
+            Some(r) => *r = record,
+            None => latest.push(record),
+        }
+    }
+    latest
 }
 
 fn prompt_hash(r: &TaskExecutionResult) -> Option<String> {
@@ -266,6 +311,34 @@ impl RunHistory for PgRunView {
         Ok(out)
     }
 
+    /// [`ResumePlan::compute`] over [`latest`](Self::latest) with each
+    /// kept result read as its task's latest (see the module docs).
+    fn resume_plan(
+        &self,
+        plan: &Plan,
+        engine: &str,
+    ) -> std::result::Result<ResumePlan, StoreError> {
+        let info = self.info().map_err(store_error)?;
+        let stored_plan = self.stored_plan().map_err(store_error)?;
+        let (store, id) = (self.store.clone(), self.run_id.clone());
+        let kept = self
+            .store
+            .blocking(async move { store.kept(&id).await })
+            .map_err(store_error)?;
+        let latest = with_kept(
+            self.latest()?,
+            kept,
+            &fingerprint_all(&stored_plan),
+            &info.engine,
+            &info.created_at,
+        );
+        let stored = latest
+            .into_iter()
+            .map(|r| (r.result.task_id.clone(), r))
+            .collect();
+        Ok(ResumePlan::compute(plan, &stored, engine))
+    }
+
     fn history(&self, task_id: &str) -> std::result::Result<Vec<ResultRecord>, StoreError> {
         let info = self.info().map_err(store_error)?;
         let plan = self.stored_plan().map_err(store_error)?;
@@ -299,6 +372,7 @@ mod tests {
             .then(|| "2026-12-01T10:00:05.000Z".into()),
             claim_seq: claim,
             engine: None,
+            taken: false,
         }
     }
 

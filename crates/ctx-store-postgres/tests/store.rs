@@ -486,6 +486,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
         engine: "dry-run",
         plan_source: None,
         rerun: &rerun,
+        keep: &[],
         inputs: None,
     };
     let e = rt.block_on(store.reopen_run(&run, &reopen)).unwrap_err();
@@ -997,4 +998,270 @@ fn a_batch_claim_brings_each_tasks_dependency_results() {
     );
     // What it did not read, it reads.
     assert_eq!(cs.get_by_task_id("e").unwrap(), None);
+}
+
+/// Claims and commits everything claimable in `run`, each task completed
+/// with `out ID`.
+fn drain(rt: &tokio::runtime::Runtime, store: &PgStore, run: &str) {
+    while let Some(c) = rt.block_on(store.claim(Some(run), "w", LEASE)).unwrap() {
+        rt.block_on(store.complete(&c, &done(&c.task_id))).unwrap();
+    }
+}
+
+/// The claim of the ready task `id` of `run`, with what it brings.
+fn claim_of(
+    rt: &tokio::runtime::Runtime,
+    store: &PgStore,
+    run: &str,
+    id: &str,
+) -> ctx_store_postgres::Claimed {
+    let mut got = rt
+        .block_on(store.claim_many(Some(run), "w", LEASE, 1))
+        .unwrap();
+    assert_eq!(got.len(), 1, "one claim of {id}");
+    let c = got.pop().unwrap();
+    assert_eq!(c.claim.task_id, id);
+    c
+}
+
+/// Schema 6: a resume keeps aside the completed results of the tasks
+/// it names in `keep` (those that run again only because a map above
+/// them expands again), and each one's claim brings it back. A result
+/// committed as unchanged (the kept one, taken) leaves its dependents'
+/// kept results standing, and marks the row as taken; a result that
+/// ran clears its own kept result and its dependents'. A resume clears
+/// every kept result it does not keep again.
+#[test]
+fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents() {
+    use ctx_store_postgres::Reopen;
+    let Some(url) = support::fresh_db("kept") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[]), ("b", &["a"]), ("c", &["b"])]);
+    let priorities = [3, 2, 1];
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &priorities,
+            engine: "dry-run",
+            plan_source: None,
+            inputs: None,
+        }))
+        .unwrap();
+    drain(&rt, &store, &run);
+    let both = ["b".to_string(), "c".to_string()];
+    let reopen = Reopen {
+        plan: &p,
+        priorities: &priorities,
+        engine: "dry-run",
+        plan_source: None,
+        rerun: &both,
+        keep: &both,
+        inputs: None,
+    };
+    assert_eq!(rt.block_on(store.reopen_run(&run, &reopen)).unwrap(), 2);
+    // Waiting, each has its kept result, which a resume reads as its
+    // latest (a session that dies here loses nothing).
+    let kept = rt.block_on(store.kept(&run)).unwrap();
+    assert_eq!(
+        kept.iter().map(|r| r.task_id.as_str()).collect::<Vec<_>>(),
+        ["b", "c"]
+    );
+    let view = store.view(&run).unwrap();
+    {
+        use ctx_store::RunHistory;
+        let decided = view.resume_plan(&p, "dry-run").unwrap();
+        assert_eq!(decided.reuse, ["a", "b", "c"], "{decided:?}");
+        assert!(
+            view.latest()
+                .unwrap()
+                .iter()
+                .all(|r| r.result.task_id == "a")
+        );
+    }
+    // `b` takes its kept result: `c`'s stands.
+    let b = claim_of(&rt, &store, &run, "b");
+    let kept_b = b.kept.clone().expect("b's kept result");
+    assert_eq!(kept_b.output, "out b");
+    assert_eq!(
+        rt.block_on(store.complete_taken(&b.claim, &kept_b))
+            .unwrap(),
+        Commit::Committed
+    );
+    // Nothing ran: the history, which holds the result already, gets no
+    // attempt (what the run spent counts it once).
+    let history = rt.block_on(store.attempts(&run, Some("b"))).unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
+    let c = claim_of(&rt, &store, &run, "c");
+    assert_eq!(c.kept.as_ref().map(|r| r.output.as_str()), Some("out c"));
+    rt.block_on(store.complete_taken(&c.claim, c.kept.as_ref().unwrap()))
+        .unwrap();
+    let taken: Vec<(String, bool)> = rt
+        .block_on(store.tasks(&run))
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.task_id, t.taken))
+        .collect();
+    assert_eq!(
+        taken,
+        [("a".into(), false), ("b".into(), true), ("c".into(), true)]
+    );
+    // Again, but `b` runs: its commit clears `c`'s kept result, and its
+    // own.
+    assert_eq!(rt.block_on(store.reopen_run(&run, &reopen)).unwrap(), 2);
+    let b = claim_of(&rt, &store, &run, "b");
+    assert!(b.kept.is_some());
+    let mut ran = done("b");
+    ran.output = "out b, again".into();
+    rt.block_on(store.complete(&b.claim, &ran)).unwrap();
+    let c = claim_of(&rt, &store, &run, "c");
+    assert!(c.kept.is_none(), "{:?}", c.kept);
+    rt.block_on(store.complete(&c.claim, &done("c"))).unwrap();
+    assert!(
+        rt.block_on(store.tasks(&run))
+            .unwrap()
+            .iter()
+            .all(|t| !t.taken)
+    );
+    // A resume that keeps nothing clears what an earlier one kept.
+    assert_eq!(rt.block_on(store.reopen_run(&run, &reopen)).unwrap(), 2);
+    let none = Reopen {
+        keep: &[],
+        ..reopen
+    };
+    assert_eq!(rt.block_on(store.reopen_run(&run, &none)).unwrap(), 2);
+    assert!(rt.block_on(store.kept(&run)).unwrap().is_empty());
+    let b = claim_of(&rt, &store, &run, "b");
+    assert!(b.kept.is_none());
+}
+
+/// A store of schema version 5 (before kept results) is migrated to the
+/// current version when opened: its runs, tasks and results read as
+/// before, with no kept result, and resume by the same rules.
+#[test]
+fn a_version_5_store_is_migrated_and_its_runs_read_as_before() {
+    use ctx_store::RunHistory;
+    let Some(url) = support::fresh_db("migrate5") else {
+        return;
+    };
+    let v5: Vec<&str> = ctx_store_postgres::MIGRATIONS
+        .iter()
+        .filter(|m| m.version <= 5)
+        .map(|m| m.sql)
+        .collect();
+    assert_eq!(v5.len(), 5);
+    support::sql(&url, &v5);
+    let p = plan(&[("a", &[]), ("b", &["a"])]);
+    let plan_json = serde_json::to_string(&p).unwrap();
+    let a = serde_json::to_string(&done("a")).unwrap();
+    support::sql(
+        &url,
+        &[
+            "INSERT INTO ctx_meta (application, schema_version) VALUES ('ctx-execution-store', 5)",
+            &format!(
+                "INSERT INTO ctx_runs (run_id, plan_json, plan_hash, engine, ctx_version, task_count, open)
+                 VALUES ('r5', '{plan_json}', 'h', 'dry-run', '0.1.0', 2, true)"
+            ),
+            &format!(
+                "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority, result_json, attempt, claim_seq)
+                 VALUES ('r5', 'a', 0, 'completed', 0, 2, '{a}', 1, 1),
+                        ('r5', 'b', 1, 'pending', 0, 1, NULL, 0, NULL)"
+            ),
+            "INSERT INTO ctx_edges (run_id, depends_on, task_id) VALUES ('r5', 'a', 'b')",
+        ],
+    );
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let tasks = rt.block_on(store.tasks("r5")).unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0].result.as_ref().unwrap().output, "out a");
+    assert!(tasks.iter().all(|t| !t.taken));
+    assert!(rt.block_on(store.kept("r5")).unwrap().is_empty());
+    let decided = store
+        .view("r5")
+        .unwrap()
+        .resume_plan(&p, "dry-run")
+        .unwrap();
+    assert_eq!(decided.reuse, ["a"]);
+    // The run goes on: `b` is claimed, without a kept result.
+    let b = claim_of(&rt, &store, "r5", "b");
+    assert!(b.kept.is_none());
+    assert_eq!(b.inputs.len(), 1);
+    rt.block_on(store.complete(&b.claim, &done("b"))).unwrap();
+    assert!(!rt.block_on(store.has_open_runs(Some("r5"))).unwrap());
+    // Opening again finds the current version and changes nothing.
+    open(&url).unwrap();
+    support::sql(
+        &url,
+        &[&format!(
+            "DO $$ BEGIN IF (SELECT schema_version FROM ctx_meta) <> {} THEN RAISE EXCEPTION 'version'; END IF; END $$",
+            ctx_store_postgres::SCHEMA_VERSION
+        )],
+    );
+}
+
+/// A claimed task's `in_progress` prompt is written once its call has
+/// run for `PROGRESS_AFTER` (for `ctx runs show` while it runs), not at
+/// once: a call that ends sooner writes only its terminal result, which
+/// holds the prompt too.
+#[test]
+fn a_claims_prompt_is_written_once_its_call_has_run_a_while() {
+    let Some(url) = support::fresh_db("progress") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[]), ("b", &[])]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[2, 1],
+            engine: "dry-run",
+            plan_source: None,
+            inputs: None,
+        }))
+        .unwrap();
+    let prompt_of = |id: &str| {
+        rt.block_on(store.tasks(&run))
+            .unwrap()
+            .into_iter()
+            .find(|t| t.task_id == id)
+            .and_then(|t| t.result)
+            .and_then(|r| r.prompt)
+    };
+    let with_prompt = |id: &str, status| {
+        let mut r = TaskExecutionResult::new(id, status);
+        r.prompt = Some(format!("prompt of {id}"));
+        r
+    };
+    // `a` runs long: its prompt appears after PROGRESS_AFTER.
+    let a = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    let cs = ClaimStore::new(store.clone(), a);
+    cs.store(with_prompt("a", TaskStatus::InProgress)).unwrap();
+    assert_eq!(prompt_of("a"), None);
+    std::thread::sleep(ctx_store_postgres::PROGRESS_AFTER + Duration::from_millis(500));
+    assert_eq!(prompt_of("a").as_deref(), Some("prompt of a"));
+    cs.store(with_prompt("a", TaskStatus::Completed)).unwrap();
+    assert_eq!(cs.outcome(), Some(Commit::Committed));
+    // `b` ends at once: only its terminal result is written.
+    let b = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    let cs = ClaimStore::new(store.clone(), b);
+    cs.store(with_prompt("b", TaskStatus::InProgress)).unwrap();
+    cs.store(with_prompt("b", TaskStatus::Completed)).unwrap();
+    assert_eq!(cs.outcome(), Some(Commit::Committed));
+    std::thread::sleep(ctx_store_postgres::PROGRESS_AFTER + Duration::from_millis(500));
+    let tasks = rt.block_on(store.tasks(&run)).unwrap();
+    assert!(
+        tasks.iter().all(|t| t.status == TaskStatus::Completed),
+        "{tasks:?}"
+    );
+    assert_eq!(prompt_of("b").as_deref(), Some("prompt of b"));
 }

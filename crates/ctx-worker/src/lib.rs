@@ -133,6 +133,14 @@ pub enum WorkerEvent<'a> {
         /// The claim.
         claim: &'a Claim,
     },
+    /// The task's result from before the run was resumed was committed
+    /// as is, without calling the engine: the items of the maps above it
+    /// came back unchanged (and what else it depends on was taken as
+    /// stored too). Counted in [`Worked::committed`].
+    Reused {
+        /// The claim.
+        claim: &'a Claim,
+    },
     /// A map task's items were registered as tasks of its run, and the
     /// map task given back until they end (its next claim joins them).
     Expanded {
@@ -204,6 +212,9 @@ enum TaskEnd {
     Lost,
     /// A map task's items were registered; the map task waits for them.
     Expanded(usize),
+    /// The result a resume kept was taken as stored; the store's word on
+    /// its commit.
+    Reused(Commit),
 }
 
 /// The task runner of one run's stored plan, and that plan's hash (a
@@ -302,8 +313,9 @@ impl Worker {
                     break;
                 }
                 claimed_any = true;
-                for claimed in batch {
+                for mut claimed in batch {
                     let claim = claimed.claim.clone();
+                    let kept = claimed.kept.take();
                     let (plan_hash, runner) = match self.runner_of(&mut runners, &claim).await? {
                         Ok(Some(r)) => r,
                         Ok(None) => continue,
@@ -356,8 +368,8 @@ impl Worker {
                         } else {
                             tokio::select! {
                                 biased;
-                                r = runner.run_task(&c.task_id, cs.clone()).instrument(span)
-                                    => TaskEnd::Done(Box::new(r), cs.outcome()),
+                                end = run_claimed(&store, &runner, &c, &cs, kept).instrument(span)
+                                    => end,
                                 () = beat => TaskEnd::Lost,
                             }
                         };
@@ -429,6 +441,34 @@ impl Worker {
     }
 }
 
+/// Runs the claimed task `claim` on `runner` through its claim's store
+/// `cs`, or, when its resume kept its previous result (`kept`) and the
+/// items it would receive came back unchanged
+/// ([`TaskRunner::kept_result_holds`]), commits that result as is.
+async fn run_claimed(
+    store: &PgStore,
+    runner: &TaskRunner,
+    claim: &Claim,
+    cs: &Arc<ClaimStore>,
+    kept: Option<TaskExecutionResult>,
+) -> TaskEnd {
+    if let Some(kept) = kept {
+        let reads: Arc<dyn ctx_deps::ExecutionStore> = cs.clone();
+        match runner.kept_result_holds(&claim.task_id, reads, &kept).await {
+            Ok(true) => {
+                return match store.complete_taken(claim, &kept).await {
+                    Ok(commit) => TaskEnd::Reused(commit),
+                    Err(e) => TaskEnd::Done(Box::new(Err(e.into())), None),
+                };
+            }
+            Ok(false) => {}
+            Err(e) => return TaskEnd::Done(Box::new(Err(e)), None),
+        }
+    }
+    let r = runner.run_task(&claim.task_id, cs.clone()).await;
+    TaskEnd::Done(Box::new(r), cs.outcome())
+}
+
 /// What a map task's turn counts as: its commit like a task's, its
 /// expansion as such, a lost claim as a lost lease, and a store error as
 /// the task body's.
@@ -493,6 +533,12 @@ fn settle<S>(
             });
             return;
         }
+        TaskEnd::Reused(Commit::Committed) => {
+            worked.committed += 1;
+            on_event(WorkerEvent::Reused { claim: &claim });
+            return;
+        }
+        TaskEnd::Reused(Commit::Refused) => None,
     };
     match end {
         Some((Ok(result), Some(Commit::Committed))) => {
@@ -554,6 +600,7 @@ mod tests {
             WorkerEvent::Expanded { claim, items } => {
                 format!("expanded {} into {items}", claim.task_id)
             }
+            WorkerEvent::Reused { claim } => format!("reused {}", claim.task_id),
         }
     }
 

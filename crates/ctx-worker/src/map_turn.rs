@@ -259,13 +259,16 @@ async fn join(
     done(store, claim, join_result(task, &refs)).await
 }
 
-/// Commits the map task's own `result` under `claim`.
+/// Commits the map task's own `result` under `claim`. The tasks below
+/// the map are judged by the items they receive, not by this result: the
+/// results a resume kept for them stand
+/// ([`PgStore::complete_join`]).
 async fn done(
     store: &PgStore,
     claim: &Claim,
     result: TaskExecutionResult,
 ) -> Result<MapEnd, PgError> {
-    let commit = store.complete(claim, &result).await?;
+    let commit = store.complete_join(claim, &result).await?;
     Ok(MapEnd::Done(Box::new(result), commit))
 }
 

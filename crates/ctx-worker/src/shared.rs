@@ -89,7 +89,7 @@ pub async fn start(
         })
         .await??
     };
-    let decided = maps_expand_again(plan, decided);
+    let (decided, keep) = maps_expand_again(plan, decided);
     let rerun: Vec<String> = decided.rerun_ids().into_iter().collect();
     store
         .reopen_run(
@@ -100,6 +100,7 @@ pub async fn start(
                 engine: label,
                 plan_source,
                 rerun: &rerun,
+                keep: &keep,
                 inputs,
             },
         )
@@ -117,33 +118,64 @@ pub async fn start(
 /// taken as stored before then. A map task whose own result would be
 /// reused (a list that was empty) is said to have a changed prompt: its
 /// list is read again.
-fn maps_expand_again(plan: &Plan, mut decided: ResumePlan) -> ResumePlan {
+///
+/// With it, the tasks below a map that run again only because of a map
+/// above them, as the local executor decides them
+/// (`ResumePlan::forced_ids`): a task with a reason of its own (failed,
+/// prompt changed, …) is forced, and so is everything that depends on
+/// it, except through a map task, which expands again anyway; a task
+/// below a map that is not forced had a completed result and only
+/// reused or such tasks above it. The store keeps those results aside,
+/// and their claims take them as stored when the items they receive
+/// come back unchanged (a kept dependency that runs for real clears its
+/// dependents' kept results).
+fn maps_expand_again(plan: &Plan, mut decided: ResumePlan) -> (ResumePlan, Vec<String>) {
     let Ok(graph) = PlanGraph::new(plan) else {
-        return decided;
+        return (decided, Vec::new());
     };
-    let mut below: std::collections::HashMap<usize, Option<usize>> =
-        std::collections::HashMap::new();
-    for (i, t) in plan.sub_tasks.iter().enumerate() {
-        if t.map.is_some() {
-            below.insert(i, None);
-            for d in graph.transitive_dependents(i) {
-                below.entry(d).or_insert(Some(i));
-            }
+    let n = graph.len();
+    let is_map = |i: usize| plan.sub_tasks.get(i).is_some_and(|t| t.map.is_some());
+    // The first map (in plan order) above each task.
+    let mut map_above: Vec<Option<usize>> = vec![None; n];
+    for i in (0..n).filter(|&i| is_map(i)) {
+        for d in graph.transitive_dependents(i) {
+            map_above[d].get_or_insert(i);
         }
     }
-    let (kept, moved): (Vec<String>, Vec<String>) = decided
-        .reuse
-        .into_iter()
-        .partition(|id| graph.index_of(id).is_none_or(|i| !below.contains_key(&i)));
+    let mut forced = vec![false; n];
+    let mut stack: Vec<usize> = decided
+        .rerun
+        .iter()
+        .filter(|(_, why)| !matches!(why, RerunReason::Upstream(_)))
+        .filter_map(|(id, _)| graph.index_of(id))
+        .collect();
+    while let Some(i) = stack.pop() {
+        if std::mem::replace(&mut forced[i], true) || is_map(i) {
+            continue;
+        }
+        stack.extend_from_slice(graph.dependents(i));
+    }
+    let (kept, moved): (Vec<String>, Vec<String>) = decided.reuse.into_iter().partition(|id| {
+        graph
+            .index_of(id)
+            .is_none_or(|i| !is_map(i) && map_above[i].is_none())
+    });
     decided.reuse = kept;
     for id in moved {
-        let reason = match graph.index_of(&id).and_then(|i| below[&i]) {
+        let reason = match graph.index_of(&id).and_then(|i| map_above[i]) {
             Some(m) => RerunReason::Upstream(graph.id(m).to_string()),
             None => RerunReason::PromptChanged,
         };
         decided.rerun.push((id, reason));
     }
-    decided
+    let keep = decided
+        .rerun
+        .iter()
+        .filter_map(|(id, _)| graph.index_of(id).map(|i| (id, i)))
+        .filter(|&(_, i)| !is_map(i) && map_above[i].is_some() && !forced[i])
+        .map(|(id, _)| id.clone())
+        .collect();
+    (decided, keep)
 }
 
 /// Each task's claim priority, in plan order: claims take the longest
@@ -160,12 +192,20 @@ fn claim_priorities(plan: &Plan) -> Result<Vec<u64>, GraphError> {
 /// there is none).
 pub fn report(rows: &[TaskRow], mut reused: Vec<String>, interrupted: bool) -> RunReport {
     let rows = &items_after_their_map(rows);
-    // An item a resumed map took as stored was never claimed.
+    // An item a resumed map took as stored was never claimed; a task
+    // below a map whose items came back unchanged was claimed, and its
+    // kept result taken as stored.
     reused.extend(
         rows.iter()
-            .filter(|r| r.claim_seq.is_none() && r.status == TaskStatus::Completed)
-            .filter(|r| parse_item_id(&r.task_id).is_some())
-            .map(|r| r.task_id.clone()),
+            .filter(|r| {
+                (r.claim_seq.is_none()
+                    && r.status == TaskStatus::Completed
+                    && parse_item_id(&r.task_id).is_some())
+                    || r.taken
+            })
+            .map(|r| r.task_id.clone())
+            .filter(|id| !reused.contains(id))
+            .collect::<Vec<_>>(),
     );
     let mut started: Vec<(i64, &str)> = rows
         .iter()
@@ -229,7 +269,7 @@ fn cost<'a>(rows: impl Iterator<Item = &'a TaskRow>) -> CostSummary {
         needed: ctx_cost::Usd::ZERO,
         unknown: 0,
     };
-    for row in rows.filter(|r| r.claim_seq.is_some()) {
+    for row in rows.filter(|r| r.claim_seq.is_some() && !r.taken) {
         match &row.result {
             Some(result) => summary.add_executed(result),
             None => summary.unknown += 1,
@@ -257,6 +297,7 @@ mod tests {
             finished_at: None,
             claim_seq: seq,
             engine: None,
+            taken: false,
         }
     }
 
@@ -299,6 +340,62 @@ mod tests {
         let (c, a, b, lone) = (p[0], p[1], p[2], p[3]);
         assert!(a > b && b > c, "{p:?}");
         assert_eq!(c, lone, "two sinks of the same weight");
+    }
+
+    /// What a shared resume keeps aside below a map: the tasks that run
+    /// again only because of a map above them (as the local executor's
+    /// `forced_ids` leaves them), never a map task, never a task with a
+    /// reason of its own or below one (except through a map task).
+    #[test]
+    fn only_what_runs_again_because_of_a_map_above_it_is_kept_aside() {
+        // src → scan (a map) → report → final; other → mix ← scan;
+        // fix (failed) → m2 (a map over it) → after.
+        let mut plan = ctx_test_support::plan(&[
+            ("src", &[]),
+            ("scan", &["src"]),
+            ("report", &["scan"]),
+            ("final", &["report"]),
+            ("other", &[]),
+            ("mix", &["scan", "other"]),
+            ("fix", &[]),
+            ("m2", &["fix"]),
+            ("after", &["m2", "report"]),
+        ]);
+        for (i, over) in [(1, "src"), (7, "fix")] {
+            plan.sub_tasks[i].map = Some(ctx_model::MapSpec {
+                over: over.into(),
+                pointer: None,
+                item: "ITEM".into(),
+                max_items: Some(3),
+                allow_failures: 0,
+                variable_value: None,
+            });
+        }
+        let upstream = |id: &str, of: &str| (id.to_string(), RerunReason::Upstream(of.into()));
+        let decided = ResumePlan {
+            reuse: ["src", "report", "final"].map(String::from).to_vec(),
+            rerun: vec![
+                ("scan".into(), RerunReason::PromptChanged),
+                ("other".into(), RerunReason::Failed),
+                upstream("mix", "other"),
+                ("fix".into(), RerunReason::Failed),
+                upstream("m2", "fix"),
+                upstream("after", "m2"),
+            ],
+            dropped: Vec::new(),
+        };
+        let (decided, keep) = maps_expand_again(&plan, decided);
+        assert_eq!(decided.reuse, ["src"]);
+        // `after` is below `m2`, whose own source failed: the forcing
+        // stops at the map, so it waits on the items too.
+        assert_eq!(keep, ["after", "report", "final"]);
+        let reasons: Vec<String> = decided
+            .rerun
+            .iter()
+            .map(|(id, why)| format!("{id}: {why}"))
+            .collect();
+        assert!(reasons.contains(&"report: upstream scan re-runs".to_string()));
+        assert!(reasons.contains(&"mix: upstream other re-runs".to_string()));
     }
 
     #[test]

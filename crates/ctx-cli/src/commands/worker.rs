@@ -231,6 +231,10 @@ pub(crate) fn log_event(verbose: bool, event: &WorkerEvent<'_>) {
         WorkerEvent::Expanded { claim, items } => {
             format!("{}: expanded, {items} item(s) to run", what(claim))
         }
+        WorkerEvent::Reused { claim } => format!(
+            "{}: reused: the items it receives came back unchanged",
+            what(claim)
+        ),
     };
     // Task ids and store errors are someone else's text.
     eprintln!("worker {worker}: {}", ctx_table::printable_lines(&line));
@@ -245,7 +249,8 @@ fn claim_of<'a>(event: &WorkerEvent<'a>) -> &'a ctx_worker::Claim {
         | WorkerEvent::StoreFailed { claim, .. }
         | WorkerEvent::Panicked { claim }
         | WorkerEvent::Released { claim }
-        | WorkerEvent::Expanded { claim, .. } => claim,
+        | WorkerEvent::Expanded { claim, .. }
+        | WorkerEvent::Reused { claim } => claim,
     }
 }
 
