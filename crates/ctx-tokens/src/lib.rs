@@ -171,10 +171,14 @@ pub fn count_words(text: &str) -> usize {
         // Eight bytes, or the last few padded with spaces: a space starts
         // no word, and the state it leaves is not read after the end.
         let rest = &bytes[i..];
-        let take = rest.len().min(8);
-        let mut word = [b' '; 8];
-        word[..take].copy_from_slice(&rest[..take]);
-        let w = u64::from_le_bytes(word);
+        let (w, take) = match rest.first_chunk::<8>() {
+            Some(eight) => (u64::from_le_bytes(*eight), 8),
+            None => {
+                let mut word = [b' '; 8];
+                word[..rest.len()].copy_from_slice(rest);
+                (u64::from_le_bytes(word), rest.len())
+            }
+        };
         if w & HIGH == 0 {
             let spaces = ascii_spaces(w);
             // Byte k's "previous byte was a space" flag: byte k-1's space
