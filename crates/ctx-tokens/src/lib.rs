@@ -159,7 +159,7 @@ impl TokenizerExt for Tokenizer {
 /// unit it weighs, and it was the largest single cost of a `ctx history`
 /// (issue 26). A word starts at a non-space byte whose previous byte is a
 /// space (or at the start); the eight-byte step finds those with bit
-/// arithmetic ([`ascii_spaces`]) and counts them with one `count_ones`.
+/// arithmetic (`ascii_spaces`) and counts them with one `count_ones`.
 pub fn count_words(text: &str) -> usize {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let bytes = text.as_bytes();
