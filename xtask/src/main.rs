@@ -89,7 +89,8 @@ commands:
   fixtures [--check]   regenerate golden files (or only check them)
   bench                run bench-plan, bench-map, bench-history, bench-run, then bench-tracing
   bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
-  bench-map            a map of 10,000 items on the simulated clock, memory and SQLite stores
+  bench-map            a map of 10,000 items: memory and SQLite stores (simulated clock),
+                       then the shared PostgreSQL store (real clock; starts the test server)
   bench-history        history digest benchmark on a generated archive
   bench-run            ctx run --no-store at 50,000 and 100,000 tasks: CPU ratio at most 2.5
   bench-tracing        ctx run with tracing off and on against a local collector: CPU and wall
@@ -236,9 +237,21 @@ fn cargo_bench(
             _ => return Err(format!("usage: {usage} (got {})", args.join(" "))),
         }
     }
+    cargo_bench_with(package, bench, args, &[])
+}
+
+/// Runs `cargo bench -p PACKAGE --bench BENCH -- ARGS` from the
+/// checkout, with `env` set for it.
+fn cargo_bench_with(
+    package: &str,
+    bench: &str,
+    args: &[String],
+    env: &[(&str, &str)],
+) -> Result<(), String> {
     let status = cargo_command()
         .args(["bench", "--package", package, "--bench", bench, "--"])
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(root())
         .status()
         .map_err(|e| format!("cargo bench: {e}"))?;

@@ -7,7 +7,8 @@
 //! that runs ctx and counts engine calls ([`Dir`]), reading ctx's output
 //! ([`task`], [`run_id`], [`counts`]), and the plan of `(id, dependencies)`
 //! pairs the executor and store tests build ([`plan`]), and an engine that
-//! records what the executor sends ([`recorder::Recorder`]). One copy, so that
+//! records what the executor sends ([`recorder::Recorder`]), and the map
+//! workload both map benchmarks run ([`sim_map::SimMap`]). One copy, so that
 //! a change (say, to how the binary is found or to the JSON's shape) is
 //! made once.
 //!
@@ -17,6 +18,7 @@
 
 pub mod openai_server;
 pub mod recorder;
+pub mod sim_map;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
