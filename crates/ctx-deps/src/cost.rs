@@ -276,16 +276,9 @@ pub fn is_budget_skip(result: &TaskExecutionResult) -> bool {
             .is_some_and(|e| e.starts_with("budget"))
 }
 
-/// `$0.001234`: six decimals, rounded up so a printed need is never less
-/// than the exact one (amounts under a micro-dollar print exactly).
-pub fn dollars(amount: Usd) -> String {
-    let six = amount.to_dollars(6, ctx_cost::Round::Up);
-    if amount != Usd::ZERO && amount < Usd::from_picos(1_000_000) {
-        format!("${amount}")
-    } else {
-        six
-    }
-}
+/// `$0.001234`: how every output prints a cost (ctx-model's
+/// [`ctx_model::money::dollars`], here where the executor's users reach it).
+pub use ctx_model::money::dollars;
 
 /// What one finished execution of `task` cost (module documentation).
 /// `counter` is the task's tokenizer, for outputs the engine reported no

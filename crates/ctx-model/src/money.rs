@@ -86,6 +86,27 @@ impl Usd {
         Usd(self.0.saturating_mul(n as u128))
     }
 
+    /// The amount an `f64` holds, as [`Usd`]'s `Deserialize` reads a JSON
+    /// number: its shortest decimal, rounded to the nearest pico-dollar.
+    /// Refused: a NaN or infinite value, a negative one, one too large.
+    /// For front ends that carry a stored `cost_usd` as an `f64` (the HTML
+    /// report) and print it by the same rule as [`dollars`].
+    pub fn from_f64(v: f64) -> Result<Usd, DecimalError> {
+        if !v.is_finite() {
+            return Err(DecimalError::NotANumber);
+        }
+        if v < 0.0 {
+            return Err(DecimalError::Negative);
+        }
+        // Display of an f64 never uses an exponent; `abs` turns -0.0 into 0.
+        parse_decimal(
+            &format!("{}", v.abs()),
+            USD_DECIMALS,
+            Rounding::NearestHalfUp,
+        )
+        .map(Usd)
+    }
+
     /// The nearest `f64`, for JSON output. Exact for every amount with at
     /// most 15 significant digits (the decimal is parsed by Rust's
     /// correctly rounding parser, and serde_json prints the shortest
@@ -113,6 +134,22 @@ impl Usd {
         } else {
             format!("${whole}.{frac:0width$}", width = decimals as usize)
         }
+    }
+}
+
+/// `$0.001234`: how every output prints a cost. Six decimals, rounded up
+/// so that a printed cost or need is never less than the exact one; an
+/// amount under a micro-dollar, which six decimals would show as
+/// `$0.000001`, prints exactly (`$0.00000042`).
+///
+/// One function for every front end (the console, `runs show`, the HTML
+/// report): a cost printed two ways, one rounded to nearest, would let
+/// the same call read $0.000017 in one place and $0.000018 in another.
+pub fn dollars(amount: Usd) -> String {
+    if amount != Usd::ZERO && amount < Usd::from_picos(1_000_000) {
+        format!("${amount}")
+    } else {
+        amount.to_dollars(6, Round::Up)
     }
 }
 
@@ -171,20 +208,7 @@ impl serde::de::Visitor<'_> for UsdVisitor {
     }
 
     fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Usd, E> {
-        if !v.is_finite() {
-            return Err(E::custom(DecimalError::NotANumber));
-        }
-        if v < 0.0 {
-            return Err(E::custom(DecimalError::Negative));
-        }
-        // Display of an f64 never uses an exponent.
-        parse_decimal(
-            &format!("{}", v.abs()),
-            USD_DECIMALS,
-            Rounding::NearestHalfUp,
-        )
-        .map(Usd)
-        .map_err(E::custom)
+        Usd::from_f64(v).map_err(E::custom)
     }
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Usd, E> {
@@ -724,6 +748,33 @@ mod tests {
         assert_eq!(Usd::ONE_DOLLAR.to_dollars(2, Round::Up), "$1.00");
         assert_eq!(Usd::ONE_DOLLAR.to_dollars(0, Round::Up), "$1");
         assert_eq!(Usd::ZERO.to_dollars(6, Round::Up), "$0.000000");
+    }
+
+    #[test]
+    fn a_cost_prints_at_six_decimals_rounded_up_and_a_tiny_one_exactly() {
+        let d = |t: &str| dollars(Usd::parse(t).unwrap());
+        assert_eq!(d("0.0000175"), "$0.000018");
+        assert_eq!(d("0.000017"), "$0.000017");
+        assert_eq!(d("0.000017000001"), "$0.000018");
+        assert_eq!(d("12.5"), "$12.500000");
+        assert_eq!(d("0"), "$0.000000");
+        assert_eq!(d("0.000001"), "$0.000001");
+        assert_eq!(d("0.00000042"), "$0.00000042");
+        assert_eq!(d("0.000000999999"), "$0.000000999999");
+    }
+
+    #[test]
+    fn an_f64_amount_reads_as_its_shortest_decimal() {
+        assert_eq!(Usd::from_f64(0.0000175), Usd::parse("0.0000175"));
+        assert_eq!(Usd::from_f64(0.1 + 0.2), Usd::parse("0.3"));
+        assert_eq!(Usd::from_f64(-0.0), Ok(Usd::ZERO));
+        assert_eq!(Usd::from_f64(-1.0), Err(DecimalError::Negative));
+        assert_eq!(Usd::from_f64(f64::NAN), Err(DecimalError::NotANumber));
+        assert_eq!(Usd::from_f64(f64::INFINITY), Err(DecimalError::NotANumber));
+        assert_eq!(Usd::from_f64(1e300), Err(DecimalError::TooLarge));
+        // The stored figure round-trips.
+        let x = Usd::parse("0.000366").unwrap();
+        assert_eq!(Usd::from_f64(x.to_f64()), Ok(x));
     }
 
     #[test]

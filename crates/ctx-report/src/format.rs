@@ -2,6 +2,8 @@
 //! SVG coordinates. Fixed formats only (no locale, no clock), so the same
 //! input gives the same bytes.
 
+use ctx_model::money::{Round, Usd, dollars};
+
 /// A duration for people: `850 ms`, `12.3 s`, `4 min 05 s`, `2 h 03 min`.
 pub fn duration(ms: i64) -> String {
     let sign = if ms < 0 { "-" } else { "" };
@@ -61,14 +63,22 @@ pub fn tasks(n: usize) -> String {
     format!("{} {noun}", count(n as u64))
 }
 
-/// US dollars, every figure at one precision (six decimals: a millionth
-/// of a dollar, so a small call still shows and a column of figures lines
-/// up and compares digit by digit).
+/// A cost as every output of ctx prints it ([`dollars`]: six decimals
+/// rounded up, an amount under a micro-dollar exactly), read from the
+/// report's `f64` as the stored amount's shortest decimal; `unknown` for
+/// a value no amount has (NaN, infinite, negative).
+///
+/// Why not `format!("{v:.6}")`: it rounds to nearest, so a call that cost
+/// $0.0000175 showed $0.000017 here and $0.000018 in `ctx runs show` and
+/// the run's summary, which print a bound.
 pub fn usd(v: f64) -> String {
-    if !v.is_finite() {
-        return "unknown".into();
-    }
-    format!("${v:.6}")
+    Usd::from_f64(v).map_or_else(|_| "unknown".into(), dollars)
+}
+
+/// The size of a saving as the text outputs print it: six decimals,
+/// rounded up (`ctx_run::cache_figures`).
+fn saving_size(v: f64) -> String {
+    Usd::from_f64(v.abs()).map_or_else(|_| "unknown".into(), |u| u.to_dollars(6, Round::Up))
 }
 
 /// An optional cost: `unknown` when absent.
@@ -96,8 +106,8 @@ pub fn prompt_cache(read: CacheRead, written: Option<u64>, saving: Option<f64>) 
     let written = written.map(|n| format!("{} tokens written", count(n)));
     let mut parts: Vec<String> = read.into_iter().chain(written).collect();
     match saving {
-        Some(v) if v < 0.0 => parts.push(format!("cost {} more", usd(-v))),
-        Some(v) => parts.push(format!("saved {}", usd(v))),
+        Some(v) if v < 0.0 => parts.push(format!("cost {} more", saving_size(v))),
+        Some(v) => parts.push(format!("saved {}", saving_size(v))),
         None => {}
     }
     if parts.is_empty() {
@@ -205,6 +215,15 @@ mod tests {
         assert_eq!(usd(12.0), "$12.000000");
         assert_eq!(usd(0.000123), "$0.000123");
         assert_eq!(usd_opt(None), "unknown");
+        // Rounded up, as `ctx runs show` and the run's summary print a
+        // cost: never to nearest.
+        assert_eq!(usd(0.0000175), "$0.000018");
+        assert_eq!(usd(0.0000121), "$0.000013");
+        // Under a micro-dollar, exactly; no amount, unknown.
+        assert_eq!(usd(0.00000042), "$0.00000042");
+        assert_eq!(usd(0.0), "$0.000000");
+        assert_eq!(usd(f64::NAN), "unknown");
+        assert_eq!(usd(-1.0), "unknown");
         assert_eq!(px(3.0), "3");
         assert_eq!(px(3.25), "3.2");
         assert_eq!(px(f64::NAN), "0");
