@@ -17,6 +17,10 @@ use std::time::Duration;
 
 use shared_cli::*;
 
+/// In the arguments of the `both` closures: the run id of the store
+/// the command runs on.
+const RUN: &str = "RUN";
+
 /// A plan: `(id, deps)`, each prompt `Say {id}.`.
 fn write_plan(dir: &Path, tasks: &[(&str, &[&str])]) -> PathBuf {
     write_tasks(dir, "plan.json", tasks, |_| false)
@@ -623,20 +627,25 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
             (ctx_out(&l, code), ctx_out(&s, code))
         };
 
+    // `args` on both stores, `RUN` standing for each store's run id.
+    let both = |args: &[&str], code: i32| {
+        let with = |id: &str| -> Vec<String> {
+            args.iter()
+                .map(|a| if *a == RUN { id } else { a }.to_string())
+                .collect()
+        };
+        let (l, s) = (with(&local_id), with(&shared_id));
+        let l: Vec<&str> = l.iter().map(String::as_str).collect();
+        let s: Vec<&str> = s.iter().map(String::as_str).collect();
+        run_both(on_local(&l), on_shared(&s), code)
+    };
+
     // The CSV timeline: the same rows and cells on both stores but times.
-    let ((l_csv, _), (s_csv, _)) = run_both(
-        on_local(&["runs", "export", &local_id, "--format", "csv"]),
-        on_shared(&["runs", "export", &shared_id, "--format", "csv"]),
-        0,
-    );
+    let ((l_csv, _), (s_csv, _)) = both(&["runs", "export", RUN, "--format", "csv"], 0);
     assert_eq!(csv_shape(&l_csv), csv_shape(&s_csv));
     assert!(s_csv.contains(",bad,failed,"), "{s_csv}");
     // The JSON export: the same object but times.
-    let ((l_json, _), (s_json, _)) = run_both(
-        on_local(&["runs", "export", &local_id]),
-        on_shared(&["runs", "export", &shared_id]),
-        0,
-    );
+    let ((l_json, _), (s_json, _)) = both(&["runs", "export", RUN], 0);
     let strip = |text: &str| {
         let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
         for t in v["tasks"].as_array_mut().unwrap() {
@@ -659,11 +668,7 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
     };
     assert_eq!(strip(&l_json), strip(&s_json));
     // The HTML report of each: every task drawn, the run failed.
-    let ((l_html, _), (s_html, _)) = run_both(
-        on_local(&["runs", "report", &local_id]),
-        on_shared(&["runs", "report", &shared_id]),
-        0,
-    );
+    let ((l_html, _), (s_html, _)) = both(&["runs", "report", RUN], 0);
     for html in [&l_html, &s_html] {
         assert!(
             html.starts_with("<!DOCTYPE html>"),
@@ -675,11 +680,7 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
     assert!(s_html.contains(&shared_id));
     // `runs show`: the same rows on both stores (a shared run adds each
     // task's claims), and the same task page, read by the same code.
-    let ((l_show, _), (s_show, _)) = run_both(
-        on_local(&["runs", "show", &local_id, "--format", "json"]),
-        on_shared(&["runs", "show", &shared_id, "--format", "json"]),
-        0,
-    );
+    let ((l_show, _), (s_show, _)) = both(&["runs", "show", RUN, "--format", "json"], 0);
     let rows = |text: &str| -> Vec<(serde_json::Value, serde_json::Value, serde_json::Value)> {
         let v: serde_json::Value = serde_json::from_str(text).unwrap();
         v["tasks"]
@@ -700,11 +701,7 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
     let s_show: serde_json::Value = serde_json::from_str(&s_show).unwrap();
     assert_eq!(s_show["tasks"][0]["claims"], 1, "{s_show}");
     assert_eq!(s_show["counts"]["skipped"], 2, "{s_show}");
-    let ((l_task, _), (s_task, _)) = run_both(
-        on_local(&["runs", "show", &local_id, "--task", "bad"]),
-        on_shared(&["runs", "show", &shared_id, "--task", "bad"]),
-        0,
-    );
+    let ((l_task, _), (s_task, _)) = both(&["runs", "show", RUN, "--task", "bad"], 0);
     let page = |text: &str| {
         let (from, to) = (
             text.find("## Error").unwrap(),
@@ -718,8 +715,7 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
     // `runs list`: one table and one set of JSON keys for both stores
     // (`ctx_run::list`); a shared list adds LATE. The columns both have
     // hold the same but the run's id and start.
-    let ((l_list, _), (s_list, _)) =
-        run_both(on_local(&["runs", "list"]), on_shared(&["runs", "list"]), 0);
+    let ((l_list, _), (s_list, _)) = both(&["runs", "list"], 0);
     let table = |text: &str| -> Vec<Vec<(String, String)>> {
         let cells = |line: &str| -> Vec<String> {
             line.split("  ")
@@ -750,11 +746,7 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
         "{s_list}"
     );
     assert!(s_list.contains(&shared_id) && l_list.contains(&local_id));
-    let ((l_list, _), (s_list, _)) = run_both(
-        on_local(&["runs", "list", "--format", "json"]),
-        on_shared(&["runs", "list", "--format", "json"]),
-        0,
-    );
+    let ((l_list, _), (s_list, _)) = both(&["runs", "list", "--format", "json"], 0);
     let common = ["id", "state", "created_at", "plan", "counts"];
     for text in [&l_list, &s_list] {
         // The shared keys first, in the same order.
@@ -807,29 +799,18 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
     }
     std::fs::write(&fixed, "").unwrap();
     let p2 = plan2.to_str().unwrap();
-    let ((l_dry, _), (s_dry, _)) = run_both(
-        on_local(&[
+    let ((l_dry, _), (s_dry, _)) = both(
+        &[
             "run",
             p2,
             "--resume",
-            &local_id,
+            RUN,
             "--dry-run",
             "--engine",
             "command",
             "--command",
             &command,
-        ]),
-        on_shared(&[
-            "run",
-            p2,
-            "--resume",
-            &shared_id,
-            "--dry-run",
-            "--engine",
-            "command",
-            "--command",
-            &command,
-        ]),
+        ],
         0,
     );
     assert_eq!(
@@ -895,29 +876,18 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
         "{text}"
     );
     // A resume with nothing changed reuses everything on both stores.
-    let ((l_dry, _), (s_dry, _)) = run_both(
-        on_local(&[
+    let ((l_dry, _), (s_dry, _)) = both(
+        &[
             "run",
             p2,
             "--resume",
-            &local_id,
+            RUN,
             "--dry-run",
             "--engine",
             "command",
             "--command",
             &command,
-        ]),
-        on_shared(&[
-            "run",
-            p2,
-            "--resume",
-            &shared_id,
-            "--dry-run",
-            "--engine",
-            "command",
-            "--command",
-            &command,
-        ]),
+        ],
         0,
     );
     assert_eq!(
@@ -938,27 +908,17 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
         std::fs::write(&plan3, v.to_string()).unwrap();
     }
     let p3 = plan3.to_str().unwrap();
-    let ((l_run, _), (s_run, _)) = run_both(
-        on_local(&[
+    let ((l_run, _), (s_run, _)) = both(
+        &[
             "run",
             p3,
             "--resume",
-            &local_id,
+            RUN,
             "--engine",
             "command",
             "--command",
             &command,
-        ]),
-        on_shared(&[
-            "run",
-            p3,
-            "--resume",
-            &shared_id,
-            "--engine",
-            "command",
-            "--command",
-            &command,
-        ]),
+        ],
         0,
     );
     for text in [&l_run, &s_run] {
@@ -967,29 +927,18 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
             "{text}"
         );
     }
-    let ((l_dry, _), (s_dry, _)) = run_both(
-        on_local(&[
+    let ((l_dry, _), (s_dry, _)) = both(
+        &[
             "run",
             p2,
             "--resume",
-            &local_id,
+            RUN,
             "--dry-run",
             "--engine",
             "command",
             "--command",
             &command,
-        ]),
-        on_shared(&[
-            "run",
-            p2,
-            "--resume",
-            &shared_id,
-            "--dry-run",
-            "--engine",
-            "command",
-            "--command",
-            &command,
-        ]),
+        ],
         0,
     );
     assert_eq!(
@@ -999,25 +948,16 @@ fn the_same_plan_gives_the_same_results_on_both_stores() {
     assert!(s_dry.contains("reuse   g"), "{s_dry}");
     assert!(s_dry.contains("7 tasks: 7 reused, 0 to run"), "{s_dry}");
     // Another engine label: every task runs again, on both.
-    let ((l_dry, _), (s_dry, _)) = run_both(
-        on_local(&[
+    let ((l_dry, _), (s_dry, _)) = both(
+        &[
             "run",
             p2,
             "--resume",
-            &local_id,
+            RUN,
             "--dry-run",
             "--engine",
             "dry-run",
-        ]),
-        on_shared(&[
-            "run",
-            p2,
-            "--resume",
-            &shared_id,
-            "--dry-run",
-            "--engine",
-            "dry-run",
-        ]),
+        ],
         0,
     );
     assert_eq!(
