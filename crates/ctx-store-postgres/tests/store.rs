@@ -610,34 +610,7 @@ fn a_maps_items_are_registered_once_and_their_ends_release_the_map() {
     };
     let store = open(&url).unwrap();
     let rt = rt();
-    let mut p = plan(&[("src", &[]), ("m", &["src"]), ("r", &["m"])]);
-    p.sub_tasks[1].map = Some(ctx_model::MapSpec {
-        over: "src".into(),
-        pointer: None,
-        item: "X".into(),
-        max_items: Some(5),
-        allow_failures: 1,
-        variable_value: None,
-    });
-    let run = rt
-        .block_on(store.register_run(&RegisterRun {
-            plan: &p,
-            priorities: &[3, 2, 1],
-            engine: "dry-run",
-            plan_source: None,
-            inputs: None,
-        }))
-        .unwrap();
-    let src = rt
-        .block_on(store.claim(Some(&run), "w", LEASE))
-        .unwrap()
-        .unwrap();
-    rt.block_on(store.complete(&src, &done("src"))).unwrap();
-    let m = rt
-        .block_on(store.claim(Some(&run), "w", LEASE))
-        .unwrap()
-        .unwrap();
-    assert_eq!(m.task_id, "m");
+    let (p, run, m) = claimed_map(&store, &rt, 5);
     let (expanded, rows) = with_items(&p, 2);
     let go = |claim: &ctx_store_postgres::Claim, base: &str| {
         rt.block_on(store.expand_map(
@@ -727,44 +700,32 @@ fn a_maps_items_are_registered_once_and_their_ends_release_the_map() {
 
 /// Task `task`'s ready counter in `run`, read by hand.
 fn ready_counter(url: &str, run: &str, task: &str) -> i32 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        let driver = tokio::spawn(conn);
-        let n = client
+    support::with_client(url, async |client| {
+        client
             .query_one(
                 "SELECT pending_deps FROM ctx_tasks WHERE run_id = $1 AND task_id = $2",
                 &[&run, &task],
             )
             .await
             .unwrap()
-            .get(0);
-        drop(client);
-        let _ = driver.await;
-        n
+            .get(0)
     })
 }
 
-/// `src`, a map task `m` over it (allowing one failure) with `n` items
-/// registered and waiting, and `r` reducing it: the run, and the claims
-/// on the items, taken in one batch.
-fn waiting_map(
+/// `src` and a map task `m` over it (allowing one failure, at most
+/// `max_items`) and `r` reducing it, registered; `src` completed and `m`
+/// claimed: the plan, the run and the claim on `m`.
+fn claimed_map(
     store: &PgStore,
     rt: &tokio::runtime::Runtime,
-    n: usize,
-) -> (String, Vec<ctx_store_postgres::Claim>) {
-    use ctx_store_postgres::{Expanded, Expansion};
+    max_items: usize,
+) -> (ctx_model::Plan, String, ctx_store_postgres::Claim) {
     let mut p = plan(&[("src", &[]), ("m", &["src"]), ("r", &["m"])]);
     p.sub_tasks[1].map = Some(ctx_model::MapSpec {
         over: "src".into(),
         pointer: None,
         item: "X".into(),
-        max_items: Some(n),
+        max_items: Some(max_items),
         allow_failures: 1,
         variable_value: None,
     });
@@ -786,6 +747,20 @@ fn waiting_map(
         .block_on(store.claim(Some(&run), "w", LEASE))
         .unwrap()
         .unwrap();
+    assert_eq!(m.task_id, "m");
+    (p, run, m)
+}
+
+/// `src`, a map task `m` over it (allowing one failure) with `n` items
+/// registered and waiting, and `r` reducing it: the run, and the claims
+/// on the items, taken in one batch.
+fn waiting_map(
+    store: &PgStore,
+    rt: &tokio::runtime::Runtime,
+    n: usize,
+) -> (String, Vec<ctx_store_postgres::Claim>) {
+    use ctx_store_postgres::{Expanded, Expansion};
+    let (p, run, m) = claimed_map(store, rt, n);
     let (expanded, rows) = with_items(&p, n);
     let e = Expansion {
         base_hash: &m.plan_hash,
@@ -819,10 +794,7 @@ fn an_items_commit_does_not_wait_on_its_map_tasks_row() {
     let rt = rt();
     let (run, items) = waiting_map(&store, &rt, 3);
     rt.block_on(async {
-        let (locker, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        let driver = tokio::spawn(conn);
+        let (locker, driver) = support::connect(&url).await;
         locker.batch_execute("BEGIN").await.unwrap();
         locker
             .execute(

@@ -63,24 +63,44 @@ pub fn fresh_db(test: &str) -> Option<String> {
     Some(with_db(&url, &db))
 }
 
-/// Runs `statements` on `url`, panicking on failure.
-pub fn sql(url: &str, statements: &[&str]) {
+/// A client of `url` and its connection's driver task (await it after
+/// dropping the client to close the connection), panicking on failure.
+pub async fn connect(
+    url: &str,
+) -> (
+    tokio_postgres::Client,
+    tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>,
+) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to the test server: {e}"));
+    (client, tokio::spawn(conn))
+}
+
+/// Runs `f` with a client of `url`, on a runtime of its own, then closes
+/// the connection: for tests that read or write the tables by hand.
+pub fn with_client<T>(url: &str, f: impl AsyncFnOnce(&tokio_postgres::Client) -> T) -> T {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap_or_else(|e| panic!("connecting to the test server: {e}"));
-        let h = tokio::spawn(conn);
+        let (client, driver) = connect(url).await;
+        let out = f(&client).await;
+        drop(client);
+        let _ = driver.await;
+        out
+    })
+}
+
+/// Runs `statements` on `url`, panicking on failure.
+pub fn sql(url: &str, statements: &[&str]) {
+    with_client(url, async |client| {
         for s in statements {
             client
                 .batch_execute(s)
                 .await
                 .unwrap_or_else(|e| panic!("{s}: {e}"));
         }
-        drop(client);
-        let _ = h.await;
     });
 }
