@@ -117,6 +117,15 @@ impl Prepared {
     }
 }
 
+/// Whether `e` says a prepared statement is missing on the server
+/// connection (`26000`) or its name is taken there (`42P05`): the
+/// connection's [`Prepared`] cache no longer matches its server side.
+fn is_lost_statement(e: &PgError) -> bool {
+    e.code().is_some_and(|c| {
+        *c == SqlState::INVALID_SQL_STATEMENT_NAME || *c == SqlState::DUPLICATE_PSTATEMENT
+    })
+}
+
 fn is_auth(e: &PgError) -> bool {
     e.code().is_some_and(|c| {
         *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
@@ -228,6 +237,7 @@ impl Shared {
     {
         let deadline = Instant::now() + self.options.reconnect_window;
         let mut retry = false;
+        let mut lost_statement = false;
         loop {
             let (client, prepared) = self.pooled(deadline).await?;
             self.round_trips.fetch_add(trips, Ordering::Relaxed);
@@ -241,6 +251,18 @@ impl Shared {
                     drop(client);
                     retry = true;
                     tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) if is_lost_statement(&e) && !lost_statement => {
+                    // The server side of this connection no longer holds a
+                    // statement its cache names (a `DEALLOCATE`, or a pooler
+                    // that moved it to another server connection): the
+                    // connection is dropped with its stale cache, and a
+                    // fresh one prepares them again, once. `retry` makes a
+                    // commit check whether a statement of its pipeline
+                    // went through before the other failed.
+                    drop(client);
+                    lost_statement = true;
+                    retry = true;
                 }
                 Err(e) if is_disconnect(&e) => {
                     return Err(Error::Unreachable {
@@ -327,5 +349,65 @@ impl Shared {
             what,
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The test server's URL (`scripts/postgres.sh start`), or `None`
+    /// (skip) outside CI.
+    fn server() -> Option<StoreUrl> {
+        match std::env::var("CTX_TEST_POSTGRES_URL") {
+            Ok(u) if !u.is_empty() => Some(StoreUrl::parse(&u, |_| None).unwrap()),
+            _ => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CTX_TEST_POSTGRES_URL is not set and CI is: run `cargo xtask test`"
+                );
+                eprintln!("skipped: CTX_TEST_POSTGRES_URL is not set");
+                None
+            }
+        }
+    }
+
+    /// A connection whose server side lost the statements its cache
+    /// names (here by `DEALLOCATE ALL`; a transaction pooler does it by
+    /// handing out another server connection) is replaced, and the
+    /// statement runs: before, every later statement on that connection
+    /// failed with `prepared statement "s0" does not exist`.
+    #[test]
+    fn a_statement_lost_on_the_server_is_prepared_again_on_a_fresh_connection() {
+        let Some(url) = server() else {
+            return;
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let shared = Shared::new(&url, StoreOptions::default());
+            let context = || "the test".to_string();
+            const SQL: &str = "SELECT $1::int4 + 1";
+            let two = shared
+                .query_prepared(&context, SQL, &[Type::INT4], &[&1i32])
+                .await
+                .unwrap();
+            assert_eq!(two[0].get::<_, i32>(0), 2);
+            // The one pooled connection, with its cache, loses its statements.
+            shared
+                .with(&context, 1, |c, _| async move {
+                    let r = c.batch_execute("DEALLOCATE ALL").await;
+                    (c, r)
+                })
+                .await
+                .unwrap();
+            let three = shared
+                .query_prepared(&context, SQL, &[Type::INT4], &[&2i32])
+                .await
+                .unwrap();
+            assert_eq!(three[0].get::<_, i32>(0), 3);
+        });
     }
 }

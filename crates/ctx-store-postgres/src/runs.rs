@@ -338,15 +338,25 @@ impl PgStore {
                                 &[&run_id, &plan_json, &plan_hash, &source, &engine, &rows.count, inputs_json],
                             )
                             .await?;
+                            // A dropped task keeps its latest result: its own
+                            // (not a pending row's), or the completed one a
+                            // resume kept aside while it waited (`kept_json`),
+                            // which its pending row has no other copy of.
                             tx.execute(
                                 "INSERT INTO ctx_dropped (run_id, task_id, status, result_json, engine,
                                         inputs_hash, model, params_hash, claim_seq, started_at, finished_at)
-                                 SELECT t.run_id, t.task_id, t.status, t.result_json, coalesce(t.engine, $6),
+                                 SELECT t.run_id, t.task_id,
+                                        CASE WHEN k.kept THEN 'completed' ELSE t.status END,
+                                        CASE WHEN k.kept THEN t.kept_json ELSE t.result_json END,
+                                        coalesce(t.engine, $6),
                                         f.inputs, f.model, f.params, t.claim_seq, t.started_at, t.finished_at
                                    FROM ctx_tasks t
+                                   CROSS JOIN LATERAL (SELECT t.kept_json IS NOT NULL
+                                        AND t.status IN ('pending', 'in_progress') AS kept) k
                                    JOIN unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS f(id, inputs, model, params)
                                      ON f.id = t.task_id
-                                  WHERE t.run_id = $1 AND t.status <> 'pending' AND t.result_json IS NOT NULL
+                                  WHERE t.run_id = $1
+                                    AND (k.kept OR (t.status <> 'pending' AND t.result_json IS NOT NULL))
                                  ON CONFLICT (run_id, task_id) DO UPDATE SET
                                         status = excluded.status, result_json = excluded.result_json,
                                         engine = excluded.engine, inputs_hash = excluded.inputs_hash,

@@ -357,6 +357,10 @@ impl Worker {
                             .graph()
                             .index_of(&c.task_id)
                             .is_some_and(|i| runner.plan().sub_tasks[i].map.is_some());
+                        // Whether the engine was called: a claim lost while
+                        // it only checked or committed a kept result has no
+                        // call to record.
+                        let called = std::sync::atomic::AtomicBool::new(false);
                         let end = if is_map {
                             // A map task calls no engine: it expands or joins.
                             tokio::select! {
@@ -368,14 +372,16 @@ impl Worker {
                         } else {
                             tokio::select! {
                                 biased;
-                                end = run_claimed(&store, &runner, &c, &cs, kept).instrument(span)
-                                    => end,
+                                end = run_claimed(&store, &runner, &c, &cs, kept, &called)
+                                    .instrument(span) => end,
                                 () = beat => TaskEnd::Lost,
                             }
                         };
                         // A map task's turn wrote nothing once its claim was
-                        // lost: there is no engine call to record.
-                        if matches!(end, TaskEnd::Lost) && !is_map {
+                        // lost, nor did a kept result's check: there is no
+                        // engine call to record.
+                        let called = called.load(std::sync::atomic::Ordering::Acquire);
+                        if matches!(end, TaskEnd::Lost) && !is_map && called {
                             // The engine call was stopped (dropped). What it
                             // was doing is recorded as this attempt's result,
                             // which the fence refuses: a late commit, counted
@@ -445,12 +451,15 @@ impl Worker {
 /// `cs`, or, when its resume kept its previous result (`kept`) and the
 /// items it would receive came back unchanged
 /// ([`TaskRunner::kept_result_holds`]), commits that result as is.
+/// `called` is set just before the task body (and its engine call)
+/// starts.
 async fn run_claimed(
     store: &PgStore,
     runner: &TaskRunner,
     claim: &Claim,
     cs: &Arc<ClaimStore>,
     kept: Option<TaskExecutionResult>,
+    called: &std::sync::atomic::AtomicBool,
 ) -> TaskEnd {
     if let Some(kept) = kept {
         let reads: Arc<dyn ctx_deps::ExecutionStore> = cs.clone();
@@ -465,6 +474,7 @@ async fn run_claimed(
             Err(e) => return TaskEnd::Done(Box::new(Err(e)), None),
         }
     }
+    called.store(true, std::sync::atomic::Ordering::Release);
     let r = runner.run_task(&claim.task_id, cs.clone()).await;
     TaskEnd::Done(Box::new(r), cs.outcome())
 }

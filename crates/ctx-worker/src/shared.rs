@@ -195,6 +195,9 @@ pub fn report(rows: &[TaskRow], mut reused: Vec<String>, interrupted: bool) -> R
     // An item a resumed map took as stored was never claimed; a task
     // below a map whose items came back unchanged was claimed, and its
     // kept result taken as stored.
+    // (A set, not `reused.contains`: a map of 10,000 items would make
+    // that 10,000 scans of a list as long.)
+    let already: std::collections::HashSet<String> = reused.iter().cloned().collect();
     reused.extend(
         rows.iter()
             .filter(|r| {
@@ -204,8 +207,7 @@ pub fn report(rows: &[TaskRow], mut reused: Vec<String>, interrupted: bool) -> R
                     || r.taken
             })
             .map(|r| r.task_id.clone())
-            .filter(|id| !reused.contains(id))
-            .collect::<Vec<_>>(),
+            .filter(|id| !already.contains(id)),
     );
     let mut started: Vec<(i64, &str)> = rows
         .iter()

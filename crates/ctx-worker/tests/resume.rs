@@ -267,3 +267,39 @@ fn a_session_that_dies_after_reopening_loses_no_kept_result() {
     assert!(third.reused.iter().any(|r| r == "report"), "{third:#?}");
     assert_eq!(output(&third, "final"), "final done");
 }
+
+/// A result a resume kept aside survives a later resume that drops its
+/// task: when a plan after that brings the task back unchanged, it is
+/// reused, not run again. (The bug: the dropped task's row was pending
+/// with no result of its own, so its kept result was deleted with it.)
+#[test]
+fn a_kept_result_survives_a_resume_that_drops_its_task() {
+    let Some(url) = pg::fresh_db("resume_kept_then_dropped") else {
+        return;
+    };
+    let rt = runtime();
+    let engine = Arc::new(Recorder::default());
+    let (run_id, _) = run(&rt, &url, &engine, plan(&["a", "b"], 0), None);
+    engine.take_calls();
+    // A resume keeps `report` and `final` aside, then dies.
+    let dyn_engine: Arc<dyn InferenceEngine> = engine.clone();
+    let reopened = rt
+        .block_on(SharedSession::start(
+            plan(&["a", "b"], 0),
+            dyn_engine,
+            settings(&url, Some(&run_id)),
+        ))
+        .unwrap();
+    drop(reopened);
+    // The next drops `final` and runs to the end.
+    let mut without_final = plan(&["a", "b"], 0);
+    without_final.sub_tasks.retain(|t| t.id != "final");
+    let (_, second) = run(&rt, &url, &engine, without_final, Some(&run_id));
+    assert!(second.all_completed(), "{second:#?}");
+    assert_eq!(engine.take_calls(), Vec::<String>::new());
+    // The one after brings `final` back unchanged: it is reused.
+    let (_, third) = run(&rt, &url, &engine, plan(&["a", "b"], 0), Some(&run_id));
+    assert!(third.all_completed(), "{third:#?}");
+    assert_eq!(engine.take_calls(), Vec::<String>::new());
+    assert_eq!(output(&third, "final"), "final done");
+}
