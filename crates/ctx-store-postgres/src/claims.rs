@@ -10,8 +10,9 @@ use tokio_postgres::types::{ToSql, Type};
 
 use crate::PgStore;
 use crate::connection::{PgError, Prepared};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::runs::{SETTLE, SWEEP};
+use crate::schema::SCHEMA_VERSION;
 
 /// A claim on one task: who holds it and its fencing token.
 ///
@@ -78,7 +79,10 @@ pub struct Claimed {
 /// the order of its own index (one condition with an OR would sort every
 /// ready task at every claim), and the best `$5` of both are taken.
 /// Parameters: the run, the worker, the lease in ms, the engine label,
-/// the most tasks.
+/// the most tasks, and this build's schema version: nothing is claimed
+/// from a store a newer ctx has migrated since it was opened (the rules
+/// this build follows may no longer be the store's; the empty claim's
+/// sweep then says so, [`PgStore::sweep`]).
 macro_rules! claim_sql {
     ($run:literal) => {
         concat!(
@@ -109,6 +113,7 @@ macro_rules! claim_sql {
                     engine = $4::text
                FROM c
               WHERE t.run_id = c.run_id AND t.task_id = c.task_id
+                AND (SELECT m.schema_version FROM ctx_meta m) <= $6::int4
              RETURNING t.run_id, t.task_id, t.attempt,
                        (SELECT r.plan_hash FROM ctx_runs r WHERE r.run_id = t.run_id),
                        ARRAY(SELECT d.result_json FROM ctx_edges e
@@ -203,8 +208,15 @@ impl PgStore {
                 .query_prepared(
                     &|| "claiming a task".to_string(),
                     sql,
-                    &[Type::TEXT, Type::TEXT, Type::FLOAT8, Type::TEXT, Type::INT8],
-                    &[&run, &worker, &lease, &engine, &limit],
+                    &[
+                        Type::TEXT,
+                        Type::TEXT,
+                        Type::FLOAT8,
+                        Type::TEXT,
+                        Type::INT8,
+                        Type::INT4,
+                    ],
+                    &[&run, &worker, &lease, &engine, &limit, &SCHEMA_VERSION],
                 )
                 .await?;
             let mut claimed = Vec::with_capacity(rows.len());
@@ -267,10 +279,21 @@ impl PgStore {
                 .query_typed(
                     &|| "releasing map tasks whose items ended".to_string(),
                     SWEEP,
-                    &[(&run, Type::TEXT)],
+                    &[(&run, Type::TEXT), (&SCHEMA_VERSION, Type::INT4)],
                 )
                 .await?;
-            Ok(rows.first().is_some_and(|r| r.get::<_, i64>(0) > 0))
+            let Some(row) = rows.first() else {
+                return Ok(false);
+            };
+            let found: i32 = row.get(3);
+            if found > SCHEMA_VERSION {
+                return Err(Error::NewerSchema {
+                    url: shared.url.display().to_string(),
+                    found,
+                    known: SCHEMA_VERSION,
+                });
+            }
+            Ok(row.get::<_, i64>(0) > 0)
         })
         .await
     }

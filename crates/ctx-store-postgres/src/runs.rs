@@ -560,10 +560,15 @@ pub(crate) const SETTLE: &str = "WITH joined AS (
 /// [`SETTLE`] for every waiting map task and every open run (of run `$1`,
 /// or, NULL, of every run): what an idle worker's claim runs, for the
 /// worker that died between a commit and its settle. Reads every waiting
-/// map task (few) and every open run.
-pub(crate) const SWEEP: &str = "WITH joined AS (
+/// map task (few) and every open run. Changes nothing in a store whose
+/// schema is newer than `$2`, this build's, and returns the store's
+/// schema version last, so that an idle worker of an older ctx learns
+/// that a newer one migrated the store since it opened it.
+pub(crate) const SWEEP: &str = "WITH v AS (SELECT schema_version FROM ctx_meta),
+     joined AS (
        UPDATE ctx_tasks m SET pending_deps = 0, joins_items = false
         WHERE m.joins_items AND ($1::text IS NULL OR m.run_id = $1)
+          AND (SELECT schema_version FROM v) <= $2::int4
           AND NOT EXISTS (SELECT 1 FROM ctx_tasks i
                            WHERE i.run_id = m.run_id AND i.map_id = m.task_id
                              AND i.status IN ('pending', 'in_progress'))
@@ -571,10 +576,12 @@ pub(crate) const SWEEP: &str = "WITH joined AS (
      closed AS (
        UPDATE ctx_runs r SET open = false, finished_at = now()
         WHERE r.open AND ($1::text IS NULL OR r.run_id = $1)
+          AND (SELECT schema_version FROM v) <= $2::int4
           AND NOT EXISTS (SELECT 1 FROM ctx_tasks t
                            WHERE t.run_id = r.run_id AND t.status IN ('pending', 'in_progress'))
         RETURNING r.run_id)
      SELECT (SELECT count(*) FROM joined),
             (SELECT count(*) FROM closed),
             (SELECT string_agg(pg_notify('ctx_ready', w.run_id)::text, '')
-               FROM (SELECT DISTINCT run_id FROM joined) w)";
+               FROM (SELECT DISTINCT run_id FROM joined) w),
+            (SELECT schema_version FROM v)";

@@ -1237,3 +1237,47 @@ fn a_claims_prompt_is_written_once_its_call_has_run_a_while() {
     );
     assert_eq!(prompt_of("b").as_deref(), Some("prompt of b"));
 }
+
+/// A store that a newer ctx migrated after this build opened it: nothing
+/// more is claimed from it (this build's rules may no longer be the
+/// store's: schema 6's kept results, say, which an older commit would
+/// not clear), and the empty claim says why, as opening it would.
+#[test]
+fn a_store_a_newer_ctx_migrated_meanwhile_is_claimed_from_no_more() {
+    let Some(url) = support::fresh_db("newer_meanwhile") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[])]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[1],
+            engine: "dry-run",
+            plan_source: None,
+            inputs: None,
+        }))
+        .unwrap();
+    support::sql(
+        &url,
+        &["UPDATE ctx_meta SET schema_version = schema_version + 1"],
+    );
+    let err = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::NewerSchema { found, known, .. } if found == known + 1),
+        "{err}"
+    );
+    // The task was not claimed: back on this build's schema, it is.
+    support::sql(
+        &url,
+        &["UPDATE ctx_meta SET schema_version = schema_version - 1"],
+    );
+    let a = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.task_id, "a");
+}
