@@ -1270,3 +1270,77 @@ fn judge_and_summary_calls_send_cache_control_to_anthropic_models() {
     }
     assert_eq!((judges, summaries), (3, 2));
 }
+
+/// A server that quotes the request back in its errors: a 400 whose
+/// message echoes the prompt (as some servers and proxies do), and a
+/// rejection of `response_format` that does the same. A secret variable's
+/// value is in the prompt the server got, and in no file, summary, JSON,
+/// export, report or line printed: the error is stored and shown masked,
+/// the notice of the rejected structured output printed masked.
+#[test]
+fn a_server_error_that_echoes_the_prompt_leaks_no_secret() {
+    const SECRET: &str = "sk-live-51a7c3e9";
+    let quoting: Responder = Box::new(|seen: &Seen| {
+        let what = if seen.body.get("response_format").is_some() {
+            "response_format json_schema is not supported for"
+        } else {
+            "invalid request"
+        };
+        let body = json!({"error": {"message": format!("{what}: {}", seen.prompt())}});
+        http(
+            "400 Bad Request",
+            &[("content-type", "application/json")],
+            &body.to_string(),
+        )
+    });
+    let server = Server::start(vec![quoting]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.yaml");
+    std::fs::write(
+        &plan,
+        "schema_version: 1\nvariables:\n  - name: TOKEN\n    class: trusted\n    secret: true\n\
+         sub_tasks:\n  - id: a\n    description: A\n    checks:\n      - json_schema: {type: object}\n    \
+         tool_or_prompt:\n      name: inference\n      params:\n        prompt: \"Key {{TOKEN}}.\"\n",
+    )
+    .unwrap();
+    let var = format!("TOKEN={SECRET}");
+    let mut printed = String::new();
+    for format in ["text", "json"] {
+        let o = ctx()
+            .arg("run")
+            .arg(&plan)
+            .args([
+                "--engine",
+                "openai",
+                "--base-url",
+                &server.url,
+                "--model",
+                "m",
+            ])
+            .args(["--max-attempts", "2", "--var", &var, "--format", format])
+            .args(["--root"])
+            .arg(dir.path().join("runs"))
+            .arg("--out")
+            .arg(dir.path().join("out"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1));
+        printed.push_str(&String::from_utf8_lossy(&o.stdout));
+        printed.push_str(&String::from_utf8_lossy(&o.stderr));
+    }
+    // The server was sent the secret, and quoted it back.
+    assert!(server.seen().iter().all(|s| s.prompt().contains(SECRET)));
+    assert!(
+        printed.contains("invalid request: Key [secret TOKEN]."),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("response_format json_schema is not supported for: Key [secret TOKEN].); structured output is off"),
+        "{printed}"
+    );
+    assert!(!printed.contains(SECRET), "{printed}");
+    assert_eq!(
+        ctx_test_support::files_containing(dir.path(), SECRET),
+        Vec::<PathBuf>::new()
+    );
+}

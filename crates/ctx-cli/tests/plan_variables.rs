@@ -659,26 +659,13 @@ fn a_secret_reaches_the_engine_and_is_stored_only_as_a_hash() {
         "{sent}"
     );
     // Nothing under the store root holds either value, in any form.
-    let leaks = |root: &std::path::Path| {
-        let mut found = Vec::new();
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    let bytes = std::fs::read(&p).unwrap();
-                    let text = String::from_utf8_lossy(&bytes);
-                    if text.contains("tok-9f8e7d6c5b4a") || text.contains("note-73a1") {
-                        found.push(p);
-                    }
-                }
-            }
-        }
-        found
-    };
-    assert_eq!(leaks(&dir.path().join("runs")), Vec::<PathBuf>::new());
+    let runs = dir.path().join("runs");
+    for value in ["tok-9f8e7d6c5b4a", "note-73a1"] {
+        assert_eq!(
+            ctx_test_support::files_containing(&runs, value),
+            Vec::<PathBuf>::new()
+        );
+    }
     // runs show and export show where each went.
     let shown = dir.run(&["runs", "show", &id, "--root", "runs", "--task", "a"]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
@@ -720,7 +707,12 @@ fn a_secret_reaches_the_engine_and_is_stored_only_as_a_hash() {
         dir.counts(),
         ctx_test_support::counts(&[("a", 2), ("b", 2)])
     );
-    assert_eq!(leaks(&dir.path().join("runs")), Vec::<PathBuf>::new());
+    for value in ["tok-9f8e7d6c5b4a", "tok-0000", "note-73a1"] {
+        assert_eq!(
+            ctx_test_support::files_containing(&runs, value),
+            Vec::<PathBuf>::new()
+        );
+    }
 
     // A shared store would hand the plan to workers as stored: refused
     // before anything is opened.
@@ -733,4 +725,85 @@ fn a_secret_reaches_the_engine_and_is_stored_only_as_a_hash() {
         "{}",
         shared.stderr
     );
+}
+
+/// An engine that quotes its request back in its error (as a server or a
+/// proxy does when it echoes a bad request) puts the secret in no file
+/// and in nothing printed: every text ctx stores or prints passes the
+/// run's mask, the error of a failed attempt included, and each output
+/// format shows `[secret TOKEN]` where the value was.
+#[test]
+fn an_error_that_quotes_the_prompt_leaks_no_secret_anywhere() {
+    let dir = Dir::new();
+    dir.write(
+        "plan.yaml",
+        r#"schema_version: 1
+variables:
+  - name: TOKEN
+    class: trusted
+    secret: true
+sub_tasks:
+  - id: a
+    description: A
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: "Use the key {{TOKEN}} for this."
+  - id: b
+    description: B
+    dependencies: [a]
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: Go on.
+"#,
+    );
+    let token = "tok-5e1c7a9b3d";
+    // The engine's error quotes the whole request on stderr.
+    let engine = "echo \"$CTX_TASK_ID\" >> counts; echo 'bad request:' >&2; cat >&2; exit 3";
+    let var = format!("TOKEN={token}");
+    let mut printed = String::new();
+    let mut keep = |out: Out| {
+        printed.push_str(&out.stdout);
+        printed.push_str(&out.stderr);
+        out
+    };
+    let base = ["--root", "runs", "--var", &var];
+    let text = keep(dir.run_command(engine, &[&base[..], &["-o", "out"]].concat()));
+    assert_eq!(text.code, 1, "{}", text.stderr);
+    assert!(
+        text.stdout.contains("[secret TOKEN]"),
+        "the error is shown, masked: {}",
+        text.stdout
+    );
+    let id = text.run_id();
+    let json = keep(dir.run_command(engine, &[&base[..], &["--format", "json"]].concat()));
+    assert_eq!(json.code, 1, "{}", json.stderr);
+    let error = ctx_test_support::task(&json.json(), "a")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("Use the key [secret TOKEN] for this."),
+        "{error}"
+    );
+    for args in [
+        vec!["runs", "show", &id, "--root", "runs"],
+        vec!["runs", "show", &id, "--root", "runs", "--task", "a"],
+        vec!["runs", "show", &id, "--root", "runs", "--format", "json"],
+        vec!["runs", "export", &id, "--root", "runs"],
+        vec!["runs", "export", &id, "--root", "runs", "--format", "csv"],
+        vec!["runs", "export", &id, "--root", "runs", "--format", "otlp"],
+        vec!["runs", "report", &id, "--root", "runs", "-o", "report.html"],
+    ] {
+        let out = keep(dir.run(&args));
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+    }
+    assert!(printed.contains("[secret TOKEN]"));
+    assert!(!printed.contains(token), "printed: {printed}");
+    assert_eq!(
+        ctx_test_support::files_containing(dir.path(), token),
+        Vec::<PathBuf>::new()
+    );
+    assert_eq!(dir.counts(), ctx_test_support::counts(&[("a", 2)]));
 }

@@ -823,6 +823,67 @@ mod tests {
         }
     }
 
+    /// Answers a task with a secret the model repeated, and a judge with
+    /// a failing verdict whose reason quotes it.
+    struct RepeatsTheSecret;
+
+    impl ctx_engine::InferenceEngine for RepeatsTheSecret {
+        fn name(&self) -> &str {
+            "repeats-the-secret"
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> ctx_engine::BoxFuture<'a, Result<ctx_engine::InferenceResponse, ctx_engine::EngineError>>
+        {
+            let output = if request.purpose == ctx_engine::RequestPurpose::Judge {
+                r#"{"pass": false, "reason": "it repeats the key hunter2"}"#.to_string()
+            } else {
+                "the key is hunter2".to_string()
+            };
+            Box::pin(async move {
+                Ok(ctx_engine::InferenceResponse {
+                    output,
+                    attempts: vec![ctx_model::Attempt::ok(1, 1)],
+                    ..Default::default()
+                })
+            })
+        }
+    }
+
+    /// The judge's reason and the check detail and task error that quote
+    /// it are masked in the store and in the report; the output the model
+    /// wrote is kept as written (the documented exception).
+    #[test]
+    fn a_judges_reason_that_quotes_a_secret_is_masked_where_stored_and_reported() {
+        let plan: Plan = serde_json::from_value(serde_json::json!({
+            "schema_version": 1,
+            "sub_tasks": [{"id": "css", "description": "Style",
+                "checks": [{"judge": "Does it keep the key to itself?"}],
+                "tool_or_prompt": {"name": "inference", "params": {"prompt": "Key hunter2."}}}],
+            "config": {"max_check_attempts": 1}
+        }))
+        .unwrap();
+        let options = crate::ExecutorOptions {
+            secret_mask: ctx_store::SecretMask::new([("KEY".into(), "hunter2".into())]),
+            ..crate::ExecutorOptions::default()
+        };
+        let (report, store) = run_with(plan, Arc::new(RepeatsTheSecret), options);
+        let stored = store.get_by_task_id("css").unwrap().unwrap();
+        for css in [&stored, &report.results[0]] {
+            assert_eq!(css.output, "the key is hunter2");
+            let judge = &css.metadata.check_attempts[0].checks[0];
+            let shown = format!("{} {:?} {:?}", judge.message, judge.detail, css.error);
+            assert!(shown.contains("it repeats the key [secret KEY]"), "{shown}");
+            let json = serde_json::to_string(css).unwrap();
+            assert_eq!(
+                json.matches("hunter2").count(),
+                1,
+                "only the output: {json}"
+            );
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_judge_that_times_out_fails_its_check_not_the_run() {
         let store = Arc::new(ctx_store::MemoryStore::new());

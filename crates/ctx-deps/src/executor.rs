@@ -255,7 +255,9 @@ impl Executor {
     ) -> Result<Executor, GraphError> {
         Ok(Executor {
             ctx: Arc::new(TaskContext::new(plan, engine, &options)?),
-            store,
+            // The store's door: every result is stored with the run's
+            // secrets masked (ctx_store::secret_mask).
+            store: ctx_store::masked_store(store, &options.secret_mask),
             options,
         })
     }
@@ -347,7 +349,12 @@ impl Executor {
             .await?;
         self.skip_unreached(&mut run, &mut progress).await?;
         let cost = self.cost_summary(&run);
-        let results = run.results_in_plan_order();
+        let mut results = run.results_in_plan_order();
+        // The report's door: what is printed or written from the report
+        // is masked as the store is.
+        for r in &mut results {
+            self.options.secret_mask.apply_result(r);
+        }
         Ok(RunReport {
             order: run.order,
             results,

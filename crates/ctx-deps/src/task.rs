@@ -259,7 +259,12 @@ impl TaskRunner {
                 "task `{task_id}` is not in the plan"
             )));
         };
-        run_job(&self.ctx, &store, i, None, &AtomicBool::new(false), None).await
+        // The store's door and the returned result (which a worker
+        // commits) both pass the run's secret mask.
+        let store = ctx_store::masked_store(store, &self.ctx.secret_mask);
+        let mut result = run_job(&self.ctx, &store, i, None, &AtomicBool::new(false), None).await?;
+        self.ctx.secret_mask.apply_result(&mut result);
+        Ok(result)
     }
 
     /// Whether `kept`, task `task_id`'s completed result from before a

@@ -32,7 +32,7 @@ use ctx_deps::{
     RunReport,
 };
 use ctx_model::Plan;
-use ctx_store::{ResumePlan, SecretMask};
+use ctx_store::ResumePlan;
 use ctx_store_sqlite::{CachingEngine, NewRun, RunRoot, SessionEnd, SqliteStore, StartAt};
 use tracing::Instrument;
 
@@ -144,7 +144,6 @@ pub struct RunSession {
     executor: Executor,
     durable: Option<Arc<SqliteStore>>,
     resumed: Option<ResumePlan>,
-    mask: SecretMask,
     publish: Option<crate::publish::PublishTo>,
     /// The run's name in its trace ([`workflow_name`]).
     workflow: String,
@@ -180,9 +179,9 @@ impl RunSession {
             inputs,
             publish,
         } = settings;
-        let mask = inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default();
-        // No `prompt_cache_key` is computed from a secret's text.
-        options.secret_mask = mask.clone();
+        // No `prompt_cache_key` is computed from a secret's text, and
+        // every result is masked at the store's and the report's door.
+        options.secret_mask = inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default();
         if let Some(dir) = &out {
             crate::out_dir::prepare(dir).map_err(RunError::Out)?;
         }
@@ -202,7 +201,6 @@ impl RunSession {
                     executor,
                     durable: None,
                     resumed: None,
-                    mask,
                     publish,
                     workflow,
                 });
@@ -259,7 +257,6 @@ impl RunSession {
             executor,
             durable: Some(store),
             resumed,
-            mask,
             publish,
             workflow,
         })
@@ -308,19 +305,13 @@ impl RunSession {
             stored.as_ref().map(|s| s.run_id.as_str()),
             self.resumed.is_some(),
         );
-        let mut report = self
+        let report = self
             .executor
             .run_with(cancel, progress)
             .instrument(span)
             .await?;
-        // The prompts as stored: a secret's text shown as `[secret NAME]`.
-        for r in &mut report.results {
-            if let Some(p) = &mut r.prompt
-                && let std::borrow::Cow::Owned(masked) = self.mask.apply(p)
-            {
-                *p = masked;
-            }
-        }
+        // The report comes masked (the executor's report door): a
+        // secret's text shows as `[secret NAME]` in all it prints.
         let (published, publish_error) = match &self.publish {
             Some(p) => {
                 crate::publish::publish(&p.root, &p.targets, &report.results, report.interrupted)

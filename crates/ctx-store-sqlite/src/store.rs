@@ -44,7 +44,10 @@ pub struct NewRun<'a> {
     pub plan_source: Option<&'a str>,
     /// What `plan` was filled from, for a plan with variables or the
     /// history digest: recorded with the session, and its secrets'
-    /// texts hidden in the stored plan and in every stored prompt.
+    /// texts hidden in the stored plan. The results a run stores are
+    /// masked at the store's door by the executor
+    /// (`ExecutorOptions::secret_mask`, `ctx_store::masked_store`), for
+    /// every store alike.
     pub inputs: Option<&'a RunInputs>,
 }
 
@@ -104,8 +107,6 @@ pub struct SqliteStore {
     session: i64,
     engine: String,
     fingerprints: HashMap<String, TaskFingerprint>,
-    /// The run's secrets, hidden in every prompt written.
-    mask: SecretMask,
     _lock: RunLock,
 }
 
@@ -189,7 +190,6 @@ impl SqliteStore {
             session,
             engine: new.engine.to_string(),
             fingerprints: fingerprint_all(new.plan),
-            mask: new.mask(),
             _lock: lock,
         })
     }
@@ -234,7 +234,6 @@ impl SqliteStore {
                 session,
                 engine: new.engine.to_string(),
                 fingerprints: fingerprint_all(new.plan),
-                mask: new.mask(),
                 _lock: lock,
             },
             plan,
@@ -306,8 +305,8 @@ impl SqliteStore {
             field: "metadata",
             detail: e.to_string(),
         })?;
-        let prompt = result.prompt.as_deref().map(|p| self.mask.apply(p));
-        let prompt_hash = prompt.as_deref().map(|p| sha256_hex(p.as_bytes()));
+        let prompt = result.prompt.as_deref();
+        let prompt_hash = prompt.map(|p| sha256_hex(p.as_bytes()));
         let fp = self.fingerprints.get(&result.task_id);
         let status = result.status.as_str();
         let mut conn = self.view.conn();

@@ -20,13 +20,13 @@
 //! Plain data and string rules, in the seam crate, so that the SQLite
 //! store, the PostgreSQL store and ctx-run read and write them alike.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use ctx_model::Plan;
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::sha256_hex;
+pub use crate::secret_mask::SecretMask;
 
 /// A run's inputs as its store keeps them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,79 +114,6 @@ impl RunInputs {
     }
 }
 
-/// The texts a run's secrets filled, each shown as `[secret NAME]` in what
-/// a store writes. Built by the caller that filled the plan (which knows
-/// each value's form in a prompt: as given when trusted, neutralized when
-/// untrusted); never serialized.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SecretMask {
-    /// `(name, text)`, longest text first, so a secret that contains
-    /// another is hidden whole.
-    hidden: Vec<(String, String)>,
-}
-
-impl SecretMask {
-    /// A mask hiding each `(name, text)`; empty texts hide nothing.
-    pub fn new(hidden: impl IntoIterator<Item = (String, String)>) -> SecretMask {
-        let mut hidden: Vec<(String, String)> =
-            hidden.into_iter().filter(|(_, t)| !t.is_empty()).collect();
-        hidden.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.cmp(b)));
-        hidden.dedup();
-        SecretMask { hidden }
-    }
-
-    /// The texts it hides, longest first (a tracer redacts the same ones).
-    pub fn texts(&self) -> impl Iterator<Item = &str> {
-        self.hidden.iter().map(|(_, t)| t.as_str())
-    }
-
-    /// Whether the mask hides nothing.
-    pub fn is_empty(&self) -> bool {
-        self.hidden.is_empty()
-    }
-
-    /// `text` with every occurrence of a hidden text replaced by `[secret
-    /// NAME]`.
-    pub fn apply<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
-        for (name, hidden) in &self.hidden {
-            if out.contains(hidden.as_str()) {
-                out = Cow::Owned(out.replace(hidden.as_str(), &format!("[secret {name}]")));
-            }
-        }
-        out
-    }
-
-    /// [`apply`](Self::apply) to every string of a JSON value.
-    pub fn apply_json(&self, value: &mut serde_json::Value) {
-        if self.is_empty() {
-            return;
-        }
-        match value {
-            serde_json::Value::String(s) => {
-                if let Cow::Owned(masked) = self.apply(s) {
-                    *s = masked;
-                }
-            }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| self.apply_json(v)),
-            serde_json::Value::Object(map) => map.values_mut().for_each(|v| self.apply_json(v)),
-            _ => {}
-        }
-    }
-
-    /// `plan` with every hidden text in its strings replaced.
-    pub fn apply_plan(&self, plan: &Plan) -> Plan {
-        if self.is_empty() {
-            return plan.clone();
-        }
-        let Ok(mut value) = serde_json::to_value(plan) else {
-            return plan.clone();
-        };
-        self.apply_json(&mut value);
-        serde_json::from_value(value).unwrap_or_else(|_| plan.clone())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,28 +150,5 @@ mod tests {
         let open = RunInputs::new(&plan(false), &values, None);
         assert_eq!(open.values["KEY"].value(), Some("hunter2"));
         assert!(open.secret_names().is_empty());
-    }
-
-    #[test]
-    fn the_mask_hides_every_occurrence_and_the_longest_text_first() {
-        let mask = SecretMask::new([
-            ("A".to_string(), "abc".to_string()),
-            ("B".to_string(), "abcdef".to_string()),
-            ("E".to_string(), String::new()),
-        ]);
-        assert_eq!(
-            mask.apply("x abcdef y abc z"),
-            "x [secret B] y [secret A] z"
-        );
-        assert!(matches!(mask.apply("nothing here"), Cow::Borrowed(_)));
-        let p = mask.apply_plan(&{
-            let mut p = plan(true);
-            p.sub_tasks[0].tool_or_prompt.params.prompt = "key abc".into();
-            p
-        });
-        assert_eq!(
-            p.sub_tasks[0].tool_or_prompt.params.prompt,
-            "key [secret A]"
-        );
     }
 }

@@ -65,6 +65,7 @@ pub mod memory;
 mod offload;
 pub mod record;
 pub mod resume;
+pub mod secret_mask;
 pub mod trace_ids;
 pub mod url;
 
@@ -72,12 +73,13 @@ pub use fingerprint::{
     TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
 };
 pub use history::{Published, RunHeader, RunHistory, RunState, StatusCounts};
-pub use inputs::{RunInputs, SecretMask, StoredValue, secret_hash};
+pub use inputs::{RunInputs, StoredValue, secret_hash};
 pub use memory::MemoryStore;
 #[cfg(feature = "tokio")]
 pub use offload::off_runtime;
 pub use record::ResultRecord;
 pub use resume::{RerunReason, ResumePlan};
+pub use secret_mask::{MaskedStore, SecretMask, masked_store};
 pub use trace_ids::RunTraceIds;
 
 use ctx_model::TaskExecutionResult;

@@ -240,6 +240,33 @@ pub fn counts_in(dir: impl AsRef<Path>) -> BTreeMap<String, usize> {
     m
 }
 
+/// Every file under `dir`, at any depth, whose bytes hold `needle`, in
+/// path order: what a test that a secret leaks nowhere asserts is empty.
+///
+/// # Panics
+///
+/// When `dir` cannot be read.
+pub fn files_containing(dir: impl AsRef<Path>, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.as_ref().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read a directory") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if std::fs::read(&path)
+                .expect("read a file")
+                .windows(needle.len().max(1))
+                .any(|w| w == needle.as_bytes())
+            {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 /// `pairs` as the map [`Dir::counts`] returns, to compare against.
 pub fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
     pairs.iter().map(|&(k, v)| (k.to_string(), v)).collect()

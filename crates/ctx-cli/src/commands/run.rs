@@ -266,7 +266,8 @@ pub fn run(args: Args) -> CliResult {
     let (loaded, inputs) = fill(&args, &store, loaded)?;
     let options = args.executor()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
-    let notices = engines::Notices::default();
+    let notices =
+        engines::Notices::masking(inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default());
     let engine = engines::build(&args.engine, &notices)?;
     let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;
     if let (Some(run), true) = (&args.resume, args.dry_run) {

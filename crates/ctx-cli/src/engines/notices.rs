@@ -3,19 +3,35 @@
 //! structured output): on the command's progress bar once it has one,
 //! else the ones worth a log line on stderr. One [`Notices`] per command,
 //! handed to the engine as its observer when it is built: no global.
+//!
+//! This is the printer's door of the run's secret mask
+//! (`ctx_store::secret_mask`): an event's text can quote the request (a
+//! server that rejects `response_format` and echoes the prompt), so every
+//! line is masked before it is shown.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ctx_engine_openai::{EngineEvent, Observer};
+use ctx_run::inputs::SecretMask;
 
 /// Where one command shows its engine's events.
 #[derive(Clone, Default)]
 pub struct Notices {
     bar: Arc<Mutex<Option<indicatif::ProgressBar>>>,
+    /// The run's secrets, hidden in every line shown.
+    mask: Arc<SecretMask>,
 }
 
 impl Notices {
+    /// Notices that show every line with `mask`'s secrets hidden.
+    pub fn masking(mask: SecretMask) -> Notices {
+        Notices {
+            mask: Arc::new(mask),
+            ..Notices::default()
+        }
+    }
+
     /// Shows the events on `bar` from now on (its message line; retries
     /// are also printed above it). Without a bar, retries go to stderr as
     /// lines.
@@ -31,6 +47,7 @@ impl Notices {
 
     fn show(&self, event: &EngineEvent) {
         let Some(text) = describe(event) else { return };
+        let text = self.mask.apply(&text).into_owned();
         let bar = self.bar.lock().unwrap_or_else(|p| p.into_inner()).clone();
         match (bar, event) {
             (
