@@ -838,3 +838,33 @@ fn a_write_error_mid_file_leaves_no_temporary_file() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// The same plan, the same output: dry runs of the Tetris plan print the
+/// same bytes in every format and write the same results.json, start
+/// order included (its tasks run four at a time, so completions race).
+#[test]
+fn two_dry_runs_of_a_plan_print_the_same_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tetris();
+    let once = |i: usize| {
+        let out = tmp.path().join(format!("out{i}"));
+        let mut texts = Vec::new();
+        for format in ["text", "json"] {
+            let o = ctx()
+                .arg("run")
+                .arg(&plan)
+                .args(["--no-store", "--format", format, "-o"])
+                .arg(&out)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0));
+            texts.push(o.stdout);
+        }
+        texts.push(std::fs::read(out.join("results.json")).unwrap());
+        texts
+    };
+    let first = once(0);
+    for i in 1..6 {
+        assert!(once(i) == first, "dry run {i} differs from the first");
+    }
+}

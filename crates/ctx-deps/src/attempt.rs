@@ -250,10 +250,21 @@ impl<'a> Attempts<'a> {
         Ok(())
     }
 
+    /// The task's time so far, in milliseconds. A dry run calls no model:
+    /// its time is 0, so that two dry runs of one plan give byte-identical
+    /// output (the time of assembling a prompt is no figure of the run).
+    fn elapsed_ms(&self) -> u64 {
+        if self.ctx.engine.answers_prompts() {
+            millis(self.t0.elapsed())
+        } else {
+            0
+        }
+    }
+
     /// The task failed before any engine call: stored and returned as is.
     async fn fail_before_call(mut self, error: String) -> Result<TaskExecutionResult, StoreError> {
         self.result.error = Some(error);
-        self.result.metadata.execution_time_ms = Some(millis(self.t0.elapsed()));
+        self.result.metadata.execution_time_ms = Some(self.elapsed_ms());
         crate::offload::store(self.store, self.result.clone()).await?;
         Ok(self.result)
     }
@@ -274,7 +285,7 @@ impl<'a> Attempts<'a> {
             let request = self.store_in_progress(&assembled).await?;
             let call = self.ctx.engine.call_with(&request, self.first_token);
             let response = call.await.map(|resp| self.cut_at_max_tokens(resp));
-            self.result.metadata.execution_time_ms = Some(millis(self.t0.elapsed()));
+            self.result.metadata.execution_time_ms = Some(self.elapsed_ms());
             let resp = match response {
                 Ok(resp) => resp,
                 Err(e) => {
@@ -415,9 +426,10 @@ impl<'a> Attempts<'a> {
             counter,
         )
         .await;
+        let elapsed = self.elapsed_ms();
         let result = &mut self.result;
         result.metadata.tokens_used = TokenUsage::sum([result.metadata.tokens_used, judge_usage]);
-        result.metadata.execution_time_ms = Some(millis(self.t0.elapsed()));
+        result.metadata.execution_time_ms = Some(elapsed);
         result.output = output;
         result.metadata.checks = results.clone();
         result.metadata.check_attempts.push(CheckAttempt {

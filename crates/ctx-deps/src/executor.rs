@@ -112,7 +112,6 @@ use ctx_cost::{Reservation, Usd};
 use ctx_engine::{FirstToken, InferenceEngine};
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store::{ExecutionStore, StoreError, skip_reason};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -120,6 +119,7 @@ use crate::budget::{Budget, settled_elsewhere};
 use crate::cost::CostSummary;
 use crate::engine_call::millis;
 use crate::graph::{GraphError, PlanGraph};
+use crate::in_flight::{Dispatched, InFlight, Joined};
 use crate::options::{ExecutorOptions, Schedule, concurrency_limit};
 use crate::scheduling::ReadyQueue;
 use crate::task::{Reused, TaskContext, run_job};
@@ -313,7 +313,8 @@ impl Executor {
         run.release_initial(g);
 
         let started = Instant::now();
-        let mut flight = InFlight::default();
+        // A dry run settles completions in dispatch order (in_flight.rs).
+        let mut flight = InFlight::new(!ctx.engine.answers_prompts());
         let budget = Budget::new(&ctx.plan, ctx.cost.as_ref());
         tokio::pin!(cancel);
         let end = self
@@ -391,8 +392,18 @@ impl Executor {
             }
             let waiting = self.dispatch(run, flight, budget, progress).await?;
             let watch = settlements.as_mut().filter(|_| waiting);
-            if flight.jobs.is_empty() && watch.is_none() {
+            if flight.is_empty() && watch.is_none() {
                 return Ok(LoopEnd::Done);
+            }
+            // A job held for its turn (a dry run) is settled first.
+            if let Some(joined) = flight.in_dispatch_order() {
+                if let Some(e) = self
+                    .settle_joined(run, flight, budget, joined, progress)
+                    .await?
+                {
+                    return Ok(LoopEnd::Fatal(e));
+                }
+                continue;
             }
             let has_jobs = !flight.jobs.is_empty();
             let warming = run.warm.warming();
@@ -410,6 +421,9 @@ impl Executor {
             };
             let Some(joined) = joined else {
                 return Ok(LoopEnd::Done);
+            };
+            let Some(joined) = flight.came_back(joined) else {
+                continue;
             };
             if let Some(e) = self
                 .settle_joined(run, flight, budget, joined, progress)
@@ -529,8 +543,8 @@ impl Executor {
         let limit = concurrency_limit(self.options.concurrency);
         // Tasks whose reservation must wait for a settlement.
         let mut waiting = Vec::new();
-        while flight.jobs.len() < limit {
-            let Some(i) = run.queue.pop(flight.jobs.len()) else {
+        while flight.running() < limit {
+            let Some(i) = run.queue.pop(flight.running()) else {
                 break;
             };
             let ctx = Arc::clone(&run.ctx);
@@ -611,7 +625,7 @@ impl Executor {
             }
             .in_current_span(),
         );
-        flight.dispatched.insert(
+        flight.dispatched(
             handle.id(),
             Dispatched {
                 task: i,
@@ -693,13 +707,22 @@ impl Executor {
     where
         P: FnMut(&ProgressEvent),
     {
-        if flight.jobs.is_empty() {
+        if flight.is_empty() {
             return Ok(());
         }
         let ctx = Arc::clone(&run.ctx);
         let g = &ctx.graph;
         flight.jobs.abort_all();
-        while let Some(joined) = flight.jobs.join_next_with_id().await {
+        // Jobs that came back and were held for their turn first.
+        let mut held = flight.take_held().into_iter();
+        loop {
+            let joined = match held.next() {
+                Some(j) => j,
+                None => match flight.jobs.join_next_with_id().await {
+                    Some(j) => j,
+                    None => break,
+                },
+            };
             match joined {
                 Ok((tid, (i, Ok(result)))) => {
                     flight.dispatched.remove(&tid);
@@ -944,13 +967,6 @@ fn settle_budget(
     budget.settle(ctx.graph.id(i), i, cost);
 }
 
-/// What a job returns: its task's index and result (`Err`: the store
-/// failed).
-type JobOutcome = (usize, Result<TaskExecutionResult, StoreError>);
-
-/// A job as it comes back from the [`JoinSet`].
-type Joined = Result<(tokio::task::Id, JobOutcome), tokio::task::JoinError>;
-
 /// Why the dispatch loop ended.
 enum LoopEnd {
     /// Every task reached a result, or nothing can start any more.
@@ -960,24 +976,6 @@ enum LoopEnd {
     /// A job's store failed: the run stops once what is in flight is
     /// drained.
     Fatal(ExecError),
-}
-
-/// The jobs in flight.
-#[derive(Default)]
-struct InFlight {
-    jobs: JoinSet<JobOutcome>,
-    /// Each job's task and when it was dispatched; a job is removed when
-    /// it comes back, so what is left after a drain was cancelled.
-    dispatched: HashMap<tokio::task::Id, Dispatched>,
-}
-
-/// A job in flight.
-struct Dispatched {
-    task: usize,
-    at: Instant,
-    /// Set once the job holds its permit of the dispatch gate (at once
-    /// without a gate).
-    began: Arc<AtomicBool>,
 }
 
 const INTERRUPTED_BEFORE_START: &str =

@@ -994,3 +994,68 @@ async fn a_job_cancelled_while_waiting_for_the_gate_says_so() {
         "interrupted: cancelled while waiting for the shared concurrency limit, after 300 ms"
     );
 }
+
+/// The dry run, with placeholder "calls" that take the given times (a
+/// paused clock), so that they come back in another order than they
+/// started.
+struct TimedDryRun(BTreeMap<String, u64>);
+
+impl InferenceEngine for TimedDryRun {
+    fn name(&self) -> &str {
+        "timed-dry-run"
+    }
+    fn answers_prompts(&self) -> bool {
+        false
+    }
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        let ms = self.0.get(&request.task_id).copied().unwrap_or(0);
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            ctx_engine::DryRunEngine.infer(request).await
+        })
+    }
+}
+
+/// A dry run settles its jobs in the order they were dispatched, whatever
+/// order they come back in, so its start order (and every output) is the
+/// plan's alone; a real engine's are settled as they come back. `a` and
+/// `b` start together; `b` comes back first; their dependents start in
+/// the order of `a` and `b` in a dry run, `b`'s first otherwise.
+#[tokio::test(start_paused = true)]
+async fn a_dry_run_settles_in_dispatch_order_so_its_start_order_is_the_plans() {
+    let p = plan(&[("a", &[]), ("b", &[]), ("c", &["a"]), ("d", &["b"])]);
+    let latencies: BTreeMap<String, u64> = [("a".to_string(), 30), ("b".to_string(), 10)].into();
+    let options = ExecutorOptions {
+        concurrency: 2,
+        ..ExecutorOptions::default()
+    };
+    let dry = Executor::new(
+        p.clone(),
+        Arc::new(TimedDryRun(latencies.clone())),
+        Arc::new(MemoryStore::new()),
+        options.clone(),
+    )
+    .unwrap();
+    let report = dry.run().await.unwrap();
+    assert_eq!(report.order, ["a", "b", "c", "d"]);
+    // No model was called: no time is recorded for a placeholder.
+    assert!(
+        report
+            .results
+            .iter()
+            .all(|r| r.metadata.execution_time_ms == Some(0)),
+        "{:?}",
+        report.results
+    );
+    let store = Arc::new(MemoryStore::new());
+    let mut real = TestEngine::new(store.clone(), &p);
+    real.latency_ms = latencies;
+    let report = executor(p, Arc::new(real), store, options)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(report.order, ["a", "b", "d", "c"]);
+}
