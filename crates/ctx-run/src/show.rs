@@ -275,6 +275,19 @@ impl RunShow {
                 ));
             }
         }
+        out.push('\n');
+        out.push_str(&self.table(show_cost));
+        if !self.published.is_empty() {
+            out.push('\n');
+            out.push_str(&crate::publish::published_text(&self.published));
+        }
+        out
+    }
+
+    /// The status table of [`text`](Self::text): one row per plan task
+    /// (a map task's items after it), with the CLAIMS column on a shared
+    /// store, ITEMS when the run has a map task and COST when `show_cost`.
+    fn table(&self, show_cost: bool) -> String {
         let shared = matches!(self.facts, StoreFacts::Shared { .. });
         // A run with a map task has an ITEMS column: the map's item count
         // and failed items, on its row.
@@ -345,13 +358,7 @@ impl RunShow {
                 row
             })
             .collect();
-        out.push('\n');
-        out.push_str(&ctx_table::render(&header, &right, &rows));
-        if !self.published.is_empty() {
-            out.push('\n');
-            out.push_str(&crate::publish::published_text(&self.published));
-        }
-        out
+        ctx_table::render(&header, &right, &rows)
     }
 }
 
