@@ -365,7 +365,7 @@ fn the_cache_layout_hints_an_own_placeholder_before_shared_text() {
         .assert()
         .code(0)
         .stderr(predicate::str::starts_with(
-            "hint: task \"a\": sub_tasks[0].tool_or_prompt.params.prompt: {{ITEM}}, used by this prompt alone, comes before {{HISTORICAL_CONTEXT}}, which 2 task prompts share",
+            "hint: task \"a\": sub_tasks[0].tool_or_prompt.params.prompt: {{ITEM}}, used by this prompt alone, comes before {{HISTORICAL_CONTEXT}}, which 2 calls share",
         ));
     let bad = write(
         dir.path(),
@@ -380,6 +380,44 @@ fn the_cache_layout_hints_an_own_placeholder_before_shared_text() {
         .stderr(predicate::str::contains(
             "bad.yaml:3:11: config.layout: unknown variant `cached`, expected one of design, cache",
         ));
+}
+
+/// A map's prompt is sent once per item, so the hint counts calls, not
+/// prompts: the item placeholder before a variable every item shares is
+/// hinted, although no other task prompt uses the variable; with the
+/// shared text first there is no hint.
+#[test]
+fn the_cache_layout_hints_a_map_s_item_before_what_its_items_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let map_plan = |prompt: &str| {
+        format!(
+            "schema_version: 1\nconfig:\n  layout: cache\nvariables:\n  - {{name: LIST, type: json}}\n  - {{name: BRIEF, class: trusted}}\nsub_tasks:\n  - id: m\n    description: M\n    map: {{over: LIST, as: ITEM, max_items: 50}}\n    tool_or_prompt: {{name: inference, params: {{prompt: \"{prompt}\"}}}}\n"
+        )
+    };
+    let item_first = write(
+        dir.path(),
+        "item-first.yaml",
+        &map_plan("<untrusted-content>{{ITEM}}</untrusted-content> Follow {{BRIEF}}."),
+    );
+    ctx()
+        .args(["plan", "check"])
+        .arg(&item_first)
+        .assert()
+        .code(0)
+        .stderr(predicate::str::starts_with(
+            "hint: task \"m\": sub_tasks[0].tool_or_prompt.params.prompt: {{ITEM}}, the map's item, different in each call, comes before {{BRIEF}}, which up to 50 calls share",
+        ));
+    let brief_first = write(
+        dir.path(),
+        "brief-first.yaml",
+        &map_plan("Follow {{BRIEF}}. <untrusted-content>{{ITEM}}</untrusted-content>"),
+    );
+    ctx()
+        .args(["plan", "check"])
+        .arg(&brief_first)
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("hint:").not());
 }
 
 /// `config.cache_key` takes `auto` or `none`; anything else is a located

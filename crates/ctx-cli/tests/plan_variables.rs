@@ -807,3 +807,114 @@ sub_tasks:
     );
     assert_eq!(dir.counts(), ctx_test_support::counts(&[("a", 2)]));
 }
+
+/// Optional variables without a default: a text one (untrusted, in its
+/// fence), a secret one (which cannot have a default) and a `json` one.
+const OPTIONAL_PLAN: &str = r#"schema_version: 1
+variables:
+  - name: WEEK
+    class: trusted
+  - name: NOTE
+    required: false
+  - name: TOKEN
+    class: trusted
+    secret: true
+    required: false
+  - name: EXTRA
+    type: json
+    class: trusted
+    required: false
+sub_tasks:
+  - id: a
+    description: A
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: |
+          Week {{WEEK}}, token [{{TOKEN}}], extra {{EXTRA}}.
+          <untrusted-content>
+          {{NOTE}}
+          </untrusted-content>
+    checks:
+      - contains: done
+"#;
+
+/// `required: false` without a default and without a value stands in
+/// empty (`null` for `json`) in every command that fills a plan: a run
+/// refused it with "no value for {{NOTE}}" while `ctx plan cost` priced
+/// it; a required one without a value is still refused.
+#[test]
+fn an_optional_variable_without_a_default_stands_in_empty() {
+    let dir = Dir::new();
+    dir.write("opt.yaml", OPTIONAL_PLAN);
+    let engine = "cat > \"sent-$CTX_TASK_ID\"; echo done";
+    let run = dir.run(&[
+        "run",
+        "opt.yaml",
+        "--no-store",
+        "--engine",
+        "command",
+        "--command",
+        engine,
+        "--var",
+        "WEEK=W35",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sent = std::fs::read_to_string(dir.path().join("sent-a")).unwrap();
+    assert!(sent.contains("Week W35, token [], extra null."), "{sent}");
+    std::fs::remove_file(dir.path().join("sent-a")).unwrap();
+    let stored = dir.run(&[
+        "run",
+        "opt.yaml",
+        "--root",
+        "runs",
+        "--engine",
+        "command",
+        "--command",
+        engine,
+        "--var",
+        "WEEK=W35",
+        "--var",
+        "NOTE=given",
+    ]);
+    assert_eq!(stored.code, 0, "{}", stored.stderr);
+    let sent = std::fs::read_to_string(dir.path().join("sent-a")).unwrap();
+    assert!(
+        sent.contains("token [], extra null.") && sent.contains("given"),
+        "{sent}"
+    );
+
+    let eval = dir.run(&[
+        "eval",
+        "opt.yaml",
+        "--command",
+        engine,
+        "--no-store",
+        "--var",
+        "WEEK=W35",
+    ]);
+    assert_eq!(eval.code, 0, "{}", eval.stderr);
+    let cost = dir.run(&[
+        "plan",
+        "cost",
+        "opt.yaml",
+        "--model",
+        "gpt-4o-mini",
+        "--var",
+        "WEEK=W35",
+    ]);
+    assert_eq!(cost.code, 0, "{}", cost.stderr);
+    assert!(!cost.stderr.contains("has no value"), "{}", cost.stderr);
+
+    let missing = dir.run(&[
+        "run",
+        "opt.yaml",
+        "--no-store",
+        "--engine",
+        "command",
+        "--command",
+        engine,
+    ]);
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert!(missing.stderr.contains("WEEK"), "{}", missing.stderr);
+}

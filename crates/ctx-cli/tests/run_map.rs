@@ -5,6 +5,9 @@
 //! `ctx plan check` findings, and a resumed map that re-runs only what
 //! changed.
 
+#[path = "support/map_counts.rs"]
+mod map_counts;
+
 use ctx_test_support::{Dir, counts, task};
 
 /// `src` prints a JSON list (its script below), `scan` maps over it at
@@ -543,4 +546,29 @@ sub_tasks:
     assert_eq!(full["checks_passed"], 2, "{full}");
     assert_eq!(full["tasks_checked"], 1, "{full}");
     assert_eq!(full["tasks_passing"], 0, "{full}");
+}
+
+/// A map task's items counted, as structured fields (`map: {items,
+/// completed, failed}`) wherever the run is shown: `ctx run --format
+/// json`, `--out`'s results.json, `ctx runs show` (its ITEMS column and
+/// its JSON) and `ctx runs export` (JSON and CSV). The map task's row had
+/// no item count; the counts were only inside its output text.
+#[test]
+fn a_map_s_item_counts_are_fields_in_every_output() {
+    let dir = Dir::new();
+    let list = r#"{"repos": ["a", "b", "c"]}"#;
+    let out = run(
+        &dir,
+        ", allow_failures: 1",
+        list,
+        "scan[1]",
+        &["--root", "runs", "--out", "out"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let counts = serde_json::json!({"items": 3, "completed": 2, "failed": 1});
+    assert_eq!(task(&out.json(), "scan")["map"], counts);
+    let results = std::fs::read_to_string(dir.path().join("out/results.json")).unwrap();
+    let results: serde_json::Value = serde_json::from_str(&results).unwrap();
+    assert_eq!(task(&results, "scan")["map"], counts);
+    map_counts::assert_shown(&dir, &out.run_id(), &["--root", "runs"], (3, 2, 1));
 }

@@ -13,6 +13,9 @@ mod pg;
 #[path = "support/shared_cli.rs"]
 mod shared_cli;
 
+#[path = "support/map_counts.rs"]
+mod map_counts;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -216,6 +219,10 @@ fn a_failed_item_fails_the_shared_map_unless_allow_failures_admits_it() {
         reduce.contains("<untrusted-content>c</untrusted-content>"),
         "{reduce}"
     );
+    // The map's items counted, as fields, in every output of the run.
+    let counts = serde_json::json!({"items": 3, "completed": 2, "failed": 1});
+    assert_eq!(task(&json, "scan")["map"], counts);
+    map_counts::assert_shown(&dir, &out.run_id(), &["--store", &url], (3, 2, 1));
 
     // Without allow_failures the map fails and the reduce is skipped.
     let Some(url) = pg::fresh_db("map_no_failures") else {

@@ -1861,3 +1861,36 @@ fn a_shared_run_keeps_its_values_and_publishes_once_complete() {
     let prompt = std::fs::read_to_string(here.join("prompt-echo.txt")).unwrap();
     assert!(prompt.contains("ignore the above, twice"), "{prompt}");
 }
+
+/// An optional variable without a default and without a value stands in
+/// empty (`null` for `json`) in a shared run as in a local one: the run
+/// was refused with "no value for {{NOTE}}".
+#[test]
+fn an_optional_variable_without_a_default_stands_in_empty_in_a_shared_run() {
+    let Some(url) = pg::fresh_db("optional_variable") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tmp.path().join("opt.yaml");
+    std::fs::write(
+        &plan,
+        "schema_version: 1\nvariables:\n  - {name: NOTE, class: trusted, required: false}\n  - {name: EXTRA, type: json, class: trusted, required: false}\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt:\n      name: inference\n      params:\n        prompt: \"Note [{{NOTE}}], extra {{EXTRA}}.\"\n",
+    )
+    .unwrap();
+    let sent = tmp.path().join("sent");
+    let out = ctx()
+        .arg("run")
+        .arg(&plan)
+        .args(["--store", &url, "--engine", "command", "--command"])
+        .arg(format!("cat > '{}'; echo done", sent.display()))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let prompt = std::fs::read_to_string(&sent).unwrap();
+    assert!(prompt.contains("Note [], extra null."), "{prompt}");
+}

@@ -37,7 +37,7 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{BatchSpanProcessor, SpanData, SpanExporter, SpanProcessor};
 use tracing_subscriber::layer::SubscriberExt;
 
-pub use content::{MAX_ATTRIBUTE_BYTES, redact_values};
+pub use content::{MAX_ATTRIBUTE_BYTES, TRUNCATED, redact_values};
 pub use settings::{DEFAULT_TIMEOUT, OtlpSettings};
 
 /// The GenAI semantic conventions' version ctx follows (the schema URL of

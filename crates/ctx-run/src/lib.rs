@@ -46,6 +46,7 @@ pub mod eval;
 pub mod export;
 pub mod inputs;
 pub mod list;
+pub mod map_counts;
 pub mod out_dir;
 pub mod publish;
 mod results;

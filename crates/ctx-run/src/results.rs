@@ -7,12 +7,15 @@
 //! from a store, byte-identical but for the `started_at` and `ended_at` it
 //! adds after each task's keys; it builds on [`TaskJson`] for that reason.
 
+use std::borrow::Borrow;
+
 use ctx_cost::Usd;
 use ctx_deps::{RunReport, SummaryTotals};
 use ctx_model::{ResultMetadata, TaskExecutionResult};
 use serde::Serialize;
 
 use crate::cache_figures::CacheFigures;
+use crate::map_counts::MapCounts;
 
 /// The whole object: every task, the start order, and what the run spent.
 #[derive(Debug, Serialize)]
@@ -52,7 +55,7 @@ impl<'a> ResultsJson<'a> {
     pub fn of(report: &'a RunReport) -> Self {
         ResultsJson {
             order: report.order.iter().map(String::as_str).collect(),
-            tasks: report.results.iter().map(TaskJson::of).collect(),
+            tasks: TaskJson::all(&report.results),
             spent_usd: report.cost.map(|c| c.total()),
             cache: CacheFigures::total(report.results.iter().map(|r| &r.metadata)),
             budget_usd: report.cost.and_then(|c| c.budget),
@@ -93,6 +96,10 @@ impl SummariesJson {
 pub struct TaskJson<'a> {
     task_id: &'a str,
     status: &'static str,
+    /// A map task's items counted ([`MapCounts`]); left out for any other
+    /// task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    map: Option<MapCounts>,
     output: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     summary: Option<&'a str>,
@@ -127,6 +134,7 @@ impl<'a> TaskJson<'a> {
         TaskJson {
             task_id: &r.task_id,
             status: r.status.as_str(),
+            map: None,
             output: &r.output,
             summary: r.summary.as_deref(),
             error: r.error.as_deref(),
@@ -137,6 +145,22 @@ impl<'a> TaskJson<'a> {
             cost_usd: r.metadata.cost_usd,
             cache: CacheFigures::of(&r.metadata),
         }
+    }
+
+    /// Every result as JSON, each map task with its items counted among
+    /// `results` ([`MapCounts::of_run`]).
+    pub fn all<R: Borrow<TaskExecutionResult>>(results: &'a [R]) -> Vec<Self> {
+        let maps = MapCounts::of_run(results.iter().map(Borrow::borrow));
+        results
+            .iter()
+            .map(|r| {
+                let r = r.borrow();
+                TaskJson {
+                    map: maps.get(&r.task_id).copied(),
+                    ..TaskJson::of(r)
+                }
+            })
+            .collect()
     }
 }
 

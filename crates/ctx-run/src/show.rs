@@ -23,6 +23,7 @@ use serde::Serialize;
 
 use crate::TaskJson;
 use crate::cache_figures::{self, CacheFigures};
+use crate::map_counts::MapCounts;
 
 /// What one kind of store knows about a run beyond the shared seam.
 #[derive(Debug, Clone)]
@@ -130,6 +131,15 @@ impl RunShow {
         c
     }
 
+    /// Each map task's items counted, by map task id.
+    fn map_counts(&self) -> std::collections::BTreeMap<String, MapCounts> {
+        MapCounts::of_run(
+            self.tasks
+                .iter()
+                .filter_map(|(_, r)| r.as_ref().map(|r| &r.result)),
+        )
+    }
+
     /// The run's OpenTelemetry trace id: derived from the run id, so a run
     /// made before tracing existed has one too, the same its export gets
     /// (docs/tracing.md).
@@ -152,6 +162,7 @@ impl RunShow {
     /// The object `ctx runs show RUN --format json` prints, keys in the
     /// order the `RunJson` struct below declares them.
     pub fn json(&self) -> impl Serialize + '_ {
+        let maps = self.map_counts();
         let tasks = self
             .tasks
             .iter()
@@ -160,6 +171,7 @@ impl RunShow {
                 TaskRowJson {
                     task_id: id,
                     status: r.as_ref().map_or("pending", |r| r.result.status.as_str()),
+                    map: maps.get(id.as_str()).copied(),
                     prompt_tokens: m.and_then(|m| m.prompt_tokens),
                     execution_time_ms: m.and_then(|m| m.execution_time_ms),
                     cached: m.is_some_and(|m| m.cached),
@@ -263,9 +275,29 @@ impl RunShow {
                 ));
             }
         }
+        out.push('\n');
+        out.push_str(&self.table(show_cost));
+        if !self.published.is_empty() {
+            out.push('\n');
+            out.push_str(&crate::publish::published_text(&self.published));
+        }
+        out
+    }
+
+    /// The status table of [`text`](Self::text): one row per plan task
+    /// (a map task's items after it), with the CLAIMS column on a shared
+    /// store, ITEMS when the run has a map task and COST when `show_cost`.
+    fn table(&self, show_cost: bool) -> String {
         let shared = matches!(self.facts, StoreFacts::Shared { .. });
+        // A run with a map task has an ITEMS column: the map's item count
+        // and failed items, on its row.
+        let maps = self.map_counts();
         let mut header = vec!["TASK", "STATUS"];
         let mut right = vec![false, false];
+        if !maps.is_empty() {
+            header.push("ITEMS");
+            right.push(true);
+        }
         if shared {
             header.push("CLAIMS");
             right.push(true);
@@ -288,6 +320,13 @@ impl RunShow {
                     r.as_ref()
                         .map_or_else(|| "pending".into(), |r| r.result.status.to_string()),
                 ];
+                if !maps.is_empty() {
+                    row.push(
+                        maps.get(id.as_str())
+                            .map(MapCounts::text)
+                            .unwrap_or_default(),
+                    );
+                }
                 if let Some(n) = self.facts.claims(id) {
                     row.push(n.to_string());
                 }
@@ -319,13 +358,7 @@ impl RunShow {
                 row
             })
             .collect();
-        out.push('\n');
-        out.push_str(&ctx_table::render(&header, &right, &rows));
-        if !self.published.is_empty() {
-            out.push('\n');
-            out.push_str(&crate::publish::published_text(&self.published));
-        }
-        out
+        ctx_table::render(&header, &right, &rows)
     }
 }
 
@@ -398,6 +431,9 @@ enum RunPlaceJson<'a> {
 struct TaskRowJson<'a> {
     task_id: &'a str,
     status: &'a str,
+    /// A map task's items counted; left out for any other task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    map: Option<MapCounts>,
     prompt_tokens: Option<usize>,
     execution_time_ms: Option<u64>,
     cached: bool,

@@ -57,12 +57,13 @@ pub struct FilledPlan {
     /// The plan with every template field filled and `publish` paths
     /// resolved.
     pub plan: Plan,
-    /// Every declared variable's value as used (given, else its default),
-    /// by name; a variable with neither is left out.
+    /// Every declared variable's value as used (given, else its default,
+    /// else, for an optional one, empty: `null` for `json`), by name.
     pub values: BTreeMap<String, String>,
 }
 
-/// The values a run uses: each given value, else the declared default.
+/// The values a run uses: each given value, else the declared default,
+/// else, for an optional variable, the empty stand-in (`null` for `json`).
 /// Refuses undeclared names, `HISTORICAL_CONTEXT`, missing required
 /// values and `json` values that do not parse.
 pub fn resolve_values(
@@ -91,11 +92,15 @@ pub fn resolve_values(
     }
     let mut values = BTreeMap::new();
     for v in &plan.variables {
-        let Some(value) = given.get(&v.name).or(v.default.as_ref()) else {
-            continue;
-        };
+        // Every required one has a value by now; an optional one with
+        // neither a value nor a default stands in empty.
+        let value = given
+            .get(&v.name)
+            .or(v.default.as_ref())
+            .cloned()
+            .unwrap_or_else(|| stand_in(v.value_type).to_string());
         if v.value_type == VariableType::Json
-            && let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(value)
+            && let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&value)
         {
             return Err(FillError::NotJson {
                 name: v.name.clone(),
@@ -104,9 +109,22 @@ pub fn resolve_values(
                 message: e.to_string(),
             });
         }
-        values.insert(v.name.clone(), value.clone());
+        values.insert(v.name.clone(), value);
     }
     Ok(values)
+}
+
+/// The empty value of a variable of type `value_type`, which stands in
+/// for one that has no value: an optional variable without a default in
+/// every command, and any variable in a cost estimate. `required: false`
+/// would mean nothing without it (a run refused the variable anyway), and
+/// a secret cannot have a default to fall back on. A `json` variable
+/// stands in as `null`, the empty text not being JSON.
+fn stand_in(value_type: VariableType) -> &'static str {
+    match value_type {
+        VariableType::Json => "null",
+        VariableType::Text => "",
+    }
 }
 
 /// Whether `plan` has anything to fill: a declared variable, or a
@@ -261,11 +279,7 @@ pub fn fill_for_estimate(
     let mut without = Vec::new();
     for v in &plan.variables {
         if v.needs_value() && !given.contains_key(&v.name) {
-            let stand_in = match v.value_type {
-                VariableType::Json => "null",
-                VariableType::Text => "",
-            };
-            values.insert(v.name.clone(), stand_in.to_string());
+            values.insert(v.name.clone(), stand_in(v.value_type).to_string());
             without.push(WithoutValue {
                 name: v.name.clone(),
                 max_tokens: v.max_tokens,

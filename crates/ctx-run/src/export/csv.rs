@@ -21,9 +21,10 @@
 use ctx_report::{TaskReport, Timestamp};
 
 use super::StoredRun;
+use crate::map_counts::MapCounts;
 
 /// The header row, in column order.
-pub const COLUMNS: [&str; 23] = [
+pub const COLUMNS: [&str; 26] = [
     "run_id",
     "task_id",
     "task_status",
@@ -47,6 +48,9 @@ pub const COLUMNS: [&str; 23] = [
     "cache_saving_usd",
     "cached",
     "error",
+    "map_items",
+    "map_completed",
+    "map_failed",
 ];
 
 /// The run as CSV text (header, then rows in plan order, each task's calls
@@ -54,12 +58,14 @@ pub const COLUMNS: [&str; 23] = [
 pub fn export_csv(run: &StoredRun) -> String {
     let mut out = String::new();
     write_record(&mut out, COLUMNS.map(Cell::from));
+    let maps = MapCounts::of_run(run.records.iter().flatten().map(|r| &r.result));
     for (task, record) in run.input.tasks.iter().zip(&run.records) {
+        let map = maps.get(&task.id);
         let calls = record
             .as_ref()
             .map_or(&[][..], |r| &r.result.metadata.attempts[..]);
         if task.attempts.is_empty() {
-            write_record(&mut out, row(&run.input.run_id, task, None, true));
+            write_record(&mut out, row(&run.input.run_id, task, map, None, true));
         }
         for (i, (a, call)) in task.attempts.iter().zip(calls).enumerate() {
             let last = i + 1 == task.attempts.len();
@@ -77,7 +83,10 @@ pub fn export_csv(run: &StoredRun) -> String {
                     .into(),
                 error: a.error.as_deref().map(text),
             };
-            write_record(&mut out, row(&run.input.run_id, task, Some(cells), last));
+            write_record(
+                &mut out,
+                row(&run.input.run_id, task, map, Some(cells), last),
+            );
         }
     }
     out
@@ -137,7 +146,15 @@ struct Call {
     error: Option<Cell>,
 }
 
-fn row(run_id: &str, t: &TaskReport, call: Option<Call>, last: bool) -> Vec<Cell> {
+/// One record: the task `t`'s columns (`map`: its items counted, when it
+/// is a map task), then a call's when the row is one.
+fn row(
+    run_id: &str,
+    t: &TaskReport,
+    map: Option<&MapCounts>,
+    call: Option<Call>,
+    last: bool,
+) -> Vec<Cell> {
     let opt = |n: Option<u64>| Cell::from(n.map(|n| n.to_string()).unwrap_or_default());
     // A call's own error when the row is a call; the task's otherwise (and
     // on the last call of a task that failed without a call error).
@@ -188,6 +205,13 @@ fn row(run_id: &str, t: &TaskReport, call: Option<Call>, last: bool) -> Vec<Cell
             .into(),
         t.cached.to_string().into(),
         error.unwrap_or_default(),
+    ]);
+    let count =
+        |f: fn(&MapCounts) -> usize| Cell::from(map.map(|m| f(m).to_string()).unwrap_or_default());
+    cells.extend([
+        count(|m| m.items),
+        count(|m| m.completed),
+        count(|m| m.failed),
     ]);
     cells
 }

@@ -46,11 +46,11 @@ pub fn export_json(run: &StoredRun, spent: Usd) -> Result<String, serde_json::Er
     started.sort();
     crate::json_text(&ExportJson {
         order: started.into_iter().map(|(_, id)| id).collect(),
-        tasks: results
-            .iter()
+        tasks: TaskJson::all(&results)
+            .into_iter()
             .zip(&run.input.tasks)
-            .map(|(r, t)| ExportTask {
-                task: TaskJson::of(r),
+            .map(|(task, t)| ExportTask {
+                task,
                 started_at: t.started_at.map(Timestamp::to_rfc3339),
                 ended_at: t.ended_at.map(Timestamp::to_rfc3339),
             })
