@@ -17,6 +17,7 @@ use std::path::Path;
 
 use ctx_checks::{Check, CheckSet, EvalContext, ExpectedEntity, Feedback, Rule, SchemaSource};
 use ctx_fence::{FENCE_CLOSE, FENCE_OPEN, TagKind, find_tags};
+use ctx_tokens::TokenizerExt;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -40,6 +40,7 @@ fuzz_target!(|data: &[u8]| {
                 | PricesFileError::InvalidPrice { line, column, .. }
                 | PricesFileError::NotAnEntry { line, column, .. }
                 | PricesFileError::Duplicate { line, column, .. }
+                | PricesFileError::CacheWriteWithoutInput { line, column, .. }
                 | PricesFileError::MixedThresholds { line, column, .. } => (*line, *column),
                 PricesFileError::Read { .. } => unreachable!(),
             };

@@ -279,7 +279,11 @@ fn refuses_to_start_without_max_tokens_or_price() {
         ],
         "price unknown for m",
     );
-    for bad in ["0", "-1", "abc", "0.0", "1e3", ""] {
+    // An exponent is read (`1e3` is a thousand dollars), but a negative
+    // one or one without digits is still refused.
+    for bad in [
+        "0", "-1", "abc", "0.0", "0e3", "-1.2e-5", "1e", "1.2e-5e1", "",
+    ] {
         refused(
             &[
                 "plan.json",
@@ -425,18 +429,7 @@ sub_tasks:
 fn plan_cost_gives_the_high_end_run_reserves_with_the_same_flags() {
     let tmp = setup();
     let flags = ["--command", HELLO, "--price", "m=1,2", "--max-tokens", "50"];
-    let out = ctx(tmp.path())
-        .args(["plan", "cost", "plan.json", "--format", "json"])
-        .args(flags)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cost: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cost: Value = serde_json::from_str(&plan_cost_json(tmp.path(), &flags)).unwrap();
     for t in cost["tasks"].as_array().unwrap() {
         assert_eq!(t["attempts"], 1, "{t}");
         // (200 + 16 framing) × $1/M + 50 × $2/M.
@@ -554,4 +547,69 @@ fn the_dry_run_takes_a_budget_without_max_tokens() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json["spent_usd"], 0.0, "{}", out.json);
     assert!(!out.stderr.contains("--max-tokens"), "{}", out.stderr);
+}
+
+/// What `ctx plan cost --format json` prints is what `--max-cost` and
+/// `--price` take: serde_json writes an amount under a hundred-thousandth
+/// with an exponent (`1.264e-6`), and that text passed on as the budget
+/// runs the plan (it was refused: "write a plain decimal"). The exponent
+/// is read exactly: the budget equal to the high end lets every task
+/// run. (A negative or malformed amount is still refused naming the flag:
+/// `refuses_to_start_without_max_tokens_or_price`.)
+#[test]
+fn plan_costs_high_end_as_printed_is_a_max_cost() {
+    let tmp = setup();
+    let cost_json = |price: &str| {
+        plan_cost_json(
+            tmp.path(),
+            &["--command", HELLO, "--max-tokens", "50", "--price", price],
+        )
+    };
+    let printed = cost_json("m=0.001,0.002");
+    // Prices written with an exponent mean the same prices.
+    assert_eq!(cost_json("m=1e-3,2E-3"), printed);
+    let cost: Value = serde_json::from_str(&printed).unwrap();
+    // (200 + 16 framing) × $0.001/M + 50 × $0.002/M, four tasks.
+    let high = cost["total"]["cost_usd"]["high"].to_string();
+    assert_eq!(high, "1.264e-6", "{printed}");
+    assert!(printed.contains(&high), "{printed}");
+    let out = run(
+        tmp.path(),
+        &[
+            "plan.json",
+            "--command",
+            HELLO,
+            "--max-tokens",
+            "50",
+            "--price",
+            "m=0.001,0.002",
+            "--root",
+            "runs",
+            "--max-cost",
+            &high,
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.json["budget_usd"], cost["total"]["cost_usd"]["high"],
+        "{}",
+        out.json
+    );
+}
+
+/// `ctx plan cost plan.json --format json FLAGS`'s output, which must
+/// succeed.
+fn plan_cost_json(dir: &Path, flags: &[&str]) -> String {
+    let out = ctx(dir)
+        .args(["plan", "cost", "plan.json", "--format", "json"])
+        .args(flags)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }

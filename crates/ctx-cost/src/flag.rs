@@ -1,7 +1,7 @@
 //! `--price MODEL=IN,OUT[,CACHED]`: a price given on the command line.
 //!
-//! Prices are US dollars per million tokens as plain decimals with at most
-//! six decimal places: `--price gpt-4o=2.5,10,1.25`. The model name is
+//! Prices are US dollars per million tokens as decimals (an exponent such
+//! as `2.5e-1` is read exactly) with at most six decimal places: `--price gpt-4o=2.5,10,1.25`. The model name is
 //! everything before the last `=` (names may hold `/` and `:`, as in
 //! `ollama/llama3:8b`, but no price holds `=`).
 
@@ -144,7 +144,7 @@ mod tests {
         );
         assert_eq!(
             e("m=1,ten"),
-            "\"m=1,ten\": the output price \"ten\" is not a number (write a plain decimal such as 2.5)"
+            "\"m=1,ten\": the output price \"ten\" is not a number (write a decimal such as 2.5 or 1.5e-5)"
         );
         assert_eq!(
             e("m=1,2,"),

@@ -260,8 +260,9 @@ pub enum MaxCostError {
     },
 }
 
-/// Reads `--max-cost USD`: a positive plain decimal of dollars with at
-/// most 12 decimal places (`5`, `0.25`). Zero and negative amounts are
+/// Reads `--max-cost USD`: a positive decimal of dollars with at most 12
+/// decimal places (`5`, `0.25`), or the exponent form ctx's JSON prints
+/// (`1.62e-5`), read exactly. Zero and negative amounts are
 /// refused.
 pub fn parse_max_cost(value: &str) -> Result<Usd, MaxCostError> {
     match Usd::parse(value) {
@@ -424,8 +425,29 @@ mod tests {
             "\"-1\": the amount is negative"
         );
         assert!(parse_max_cost("five").is_err());
-        assert!(parse_max_cost("1e3").is_err());
         assert!(parse_max_cost("").is_err());
+        // The exponent form ctx's JSON prints reads exactly.
+        assert_eq!(parse_max_cost("1.62e-05"), Ok(usd("0.0000162")));
+        assert_eq!(parse_max_cost("1e3"), Ok(usd("1000")));
+        assert_eq!(
+            parse_max_cost("-1.62e-5").unwrap_err().to_string(),
+            "\"-1.62e-5\": the amount is negative"
+        );
+        assert_eq!(
+            parse_max_cost("1e-13").unwrap_err().to_string(),
+            "\"1e-13\": the amount has more than 12 decimal places"
+        );
+        assert!(matches!(
+            parse_max_cost("0e5"),
+            Err(MaxCostError::Zero { .. })
+        ));
+        assert!(matches!(
+            parse_max_cost("1e"),
+            Err(MaxCostError::Amount {
+                problem: DecimalError::NotANumber,
+                ..
+            })
+        ));
     }
 
     #[test]

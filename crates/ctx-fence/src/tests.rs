@@ -367,6 +367,26 @@ mod grammar {
         }
     }
 
+    /// The 64-character bound counts from the token's own `|`, not from
+    /// the start of the text: a token after other text is held to the
+    /// same limit (a bound computed from the `|`'s position, such as
+    /// `j * 65`, let a 65-character name through anywhere but at the
+    /// start, and the tests above only wrote tokens at the start).
+    #[test]
+    fn the_token_bound_holds_wherever_the_token_starts() {
+        for prefix in ["x", "some text ", &"y".repeat(300)] {
+            let at = prefix.len();
+            let longest = format!("{prefix}<|{}|>", "a".repeat(64));
+            assert_eq!(
+                kinds(&longest),
+                vec![(TagKind::Control, at..longest.len())],
+                "{prefix:?}"
+            );
+            let too_long = format!("{prefix}<|{}|>", "a".repeat(65));
+            assert_eq!(kinds(&too_long), vec![], "{prefix:?}");
+        }
+    }
+
     #[test]
     fn fence_attributes_belong_to_the_tag_up_to_256_characters() {
         let close = |attrs: &str| format!("</untrusted-content{attrs}>");

@@ -62,8 +62,10 @@ impl Usd {
         self.0
     }
 
-    /// Parses a dollar amount written as a plain decimal (`5`, `0.25`,
-    /// `12.5`), exactly. At most 12 decimal places; no sign, no exponent.
+    /// Parses a dollar amount written as a decimal (`5`, `0.25`, `12.5`),
+    /// or with an exponent as ctx's JSON prints small amounts (`1.62e-5`),
+    /// exactly: decimal digits, never an `f64`. At most 12 decimal places
+    /// once the exponent has moved the point; no sign.
     pub fn parse(text: &str) -> Result<Usd, DecimalError> {
         parse_decimal(text, USD_DECIMALS, Rounding::Exact).map(Usd)
     }
@@ -350,8 +352,9 @@ impl Rate {
         self.0
     }
 
-    /// Parses dollars per million tokens written as a plain decimal
-    /// (`2.5`), exactly: at most six decimal places, no sign, no exponent.
+    /// Parses dollars per million tokens written as a decimal (`2.5`) or
+    /// with an exponent (`2.5e-1`), exactly: at most six decimal places
+    /// once the exponent has moved the point, no sign.
     pub fn parse(text: &str) -> Result<Rate, DecimalError> {
         let micros = parse_decimal(text, RATE_DECIMALS, Rounding::Exact)?;
         u64::try_from(micros)
@@ -476,8 +479,8 @@ pub enum DecimalError {
     /// A minus sign.
     #[error("is negative")]
     Negative,
-    /// Not a plain decimal number.
-    #[error("is not a number (write a plain decimal such as 2.5)")]
+    /// Not a decimal number (with or without an exponent).
+    #[error("is not a number (write a decimal such as 2.5 or 1.5e-5)")]
     NotANumber,
     /// More decimal places than the unit holds exactly.
     #[error("has more than {max_decimals} decimal places")]
@@ -499,7 +502,16 @@ enum Rounding {
     NearestHalfUp,
 }
 
-/// Parses `digits[.digits]` into an integer count of `10^-scale` units.
+/// Parses `digits[.digits][e[+|-]digits]` into an integer count of
+/// `10^-scale` units.
+///
+/// Why an exponent: ctx's own JSON prints an amount as serde_json prints
+/// the nearest `f64`, which is `1.62e-5` below a ten-thousandth, and a
+/// figure ctx prints must read back through every flag that takes one
+/// (`plan cost --format json`'s high end as `--max-cost`). The exponent
+/// only moves the decimal point in the written digits ([`shift_point`]),
+/// so `1.62e-5` is exactly `0.0000162`: no `f64` is involved and the
+/// rounding rule is the plain decimal's.
 fn parse_decimal(text: &str, scale: u32, rounding: Rounding) -> Result<u128, DecimalError> {
     let text = text.trim();
     if text.is_empty() {
@@ -508,14 +520,26 @@ fn parse_decimal(text: &str, scale: u32, rounding: Rounding) -> Result<u128, Dec
     if text.starts_with('-') {
         return Err(DecimalError::Negative);
     }
-    let (whole, frac) = match text.split_once('.') {
+    let (mantissa, exponent) = match text.split_once(['e', 'E']) {
+        Some((m, e)) => (m, Some(e)),
+        None => (text, None),
+    };
+    let (whole, frac) = match mantissa.split_once('.') {
         Some((w, f)) => (w, f),
-        None => (text, ""),
+        None => (mantissa, ""),
     };
     let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !all_digits(whole) || !all_digits(frac) || text.ends_with('.') {
+    if whole.is_empty() || !all_digits(whole) || !all_digits(frac) || mantissa.ends_with('.') {
         return Err(DecimalError::NotANumber);
     }
+    let shifted;
+    let (whole, frac) = match exponent {
+        None => (whole, frac),
+        Some(e) => {
+            shifted = shift_point(whole, frac, e, scale)?;
+            (shifted.0.as_str(), shifted.1.as_str())
+        }
+    };
     let mut units: u128 = 0;
     for b in whole.bytes() {
         units = units
@@ -547,6 +571,76 @@ fn parse_decimal(text: &str, scale: u32, rounding: Rounding) -> Result<u128, Dec
         }
     }
     Ok(units)
+}
+
+/// The digits `whole.frac × 10^exponent` as plain `(whole, frac)` digits.
+/// The exponent is `[+|-]digits`. Its size is bounded before any digit is
+/// moved: a `u128` holds 39 digits, so a point moved further right than
+/// that past the first non-zero digit is [`DecimalError::TooLarge`], and
+/// one moved further left than the unit's places plus one (the rounding
+/// digit) leaves only digits a [`Rounding::Exact`] parse refuses and a
+/// rounding one drops; `1e999999999` never builds a billion zeros.
+fn shift_point(
+    whole: &str,
+    frac: &str,
+    exponent: &str,
+    scale: u32,
+) -> Result<(String, String), DecimalError> {
+    let digits_of = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (negative, magnitude) = match exponent.as_bytes().first() {
+        Some(b'-') => (true, &exponent[1..]),
+        Some(b'+') => (false, &exponent[1..]),
+        _ => (false, exponent),
+    };
+    if !digits_of(magnitude) {
+        return Err(DecimalError::NotANumber);
+    }
+    let digits = format!("{whole}{frac}");
+    let Some(first) = digits.find(|c| c != '0') else {
+        return Ok(("0".into(), String::new()));
+    };
+    // Where the point sits, counted in digits from the start of `digits`,
+    // and how far the exponent may move it before the result is out of
+    // range either way (both bounds are small, so `i64` holds every sum).
+    let point = whole.len() as i64;
+    let reach = digits.len() as i64 + i64::from(scale) + 40;
+    let magnitude = magnitude.trim_start_matches('0');
+    let shift = if magnitude.is_empty() {
+        0
+    } else if magnitude.len() > 18 {
+        reach + 1
+    } else {
+        magnitude
+            .parse::<i64>()
+            .map_err(|_| DecimalError::NotANumber)?
+    };
+    let point = if negative {
+        point - shift.min(reach + 1)
+    } else {
+        point + shift.min(reach + 1)
+    };
+    if point - first as i64 > 39 {
+        return Err(DecimalError::TooLarge);
+    }
+    if point < first as i64 - i64::from(scale) - 1 {
+        // Every non-zero digit lies past the unit's last place and the
+        // rounding digit: what the plain decimal would have said.
+        return Ok(("0".into(), format!("{}1", "0".repeat(scale as usize + 1))));
+    }
+    Ok(if point <= 0 {
+        (
+            "0".into(),
+            format!("{}{digits}", "0".repeat(point.unsigned_abs() as usize)),
+        )
+    } else if point as usize >= digits.len() {
+        (
+            format!("{digits}{}", "0".repeat(point as usize - digits.len())),
+            String::new(),
+        )
+    } else {
+        let (w, f) = digits.split_at(point as usize);
+        (w.to_string(), f.to_string())
+    })
 }
 
 fn write_decimal(f: &mut fmt::Formatter<'_>, units: u128, scale: u32) -> fmt::Result {
@@ -641,8 +735,64 @@ mod tests {
         );
         assert!(serde_json::from_str::<Usd>("-0.5").is_err());
         assert!(serde_json::from_str::<Usd>("-1").is_err());
-        assert!(serde_json::from_str::<Usd>("\"1e3\"").is_err());
+        assert_eq!(
+            serde_json::from_str::<Usd>("\"1e3\"").unwrap(),
+            Usd::parse("1000").unwrap()
+        );
         assert!(serde_json::from_str::<Usd>("true").is_err());
+    }
+
+    /// What ctx prints must read back: serde_json writes an amount under
+    /// a ten-thousandth with an exponent (`1.62e-5`), and a `plan cost`
+    /// high end passed on as `--max-cost` is read digit for digit, never
+    /// through an `f64` (which would hold 1.62e-5 as 1.6199999…e-5).
+    #[test]
+    fn exponent_forms_read_exactly() {
+        let usd = |s| Usd::parse(s);
+        assert_eq!(usd("1.62e-05"), Ok(Usd(16_200_000)));
+        assert_eq!(usd("1.62e-5"), usd("0.0000162"));
+        assert_eq!(usd("1.62E-5"), usd("0.0000162"));
+        assert_eq!(usd("2.355e-5"), Ok(Usd(23_550_000)));
+        assert_eq!(usd("1e-12"), Ok(Usd(1)));
+        assert_eq!(usd("1e3"), Ok(Usd(1000 * PICOS_PER_DOLLAR)));
+        assert_eq!(usd("1e+3"), usd("1000"));
+        assert_eq!(usd("0.5e1"), usd("5"));
+        assert_eq!(usd("125e-2"), usd("1.25"));
+        assert_eq!(usd("12.5e0"), usd("12.5"));
+        assert_eq!(usd("0e999999999999999999999"), Ok(Usd::ZERO));
+        assert_eq!(usd("000.00e-3"), Ok(Usd::ZERO));
+        assert_eq!(
+            usd("1e-13"),
+            Err(DecimalError::TooPrecise { max_decimals: 12 })
+        );
+        assert_eq!(
+            usd("1e-999999999999999999999"),
+            Err(DecimalError::TooPrecise { max_decimals: 12 })
+        );
+        assert_eq!(usd("1e27"), Err(DecimalError::TooLarge));
+        assert_eq!(usd("1e999999999999999999999"), Err(DecimalError::TooLarge));
+        assert_eq!(usd("-1.62e-5"), Err(DecimalError::Negative));
+        assert_eq!(Rate::parse("2.5e-1"), Ok(Rate(250_000)));
+        assert_eq!(Rate::parse("1e-6"), Ok(Rate(1)));
+        // Every amount serde_json writes reads back as the same amount,
+        // exponent or not.
+        for picos in [
+            1,
+            7,
+            16_200_000,
+            23_550_000,
+            99_999_999,
+            123_456_789_012,
+            10u128.pow(15),
+        ] {
+            let json = serde_json::to_string(&Usd(picos)).unwrap();
+            assert_eq!(Usd::parse(&json), Ok(Usd(picos)), "{json}");
+        }
+        // A rounding reader (a stored `cost_usd`) rounds what lies past
+        // the last place, as it does for the plain form.
+        assert_eq!(parse_decimal("4e-13", 12, Rounding::NearestHalfUp), Ok(0));
+        assert_eq!(parse_decimal("5e-13", 12, Rounding::NearestHalfUp), Ok(1));
+        assert_eq!(parse_decimal("1e-40", 12, Rounding::NearestHalfUp), Ok(0));
     }
 
     #[test]
@@ -661,7 +811,16 @@ mod tests {
         assert_eq!(Rate::parse(""), Err(DecimalError::Empty));
         assert_eq!(Rate::parse("-1"), Err(DecimalError::Negative));
         assert_eq!(Rate::parse("abc"), Err(DecimalError::NotANumber));
-        assert_eq!(Rate::parse("1e-6"), Err(DecimalError::NotANumber));
+        assert_eq!(
+            Rate::parse("1e-7"),
+            Err(DecimalError::TooPrecise { max_decimals: 6 })
+        );
+        for bad in [
+            "1e", "1e-", "1e+", "e5", "1.e5", ".5e1", "1e5e1", "1e+-5", "1e 5", "1E0.5",
+        ] {
+            assert_eq!(Rate::parse(bad), Err(DecimalError::NotANumber), "{bad}");
+        }
+        assert_eq!(Rate::parse("-1e-6"), Err(DecimalError::Negative));
         assert_eq!(Rate::parse("1."), Err(DecimalError::NotANumber));
         assert_eq!(Rate::parse(".5"), Err(DecimalError::NotANumber));
         assert_eq!(Rate::parse("1.2.3"), Err(DecimalError::NotANumber));

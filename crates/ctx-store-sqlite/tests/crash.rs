@@ -1,13 +1,13 @@
-//! Crash safety and the lock across processes. The test binary re-runs
-//! itself as the child (`CTX_STORE_CHILD` set), the usual way to get a
-//! second process without a helper binary.
+//! Crash safety and the lock across processes. The second process is the
+//! helper binary `ctx-store-sqlite-crash-child` (`src/bin/crash_child.rs`),
+//! not a `#[test]` of this file: a child's entry point written as a test
+//! passed by returning in every ordinary run.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
-use ctx_store::ExecutionStore;
+use ctx_model::{Plan, TaskStatus};
 use ctx_store_sqlite::{Error, NewRun, RunView, SqliteStore};
 
 fn plan() -> Plan {
@@ -30,47 +30,16 @@ fn new_run(plan: &Plan) -> NewRun<'_> {
     }
 }
 
-/// The child: either writes results forever (`write DIR`), printing each
-/// id once `store` has returned, or holds the lock (`hold DIR`).
-#[test]
-fn child_process() {
-    let Ok(cmd) = std::env::var("CTX_STORE_CHILD") else {
-        return;
-    };
-    let (what, dir) = cmd.split_once(' ').unwrap();
-    let p = plan();
-    let store = match what {
-        "write" => SqliteStore::create_in(Path::new(dir), &new_run(&p)).unwrap(),
-        _ => SqliteStore::resume(Path::new(dir), &new_run(&p)).unwrap().0,
-    };
-    // libtest has printed `test child_process ... ` without a newline.
-    println!();
-    println!("ready {}", std::process::id());
-    for i in 0.. {
-        if what == "write" {
-            let id = format!("t{i}");
-            store
-                .store(TaskExecutionResult::new(&id, TaskStatus::InProgress))
-                .unwrap();
-            let mut r = TaskExecutionResult::new(&id, TaskStatus::Completed);
-            r.output = format!("output {i} ").repeat(40);
-            store.store(r).unwrap();
-            println!("stored {id}");
-        } else {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
-}
-
+/// The child (`src/bin/crash_child.rs`): either writes results forever
+/// (`write`), printing each id once `store` has returned, or holds the
+/// lock (`hold`). It reads the plan from `plan.json` beside the run.
 fn spawn(what: &str, dir: &Path) -> (Child, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_process",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("CTX_STORE_CHILD", format!("{what} {}", dir.display()))
+    let plan_file = dir.with_file_name("plan.json");
+    std::fs::write(&plan_file, serde_json::to_vec(&plan()).unwrap()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctx-store-sqlite-crash-child"))
+        .arg(what)
+        .arg(dir)
+        .arg(&plan_file)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
