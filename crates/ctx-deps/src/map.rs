@@ -13,7 +13,8 @@
 //! prompt and system with `{{AS}}` replaced by the item, neutralized with
 //! [`ctx_fence::neutralize`] (an item is always untrusted; the author
 //! wrote the fence around the placeholder, which `ctx plan check`
-//! enforces). A JSON item is written as compact JSON.
+//! enforces). A number or object item is its source text, as written
+//! ([`ctx_model::map::MapItem::text`]).
 //!
 //! The executor then appends the items to its graph: each item depends
 //! on the map task's dependencies but the source, and the map task on
@@ -304,6 +305,30 @@ mod tests {
         let p = &items[1].tool_or_prompt.params.prompt;
         assert_eq!(p.matches("</untrusted-content>").count(), 1, "{p}");
         assert!(items.iter().all(|i| i.map.is_none()));
+    }
+
+    #[test]
+    fn an_items_hash_is_of_its_text_as_written() {
+        let t = map_task("<untrusted-content>{{REPO}}</untrusted-content>", 5);
+        let hashes = |src: &str| -> Vec<String> {
+            expand_map(&t, Some(src))
+                .unwrap()
+                .iter()
+                .map(|i| item_hash(i, &["out"], "engine"))
+                .collect()
+        };
+        let first = hashes(r#"{"repos": [1.50, {"id": 100000000000000000000001}]}"#);
+        // The same text hashes the same, and so does one whose objects
+        // differ only in the space between their tokens.
+        assert_eq!(
+            hashes(r#"{"repos": [1.50, { "id" : 100000000000000000000001 }]}"#),
+            first
+        );
+        // A number written otherwise is another item: `1.5` is not
+        // `1.50`, nor is an id one digit away (which an `f64` merged).
+        let other = hashes(r#"{"repos": [1.5, {"id": 100000000000000000000002}]}"#);
+        assert_ne!(other[0], first[0]);
+        assert_ne!(other[1], first[1]);
     }
 
     #[test]
