@@ -308,6 +308,29 @@ mod tests {
     }
 
     #[test]
+    fn a_map_over_a_variable_shares_its_list_with_every_copy_and_no_item_holds_it() {
+        // Each item starts as a clone of the map task: were the list owned
+        // by the task, a map of N items would copy it N times (issue 35).
+        let mut t = map_task("<untrusted-content>{{REPO}}</untrusted-content>", 1_000);
+        t.dependencies.retain(|d| d != "src");
+        let repos: Vec<String> = (0..1_000).map(|i| format!("\"org/r{i}\"")).collect();
+        let list: std::sync::Arc<str> = format!(r#"{{"repos": [{}]}}"#, repos.join(", ")).into();
+        t.map.as_mut().unwrap().variable_value = Some(std::sync::Arc::clone(&list));
+        let copy = t.clone();
+        let shared = copy.map.as_ref().and_then(|m| m.variable_value.as_ref());
+        assert!(shared.is_some_and(|v| std::sync::Arc::ptr_eq(v, &list)));
+        let items = expand_map(&t, None).unwrap();
+        assert_eq!(items.len(), 1_000);
+        assert_eq!(
+            items[999].tool_or_prompt.params.prompt,
+            "<untrusted-content>org/r999</untrusted-content>"
+        );
+        // Held by `list`, `t` and `copy` only: no item keeps it.
+        assert_eq!(std::sync::Arc::strong_count(&list), 3);
+        assert!(items.iter().all(|i| i.map.is_none()));
+    }
+
+    #[test]
     fn an_items_hash_is_of_its_text_as_written() {
         let t = map_task("<untrusted-content>{{REPO}}</untrusted-content>", 5);
         let hashes = |src: &str| -> Vec<String> {

@@ -70,9 +70,14 @@ pub struct MapSpec {
     /// The source text when `over` names a variable, set when the plan is
     /// filled with its values (`ctx_prompt::plan_fill`); never written in
     /// a plan file.
+    ///
+    /// Shared, not owned: the text is the whole list, and every clone of
+    /// the task (each item starts as one, `ctx_deps::map::item_task`) or
+    /// of the plan (each map's expansion) would otherwise copy it, which
+    /// made a map over a variable quadratic in the list's size (issue 35).
     #[serde(skip)]
     #[schemars(skip)]
-    pub variable_value: Option<String>,
+    pub variable_value: Option<std::sync::Arc<str>>,
 }
 
 fn is_zero(n: &usize) -> bool {
