@@ -1,15 +1,17 @@
 //! `cargo xtask bench-map [--items N] [--concurrency C]`: a map task of
-//! 10,000 items, on the memory and SQLite stores on the simulated clock,
-//! then on the shared PostgreSQL store on the real one (issue 23).
+//! 10,000 items and one of 30,000, on the memory and SQLite stores on the
+//! simulated clock, then one of 10,000 on the shared PostgreSQL store on
+//! the real one (issue 23). `--items N` runs the one size N everywhere.
 //!
 //! The benchmark bodies live in `crates/ctx-store-sqlite/benches/map.rs`
 //! and `crates/ctx-worker/benches/shared_map.rs` (they need the executor,
 //! the stores and tokio, none of which xtask depends on), over one
 //! workload (`ctx_test_support::sim_map`); this runs them in the bench
 //! profile and passes the arguments through. Each prints markdown rows:
-//! makespan ÷ lower bound (the goal is at most 1.05), the time or CPU
-//! spent and peak memory. The figures are recorded in
-//! docs/performance.md.
+//! makespan ÷ lower bound (the goal is at most 1.05), the time and CPU
+//! spent (per item too: the row at 30,000 beside the one at 10,000 shows
+//! whether a map's cost per item grows with its list, issue 35) and peak
+//! memory. The figures are recorded in docs/performance.md.
 //!
 //! The shared store's rows need a server: this starts the test server
 //! (`scripts/postgres.sh`, as `cargo xtask test` does) and stops it after.

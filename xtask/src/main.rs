@@ -89,7 +89,7 @@ commands:
   fixtures [--check]   regenerate golden files (or only check them)
   bench                run bench-plan, bench-map, bench-history, bench-run, then bench-tracing
   bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
-  bench-map            a map of 10,000 items: memory and SQLite stores (simulated clock),
+  bench-map            maps of 10,000 and 30,000 items: memory and SQLite stores (simulated clock),
                        then the shared PostgreSQL store (real clock; starts the test server)
   bench-history        history digest benchmark on a generated archive
   bench-run            ctx run --no-store at 50,000 and 100,000 tasks: CPU ratio at most 2.5

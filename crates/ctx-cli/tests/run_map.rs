@@ -300,6 +300,46 @@ fn a_map_over_a_variable_is_checked_before_anything_runs() {
 }
 
 #[test]
+fn numbers_and_objects_fill_an_items_prompt_as_written() {
+    // A dry run over numbers an `f64` would change (`1.50` → `1.5`,
+    // `1e3` → `1000.0`, an id of 24 digits → `1.0000000000000001e+23`)
+    // and an object holding them: each prompt holds the source's text.
+    let dir = Dir::new();
+    dir.write(
+        "plan.yaml",
+        &OVER_VARIABLE.replace("max_items: 2", "max_items: 4"),
+    );
+    let list = r#"LIST={"items": [1.50, 1e3, 100000000000000000000001,
+        {"id": 100000000000000000000001, "x": 1.50}]}"#;
+    let out = dir.run(&[
+        "run",
+        "plan.yaml",
+        "--no-store",
+        "--format",
+        "json",
+        "--var",
+        list,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json = out.json();
+    for (i, item) in [
+        "1.50",
+        "1e3",
+        "100000000000000000000001",
+        r#"{"id":100000000000000000000001,"x":1.50}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let prompt = task(&json, &format!("scan[{i}]"))["prompt"]
+            .as_str()
+            .unwrap();
+        let fenced = format!("<untrusted-content>{item}</untrusted-content>");
+        assert!(prompt.contains(&fenced), "{item} in {prompt}");
+    }
+}
+
+#[test]
 fn plan_check_locates_every_map_finding() {
     let dir = Dir::new();
     dir.write(

@@ -9,6 +9,7 @@
 //! feedback is worded. Every engine call goes through the run's
 //! [`EngineCalls`](crate::engine_call::EngineCalls).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ctx_checks::CheckResult;
@@ -166,13 +167,21 @@ fn dependency_outputs<'a>(
 ) -> Result<Vec<DependencyOutput<'a>>, String> {
     let g = &ctx.graph;
     let order = crate::map::prompt_dependencies(&ctx.plan, g, i);
+    // By id, the first completed result of each: a scan of the results
+    // per dependency made a reduce over a map of N items take N²/2
+    // comparisons of ids (issue 35: most of a 30,000-item map's CPU).
+    let mut completed: HashMap<&str, &TaskExecutionResult> =
+        HashMap::with_capacity(dep_results.len());
+    for r in dep_results
+        .iter()
+        .filter(|r| r.status == TaskStatus::Completed)
+    {
+        completed.entry(r.task_id.as_str()).or_insert(r);
+    }
     let mut deps = Vec::with_capacity(order.len());
     for d in order {
         let id = g.id(d);
-        let Some(r) = dep_results
-            .iter()
-            .find(|r| r.task_id == id && r.status == TaskStatus::Completed)
-        else {
+        let Some(r) = completed.get(id).copied() else {
             // The dispatcher only starts a task whose dependencies are
             // completed; a store that lost one is reported, not trusted.
             return Err(format!(
@@ -547,6 +556,17 @@ mod tests {
             (deps[0].task_id, deps[0].description, deps[0].output),
             ("a", "task a", "out of a")
         );
+        // Found by id among results in any order: an unrelated one and a
+        // row that did not complete are passed over, and of two completed
+        // rows the first is taken, as a scan of the results took it.
+        let mixed = [
+            result("x", TaskStatus::Completed, "out of x"),
+            result("a", TaskStatus::Failed, "broke"),
+            result("a", TaskStatus::Completed, "first"),
+            result("a", TaskStatus::Completed, "second"),
+        ];
+        let deps = dependency_outputs(&ctx, 1, b, &mixed).unwrap();
+        assert_eq!(deps.iter().map(|d| d.output).collect::<Vec<_>>(), ["first"]);
     }
 
     #[test]

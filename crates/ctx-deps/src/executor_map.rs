@@ -7,13 +7,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ctx_model::map::parse_item_id;
 use ctx_model::{TaskExecutionResult, TaskStatus};
 
 use super::{ExecError, Executor, ProgressEvent, RunState};
 use crate::budget::Budget;
 use crate::map::{
-    expand_map, item_hash, items_digest, join_result, plan_with_items, prompt_dependencies,
+    completed_items_by_hash, expand_map, item_hash, items_digest, join_result, plan_with_items,
+    prompt_dependencies, take_stored,
 };
 
 impl Executor {
@@ -119,14 +119,7 @@ impl Executor {
         for (k, hash) in (before..after).zip(hashes) {
             // Equal items share a hash: each takes a stored one of its
             // own, the one stored under its id when there is one.
-            let done = stored.get_mut(&hash).and_then(|same| {
-                let at = same
-                    .iter()
-                    .position(|r| r.task_id == run.ctx.graph.id(k))
-                    .unwrap_or(0);
-                (!same.is_empty()).then(|| same.swap_remove(at))
-            });
-            match done {
+            match take_stored(&mut stored, &hash, run.ctx.graph.id(k)) {
                 Some(done) => self.reuse_item(run, k, done, progress).await?,
                 None => {
                     waiting += 1;
@@ -154,17 +147,7 @@ impl Executor {
         let all = crate::offload::all_results(&self.store)
             .await
             .map_err(|source| super::store_err(map_id, source))?;
-        let mut by_hash = HashMap::new();
-        for r in all {
-            let mine = parse_item_id(&r.task_id).is_some_and(|(m, _)| m == map_id);
-            if !mine || r.status != TaskStatus::Completed {
-                continue;
-            }
-            if let Some(h) = r.metadata.map_item_hash.clone() {
-                by_hash.entry(h).or_insert_with(Vec::new).push(r);
-            }
-        }
-        Ok(by_hash)
+        Ok(completed_items_by_hash(map_id, all))
     }
 
     /// On resume, task `i` below a map takes its stored completed result

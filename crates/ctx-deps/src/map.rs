@@ -13,7 +13,8 @@
 //! prompt and system with `{{AS}}` replaced by the item, neutralized with
 //! [`ctx_fence::neutralize`] (an item is always untrusted; the author
 //! wrote the fence around the placeholder, which `ctx plan check`
-//! enforces). A JSON item is written as compact JSON.
+//! enforces). A number or object item is its source text, as written
+//! ([`ctx_model::map::MapItem::text`]).
 //!
 //! The executor then appends the items to its graph: each item depends
 //! on the map task's dependencies but the source, and the map task on
@@ -304,6 +305,53 @@ mod tests {
         let p = &items[1].tool_or_prompt.params.prompt;
         assert_eq!(p.matches("</untrusted-content>").count(), 1, "{p}");
         assert!(items.iter().all(|i| i.map.is_none()));
+    }
+
+    #[test]
+    fn a_map_over_a_variable_shares_its_list_with_every_copy_and_no_item_holds_it() {
+        // Each item starts as a clone of the map task: were the list owned
+        // by the task, a map of N items would copy it N times (issue 35).
+        let mut t = map_task("<untrusted-content>{{REPO}}</untrusted-content>", 1_000);
+        t.dependencies.retain(|d| d != "src");
+        let repos: Vec<String> = (0..1_000).map(|i| format!("\"org/r{i}\"")).collect();
+        let list: std::sync::Arc<str> = format!(r#"{{"repos": [{}]}}"#, repos.join(", ")).into();
+        t.map.as_mut().unwrap().variable_value = Some(std::sync::Arc::clone(&list));
+        let copy = t.clone();
+        let shared = copy.map.as_ref().and_then(|m| m.variable_value.as_ref());
+        assert!(shared.is_some_and(|v| std::sync::Arc::ptr_eq(v, &list)));
+        let items = expand_map(&t, None).unwrap();
+        assert_eq!(items.len(), 1_000);
+        assert_eq!(
+            items[999].tool_or_prompt.params.prompt,
+            "<untrusted-content>org/r999</untrusted-content>"
+        );
+        // Held by `list`, `t` and `copy` only: no item keeps it.
+        assert_eq!(std::sync::Arc::strong_count(&list), 3);
+        assert!(items.iter().all(|i| i.map.is_none()));
+    }
+
+    #[test]
+    fn an_items_hash_is_of_its_text_as_written() {
+        let t = map_task("<untrusted-content>{{REPO}}</untrusted-content>", 5);
+        let hashes = |src: &str| -> Vec<String> {
+            expand_map(&t, Some(src))
+                .unwrap()
+                .iter()
+                .map(|i| item_hash(i, &["out"], "engine"))
+                .collect()
+        };
+        let first = hashes(r#"{"repos": [1.50, {"id": 100000000000000000000001}]}"#);
+        // The same text hashes the same, and so does one whose objects
+        // differ only in the space between their tokens.
+        assert_eq!(
+            hashes(r#"{"repos": [1.50, { "id" : 100000000000000000000001 }]}"#),
+            first
+        );
+        // A number written otherwise is another item: `1.5` is not
+        // `1.50`, nor is an id one digit away (which an `f64` merged).
+        let other = hashes(r#"{"repos": [1.5, {"id": 100000000000000000000002}]}"#);
+        assert_ne!(other[0], first[0]);
+        assert_ne!(other[1], first[1]);
     }
 
     #[test]

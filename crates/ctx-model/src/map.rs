@@ -26,13 +26,23 @@
 //! it lives in the vocabulary crate: `ctx plan check`/`plan_fill` use it
 //! to check a map over a variable before anything runs, the local
 //! executor (ctx-deps' `map` module) to expand a map when its source is
-//! ready, and the shared store's session can call the same function. The
-//! pointer is serde_json's [`Value::pointer`], which implements RFC 6901
-//! (`~0`, `~1`, array indices); no other crate is needed.
+//! ready, and the shared store's session can call the same function.
+//!
+//! ## Items as written
+//!
+//! The source is checked to parse as a `type: json` variable's value is
+//! (`serde::de::IgnoredAny`), and each item is then cut from the source
+//! text (module `text`: the RFC 6901 pointer, `~0`, `~1` and array
+//! indices as `serde_json::Value::pointer` reads them, walked over the
+//! text's spans), so a number keeps its digits and an object its keys'
+//! order: the text is never parsed into a value and printed again.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+mod text;
+
+use text::Kind;
 
 /// A sub-task's `map:` block: run the task once per item of a JSON list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -60,9 +70,14 @@ pub struct MapSpec {
     /// The source text when `over` names a variable, set when the plan is
     /// filled with its values (`ctx_prompt::plan_fill`); never written in
     /// a plan file.
+    ///
+    /// Shared, not owned: the text is the whole list, and every clone of
+    /// the task (each item starts as one, `ctx_deps::map::item_task`) or
+    /// of the plan (each map's expansion) would otherwise copy it, which
+    /// made a map over a variable quadratic in the list's size (issue 35).
     #[serde(skip)]
     #[schemars(skip)]
-    pub variable_value: Option<String>,
+    pub variable_value: Option<std::sync::Arc<str>>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -131,8 +146,11 @@ pub fn is_current_item(map_result: Option<&crate::TaskExecutionResult>, index: u
 pub struct MapItem {
     /// Its position in the list.
     pub index: usize,
-    /// What fills the item placeholder: a string as it is, a number as
-    /// written, an object as compact JSON.
+    /// What fills the item placeholder: a string decoded (its escapes
+    /// read), a number as written in the source (`1.50`, `1e3`, an id of
+    /// 24 digits: never through an `f64`), an object as written with the
+    /// space between its tokens left out (its keys in their order, its
+    /// numbers and escapes as written).
     pub text: String,
 }
 
@@ -185,26 +203,15 @@ pub enum MapSourceError {
     },
 }
 
-/// What a JSON value is, for messages: `an object`, `a string`, ….
-pub fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// The items of `source` (JSON text) at `pointer`, at most `max_items`.
+/// The items of `source` (JSON text) at `pointer`, at most `max_items`,
+/// each as written in `source` (see [`MapItem::text`]).
 ///
 /// ```
 /// use ctx_model::map::{resolve_items, MapSourceError};
 ///
-/// let items = resolve_items(r#"{"repos": ["a/b", {"n": 1}, 3]}"#, Some("/repos"), 10).unwrap();
+/// let items = resolve_items(r#"{"repos": ["a/b", {"n": 1.50}, 1e3]}"#, Some("/repos"), 10).unwrap();
 /// let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
-/// assert_eq!(texts, ["a/b", r#"{"n":1}"#, "3"]);
+/// assert_eq!(texts, ["a/b", r#"{"n":1.50}"#, "1e3"]);
 /// assert!(matches!(resolve_items("[1, 2]", None, 1), Err(MapSourceError::TooLong { len: 2, .. })));
 /// ```
 pub fn resolve_items(
@@ -212,7 +219,9 @@ pub fn resolve_items(
     pointer: Option<&str>,
     max_items: usize,
 ) -> Result<Vec<MapItem>, MapSourceError> {
-    let value: Value = serde_json::from_str(source).map_err(|e| MapSourceError::NotJson {
+    // Checked as a `json` variable's value is: it parses, and nothing is
+    // kept of the parse (the items are cut from the text, module `text`).
+    serde_json::from_str::<serde::de::IgnoredAny>(source).map_err(|e| MapSourceError::NotJson {
         message: e.to_string(),
     })?;
     let pointer = pointer.unwrap_or("");
@@ -221,17 +230,19 @@ pub fn resolve_items(
             pointer: pointer.into(),
         });
     }
-    let list = value
-        .pointer(pointer)
-        .ok_or_else(|| MapSourceError::Missing {
+    let list = text::pointer(source, text::root(source), pointer).ok_or_else(|| {
+        MapSourceError::Missing {
             pointer: pointer.into(),
-        })?;
-    let Value::Array(list) = list else {
+        }
+    })?;
+    let found = Kind::of(list.of(source));
+    if found != Kind::Array {
         return Err(MapSourceError::NotArray {
             pointer: pointer.into(),
-            found: json_kind(list),
+            found: found.name(),
         });
-    };
+    }
+    let list = text::children(source, list);
     if list.len() > max_items {
         return Err(MapSourceError::TooLong {
             len: list.len(),
@@ -240,15 +251,21 @@ pub fn resolve_items(
     }
     list.iter()
         .enumerate()
-        .map(|(index, v)| {
-            let text = match v {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                Value::Object(_) => v.to_string(),
-                other => {
+        .map(|(index, (_, span))| {
+            let written = span.of(source);
+            let text = match Kind::of(written) {
+                // Checked above: a JSON string decodes.
+                Kind::String => serde_json::from_str::<String>(written).map_err(|e| {
+                    MapSourceError::NotJson {
+                        message: e.to_string(),
+                    }
+                })?,
+                Kind::Number => written.to_string(),
+                Kind::Object => text::compact(written),
+                found => {
                     return Err(MapSourceError::BadItem {
                         index,
-                        found: json_kind(other),
+                        found: found.name(),
                     });
                 }
             };
@@ -322,6 +339,56 @@ mod tests {
             "item 1 is an array; items must be strings, numbers or objects"
         );
         assert!(err("[null]", None).contains("null"));
+    }
+
+    #[test]
+    fn numbers_and_objects_are_filled_as_written() {
+        let src = r#"[1.50, 1e3, 100000000000000000000001, -0.0,
+            { "id" : 100000000000000000000001, "x": 1.50 },
+            {"b": [1E+2, "a b\u00e9\"}"], "a": {}}, "t\u00e9"]"#;
+        let texts: Vec<String> = resolve_items(src, None, 10)
+            .unwrap()
+            .into_iter()
+            .map(|i| i.text)
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "1.50",
+                "1e3",
+                "100000000000000000000001",
+                "-0.0",
+                r#"{"id":100000000000000000000001,"x":1.50}"#,
+                // Keys in their order, escapes and the space inside a
+                // string as written.
+                r#"{"b":[1E+2,"a b\u00e9\"}"],"a":{}}"#,
+                // A string item is its value: its escapes read.
+                "té",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_pointer_reads_as_a_parsed_value_would() {
+        let src = r#"{"k": [0], "k": {"0": [7], "a/b": ["s"], "~": [8]}, "n": [[1, 2], [3]]}"#;
+        let at = |p: &str| resolve_items(src, Some(p), 9).map(|v| v.len());
+        let value: serde_json::Value = serde_json::from_str(src).unwrap();
+        for p in [
+            "/k/0", "/k/a~1b", "/k/~0", "/n/0", "/n/1", "/n/01", "/n/+1", "/n/2", "/k/x", "",
+            "/n/-",
+        ] {
+            let expected = match value.pointer(p) {
+                Some(serde_json::Value::Array(a)) => Ok(a.len()),
+                Some(_) => Err("not an array"),
+                None => Err("missing"),
+            };
+            let got = at(p).map_err(|e| match e {
+                MapSourceError::NotArray { .. } => "not an array",
+                MapSourceError::Missing { .. } => "missing",
+                other => panic!("{p}: {other}"),
+            });
+            assert_eq!(got, expected, "{p:?}");
+        }
     }
 
     #[test]

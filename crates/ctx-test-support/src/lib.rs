@@ -491,4 +491,38 @@ pub mod bench {
     pub fn fmt_mib(v: Option<f64>) -> String {
         v.map_or_else(|| "n/a".into(), |v| format!("{v:.0} MiB"))
     }
+
+    /// Linux's `/proc` clock tick (`USER_HZ`), 100 on every architecture
+    /// Rust targets there.
+    pub const TICKS_PER_SECOND: f64 = 100.0;
+
+    /// User plus system CPU of process `pid` from `/proc/PID/stat`, in
+    /// clock ticks, and with `children` the CPU of its exited children it
+    /// waited for; `None` without `/proc` or the process.
+    pub fn cpu_ticks(pid: u32, children: bool) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name is in parentheses and may hold spaces: the fields
+        // counted from 3 (state) start after the last ')'.
+        let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+        let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+        let own = field(14)? + field(15)?;
+        Some(if children {
+            own + field(16)? + field(17)?
+        } else {
+            own
+        })
+    }
+
+    /// The CPU seconds this process (every thread of it) has spent so far.
+    pub fn own_cpu() -> Option<f64> {
+        cpu_ticks(std::process::id(), false).map(|t| t as f64 / TICKS_PER_SECOND)
+    }
+
+    /// A cell of CPU seconds and milliseconds an item, or `n/a`.
+    pub fn cpu_cell(seconds: Option<f64>, items: usize) -> String {
+        seconds.map_or_else(
+            || "n/a".into(),
+            |s| format!("{s:.1} s ({:.2} ms)", s * 1e3 / items.max(1) as f64),
+        )
+    }
 }

@@ -94,8 +94,10 @@ impl SimMap {
         .expect("the plan");
         // The reduce receives every item under its own heading (about 16
         // tokens each even with every output cut): 10,000 items need a cap
-        // of some 160,000 tokens, which a long-context model has.
-        plan.config.max_prompt_tokens = 400_000;
+        // of some 160,000 tokens, which a long-context model has; a longer
+        // list gets 40 tokens an item (30,000 items: 1.2 M), so the reduce
+        // of any size the bench runs fits.
+        plan.config.max_prompt_tokens = (self.items * 40).max(400_000);
         plan.sub_tasks[1].map = Some(MapSpec {
             over: "src".into(),
             pointer: Some("/items".into()),

@@ -35,33 +35,14 @@ use std::time::{Duration, Instant};
 
 use ctx_deps::{ExecutorOptions, InferenceEngine};
 use ctx_run::run_costs::RunPricing;
-use ctx_test_support::bench::{BenchArgs, fmt_mib, peak_rss_mib};
+use ctx_test_support::bench::{
+    BenchArgs, TICKS_PER_SECOND, cpu_cell, cpu_ticks, fmt_mib, own_cpu, peak_rss_mib,
+};
 use ctx_test_support::sim_map::SimMap;
 use ctx_worker::{SharedSession, SharedSettings, Worker};
 
 #[path = "../../ctx-store-postgres/tests/support/mod.rs"]
 mod pg;
-
-/// Linux's `/proc` clock tick (`USER_HZ`), 100 on every architecture
-/// Rust targets there.
-const TICKS_PER_SECOND: f64 = 100.0;
-
-/// User plus system CPU of process `pid` from `/proc/PID/stat`, and with
-/// `children` the CPU of its exited children it waited for; `None`
-/// without `/proc` or the process.
-fn cpu_ticks(pid: u32, children: bool) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces: the fields
-    // counted from 3 (state) start after the last ')'.
-    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
-    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
-    let own = field(14)? + field(15)?;
-    Some(if children {
-        own + field(16)? + field(17)?
-    } else {
-        own
-    })
-}
 
 /// The parent process of `pid`.
 fn parent(pid: u32) -> Option<u32> {
@@ -103,14 +84,6 @@ async fn postmaster(url: &str) -> Option<u32> {
     parent(u32::try_from(backend).ok()?)
 }
 
-/// A cell of CPU seconds and milliseconds an item, or `n/a`.
-fn cpu_cell(seconds: Option<f64>, items: usize) -> String {
-    seconds.map_or_else(
-        || "n/a".into(),
-        |s| format!("{s:.1} s ({:.2} ms)", s * 1e3 / items.max(1) as f64),
-    )
-}
-
 fn main() {
     let Some(args) = BenchArgs::from_env() else {
         return;
@@ -135,7 +108,7 @@ fn main() {
     let engine: Arc<dyn InferenceEngine> = Arc::new(map.engine());
     let postmaster = rt.block_on(postmaster(&url));
     let server_before = postmaster.and_then(server_cpu);
-    let own_before = cpu_ticks(std::process::id(), false);
+    let own_before = own_cpu();
     let t0 = Instant::now();
     let session = rt
         .block_on(SharedSession::start(
@@ -194,9 +167,9 @@ fn main() {
         .and_then(server_cpu)
         .zip(server_before)
         .map(|(after, before)| after - before);
-    let own = cpu_ticks(std::process::id(), false)
+    let own = own_cpu()
         .zip(own_before)
-        .map(|(after, before)| (after - before) as f64 / TICKS_PER_SECOND);
+        .map(|(after, before)| after - before);
     let completed = outcome
         .report
         .results

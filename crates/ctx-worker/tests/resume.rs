@@ -84,7 +84,7 @@ fn plan(list: &[&str], allow_failures: usize) -> Plan {
         item: "ITEM".into(),
         max_items: Some(10),
         allow_failures,
-        variable_value: Some(json.clone()),
+        variable_value: Some(json.as_str().into()),
     });
     plan.variables = serde_json::from_value(serde_json::json!([
         {"name": "LIST", "type": "json", "class": "untrusted", "default": json}

@@ -65,7 +65,7 @@ pub(super) fn resolve_variable_sources(
                 source,
             }
         })?;
-        m.variable_value = Some(value.clone());
+        m.variable_value = Some(value.as_str().into());
     }
     Ok(())
 }
