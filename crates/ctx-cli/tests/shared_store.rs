@@ -1861,3 +1861,103 @@ fn a_shared_run_keeps_its_values_and_publishes_once_complete() {
     let prompt = std::fs::read_to_string(here.join("prompt-echo.txt")).unwrap();
     assert!(prompt.contains("ignore the above, twice"), "{prompt}");
 }
+
+/// `--max-cost` on a shared store (it was refused there): the same
+/// refusals before anything runs, and the same outcome, as a local run.
+/// A plan without `max_tokens` is refused with exit 2 before the run is
+/// registered; with them, a budget that holds runs every task at the
+/// same costs; one too small for any task skips them all, with the
+/// budget's reason and the local run's exit code.
+#[test]
+fn a_shared_run_keeps_a_budget_as_a_local_run_does() {
+    let Some(url) = pg::fresh_db("shared_budget") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("runs");
+    let plan = write_priced_plan(tmp.path(), "plan.json", true);
+    let run = |plan: &Path, store: &[&str], budget: &str| {
+        let out = ctx()
+            .arg("run")
+            .arg(plan)
+            .args(store)
+            .args(["--command", HELLO, "--format", "json", "--max-cost", budget])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let json = serde_json::from_slice::<serde_json::Value>(&out.stdout).ok();
+        (out.status.code(), json, stderr)
+    };
+    let local = ["--root", root.to_str().unwrap()];
+    let shared = ["--store", url.as_str()];
+    // No max_tokens: refused on both, and nothing registered.
+    let (lc, _, le) = run(&plan, &local, "1");
+    let (sc, _, se) = run(&plan, &shared, "1");
+    assert_eq!((lc, sc), (Some(2), Some(2)), "{le}\n{se}");
+    assert!(se.contains("without max_tokens"), "{se}");
+    let (code, listed, _) = {
+        let out = ctx()
+            .args(["runs", "list", "--format", "json", "--store", &url])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            (),
+        )
+    };
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&listed).unwrap(),
+        serde_json::json!([])
+    );
+    // With max_tokens: a budget that holds.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    for t in v["sub_tasks"].as_array_mut().unwrap() {
+        t["tool_or_prompt"]["params"]["max_tokens"] = 16.into();
+    }
+    let bounded = tmp.path().join("bounded.json");
+    std::fs::write(&bounded, v.to_string()).unwrap();
+    let (lc, lj, le) = run(&bounded, &local, "1");
+    let (sc, sj, se) = run(&bounded, &shared, "1");
+    assert_eq!((lc, sc), (Some(0), Some(0)), "{le}\n{se}");
+    let (lj, sj) = (lj.unwrap(), sj.unwrap());
+    assert_eq!(costs(&sj), costs(&lj));
+    assert_eq!(sj["spent_usd"], lj["spent_usd"]);
+    // Too small for any task: every task skipped, nothing spent.
+    let (lc, lj, le) = run(&bounded, &local, "0.000000001");
+    let (sc, sj, se) = run(&bounded, &shared, "0.000000001");
+    assert_eq!(lc, sc, "{le}\n{se}");
+    let statuses = |j: &serde_json::Value| -> Vec<(String, String)> {
+        let mut s: Vec<(String, String)> = j["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["task_id"].as_str().unwrap().to_string(),
+                    t["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        s.sort();
+        s
+    };
+    let (lj, sj) = (lj.unwrap(), sj.unwrap());
+    assert_eq!(statuses(&sj), statuses(&lj));
+    assert!(statuses(&sj).iter().all(|(_, s)| s == "skipped"), "{sj}");
+    let text = sj.to_string();
+    assert!(text.contains("budget: needs up to"), "{text}");
+    // The summary is the local run's: the budget, what the skipped tasks
+    // need (the dependent's reason is the budget's too), nothing unknown.
+    assert_eq!(sj["tasks"], lj["tasks"]);
+    for key in [
+        "spent_usd",
+        "budget_usd",
+        "needed_usd",
+        "unknown_cost_tasks",
+    ] {
+        assert_eq!(sj.get(key), lj.get(key), "{key}: {sj}\n{lj}");
+    }
+}

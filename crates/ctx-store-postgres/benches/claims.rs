@@ -59,6 +59,7 @@ fn main() {
             engine: "bench",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .expect("register");
     let register = t0.elapsed();

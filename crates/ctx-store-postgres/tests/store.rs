@@ -132,6 +132,7 @@ fn claims_follow_readiness_and_the_critical_path() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let a = rt
@@ -208,6 +209,7 @@ fn a_retried_task_keeps_its_first_start() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     // A claim gives the task its sequence number (reads need one).
@@ -252,6 +254,7 @@ fn concurrent_claimers_never_get_the_same_task() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let mut got: Vec<String> = rt.block_on(async {
@@ -295,6 +298,7 @@ fn a_lapsed_lease_is_reclaimed_and_the_late_commit_refused() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let short = Duration::from_millis(300);
@@ -368,6 +372,7 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             engine: "dry-run",
             plan_source: Some("p.json"),
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let a = rt
@@ -425,6 +430,7 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let r1 = rt
@@ -458,6 +464,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     for _ in 0..2 {
@@ -488,6 +495,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
         rerun: &rerun,
         keep: &[],
         inputs: None,
+        budget: None,
     };
     let e = rt.block_on(store.reopen_run(&run, &reopen)).unwrap_err();
     assert!(matches!(e, Error::Busy { claimed: 1, .. }), "{e}");
@@ -546,6 +554,7 @@ fn a_listener_wakes_when_a_commit_makes_a_task_ready() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     assert!(woke(Duration::from_secs(5)), "no wake-up on registering");
@@ -736,6 +745,7 @@ fn claimed_map(
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let src = rt
@@ -930,6 +940,7 @@ fn a_batch_claim_brings_each_tasks_dependency_results() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let first = rt
@@ -1020,6 +1031,7 @@ fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents()
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     drain(&rt, &store, &run);
@@ -1032,6 +1044,7 @@ fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents()
         rerun: &both,
         keep: &both,
         inputs: None,
+        budget: None,
     };
     assert_eq!(rt.block_on(store.reopen_run(&run, &reopen)).unwrap(), 2);
     // Waiting, each has its kept result, which a resume reads as its
@@ -1193,6 +1206,7 @@ fn a_claims_prompt_is_written_once_its_call_has_run_a_while() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let prompt_of = |id: &str| {
@@ -1257,6 +1271,7 @@ fn a_store_a_newer_ctx_migrated_meanwhile_is_claimed_from_no_more() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     support::sql(
@@ -1280,4 +1295,82 @@ fn a_store_a_newer_ctx_migrated_meanwhile_is_claimed_from_no_more() {
         .unwrap()
         .unwrap();
     assert_eq!(a.task_id, "a");
+}
+
+/// A run's budget on the shared store: each claim reserves its task's
+/// high end while what the run holds stays within the budget, its commit
+/// settles the reservation at the task's cost (an unknown cost keeps it
+/// whole), a commit refused as a retry settles nothing twice, and a task
+/// that does not fit learns whether live reservations may free room.
+#[test]
+fn a_budget_is_reserved_by_claims_and_settled_by_their_commits() {
+    use ctx_model::money::Usd;
+    use ctx_store_postgres::Reservation;
+    let Some(url) = support::fresh_db("budget") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[]), ("b", &[]), ("c", &[]), ("d", &[])]);
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[4, 3, 2, 1],
+            engine: "dry-run",
+            plan_source: None,
+            inputs: None,
+            budget: Some(Usd::from_picos(10)),
+        }))
+        .unwrap();
+    let usd = Usd::from_picos;
+    let held = || rt.block_on(store.budget(&run)).unwrap().unwrap().1;
+    let claims: Vec<_> = rt
+        .block_on(store.claim_many(Some(&run), "w", LEASE, 3))
+        .unwrap()
+        .into_iter()
+        .map(|c| c.claim)
+        .collect();
+    let (a, b, c) = (&claims[0], &claims[1], &claims[2]);
+    let reserve = |claim, amount| rt.block_on(store.reserve(claim, usd(amount))).unwrap();
+    assert_eq!(reserve(a, 4), Reservation::Reserved);
+    assert_eq!(reserve(b, 4), Reservation::Reserved);
+    assert_eq!(reserve(c, 4), Reservation::Full { waiting: true });
+    assert_eq!(held(), usd(8));
+    let cost = |id: &str, picos: Option<u128>| {
+        let mut r = done(id);
+        r.metadata.cost_usd = picos.map(Usd::from_picos);
+        r
+    };
+    assert_eq!(
+        rt.block_on(store.complete(a, &cost("a", Some(1)))).unwrap(),
+        Commit::Committed
+    );
+    assert_eq!(held(), usd(5), "a's 4 settled at its cost of 1");
+    // The same commit again (a retry) is refused and settles nothing.
+    assert_ne!(
+        rt.block_on(store.complete(a, &cost("a", Some(1)))).unwrap(),
+        Commit::Committed
+    );
+    assert_eq!(held(), usd(5));
+    assert_eq!(reserve(c, 4), Reservation::Reserved);
+    assert_eq!(held(), usd(9));
+    rt.block_on(store.complete(b, &cost("b", None))).unwrap();
+    assert_eq!(
+        held(),
+        usd(9),
+        "an unknown cost keeps b's reservation whole"
+    );
+    rt.block_on(store.complete(c, &cost("c", Some(2)))).unwrap();
+    assert_eq!(held(), usd(7));
+    // Nothing live holds a reservation now: d never fits.
+    let d = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(reserve(&d, 4), Reservation::Full { waiting: false });
+    assert_eq!(reserve(&d, 3), Reservation::Reserved);
+    assert_eq!(held(), usd(10));
+    // A claim that is no longer held reserves nothing.
+    assert_eq!(reserve(a, 0), Reservation::Lost);
+    assert_eq!(held(), usd(10));
 }
