@@ -115,7 +115,7 @@ macro_rules! claim_sql {
                 SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
                     lease_until = now() + $3::float8 * interval '1 millisecond',
                     started_at = now(), claim_seq = nextval('ctx_claim_seq'),
-                    engine = $4::text
+                    engine = $4::text, reserved_picos = NULL
                FROM c
               WHERE t.run_id = c.run_id AND t.task_id = c.task_id
                 AND (SELECT m.schema_version FROM ctx_meta m) <= $6::int4
@@ -142,11 +142,12 @@ pub enum Reservation {
     /// was reserved for it.
     Lost,
     /// The task's high end does not fit what the budget has left.
-    /// `waiting`: claims of the run that are live hold reservations their
-    /// commits will settle, perhaps for less, so the task may fit once
-    /// they end; else nothing will free room for it in this run.
+    /// `waiting`: it would fit if the reservations of the run's live
+    /// claims settled at nothing (or the budget has room again, or is
+    /// gone), so it may fit once they end; else it never will in this
+    /// run: what was settled, and what dead claims hold, only grows.
     Full {
-        /// Whether live claims of the run hold reservations.
+        /// Whether the task may fit once live claims settle.
         waiting: bool,
     },
 }
@@ -170,6 +171,21 @@ const RESERVE: &str = "WITH t AS (
           AND EXISTS (SELECT 1 FROM r)
         RETURNING 1)
      SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM m)";
+
+/// Whether a reservation [`RESERVE`] refused may fit later: what the run
+/// holds, less the reservations of its live claims (which may settle at
+/// nothing), plus the amount, within the budget. What is left once they
+/// are taken out is settled costs and the reservations of dead claims,
+/// which stay held at their whole amount: neither ever shrinks.
+/// Parameters: the run, the task, the amount as text.
+const MAY_FIT: &str = "SELECT r.budget_picos IS NULL
+            OR r.held_picos + $3::text::numeric
+               - coalesce((SELECT sum(t.reserved_picos) FROM ctx_tasks t
+                            WHERE t.run_id = $1 AND t.task_id <> $2
+                              AND t.reserved_picos IS NOT NULL AND t.status = 'in_progress'
+                              AND t.lease_until >= now()), 0)
+               <= r.budget_picos
+       FROM ctx_runs r WHERE r.run_id = $1";
 
 /// The claim in one run (`$1`): prepared once per connection, its
 /// generic plan reads the run's part of each index.
@@ -397,10 +413,17 @@ impl PgStore {
     /// One statement: the run's row is updated only while what it holds
     /// plus `amount` stays within its budget, so concurrent reservations
     /// of many workers never pass it (each waits for the row and checks
-    /// again). What a reservation holds stays held until a commit under
-    /// its claim settles it: a worker that dies, or commits too late,
-    /// leaves it held, as money its call may have spent. A run without a
-    /// budget reserves anything.
+    /// again), and only while the claim is live, so a claim lost before
+    /// it reserves nothing and its task is never run under it.
+    ///
+    /// A reservation is settled once, by the first of: the claim's commit
+    /// (at the result's cost); its late commit, refused by the fence but
+    /// made before anyone claimed the task again (at the cost that
+    /// result records); the task's next claim, which finds nothing stored
+    /// and settles it at the whole amount (the worst case: the dead
+    /// worker's call may have been billed in full). A result without a
+    /// cost settles at the whole amount too. A run without a budget
+    /// reserves anything.
     pub async fn reserve(&self, claim: &Claim, amount: Usd) -> Result<Reservation> {
         let claim = claim.clone();
         let amount = amount.picos().to_string();
@@ -437,16 +460,10 @@ impl PgStore {
             // Another statement, so another snapshot: a reservation that
             // made this one not fit is visible by now, with its mark.
             let waiting = shared
-                .query(
-                    &context,
-                    "SELECT EXISTS (SELECT 1 FROM ctx_tasks
-                      WHERE run_id = $1 AND task_id <> $2 AND reserved_picos IS NOT NULL
-                        AND status = 'in_progress' AND lease_until >= now())",
-                    &[&claim.run_id, &claim.task_id],
-                )
+                .query(&context, MAY_FIT, &[&claim.run_id, &claim.task_id, &amount])
                 .await?
                 .first()
-                .is_some_and(|r| r.get::<_, bool>(0));
+                .is_none_or(|r| r.get::<_, bool>(0));
             Ok(Reservation::Full { waiting })
         })
         .await
@@ -454,6 +471,9 @@ impl PgStore {
 
     /// Gives `claim` back: the task is `pending` again at once, for any
     /// worker (a worker stopping with SIGTERM releases what it holds).
+    /// A reservation the claim made stays held until the task's next
+    /// claim settles it at its whole amount: the call it was made for may
+    /// have been billed before it was stopped.
     pub async fn release(&self, claim: &Claim) -> Result<bool> {
         self.fenced(
             claim,
@@ -464,6 +484,23 @@ impl PgStore {
                   AND status = 'in_progress'
                RETURNING run_id)
              SELECT pg_notify('ctx_ready', r.run_id)::text FROM r",
+            None,
+        )
+        .await
+    }
+
+    /// Gives back a claim whose task waits for its run's budget (its
+    /// high end does not fit until live claims settle), as
+    /// [`release`](Self::release) does but waking nobody: no worker could
+    /// run it now, and the commit that settles a reservation wakes them.
+    pub async fn release_for_budget(&self, claim: &Claim) -> Result<bool> {
+        self.fenced(
+            claim,
+            "giving back",
+            "UPDATE ctx_tasks SET status = 'pending', claimed_by = NULL, lease_until = NULL
+              WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+                AND status = 'in_progress'
+              RETURNING 1",
             None,
         )
         .await
@@ -740,7 +777,8 @@ const COMMIT: &str = "WITH old AS (
                   SET held_picos = r.held_picos - o.reserved_picos
                                    + coalesce($11::text::numeric, o.reserved_picos)
                  FROM old o, done
-                WHERE r.run_id = $1 AND o.reserved_picos IS NOT NULL),
+                WHERE r.run_id = $1 AND o.reserved_picos IS NOT NULL
+               RETURNING 1),
              hist AS (
                INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
                SELECT $1, $2, $3, $4, $5, true, $6 FROM done WHERE $10),
@@ -759,8 +797,11 @@ const COMMIT: &str = "WITH old AS (
              SELECT (SELECT count(*) FROM done),
                     -- Idle workers wake when this commit makes a task
                     -- ready (delivered at commit; see `PgStore::listen`).
+                    -- A settled reservation may make room for a task
+                    -- that waits for the budget.
                     (SELECT pg_notify('ctx_ready', $1)
-                      WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0))::text";
+                      WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0)
+                         OR EXISTS (SELECT 1 FROM budget))::text";
 
 /// [`COMMIT`]'s parameter types.
 const COMMIT_TYPES: [Type; 11] = [
@@ -857,10 +898,7 @@ async fn commit_statement(
     } else {
         execute_typed(
             c,
-            "WITH late AS (
-               INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
-               VALUES ($1, $2, $3, $4, $5, false, $6))
-             UPDATE ctx_runs SET late_commits = late_commits + 1 WHERE run_id = $1",
+            LATE_COMMIT,
             &[
                 (&claim.run_id, Type::TEXT),
                 (&claim.task_id, Type::TEXT),
@@ -868,12 +906,40 @@ async fn commit_statement(
                 (&claim.worker, Type::TEXT),
                 (&status, Type::TEXT),
                 (&json, Type::TEXT),
+                (&cost, Type::TEXT),
             ],
         )
         .await?;
         Ok(Commit::Refused)
     }
 }
+
+/// A commit the fence refused: kept in the history, counted, and, while
+/// nobody claimed the task again (the row still carries this attempt's
+/// reservation), settling that reservation at the cost the result
+/// records (its whole amount when it records none): the late result is
+/// the stored attempt that says what the call spent. Once the task was
+/// claimed again its reservation was settled at its whole amount, and a
+/// later late commit settles nothing. Parameters: the claim (run, task,
+/// attempt, worker), the status, the result, its cost in pico-dollars as
+/// text.
+const LATE_COMMIT: &str = "WITH late AS (
+       INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
+       VALUES ($1, $2, $3, $4, $5, false, $6)),
+     old AS (
+       SELECT reserved_picos FROM ctx_tasks
+        WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+          AND reserved_picos IS NOT NULL),
+     mark AS (
+       UPDATE ctx_tasks SET reserved_picos = NULL
+        WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+          AND reserved_picos IS NOT NULL
+        RETURNING 1)
+     UPDATE ctx_runs r SET late_commits = late_commits + 1,
+            held_picos = r.held_picos + coalesce(
+              (SELECT coalesce($7::text::numeric, o.reserved_picos) - o.reserved_picos
+                 FROM old o WHERE EXISTS (SELECT 1 FROM mark)), 0)
+      WHERE r.run_id = $1";
 
 /// `sql` with typed parameters, in one round trip (no statement is
 /// prepared first): how many rows it returned (a fenced statement

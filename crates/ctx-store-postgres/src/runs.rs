@@ -343,11 +343,15 @@ impl PgStore {
                                 return Ok(Reopened::Busy(live));
                             }
                             tx.execute(
-                                "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3,
+                                &format!(
+                                    "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3,
                                         plan_source = coalesce($4, plan_source), engine = $5,
                                         task_count = $6, finished_at = NULL, inputs_json = $7,
-                                        budget_picos = $8::text::numeric
-                                  WHERE run_id = $1",
+                                        budget_picos = $8::text::numeric,
+                                        held_picos = CASE WHEN $8::text IS NULL THEN held_picos
+                                            ELSE greatest(held_picos, ({SPENT})) END
+                                  WHERE run_id = $1"
+                                ),
                                 &[&run_id, &plan_json, &plan_hash, &source, &engine, &rows.count, inputs_json, &budget],
                             )
                             .await?;
@@ -598,6 +602,16 @@ pub(crate) const SWEEP: &str = "WITH v AS (SELECT schema_version FROM ctx_meta),
             (SELECT string_agg(pg_notify('ctx_ready', w.run_id)::text, '')
                FROM (SELECT DISTINCT run_id FROM joined) w),
             (SELECT schema_version FROM v)";
+
+/// What a run's attempts recorded as spent, in pico-dollars: every
+/// result a worker committed or tried to (the late ones were spent too),
+/// each counted once; a result without a cost counts nothing (its
+/// reservation, when it had one, is held whole). A resume that gives the
+/// run a budget holds at least this much: its budget covers the whole
+/// run, sessions without a budget included. Parameter: the run.
+const SPENT: &str = "SELECT coalesce(sum(round(
+         (a.result_json::jsonb #>> '{metadata,cost_usd}')::numeric * 1000000000000)), 0)
+       FROM ctx_attempts a WHERE a.run_id = $1";
 
 /// An amount as the `numeric` columns of a budget take it: pico-dollars,
 /// written as text (the driver has no `numeric` of its own).

@@ -528,8 +528,9 @@ async fn reserve(store: &PgStore, claim: &Claim, amount: Usd) -> Option<TaskEnd>
         Ok(Reservation::Reserved) => return None,
         Ok(Reservation::Lost) => return Some(TaskEnd::Lost),
         Ok(Reservation::Full { waiting: true }) => {
-            // Given back at once; lost already if this fails.
-            let _ = store.release(claim).await;
+            // Given back at once, waking nobody (the commit that settles
+            // a reservation does); lost already if this fails.
+            let _ = store.release_for_budget(claim).await;
             return Some(TaskEnd::BudgetWait);
         }
         Ok(Reservation::Full { waiting: false }) => store.budget(&claim.run_id).await,
@@ -540,7 +541,7 @@ async fn reserve(store: &PgStore, claim: &Claim, amount: Usd) -> Option<TaskEnd>
         // The budget went (a resume without one): nothing to hold to now,
         // but this claim reserved nothing; it runs at its next claim.
         Ok(None) => {
-            let _ = store.release(claim).await;
+            let _ = store.release_for_budget(claim).await;
             return Some(TaskEnd::BudgetWait);
         }
         Err(e) => return Some(TaskEnd::Done(Box::new(Err(e.into())), None)),

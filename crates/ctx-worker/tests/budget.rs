@@ -77,6 +77,25 @@ fn settings(url: &str, pricing: RunPricing, concurrency: usize) -> SharedSetting
     }
 }
 
+/// A session on `plan` working here with four slots, and its run's id.
+fn start(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    plan: Plan,
+    engine: &Arc<dyn InferenceEngine>,
+    pricing: RunPricing,
+) -> (SharedSession, String) {
+    let session = rt
+        .block_on(SharedSession::start(
+            plan,
+            Arc::clone(engine),
+            settings(url, pricing, 4),
+        ))
+        .unwrap();
+    let run = session.run_id().to_string();
+    (session, run)
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -101,14 +120,7 @@ fn workers_never_spend_past_a_shared_budget_and_wait_for_room() {
     let high = high_end(&probe, &p);
     let budget = high.saturating_mul(3).saturating_add(Usd::from_picos(1));
     let (_, pricing) = command(Some(budget));
-    let session = rt
-        .block_on(SharedSession::start(
-            p,
-            Arc::clone(&engine),
-            settings(&url, pricing, 4),
-        ))
-        .unwrap();
-    let run = session.run_id().to_string();
+    let (session, run) = start(&rt, &url, p, &engine, pricing);
     let waits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let helper = {
         let store = ctx_worker::runs::open(&url)
@@ -194,4 +206,84 @@ fn a_task_that_can_never_fit_is_skipped_and_the_run_ends() {
         );
         assert_eq!(r.metadata.cost_usd, None);
     }
+}
+
+/// A map's items reserve one by one, as a local run's do: each item is
+/// claimed and reserves its own high end, so a budget with room for the
+/// source and about two items runs a few of the six and skips the rest
+/// with the budget's reason; what the run holds at the end is what it
+/// spent, within the budget.
+#[test]
+fn a_maps_items_reserve_one_by_one() {
+    let Some(url) = pg::fresh_db("budget_map") else {
+        return;
+    };
+    let rt = runtime();
+    // Prompts near the cap, so each call costs near its high end.
+    let long = |p: &str| format!("{p}{}", " Be thorough.".repeat(15));
+    let mut p: Plan = serde_json::from_value(serde_json::json!({
+        "schema_version": 1,
+        "config": {"prices": {"m1": {"input": 1, "output": 2}}},
+        "sub_tasks": [
+            {"id": "src", "description": "The list",
+             "tool_or_prompt": {"name": "inference",
+               "params": {"prompt": long("List them."), "model": "m1", "max_tokens": 64}}},
+            {"id": "scan", "description": "One", "dependencies": ["src"],
+             "map": {"over": "src", "pointer": "/xs", "as": "X", "max_items": 20},
+             "tool_or_prompt": {"name": "inference",
+               "params": {"prompt": long("Rate {{X}}."), "model": "m1", "max_tokens": 16}}}
+        ]
+    }))
+    .unwrap();
+    p.config.max_prompt_tokens = 64;
+    let (_, probe) = command(Some(Usd::ONE_DOLLAR));
+    let options = probe.cost_options(&p).unwrap();
+    let source = options.model.bound(&p.sub_tasks[0]).unwrap();
+    // An item's high end: a task like the map's template with its value
+    // (the cap bounds the prompt).
+    let mut single = p.clone();
+    single.sub_tasks.truncate(1);
+    single.sub_tasks[0].tool_or_prompt.params.prompt = long("Rate 1.");
+    single.sub_tasks[0].tool_or_prompt.params.max_tokens = Some(16);
+    let item = probe
+        .cost_options(&single)
+        .unwrap()
+        .model
+        .bound(&single.sub_tasks[0])
+        .unwrap();
+    let budget = source
+        .saturating_add(Usd::from_picos(item.picos() * 5 / 2))
+        .saturating_add(Usd::from_picos(1));
+    let engine: Arc<dyn InferenceEngine> = Arc::new(CommandEngine::new(
+        "cat >/dev/null; case \"$CTX_TASK_ID\" in src) printf '{\"xs\":[1,2,3,4,5,6]}' ;; \
+         *) sleep 0.1; yes hello | head -c 400 ;; esac",
+    ));
+    let (_, pricing) = command(Some(budget));
+    let (session, run) = start(&rt, &url, p, &engine, pricing);
+    let outcome = rt
+        .block_on(session.execute_with(std::future::pending::<()>(), |_| {}))
+        .unwrap();
+    let items: Vec<_> = outcome
+        .report
+        .results
+        .iter()
+        .filter(|r| r.task_id.starts_with("scan["))
+        .collect();
+    assert_eq!(items.len(), 6, "{:#?}", outcome.report.results);
+    let ran = items
+        .iter()
+        .filter(|r| r.status == TaskStatus::Completed)
+        .count();
+    let skipped = items.iter().filter(|r| ctx_deps::is_budget_skip(r)).count();
+    assert!(ran >= 2 && skipped >= 1 && ran + skipped == 6, "{items:#?}");
+    let spent: Usd = outcome
+        .report
+        .results
+        .iter()
+        .filter_map(|r| r.metadata.cost_usd)
+        .sum();
+    let store = ctx_worker::runs::open(&url).unwrap();
+    let (_, held) = rt.block_on(store.budget(&run)).unwrap().unwrap();
+    assert_eq!(held, spent, "every item's reservation settled at its cost");
+    assert!(spent <= budget, "spent {spent} of {budget}");
 }
