@@ -221,9 +221,6 @@ impl From<ctx_run::settings::StoreError> for CliError {
                 "--run-dir works only with the local SQLite store, not with a postgres:// --store"
                     .into()
             }
-            StoreError::BudgetOnShared => "--max-cost is not supported with a shared --store: \
-                the budget ledger lives in one process"
-                .into(),
             StoreError::FollowWithoutShared => "--no-local needs a postgres:// --store".into(),
             StoreError::NoSharedStore => {
                 "ctx worker needs a shared store: --store postgres://... (or CTX_STORE)".into()

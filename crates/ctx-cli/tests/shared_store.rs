@@ -1894,3 +1894,246 @@ fn an_optional_variable_without_a_default_stands_in_empty_in_a_shared_run() {
     let prompt = std::fs::read_to_string(&sent).unwrap();
     assert!(prompt.contains("Note [], extra null."), "{prompt}");
 }
+
+/// `--max-cost` on a shared store (it was refused there): the same
+/// refusals before anything runs, and the same outcome, as a local run.
+/// A plan without `max_tokens` is refused with exit 2 before the run is
+/// registered; with them, a budget that holds runs every task at the
+/// same costs; one too small for any task skips them all, with the
+/// budget's reason and the local run's exit code.
+#[test]
+fn a_shared_run_keeps_a_budget_as_a_local_run_does() {
+    let Some(url) = pg::fresh_db("shared_budget") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("runs");
+    let plan = write_priced_plan(tmp.path(), "plan.json", true);
+    let run = |plan: &Path, store: &[&str], budget: &str| {
+        let out = ctx()
+            .arg("run")
+            .arg(plan)
+            .args(store)
+            .args(["--command", HELLO, "--format", "json", "--max-cost", budget])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let json = serde_json::from_slice::<serde_json::Value>(&out.stdout).ok();
+        (out.status.code(), json, stderr)
+    };
+    let local = ["--root", root.to_str().unwrap()];
+    let shared = ["--store", url.as_str()];
+    // No max_tokens: refused on both, and nothing registered.
+    let (lc, _, le) = run(&plan, &local, "1");
+    let (sc, _, se) = run(&plan, &shared, "1");
+    assert_eq!((lc, sc), (Some(2), Some(2)), "{le}\n{se}");
+    assert!(se.contains("without max_tokens"), "{se}");
+    let (code, listed, _) = {
+        let out = ctx()
+            .args(["runs", "list", "--format", "json", "--store", &url])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            (),
+        )
+    };
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&listed).unwrap(),
+        serde_json::json!([])
+    );
+    // With max_tokens: a budget that holds.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    for t in v["sub_tasks"].as_array_mut().unwrap() {
+        t["tool_or_prompt"]["params"]["max_tokens"] = 16.into();
+    }
+    let bounded = tmp.path().join("bounded.json");
+    std::fs::write(&bounded, v.to_string()).unwrap();
+    let (lc, lj, le) = run(&bounded, &local, "1");
+    let (sc, sj, se) = run(&bounded, &shared, "1");
+    assert_eq!((lc, sc), (Some(0), Some(0)), "{le}\n{se}");
+    let (lj, sj) = (lj.unwrap(), sj.unwrap());
+    assert_eq!(costs(&sj), costs(&lj));
+    assert_eq!(sj["spent_usd"], lj["spent_usd"]);
+    // Too small for any task: every task skipped, nothing spent.
+    let (lc, lj, le) = run(&bounded, &local, "0.000000001");
+    let (sc, sj, se) = run(&bounded, &shared, "0.000000001");
+    assert_eq!(lc, sc, "{le}\n{se}");
+    let statuses = |j: &serde_json::Value| -> Vec<(String, String)> {
+        let mut s: Vec<(String, String)> = j["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["task_id"].as_str().unwrap().to_string(),
+                    t["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        s.sort();
+        s
+    };
+    let (lj, sj) = (lj.unwrap(), sj.unwrap());
+    assert_eq!(statuses(&sj), statuses(&lj));
+    assert!(statuses(&sj).iter().all(|(_, s)| s == "skipped"), "{sj}");
+    let text = sj.to_string();
+    assert!(text.contains("budget: needs up to"), "{text}");
+    // The summary is the local run's: the budget, what the skipped tasks
+    // need (the dependent's reason is the budget's too), nothing unknown.
+    assert_eq!(sj["tasks"], lj["tasks"]);
+    for key in [
+        "spent_usd",
+        "budget_usd",
+        "needed_usd",
+        "unknown_cost_tasks",
+    ] {
+        assert_eq!(sj.get(key), lj.get(key), "{key}: {sj}\n{lj}");
+    }
+}
+
+/// The budget's bound with several `ctx worker` processes, one of them
+/// SIGKILLed mid-call: eight tasks on the real OpenAI engine against
+/// ctx-test-support's honest server (it bills the whole cap of every
+/// request when it reads it, and answers 3 s later), a budget of 3.5
+/// tasks' high ends. The first worker is killed with two calls in
+/// flight, already billed; their reservations stay held, and are settled
+/// at their whole amount when the other two workers reclaim the tasks,
+/// so what the server billed over every call never passes the budget,
+/// and the budget binds (tasks are skipped for it). Freeing a dead
+/// worker's reservation at the reclaim would let the others spend it a
+/// second time.
+#[test]
+fn killed_workers_never_spend_past_a_shared_budget() {
+    use ctx_test_support::openai_server::{Behaviour, HonestServer, UsageShape};
+    use ctx_tokens::{Tokenizer, TokenizerExt};
+    let Some(url) = pg::fresh_db("budget_kill") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let server_rt = tokio::runtime::Runtime::new().unwrap();
+    let server = server_rt.block_on(async {
+        let counter = Tokenizer::O200kBase.counter();
+        HonestServer::start_slow(
+            Behaviour {
+                count: std::sync::Arc::new(move |s: &str| counter.count(s) as u64),
+                usage: UsageShape::Full,
+                rejects_response_format: false,
+            },
+            Duration::from_secs(3),
+        )
+        .await
+    });
+    let subs: Vec<serde_json::Value> = (0..8)
+        .map(|i| {
+            serde_json::json!({"id": format!("t{i}"), "description": format!("Part {i}"),
+              "tool_or_prompt": {"name": "inference",
+                "params": {"prompt": format!("Write part {i}."), "max_tokens": 40}}})
+        })
+        .collect();
+    let plan = tmp.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        serde_json::json!({"schema_version": 1,
+            "config": {"tokenizer": "o200k_base", "max_prompt_tokens": 60},
+            "sub_tasks": subs})
+        .to_string(),
+    )
+    .unwrap();
+    let engine: Vec<String> = [
+        "--engine",
+        "openai",
+        "--base-url",
+        &server.base_url,
+        "--model",
+        "gpt-4o-mini",
+        "--max-attempts",
+        "1",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    // One task's high end, as `ctx run --max-cost` reserves it.
+    let cost = ctx()
+        .args(["plan", "cost"])
+        .arg(&plan)
+        .args(&engine)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        cost.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cost.stderr)
+    );
+    let cost: serde_json::Value = serde_json::from_slice(&cost.stdout).unwrap();
+    let high =
+        ctx_cost::Usd::from_f64(cost["tasks"][0]["cost_usd"]["high"].as_f64().unwrap()).unwrap();
+    let budget = ctx_cost::Usd::from_picos(high.picos() * 7 / 2);
+    let mut flags: Vec<&str> = engine.iter().map(String::as_str).collect();
+    let budget_text = budget.to_string();
+    flags.extend(["--max-cost", budget_text.as_str()]);
+    let (follower, run) = register_with(&url, &plan, &flags, &tmp.path().join("follow.err"));
+    let worker = |name: &str, extra: &[&str]| {
+        spawn(
+            ctx()
+                .args([
+                    "worker",
+                    "--store",
+                    &url,
+                    "--run",
+                    &run,
+                    "--concurrency",
+                    "2",
+                ])
+                .args(extra)
+                .args(&engine)
+                .env("OPENAI_API_KEY", "test"),
+            &tmp.path().join(format!("{name}.err")),
+        )
+    };
+    let a = worker("a", &["--lease", "2"]);
+    wait_for(
+        "two calls of the first worker",
+        Duration::from_secs(30),
+        || server.requests() >= 2,
+    );
+    signal(&a, "KILL");
+    assert!(!finish(a, Duration::from_secs(10)).status.success());
+    let others: Vec<Child> = ["b", "c"]
+        .iter()
+        .map(|n| worker(n, &["--until-idle", "--lease", "10"]))
+        .collect();
+    for (n, w) in ["b", "c"].iter().zip(others) {
+        let out = finish(w, Duration::from_secs(120));
+        let err = std::fs::read_to_string(tmp.path().join(format!("{n}.err"))).unwrap();
+        assert!(out.status.success(), "{err}");
+    }
+    finish(follower, Duration::from_secs(60));
+    let book = ctx_cost::PriceBook::with_defaults();
+    let bills = server.bills();
+    let billed: ctx_cost::Usd = bills
+        .iter()
+        .map(|b| {
+            book.lookup(&b.model).unwrap().price.cost(&ctx_cost::Usage {
+                prompt_tokens: b.prompt_tokens,
+                cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
+                completion_tokens: b.completion_tokens,
+            })
+        })
+        .sum();
+    assert!(billed <= budget, "billed {billed} of {budget}: {bills:?}");
+    let v = export(&url, &run);
+    let s = statuses(&v);
+    let skipped = s.iter().filter(|(_, st)| st == "skipped").count();
+    let completed = s.iter().filter(|(_, st)| st == "completed").count();
+    assert!(skipped > 0 && completed > 0, "the budget binds: {v}");
+    assert!(v.to_string().contains("budget: needs up to"), "{v}");
+    // The killed worker's two calls were billed, and their tasks
+    // reclaimed.
+    assert!(bills.len() >= 3, "{bills:?}");
+    assert!(run_info(&url, &run)["reclaims"].as_u64().unwrap() >= 1);
+}

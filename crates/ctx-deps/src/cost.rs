@@ -248,7 +248,7 @@ impl CostSummary {
 /// The error of a task skipped because its high end does not fit what is
 /// left of the budget. Starts with `budget`, which is how
 /// [`is_budget_skip`] and the reports recognise it.
-pub(crate) fn budget_skip_reason(needed: Usd, left: Usd, budget: Usd) -> String {
+pub fn budget_skip_reason(needed: Usd, left: Usd, budget: Usd) -> String {
     format!(
         "budget: needs up to {} (its high end), {} more than the {} left of the {} budget",
         dollars(needed),
@@ -260,11 +260,7 @@ pub(crate) fn budget_skip_reason(needed: Usd, left: Usd, budget: Usd) -> String 
 
 /// The error of a dependent of a task skipped by the budget.
 pub(crate) fn budget_dependent_reason(skipped: &str, direct: bool) -> String {
-    if direct {
-        format!("budget: dependency `{skipped}` was not run (over budget)")
-    } else {
-        format!("budget: upstream task `{skipped}` was not run (over budget)")
-    }
+    ctx_store::over_budget_reason(skipped, direct)
 }
 
 /// Whether `result` was skipped by the budget (itself or upstream).

@@ -62,8 +62,6 @@ pub struct StoreFlags {
     pub cache: bool,
     /// `--no-local`.
     pub no_local: bool,
-    /// Whether a budget was asked for (`--max-cost`).
-    pub budget: bool,
 }
 
 /// A store flag that does not fit the store chosen.
@@ -79,12 +77,6 @@ pub enum StoreError {
     /// A setting only the local SQLite store has (a run directory).
     #[error("a run directory exists only in the local SQLite store, not in a shared store")]
     RunDirOnShared,
-    /// A budget on a shared store: its ledger lives in one process, and
-    /// workers on other machines could not share it.
-    #[error(
-        "a budget is not supported with a shared store: the budget ledger lives in one process"
-    )]
-    BudgetOnShared,
     /// Following a run others work on needs a shared store.
     #[error("only following a run needs a shared store")]
     FollowWithoutShared,
@@ -150,9 +142,6 @@ impl StoreFlags {
         };
         if self.run_dir.is_some() {
             return Err(StoreError::RunDirOnShared);
-        }
-        if self.budget {
-            return Err(StoreError::BudgetOnShared);
         }
         Ok(StoreChoice::Shared(SharedStore {
             url,
@@ -520,14 +509,6 @@ mod tests {
         assert_eq!(
             resolve(run_dir, &[]).unwrap_err(),
             StoreError::RunDirOnShared
-        );
-        let budget = StoreFlags {
-            budget: true,
-            ..shared()
-        };
-        assert_eq!(
-            resolve(budget, &[]).unwrap_err(),
-            StoreError::BudgetOnShared
         );
         let follow = StoreFlags {
             no_local: true,

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ctx_model::money::Usd;
 use ctx_model::{TaskExecutionResult, TaskStatus};
 use tokio_postgres::Client;
 use tokio_postgres::types::{ToSql, Type};
@@ -34,6 +35,10 @@ pub struct Claim {
     /// loaded plan has another hash loads it again before running the
     /// task (an item, or a dependent of a map, needs the items).
     pub plan_hash: String,
+    /// The run's budget when the task was claimed (`--max-cost`): the
+    /// worker reserves the task's high end in it before the engine runs
+    /// ([`PgStore::reserve`]). `None`: the run has no budget.
+    pub budget: Option<Usd>,
 }
 
 /// What happened to a result committed under a claim.
@@ -110,7 +115,7 @@ macro_rules! claim_sql {
                 SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
                     lease_until = now() + $3::float8 * interval '1 millisecond',
                     started_at = now(), claim_seq = nextval('ctx_claim_seq'),
-                    engine = $4::text
+                    engine = $4::text, reserved_picos = NULL
                FROM c
               WHERE t.run_id = c.run_id AND t.task_id = c.task_id
                 AND (SELECT m.schema_version FROM ctx_meta m) <= $6::int4
@@ -121,10 +126,66 @@ macro_rules! claim_sql {
                               WHERE e.run_id = t.run_id AND e.task_id = t.task_id
                                 AND d.result_json IS NOT NULL
                               ORDER BY e.depends_on),
-                       t.priority, t.idx, t.kept_json"
+                       t.priority, t.idx, t.kept_json,
+                       (SELECT r.budget_picos::text FROM ctx_runs r WHERE r.run_id = t.run_id)"
         )
     };
 }
+
+/// What [`PgStore::reserve`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// Reserved: the task may run, and its commit settles the
+    /// reservation at its cost.
+    Reserved,
+    /// The claim is no longer this worker's (its lease lapsed): nothing
+    /// was reserved for it.
+    Lost,
+    /// The task's high end does not fit what the budget has left.
+    /// `waiting`: it would fit if the reservations of the run's live
+    /// claims settled at nothing (or the budget has room again, or is
+    /// gone), so it may fit once they end; else it never will in this
+    /// run: what was settled, and what dead claims hold, only grows.
+    Full {
+        /// Whether the task may fit once live claims settle.
+        waiting: bool,
+    },
+}
+
+/// [`PgStore::reserve`]'s statement: the fence, the run's row within its
+/// budget, and the claim's mark, which its commit settles. Parameters:
+/// the claim (run, task, attempt, worker) and the amount in pico-dollars
+/// as text.
+const RESERVE: &str = "WITH t AS (
+       SELECT 1 FROM ctx_tasks
+        WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+          AND status = 'in_progress' AND lease_until >= now()),
+     r AS (
+       UPDATE ctx_runs SET held_picos = held_picos + $5::text::numeric
+        WHERE run_id = $1 AND EXISTS (SELECT 1 FROM t)
+          AND (budget_picos IS NULL OR held_picos + $5::text::numeric <= budget_picos)
+        RETURNING 1),
+     m AS (
+       UPDATE ctx_tasks SET reserved_picos = $5::text::numeric
+        WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+          AND EXISTS (SELECT 1 FROM r)
+        RETURNING 1)
+     SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM m)";
+
+/// Whether a reservation [`RESERVE`] refused may fit later: what the run
+/// holds, less the reservations of its live claims (which may settle at
+/// nothing), plus the amount, within the budget. What is left once they
+/// are taken out is settled costs and the reservations of dead claims,
+/// which stay held at their whole amount: neither ever shrinks.
+/// Parameters: the run, the task, the amount as text.
+const MAY_FIT: &str = "SELECT r.budget_picos IS NULL
+            OR r.held_picos + $3::text::numeric
+               - coalesce((SELECT sum(t.reserved_picos) FROM ctx_tasks t
+                            WHERE t.run_id = $1 AND t.task_id <> $2
+                              AND t.reserved_picos IS NOT NULL AND t.status = 'in_progress'
+                              AND t.lease_until >= now()), 0)
+               <= r.budget_picos
+       FROM ctx_runs r WHERE r.run_id = $1";
 
 /// The claim in one run (`$1`): prepared once per connection, its
 /// generic plan reads the run's part of each index.
@@ -252,6 +313,10 @@ impl PgStore {
                             attempt: r.get(2),
                             worker: worker.clone(),
                             plan_hash: r.get(3),
+                            budget: r
+                                .get::<_, Option<String>>(8)
+                                .and_then(|t| t.parse::<u128>().ok())
+                                .map(Usd::from_picos),
                         },
                         inputs,
                         kept,
@@ -315,8 +380,100 @@ impl PgStore {
         .await
     }
 
+    /// The run's budget (`--max-cost`), and what it holds: reservations
+    /// not yet settled plus what commits settled them at. `None`: the run
+    /// has no budget.
+    pub async fn budget(&self, run_id: &str) -> Result<Option<(Usd, Usd)>> {
+        let run_id = run_id.to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let rows = shared
+                .query(
+                    &|| format!("reading the budget of run `{run_id}`"),
+                    "SELECT budget_picos::text, held_picos::text FROM ctx_runs WHERE run_id = $1",
+                    &[&run_id],
+                )
+                .await?;
+            let Some(row) = rows.first() else {
+                return Err(shared.no_run(&run_id));
+            };
+            let picos = |text: Option<String>| {
+                text.and_then(|t| t.parse::<u128>().ok())
+                    .map(Usd::from_picos)
+            };
+            Ok(picos(row.get(0)).map(|budget| (budget, picos(row.get(1)).unwrap_or(Usd::ZERO))))
+        })
+        .await
+    }
+
+    /// Reserves `amount`, the claimed task's high end, in its run's budget
+    /// before its engine runs; the claim's commit settles it at the
+    /// task's cost ([`complete`](Self::complete)).
+    ///
+    /// One statement: the run's row is updated only while what it holds
+    /// plus `amount` stays within its budget, so concurrent reservations
+    /// of many workers never pass it (each waits for the row and checks
+    /// again), and only while the claim is live, so a claim lost before
+    /// it reserves nothing and its task is never run under it.
+    ///
+    /// A reservation is settled once, by the first of: the claim's commit
+    /// (at the result's cost); its late commit, refused by the fence but
+    /// made before anyone claimed the task again (at the cost that
+    /// result records); the task's next claim, which finds nothing stored
+    /// and settles it at the whole amount (the worst case: the dead
+    /// worker's call may have been billed in full). A result without a
+    /// cost settles at the whole amount too. A run without a budget
+    /// reserves anything.
+    pub async fn reserve(&self, claim: &Claim, amount: Usd) -> Result<Reservation> {
+        let claim = claim.clone();
+        let amount = amount.picos().to_string();
+        let shared = Arc::clone(&self.shared);
+        self.call(async move {
+            let context = || {
+                format!(
+                    "reserving the budget of task `{}` of run `{}`",
+                    claim.task_id, claim.run_id
+                )
+            };
+            let params: [&(dyn ToSql + Sync); 5] = [
+                &claim.run_id,
+                &claim.task_id,
+                &claim.attempt,
+                &claim.worker,
+                &amount,
+            ];
+            let rows = shared
+                .query_prepared(
+                    &context,
+                    RESERVE,
+                    &[Type::TEXT, Type::TEXT, Type::INT4, Type::TEXT, Type::TEXT],
+                    &params,
+                )
+                .await?;
+            let count = |i: usize| rows.first().map_or(0, |r| r.get::<_, i64>(i));
+            if count(0) == 0 {
+                return Ok(Reservation::Lost);
+            }
+            if count(1) == 1 {
+                return Ok(Reservation::Reserved);
+            }
+            // Another statement, so another snapshot: a reservation that
+            // made this one not fit is visible by now, with its mark.
+            let waiting = shared
+                .query(&context, MAY_FIT, &[&claim.run_id, &claim.task_id, &amount])
+                .await?
+                .first()
+                .is_none_or(|r| r.get::<_, bool>(0));
+            Ok(Reservation::Full { waiting })
+        })
+        .await
+    }
+
     /// Gives `claim` back: the task is `pending` again at once, for any
     /// worker (a worker stopping with SIGTERM releases what it holds).
+    /// A reservation the claim made stays held until the task's next
+    /// claim settles it at its whole amount: the call it was made for may
+    /// have been billed before it was stopped.
     pub async fn release(&self, claim: &Claim) -> Result<bool> {
         self.fenced(
             claim,
@@ -327,6 +484,23 @@ impl PgStore {
                   AND status = 'in_progress'
                RETURNING run_id)
              SELECT pg_notify('ctx_ready', r.run_id)::text FROM r",
+            None,
+        )
+        .await
+    }
+
+    /// Gives back a claim whose task waits for its run's budget (its
+    /// high end does not fit until live claims settle), as
+    /// [`release`](Self::release) does but waking nobody: no worker could
+    /// run it now, and the commit that settles a reservation wakes them.
+    pub async fn release_for_budget(&self, claim: &Claim) -> Result<bool> {
+        self.fenced(
+            claim,
+            "giving back",
+            "UPDATE ctx_tasks SET status = 'pending', claimed_by = NULL, lease_until = NULL
+              WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+                AND status = 'in_progress'
+              RETURNING 1",
             None,
         )
         .await
@@ -448,11 +622,24 @@ impl PgStore {
         made: Made,
     ) -> Result<Commit> {
         let claim = claim.clone();
+        // A taken result cost nothing now (its cost is the earlier
+        // attempt's, counted then).
+        let cost = match made {
+            Made::Taken => Some("0".to_string()),
+            _ => crate::runs::picos_text(result.metadata.cost_usd),
+        };
         let status = result.status.as_str().to_string();
         let json = serde_json::to_string(result).map_err(|e| {
             self.shared
                 .corrupt(&claim.run_id, format!("task `{}`", claim.task_id), e)
         })?;
+        // A task the budget could not fit skips its dependents for the
+        // budget, as a local run does.
+        let over_budget = result.status == TaskStatus::Skipped
+            && result
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("budget"));
         let skips = if result.status == TaskStatus::Completed {
             Vec::new()
         } else {
@@ -462,7 +649,11 @@ impl PgStore {
         let mut skip_json = Vec::with_capacity(skips.len());
         for (id, direct) in skips {
             let mut r = TaskExecutionResult::new(&id, TaskStatus::Skipped);
-            r.error = Some(ctx_store::skip_reason(&claim.task_id, direct));
+            r.error = Some(if over_budget {
+                ctx_store::over_budget_reason(&claim.task_id, direct)
+            } else {
+                ctx_store::skip_reason(&claim.task_id, direct)
+            });
             skip_json.push(serde_json::to_string(&r).map_err(|e| {
                 self.shared
                     .corrupt(&claim.run_id, format!("task `{id}`"), e)
@@ -477,7 +668,7 @@ impl PgStore {
                     claim.task_id, claim.run_id
                 )
             };
-            let (claim, status, json) = (&claim, &status, &json);
+            let (claim, status, json, cost) = (&claim, &status, &json, &cost);
             let (skip_ids, skip_json) = (&skip_ids, &skip_json);
             let outcome = shared
                 .with_prepared(&context, 1, move |c, prepared, retry| async move {
@@ -485,7 +676,12 @@ impl PgStore {
                         &c,
                         &prepared,
                         claim,
-                        Terminal { status, json, made },
+                        Terminal {
+                            status,
+                            json,
+                            made,
+                            cost: cost.as_deref(),
+                        },
                         skip_ids,
                         skip_json,
                         retry,
@@ -566,13 +762,23 @@ enum Made {
 /// the run, the task, the fencing token, the worker, the status, the
 /// result, the ids and results of the dependents a failure skips,
 /// whether kept results stand, whether an attempt is recorded.
-const COMMIT: &str = "WITH done AS (
+const COMMIT: &str = "WITH old AS (
+               SELECT reserved_picos FROM ctx_tasks WHERE run_id = $1 AND task_id = $2),
+             done AS (
                UPDATE ctx_tasks SET status = $5, result_json = $6, claimed_by = NULL,
                       lease_until = NULL, finished_at = now(),
-                      kept_json = CASE WHEN $9 THEN kept_json END
+                      kept_json = CASE WHEN $9 THEN kept_json END,
+                      reserved_picos = NULL
                 WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
                   AND status = 'in_progress' AND lease_until >= now()
                 RETURNING task_id),
+             budget AS (
+               UPDATE ctx_runs r
+                  SET held_picos = r.held_picos - o.reserved_picos
+                                   + coalesce($11::text::numeric, o.reserved_picos)
+                 FROM old o, done
+                WHERE r.run_id = $1 AND o.reserved_picos IS NOT NULL
+               RETURNING 1),
              hist AS (
                INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
                SELECT $1, $2, $3, $4, $5, true, $6 FROM done WHERE $10),
@@ -591,11 +797,14 @@ const COMMIT: &str = "WITH done AS (
              SELECT (SELECT count(*) FROM done),
                     -- Idle workers wake when this commit makes a task
                     -- ready (delivered at commit; see `PgStore::listen`).
+                    -- A settled reservation may make room for a task
+                    -- that waits for the budget.
                     (SELECT pg_notify('ctx_ready', $1)
-                      WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0))::text";
+                      WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0)
+                         OR EXISTS (SELECT 1 FROM budget))::text";
 
 /// [`COMMIT`]'s parameter types.
-const COMMIT_TYPES: [Type; 10] = [
+const COMMIT_TYPES: [Type; 11] = [
     Type::TEXT,
     Type::TEXT,
     Type::INT4,
@@ -606,6 +815,7 @@ const COMMIT_TYPES: [Type; 10] = [
     Type::TEXT_ARRAY,
     Type::BOOL,
     Type::BOOL,
+    Type::TEXT,
 ];
 
 /// A terminal result as the commit writes it.
@@ -614,6 +824,10 @@ struct Terminal<'a> {
     status: &'a str,
     json: &'a str,
     made: Made,
+    /// What the attempt cost, in pico-dollars as text: what the commit
+    /// settles the claim's reservation at (`None`: unknown, and the
+    /// reservation stays held whole).
+    cost: Option<&'a str>,
 }
 
 /// The commit of a terminal result under a claim: one statement, so one
@@ -632,7 +846,8 @@ async fn commit_statement(
     // Kept results stand ($9); an attempt is recorded ($10).
     let stand = t.made != Made::Ran;
     let record = t.made != Made::Taken;
-    let params: [&(dyn ToSql + Sync); 10] = [
+    let cost = t.cost;
+    let params: [&(dyn ToSql + Sync); 11] = [
         &claim.run_id,
         &claim.task_id,
         &claim.attempt,
@@ -643,6 +858,7 @@ async fn commit_statement(
         &skip_json,
         &stand,
         &record,
+        &cost,
     ];
     let (commit, settle) = tokio::join!(
         prepared.get(c, COMMIT, &COMMIT_TYPES),
@@ -682,10 +898,7 @@ async fn commit_statement(
     } else {
         execute_typed(
             c,
-            "WITH late AS (
-               INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
-               VALUES ($1, $2, $3, $4, $5, false, $6))
-             UPDATE ctx_runs SET late_commits = late_commits + 1 WHERE run_id = $1",
+            LATE_COMMIT,
             &[
                 (&claim.run_id, Type::TEXT),
                 (&claim.task_id, Type::TEXT),
@@ -693,12 +906,40 @@ async fn commit_statement(
                 (&claim.worker, Type::TEXT),
                 (&status, Type::TEXT),
                 (&json, Type::TEXT),
+                (&cost, Type::TEXT),
             ],
         )
         .await?;
         Ok(Commit::Refused)
     }
 }
+
+/// A commit the fence refused: kept in the history, counted, and, while
+/// nobody claimed the task again (the row still carries this attempt's
+/// reservation), settling that reservation at the cost the result
+/// records (its whole amount when it records none): the late result is
+/// the stored attempt that says what the call spent. Once the task was
+/// claimed again its reservation was settled at its whole amount, and a
+/// later late commit settles nothing. Parameters: the claim (run, task,
+/// attempt, worker), the status, the result, its cost in pico-dollars as
+/// text.
+const LATE_COMMIT: &str = "WITH late AS (
+       INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
+       VALUES ($1, $2, $3, $4, $5, false, $6)),
+     old AS (
+       SELECT reserved_picos FROM ctx_tasks
+        WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+          AND reserved_picos IS NOT NULL),
+     mark AS (
+       UPDATE ctx_tasks SET reserved_picos = NULL
+        WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+          AND reserved_picos IS NOT NULL
+        RETURNING 1)
+     UPDATE ctx_runs r SET late_commits = late_commits + 1,
+            held_picos = r.held_picos + coalesce(
+              (SELECT coalesce($7::text::numeric, o.reserved_picos) - o.reserved_picos
+                 FROM old o WHERE EXISTS (SELECT 1 FROM mark)), 0)
+      WHERE r.run_id = $1";
 
 /// `sql` with typed parameters, in one round trip (no statement is
 /// prepared first): how many rows it returned (a fenced statement

@@ -69,7 +69,7 @@ use std::sync::Mutex;
 use ctx_model::{TaskExecutionResult, TaskStatus};
 use ctx_store::{ExecutionStore, StoreError};
 
-pub use claims::{Claim, Claimed, Commit, MAX_CLAIM_BATCH};
+pub use claims::{Claim, Claimed, Commit, MAX_CLAIM_BATCH, Reservation};
 pub use error::{Error, Result};
 pub use listener::Listener;
 pub use maps::{Expanded, Expansion, ItemRow};

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use ctx_model::Plan;
+use ctx_model::money::Usd;
 use ctx_store::RunInputs;
 use sha2::{Digest, Sha256};
 
@@ -27,6 +28,10 @@ pub struct RegisterRun<'a> {
     /// What the plan was filled from, for a plan with variables or the
     /// digest (a shared run's plan holds no secret: workers run it).
     pub inputs: Option<&'a RunInputs>,
+    /// The most the run may spend (`--max-cost`): each claim reserves its
+    /// task's high end in the run's row before the engine runs
+    /// ([`PgStore::reserve`]), and its commit settles it.
+    pub budget: Option<Usd>,
 }
 
 /// What [`PgStore::reopen_run`] applies.
@@ -49,6 +54,10 @@ pub struct Reopen<'a> {
     pub keep: &'a [String],
     /// What the plan was filled from this time (replaces the stored).
     pub inputs: Option<&'a RunInputs>,
+    /// The run's budget from now on (replaces the stored; `None`: none).
+    /// What the run holds already, from its earlier sessions, counts
+    /// against it: a resumed run's budget covers the whole run.
+    pub budget: Option<Usd>,
 }
 
 enum Reopened {
@@ -212,20 +221,22 @@ impl PgStore {
         let rows = TaskRows::of(run.plan, run.priorities);
         let engine = run.engine.to_string();
         let source = run.plan_source.map(str::to_string);
+        let budget = picos_text(run.budget);
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let run_id = new_run_id();
             let context = || format!("registering run `{run_id}`");
             let (id, plan_json, plan_hash) = (&run_id, &plan_json, &plan_hash);
             let (engine, source, rows, inputs_json) = (&engine, &source, &rows, &inputs_json);
+            let budget = &budget;
             shared
                 .with(&context, 6, move |mut c, _| async move {
                     let r = async {
                         let tx = c.transaction().await?;
                         tx.execute(
-                            "INSERT INTO ctx_runs (run_id, plan_json, plan_hash, plan_source, engine, ctx_version, task_count, open, inputs_json)
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $7 > 0, $8)",
-                            &[id, plan_json, plan_hash, source, engine, &env!("CARGO_PKG_VERSION"), &rows.count, inputs_json],
+                            "INSERT INTO ctx_runs (run_id, plan_json, plan_hash, plan_source, engine, ctx_version, task_count, open, inputs_json, budget_picos)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $7 > 0, $8, $9::text::numeric)",
+                            &[id, plan_json, plan_hash, source, engine, &env!("CARGO_PKG_VERSION"), &rows.count, inputs_json, &budget],
                         )
                         .await?;
                         tx.execute(
@@ -289,12 +300,13 @@ impl PgStore {
         let keep: Vec<String> = reopen.keep.to_vec();
         let engine = reopen.engine.to_string();
         let source = reopen.plan_source.map(str::to_string);
+        let budget = picos_text(reopen.budget);
         let run_id = run_id.to_string();
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let (run_id, plan_json, plan_hash) = (&run_id, &plan_json, &plan_hash);
             let (engine, source, rows, rerun, keep) = (&engine, &source, &rows, &rerun, &keep);
-            let inputs_json = &inputs_json;
+            let (inputs_json, budget) = (&inputs_json, &budget);
             let found = shared
                 .with(&|| format!("resuming run `{run_id}`"), 15, move |mut c, _| {
                     async move {
@@ -331,11 +343,16 @@ impl PgStore {
                                 return Ok(Reopened::Busy(live));
                             }
                             tx.execute(
-                                "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3,
+                                &format!(
+                                    "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3,
                                         plan_source = coalesce($4, plan_source), engine = $5,
-                                        task_count = $6, finished_at = NULL, inputs_json = $7
-                                  WHERE run_id = $1",
-                                &[&run_id, &plan_json, &plan_hash, &source, &engine, &rows.count, inputs_json],
+                                        task_count = $6, finished_at = NULL, inputs_json = $7,
+                                        budget_picos = $8::text::numeric,
+                                        held_picos = CASE WHEN $8::text IS NULL THEN held_picos
+                                            ELSE greatest(held_picos, ({SPENT})) END
+                                  WHERE run_id = $1"
+                                ),
+                                &[&run_id, &plan_json, &plan_hash, &source, &engine, &rows.count, inputs_json, &budget],
                             )
                             .await?;
                             // A dropped task keeps its latest result: its own
@@ -585,3 +602,19 @@ pub(crate) const SWEEP: &str = "WITH v AS (SELECT schema_version FROM ctx_meta),
             (SELECT string_agg(pg_notify('ctx_ready', w.run_id)::text, '')
                FROM (SELECT DISTINCT run_id FROM joined) w),
             (SELECT schema_version FROM v)";
+
+/// What a run's attempts recorded as spent, in pico-dollars: every
+/// result a worker committed or tried to (the late ones were spent too),
+/// each counted once; a result without a cost counts nothing (its
+/// reservation, when it had one, is held whole). A resume that gives the
+/// run a budget holds at least this much: its budget covers the whole
+/// run, sessions without a budget included. Parameter: the run.
+const SPENT: &str = "SELECT coalesce(sum(round(
+         (a.result_json::jsonb #>> '{metadata,cost_usd}')::numeric * 1000000000000)), 0)
+       FROM ctx_attempts a WHERE a.run_id = $1";
+
+/// An amount as the `numeric` columns of a budget take it: pico-dollars,
+/// written as text (the driver has no `numeric` of its own).
+pub(crate) fn picos_text(amount: Option<Usd>) -> Option<String> {
+    amount.map(|a| a.picos().to_string())
+}

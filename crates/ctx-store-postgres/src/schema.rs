@@ -206,10 +206,26 @@ CREATE INDEX ctx_edges_dependent ON ctx_edges (run_id, task_id);
 ALTER TABLE ctx_tasks ADD COLUMN kept_json text;
 "#,
     },
+    Migration {
+        version: 7,
+        sql: r#"
+-- A budget on the shared store (`ctx run --store ... --max-cost`). The
+-- run's budget and what it holds, in pico-dollars: every reservation a
+-- claim made (its task's high end, taken before the engine runs) less
+-- what each commit settled it at (the task's cost). A reservation whose
+-- claim never commits (its worker died, its commit came late) stays
+-- held, as money that may have been spent. A task's reserved_picos is
+-- its current claim's reservation until its commit settles it (NULL:
+-- none). NULL budget: no budget.
+ALTER TABLE ctx_runs ADD COLUMN budget_picos numeric;
+ALTER TABLE ctx_runs ADD COLUMN held_picos numeric NOT NULL DEFAULT 0;
+ALTER TABLE ctx_tasks ADD COLUMN reserved_picos numeric;
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {

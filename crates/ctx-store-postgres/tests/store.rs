@@ -132,6 +132,7 @@ fn claims_follow_readiness_and_the_critical_path() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let a = rt
@@ -208,6 +209,7 @@ fn a_retried_task_keeps_its_first_start() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     // A claim gives the task its sequence number (reads need one).
@@ -252,6 +254,7 @@ fn concurrent_claimers_never_get_the_same_task() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let mut got: Vec<String> = rt.block_on(async {
@@ -295,6 +298,7 @@ fn a_lapsed_lease_is_reclaimed_and_the_late_commit_refused() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let short = Duration::from_millis(300);
@@ -368,6 +372,7 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             engine: "dry-run",
             plan_source: Some("p.json"),
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let a = rt
@@ -425,6 +430,7 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let r1 = rt
@@ -458,6 +464,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     for _ in 0..2 {
@@ -488,6 +495,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
         rerun: &rerun,
         keep: &[],
         inputs: None,
+        budget: None,
     };
     let e = rt.block_on(store.reopen_run(&run, &reopen)).unwrap_err();
     assert!(matches!(e, Error::Busy { claimed: 1, .. }), "{e}");
@@ -546,6 +554,7 @@ fn a_listener_wakes_when_a_commit_makes_a_task_ready() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     assert!(woke(Duration::from_secs(5)), "no wake-up on registering");
@@ -736,6 +745,7 @@ fn claimed_map(
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let src = rt
@@ -930,6 +940,7 @@ fn a_batch_claim_brings_each_tasks_dependency_results() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let first = rt
@@ -1020,6 +1031,7 @@ fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents()
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     drain(&rt, &store, &run);
@@ -1032,6 +1044,7 @@ fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents()
         rerun: &both,
         keep: &both,
         inputs: None,
+        budget: None,
     };
     assert_eq!(rt.block_on(store.reopen_run(&run, &reopen)).unwrap(), 2);
     // Waiting, each has its kept result, which a resume reads as its
@@ -1193,6 +1206,7 @@ fn a_claims_prompt_is_written_once_its_call_has_run_a_while() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     let prompt_of = |id: &str| {
@@ -1257,6 +1271,7 @@ fn a_store_a_newer_ctx_migrated_meanwhile_is_claimed_from_no_more() {
             engine: "dry-run",
             plan_source: None,
             inputs: None,
+            budget: None,
         }))
         .unwrap();
     support::sql(
@@ -1280,4 +1295,195 @@ fn a_store_a_newer_ctx_migrated_meanwhile_is_claimed_from_no_more() {
         .unwrap()
         .unwrap();
     assert_eq!(a.task_id, "a");
+}
+
+/// Registers `p` as a dry run with `budget`: its id.
+fn register(
+    rt: &tokio::runtime::Runtime,
+    store: &PgStore,
+    p: &ctx_model::Plan,
+    priorities: &[u64],
+    budget: Option<ctx_model::money::Usd>,
+) -> String {
+    rt.block_on(store.register_run(&RegisterRun {
+        plan: p,
+        priorities,
+        engine: "dry-run",
+        plan_source: None,
+        inputs: None,
+        budget,
+    }))
+    .unwrap()
+}
+
+/// A run's budget on the shared store: each claim reserves its task's
+/// high end while what the run holds stays within the budget, its commit
+/// settles the reservation at the task's cost (an unknown cost keeps it
+/// whole), a commit refused as a retry settles nothing twice, and a task
+/// that does not fit learns whether live reservations may free room.
+#[test]
+fn a_budget_is_reserved_by_claims_and_settled_by_their_commits() {
+    use ctx_model::money::Usd;
+    use ctx_store_postgres::Reservation;
+    let Some(url) = support::fresh_db("budget") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[]), ("b", &[]), ("c", &[]), ("d", &[])]);
+    let run = register(&rt, &store, &p, &[4, 3, 2, 1], Some(Usd::from_picos(10)));
+    let usd = Usd::from_picos;
+    let held = || rt.block_on(store.budget(&run)).unwrap().unwrap().1;
+    let claims: Vec<_> = rt
+        .block_on(store.claim_many(Some(&run), "w", LEASE, 3))
+        .unwrap()
+        .into_iter()
+        .map(|c| c.claim)
+        .collect();
+    let (a, b, c) = (&claims[0], &claims[1], &claims[2]);
+    let reserve = |claim, amount| rt.block_on(store.reserve(claim, usd(amount))).unwrap();
+    assert_eq!(reserve(a, 4), Reservation::Reserved);
+    assert_eq!(reserve(b, 4), Reservation::Reserved);
+    assert_eq!(reserve(c, 4), Reservation::Full { waiting: true });
+    assert_eq!(held(), usd(8));
+    let cost = |id: &str, picos: Option<u128>| {
+        let mut r = done(id);
+        r.metadata.cost_usd = picos.map(Usd::from_picos);
+        r
+    };
+    assert_eq!(
+        rt.block_on(store.complete(a, &cost("a", Some(1)))).unwrap(),
+        Commit::Committed
+    );
+    assert_eq!(held(), usd(5), "a's 4 settled at its cost of 1");
+    // The same commit again (a retry) is refused and settles nothing.
+    assert_ne!(
+        rt.block_on(store.complete(a, &cost("a", Some(1)))).unwrap(),
+        Commit::Committed
+    );
+    assert_eq!(held(), usd(5));
+    assert_eq!(reserve(c, 4), Reservation::Reserved);
+    assert_eq!(held(), usd(9));
+    rt.block_on(store.complete(b, &cost("b", None))).unwrap();
+    assert_eq!(
+        held(),
+        usd(9),
+        "an unknown cost keeps b's reservation whole"
+    );
+    rt.block_on(store.complete(c, &cost("c", Some(2)))).unwrap();
+    assert_eq!(held(), usd(7));
+    // Nothing live holds a reservation now: d never fits.
+    let d = rt
+        .block_on(store.claim(Some(&run), "w", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(reserve(&d, 4), Reservation::Full { waiting: false });
+    assert_eq!(reserve(&d, 3), Reservation::Reserved);
+    assert_eq!(held(), usd(10));
+    // A claim that is no longer held reserves nothing.
+    assert_eq!(reserve(a, 0), Reservation::Lost);
+    assert_eq!(held(), usd(10));
+}
+
+/// A dead worker's reservation: held at its whole amount while its lease
+/// lapses, settled at what its late commit records when that came before
+/// anyone claimed the task again, else at its whole amount by the next
+/// claim (a later late commit settles nothing twice), and never by the
+/// next attempt's commit, which settles only its own. A resume that
+/// gives the run a budget holds at least what its attempts recorded.
+#[test]
+fn a_dead_claims_reservation_settles_at_what_its_attempt_stored() {
+    use ctx_model::money::Usd;
+    use ctx_store_postgres::Reopen;
+    let Some(url) = support::fresh_db("budget_dead") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = rt();
+    let p = plan(&[("a", &[]), ("b", &[])]);
+    let usd = Usd::from_picos;
+    let run = register(&rt, &store, &p, &[2, 1], Some(usd(100)));
+    let held = || rt.block_on(store.budget(&run)).unwrap().unwrap().1;
+    let cost = |id: &str, picos: Option<u128>| {
+        let mut r = done(id);
+        r.metadata.cost_usd = picos.map(Usd::from_picos);
+        r
+    };
+    let short = Duration::from_millis(300);
+    let claim = |who: &str, lease| {
+        rt.block_on(store.claim(Some(&run), who, lease))
+            .unwrap()
+            .unwrap()
+    };
+    // `a`: its worker stalls past its lease, then commits late at 3.
+    let a = claim("stalled", short);
+    rt.block_on(store.reserve(&a, usd(10))).unwrap();
+    // `b`: its worker dies; nothing is ever stored for its attempt.
+    let b = claim("dead", short);
+    rt.block_on(store.reserve(&b, usd(20))).unwrap();
+    assert_eq!(held(), usd(30));
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(held(), usd(30), "a lapsed lease keeps its reservation");
+    assert_eq!(
+        rt.block_on(store.complete(&a, &cost("a", Some(3))))
+            .unwrap(),
+        Commit::Refused
+    );
+    assert_eq!(held(), usd(23), "a's late result settled its 10 at 3");
+    // Both claimed again: a's reservation is settled already, b's is
+    // settled at its whole 20 by this claim.
+    let (a2, b2) = (claim("w", LEASE), claim("w", LEASE));
+    assert_eq!((a2.task_id.as_str(), b2.task_id.as_str()), ("a", "b"));
+    assert_eq!(held(), usd(23));
+    // b's dead worker commits after all: too late to settle anything.
+    rt.block_on(store.complete(&b, &cost("b", Some(1))))
+        .unwrap();
+    assert_eq!(held(), usd(23));
+    // The new attempts settle their own reservations only.
+    rt.block_on(store.reserve(&a2, usd(10))).unwrap();
+    rt.block_on(store.reserve(&b2, usd(20))).unwrap();
+    assert_eq!(held(), usd(53));
+    rt.block_on(store.complete(&a2, &cost("a", Some(2))))
+        .unwrap();
+    rt.block_on(store.complete(&b2, &cost("b", Some(4))))
+        .unwrap();
+    assert_eq!(held(), usd(29), "23 + 2 + 4");
+    // A resume without a budget, then one with: what the attempts
+    // recorded (3 + 1 + 2 + 4) is less than what is held, which stays.
+    fn reopen<'a>(p: &'a ctx_model::Plan, budget: Option<Usd>, rerun: &'a [String]) -> Reopen<'a> {
+        Reopen {
+            plan: p,
+            priorities: &[2, 1],
+            engine: "dry-run",
+            plan_source: None,
+            rerun,
+            keep: &[],
+            inputs: None,
+            budget,
+        }
+    }
+    rt.block_on(store.reopen_run(&run, &reopen(&p, None, &[])))
+        .unwrap();
+    assert_eq!(rt.block_on(store.budget(&run)).unwrap(), None);
+    rt.block_on(store.reopen_run(&run, &reopen(&p, Some(usd(100)), &[])))
+        .unwrap();
+    assert_eq!(held(), usd(29));
+    // A run that spent without a budget: its first budget counts it.
+    let free = register(&rt, &store, &p, &[2, 1], None);
+    for _ in 0..2 {
+        let c = rt
+            .block_on(store.claim(Some(&free), "w", LEASE))
+            .unwrap()
+            .unwrap();
+        let id = c.task_id.clone();
+        rt.block_on(store.complete(&c, &cost(&id, Some(7_000_000_000_000))))
+            .unwrap();
+    }
+    let rerun = ["a".to_string()];
+    rt.block_on(store.reopen_run(&free, &reopen(&p, Some(usd(20_000_000_000_000)), &rerun)))
+        .unwrap();
+    assert_eq!(
+        rt.block_on(store.budget(&free)).unwrap(),
+        Some((usd(20_000_000_000_000), usd(14_000_000_000_000)))
+    );
 }

@@ -96,6 +96,20 @@ pub fn skip_reason(failed: &str, direct: bool) -> String {
     }
 }
 
+/// Why a dependent of `skipped`, a task the run's budget could not fit
+/// (`--max-cost`), is skipped too (`direct`: it depends on it itself).
+/// Starts with `budget`, as the skipped task's own reason does, which is
+/// how the reports count both as the budget's. One text for every store:
+/// the executor writes it for a local run, the shared store's commit for
+/// a shared one.
+pub fn over_budget_reason(skipped: &str, direct: bool) -> String {
+    if direct {
+        format!("budget: dependency `{skipped}` was not run (over budget)")
+    } else {
+        format!("budget: upstream task `{skipped}` was not run (over budget)")
+    }
+}
+
 /// A backend failed to read or write.
 ///
 /// The message is what a person reads (it names the task or file where

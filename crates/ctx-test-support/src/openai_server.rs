@@ -73,6 +73,14 @@ pub struct HonestServer {
 impl HonestServer {
     /// Starts the server on the current tokio runtime.
     pub async fn start(behaviour: Behaviour) -> HonestServer {
+        HonestServer::start_slow(behaviour, std::time::Duration::ZERO).await
+    }
+
+    /// [`start`](Self::start), answering each request `delay` after it
+    /// was read: a call in flight that long, for tests that kill its
+    /// client mid-call. The request is billed when it is read, as a
+    /// provider bills a generation its client stopped waiting for.
+    pub async fn start_slow(behaviour: Behaviour, delay: std::time::Duration) -> HonestServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");
         let requests = Arc::new(AtomicUsize::new(0));
@@ -84,7 +92,7 @@ impl HonestServer {
                 seen.fetch_add(1, Ordering::Relaxed);
                 let behaviour = behaviour.clone();
                 let billed = Arc::clone(&billed);
-                tokio::spawn(async move { serve(stream, &behaviour, &billed).await });
+                tokio::spawn(async move { serve(stream, &behaviour, &billed, delay).await });
             }
         });
         HonestServer {
@@ -105,7 +113,12 @@ impl HonestServer {
     }
 }
 
-async fn serve(mut stream: TcpStream, behaviour: &Behaviour, bills: &Mutex<Vec<Bill>>) {
+async fn serve(
+    mut stream: TcpStream,
+    behaviour: &Behaviour,
+    bills: &Mutex<Vec<Bill>>,
+    delay: std::time::Duration,
+) {
     let Some(body) = read_request(&mut stream).await else {
         return;
     };
@@ -119,6 +132,9 @@ async fn serve(mut stream: TcpStream, behaviour: &Behaviour, bills: &Mutex<Vec<B
     };
     if let (Some(bill), Ok(mut bills)) = (bill, bills.lock()) {
         bills.push(bill);
+    }
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
     }
     let text = answer.to_string();
     let head = format!(

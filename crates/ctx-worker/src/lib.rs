@@ -56,10 +56,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctx_deps::{ExecutorOptions, InferenceEngine, TaskRunner, concurrency_limit};
+use ctx_deps::{CostModel, ExecutorOptions, InferenceEngine, TaskRunner, concurrency_limit};
+use ctx_model::money::Usd;
 use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_run::run_costs::RunPricing;
-use ctx_store_postgres::{ClaimStore, Commit, PgStore};
+use ctx_store_postgres::{ClaimStore, Commit, PgStore, Reservation};
 use tracing::Instrument;
 
 mod map_turn;
@@ -141,6 +142,13 @@ pub enum WorkerEvent<'a> {
         /// The claim.
         claim: &'a Claim,
     },
+    /// The task's high end did not fit what its run's budget has left
+    /// while other claims hold reservations: its claim was given back, and
+    /// the worker claims again once something settles (or at its poll).
+    WaitingForBudget {
+        /// The claim given back.
+        claim: &'a Claim,
+    },
     /// A map task's items were registered as tasks of its run, and the
     /// map task given back until they end (its next claim joins them).
     Expanded {
@@ -215,12 +223,28 @@ enum TaskEnd {
     /// The result a resume kept was taken as stored; the store's word on
     /// its commit.
     Reused(Commit),
+    /// The task's high end did not fit what the run's budget has left
+    /// while other claims held reservations: its claim was given back, to
+    /// be claimed again once they settle.
+    BudgetWait,
 }
 
-/// The task runner of one run's stored plan, and that plan's hash (a
-/// map's expansion changes the plan: a claim made under another hash
-/// loads it again).
-type Runners = HashMap<String, (String, Arc<TaskRunner>)>;
+/// The task runner of one run's stored plan, by run (a map's expansion
+/// changes the plan, and a resume may change the budget: a claim made
+/// under another hash or budget loads it again).
+type Runners = HashMap<String, Loaded>;
+
+/// One run's stored plan as a worker runs it.
+#[derive(Clone)]
+struct Loaded {
+    /// The plan's hash.
+    hash: String,
+    /// The run's budget the runner was made for.
+    budget: Option<Usd>,
+    runner: Arc<TaskRunner>,
+    /// What a task may cost (its high end is what a claim reserves).
+    model: Option<Arc<dyn CostModel>>,
+}
 
 impl Worker {
     /// The runner of the claimed task's run's stored plan, loaded once
@@ -235,12 +259,13 @@ impl Worker {
         &self,
         runners: &mut Runners,
         claim: &Claim,
-    ) -> Result<Result<Option<(String, Arc<TaskRunner>)>, String>, PgError> {
+    ) -> Result<Result<Option<Loaded>, String>, PgError> {
         let run_id = claim.run_id.as_str();
-        if let Some((hash, r)) = runners.get(run_id)
-            && *hash == claim.plan_hash
+        if let Some(loaded) = runners.get(run_id)
+            && loaded.hash == claim.plan_hash
+            && loaded.budget == claim.budget
         {
-            return Ok(Ok(Some((hash.clone(), Arc::clone(r)))));
+            return Ok(Ok(Some(loaded.clone())));
         }
         let (plan, hash): (Plan, String) = match self.store.plan_and_hash(run_id).await {
             Ok(p) => p,
@@ -248,7 +273,15 @@ impl Worker {
             Err(PgError::NoRun { .. }) => return Ok(Ok(None)),
             Err(e) => return Err(e),
         };
-        let options = match self.pricing.cost_options(&plan) {
+        // Under a budget the task body holds each call to its bounds (a
+        // judge's or a summary's prompt, a command's output at
+        // `max_tokens`), as a local budgeted run does; the ledger is the
+        // store's.
+        let pricing = RunPricing {
+            max_cost: claim.budget,
+            ..self.pricing.clone()
+        };
+        let options = match pricing.cost_options(&plan) {
             Ok(cost) => ExecutorOptions {
                 cost: Some(cost),
                 ..self.options.clone()
@@ -265,12 +298,19 @@ impl Worker {
         } else {
             Vec::new()
         };
+        let model = options.cost.as_ref().map(|c| Arc::clone(&c.model));
         let runner = match TaskRunner::new(plan, Arc::clone(&self.engine), &options) {
             Ok(r) => Arc::new(r.with_item_hashes(hashes)),
             Err(e) => return Ok(Err(format!("run `{run_id}`: the stored plan: {e}"))),
         };
-        runners.insert(run_id.to_string(), (hash.clone(), Arc::clone(&runner)));
-        Ok(Ok(Some((hash, runner))))
+        let loaded = Loaded {
+            hash,
+            budget: claim.budget,
+            runner,
+            model,
+        };
+        runners.insert(run_id.to_string(), loaded.clone());
+        Ok(Ok(Some(loaded)))
     }
 
     /// Claims and runs tasks until `until_idle` finds no open run or
@@ -299,9 +339,15 @@ impl Worker {
         tokio::pin!(stop);
         let started = tokio::time::Instant::now();
         let mut seen_open = false;
+        // A task gave its claim back to wait for the budget: no claim
+        // until something settles, a notification comes or the poll ends
+        // (else the worker would claim the same task again at once).
+        let mut budget_wait = false;
         loop {
             let mut claimed_any = false;
-            while running.len() < concurrency_limit(self.concurrency) {
+            while !std::mem::take(&mut budget_wait)
+                && running.len() < concurrency_limit(self.concurrency)
+            {
                 // Every free slot in one claim, each task with its
                 // dependencies' results.
                 let free = concurrency_limit(self.concurrency) - running.len();
@@ -316,7 +362,7 @@ impl Worker {
                 for mut claimed in batch {
                     let claim = claimed.claim.clone();
                     let kept = claimed.kept.take();
-                    let (plan_hash, runner) = match self.runner_of(&mut runners, &claim).await? {
+                    let loaded = match self.runner_of(&mut runners, &claim).await? {
                         Ok(Some(r)) => r,
                         Ok(None) => continue,
                         Err(message) => {
@@ -334,11 +380,18 @@ impl Worker {
                             continue;
                         }
                     };
+                    let (plan_hash, runner) = (loaded.hash.clone(), Arc::clone(&loaded.runner));
+                    let reservation = reservation_of(&loaded, &claim);
                     let store = self.store.clone();
                     let lease = self.lease;
                     let c = claim.clone();
                     let label = label.clone();
                     let handle = running.spawn(async move {
+                        if let Some(amount) = reservation
+                            && let Some(end) = reserve(&store, &c, amount).await
+                        {
+                            return (c, end);
+                        }
                         let cs = Arc::new(ClaimStore::with_inputs(store.clone(), claimed));
                         let beat = async {
                             loop {
@@ -425,7 +478,7 @@ impl Worker {
                 else => None,
             };
             if let Some(j) = joined {
-                settle(j, &mut held, &mut worked, &mut on_event);
+                budget_wait = settle(j, &mut held, &mut worked, &mut on_event);
             }
         }
         // Stopped by a signal: stop what runs and give the claims back.
@@ -445,6 +498,64 @@ impl Worker {
         }
         Ok(worked)
     }
+}
+
+/// What `claim` reserves in its run's budget before its engine runs: its
+/// task's high end, by the worker's own prices. `None`: the run has no
+/// budget, the task is a map task (which calls no engine), or it costs
+/// nothing (the dry run).
+fn reservation_of(loaded: &Loaded, claim: &Claim) -> Option<Usd> {
+    claim.budget?;
+    let runner = &loaded.runner;
+    let task = &runner.plan().sub_tasks[runner.graph().index_of(&claim.task_id)?];
+    if task.map.is_some() {
+        return None;
+    }
+    loaded
+        .model
+        .as_ref()?
+        .bound(task)
+        .filter(|a| *a > Usd::ZERO)
+}
+
+/// Reserves `amount` for `claim` ([`PgStore::reserve`]). `None`: reserved,
+/// the task runs. Otherwise how the task ends without running: its claim
+/// lost; given back to wait for reservations that may free room; or,
+/// when nothing will, skipped with the budget's reason (its dependents
+/// skipped in the commit), as a local run skips a task that does not fit.
+async fn reserve(store: &PgStore, claim: &Claim, amount: Usd) -> Option<TaskEnd> {
+    let skip = match store.reserve(claim, amount).await {
+        Ok(Reservation::Reserved) => return None,
+        Ok(Reservation::Lost) => return Some(TaskEnd::Lost),
+        Ok(Reservation::Full { waiting: true }) => {
+            // Given back at once, waking nobody (the commit that settles
+            // a reservation does); lost already if this fails.
+            let _ = store.release_for_budget(claim).await;
+            return Some(TaskEnd::BudgetWait);
+        }
+        Ok(Reservation::Full { waiting: false }) => store.budget(&claim.run_id).await,
+        Err(e) => Err(e),
+    };
+    let (budget, held) = match skip {
+        Ok(Some(b)) => b,
+        // The budget went (a resume without one): nothing to hold to now,
+        // but this claim reserved nothing; it runs at its next claim.
+        Ok(None) => {
+            let _ = store.release_for_budget(claim).await;
+            return Some(TaskEnd::BudgetWait);
+        }
+        Err(e) => return Some(TaskEnd::Done(Box::new(Err(e.into())), None)),
+    };
+    let mut r = TaskExecutionResult::new(&claim.task_id, TaskStatus::Skipped);
+    r.error = Some(ctx_deps::budget_skip_reason(
+        amount,
+        budget.saturating_sub(held),
+        budget,
+    ));
+    Some(match store.complete(claim, &r).await {
+        Ok(commit) => TaskEnd::Done(Box::new(Ok(r)), Some(commit)),
+        Err(e) => TaskEnd::Done(Box::new(Err(e.into())), None),
+    })
 }
 
 /// Runs the claimed task `claim` on `runner` through its claim's store
@@ -515,12 +626,14 @@ fn lease_lost(claim: &Claim) -> TaskExecutionResult {
 /// Accounts for one joined task: counts what the store did with its result
 /// in `worked`, tells `on_event`, and drops its claim from `held` (a task
 /// that panicked keeps it, to be released at the stop or to lapse).
+/// `true`: the task waits for the budget ([`TaskEnd::BudgetWait`]), and
+/// the worker claims again only once something settles or at its poll.
 fn settle<S>(
     joined: Result<(tokio::task::Id, (Claim, TaskEnd)), tokio::task::JoinError>,
     held: &mut HashMap<tokio::task::Id, Claim>,
     worked: &mut Worked<S>,
     on_event: &mut impl FnMut(WorkerEvent<'_>),
-) {
+) -> bool {
     let (id, (claim, end)) = match joined {
         Ok(v) => v,
         Err(e) => {
@@ -529,7 +642,7 @@ fn settle<S>(
             if let Some(claim) = held.get(&e.id()) {
                 on_event(WorkerEvent::Panicked { claim });
             }
-            return;
+            return false;
         }
     };
     held.remove(&id);
@@ -541,12 +654,16 @@ fn settle<S>(
                 claim: &claim,
                 items,
             });
-            return;
+            return false;
         }
         TaskEnd::Reused(Commit::Committed) => {
             worked.committed += 1;
             on_event(WorkerEvent::Reused { claim: &claim });
-            return;
+            return false;
+        }
+        TaskEnd::BudgetWait => {
+            on_event(WorkerEvent::WaitingForBudget { claim: &claim });
+            return true;
         }
         TaskEnd::Reused(Commit::Refused) => None,
     };
@@ -568,6 +685,7 @@ fn settle<S>(
             error: &error,
         }),
     }
+    false
 }
 
 /// The loop's bookkeeping, without PostgreSQL: what each way a task can end
@@ -585,6 +703,7 @@ mod tests {
             attempt: 2,
             worker: "box-1".into(),
             plan_hash: "h".into(),
+            budget: None,
         }
     }
 
@@ -611,6 +730,7 @@ mod tests {
                 format!("expanded {} into {items}", claim.task_id)
             }
             WorkerEvent::Reused { claim } => format!("reused {}", claim.task_id),
+            WorkerEvent::WaitingForBudget { claim } => format!("waits {}", claim.task_id),
         }
     }
 
@@ -632,7 +752,10 @@ mod tests {
             held.insert(handle.id(), claim);
             running.join_next_with_id().await.expect("one task")
         });
-        settle(joined, held, worked, &mut |e| events.push(said(&e)));
+        let waits = settle(joined, held, worked, &mut |e| events.push(said(&e)));
+        if waits {
+            events.push("(no claim until something settles)".into());
+        }
     }
 
     #[test]
@@ -667,6 +790,7 @@ mod tests {
                     Some(Commit::Committed),
                 ),
             ),
+            ("g", TaskEnd::BudgetWait),
         ];
         for (task, end) in ends {
             let c = claim(task);
@@ -688,6 +812,8 @@ mod tests {
                 "refused d",
                 "no result e",
                 "store failed f: execution store: disk full",
+                "waits g",
+                "(no claim until something settles)",
             ]
         );
         assert_eq!(

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ctx_cost::Usd;
 use ctx_deps::{ExecutorOptions, InferenceEngine, RunReport};
 use ctx_model::Plan;
 use ctx_run::run_costs::RunPricing;
@@ -151,6 +152,7 @@ impl SharedSession {
             &label,
             settings.resume.as_deref(),
             settings.inputs.as_ref(),
+            settings.pricing.max_cost,
         )
         .await?;
         Ok(SharedSession {
@@ -213,7 +215,17 @@ impl SharedSession {
         };
         let rows = self.store.tasks(&self.run_id).await?;
         let reused = self.resumed.map(|r| r.reuse).unwrap_or_default();
-        let report = report(&rows, reused, stopped.is_some());
+        let mut report = report(&rows, reused, stopped.is_some());
+        if let Some(budget) = self.settings.pricing.max_cost {
+            budget_summary(
+                &self.store,
+                &self.run_id,
+                &self.settings.pricing,
+                budget,
+                &mut report,
+            )
+            .await?;
+        }
         // The run is complete (no open task is left) unless it was
         // stopped: this session publishes its outputs, once, as a local
         // run's session does, and records what it wrote with the run.
@@ -323,6 +335,41 @@ pub fn with_local_cache(
         identity,
         None,
     )))
+}
+
+/// The budget in the report's cost summary, as a local run shows it:
+/// the run's budget, and what the tasks it skipped (their dependents
+/// included) need by their high ends, priced by this session.
+async fn budget_summary(
+    store: &PgStore,
+    run_id: &str,
+    pricing: &RunPricing,
+    budget: Usd,
+    report: &mut RunReport,
+) -> Result<(), SharedError> {
+    let Some(cost) = report.cost.as_mut() else {
+        return Ok(());
+    };
+    cost.budget = Some(budget);
+    let skipped: std::collections::HashSet<&str> = report
+        .results
+        .iter()
+        .filter(|r| ctx_deps::is_budget_skip(r))
+        .map(|r| r.task_id.as_str())
+        .collect();
+    if skipped.is_empty() {
+        return Ok(());
+    }
+    let (plan, _) = store.plan_and_hash(run_id).await?;
+    if let Ok(options) = pricing.cost_options(&plan) {
+        cost.needed = plan
+            .sub_tasks
+            .iter()
+            .filter(|t| skipped.contains(&t.id.as_str()))
+            .filter_map(|t| options.model.bound(t))
+            .sum();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

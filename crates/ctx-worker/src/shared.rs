@@ -50,7 +50,11 @@ pub struct SharedStart {
 /// reopens that run under `plan` by the resume rules both stores share.
 /// `plan` is stored as given: redact it first, workers run exactly what is
 /// stored. `label` is the engine label recorded and compared; `inputs`,
-/// what the plan was filled from, is recorded with the run.
+/// what the plan was filled from, is recorded with the run; `budget`
+/// (`--max-cost`) is the run's from now on, which its workers reserve
+/// each task's high end in (a resumed run's covers what it holds from
+/// earlier sessions). Refuse a plan whose costs have no bound first
+/// (`RunPricing::cost_options`).
 pub async fn start(
     store: &PgStore,
     plan: &Plan,
@@ -58,6 +62,7 @@ pub async fn start(
     label: &str,
     resume: Option<&str>,
     inputs: Option<&ctx_store::RunInputs>,
+    budget: Option<ctx_cost::Usd>,
 ) -> Result<SharedStart, SharedError> {
     let priorities = claim_priorities(plan)?;
     let Some(run) = resume else {
@@ -68,6 +73,7 @@ pub async fn start(
                 engine: label,
                 plan_source,
                 inputs,
+                budget,
             })
             .await?;
         return Ok(SharedStart {
@@ -102,6 +108,7 @@ pub async fn start(
                 rerun: &rerun,
                 keep: &keep,
                 inputs,
+                budget,
             },
         )
         .await?;
@@ -273,6 +280,9 @@ fn cost<'a>(rows: impl Iterator<Item = &'a TaskRow>) -> CostSummary {
     };
     for row in rows.filter(|r| r.claim_seq.is_some() && !r.taken) {
         match &row.result {
+            // Claimed, but skipped by the budget before its engine ran:
+            // not executed, as in a local run.
+            Some(result) if ctx_deps::is_budget_skip(result) => {}
             Some(result) => summary.add_executed(result),
             None => summary.unknown += 1,
         }

@@ -214,7 +214,6 @@ impl Args {
             resume: self.resume.clone(),
             cache: self.cache,
             no_local: self.no_local,
-            budget: self.max_cost.is_some(),
         }
     }
 
@@ -296,6 +295,9 @@ pub fn run(args: Args) -> CliResult {
             run_local(loaded.plan, engine, settings, &output, &notices)
         }
         StoreChoice::Shared(store) => {
+            // Refuse an unbounded budget before the run is registered: the
+            // workers reserve each task's high end in the store.
+            super::run_cost::options(&loaded.plan, &pricing)?;
             let settings = SharedSettings {
                 url: store.url,
                 resume: store.resume,

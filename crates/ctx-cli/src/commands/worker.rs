@@ -235,6 +235,10 @@ pub(crate) fn log_event(verbose: bool, event: &WorkerEvent<'_>) {
             "{}: reused: the items it receives came back unchanged",
             what(claim)
         ),
+        WorkerEvent::WaitingForBudget { claim } => format!(
+            "{}: given back: its high end does not fit what is left of the budget until running tasks settle",
+            what(claim)
+        ),
     };
     // Task ids and store errors are someone else's text.
     eprintln!("worker {worker}: {}", ctx_table::printable_lines(&line));
@@ -250,7 +254,8 @@ fn claim_of<'a>(event: &WorkerEvent<'a>) -> &'a ctx_worker::Claim {
         | WorkerEvent::Panicked { claim }
         | WorkerEvent::Released { claim }
         | WorkerEvent::Expanded { claim, .. }
-        | WorkerEvent::Reused { claim } => claim,
+        | WorkerEvent::Reused { claim }
+        | WorkerEvent::WaitingForBudget { claim } => claim,
     }
 }
 
