@@ -210,6 +210,7 @@ async fn ask_judge(
                     cached_tokens: None,
                     cache_write_tokens: None,
                     partial: false,
+                    prompt_counted: false,
                 }
             });
             call.tokens_used = Some(judged);
@@ -436,6 +437,7 @@ mod tests {
                         cached_tokens: None,
                         cache_write_tokens: None,
                         partial: false,
+                        prompt_counted: false,
                     }),
                     attempts: vec![ctx_model::Attempt {
                         number: 1,
@@ -611,6 +613,7 @@ mod tests {
                         cached_tokens: None,
                         cache_write_tokens: None,
                         partial: false,
+                        prompt_counted: false,
                     }),
                     attempts: vec![attempt(1, "ok")],
                     ..Default::default()

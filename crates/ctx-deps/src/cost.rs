@@ -376,16 +376,18 @@ pub(crate) fn reported(u: &ctx_model::TokenUsage) -> Usage {
 }
 
 /// The usage an answered call is priced at: the server's report, except
-/// that a usage flagged `partial` (the engine's worst-case reading of a
-/// report that lacked some counts, or of no report for a request that
-/// asked for several completions) may carry ctx's count of the assembled
-/// prompt as its prompt part, so `overhead`
+/// that a usage flagged `prompt_counted` (the engine's worst-case reading
+/// of a report that gave no prompt count, or of no report for a request
+/// that asked for several completions) carries ctx's count of the
+/// assembled prompt as its prompt part, so `overhead`
 /// ([`CostModel::request_overhead`]) is added to it, as to ctx's own
-/// counts. A partial usage is a bound already; pricing it higher keeps a
-/// budget's settlement at or above what was billed.
+/// counts. A prompt part the server's counts gave (its `prompt_tokens`,
+/// or its `total_tokens` less the completion) has the overhead in it
+/// already: adding it again settled a call above the reservation it was
+/// let run under (issue 35, item 10).
 pub(crate) fn billed(u: &ctx_model::TokenUsage, overhead: u64) -> Usage {
     let mut usage = reported(u);
-    if u.partial {
+    if u.prompt_counted {
         usage.prompt_tokens = usage.prompt_tokens.saturating_add(overhead);
     }
     usage
@@ -642,14 +644,22 @@ mod tests {
             cached_tokens: None,
             cache_write_tokens: None,
             partial: false,
+            prompt_counted: false,
         });
         // The server's usage (1010 + 100) plus the failed call (1207).
         assert_eq!(
             task_cost(&Framed, &task("t"), &r, counter.as_ref()),
             Some(usd("0.002317"))
         );
-        // A partial usage (its prompt part may be ctx's count) adds it too.
+        // A partial usage whose prompt part the server gave (its total
+        // less the completion) has the overhead in it already.
         r.metadata.tokens_used.as_mut().unwrap().partial = true;
+        assert_eq!(
+            task_cost(&Framed, &task("t"), &r, counter.as_ref()),
+            Some(usd("0.002317"))
+        );
+        // One whose prompt part is ctx's count adds it.
+        r.metadata.tokens_used.as_mut().unwrap().prompt_counted = true;
         assert_eq!(
             task_cost(&Framed, &task("t"), &r, counter.as_ref()),
             Some(usd("0.002324"))
@@ -676,6 +686,7 @@ mod tests {
             cached_tokens: Some(10),
             cache_write_tokens: None,
             partial: false,
+            prompt_counted: false,
         });
         assert_eq!(
             task_cost(&Fixed, &task("t"), &r, counter.as_ref()),
@@ -728,6 +739,7 @@ mod tests {
             cached_tokens: cached,
             cache_write_tokens: written,
             partial: false,
+            prompt_counted: false,
         };
         let mut r = TaskExecutionResult::new("t", TaskStatus::Completed);
         r.metadata.attempts = vec![attempt(1, "ok")];

@@ -53,6 +53,7 @@ fn usage(prompt: u64, completion: u64) -> TokenUsage {
         cached_tokens: None,
         cache_write_tokens: None,
         partial: false,
+        prompt_counted: false,
     }
 }
 

@@ -146,6 +146,7 @@ impl InferenceEngine for Engine {
                         cached_tokens: Some(prompt * b.cached_pct / 100),
                         cache_write_tokens: None,
                         partial: false,
+                        prompt_counted: false,
                     }),
                 )
             } else {
@@ -398,7 +399,7 @@ fn run(c: &Case, budget: Option<Usd>) -> (RunReport, Usd) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(ctx_test_support::budget_proptest_cases(256)))]
 
     /// The budget property: spent ≤ budget, and what is spent is exactly
     /// the sum of the tasks' recorded costs.

@@ -316,10 +316,15 @@ impl ReportedUsage {
             cached_tokens: self.cached,
             cache_write_tokens: self.cache_write,
             partial: false,
+            prompt_counted: false,
         };
         let partial = |prompt: u64, completion: u64| TokenUsage {
             partial: true,
             ..complete(prompt, completion, None)
+        };
+        let counted = |completion: u64| TokenUsage {
+            prompt_counted: true,
+            ..partial(bounds.prompt_tokens, completion)
         };
         let most_completion = bounds.completion_tokens.unwrap_or(output_bytes);
         match (self.prompt, self.completion, self.total) {
@@ -331,8 +336,8 @@ impl ReportedUsage {
                 partial(t - c, c)
             }
             (Some(p), _, _) => partial(p, most_completion),
-            (None, Some(c), _) => partial(bounds.prompt_tokens, c),
-            (None, None, None) => partial(bounds.prompt_tokens, most_completion),
+            (None, Some(c), _) => counted(c),
+            (None, None, None) => counted(most_completion),
         }
     }
 }
@@ -369,6 +374,7 @@ pub(crate) fn usage_to_record(
                 cached_tokens: None,
                 cache_write_tokens: None,
                 partial: true,
+                prompt_counted: true,
             })
         }
     }
@@ -616,6 +622,7 @@ mod tests {
             (u.prompt_tokens, u.completion_tokens, u.partial),
             (40, 10 + 2 * 68, true)
         );
+        assert!(u.prompt_counted, "the prompt is ctx's count");
         // The kept output is at most its cap, whatever its bytes.
         let u = usage_to_record(None, bounds, 1_000, Some(2 * 68)).unwrap();
         assert_eq!(u.completion_tokens, 3 * 68);
@@ -633,29 +640,38 @@ mod tests {
                         u.completion_tokens,
                         u.total_tokens,
                         u.partial,
+                        u.prompt_counted,
                     )
                 })
         };
-        // Only the total: as much completion as the request allowed.
-        assert_eq!(read(r#"{"total_tokens": 80}"#, 0), Some((30, 50, 80, true)));
-        assert_eq!(read(r#"{"total_tokens": 20}"#, 0), Some((0, 20, 20, true)));
+        // Only the total: as much completion as the request allowed; the
+        // rest is the server's prompt (its framing included).
+        assert_eq!(
+            read(r#"{"total_tokens": 80}"#, 0),
+            Some((30, 50, 80, true, false))
+        );
+        assert_eq!(
+            read(r#"{"total_tokens": 20}"#, 0),
+            Some((0, 20, 20, true, false))
+        );
         // Two counts give the third: complete.
         assert_eq!(
             read(r#"{"prompt_tokens": 12, "total_tokens": 20}"#, 0),
-            Some((12, 8, 20, false))
+            Some((12, 8, 20, false, false))
         );
         assert_eq!(
             read(r#"{"completion_tokens": 5, "total_tokens": 20}"#, 0),
-            Some((15, 5, 20, false))
+            Some((15, 5, 20, false, false))
         );
-        // One count: the other side at its bound.
+        // One count: the other side at its bound; a prompt the server did
+        // not count is ctx's count, flagged so its framing is added.
         assert_eq!(
             read(r#"{"prompt_tokens": 12}"#, 0),
-            Some((12, 50, 62, true))
+            Some((12, 50, 62, true, false))
         );
         assert_eq!(
             read(r#"{"completion_tokens": 7}"#, 0),
-            Some((10, 7, 17, true))
+            Some((10, 7, 17, true, true))
         );
         let unbounded = RequestBounds {
             prompt_tokens: 10,
@@ -687,6 +703,7 @@ mod tests {
                 cached_tokens: Some(8),
                 cache_write_tokens: None,
                 partial: false,
+                prompt_counted: false,
             })
         );
     }

@@ -117,6 +117,7 @@ async fn success_records_usage_model_and_one_attempt() {
             cached_tokens: Some(16),
             cache_write_tokens: None,
             partial: false,
+            prompt_counted: false,
         })
     );
     assert_eq!(outcomes(&r.attempts), ["ok"]);

@@ -327,6 +327,7 @@ impl TokenUsage {
             cached_tokens: plus_reported(self.cached_tokens, other.cached_tokens),
             cache_write_tokens: plus_reported(self.cache_write_tokens, other.cache_write_tokens),
             partial: self.partial || other.partial,
+            prompt_counted: self.prompt_counted || other.prompt_counted,
         }
     }
 
@@ -372,6 +373,16 @@ pub struct TokenUsage {
     /// server gave. Written only when true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// `prompt_tokens` is ctx's count of the prompt it assembled, not a
+    /// figure the server reported (a partial usage that gave no prompt
+    /// count, or none at all): the system message and the chat framing
+    /// the request carried are not in it, so whoever prices the call adds
+    /// them. A prompt part read off the server's counts (its
+    /// `prompt_tokens`, or its `total_tokens` less the completion) has
+    /// them already: adding them again recorded more than the budget had
+    /// reserved for the call. Written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_counted: bool,
 }
 
 /// One call to an engine on behalf of a task.

@@ -339,6 +339,7 @@ mod tests {
                 cached_tokens: None,
                 cache_write_tokens: None,
                 partial: false,
+                prompt_counted: false,
             }),
             cached: true,
             attempts: vec![attempt(1, "ok", 40, None)],

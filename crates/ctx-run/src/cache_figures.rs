@@ -177,6 +177,7 @@ mod tests {
                 cached_tokens: cached,
                 cache_write_tokens: written,
                 partial: false,
+                prompt_counted: false,
             }),
             cache_saving_usd: saving.map(|s| serde_json::from_str(s).unwrap()),
             ..ResultMetadata::default()

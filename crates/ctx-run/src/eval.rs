@@ -997,6 +997,7 @@ mod tests {
                         cached_tokens: None,
                         cache_write_tokens: None,
                         partial: false,
+                        prompt_counted: false,
                     }),
                     ..InferenceResponse::default()
                 })

@@ -40,6 +40,7 @@ impl InferenceEngine for Counting {
                     cached_tokens: None,
                     cache_write_tokens: None,
                     partial: false,
+                    prompt_counted: false,
                 }),
                 finish_reason: Some("stop".into()),
                 ..InferenceResponse::default()

@@ -46,6 +46,7 @@ fn completed(id: &str, output: &str) -> TaskExecutionResult {
             cached_tokens: None,
             cache_write_tokens: None,
             partial: false,
+            prompt_counted: false,
         }),
         model: Some("m".into()),
         ..ResultMetadata::default()

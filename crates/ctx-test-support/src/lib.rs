@@ -48,6 +48,17 @@ pub fn proptest_cases(local: u32) -> u32 {
     if in_ci() { local.max(256) } else { local }
 }
 
+/// The case count of a budget property (a run never spends past its
+/// `--max-cost`): `local` outside CI, at least 1,024 in CI. A shape that
+/// overspends can be rare: a total-only usage under a system prompt at a
+/// budget of exactly the reservation failed about one run in fourteen of
+/// 64 cases, so CI found it after it landed (issue 35). At 1,024 cases,
+/// with the generators leaning to tight books, such a shape fails CI
+/// before it lands; the cases cost seconds.
+pub fn budget_proptest_cases(local: u32) -> u32 {
+    if in_ci() { local.max(1024) } else { local }
+}
+
 /// The shared corpora of real public text, `../shared/corpora` beside the
 /// repository, or `None` after saying on stderr that `test` is skipped.
 ///
