@@ -134,7 +134,7 @@ pub fn resume_plan(
 ) -> Result<ResumePlan, SharedError> {
     let view = view(url, run_id)?;
     // The stored plan is redacted: compare like with like.
-    let plan = ctx_store_sqlite::redact_plan(plan);
+    let plan = ctx_store::redact_plan(plan);
     Ok(view.resume_plan(&plan, label)?)
 }
 

@@ -143,7 +143,7 @@ impl SharedSession {
             Some(root) => with_local_cache(engine, root)?,
             None => engine,
         };
-        let plan = ctx_store_sqlite::redact_plan(&plan);
+        let plan = ctx_store::redact_plan(&plan);
         let workflow = ctx_run::workflow_name(&plan, settings.plan_source.as_deref());
         let started = start(
             &store,
