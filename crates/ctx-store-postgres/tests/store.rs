@@ -13,14 +13,6 @@ fn open(url: &str) -> Result<PgStore, Error> {
     PgStore::open(&StoreUrl::parse(url, |_| None)?, StoreOptions::default())
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn done(id: &str) -> TaskExecutionResult {
     let mut r = TaskExecutionResult::new(id, TaskStatus::Completed);
     r.output = format!("out {id}");
@@ -122,7 +114,7 @@ fn claims_follow_readiness_and_the_critical_path() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     // a → b → d, a → c; b is on the longer path.
     let p = plan(&[("a", &[]), ("c", &["a"]), ("b", &["a"]), ("d", &["b"])]);
     let run = rt
@@ -200,7 +192,7 @@ fn a_retried_task_keeps_its_first_start() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let p = plan(&[("a", &[])]);
     let run = rt
         .block_on(store.register_run(&RegisterRun {
@@ -243,7 +235,7 @@ fn concurrent_claimers_never_get_the_same_task() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let ids: Vec<String> = (0..60).map(|i| format!("t{i:02}")).collect();
     let tasks: Vec<(&str, &[&str])> = ids.iter().map(|i| (i.as_str(), &[][..])).collect();
     let p = plan(&tasks);
@@ -289,7 +281,7 @@ fn a_lapsed_lease_is_reclaimed_and_the_late_commit_refused() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let p = plan(&[("a", &[]), ("b", &["a"])]);
     let run = rt
         .block_on(store.register_run(&RegisterRun {
@@ -355,7 +347,7 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     // `d` depends on `a` directly and through `c`: skipped once, as a
     // direct dependent. The store finds them from its edges.
     let p = plan(&[
@@ -455,7 +447,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let p = plan(&[("a", &[]), ("b", &["a"]), ("x", &[])]);
     let run = rt
         .block_on(store.register_run(&RegisterRun {
@@ -538,7 +530,7 @@ fn a_listener_wakes_when_a_commit_makes_a_task_ready() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let listener = store.listen();
     let woke = |limit: Duration| {
         rt.block_on(async { tokio::time::timeout(limit, listener.ready()).await.is_ok() })
@@ -618,7 +610,7 @@ fn a_maps_items_are_registered_once_and_their_ends_release_the_map() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let (p, run, m) = claimed_map(&store, &rt, 5);
     let (expanded, rows) = with_items(&p, 2);
     let go = |claim: &ctx_store_postgres::Claim, base: &str| {
@@ -801,7 +793,7 @@ fn an_items_commit_does_not_wait_on_its_map_tasks_row() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let (run, items) = waiting_map(&store, &rt, 3);
     rt.block_on(async {
         let (locker, driver) = support::connect(&url).await;
@@ -848,7 +840,7 @@ fn the_last_items_committed_at_once_release_their_map_once() {
     let Some(url) = support::fresh_db("item_race") else {
         return;
     };
-    let rt = rt();
+    let rt = support::runtime();
     let stores: Vec<PgStore> = (0..2).map(|_| open(&url).unwrap()).collect();
     for round in 0..8 {
         let (run, items) = waiting_map(&stores[0], &rt, 2);
@@ -885,7 +877,7 @@ fn an_idle_claim_releases_a_map_whose_last_commit_did_not() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let (run, items) = waiting_map(&store, &rt, 2);
     rt.block_on(store.complete(&items[0], &done(&items[0].task_id)))
         .unwrap();
@@ -924,7 +916,7 @@ fn a_batch_claim_brings_each_tasks_dependency_results() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     // a → c, a → d → e, b → c; d is on the longest path.
     let p = plan(&[
         ("a", &[]),
@@ -1021,7 +1013,7 @@ fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents()
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let p = plan(&[("a", &[]), ("b", &["a"]), ("c", &["b"])]);
     let priorities = [3, 2, 1];
     let run = rt
@@ -1158,7 +1150,7 @@ fn a_version_5_store_is_migrated_and_its_runs_read_as_before() {
         ],
     );
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let tasks = rt.block_on(store.tasks("r5")).unwrap();
     assert_eq!(tasks.len(), 2);
     assert_eq!(tasks[0].result.as_ref().unwrap().output, "out a");
@@ -1197,7 +1189,7 @@ fn a_claims_prompt_is_written_once_its_call_has_run_a_while() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let p = plan(&[("a", &[]), ("b", &[])]);
     let run = rt
         .block_on(store.register_run(&RegisterRun {
@@ -1262,7 +1254,7 @@ fn a_store_a_newer_ctx_migrated_meanwhile_is_claimed_from_no_more() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let p = plan(&[("a", &[])]);
     let run = rt
         .block_on(store.register_run(&RegisterRun {
@@ -1329,7 +1321,7 @@ fn a_budget_is_reserved_by_claims_and_settled_by_their_commits() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let p = plan(&[("a", &[]), ("b", &[]), ("c", &[]), ("d", &[])]);
     let run = register(&rt, &store, &p, &[4, 3, 2, 1], Some(Usd::from_picos(10)));
     let usd = Usd::from_picos;
@@ -1399,7 +1391,7 @@ fn a_dead_claims_reservation_settles_at_what_its_attempt_stored() {
         return;
     };
     let store = open(&url).unwrap();
-    let rt = rt();
+    let rt = support::runtime();
     let p = plan(&[("a", &[]), ("b", &[])]);
     let usd = Usd::from_picos;
     let run = register(&rt, &store, &p, &[2, 1], Some(usd(100)));

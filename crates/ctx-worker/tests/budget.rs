@@ -96,14 +96,6 @@ fn start(
     (session, run)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Room for three high ends at a time, twelve tasks, and two workers of
 /// four slots: tasks wait for the budget instead of running past it, each
 /// settles at its cost, and all of them run in the end (each costs far
@@ -114,7 +106,7 @@ fn workers_never_spend_past_a_shared_budget_and_wait_for_room() {
     let Some(url) = pg::fresh_db("budget_wait") else {
         return;
     };
-    let rt = runtime();
+    let rt = pg::runtime();
     let p = plan(12);
     let (engine, probe) = command(Some(Usd::ONE_DOLLAR));
     let high = high_end(&probe, &p);
@@ -185,7 +177,7 @@ fn a_task_that_can_never_fit_is_skipped_and_the_run_ends() {
     let Some(url) = pg::fresh_db("budget_skip") else {
         return;
     };
-    let rt = runtime();
+    let rt = pg::runtime();
     let p = plan(3);
     let (engine, probe) = command(Some(Usd::ONE_DOLLAR));
     let high = high_end(&probe, &p);
@@ -218,7 +210,7 @@ fn a_maps_items_reserve_one_by_one() {
     let Some(url) = pg::fresh_db("budget_map") else {
         return;
     };
-    let rt = runtime();
+    let rt = pg::runtime();
     // Prompts near the cap, so each call costs near its high end.
     let long = |p: &str| format!("{p}{}", " Be thorough.".repeat(15));
     let mut p: Plan = serde_json::from_value(serde_json::json!({

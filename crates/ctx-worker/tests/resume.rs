@@ -93,14 +93,6 @@ fn plan(list: &[&str], allow_failures: usize) -> Plan {
     plan
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn settings(url: &str, resume: Option<&str>) -> SharedSettings {
     SharedSettings {
         url: url.to_string(),
@@ -163,7 +155,7 @@ fn an_unchanged_shared_resume_runs_nothing_below_the_map() {
     let Some(url) = pg::fresh_db("resume_unchanged") else {
         return;
     };
-    let rt = runtime();
+    let rt = pg::runtime();
     let engine = Arc::new(Recorder::default());
     let (run_id, first) = run(&rt, &url, &engine, plan(&["a", "b", "c"], 0), None);
     assert!(first.all_completed(), "{first:#?}");
@@ -193,7 +185,7 @@ fn a_changed_item_runs_again_and_then_everything_below_its_map() {
     let Some(url) = pg::fresh_db("resume_changed_item") else {
         return;
     };
-    let rt = runtime();
+    let rt = pg::runtime();
     let engine = Arc::new(Recorder::default());
     let (run_id, _) = run(&rt, &url, &engine, plan(&["a", "b", "c"], 0), None);
     engine.take_calls();
@@ -211,7 +203,7 @@ fn a_failed_item_runs_again_and_then_everything_below_its_map() {
     let Some(url) = pg::fresh_db("resume_failed_item") else {
         return;
     };
-    let rt = runtime();
+    let rt = pg::runtime();
     let engine = Arc::new(Recorder::default());
     engine.fail.lock().unwrap().insert("scan[1]".into());
     let (run_id, first) = run(&rt, &url, &engine, plan(&["a", "b", "c"], 1), None);
@@ -232,7 +224,7 @@ fn a_session_that_dies_after_reopening_loses_no_kept_result() {
     let Some(url) = pg::fresh_db("resume_dies_after_reopen") else {
         return;
     };
-    let rt = runtime();
+    let rt = pg::runtime();
     let engine = Arc::new(Recorder::default());
     let (run_id, _) = run(&rt, &url, &engine, plan(&["a", "b"], 0), None);
     engine.take_calls();
@@ -277,7 +269,7 @@ fn a_kept_result_survives_a_resume_that_drops_its_task() {
     let Some(url) = pg::fresh_db("resume_kept_then_dropped") else {
         return;
     };
-    let rt = runtime();
+    let rt = pg::runtime();
     let engine = Arc::new(Recorder::default());
     let (run_id, _) = run(&rt, &url, &engine, plan(&["a", "b"], 0), None);
     engine.take_calls();

@@ -60,14 +60,6 @@ fn settings(url: &str, pricing: RunPricing, work_here: bool) -> SharedSettings {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// The bug this session was moved out of the CLI with: a shared run
 /// recorded no `cost_usd`. Priced by the plan's `config.prices`, every
 /// task has its cost, and the report sums them; unpriced, a command's
@@ -77,7 +69,7 @@ fn a_shared_session_prices_each_task_by_its_plan() {
     let Some(url) = pg::fresh_db("worker_session_cost") else {
         return;
     };
-    let rt = runtime();
+    let rt = pg::runtime();
     for priced in [true, false] {
         let (engine, pricing) = command();
         let session = rt
@@ -128,7 +120,7 @@ fn a_follower_is_told_each_change_until_a_worker_finishes_the_run() {
     let Some(url) = pg::fresh_db("worker_session_follow") else {
         return;
     };
-    let rt = runtime();
+    let rt = pg::runtime();
     let (engine, pricing) = command();
     let follower = rt
         .block_on(SharedSession::start(

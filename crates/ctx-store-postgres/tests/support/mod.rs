@@ -7,6 +7,16 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// The runtime a shared-store test drives its sessions and workers on:
+/// two worker threads, as the CI machine has two cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The admin URL, or `None` (skip) outside CI.
 pub fn server_url(test: &str) -> Option<String> {
     match std::env::var("CTX_TEST_POSTGRES_URL") {
