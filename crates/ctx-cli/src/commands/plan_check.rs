@@ -63,11 +63,7 @@ pub fn run(args: Args) -> CliResult {
         Err(e) => return Err(CliError::usage(e)),
     };
     let origin = source.origin.as_str();
-    let mut problems = ctx_checks::plan_problems(&parsed, ctx_model::plan_base_dir(&args.plan));
-    problems.extend(ctx_prompt::plan_fill::template_problems(
-        &parsed.plan,
-        false,
-    ));
+    let problems = ctx_run::plan_check::plan_problems(&parsed, &args.plan);
     let locator = if problems.is_empty() {
         FieldLocator::default()
     } else {
@@ -94,21 +90,17 @@ pub fn run(args: Args) -> CliResult {
 /// would report (unknown fields among them), becomes a usage error (exit 2)
 /// whose message lists every problem, one per line, exactly as `ctx plan
 /// check` prints them. The plan returned has its `json_schema` files
-/// inlined ([`ctx_checks::inline_check_schemas`]).
+/// inlined ([`ctx_run::plan_check::load_valid_plan`]).
 pub fn load_valid_plan(path: &Path) -> Result<Plan, CliError> {
     load_valid_plan_given(path, true)
 }
 
 /// [`load_valid_plan`] for a command that fills the plan's templates:
 /// `{{HISTORICAL_CONTEXT}}` without a content root is a problem unless
-/// `content_root_given` (`--content-root`). The template rules
-/// ([`ctx_prompt::plan_fill::template_problems`]) are reported with the
-/// others, so a plan `ctx plan check` refuses is refused here too.
+/// `content_root_given` (`--content-root`). The template rules are reported
+/// with the others, so a plan `ctx plan check` refuses is refused here too.
 pub fn load_valid_plan_given(path: &Path, content_root_given: bool) -> Result<Plan, CliError> {
-    ctx_checks::load_valid_plan_with(path, &|plan| {
-        ctx_prompt::plan_fill::template_problems(plan, content_root_given)
-    })
-    .map_err(|e| match e {
+    ctx_run::plan_check::load_valid_plan(path, content_root_given).map_err(|e| match e {
         ctx_model::LoadPlanError::Read(e) => CliError::usage(e),
         ctx_model::LoadPlanError::Invalid(invalid) => {
             CliError::usage(invalid.report(Some("nothing was done")))
