@@ -100,7 +100,7 @@ commands:
   arch                 check docs/architecture.md's dependency rules and every doc link
   examples             run the library use-case examples and compare them with the CLI
   tour [--base-url URL] [--no-postgres]
-                       run every command block of the README's tour, in order, in target/tour
+                       run every command block of docs/guide.md, in order, in target/tour
   mutants [--all] [--base REF]
                        cargo-mutants on the lines changed since main (or REF), or with
                        --all on the critical files; prints caught/missed per file";
@@ -426,7 +426,7 @@ fn test(args: &[String]) -> Result<(), String> {
     )?;
     eprintln!("==> library examples against the CLI");
     examples::run(&[])?;
-    // The README's tour as written; its blocks that call a model run in
+    // The guide's tour as written; its blocks that call a model run in
     // the e2e step, against the LiteLLM proxy.
     tour::run_tour(
         &root,

@@ -1,6 +1,6 @@
-//! `cargo xtask tour [--base-url URL]`: every command block of the
-//! README's tour ("## A tour", up to "## Exit codes"), run in order, in a
-//! scratch copy of the checkout, each command checked. A README that
+//! `cargo xtask tour [--base-url URL]`: every command block of the guide
+//! (docs/guide.md, the tour the README links), run in order, in a
+//! scratch copy of the checkout, each command checked. A guide that
 //! drifts from the code (a renamed flag, a file that moved, a command that
 //! now fails) fails `cargo xtask test`.
 //!
@@ -13,8 +13,8 @@
 //! written. The placeholders `RUN` and `RUN_ID` become the newest run of
 //! the store in use (`ctx runs list`). Each command's exit code is checked:
 //! 0, or, for a command that calls a model, 0 or 1 (a task failing its
-//! checks on a mock answer is the model's outcome, not the README's
-//! drift; a usage error, 2, is). So is its output: what the README
+//! checks on a mock answer is the model's outcome, not the guide's
+//! drift; a usage error, 2, is). So is its output: what the guide
 //! promises it prints or writes ([`CLAIMS`]), and the files it names
 //! after `-o`, `--out` or `--to`. A command sent to the background (`&`)
 //! is checked when the block waits for it, and a block that hangs is
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 /// One fenced `sh` block of the tour.
 #[derive(Debug, PartialEq)]
 pub struct Block {
-    /// The README line its fence opens on (1-based).
+    /// The guide's line its fence opens on (1-based).
     pub line: usize,
     /// Its commands, continuations joined, comments and blank lines left out.
     pub commands: Vec<String>,
@@ -89,12 +89,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
 /// Runs the tour's blocks with `ctx`, as [`Options`] say.
 pub fn run_tour(root: &Path, ctx: &Path, options: &Options) -> Result<(), String> {
     let started = Instant::now();
-    let readme = read(&root.join("README.md"))?;
+    let readme = read(&root.join(GUIDE))?;
     let blocks = tour_blocks(&readme)?;
     let unmatched = unmatched_claims(&blocks);
     if !unmatched.is_empty() {
         return Err(format!(
-            "xtask/src/tour.rs: claims about commands the README's tour no longer has (reworded? update CLAIMS): {}",
+            "xtask/src/tour.rs: claims about commands the guide no longer has (reworded? update CLAIMS): {}",
             unmatched.join(" | ")
         ));
     }
@@ -107,20 +107,20 @@ pub fn run_tour(root: &Path, ctx: &Path, options: &Options) -> Result<(), String
         }
         if model && options.base_url.is_none() {
             skipped.push(format!(
-                "README.md:{} (calls a model; run with --base-url)",
+                "{GUIDE}:{} (calls a model; run with --base-url)",
                 block.line
             ));
             continue;
         }
         if block.uses_postgres() && !options.postgres {
-            skipped.push(format!("README.md:{} (PostgreSQL)", block.line));
+            skipped.push(format!("{GUIDE}:{} (PostgreSQL)", block.line));
             continue;
         }
         let script = script_of(block, model);
         let script_path = scratch.join(format!("block-{}.sh", block.line));
         fs::write(&script_path, &script).map_err(|e| format!("{}: {e}", script_path.display()))?;
         eprintln!(
-            "==> tour: README.md:{} ({} commands)",
+            "==> tour: {GUIDE}:{} ({} commands)",
             block.line,
             block.commands.len()
         );
@@ -143,10 +143,10 @@ pub fn run_tour(root: &Path, ctx: &Path, options: &Options) -> Result<(), String
             }
         }
         let status = run_with_deadline(&mut cmd, BLOCK_DEADLINE)
-            .map_err(|e| format!("tour: the block at README.md:{}: {e}", block.line))?;
+            .map_err(|e| format!("tour: the block at {GUIDE}:{}: {e}", block.line))?;
         if !status.success() {
             return Err(format!(
-                "tour: the block at README.md:{} failed ({status}); its script: {}",
+                "tour: the block at {GUIDE}:{} failed ({status}); its script: {}",
                 block.line,
                 script_path.display()
             ));
@@ -157,7 +157,7 @@ pub fn run_tour(root: &Path, ctx: &Path, options: &Options) -> Result<(), String
         eprintln!("tour: skipped {s}");
     }
     eprintln!(
-        "==> tour: {ran} block(s) of README.md ran as written in {:.0} s, {} skipped",
+        "==> tour: {ran} block(s) of {GUIDE} ran as written in {:.0} s, {} skipped",
         started.elapsed().as_secs_f64(),
         skipped.len()
     );
@@ -199,27 +199,22 @@ fn run_with_deadline(cmd: &mut Command, deadline: Duration) -> Result<ExitStatus
     }
 }
 
-/// The fenced `sh` blocks between "## A tour" and the next `## ` heading.
-pub fn tour_blocks(readme: &str) -> Result<Vec<Block>, String> {
+/// Where the tour is written.
+pub const GUIDE: &str = "docs/guide.md";
+
+/// The fenced `sh` blocks of the guide, in order.
+pub fn tour_blocks(guide: &str) -> Result<Vec<Block>, String> {
     let mut blocks = Vec::new();
-    let mut in_tour = false;
     let mut open: Option<(usize, Vec<String>)> = None;
     let mut pending = String::new();
-    for (i, line) in readme.lines().enumerate() {
-        if open.is_none() && line.starts_with("## ") {
-            in_tour = line == "## A tour";
-            continue;
-        }
-        if !in_tour {
-            continue;
-        }
+    for (i, line) in guide.lines().enumerate() {
         match &mut open {
             None if line.trim() == "```sh" => open = Some((i + 1, Vec::new())),
             None => {}
             Some((start, commands)) if line.trim() == "```" => {
                 if !pending.is_empty() {
                     return Err(format!(
-                        "README.md:{start}: a block ends inside a `\\` continuation"
+                        "{GUIDE}:{start}: a block ends inside a `\\` continuation"
                     ));
                 }
                 blocks.push(Block {
@@ -244,7 +239,7 @@ pub fn tour_blocks(readme: &str) -> Result<Vec<Block>, String> {
         }
     }
     if blocks.is_empty() {
-        return Err("README.md: no ```sh block under \"## A tour\"".into());
+        return Err(format!("{GUIDE}: no ```sh block"));
     }
     Ok(blocks)
 }
@@ -271,14 +266,14 @@ fn strip_comment(line: &str) -> &str {
 /// that calls a model), the files it names after `-o`, `--out` or `--to`
 /// checked to exist, and the tour's [`CLAIMS`] about it checked in its
 /// output. A background command (`&`) is checked when the block waits for
-/// it: at the README's own `wait`, or at the block's end, so a `ctx run`
+/// it: at the guide's own `wait`, or at the block's end, so a `ctx run`
 /// that fails behind a `&` fails the tour as one in the foreground does.
 fn script_of(block: &Block, model: bool) -> String {
     let highest_ok = if model { 1 } else { 0 };
     let mut s = String::from(
-        "# Generated by `cargo xtask tour` from README.md; run from target/tour.\n\
+        "# Generated by `cargo xtask tour` from docs/guide.md; run from target/tour.\n\
          last_run() { ctx runs list | awk 'NR > 1 { id = $1 } END { print id }'; }\n\
-         fail() { echo \"tour: README.md:$1: $2\" >&2; exit 1; }\n\
+         fail() { echo \"tour: docs/guide.md:$1: $2\" >&2; exit 1; }\n\
          mkdir -p .tour\n",
     );
     // `a; b` is two commands, each checked (the shell would report only
@@ -356,14 +351,14 @@ fn checks_of(written: &str, out: &str, line: usize, highest_ok: i32) -> String {
     s
 }
 
-/// What the README says a command prints or writes, beyond exiting as
+/// What the guide says a command prints or writes, beyond exiting as
 /// expected: each line of the tour that promises something a reader would
-/// look for. Every claim must name a command of the README's tour,
+/// look for. Every claim must name a command of the guide,
 /// character for character (continuations joined, comment left out), so a
 /// reworded command fails the tour until its claim follows
 /// ([`unmatched_claims`]).
 pub struct Claim {
-    /// The command as the README writes it.
+    /// The command as the guide writes it.
     pub command: &'static str,
     /// Text its output (stdout and stderr) holds.
     pub output: &'static [&'static str],
@@ -441,7 +436,7 @@ pub const CLAIMS: &[Claim] = &[
     },
 ];
 
-/// The claims that name no command of `blocks` (the README changed; the
+/// The claims that name no command of `blocks` (the guide changed; the
 /// claim must follow).
 pub fn unmatched_claims(blocks: &[Block]) -> Vec<&'static str> {
     CLAIMS
@@ -583,9 +578,9 @@ mod tests {
 
     #[test]
     fn blocks_join_continuations_and_drop_comments() {
-        let readme = "# x\n## Set up\n```sh\nnot this\n```\n## A tour\ntext\n```sh\n\
-                      ctx a  # one\n# only a comment\nctx b \\\n  --c 'd # e'\n```\n## Exit codes\n```sh\nnor this\n```\n";
-        let blocks = tour_blocks(readme).unwrap();
+        let guide = "# x\n## Set up\n```yaml\nnot this\n```\n## A tour\ntext\n```sh\n\
+                      ctx a  # one\n# only a comment\nctx b \\\n  --c 'd # e'\n```\n";
+        let blocks = tour_blocks(guide).unwrap();
         assert_eq!(
             blocks,
             [Block {
@@ -597,7 +592,7 @@ mod tests {
 
     #[test]
     fn the_readme_has_a_tour_with_a_model_block_and_a_postgres_block() {
-        let readme = read(&crate::root().join("README.md")).unwrap();
+        let readme = read(&crate::root().join(GUIDE)).unwrap();
         let blocks = tour_blocks(&readme).unwrap();
         assert!(blocks.iter().any(Block::calls_a_model));
         assert!(blocks.iter().any(Block::uses_postgres));
@@ -624,7 +619,7 @@ mod tests {
 
     #[test]
     fn every_claim_names_a_command_of_the_readme() {
-        let readme = read(&crate::root().join("README.md")).unwrap();
+        let readme = read(&crate::root().join(GUIDE)).unwrap();
         let blocks = tour_blocks(&readme).unwrap();
         assert_eq!(unmatched_claims(&blocks), Vec::<&str>::new());
         let reworded = Block {
@@ -649,7 +644,7 @@ mod tests {
     #[test]
     fn every_file_the_tour_writes_is_ignored_by_git() {
         let root = crate::root();
-        let blocks = tour_blocks(&read(&root.join("README.md")).unwrap()).unwrap();
+        let blocks = tour_blocks(&read(&root.join(GUIDE)).unwrap()).unwrap();
         let ignored = read(&root.join(".gitignore")).unwrap();
         let ignored: Vec<&str> = ignored.lines().map(str::trim).collect();
         let written: Vec<String> = blocks
@@ -667,15 +662,18 @@ mod tests {
         }
     }
 
-    /// A command of the README that writes into a folder (`> DIR/FILE`)
-    /// creates the folder first on the same line (`mkdir -p DIR && ...`),
-    /// so pasting it on a fresh machine works: the completions line did not.
+    /// A command of the README or the guide that writes into a folder
+    /// (`> DIR/FILE`) creates the folder first on the same line (`mkdir -p
+    /// DIR && ...`), so pasting it on a fresh machine works: the README's
+    /// completions line did not.
     #[test]
     fn every_redirect_of_the_readme_into_a_folder_creates_it() {
-        let readme = read(&crate::root().join("README.md")).unwrap();
+        let text = ["README.md", GUIDE]
+            .map(|f| read(&crate::root().join(f)).unwrap())
+            .join("\n");
         let mut in_code = false;
         let mut redirects = 0;
-        for line in readme.lines() {
+        for line in text.lines() {
             if line.trim_start().starts_with("```") {
                 in_code = !in_code;
                 continue;
@@ -694,7 +692,7 @@ mod tests {
             redirects += 1;
             assert!(
                 code.contains(&format!("mkdir -p {dir} ")),
-                "README: `{line}` writes into {dir} without `mkdir -p {dir}` first"
+                "`{line}` writes into {dir} without `mkdir -p {dir}` first"
             );
         }
         assert!(
@@ -747,7 +745,7 @@ exit {ctx_exits}
         // A bare `wait` returns 0 whatever its jobs did.
         assert!(block_passes(&["ctx a &", "ctx b", "wait"], "", 0));
         assert!(!block_passes(&["ctx a &", "wait"], "", 2));
-        // Waited for at the block's end when the README has no `wait`.
+        // Waited for at the block's end when the guide has no `wait`.
         assert!(!block_passes(&["ctx a &"], "", 1));
     }
 
