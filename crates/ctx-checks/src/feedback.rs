@@ -118,9 +118,10 @@ fn assemble(items: &[String], listed: usize, counter: &dyn TokenCounter) -> Feed
     }
     let rest = items.len() - listed;
     if rest > 0 {
-        let s = if rest == 1 { "" } else { "s" };
         let more = if listed > 0 { " more" } else { "" };
-        text.push_str(&format!("- {rest}{more} check{s} failed\n"));
+        let checks = ctx_model::display::count(rest, "check", "checks");
+        let checks = checks.replacen(' ', &format!("{more} "), 1);
+        text.push_str(&format!("- {checks} failed\n"));
     }
     text.push('\n');
     text.push_str(CLOSING);

@@ -495,6 +495,19 @@ fn items_a_longer_list_left_are_kept_but_not_the_runs() {
         "{}",
         show.stdout
     );
+    // Counted as every output of the run counts it, by the same rule.
+    assert_eq!(
+        show.json()["map"],
+        serde_json::json!({"items": 1, "completed": 1, "failed": 0}),
+        "{}",
+        show.stdout
+    );
+    let text = dir.run(&["runs", "show", &id, "--root", "runs", "--task", "scan"]);
+    assert!(
+        text.stdout.contains("## Items\n\n1 item: 1 completed, 0 failed\n\nTASK"),
+        "{}",
+        text.stdout
+    );
     // The resume listing counts `scan[0]` as the run's and names
     // `scan[1]` as stored, kept and ignored.
     let command = engine(&dir, "-", "-");

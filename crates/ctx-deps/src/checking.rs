@@ -240,11 +240,10 @@ pub(crate) fn failure_message(results: &[CheckResult], attempts: u32) -> String 
         .filter(|r| !r.passed)
         .map(|r| format!("{}: {}", r.kind, r.message.replace('\n', " ")))
         .collect();
-    let s = if attempts == 1 { "" } else { "s" };
     format!(
-        "failed {} check{} after {attempts} attempt{s}: {}",
-        failed.len(),
-        if failed.len() == 1 { "" } else { "s" },
+        "failed {} after {}: {}",
+        ctx_model::display::count(failed.len(), "check", "checks"),
+        ctx_model::display::count(attempts, "attempt", "attempts"),
         failed.join("; ")
     )
 }

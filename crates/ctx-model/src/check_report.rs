@@ -118,15 +118,13 @@ impl PlanCounts {
 
 impl fmt::Display for PlanCounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let plural = |n: usize, word: &str, words: &str| {
-            format!("{n} {}", if n == 1 { word } else { words })
-        };
+        use crate::display::count;
         write!(
             f,
             "{}, {}, {}",
-            plural(self.tasks, "task", "tasks"),
-            plural(self.entities, "entity", "entities"),
-            plural(self.dependencies, "dependency", "dependencies")
+            count(self.tasks, "task", "tasks"),
+            count(self.entities, "entity", "entities"),
+            count(self.dependencies, "dependency", "dependencies")
         )
     }
 }

@@ -68,9 +68,9 @@ impl InvalidPlan {
     pub fn report(&self, note: Option<&str>) -> String {
         let n = self.problems.len();
         let mut message = format!(
-            "{}: invalid plan ({n} problem{}{})",
+            "{}: invalid plan ({}{})",
             self.origin,
-            if n == 1 { "" } else { "s" },
+            crate::display::count(n, "problem", "problems"),
             note.map_or_else(String::new, |note| format!("; {note}"))
         );
         for line in self.lines() {

@@ -146,14 +146,7 @@ pub enum EstimateError {
     Graph(#[from] GraphError),
 }
 
-/// `1 task`, `4 tasks`.
-fn tasks(n: usize) -> String {
-    if n == 1 {
-        "1 task".to_string()
-    } else {
-        format!("{n} tasks")
-    }
-}
+use crate::summary_text::tasks;
 
 /// At most ten ids, then how many more.
 pub fn list(ids: &[String]) -> String {

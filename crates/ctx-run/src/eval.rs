@@ -947,9 +947,9 @@ impl EvalReport {
             if let Some(budget) = self.budget_usd {
                 let skipped: u64 = self.variants.iter().map(|v| v.budget_skipped).sum();
                 out.push_str(&format!(
-                    " of the {} budget; {skipped} task{} skipped by it (not passing)",
+                    " of the {} budget; {} skipped by it (not passing)",
                     ctx_deps::dollars(budget),
-                    if skipped == 1 { "" } else { "s" }
+                    ctx_model::display::count(skipped, "task", "tasks")
                 ));
             }
             out.push('\n');

@@ -60,14 +60,14 @@ impl<'a> EngineDefaults<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BudgetError {
     /// Tasks without `max_tokens`: their completion has no bound.
-    #[error("{} without max_tokens ({}): their cost has no bound", count(.0.len()), list(.0))]
+    #[error("{} without max_tokens ({}): their cost has no bound", crate::summary_text::tasks(.0.len()), list(.0))]
     NoMaxTokens(Vec<String>),
     /// Tasks with a request parameter that leaves their cost without a
     /// bound, each with the parameter (docs/cost.md lists them).
     #[error("{}", unbounded_params(.0))]
     UnboundedParams(Vec<(String, UnboundedParam)>),
     /// Tasks that name no model, so no price bounds them.
-    #[error("{} name{} no model ({}), so no price bounds {}", count(.0.len()), if .0.len() == 1 { "s" } else { "" }, list(.0), if .0.len() == 1 { "it" } else { "them" })]
+    #[error("{} name{} no model ({}), so no price bounds {}", crate::summary_text::tasks(.0.len()), if .0.len() == 1 { "s" } else { "" }, list(.0), if .0.len() == 1 { "it" } else { "them" })]
     NoModel(Vec<String>),
     /// Models no price source knows, and the tasks that use them.
     #[error("price unknown for {} (tasks {})", .models.join(", "), list(.tasks))]
@@ -365,14 +365,6 @@ fn unbounded_params(tasks: &[(String, UnboundedParam)]) -> String {
         text.push(format!("and {} more", tasks.len() - 10));
     }
     text.join("; ")
-}
-
-fn count(n: usize) -> String {
-    if n == 1 {
-        "1 task".into()
-    } else {
-        format!("{n} tasks")
-    }
 }
 
 #[cfg(test)]

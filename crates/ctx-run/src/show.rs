@@ -465,6 +465,9 @@ struct TaskPageJson<'a> {
     claims: Option<i32>,
     prompt_hash: Option<&'a str>,
     result: Option<TaskJson<'a>>,
+    /// A map task's items counted; left out for any other task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    map: Option<MapCounts>,
     /// A map task's items: id and status, in item order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     items: Vec<ItemJson<'a>>,
@@ -524,6 +527,9 @@ pub struct TaskShow {
     claims: Option<i32>,
     /// A map task's items, in item order, with their latest status.
     items: Vec<(String, TaskStatus)>,
+    /// A map task's items counted ([`MapCounts`]); `None` for any other
+    /// task.
+    map: Option<MapCounts>,
 }
 
 impl TaskShow {
@@ -548,15 +554,22 @@ impl TaskShow {
         if latest.is_none() && task.is_none() {
             return Ok(None);
         }
-        let items = match task {
-            Some(t) if t.map.is_some() => take_items(task_id, latest.as_ref(), &mut all)
-                .into_iter()
-                .map(|r| (r.result.task_id, r.result.status))
-                .collect(),
+        let item_records = match task {
+            Some(t) if t.map.is_some() => take_items(task_id, latest.as_ref(), &mut all),
             _ => Vec::new(),
         };
+        // Counted by the one rule every output of a run uses.
+        let map = task.and_then(|t| t.map.as_ref()).and_then(|_| {
+            let results = latest.iter().chain(&item_records).map(|r| &r.result);
+            MapCounts::of_run(results).remove(task_id)
+        });
+        let items = item_records
+            .into_iter()
+            .map(|r| (r.result.task_id, r.result.status))
+            .collect();
         Ok(Some(TaskShow {
             items,
+            map,
             run_id: header.run_id,
             task_id: task_id.to_string(),
             latest,
@@ -586,6 +599,7 @@ impl TaskShow {
             claims: self.claims,
             prompt_hash: self.latest.as_ref().and_then(|r| r.prompt_hash.as_deref()),
             result: self.latest.as_ref().map(|r| TaskJson::of(&r.result)),
+            map: self.map,
             items: self
                 .items
                 .iter()
@@ -596,6 +610,33 @@ impl TaskShow {
                 .collect(),
             history,
         }
+    }
+
+    /// A map task's "Items" section: the counts, then each item and its
+    /// status; empty for any other task.
+    fn items_text(&self) -> String {
+        if self.map.is_none() && self.items.is_empty() {
+            return String::new();
+        }
+        let mut parts = Vec::new();
+        if let Some(map) = &self.map {
+            parts.push(format!(
+                "{}: {} completed, {} failed",
+                ctx_model::display::count(map.items, "item", "items"),
+                map.completed,
+                map.failed
+            ));
+        }
+        if !self.items.is_empty() {
+            let rows: Vec<Vec<String>> = self
+                .items
+                .iter()
+                .map(|(id, status)| vec![printable(id), status.to_string()])
+                .collect();
+            let table = ctx_table::render(&["TASK", "STATUS"], &[false, false], &rows);
+            parts.push(table.trim_end_matches('\n').to_string());
+        }
+        format!("\n\n## Items\n\n{}", parts.join("\n\n"))
     }
 
     /// The text `ctx runs show RUN --task ID` prints: status, model,
@@ -680,16 +721,7 @@ impl TaskShow {
         if !m.checks.is_empty() {
             out.push_str(&checks_text(m));
         }
-        if !self.items.is_empty() {
-            out.push_str("\n\n## Items\n\n");
-            let rows: Vec<Vec<String>> = self
-                .items
-                .iter()
-                .map(|(id, status)| vec![printable(id), status.to_string()])
-                .collect();
-            let table = ctx_table::render(&["TASK", "STATUS"], &[false, false], &rows);
-            out.push_str(table.trim_end_matches('\n'));
-        }
+        out.push_str(&self.items_text());
         out.push_str("\n\n## History\n\n");
         out.push_str(&self.history_table());
         if !m.attempts.is_empty() {

@@ -154,9 +154,8 @@ pub fn summary_text(report: &RunReport) -> String {
             String::new()
         };
         out.push_str(&format!(
-            "\nsummaries: {} call{}{}{tokens}, {} ms\n",
-            totals.calls,
-            if totals.calls == 1 { "" } else { "s" },
+            "\nsummaries: {}{}{tokens}, {} ms\n",
+            ctx_model::display::count(totals.calls, "call", "calls"),
             if notes.is_empty() {
                 String::new()
             } else {
@@ -260,11 +259,7 @@ fn checks_cell(r: &TaskExecutionResult) -> String {
 
 /// `1 task`, `4 tasks`.
 pub fn tasks(n: usize) -> String {
-    if n == 1 {
-        "1 task".to_string()
-    } else {
-        format!("{n} tasks")
-    }
+    ctx_model::display::count(n, "task", "tasks")
 }
 
 #[cfg(test)]

@@ -40,10 +40,6 @@ pub struct Args {
     pub format: Format,
 }
 
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
 /// Writes `report` as text lines (placeholders, findings, summary).
 pub fn print_findings(report: &LintReport, out: &mut dyn Write) {
     let path = &report.path;
@@ -73,8 +69,8 @@ fn print_report(report: &LintReport, out: &mut dyn Write) {
     let _ = writeln!(
         out,
         "{path}: {}, {}",
-        plural(report.placeholders.len(), "placeholder", "placeholders"),
-        plural(report.findings.len(), "finding", "findings")
+        ctx_model::display::count(report.placeholders.len(), "placeholder", "placeholders"),
+        ctx_model::display::count(report.findings.len(), "finding", "findings")
     );
 }
 

@@ -169,9 +169,8 @@ fn located(e: EstimateError, origin: &str) -> CliError {
         }
         EstimateError::OverCap(lines) => {
             let mut message = format!(
-                "{origin}: {} task{} cannot be assembled under the prompt cap; `ctx run` would fail {} before calling a model",
-                lines.len(),
-                if lines.len() == 1 { "" } else { "s" },
+                "{origin}: {} cannot be assembled under the prompt cap; `ctx run` would fail {} before calling a model",
+                ctx_model::display::count(lines.len(), "task", "tasks"),
                 if lines.len() == 1 { "it" } else { "them" }
             );
             for line in lines {

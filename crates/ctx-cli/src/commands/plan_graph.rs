@@ -83,8 +83,7 @@ fn short(description: &str, max: usize) -> String {
 fn priority(graph: &PlanGraph, i: usize) -> String {
     let n = graph.remaining_path(i);
     match graph.weighting() {
-        ctx_deps::Weighting::TaskCount if n == 1 => "1 task".to_string(),
-        ctx_deps::Weighting::TaskCount => format!("{n} tasks"),
+        ctx_deps::Weighting::TaskCount => ctx_model::display::count(n, "task", "tasks"),
         ctx_deps::Weighting::EstimatedMs => format!("{n} ms"),
     }
 }
