@@ -504,7 +504,8 @@ fn items_a_longer_list_left_are_kept_but_not_the_runs() {
     );
     let text = dir.run(&["runs", "show", &id, "--root", "runs", "--task", "scan"]);
     assert!(
-        text.stdout.contains("## Items\n\n1 item: 1 completed, 0 failed\n\nTASK"),
+        text.stdout
+            .contains("## Items\n\n1 item: 1 completed, 0 failed\n\nTASK"),
         "{}",
         text.stdout
     );

@@ -738,7 +738,7 @@ impl InferenceEngine for OpenAiEngine {
             push("seed", n.to_string());
         }
         if let Some(s) = &d.system {
-            let hash = sha256_hex(s.as_bytes());
+            let hash = ctx_model::digest::sha256_hex(s.as_bytes());
             push("system", format!("sha256:{}", &hash[..12]));
         }
         label
@@ -781,15 +781,6 @@ fn label_value(s: &str) -> String {
     } else {
         format!("{s:?}")
     }
-}
-
-/// Lower-case hex SHA-256.
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Whether a failure is the server refusing `response_format`: a 4xx whose

@@ -81,6 +81,7 @@ pub mod billing;
 #[cfg(feature = "parse")]
 pub mod check_report;
 pub mod checks;
+pub mod digest;
 pub mod display;
 pub mod graph;
 mod layout;

@@ -38,14 +38,13 @@
 use std::sync::Arc;
 
 use ctx_model::{Plan, TaskExecutionResult};
-use sha2::{Digest, Sha256};
 use tokio_postgres::Client;
 
 use crate::PgStore;
 use crate::claims::Claim;
 use crate::connection::PgError;
 use crate::error::Result;
-use crate::runs::{NOTIFY_READY, hex};
+use crate::runs::NOTIFY_READY;
 
 /// One item of an expansion, as the store registers it.
 #[derive(Debug, Clone)]
@@ -182,7 +181,7 @@ impl PgStore {
         let args = ExpandArgs {
             claim: claim.clone(),
             base_hash: expansion.base_hash.to_string(),
-            plan_hash: hex(&Sha256::digest(plan_json.as_bytes())),
+            plan_hash: ctx_store::sha256_hex(plan_json.as_bytes()),
             task_count: i32::try_from(expansion.plan.sub_tasks.len()).unwrap_or(i32::MAX),
             plan_json,
             rows,

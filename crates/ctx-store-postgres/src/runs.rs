@@ -6,7 +6,6 @@ use std::sync::Arc;
 use ctx_model::Plan;
 use ctx_model::money::Usd;
 use ctx_store::RunInputs;
-use sha2::{Digest, Sha256};
 
 use crate::PgStore;
 use crate::error::{Error, Result};
@@ -216,7 +215,7 @@ impl PgStore {
     pub async fn register_run(&self, run: &RegisterRun<'_>) -> Result<String> {
         let plan_json = serde_json::to_string(run.plan)
             .map_err(|e| self.shared.corrupt("(new)", "the plan".into(), e))?;
-        let plan_hash = hex(&Sha256::digest(plan_json.as_bytes()));
+        let plan_hash = ctx_store::sha256_hex(plan_json.as_bytes());
         let inputs_json = inputs_json(&self.shared, "(new)", run.inputs)?;
         let rows = TaskRows::of(run.plan, run.priorities);
         let engine = run.engine.to_string();
@@ -293,7 +292,7 @@ impl PgStore {
     pub async fn reopen_run(&self, run_id: &str, reopen: &Reopen<'_>) -> Result<u64> {
         let plan_json = serde_json::to_string(reopen.plan)
             .map_err(|e| self.shared.corrupt(run_id, "the plan".into(), e))?;
-        let plan_hash = hex(&Sha256::digest(plan_json.as_bytes()));
+        let plan_hash = ctx_store::sha256_hex(plan_json.as_bytes());
         let inputs_json = inputs_json(&self.shared, run_id, reopen.inputs)?;
         let rows = TaskRows::of(reopen.plan, reopen.priorities);
         let rerun: Vec<String> = reopen.rerun.to_vec();
@@ -526,17 +525,8 @@ impl PgStore {
     pub fn plan_hash(plan: &Plan) -> Option<String> {
         serde_json::to_string(plan)
             .ok()
-            .map(|j| hex(&Sha256::digest(j.as_bytes())))
+            .map(|j| ctx_store::sha256_hex(j.as_bytes()))
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 /// What follows every commit of task `$2` of run `$1`, in a transaction

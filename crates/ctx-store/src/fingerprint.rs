@@ -16,11 +16,9 @@
 //! on disk.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
 use ctx_model::{Params, Plan, SubTask};
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 
 /// The hashed inputs of one task, as recorded with each stored result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,30 +222,9 @@ pub fn canonical_json(v: &Value) -> String {
     sort(v).to_string()
 }
 
-/// Lower-case hex SHA-256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-/// SHA-256 over several fields, each prefixed by its length so that
-/// `("ab", "c")` and `("a", "bc")` differ.
-pub fn sha256_fields(fields: &[&[u8]]) -> String {
-    let mut h = Sha256::new();
-    for f in fields {
-        h.update((f.len() as u64).to_le_bytes());
-        h.update(f);
-    }
-    let mut s = String::with_capacity(64);
-    for b in h.finalize() {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
+/// The one hex digest ([`ctx_model::digest`]), named here too because
+/// every durable store hashes with it.
+pub use ctx_model::digest::{sha256_fields, sha256_hex};
 
 #[cfg(test)]
 mod tests {
