@@ -258,36 +258,7 @@ fn compile_one(
         Rule::MaxWords { limit } => Test::MaxWords(*limit),
         Rule::MaxChars { limit } => Test::MaxChars(*limit),
         Rule::Json => Test::Json,
-        Rule::JsonSchema { schema } => {
-            let (schema, path) = match schema {
-                SchemaSource::Inline(value) => (value.clone(), None),
-                SchemaSource::Path(relative) => {
-                    let path = base_dir.join(relative);
-                    let text = read_capped(&path).map_err(|source| CompileError::SchemaRead {
-                        index,
-                        path: path.clone(),
-                        source,
-                    })?;
-                    let value = serde_json::from_str(&text).map_err(|source| {
-                        CompileError::SchemaParse {
-                            index,
-                            path: path.clone(),
-                            source,
-                        }
-                    })?;
-                    (value, Some(path))
-                }
-            };
-            let validator = build_validator(&schema).map_err(|source| CompileError::Schema {
-                index,
-                path,
-                source: Box::new(source),
-            })?;
-            Test::JsonSchema {
-                schema,
-                validator: Box::new(validator),
-            }
-        }
+        Rule::JsonSchema { schema } => compile_schema(index, schema, base_dir)?,
         Rule::Entities => Test::Entities,
         Rule::Judge(judge) => Test::Judge {
             rubric: judge.rubric.clone(),
@@ -299,6 +270,43 @@ fn compile_one(
         kind: check.kind(),
         message: check.message.clone(),
         test,
+    })
+}
+
+/// The test of check number `index`, a `json_schema` check: its schema
+/// inline, or read from its file relative to `base_dir` (capped in size),
+/// and compiled once.
+fn compile_schema(
+    index: usize,
+    schema: &SchemaSource,
+    base_dir: &Path,
+) -> Result<Test, CompileError> {
+    let (schema, path) = match schema {
+        SchemaSource::Inline(value) => (value.clone(), None),
+        SchemaSource::Path(relative) => {
+            let path = base_dir.join(relative);
+            let text = read_capped(&path).map_err(|source| CompileError::SchemaRead {
+                index,
+                path: path.clone(),
+                source,
+            })?;
+            let value =
+                serde_json::from_str(&text).map_err(|source| CompileError::SchemaParse {
+                    index,
+                    path: path.clone(),
+                    source,
+                })?;
+            (value, Some(path))
+        }
+    };
+    let validator = build_validator(&schema).map_err(|source| CompileError::Schema {
+        index,
+        path,
+        source: Box::new(source),
+    })?;
+    Ok(Test::JsonSchema {
+        schema,
+        validator: Box::new(validator),
     })
 }
 

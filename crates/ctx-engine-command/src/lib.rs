@@ -103,33 +103,11 @@ impl CommandEngine {
         &self.command
     }
 
+    /// Runs the command once for `request`: the prompt on stdin, the
+    /// output from stdout (bounded by `max_output_bytes`), and the tail of
+    /// stderr kept for the message when it fails.
     async fn run_once(&self, request: &InferenceRequest) -> Result<String, Failure> {
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(&self.command)
-            .env("CTX_TASK_ID", &request.task_id)
-            .env(
-                "CTX_MODEL",
-                request.params.model.as_deref().unwrap_or_default(),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(n) = request.params.max_tokens {
-            cmd.env("CTX_MAX_TOKENS", n.to_string());
-        }
-        if let RequestPurpose::Summary { dependent } = &request.purpose {
-            cmd.env("CTX_SUMMARY", "1");
-            if let Some(d) = dependent {
-                cmd.env("CTX_SUMMARY_FOR", d);
-            }
-        }
-        if request.purpose == RequestPurpose::Judge {
-            cmd.env("CTX_JUDGE", "1");
-        }
-        #[cfg(unix)]
-        cmd.process_group(0);
+        let mut cmd = self.command_for(request);
         let mut child = cmd.spawn().map_err(|e| {
             (
                 CallOutcome::SpawnError,
@@ -174,30 +152,70 @@ impl CommandEngine {
         if status.success() {
             return Ok(String::from_utf8_lossy(&out).into_owned());
         }
-        let tail = stderr_tail(&err);
-        let (outcome, what) = match status.code() {
-            Some(code) => (
-                CallOutcome::Exit(code),
-                format!("command exited with status {code}"),
-            ),
-            None => {
-                #[cfg(unix)]
-                let sig = std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0);
-                #[cfg(not(unix))]
-                let sig = 0;
-                (
-                    CallOutcome::Signal(sig),
-                    format!("command killed by signal {sig}"),
-                )
-            }
-        };
-        let message = if tail.is_empty() {
-            format!("{what} (stderr was empty)")
-        } else {
-            format!("{what}; stderr:\n{tail}")
-        };
-        Err((outcome, message))
+        Err(exit_failure(status, &err))
     }
+
+    /// `sh -c COMMAND` with the request in its environment (`CTX_TASK_ID`,
+    /// `CTX_MODEL`, `CTX_MAX_TOKENS`, and `CTX_SUMMARY`, `CTX_SUMMARY_FOR`
+    /// or `CTX_JUDGE` for what the call is for), its stdio piped, and in a
+    /// process group of its own, so that a call dropped kills all of it.
+    fn command_for(&self, request: &InferenceRequest) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(&self.command)
+            .env("CTX_TASK_ID", &request.task_id)
+            .env(
+                "CTX_MODEL",
+                request.params.model.as_deref().unwrap_or_default(),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(n) = request.params.max_tokens {
+            cmd.env("CTX_MAX_TOKENS", n.to_string());
+        }
+        if let RequestPurpose::Summary { dependent } = &request.purpose {
+            cmd.env("CTX_SUMMARY", "1");
+            if let Some(d) = dependent {
+                cmd.env("CTX_SUMMARY_FOR", d);
+            }
+        }
+        if request.purpose == RequestPurpose::Judge {
+            cmd.env("CTX_JUDGE", "1");
+        }
+        #[cfg(unix)]
+        cmd.process_group(0);
+        cmd
+    }
+}
+
+/// The failure of a command that ended with `status` other than success:
+/// its exit code or signal, and the tail of its stderr (`err`).
+fn exit_failure(status: std::process::ExitStatus, err: &[u8]) -> Failure {
+    let tail = stderr_tail(err);
+    let (outcome, what) = match status.code() {
+        Some(code) => (
+            CallOutcome::Exit(code),
+            format!("command exited with status {code}"),
+        ),
+        None => {
+            #[cfg(unix)]
+            let sig = std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0);
+            #[cfg(not(unix))]
+            let sig = 0;
+            (
+                CallOutcome::Signal(sig),
+                format!("command killed by signal {sig}"),
+            )
+        }
+    };
+    let message = if tail.is_empty() {
+        format!("{what} (stderr was empty)")
+    } else {
+        format!("{what}; stderr:\n{tail}")
+    };
+    (outcome, message)
 }
 
 /// Reads `reader` to its end, failing as soon as more than `limit` bytes

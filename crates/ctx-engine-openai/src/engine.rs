@@ -13,7 +13,9 @@ use ctx_model::{Attempt, CallOutcome, Params};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Client, Response, Url};
 
-use crate::config::{ConfigError, OpenAiConfig, StructuredOutput, display_url, endpoint};
+use crate::config::{
+    ConfigError, OpenAiConfig, RequestDefaults, StructuredOutput, display_url, endpoint,
+};
 use crate::pacing::Pacer;
 use crate::retry::{self, ApiErrorInfo, snippet};
 use crate::sse::SseParser;
@@ -246,52 +248,12 @@ impl OpenAiEngine {
                 request.task_id
             )));
         };
-        let defaults = &self.config.defaults;
-        let mut body = wire::request_body(
-            &request.prompt,
-            model,
-            &request.params,
-            defaults,
-            self.config.stream,
-            request.cache_breakpoints.as_ref(),
-        );
-        if let (Some(schema), Some(map)) = (schema, body.as_object_mut()) {
-            map.insert("response_format".into(), wire::response_format(schema));
-        }
-        let body = serde_json::to_vec(&body).map_err(|e| {
-            EngineError::new(format!(
-                "task `{}`: cannot encode the request: {e}",
-                request.task_id
-            ))
-        })?;
-        // The same cap the body carries (`request_body` asks `completion_cap`
-        // too), so `--tpm` reserves what the server may really generate.
-        let cap = wire::completion_cap(&request.params, defaults).and_then(|c| c.tokens());
-        let cost = (request.prompt_tokens as u64).saturating_add(cap.unwrap_or(0));
-        // A partial `usage` is read at the worst case this request allows.
-        let bounds = wire::RequestBounds {
-            prompt_tokens: request.prompt_tokens as u64,
-            completion_tokens: request.params.completion_bound(defaults.max_tokens).ok(),
-        };
-        // With `n` or `best_of` above 1 the server bills completions ctx
-        // never sees (it keeps the first choice): each may use the whole cap.
-        let unseen_completion = request
-            .params
-            .choices()
-            .ok()
-            .filter(|&n| n > 1)
-            .map(|n| cap.unwrap_or(0).saturating_mul(n - 1));
+        let body = self.encode_request(request, model, schema)?;
+        let tokens = CallTokens::of(request, &self.config.defaults);
         let max = self.config.retry.max_attempts;
         let mut attempts: Vec<Attempt> = Vec::new();
         for number in used.saturating_add(1)..=max {
-            let wait = self.pacer.reserve(cost);
-            if !wait.is_zero() {
-                self.emit(EngineEvent::Paced {
-                    task_id: request.task_id.clone(),
-                    wait,
-                });
-                tokio::time::sleep(wait).await;
-            }
+            self.pace(&request.task_id, tokens.reserved).await;
             let started = Instant::now();
             let result = self
                 .attempt(
@@ -304,22 +266,8 @@ impl OpenAiEngine {
             let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             match result {
                 Ok(completion) => {
-                    let usage = wire::usage_to_record(
-                        completion.usage,
-                        bounds,
-                        completion.output.len() as u64,
-                        unseen_completion,
-                    );
                     attempts.push(Attempt::ok(number, duration_ms));
-                    record_response_on_span(&completion, started);
-                    return Ok(InferenceResponse {
-                        output: completion.output,
-                        model: completion.model.or_else(|| Some(model.to_string())),
-                        usage,
-                        finish_reason: completion.finish_reason.map(ctx_engine::FinishReason::from),
-                        attempts,
-                        cached: false,
-                    });
+                    return Ok(tokens.response(completion, model, attempts, started));
                 }
                 Err(failure) => {
                     let message = self.redact(&failure.message);
@@ -362,6 +310,47 @@ impl OpenAiEngine {
             message: "no attempt was made".into(),
             attempts,
         })
+    }
+
+    /// The request's JSON body: the prompt, the model and the task's
+    /// parameters over the engine's defaults, and `response_format` when
+    /// `schema` is given.
+    fn encode_request(
+        &self,
+        request: &InferenceRequest,
+        model: &str,
+        schema: Option<&serde_json::Value>,
+    ) -> Result<Vec<u8>, EngineError> {
+        let mut body = wire::request_body(
+            &request.prompt,
+            model,
+            &request.params,
+            &self.config.defaults,
+            self.config.stream,
+            request.cache_breakpoints.as_ref(),
+        );
+        if let (Some(schema), Some(map)) = (schema, body.as_object_mut()) {
+            map.insert("response_format".into(), wire::response_format(schema));
+        }
+        serde_json::to_vec(&body).map_err(|e| {
+            EngineError::new(format!(
+                "task `{}`: cannot encode the request: {e}",
+                request.task_id
+            ))
+        })
+    }
+
+    /// Waits until the pacer has room for `tokens` (`--rpm`, `--tpm`),
+    /// saying so when it has to wait.
+    async fn pace(&self, task_id: &str, tokens: u64) {
+        let wait = self.pacer.reserve(tokens);
+        if !wait.is_zero() {
+            self.emit(EngineEvent::Paced {
+                task_id: task_id.to_string(),
+                wait,
+            });
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// One HTTP exchange, its output bounded by `max_output` bytes.
@@ -612,38 +601,7 @@ impl OpenAiEngine {
                 if event.data.trim().is_empty() {
                     continue;
                 }
-                match acc.push(&event.data) {
-                    Ok(added) => {
-                        if let Some(signal) = first_token {
-                            signal.fire();
-                        }
-                        chars += added;
-                        if acc.completion.output.len() > max_output {
-                            return Err(Failure::fatal(
-                                CallOutcome::OutputTooLarge,
-                                format!(
-                                    "stream from {}: {}; the stream was dropped",
-                                    self.shown,
-                                    output_too_large(max_output)
-                                ),
-                            ));
-                        }
-                    }
-                    Err(BodyError::Api(info)) => {
-                        let retryable = [info.kind.as_deref(), info.code.as_deref()]
-                            .into_iter()
-                            .flatten()
-                            .any(|k| k.contains("server_error") || k.contains("overloaded"));
-                        let message =
-                            format!("error in the stream from {}: {}", self.shown, info.message);
-                        return Err(if retryable {
-                            Failure::retry(CallOutcome::StreamError, message)
-                        } else {
-                            Failure::fatal(CallOutcome::StreamError, message)
-                        });
-                    }
-                    Err(e) => return Err(self.body_failure(e, event.data.as_bytes())),
-                }
+                chars += self.take_event(&mut acc, &event.data, max_output, first_token)?;
             }
             if chars > before {
                 self.emit(EngineEvent::Streaming {
@@ -670,6 +628,55 @@ impl OpenAiEngine {
         Ok(acc.completion)
     }
 
+    /// Adds one event of the stream to the completion, and returns the
+    /// characters it added. The first event that parses fires
+    /// `first_token`; an output past `max_output` bytes fails the attempt
+    /// (the stream is dropped), as does an error the server sends in the
+    /// stream.
+    fn take_event(
+        &self,
+        acc: &mut StreamAccumulator,
+        data: &str,
+        max_output: usize,
+        first_token: Option<&FirstToken>,
+    ) -> Result<usize, Failure> {
+        match acc.push(data) {
+            Ok(added) => {
+                if let Some(signal) = first_token {
+                    signal.fire();
+                }
+                if acc.completion.output.len() > max_output {
+                    return Err(Failure::fatal(
+                        CallOutcome::OutputTooLarge,
+                        format!(
+                            "stream from {}: {}; the stream was dropped",
+                            self.shown,
+                            output_too_large(max_output)
+                        ),
+                    ));
+                }
+                Ok(added)
+            }
+            Err(BodyError::Api(info)) => Err(self.stream_error(&info)),
+            Err(e) => Err(self.body_failure(e, data.as_bytes())),
+        }
+    }
+
+    /// An error the server sent inside the stream: retried when it says
+    /// the server failed or is overloaded, else final.
+    fn stream_error(&self, info: &ApiErrorInfo) -> Failure {
+        let retryable = [info.kind.as_deref(), info.code.as_deref()]
+            .into_iter()
+            .flatten()
+            .any(|k| k.contains("server_error") || k.contains("overloaded"));
+        let message = format!("error in the stream from {}: {}", self.shown, info.message);
+        if retryable {
+            Failure::retry(CallOutcome::StreamError, message)
+        } else {
+            Failure::fatal(CallOutcome::StreamError, message)
+        }
+    }
+
     fn transport_failure(&self, error: &reqwest::Error) -> Failure {
         let chain = error_chain(error);
         if error.is_connect() {
@@ -692,6 +699,66 @@ impl OpenAiEngine {
                 CallOutcome::Network,
                 format!("request to {} failed: {chain}", self.shown),
             )
+        }
+    }
+}
+
+/// The tokens one call may use: what the pacer reserves for each attempt,
+/// and the bounds a server's `usage` is read within.
+struct CallTokens {
+    /// The prompt plus the completion cap.
+    reserved: u64,
+    /// A partial `usage` is read at the worst case this request allows.
+    bounds: wire::RequestBounds,
+    /// With `n` or `best_of` above 1 the server bills completions ctx
+    /// never sees (it keeps the first choice): each may use the whole cap.
+    unseen_completion: Option<u64>,
+}
+
+impl CallTokens {
+    fn of(request: &InferenceRequest, defaults: &RequestDefaults) -> CallTokens {
+        // The same cap the body carries (`request_body` asks `completion_cap`
+        // too), so `--tpm` reserves what the server may really generate.
+        let cap = wire::completion_cap(&request.params, defaults).and_then(|c| c.tokens());
+        CallTokens {
+            reserved: (request.prompt_tokens as u64).saturating_add(cap.unwrap_or(0)),
+            bounds: wire::RequestBounds {
+                prompt_tokens: request.prompt_tokens as u64,
+                completion_tokens: request.params.completion_bound(defaults.max_tokens).ok(),
+            },
+            unseen_completion: request
+                .params
+                .choices()
+                .ok()
+                .filter(|&n| n > 1)
+                .map(|n| cap.unwrap_or(0).saturating_mul(n - 1)),
+        }
+    }
+
+    /// The response of the attempt that succeeded (sent at `started`), its
+    /// usage read within these bounds, the model named by `model` when the
+    /// server named none.
+    fn response(
+        &self,
+        completion: Completion,
+        model: &str,
+        attempts: Vec<Attempt>,
+        started: Instant,
+    ) -> InferenceResponse {
+        let usage = wire::usage_to_record(
+            completion.usage,
+            self.bounds,
+            completion.output.len() as u64,
+            self.unseen_completion,
+        );
+        record_response_on_span(&completion, started);
+        InferenceResponse {
+            output: completion.output,
+            model: completion.model.or_else(|| Some(model.to_string())),
+            usage,
+            finish_reason: completion.finish_reason.map(ctx_engine::FinishReason::from),
+            attempts,
+            cached: false,
         }
     }
 }

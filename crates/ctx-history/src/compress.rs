@@ -221,51 +221,57 @@ fn prose_cuts(text: &str, span: Range<usize>, cuts: &mut Vec<usize>) {
             b'[' if !in_code => bracket += 1,
             b']' if !in_code => bracket = bracket.saturating_sub(1),
             b'.' | b'!' | b'?' if !in_code && bracket == 0 => {
-                // Swallow further terminators and closers: they are not
-                // read again (a swallowed `]` closes no bracket).
-                let dot = i;
-                let mut end = i + 1;
-                while let Some(d) = s.get(end..).and_then(|r| r.chars().next()) {
-                    if matches!(
-                        d,
-                        '.' | '!'
-                            | '?'
-                            | ')'
-                            | '"'
-                            | '\''
-                            | '\u{201d}'
-                            | '\u{2019}'
-                            | '*'
-                            | '_'
-                            | ']'
-                    ) {
-                        end += d.len_utf8();
-                    } else {
-                        break;
-                    }
-                }
+                let end = terminators_end(s, i + 1);
+                let ends = ends_sentence(s, line_start, i, end);
                 i = end;
-                let after = s.get(end..).unwrap_or("");
-                let Some(first_after) = after.chars().next() else {
-                    continue;
-                };
-                if !first_after.is_whitespace() {
-                    continue;
+                if ends {
+                    cuts.push(base + end);
                 }
-                let next_char = after.trim_start().chars().next();
-                if next_char.is_none_or(|n| n.is_lowercase()) {
-                    continue;
-                }
-                if c == b'.' && is_abbreviation(s.get(line_start..dot).unwrap_or(""), bytes, dot) {
-                    continue;
-                }
-                cuts.push(base + end);
                 continue;
             }
             _ => {}
         }
         i += 1;
     }
+}
+
+/// Where the run of sentence terminators and closers starting at `from`
+/// in `s` ends. They are swallowed: [`prose_cuts`] does not read them
+/// again (a swallowed `]` closes no bracket).
+fn terminators_end(s: &str, from: usize) -> usize {
+    let mut end = from;
+    while let Some(d) = s.get(end..).and_then(|r| r.chars().next()) {
+        if matches!(
+            d,
+            '.' | '!' | '?' | ')' | '"' | '\'' | '\u{201d}' | '\u{2019}' | '*' | '_' | ']'
+        ) {
+            end += d.len_utf8();
+        } else {
+            break;
+        }
+    }
+    end
+}
+
+/// Whether the terminator at `dot` in `s`, its run ending at `end`, ends
+/// a sentence: whitespace follows, then an upper-case letter or the like
+/// (not a lower-case one, nor the end of the span), and a dot does not
+/// end an abbreviation of the line that starts at `line_start`.
+fn ends_sentence(s: &str, line_start: usize, dot: usize, end: usize) -> bool {
+    let after = s.get(end..).unwrap_or("");
+    let Some(first_after) = after.chars().next() else {
+        return false;
+    };
+    if !first_after.is_whitespace() {
+        return false;
+    }
+    let next_char = after.trim_start().chars().next();
+    if next_char.is_none_or(|n| n.is_lowercase()) {
+        return false;
+    }
+    let bytes = s.as_bytes();
+    let is_dot = bytes.get(dot) == Some(&b'.');
+    !(is_dot && is_abbreviation(s.get(line_start..dot).unwrap_or(""), bytes, dot))
 }
 
 /// Whether the word ending right before the dot at `dot` is an
@@ -309,113 +315,10 @@ impl Compressible {
     pub fn new(parts: &[&str]) -> Compressible {
         let mut units: Vec<(Unit, usize)> = Vec::new();
         for (section, part) in parts.iter().enumerate() {
-            // Most sections hold no carriage return: no copy for them.
-            let normalized = if part.contains('\r') {
-                std::borrow::Cow::Owned(part.replace("\r\n", "\n").replace('\r', "\n"))
-            } else {
-                std::borrow::Cow::Borrowed(*part)
-            };
-            let body = normalized.trim_end();
-            // Sections after the first start on a fresh paragraph.
-            let text = if section == 0 {
-                body.to_string()
-            } else {
-                format!("\n\n{body}")
-            };
-            let (blocks, heads) = blocks_and_headings(&text);
-            let mut cuts = vec![0, text.len()];
-            let mut pos = 0;
-            for (b, _) in &blocks {
-                if b.start > pos {
-                    prose_cuts(&text, pos..b.start, &mut cuts);
-                }
-                let before = text.get(..b.start).map_or(b.start, |p| p.trim_end().len());
-                cuts.push(before);
-                // End the block before its final line break, so what
-                // follows starts on a new line of its own.
-                let end = if b.end > b.start && text.as_bytes().get(b.end - 1) == Some(&b'\n') {
-                    b.end - 1
-                } else {
-                    b.end
-                };
-                cuts.push(end);
-                pos = b.end;
-            }
-            if pos < text.len() {
-                prose_cuts(&text, pos..text.len(), &mut cuts);
-            }
-            for h in &heads {
-                // Headings end a unit; what follows them joins them.
-                let before = text.get(..h.start).map_or(h.start, |p| p.trim_end().len());
-                cuts.push(before);
-            }
-            cuts.sort_unstable();
-            cuts.dedup();
-            let mut section_units: Vec<Unit> = Vec::new();
-            let mut pending = String::new();
-            for w in cuts.windows(2) {
-                let (a, b) = (w[0], w[1]);
-                let Some(piece) = text.get(a..b) else {
-                    continue;
-                };
-                pending.push_str(piece);
-                let trimmed = pending.trim();
-                if trimmed.is_empty() {
-                    continue;
-                }
-                // A unit that is only a heading waits for what follows it.
-                let only_heading = heads
-                    .iter()
-                    .any(|h| text.get(h.clone()).is_some_and(|ht| ht.trim() == trimmed));
-                if only_heading && b < text.len() {
-                    continue;
-                }
-                let mut overlapping = blocks.iter().filter(|(r, _)| r.start < b && a < r.end);
-                let first = overlapping.next();
-                let cuttable = first.is_none_or(|(_, c)| *c) && overlapping.all(|(_, c)| *c);
-                section_units.push(Unit {
-                    words: count_words(&pending),
-                    kind: if first.is_some() {
-                        Kind::Block
-                    } else {
-                        Kind::Sentence
-                    },
-                    cuttable,
-                    text: std::mem::take(&mut pending),
-                });
-            }
-            if !pending.trim().is_empty() {
-                section_units.push(Unit {
-                    words: count_words(&pending),
-                    kind: Kind::Sentence,
-                    cuttable: true,
-                    text: std::mem::take(&mut pending),
-                });
-            } else if let Some(last) = section_units.last_mut() {
-                last.text.push_str(&pending);
-            }
-            units.extend(section_units.into_iter().map(|u| (u, section)));
+            let text = section_text(section, part);
+            units.extend(section_units(&text).into_iter().map(|u| (u, section)));
         }
-        // Round-robin rank: (kind, index within section and kind, section).
-        let mut seen: Vec<[usize; 2]> = vec![[0, 0]; parts.len()];
-        let mut keys: Vec<(u8, usize, usize, usize)> = Vec::with_capacity(units.len());
-        for (idx, (u, s)) in units.iter().enumerate() {
-            let k = if u.kind == Kind::Sentence { 0 } else { 1 };
-            let n = seen.get_mut(*s).map(|c| {
-                let v = c[k];
-                c[k] += 1;
-                v
-            });
-            keys.push((k as u8, n.unwrap_or(0), *s, idx));
-        }
-        let mut order: Vec<usize> = (0..units.len()).collect();
-        order.sort_by_key(|&i| keys.get(i).copied());
-        let mut rank = vec![0; units.len()];
-        for (r, &i) in order.iter().enumerate() {
-            if let Some(slot) = rank.get_mut(i) {
-                *slot = r;
-            }
-        }
+        let (order, rank) = round_robin(&units, parts.len());
         let units: Vec<Unit> = units.into_iter().map(|(u, _)| u).collect();
         let first_cut = order.first().and_then(|&i| {
             let u = units.get(i)?;
@@ -434,6 +337,139 @@ impl Compressible {
     pub fn from_body(body: &str, level: u8) -> Compressible {
         Compressible::new(&body_parts(body, level))
     }
+}
+
+/// The text of section number `section`: line ends normalized to LF,
+/// trailing blanks trimmed, and every section after the first starting on
+/// a fresh paragraph.
+fn section_text(section: usize, part: &str) -> String {
+    // Most sections hold no carriage return: no copy for them.
+    let normalized = if part.contains('\r') {
+        std::borrow::Cow::Owned(part.replace("\r\n", "\n").replace('\r', "\n"))
+    } else {
+        std::borrow::Cow::Borrowed(part)
+    };
+    let body = normalized.trim_end();
+    // Sections after the first start on a fresh paragraph.
+    if section == 0 {
+        body.to_string()
+    } else {
+        format!("\n\n{body}")
+    }
+}
+
+/// The cut points of a section's `text`, sorted and unique: its ends,
+/// sentence ends in prose, both ends of each block, and before each
+/// heading.
+fn unit_cuts(text: &str, blocks: &[BlockRange], heads: &[Range<usize>]) -> Vec<usize> {
+    let mut cuts = vec![0, text.len()];
+    let mut pos = 0;
+    for (b, _) in blocks {
+        if b.start > pos {
+            prose_cuts(text, pos..b.start, &mut cuts);
+        }
+        let before = text.get(..b.start).map_or(b.start, |p| p.trim_end().len());
+        cuts.push(before);
+        // End the block before its final line break, so what
+        // follows starts on a new line of its own.
+        let end = if b.end > b.start && text.as_bytes().get(b.end - 1) == Some(&b'\n') {
+            b.end - 1
+        } else {
+            b.end
+        };
+        cuts.push(end);
+        pos = b.end;
+    }
+    if pos < text.len() {
+        prose_cuts(text, pos..text.len(), &mut cuts);
+    }
+    for h in heads {
+        // Headings end a unit; what follows them joins them.
+        let before = text.get(..h.start).map_or(h.start, |p| p.trim_end().len());
+        cuts.push(before);
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
+/// The units of one section's `text`, in document order: the pieces
+/// between its cuts, a blank piece joined to the next, a heading alone
+/// joined to what follows it, and trailing blanks kept on the last unit.
+fn section_units(text: &str) -> Vec<Unit> {
+    let (blocks, heads) = blocks_and_headings(text);
+    let cuts = unit_cuts(text, &blocks, &heads);
+    let mut section_units: Vec<Unit> = Vec::new();
+    let mut pending = String::new();
+    for w in cuts.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let Some(piece) = text.get(a..b) else {
+            continue;
+        };
+        pending.push_str(piece);
+        let trimmed = pending.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        // A unit that is only a heading waits for what follows it.
+        let only_heading = heads
+            .iter()
+            .any(|h| text.get(h.clone()).is_some_and(|ht| ht.trim() == trimmed));
+        if only_heading && b < text.len() {
+            continue;
+        }
+        let mut overlapping = blocks.iter().filter(|(r, _)| r.start < b && a < r.end);
+        let first = overlapping.next();
+        let cuttable = first.is_none_or(|(_, c)| *c) && overlapping.all(|(_, c)| *c);
+        section_units.push(Unit {
+            words: count_words(&pending),
+            kind: if first.is_some() {
+                Kind::Block
+            } else {
+                Kind::Sentence
+            },
+            cuttable,
+            text: std::mem::take(&mut pending),
+        });
+    }
+    if !pending.trim().is_empty() {
+        section_units.push(Unit {
+            words: count_words(&pending),
+            kind: Kind::Sentence,
+            cuttable: true,
+            text: std::mem::take(&mut pending),
+        });
+    } else if let Some(last) = section_units.last_mut() {
+        last.text.push_str(&pending);
+    }
+    section_units
+}
+
+/// The units ranked round-robin, by (kind, index within its section and
+/// kind, section): the first sentence of every section before any
+/// section's second, sentences before blocks. Returns the unit indices
+/// best first, and each unit's rank.
+fn round_robin(units: &[(Unit, usize)], sections: usize) -> (Vec<usize>, Vec<usize>) {
+    let mut seen: Vec<[usize; 2]> = vec![[0, 0]; sections];
+    let mut keys: Vec<(u8, usize, usize, usize)> = Vec::with_capacity(units.len());
+    for (idx, (u, s)) in units.iter().enumerate() {
+        let k = if u.kind == Kind::Sentence { 0 } else { 1 };
+        let n = seen.get_mut(*s).map(|c| {
+            let v = c[k];
+            c[k] += 1;
+            v
+        });
+        keys.push((k as u8, n.unwrap_or(0), *s, idx));
+    }
+    let mut order: Vec<usize> = (0..units.len()).collect();
+    order.sort_by_key(|&i| keys.get(i).copied());
+    let mut rank = vec![0; units.len()];
+    for (r, &i) in order.iter().enumerate() {
+        if let Some(slot) = rank.get_mut(i) {
+            *slot = r;
+        }
+    }
+    (order, rank)
 }
 
 /// A whole body split into the parts [`Compressible::from_body`] builds

@@ -253,13 +253,76 @@ pub fn assemble_digest(
     if !root.is_dir() {
         return Err(HistoryError::MissingContentRoot { path: root.clone() });
     }
+    let Gathered {
+        mut reports,
+        mut prepared,
+        mut warnings,
+    } = gather_sources(config, request)?;
+
+    let fitted = fit(&mut prepared, request, counter);
+
+    let tokens_exact = fitted.exact.is_some() || request.exact_counts;
+    let tokens = match fitted.exact {
+        Some(t) => t,
+        None if request.exact_counts && !fitted.markdown.is_empty() => {
+            counter.count(&fitted.markdown)
+        }
+        None => counter.upper_bound(&fitted.markdown),
+    };
+    report_fitted(
+        &prepared,
+        &mut reports,
+        &mut warnings,
+        counter,
+        tokens_exact,
+    );
+    let words = count_words(&fitted.markdown);
+    Ok(Digest {
+        slack: Slack {
+            words: request.max_words.saturating_sub(words),
+            tokens: request.token_cap.saturating_sub(tokens),
+        },
+        words,
+        tokens,
+        tokens_exact,
+        max_words: request.max_words,
+        token_cap: request.token_cap,
+        tokenizer: counter.name().to_string(),
+        sources: reports,
+        warnings,
+        markdown: fitted.markdown,
+    })
+}
+
+/// The sources as read, before the fit.
+struct Gathered {
+    /// One report per source, in priority order.
+    reports: Vec<SourceReport>,
+    /// The sources found with text, at their word targets.
+    prepared: Vec<Prepared>,
+    /// The warnings so far, in the order they arose.
+    warnings: Vec<Warning>,
+}
+
+/// Locates and reads every source in priority order: a report for each
+/// (missing, refused as a link outside, skipped, or read), and the ones
+/// with text prepared for the fit. When no source file exists at all it
+/// warns, naming the paths looked for: a wrong `--content-root` otherwise
+/// gives an empty digest and no word of why.
+fn gather_sources(
+    config: &HistoryConfig,
+    request: &DigestRequest,
+) -> Result<Gathered, HistoryError> {
+    let root = &request.content_root;
     let scope =
         Scope::new(root, request.follow_symlinks)?.with_max_file_bytes(request.max_file_bytes);
-    let mut warnings = Vec::new();
+    let mut gathered = Gathered {
+        reports: Vec::new(),
+        prepared: Vec::new(),
+        warnings: Vec::new(),
+    };
     // Whether any source file exists (read or refused as a link outside).
     let mut found_any = false;
-    let mut reports = Vec::new();
-    let mut prepared: Vec<Prepared> = Vec::new();
     for source in config.sources_by_priority() {
         let located = locate(
             source,
@@ -267,7 +330,7 @@ pub fn assemble_digest(
             &scope,
             request.date,
             request.previous_summary.as_deref(),
-            &mut warnings,
+            &mut gathered.warnings,
         )?;
         let mut report = SourceReport {
             key: source.key.clone(),
@@ -295,57 +358,23 @@ pub fn assemble_digest(
             Located::Found(p) => {
                 found_any = true;
                 report.path = Some(display_path(root, &p));
-                let extracted = extract(
+                let found = Found {
                     source,
-                    &p,
-                    config.heading_level,
-                    request.rewrite,
-                    request.max_file_bytes,
-                );
-                let (body, found, note) = match extracted {
-                    Err(HistoryError::TooLarge { path, limit }) => {
-                        // Skipped, as a file too large to list is in
-                        // discovery: the rest of the digest stands.
-                        warnings.push(Warning::FileTooLarge {
-                            bytes: std::fs::metadata(&path).map_or(0, |m| m.len()),
-                            path: path.display().to_string(),
-                            limit,
-                        });
-                        report.status = SourceStatus::Dropped;
-                        report.note = Some(format!("larger than {limit} bytes; skipped"));
-                        reports.push(report);
-                        continue;
-                    }
-                    other => other?,
+                    path: &p,
+                    index: gathered.reports.len(),
                 };
-                report.sections = found;
-                report.note = note;
-                report.extracted_words = body.words(body.len());
-                report.extracted_bytes = body.render(body.len()).len();
-                if body.is_empty() {
-                    report.status = SourceStatus::Dropped;
-                    report.note = Some("no text".into());
-                } else {
-                    let level = body.level_for_words(source.target_words);
-                    prepared.push(Prepared {
-                        index: reports.len(),
-                        header: format!("### {}\n\n", source.label.trim()),
-                        floor: source.floor_words,
-                        body,
-                        level: Some(level),
-                        extra: Vec::new(),
-                        level_target: level,
-                        cache: Vec::new(),
-                        cut_cache: Vec::new(),
-                    });
+                if let Some(prepared) =
+                    read_found(config, request, &found, &mut report, &mut gathered.warnings)?
+                {
+                    gathered.prepared.push(prepared);
                 }
             }
         }
-        reports.push(report);
+        gathered.reports.push(report);
     }
 
-    if !found_any && !reports.is_empty() {
-        warnings.push(Warning::NoRecognisedSource {
+    if !found_any && !gathered.reports.is_empty() {
+        gathered.warnings.push(Warning::NoRecognisedSource {
             content_root: root.display().to_string(),
             looked_for: config
                 .sources_by_priority()
@@ -354,18 +383,86 @@ pub fn assemble_digest(
                 .collect(),
         });
     }
+    Ok(gathered)
+}
 
-    let fitted = fit(&mut prepared, request, counter);
+/// A source whose file was found.
+struct Found<'a> {
+    source: &'a SourceConfig,
+    /// The file to read.
+    path: &'a Path,
+    /// The index of its report.
+    index: usize,
+}
 
-    let tokens_exact = fitted.exact.is_some() || request.exact_counts;
-    let tokens = match fitted.exact {
-        Some(t) => t,
-        None if request.exact_counts && !fitted.markdown.is_empty() => {
-            counter.count(&fitted.markdown)
+/// Reads a found source into its report (the sections found, the size
+/// extracted, and why it is dropped when it is) and, when it has text,
+/// prepares it for the fit at its word target. A file larger than
+/// `max_file_bytes` is skipped with a warning, as one is in discovery:
+/// the rest of the digest stands.
+fn read_found(
+    config: &HistoryConfig,
+    request: &DigestRequest,
+    found: &Found<'_>,
+    report: &mut SourceReport,
+    warnings: &mut Vec<Warning>,
+) -> Result<Option<Prepared>, HistoryError> {
+    let source = found.source;
+    let extracted = extract(
+        source,
+        found.path,
+        config.heading_level,
+        request.rewrite,
+        request.max_file_bytes,
+    );
+    let (body, sections, note) = match extracted {
+        Err(HistoryError::TooLarge { path, limit }) => {
+            warnings.push(Warning::FileTooLarge {
+                bytes: std::fs::metadata(&path).map_or(0, |m| m.len()),
+                path: path.display().to_string(),
+                limit,
+            });
+            report.status = SourceStatus::Dropped;
+            report.note = Some(format!("larger than {limit} bytes; skipped"));
+            return Ok(None);
         }
-        None => counter.upper_bound(&fitted.markdown),
+        other => other?,
     };
-    for p in &prepared {
+    report.sections = sections;
+    report.note = note;
+    report.extracted_words = body.words(body.len());
+    report.extracted_bytes = body.render(body.len()).len();
+    if body.is_empty() {
+        report.status = SourceStatus::Dropped;
+        report.note = Some("no text".into());
+        return Ok(None);
+    }
+    let level = body.level_for_words(source.target_words);
+    Ok(Some(Prepared {
+        index: found.index,
+        header: format!("### {}\n\n", source.label.trim()),
+        floor: source.floor_words,
+        body,
+        level: Some(level),
+        extra: Vec::new(),
+        level_target: level,
+        cache: Vec::new(),
+        cut_cache: Vec::new(),
+    }))
+}
+
+/// Writes what the fit did to each prepared source into its report:
+/// dropped (with a warning), included whole or compressed, and the words
+/// and tokens of the text kept, counted exactly when the digest's total
+/// is exact so the parts and the whole are of one kind.
+fn report_fitted(
+    prepared: &[Prepared],
+    reports: &mut [SourceReport],
+    warnings: &mut Vec<Warning>,
+    counter: &dyn TokenCounter,
+    tokens_exact: bool,
+) {
+    for p in prepared {
         let Some(report) = reports.get_mut(p.index) else {
             continue;
         };
@@ -406,22 +503,6 @@ pub fn assemble_digest(
             }
         }
     }
-    let words = count_words(&fitted.markdown);
-    Ok(Digest {
-        slack: Slack {
-            words: request.max_words.saturating_sub(words),
-            tokens: request.token_cap.saturating_sub(tokens),
-        },
-        words,
-        tokens,
-        tokens_exact,
-        max_words: request.max_words,
-        token_cap: request.token_cap,
-        tokenizer: counter.name().to_string(),
-        sources: reports,
-        warnings,
-        markdown: fitted.markdown,
-    })
 }
 
 /// Reads a source file and builds its compressible text: the summary line

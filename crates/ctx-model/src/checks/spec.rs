@@ -366,36 +366,50 @@ impl TryFrom<RawCheck> for Check {
     type Error = SpecError;
 
     fn try_from(raw: RawCheck) -> Result<Check, SpecError> {
+        let kind = raw.kind()?;
+        raw.check_options(kind)?;
+        let message = raw.message.clone();
+        let rule = raw.into_rule(kind)?;
+        Ok(Check { rule, message })
+    }
+}
+
+impl RawCheck {
+    /// The one kind key given.
+    fn kind(&self) -> Result<CheckKind, SpecError> {
         let mut present = Vec::new();
         let flags = [
-            (CheckKind::Contains, raw.contains.is_some()),
-            (CheckKind::NotContains, raw.not_contains.is_some()),
-            (CheckKind::Regex, raw.regex.is_some()),
-            (CheckKind::MaxWords, raw.max_words.is_some()),
-            (CheckKind::MaxChars, raw.max_chars.is_some()),
-            (CheckKind::Json, raw.json.is_some()),
-            (CheckKind::JsonSchema, raw.json_schema.is_some()),
-            (CheckKind::Entities, raw.entities.is_some()),
-            (CheckKind::Judge, raw.judge.is_some()),
+            (CheckKind::Contains, self.contains.is_some()),
+            (CheckKind::NotContains, self.not_contains.is_some()),
+            (CheckKind::Regex, self.regex.is_some()),
+            (CheckKind::MaxWords, self.max_words.is_some()),
+            (CheckKind::MaxChars, self.max_chars.is_some()),
+            (CheckKind::Json, self.json.is_some()),
+            (CheckKind::JsonSchema, self.json_schema.is_some()),
+            (CheckKind::Entities, self.entities.is_some()),
+            (CheckKind::Judge, self.judge.is_some()),
         ];
         for (kind, is_present) in flags {
             if is_present {
                 present.push(kind);
             }
         }
-        let kind = match present.as_slice() {
-            [] => return Err(SpecError::NoKind),
-            [one] => *one,
-            many => {
-                return Err(SpecError::SeveralKinds(
-                    many.iter().map(|k| k.as_str()).collect(),
-                ));
-            }
-        };
+        match present.as_slice() {
+            [] => Err(SpecError::NoKind),
+            [one] => Ok(*one),
+            many => Err(SpecError::SeveralKinds(
+                many.iter().map(|k| k.as_str()).collect(),
+            )),
+        }
+    }
+
+    /// Refuses an option of another kind than `kind`, an empty text,
+    /// pattern, rubric, path or model name, and `max_tokens: 0`.
+    fn check_options(&self, kind: CheckKind) -> Result<(), SpecError> {
         let options = [
-            ("case_sensitive", raw.case_sensitive.is_some()),
-            ("judge_model", raw.judge_model.is_some()),
-            ("max_tokens", raw.max_tokens.is_some()),
+            ("case_sensitive", self.case_sensitive.is_some()),
+            ("judge_model", self.judge_model.is_some()),
+            ("max_tokens", self.max_tokens.is_some()),
         ];
         for (option, given) in options {
             if given && !kind.options().contains(&option) {
@@ -403,67 +417,69 @@ impl TryFrom<RawCheck> for Check {
             }
         }
         let texts = [
-            ("contains", raw.contains.as_deref()),
-            ("not_contains", raw.not_contains.as_deref()),
-            ("regex", raw.regex.as_deref()),
-            ("judge", raw.judge.as_deref()),
-            ("judge_model", raw.judge_model.as_deref()),
+            ("contains", self.contains.as_deref()),
+            ("not_contains", self.not_contains.as_deref()),
+            ("regex", self.regex.as_deref()),
+            ("judge", self.judge.as_deref()),
+            ("judge_model", self.judge_model.as_deref()),
         ];
         for (key, text) in texts {
             if text == Some("") {
                 return Err(SpecError::Empty(key));
             }
         }
-        if matches!(&raw.json_schema, Some(SchemaSource::Path(p)) if p.as_os_str().is_empty()) {
+        if matches!(&self.json_schema, Some(SchemaSource::Path(p)) if p.as_os_str().is_empty()) {
             return Err(SpecError::Empty("json_schema"));
         }
-        if raw.max_tokens == Some(0) {
+        if self.max_tokens == Some(0) {
             return Err(SpecError::ZeroMaxTokens);
         }
-        let case_sensitive = raw.case_sensitive.unwrap_or(true);
-        let rule = match kind {
+        Ok(())
+    }
+
+    /// The rule of a check of `kind`, its options checked. `json: false`
+    /// and `entities: false` are refused: they would check nothing.
+    fn into_rule(self, kind: CheckKind) -> Result<Rule, SpecError> {
+        let case_sensitive = self.case_sensitive.unwrap_or(true);
+        Ok(match kind {
             CheckKind::Contains => Rule::Contains {
-                text: raw.contains.unwrap_or_default(),
+                text: self.contains.unwrap_or_default(),
                 case_sensitive,
             },
             CheckKind::NotContains => Rule::NotContains {
-                text: raw.not_contains.unwrap_or_default(),
+                text: self.not_contains.unwrap_or_default(),
                 case_sensitive,
             },
             CheckKind::Regex => Rule::Regex {
-                pattern: raw.regex.unwrap_or_default(),
+                pattern: self.regex.unwrap_or_default(),
             },
             CheckKind::MaxWords => Rule::MaxWords {
-                limit: raw.max_words.unwrap_or_default(),
+                limit: self.max_words.unwrap_or_default(),
             },
             CheckKind::MaxChars => Rule::MaxChars {
-                limit: raw.max_chars.unwrap_or_default(),
+                limit: self.max_chars.unwrap_or_default(),
             },
             CheckKind::Json => {
-                if raw.json == Some(false) {
+                if self.json == Some(false) {
                     return Err(SpecError::False(kind));
                 }
                 Rule::Json
             }
-            CheckKind::JsonSchema => match raw.json_schema {
+            CheckKind::JsonSchema => match self.json_schema {
                 Some(schema) => Rule::JsonSchema { schema },
                 None => return Err(SpecError::NoKind),
             },
             CheckKind::Entities => {
-                if raw.entities == Some(false) {
+                if self.entities == Some(false) {
                     return Err(SpecError::False(kind));
                 }
                 Rule::Entities
             }
             CheckKind::Judge => Rule::Judge(JudgeSpec {
-                rubric: raw.judge.unwrap_or_default(),
-                judge_model: raw.judge_model,
-                max_tokens: raw.max_tokens,
+                rubric: self.judge.unwrap_or_default(),
+                judge_model: self.judge_model,
+                max_tokens: self.max_tokens,
             }),
-        };
-        Ok(Check {
-            rule,
-            message: raw.message,
         })
     }
 }
@@ -515,111 +531,131 @@ impl schemars::JsonSchema for Check {
     }
 
     fn json_schema(_generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let message = serde_json::json!({
-            "type": "string",
-            "description": "Shown instead of the generated explanation when the check fails, and in the retry feedback."
-        });
-        let case_sensitive = serde_json::json!({
-            "type": "boolean",
-            "default": true,
-            "description": "Whether case must match (default true)."
-        });
-        let variant = |key: &str,
-                       value: serde_json::Value,
-                       extra: &[(&str, serde_json::Value)],
-                       description: &str| {
-            let mut properties = serde_json::Map::new();
-            properties.insert(key.to_string(), value);
-            properties.insert("message".to_string(), message.clone());
-            for (name, schema) in extra {
-                properties.insert((*name).to_string(), schema.clone());
-            }
-            serde_json::json!({
-                "type": "object",
-                "description": description,
-                "properties": properties,
-                "required": [key],
-                "additionalProperties": false
-            })
-        };
-        let text = serde_json::json!({"type": "string", "minLength": 1});
-        let limit = serde_json::json!({"type": "integer", "minimum": 0});
-        let yes = serde_json::json!({"const": true});
-        let variants = vec![
-            variant(
-                "contains",
-                text.clone(),
-                &[("case_sensitive", case_sensitive.clone())],
-                "The output contains this text.",
-            ),
-            variant(
-                "not_contains",
-                text.clone(),
-                &[("case_sensitive", case_sensitive)],
-                "The output does not contain this text.",
-            ),
-            variant(
-                "regex",
-                text.clone(),
-                &[],
-                "The output matches this pattern (Rust regex syntax) somewhere.",
-            ),
-            variant(
-                "max_words",
-                limit.clone(),
-                &[],
-                "The output has at most this many whitespace-separated words.",
-            ),
-            variant(
-                "max_chars",
-                limit,
-                &[],
-                "The output has at most this many characters.",
-            ),
-            variant(
-                "json",
-                yes.clone(),
-                &[],
-                "The output, less one surrounding code fence, parses as JSON.",
-            ),
-            variant(
-                "json_schema",
-                serde_json::json!({
-                    "oneOf": [
-                        {"type": "object", "description": "An inline JSON Schema."},
-                        {"type": "string", "minLength": 1, "description": "The path of a JSON file holding the schema, relative to the plan's directory."}
-                    ]
-                }),
-                &[],
-                "The output, less one surrounding code fence, is JSON valid against this schema.",
-            ),
-            variant(
-                "entities",
-                yes,
-                &[],
-                "Every entity the task names with high relevance is reflected in the output.",
-            ),
-            variant(
-                "judge",
-                text,
-                &[
-                    (
-                        "judge_model",
-                        serde_json::json!({"type": "string", "minLength": 1, "description": "The model that judges, instead of the run's own."}),
-                    ),
-                    (
-                        "max_tokens",
-                        serde_json::json!({"type": "integer", "minimum": 1, "default": DEFAULT_JUDGE_MAX_TOKENS, "description": "The most tokens the judge may answer with."}),
-                    ),
-                ],
-                "A model judges the output against this rubric and answers pass or fail with a reason.",
-            ),
-        ];
+        let mut variants = text_variants();
+        variants.extend(reading_variants());
         schemars::json_schema!({
             "description": "One check of a task's output: a map with exactly one kind key, an optional `message` and that kind's options.",
             "oneOf": variants
         })
     }
+}
+
+/// The schema of one kind of check: a closed object with the kind `key`
+/// (its value as `value` says), `message`, and the kind's `extra` options.
+fn kind_variant(
+    key: &str,
+    value: serde_json::Value,
+    extra: &[(&str, serde_json::Value)],
+    description: &str,
+) -> serde_json::Value {
+    let message = serde_json::json!({
+        "type": "string",
+        "description": "Shown instead of the generated explanation when the check fails, and in the retry feedback."
+    });
+    let mut properties = serde_json::Map::new();
+    properties.insert(key.to_string(), value);
+    properties.insert("message".to_string(), message);
+    for (name, schema) in extra {
+        properties.insert((*name).to_string(), schema.clone());
+    }
+    serde_json::json!({
+        "type": "object",
+        "description": description,
+        "properties": properties,
+        "required": [key],
+        "additionalProperties": false
+    })
+}
+
+/// The schemas of the kinds that read the output as text: a text it
+/// holds or not, a pattern, a size.
+fn text_variants() -> Vec<serde_json::Value> {
+    let case_sensitive = serde_json::json!({
+        "type": "boolean",
+        "default": true,
+        "description": "Whether case must match (default true)."
+    });
+    let text = serde_json::json!({"type": "string", "minLength": 1});
+    let limit = serde_json::json!({"type": "integer", "minimum": 0});
+    vec![
+        kind_variant(
+            "contains",
+            text.clone(),
+            &[("case_sensitive", case_sensitive.clone())],
+            "The output contains this text.",
+        ),
+        kind_variant(
+            "not_contains",
+            text.clone(),
+            &[("case_sensitive", case_sensitive)],
+            "The output does not contain this text.",
+        ),
+        kind_variant(
+            "regex",
+            text,
+            &[],
+            "The output matches this pattern (Rust regex syntax) somewhere.",
+        ),
+        kind_variant(
+            "max_words",
+            limit.clone(),
+            &[],
+            "The output has at most this many whitespace-separated words.",
+        ),
+        kind_variant(
+            "max_chars",
+            limit,
+            &[],
+            "The output has at most this many characters.",
+        ),
+    ]
+}
+
+/// The schemas of the kinds that read what the output says: JSON, JSON
+/// valid against a schema, the entities, a judge's verdict.
+fn reading_variants() -> Vec<serde_json::Value> {
+    let text = serde_json::json!({"type": "string", "minLength": 1});
+    let yes = serde_json::json!({"const": true});
+    vec![
+        kind_variant(
+            "json",
+            yes.clone(),
+            &[],
+            "The output, less one surrounding code fence, parses as JSON.",
+        ),
+        kind_variant(
+            "json_schema",
+            serde_json::json!({
+                "oneOf": [
+                    {"type": "object", "description": "An inline JSON Schema."},
+                    {"type": "string", "minLength": 1, "description": "The path of a JSON file holding the schema, relative to the plan's directory."}
+                ]
+            }),
+            &[],
+            "The output, less one surrounding code fence, is JSON valid against this schema.",
+        ),
+        kind_variant(
+            "entities",
+            yes,
+            &[],
+            "Every entity the task names with high relevance is reflected in the output.",
+        ),
+        kind_variant(
+            "judge",
+            text,
+            &[
+                (
+                    "judge_model",
+                    serde_json::json!({"type": "string", "minLength": 1, "description": "The model that judges, instead of the run's own."}),
+                ),
+                (
+                    "max_tokens",
+                    serde_json::json!({"type": "integer", "minimum": 1, "default": DEFAULT_JUDGE_MAX_TOKENS, "description": "The most tokens the judge may answer with."}),
+                ),
+            ],
+            "A model judges the output against this rubric and answers pass or fail with a reason.",
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -7,9 +7,10 @@
 
 use std::collections::HashMap;
 
+use super::rules::TaskReport;
 use super::{Problem, ProblemCode, quoted};
-use crate::map::parse_item_id;
-use crate::plan::Plan;
+use crate::map::{MapSpec, parse_item_id};
+use crate::plan::{Plan, SubTask};
 use crate::variables::{HISTORICAL_CONTEXT, VariableType, is_valid_name};
 
 /// The problems of every task's `map:` block, in file order.
@@ -22,18 +23,15 @@ pub(super) fn check_maps(plan: &Plan, out: &mut Vec<Problem>) {
         .map(|(i, t)| (t.id.as_str(), i))
         .collect();
     for (i, task) in plan.sub_tasks.iter().enumerate() {
-        let mut push = |code, field: &str, message: String| {
-            out.push(Problem {
-                code,
-                task_id: Some(task.id.clone()),
-                field: format!("sub_tasks[{i}].{field}"),
-                message,
-            })
+        let mut report = TaskReport {
+            i,
+            task_id: Some(task.id.clone()),
+            out: &mut *out,
         };
         if let Some((map_task, _)) = parse_item_id(&task.id)
             && maps.contains_key(map_task)
         {
-            push(
+            report.push(
                 ProblemCode::ItemIdClash,
                 "id",
                 format!(
@@ -44,136 +42,161 @@ pub(super) fn check_maps(plan: &Plan, out: &mut Vec<Problem>) {
             );
         }
         let Some(m) = &task.map else { continue };
-        let variable = plan.variables.iter().find(|v| v.name == m.over);
-        let is_dependency = task.dependencies.contains(&m.over);
-        match (variable, is_dependency) {
-            (Some(_), true) => push(
-                ProblemCode::InvalidMap,
-                "map.over",
-                format!(
-                    "{} names both a variable and a dependency; rename one",
-                    quoted(&m.over)
-                ),
-            ),
-            // A store hides a secret by its whole text; an item is a part
-            // of it (an object re-serialized), which no mask would find.
-            (Some(v), false) if v.secret => push(
-                ProblemCode::InvalidMap,
-                "map.over",
-                format!(
-                    "variable {} is secret: a map may not read a secret variable (its items would be stored in clear)",
-                    quoted(&m.over)
-                ),
-            ),
-            (Some(v), false) if v.value_type != VariableType::Json => push(
-                ProblemCode::MapSourceNotJson,
-                "map.over",
-                format!(
-                    "variable {} is `type: text`; a map reads a `type: json` variable",
-                    quoted(&m.over)
-                ),
-            ),
-            (None, false) => push(
-                ProblemCode::UnknownMapSource,
-                "map.over",
-                format!(
-                    "{} is neither a declared variable nor a dependency of this task",
-                    quoted(&m.over)
-                ),
-            ),
-            (None, true) if maps.contains_key(m.over.as_str()) => push(
-                ProblemCode::MapOverMap,
-                "map.over",
-                format!(
-                    "{} is a map task: a map over another map's items is not supported",
-                    quoted(&m.over)
-                ),
-            ),
-            _ => {}
-        }
-        if let Some(p) = &m.pointer
-            && !p.is_empty()
-            && !p.starts_with('/')
-        {
-            push(
-                ProblemCode::InvalidMap,
-                "map.pointer",
-                format!(
-                    "{} is not an RFC 6901 JSON Pointer: it must be empty or start with `/`",
-                    quoted(p)
-                ),
-            );
-        }
-        // The item is data: it goes in the task's prompt, inside a fence.
-        // In the system prompt it would sit among the instructions, and
-        // `--max-cost` bounds an item's call by the template's system
-        // prompt, which an item there would outgrow.
-        if task
-            .tool_or_prompt
-            .params
-            .system
-            .as_deref()
-            .is_some_and(|s| s.contains(&format!("{{{{{}}}}}", m.item)))
-        {
-            push(
-                ProblemCode::InvalidMap,
-                "tool_or_prompt.params.system",
-                format!(
-                    "holds the item placeholder {}: an item goes in the prompt, inside a fence, never in the system prompt",
-                    quoted(&format!("{{{{{}}}}}", m.item))
-                ),
-            );
-        }
-        if !is_valid_name(&m.item) {
-            push(
-                ProblemCode::InvalidMap,
-                "map.as",
-                format!(
-                    "{} is not a placeholder name ([A-Z][A-Z0-9_]*)",
-                    quoted(&m.item)
-                ),
-            );
-        } else if m.item == HISTORICAL_CONTEXT || plan.variables.iter().any(|v| v.name == m.item) {
-            push(
-                ProblemCode::MapItemClash,
-                "map.as",
-                format!(
-                    "{} is already a variable; the item needs a name of its own",
-                    quoted(&m.item)
-                ),
-            );
-        }
-        match m.max_items {
-            None => push(
-                ProblemCode::MissingMaxItems,
-                "map.max_items",
-                "is required: the longest list the map accepts (a longer one fails the task, and is never cut)".into(),
-            ),
-            Some(0) => push(
-                ProblemCode::InvalidMap,
-                "map.max_items",
-                "must be at least 1".into(),
-            ),
-            Some(n) => {
-                let longest = crate::map::item_id(&task.id, n - 1).len();
-                if longest > crate::MAX_ID_BYTES {
-                    push(
-                        ProblemCode::InvalidId,
-                        "id",
-                        format!(
-                            "its item ids reach {longest} bytes (at most {}); shorten the id",
-                            crate::MAX_ID_BYTES
-                        ),
-                    );
-                }
-            }
-        }
+        check_source(plan, task, m, &maps, &mut report);
+        check_item(plan, task, m, &mut report);
+        check_max_items(task, m, &mut report);
         if task.publish.is_some() {
-            push(
+            report.push(
                 ProblemCode::InvalidMap,
                 "publish",
                 "a map task has one output per item; publish the reduce instead".into(),
             );
+        }
+    }
+}
+
+/// Where a map's items come from: `over` names a `json` variable that is
+/// not secret, or a dependency that is not itself a map (`maps`: the map
+/// tasks by id), and not both; `pointer` is a JSON Pointer.
+fn check_source(
+    plan: &Plan,
+    task: &SubTask,
+    m: &MapSpec,
+    maps: &HashMap<&str, usize>,
+    report: &mut TaskReport<'_>,
+) {
+    let variable = plan.variables.iter().find(|v| v.name == m.over);
+    let is_dependency = task.dependencies.contains(&m.over);
+    match (variable, is_dependency) {
+        (Some(_), true) => report.push(
+            ProblemCode::InvalidMap,
+            "map.over",
+            format!(
+                "{} names both a variable and a dependency; rename one",
+                quoted(&m.over)
+            ),
+        ),
+        // A store hides a secret by its whole text; an item is a part
+        // of it (an object re-serialized), which no mask would find.
+        (Some(v), false) if v.secret => report.push(
+            ProblemCode::InvalidMap,
+            "map.over",
+            format!(
+                "variable {} is secret: a map may not read a secret variable (its items would be stored in clear)",
+                quoted(&m.over)
+            ),
+        ),
+        (Some(v), false) if v.value_type != VariableType::Json => report.push(
+            ProblemCode::MapSourceNotJson,
+            "map.over",
+            format!(
+                "variable {} is `type: text`; a map reads a `type: json` variable",
+                quoted(&m.over)
+            ),
+        ),
+        (None, false) => report.push(
+            ProblemCode::UnknownMapSource,
+            "map.over",
+            format!(
+                "{} is neither a declared variable nor a dependency of this task",
+                quoted(&m.over)
+            ),
+        ),
+        (None, true) if maps.contains_key(m.over.as_str()) => report.push(
+            ProblemCode::MapOverMap,
+            "map.over",
+            format!(
+                "{} is a map task: a map over another map's items is not supported",
+                quoted(&m.over)
+            ),
+        ),
+        _ => {}
+    }
+    if let Some(p) = &m.pointer
+        && !p.is_empty()
+        && !p.starts_with('/')
+    {
+        report.push(
+            ProblemCode::InvalidMap,
+            "map.pointer",
+            format!(
+                "{} is not an RFC 6901 JSON Pointer: it must be empty or start with `/`",
+                quoted(p)
+            ),
+        );
+    }
+}
+
+/// The item's placeholder: a valid name of its own (not a variable's,
+/// nor the digest's), and never in the system prompt.
+fn check_item(plan: &Plan, task: &SubTask, m: &MapSpec, report: &mut TaskReport<'_>) {
+    // The item is data: it goes in the task's prompt, inside a fence.
+    // In the system prompt it would sit among the instructions, and
+    // `--max-cost` bounds an item's call by the template's system
+    // prompt, which an item there would outgrow.
+    if task
+        .tool_or_prompt
+        .params
+        .system
+        .as_deref()
+        .is_some_and(|s| s.contains(&format!("{{{{{}}}}}", m.item)))
+    {
+        report.push(
+            ProblemCode::InvalidMap,
+            "tool_or_prompt.params.system",
+            format!(
+                "holds the item placeholder {}: an item goes in the prompt, inside a fence, never in the system prompt",
+                quoted(&format!("{{{{{}}}}}", m.item))
+            ),
+        );
+    }
+    if !is_valid_name(&m.item) {
+        report.push(
+            ProblemCode::InvalidMap,
+            "map.as",
+            format!(
+                "{} is not a placeholder name ([A-Z][A-Z0-9_]*)",
+                quoted(&m.item)
+            ),
+        );
+    } else if m.item == HISTORICAL_CONTEXT || plan.variables.iter().any(|v| v.name == m.item) {
+        report.push(
+            ProblemCode::MapItemClash,
+            "map.as",
+            format!(
+                "{} is already a variable; the item needs a name of its own",
+                quoted(&m.item)
+            ),
+        );
+    }
+}
+
+/// The map's `max_items`: given, at least 1, and small enough that the
+/// last item's id is within the id limit.
+fn check_max_items(task: &SubTask, m: &MapSpec, report: &mut TaskReport<'_>) {
+    match m.max_items {
+        None => report.push(
+            ProblemCode::MissingMaxItems,
+            "map.max_items",
+            "is required: the longest list the map accepts (a longer one fails the task, and is never cut)".into(),
+        ),
+        Some(0) => report.push(
+            ProblemCode::InvalidMap,
+            "map.max_items",
+            "must be at least 1".into(),
+        ),
+        Some(n) => {
+            let longest = crate::map::item_id(&task.id, n - 1).len();
+            if longest > crate::MAX_ID_BYTES {
+                report.push(
+                    ProblemCode::InvalidId,
+                    "id",
+                    format!(
+                        "its item ids reach {longest} bytes (at most {}); shorten the id",
+                        crate::MAX_ID_BYTES
+                    ),
+                );
+            }
         }
     }
 }

@@ -276,6 +276,8 @@ struct Known<'p> {
     suggest: Suggester<'p>,
 }
 
+/// Every problem of task number `i` alone, in field order: its id,
+/// description, dependencies, entity references, tool and parameters.
 fn check_task(
     i: usize,
     task: &SubTask,
@@ -284,61 +286,96 @@ fn check_task(
     entities: &Known<'_>,
     out: &mut Vec<Problem>,
 ) {
-    let tid = (!task.id.trim().is_empty()).then(|| task.id.clone());
-    let mut push = |code, field: String, message: String| {
-        out.push(Problem {
-            code,
-            task_id: tid.clone(),
-            field,
-            message,
-        })
+    // An empty id is no id: the problems name none.
+    let mut report = TaskReport {
+        i,
+        task_id: (!task.id.trim().is_empty()).then(|| task.id.clone()),
+        out,
     };
-    let at = |field: &str| format!("sub_tasks[{i}].{field}");
+    check_id(task, first_index, &mut report);
+    check_description(task, &mut report);
+    check_dependencies(task, first_index, task_names, &mut report);
+    check_entity_references(task, entities, &mut report);
+    check_tool(task, &mut report);
+}
 
-    // Id.
+/// Where the problems of task number `i` go: each carries `task_id` and
+/// a field under `sub_tasks[i]`.
+pub(super) struct TaskReport<'o> {
+    pub(super) i: usize,
+    pub(super) task_id: Option<String>,
+    pub(super) out: &'o mut Vec<Problem>,
+}
+
+impl TaskReport<'_> {
+    /// Reports `message` about the task's `field` (a path below the task).
+    pub(super) fn push(&mut self, code: ProblemCode, field: &str, message: String) {
+        self.out.push(Problem {
+            code,
+            task_id: self.task_id.clone(),
+            field: format!("sub_tasks[{}].{field}", self.i),
+            message,
+        });
+    }
+}
+
+/// The task's id: not empty, safe as a file name and a heading, and not
+/// the id of an earlier task.
+fn check_id(task: &SubTask, first_index: &HashMap<&str, usize>, report: &mut TaskReport<'_>) {
     if task.id.trim().is_empty() {
-        push(ProblemCode::EmptyId, at("id"), "task id is empty".into());
+        report.push(ProblemCode::EmptyId, "id", "task id is empty".into());
     } else if let Some(why) = id_unsafe_reason(&task.id) {
-        push(ProblemCode::InvalidId, at("id"), format!("task id {why}"));
+        report.push(ProblemCode::InvalidId, "id", format!("task id {why}"));
     }
     if let Some(&j) = first_index.get(task.id.as_str())
-        && j != i
+        && j != report.i
         && !task.id.trim().is_empty()
     {
-        push(
+        report.push(
             ProblemCode::DuplicateId,
-            at("id"),
+            "id",
             format!(
                 "duplicate task id {} (first at sub_tasks[{j}])",
                 quoted(&task.id)
             ),
         );
     }
+}
 
-    // Description.
+/// The task's description: not empty, and one line, since it becomes a
+/// heading.
+fn check_description(task: &SubTask, report: &mut TaskReport<'_>) {
     if task.description.trim().is_empty() {
-        push(
+        report.push(
             ProblemCode::EmptyDescription,
-            at("description"),
+            "description",
             "description is empty".into(),
         );
     } else if task.description.trim().contains(['\n', '\r']) {
-        push(
+        report.push(
             ProblemCode::MultilineDescription,
-            at("description"),
+            "description",
             "description must be one line (it becomes the heading `### Task {id}: {description}`)"
                 .into(),
         );
     }
+}
 
-    // Dependencies.
+/// The task's dependencies: each listed once, not the task itself, and
+/// a task of the plan (with the nearest id suggested when it is not).
+fn check_dependencies(
+    task: &SubTask,
+    first_index: &HashMap<&str, usize>,
+    task_names: &Suggester<'_>,
+    report: &mut TaskReport<'_>,
+) {
     let mut seen_deps: HashMap<&str, usize> = HashMap::new();
     for (k, dep) in task.dependencies.iter().enumerate() {
-        let field = || at(&format!("dependencies[{k}]"));
+        let field = format!("dependencies[{k}]");
         if let Some(&prev) = seen_deps.get(dep.as_str()) {
-            push(
+            report.push(
                 ProblemCode::DuplicateDependency,
-                field(),
+                &field,
                 format!(
                     "{} is listed twice (first at dependencies[{prev}])",
                     quoted(dep)
@@ -348,15 +385,15 @@ fn check_task(
         }
         seen_deps.insert(dep, k);
         if *dep == task.id {
-            push(
+            report.push(
                 ProblemCode::SelfDependency,
-                field(),
+                &field,
                 "a task cannot depend on itself".into(),
             );
         } else if !first_index.contains_key(dep.as_str()) {
-            push(
+            report.push(
                 ProblemCode::UnknownDependency,
-                field(),
+                &field,
                 format!(
                     "unknown task id {}{}",
                     quoted(dep),
@@ -365,15 +402,18 @@ fn check_task(
             );
         }
     }
+}
 
-    // Entity references.
+/// The task's entity references: each listed once, and an entity of the
+/// plan (with the nearest name suggested when it is not).
+fn check_entity_references(task: &SubTask, entities: &Known<'_>, report: &mut TaskReport<'_>) {
     let mut seen_entities: HashMap<&str, usize> = HashMap::new();
     for (k, ec) in task.entity_context.iter().enumerate() {
-        let field = || at(&format!("entity_context[{k}].entity_name"));
+        let field = format!("entity_context[{k}].entity_name");
         if let Some(&prev) = seen_entities.get(ec.entity_name.as_str()) {
-            push(
+            report.push(
                 ProblemCode::DuplicateEntityContext,
-                field(),
+                &field,
                 format!(
                     "entity {} is listed twice (first at entity_context[{prev}])",
                     quoted(&ec.entity_name)
@@ -383,9 +423,9 @@ fn check_task(
         }
         seen_entities.insert(&ec.entity_name, k);
         if !entities.names.contains(ec.entity_name.as_str()) {
-            push(
+            report.push(
                 ProblemCode::UnknownEntity,
-                field(),
+                &field,
                 format!(
                     "unknown entity {}{}",
                     quoted(&ec.entity_name),
@@ -394,13 +434,16 @@ fn check_task(
             );
         }
     }
+}
 
-    // Tool and parameters.
+/// The task's tool and parameters: a tool this build ships, a prompt,
+/// and a temperature, `top_p` and `max_tokens` within their ranges.
+fn check_tool(task: &SubTask, report: &mut TaskReport<'_>) {
     let tool = &task.tool_or_prompt;
     if !KNOWN_TOOLS.contains(&tool.name.as_str()) {
-        push(
+        report.push(
             ProblemCode::UnknownTool,
-            at("tool_or_prompt.name"),
+            "tool_or_prompt.name",
             format!(
                 "unknown tool {} (this build ships: {}){}",
                 quoted(&tool.name),
@@ -411,18 +454,18 @@ fn check_task(
     }
     let p = &tool.params;
     if p.prompt.trim().is_empty() {
-        push(
+        report.push(
             ProblemCode::EmptyPrompt,
-            at("tool_or_prompt.params.prompt"),
+            "tool_or_prompt.params.prompt",
             "prompt is empty".into(),
         );
     }
     if let Some(t) = p.temperature
         && !TEMPERATURE_RANGE.contains(&t)
     {
-        push(
+        report.push(
             ProblemCode::TemperatureOutOfRange,
-            at("tool_or_prompt.params.temperature"),
+            "tool_or_prompt.params.temperature",
             format!(
                 "temperature {t} is outside {}..={}",
                 TEMPERATURE_RANGE.start(),
@@ -433,16 +476,16 @@ fn check_task(
     if let Some(t) = p.top_p
         && !(0.0..=1.0).contains(&t)
     {
-        push(
+        report.push(
             ProblemCode::TopPOutOfRange,
-            at("tool_or_prompt.params.top_p"),
+            "tool_or_prompt.params.top_p",
             format!("top_p {t} is outside 0..=1"),
         );
     }
     if p.max_tokens == Some(0) {
-        push(
+        report.push(
             ProblemCode::ZeroMaxTokens,
-            at("tool_or_prompt.params.max_tokens"),
+            "tool_or_prompt.params.max_tokens",
             "max_tokens must be at least 1".into(),
         );
     }

@@ -11,98 +11,120 @@ use std::collections::HashMap;
 
 use super::{Problem, ProblemCode, quoted};
 use crate::plan::Plan;
-use crate::variables::{HISTORICAL_CONTEXT, VariableType, is_valid_name};
+use crate::variables::{
+    HISTORICAL_CONTEXT, HistorySettings, Variable, VariableType, is_valid_name,
+};
 
 /// The problems of `plan.variables` and `plan.history`, in file order.
 pub(super) fn check_variables(plan: &Plan, out: &mut Vec<Problem>) {
+    // Each name's first declaration.
     let mut first: HashMap<&str, usize> = HashMap::new();
     for (i, v) in plan.variables.iter().enumerate() {
-        let field = format!("variables[{i}]");
-        let mut push = |code, field: String, message: String| {
-            out.push(Problem {
-                code,
-                task_id: None,
-                field,
-                message,
-            })
-        };
-        if v.name == HISTORICAL_CONTEXT {
-            push(
-                ProblemCode::ReservedVariable,
-                format!("{field}.name"),
-                format!(
-                    "{HISTORICAL_CONTEXT} is reserved: the `history:` digest fills it, and it needs no declaration"
-                ),
-            );
-        } else if !is_valid_name(&v.name) {
-            push(
-                ProblemCode::InvalidVariableName,
-                format!("{field}.name"),
-                format!(
-                    "{} is not a placeholder name ([A-Z][A-Z0-9_]*)",
-                    quoted(&v.name)
-                ),
-            );
-        }
-        if let Some(&j) = first.get(v.name.as_str()) {
-            push(
-                ProblemCode::DuplicateVariable,
-                format!("{field}.name"),
-                format!("{} is already declared at variables[{j}]", quoted(&v.name)),
-            );
-        } else {
-            first.insert(&v.name, i);
-        }
-        if let (VariableType::Json, Some(default)) = (v.value_type, &v.default)
-            && let Err(e) = serde_json::from_str::<serde_json::Value>(default)
-        {
-            push(
-                ProblemCode::InvalidVariable,
-                format!("{field}.default"),
-                format!(
-                    "is not JSON (type: json): {e} (line {}, column {})",
-                    e.line(),
-                    e.column()
-                ),
-            );
-        }
-        if v.secret && v.default.is_some() {
-            push(
-                ProblemCode::InvalidVariable,
-                format!("{field}.default"),
-                "a secret variable cannot have a default: the plan file would hold the secret in clear; give it with --var".into(),
-            );
-        }
-        if v.max_tokens == Some(0) {
-            push(
-                ProblemCode::InvalidVariable,
-                format!("{field}.max_tokens"),
-                "must be at least 1".into(),
-            );
-        }
+        check_variable(i, v, &mut first, out);
     }
     if let Some(h) = &plan.history {
-        let mut bad = |key: &str, message: &str| {
-            out.push(Problem {
-                code: ProblemCode::InvalidHistorySetting,
-                task_id: None,
-                field: format!("history.{key}"),
-                message: message.into(),
-            })
-        };
-        if h.share.is_some_and(|s| !(s > 0.0 && s <= 1.0)) {
-            bad("share", "must be above 0 and at most 1");
-        }
-        if h.prompt_budget == Some(0) {
-            bad("prompt_budget", "must be at least 1");
-        }
-        if h.max_words == Some(0) {
-            bad("max_words", "must be at least 1");
-        }
-        for (key, value) in [("content_root", &h.content_root), ("config", &h.config)] {
-            if value.as_deref().is_some_and(|p| p.trim().is_empty()) {
-                bad(key, "is empty; leave it out instead");
-            }
+        check_history(h, out);
+    }
+}
+
+/// The problems of variable number `i`: a name that is valid, not
+/// reserved and declared once (`first` holds each name's first
+/// declaration), a default that is JSON for a `json` variable and absent
+/// for a secret one, and a `max_tokens` of at least 1.
+fn check_variable<'p>(
+    i: usize,
+    v: &'p Variable,
+    first: &mut HashMap<&'p str, usize>,
+    out: &mut Vec<Problem>,
+) {
+    let field = format!("variables[{i}]");
+    let mut push = |code, field: String, message: String| {
+        out.push(Problem {
+            code,
+            task_id: None,
+            field,
+            message,
+        })
+    };
+    if v.name == HISTORICAL_CONTEXT {
+        push(
+            ProblemCode::ReservedVariable,
+            format!("{field}.name"),
+            format!(
+                "{HISTORICAL_CONTEXT} is reserved: the `history:` digest fills it, and it needs no declaration"
+            ),
+        );
+    } else if !is_valid_name(&v.name) {
+        push(
+            ProblemCode::InvalidVariableName,
+            format!("{field}.name"),
+            format!(
+                "{} is not a placeholder name ([A-Z][A-Z0-9_]*)",
+                quoted(&v.name)
+            ),
+        );
+    }
+    if let Some(&j) = first.get(v.name.as_str()) {
+        push(
+            ProblemCode::DuplicateVariable,
+            format!("{field}.name"),
+            format!("{} is already declared at variables[{j}]", quoted(&v.name)),
+        );
+    } else {
+        first.insert(&v.name, i);
+    }
+    if let (VariableType::Json, Some(default)) = (v.value_type, &v.default)
+        && let Err(e) = serde_json::from_str::<serde_json::Value>(default)
+    {
+        push(
+            ProblemCode::InvalidVariable,
+            format!("{field}.default"),
+            format!(
+                "is not JSON (type: json): {e} (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        );
+    }
+    if v.secret && v.default.is_some() {
+        push(
+            ProblemCode::InvalidVariable,
+            format!("{field}.default"),
+            "a secret variable cannot have a default: the plan file would hold the secret in clear; give it with --var".into(),
+        );
+    }
+    if v.max_tokens == Some(0) {
+        push(
+            ProblemCode::InvalidVariable,
+            format!("{field}.max_tokens"),
+            "must be at least 1".into(),
+        );
+    }
+}
+
+/// The `history:` block's settings within their ranges, and its paths
+/// not empty.
+fn check_history(h: &HistorySettings, out: &mut Vec<Problem>) {
+    let mut bad = |key: &str, message: &str| {
+        out.push(Problem {
+            code: ProblemCode::InvalidHistorySetting,
+            task_id: None,
+            field: format!("history.{key}"),
+            message: message.into(),
+        })
+    };
+    if h.share.is_some_and(|s| !(s > 0.0 && s <= 1.0)) {
+        bad("share", "must be above 0 and at most 1");
+    }
+    if h.prompt_budget == Some(0) {
+        bad("prompt_budget", "must be at least 1");
+    }
+    if h.max_words == Some(0) {
+        bad("max_words", "must be at least 1");
+    }
+    for (key, value) in [("content_root", &h.content_root), ("config", &h.config)] {
+        if value.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            bad(key, "is empty; leave it out instead");
         }
     }
 }

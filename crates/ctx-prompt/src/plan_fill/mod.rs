@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ctx_model::{HISTORICAL_CONTEXT, Plan, VariableType, publish_path_problem};
 
-use crate::template::render;
+use crate::template::{Classes, render};
 
 mod cache_hints;
 mod digest;
@@ -184,32 +184,7 @@ fn fill_templates(
         if names.contains(HISTORICAL_CONTEXT) && digest.is_none() {
             return Err(FillError::NoDigest { field: f.field });
         }
-        let mut used: BTreeMap<String, String> = all
-            .iter()
-            .filter(|(k, _)| names.contains(*k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        // A map task's item placeholder stays as written, for the
-        // expansion to fill per item.
-        let item = fields::map_item_of_field(plan, &f).filter(|i| names.contains(*i));
-        let item_classes;
-        let field_classes = match item {
-            Some(item) => {
-                used.insert(item.to_string(), format!("{{{{{item}}}}}"));
-                item_classes = fields::field_classes(plan, &f, ctx_model::Class::Trusted);
-                &item_classes
-            }
-            None => &classes,
-        };
-        let text = render(&f.template, field_classes, &used)
-            .map_err(|source| FillError::Render {
-                field: f.field.clone(),
-                source,
-            })?
-            .text;
-        if let Some(item) = item {
-            map_fill::check_item_placeholders(&f, item, &text)?;
-        }
+        let text = render_field(plan, &f, &names, &all, &classes)?;
         match f.task {
             Some(i) => names_by_task[i].extend(names.iter().cloned()),
             None => {
@@ -221,22 +196,7 @@ fn fill_templates(
             }
         }
         if f.publish {
-            let task = &plan.sub_tasks[f.task.unwrap_or_default()];
-            if let Some(reason) = publish_path_problem(&text) {
-                return Err(FillError::PublishPath {
-                    task_id: task.id.clone(),
-                    path: text,
-                    reason,
-                });
-            }
-            let key = text.strip_prefix("./").unwrap_or(&text).to_string();
-            if let Some(first) = publish_paths.insert(key, task.id.clone()) {
-                return Err(FillError::PublishCollision {
-                    first,
-                    second: task.id.clone(),
-                    path: text,
-                });
-            }
+            check_publish_path(plan, &f, &text, &mut publish_paths)?;
         }
         fields::set_field(&mut filled, &f.field, text);
     }
@@ -252,6 +212,72 @@ fn fill_templates(
         plan: filled,
         values,
     })
+}
+
+/// The text of one template field filled with the values it uses
+/// (`names`, taken from `all`). A map task's item placeholder stays as
+/// written, for the expansion to fill per item; it must then survive the
+/// render as it was written.
+fn render_field(
+    plan: &Plan,
+    f: &TemplateField,
+    names: &BTreeSet<String>,
+    all: &BTreeMap<String, String>,
+    classes: &Classes,
+) -> Result<String, FillError> {
+    let mut used: BTreeMap<String, String> = all
+        .iter()
+        .filter(|(k, _)| names.contains(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let item = fields::map_item_of_field(plan, f).filter(|i| names.contains(*i));
+    let item_classes;
+    let field_classes = match item {
+        Some(item) => {
+            used.insert(item.to_string(), format!("{{{{{item}}}}}"));
+            item_classes = fields::field_classes(plan, f, ctx_model::Class::Trusted);
+            &item_classes
+        }
+        None => classes,
+    };
+    let text = render(&f.template, field_classes, &used)
+        .map_err(|source| FillError::Render {
+            field: f.field.clone(),
+            source,
+        })?
+        .text;
+    if let Some(item) = item {
+        map_fill::check_item_placeholders(f, item, &text)?;
+    }
+    Ok(text)
+}
+
+/// Refuses a filled `publish` path that is not a safe relative path, or
+/// that another task already publishes to (`publish_paths`: each path,
+/// without a leading `./`, and the task that claimed it first).
+fn check_publish_path(
+    plan: &Plan,
+    f: &TemplateField,
+    text: &str,
+    publish_paths: &mut BTreeMap<String, String>,
+) -> Result<(), FillError> {
+    let task = &plan.sub_tasks[f.task.unwrap_or_default()];
+    if let Some(reason) = publish_path_problem(text) {
+        return Err(FillError::PublishPath {
+            task_id: task.id.clone(),
+            path: text.to_string(),
+            reason,
+        });
+    }
+    let key = text.strip_prefix("./").unwrap_or(text).to_string();
+    if let Some(first) = publish_paths.insert(key, task.id.clone()) {
+        return Err(FillError::PublishCollision {
+            first,
+            second: task.id.clone(),
+            path: text.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// A declared variable a cost estimate has no value for.

@@ -123,12 +123,36 @@ impl LintReport {
 /// Lints `template` with the classes of `file` (use
 /// [`Classes::default`] when there is no classes file).
 pub fn lint(template: &Template, file: &Classes) -> LintReport {
+    let mut findings = Vec::new();
+    let regions = fence_regions(template, &mut findings);
+    let placeholders = placeholder_reports(template, file, &regions, &mut findings);
+    for m in &template.malformed {
+        findings.push(Finding {
+            line: m.line,
+            kind: FindingKind::MalformedPlaceholder,
+            message: format!(
+                "`{}` is not a placeholder (names are `{{{{[A-Z][A-Z0-9_]*}}}}`, no spaces)",
+                m.text
+            ),
+        });
+    }
+    findings.sort_by_key(|f| (f.line, f.kind));
+    LintReport {
+        path: template.path.clone(),
+        placeholders,
+        findings,
+    }
+}
+
+/// Checks the fence structure of `template`'s body, on the same skeleton
+/// untrusted values are checked against, so a disguised tag in the
+/// template is seen too: each tag written exactly, no fence inside
+/// another, each closed. Returns the fenced regions (byte ranges of the
+/// source between an opening tag and its closing one), sorted and
+/// disjoint since fences do not nest.
+fn fence_regions(template: &Template, findings: &mut Vec<Finding>) -> Vec<Range<usize>> {
     let src = template.source();
     let body_start = template.body.start;
-    let mut findings = Vec::new();
-
-    // Fence structure, on the same skeleton untrusted values are checked
-    // against, so a disguised tag in the template is seen too.
     let mut regions: Vec<Range<usize>> = Vec::new();
     let mut open: Option<(usize, usize)> = None; // (line, end of open tag)
     let lines = LineIndex::new(src);
@@ -188,7 +212,19 @@ pub fn lint(template: &Template, file: &Classes) -> LintReport {
             message: format!("`{FENCE_OPEN}` is never closed"),
         });
     }
+    regions
+}
 
+/// Each placeholder occurrence's class and whether it is fenced, with a
+/// finding for a class the front matter and the classes file disagree on
+/// (once per name), an unclassified name, and an untrusted one outside
+/// every fence.
+fn placeholder_reports(
+    template: &Template,
+    file: &Classes,
+    regions: &[Range<usize>],
+    findings: &mut Vec<Finding>,
+) -> Vec<PlaceholderReport> {
     let mut placeholders = Vec::new();
     let mut conflicts = BTreeSet::new();
     for p in &template.placeholders {
@@ -233,20 +269,5 @@ pub fn lint(template: &Template, file: &Classes) -> LintReport {
             fenced,
         });
     }
-    for m in &template.malformed {
-        findings.push(Finding {
-            line: m.line,
-            kind: FindingKind::MalformedPlaceholder,
-            message: format!(
-                "`{}` is not a placeholder (names are `{{{{[A-Z][A-Z0-9_]*}}}}`, no spaces)",
-                m.text
-            ),
-        });
-    }
-    findings.sort_by_key(|f| (f.line, f.kind));
-    LintReport {
-        path: template.path.clone(),
-        placeholders,
-        findings,
-    }
+    placeholders
 }

@@ -1,6 +1,6 @@
 //! One-pass rendering with neutralized untrusted values and the seam scan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use crate::fence::{self, FENCE_CLOSE, FENCE_OPEN, FenceNonce, TagKind};
@@ -150,16 +150,41 @@ pub fn render_with_nonce(
             });
         }
     };
-    // Each distinct name's first line and number of occurrences, in one
-    // pass: looking them up per name would be quadratic in a template of
-    // many distinct names.
+    let seen = occurrences(template);
+    let names = template.names();
+    check_values(template, &names, values, &seen)?;
+    let inserted = inserted_values(template, file, values, &names, &seen)?;
+    let (mut segments, template_text) = body_segments(template, &inserted, nonce);
+    let text = neutralize_seams(&mut segments);
+    check_tags(template, &text, &inserted)?;
+    Ok(Rendered {
+        text,
+        template_text,
+        values: inserted.into_values().collect(),
+    })
+}
+
+/// Each distinct placeholder name's first line and number of
+/// occurrences, in one pass: looking them up per name would be quadratic
+/// in a template of many distinct names.
+fn occurrences(template: &Template) -> BTreeMap<&str, (usize, usize)> {
     let mut seen: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for p in &template.placeholders {
         seen.entry(p.name.as_str()).or_insert((p.line, 0)).1 += 1;
     }
-    let names = template.names();
+    seen
+}
+
+/// Refuses values that do not match the placeholders: every name needs a
+/// value (reported by first line, then name), and every value a name.
+fn check_values(
+    template: &Template,
+    names: &BTreeSet<&str>,
+    values: &BTreeMap<String, String>,
+    seen: &BTreeMap<&str, (usize, usize)>,
+) -> Result<(), RenderError> {
     let mut missing = Vec::new();
-    for name in &names {
+    for name in names {
         if !values.contains_key(*name) {
             let line = seen.get(*name).map_or(0, |s| s.0);
             missing.push(((*name).to_string(), line));
@@ -178,8 +203,21 @@ pub fn render_with_nonce(
             unused,
         });
     }
+    Ok(())
+}
+
+/// Each name's value as it is inserted: neutralized when untrusted (a
+/// name of no class is untrusted); a trusted value as given, refused
+/// when it holds a fence tag, since it would open or close a fence.
+fn inserted_values<'t>(
+    template: &'t Template,
+    file: &Classes,
+    values: &BTreeMap<String, String>,
+    names: &BTreeSet<&'t str>,
+    seen: &BTreeMap<&str, (usize, usize)>,
+) -> Result<BTreeMap<&'t str, RenderedValue>, RenderError> {
     let mut inserted: BTreeMap<&str, RenderedValue> = BTreeMap::new();
-    for name in &names {
+    for name in names {
         let (class, _) = template.class_of(name, file);
         let class = class.unwrap_or(Class::Untrusted);
         let raw = values.get(*name).map_or("", String::as_str);
@@ -211,11 +249,20 @@ pub fn render_with_nonce(
             },
         );
     }
-    // The body as segments: template text and value occurrences. With a
-    // nonce, the template's own fence tags carry it (lint has checked that
-    // each is written exactly `FENCE_OPEN` / `FENCE_CLOSE`, so a plain
-    // replacement finds every one and nothing else), and the preamble
-    // comes first.
+    Ok(inserted)
+}
+
+/// The body as segments: template text and value occurrences; and the
+/// template's own text (the body with every placeholder removed). With a
+/// nonce, the template's own fence tags carry it (lint has checked that
+/// each is written exactly `FENCE_OPEN` / `FENCE_CLOSE`, so a plain
+/// replacement finds every one and nothing else), and the preamble
+/// comes first.
+fn body_segments(
+    template: &Template,
+    inserted: &BTreeMap<&str, RenderedValue>,
+    nonce: Option<&FenceNonce>,
+) -> (Vec<Segment>, String) {
     let src = template.source();
     let literal_text = |text: &str| match nonce {
         Some(n) => text
@@ -253,10 +300,17 @@ pub fn render_with_nonce(
         untrusted: false,
         text: tail,
     });
-    let text = neutralize_seams(&mut segments);
+    (segments, template_text)
+}
 
-    // The final re-scan: exactly the template's fence tags, and exactly
-    // the template's control tokens plus those of trusted values.
+/// The final re-scan of the rendered `text`: exactly the template's fence
+/// tags, and exactly the template's control tokens plus those of trusted
+/// values (each as many times as it is inserted).
+fn check_tags(
+    template: &Template,
+    text: &str,
+    inserted: &BTreeMap<&str, RenderedValue>,
+) -> Result<(), RenderError> {
     let count = |tags: &[fence::Tag], control: bool| {
         tags.iter()
             .filter(|t| (t.kind == TagKind::Control) == control)
@@ -267,7 +321,7 @@ pub fn render_with_nonce(
         .filter(|v| v.class == Class::Trusted)
         .map(|v| count(&fence::find_tags(&v.text), true) * v.occurrences)
         .sum();
-    let (in_body, in_text) = (fence::find_tags(template.body()), fence::find_tags(&text));
+    let (in_body, in_text) = (fence::find_tags(template.body()), fence::find_tags(text));
     for (control, what, extra) in [
         (false, "fence tags", 0),
         (true, "control tokens", trusted_control),
@@ -283,11 +337,7 @@ pub fn render_with_nonce(
             });
         }
     }
-    Ok(Rendered {
-        text,
-        template_text,
-        values: inserted.into_values().collect(),
-    })
+    Ok(())
 }
 
 /// One piece of a rendered body: template text, or one occurrence of a
