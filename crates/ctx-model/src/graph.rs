@@ -16,7 +16,9 @@
 //! is the plan's own whenever that is topological and two runs of a plan
 //! agree byte for byte; petgraph's `toposort` is a depth-first order with
 //! no such rule, and on a cycle it names one node only. So the order is a
-//! Kahn loop over petgraph's neighbours with a min-heap on plan index.
+//! Kahn loop over petgraph's neighbours with a min-heap on plan index; the
+//! same loop spares the component search every task it places, which is
+//! on no cycle.
 //!
 //! Nothing here recurses, so a 100,000-task chain cannot overflow the
 //! stack: the components are petgraph's `kosaraju_scc`, two passes of its
@@ -209,6 +211,17 @@ impl DependencyGraph {
     /// Kahn's algorithm over petgraph's neighbours, with a min-heap on
     /// plan index: the tie-break that is ctx's own (module documentation).
     pub fn topological_order(&self) -> TopologicalOrder {
+        let mut order = Vec::with_capacity(self.len());
+        let indegree = self.kahn(|i| order.push(i));
+        // A placed task's in-degree fell to zero, and only a placed one's.
+        let unplaced = (0..self.len()).filter(|&i| indegree[i] > 0).collect();
+        TopologicalOrder { order, unplaced }
+    }
+
+    /// Kahn's loop: hands each task to `place` in topological order, the
+    /// earliest in the plan first among those ready, and returns what is
+    /// left of each task's in-degree: zero exactly for the placed ones.
+    fn kahn(&self, mut place: impl FnMut(usize)) -> Vec<usize> {
         let n = self.len();
         let mut indegree = vec![0usize; n];
         for edge in self.graph.raw_edges() {
@@ -216,9 +229,8 @@ impl DependencyGraph {
         }
         let mut ready: BinaryHeap<Reverse<usize>> =
             (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
-        let mut order = Vec::with_capacity(n);
         while let Some(Reverse(i)) = ready.pop() {
-            order.push(i);
+            place(i);
             for d in self.graph.neighbors_directed(NodeIndex::new(i), Outgoing) {
                 let d = d.index();
                 indegree[d] -= 1;
@@ -227,9 +239,7 @@ impl DependencyGraph {
                 }
             }
         }
-        // A placed task's in-degree fell to zero, and only a placed one's.
-        let unplaced = (0..n).filter(|&i| indegree[i] > 0).collect();
-        TopologicalOrder { order, unplaced }
+        indegree
     }
 
     /// Every task downstream of `i` (depending on it directly or through
@@ -254,8 +264,17 @@ impl DependencyGraph {
     /// [`depends_on_itself`](Self::depends_on_itself)). Each component is
     /// sorted; the list is in no particular order.
     pub fn cyclic_components(&self, keep: &[bool]) -> Vec<Vec<usize>> {
+        // A task Kahn's loop places is on no cycle, so only the others are
+        // searched: `kosaraju_scc` returns a list for every component,
+        // each lone task's included, and for an acyclic plan (every plan
+        // that runs) none is then allocated.
+        let left = self.kahn(|_| {});
+        if left.iter().all(|&d| d == 0) {
+            return Vec::new();
+        }
         let kept = NodeFiltered::from_fn(&self.graph, |v: NodeIndex<usize>| {
-            keep.get(v.index()).copied().unwrap_or(false)
+            let i = v.index();
+            left[i] > 0 && keep.get(i).copied().unwrap_or(false)
         });
         kosaraju_scc(&kept)
             .into_iter()
