@@ -595,7 +595,7 @@ fn concurrency_one_starts_tasks_by_priority() {
     let mut expected = Vec::new();
     while expected.len() < g.len() {
         let next = (0..g.len())
-            .filter(|&i| !done[i] && g.dependencies(i).iter().all(|&d| done[d]))
+            .filter(|&i| !done[i] && g.dependencies(i).all(|d| done[d]))
             .max_by_key(|&i| (g.remaining_path(i), std::cmp::Reverse(i)))
             .unwrap();
         done[next] = true;

@@ -234,8 +234,7 @@ fn assembly_throughput(
     for (i, task) in plan.sub_tasks.iter().enumerate() {
         let deps: Vec<DependencyOutput<'_>> = graph
             .dependencies(i)
-            .iter()
-            .map(|&d| {
+            .map(|d| {
                 let r = by_id[graph.id(d)];
                 DependencyOutput {
                     task_id: &r.task_id,
@@ -334,9 +333,9 @@ fn main() {
     let graph = PlanGraph::new(&g.plan).expect("valid DAG");
     let cp = graph.critical_path_length();
     let total: u64 = g.latency_ms.iter().sum();
-    let edges: usize = (0..n).map(|i| graph.dependencies(i).len()).sum();
+    let edges: usize = (0..n).map(|i| graph.dependencies(i).count()).sum();
     let max_fan_in = (0..n)
-        .map(|i| graph.dependencies(i).len())
+        .map(|i| graph.dependencies(i).count())
         .max()
         .unwrap_or(0);
     println!("## ctx-deps scheduling benchmark");

@@ -478,7 +478,7 @@ impl Executor {
             if std::mem::replace(&mut forced[i], true) || ctx.plan.sub_tasks[i].map.is_some() {
                 continue;
             }
-            stack.extend_from_slice(g.dependents(i));
+            stack.extend(g.dependents(i));
         }
         let mut completed: Vec<Option<TaskExecutionResult>> = vec![None; n];
         for (i, &forced) in forced.iter().enumerate() {
@@ -932,7 +932,7 @@ impl Executor {
             }
             let mut r = TaskExecutionResult::new(g.id(d), TaskStatus::Skipped);
             run.stamp_item_count(d, &mut r);
-            let direct = g.dependencies(d).contains(&i);
+            let direct = g.dependencies(d).any(|x| x == i);
             r.error = Some(if run.interrupted {
                 INTERRUPTED_BEFORE_START.to_string()
             } else if budget {

@@ -172,8 +172,7 @@ impl Executor {
         let g = &ctx.graph;
         let others_taken = g
             .dependencies(i)
-            .iter()
-            .all(|&d| ctx.plan.sub_tasks[d].map.is_some() || run.taken[d]);
+            .all(|d| ctx.plan.sub_tasks[d].map.is_some() || run.taken[d]);
         let now = items_digest(
             &ctx.plan,
             prompt_dependencies(&ctx.plan, g, i)

@@ -594,7 +594,7 @@ proptest! {
         let g = exec.graph();
         for i in 0..p.sub_tasks.len() {
             let st = report.results[i].status;
-            let deps_ok = g.dependencies(i).iter().all(|&d| report.results[d].status == TaskStatus::Completed);
+            let deps_ok = g.dependencies(i).all(|d| report.results[d].status == TaskStatus::Completed);
             if deps_ok {
                 let expected = if rp.fail[i] { TaskStatus::Failed } else { TaskStatus::Completed };
                 prop_assert_eq!(st, expected);
@@ -611,7 +611,7 @@ proptest! {
             for id in &report.order {
                 let i = g.index_of(id).unwrap();
                 let best = (0..p.sub_tasks.len())
-                    .filter(|&j| !started[j] && g.dependencies(j).iter().all(|&d| done[d]))
+                    .filter(|&j| !started[j] && g.dependencies(j).all(|d| done[d]))
                     .max_by_key(|&j| (g.remaining_path(j), std::cmp::Reverse(j)));
                 prop_assert_eq!(Some(i), best);
                 started[i] = true;

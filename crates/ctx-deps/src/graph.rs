@@ -134,9 +134,6 @@ impl PlanGraph {
         // The one dependency graph of ctx (ctx-model's): edges, dependents
         // and the deterministic topological order (plan order on ties).
         let graph = DependencyGraph::new(plan);
-        let n = plan.sub_tasks.len();
-        let deps: Vec<Vec<usize>> = (0..n).map(|i| graph.dependencies(i).to_vec()).collect();
-        let dependents: Vec<Vec<usize>> = (0..n).map(|i| graph.dependents(i).to_vec()).collect();
         let ids: Vec<String> = plan.sub_tasks.iter().map(|t| t.id.clone()).collect();
         let TopologicalOrder { order, unplaced } = graph.topological_order();
         if !unplaced.is_empty() {
@@ -145,9 +142,9 @@ impl PlanGraph {
             });
         }
         let weights = task_weights(plan, weighting);
-        let levels = levels_in(&order, &deps);
-        let remaining = remaining_paths(&order, &dependents, &weights);
-        let critical_path = critical_path_of(&deps, &dependents, &remaining);
+        let levels = levels_in(&order, &graph);
+        let remaining = remaining_paths(&order, &graph, &weights);
+        let critical_path = critical_path_of(&graph, &remaining);
         let by_id = index
             .into_iter()
             .map(|(id, i)| (id.to_owned(), i))
@@ -200,12 +197,12 @@ impl PlanGraph {
 
     /// Plan indexes of task `i`'s dependencies, in the order written (each
     /// once).
-    pub fn dependencies(&self, i: usize) -> &[usize] {
+    pub fn dependencies(&self, i: usize) -> impl Iterator<Item = usize> + Clone + '_ {
         self.graph.dependencies(i)
     }
 
     /// Plan indexes of the tasks that depend on task `i`, ascending.
-    pub fn dependents(&self, i: usize) -> &[usize] {
+    pub fn dependents(&self, i: usize) -> impl Iterator<Item = usize> + Clone + '_ {
         self.graph.dependents(i)
     }
 
@@ -284,8 +281,7 @@ impl PlanGraph {
                     dependencies: self
                         .graph
                         .dependencies(i)
-                        .iter()
-                        .map(|&d| self.ids[d].clone())
+                        .map(|d| self.ids[d].clone())
                         .collect(),
                     level: self.levels[i],
                     weight: self.weights[i],
@@ -403,24 +399,24 @@ fn task_weights(plan: &Plan, weighting: Weighting) -> Vec<u64> {
 
 /// Each task's dependency level (0 for a task without dependencies), in
 /// topological `order`.
-fn levels_in(order: &[usize], deps: &[Vec<usize>]) -> Vec<usize> {
-    let mut levels = vec![0usize; deps.len()];
+fn levels_in(order: &[usize], graph: &DependencyGraph) -> Vec<usize> {
+    let mut levels = vec![0usize; graph.len()];
     for &i in order {
-        levels[i] = deps[i].iter().map(|&d| levels[d] + 1).max().unwrap_or(0);
+        levels[i] = graph
+            .dependencies(i)
+            .map(|d| levels[d] + 1)
+            .max()
+            .unwrap_or(0);
     }
     levels
 }
 
 /// Each task's remaining path: its weight plus the longest remaining path
 /// among its dependents.
-fn remaining_paths(order: &[usize], dependents: &[Vec<usize>], weights: &[u64]) -> Vec<u64> {
-    let mut remaining = vec![0u64; dependents.len()];
+fn remaining_paths(order: &[usize], graph: &DependencyGraph, weights: &[u64]) -> Vec<u64> {
+    let mut remaining = vec![0u64; graph.len()];
     for &i in order.iter().rev() {
-        let tail = dependents[i]
-            .iter()
-            .map(|&d| remaining[d])
-            .max()
-            .unwrap_or(0);
+        let tail = graph.dependents(i).map(|d| remaining[d]).max().unwrap_or(0);
         remaining[i] = weights[i].saturating_add(tail);
     }
     remaining
@@ -429,20 +425,15 @@ fn remaining_paths(order: &[usize], dependents: &[Vec<usize>], weights: &[u64]) 
 /// The critical path: from the source with the longest remaining path,
 /// follow the dependent with the longest remaining path (ties: plan order,
 /// which `max_by` on reversed index gives).
-fn critical_path_of(
-    deps: &[Vec<usize>],
-    dependents: &[Vec<usize>],
-    remaining: &[u64],
-) -> Vec<usize> {
+fn critical_path_of(graph: &DependencyGraph, remaining: &[u64]) -> Vec<usize> {
     let mut critical_path = Vec::new();
-    let start = (0..deps.len())
-        .filter(|&i| deps[i].is_empty())
+    let start = (0..graph.len())
+        .filter(|&i| graph.dependencies(i).next().is_none())
         .max_by_key(|&i| (remaining[i], Reverse(i)));
     if let Some(mut cur) = start {
         critical_path.push(cur);
-        while let Some(next) = dependents[cur]
-            .iter()
-            .copied()
+        while let Some(next) = graph
+            .dependents(cur)
             .max_by_key(|&d| (remaining[d], Reverse(d)))
         {
             critical_path.push(next);
@@ -453,7 +444,7 @@ fn critical_path_of(
 }
 
 /// One cycle, as ids with the first repeated at the end. Finds the
-/// strongly connected components (ctx-model's Tarjan) to get a node on a
+/// strongly connected components (ctx-model's graph, petgraph's) to get a node on a
 /// cycle, then walks dependencies inside its component until a node
 /// repeats.
 fn find_cycle(graph: &DependencyGraph, ids: &[String]) -> Vec<String> {
@@ -485,8 +476,6 @@ fn find_cycle(graph: &DependencyGraph, ids: &[String]) -> Vec<String> {
     loop {
         let Some(next) = graph
             .dependencies(cur)
-            .iter()
-            .copied()
             .filter(|d| component.contains(d))
             .min()
         else {
@@ -664,19 +653,19 @@ mod tests {
             }
             proptest::prop_assert_eq!(g.topological_order().len(), n);
             for i in 0..n {
-                for &d in g.dependencies(i) {
+                for d in g.dependencies(i) {
                     proptest::prop_assert!(pos[d] < pos[i]);
                 }
-                let level = g.dependencies(i).iter().map(|&d| g.level(d) + 1).max().unwrap_or(0);
+                let level = g.dependencies(i).map(|d| g.level(d) + 1).max().unwrap_or(0);
                 proptest::prop_assert_eq!(g.level(i), level);
-                let tail = g.dependents(i).iter().map(|&d| g.remaining_path(d)).max().unwrap_or(0);
+                let tail = g.dependents(i).map(|d| g.remaining_path(d)).max().unwrap_or(0);
                 proptest::prop_assert_eq!(g.remaining_path(i), g.weight(i) + tail);
             }
             let path = g.critical_path();
-            proptest::prop_assert!(g.dependencies(path[0]).is_empty());
-            proptest::prop_assert!(g.dependents(*path.last().unwrap()).is_empty());
+            proptest::prop_assert!(g.dependencies(path[0]).next().is_none());
+            proptest::prop_assert!(g.dependents(*path.last().unwrap()).next().is_none());
             for w in path.windows(2) {
-                proptest::prop_assert!(g.dependencies(w[1]).contains(&w[0]));
+                proptest::prop_assert!(g.dependencies(w[1]).any(|d| d == w[0]));
             }
             let total: u64 = path.iter().map(|&i| g.weight(i)).sum();
             proptest::prop_assert_eq!(total, g.critical_path_length());

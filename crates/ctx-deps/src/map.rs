@@ -252,13 +252,11 @@ pub(crate) fn prompt_dependencies(
     g: &crate::graph::PlanGraph,
     i: usize,
 ) -> Vec<usize> {
-    let mut out = Vec::with_capacity(g.dependencies(i).len());
+    let mut out = Vec::with_capacity(g.dependencies(i).count());
     for d in plan.config.layout.dependency_order(g.dependencies(i)) {
         match plan.sub_tasks.get(d) {
             Some(t) if t.map.is_some() => out.extend(
                 g.dependencies(d)
-                    .iter()
-                    .copied()
                     .filter(|&x| parse_item_id(g.id(x)).is_some_and(|(m, _)| m == t.id)),
             ),
             _ => out.push(d),

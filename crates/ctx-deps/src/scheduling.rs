@@ -62,7 +62,7 @@ impl ReadyQueue {
         completed: impl Fn(usize) -> bool,
     ) {
         for i in (0..g.len()).filter(|&i| waiting(i)) {
-            self.missing[i] = g.dependencies(i).iter().filter(|&&d| !completed(d)).count();
+            self.missing[i] = g.dependencies(i).filter(|&d| !completed(d)).count();
             if self.missing[i] == 0 {
                 self.push(i, g);
             }
@@ -78,7 +78,7 @@ impl ReadyQueue {
         g: &PlanGraph,
         settled: impl Fn(usize) -> bool,
     ) {
-        for &d in g.dependents(i) {
+        for d in g.dependents(i) {
             if settled(d) {
                 continue;
             }

@@ -75,9 +75,9 @@ fn llm_dependents(plan: &Plan, g: &PlanGraph, i: usize) -> Vec<usize> {
     };
     let item_of = ctx_model::map::parse_item_id(g.id(i)).map(|(m, _)| m);
     let mut out = Vec::new();
-    for &d in g.dependents(i) {
+    for d in g.dependents(i) {
         if item_of == Some(g.id(d)) {
-            out.extend(g.dependents(d).iter().copied().filter(llm));
+            out.extend(g.dependents(d).filter(llm));
         } else if llm(&d) {
             out.push(d);
         }
@@ -134,7 +134,7 @@ pub(crate) fn priorities(plan: &Plan, g: &PlanGraph, every_output: bool) -> Opti
     for &i in g.topological_order().iter().rev() {
         let calls = possible_calls(plan, g, i, every_output);
         let w = g.weight(i);
-        let tail = g.dependents(i).iter().map(|&d| prio[d]).max().unwrap_or(0);
+        let tail = g.dependents(i).map(|d| prio[d]).max().unwrap_or(0);
         prio[i] = w
             .saturating_mul(2)
             .saturating_add(calls.saturating_mul(w))

@@ -55,11 +55,14 @@ impl PromptLayout {
     ///
     /// ```
     /// use ctx_model::PromptLayout;
-    /// assert_eq!(PromptLayout::Design.dependency_order(&[3, 0, 2]), [3, 0, 2]);
-    /// assert_eq!(PromptLayout::Cache.dependency_order(&[3, 0, 2]), [0, 2, 3]);
+    /// assert_eq!(PromptLayout::Design.dependency_order([3, 0, 2]), [3, 0, 2]);
+    /// assert_eq!(PromptLayout::Cache.dependency_order([3, 0, 2]), [0, 2, 3]);
     /// ```
-    pub fn dependency_order(self, listed: &[usize]) -> Vec<usize> {
-        let mut order = listed.to_vec();
+    ///
+    /// `listed` is any iterator, so that the dependency graph's own
+    /// (`DependencyGraph::dependencies`) is collected once, here.
+    pub fn dependency_order(self, listed: impl IntoIterator<Item = usize>) -> Vec<usize> {
+        let mut order: Vec<usize> = listed.into_iter().collect();
         if self == PromptLayout::Cache {
             order.sort_unstable();
         }

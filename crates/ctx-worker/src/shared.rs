@@ -160,7 +160,7 @@ fn maps_expand_again(plan: &Plan, mut decided: ResumePlan) -> (ResumePlan, Vec<S
         if std::mem::replace(&mut forced[i], true) || is_map(i) {
             continue;
         }
-        stack.extend_from_slice(graph.dependents(i));
+        stack.extend(graph.dependents(i));
     }
     let (kept, moved): (Vec<String>, Vec<String>) = decided.reuse.into_iter().partition(|id| {
         graph

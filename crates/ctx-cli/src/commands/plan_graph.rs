@@ -162,7 +162,7 @@ fn mermaid(plan: &Plan, graph: &PlanGraph) -> String {
     let mut critical_links = Vec::new();
     let mut link = 0usize;
     for &i in graph.topological_order() {
-        for &d in graph.dependencies(i) {
+        for d in graph.dependencies(i) {
             let _ = writeln!(out, "  t{d} --> t{i}");
             if on_path.has_edge(d, i) {
                 critical_links.push(link.to_string());
@@ -223,7 +223,7 @@ fn dot(plan: &Plan, graph: &PlanGraph) -> String {
         let _ = writeln!(out, "  {} [label={label}{style}];", quote(&t.id));
     }
     for &i in graph.topological_order() {
-        for &d in graph.dependencies(i) {
+        for d in graph.dependencies(i) {
             let _ = writeln!(
                 out,
                 "  {} -> {}{};",

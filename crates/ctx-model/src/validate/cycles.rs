@@ -53,14 +53,7 @@ pub(crate) fn find_cycles_limited(plan: &Plan, limit: usize) -> (Vec<Vec<usize>>
     // Johnson's walk over "depends on" edges; self-dependencies are
     // reported on their own and take no part.
     let adj: Vec<Vec<usize>> = (0..n)
-        .map(|i| {
-            graph
-                .dependencies(i)
-                .iter()
-                .copied()
-                .filter(|&j| j != i)
-                .collect()
-        })
+        .map(|i| graph.dependencies(i).filter(|&j| j != i).collect())
         .collect();
     let canonical: Vec<bool> = (0..n).map(|i| graph.is_canonical(i)).collect();
     let mut cycles: Vec<Vec<usize>> = Vec::new();

@@ -101,7 +101,7 @@ mod tests {
             .collect();
         plan.config
             .layout
-            .dependency_order(&listed)
+            .dependency_order(listed)
             .into_iter()
             .map(|d| DependencyOutput {
                 task_id: &plan.sub_tasks[d].id,
