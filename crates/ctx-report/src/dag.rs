@@ -8,13 +8,15 @@
 //! All edges are one `<path>` and the edges along the run's actual
 //! critical path a second one: a 2,000-task plan with 20,000 dependencies
 //! stays a handful of elements for the browser, not 20,000.
+//!
+//! [`Dag`] lays the graph out; `templates/dag.html` draws it.
 
 use std::fmt::Write as _;
 
 use crate::analysis::Analysis;
-use crate::escape::{push_text, truncate};
+use crate::escape::truncate;
 use crate::format::px;
-use crate::input::RunReportInput;
+use crate::input::{RunReportInput, TaskReport};
 
 const NODE_W: f64 = 150.0;
 const NODE_H: f64 = 22.0;
@@ -57,32 +59,80 @@ pub fn layout(a: &Analysis) -> Vec<(usize, usize)> {
     pos
 }
 
-/// Appends the graph's `<svg>` to `out`.
-pub fn render(out: &mut String, input: &RunReportInput, a: &Analysis) {
-    let pos = layout(a);
-    let rows = pos.iter().map(|p| p.1 + 1).max().unwrap_or(0);
-    let width = match a.levels {
-        0 => PAD * 2.0,
-        l => PAD * 2.0 + l as f64 * (NODE_W + COL_GAP) - COL_GAP,
-    };
-    let height = PAD * 2.0 + rows as f64 * (NODE_H + ROW_GAP);
-    let x_of = |c: usize| PAD + c as f64 * (NODE_W + COL_GAP);
-    let y_of = |r: usize| PAD + r as f64 * (NODE_H + ROW_GAP);
-    let mut on_path = vec![false; pos.len()];
-    for &i in &a.actual_path {
-        on_path[i] = true;
+/// The graph laid out: each task's column and row.
+pub(crate) struct Dag<'a> {
+    input: &'a RunReportInput,
+    a: &'a Analysis,
+    /// Per task: (column, row).
+    pos: Vec<(usize, usize)>,
+    /// Per task: on the actual critical path.
+    on_path: Vec<bool>,
+}
+
+/// A task's box: where it is, its label and its tooltip's description.
+pub(crate) struct Node<'a> {
+    pub(crate) at: usize,
+    pub(crate) task: &'a TaskReport,
+    pub(crate) crit: bool,
+    pub(crate) x: String,
+    pub(crate) y: String,
+    pub(crate) text_x: String,
+    pub(crate) text_y: String,
+    pub(crate) label: String,
+    pub(crate) description: String,
+}
+
+impl<'a> Dag<'a> {
+    /// Lays out the graph of `input`.
+    pub(crate) fn new(input: &'a RunReportInput, a: &'a Analysis) -> Self {
+        let pos = layout(a);
+        let mut on_path = vec![false; pos.len()];
+        for &i in &a.actual_path {
+            on_path[i] = true;
+        }
+        Dag {
+            input,
+            a,
+            pos,
+            on_path,
+        }
     }
 
-    let _ = write!(
-        out,
-        "<svg class=\"dag\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"dependency graph, {} levels\">",
-        a.levels,
-        w = px(width.max(1.0)),
-        h = px(height.max(1.0)),
-    );
-    let edge = |out: &mut String, d: usize, i: usize| {
-        let (x1, y1) = (x_of(pos[d].0) + NODE_W, y_of(pos[d].1) + NODE_H / 2.0);
-        let (x2, y2) = (x_of(pos[i].0), y_of(pos[i].1) + NODE_H / 2.0);
+    fn x_of(c: usize) -> f64 {
+        PAD + c as f64 * (NODE_W + COL_GAP)
+    }
+
+    fn y_of(r: usize) -> f64 {
+        PAD + r as f64 * (NODE_H + ROW_GAP)
+    }
+
+    pub(crate) fn width(&self) -> String {
+        let width = match self.a.levels {
+            0 => PAD * 2.0,
+            l => PAD * 2.0 + l as f64 * (NODE_W + COL_GAP) - COL_GAP,
+        };
+        px(width.max(1.0))
+    }
+
+    pub(crate) fn height(&self) -> String {
+        let rows = self.pos.iter().map(|p| p.1 + 1).max().unwrap_or(0);
+        px((PAD * 2.0 + rows as f64 * (NODE_H + ROW_GAP)).max(1.0))
+    }
+
+    pub(crate) fn node_width(&self) -> String {
+        px(NODE_W)
+    }
+
+    pub(crate) fn node_height(&self) -> String {
+        px(NODE_H)
+    }
+
+    /// Appends the curve from dependency `d`'s right edge to task `i`'s
+    /// left edge to a path's `d`.
+    fn edge(&self, out: &mut String, d: usize, i: usize) {
+        let (pd, pi) = (self.pos[d], self.pos[i]);
+        let (x1, y1) = (Self::x_of(pd.0) + NODE_W, Self::y_of(pd.1) + NODE_H / 2.0);
+        let (x2, y2) = (Self::x_of(pi.0), Self::y_of(pi.1) + NODE_H / 2.0);
         let mid = (x1 + x2) / 2.0;
         let _ = write!(
             out,
@@ -96,43 +146,48 @@ pub fn render(out: &mut String, input: &RunReportInput, a: &Analysis) {
             px(x2),
             px(y2)
         );
-    };
-    out.push_str("<path class=\"edges\" d=\"");
-    for (i, deps) in a.deps.iter().enumerate() {
-        for &d in deps {
-            if a.level[d] < a.level[i] {
-                edge(out, d, i);
+    }
+
+    /// Every dependency from an earlier level, as one path's `d`.
+    pub(crate) fn edges(&self) -> String {
+        let mut d = String::new();
+        for (i, deps) in self.a.deps.iter().enumerate() {
+            for &dep in deps {
+                if self.a.level[dep] < self.a.level[i] {
+                    self.edge(&mut d, dep, i);
+                }
             }
         }
+        d
     }
-    out.push_str("\"/>");
-    if a.actual_path.len() > 1 {
-        out.push_str("<path class=\"edges crit\" d=\"");
-        for w in a.actual_path.windows(2) {
-            edge(out, w[0], w[1]);
-        }
-        out.push_str("\"/>");
+
+    /// The dependencies along the actual critical path, as one path's `d`.
+    pub(crate) fn critical_edges(&self) -> Option<String> {
+        let path = &self.a.actual_path;
+        (path.len() > 1).then(|| {
+            let mut d = String::new();
+            for w in path.windows(2) {
+                self.edge(&mut d, w[0], w[1]);
+            }
+            d
+        })
     }
-    for (i, &(c, r)) in pos.iter().enumerate() {
-        let task = &input.tasks[i];
-        let _ = write!(
-            out,
-            "<a href=\"#task-{i}\"><rect class=\"node st-{}{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"3\"/><text x=\"{}\" y=\"{}\">",
-            task.status.as_str(),
-            if on_path[i] { " crit" } else { "" },
-            px(x_of(c)),
-            px(y_of(r)),
-            px(NODE_W),
-            px(NODE_H),
-            px(x_of(c) + 6.0),
-            px(y_of(r) + NODE_H - 7.0),
-        );
-        push_text(out, &truncate(&task.id, 20));
-        out.push_str("</text><title>");
-        push_text(out, &task.id);
-        out.push_str(": ");
-        push_text(out, &truncate(&task.description, 200));
-        out.push_str("</title></a>");
+
+    /// The tasks' boxes, in input order.
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = Node<'a>> + '_ {
+        self.pos.iter().enumerate().map(|(i, &(c, r))| {
+            let task = &self.input.tasks[i];
+            Node {
+                at: i,
+                task,
+                crit: self.on_path[i],
+                x: px(Self::x_of(c)),
+                y: px(Self::y_of(r)),
+                text_x: px(Self::x_of(c) + 6.0),
+                text_y: px(Self::y_of(r) + NODE_H - 7.0),
+                label: truncate(&task.id, 20),
+                description: truncate(&task.description, 200),
+            }
+        })
     }
-    out.push_str("</svg>");
 }

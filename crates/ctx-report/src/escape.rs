@@ -1,15 +1,35 @@
 //! Escaping task content for HTML, the one door content goes through.
 //!
 //! Everything a task carries (ids, descriptions, prompts, outputs, errors,
-//! model names) is written with [`text`] into element content or into a
-//! double-quoted attribute value, and nowhere else: never into a `<script>`
-//! or `<style>` element, never into a URL attribute (links inside the
-//! report are built from task *positions*, `#task-12`), never into an
-//! attribute name or an unquoted value. In those two contexts escaping
-//! `&`, `<`, `>`, `"` and `'` is sufficient: no tag can open, no attribute
-//! can close, and an entity cannot be started by content. Control
-//! characters are made visible (U+2400 pictures for C0, U+FFFD for the
-//! rest) so a NUL or an ESC cannot change how the page parses or hide text.
+//! model names) is written into element content or into a double-quoted
+//! attribute value, and nowhere else: never into a `<script>` or `<style>`
+//! element, never into a URL attribute (links inside the report are built
+//! from task *positions*, `#task-12`), never into an attribute name or an
+//! unquoted value. In those two contexts escaping `&`, `<`, `>`, `"` and
+//! `'` is sufficient: no tag can open, no attribute can close, and an
+//! entity cannot be started by content. Control characters are made
+//! visible (U+2400 pictures for C0, U+FFFD for the rest) so a NUL or an ESC
+//! cannot change how the page parses or hide text.
+//!
+//! The page's templates (`templates/`) escape every `{{ value }}` with
+//! [`Html`], this module's escaper, by default: `askama.toml` maps the
+//! `.html` templates to it in place of askama's own HTML escaper, which
+//! leaves control characters as they are and spells entities differently
+//! (`&#60;`), so the page keeps one escaping policy, this one.
+
+use std::fmt;
+
+/// The templates' escaper (`askama.toml`): [`write_text`] for every value
+/// a template writes, unless the template says `|safe`, which the report's
+/// templates say only of the page's own script, a constant.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Html;
+
+impl askama::filters::Escaper for Html {
+    fn write_escaped_str<W: fmt::Write>(&self, mut dest: W, string: &str) -> fmt::Result {
+        write_text(&mut dest, string)
+    }
+}
 
 /// `s` escaped for HTML text and double-quoted attribute values.
 pub fn text(s: &str) -> String {
@@ -20,6 +40,13 @@ pub fn text(s: &str) -> String {
 
 /// Appends `s`, escaped as by [`text`], to `out`.
 pub fn push_text(out: &mut String, s: &str) {
+    // Writing to a `String` cannot fail.
+    let _ = write_text(out, s);
+}
+
+/// Writes `s`, escaped as by [`text`], to `out`: the one implementation
+/// behind [`text`], [`push_text`] and the templates' [`Html`].
+pub fn write_text<W: fmt::Write + ?Sized>(out: &mut W, s: &str) -> fmt::Result {
     // Copy runs of ordinary characters as slices; only the few characters
     // that need a replacement are handled one by one.
     let mut from = 0;
@@ -39,11 +66,11 @@ pub fn push_text(out: &mut String, s: &str) {
             '\u{7f}'..='\u{9f}' => "\u{fffd}",
             _ => continue,
         };
-        out.push_str(&s[from..i]);
-        out.push_str(replacement);
+        out.write_str(&s[from..i])?;
+        out.write_str(replacement)?;
         from = i + c.len_utf8();
     }
-    out.push_str(&s[from..]);
+    out.write_str(&s[from..])
 }
 
 /// At most `max` characters of `s` for a label, with `…` when cut (the
@@ -85,6 +112,18 @@ mod tests {
             text("a\0b\r\n\tc\u{1b}\u{85}"),
             "a\u{2400}b\u{240d}\n\tc\u{241b}\u{fffd}"
         );
+    }
+
+    #[test]
+    fn the_templates_escaper_is_this_one() {
+        use askama::filters::Escaper as _;
+        let attack = "<b a='1'>&\"\u{0}\u{85}</b>";
+        let mut via_templates = String::new();
+        Html.write_escaped_str(&mut via_templates, attack).unwrap();
+        assert_eq!(via_templates, text(attack));
+        let mut one = String::new();
+        Html.write_escaped_char(&mut one, '\'').unwrap();
+        assert_eq!(one, "&#39;");
     }
 
     #[test]

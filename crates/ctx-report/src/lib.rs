@@ -45,13 +45,16 @@
 
 pub mod analysis;
 mod dag;
+mod details;
 pub mod escape;
 mod format;
 pub mod from_model;
 mod groups;
 pub mod html;
 pub mod input;
+mod table;
 mod timeline;
+mod totals;
 
 pub use analysis::Analysis;
 pub use html::render_html;

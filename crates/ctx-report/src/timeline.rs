@@ -7,14 +7,16 @@
 //! Plain rectangles, paths and text only (no filters, no gradients), so the
 //! browser draws 2,000 rows without effort. Each bar links to the task's
 //! details by position (`#task-12`), never by id.
+//!
+//! [`Timeline`] lays the chart out; `templates/timeline.html` draws it.
 
 use std::fmt::Write as _;
 
-use crate::analysis::Analysis;
-use crate::escape::{push_text, truncate};
-use crate::format::{axis, duration, px, tasks, tick_step};
+use crate::analysis::{Analysis, Span};
+use crate::escape::truncate;
+use crate::format::{axis, duration, px, tick_step};
 use crate::groups::{grouped_order, parents};
-use crate::input::{AttemptOutcome, RunReportInput, RunStatus};
+use crate::input::{AttemptOutcome, RunReportInput, RunStatus, TaskReport};
 
 const LABEL_W: f64 = 190.0;
 const CHART_W: f64 = 900.0;
@@ -30,157 +32,241 @@ pub fn row_order(a: &Analysis, parents: &[Option<usize>]) -> Vec<usize> {
     grouped_order(parents, |i| a.span[i].map_or(i64::MAX, |s| s.start))
 }
 
-/// Appends the timeline's `<svg>` to `out`.
-pub fn render(out: &mut String, input: &RunReportInput, a: &Analysis) {
-    let parents = parents(input);
-    let rows = row_order(a, &parents);
-    let mut row_of = vec![0usize; rows.len()];
-    for (r, &i) in rows.iter().enumerate() {
-        row_of[i] = r;
-    }
-    let wall = a.wall_ms().max(1);
-    let scale = CHART_W / wall as f64;
-    let x_of = |ms: i64| LABEL_W + ms as f64 * scale;
-    let y_of = |row: usize| TOP + row as f64 * ROW_H;
-    let width = LABEL_W + CHART_W + RIGHT;
-    let height = TOP + rows.len() as f64 * ROW_H + 6.0;
-    let on_path = {
-        let mut v = vec![false; rows.len()];
+/// The timeline laid out: the rows' order and the time scale.
+pub(crate) struct Timeline<'a> {
+    input: &'a RunReportInput,
+    a: &'a Analysis,
+    /// Per task: its map task, when it is an item.
+    parents: Vec<Option<usize>>,
+    /// The tasks, in row order.
+    pub(crate) rows: Vec<usize>,
+    /// Per task: its row.
+    row_of: Vec<usize>,
+    /// Per task: on the actual critical path.
+    on_path: Vec<bool>,
+    /// The axis length in ms, at least 1.
+    wall: i64,
+    /// Pixels per ms.
+    scale: f64,
+}
+
+/// A tick of the time axis: its x and its label.
+pub(crate) struct Tick {
+    pub(crate) x: String,
+    pub(crate) label: String,
+}
+
+/// A task's label left of its row; an item's is indented and muted.
+pub(crate) struct Label {
+    pub(crate) x: &'static str,
+    pub(crate) y: String,
+    pub(crate) class: Option<&'static str>,
+    pub(crate) id: String,
+}
+
+/// A task's row of bars: its bar when it started, else where the
+/// "never started" note goes.
+pub(crate) struct BarRow<'a> {
+    pub(crate) at: usize,
+    pub(crate) task: &'a TaskReport,
+    pub(crate) bar: Option<Bar>,
+    pub(crate) never_x: String,
+    pub(crate) text_y: String,
+}
+
+/// A started task's bar and the markers on it.
+pub(crate) struct Bar {
+    pub(crate) x: String,
+    pub(crate) y: String,
+    pub(crate) w: String,
+    pub(crate) start: String,
+    pub(crate) duration: String,
+    pub(crate) open: bool,
+    pub(crate) crit: bool,
+    pub(crate) marks: Vec<Mark>,
+}
+
+/// A marker where an engine call was retried (`retry`) or its output
+/// failed a check (`check`).
+pub(crate) struct Mark {
+    pub(crate) kind: &'static str,
+    pub(crate) shape: String,
+    pub(crate) number: u32,
+    pub(crate) outcome: &'static str,
+    pub(crate) class: Option<String>,
+}
+
+impl<'a> Timeline<'a> {
+    /// Lays out the timeline of `input`.
+    pub(crate) fn new(input: &'a RunReportInput, a: &'a Analysis) -> Self {
+        let parents = parents(input);
+        let rows = row_order(a, &parents);
+        let mut row_of = vec![0usize; rows.len()];
+        for (r, &i) in rows.iter().enumerate() {
+            row_of[i] = r;
+        }
+        let mut on_path = vec![false; rows.len()];
         for &i in &a.actual_path {
-            v[i] = true;
+            on_path[i] = true;
         }
-        v
-    };
-
-    let _ = write!(
-        out,
-        "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"timeline of {}\">",
-        px(width),
-        px(height),
-        px(width),
-        px(height),
-        tasks(rows.len())
-    );
-    out.push_str("<defs><pattern id=\"stripes\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"3\" height=\"6\" class=\"stripe\"/></pattern></defs>");
-
-    // Alternate row shading, then the axis and its grid.
-    out.push_str("<g class=\"rows\">");
-    for r in (1..rows.len()).step_by(2) {
-        let _ = write!(
-            out,
-            "<rect x=\"0\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-            px(y_of(r)),
-            px(width),
-            px(ROW_H)
-        );
-    }
-    out.push_str("</g><g class=\"axis\">");
-    let step = tick_step(wall, 8);
-    let mut t = 0i64;
-    while t <= wall {
-        let x = x_of(t);
-        let _ = write!(
-            out,
-            "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\"/><text x=\"{x}\" y=\"{}\">{}</text>",
-            px(TOP - 4.0),
-            px(height),
-            px(TOP - 8.0),
-            axis(t),
-            x = px(x),
-        );
-        match t.checked_add(step) {
-            Some(next) => t = next,
-            None => break,
+        let wall = a.wall_ms().max(1);
+        Timeline {
+            input,
+            a,
+            parents,
+            rows,
+            row_of,
+            on_path,
+            wall,
+            scale: CHART_W / wall as f64,
         }
     }
-    out.push_str("</g>");
 
-    // Labels.
-    out.push_str("<g class=\"labels\">");
-    for (r, &i) in rows.iter().enumerate() {
-        // An item's label is indented under its map task's.
-        let (x, class) = match (parents[i].is_some(), on_path[i]) {
-            (false, false) => ("4", ""),
-            (false, true) => ("4", " class=\"crit\""),
-            (true, false) => ("16", " class=\"item\""),
-            (true, true) => ("16", " class=\"item crit\""),
-        };
-        let _ = write!(
-            out,
-            "<text x=\"{x}\" y=\"{}\"{class}>",
-            px(y_of(r) + ROW_H - 5.0),
-        );
-        let room = if parents[i].is_some() { 26 } else { 28 };
-        push_text(out, &truncate(&input.tasks[i].id, room));
-        out.push_str("</text>");
+    fn x_of(&self, ms: i64) -> f64 {
+        LABEL_W + ms as f64 * self.scale
     }
-    out.push_str("</g>");
 
-    // Links along the actual critical path: from the end of the task waited
-    // for to the start of the task that waited.
-    if a.actual_path.len() > 1 {
-        out.push_str("<path class=\"crit-link\" d=\"");
-        for w in a.actual_path.windows(2) {
-            let (Some(p), Some(q)) = (a.span[w[0]], a.span[w[1]]) else {
+    fn y_of(&self, row: usize) -> f64 {
+        TOP + row as f64 * ROW_H
+    }
+
+    fn width_f(&self) -> f64 {
+        LABEL_W + CHART_W + RIGHT
+    }
+
+    fn height_f(&self) -> f64 {
+        TOP + self.rows.len() as f64 * ROW_H + 6.0
+    }
+
+    pub(crate) fn width(&self) -> String {
+        px(self.width_f())
+    }
+
+    pub(crate) fn height(&self) -> String {
+        px(self.height_f())
+    }
+
+    pub(crate) fn row_height(&self) -> String {
+        px(ROW_H)
+    }
+
+    pub(crate) fn bar_height(&self) -> String {
+        px(BAR_H)
+    }
+
+    /// Where the axis's lines start.
+    pub(crate) fn axis_top(&self) -> String {
+        px(TOP - 4.0)
+    }
+
+    pub(crate) fn axis_label_y(&self) -> String {
+        px(TOP - 8.0)
+    }
+
+    /// The y of every other row, shaded.
+    pub(crate) fn shaded_rows(&self) -> impl Iterator<Item = String> + '_ {
+        (1..self.rows.len()).step_by(2).map(|r| px(self.y_of(r)))
+    }
+
+    /// The axis's ticks, from 0 to the axis's end.
+    pub(crate) fn ticks(&self) -> Vec<Tick> {
+        let step = tick_step(self.wall, 8);
+        let mut ticks = Vec::new();
+        let mut t = 0i64;
+        while t <= self.wall {
+            ticks.push(Tick {
+                x: px(self.x_of(t)),
+                label: axis(t),
+            });
+            match t.checked_add(step) {
+                Some(next) => t = next,
+                None => break,
+            }
+        }
+        ticks
+    }
+
+    /// The tasks' labels, in row order.
+    pub(crate) fn labels(&self) -> impl Iterator<Item = Label> + '_ {
+        self.rows.iter().enumerate().map(|(r, &i)| {
+            let item = self.parents[i].is_some();
+            // An item's label is indented under its map task's.
+            let (x, class) = match (item, self.on_path[i]) {
+                (false, false) => ("4", None),
+                (false, true) => ("4", Some("crit")),
+                (true, false) => ("16", Some("item")),
+                (true, true) => ("16", Some("item crit")),
+            };
+            let room = if item { 26 } else { 28 };
+            Label {
+                x,
+                y: px(self.y_of(r) + ROW_H - 5.0),
+                class,
+                id: truncate(&self.input.tasks[i].id, room),
+            }
+        })
+    }
+
+    /// The links along the actual critical path, as one path's `d`: from
+    /// the end of the task waited for to the start of the task that waited.
+    pub(crate) fn critical_links(&self) -> Option<String> {
+        let path = &self.a.actual_path;
+        if path.len() < 2 {
+            return None;
+        }
+        let mut d = String::new();
+        for w in path.windows(2) {
+            let (Some(p), Some(q)) = (self.a.span[w[0]], self.a.span[w[1]]) else {
                 continue;
             };
             let _ = write!(
-                out,
+                d,
                 "M{} {}L{} {}",
-                px(x_of(p.end)),
-                px(y_of(row_of[w[0]]) + ROW_H / 2.0),
-                px(x_of(q.start)),
-                px(y_of(row_of[w[1]]) + ROW_H / 2.0)
+                px(self.x_of(p.end)),
+                px(self.y_of(self.row_of[w[0]]) + ROW_H / 2.0),
+                px(self.x_of(q.start)),
+                px(self.y_of(self.row_of[w[1]]) + ROW_H / 2.0)
             );
         }
-        out.push_str("\"/>");
+        Some(d)
     }
 
-    // Bars and attempt markers.
-    out.push_str("<g class=\"bars\">");
-    for (r, &i) in rows.iter().enumerate() {
-        let task = &input.tasks[i];
-        let y = y_of(r) + (ROW_H - BAR_H) / 2.0;
-        let Some(s) = a.span[i] else {
-            let _ = write!(
-                out,
-                "<text class=\"never\" x=\"{}\" y=\"{}\">{} (never started)</text>",
-                px(LABEL_W + 4.0),
-                px(y_of(r) + ROW_H - 5.0),
-                task.status.label()
-            );
-            continue;
-        };
-        let x = x_of(s.start);
-        let w = (s.duration() as f64 * scale).max(2.0);
-        let _ = write!(
-            out,
-            "<a href=\"#task-{i}\"><rect class=\"bar st-{}{}{}{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>",
-            task.status.as_str(),
-            if on_path[i] { " crit" } else { "" },
-            if task.cached { " cached" } else { "" },
-            if s.open { " open" } else { "" },
-            px(x),
-            px(y),
-            px(w),
-            px(BAR_H)
-        );
-        push_text(out, &task.id);
-        let _ = write!(
-            out,
-            ": {}, +{} for {}{}{}",
-            task.status.label(),
-            duration(s.start),
-            duration(s.duration()),
-            if s.open { " so far" } else { "" },
-            if on_path[i] {
-                ", on the critical path"
-            } else {
-                ""
+    /// The bars and their markers, in row order.
+    pub(crate) fn bars(&self) -> impl Iterator<Item = BarRow<'a>> + '_ {
+        self.rows.iter().enumerate().map(|(r, &i)| {
+            let task = &self.input.tasks[i];
+            BarRow {
+                at: i,
+                task,
+                bar: self.a.span[i].map(|s| self.bar(r, i, s)),
+                never_x: px(LABEL_W + 4.0),
+                text_y: px(self.y_of(r) + ROW_H - 5.0),
             }
-        );
-        out.push_str("</title></rect></a>");
+        })
+    }
+
+    /// Task `i`'s bar on row `r`, spanning `s`.
+    fn bar(&self, r: usize, i: usize, s: Span) -> Bar {
+        let x = self.x_of(s.start);
+        let w = (s.duration() as f64 * self.scale).max(2.0);
+        Bar {
+            x: px(x),
+            y: px(self.y_of(r) + (ROW_H - BAR_H) / 2.0),
+            w: px(w),
+            start: duration(s.start),
+            duration: duration(s.duration()),
+            open: s.open,
+            crit: self.on_path[i],
+            marks: self.marks(r, &self.input.tasks[i], (x, x + w)),
+        }
+    }
+
+    /// The markers of `task`'s calls on row `r`, inside its bar's `span`
+    /// of x: a retried call (an error that was not the last call counts)
+    /// or an output that failed a check, at the call's end.
+    fn marks(&self, r: usize, task: &TaskReport, (from, to): (f64, f64)) -> Vec<Mark> {
         let last = task.attempts.len().saturating_sub(1);
+        let mut marks = Vec::new();
         for (k, at) in task.attempts.iter().enumerate() {
             let kind = match at.outcome {
                 AttemptOutcome::Retry => "retry",
@@ -190,38 +276,28 @@ pub fn render(out: &mut String, input: &RunReportInput, a: &Analysis) {
                 AttemptOutcome::Error => "retry",
             };
             let Some(end) = at.ended_at else { continue };
-            let mx = x_of(end.unix_ms().saturating_sub(a.origin_ms)).clamp(x, x + w);
-            let my = y_of(r) + 1.0;
+            let mx = self
+                .x_of(end.unix_ms().saturating_sub(self.a.origin_ms))
+                .clamp(from, to);
+            let my = self.y_of(r) + 1.0;
             let shape = if kind == "check" {
                 format!("M{} {}l3.5 3.5l-3.5 3.5l-3.5-3.5z", px(mx), px(my))
             } else {
                 format!("M{} {}l4 7h-8z", px(mx), px(my))
             };
-            let _ = write!(
-                out,
-                "<path class=\"mark m-{kind}\" d=\"{shape}\"><title>attempt {}: {}",
-                at.number,
-                at.outcome.label()
-            );
-            if let Some(c) = &at.class {
-                out.push_str(" (");
-                push_text(out, c);
-                out.push(')');
-            }
-            out.push_str("</title></path>");
+            marks.push(Mark {
+                kind,
+                shape,
+                number: at.number,
+                outcome: at.outcome.label(),
+                class: at.class.clone(),
+            });
         }
+        marks
     }
-    out.push_str("</g>");
 
-    if input.status == RunStatus::Running {
-        let x = x_of(wall);
-        let _ = write!(
-            out,
-            "<line class=\"now\" x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\"/>",
-            px(TOP - 4.0),
-            px(height),
-            x = px(x)
-        );
+    /// The "now" line's x, for a run still in progress.
+    pub(crate) fn now(&self) -> Option<String> {
+        (self.input.status == RunStatus::Running).then(|| px(self.x_of(self.wall)))
     }
-    out.push_str("</svg>");
 }
