@@ -65,7 +65,7 @@ pub struct RootArg {
 
 impl RootArg {
     /// The postgres:// URL when the runs are in a shared store.
-    fn shared(&self) -> Result<Option<String>, CliError> {
+    pub(crate) fn shared(&self) -> Result<Option<String>, CliError> {
         Ok(ctx_run::settings::shared_url(self.store.as_deref(), |k| {
             std::env::var(k).ok()
         })?)
