@@ -79,7 +79,11 @@ pub fn run(a: Args) -> CliResult {
         None => local(&a.root, &mut tally)?,
     };
     print(&tally.finish(), &location, a.format)?;
-    Ok(if unreadable == 0 { Exit::Ok } else { Exit::Store })
+    Ok(if unreadable == 0 {
+        Exit::Ok
+    } else {
+        Exit::Store
+    })
 }
 
 /// Adds every run under the root; returns the root and how many runs
