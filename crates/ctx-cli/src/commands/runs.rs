@@ -30,7 +30,7 @@ use crate::io::{json_text, print_stdout};
 
 mod export_otlp;
 pub mod report;
-mod shared;
+pub(crate) mod shared;
 
 /// The `ctx runs` subcommands (deferred like `ctx`'s, see src/lib.rs).
 #[derive(Debug, clap::Subcommand)]

@@ -106,8 +106,8 @@ fn local(root: &RootArg, tally: &mut SpendTally) -> Result<(String, usize), CliE
 
 /// Adds every run of the shared store at `url`; as [`local`].
 fn shared(url: &str, tally: &mut SpendTally) -> Result<(String, usize), CliError> {
-    let (store, ids) = block_on(ctx_worker::runs::run_ids(url))?
-        .map_err(|e| CliError::shared(e, std::path::Path::new("<shared store>")))?;
+    let (store, ids) =
+        block_on(ctx_worker::runs::run_ids(url))?.map_err(super::runs::shared::shared)?;
     let mut unreadable = 0;
     for id in ids {
         let read = match store.view(&id) {
