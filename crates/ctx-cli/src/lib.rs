@@ -79,6 +79,9 @@ enum Command {
     /// Inspect, export and prune stored runs.
     #[command(subcommand)]
     Runs(commands::runs::RunsCommand),
+    /// Sum what stored runs spent over a period, by plan, model, day or
+    /// run, from each attempt's stored cost.
+    Spend(commands::spend::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,6 +131,7 @@ pub fn main() -> ExitCode {
         Command::Engines(a) => commands::engines::run(a),
         Command::Completions(a) => commands::completions::run(a, command()),
         Command::Runs(c) => commands::runs::run(c),
+        Command::Spend(a) => commands::spend::run(a),
     };
     finish(result)
 }

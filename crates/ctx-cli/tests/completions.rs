@@ -21,6 +21,7 @@ fn bash_completions_name_every_subcommand() {
         "lint",
         "engines",
         "runs",
+        "spend",
         "completions",
     ] {
         assert!(

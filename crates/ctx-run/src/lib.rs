@@ -55,6 +55,7 @@ pub mod run_costs;
 mod session;
 pub mod settings;
 pub mod show;
+pub mod spend;
 mod stored_plan;
 pub mod summary_text;
 
@@ -62,7 +63,7 @@ pub use atomic::{WriteError, write_atomic};
 pub use error::RunError;
 pub use results::{ResultsJson, SummariesJson, TaskJson, json_text};
 pub use session::{
-    RunOutcome, RunSession, RunSettings, RunStore, Start, StoredRun, refuse_unjudgeable, run_plan,
-    spent, total_cost, workflow_name,
+    ResultCost, RunOutcome, RunSession, RunSettings, RunStore, Start, StoredRun,
+    refuse_unjudgeable, run_plan, spent, total_cost, workflow_name,
 };
 pub use stored_plan::{StoredPlan, redacted_params, stored_inputs, stored_plan};

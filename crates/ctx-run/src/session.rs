@@ -31,7 +31,7 @@ use ctx_deps::{
     ExecutionStore, Executor, ExecutorOptions, InferenceEngine, MemoryStore, ProgressEvent,
     RunReport,
 };
-use ctx_model::Plan;
+use ctx_model::{Plan, TaskExecutionResult, TaskStatus};
 use ctx_store::ResumePlan;
 use ctx_store_sqlite::{CachingEngine, NewRun, RunRoot, SessionEnd, SqliteStore, StartAt};
 use tracing::Instrument;
@@ -401,11 +401,42 @@ pub fn spent(run: &dyn ctx_store::RunHistory) -> Result<ctx_cost::Usd, ctx_store
 
 /// The one rule for what a run spent, whatever stores it: the sum of the
 /// known `cost_usd` of every result it recorded (a result without a price
-/// adds nothing).
+/// adds nothing; [`ResultCost`]).
 pub fn total_cost(rows: &[ctx_store::ResultRecord]) -> ctx_cost::Usd {
     rows.iter()
-        .filter_map(|r| r.result.metadata.cost_usd)
+        .filter_map(|r| match ResultCost::of(&r.result) {
+            ResultCost::Priced(c) => Some(c),
+            ResultCost::Unpriced | ResultCost::NoCost => None,
+        })
         .fold(ctx_cost::Usd::ZERO, ctx_cost::Usd::saturating_add)
+}
+
+/// What one stored result says it cost: the rule [`total_cost`] sums a run
+/// by and `ctx spend` ([`crate::spend`]) sums many runs by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultCost {
+    /// Its stored `cost_usd`: what its calls cost, exactly ($0 for a
+    /// cached output, a dry run, or a failure before any call).
+    Priced(ctx_cost::Usd),
+    /// A completed or failed execution with no `cost_usd`: the executor
+    /// priced every call it could, so one of its models had no known price
+    /// (or a failed call had no `max_tokens` to charge). Its cost is
+    /// unknown, never $0.
+    Unpriced,
+    /// A row that records no execution's end (`in_progress`, `pending`,
+    /// `skipped`) and no cost.
+    NoCost,
+}
+
+impl ResultCost {
+    /// What `result` says it cost.
+    pub fn of(result: &TaskExecutionResult) -> ResultCost {
+        match (result.metadata.cost_usd, result.status) {
+            (Some(c), _) => ResultCost::Priced(c),
+            (None, TaskStatus::Completed | TaskStatus::Failed) => ResultCost::Unpriced,
+            (None, _) => ResultCost::NoCost,
+        }
+    }
 }
 
 /// Refuses a plan with `judge` checks on an engine whose outputs are

@@ -158,6 +158,26 @@ impl RunRoot {
         Ok((ok, bad))
     }
 
+    /// Every run under the root opened read-only, one at a time as the
+    /// iterator is advanced (so a thousand runs never hold a thousand open
+    /// databases), in the order of [`list`](Self::list); a run that cannot
+    /// be opened is an [`UnreadableRun`], and one being created right now
+    /// (its lock held, its schema not committed yet) is left out, as `list`
+    /// leaves it out. A missing root has no runs. `ctx spend` reads
+    /// through it.
+    pub fn open_each(
+        &self,
+    ) -> Result<impl Iterator<Item = std::result::Result<RunView, UnreadableRun>>> {
+        let dirs = self.run_dirs(|d| d.join(STORE_FILE).is_file())?;
+        Ok(dirs
+            .into_iter()
+            .filter_map(|dir| match RunView::open(&dir) {
+                Ok(view) => Some(Ok(view)),
+                Err(_) if lock::probe(&dir).is_some() => None,
+                Err(error) => Some(Err(UnreadableRun { dir, error })),
+            }))
+    }
+
     /// Removes all but the newest `keep` runs (by id, i.e. creation time),
     /// with their cache entries. Only directories whose name is a run id
     /// are considered (a `--run-dir` elsewhere is never touched); a run

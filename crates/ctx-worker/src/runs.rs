@@ -80,6 +80,17 @@ pub fn view(url: &str, run_id: &str) -> Result<PgRunView, PgError> {
     open(url)?.view(run_id)
 }
 
+/// The store at `url` and the ids of its runs, oldest first (by creation
+/// time, then id, as [`list`] orders them), for reading each through the
+/// seam both stores share with [`PgStore::view`] (off the runtime): what
+/// `ctx spend --store URL` sums.
+pub async fn run_ids(url: &str) -> Result<(PgStore, Vec<String>), SharedError> {
+    let store = open_off_runtime(url).await?;
+    let mut runs = store.runs(None).await?;
+    runs.sort_by(|a, b| (&a.created_at, &a.run_id).cmp(&(&b.created_at, &b.run_id)));
+    Ok((store, runs.into_iter().map(|r| r.run_id).collect()))
+}
+
 /// Removes the closed runs beyond the newest `keep` (and the open ones
 /// too with `force`): `ctx runs gc --store URL`.
 pub async fn gc(url: &str, keep: usize, force: bool) -> Result<GcReport, SharedError> {

@@ -151,6 +151,7 @@ mod tests {
             "render",
             "lint",
             "runs",
+            "spend",
             "completions",
         ] {
             assert!(top.contains(sub), "ctx.1 does not name `{sub}`");

@@ -18,4 +18,5 @@ pub mod run_cost;
 pub mod runs;
 pub mod schema;
 pub mod shared_run;
+pub mod spend;
 pub mod worker;

@@ -30,7 +30,7 @@ use crate::io::{json_text, print_stdout};
 
 mod export_otlp;
 pub mod report;
-mod shared;
+pub(crate) mod shared;
 
 /// The `ctx runs` subcommands (deferred like `ctx`'s, see src/lib.rs).
 #[derive(Debug, clap::Subcommand)]
@@ -65,7 +65,7 @@ pub struct RootArg {
 
 impl RootArg {
     /// The postgres:// URL when the runs are in a shared store.
-    fn shared(&self) -> Result<Option<String>, CliError> {
+    pub(crate) fn shared(&self) -> Result<Option<String>, CliError> {
         Ok(ctx_run::settings::shared_url(self.store.as_deref(), |k| {
             std::env::var(k).ok()
         })?)

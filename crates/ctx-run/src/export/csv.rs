@@ -95,7 +95,7 @@ pub fn export_csv(run: &StoredRun) -> String {
 /// One cell: its text, and whether it must be quoted whatever it holds
 /// (see [`text`]).
 #[derive(Default)]
-struct Cell {
+pub(crate) struct Cell {
     value: String,
     quote: bool,
 }
@@ -118,7 +118,7 @@ impl From<&str> for Cell {
 /// Appends one record, RFC 4180 style: fields separated by `,`, the record
 /// ended by CRLF, a field quoted when it holds a comma, a quote or a line
 /// break (quotes doubled) or when it is marked to be quoted.
-fn write_record(out: &mut String, cells: impl IntoIterator<Item = Cell>) {
+pub(crate) fn write_record(out: &mut String, cells: impl IntoIterator<Item = Cell>) {
     for (i, cell) in cells.into_iter().enumerate() {
         if i > 0 {
             out.push(',');
@@ -242,7 +242,7 @@ const SEPARATORS: [char; 3] = [',', ';', '\t'];
 ///
 /// The second rule is a property of the whole cell, so it is returned beside
 /// the text and the writer quotes on it ([`Cell`]).
-fn text(s: &str) -> Cell {
+pub(crate) fn text(s: &str) -> Cell {
     let value = if s.starts_with(FORMULA_STARTS) {
         format!("'{s}")
     } else {

@@ -30,7 +30,7 @@
 //! that is still executing is a snapshot: the run is drawn as in progress up
 //! to the moment it was read.
 
-mod csv;
+pub(crate) mod csv;
 mod json;
 
 use std::collections::HashMap;

@@ -57,7 +57,8 @@ pub fn gc(url: &str, keep: usize, force: bool) -> CliResult {
     Ok(Exit::Ok)
 }
 
-/// A read of the shared store: no plan is involved.
-fn shared(e: ctx_worker::SharedError) -> CliError {
+/// A read of the shared store: no plan is involved (`ctx runs`, `ctx
+/// spend`).
+pub(crate) fn shared(e: ctx_worker::SharedError) -> CliError {
     CliError::shared(e, std::path::Path::new("<shared store>"))
 }
