@@ -1,0 +1,93 @@
+//! `ctx runs diff A B`: two stored runs compared task by task, and the CI
+//! gate over the comparison (`--fail-on`). The comparison is ctx-diff's;
+//! here are the flags, the output and the exit codes: 0 compared (no
+//! condition holds), 1 a `--fail-on` condition holds (each named on
+//! stderr), 2 bad input (an unknown run or task, an unknown condition or
+//! threshold, runs with no task in common without `--allow-disjoint`),
+//! 4 a store that cannot be read.
+
+use ctx_deps::RunHistory;
+use ctx_diff::{DiffOptions, RunDiff};
+
+use super::{Format, RootArg, open};
+use crate::exit::{CliError, CliResult, Exit};
+use crate::io::{json_text, print_stdout};
+
+// `ctx runs diff`.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// The baseline run: a run id or a run directory.
+    #[arg(value_name = "A")]
+    a: String,
+    /// The run compared with it.
+    #[arg(value_name = "B")]
+    b: String,
+    /// Show this task in full, with the unified diff of its output.
+    #[arg(long, value_name = "ID")]
+    task: Option<String>,
+    /// Exit 1 when a condition holds, naming it on stderr:
+    /// check-regression, status, output, cost:+N%, time:+N%.
+    /// Comma-separated or repeated.
+    #[arg(long = "fail-on", value_name = "CONDITION")]
+    fail_on: Vec<String>,
+    /// Compare runs that share no task (runs of different plans).
+    #[arg(long)]
+    allow_disjoint: bool,
+    #[command(flatten)]
+    root: RootArg,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+}
+
+/// Runs the command.
+pub fn run(a: DiffArgs) -> CliResult {
+    // Bad conditions are refused before any store is read.
+    let conditions = ctx_diff::gate::parse_conditions(&a.fail_on)
+        .map_err(|e| CliError::usage(format!("--fail-on: {e}")))?;
+    let options = DiffOptions {
+        allow_disjoint: a.allow_disjoint,
+        task: a.task.clone(),
+    };
+    let diff = match a.root.shared()? {
+        Some(url) => {
+            let (x, y) = (
+                ctx_worker::runs::view(&url, &a.a)?,
+                ctx_worker::runs::view(&url, &a.b)?,
+            );
+            compare(&x, &y, &options)?
+        }
+        None => compare(&open(&a.root, &a.a)?, &open(&a.root, &a.b)?, &options)?,
+    };
+    let text = match (a.format, a.task.is_some()) {
+        (Format::Json, _) => json_text(&diff)?,
+        (Format::Text, true) => diff.task_text(),
+        (Format::Text, false) => diff.text(),
+    };
+    print_stdout(&text)?;
+    let tripped = ctx_diff::gate::judge(&diff, &conditions);
+    for t in &tripped {
+        eprintln!("fail-on {}: {}", t.condition, t.detail);
+    }
+    Ok(if tripped.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Findings
+    })
+}
+
+fn compare(
+    a: &dyn RunHistory,
+    b: &dyn RunHistory,
+    options: &DiffOptions,
+) -> Result<RunDiff, CliError> {
+    ctx_diff::diff_runs(a, b, options).map_err(diff_error)
+}
+
+/// A store that fails once open is exit 4; the rest is bad input (2).
+fn diff_error(e: ctx_diff::DiffError) -> CliError {
+    match e {
+        e @ ctx_diff::DiffError::Read { .. } => CliError::with(Exit::Store, e),
+        e => CliError::usage(e),
+    }
+}
