@@ -288,3 +288,53 @@ fn totals_and_the_cost_gate() {
         d.tasks
     );
 }
+
+/// The JSON (`ctx runs diff --format json`) and the text of one
+/// comparison, byte for byte: its keys, their order and the figures'
+/// forms are documented (docs/runs.md) and tools read them.
+#[test]
+fn the_json_and_the_text_are_golden() {
+    let mut a = run(
+        "A",
+        "W1",
+        [
+            ("facts", "completed", "Facts of W1\nline two\n"),
+            ("tone", "completed", "calm"),
+            ("report", "completed", "r"),
+        ],
+    );
+    let mut b = run(
+        "B",
+        "W2",
+        [
+            ("facts", "completed", "Facts of W2\nline two\n"),
+            ("tone", "completed", "calm"),
+            ("report", "failed", ""),
+        ],
+    );
+    b.header.state = RunState::Running;
+    let figures = |r: &mut ResultRecord, tokens: u64, cost: &str, ms: u64| {
+        let m = &mut r.result.metadata;
+        m.tokens_used = Some(
+            serde_json::from_value(json!({"prompt_tokens": tokens - 10, "completion_tokens": 10,
+                "total_tokens": tokens, "cached_tokens": tokens / 2}))
+            .unwrap(),
+        );
+        m.cost_usd = Some(Usd::parse(cost).unwrap());
+        m.execution_time_ms = Some(ms);
+        m.attempts = vec![ctx_model::Attempt::default()];
+    };
+    figures(a.latest.get_mut("facts").unwrap(), 100, "0.001", 900);
+    figures(b.latest.get_mut("facts").unwrap(), 120, "0.0012", 1200);
+    figures(a.latest.get_mut("report").unwrap(), 50, "0.0005", 300);
+    let d = compare(&a, &b, &DiffOptions::default()).unwrap();
+    let mut json = serde_json::to_string_pretty(&d).unwrap();
+    json.push('\n');
+    insta::assert_snapshot!("diff_json", json);
+    insta::assert_snapshot!("diff_text", d.text());
+    let one = DiffOptions {
+        task: Some("facts".into()),
+        ..DiffOptions::default()
+    };
+    insta::assert_snapshot!("diff_task_text", compare(&a, &b, &one).unwrap().task_text());
+}
