@@ -6,6 +6,14 @@
 use ctx_test_support::Out;
 use serde_json::Value;
 
+#[cfg(unix)]
+#[path = "../../ctx-store-postgres/tests/support/mod.rs"]
+mod pg;
+
+#[cfg(unix)]
+#[path = "support/shared_cli.rs"]
+mod shared_cli;
+
 /// `facts` reads WEEK, `tone` reads TONE (default `plain`), `report`
 /// depends on both, `count` has a check and `extra` is plain.
 const PLAN: &str = r#"
@@ -282,4 +290,54 @@ fn bad_input_is_refused_with_exit_2() {
     let unknown = d.diff(&[&a, "no-such-run"]);
     assert_eq!(unknown.code, 2, "{}", unknown.stderr);
     assert!(unknown.stderr.contains("no-such-run"), "{}", unknown.stderr);
+}
+
+/// The same comparison on the shared store: two runs of the plan made
+/// with `ctx run --store URL` (this process the one worker), compared with
+/// `ctx runs diff --store URL`. Skips without PostgreSQL (fails in CI).
+#[cfg(unix)]
+#[test]
+fn two_shared_runs_compare_as_two_local_ones() {
+    let Some(url) = pg::fresh_db("runs_diff") else {
+        return;
+    };
+    let d = Dir::new();
+    let run = |week: &str| {
+        let out = shared_cli::ctx()
+            .current_dir(d.0.path())
+            .args(["run", "plan.yaml", "--store", &url, "--engine", "command", "--command"])
+            .arg(d.command())
+            .args(["--var", &format!("WEEK={week}")])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        shared_cli::run_id_from_text(&err)
+    };
+    let a = run("W1");
+    let b = run("W2");
+    let diff = |args: &[&str]| {
+        let out = shared_cli::ctx()
+            .args(["runs", "diff", "--store", &url])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, stdout, stderr) = diff(&[&a, &b, "--format", "json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(causes(&json, "facts"), ["variable WEEK"]);
+    assert_eq!(causes(&json, "report"), ["dependency facts"]);
+    assert_eq!(task(&json, "tone")["change"], "same");
+    assert_eq!(json["summary"]["output"], 2);
+    let (code, _, stderr) = diff(&[&a, &b, "--fail-on", "output"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("fail-on output: facts, report"), "{stderr}");
+    let (code, _, stderr) = diff(&[&a, "no-such-run"]);
+    assert_eq!(code, Some(2), "{stderr}");
 }
