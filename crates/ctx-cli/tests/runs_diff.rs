@@ -305,7 +305,15 @@ fn two_shared_runs_compare_as_two_local_ones() {
     let run = |week: &str| {
         let out = shared_cli::ctx()
             .current_dir(d.0.path())
-            .args(["run", "plan.yaml", "--store", &url, "--engine", "command", "--command"])
+            .args([
+                "run",
+                "plan.yaml",
+                "--store",
+                &url,
+                "--engine",
+                "command",
+                "--command",
+            ])
             .arg(d.command())
             .args(["--var", &format!("WEEK={week}")])
             .output()

@@ -162,7 +162,8 @@ pub struct RunDiff {
     pub b: RunFacts,
     /// The counts.
     pub summary: Summary,
-    /// Every task, changed first ([`Change`]'s order), then by id.
+    /// Every task, changed first ([`Change`]'s order), then in B's plan
+    /// order (a map's items by index), then A's tasks that B lacks.
     pub tasks: Vec<TaskDiff>,
 }
 
@@ -190,7 +191,9 @@ pub fn compare(a: &RunSide, b: &RunSide, options: &DiffOptions) -> Result<RunDif
         .iter()
         .map(|p| task::task_diff(a, b, p, false))
         .collect();
-    tasks.sort_by(|x, y| (x.change, &x.id).cmp(&(y.change, &y.id)));
+    // Stable: within a change, the pairs' order (B's plan order, its
+    // items by index, then what only A has).
+    tasks.sort_by_key(|t| t.change);
     let summary = summary(&tasks, &facts_a, &facts_b);
     if let Some(id) = &options.task {
         let Some(pair) = pairs

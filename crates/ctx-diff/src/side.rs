@@ -2,7 +2,7 @@
 //! durable stores offer ([`RunHistory`]), so a run directory and a shared
 //! run are compared by the same code.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ctx_model::map::{is_current_item, parse_item_id};
 use ctx_model::{Plan, SubTask};
@@ -25,7 +25,7 @@ pub struct RunSide {
     /// dropped are not the run's and are left out).
     pub latest: BTreeMap<String, ResultRecord>,
     /// The run's task ids: the plan's, in plan order, then its map items
-    /// in id order.
+    /// by map and index.
     pub tasks: Vec<String>,
 }
 
@@ -60,15 +60,18 @@ impl RunSide {
                     && is_current_item(stored.get(m).map(|r| &r.result), k)
             })
         };
-        let items: Vec<String> = stored
+        let items: BTreeSet<String> = stored
             .keys()
             .filter(|id| !index.contains(id) && is_item(id))
             .cloned()
             .collect();
         let latest = stored
             .into_iter()
-            .filter(|(id, _)| index.contains(id) || items.binary_search(id).is_ok())
+            .filter(|(id, _)| index.contains(id) || items.contains(id))
             .collect();
+        // Items by map, then index: `m[2]` before `m[10]`.
+        let mut items: Vec<String> = items.into_iter().collect();
+        items.sort_by_cached_key(|id| parse_item_id(id).map(|(m, k)| (m.to_string(), k)));
         tasks.extend(items);
         RunSide {
             header,

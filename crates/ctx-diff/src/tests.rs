@@ -316,8 +316,10 @@ fn the_json_and_the_text_are_golden() {
     let figures = |r: &mut ResultRecord, tokens: u64, cost: &str, ms: u64| {
         let m = &mut r.result.metadata;
         m.tokens_used = Some(
-            serde_json::from_value(json!({"prompt_tokens": tokens - 10, "completion_tokens": 10,
-                "total_tokens": tokens, "cached_tokens": tokens / 2}))
+            serde_json::from_value(
+                json!({"prompt_tokens": tokens - 10, "completion_tokens": 10,
+                "total_tokens": tokens, "cached_tokens": tokens / 2}),
+            )
             .unwrap(),
         );
         m.cost_usd = Some(Usd::parse(cost).unwrap());
