@@ -349,3 +349,92 @@ fn two_shared_runs_compare_as_two_local_ones() {
     let (code, _, stderr) = diff(&[&a, "no-such-run"]);
     assert_eq!(code, Some(2), "{stderr}");
 }
+
+/// A map's items match by content: an item put in front of the list moves
+/// the others down one index, and each is compared with itself; an item
+/// whose content changed is compared with the item of its id, if that one
+/// was not taken by its content, and names `item` as its cause.
+#[test]
+fn map_items_match_by_content_hash() {
+    let d = ctx_test_support::Dir::new();
+    d.write(
+        "plan.yaml",
+        r#"
+schema_version: 1
+variables:
+  - {name: LIST, type: json}
+sub_tasks:
+  - id: scan
+    description: Scan
+    map: {over: LIST, as: ITEM, max_items: 10}
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: "Read\n<untrusted-content>\n{{ITEM}}\n</untrusted-content>\n"
+"#,
+    );
+    let run = |list: &str| {
+        let out = d.run(&[
+            "run",
+            "plan.yaml",
+            "--root",
+            "runs",
+            "--engine",
+            "command",
+            "--command",
+            "cat",
+            "--var",
+            &format!("LIST={list}"),
+        ]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out.run_id()
+    };
+    let items = |a: &str, b: &str| -> Vec<(Value, Value, String)> {
+        let out = d.run(&["runs", "diff", "--root", "runs", a, b, "--format", "json"]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let json = out.json();
+        json["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["id"] != "scan")
+            .map(|t| {
+                let mut change = t["change"].as_str().unwrap().to_string();
+                if !t["causes"].as_array().unwrap().is_empty() {
+                    change = format!("{change} ({})", t["causes"][0]["kind"].as_str().unwrap());
+                }
+                (t["a_id"].clone(), t["b_id"].clone(), change)
+            })
+            .collect()
+    };
+    let s = |x: &str| Value::String(x.into());
+    let n = Value::Null;
+    let a = run(r#"["one", "two", "three"]"#);
+    let moved = run(r#"["zero", "one", "two"]"#);
+    assert_eq!(
+        items(&a, &moved),
+        [
+            (n.clone(), s("scan[0]"), "new".to_string()),
+            (s("scan[2]"), n.clone(), "removed".to_string()),
+            (s("scan[0]"), s("scan[1]"), "same".to_string()),
+            (s("scan[1]"), s("scan[2]"), "same".to_string()),
+        ]
+    );
+    let page = d.run(&[
+        "runs", "diff", "--root", "runs", &a, &moved, "--task", "scan[1]",
+    ]);
+    assert!(
+        page.stdout.contains("was      scan[0] in A\n"),
+        "{}",
+        page.stdout
+    );
+    let changed = run(r#"["one", "TWO", "three"]"#);
+    assert_eq!(
+        items(&a, &changed),
+        [
+            (s("scan[1]"), s("scan[1]"), "output (item)".to_string()),
+            (s("scan[0]"), s("scan[0]"), "same".to_string()),
+            (s("scan[2]"), s("scan[2]"), "same".to_string()),
+        ]
+    );
+}

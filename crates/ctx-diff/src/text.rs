@@ -92,8 +92,12 @@ fn row(t: &TaskDiff) -> Vec<String> {
         None => "-".to_string(),
     };
     let causes: Vec<String> = t.causes.iter().map(|c| printable(&c.to_string())).collect();
+    let id = match (&t.a_id, &t.b_id) {
+        (Some(x), Some(y)) if x != y => format!("{} (was {})", printable(y), printable(x)),
+        _ => printable(&t.id),
+    };
     vec![
-        printable(&t.id),
+        id,
         t.change.as_str().to_string(),
         statuses(&t.status),
         checks,
