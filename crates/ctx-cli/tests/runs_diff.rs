@@ -438,3 +438,32 @@ sub_tasks:
         ]
     );
 }
+
+/// `-o FILE` writes the HTML page beside the usual output.
+#[test]
+fn the_html_page_is_written_with_o() {
+    let d = Dir::new();
+    let a = d.run("W1");
+    let b = d.run("W2");
+    let out = d.diff(&[&a, &b, "-o", "diff.html", "--format", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("comparison written to diff.html"),
+        "{}",
+        out.stderr
+    );
+    // Standard output keeps its form: no diffs without --task.
+    assert_eq!(task(&out.json(), "facts")["output"]["diff"], Value::Null);
+    let html = std::fs::read_to_string(d.0.path().join("diff.html")).unwrap();
+    assert!(
+        html.contains("<span class=\"del\">-Facts of W1</span>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<span class=\"add\">+Facts of W2</span>"),
+        "{html}"
+    );
+    // A path taken by a directory.
+    let bad = d.diff(&[&a, &b, "-o", "runs"]);
+    assert_eq!(bad.code, 5, "{}", bad.stderr);
+}

@@ -30,6 +30,7 @@ use serde::Serialize;
 
 pub mod cause;
 pub mod gate;
+mod html;
 pub mod matching;
 pub mod side;
 pub mod task;
@@ -93,6 +94,9 @@ pub struct DiffOptions {
     pub allow_disjoint: bool,
     /// Keep only this task, with its unified diff.
     pub task: Option<String>,
+    /// Compute the unified diff of every changed output (the HTML page
+    /// shows them; the JSON then carries them too).
+    pub diffs: bool,
 }
 
 /// One run as the comparison saw it.
@@ -189,7 +193,7 @@ pub fn compare(a: &RunSide, b: &RunSide, options: &DiffOptions) -> Result<RunDif
     let (facts_a, facts_b) = (RunFacts::of(a), RunFacts::of(b));
     let mut tasks: Vec<TaskDiff> = pairs
         .iter()
-        .map(|p| task::task_diff(a, b, p, false))
+        .map(|p| task::task_diff(a, b, p, options.diffs))
         .collect();
     // Stable: within a change, the pairs' order (B's plan order, its
     // items by index, then what only A has).

@@ -340,3 +340,50 @@ fn the_json_and_the_text_are_golden() {
     };
     insta::assert_snapshot!("diff_task_text", compare(&a, &b, &one).unwrap().task_text());
 }
+
+/// The HTML page: self-contained, every stored string escaped, no
+/// script allowed to run, each changed task linked to its section with
+/// its diff.
+#[test]
+fn the_html_page_escapes_what_runs_stored_and_runs_no_script() {
+    let a = run(
+        "A",
+        "W1",
+        [
+            ("facts", "completed", "<b>one</b>\n"),
+            ("tone", "completed", "calm"),
+            ("report", "completed", "r"),
+        ],
+    );
+    let b = run(
+        "B",
+        "W2",
+        [
+            ("facts", "completed", "<script>alert(1)</script>\n"),
+            ("tone", "completed", "calm"),
+            ("report", "completed", "r"),
+        ],
+    );
+    let options = DiffOptions {
+        diffs: true,
+        ..DiffOptions::default()
+    };
+    let html = compare(&a, &b, &options).unwrap().html();
+    assert!(!html.contains("<script"), "{html}");
+    assert!(!html.contains("<b>"), "{html}");
+    assert!(
+        html.contains("<span class=\"add\">+&lt;script&gt;alert(1)&lt;/script&gt;</span>"),
+        "{html}"
+    );
+    assert!(html.contains("content=\"default-src 'none'; style-src 'unsafe-inline';"));
+    // `facts` is the first row (output), linked to its section.
+    assert!(html.contains("<a href=\"#task-0\">facts</a>"), "{html}");
+    assert!(
+        html.contains("<section class=\"task\" id=\"task-0\">"),
+        "{html}"
+    );
+    assert!(html.contains("cause    variable WEEK"), "{html}");
+    // `tone` is the same: a row, no section.
+    assert!(!html.contains("id=\"task-2\""), "{html}");
+    insta::assert_snapshot!("diff_html", html);
+}

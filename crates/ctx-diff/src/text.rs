@@ -77,7 +77,8 @@ fn run_line(r: &RunFacts) -> String {
     )
 }
 
-fn row(t: &TaskDiff) -> Vec<String> {
+/// A task's row of the table (its cells escaped for a terminal).
+pub(crate) fn row(t: &TaskDiff) -> Vec<String> {
     let regressed = t.checks.last.iter().filter(|f| f.is_regression()).count();
     let fixed = t.checks.last.len() - regressed;
     let checks = match (regressed, fixed) {
@@ -125,7 +126,8 @@ fn signed(d: Option<i64>, unit: &str) -> String {
     d.map_or_else(String::new, |d| format!("{d:+}{unit}"))
 }
 
-fn count_line(c: &Count, unit: &str) -> String {
+/// `A -> B (+change, +percent)`.
+pub(crate) fn count_line(c: &Count, unit: &str) -> String {
     let side = |x: Option<u64>| x.map_or_else(|| "-".to_string(), |x| format!("{x}{unit}"));
     let pct = match (c.a, c.b) {
         (Some(a), Some(b)) if a > 0 => {
@@ -139,7 +141,8 @@ fn count_line(c: &Count, unit: &str) -> String {
     }
 }
 
-fn cost_line(c: &Cost) -> String {
+/// `$A -> $B (+$change, +percent)`.
+pub(crate) fn cost_line(c: &Cost) -> String {
     let side = |x: Option<ctx_model::money::Usd>| x.map_or_else(|| "-".to_string(), dollars);
     let Some(d) = c.delta else {
         return format!("{} -> {}", side(c.a), side(c.b));
@@ -170,6 +173,19 @@ fn flip_text(f: &Flip) -> String {
 }
 
 fn task_page(t: &TaskDiff) -> String {
+    let mut out = task_facts(t);
+    if let Some(diff) = t.output.diff.as_deref().filter(|d| !d.is_empty()) {
+        out.push('\n');
+        out.push_str(&printable_lines(diff));
+        if !diff.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A task in full but its diff: one `name  value` line each.
+pub(crate) fn task_facts(t: &TaskDiff) -> String {
     let mut out = format!("task     {}\n", printable(&t.id));
     if t.a_id.is_some() && t.a_id != t.b_id {
         let was = t.a_id.as_deref().unwrap_or_default();
@@ -198,12 +214,5 @@ fn task_page(t: &TaskDiff) -> String {
     out.push_str(&format!("cached   {}\n", count_line(&t.cached_tokens, "")));
     out.push_str(&format!("attempts {}\n", count_line(&t.attempts, "")));
     out.push_str(&format!("time     {}\n", count_line(&t.time_ms, " ms")));
-    if let Some(diff) = t.output.diff.as_deref().filter(|d| !d.is_empty()) {
-        out.push('\n');
-        out.push_str(&printable_lines(diff));
-        if !diff.ends_with('\n') {
-            out.push('\n');
-        }
-    }
     out
 }

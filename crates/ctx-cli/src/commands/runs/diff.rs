@@ -4,14 +4,16 @@
 //! condition holds), 1 a `--fail-on` condition holds (each named on
 //! stderr), 2 bad input (an unknown run or task, an unknown condition or
 //! threshold, runs with no task in common without `--allow-disjoint`),
-//! 4 a store that cannot be read.
+//! 4 a store that cannot be read, 5 an `-o` page that cannot be written.
+
+use std::path::PathBuf;
 
 use ctx_deps::RunHistory;
 use ctx_diff::{DiffOptions, RunDiff};
 
 use super::{Format, RootArg, open};
 use crate::exit::{CliError, CliResult, Exit};
-use crate::io::{json_text, print_stdout};
+use crate::io::{json_text, print_stdout, write_atomic};
 
 // `ctx runs diff`.
 #[derive(Debug, clap::Args)]
@@ -33,6 +35,10 @@ pub struct DiffArgs {
     /// Compare runs that share no task (runs of different plans).
     #[arg(long)]
     allow_disjoint: bool,
+    /// Also write the comparison as one self-contained HTML page, each
+    /// changed task with its unified diff, to FILE (replaced atomically).
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    out: Option<PathBuf>,
     #[command(flatten)]
     root: RootArg,
     /// Output format.
@@ -48,8 +54,9 @@ pub fn run(a: DiffArgs) -> CliResult {
     let options = DiffOptions {
         allow_disjoint: a.allow_disjoint,
         task: a.task.clone(),
+        diffs: a.out.is_some(),
     };
-    let diff = match a.root.shared()? {
+    let mut diff = match a.root.shared()? {
         Some(url) => {
             let (x, y) = (
                 ctx_worker::runs::view(&url, &a.a)?,
@@ -59,6 +66,14 @@ pub fn run(a: DiffArgs) -> CliResult {
         }
         None => compare(&open(&a.root, &a.a)?, &open(&a.root, &a.b)?, &options)?,
     };
+    if let Some(path) = &a.out {
+        write_atomic(path, diff.html().as_bytes())?;
+        eprintln!("comparison written to {}", path.display());
+        // Standard output is as without -o: diffs only for --task.
+        if a.task.is_none() {
+            diff.tasks.iter_mut().for_each(|t| t.output.diff = None);
+        }
+    }
     let text = match (a.format, a.task.is_some()) {
         (Format::Json, _) => json_text(&diff)?,
         (Format::Text, true) => diff.task_text(),
