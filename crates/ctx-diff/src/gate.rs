@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use ctx_model::money::Usd;
 
-use crate::{RunDiff, TaskDiff};
+use crate::RunDiff;
 
 /// The names `--fail-on` knows, as listed in errors.
 pub const CONDITIONS: &str = "check-regression, status, output, cost:+N%, time:+N%";
@@ -136,7 +136,7 @@ pub fn judge(diff: &RunDiff, conditions: &[Condition]) -> Vec<Tripped> {
             let detail = match condition {
                 Condition::CheckRegression => tasks(&diff.summary.check_regressions),
                 Condition::Status => tasks(&diff.summary.status_regressions),
-                Condition::Output => tasks(&changed_outputs(&diff.tasks)),
+                Condition::Output => tasks(&diff.summary.changed_outputs),
                 Condition::Cost(t) => grew(
                     picos(diff.a.cost_usd),
                     picos(diff.b.cost_usd),
@@ -157,18 +157,6 @@ pub fn judge(diff: &RunDiff, conditions: &[Condition]) -> Vec<Tripped> {
 
 fn picos(u: Usd) -> f64 {
     u.picos() as f64
-}
-
-/// The tasks whose output is not identical (a task of one run only
-/// included).
-fn changed_outputs(tasks: &[TaskDiff]) -> Vec<String> {
-    let mut ids: Vec<String> = tasks
-        .iter()
-        .filter(|t| !t.output.identical)
-        .map(|t| t.id.clone())
-        .collect();
-    ids.sort();
-    ids
 }
 
 fn tasks(ids: &[String]) -> Option<String> {

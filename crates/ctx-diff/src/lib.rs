@@ -155,6 +155,10 @@ pub struct Summary {
     pub cost_usd: Cost,
     /// The runs' total task time and its change.
     pub time_ms: Count,
+    /// The tasks whose output is not identical (of either run), for the
+    /// gate: not in the JSON, where each task says so.
+    #[serde(skip)]
+    pub changed_outputs: Vec<String>,
 }
 
 /// Two runs compared.
@@ -243,6 +247,7 @@ fn summary(tasks: &[TaskDiff], a: &RunFacts, b: &RunFacts) -> Summary {
         status_regressions: ids(TaskDiff::status_regressed),
         cost_usd: task::cost(Some(a.cost_usd), Some(b.cost_usd)),
         time_ms: task::count(Some(a.time_ms), Some(b.time_ms)),
+        changed_outputs: ids(|t| !t.output.identical),
     }
 }
 

@@ -220,6 +220,13 @@ fn status_check_regressions_and_missing_tasks_count_against_b() {
     // Changed tasks first.
     let order: Vec<&str> = d.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(order, ["b", "c", "a", "m"]);
+    // With one task kept (`--task`), the gate still judges them all.
+    let kept = DiffOptions {
+        task: Some("m".into()),
+        ..DiffOptions::default()
+    };
+    let d = compare(&a, &b, &kept).unwrap();
+    assert_eq!(d.tasks.len(), 1);
     let tripped = judge(
         &d,
         &[
