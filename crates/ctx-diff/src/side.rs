@@ -32,7 +32,9 @@ pub struct RunSide {
 impl RunSide {
     /// Reads `view` (a label for errors is its run id).
     pub fn read(view: &dyn RunHistory) -> Result<RunSide, DiffError> {
-        let header = view.header().map_err(DiffError::read("?"))?;
+        let header = view
+            .header()
+            .map_err(DiffError::read("(its header unreadable)"))?;
         let run = header.run_id.clone();
         let plan = view.plan().map_err(DiffError::read(&run))?;
         let inputs = view.inputs().map_err(DiffError::read(&run))?;

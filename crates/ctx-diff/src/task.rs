@@ -56,7 +56,10 @@ pub struct Delta<T, D> {
 
 /// A count or a time in both runs.
 pub type Count = Delta<u64, i64>;
-/// An amount in both runs (its change signed).
+/// An amount in both runs. Its change is signed, so it is held as
+/// ctx-model's one signed amount of money, [`Saving`] (`without - with`,
+/// here `b - a`): exact picodollars, printed and serialized as every
+/// other amount.
 pub type Cost = Delta<Usd, Saving>;
 
 /// `a` and `b` and their change.

@@ -394,3 +394,72 @@ fn the_html_page_escapes_what_runs_stored_and_runs_no_script() {
     assert!(!html.contains("id=\"task-2\""), "{html}");
     insta::assert_snapshot!("diff_html", html);
 }
+
+/// Each part of a task's own inputs is named when it alone changed (the
+/// plans as run, no inputs stored: a plan without templates).
+#[test]
+fn each_own_input_is_named_when_it_changed() {
+    let base: Plan = serde_json::from_value(json!({"schema_version": 1,
+        "entities": [{"name": "Board", "grounded_value": "10 x 20"}],
+        "sub_tasks": [
+            {"id": "up", "description": "U", "tool_or_prompt": {"name": "inference", "params": {"prompt": "u"}}},
+            {"id": "t", "description": "T", "dependencies": ["up"],
+             "entity_context": [{"entity_name": "Board", "intent_relevance": "constraint"}],
+             "tool_or_prompt": {"name": "inference", "params": {"prompt": "p", "model": "m1", "temperature": 0.0}}}
+        ]}))
+    .unwrap();
+    let records = || {
+        vec![
+            record("up", "completed", "u"),
+            record("t", "completed", "x"),
+        ]
+    };
+    let a = side("A", &base, records());
+    let causes_with = |edit: &dyn Fn(&mut Plan)| {
+        let mut plan = base.clone();
+        edit(&mut plan);
+        let b = side("B", &plan, records());
+        let d = compare(&a, &b, &DiffOptions::default()).unwrap();
+        find(&d, "t").causes.clone()
+    };
+    fn params(p: &mut Plan) -> &mut ctx_model::Params {
+        &mut p.sub_tasks[1].tool_or_prompt.params
+    }
+    assert_eq!(
+        causes_with(&|p| params(p).prompt = "q".into()),
+        [Cause::Prompt]
+    );
+    assert_eq!(
+        causes_with(&|p| p.entities[0].grounded_value = Some("12 x 24".into())),
+        [Cause::Entity {
+            name: "Board".into()
+        }]
+    );
+    assert_eq!(
+        causes_with(&|p| params(p).model = Some("m2".into())),
+        [Cause::Model {
+            a: Some("m1".into()),
+            b: Some("m2".into())
+        }]
+    );
+    assert_eq!(
+        causes_with(&|p| params(p).temperature = Some(0.7)),
+        [Cause::Params]
+    );
+    assert_eq!(
+        causes_with(&|p| p.sub_tasks[0].description = "U, renamed".into()),
+        [Cause::Dependencies]
+    );
+    assert_eq!(
+        causes_with(&|p| p.config.max_prompt_tokens = 1234),
+        [Cause::Config]
+    );
+    assert_eq!(
+        causes_with(&|p| p.sub_tasks[1]
+            .checks
+            .push(serde_json::from_value(json!({"contains": "x"})).unwrap())),
+        [Cause::Checks]
+    );
+    // Nothing changed and the same output: no cause at all.
+    assert_eq!(causes_with(&|_| {}), []);
+}
