@@ -348,6 +348,28 @@ fn two_shared_runs_compare_as_two_local_ones() {
     assert!(stderr.contains("fail-on output: facts, report"), "{stderr}");
     let (code, _, stderr) = diff(&[&a, "no-such-run"]);
     assert_eq!(code, Some(2), "{stderr}");
+    // A local run against a shared one: run A under --root, B in the store.
+    let local = d.run("W1");
+    let out = shared_cli::ctx()
+        .current_dir(d.0.path())
+        .args([
+            "runs",
+            "diff",
+            &local,
+            &b,
+            "--root",
+            "runs",
+            "--b-store",
+            &url,
+        ])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(causes(&json, "facts"), ["variable WEEK"]);
+    assert_eq!(task(&json, "tone")["change"], "same");
 }
 
 /// A map's items match by content: an item put in front of the list moves
@@ -466,4 +488,37 @@ fn the_html_page_is_written_with_o() {
     // A path taken by a directory.
     let bad = d.diff(&[&a, &b, "-o", "runs"]);
     assert_eq!(bad.code, 5, "{}", bad.stderr);
+}
+
+/// Runs of two stores compare too: B under another root (`--b-root`).
+#[test]
+fn runs_of_two_roots_compare() {
+    let d = Dir::new();
+    let a = d.run("W1");
+    let out = d.0.run(&[
+        "run",
+        "plan.yaml",
+        "--root",
+        "other",
+        "--engine",
+        "command",
+        "--command",
+        &d.command(),
+        "--var",
+        "WEEK=W2",
+    ]);
+    let b = out.run_id();
+    let json = d
+        .diff(&[&a, &b, "--b-root", "other", "--format", "json"])
+        .json();
+    assert_eq!(causes(&json, "facts"), ["variable WEEK"]);
+    assert!(
+        json["b"]["location"]
+            .as_str()
+            .unwrap()
+            .starts_with("other/"),
+        "{json}"
+    );
+    // Without --b-root, B is looked for under --root: not there.
+    assert_eq!(d.diff(&[&a, &b]).code, 2);
 }

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use ctx_deps::RunHistory;
-use ctx_diff::{DiffOptions, RunDiff};
+use ctx_diff::DiffOptions;
 
 use super::{Format, RootArg, open};
 use crate::exit::{CliError, CliResult, Exit};
@@ -41,6 +41,14 @@ pub struct DiffArgs {
     out: Option<PathBuf>,
     #[command(flatten)]
     root: RootArg,
+    /// Run B's store root, when it is not --root.
+    #[arg(long, value_name = "DIR")]
+    b_root: Option<PathBuf>,
+    /// Run B's store, when it is not --store: `sqlite` (the run
+    /// directories under --b-root, or --root) or a shared store's
+    /// postgres:// URL.
+    #[arg(long, value_name = "URL")]
+    b_store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
@@ -56,16 +64,12 @@ pub fn run(a: DiffArgs) -> CliResult {
         task: a.task.clone(),
         diffs: a.out.is_some(),
     };
-    let mut diff = match a.root.shared()? {
-        Some(url) => {
-            let (x, y) = (
-                ctx_worker::runs::view(&url, &a.a)?,
-                ctx_worker::runs::view(&url, &a.b)?,
-            );
-            compare(&x, &y, &options)?
-        }
-        None => compare(&open(&a.root, &a.a)?, &open(&a.root, &a.b)?, &options)?,
+    let b_root = RootArg {
+        root: a.b_root.clone().unwrap_or_else(|| a.root.root.clone()),
+        store: a.b_store.clone().or_else(|| a.root.store.clone()),
     };
+    let (x, y) = (open_run(&a.root, &a.a)?, open_run(&b_root, &a.b)?);
+    let mut diff = ctx_diff::diff_runs(x.as_ref(), y.as_ref(), &options).map_err(diff_error)?;
     if let Some(path) = &a.out {
         write_atomic(path, diff.html().as_bytes())?;
         eprintln!("comparison written to {}", path.display());
@@ -91,12 +95,12 @@ pub fn run(a: DiffArgs) -> CliResult {
     })
 }
 
-fn compare(
-    a: &dyn RunHistory,
-    b: &dyn RunHistory,
-    options: &DiffOptions,
-) -> Result<RunDiff, CliError> {
-    ctx_diff::diff_runs(a, b, options).map_err(diff_error)
+/// Run `id` of the store `root` names: a run directory, or a shared run.
+fn open_run(root: &RootArg, id: &str) -> Result<Box<dyn RunHistory>, CliError> {
+    Ok(match root.shared()? {
+        Some(url) => Box::new(ctx_worker::runs::view(&url, id)?),
+        None => Box::new(open(root, id)?),
+    })
 }
 
 /// A store that fails once open is exit 4; the rest is bad input (2).
