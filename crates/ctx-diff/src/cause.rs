@@ -12,6 +12,17 @@
 //! digest). A dependency's output is compared in the two runs' results
 //! directly, and named.
 //!
+//! Why no per-part hashes are stored with each result instead: the plan
+//! and inputs a run stores already hold every part in full, and reading
+//! the parts from them needs no schema change in either store and works
+//! on every run stored so far. The one limit is that a store keeps the
+//! plan and inputs of a run's *last* session: a result an earlier session
+//! produced under other inputs, and the last one neither reused nor ran
+//! again (a session stopped before reaching it), is compared part by
+//! part against the last session's plan. Its fingerprint still says
+//! truly whether its own inputs differ; only which part is then read
+//! from the later plan.
+//!
 //! A change the fingerprints show but the stored plans cannot place is
 //! said as such ([`Cause::Inputs`]), never guessed; a result stored
 //! without a fingerprint (a store from before them) gives
