@@ -26,6 +26,7 @@ pub enum Exit {
     /// directory): `ctx run -o/--out` (the tasks ran and the run is
     /// stored, the summary was printed; or, when the directory cannot be
     /// created, before anything ran), `ctx runs report -o/--out`,
+    /// `ctx runs diff -o/--out`,
     /// `ctx schema -o/--out`.
     /// No temporary file is left behind.
     OutWrite = 5,

@@ -281,6 +281,13 @@ impl RunHistory for PgRunView {
         Ok(ctx_model::map::without_items(&stored))
     }
 
+    fn inputs(&self) -> std::result::Result<Option<ctx_store::RunInputs>, StoreError> {
+        let (store, id) = (self.store.clone(), self.run_id.clone());
+        self.store
+            .blocking(async move { store.inputs(&id).await })
+            .map_err(store_error)
+    }
+
     fn published(&self) -> std::result::Result<Vec<ctx_store::Published>, StoreError> {
         let (store, id) = (self.store.clone(), self.run_id.clone());
         self.store

@@ -38,6 +38,10 @@ impl RunHistory for RunView {
         RunView::history(self, task_id).map_err(read_error)
     }
 
+    fn inputs(&self) -> Result<Option<ctx_store::RunInputs>, StoreError> {
+        RunView::inputs(self).map_err(read_error)
+    }
+
     fn published(&self) -> Result<Vec<Published>, StoreError> {
         RunView::published(self).map_err(read_error)
     }

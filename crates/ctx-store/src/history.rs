@@ -162,6 +162,15 @@ pub trait RunHistory {
         Ok(out)
     }
 
+    /// What the run's plan was filled from (its templates before filling,
+    /// the `--var` values, the digest), when it had anything to fill. The
+    /// default, for a store that keeps none (and a run stored before
+    /// inputs were kept), is `None`: `ctx runs diff` then says a
+    /// variable's part in a change is not recorded.
+    fn inputs(&self) -> Result<Option<crate::RunInputs>, StoreError> {
+        Ok(None)
+    }
+
     /// The files the run's last publishing session wrote, in plan order.
     /// The default, for a store that never publishes (a shared store:
     /// `--publish-root` is refused there), is none.

@@ -28,6 +28,7 @@ use ctx_table::{printable, printable_lines};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
 
+pub mod diff;
 mod export_otlp;
 pub mod report;
 pub(crate) mod shared;
@@ -49,6 +50,9 @@ pub enum RunsCommand {
     /// Remove all but the newest N runs (never a running one; in a shared
     /// store, never an open one without --force).
     Gc(GcArgs),
+    /// Compare two runs task by task: status, checks, output, the inputs
+    /// that changed, tokens, cost and time; --fail-on gates CI.
+    Diff(diff::DiffArgs),
 }
 
 // Where runs are stored.
@@ -175,6 +179,8 @@ pub fn run(cmd: RunsCommand) -> CliResult {
                 return shared::report(&url, &a.run, a.output.as_deref());
             }
         }
+        // Reads either store itself.
+        RunsCommand::Diff(_) => {}
     }
     match cmd {
         RunsCommand::List(a) => list(a),
@@ -182,6 +188,7 @@ pub fn run(cmd: RunsCommand) -> CliResult {
         RunsCommand::Export(a) => export(a),
         RunsCommand::Report(a) => report::run(a),
         RunsCommand::Gc(a) => gc(a),
+        RunsCommand::Diff(a) => diff::run(a),
     }
 }
 

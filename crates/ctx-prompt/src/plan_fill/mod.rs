@@ -141,6 +141,40 @@ pub fn uses_digest(plan: &Plan) -> bool {
         .any(|f| !f.publish && f.template.names().contains(HISTORICAL_CONTEXT))
 }
 
+/// The placeholder names task `task_id` of `plan` (a plan before
+/// filling) reads: those in its own prompt, system and entity-context
+/// values, and in the values of the plan's entities it is given. A
+/// `publish` path is left out (it never reaches a prompt). Empty for a
+/// task the plan does not have.
+///
+/// `ctx runs diff` names a changed variable (or digest) as the cause of
+/// a task's change only when the task reads it, so the rule of which
+/// text is a template stays here, with the filling.
+pub fn task_placeholders(plan: &Plan, task_id: &str) -> BTreeSet<String> {
+    let Some((index, task)) = plan
+        .sub_tasks
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t.id == task_id)
+    else {
+        return BTreeSet::new();
+    };
+    let given: BTreeSet<String> = plan
+        .resolve_entity_context(task)
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    template_fields(plan)
+        .iter()
+        .filter(|f| !f.publish)
+        .filter(|f| match f.task {
+            Some(i) => i == index,
+            None => given.contains(&fields::entity_of_field(plan, &f.field)),
+        })
+        .flat_map(|f| f.template.names().into_iter().map(str::to_string))
+        .collect()
+}
+
 /// Fills `plan` with `given` values and the history `digest` (the text
 /// for `{{HISTORICAL_CONTEXT}}`, already fenced-neutral; see
 /// [`plan_digest`]), checking every limit before anything runs.

@@ -406,3 +406,17 @@ fn a_bare_item_placeholder_is_a_finding_and_the_item_is_no_variable_elsewhere() 
         .collect();
     assert_eq!(found, [ProblemCode::UndeclaredVariable]);
 }
+
+#[test]
+fn a_task_s_placeholders_are_those_of_its_own_texts_and_given_entities() {
+    let p = plan(PLAN);
+    let names = |id: &str| -> Vec<String> { task_placeholders(&p, id).into_iter().collect() };
+    // The prompt, the system and the entity `Week` it is given; the
+    // publish path's `{{WEEK}}` is there too, but never in a prompt.
+    assert_eq!(
+        names("facts"),
+        ["HISTORICAL_CONTEXT", "RAW_JSON", "TONE", "WEEK"]
+    );
+    assert!(names("plain").is_empty());
+    assert!(names("absent").is_empty());
+}
