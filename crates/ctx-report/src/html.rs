@@ -6,7 +6,7 @@
 //! that does not exist is a compile error, and every `{{ value }}` is
 //! escaped by [`crate::escape::Html`] unless the template says `|safe`,
 //! which it says once, of [`SCRIPT`]. The code computes what the page
-//! shows ([`Page`] and its parts in `table.rs`, `details.rs`,
+//! shows (`Page` and its parts in `table.rs`, `details.rs`,
 //! `timeline.rs`, `dag.rs`); the templates hold the markup.
 //!
 //! Safety: the page carries a Content-Security-Policy that forbids every
