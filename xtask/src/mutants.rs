@@ -36,6 +36,7 @@ pub const CRITICAL: &[(&str, &[&str])] = &[
         ],
     ),
     ("ctx-prompt", &["crates/ctx-prompt/src/assembly/fit.rs"]),
+    ("ctx-tokens", &["crates/ctx-tokens/src/prefix.rs"]),
     ("ctx-cost", &["crates/ctx-cost/src/ledger.rs"]),
     ("ctx-checks", &["crates/ctx-checks/src/evaluate.rs"]),
     (

@@ -369,8 +369,8 @@ impl<'a> Attempts<'a> {
         };
         let max = usize::try_from(max).unwrap_or(usize::MAX);
         let counter = self.ctx.counters[self.i].as_ref();
-        if let Some(cut) = crate::cost::cut_to_tokens(&resp.output, max, counter) {
-            resp.output = cut;
+        if let Some(cut) = ctx_tokens::truncate_to_tokens(&resp.output, max, counter) {
+            resp.output = cut.to_owned();
             resp.finish_reason = Some(FinishReason::Length);
         }
         resp

@@ -520,34 +520,6 @@ fn checked_task_cost(
     with_failed_calls(model, task, total, largest_prompt, failed_calls)
 }
 
-/// Cuts `output` to the longest prefix (at a character boundary) of at
-/// most `max_tokens` tokens; `None` when it already fits.
-pub fn cut_to_tokens(
-    output: &str,
-    max_tokens: usize,
-    counter: &dyn TokenCounter,
-) -> Option<String> {
-    if counter.fits(output, max_tokens) {
-        return None;
-    }
-    let bounds: Vec<usize> = output
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain(std::iter::once(output.len()))
-        .collect();
-    // bounds[lo] fits (the empty prefix always does); bounds[hi] does not.
-    let (mut lo, mut hi) = (0usize, bounds.len() - 1);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if counter.fits(&output[..bounds[mid]], max_tokens) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Some(output[..bounds[lo]].to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -811,20 +783,6 @@ mod tests {
             task_cost(&Fixed, &task("t"), &skipped, counter.as_ref()),
             Some(Usd::ZERO)
         );
-    }
-
-    #[test]
-    fn cuts_keep_the_longest_prefix_that_fits() {
-        let counter = Tokenizer::Cl100kBase.counter();
-        let text = "one two three four five six seven ünïcödé eight";
-        assert_eq!(cut_to_tokens(text, 1000, counter.as_ref()), None);
-        for n in 0..12 {
-            let cut = cut_to_tokens(text, n, counter.as_ref()).unwrap_or(text.to_string());
-            assert!(counter.count(&cut) <= n || cut == text, "{n}: {cut:?}");
-            assert!(text.starts_with(&cut));
-        }
-        assert_eq!(cut_to_tokens(text, 2, counter.as_ref()).unwrap(), "one two");
-        assert_eq!(cut_to_tokens(text, 0, counter.as_ref()).unwrap(), "");
     }
 
     #[test]

@@ -77,8 +77,8 @@ mod cost_tests;
 // What this crate defines, by name, so that `ctx_deps::Executor` and the
 // like keep working while the module path says where each lives.
 pub use cost::{
-    BudgetLedger, CostModel, CostOptions, CostSummary, SharedBudget, budget_skip_reason,
-    cut_to_tokens, dollars, is_budget_skip, task_cache_saving, task_cost,
+    BudgetLedger, CostModel, CostOptions, CostSummary, SharedBudget, budget_skip_reason, dollars,
+    is_budget_skip, task_cache_saving, task_cost,
 };
 pub use executor::{ExecError, Executor, ProgressEvent, RunReport};
 pub use graph::{GraphError, GraphSummary, PlanGraph, TaskSummary, Weighting};

@@ -54,12 +54,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod merge;
+mod prefix;
 mod pretokenize;
 mod rank_hash;
 mod rank_table;
 #[cfg(feature = "tiktoken-rs")]
 mod tiktoken;
 
+pub use prefix::{longest_prefix, truncate_to_tokens};
 use pretokenize::Pattern;
 use rank_table::RankTable;
 #[cfg(feature = "tiktoken-rs")]

@@ -14,74 +14,28 @@ use super::{
 
 /// The longest prefix of `text` (on a char boundary, preferring to end at
 /// whitespace) that, with `...` appended, costs at most `limit` tokens.
-/// `total` is the token count of the whole `text` (which is over `limit`).
-///
-/// The search starts from the proportional guess `n × limit / total` and
-/// gallops outwards before bisecting, so the probes are prefixes about the
-/// size of the answer: cutting a megabyte output down to a few hundred
-/// tokens never tokenizes the megabyte again.
+/// `total` is the token count of the whole `text` (which is over `limit`);
+/// the search ([`ctx_tokens::longest_prefix`]) starts from it.
 fn fit_prefix(text: &str, limit: usize, total: usize, counter: &dyn TokenCounter) -> String {
-    let bounds: Vec<usize> = text
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain(std::iter::once(text.len()))
-        .collect();
-    let candidate = |end: usize| {
-        let mut s = String::with_capacity(end + ELLIPSIS.len());
-        s.push_str(text[..end].trim_end());
+    let candidate = |prefix: &str| {
+        let mut s = String::with_capacity(prefix.len() + ELLIPSIS.len());
+        s.push_str(prefix.trim_end());
         s.push_str(ELLIPSIS);
         s
     };
-    let fits = |i: usize| counter.fits(&candidate(bounds[i]), limit);
-    let n = bounds.len() - 1;
-    // Invariant: index `lo` fits (or is 0); index `hi` does not (or is n).
-    let (mut lo, mut hi) = (0usize, n);
-    if n > 1 {
-        let guess = (n as u128 * limit as u128 / total.max(1) as u128) as usize;
-        let guess = guess.clamp(1, n - 1);
-        let mut step = (guess / 8).max(1);
-        if fits(guess) {
-            lo = guess;
-            while lo + step < hi {
-                if fits(lo + step) {
-                    lo += step;
-                    step *= 2;
-                } else {
-                    hi = lo + step;
-                    break;
-                }
-            }
-        } else {
-            hi = guess;
-            while hi > lo + step {
-                if fits(hi - step) {
-                    lo = hi - step;
-                    break;
-                }
-                hi -= step;
-                step *= 2;
-            }
-        }
-    }
-    while lo + 1 < hi {
-        let mid = lo + (hi - lo) / 2;
-        if fits(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    if hi == n && lo + 1 == n && fits(n) {
-        lo = n;
-    }
-    let end = prefer_whitespace(text, bounds[lo]);
-    candidate(end)
+    let end = ctx_tokens::longest_prefix(text, Some((limit, total)), |prefix| {
+        counter.fits(&candidate(prefix), limit)
+    });
+    candidate(&text[..prefer_whitespace(text, end)])
 }
 
 /// `text` cut to at most `limit` tokens under `counter`, the way the cap
 /// cuts a dependency output (longest prefix, preferring to end at
 /// whitespace, then `...`); `None` when it already fits. A `limit` too
-/// small for even `...` gives `...`.
+/// small for even `...` gives `...`. The cut marks itself, so a model
+/// reading the prompt can tell; an answer cut to its `max_tokens` is not
+/// marked ([`ctx_tokens::truncate_to_tokens`]), and both find their
+/// prefix with the same search.
 ///
 /// ```
 /// use ctx_tokens::TokenizerExt;
