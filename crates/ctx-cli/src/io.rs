@@ -56,5 +56,5 @@ pub fn print_stdout(text: &str) -> Result<(), CliError> {
 /// `value` as pretty-printed JSON with a trailing newline: the one JSON
 /// layout every `--format json` output and `results.json` use.
 pub fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, CliError> {
-    ctx_run::json_text(value).map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))
+    ctx_model::json_text(value).map_err(|e| CliError::usage(format!("cannot encode JSON: {e}")))
 }

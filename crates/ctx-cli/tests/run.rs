@@ -305,7 +305,7 @@ fn task_timeout_kills_the_command() {
     assert_eq!(code, 1);
     assert_eq!(
         task(&json, "a")["error"],
-        "timed out after 0.300s (task_timeout); the engine was stopped"
+        "timed out after 300 ms (task_timeout); the engine was stopped"
     );
     assert_eq!(
         task(&json, "a")["metadata"]["attempts"][0]["outcome"],

@@ -405,7 +405,7 @@ fn a_judge_past_the_task_timeout_fails_its_check_not_the_run() {
     assert_eq!(checks[1]["passed"], false);
     assert_eq!(
         checks[1]["message"],
-        "the judge could not be asked: timed out after 1s (task_timeout); the engine was stopped"
+        "the judge could not be asked: timed out after 1.0 s (task_timeout); the engine was stopped"
     );
     assert_eq!(task(&json, "js")["status"], "skipped");
 }

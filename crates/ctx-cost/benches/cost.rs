@@ -69,7 +69,7 @@ fn estimate_2000_tasks(bencher: divan::Bencher<'_, '_>) {
 fn render_2000_tasks(bencher: divan::Bencher<'_, '_>) {
     let book = PriceBook::with_defaults();
     let report = estimate_costs(&book, &plan(2000));
-    bencher.bench(|| (report.to_json(), report.render_text()));
+    bencher.bench(|| (ctx_model::json_text(&report), report.render_text()));
 }
 
 #[divan::bench]

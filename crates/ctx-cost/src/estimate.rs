@@ -200,12 +200,6 @@ pub fn estimate_costs(book: &PriceBook, tasks: &[TaskEstimate]) -> CostReport {
 const TEXT_DECIMALS: u32 = 6;
 
 impl CostReport {
-    /// The report as pretty JSON, keys in the documented order, with a
-    /// final newline.
-    pub fn to_json(&self) -> String {
-        crate::pretty_json(self)
-    }
-
     /// The report as an aligned text table. Dollar figures have six
     /// decimals, low ends rounded down and high ends up, so the printed
     /// range contains the exact one.
@@ -405,7 +399,7 @@ mod tests {
 
     #[test]
     fn json_has_the_documented_shape() {
-        insta::assert_snapshot!(estimate_costs(&book(), &sample()).to_json());
+        insta::assert_snapshot!(ctx_model::json_text(&estimate_costs(&book(), &sample())).unwrap());
     }
 
     #[test]

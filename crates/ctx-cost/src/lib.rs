@@ -108,14 +108,3 @@ pub use money::{DecimalError, Rate, Round, Saving, Usd};
 pub use plan::{PlanPrice, PlanPrices, plan_table};
 pub use price::{LongContext, Price, Rates, Usage, cache_saving};
 pub use table::{PriceBook, PriceMatch, PriceSource, PriceTable};
-
-/// `value` as pretty JSON with a final newline: the JSON of
-/// [`CostReport::to_json`] and [`PriceListing::to_json`]. Their values are
-/// plain structs of strings, integers and finite numbers, which cannot fail
-/// to serialize into a `String`; were one ever to, the result is the empty
-/// line rather than a panic.
-fn pretty_json(value: &impl serde::Serialize) -> String {
-    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
-    text.push('\n');
-    text
-}

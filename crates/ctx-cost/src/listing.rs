@@ -81,11 +81,6 @@ impl PriceListing {
         }
     }
 
-    /// Pretty JSON with a final newline.
-    pub fn to_json(&self) -> String {
-        crate::pretty_json(self)
-    }
-
     /// An aligned text table, with a footer giving the unit and the
     /// shipped table's date and origin.
     pub fn render_text(&self) -> String {
@@ -166,7 +161,7 @@ mod tests {
         small
             .prices
             .retain(|p| ["gpt-4o-mini", "gemini/gemini-2.5-pro"].contains(&p.model.as_str()));
-        insta::assert_snapshot!(small.to_json());
+        insta::assert_snapshot!(ctx_model::json_text(&small).unwrap());
     }
 
     #[test]

@@ -918,7 +918,7 @@ mod tests {
                 (
                     "judge",
                     false,
-                    "the judge could not be asked: timed out after 2s (task_timeout); the engine was stopped"
+                    "the judge could not be asked: timed out after 2.0 s (task_timeout); the engine was stopped"
                 ),
                 "{verdicts:?}"
             );
@@ -927,7 +927,7 @@ mod tests {
         }
         let error = css.error.unwrap();
         assert!(
-            error.starts_with("failed 1 check after 2 attempts: judge: the judge could not be asked: timed out after 2s"),
+            error.starts_with("failed 1 check after 2 attempts: judge: the judge could not be asked: timed out after 2.0 s"),
             "{error}"
         );
         let js = report.results.iter().find(|r| r.task_id == "js").unwrap();

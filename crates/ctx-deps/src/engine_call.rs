@@ -130,7 +130,7 @@ impl EngineCalls {
 fn timed_out(limit: Duration, took: Duration) -> EngineError {
     let message = format!(
         "timed out after {} (task_timeout); the engine was stopped",
-        fmt_duration(limit)
+        ctx_model::display::duration(limit)
     );
     EngineError {
         attempts: vec![ctx_model::Attempt {
@@ -141,15 +141,6 @@ fn timed_out(limit: Duration, took: Duration) -> EngineError {
             backoff_ms: None,
         }],
         message,
-    }
-}
-
-/// `600s`, `0.300s`.
-fn fmt_duration(d: Duration) -> String {
-    if d.subsec_millis() == 0 && d.subsec_nanos() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{:.3}s", d.as_secs_f64())
     }
 }
 
@@ -221,7 +212,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.message,
-            "timed out after 0.300s (task_timeout); the engine was stopped"
+            "timed out after 300 ms (task_timeout); the engine was stopped"
         );
         assert_eq!(err.attempts.len(), 1);
         assert_eq!(err.attempts[0].outcome, CallOutcome::Timeout);
@@ -250,9 +241,7 @@ mod tests {
     }
 
     #[test]
-    fn durations_are_whole_seconds_or_milliseconds() {
-        assert_eq!(fmt_duration(Duration::from_secs(600)), "600s");
-        assert_eq!(fmt_duration(Duration::from_millis(300)), "0.300s");
+    fn milliseconds_saturate() {
         assert_eq!(millis(Duration::from_secs(u64::MAX)), u64::MAX);
     }
 }

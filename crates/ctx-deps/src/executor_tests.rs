@@ -721,7 +721,7 @@ async fn task_timeout_drops_the_call_and_fails_the_task() {
     assert_eq!(status_of(&report, "slow"), TaskStatus::Failed);
     assert_eq!(
         error_of(&report, "slow"),
-        "timed out after 1.500s (task_timeout); the engine was stopped"
+        "timed out after 1.5 s (task_timeout); the engine was stopped"
     );
     let slow = store.get_by_task_id("slow").unwrap().unwrap();
     assert_eq!(slow.metadata.attempts[0].outcome, "timeout");

@@ -9,6 +9,7 @@ use ctx_engine::{
     BoxFuture, EngineError, EngineEvent, FirstToken, InferenceEngine, InferenceRequest,
     InferenceResponse, Observer, output_too_large,
 };
+use ctx_model::display::duration;
 use ctx_model::{Attempt, CallOutcome, Params};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Client, Response, Url};
@@ -419,7 +420,7 @@ impl OpenAiEngine {
             format!(
                 "no response from {} within {} (request_timeout)",
                 self.shown,
-                seconds(self.config.request_timeout)
+                duration(self.config.request_timeout)
             ),
         )
     }
@@ -545,7 +546,7 @@ impl OpenAiEngine {
             format!(
                 "stream from {} stalled: no data for {} (idle_timeout)",
                 self.shown,
-                seconds(self.config.idle_timeout)
+                duration(self.config.idle_timeout)
             ),
         )
     }
@@ -918,15 +919,6 @@ fn error_chain(error: &reqwest::Error) -> String {
         parts.push(e);
     }
     parts.join(": ")
-}
-
-fn seconds(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{s:.0} s")
-    } else {
-        format!("{s:.3} s")
-    }
 }
 
 #[allow(dead_code)]

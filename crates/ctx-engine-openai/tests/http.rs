@@ -518,7 +518,7 @@ async fn request_timeout_is_retried_then_fails() {
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(outcomes(&e.attempts), ["timeout", "timeout"]);
     assert!(
-        e.message.contains("within 0.150 s (request_timeout)"),
+        e.message.contains("within 150 ms (request_timeout)"),
         "{}",
         e.message
     );
@@ -680,7 +680,7 @@ async fn stalled_stream_hits_the_idle_timeout() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(outcomes(&e.attempts), ["idle_timeout", "idle_timeout"]);
     assert!(
-        e.message.contains("no data for 0.200 s (idle_timeout)"),
+        e.message.contains("no data for 200 ms (idle_timeout)"),
         "{}",
         e.message
     );

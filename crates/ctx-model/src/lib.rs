@@ -84,6 +84,7 @@ pub mod checks;
 pub mod digest;
 pub mod display;
 pub mod graph;
+mod json_text;
 mod layout;
 #[cfg(feature = "parse")]
 mod load;
@@ -102,6 +103,7 @@ mod validate;
 pub mod variables;
 
 pub use checks::{judge_checks, plan_base_dir, plan_has_checks, task_checks};
+pub use json_text::json_text;
 pub use layout::PromptLayout;
 #[cfg(feature = "parse")]
 pub use load::*;

@@ -32,12 +32,3 @@ pub fn plan_json_schema() -> serde_json::Value {
     }
     value
 }
-
-/// [`plan_json_schema`] as pretty-printed JSON with a final newline: the
-/// text `ctx schema` prints.
-pub fn plan_json_schema_text() -> String {
-    let mut text = serde_json::to_string_pretty(&plan_json_schema())
-        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
-    text.push('\n');
-    text
-}

@@ -4,24 +4,9 @@
 
 use ctx_model::money::{Round, Usd, dollars};
 
-/// A duration for people: `850 ms`, `12.3 s`, `4 min 05 s`, `2 h 03 min`.
-pub fn duration(ms: i64) -> String {
-    let sign = if ms < 0 { "-" } else { "" };
-    let ms = ms.unsigned_abs();
-    if ms < 1_000 {
-        format!("{sign}{ms} ms")
-    } else if ms < 60_000 {
-        format!("{sign}{}.{} s", ms / 1_000, (ms % 1_000) / 100)
-    } else if ms < 3_600_000 {
-        format!("{sign}{} min {:02} s", ms / 60_000, (ms % 60_000) / 1_000)
-    } else {
-        format!(
-            "{sign}{} h {:02} min",
-            ms / 3_600_000,
-            (ms % 3_600_000) / 60_000
-        )
-    }
-}
+/// A duration for people, the one format of ctx
+/// ([`ctx_model::display::duration_ms`]): `850 ms`, `4 min 05 s`.
+pub use ctx_model::display::duration_ms as duration;
 
 /// A short axis label: `0`, `500 ms`, `30 s`, `2 min`, `1.5 h`.
 pub fn axis(ms: i64) -> String {
@@ -201,11 +186,6 @@ mod tests {
 
     #[test]
     fn formats() {
-        assert_eq!(duration(850), "850 ms");
-        assert_eq!(duration(12_345), "12.3 s");
-        assert_eq!(duration(245_000), "4 min 05 s");
-        assert_eq!(duration(7_380_000), "2 h 03 min");
-        assert_eq!(duration(-5), "-5 ms");
         assert_eq!(axis(0), "0");
         assert_eq!(axis(30_000), "30 s");
         assert_eq!(axis(90_000), "1.5 min");

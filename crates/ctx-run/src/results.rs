@@ -164,13 +164,5 @@ impl<'a> TaskJson<'a> {
     }
 }
 
-/// `value` as pretty-printed JSON with a trailing newline: the one JSON
-/// layout every `--format json` output and results.json use.
-///
-/// Fails only for a value serde cannot encode (a map with non-string
-/// keys); none of this crate's types is one.
-pub fn json_text<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
-    let mut text = serde_json::to_string_pretty(value)?;
-    text.push('\n');
-    Ok(text)
-}
+/// The one JSON layout of ctx (defined in the plan model).
+pub use ctx_model::json_text;

@@ -1108,6 +1108,6 @@ mod tests {
     }
 
     fn json_text(v: &impl Serialize) -> String {
-        serde_json::to_string_pretty(v).unwrap()
+        crate::json_text(v).unwrap()
     }
 }

@@ -143,7 +143,7 @@ pub fn run(mut args: Args) -> CliResult {
     let text = if args.cache.layout.is_empty() {
         match args.format {
             Format::Text => report.render_text(),
-            Format::Json => report.to_json(),
+            Format::Json => crate::io::json_text(&report)?,
         }
     } else {
         super::plan_cost_cache::render(

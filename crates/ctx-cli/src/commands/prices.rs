@@ -84,7 +84,7 @@ pub fn run(args: Args) -> CliResult {
     let listing = PriceListing::of(&book);
     let text = match args.format {
         Format::Text => listing.render_text(),
-        Format::Json => listing.to_json(),
+        Format::Json => crate::io::json_text(&listing)?,
     };
     crate::io::print_stdout(&text)?;
     Ok(Exit::Ok)

@@ -3,7 +3,7 @@
 //! Editors validate plans against it as they are typed (for YAML, a
 //! `# yaml-language-server: $schema=PATH` first line; see
 //! docs/plan-format.md). The text is generated from the types the parser
-//! reads (`ctx_model::plan_json_schema_text`) and is byte-identical on
+//! reads (`ctx_model::plan_json_schema`, written by `ctx_model::json_text`) and is byte-identical on
 //! every run; `fixtures/plans/plan.schema.json` is a checked-in copy that a
 //! test keeps equal to this output.
 
@@ -21,7 +21,7 @@ pub struct Args {
 
 /// Prints or writes the schema.
 pub fn run(args: Args) -> CliResult {
-    let text = ctx_model::plan_json_schema_text();
+    let text = crate::io::json_text(&ctx_model::plan_json_schema())?;
     match args.out {
         Some(path) => crate::io::write_atomic(&path, text.as_bytes())?,
         None => crate::io::print_stdout(&text)?,

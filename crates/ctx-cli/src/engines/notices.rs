@@ -10,9 +10,9 @@
 //! line is masked before it is shown.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use ctx_engine_openai::{EngineEvent, Observer};
+use ctx_model::display::duration;
 use ctx_run::inputs::SecretMask;
 
 /// Where one command shows its engine's events.
@@ -81,12 +81,12 @@ pub fn describe(event: &EngineEvent) -> Option<String> {
             "task {}: attempt {failed_attempt}/{max_attempts} failed ({}); retrying in {}",
             printable(task_id),
             printable(&outcome.to_string()),
-            human(*delay)
+            duration(*delay)
         )),
         EngineEvent::Paced { task_id, wait } => Some(format!(
             "task {}: paced by --rpm/--tpm, sending in {}",
             printable(task_id),
-            human(*wait)
+            duration(*wait)
         )),
         // The server's message is its own text: escaped for the terminal.
         EngineEvent::StructuredOutputRejected { task_id, message } => Some(format!(
@@ -103,18 +103,10 @@ pub fn describe(event: &EngineEvent) -> Option<String> {
     }
 }
 
-/// `850 ms`, `1.2 s`.
-fn human(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{} ms", d.as_millis())
-    } else {
-        format!("{:.1} s", d.as_secs_f64())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn events_read_well() {
