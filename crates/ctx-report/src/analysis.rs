@@ -118,40 +118,7 @@ impl Analysis {
     /// Analyses `input`.
     pub fn of(input: &RunReportInput) -> Analysis {
         let mut warnings = Vec::new();
-        let n = input.tasks.len();
-
-        let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
-        for (i, t) in input.tasks.iter().enumerate() {
-            if index.contains_key(t.id.as_str()) {
-                warnings.push(format!(
-                    "task #{} repeats the id `{}`; dependencies on it refer to the first",
-                    i + 1,
-                    t.id
-                ));
-            } else {
-                index.insert(&t.id, i);
-            }
-        }
-
-        let mut deps = Vec::with_capacity(n);
-        for (i, t) in input.tasks.iter().enumerate() {
-            let mut d: Vec<usize> = Vec::with_capacity(t.dependencies.len());
-            for dep in &t.dependencies {
-                match index.get(dep.as_str()) {
-                    Some(&j) if j == i => {
-                        warnings.push(format!("task `{}` depends on itself; ignored", t.id))
-                    }
-                    Some(&j) if !d.contains(&j) => d.push(j),
-                    Some(_) => {}
-                    None => warnings.push(format!(
-                        "task `{}` depends on `{dep}`, which is not in the run; ignored",
-                        t.id
-                    )),
-                }
-            }
-            deps.push(d);
-        }
-
+        let deps = dependency_indices(input, &mut warnings);
         let (order, level, on_cycle) = topological(&deps);
         if !on_cycle.is_empty() {
             let ids: Vec<&str> = on_cycle
@@ -164,154 +131,12 @@ impl Analysis {
             ));
         }
         let levels = level.iter().map(|l| l + 1).max().unwrap_or(0);
-
-        // The time axis: the run's span, from its first task's start to
-        // its last task's end (to the snapshot time while the run is
-        // running). The run's own start and end frame it only where no
-        // task has the time: a session starts before its first task, and
-        // an engine's call times are laid end to end from their task's
-        // start (see `attempts`), so neither widens the wall time. A task
-        // with a start and no end (interrupted by a crash or a signal)
-        // spans to the run's end.
-        let earliest = input
-            .tasks
-            .iter()
-            .filter_map(|t| t.started_at)
-            .map(|t| t.unix_ms())
-            .min();
-        let origin_ms = earliest
-            .or(input.started_at.map(|t| t.unix_ms()))
-            .unwrap_or(0);
-        let open_task = input
-            .tasks
-            .iter()
-            .any(|t| t.started_at.is_some() && t.ended_at.is_none());
-        let run_end = input.ended_at.map(|t| t.unix_ms());
-        let latest = input
-            .tasks
-            .iter()
-            .flat_map(|t| [t.started_at, t.ended_at])
-            .flatten()
-            .map(|t| t.unix_ms())
-            .max()
-            .into_iter()
-            .chain(open_task.then_some(run_end).flatten())
-            .max()
-            .or(run_end)
-            .unwrap_or(origin_ms);
-        let horizon_ms = match (input.status, input.as_of) {
-            (RunStatus::Running, Some(now)) => now.unix_ms().max(latest),
-            _ => latest,
-        }
-        .max(origin_ms);
-
-        let mut span = Vec::with_capacity(n);
-        for t in &input.tasks {
-            let Some(s) = t.started_at else {
-                if t.ended_at.is_some() {
-                    warnings.push(format!(
-                        "task `{}` has an end but no start; not drawn on the timeline",
-                        t.id
-                    ));
-                }
-                span.push(None);
-                continue;
-            };
-            if matches!(t.status, TaskState::Pending | TaskState::Skipped) {
-                warnings.push(format!(
-                    "task `{}` is {} but has a start time",
-                    t.id,
-                    t.status.label()
-                ));
-            }
-            let start = s.unix_ms().saturating_sub(origin_ms);
-            let (end, open) = match t.ended_at {
-                Some(e) if e < s => {
-                    warnings.push(format!(
-                        "task `{}` ends ({e}) before it starts ({s}); drawn with no length",
-                        t.id
-                    ));
-                    (start, false)
-                }
-                Some(e) => (e.unix_ms().saturating_sub(origin_ms), false),
-                None => (horizon_ms.saturating_sub(origin_ms).max(start), true),
-            };
-            span.push(Some(Span { start, end, open }));
-        }
-
-        // The actual critical path: walk back from the task that ended last
-        // through the dependency each task waited for last.
-        let mut actual_path = Vec::new();
-        let last = (0..n)
-            .filter_map(|i| span[i].map(|s| (s.end, i)))
-            .max_by_key(|&(end, i)| (end, std::cmp::Reverse(i)));
-        if let Some((_, mut cur)) = last {
-            let mut seen = vec![false; n];
-            loop {
-                seen[cur] = true;
-                actual_path.push(cur);
-                let waited = deps[cur]
-                    .iter()
-                    .filter(|&&d| !seen[d])
-                    .filter_map(|&d| span[d].map(|s| (s.end, d)))
-                    .max_by_key(|&(end, d)| (end, std::cmp::Reverse(d)));
-                match waited {
-                    Some((_, d)) => cur = d,
-                    None => break,
-                }
-            }
-            actual_path.reverse();
-        }
-
-        // The lower bound: the longest chain by duration, over the
-        // topological order (edges inside a cycle are ignored).
-        let dur: Vec<i64> = span.iter().map(|s| s.map_or(0, Span::duration)).collect();
-        let mut best = vec![0i64; n];
-        let mut via: Vec<Option<usize>> = vec![None; n];
-        let mut position = vec![usize::MAX; n];
-        for (p, &i) in order.iter().enumerate() {
-            position[i] = p;
-        }
-        for &i in &order {
-            let (mut b, mut v) = (0, None);
-            for &d in &deps[i] {
-                if position[d] < position[i] && (v.is_none() || best[d] > b) {
-                    (b, v) = (best[d], Some(d));
-                }
-            }
-            via[i] = v;
-            best[i] = b.saturating_add(dur[i]);
-        }
-        let mut lower_bound_path = Vec::new();
-        let mut lower_bound_ms = 0;
-        let longest = (0..n)
-            .filter(|&i| best[i] > 0)
-            .max_by_key(|&i| (best[i], std::cmp::Reverse(i)));
-        if let Some(end) = longest {
-            lower_bound_ms = best[end];
-            let mut cur = Some(end);
-            while let Some(c) = cur {
-                lower_bound_path.push(c);
-                cur = via[c];
-            }
-            lower_bound_path.reverse();
-        }
-
+        let (origin_ms, horizon_ms) = time_axis(input);
+        let span = spans(input, origin_ms, horizon_ms, &mut warnings);
+        let actual_path = actual_critical_path(&deps, &span);
+        let (lower_bound_path, lower_bound_ms) = lower_bound(&order, &deps, &span);
         let totals = totals(input, &span);
-        for t in &input.tasks {
-            if t.cost_usd.is_some_and(|c| c < 0.0 || c.is_nan()) {
-                warnings.push(format!("task `{}` has a negative cost", t.id));
-            }
-            for c in &t.dependency_cuts {
-                if c.kept_tokens > c.original_tokens {
-                    warnings.push(format!(
-                        "task `{}` kept {} tokens of `{}`, more than its {} tokens",
-                        t.id, c.kept_tokens, c.task_id, c.original_tokens
-                    ));
-                }
-            }
-        }
-
+        implausible_values(input, &mut warnings);
         Analysis {
             deps,
             level,
@@ -333,6 +158,216 @@ impl Analysis {
     }
 }
 
+/// Each task's dependencies as indices into the run's tasks, in their
+/// stated order without repeats. A repeated id resolves to its first task;
+/// a dependency on itself or on a task not in the run is dropped, with a
+/// warning (a report draws what it is given, it does not refuse it).
+fn dependency_indices(input: &RunReportInput, warnings: &mut Vec<String>) -> Vec<Vec<usize>> {
+    let n = input.tasks.len();
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(n);
+    for (i, t) in input.tasks.iter().enumerate() {
+        if index.contains_key(t.id.as_str()) {
+            warnings.push(format!(
+                "task #{} repeats the id `{}`; dependencies on it refer to the first",
+                i + 1,
+                t.id
+            ));
+        } else {
+            index.insert(&t.id, i);
+        }
+    }
+    let mut deps = Vec::with_capacity(n);
+    for (i, t) in input.tasks.iter().enumerate() {
+        let mut d: Vec<usize> = Vec::with_capacity(t.dependencies.len());
+        for dep in &t.dependencies {
+            match index.get(dep.as_str()) {
+                Some(&j) if j == i => {
+                    warnings.push(format!("task `{}` depends on itself; ignored", t.id))
+                }
+                Some(&j) if !d.contains(&j) => d.push(j),
+                Some(_) => {}
+                None => warnings.push(format!(
+                    "task `{}` depends on `{dep}`, which is not in the run; ignored",
+                    t.id
+                )),
+            }
+        }
+        deps.push(d);
+    }
+    deps
+}
+
+/// The time axis `(origin, horizon)` in Unix milliseconds: the run's span,
+/// from its first task's start to its last task's end (to the snapshot
+/// time while the run is running). The run's own start and end frame it
+/// only where no task has the time: a session starts before its first
+/// task, and an engine's call times are laid end to end from their task's
+/// start (see `attempts`), so neither widens the wall time. A task with a
+/// start and no end (interrupted by a crash or a signal) spans to the
+/// run's end.
+fn time_axis(input: &RunReportInput) -> (i64, i64) {
+    let earliest = input
+        .tasks
+        .iter()
+        .filter_map(|t| t.started_at)
+        .map(|t| t.unix_ms())
+        .min();
+    let origin_ms = earliest
+        .or(input.started_at.map(|t| t.unix_ms()))
+        .unwrap_or(0);
+    let open_task = input
+        .tasks
+        .iter()
+        .any(|t| t.started_at.is_some() && t.ended_at.is_none());
+    let run_end = input.ended_at.map(|t| t.unix_ms());
+    let latest = input
+        .tasks
+        .iter()
+        .flat_map(|t| [t.started_at, t.ended_at])
+        .flatten()
+        .map(|t| t.unix_ms())
+        .max()
+        .into_iter()
+        .chain(open_task.then_some(run_end).flatten())
+        .max()
+        .or(run_end)
+        .unwrap_or(origin_ms);
+    let horizon_ms = match (input.status, input.as_of) {
+        (RunStatus::Running, Some(now)) => now.unix_ms().max(latest),
+        _ => latest,
+    }
+    .max(origin_ms);
+    (origin_ms, horizon_ms)
+}
+
+/// Each task's bar on the axis, `None` for a task that never started. An
+/// open task reaches the horizon; times that contradict each other are
+/// drawn as well as they can be, with a warning.
+fn spans(
+    input: &RunReportInput,
+    origin_ms: i64,
+    horizon_ms: i64,
+    warnings: &mut Vec<String>,
+) -> Vec<Option<Span>> {
+    let mut span = Vec::with_capacity(input.tasks.len());
+    for t in &input.tasks {
+        let Some(s) = t.started_at else {
+            if t.ended_at.is_some() {
+                warnings.push(format!(
+                    "task `{}` has an end but no start; not drawn on the timeline",
+                    t.id
+                ));
+            }
+            span.push(None);
+            continue;
+        };
+        if matches!(t.status, TaskState::Pending | TaskState::Skipped) {
+            warnings.push(format!(
+                "task `{}` is {} but has a start time",
+                t.id,
+                t.status.label()
+            ));
+        }
+        let start = s.unix_ms().saturating_sub(origin_ms);
+        let (end, open) = match t.ended_at {
+            Some(e) if e < s => {
+                warnings.push(format!(
+                    "task `{}` ends ({e}) before it starts ({s}); drawn with no length",
+                    t.id
+                ));
+                (start, false)
+            }
+            Some(e) => (e.unix_ms().saturating_sub(origin_ms), false),
+            None => (horizon_ms.saturating_sub(origin_ms).max(start), true),
+        };
+        span.push(Some(Span { start, end, open }));
+    }
+    span
+}
+
+/// The actual critical path: walk back from the task that ended last
+/// through the dependency each task waited for last.
+fn actual_critical_path(deps: &[Vec<usize>], span: &[Option<Span>]) -> Vec<usize> {
+    let n = span.len();
+    let mut path = Vec::new();
+    let last = (0..n)
+        .filter_map(|i| span[i].map(|s| (s.end, i)))
+        .max_by_key(|&(end, i)| (end, std::cmp::Reverse(i)));
+    if let Some((_, mut cur)) = last {
+        let mut seen = vec![false; n];
+        loop {
+            seen[cur] = true;
+            path.push(cur);
+            let waited = deps[cur]
+                .iter()
+                .filter(|&&d| !seen[d])
+                .filter_map(|&d| span[d].map(|s| (s.end, d)))
+                .max_by_key(|&(end, d)| (end, std::cmp::Reverse(d)));
+            match waited {
+                Some((_, d)) => cur = d,
+                None => break,
+            }
+        }
+        path.reverse();
+    }
+    path
+}
+
+/// The lower bound `(path, ms)`: the longest chain by duration, over the
+/// topological order (edges inside a cycle are ignored).
+fn lower_bound(order: &[usize], deps: &[Vec<usize>], span: &[Option<Span>]) -> (Vec<usize>, i64) {
+    let n = span.len();
+    let dur: Vec<i64> = span.iter().map(|s| s.map_or(0, Span::duration)).collect();
+    let mut best = vec![0i64; n];
+    let mut via: Vec<Option<usize>> = vec![None; n];
+    let mut position = vec![usize::MAX; n];
+    for (p, &i) in order.iter().enumerate() {
+        position[i] = p;
+    }
+    for &i in order {
+        let (mut b, mut v) = (0, None);
+        for &d in &deps[i] {
+            if position[d] < position[i] && (v.is_none() || best[d] > b) {
+                (b, v) = (best[d], Some(d));
+            }
+        }
+        via[i] = v;
+        best[i] = b.saturating_add(dur[i]);
+    }
+    let mut path = Vec::new();
+    let mut ms = 0;
+    let longest = (0..n)
+        .filter(|&i| best[i] > 0)
+        .max_by_key(|&i| (best[i], std::cmp::Reverse(i)));
+    if let Some(end) = longest {
+        ms = best[end];
+        let mut cur = Some(end);
+        while let Some(c) = cur {
+            path.push(c);
+            cur = via[c];
+        }
+        path.reverse();
+    }
+    (path, ms)
+}
+
+/// Warnings for figures no run can have produced: a negative cost, a
+/// dependency cut that kept more tokens than it had.
+fn implausible_values(input: &RunReportInput, warnings: &mut Vec<String>) {
+    for t in &input.tasks {
+        if t.cost_usd.is_some_and(|c| c < 0.0 || c.is_nan()) {
+            warnings.push(format!("task `{}` has a negative cost", t.id));
+        }
+        for c in &t.dependency_cuts {
+            if c.kept_tokens > c.original_tokens {
+                warnings.push(format!(
+                    "task `{}` kept {} tokens of `{}`, more than its {} tokens",
+                    t.id, c.kept_tokens, c.task_id, c.original_tokens
+                ));
+            }
+        }
+    }
+}
 /// The order, each task's level, and the tasks on cycles, over the shared
 /// [`DependencyGraph`]: its topological order levels every task it can
 /// place; the tasks on cycles (its strongly connected components among the
