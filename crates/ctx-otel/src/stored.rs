@@ -30,32 +30,66 @@ use sha2::{Digest, Sha256};
 /// (`ctx_run::workflow_name`, as the live session gave it).
 pub fn run_spans(run: &StoredRun, workflow: &str) -> Vec<SpanData> {
     let input = &run.input;
+    let Some(window) = run_window(input) else {
+        return Vec::new();
+    };
     let ids = RunTraceIds::of(&input.run_id);
-    let trace = TraceId::from_bytes(ids.trace_id);
-    let root = SpanId::from_bytes(ids.root_span_id);
-    let scope = crate::scope();
+    let trace = Trace {
+        trace: TraceId::from_bytes(ids.trace_id),
+        root: SpanId::from_bytes(ids.root_span_id),
+        run_id: &input.run_id,
+        scope: crate::scope(),
+    };
+    let mut spans = vec![workflow_span(&trace, input, workflow, window)];
+    for (task, record) in input.tasks.iter().zip(&run.records) {
+        task_spans(&trace, task, record.as_ref(), window.1, &mut spans);
+    }
+    spans
+}
+
+/// What every span of one stored run shares.
+struct Trace<'a> {
+    trace: TraceId,
+    /// The root span (`invoke_workflow`), parent of the task spans.
+    root: SpanId,
+    run_id: &'a str,
+    scope: InstrumentationScope,
+}
+
+/// The run's start and end: its own times where stored, else its tasks'
+/// (the snapshot time of a run still going ends it); `None` for a run
+/// with no time at all, which has no trace.
+fn run_window(input: &ctx_report::RunReportInput) -> Option<(Timestamp, Timestamp)> {
     let starts = input.tasks.iter().filter_map(|t| t.started_at);
     let ends = input
         .tasks
         .iter()
         .filter_map(|t| t.ended_at.or(t.started_at));
-    let Some(run_start) = input.started_at.or_else(|| starts.min()) else {
-        return Vec::new();
-    };
+    let run_start = input.started_at.or_else(|| starts.min())?;
     let run_end = input
         .ended_at
         .or(input.as_of)
         .or_else(|| ends.max())
         .unwrap_or(run_start);
-    let mut spans = vec![span(
+    Some((run_start, run_end))
+}
+
+/// The root span, `invoke_workflow {workflow}`.
+fn workflow_span(
+    trace: &Trace<'_>,
+    input: &ctx_report::RunReportInput,
+    workflow: &str,
+    window: (Timestamp, Timestamp),
+) -> SpanData {
+    span(
         Ids {
-            trace,
-            span: root,
+            trace: trace.trace,
+            span: trace.root,
             parent: SpanId::INVALID,
         },
         format!("invoke_workflow {workflow}"),
         SpanKind::Internal,
-        (run_start, run_end),
+        window,
         vec![
             KeyValue::new("gen_ai.operation.name", "invoke_workflow"),
             KeyValue::new("gen_ai.workflow.name", workflow.to_string()),
@@ -68,59 +102,69 @@ pub fn run_spans(run: &StoredRun, workflow: &str) -> Vec<SpanData> {
         ],
         Vec::new(),
         None,
-        &scope,
-    )];
-    for (task, record) in input.tasks.iter().zip(&run.records) {
-        let Some(start) = task.started_at else {
+        &trace.scope,
+    )
+}
+
+/// A started task's `task {id}` span, then a `chat {model}` span per
+/// engine call with both its times; the task's stored result (its usage,
+/// its checks) goes on the task span and its last call. A task still
+/// open ends at `run_end`.
+fn task_spans(
+    trace: &Trace<'_>,
+    task: &TaskReport,
+    record: Option<&ctx_store::ResultRecord>,
+    run_end: Timestamp,
+    spans: &mut Vec<SpanData>,
+) {
+    let Some(start) = task.started_at else {
+        return;
+    };
+    let end = task.ended_at.unwrap_or(run_end);
+    let task_span = derived_span_id(trace.run_id, &task.id, 0);
+    let result = record.map(|r| &r.result);
+    spans.push(span(
+        Ids {
+            trace: trace.trace,
+            span: task_span,
+            parent: trace.root,
+        },
+        format!("task {}", task.id),
+        SpanKind::Internal,
+        (start, end),
+        task_attributes(task),
+        result.map(|r| check_events(r, end)).unwrap_or_default(),
+        (task.status == TaskState::Failed).then(|| "task_failed".to_string()),
+        &trace.scope,
+    ));
+    let last = task.attempts.len();
+    for (k, attempt) in task.attempts.iter().enumerate() {
+        let (Some(a_start), Some(a_end)) = (attempt.started_at, attempt.ended_at) else {
             continue;
         };
-        let end = task.ended_at.unwrap_or(run_end);
-        let task_id = derived_span_id(&input.run_id, &task.id, 0);
-        let result = record.as_ref().map(|r| &r.result);
         spans.push(span(
             Ids {
-                trace,
-                span: task_id,
-                parent: root,
+                trace: trace.trace,
+                span: derived_span_id(trace.run_id, &task.id, attempt.number),
+                parent: task_span,
             },
-            format!("task {}", task.id),
-            SpanKind::Internal,
-            (start, end),
-            task_attributes(task),
-            result.map(|r| check_events(r, end)).unwrap_or_default(),
-            (task.status == TaskState::Failed).then(|| "task_failed".to_string()),
-            &scope,
+            match &task.model {
+                Some(m) => format!("chat {m}"),
+                None => "chat".to_string(),
+            },
+            SpanKind::Client,
+            (a_start, a_end),
+            chat_attributes(
+                task,
+                attempt,
+                record.map(|r| provider(&r.engine)),
+                result.filter(|_| k + 1 == last),
+            ),
+            Vec::new(),
+            attempt.class.clone().filter(|c| c != "ok"),
+            &trace.scope,
         ));
-        let last = task.attempts.len();
-        for (k, attempt) in task.attempts.iter().enumerate() {
-            let (Some(a_start), Some(a_end)) = (attempt.started_at, attempt.ended_at) else {
-                continue;
-            };
-            spans.push(span(
-                Ids {
-                    trace,
-                    span: derived_span_id(&input.run_id, &task.id, attempt.number),
-                    parent: task_id,
-                },
-                match &task.model {
-                    Some(m) => format!("chat {m}"),
-                    None => "chat".to_string(),
-                },
-                SpanKind::Client,
-                (a_start, a_end),
-                chat_attributes(
-                    task,
-                    attempt,
-                    record.as_ref().map(|r| provider(&r.engine)),
-                    result.filter(|_| k + 1 == last),
-                ),
-                Vec::new(),
-                attempt.class.clone().filter(|c| c != "ok"),
-                &scope,
-            ));
-        }
     }
-    spans
 }
 
 struct Ids {
