@@ -50,93 +50,137 @@ pub const MAX_REPORTED_CYCLES: usize = 100;
 pub(crate) fn find_cycles_limited(plan: &Plan, limit: usize) -> (Vec<Vec<usize>>, bool) {
     let graph = DependencyGraph::new(plan);
     let n = graph.len();
-    // Johnson's walk over "depends on" edges; self-dependencies are
-    // reported on their own and take no part.
-    let adj: Vec<Vec<usize>> = (0..n)
-        .map(|i| graph.dependencies(i).filter(|&j| j != i).collect())
-        .collect();
-    let canonical: Vec<bool> = (0..n).map(|i| graph.is_canonical(i)).collect();
-    let mut cycles: Vec<Vec<usize>> = Vec::new();
-    let mut more = false;
-
+    let mut walk = Johnson::new(&graph, limit);
     // Components still to search, each a sorted list of task indices.
-    let all: Vec<bool> = canonical;
-    let mut pending: Vec<Vec<usize>> = graph.cyclic_components(&all);
+    let canonical: Vec<bool> = (0..n).map(|i| graph.is_canonical(i)).collect();
+    let mut pending: Vec<Vec<usize>> = graph.cyclic_components(&canonical);
     // Process the component with the smallest start first, so the cycles
     // found under a limit do not depend on hash order.
     pending.sort_by(|a, b| b.first().cmp(&a.first()));
+    while let Some(scc) = pending.pop() {
+        if walk.circuits(&scc) == Search::Stopped {
+            break;
+        }
+        // The rest of the component, without its start, may hold more.
+        let mut rest = vec![false; n];
+        for &v in scc.iter().skip(1) {
+            rest[v] = true;
+        }
+        pending.extend(graph.cyclic_components(&rest));
+        pending.sort_by(|a, b| b.first().cmp(&a.first()));
+    }
+    let Johnson {
+        mut cycles, more, ..
+    } = walk;
+    cycles.sort();
+    (cycles, more)
+}
 
-    let mut in_scc = vec![false; n];
-    let mut blocked = vec![false; n];
-    let mut closed = vec![false; n];
-    let mut b_sets: Vec<Vec<usize>> = vec![Vec::new(); n];
+/// Whether a component's search ran to its end or stopped at the limit.
+#[derive(Debug, PartialEq, Eq)]
+enum Search {
+    Done,
+    Stopped,
+}
 
-    'components: while let Some(scc) = pending.pop() {
-        let Some(&start) = scc.first() else { continue };
-        for &v in &scc {
-            in_scc[v] = true;
-            blocked[v] = false;
-            closed[v] = false;
-            b_sets[v].clear();
+/// The state of Johnson's walk, kept across components so its vectors are
+/// allocated once.
+struct Johnson {
+    /// "Depends on" edges; self-dependencies are reported on their own
+    /// and take no part.
+    adj: Vec<Vec<usize>>,
+    in_scc: Vec<bool>,
+    blocked: Vec<bool>,
+    closed: Vec<bool>,
+    b_sets: Vec<Vec<usize>>,
+    cycles: Vec<Vec<usize>>,
+    limit: usize,
+    /// A cycle beyond `limit` was found.
+    more: bool,
+}
+
+impl Johnson {
+    fn new(graph: &DependencyGraph, limit: usize) -> Johnson {
+        let n = graph.len();
+        Johnson {
+            adj: (0..n)
+                .map(|i| graph.dependencies(i).filter(|&j| j != i).collect())
+                .collect(),
+            in_scc: vec![false; n],
+            blocked: vec![false; n],
+            closed: vec![false; n],
+            b_sets: vec![Vec::new(); n],
+            cycles: Vec::new(),
+            limit,
+            more: false,
+        }
+    }
+
+    /// Every elementary cycle through the smallest task of `scc` (a
+    /// strongly connected component, sorted), by an explicit stack.
+    fn circuits(&mut self, scc: &[usize]) -> Search {
+        let Some(&start) = scc.first() else {
+            return Search::Done;
+        };
+        for &v in scc {
+            self.in_scc[v] = true;
+            self.blocked[v] = false;
+            self.closed[v] = false;
+            self.b_sets[v].clear();
         }
         let mut path = vec![start];
-        blocked[start] = true;
+        self.blocked[start] = true;
         // (node, next neighbour to try)
         let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
         while let Some(top) = stack.last_mut() {
             let (node, edge) = *top;
-            let next = adj[node][edge..]
+            let next = self.adj[node][edge..]
                 .iter()
-                .position(|&w| in_scc[w])
+                .position(|&w| self.in_scc[w])
                 .map(|p| edge + p);
-            if let Some(k) = next {
-                top.1 = k + 1;
-                let w = adj[node][k];
-                if w == start {
-                    if cycles.len() == limit {
-                        more = true;
-                        break 'components;
-                    }
-                    cycles.push(path.clone());
-                    for &v in &path {
-                        closed[v] = true;
-                    }
-                } else if !blocked[w] {
-                    path.push(w);
-                    stack.push((w, 0));
-                    closed[w] = false;
-                    blocked[w] = true;
-                }
+            let Some(k) = next else {
+                self.leave(node);
+                stack.pop();
+                path.pop();
                 continue;
+            };
+            top.1 = k + 1;
+            let w = self.adj[node][k];
+            if w == start {
+                if self.cycles.len() == self.limit {
+                    self.more = true;
+                    return Search::Stopped;
+                }
+                self.cycles.push(path.clone());
+                for &v in &path {
+                    self.closed[v] = true;
+                }
+            } else if !self.blocked[w] {
+                path.push(w);
+                stack.push((w, 0));
+                self.closed[w] = false;
+                self.blocked[w] = true;
             }
-            // Every neighbour tried.
-            if closed[node] {
-                unblock(node, &mut blocked, &mut b_sets);
-            } else {
-                for &w in &adj[node] {
-                    if in_scc[w] && !b_sets[w].contains(&node) {
-                        b_sets[w].push(node);
-                    }
+        }
+        for &v in scc {
+            self.in_scc[v] = false;
+        }
+        Search::Done
+    }
+
+    /// Every neighbour of `node` tried: unblock it if a cycle went through
+    /// it, else have each neighbour unblock it when that one is freed.
+    fn leave(&mut self, node: usize) {
+        if self.closed[node] {
+            unblock(node, &mut self.blocked, &mut self.b_sets);
+        } else {
+            for &w in &self.adj[node] {
+                if self.in_scc[w] && !self.b_sets[w].contains(&node) {
+                    self.b_sets[w].push(node);
                 }
             }
-            stack.pop();
-            path.pop();
         }
-        for &v in &scc {
-            in_scc[v] = false;
-        }
-        // The rest of the component, without its start, may hold more.
-        let mut rest = vec![false; n];
-        for &v in &scc[1..] {
-            rest[v] = true;
-        }
-        let mut found = graph.cyclic_components(&rest);
-        found.sort_by(|a, b| b.first().cmp(&a.first()));
-        pending.extend(found);
-        pending.sort_by(|a, b| b.first().cmp(&a.first()));
     }
-    cycles.sort();
-    (cycles, more)
 }
 
 /// Johnson's unblock: frees `node` and, transitively, whatever waited on it.
