@@ -272,8 +272,52 @@ async fn expand_transaction(
     a: &ExpandArgs,
     retry: bool,
 ) -> std::result::Result<Expanded, PgError> {
-    let claim = &a.claim;
     let tx = c.transaction().await?;
+    if let Some(outcome) = expansion_refused(&tx, a, retry).await? {
+        return Ok(outcome);
+    }
+    write_items(&tx, a).await?;
+    let (claim, waiting) = (&a.claim, a.rows.waiting);
+    if waiting > 0 {
+        tx.execute(
+            "UPDATE ctx_tasks SET status = 'pending', pending_deps = $5, claimed_by = NULL,
+                    lease_until = NULL, joins_items = true
+              WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4",
+            &[
+                &claim.run_id,
+                &claim.task_id,
+                &claim.attempt,
+                &claim.worker,
+                &waiting,
+            ],
+        )
+        .await?;
+        tx.execute(NOTIFY_READY, &[&claim.run_id]).await?;
+    }
+    tx.commit().await?;
+    Ok(expanded(waiting))
+}
+
+/// `Ready`, or `Waiting` for that many items.
+fn expanded(waiting: i32) -> Expanded {
+    if waiting == 0 {
+        Expanded::Ready
+    } else {
+        Expanded::Waiting(usize::try_from(waiting).unwrap_or(0))
+    }
+}
+
+/// Why this expansion must not write, read under the run's and the
+/// claim's row locks: the run is gone or the claim lost (`Lost`), another
+/// expansion changed the plan first (`Stale`), or an earlier try of this
+/// very transaction went through before the connection broke (its
+/// outcome). `None`: write.
+async fn expansion_refused(
+    tx: &tokio_postgres::Transaction<'_>,
+    a: &ExpandArgs,
+    retry: bool,
+) -> std::result::Result<Option<Expanded>, PgError> {
+    let claim = &a.claim;
     let current: Option<String> = tx
         .query_opt(
             "SELECT plan_hash FROM ctx_runs WHERE run_id = $1 FOR UPDATE",
@@ -282,22 +326,13 @@ async fn expand_transaction(
         .await?
         .map(|r| r.get(0));
     let Some(current) = current else {
-        return Ok(Expanded::Lost);
-    };
-    let done = |waiting: i32| {
-        if waiting == 0 {
-            Expanded::Ready
-        } else {
-            Expanded::Waiting(usize::try_from(waiting).unwrap_or(0))
-        }
+        return Ok(Some(Expanded::Lost));
     };
     if retry && current == a.plan_hash {
-        // The connection broke around an earlier try of this transaction,
-        // which went through.
-        return Ok(done(a.rows.waiting));
+        return Ok(Some(expanded(a.rows.waiting)));
     }
     if current != a.base_hash {
-        return Ok(Expanded::Stale);
+        return Ok(Some(Expanded::Stale));
     }
     let held = tx
         .query_opt(
@@ -308,17 +343,24 @@ async fn expand_transaction(
             &[&claim.run_id, &claim.task_id, &claim.attempt, &claim.worker],
         )
         .await?;
-    if held.is_none() {
-        return Ok(Expanded::Lost);
-    }
-    let r = &a.rows;
+    Ok(held.is_none().then_some(Expanded::Lost))
+}
+
+/// The expanded plan, its items and their edges. A reused item is
+/// completed at once, as stored (its claim order and times are this
+/// expansion's: it was not run here); a result left by a resume under an
+/// item's id is the registered item's now (taken, or replaced when the
+/// item runs again).
+async fn write_items(
+    tx: &tokio_postgres::Transaction<'_>,
+    a: &ExpandArgs,
+) -> std::result::Result<(), PgError> {
+    let (claim, r) = (&a.claim, &a.rows);
     tx.execute(
         "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3, task_count = $4 WHERE run_id = $1",
         &[&claim.run_id, &a.plan_json, &a.plan_hash, &a.task_count],
     )
     .await?;
-    // A reused item is completed at once, as stored (its claim order and
-    // times are this expansion's: it was not run here).
     tx.execute(
         "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority, item_hash,
                 result_json, finished_at, map_id)
@@ -344,29 +386,10 @@ async fn expand_transaction(
         &[&claim.run_id, &r.edge_from, &r.edge_to],
     )
     .await?;
-    // A result left by a resume under an item's id is the registered
-    // item's now (taken, or replaced when the item runs again).
     tx.execute(
         "DELETE FROM ctx_dropped WHERE run_id = $1 AND task_id = ANY($2::text[])",
         &[&claim.run_id, &r.ids],
     )
     .await?;
-    if r.waiting > 0 {
-        tx.execute(
-            "UPDATE ctx_tasks SET status = 'pending', pending_deps = $5, claimed_by = NULL,
-                    lease_until = NULL, joins_items = true
-              WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4",
-            &[
-                &claim.run_id,
-                &claim.task_id,
-                &claim.attempt,
-                &claim.worker,
-                &r.waiting,
-            ],
-        )
-        .await?;
-        tx.execute(NOTIFY_READY, &[&claim.run_id]).await?;
-    }
-    tx.commit().await?;
-    Ok(done(r.waiting))
+    Ok(())
 }
