@@ -38,16 +38,7 @@ impl Executor {
         progress(&ProgressEvent::Started {
             task_id: task.id.clone(),
         });
-        let over = task.map.as_ref().map(|m| m.over.as_str()).unwrap_or("");
-        let source = task
-            .dependencies
-            .iter()
-            .any(|d| d == over)
-            .then(|| ctx.graph.index_of(over))
-            .flatten()
-            .and_then(|s| run.results[s].as_ref())
-            .map(|r| r.output.as_str());
-        let items = match expand_map(task, source) {
+        let items = match expand_map(task, map_source(run, i)) {
             Ok(items) => items,
             Err(e) => {
                 let mut r = TaskExecutionResult::new(&task.id, TaskStatus::Failed);
@@ -56,48 +47,15 @@ impl Executor {
             }
         };
         let before = ctx.graph.len();
-        let hashes: Vec<String> = {
-            let outputs: Vec<&str> = items
-                .first()
-                .map(|t| t.dependencies.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|d| ctx.graph.index_of(d))
-                .filter_map(|d| run.results[d].as_ref())
-                .map(|r| r.output.as_str())
-                .collect();
-            let label = ctx.engine.label();
-            items
-                .iter()
-                .map(|t| item_hash(t, &outputs, &label))
-                .collect()
-        };
+        let hashes = item_hashes(run, &items);
         let plan = plan_with_items(&ctx.plan, i, items);
-        let expanded = Arc::new(
-            ctx.expanded(
-                plan,
-                &self.options,
-                hashes
-                    .iter()
-                    .cloned()
-                    .enumerate()
-                    .map(|(k, h)| (before + k, h)),
-            )?,
-        );
-        let after = expanded.graph.len();
+        let numbered = (before..).zip(hashes.iter().cloned());
+        let expanded = Arc::new(ctx.expanded(plan, &self.options, numbered)?);
         if let Some(b) = budget {
             b.extend(&expanded.plan.sub_tasks[before..]);
         }
-        let level = run.queue.level_of(i);
-        run.queue.grow(after, level);
-        run.results.resize(after, None);
-        run.pending_summary.resize(after, None);
-        run.summary_only.resize(after, false);
-        run.expanded.resize(after, false);
-        run.item_of.resize(after, Some(i));
-        run.deferred.resize(after, None);
-        run.taken.resize(after, false);
-        run.ctx = expanded;
+        run.grow_for_items(i, expanded);
+        let after = run.ctx.graph.len();
         progress(&ProgressEvent::Expanded {
             task_id: run.ctx.graph.id(i).to_string(),
             items: after - before,
@@ -239,5 +197,60 @@ impl Executor {
             .collect();
         let r = join_result(&ctx.plan.sub_tasks[i], &items);
         self.settle(run, i, r, false, progress).await
+    }
+}
+
+/// The output map task `i` is mapped over: its `over` dependency's, when
+/// that is one of its dependencies and has a result.
+fn map_source(run: &RunState, i: usize) -> Option<&str> {
+    let ctx = &run.ctx;
+    let task = &ctx.plan.sub_tasks[i];
+    let over = task.map.as_ref().map(|m| m.over.as_str()).unwrap_or("");
+    task.dependencies
+        .iter()
+        .any(|d| d == over)
+        .then(|| ctx.graph.index_of(over))
+        .flatten()
+        .and_then(|s| run.results[s].as_ref())
+        .map(|r| r.output.as_str())
+}
+
+/// Each item's content hash (`map::item_hash`): what a resume matches a
+/// stored item by. The items share their dependencies, so the outputs
+/// are read once, from the first.
+fn item_hashes(run: &RunState, items: &[ctx_model::SubTask]) -> Vec<String> {
+    let ctx = &run.ctx;
+    let outputs: Vec<&str> = items
+        .first()
+        .map(|t| t.dependencies.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|d| ctx.graph.index_of(d))
+        .filter_map(|d| run.results[d].as_ref())
+        .map(|r| r.output.as_str())
+        .collect();
+    let label = ctx.engine.label();
+    items
+        .iter()
+        .map(|t| item_hash(t, &outputs, &label))
+        .collect()
+}
+
+impl RunState {
+    /// Takes `expanded`, the context with map task `map`'s items appended,
+    /// and gives every per-task vector a slot for each new item, at the
+    /// map's level in the queue (indices never move).
+    fn grow_for_items(&mut self, map: usize, expanded: Arc<crate::task::TaskContext>) {
+        let after = expanded.graph.len();
+        let level = self.queue.level_of(map);
+        self.queue.grow(after, level);
+        self.results.resize(after, None);
+        self.pending_summary.resize(after, None);
+        self.summary_only.resize(after, false);
+        self.expanded.resize(after, false);
+        self.item_of.resize(after, Some(map));
+        self.deferred.resize(after, None);
+        self.taken.resize(after, false);
+        self.ctx = expanded;
     }
 }
