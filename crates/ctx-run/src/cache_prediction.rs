@@ -186,8 +186,7 @@ pub fn predict(
                 continue;
             };
             let call_params = &call.task.tool_or_prompt.params;
-            let system = call_params.system.as_deref().or(defaults.system);
-            let text = match system {
+            let text = match call_params.system.as_deref().or(defaults.system) {
                 Some(s) => format!("{s}\n{}", low.text),
                 None => low.text,
             };
@@ -196,71 +195,88 @@ pub fn predict(
                 n if n == text.len() => prompt_tokens,
                 n => (counter.count(&text[..n]) as u64).saturating_sub(1),
             };
-            let cacheable_tokens = minimum.cacheable(shared_tokens).min(prompt_tokens);
-            let expected_usd = book
-                .lookup(model)
-                .zip(defaults.completion_bound(call_params).ok())
-                .map(|(m, completion)| {
-                    m.price.cost(&Usage {
-                        prompt_tokens,
-                        cached_prompt_tokens: cacheable_tokens,
-                        cache_write_prompt_tokens: 0,
-                        completion_tokens: completion,
-                    })
-                });
-            // The saving is the prompt's: priced without a completion, it
-            // is known whenever the price is.
-            let expected_saving = book.lookup(model).and_then(|m| {
-                ctx_cost::cache_saving(
-                    |u| Some(m.price.cost(u)),
-                    &Usage {
-                        prompt_tokens,
-                        cached_prompt_tokens: cacheable_tokens,
-                        cache_write_prompt_tokens: 0,
-                        completion_tokens: 0,
-                    },
-                )
-            });
+            let figures = CallFigures {
+                prompt_tokens,
+                cacheable_tokens: minimum.cacheable(shared_tokens).min(prompt_tokens),
+                completion: defaults.completion_bound(call_params).ok(),
+            };
             earlier.insert(text);
-            row.expected_saving_usd = row
-                .expected_saving_usd
-                .zip(expected_saving)
-                .map(|(sum, s)| sum.saturating_add(s));
-            row.calls += 1;
-            row.prompt_tokens += prompt_tokens;
-            row.cacheable_tokens += cacheable_tokens;
-            row.expected_usd = row
-                .expected_usd
-                .zip(expected_usd)
-                .map(|(sum, usd)| sum.saturating_add(usd));
+            row.add(&figures, book.lookup(model).map(|m| m.price));
         }
         if row.calls > 0 {
             tasks.push(row);
         }
     }
-    let calls = tasks.iter().map(|t| t.calls).sum::<u64>();
-    let prompt_tokens = tasks.iter().map(|t| t.prompt_tokens).sum::<u64>();
-    let cacheable_tokens = tasks.iter().map(|t| t.cacheable_tokens).sum::<u64>();
-    let expected_usd = tasks.iter().try_fold(Usd::ZERO, |sum, t| {
-        Some(sum.saturating_add(t.expected_usd?))
-    });
-    let expected_saving_usd = tasks.iter().try_fold(Saving::ZERO, |sum, t| {
-        Some(sum.saturating_add(t.expected_saving_usd?))
-    });
-    Ok(LayoutPrediction {
-        layout: layout.as_str(),
-        tasks,
-        calls,
-        prompt_tokens,
-        cacheable_tokens,
-        cacheable_fraction: if prompt_tokens == 0 {
-            0.0
-        } else {
-            cacheable_tokens as f64 / prompt_tokens as f64
-        },
-        expected_usd,
-        expected_saving_usd,
-    })
+    Ok(LayoutPrediction::of(layout, tasks))
+}
+
+/// One predicted call: its prompt, the part of it a provider's cache
+/// would serve, and the completion bound it is priced at (`None`: the
+/// task has no bound, so its cost is unknown).
+struct CallFigures {
+    prompt_tokens: u64,
+    cacheable_tokens: u64,
+    completion: Option<u64>,
+}
+
+impl TaskPrediction {
+    /// Adds one call, priced by `price` (`None`: the model has no price,
+    /// and the task's cost and saving become unknown).
+    fn add(&mut self, call: &CallFigures, price: Option<&ctx_cost::Price>) {
+        let usage = |completion_tokens| Usage {
+            prompt_tokens: call.prompt_tokens,
+            cached_prompt_tokens: call.cacheable_tokens,
+            cache_write_prompt_tokens: 0,
+            completion_tokens,
+        };
+        let expected_usd = price
+            .zip(call.completion)
+            .map(|(p, completion)| p.cost(&usage(completion)));
+        // The saving is the prompt's: priced without a completion, it is
+        // known whenever the price is.
+        let expected_saving =
+            price.and_then(|p| ctx_cost::cache_saving(|u| Some(p.cost(u)), &usage(0)));
+        self.expected_saving_usd = self
+            .expected_saving_usd
+            .zip(expected_saving)
+            .map(|(sum, s)| sum.saturating_add(s));
+        self.calls += 1;
+        self.prompt_tokens += call.prompt_tokens;
+        self.cacheable_tokens += call.cacheable_tokens;
+        self.expected_usd = self
+            .expected_usd
+            .zip(expected_usd)
+            .map(|(sum, usd)| sum.saturating_add(usd));
+    }
+}
+
+impl LayoutPrediction {
+    /// The totals of `tasks` under `layout`.
+    fn of(layout: PromptLayout, tasks: Vec<TaskPrediction>) -> LayoutPrediction {
+        let calls = tasks.iter().map(|t| t.calls).sum::<u64>();
+        let prompt_tokens = tasks.iter().map(|t| t.prompt_tokens).sum::<u64>();
+        let cacheable_tokens = tasks.iter().map(|t| t.cacheable_tokens).sum::<u64>();
+        let expected_usd = tasks.iter().try_fold(Usd::ZERO, |sum, t| {
+            Some(sum.saturating_add(t.expected_usd?))
+        });
+        let expected_saving_usd = tasks.iter().try_fold(Saving::ZERO, |sum, t| {
+            Some(sum.saturating_add(t.expected_saving_usd?))
+        });
+        LayoutPrediction {
+            layout: layout.as_str(),
+            tasks,
+            calls,
+            prompt_tokens,
+            cacheable_tokens,
+            cacheable_fraction: if prompt_tokens == 0 {
+                0.0
+            } else {
+                cacheable_tokens as f64 / prompt_tokens as f64
+            },
+            expected_usd,
+            expected_saving_usd,
+        }
+    }
 }
 
 /// One call of a task as the prediction sees it: the task (an item's, its
