@@ -76,13 +76,7 @@ pub struct StoredRun {
 pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, ExportError> {
     let plan = view.plan()?;
     let header = view.header()?;
-    let status = match header.state {
-        RunState::Running => RunStatus::Running,
-        RunState::Completed => RunStatus::Completed,
-        RunState::Failed => RunStatus::Failed,
-        RunState::Interrupted => RunStatus::Interrupted,
-        RunState::Crashed => RunStatus::Crashed,
-    };
+    let status = status_of(header.state);
     let time = |text: &str, what: &str| {
         Timestamp::parse_rfc3339(text).map_err(|source| ExportError::Time {
             location: header.location.clone(),
@@ -90,42 +84,15 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
             source,
         })
     };
-    let mut stored: HashMap<String, ResultRecord> = view
-        .latest()?
-        .into_iter()
-        .map(|r| (r.result.task_id.clone(), r))
-        .collect();
-    let mut tasks = Vec::with_capacity(plan.sub_tasks.len());
-    let mut records = Vec::with_capacity(plan.sub_tasks.len());
-    // Each plan task, and after a map task its stored items (in item
-    // order), each an entry of its own.
-    let mut entries: Vec<(ctx_model::SubTask, Option<ResultRecord>, Option<&str>)> = Vec::new();
-    for task in &plan.sub_tasks {
-        let own = stored.remove(&task.id);
-        let map_row = own.as_ref().map(|r| &r.result);
-        let Some(m) = &task.map else {
-            entries.push((task.clone(), own, None));
-            continue;
-        };
-        // The run's items only: those an earlier, longer list left
-        // stored beyond the map's count are not listed.
-        let mut items: Vec<(usize, String)> = stored
-            .keys()
-            .filter_map(|id| {
-                let (map_id, i) = ctx_model::map::parse_item_id(id)?;
-                (map_id == task.id && ctx_model::map::is_current_item(map_row, i))
-                    .then(|| (i, id.clone()))
-            })
-            .collect();
-        entries.push((task.clone(), own, None));
-        items.sort_unstable();
-        for (i, id) in items {
-            let item = ctx_deps::map::item_task(task, m, i, "");
-            entries.push((item, stored.remove(&id), Some(task.id.as_str())));
-        }
-    }
-    for (task, record, item_of) in &entries {
-        let record = record.clone();
+    let entries = entries(&plan, view.latest()?);
+    let mut tasks = Vec::with_capacity(entries.len());
+    let mut records = Vec::with_capacity(entries.len());
+    for Entry {
+        task,
+        record,
+        item_of,
+    } in entries
+    {
         let (started, ended) = match &record {
             Some(r) => (
                 r.started_at
@@ -141,14 +108,9 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
             ),
             None => (None, None),
         };
-        let mut report = TaskReport::from_model(
-            task,
-            record.as_ref().map(|r| &r.result),
-            started,
-            ended,
-            status,
-        );
-        report.item_of = item_of.map(str::to_string);
+        let result = record.as_ref().map(|r| &r.result);
+        let mut report = TaskReport::from_model(&task, result, started, ended, status);
+        report.item_of = item_of;
         tasks.push(report);
         records.push(record);
     }
@@ -190,6 +152,71 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
         },
         records,
     })
+}
+
+/// The report's word for a stored run's state.
+fn status_of(state: RunState) -> RunStatus {
+    match state {
+        RunState::Running => RunStatus::Running,
+        RunState::Completed => RunStatus::Completed,
+        RunState::Failed => RunStatus::Failed,
+        RunState::Interrupted => RunStatus::Interrupted,
+        RunState::Crashed => RunStatus::Crashed,
+    }
+}
+
+/// A row of the stored run: a plan task, or an item of a map task.
+struct Entry {
+    task: ctx_model::SubTask,
+    record: Option<ResultRecord>,
+    /// The map task it is an item of.
+    item_of: Option<String>,
+}
+
+/// Each plan task with its latest stored result, and after a map task its
+/// stored items (in item order), each an entry of its own. The run's
+/// items only: those an earlier, longer list left stored beyond the map's
+/// count are not listed.
+fn entries(plan: &ctx_model::Plan, latest: Vec<ResultRecord>) -> Vec<Entry> {
+    let mut stored: HashMap<String, ResultRecord> = latest
+        .into_iter()
+        .map(|r| (r.result.task_id.clone(), r))
+        .collect();
+    let mut entries = Vec::with_capacity(plan.sub_tasks.len());
+    for task in &plan.sub_tasks {
+        let own = stored.remove(&task.id);
+        let Some(m) = &task.map else {
+            entries.push(Entry {
+                task: task.clone(),
+                record: own,
+                item_of: None,
+            });
+            continue;
+        };
+        let map_row = own.as_ref().map(|r| &r.result);
+        let mut items: Vec<(usize, String)> = stored
+            .keys()
+            .filter_map(|id| {
+                let (map_id, i) = ctx_model::map::parse_item_id(id)?;
+                (map_id == task.id && ctx_model::map::is_current_item(map_row, i))
+                    .then(|| (i, id.clone()))
+            })
+            .collect();
+        entries.push(Entry {
+            task: task.clone(),
+            record: own,
+            item_of: None,
+        });
+        items.sort_unstable();
+        for (i, id) in items {
+            entries.push(Entry {
+                task: ctx_deps::map::item_task(task, m, i, ""),
+                record: stored.remove(&id),
+                item_of: Some(task.id.clone()),
+            });
+        }
+    }
+    entries
 }
 
 /// The time of reading, in milliseconds since the Unix epoch.
