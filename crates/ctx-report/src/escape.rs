@@ -47,31 +47,65 @@ pub fn push_text(out: &mut String, s: &str) {
 /// Writes `s`, escaped as by [`text`], to `out`: the one implementation
 /// behind [`text`], [`push_text`] and the templates' [`Html`].
 pub fn write_text<W: fmt::Write + ?Sized>(out: &mut W, s: &str) -> fmt::Result {
-    // Copy runs of ordinary characters as slices; only the few characters
-    // that need a replacement are handled one by one.
-    let mut from = 0;
-    for (i, c) in s.char_indices() {
-        let mut buf = [0u8; 4];
-        let replacement: &str = match c {
-            '&' => "&amp;",
-            '<' => "&lt;",
-            '>' => "&gt;",
-            '"' => "&quot;",
-            '\'' => "&#39;",
-            '\n' | '\t' => continue,
-            // CR would be normalised away by the parser; show it.
-            '\u{0}'..='\u{1f}' => char::from_u32(0x2400 + c as u32)
-                .unwrap_or('\u{fffd}')
-                .encode_utf8(&mut buf),
-            '\u{7f}'..='\u{9f}' => "\u{fffd}",
-            _ => continue,
+    // Prompts and outputs are most of a page's bytes, and almost none of
+    // them need a replacement: scan bytes against a table and copy runs of
+    // ordinary text as slices. Every byte that can start a replacement is
+    // ASCII or 0xC2 (the lead byte of U+0080..U+00BF, where the C1
+    // controls are), so a run never ends inside a character.
+    let bytes = s.as_bytes();
+    let (mut from, mut i) = (0, 0);
+    while i < bytes.len() {
+        if !MAY_NEED_ESCAPE[usize::from(bytes[i])] {
+            i += 1;
+            continue;
+        }
+        let mut picture = [0u8; 4];
+        let (replacement, width): (&str, usize) = match bytes[i] {
+            b'&' => ("&amp;", 1),
+            b'<' => ("&lt;", 1),
+            b'>' => ("&gt;", 1),
+            b'"' => ("&quot;", 1),
+            b'\'' => ("&#39;", 1),
+            // CR would be normalised away by the parser; show it (LF and
+            // tab are not in the table).
+            b @ 0x00..=0x1f => {
+                let c = char::from_u32(0x2400 + u32::from(b)).unwrap_or('\u{fffd}');
+                (&*c.encode_utf8(&mut picture), 1)
+            }
+            0x7f => ("\u{fffd}", 1),
+            // 0xC2 0x80..=0x9F: U+0080..U+009F, the C1 controls.
+            _ if matches!(bytes.get(i + 1), Some(0x80..=0x9f)) => ("\u{fffd}", 2),
+            _ => {
+                i += 1;
+                continue;
+            }
         };
         out.write_str(&s[from..i])?;
         out.write_str(replacement)?;
-        from = i + c.len_utf8();
+        i += width;
+        from = i;
     }
     out.write_str(&s[from..])
 }
+
+/// The bytes [`write_text`] stops at: the five HTML specials, the C0
+/// controls but LF and tab, DEL, and 0xC2 (which may start a C1 control).
+const MAY_NEED_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b != b'\n' as usize && b != b'\t' as usize;
+        b += 1;
+    }
+    table[b'&' as usize] = true;
+    table[b'<' as usize] = true;
+    table[b'>' as usize] = true;
+    table[b'"' as usize] = true;
+    table[b'\'' as usize] = true;
+    table[0x7f] = true;
+    table[0xc2] = true;
+    table
+};
 
 /// At most `max` characters of `s` for a label, with `…` when cut (the
 /// ellipsis alone when `max` is 0).
@@ -132,5 +166,39 @@ mod tests {
         assert_eq!(truncate("abcd", 3), "ab…");
         assert_eq!(truncate("éééé", 2), "é…");
         assert_eq!(truncate("ab", 0), "…");
+    }
+
+    /// The rule of [`write_text`] one character at a time: what the byte
+    /// scan must give.
+    fn by_chars(s: &str) -> String {
+        s.chars()
+            .map(|c| match c {
+                '&' => "&amp;".to_string(),
+                '<' => "&lt;".to_string(),
+                '>' => "&gt;".to_string(),
+                '"' => "&quot;".to_string(),
+                '\'' => "&#39;".to_string(),
+                '\n' | '\t' => c.to_string(),
+                '\u{0}'..='\u{1f}' => char::from_u32(0x2400 + c as u32).unwrap().to_string(),
+                '\u{7f}'..='\u{9f}' => "\u{fffd}".to_string(),
+                _ => c.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_character_up_to_u_0800_escapes_as_the_rule_says() {
+        for c in (0..0x800).filter_map(char::from_u32) {
+            for s in [c.to_string(), format!("a{c}b"), format!("{c}{c}\u{c2}x")] {
+                assert_eq!(text(&s), by_chars(&s), "U+{:04X}", c as u32);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_byte_scan_agrees_with_the_character_rule(s in "(\\PC|[\\x00-\\x1f\\x7f-\\u{a0}&<>\"'\u{c2}])*") {
+            proptest::prop_assert_eq!(text(&s), by_chars(&s));
+        }
     }
 }
