@@ -14,7 +14,7 @@
 //!    bytes of the extracted sections (goal ≤ 2), and the in-process
 //!    assembly time.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -104,8 +104,34 @@ fn time_process(
     Ok((median, min))
 }
 
+/// The two release binaries the benchmark drives.
+struct Binaries {
+    /// `ctx`, timed as a whole process.
+    ctx: PathBuf,
+    /// The `history_bench` example: generates the archives and meters them.
+    helper: PathBuf,
+}
+
 /// Runs the benchmark.
 pub fn run(args: &[String]) -> Result<(), String> {
+    let runs = runs_option(args)?;
+    let root = crate::root();
+    let bins = build(&root)?;
+    let out = crate::target_dir(&root).join("bench-history");
+
+    println!("## ctx history: whole process, cl100k_base, --date {DATE} ({runs} runs each)\n");
+    println!(
+        "| archive | files | input | budget | cap | median ms | fastest ms | tokenized ÷ extracted bytes | in-process ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for a in &ARCHIVES {
+        archive_rows(&bins, a, &out.join(a.name), runs)?;
+    }
+    Ok(())
+}
+
+/// `--runs N` (15 by default), the one argument.
+fn runs_option(args: &[String]) -> Result<usize, String> {
     let mut runs = 15usize;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -118,10 +144,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    let root = crate::root();
-    crate::run_cargo(&root, crate::BUILD_RELEASE_CTX)?;
+    Ok(runs)
+}
+
+/// Builds the release `ctx` and `history_bench`; their paths.
+fn build(root: &Path) -> Result<Binaries, String> {
+    crate::run_cargo(root, crate::BUILD_RELEASE_CTX)?;
     crate::run_cargo(
-        &root,
+        root,
         &[
             "build",
             "--quiet",
@@ -132,71 +162,75 @@ pub fn run(args: &[String]) -> Result<(), String> {
             "history_bench",
         ],
     )?;
-    let target = crate::target_dir(&root);
+    let target = crate::target_dir(root);
     let exe = std::env::consts::EXE_SUFFIX;
-    let ctx = target.join("release").join(format!("ctx{exe}"));
-    let helper = target
-        .join("release/examples")
-        .join(format!("history_bench{exe}"));
-    let out = target.join("bench-history");
+    Ok(Binaries {
+        ctx: target.join("release").join(format!("ctx{exe}")),
+        helper: target
+            .join("release/examples")
+            .join(format!("history_bench{exe}")),
+    })
+}
 
-    println!("## ctx history: whole process, cl100k_base, --date {DATE} ({runs} runs each)\n");
-    println!(
-        "| archive | files | input | budget | cap | median ms | fastest ms | tokenized ÷ extracted bytes | in-process ms |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for a in &ARCHIVES {
-        let dir = out.join(a.name);
-        let status = Command::new(&helper)
-            .arg("generate")
-            .arg(&dir)
-            .args([
-                a.weeks.to_string(),
-                a.rolling_words.to_string(),
-                a.weekly_words.to_string(),
-            ])
-            .status()
-            .map_err(|e| format!("{}: {e}", helper.display()))?;
-        if !status.success() {
-            return Err("generating the archive failed".into());
-        }
-        let bytes = dir_bytes(&dir);
-        let files = a.weeks + a.weeks.div_ceil(4) + a.weeks.div_ceil(52) + 1;
-        let meter = Command::new(&helper)
-            .arg("meter")
-            .arg(&dir)
-            .args([DATE, "cl100k_base"])
-            .args(BUDGETS.iter().map(|b| b.to_string()))
-            .output()
-            .map_err(|e| format!("{}: {e}", helper.display()))?;
-        if !meter.status.success() {
-            return Err(format!(
-                "meter failed: {}",
-                String::from_utf8_lossy(&meter.stderr)
-            ));
-        }
-        let meter_text = String::from_utf8_lossy(&meter.stdout).to_string();
-        for (i, budget) in BUDGETS.iter().enumerate() {
-            let (median, min) = time_process(&ctx, &dir, *budget, runs)?;
-            let line = meter_text.lines().nth(i).unwrap_or("");
-            let field = |name: &str| {
-                line.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix(&format!("{name}=")).map(str::to_string))
-                    .unwrap_or_else(|| "?".into())
-            };
-            println!(
-                "| {} | ~{} | {:.0} kB | {} | {} | {:.1} | {:.1} | {} | {} |",
-                a.name,
-                files,
-                bytes as f64 / 1000.0,
-                budget,
-                field("cap"),
-                median,
-                min,
-                field("ratio"),
-                field("assemble_ms"),
-            );
-        }
+/// One archive's rows, a budget each: generates it in `dir`, meters it,
+/// then times `ctx history` on it.
+fn archive_rows(bins: &Binaries, a: &Archive, dir: &Path, runs: usize) -> Result<(), String> {
+    let helper = &bins.helper;
+    let status = Command::new(helper)
+        .arg("generate")
+        .arg(dir)
+        .args([
+            a.weeks.to_string(),
+            a.rolling_words.to_string(),
+            a.weekly_words.to_string(),
+        ])
+        .status()
+        .map_err(|e| format!("{}: {e}", helper.display()))?;
+    if !status.success() {
+        return Err("generating the archive failed".into());
+    }
+    let bytes = dir_bytes(dir);
+    let files = a.weeks + a.weeks.div_ceil(4) + a.weeks.div_ceil(52) + 1;
+    let meter_text = meter(helper, dir)?;
+    for (i, budget) in BUDGETS.iter().enumerate() {
+        let (median, min) = time_process(&bins.ctx, dir, *budget, runs)?;
+        let line = meter_text.lines().nth(i).unwrap_or("");
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=")).map(str::to_string))
+                .unwrap_or_else(|| "?".into())
+        };
+        println!(
+            "| {} | ~{} | {:.0} kB | {} | {} | {:.1} | {:.1} | {} | {} |",
+            a.name,
+            files,
+            bytes as f64 / 1000.0,
+            budget,
+            field("cap"),
+            median,
+            min,
+            field("ratio"),
+            field("assemble_ms"),
+        );
     }
     Ok(())
+}
+
+/// `history_bench meter` on the archive in `dir`: a line per budget of
+/// `key=value` figures (cap, ratio, assemble_ms).
+fn meter(helper: &Path, dir: &Path) -> Result<String, String> {
+    let meter = Command::new(helper)
+        .arg("meter")
+        .arg(dir)
+        .args([DATE, "cl100k_base"])
+        .args(BUDGETS.iter().map(|b| b.to_string()))
+        .output()
+        .map_err(|e| format!("{}: {e}", helper.display()))?;
+    if !meter.status.success() {
+        return Err(format!(
+            "meter failed: {}",
+            String::from_utf8_lossy(&meter.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&meter.stdout).to_string())
 }

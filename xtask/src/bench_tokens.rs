@@ -95,19 +95,65 @@ fn key(line: &str, name: &str) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// The command line: `--runs N`, `--before PATH`, `--peer CMD`,
+/// `--no-build`.
+struct Options {
+    runs: usize,
+    /// The `ctx` before a change, timed side by side with this one.
+    before: Option<PathBuf>,
+    /// A peer command, `{archive}` and `{budget}` substituted.
+    peer: Option<String>,
+    build: bool,
+}
+
+/// The release binaries the benchmark drives.
+struct Binaries {
+    ctx: PathBuf,
+    tokens_bench: PathBuf,
+    history_bench: PathBuf,
+}
+
+/// One program timed on an archive and budget: its row's label
+/// (`tokenizer|binary`), the program and its arguments.
+struct Contender {
+    label: String,
+    program: PathBuf,
+    args: Vec<String>,
+}
+
 /// Runs the benchmark.
 pub fn run(args: &[String]) -> Result<(), String> {
-    let mut runs = 9usize;
-    let mut before: Option<PathBuf> = None;
-    let mut peer: Option<String> = None;
-    let mut build = true;
+    let options = parse(args)?;
+    let root = crate::root();
+    let bins = build(&root, options.build)?;
+    let target = crate::target_dir(&root);
+    let out = target.join("bench-tokens");
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let report = out.join("time.txt");
+    first_count_table(&bins.tokens_bench, options.runs)?;
+    throughput_table(&root, &bins.tokens_bench)?;
+    history_table(&options, &bins, &target, &report)
+}
+
+/// The command line into [`Options`].
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        runs: 9,
+        before: None,
+        peer: None,
+        build: true,
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--runs" => runs = crate::runs_value(it.next())?,
-            "--before" => before = Some(it.next().ok_or("--before needs a path")?.into()),
-            "--peer" => peer = Some(it.next().ok_or("--peer needs a command")?.clone()),
-            "--no-build" => build = false,
+            "--runs" => options.runs = crate::runs_value(it.next())?,
+            "--before" => {
+                options.before = Some(it.next().ok_or("--before needs a path")?.into());
+            }
+            "--peer" => {
+                options.peer = Some(it.next().ok_or("--peer needs a command")?.clone());
+            }
+            "--no-build" => options.build = false,
             other => {
                 return Err(format!(
                     "bench-tokens: unknown argument `{other}` (known: --runs N, --before PATH, --peer CMD, --no-build)"
@@ -115,7 +161,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         }
     }
-    let root = crate::root();
+    Ok(options)
+}
+
+/// Builds the release `ctx`, `tokens_bench` and `history_bench` unless
+/// `build` is false (`--no-build`); their paths either way.
+fn build(root: &Path, build: bool) -> Result<Binaries, String> {
     for args in [
         crate::BUILD_RELEASE_CTX,
         &[
@@ -138,19 +189,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
         ],
     ] {
         if build {
-            crate::run_cargo(&root, args)?;
+            crate::run_cargo(root, args)?;
         }
     }
-    let target = crate::target_dir(&root);
+    let target = crate::target_dir(root);
     let exe = std::env::consts::EXE_SUFFIX;
-    let ctx = target.join("release").join(format!("ctx{exe}"));
     let examples = target.join("release/examples");
-    let tokens_bench = examples.join(format!("tokens_bench{exe}"));
-    let history_bench = examples.join(format!("history_bench{exe}"));
-    let out = target.join("bench-tokens");
-    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let report = out.join("time.txt");
+    Ok(Binaries {
+        ctx: target.join("release").join(format!("ctx{exe}")),
+        tokens_bench: examples.join(format!("tokens_bench{exe}")),
+        history_bench: examples.join(format!("history_bench{exe}")),
+    })
+}
 
+/// The first figure: the first exact count in a fresh process and its
+/// peak memory, per tokenizer and implementation.
+fn first_count_table(tokens_bench: &Path, runs: usize) -> Result<(), String> {
     println!("## First exact count in a fresh process (median of {runs})\n");
     println!("| tokenizer | implementation | first count µs | peak RSS kB |");
     println!("|---|---|---|---|");
@@ -159,7 +213,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             let mut us = Vec::new();
             let mut kb = Vec::new();
             for _ in 0..runs {
-                let o = Command::new(&tokens_bench)
+                let o = Command::new(tokens_bench)
                     .args(["first", t, imp])
                     .output()
                     .map_err(|e| format!("{}: {e}", tokens_bench.display()))?;
@@ -174,41 +228,58 @@ pub fn run(args: &[String]) -> Result<(), String> {
             );
         }
     }
+    Ok(())
+}
 
+/// The second figure: counting throughput on ../shared/corpora, skipped
+/// (with a line saying so) where the checkout has no corpora beside it.
+fn throughput_table(root: &Path, tokens_bench: &Path) -> Result<(), String> {
     let corpora = root.join("../shared/corpora");
-    if corpora.is_dir() {
-        println!("\n## Counting throughput, every file of ../shared/corpora\n");
-        println!("| tokenizer | implementation | MB | tokens | MB/s |");
-        println!("|---|---|---|---|---|");
-        for t in &TOKENIZERS[1..] {
-            for imp in ["static", "tiktoken-rs"] {
-                let o = Command::new(&tokens_bench)
-                    .args(["throughput", t, imp])
-                    .arg(&corpora)
-                    .output()
-                    .map_err(|e| format!("{}: {e}", tokens_bench.display()))?;
-                let line = String::from_utf8_lossy(&o.stdout).to_string();
-                let mb = key(&line, "bytes").parse::<f64>().unwrap_or(0.0) / 1e6;
-                println!(
-                    "| {t} | {imp} | {mb:.1} | {} | {} |",
-                    key(&line, "tokens"),
-                    key(&line, "mb_per_s")
-                );
-            }
-        }
-    } else {
+    if !corpora.is_dir() {
         println!(
             "\n(no corpora at {}: throughput skipped)",
             corpora.display()
         );
+        return Ok(());
     }
+    println!("\n## Counting throughput, every file of ../shared/corpora\n");
+    println!("| tokenizer | implementation | MB | tokens | MB/s |");
+    println!("|---|---|---|---|---|");
+    for t in &TOKENIZERS[1..] {
+        for imp in ["static", "tiktoken-rs"] {
+            let o = Command::new(tokens_bench)
+                .args(["throughput", t, imp])
+                .arg(&corpora)
+                .output()
+                .map_err(|e| format!("{}: {e}", tokens_bench.display()))?;
+            let line = String::from_utf8_lossy(&o.stdout).to_string();
+            let mb = key(&line, "bytes").parse::<f64>().unwrap_or(0.0) / 1e6;
+            println!(
+                "| {t} | {imp} | {mb:.1} | {} | {} |",
+                key(&line, "tokens"),
+                key(&line, "mb_per_s")
+            );
+        }
+    }
+    Ok(())
+}
 
+/// The third figure: `ctx history` as a whole process on each generated
+/// archive, at each budget, every contender timed `runs` times.
+fn history_table(
+    options: &Options,
+    bins: &Binaries,
+    target: &Path,
+    report: &Path,
+) -> Result<(), String> {
+    let runs = options.runs;
     println!("\n## ctx history, whole process, --date {DATE} (median of {runs}; peak = largest)\n");
     println!("| archive | budget | tokenizer | binary | wall ms | CPU ms | peak RSS MB |");
     println!("|---|---|---|---|---|---|---|");
     for (name, weeks, rolling, weekly) in ARCHIVES {
         let dir = target.join("bench-history").join(name);
-        let status = Command::new(&history_bench)
+        let history_bench = &bins.history_bench;
+        let status = Command::new(history_bench)
             .arg("generate")
             .arg(&dir)
             .args([weeks.to_string(), rolling.to_string(), weekly.to_string()])
@@ -218,52 +289,95 @@ pub fn run(args: &[String]) -> Result<(), String> {
             return Err("generating the archive failed".into());
         }
         for budget in BUDGETS {
-            let mut binaries: Vec<(String, PathBuf, Vec<String>)> = Vec::new();
-            for t in TOKENIZERS {
-                let args: Vec<String> = vec![
-                    "history".into(),
-                    "--content-root".into(),
-                    dir.display().to_string(),
-                    "--date".into(),
-                    DATE.into(),
-                    "--prompt-budget".into(),
-                    budget.to_string(),
-                    "--tokenizer".into(),
-                    t.into(),
-                ];
-                if let Some(b) = &before {
-                    binaries.push((format!("{t}|before"), b.clone(), args.clone()));
-                }
-                binaries.push((format!("{t}|after"), ctx.clone(), args));
-            }
-            if let Some(cmd) = &peer {
-                let cmd = cmd
-                    .replace("{archive}", &dir.display().to_string())
-                    .replace("{budget}", &budget.to_string());
-                let mut words = cmd.split_whitespace().map(str::to_string);
-                let program = words.next().ok_or("--peer is empty")?;
-                binaries.push(("peer|peer".into(), program.into(), words.collect()));
-            }
-            let mut samples = vec![(Vec::new(), Vec::new(), 0f64); binaries.len()];
-            // Interleaved, so a burst of load hits every binary alike.
-            for _ in 0..runs {
-                for (i, (_, program, args)) in binaries.iter().enumerate() {
-                    let (wall, cpu, kb) = timed(program, args, &report)?;
-                    samples[i].0.push(wall);
-                    samples[i].1.push(cpu);
-                    samples[i].2 = samples[i].2.max(kb);
-                }
-            }
-            for ((label, _, _), (wall, cpu, kb)) in binaries.iter().zip(samples.iter_mut()) {
-                let (t, which) = label.split_once('|').unwrap_or((label, ""));
+            let contenders = contenders(options, &bins.ctx, &dir, budget)?;
+            let mut samples = time_interleaved(&contenders, runs, report)?;
+            for (c, sample) in contenders.iter().zip(samples.iter_mut()) {
+                let (t, which) = c.label.split_once('|').unwrap_or((&c.label, ""));
                 println!(
                     "| {name} | {budget} | {t} | {which} | {:.1} | {:.1} | {:.1} |",
-                    median(wall),
-                    median(cpu),
-                    *kb / 1024.0
+                    median(&mut sample.wall_ms),
+                    median(&mut sample.cpu_ms),
+                    sample.peak_kb / 1024.0
                 );
             }
         }
     }
     Ok(())
+}
+
+/// What is timed on the archive in `dir` at `budget`: `ctx history` per
+/// tokenizer (the `--before` binary first where given), then the peer.
+fn contenders(
+    options: &Options,
+    ctx: &Path,
+    dir: &Path,
+    budget: usize,
+) -> Result<Vec<Contender>, String> {
+    let mut contenders = Vec::new();
+    for t in TOKENIZERS {
+        let args: Vec<String> = vec![
+            "history".into(),
+            "--content-root".into(),
+            dir.display().to_string(),
+            "--date".into(),
+            DATE.into(),
+            "--prompt-budget".into(),
+            budget.to_string(),
+            "--tokenizer".into(),
+            t.into(),
+        ];
+        if let Some(b) = &options.before {
+            contenders.push(Contender {
+                label: format!("{t}|before"),
+                program: b.clone(),
+                args: args.clone(),
+            });
+        }
+        contenders.push(Contender {
+            label: format!("{t}|after"),
+            program: ctx.to_path_buf(),
+            args,
+        });
+    }
+    if let Some(cmd) = &options.peer {
+        let cmd = cmd
+            .replace("{archive}", &dir.display().to_string())
+            .replace("{budget}", &budget.to_string());
+        let mut words = cmd.split_whitespace().map(str::to_string);
+        let program = words.next().ok_or("--peer is empty")?;
+        contenders.push(Contender {
+            label: "peer|peer".into(),
+            program: program.into(),
+            args: words.collect(),
+        });
+    }
+    Ok(contenders)
+}
+
+/// One contender's timings over the runs.
+#[derive(Clone, Default)]
+struct Samples {
+    wall_ms: Vec<f64>,
+    cpu_ms: Vec<f64>,
+    /// The largest peak RSS, kB.
+    peak_kb: f64,
+}
+
+/// Every contender `runs` times, interleaved run by run so that a burst of
+/// load hits every one alike.
+fn time_interleaved(
+    contenders: &[Contender],
+    runs: usize,
+    report: &Path,
+) -> Result<Vec<Samples>, String> {
+    let mut samples = vec![Samples::default(); contenders.len()];
+    for _ in 0..runs {
+        for (i, c) in contenders.iter().enumerate() {
+            let (wall, cpu, kb) = timed(&c.program, &c.args, report)?;
+            samples[i].wall_ms.push(wall);
+            samples[i].cpu_ms.push(cpu);
+            samples[i].peak_kb = samples[i].peak_kb.max(kb);
+        }
+    }
+    Ok(samples)
 }

@@ -114,96 +114,28 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
 fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     let started = Instant::now();
-    let requirements = root.join(LITELLM_REQUIREMENTS);
-    let venv_dir = work.join("venv-litellm");
-    eprintln!(
-        "==> e2e: LiteLLM proxy{}",
-        if venv_dir.join(".ctx-stamp").exists() {
-            String::new()
-        } else {
-            format!(
-                " (first run: installing LiteLLM into {}, about a minute; pip's log: {})",
-                venv_dir.display(),
-                work.join("venv-litellm.log").display()
-            )
-        }
-    );
-    let venv = Venv::ensure(
-        &work.join("venv-litellm"),
-        &[PipStep::requirements(&requirements)],
-        &work.join("venv-litellm.log"),
-    )?;
+    let venv = litellm_venv(root, work)?;
     let ctx = super::build_ctx(root)?;
-    let run_dir = fresh_dir(&work.join("litellm"))?;
-    let requests = run_dir.join("requests.jsonl");
-    let port = free_port()?;
-    let config = root.join("scripts/e2e/litellm_config.yaml");
-    let mut cmd = Command::new(venv.bin("litellm"));
-    cmd.arg("--config")
-        .arg(&config)
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .current_dir(root.join("scripts/e2e"))
-        .env("CTX_E2E_REQUEST_LOG", &requests)
-        // The checked Tetris tasks get answers that pass their checks, the
-        // assembly only on its retry with feedback.
-        .env("CTX_E2E_ANSWERS", root.join(MOCK_ANSWERS))
-        .env("PYTHONPATH", root.join("scripts/e2e"))
-        // No fetch of the model cost map from the network at start-up.
-        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        .env("LITELLM_LOG", "ERROR")
-        .env("NO_PROXY", "127.0.0.1,localhost");
-    let mut server = Server::start("LiteLLM proxy", cmd, &run_dir.join("proxy.log"), 900)?;
+    let served = Served::new(ctx, venv, fresh_dir(&work.join("litellm"))?)?;
+    let mut server = start_litellm(root, &served)?;
     // The tracing backend the streamed Tetris run reports to, starting
     // while LiteLLM does (e2e/tracing_backend.rs).
     let mut backend = tracing_backend::Backend::launch(root, work)?;
-    server.wait_ready(port, "/health/liveliness", Duration::from_secs(180))?;
+    server.wait_ready(served.port, "/health/liveliness", Duration::from_secs(180))?;
     backend.wait_ready()?;
 
-    let base_url = format!("http://127.0.0.1:{port}/v1");
-    let secret = secret();
     let plan = root.join(TETRIS_PLAN);
     let mut tasks = 0;
     for stream in [false, true] {
-        let name = if stream { "stream" } else { "plain" };
-        let out = run_dir.join(name);
-        let mut args = vec![
-            "--model".to_string(),
-            "mock-gpt".into(),
-            "--max-attempts".into(),
-            "2".into(),
-            "--request-timeout".into(),
-            "60".into(),
-        ];
-        if stream {
-            args.push("--stream".into());
-        }
-        let mut run = CtxRun::new(&ctx, &plan, &base_url, &secret, &out, &args);
-        if stream {
-            backend.trace(&mut run.command);
-        }
-        let code = run.execute(Duration::from_secs(300))?;
-        let log = rotate(&requests, &run_dir.join(format!("requests-{name}.jsonl")))?;
-        if code != 0 {
-            return Err(run.failure(&format!("exited with {code}, expected 0")));
-        }
-        let mut check = run.checker(&venv, &plan, &log);
-        check.arg("--mock");
-        // Task 9 fails its `<canvas` check once and passes on the retry.
-        for expect in ["2=1", "5=1", "9=2"] {
-            check.args(["--expect-check-attempts", expect]);
-        }
-        if stream {
-            check.arg("--stream");
-        }
-        checked(&mut check, &format!("LiteLLM {name} run"))?;
-        tasks = count_results(&out)?;
+        tasks = tetris_run(&served, &backend, &plan, stream)?;
     }
     // The streamed run live, the plain one exported, a shared-store run
     // of two workers: each as MLflow holds it.
+    let run_dir = &served.run_dir;
     let traced = tracing_backend::check_runs(
         &backend,
-        &ctx,
-        &run_dir,
+        &served.ctx,
+        run_dir,
         &run_dir.join("stream.stderr"),
         &run_dir.join("plain.stderr"),
     )?;
@@ -212,61 +144,20 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     // `ctx eval` with two variants: each an ordinary stored run; under the
     // mock, whose answers follow the task's own prompt only, both pass
     // every check (task 9 after its retry).
-    eval_two_variants(&ctx, &venv, &plan, &base_url, &secret, &run_dir)?;
-    rotate(&requests, &run_dir.join("requests-eval.jsonl"))?;
-
-    // A model the proxy lacks fails that task, not the run.
-    let missing_plan = run_dir.join("missing-model.yaml");
-    fs::write(&missing_plan, MISSING_MODEL_PLAN)
-        .map_err(|e| format!("{}: {e}", missing_plan.display()))?;
-    let out = run_dir.join("missing-model");
-    let args = ["--model", "mock-gpt", "--max-attempts", "2"].map(String::from);
-    let mut run = CtxRun::new(&ctx, &missing_plan, &base_url, &secret, &out, &args);
-    let code = run.execute(Duration::from_secs(120))?;
-    let log = rotate(&requests, &run_dir.join("requests-missing-model.jsonl"))?;
-    if code != 1 {
-        return Err(run.failure(&format!("exited with {code}, expected 1 (a task failed)")));
-    }
-    let mut check = run.checker(&venv, &missing_plan, &log);
-    check.args([
-        "--mock",
-        "--expect",
-        "unknown=failed",
-        "--expect",
-        "after-unknown=skipped",
-        "--expect-error",
-        "unknown=no-such-model",
-        "--expect-error",
-        "unknown=HTTP 400",
-        "--expect-attempts",
-        "unknown=1",
-    ]);
-    checked(&mut check, "LiteLLM missing-model run")?;
-
-    // One `summarize_strategy: llm` summary through the proxy.
-    let summary_plan = run_dir.join("summary.yaml");
-    fs::write(&summary_plan, SUMMARY_PLAN)
-        .map_err(|e| format!("{}: {e}", summary_plan.display()))?;
-    let out = run_dir.join("summary");
-    let args = ["--model", "mock-gpt", "--max-attempts", "2"].map(String::from);
-    let mut run = CtxRun::new(&ctx, &summary_plan, &base_url, &secret, &out, &args);
-    let code = run.execute(Duration::from_secs(120))?;
-    let log = rotate(&requests, &run_dir.join("requests-summary.jsonl"))?;
-    if code != 0 {
-        return Err(run.failure(&format!("exited with {code}, expected 0")));
-    }
-    check_summary_run(&out, &log).map_err(|e| run.failure(&e))?;
-
-    weekly_publish(root, &ctx, &base_url, &secret, &run_dir)?;
-    rotate(&requests, &run_dir.join("requests-weekly.jsonl"))?;
+    eval_two_variants(&served, &plan)?;
+    served.rotate("eval")?;
+    missing_model_run(&served)?;
+    summary_run(&served)?;
+    weekly_publish(root, &served)?;
+    served.rotate("weekly")?;
 
     // The README tour's blocks that call a model, as written, against
     // this proxy (`cargo xtask test` ran the others).
     super::tour::run_tour(
         root,
-        &ctx,
+        &served.ctx,
         &super::tour::Options {
-            base_url: Some(base_url.clone()),
+            base_url: Some(served.base_url.clone()),
             postgres: false,
             only_models: true,
         },
@@ -281,19 +172,209 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// What every run of one e2e shares: the ctx under test, the virtualenv
+/// whose Python runs the checkers, the scratch folder, and the server it
+/// talks to (its port, its request log) with a throwaway API key.
+struct Served {
+    ctx: PathBuf,
+    venv: Venv,
+    run_dir: PathBuf,
+    /// The server's request log, moved aside after each run ([`rotate`]).
+    requests: PathBuf,
+    port: u16,
+    base_url: String,
+    secret: String,
+}
+
+impl Served {
+    /// Picks the server's port; the server is not started yet.
+    fn new(ctx: PathBuf, venv: Venv, run_dir: PathBuf) -> Result<Served, String> {
+        let requests = run_dir.join("requests.jsonl");
+        let port = free_port()?;
+        Ok(Served {
+            ctx,
+            venv,
+            run_dir,
+            requests,
+            port,
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+            secret: secret(),
+        })
+    }
+
+    /// A `ctx run` of `plan` against the server, its output in `out`.
+    fn run(&self, plan: &Path, out: &Path, extra: &[String]) -> CtxRun {
+        CtxRun::new(&self.ctx, plan, &self.base_url, &self.secret, out, extra)
+    }
+
+    /// Runs `run` (of `plan`) within `limit` and moves its request log to
+    /// `requests-{name}.jsonl`; once it exited 0, the checker of the run
+    /// against that log, for the caller to add its expectations.
+    fn checked_run(
+        &self,
+        run: &mut CtxRun,
+        plan: &Path,
+        name: &str,
+        limit: Duration,
+    ) -> Result<Command, String> {
+        let code = run.execute(limit)?;
+        let log = self.rotate(name)?;
+        if code != 0 {
+            return Err(run.failure(&format!("exited with {code}, expected 0")));
+        }
+        Ok(run.checker(&self.venv, plan, &log))
+    }
+
+    /// Moves the request log of the run just finished to
+    /// `requests-{name}.jsonl`; that file.
+    fn rotate(&self, name: &str) -> Result<PathBuf, String> {
+        rotate(
+            &self.requests,
+            &self.run_dir.join(format!("requests-{name}.jsonl")),
+        )
+    }
+}
+
+/// The LiteLLM virtualenv, installed on first use (said on stderr, as
+/// it takes about a minute).
+fn litellm_venv(root: &Path, work: &Path) -> Result<Venv, String> {
+    let requirements = root.join(LITELLM_REQUIREMENTS);
+    let venv_dir = work.join("venv-litellm");
+    eprintln!(
+        "==> e2e: LiteLLM proxy{}",
+        if venv_dir.join(".ctx-stamp").exists() {
+            String::new()
+        } else {
+            format!(
+                " (first run: installing LiteLLM into {}, about a minute; pip's log: {})",
+                venv_dir.display(),
+                work.join("venv-litellm.log").display()
+            )
+        }
+    );
+    Venv::ensure(
+        &work.join("venv-litellm"),
+        &[PipStep::requirements(&requirements)],
+        &work.join("venv-litellm.log"),
+    )
+}
+
+/// Starts the LiteLLM proxy on the mock models, logging every request;
+/// the caller waits for it.
+fn start_litellm(root: &Path, served: &Served) -> Result<Server, String> {
+    let config = root.join("scripts/e2e/litellm_config.yaml");
+    let mut cmd = Command::new(served.venv.bin("litellm"));
+    cmd.arg("--config")
+        .arg(&config)
+        .args(["--host", "127.0.0.1", "--port", &served.port.to_string()])
+        .current_dir(root.join("scripts/e2e"))
+        .env("CTX_E2E_REQUEST_LOG", &served.requests)
+        // The checked Tetris tasks get answers that pass their checks, the
+        // assembly only on its retry with feedback.
+        .env("CTX_E2E_ANSWERS", root.join(MOCK_ANSWERS))
+        .env("PYTHONPATH", root.join("scripts/e2e"))
+        // No fetch of the model cost map from the network at start-up.
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .env("LITELLM_LOG", "ERROR")
+        .env("NO_PROXY", "127.0.0.1,localhost");
+    Server::start("LiteLLM proxy", cmd, &served.run_dir.join("proxy.log"), 900)
+}
+
+/// One Tetris run through the proxy, plain or `--stream` (the streamed
+/// one traced to the backend), checked; its number of tasks.
+fn tetris_run(
+    served: &Served,
+    backend: &tracing_backend::Backend,
+    plan: &Path,
+    stream: bool,
+) -> Result<usize, String> {
+    let name = if stream { "stream" } else { "plain" };
+    let out = served.run_dir.join(name);
+    let mut args = vec![
+        "--model".to_string(),
+        "mock-gpt".into(),
+        "--max-attempts".into(),
+        "2".into(),
+        "--request-timeout".into(),
+        "60".into(),
+    ];
+    if stream {
+        args.push("--stream".into());
+    }
+    let mut run = served.run(plan, &out, &args);
+    if stream {
+        backend.trace(&mut run.command);
+    }
+    let mut check = served.checked_run(&mut run, plan, name, Duration::from_secs(300))?;
+    check.arg("--mock");
+    // Task 9 fails its `<canvas` check once and passes on the retry.
+    for expect in ["2=1", "5=1", "9=2"] {
+        check.args(["--expect-check-attempts", expect]);
+    }
+    if stream {
+        check.arg("--stream");
+    }
+    checked(&mut check, &format!("LiteLLM {name} run"))?;
+    count_results(&out)
+}
+
+/// A model the proxy lacks fails that task, not the run: its dependent
+/// is skipped, the rest completes.
+fn missing_model_run(served: &Served) -> Result<(), String> {
+    let missing_plan = served.run_dir.join("missing-model.yaml");
+    fs::write(&missing_plan, MISSING_MODEL_PLAN)
+        .map_err(|e| format!("{}: {e}", missing_plan.display()))?;
+    let out = served.run_dir.join("missing-model");
+    let args = ["--model", "mock-gpt", "--max-attempts", "2"].map(String::from);
+    let mut run = served.run(&missing_plan, &out, &args);
+    let code = run.execute(Duration::from_secs(120))?;
+    let log = served.rotate("missing-model")?;
+    if code != 1 {
+        return Err(run.failure(&format!("exited with {code}, expected 1 (a task failed)")));
+    }
+    let mut check = run.checker(&served.venv, &missing_plan, &log);
+    check.args([
+        "--mock",
+        "--expect",
+        "unknown=failed",
+        "--expect",
+        "after-unknown=skipped",
+        "--expect-error",
+        "unknown=no-such-model",
+        "--expect-error",
+        "unknown=HTTP 400",
+        "--expect-attempts",
+        "unknown=1",
+    ]);
+    checked(&mut check, "LiteLLM missing-model run")?;
+    Ok(())
+}
+
+/// One `summarize_strategy: llm` summary through the proxy
+/// ([`check_summary_run`]).
+fn summary_run(served: &Served) -> Result<(), String> {
+    let summary_plan = served.run_dir.join("summary.yaml");
+    fs::write(&summary_plan, SUMMARY_PLAN)
+        .map_err(|e| format!("{}: {e}", summary_plan.display()))?;
+    let out = served.run_dir.join("summary");
+    let args = ["--model", "mock-gpt", "--max-attempts", "2"].map(String::from);
+    let mut run = served.run(&summary_plan, &out, &args);
+    let code = run.execute(Duration::from_secs(120))?;
+    let log = served.rotate("summary")?;
+    if code != 0 {
+        return Err(run.failure(&format!("exited with {code}, expected 0")));
+    }
+    check_summary_run(&out, &log).map_err(|e| run.failure(&e))
+}
+
 /// The weekly plan (issue 22) through the proxy: the week's raw export as
 /// a real `--var` (`@FILE`, untrusted), the digest of a copy of the
 /// archive, and the report published into that copy. The published file
 /// must exist and hold the report task's output, which passed its
 /// section checks; the facts request must carry the export's injection
 /// neutralized.
-fn weekly_publish(
-    root: &Path,
-    ctx: &Path,
-    base_url: &str,
-    secret: &str,
-    run_dir: &Path,
-) -> Result<(), String> {
+fn weekly_publish(root: &Path, served: &Served) -> Result<(), String> {
+    let run_dir = &served.run_dir;
     let archive = run_dir.join("weekly-archive");
     checked(
         Command::new("cp")
@@ -321,7 +402,7 @@ fn weekly_publish(
         archive.display().to_string(),
     ];
     let plan = root.join(WEEKLY_PLAN);
-    let mut run = CtxRun::new(ctx, &plan, base_url, secret, &out, &args);
+    let mut run = served.run(&plan, &out, &args);
     let code = run.execute(Duration::from_secs(120))?;
     if code != 0 {
         return Err(run.failure(&format!("exited with {code}, expected 0")));
@@ -454,14 +535,8 @@ fn check_summary_run(out: &Path, requests: &Path) -> Result<(), String> {
 /// `ctx eval PLAN --ablate full,bare` against the proxy; checks the JSON
 /// with the virtualenv's Python (two variants, one stored run each, every
 /// check passed).
-fn eval_two_variants(
-    ctx: &Path,
-    venv: &Venv,
-    plan: &Path,
-    base_url: &str,
-    secret: &str,
-    run_dir: &Path,
-) -> Result<(), String> {
+fn eval_two_variants(served: &Served, plan: &Path) -> Result<(), String> {
+    let run_dir = &served.run_dir;
     let json = run_dir.join("eval.json");
     let stdout = fs::File::create(&json).map_err(|e| format!("{}: {e}", json.display()))?;
     let stderr_path = run_dir.join("eval.stderr");
@@ -469,14 +544,14 @@ fn eval_two_variants(
         fs::File::create(&stderr_path).map_err(|e| format!("{}: {e}", stderr_path.display()))?;
     let status = Command::new("timeout")
         .args(["300"])
-        .arg(ctx)
+        .arg(&served.ctx)
         .arg("eval")
         .arg(plan)
         .args([
             "--engine",
             "openai",
             "--base-url",
-            base_url,
+            &served.base_url,
             "--model",
             "mock-gpt",
         ])
@@ -491,7 +566,7 @@ fn eval_two_variants(
         ])
         .arg(run_dir.join("eval-runs"))
         .env_remove("OPENAI_BASE_URL")
-        .env("OPENAI_API_KEY", secret)
+        .env("OPENAI_API_KEY", &served.secret)
         .env("NO_PROXY", "127.0.0.1,localhost")
         .stdout(stdout)
         .stderr(stderr)
@@ -513,7 +588,7 @@ for v in d["variants"]:
     assert v["prompt_tokens"] > 0 and v["completion_tokens"] > 0, v
 assert [t["task_id"] for t in d["tasks"]] == ["2", "5", "9"], d["tasks"]
 "#;
-    let mut check = Command::new(venv.python());
+    let mut check = Command::new(served.venv.python());
     check.arg("-c").arg(script).arg(&json);
     checked(&mut check, "LiteLLM ctx eval (full, bare)")?;
     Ok(())
@@ -552,89 +627,115 @@ fn llm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     let started = Instant::now();
     let venv = llm_venv(root, work)?;
     let ctx = super::build_ctx(root)?;
-    let run_dir = fresh_dir(&work.join("llm"))?;
-    let requests = run_dir.join("requests.jsonl");
-    let port = free_port()?;
-    let mut cmd = Command::new(venv.python());
+    let served = Served::new(ctx, venv, fresh_dir(&work.join("llm"))?)?;
+    let mut server = start_llama(root, &served)?;
+    server.wait_ready(served.port, "/v1/models", Duration::from_secs(300))?;
+
+    let plan = root.join(SMALL_PLAN);
+    let mut report = String::new();
+    for stream in [false, true] {
+        let name = if stream { "stream" } else { "plain" };
+        let figures = small_run(&served, &plan, stream)?;
+        report.push_str(&format!("{name}:\n{figures}\n"));
+    }
+    let table = eval_checked(root, &served)?;
+    report.push_str(&format!("ctx eval {CHECKED_PLAN}:\n{table}\n"));
+    // The figure of docs/execution.md#llm-summaries.
+    let conclusion = summary_conclusion(root, &served)?;
+    report.push_str(&format!("{CONCLUSION_PLAN}:\n{conclusion}\n"));
+    server.stop();
+    let run_dir = &served.run_dir;
+    report.push_str(&server_timings(&run_dir.join("server.log")));
+    let figures = run_dir.join("figures.txt");
+    fs::write(&figures, &report).map_err(|e| format!("{}: {e}", figures.display()))?;
+    print!("{report}");
+    println!(
+        "e2e: llama-cpp-python + SmolLM2-135M-Instruct: {SMALL_PLAN} plain and --stream checked in {:.0} s (figures in {})",
+        started.elapsed().as_secs_f64(),
+        figures.display()
+    );
+    Ok(())
+}
+
+/// Starts llama-cpp-python's server on SmolLM2 (alias `smollm2`), logging
+/// every request; the caller waits for it.
+fn start_llama(root: &Path, served: &Served) -> Result<Server, String> {
+    let mut cmd = Command::new(served.venv.python());
     cmd.arg(root.join("scripts/e2e/llama_server.py"))
         .args([
             "--host",
             "127.0.0.1",
             "--port",
-            &port.to_string(),
+            &served.port.to_string(),
             "--alias",
             "smollm2",
         ])
-        .env("CTX_E2E_REQUEST_LOG", &requests);
-    let mut server = Server::start(
+        .env("CTX_E2E_REQUEST_LOG", &served.requests);
+    Server::start(
         "llama-cpp-python server",
         cmd,
-        &run_dir.join("server.log"),
+        &served.run_dir.join("server.log"),
         3600,
-    )?;
-    server.wait_ready(port, "/v1/models", Duration::from_secs(300))?;
+    )
+}
 
-    let base_url = format!("http://127.0.0.1:{port}/v1");
-    let secret = secret();
-    let plan = root.join(SMALL_PLAN);
-    let mut report = String::new();
-    for stream in [false, true] {
-        let name = if stream { "stream" } else { "plain" };
-        let out = run_dir.join(name);
-        // One task at a time: the server runs one request at a time, and
-        // queueing would pollute the per-task figures.
-        let mut args = [
-            "--model",
-            "smollm2",
-            "--concurrency",
-            "1",
-            "--max-attempts",
-            "2",
-        ]
-        .map(String::from)
-        .to_vec();
-        if stream {
-            args.push("--stream".into());
-        }
-        let mut run = CtxRun::new(&ctx, &plan, &base_url, &secret, &out, &args);
-        let code = run.execute(Duration::from_secs(1800))?;
-        let log = rotate(&requests, &run_dir.join(format!("requests-{name}.jsonl")))?;
-        if code != 0 {
-            return Err(run.failure(&format!("exited with {code}, expected 0")));
-        }
-        let mut check = run.checker(&venv, &plan, &log);
-        check.arg("--figures");
-        if stream {
-            // llama-cpp-python 0.3 ignores `stream_options.include_usage`:
-            // a streamed answer carries no usage to check.
-            check.args(["--stream", "--usage-optional"]);
-        }
-        let figures = checked(&mut check, &format!("llama.cpp {name} run"))?;
-        report.push_str(&format!("{name}:\n{figures}\n"));
+/// The `ctx run` arguments of a run on the real model: one task at a
+/// time, as the server runs one request at a time and queueing would
+/// pollute the per-task figures.
+const SMOLLM2_ONE_AT_A_TIME: [&str; 6] = [
+    "--model",
+    "smollm2",
+    "--concurrency",
+    "1",
+    "--max-attempts",
+    "2",
+];
+
+/// One run of [`SMALL_PLAN`] on the real model, plain or `--stream`,
+/// checked; the checker's table of time, tokens and tokens/s per task.
+fn small_run(served: &Served, plan: &Path, stream: bool) -> Result<String, String> {
+    let name = if stream { "stream" } else { "plain" };
+    let out = served.run_dir.join(name);
+    let mut args = SMOLLM2_ONE_AT_A_TIME.map(String::from).to_vec();
+    if stream {
+        args.push("--stream".into());
     }
-    // The figure of docs/evaluation.md: `ctx eval` of a plan whose checks
-    // only context can satisfy, every variant, on the real model.
+    let mut run = served.run(plan, &out, &args);
+    let mut check = served.checked_run(&mut run, plan, name, Duration::from_secs(1800))?;
+    check.arg("--figures");
+    if stream {
+        // llama-cpp-python 0.3 ignores `stream_options.include_usage`:
+        // a streamed answer carries no usage to check.
+        check.args(["--stream", "--usage-optional"]);
+    }
+    checked(&mut check, &format!("llama.cpp {name} run"))
+}
+
+/// The figure of docs/evaluation.md: `ctx eval` of a plan whose checks
+/// only context can satisfy, every variant, on the real model; its table.
+fn eval_checked(root: &Path, served: &Served) -> Result<String, String> {
+    let run_dir = &served.run_dir;
     let eval = run_dir.join("eval.txt");
     let stdout = fs::File::create(&eval).map_err(|e| format!("{}: {e}", eval.display()))?;
     let eval_err = run_dir.join("eval.stderr");
     let stderr = fs::File::create(&eval_err).map_err(|e| format!("{}: {e}", eval_err.display()))?;
     let status = Command::new("timeout")
         .arg("1800")
-        .arg(&ctx)
+        .arg(&served.ctx)
         .arg("eval")
         .arg(root.join(CHECKED_PLAN))
         .args([
             "--engine",
             "openai",
             "--base-url",
-            &base_url,
+            &served.base_url,
             "--model",
             "smollm2",
         ])
         .args(["--concurrency", "1", "--max-attempts", "2", "--root"])
         .arg(run_dir.join("eval-runs"))
         .env_remove("OPENAI_BASE_URL")
-        .env("OPENAI_API_KEY", &secret)
+        .env("OPENAI_API_KEY", &served.secret)
         .env("NO_PROXY", "127.0.0.1,localhost")
         .stdout(stdout)
         .stderr(stderr)
@@ -646,22 +747,7 @@ fn llm_e2e(root: &Path, work: &Path) -> Result<(), String> {
             tail(&eval_err, 20)
         ));
     }
-    let table = fs::read_to_string(&eval).map_err(|e| format!("{}: {e}", eval.display()))?;
-    report.push_str(&format!("ctx eval {CHECKED_PLAN}:\n{table}\n"));
-    // The figure of docs/execution.md#llm-summaries.
-    let conclusion = summary_conclusion(root, &ctx, &venv, &run_dir, &base_url, &secret)?;
-    report.push_str(&format!("{CONCLUSION_PLAN}:\n{conclusion}\n"));
-    server.stop();
-    report.push_str(&server_timings(&run_dir.join("server.log")));
-    let figures = run_dir.join("figures.txt");
-    fs::write(&figures, &report).map_err(|e| format!("{}: {e}", figures.display()))?;
-    print!("{report}");
-    println!(
-        "e2e: llama-cpp-python + SmolLM2-135M-Instruct: {SMALL_PLAN} plain and --stream checked in {:.0} s (figures in {})",
-        started.elapsed().as_secs_f64(),
-        figures.display()
-    );
-    Ok(())
+    fs::read_to_string(&eval).map_err(|e| format!("{}: {e}", eval.display()))
 }
 
 /// The llama-cpp-python virtualenv of `--llm` and `--prefix-cache`,
@@ -698,29 +784,70 @@ fn llm_venv(root: &Path, work: &Path) -> Result<Venv, String> {
 /// reused; both runs exit as expected. Measured, not asserted: whether the
 /// mark is in the dependent's prompt (deterministic) and in its output
 /// (the model's behaviour). Returns the markdown table.
-fn summary_conclusion(
-    root: &Path,
-    ctx: &Path,
-    venv: &Venv,
-    run_dir: &Path,
-    base_url: &str,
-    secret: &str,
-) -> Result<String, String> {
-    use serde_json::Value;
-    let plan = root.join(CONCLUSION_PLAN);
-    let text_path = root.join(CONCLUSION_TEXT);
-    let text =
-        fs::read_to_string(&text_path).map_err(|e| format!("{}: {e}", text_path.display()))?;
-    let plan_text = fs::read_to_string(&plan).map_err(|e| format!("{}: {e}", plan.display()))?;
-    const STRATEGY_LINE: &str = "summarize_strategy: truncate";
-    if plan_text.matches(STRATEGY_LINE).count() != 1 {
-        return Err(format!(
-            "{CONCLUSION_PLAN}: expected one `{STRATEGY_LINE}` line (the dependent's, rewritten per strategy)"
-        ));
-    }
-    let dir = fresh_dir(&run_dir.join("conclusion"))?;
+fn summary_conclusion(root: &Path, served: &Served) -> Result<String, String> {
+    let fixture = ConclusionFixture::read(root)?;
+    let dir = fresh_dir(&served.run_dir.join("conclusion"))?;
     let port = free_port()?;
-    let mut cmd = Command::new(venv.python());
+    let mut stub = start_stub(root, served, &dir, port)?;
+    stub.wait_ready(port, "/v1/models", Duration::from_secs(30))?;
+    let conclusion = Conclusion {
+        served,
+        fixture,
+        dir,
+        stub_url: format!("http://127.0.0.1:{port}/v1"),
+    };
+    let mut table = String::from(
+        "| strategy | conclusion in B's prompt? | in B's output? | summary tokens (prompt + completion) | summary time | resumed run |\n|---|---|---|---|---|---|\n",
+    );
+    let mut outputs = String::new();
+    for strategy in ["truncate", "extract_key_sections", "llm"] {
+        let store = conclusion.dir.join(format!("{strategy}-run"));
+        conclusion.first_run(strategy, &store)?;
+        let (run, wall) = conclusion.resumed_run(strategy, &store)?;
+        let (row, lines) = conclusion.measure(strategy, &run, wall)?;
+        table.push_str(&row);
+        outputs.push_str(&lines);
+    }
+    stub.stop();
+    Ok(format!("{table}\n{outputs}"))
+}
+
+/// The line of [`CONCLUSION_PLAN`] that sets the dependent's strategy,
+/// rewritten per strategy for the resumed run.
+const STRATEGY_LINE: &str = "summarize_strategy: truncate";
+
+/// [`CONCLUSION_PLAN`] and [`CONCLUSION_TEXT`], read and checked to hold
+/// one [`STRATEGY_LINE`].
+struct ConclusionFixture {
+    plan: PathBuf,
+    plan_text: String,
+    text: String,
+}
+
+impl ConclusionFixture {
+    fn read(root: &Path) -> Result<ConclusionFixture, String> {
+        let plan = root.join(CONCLUSION_PLAN);
+        let text_path = root.join(CONCLUSION_TEXT);
+        let text = read_file(&text_path)?;
+        let plan_text = read_file(&plan)?;
+        if plan_text.matches(STRATEGY_LINE).count() != 1 {
+            return Err(format!(
+                "{CONCLUSION_PLAN}: expected one `{STRATEGY_LINE}` line (the dependent's, rewritten per strategy)"
+            ));
+        }
+        Ok(ConclusionFixture {
+            plan,
+            plan_text,
+            text,
+        })
+    }
+}
+
+/// Starts `fixed_answer_server.py` on `port`: it answers the upstream
+/// task of [`CONCLUSION_PLAN`] with [`CONCLUSION_TEXT`] and refuses the
+/// rest. The caller waits for it.
+fn start_stub(root: &Path, served: &Served, dir: &Path, port: u16) -> Result<Server, String> {
+    let mut cmd = Command::new(served.venv.python());
     cmd.arg(root.join("scripts/e2e/fixed_answer_server.py"))
         .args(["--host", "127.0.0.1", "--port", &port.to_string()])
         .args([
@@ -730,71 +857,96 @@ fn summary_conclusion(
             CONCLUSION_MATCH,
             "--answer",
         ])
-        .arg(&text_path);
-    let mut stub = Server::start("fixed-answer stub server", cmd, &dir.join("stub.log"), 3600)?;
-    stub.wait_ready(port, "/v1/models", Duration::from_secs(30))?;
-    let stub_url = format!("http://127.0.0.1:{port}/v1");
-    let read = |p: &Path| fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
-    let has_mark = |s: &str| s.to_lowercase().contains(CONCLUSION_MARK);
-    let yes_no = |b: bool| if b { "yes" } else { "no" };
-    let mut table = String::from(
-        "| strategy | conclusion in B's prompt? | in B's output? | summary tokens (prompt + completion) | summary time | resumed run |\n|---|---|---|---|---|---|\n",
-    );
-    let mut outputs = String::new();
-    for strategy in ["truncate", "extract_key_sections", "llm"] {
-        let store = dir.join(format!("{strategy}-run"));
-        // The first run: the fixture plan (`answer` under `truncate`), the
-        // upstream task answered by the stub, `answer` refused.
+        .arg(root.join(CONCLUSION_TEXT));
+    Server::start("fixed-answer stub server", cmd, &dir.join("stub.log"), 3600)
+}
+
+/// The runs of [`summary_conclusion`]: the fixture, their folder and the
+/// stub's address beside the real model's.
+struct Conclusion<'a> {
+    served: &'a Served,
+    fixture: ConclusionFixture,
+    dir: PathBuf,
+    stub_url: String,
+}
+
+impl Conclusion<'_> {
+    /// The first run into `store`: the fixture plan (`answer` under
+    /// `truncate`), the upstream task answered by the stub, `answer`
+    /// refused (so the run exits 1).
+    fn first_run(&self, strategy: &str, store: &Path) -> Result<(), String> {
+        let served = self.served;
         let args = ["--model", "smollm2", "--max-attempts", "1", "--run-dir"]
             .map(String::from)
             .into_iter()
             .chain([store.display().to_string()])
             .collect::<Vec<_>>();
-        let first = dir.join(format!("{strategy}-first"));
-        let mut run = CtxRun::new(ctx, &plan, &stub_url, secret, &first, &args);
+        let first = self.dir.join(format!("{strategy}-first"));
+        let mut run = CtxRun::new(
+            &served.ctx,
+            &self.fixture.plan,
+            &self.stub_url,
+            &served.secret,
+            &first,
+            &args,
+        );
         let code = run.execute(Duration::from_secs(120))?;
         if code != 1 {
             return Err(run.failure(&format!(
                 "exited with {code}, expected 1 (the dependent refused by the stub)"
             )));
         }
-        // The resumed run: the same plan with `answer`'s own strategy set;
-        // `report`'s fingerprint is unchanged, so it is reused.
-        let variant = dir.join(format!("{strategy}.yaml"));
+        Ok(())
+    }
+
+    /// The resumed run of `store` on the real model: the same plan with
+    /// `answer`'s own strategy set; `report`'s fingerprint is unchanged,
+    /// so it is reused. The run and its wall time.
+    fn resumed_run(&self, strategy: &str, store: &Path) -> Result<(CtxRun, Duration), String> {
+        let variant = self.dir.join(format!("{strategy}.yaml"));
         fs::write(
             &variant,
-            plan_text.replace(STRATEGY_LINE, &format!("summarize_strategy: {strategy}")),
+            self.fixture
+                .plan_text
+                .replace(STRATEGY_LINE, &format!("summarize_strategy: {strategy}")),
         )
         .map_err(|e| format!("{}: {e}", variant.display()))?;
-        let args = [
-            "--model",
-            "smollm2",
-            "--concurrency",
-            "1",
-            "--max-attempts",
-            "2",
-            "--resume",
-        ]
-        .map(String::from)
-        .into_iter()
-        .chain([store.display().to_string()])
-        .collect::<Vec<_>>();
-        let out = dir.join(strategy);
-        let mut run = CtxRun::new(ctx, &variant, base_url, secret, &out, &args);
+        let args = SMOLLM2_ONE_AT_A_TIME
+            .into_iter()
+            .chain(["--resume"])
+            .map(String::from)
+            .chain([store.display().to_string()])
+            .collect::<Vec<_>>();
+        let out = self.dir.join(strategy);
+        let mut run = self.served.run(&variant, &out, &args);
         let started = Instant::now();
         let code = run.execute(Duration::from_secs(1800))?;
         let wall = started.elapsed();
         if code != 0 {
             return Err(run.failure(&format!("exited with {code}, expected 0")));
         }
-        if read(&out.join("outputs/report.md"))?.trim() != text.trim() {
+        Ok((run, wall))
+    }
+
+    /// The resumed run's row of the table and its lines of outputs, once
+    /// checked that it reused the upstream text and made a summary call
+    /// under `llm` only.
+    fn measure(
+        &self,
+        strategy: &str,
+        run: &CtxRun,
+        wall: Duration,
+    ) -> Result<(String, String), String> {
+        use serde_json::Value;
+        let out = &run.out;
+        if read_file(&out.join("outputs/report.md"))?.trim() != self.fixture.text.trim() {
             return Err(run.failure(&format!(
                 "the upstream output is not {CONCLUSION_TEXT}: it was not reused"
             )));
         }
-        let prompt = read(&out.join("prompts/answer.md"))?;
-        let answer = read(&out.join("outputs/answer.md"))?;
-        let results: Value = serde_json::from_str(&read(&out.join("results.json"))?)
+        let prompt = read_file(&out.join("prompts/answer.md"))?;
+        let answer = read_file(&out.join("outputs/answer.md"))?;
+        let results: Value = serde_json::from_str(&read_file(&out.join("results.json"))?)
             .map_err(|e| format!("{}: {e}", out.join("results.json").display()))?;
         let summaries = &results["summaries"];
         let calls = summaries["calls"].as_u64().unwrap_or(0);
@@ -804,38 +956,49 @@ fn summary_conclusion(
                 "summaries {summaries}, expected one call under llm only"
             )));
         }
-        let (tokens, time) = if calls == 0 {
-            ("–".to_string(), "–".to_string())
-        } else {
-            (
-                format!(
-                    "{} + {}",
-                    summaries["prompt_tokens"].as_u64().unwrap_or(0),
-                    summaries["completion_tokens"].as_u64().unwrap_or(0)
-                ),
-                format!(
-                    "{:.1} s",
-                    summaries["time_ms"].as_u64().unwrap_or(0) as f64 / 1000.0
-                ),
-            )
-        };
-        table.push_str(&format!(
+        let (tokens, time) = summary_cost(summaries);
+        let has_mark = |s: &str| s.to_lowercase().contains(CONCLUSION_MARK);
+        let yes_no = |b: bool| if b { "yes" } else { "no" };
+        let row = format!(
             "| `{strategy}` | {} | {} | {tokens} | {time} | {:.1} s |\n",
             yes_no(has_mark(&prompt)),
             yes_no(has_mark(&answer)),
             wall.as_secs_f64()
-        ));
-        outputs.push_str(&format!("{strategy}: B's output: {}\n", answer.trim()));
+        );
+        let mut lines = format!("{strategy}: B's output: {}\n", answer.trim());
         if let Some(summary) = results["tasks"]
             .as_array()
             .and_then(|ts| ts.iter().find(|t| t["task_id"] == "report"))
             .and_then(|t| t["summary"].as_str())
         {
-            outputs.push_str(&format!("{strategy}: the summary: {}\n", summary.trim()));
+            lines.push_str(&format!("{strategy}: the summary: {}\n", summary.trim()));
         }
+        Ok((row, lines))
     }
-    stub.stop();
-    Ok(format!("{table}\n{outputs}"))
+}
+
+/// The summary call's tokens (prompt + completion) and time from
+/// results.json's `summaries`, or dashes where none was made.
+fn summary_cost(summaries: &serde_json::Value) -> (String, String) {
+    if summaries["calls"].as_u64().unwrap_or(0) == 0 {
+        return ("–".to_string(), "–".to_string());
+    }
+    (
+        format!(
+            "{} + {}",
+            summaries["prompt_tokens"].as_u64().unwrap_or(0),
+            summaries["completion_tokens"].as_u64().unwrap_or(0)
+        ),
+        format!(
+            "{:.1} s",
+            summaries["time_ms"].as_u64().unwrap_or(0) as f64 / 1000.0
+        ),
+    )
+}
+
+/// A file's text; the error names the file.
+fn read_file(path: &Path) -> Result<String, String> {
+    fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// llama.cpp's own generation speed from the server log (its `eval time`

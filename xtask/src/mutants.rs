@@ -49,7 +49,34 @@ pub const CRITICAL: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// One cargo-mutants invocation: its name (the package, or `diff`), which
+/// names its output folder, and the arguments that pick its mutants.
+type MutantsRun = (String, Vec<String>);
+
 pub fn run(args: &[String]) -> Result<(), String> {
+    let (all, base) = parse(args)?;
+    let root = root();
+    let installed = cargo_command()
+        .args(["mutants", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        return Err("cargo-mutants is not installed: cargo install --locked cargo-mutants".into());
+    }
+    let out_root = root.join("target/mutants");
+    let runs = if all {
+        critical_runs()
+    } else {
+        match diff_run(&root, &base, &out_root)? {
+            Some(run) => vec![run],
+            None => return Ok(()),
+        }
+    };
+    run_mutants(&root, &out_root, runs)
+}
+
+/// `--all` and `--base REF` (`main` by default).
+fn parse(args: &[String]) -> Result<(bool, String), String> {
     let mut all = false;
     let mut base = "main".to_string();
     let mut it = args.iter();
@@ -60,49 +87,55 @@ pub fn run(args: &[String]) -> Result<(), String> {
             _ => return Err(USAGE.to_string()),
         }
     }
-    let root = root();
-    let installed = cargo_command()
-        .args(["mutants", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !installed {
-        return Err("cargo-mutants is not installed: cargo install --locked cargo-mutants".into());
+    Ok((all, base))
+}
+
+/// `--all`: a run per package of [`CRITICAL`], on its files only.
+fn critical_runs() -> Vec<MutantsRun> {
+    let mut runs = Vec::new();
+    for (package, files) in CRITICAL {
+        let mut a = vec!["-p".to_string(), package.to_string()];
+        for f in *files {
+            a.extend(["-f".to_string(), f.to_string()]);
+        }
+        runs.push((package.to_string(), a));
     }
-    let out_root = root.join("target/mutants");
-    let mut runs: Vec<(String, Vec<String>)> = Vec::new();
-    if all {
-        for (package, files) in CRITICAL {
-            let mut a = vec!["-p".to_string(), package.to_string()];
-            for f in *files {
-                a.extend(["-f".to_string(), f.to_string()]);
-            }
-            runs.push((package.to_string(), a));
-        }
-    } else {
-        let diff = Command::new("git")
-            .args(["diff", &base])
-            .current_dir(&root)
-            .output()
-            .map_err(|e| format!("git diff {base}: {e}"))?;
-        if !diff.status.success() {
-            return Err(format!(
-                "git diff {base}: {}",
-                String::from_utf8_lossy(&diff.stderr).trim()
-            ));
-        }
-        if diff.stdout.is_empty() {
-            eprintln!("no change since {base}: no mutants to test");
-            return Ok(());
-        }
-        std::fs::create_dir_all(&out_root).map_err(|e| format!("{}: {e}", out_root.display()))?;
-        let diff_file = out_root.join(format!("since-{}.diff", base.replace('/', "-")));
-        std::fs::write(&diff_file, &diff.stdout)
-            .map_err(|e| format!("{}: {e}", diff_file.display()))?;
-        runs.push((
-            "diff".to_string(),
-            vec!["--in-diff".to_string(), diff_file.display().to_string()],
+    runs
+}
+
+/// The run of the lines changed since `base`: the diff written under
+/// `out_root` for `--in-diff`. `None` (said on stderr) when nothing
+/// changed.
+fn diff_run(root: &Path, base: &str, out_root: &Path) -> Result<Option<MutantsRun>, String> {
+    let diff = Command::new("git")
+        .args(["diff", base])
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("git diff {base}: {e}"))?;
+    if !diff.status.success() {
+        return Err(format!(
+            "git diff {base}: {}",
+            String::from_utf8_lossy(&diff.stderr).trim()
         ));
     }
+    if diff.stdout.is_empty() {
+        eprintln!("no change since {base}: no mutants to test");
+        return Ok(None);
+    }
+    std::fs::create_dir_all(out_root).map_err(|e| format!("{}: {e}", out_root.display()))?;
+    let diff_file = out_root.join(format!("since-{}.diff", base.replace('/', "-")));
+    std::fs::write(&diff_file, &diff.stdout)
+        .map_err(|e| format!("{}: {e}", diff_file.display()))?;
+    Ok(Some((
+        "diff".to_string(),
+        vec!["--in-diff".to_string(), diff_file.display().to_string()],
+    )))
+}
+
+/// Runs each in turn, one job at a time under nextest, printing each
+/// one's summary; the failures of those that missed mutants, as one
+/// error at the end (so one package's misses do not stop the others).
+fn run_mutants(root: &Path, out_root: &Path, runs: Vec<MutantsRun>) -> Result<(), String> {
     let mut failed = Vec::new();
     for (name, mut a) in runs {
         let out = out_root.join(&name);
@@ -115,7 +148,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
         full.push(out.display().to_string());
         let mut cmd = cargo_command();
-        cmd.args(&full).current_dir(&root);
+        cmd.args(&full).current_dir(root);
         // cargo-mutants exits non-zero when a mutant is missed; the
         // summary below says which, so carry on with the other packages.
         if let Err(e) = run_step(&format!("cargo {}", full.join(" ")), &mut cmd) {

@@ -296,6 +296,18 @@ fn shared_run(backend: &Backend, ctx: &Path, run_dir: &Path) -> Result<Option<St
     result.map(Some)
 }
 
+/// The ctx processes of the shared-store run: what each is started with.
+struct SharedRun<'a> {
+    backend: &'a Backend,
+    ctx: &'a Path,
+    /// The run's scratch folder: the plan, each process's stderr.
+    dir: &'a Path,
+    /// The PostgreSQL store.
+    url: &'a str,
+}
+
+/// [`shared_run`] on the store at `url`: registers the run, lets two
+/// workers take its tasks, and checks the one trace they make.
 fn shared_run_on(
     backend: &Backend,
     ctx: &Path,
@@ -305,42 +317,15 @@ fn shared_run_on(
     let dir = super::fresh_dir(&run_dir.join("shared"))?;
     let plan = dir.join("plan.json");
     fs::write(&plan, SHARED_PLAN).map_err(|e| format!("{}: {e}", plan.display()))?;
+    let shared = SharedRun {
+        backend,
+        ctx,
+        dir: &dir,
+        url,
+    };
     let register_err = dir.join("register.stderr");
-    let mut register = Command::new(ctx);
-    register
-        .arg("run")
-        .arg(&plan)
-        .args(["--store", url, "--no-local"])
-        .current_dir(&dir)
-        .env_remove("CTX_STORE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(&register_err).map_err(|e| e.to_string())?);
-    backend.trace(&mut register);
-    let mut follower = register
-        .spawn()
-        .map_err(|e| format!("ctx run --store: {e}"))?;
-    let workers: Vec<_> = (0..2)
-        .map(|n| {
-            let mut cmd = Command::new(ctx);
-            cmd.args(["worker", "--store", url, "--until-idle", "--wait", "60"])
-                .args(["--concurrency", "1", "--engine", "command"])
-                .args(["--command", "sleep 0.5; echo ok"])
-                .current_dir(&dir)
-                .env_remove("CTX_STORE")
-                .stdin(Stdio::null());
-            backend.trace(&mut cmd);
-            let err = dir.join(format!("worker-{n}.stderr"));
-            (cmd, err)
-        })
-        .map(|(mut cmd, err)| {
-            let file = fs::File::create(&err).map_err(|e| e.to_string())?;
-            cmd.stdout(Stdio::null()).stderr(file);
-            cmd.spawn()
-                .map(|child| (child, err))
-                .map_err(|e| format!("ctx worker: {e}"))
-        })
-        .collect::<Result<_, String>>()?;
+    let mut follower = shared.register(&plan, &register_err)?;
+    let workers = shared.spawn_workers()?;
     for (mut child, err) in workers {
         let status = wait_within(&mut child, Duration::from_secs(120))?;
         if !status.success() {
@@ -358,16 +343,7 @@ fn shared_run_on(
             tail(&register_err, 20)
         ));
     }
-    let id = fs::read_to_string(&register_err)
-        .ok()
-        .and_then(|text| {
-            text.lines().find_map(|l| {
-                l.strip_prefix("run ")
-                    .and_then(|r| r.split_once(" registered"))
-                    .map(|(id, _)| id.to_string())
-            })
-        })
-        .ok_or_else(|| format!("no `run ID registered` line\n{}", tail(&register_err, 20)))?;
+    let id = registered_id(&register_err)?;
     let trace = trace_id(ctx, &dir, &id, Some(url))?;
     backend.check(
         "MLflow: the shared-store trace of two workers",
@@ -383,6 +359,76 @@ fn shared_run_on(
             "2",
         ],
     )
+}
+
+impl SharedRun<'_> {
+    /// `ctx run PLAN --store URL --no-local`, traced, its stderr in
+    /// `stderr`: it registers the run and follows it while the workers
+    /// work it.
+    fn register(&self, plan: &Path, stderr: &Path) -> Result<std::process::Child, String> {
+        let mut register = Command::new(self.ctx);
+        register
+            .arg("run")
+            .arg(plan)
+            .args(["--store", self.url, "--no-local"])
+            .current_dir(self.dir)
+            .env_remove("CTX_STORE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(stderr).map_err(|e| e.to_string())?);
+        self.backend.trace(&mut register);
+        register
+            .spawn()
+            .map_err(|e| format!("ctx run --store: {e}"))
+    }
+
+    /// Two traced `ctx worker`s of the command engine, one task at a time
+    /// each: each process with the file of its stderr.
+    fn spawn_workers(&self) -> Result<Vec<(std::process::Child, PathBuf)>, String> {
+        (0..2)
+            .map(|n| {
+                let mut cmd = Command::new(self.ctx);
+                cmd.args([
+                    "worker",
+                    "--store",
+                    self.url,
+                    "--until-idle",
+                    "--wait",
+                    "60",
+                ])
+                .args(["--concurrency", "1", "--engine", "command"])
+                .args(["--command", "sleep 0.5; echo ok"])
+                .current_dir(self.dir)
+                .env_remove("CTX_STORE")
+                .stdin(Stdio::null());
+                self.backend.trace(&mut cmd);
+                let err = self.dir.join(format!("worker-{n}.stderr"));
+                (cmd, err)
+            })
+            .map(|(mut cmd, err)| {
+                let file = fs::File::create(&err).map_err(|e| e.to_string())?;
+                cmd.stdout(Stdio::null()).stderr(file);
+                cmd.spawn()
+                    .map(|child| (child, err))
+                    .map_err(|e| format!("ctx worker: {e}"))
+            })
+            .collect()
+    }
+}
+
+/// The run id in the `run ID registered` line of `ctx run --store`'s
+/// stderr.
+fn registered_id(stderr: &Path) -> Result<String, String> {
+    fs::read_to_string(stderr)
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|l| {
+                l.strip_prefix("run ")
+                    .and_then(|r| r.split_once(" registered"))
+                    .map(|(id, _)| id.to_string())
+            })
+        })
+        .ok_or_else(|| format!("no `run ID registered` line\n{}", tail(stderr, 20)))
 }
 
 /// Whether the checkout's test PostgreSQL server already answers (then
