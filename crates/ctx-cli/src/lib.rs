@@ -133,6 +133,7 @@ pub fn main() -> ExitCode {
         Command::Runs(c) => commands::runs::run(c),
         Command::Spend(a) => commands::spend::run(a),
     };
+    runtime::shutdown();
     finish(result)
 }
 

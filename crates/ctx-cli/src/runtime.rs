@@ -1,21 +1,65 @@
-//! The async runtime every command that runs tasks builds, and the stop
-//! signals it turns into cancellation.
+//! The process's one async runtime, and the stop signals it turns into
+//! cancellation.
+//!
+//! One runtime per process (issue 36): the commands run on it, and it is
+//! handed to what would otherwise start its own: the PostgreSQL store
+//! (opened inside it, it drives its connections here) and the OTLP
+//! exporter (its HTTP requests run here). It is built on first use and
+//! shut down by [`shutdown`] once the command and the telemetry flush are
+//! done, which drops every task still spawned: a child process a run
+//! leaves is killed then (the engines spawn them `kill_on_drop`).
+
+use std::sync::{Arc, Mutex};
 
 use crate::exit::{CliError, Exit};
 
-/// A new multi-threaded runtime with every driver enabled. A system that
-/// refuses its threads exits [`Exit::System`] (71): nothing ran, and it is
-/// neither bad usage nor a store's fault.
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_multi_thread()
+/// The runtime, until [`shutdown`] takes it.
+static RUNTIME: Mutex<Option<Arc<tokio::runtime::Runtime>>> = Mutex::new(None);
+
+/// The process's runtime, built on first use: multi-threaded with every
+/// driver enabled. A system that refuses its threads exits
+/// [`Exit::System`] (71): nothing ran, and it is neither bad usage nor a
+/// store's fault.
+fn runtime() -> Result<Arc<tokio::runtime::Runtime>, CliError> {
+    let mut slot = RUNTIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(rt) = slot.as_ref() {
+        return Ok(Arc::clone(rt));
+    }
+    let built = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::with(Exit::System, format!("cannot start the async runtime: {e}")))
+        .map_err(|e| {
+            CliError::with(Exit::System, format!("cannot start the async runtime: {e}"))
+        })?;
+    let rt = Arc::new(built);
+    *slot = Some(Arc::clone(&rt));
+    Ok(rt)
 }
 
-/// Runs `fut` to its end on a new runtime ([`runtime`]): the one way a
-/// command that waits on no signal (a shared store's reads) runs async
-/// work.
+/// A handle to the process's runtime, for what runs on it without being
+/// a command's future: the OTLP exporter, a store opened outside
+/// [`block_on`].
+pub(crate) fn handle() -> Result<tokio::runtime::Handle, CliError> {
+    Ok(runtime()?.handle().clone())
+}
+
+/// Shuts the runtime down, after the command and the telemetry flush:
+/// tasks still spawned are dropped, waiting at most a second for those
+/// blocked in a system call.
+pub(crate) fn shutdown() {
+    let taken = RUNTIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(rt) = taken.and_then(|rt| Arc::try_unwrap(rt).ok()) {
+        rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    }
+}
+
+/// Runs `fut` to its end on the process's runtime: the one way a command
+/// that waits on no signal (a shared store's reads) runs async work.
 pub(crate) fn block_on<F: std::future::Future>(fut: F) -> Result<F::Output, CliError> {
     Ok(runtime()?.block_on(fut))
 }
@@ -23,7 +67,7 @@ pub(crate) fn block_on<F: std::future::Future>(fut: F) -> Result<F::Output, CliE
 /// The first stop signal, as a future [`until_stopped`] hands its work.
 pub(crate) type Stop = std::pin::Pin<Box<dyn std::future::Future<Output = StopSignal> + Send>>;
 
-/// Runs `work` to its end on a new runtime ([`runtime`]), SIGINT, SIGTERM
+/// Runs `work` to its end on the process's runtime, SIGINT, SIGTERM
 /// and SIGHUP installed before it starts (see [`StopSignals`]) and handed
 /// to it as the future of the first to arrive: the one way a command that
 /// runs tasks (`ctx run`, `ctx eval`, `ctx worker`) runs them.
@@ -32,10 +76,10 @@ where
     F: FnOnce(Stop) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
-    Ok(runtime()?.block_on(async {
+    block_on(async {
         let signals = StopSignals::install();
         work(Box::pin(signals.first())).await
-    }))
+    })
 }
 
 /// A signal that stops a run.

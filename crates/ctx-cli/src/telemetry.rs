@@ -32,7 +32,14 @@ pub fn start(flag: &OtlpFlag) -> Tracing {
             return Tracing(None);
         }
     };
-    match ctx_otel::install(settings) {
+    let runtime = match crate::runtime::handle() {
+        Ok(h) => h,
+        Err(e) => {
+            warn(&e.message);
+            return Tracing(None);
+        }
+    };
+    match ctx_otel::install(settings, runtime) {
         Ok(t) => Tracing(Some(t)),
         Err(e) => {
             warn(&e.to_string());

@@ -482,6 +482,7 @@ fn a_shared_run_worked_by_two_workers_is_one_trace() {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let follower = register.spawn().unwrap();
+    let threads = thread_names_while_alive(follower.id());
     // Two workers at once, one task at a time each, each task 0.3 s: both
     // get work.
     let workers: Vec<std::thread::JoinHandle<ctx_test_support::Out>> = (0..2)
@@ -509,6 +510,18 @@ fn a_shared_run_worked_by_two_workers_is_one_trace() {
     let follower = follower.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&follower.stderr);
     assert!(follower.status.success(), "{err}");
+    // One runtime in the process (issue 36): the store's connections and
+    // the exporter's requests run on the command's, which starts no
+    // thread of its own kind (the store's was `ctx-store-postgres`, the
+    // exporter's `ctx-otlp`; a thread's name is cut to 15 bytes).
+    let threads = threads.join().unwrap();
+    assert!(threads.contains("tokio-rt-worker"), "{threads:?}");
+    assert!(
+        !threads
+            .iter()
+            .any(|t| t.starts_with("ctx-store-postg") || t == "ctx-otlp"),
+        "{threads:?}"
+    );
     let run_id = err
         .lines()
         .find_map(|l| {
@@ -556,4 +569,32 @@ fn a_shared_run_worked_by_two_workers_is_one_trace() {
             .unwrap();
         assert_eq!(str_attr(chat, "gen_ai.provider.name"), Some("command"));
     }
+}
+
+/// The names of `pid`'s threads, sampled every 20 ms from /proc until the
+/// process is gone or a zombie.
+#[cfg(unix)]
+fn thread_names_while_alive(
+    pid: u32,
+) -> std::thread::JoinHandle<std::collections::BTreeSet<String>> {
+    std::thread::spawn(move || {
+        let mut names = std::collections::BTreeSet::new();
+        let dir = format!("/proc/{pid}");
+        loop {
+            let status = std::fs::read_to_string(format!("{dir}/stat")).unwrap_or_default();
+            if status.is_empty() || status.contains(") Z ") {
+                return names;
+            }
+            for task in std::fs::read_dir(format!("{dir}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if let Ok(name) = std::fs::read_to_string(task.path().join("comm")) {
+                    names.insert(name.trim_end().to_string());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
 }

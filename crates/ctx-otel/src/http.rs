@@ -5,9 +5,10 @@
 //!
 //! The SDK's batch processor and metric reader export from threads of
 //! their own, blocking on the export future; reqwest needs a Tokio
-//! reactor. So the client owns a one-thread runtime and each request runs
-//! there: the run's own runtime never carries telemetry, and a slow
-//! collector occupies only that thread.
+//! reactor. So each request is spawned on the runtime the client is
+//! handed, the process's one (issue 36: a `ctx run --store postgres://…
+//! --otlp` once had three): a request is async I/O, so a slow collector
+//! holds no thread of it, and the exporter's threads wait on the answer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,29 +26,24 @@ pub(crate) struct OtlpHttp {
     /// Every endpoint is `http://`: no root certificates are loaded (they
     /// were 154 M of the 160 M instructions tracing added to a debug run).
     plain: bool,
-    runtime: Arc<tokio::runtime::Runtime>,
+    runtime: tokio::runtime::Handle,
 }
 
 impl OtlpHttp {
-    /// Each request bounded by `timeout`; `plain`: every endpoint is
-    /// `http://`, so no TLS roots are needed.
-    pub(crate) fn new(timeout: Duration, plain: bool) -> std::io::Result<OtlpHttp> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("ctx-otlp")
-            .enable_all()
-            .build()?;
+    /// Each request bounded by `timeout`, run on `runtime`; `plain`: every
+    /// endpoint is `http://`, so no TLS roots are needed.
+    pub(crate) fn new(timeout: Duration, plain: bool, runtime: tokio::runtime::Handle) -> OtlpHttp {
         let http = OtlpHttp {
             client: Arc::default(),
             timeout,
             plain,
-            runtime: Arc::new(runtime),
+            runtime,
         };
         let early = http.clone();
         http.runtime.spawn(async move {
             let _ = early.client().await;
         });
-        Ok(http)
+        http
     }
 }
 
@@ -83,7 +79,8 @@ impl OtlpHttp {
     }
 
     /// Runs `future` to its end on the client's runtime, from a thread
-    /// outside any runtime (a one-off send).
+    /// outside any runtime (a one-off send; inside one, the caller would
+    /// block a thread the future may need, and tokio refuses).
     pub(crate) fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)
     }

@@ -161,13 +161,18 @@ impl std::fmt::Debug for Telemetry {
 
 /// Installs the exporter as `settings` say, as the process's `tracing`
 /// subscriber, and the W3C `traceparent` source of outgoing requests
-/// (ctx-engine's `trace_context`). Call once, before any span.
-pub fn install(settings: OtlpSettings) -> Result<Telemetry, OtelError> {
+/// (ctx-engine's `trace_context`). Call once, before any span. The
+/// exporter's requests run on `runtime` (the process's own: no exporter
+/// brings a runtime of its own), which must outlive
+/// [`Telemetry::shutdown`], where the last spans are sent.
+pub fn install(
+    settings: OtlpSettings,
+    runtime: tokio::runtime::Handle,
+) -> Result<Telemetry, OtelError> {
     let plain = [&settings.traces_endpoint, &settings.metrics_endpoint]
         .iter()
         .all(|url| is_plain(url));
-    let http = http::OtlpHttp::new(settings.timeout, plain)
-        .map_err(|e| OtelError::Build(e.to_string()))?;
+    let http = http::OtlpHttp::new(settings.timeout, plain, runtime);
     let resource = resource();
     let spans_out = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
@@ -289,12 +294,17 @@ pub fn otlp_json(spans: Vec<SpanData>) -> String {
 
 /// Sends `spans` to the collector at `base` (`/v1/traces` appended, as for
 /// `--otlp`), once, within `timeout`; headers from
-/// `OTEL_EXPORTER_OTLP_HEADERS`. Returns how many spans were sent.
-pub fn send(base: &str, spans: Vec<SpanData>, timeout: Duration) -> Result<usize, OtelError> {
+/// `OTEL_EXPORTER_OTLP_HEADERS`. Returns how many spans were sent. The
+/// request runs on `runtime`; call from a thread outside any runtime.
+pub fn send(
+    base: &str,
+    spans: Vec<SpanData>,
+    timeout: Duration,
+    runtime: tokio::runtime::Handle,
+) -> Result<usize, OtelError> {
     let settings = OtlpSettings::resolve(Some(base), |_| None)?
         .ok_or_else(|| OtelError::Build(format!("{base}: not an endpoint")))?;
-    let http = http::OtlpHttp::new(timeout, is_plain(&settings.traces_endpoint))
-        .map_err(|e| OtelError::Build(e.to_string()))?;
+    let http = http::OtlpHttp::new(timeout, is_plain(&settings.traces_endpoint), runtime);
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(http.clone())

@@ -23,12 +23,19 @@ pub struct StoreOptions {
     /// breaks (the server restarts, a failover) before it fails. Opening a
     /// store does not wait: an unreachable URL fails at once.
     pub reconnect_window: Duration,
+    /// The runtime that drives the connections: the process's own, so a
+    /// process runs one (`ctx` hands its). It must be multi-threaded, as
+    /// the seam's synchronous calls wait on it from its own tasks; a
+    /// current-thread handle is not used. `None`: the store starts a
+    /// one-thread runtime of its own, for a program with none.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             reconnect_window: Duration::from_secs(60),
+            runtime: None,
         }
     }
 }
@@ -37,11 +44,13 @@ impl Default for StoreOptions {
 /// connection pool.
 ///
 /// The driver is async, the [`ExecutionStore`](ctx_store::ExecutionStore)
-/// seam synchronous. The store therefore owns a small runtime of its own
-/// that drives the connections: async methods hand their statement to it
-/// and await the answer (from any runtime), and the seam's synchronous
-/// methods wait for it on the calling thread, as the SQLite store waits
-/// for its file. Nothing depends on the caller's runtime flavour.
+/// seam synchronous. The store's statements run on one runtime: the one
+/// it is handed ([`StoreOptions::runtime`], the process's), or a small one
+/// of its own. Async methods spawn their statement there and await the
+/// answer (from any runtime), and the seam's synchronous methods wait for
+/// it on the calling thread, as the SQLite store waits for its file; on a
+/// worker of a multi-threaded runtime they wait in `block_in_place`, so
+/// the runtime's other tasks (the statement among them) move on.
 #[derive(Clone)]
 pub struct PgStore {
     pub(crate) shared: Arc<Shared>,
@@ -51,21 +60,46 @@ pub struct PgStore {
     pub(crate) engine: Option<Arc<str>>,
 }
 
-/// The store's runtime, shut down without waiting when the last clone goes
-/// (dropping a runtime inside another one's task would panic).
-pub(crate) struct Runtime(Option<tokio::runtime::Runtime>);
+/// The store's runtime: the one it was handed, or its own, which is shut
+/// down without waiting when the last clone goes (dropping a runtime
+/// inside another one's task would panic).
+pub(crate) enum Runtime {
+    Handed(tokio::runtime::Handle),
+    Own(Option<tokio::runtime::Runtime>),
+}
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
+        if let Runtime::Own(own) = self
+            && let Some(rt) = own.take()
+        {
             rt.shutdown_background();
         }
     }
 }
 
 impl Runtime {
+    /// `handed` when it is multi-threaded, else a one-thread runtime of
+    /// the store's own.
+    fn new(handed: Option<tokio::runtime::Handle>) -> Result<Runtime> {
+        let multi = tokio::runtime::RuntimeFlavor::MultiThread;
+        if let Some(h) = handed.filter(|h| h.runtime_flavor() == multi) {
+            return Ok(Runtime::Handed(h));
+        }
+        let own = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ctx-store-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Runtime(e.to_string()))?;
+        Ok(Runtime::Own(Some(own)))
+    }
+
     pub(crate) fn handle(&self) -> Option<&tokio::runtime::Handle> {
-        self.0.as_ref().map(tokio::runtime::Runtime::handle)
+        match self {
+            Runtime::Handed(h) => Some(h),
+            Runtime::Own(own) => own.as_ref().map(tokio::runtime::Runtime::handle),
+        }
     }
 }
 
@@ -83,15 +117,10 @@ impl PgStore {
     /// migrations. Fails at once, without retrying, when the server cannot
     /// be reached or refuses the credentials.
     pub fn open(url: &StoreUrl, options: StoreOptions) -> Result<PgStore> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("ctx-store-postgres")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Runtime(e.to_string()))?;
+        let rt = Runtime::new(options.runtime.clone())?;
         let store = PgStore {
             shared: Arc::new(Shared::new(url, options)),
-            rt: Arc::new(Runtime(Some(rt))),
+            rt: Arc::new(rt),
             engine: None,
         };
         let shared = Arc::clone(&store.shared);
@@ -134,8 +163,19 @@ impl PgStore {
         handle.spawn(async move {
             let _ = tx.send(fut.await);
         });
-        rx.recv()
-            .map_err(|_| Error::Runtime("stopped before answering".into()))?
+        let wait = || rx.recv();
+        // On a worker of a multi-threaded runtime (the store's own when it
+        // was handed the caller's), waiting would hold a worker the
+        // statement may need: hand the worker's other tasks on first. A
+        // current-thread runtime cannot, and is never the store's.
+        let on_multi = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let answer = if on_multi {
+            tokio::task::block_in_place(wait)
+        } else {
+            wait()
+        };
+        answer.map_err(|_| Error::Runtime("stopped before answering".into()))?
     }
 
     /// Runs `fut` on the store's runtime and awaits it from any runtime.

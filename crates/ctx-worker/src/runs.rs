@@ -15,10 +15,16 @@ use ctx_store_postgres::{
 use crate::shared::SharedError;
 
 /// Opens the store at `url`, the PG* variables filling what it leaves
-/// out. Blocks (the store runs its calls on a runtime of its own).
+/// out. Blocks. The store runs its statements on the runtime this is
+/// called in (the process's one, when it is multi-threaded: `ctx` enters
+/// its own before opening), else on a small one of its own.
 pub fn open(url: &str) -> Result<PgStore, PgError> {
     let parsed = StoreUrl::parse(url, |k| std::env::var(k).ok())?;
-    PgStore::open(&parsed, StoreOptions::default())
+    let options = StoreOptions {
+        runtime: tokio::runtime::Handle::try_current().ok(),
+        ..StoreOptions::default()
+    };
+    PgStore::open(&parsed, options)
 }
 
 /// Every run of the store at `url`, as `ctx runs list` shows them.

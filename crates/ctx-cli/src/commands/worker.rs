@@ -143,8 +143,14 @@ pub fn run(args: Args) -> CliResult {
     } else {
         engine
     };
-    // Its claims record this worker's engine: what a resume compares.
-    let store = ctx_worker::runs::open(&url)?.with_engine(&engine.label());
+    // Its claims record this worker's engine: what a resume compares. It
+    // is opened in the process's runtime, which then drives its
+    // connections (one runtime per process).
+    let store = {
+        let _in_runtime = crate::runtime::handle()?.enter();
+        ctx_worker::runs::open(&url)?
+    };
+    let store = store.with_engine(&engine.label());
     if let Some(run) = &args.run {
         crate::runtime::block_on(store.runs(Some(run)))??;
     }

@@ -16,7 +16,7 @@ pub fn export(run: &StoredRun, workflow: &str, to: Option<&str>) -> CliResult {
                     .ok()
                     .flatten()
                     .map_or(ctx_otel::DEFAULT_TIMEOUT, |s| s.timeout);
-            let sent = ctx_otel::send(url, spans, timeout)
+            let sent = ctx_otel::send(url, spans, timeout, crate::runtime::handle()?)
                 .map_err(|e| CliError::with(Exit::OutWrite, format!("--to: {e}")))?;
             eprintln!("sent {sent} span(s) of run {}", run.input.run_id);
         }
