@@ -4,8 +4,8 @@
 
 use ctx_model::money::{Round, Usd, dollars};
 
-/// A duration for people, the one format of ctx
-/// ([`ctx_model::display::duration_ms`]): `850 ms`, `4 min 05 s`.
+// A duration for people, the one format of ctx
+// (`ctx_model::display::duration_ms`): `850 ms`, `4 min 05 s`.
 pub use ctx_model::display::duration_ms as duration;
 
 /// A short axis label: `0`, `500 ms`, `30 s`, `2 min`, `1.5 h`.
