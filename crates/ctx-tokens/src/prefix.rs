@@ -106,7 +106,8 @@ fn gallop(
 /// use ctx_tokens::TokenizerExt;
 /// let counter = ctx_tokens::Tokenizer::Estimate.counter();
 /// assert_eq!(ctx_tokens::truncate_to_tokens("short", 10, &*counter), None);
-/// let cut = ctx_tokens::truncate_to_tokens(&"word ".repeat(200), 10, &*counter).unwrap();
+/// let long = "word ".repeat(200);
+/// let cut = ctx_tokens::truncate_to_tokens(&long, 10, &*counter).unwrap();
 /// assert!(counter.count(cut) <= 10 && !cut.ends_with("..."));
 /// ```
 pub fn truncate_to_tokens<'a>(
