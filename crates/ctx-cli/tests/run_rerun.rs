@@ -45,7 +45,8 @@ fn setup() -> Dir {
     d
 }
 
-fn run(d: &Dir, extra: &[&str]) -> Out {
+/// `ctx run plan.yaml` on the echoing engine, with `extra`.
+fn run_text(d: &Dir, extra: &[&str]) -> Out {
     let command = format!(
         "cat; cat '{}/noise' 2>/dev/null || true",
         d.path().display()
@@ -59,11 +60,16 @@ fn run(d: &Dir, extra: &[&str]) -> Out {
         "command",
         "--command",
         &command,
-        "--format",
-        "json",
     ];
     args.extend_from_slice(extra);
     d.run(&args)
+}
+
+/// [`run_text`] with `--format json`.
+fn run(d: &Dir, extra: &[&str]) -> Out {
+    let mut args = vec!["--format", "json"];
+    args.extend_from_slice(extra);
+    run_text(d, &args)
 }
 
 /// The tasks a run executed (not reused), sorted.
@@ -104,9 +110,7 @@ fn a_rerun_runs_the_task_and_what_is_below_it_and_diffs_before_and_after() {
     assert_eq!(first.code, 0, "{}", first.stderr);
     let id = first.run_id();
 
-    let dry = d.run(&[
-        "run", "plan.yaml", "--root", "runs", "--resume", &id, "--dry-run", "--rerun", "b",
-    ]);
+    let dry = run_text(&d, &["--resume", &id, "--dry-run", "--rerun", "b"]);
     assert_eq!(dry.code, 0, "{}", dry.stderr);
     assert!(dry.stdout.contains("rerun   b     --rerun asked"), "{}", dry.stdout);
     assert!(dry.stdout.contains("rerun   c     upstream b re-runs"), "{}", dry.stdout);
@@ -115,7 +119,8 @@ fn a_rerun_runs_the_task_and_what_is_below_it_and_diffs_before_and_after() {
     d.write("noise", "again\n");
     let again = run(&d, &["--resume", &id, "--rerun", "b"]);
     assert_eq!(again.code, 0, "{}", again.stderr);
-    assert_eq!(executed(&again), ["b", "c"]);
+    // A map task expands again on every resume; its items are reused.
+    assert_eq!(executed(&again), ["b", "c", "scan"]);
 
     // The run before the resume (session 1) and after it.
     let before = format!("{id}@1");
@@ -148,14 +153,21 @@ fn bad_reruns_are_refused_before_anything_runs() {
     assert_eq!(first.code, 0, "{}", first.stderr);
     let id = first.run_id();
 
-    let unknown = run(&d, &["--resume", &id, "--rerun", "bb"]);
+    let unknown = run(&d, &["--resume", &id, "--rerun", "B"]);
     assert_eq!(unknown.code, 2, "{}", unknown.stderr);
     assert!(
-        unknown.stderr.contains("--rerun bb: no such task in the plan (near: b)"),
+        unknown.stderr.contains("--rerun B: no such task in the plan (near: b)"),
         "{}",
         unknown.stderr
     );
-    let near = run(&d, &["--resume", &id, "--rerun", "scna"]);
+    let none = run(&d, &["--resume", &id, "--rerun", "zzz"]);
+    assert_eq!(none.code, 2, "{}", none.stderr);
+    assert!(
+        none.stderr.contains("--rerun zzz: no such task in the plan\n"),
+        "{}",
+        none.stderr
+    );
+    let near = run(&d, &["--resume", &id, "--rerun", "scn"]);
     assert_eq!(near.code, 2);
     assert!(near.stderr.contains("(near: scan)"), "{}", near.stderr);
     // Nothing was recorded: the run still has one session.

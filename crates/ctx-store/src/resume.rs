@@ -268,7 +268,8 @@ pub struct UnknownRerunTask {
     /// The id asked for.
     pub task: String,
     /// The plan's ids near it: the closest by spelling, then those that
-    /// contain it or that it contains (at most five).
+    /// contain it or that it contains (ids of three characters or more;
+    /// at most five).
     pub near: Vec<String>,
 }
 
@@ -294,7 +295,7 @@ pub fn check_rerun_ids(plan: &Plan, ids: &[String]) -> Result<(), UnknownRerunTa
         .collect();
     for id in &known {
         let l = id.to_lowercase();
-        if near.len() < 5 && !near.iter().any(|n| n == id) && (l.contains(&lower) || lower.contains(&l)) {
+        if near.len() < 5 && !near.iter().any(|n| n == id) && (l.contains(&lower) || (l.len() >= 3 && lower.contains(&l))) {
             near.push((*id).to_string());
         }
     }
