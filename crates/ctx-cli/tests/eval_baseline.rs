@@ -74,7 +74,11 @@ fn first_run(stderr: &str) -> String {
 fn setup() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("plan.yaml"), PLAN).unwrap();
-    let base = eval(dir.path(), READING, &["--ablate", "full,bare", "--repeat", "2"]);
+    let base = eval(
+        dir.path(),
+        READING,
+        &["--ablate", "full,bare", "--repeat", "2"],
+    );
     assert_eq!(base.code, Some(0), "{}", base.stderr);
     let id = first_run(&base.stderr);
     (dir, id)
@@ -84,7 +88,11 @@ fn setup() -> (tempfile::TempDir, String) {
 fn each_variant_is_compared_with_the_stored_eval() {
     let (dir, id) = setup();
     let args = ["--ablate", "full,bare", "--repeat", "2", "--baseline", &id];
-    let out = eval(dir.path(), KNOWING, &[&args[..], &["--format", "json"]].concat());
+    let out = eval(
+        dir.path(),
+        KNOWING,
+        &[&args[..], &["--format", "json"]].concat(),
+    );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let json: Value = serde_json::from_str(&out.stdout).unwrap();
     let b = &json["baseline"];
@@ -112,9 +120,23 @@ fn each_variant_is_compared_with_the_stored_eval() {
 
     let text = eval(dir.path(), KNOWING, &args);
     assert_eq!(text.code, Some(0), "{}", text.stderr);
-    assert!(text.stdout.contains(&format!("against baseline {id} (4 runs)")), "{}", text.stdout);
-    assert!(text.stdout.contains("100 % -> 100 % (+0 pt) ~"), "{}", text.stdout);
-    assert!(text.stdout.contains("0 % -> 100 % (+100 pt)\n") || text.stdout.contains("0 % -> 100 % (+100 pt) "), "{}", text.stdout);
+    assert!(
+        text.stdout
+            .contains(&format!("against baseline {id} (4 runs)")),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("100 % -> 100 % (+0 pt) ~"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("0 % -> 100 % (+100 pt)\n")
+            || text.stdout.contains("0 % -> 100 % (+100 pt) "),
+        "{}",
+        text.stdout
+    );
 }
 
 #[test]
@@ -122,10 +144,18 @@ fn a_bad_baseline_is_refused_before_anything_runs() {
     let (dir, id) = setup();
     let unknown = eval(dir.path(), KNOWING, &["--baseline", "nope"]);
     assert_eq!(unknown.code, Some(2), "{}", unknown.stderr);
-    assert!(unknown.stderr.contains("--baseline nope"), "{}", unknown.stderr);
+    assert!(
+        unknown.stderr.contains("--baseline nope"),
+        "{}",
+        unknown.stderr
+    );
     assert!(!unknown.stderr.contains("eval full"), "{}", unknown.stderr);
 
-    let disjoint = eval(dir.path(), KNOWING, &["--ablate", "no-entities", "--baseline", &id]);
+    let disjoint = eval(
+        dir.path(),
+        KNOWING,
+        &["--ablate", "no-entities", "--baseline", &id],
+    );
     assert_eq!(disjoint.code, Some(2), "{}", disjoint.stderr);
     assert!(
         disjoint.stderr.contains(&format!(
@@ -144,12 +174,29 @@ fn a_bad_baseline_is_refused_before_anything_runs() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     let plain = stderr
         .lines()
-        .find_map(|l| l.strip_prefix("run ").and_then(|r| r.split_whitespace().next()))
+        .find_map(|l| {
+            l.strip_prefix("run ")
+                .and_then(|r| r.split_whitespace().next())
+        })
         .unwrap()
         .to_string();
-    let full = eval(dir.path(), KNOWING, &["--ablate", "full,bare", "--baseline", &plain, "--format", "json"]);
+    let full = eval(
+        dir.path(),
+        KNOWING,
+        &[
+            "--ablate",
+            "full,bare",
+            "--baseline",
+            &plain,
+            "--format",
+            "json",
+        ],
+    );
     assert_eq!(full.code, Some(0), "{}", full.stderr);
     let json: Value = serde_json::from_str(&full.stdout).unwrap();
     assert_eq!(json["baseline"]["variants"].as_array().unwrap().len(), 1);
-    assert_eq!(json["baseline"]["not_in_baseline"], serde_json::json!(["bare"]));
+    assert_eq!(
+        json["baseline"]["not_in_baseline"],
+        serde_json::json!(["bare"])
+    );
 }

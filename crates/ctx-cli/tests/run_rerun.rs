@@ -112,8 +112,16 @@ fn a_rerun_runs_the_task_and_what_is_below_it_and_diffs_before_and_after() {
 
     let dry = run_text(&d, &["--resume", &id, "--dry-run", "--rerun", "b"]);
     assert_eq!(dry.code, 0, "{}", dry.stderr);
-    assert!(dry.stdout.contains("rerun   b     --rerun asked"), "{}", dry.stdout);
-    assert!(dry.stdout.contains("rerun   c     upstream b re-runs"), "{}", dry.stdout);
+    assert!(
+        dry.stdout.contains("rerun   b     --rerun asked"),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("rerun   c     upstream b re-runs"),
+        "{}",
+        dry.stdout
+    );
     assert!(dry.stdout.contains("reuse   a"), "{}", dry.stdout);
 
     d.write("noise", "again\n");
@@ -124,7 +132,9 @@ fn a_rerun_runs_the_task_and_what_is_below_it_and_diffs_before_and_after() {
 
     // The run before the resume (session 1) and after it.
     let before = format!("{id}@1");
-    let diff = d.run(&["runs", "diff", "--root", "runs", &before, &id, "--format", "json"]);
+    let diff = d.run(&[
+        "runs", "diff", "--root", "runs", &before, &id, "--format", "json",
+    ]);
     assert_eq!(diff.code, 0, "{}", diff.stderr);
     let json = diff.json();
     assert_eq!(json["a"]["run_id"], before.as_str());
@@ -132,7 +142,16 @@ fn a_rerun_runs_the_task_and_what_is_below_it_and_diffs_before_and_after() {
     assert_eq!(change(&json, "c"), "output dependency b");
     assert_eq!(change(&json, "a"), "same ");
     assert_eq!(change(&json, "d"), "same ");
-    let gate = d.run(&["runs", "diff", "--root", "runs", &before, &id, "--fail-on", "output"]);
+    let gate = d.run(&[
+        "runs",
+        "diff",
+        "--root",
+        "runs",
+        &before,
+        &id,
+        "--fail-on",
+        "output",
+    ]);
     assert_eq!(gate.code, 1, "{}", gate.stderr);
 
     // Repeated, and through a map: every item and the reduce run again.
@@ -140,7 +159,16 @@ fn a_rerun_runs_the_task_and_what_is_below_it_and_diffs_before_and_after() {
     let map = run(&d, &["--resume", &id, "--rerun", "scan", "--rerun", "d"]);
     assert_eq!(map.code, 0, "{}", map.stderr);
     assert_eq!(executed(&map), ["d", "scan", "scan[0]", "scan[1]", "sum"]);
-    let diff = d.run(&["runs", "diff", "--root", "runs", &format!("{id}@2"), &id, "--format", "json"]);
+    let diff = d.run(&[
+        "runs",
+        "diff",
+        "--root",
+        "runs",
+        &format!("{id}@2"),
+        &id,
+        "--format",
+        "json",
+    ]);
     assert_eq!(diff.code, 0, "{}", diff.stderr);
     assert_eq!(change(&diff.json(), "scan[0]"), "output same_inputs");
     assert_eq!(change(&diff.json(), "b"), "same ");
@@ -156,14 +184,17 @@ fn bad_reruns_are_refused_before_anything_runs() {
     let unknown = run(&d, &["--resume", &id, "--rerun", "B"]);
     assert_eq!(unknown.code, 2, "{}", unknown.stderr);
     assert!(
-        unknown.stderr.contains("--rerun B: no such task in the plan (near: b)"),
+        unknown
+            .stderr
+            .contains("--rerun B: no such task in the plan (near: b)"),
         "{}",
         unknown.stderr
     );
     let none = run(&d, &["--resume", &id, "--rerun", "zzz"]);
     assert_eq!(none.code, 2, "{}", none.stderr);
     assert!(
-        none.stderr.contains("--rerun zzz: no such task in the plan\n"),
+        none.stderr
+            .contains("--rerun zzz: no such task in the plan\n"),
         "{}",
         none.stderr
     );
@@ -181,15 +212,28 @@ fn bad_reruns_are_refused_before_anything_runs() {
 
     let no_resume = run(&d, &["--rerun", "b"]);
     assert_eq!(no_resume.code, 2, "{}", no_resume.stderr);
-    assert!(no_resume.stderr.contains("--resume"), "{}", no_resume.stderr);
+    assert!(
+        no_resume.stderr.contains("--resume"),
+        "{}",
+        no_resume.stderr
+    );
 
     let shared = run(
         &d,
-        &["--store", "postgres://nobody@127.0.0.1:1/none", "--resume", &id, "--rerun", "b"],
+        &[
+            "--store",
+            "postgres://nobody@127.0.0.1:1/none",
+            "--resume",
+            &id,
+            "--rerun",
+            "b",
+        ],
     );
     assert_eq!(shared.code, 2, "{}", shared.stderr);
     assert!(
-        shared.stderr.contains("--rerun is not supported on a shared store"),
+        shared
+            .stderr
+            .contains("--rerun is not supported on a shared store"),
         "{}",
         shared.stderr
     );

@@ -42,7 +42,9 @@ impl<'a> AsOfSession<'a> {
             .header()
             .map(|h| h.run_id)
             .unwrap_or_else(|_| "(its header unreadable)".into());
-        let all = inner.every_history().map_err(crate::DiffError::read(&run))?;
+        let all = inner
+            .every_history()
+            .map_err(crate::DiffError::read(&run))?;
         let last = all.iter().map(|r| r.session).max().unwrap_or(0);
         if session > last {
             return Err(crate::DiffError::NoSession {

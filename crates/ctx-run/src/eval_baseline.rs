@@ -207,7 +207,12 @@ impl Baseline {
 }
 
 /// One stored run's results added to its variant's score.
-fn tally(score: &mut VariantScore, per_task: &mut Vec<Tally>, plan: &Plan, results: &[TaskExecutionResult]) {
+fn tally(
+    score: &mut VariantScore,
+    per_task: &mut Vec<Tally>,
+    plan: &Plan,
+    results: &[TaskExecutionResult],
+) {
     let checks: Vec<usize> = plan
         .sub_tasks
         .iter()
@@ -300,7 +305,12 @@ impl BaselineComparison {
             self.baseline,
             ctx_model::display::count(self.run_ids.len() as u64, "run", "runs")
         );
-        let header = ["VARIANT", "BASE RUNS", "FIRST-TRY (base -> now)", "FINAL (base -> now)"];
+        let header = [
+            "VARIANT",
+            "BASE RUNS",
+            "FIRST-TRY (base -> now)",
+            "FINAL (base -> now)",
+        ];
         let rows: Vec<Vec<String>> = self
             .variants
             .iter()
@@ -313,7 +323,11 @@ impl BaselineComparison {
                 ]
             })
             .collect();
-        out.push_str(&ctx_table::render(&header, &[false, true, true, true], &rows));
+        out.push_str(&ctx_table::render(
+            &header,
+            &[false, true, true, true],
+            &rows,
+        ));
         out.push_str("\n~: not separated from the baseline (the 95 % intervals overlap)\n");
         if !self.not_in_baseline.is_empty() {
             out.push_str(&format!(

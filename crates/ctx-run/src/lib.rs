@@ -61,8 +61,8 @@ mod stored_plan;
 pub mod summary_text;
 
 pub use atomic::{WriteError, write_atomic};
-pub use error::RunError;
 pub use ctx_store::{UnknownRerunTask, check_rerun_ids};
+pub use error::RunError;
 pub use results::{ResultsJson, SummariesJson, TaskJson, json_text};
 pub use session::{
     ResultCost, RunOutcome, RunSession, RunSettings, RunStore, Start, StoredRun,

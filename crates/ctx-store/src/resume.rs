@@ -295,7 +295,10 @@ pub fn check_rerun_ids(plan: &Plan, ids: &[String]) -> Result<(), UnknownRerunTa
         .collect();
     for id in &known {
         let l = id.to_lowercase();
-        if near.len() < 5 && !near.iter().any(|n| n == id) && (l.contains(&lower) || (l.len() >= 3 && lower.contains(&l))) {
+        if near.len() < 5
+            && !near.iter().any(|n| n == id)
+            && (l.contains(&lower) || (l.len() >= 3 && lower.contains(&l)))
+        {
             near.push((*id).to_string());
         }
     }

@@ -163,14 +163,7 @@ pub fn run(args: Args) -> CliResult {
             .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
     );
     let variants: Vec<ContextVariant> = args.ablate.iter().map(|v| v.context()).collect();
-    let baseline = match &args.baseline {
-        Some(id) => {
-            let b = Baseline::load(&root, id).map_err(baseline_error)?;
-            b.check_common(&variants).map_err(baseline_error)?;
-            Some(b)
-        }
-        None => None,
-    };
+    let baseline = load_baseline(args.baseline.as_deref(), &root, &variants)?;
     let store = if args.no_store {
         EvalStore::Memory
     } else {
@@ -219,6 +212,21 @@ pub fn run(args: Args) -> CliResult {
             Ok(signal.map_or(Exit::Ok, StopSignal::exit))
         }
     }
+}
+
+/// `--baseline RUN` read and checked against the eval's variants, before
+/// any run starts.
+fn load_baseline(
+    id: Option<&str>,
+    root: &RunRoot,
+    variants: &[ContextVariant],
+) -> Result<Option<Baseline>, CliError> {
+    let Some(id) = id else {
+        return Ok(None);
+    };
+    let b = Baseline::load(root, id).map_err(baseline_error)?;
+    b.check_common(variants).map_err(baseline_error)?;
+    Ok(Some(b))
 }
 
 /// An unknown `--baseline` run or one without a variant in common is bad

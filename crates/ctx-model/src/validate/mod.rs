@@ -316,7 +316,10 @@ pub fn validate(plan: &Plan) -> Vec<Problem> {
 /// as the plan's own "did you mean" finds it (case first, then a bounded
 /// edit distance), or `None` when none is close enough. For messages
 /// outside validation that name an unknown task id (`ctx run --rerun`).
-pub fn closest_name<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn closest_name<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     suggestions::Suggester::new(candidates).suggest(word, None)
 }
 
