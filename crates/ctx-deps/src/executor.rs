@@ -483,8 +483,8 @@ impl Executor {
             stack.extend(g.dependents(i));
         }
         // What a user asked to run again is forced through maps too.
-        for i in 0..n {
-            forced[i] |= requested_reaches(&self.options, g, i);
+        for (i, f) in forced.iter_mut().enumerate() {
+            *f |= requested_reaches(&self.options, g, i);
         }
         let mut completed: Vec<Option<TaskExecutionResult>> = vec![None; n];
         for (i, &forced) in forced.iter().enumerate() {

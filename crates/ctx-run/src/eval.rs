@@ -552,7 +552,7 @@ pub struct EvalReport {
     /// With `--baseline`: each variant's rates against a stored eval's
     /// ([`crate::eval_baseline`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<crate::eval_baseline::BaselineComparison>,
+    pub baseline: Option<Box<crate::eval_baseline::BaselineComparison>>,
 }
 
 /// One variant's totals over its runs.

@@ -204,7 +204,7 @@ pub fn run(args: Args) -> CliResult {
             Ok(signal.map_or(Exit::Interrupted, StopSignal::exit))
         }
         EvalOutcome::Finished(mut report) => {
-            report.baseline = baseline.map(|b| b.compare(&report.variants));
+            report.baseline = baseline.map(|b| Box::new(b.compare(&report.variants)));
             match args.format {
                 Format::Json => crate::io::print_stdout(&crate::io::json_text(&report)?)?,
                 Format::Text => crate::io::print_stdout(&report.text())?,
