@@ -446,6 +446,47 @@ mod tests {
     }
 
     #[test]
+    fn a_requested_rerun_joins_the_decisions_with_what_is_below_it() {
+        let p = plan();
+        let s = stored(
+            &p,
+            &[
+                ("a", TaskStatus::Completed),
+                ("b", TaskStatus::Completed),
+                ("c", TaskStatus::Failed),
+                ("d", TaskStatus::Completed),
+                ("e", TaskStatus::Completed),
+            ],
+        );
+        let mut r = ResumePlan::compute(&p, &s, "dry-run");
+        r.force(&p, &["b".to_string()]);
+        assert_eq!(r.reuse, ["a", "e"]);
+        // A task that re-runs already keeps its own reason; the order is
+        // the plan's topological one.
+        assert_eq!(
+            reasons(&r),
+            [
+                ("b".into(), "--rerun asked".into()),
+                ("c".into(), "failed".into()),
+                ("d".into(), "upstream c re-runs".into()),
+            ]
+        );
+        assert_eq!(r.forced_ids(), ["b", "c"].map(String::from).into());
+        let mut all = ResumePlan::compute(&p, &all_completed(&p), "dry-run");
+        all.force(&p, &["a".to_string(), "e".to_string()]);
+        assert!(all.reuse.is_empty(), "{all:?}");
+        assert_eq!(reasons(&all)[3], ("d".into(), "upstream b re-runs".into()));
+        assert_eq!(
+            check_rerun_ids(&p, &["a".into(), "E".into()]),
+            Err(UnknownRerunTask {
+                task: "E".into(),
+                near: vec!["e".into()]
+            })
+        );
+        assert_eq!(check_rerun_ids(&p, &["d".into()]), Ok(()));
+    }
+
+    #[test]
     fn changed_inputs_rerun_the_task_and_everything_downstream() {
         let p = plan();
         let s = all_completed(&p);
