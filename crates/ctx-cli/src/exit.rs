@@ -250,7 +250,9 @@ impl CliError {
             e @ (RunError::Exec(ExecError::Store { .. })
             | RunError::History(_)
             | RunError::Blocking(_)) => CliError::with(Exit::Store, e),
-            e @ RunError::RedactedPlan { .. } => CliError::usage(e),
+            e @ (RunError::RedactedPlan { .. }
+            | RunError::UnknownRerunTask(_)
+            | RunError::RerunWithoutResume) => CliError::usage(e),
         }
     }
 

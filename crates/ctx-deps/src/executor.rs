@@ -97,7 +97,9 @@
 //! downstream of them, run again regardless, except below a map task:
 //! what depends on a map is taken as stored only when the items it
 //! receives digest as they did (`reuse_deferred`), whatever forced the
-//! map.
+//! map. Below the ids of [`ExecutorOptions::rerun_requested`] (`ctx run
+//! --rerun`) everything runs again, through maps, whose items are then
+//! not taken from the store either.
 //!
 //! [`AssemblyError`]: ctx_prompt::AssemblyError
 
@@ -479,6 +481,10 @@ impl Executor {
                 continue;
             }
             stack.extend(g.dependents(i));
+        }
+        // What a user asked to run again is forced through maps too.
+        for (i, f) in forced.iter_mut().enumerate() {
+            *f |= requested_reaches(&self.options, g, i);
         }
         let mut completed: Vec<Option<TaskExecutionResult>> = vec![None; n];
         for (i, &forced) in forced.iter().enumerate() {
@@ -1129,3 +1135,13 @@ mod map_step;
 #[cfg(test)]
 #[path = "executor_map_tests.rs"]
 mod map_tests;
+
+/// Whether task `i` is one of `options.rerun_requested` or below one
+/// (through maps too): it runs again, and as a map takes none of its items
+/// from the store.
+pub(crate) fn requested_reaches(options: &ExecutorOptions, g: &PlanGraph, i: usize) -> bool {
+    options.rerun_requested.iter().any(|id| {
+        g.index_of(id)
+            .is_some_and(|r| r == i || g.transitive_dependents(r).contains(&i))
+    })
+}

@@ -60,7 +60,9 @@ impl Executor {
             task_id: run.ctx.graph.id(i).to_string(),
             items: after - before,
         });
-        let mut stored = if self.options.reuse_completed {
+        let mut stored = if self.options.reuse_completed
+            && !super::requested_reaches(&self.options, &run.ctx.graph, i)
+        {
             self.stored_items(&run.ctx.plan.sub_tasks[i].id).await?
         } else {
             HashMap::new()

@@ -59,6 +59,13 @@ pub struct ExecutorOptions {
     /// With `reuse_completed`: ids executed again anyway, together with
     /// everything that depends on them.
     pub force_rerun: BTreeSet<String>,
+    /// Of `force_rerun`, the ids a user asked to run again (`ctx run
+    /// --resume RUN --rerun TASK`). The forcing of other ids stops at a
+    /// map task (what is below a map is decided by the items it
+    /// receives); from these it goes on through maps, and a map reached
+    /// from them takes none of its items from the store: everything
+    /// below an asked task runs again.
+    pub rerun_requested: BTreeSet<String>,
     /// Bound on each task's engine call, retries included; `None` means
     /// none. When it expires the engine's future is dropped (a command's
     /// process group is killed, a request aborted) and the task fails with
@@ -183,6 +190,7 @@ impl Default for ExecutorOptions {
             schedule: Schedule::ReadyQueue,
             reuse_completed: false,
             force_rerun: BTreeSet::new(),
+            rerun_requested: BTreeSet::new(),
             task_timeout: Some(DEFAULT_TASK_TIMEOUT),
             max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
             cost: None,

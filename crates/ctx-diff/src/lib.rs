@@ -28,6 +28,7 @@ use ctx_model::money::Usd;
 use ctx_store::{RunHistory, StoreError};
 use serde::Serialize;
 
+pub mod as_of;
 pub mod cause;
 pub mod gate;
 mod html;
@@ -36,6 +37,7 @@ pub mod side;
 pub mod task;
 mod text;
 
+pub use as_of::{AsOfSession, parse_run_ref};
 pub use cause::Cause;
 pub use gate::{Condition, GateError, Threshold, Tripped};
 pub use matching::{Pair, pair_tasks};
@@ -64,6 +66,16 @@ pub enum DiffError {
         a: String,
         /// Run B.
         b: String,
+    },
+    /// `RUN@N` named a session the run does not have.
+    #[error("run {run} has {sessions} session(s): no session {session} to compare as of")]
+    NoSession {
+        /// The run.
+        run: String,
+        /// The session asked for.
+        session: i64,
+        /// How many sessions the run has.
+        sessions: i64,
     },
     /// The task asked for is in neither run.
     #[error("no task `{task}` in run {a} or run {b}")]

@@ -44,6 +44,13 @@ pub enum RunError {
     /// started: nothing ran, nothing was stored).
     #[error(transparent)]
     Out(crate::WriteError),
+    /// A `--rerun` id is not a task of the plan (nothing was opened).
+    #[error(transparent)]
+    UnknownRerunTask(#[from] ctx_store::UnknownRerunTask),
+    /// Tasks were asked to run again in a run that is not a resume: there
+    /// is nothing stored to run them again from.
+    #[error("--rerun needs a stored run to resume (--resume RUN)")]
+    RerunWithoutResume,
     /// A store call on the blocking pool did not return (it panicked, or
     /// the runtime is shutting down).
     #[error("a store call on the blocking pool did not return: {0}")]

@@ -524,6 +524,7 @@ impl EvalSession {
             tasks,
             spent_usd,
             budget_usd: self.budget.as_ref().map(|b| b.ledger().budget()),
+            baseline: None,
         }
     }
 }
@@ -548,6 +549,10 @@ pub struct EvalReport {
     /// The eval's budget, when it had one: `spent_usd` never exceeds it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_usd: Option<Usd>,
+    /// With `--baseline`: each variant's rates against a stored eval's
+    /// ([`crate::eval_baseline`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Box<crate::eval_baseline::BaselineComparison>>,
 }
 
 /// One variant's totals over its runs.
@@ -611,7 +616,7 @@ pub struct VariantScore {
 }
 
 impl VariantScore {
-    fn new(name: &'static str) -> VariantScore {
+    pub(crate) fn new(name: &'static str) -> VariantScore {
         VariantScore {
             name,
             runs: 0,
@@ -650,13 +655,24 @@ impl VariantScore {
             .iter()
             .filter(|r| ctx_deps::is_budget_skip(r))
             .count() as u64;
+        self.tally_results(plan, checks, &report.results, per_task);
+    }
+
+    /// Adds one run's results: its checks, tokens, task time and passing
+    /// tasks (a stored run's too: `--baseline`).
+    pub(crate) fn tally_results(
+        &mut self,
+        plan: &Plan,
+        checks: &[usize],
+        results_of_run: &[ctx_model::TaskExecutionResult],
+        per_task: &mut [Tally],
+    ) {
         for (i, task) in plan.sub_tasks.iter().enumerate() {
             // A map task's checks run on its items: each item counts as one
             // run of the task's checks (the map task's own result, a count
             // of items, has none). An empty list counts no check.
             let results: Vec<Option<&ctx_model::TaskExecutionResult>> = if task.map.is_some() {
-                report
-                    .results
+                results_of_run
                     .iter()
                     .filter(|r| {
                         ctx_model::map::parse_item_id(&r.task_id).is_some_and(|(m, _)| m == task.id)
@@ -664,7 +680,7 @@ impl VariantScore {
                     .map(Some)
                     .collect()
             } else {
-                vec![report.results.iter().find(|r| r.task_id == task.id)]
+                vec![results_of_run.iter().find(|r| r.task_id == task.id)]
             };
             if results.is_empty() {
                 continue;
@@ -741,7 +757,7 @@ pub struct TaskRates {
 /// Checks counted for one task in one variant: passed on the first
 /// attempt, passed on the final attempt, counted.
 #[derive(Debug, Clone, Copy, Default)]
-struct Tally {
+pub(crate) struct Tally {
     first: u64,
     last: u64,
     total: u64,
@@ -790,7 +806,7 @@ impl Interval {
     }
 }
 
-fn rate(passed: u64, total: u64) -> f64 {
+pub(crate) fn rate(passed: u64, total: u64) -> f64 {
     if total == 0 {
         0.0
     } else {
@@ -808,7 +824,7 @@ fn spent_text(spent: Usd, unknown: u64) -> String {
     }
 }
 
-fn percent(r: f64) -> String {
+pub(crate) fn percent(r: f64) -> String {
     format!("{:.0} %", r * 100.0)
 }
 
@@ -964,6 +980,9 @@ impl EvalReport {
             out.push_str("\nruns: ");
             out.push_str(&ids.join("; "));
             out.push('\n');
+        }
+        if let Some(b) = &self.baseline {
+            out.push_str(&b.text());
         }
         out
     }
@@ -1281,6 +1300,7 @@ sub_tasks:
             // column of zeros.
             spent_usd: Some(Usd::ZERO),
             budget_usd: None,
+            baseline: None,
         };
         insta::assert_snapshot!(report.text());
     }
@@ -1316,6 +1336,7 @@ sub_tasks:
             }],
             spent_usd: Some(Usd::parse("0.0145").unwrap()),
             budget_usd: Some(Usd::parse("0.02").unwrap()),
+            baseline: None,
         };
         insta::assert_snapshot!(report.text());
     }

@@ -43,6 +43,7 @@ pub mod cache_prediction;
 mod error;
 pub mod estimate;
 pub mod eval;
+pub mod eval_baseline;
 pub mod export;
 pub mod inputs;
 pub mod list;
@@ -60,6 +61,7 @@ mod stored_plan;
 pub mod summary_text;
 
 pub use atomic::{WriteError, write_atomic};
+pub use ctx_store::{UnknownRerunTask, check_rerun_ids};
 pub use error::RunError;
 pub use results::{ResultsJson, SummariesJson, TaskJson, json_text};
 pub use session::{

@@ -94,6 +94,12 @@ pub struct RunSettings {
     /// ([`crate::publish`]); the files written are recorded with a
     /// durable run before its session's end.
     pub publish: Option<crate::publish::PublishTo>,
+    /// Tasks to run again on resume, with everything below them, though
+    /// their stored results would be reused (`ctx run --resume RUN --rerun
+    /// TASK`): added to the resume's decisions ([`ResumePlan::force`]), so
+    /// they reach the executor as every other forced re-run does. Only
+    /// with [`Start::Resume`].
+    pub rerun: Vec<String>,
 }
 
 impl Default for RunSettings {
@@ -105,8 +111,27 @@ impl Default for RunSettings {
             out: None,
             inputs: None,
             publish: None,
+            rerun: Vec::new(),
         }
     }
+}
+
+/// `--rerun` ids are refused before anything is opened: outside a resume,
+/// or when one is not a task of the plan.
+fn check_rerun(plan: &Plan, store: &RunStore, rerun: &[String]) -> Result<(), RunError> {
+    if rerun.is_empty() {
+        return Ok(());
+    }
+    if !matches!(
+        store,
+        RunStore::Sqlite {
+            start: Start::Resume(_),
+            ..
+        }
+    ) {
+        return Err(RunError::RerunWithoutResume);
+    }
+    Ok(ctx_store::check_rerun_ids(plan, rerun)?)
 }
 
 /// A run that is stored: its id and directory.
@@ -178,7 +203,9 @@ impl RunSession {
             out,
             inputs,
             publish,
+            rerun,
         } = settings;
+        check_rerun(&plan, &store, &rerun)?;
         // No `prompt_cache_key` is computed from a secret's text, and
         // every result is masked at the store's and the report's door.
         options.secret_mask = inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default();
@@ -230,9 +257,12 @@ impl RunSession {
         if let (Some(_), Some(cost)) = (&resumed, options.cost.as_mut()) {
             cost.already_spent = spent(store.view())?;
         }
-        if let Some(r) = &resumed {
+        let mut resumed = resumed;
+        if let Some(r) = &mut resumed {
+            r.force(&plan, &rerun);
             options.reuse_completed = true;
             options.force_rerun = r.forced_ids();
+            options.rerun_requested = rerun.into_iter().collect();
         }
         let store = Arc::new(store);
         let engine: Arc<dyn InferenceEngine> = match cache {

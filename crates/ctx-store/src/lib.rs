@@ -78,7 +78,7 @@ pub use memory::MemoryStore;
 #[cfg(feature = "tokio")]
 pub use offload::off_runtime;
 pub use record::ResultRecord;
-pub use resume::{RerunReason, ResumePlan};
+pub use resume::{RerunReason, ResumePlan, UnknownRerunTask, check_rerun_ids};
 pub use secret_mask::{MaskedStore, SecretMask, masked_store};
 pub use trace_ids::RunTraceIds;
 

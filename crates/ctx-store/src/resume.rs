@@ -71,6 +71,9 @@ pub enum RerunReason {
     },
     /// A dependency runs again, so this task's final prompt may change.
     Upstream(String),
+    /// `ctx run --resume RUN --rerun TASK` asked for it: a forced re-run
+    /// of a task whose stored result would otherwise be reused.
+    Requested,
     /// The task is in a dependency cycle or downstream of one (a plan that
     /// failed validation); it cannot be reused.
     InvalidGraph,
@@ -91,6 +94,7 @@ impl std::fmt::Display for RerunReason {
             RerunReason::ParamsChanged => f.write_str("params changed"),
             RerunReason::EngineChanged { from, to } => write!(f, "engine changed ({from} -> {to})"),
             RerunReason::Upstream(id) => write!(f, "upstream {id} re-runs"),
+            RerunReason::Requested => f.write_str("--rerun asked"),
             RerunReason::InvalidGraph => f.write_str("in or downstream of a dependency cycle"),
         }
     }
@@ -190,10 +194,118 @@ impl ResumePlan {
             .collect()
     }
 
+    /// Forces `ids` and every task downstream of them (the plan graph's
+    /// transitive dependents) to run again: each one the resume would have
+    /// reused moves to [`rerun`](Self::rerun), `ids` themselves as
+    /// [`RerunReason::Requested`], the tasks below them as
+    /// [`RerunReason::Upstream`] naming the first dependency that re-runs.
+    /// Tasks that re-run already keep their reason. This is the one forced
+    /// re-run mechanism: the executor then runs what
+    /// [`forced_ids`](Self::forced_ids) names and everything downstream, as
+    /// for a changed prompt. `ids` must be the plan's ([`check_rerun_ids`]).
+    pub fn force(&mut self, plan: &Plan, ids: &[String]) {
+        let graph = DependencyGraph::new(plan);
+        let index: HashMap<&str, usize> = plan
+            .sub_tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id.as_str(), i))
+            .collect();
+        let mut below = std::collections::BTreeSet::new();
+        for id in ids {
+            if let Some(&i) = index.get(id.as_str()) {
+                below.extend(graph.transitive_dependents(i));
+            }
+        }
+        let asked = |id: &str| ids.iter().any(|x| x == id);
+        let mut rerunning: std::collections::HashSet<String> =
+            self.rerun.iter().map(|(id, _)| id.clone()).collect();
+        // `reuse` is in topological order: a dependency moves before its
+        // dependents look for it.
+        let mut moved = Vec::new();
+        for id in std::mem::take(&mut self.reuse) {
+            let downstream = index.get(id.as_str()).is_some_and(|i| below.contains(i));
+            let reason = if asked(&id) {
+                Some(RerunReason::Requested)
+            } else if downstream {
+                let task = &plan.sub_tasks[index[id.as_str()]];
+                let first = task.dependencies.iter().find(|d| rerunning.contains(*d));
+                Some(RerunReason::Upstream(first.cloned().unwrap_or_default()))
+            } else {
+                None
+            };
+            match reason {
+                Some(r) => {
+                    rerunning.insert(id.clone());
+                    moved.push((id, r));
+                }
+                None => self.reuse.push(id),
+            }
+        }
+        self.rerun.extend(moved);
+        let order: HashMap<&str, usize> = DependencyGraph::new(plan)
+            .topological_order()
+            .order
+            .into_iter()
+            .filter_map(|i| plan.sub_tasks.get(i).map(|t| (t.id.as_str(), i)))
+            .enumerate()
+            .map(|(k, (id, _))| (id, k))
+            .collect();
+        self.rerun
+            .sort_by_key(|(id, _)| order.get(id.as_str()).copied().unwrap_or(usize::MAX));
+    }
+
     /// Whether `task_id` is reused.
     pub fn is_reused(&self, task_id: &str) -> bool {
         self.reuse.iter().any(|id| id == task_id)
     }
+}
+
+/// A `--rerun` id that is not one of the plan's tasks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--rerun {task}: no such task in the plan{}", near_text(near))]
+pub struct UnknownRerunTask {
+    /// The id asked for.
+    pub task: String,
+    /// The plan's ids near it: the closest by spelling, then those that
+    /// contain it or that it contains (ids of three characters or more;
+    /// at most five).
+    pub near: Vec<String>,
+}
+
+fn near_text(near: &[String]) -> String {
+    if near.is_empty() {
+        String::new()
+    } else {
+        format!(" (near: {})", near.join(", "))
+    }
+}
+
+/// Checks that every id of `ids` is a task of `plan` (a map's items are
+/// not: `--rerun` names the map task), before anything is opened or run.
+pub fn check_rerun_ids(plan: &Plan, ids: &[String]) -> Result<(), UnknownRerunTask> {
+    let known: Vec<&str> = plan.sub_tasks.iter().map(|t| t.id.as_str()).collect();
+    let Some(bad) = ids.iter().find(|id| !known.contains(&id.as_str())) else {
+        return Ok(());
+    };
+    let lower = bad.to_lowercase();
+    let mut near: Vec<String> = ctx_model::closest_name(bad, known.iter().copied())
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    for id in &known {
+        let l = id.to_lowercase();
+        if near.len() < 5
+            && !near.iter().any(|n| n == id)
+            && (l.contains(&lower) || (l.len() >= 3 && lower.contains(&l)))
+        {
+            near.push((*id).to_string());
+        }
+    }
+    Err(UnknownRerunTask {
+        task: bad.clone(),
+        near,
+    })
 }
 
 fn own_reason(
@@ -331,6 +443,47 @@ mod tests {
         // is downstream of them itself.
         assert_eq!(r.rerun_ids(), ["b", "d", "e"].map(String::from).into());
         assert_eq!(r.forced_ids(), ["b", "e"].map(String::from).into());
+    }
+
+    #[test]
+    fn a_requested_rerun_joins_the_decisions_with_what_is_below_it() {
+        let p = plan();
+        let s = stored(
+            &p,
+            &[
+                ("a", TaskStatus::Completed),
+                ("b", TaskStatus::Completed),
+                ("c", TaskStatus::Failed),
+                ("d", TaskStatus::Completed),
+                ("e", TaskStatus::Completed),
+            ],
+        );
+        let mut r = ResumePlan::compute(&p, &s, "dry-run");
+        r.force(&p, &["b".to_string()]);
+        assert_eq!(r.reuse, ["a", "e"]);
+        // A task that re-runs already keeps its own reason; the order is
+        // the plan's topological one.
+        assert_eq!(
+            reasons(&r),
+            [
+                ("b".into(), "--rerun asked".into()),
+                ("c".into(), "failed".into()),
+                ("d".into(), "upstream c re-runs".into()),
+            ]
+        );
+        assert_eq!(r.forced_ids(), ["b", "c"].map(String::from).into());
+        let mut all = ResumePlan::compute(&p, &all_completed(&p), "dry-run");
+        all.force(&p, &["a".to_string(), "e".to_string()]);
+        assert!(all.reuse.is_empty(), "{all:?}");
+        assert_eq!(reasons(&all)[3], ("d".into(), "upstream b re-runs".into()));
+        assert_eq!(
+            check_rerun_ids(&p, &["a".into(), "E".into()]),
+            Err(UnknownRerunTask {
+                task: "E".into(),
+                near: vec!["e".into()]
+            })
+        );
+        assert_eq!(check_rerun_ids(&p, &["d".into()]), Ok(()));
     }
 
     #[test]

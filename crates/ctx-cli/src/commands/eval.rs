@@ -16,10 +16,14 @@
 //!   `ctx run` (`--prices`, `--price`, `config.prices`), and the report
 //!   says what each variant spent.
 //!
+//! * `--baseline RUN` compares each variant's rates with a stored eval's
+//!   ([`ctx_run::eval_baseline`]).
+//!
 //! Exit codes: 0 when every variant ran (whatever the pass rates: they are
 //! a measurement, not a verdict), 2 on bad usage (no checks in the plan, an
 //! engine that cannot answer, an unknown variant, a budget that cannot be
-//! bounded, a missing or bad `--var` value), 3 when a filled prompt is over
+//! bounded, a missing or bad `--var` value, an unknown `--baseline` run or
+//! one that shares no variant with the eval), 3 when a filled prompt is over
 //! its cap, 4 when a store fails,
 //! 128 + N when a signal stops it (the runs so far are stored).
 
@@ -27,6 +31,7 @@ use std::path::PathBuf;
 
 use ctx_deps::ContextVariant;
 use ctx_run::eval::{EvalOutcome, EvalSession, EvalSettings, EvalStore};
+use ctx_run::eval_baseline::{Baseline, BaselineError};
 use ctx_store_sqlite::RunRoot;
 
 use super::run::StopSignal;
@@ -114,6 +119,13 @@ pub struct Args {
     #[arg(long, conflicts_with = "root", help_heading = heading::STORE)]
     pub no_store: bool,
 
+    /// Compare each variant's first-try and final pass rates with a stored
+    /// eval's: RUN is any run of that eval (its other runs are found beside
+    /// it under --root), or a plain run (the baseline of `full`). Changes
+    /// the 95 % intervals do not separate are marked `~`.
+    #[arg(long, value_name = "RUN", help_heading = heading::OUTPUT)]
+    pub baseline: Option<String>,
+
     /// Output format.
     #[arg(long, value_enum, default_value = "text", help_heading = heading::OUTPUT)]
     pub format: Format,
@@ -143,20 +155,25 @@ pub fn run(args: Args) -> CliResult {
     // Refused (exit 2) before any run is created when the budget cannot
     // be bounded.
     let cost = super::run_cost::options(&plan, &pricing)?;
+    // The baseline is read, and refused when it shares no variant with
+    // this eval, before any run starts.
+    let root = RunRoot::new(
+        args.root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
+    );
+    let variants: Vec<ContextVariant> = args.ablate.iter().map(|v| v.context()).collect();
+    let baseline = load_baseline(args.baseline.as_deref(), &root, &variants)?;
     let store = if args.no_store {
         EvalStore::Memory
     } else {
         EvalStore::Sqlite {
-            root: RunRoot::new(
-                args.root
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from(ctx_store_sqlite::DEFAULT_ROOT)),
-            ),
+            root,
             plan_source: args.plan.display().to_string(),
         }
     };
     let settings = EvalSettings {
-        variants: args.ablate.iter().map(|v| v.context()).collect(),
+        variants,
         repeat: args.repeat,
         concurrency: args.concurrency,
         task_timeout: bounds.task_timeout,
@@ -186,12 +203,39 @@ pub fn run(args: Args) -> CliResult {
             eprintln!("eval interrupted{by}; the runs so far are stored");
             Ok(signal.map_or(Exit::Interrupted, StopSignal::exit))
         }
-        EvalOutcome::Finished(report) => {
+        EvalOutcome::Finished(mut report) => {
+            report.baseline = baseline.map(|b| Box::new(b.compare(&report.variants)));
             match args.format {
                 Format::Json => crate::io::print_stdout(&crate::io::json_text(&report)?)?,
                 Format::Text => crate::io::print_stdout(&report.text())?,
             }
             Ok(signal.map_or(Exit::Ok, StopSignal::exit))
         }
+    }
+}
+
+/// `--baseline RUN` read and checked against the eval's variants, before
+/// any run starts.
+fn load_baseline(
+    id: Option<&str>,
+    root: &RunRoot,
+    variants: &[ContextVariant],
+) -> Result<Option<Baseline>, CliError> {
+    let Some(id) = id else {
+        return Ok(None);
+    };
+    let b = Baseline::load(root, id).map_err(baseline_error)?;
+    b.check_common(variants).map_err(baseline_error)?;
+    Ok(Some(b))
+}
+
+/// An unknown `--baseline` run or one without a variant in common is bad
+/// input (2); a store that fails once found is exit 4.
+fn baseline_error(e: BaselineError) -> CliError {
+    match e {
+        BaselineError::Store { ref source, .. } if !source.is_not_found() => {
+            CliError::with(Exit::Store, e)
+        }
+        e => CliError::usage(e),
     }
 }

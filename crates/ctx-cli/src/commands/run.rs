@@ -122,6 +122,14 @@ pub struct Args {
     #[arg(long, value_name = "RUN", help_heading = heading::STORE)]
     pub resume: Option<String>,
 
+    /// With --resume: run TASK again, and everything below it (its
+    /// dependents, transitively, through maps), though their stored
+    /// results would be reused. Repeatable. Compare the run before and
+    /// after with `ctx runs diff RUN@N RUN` (N: the session before).
+    /// Local store only.
+    #[arg(long, value_name = "TASK", requires = "resume", help_heading = heading::STORE)]
+    pub rerun: Vec<String>,
+
     /// With --resume: list what would be reused and what would run, and
     /// why; execute nothing. (`--engine dry-run` is the run without a
     /// model.)
@@ -260,6 +268,14 @@ struct LoadedPlan {
 /// prices), then the run on the store chosen.
 pub fn run(args: Args) -> CliResult {
     let store = args.store_flags().resolve(|k| std::env::var(k).ok())?;
+    // Refused before the store is read: a shared run resets its tasks
+    // to pending on resume (docs/runs.md).
+    if !args.rerun.is_empty() && matches!(store, StoreChoice::Shared(_)) {
+        return Err(CliError::usage(
+            "--rerun is not supported on a shared store (--store postgres://...): \
+             resume the run on a local store, or start a new shared run",
+        ));
+    }
     let mut loaded = load_plan(&args, &store)?;
     args.overrides().apply(&mut loaded.plan)?;
     let (loaded, inputs) = fill(&args, &store, loaded)?;
@@ -270,7 +286,7 @@ pub fn run(args: Args) -> CliResult {
     let engine = engines::build(&args.engine, &notices)?;
     let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;
     if let (Some(run), true) = (&args.resume, args.dry_run) {
-        return resume_listing(&store, run, &loaded, engine.as_ref());
+        return resume_listing(&store, run, &loaded, engine.as_ref(), &args.rerun);
     }
     let output = Output {
         plan_path: &loaded.path,
@@ -291,6 +307,7 @@ pub fn run(args: Args) -> CliResult {
                 out: args.out.clone(),
                 publish: args.inputs.publish(&loaded.plan),
                 inputs,
+                rerun: args.rerun.clone(),
             };
             run_local(loaded.plan, engine, settings, &output, &notices)
         }
@@ -419,14 +436,17 @@ fn resume_listing(
     run: &str,
     loaded: &LoadedPlan,
     engine: &dyn InferenceEngine,
+    rerun: &[String],
 ) -> CliResult {
     ctx_run::refuse_unjudgeable(&loaded.plan, engine)
         .map_err(|e| CliError::run(e, &loaded.path))?;
+    ctx_run::check_rerun_ids(&loaded.plan, rerun).map_err(CliError::usage)?;
     let label = engine.label();
     let (run_id, resume) = match store {
         StoreChoice::Local(RunStore::Sqlite { root, .. }) => {
             let view = root.open(run)?;
-            let resume = view.resume_plan(&loaded.plan, &label)?;
+            let mut resume = view.resume_plan(&loaded.plan, &label)?;
+            resume.force(&loaded.plan, rerun);
             (view.run_id().to_string(), resume)
         }
         StoreChoice::Shared(s) => {

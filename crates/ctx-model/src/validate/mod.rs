@@ -312,6 +312,17 @@ pub fn validate(plan: &Plan) -> Vec<Problem> {
     validate_with(plan, &|_| None)
 }
 
+/// The known name closest to a misspelt `word` among `candidates`, found
+/// as the plan's own "did you mean" finds it (case first, then a bounded
+/// edit distance), or `None` when none is close enough. For messages
+/// outside validation that name an unknown task id (`ctx run --rerun`).
+pub fn closest_name<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    suggestions::Suggester::new(candidates).suggest(word, None)
+}
+
 /// Why an entity's `check:` pattern does not compile, as the message of an
 /// [`InvalidEntityCheck`](ProblemCode::InvalidEntityCheck) problem
 /// (`invalid pattern: regex parse error: ...`), or `None` when it compiles.

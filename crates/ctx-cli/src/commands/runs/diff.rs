@@ -2,7 +2,8 @@
 //! gate over the comparison (`--fail-on`). The comparison is ctx-diff's;
 //! here are the flags, the output and the exit codes: 0 compared (no
 //! condition holds), 1 a `--fail-on` condition holds (each named on
-//! stderr), 2 bad input (an unknown run or task, an unknown condition or
+//! stderr), 2 bad input (an unknown run or task, a `RUN@N` session the
+//! run does not have, an unknown condition or
 //! threshold, runs with no task in common without `--allow-disjoint`),
 //! 4 a store that cannot be read, 5 an `-o` page that cannot be written.
 
@@ -18,7 +19,8 @@ use crate::io::{json_text, print_stdout, write_atomic};
 // `ctx runs diff`.
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
-    /// The baseline run: a run id or a run directory.
+    /// The baseline run: a run id or a run directory; `RUN@N` is the run
+    /// as it stood after its session N (before a resume).
     #[arg(value_name = "A")]
     a: String,
     /// The run compared with it.
@@ -68,8 +70,25 @@ pub fn run(a: DiffArgs) -> CliResult {
         root: a.b_root.clone().unwrap_or_else(|| a.root.root.clone()),
         store: a.b_store.clone().or_else(|| a.root.store.clone()),
     };
-    let (x, y) = (open_run(&a.root, &a.a)?, open_run(&b_root, &a.b)?);
-    let mut diff = ctx_diff::diff_runs(x.as_ref(), y.as_ref(), &options).map_err(diff_error)?;
+    let (ra, rb) = (ctx_diff::parse_run_ref(&a.a), ctx_diff::parse_run_ref(&a.b));
+    let (x, y) = (open_run(&a.root, ra.0)?, open_run(&b_root, rb.0)?);
+    // `RUN@N`: the run as it stood after session N (a resume's before).
+    let (x_cut, y_cut);
+    let x: &dyn RunHistory = match ra.1 {
+        Some(n) => {
+            x_cut = ctx_diff::AsOfSession::new(x.as_ref(), n).map_err(diff_error)?;
+            &x_cut
+        }
+        None => x.as_ref(),
+    };
+    let y: &dyn RunHistory = match rb.1 {
+        Some(n) => {
+            y_cut = ctx_diff::AsOfSession::new(y.as_ref(), n).map_err(diff_error)?;
+            &y_cut
+        }
+        None => y.as_ref(),
+    };
+    let mut diff = ctx_diff::diff_runs(x, y, &options).map_err(diff_error)?;
     if let Some(path) = &a.out {
         write_atomic(path, diff.html().as_bytes())?;
         eprintln!("comparison written to {}", path.display());

@@ -1,0 +1,240 @@
+//! `ctx run --resume RUN --rerun TASK`: the task and everything below it
+//! run again, the rest is reused, and `ctx runs diff RUN@N RUN` compares
+//! the run before and after. The engine echoes each prompt, then the file
+//! `noise`: a test changes it to see which tasks ran again.
+
+use ctx_test_support::{Dir, Out};
+use serde_json::Value;
+
+/// `a` -> `b` -> `c`; `d` apart; `scan` maps over LIST and `sum` reads it.
+const PLAN: &str = r#"
+schema_version: 1
+variables:
+  - {name: LIST, type: json, default: '["x", "y"]'}
+sub_tasks:
+  - id: a
+    description: A
+    tool_or_prompt: {name: inference, params: {prompt: "A"}}
+  - id: b
+    description: B
+    dependencies: [a]
+    tool_or_prompt: {name: inference, params: {prompt: "B"}}
+  - id: c
+    description: C
+    dependencies: [b]
+    tool_or_prompt: {name: inference, params: {prompt: "C"}}
+  - id: d
+    description: D
+    tool_or_prompt: {name: inference, params: {prompt: "D"}}
+  - id: scan
+    description: Scan
+    map: {over: LIST, as: ITEM, max_items: 5}
+    tool_or_prompt:
+      name: inference
+      params:
+        prompt: "Read\n<untrusted-content>\n{{ITEM}}\n</untrusted-content>\n"
+  - id: sum
+    description: Sum
+    dependencies: [scan]
+    tool_or_prompt: {name: inference, params: {prompt: "Sum"}}
+"#;
+
+fn setup() -> Dir {
+    let d = Dir::new();
+    d.write("plan.yaml", PLAN);
+    d
+}
+
+/// `ctx run plan.yaml` on the echoing engine, with `extra`.
+fn run_text(d: &Dir, extra: &[&str]) -> Out {
+    let command = format!(
+        "cat; cat '{}/noise' 2>/dev/null || true",
+        d.path().display()
+    );
+    let mut args = vec![
+        "run",
+        "plan.yaml",
+        "--root",
+        "runs",
+        "--engine",
+        "command",
+        "--command",
+        &command,
+    ];
+    args.extend_from_slice(extra);
+    d.run(&args)
+}
+
+/// [`run_text`] with `--format json`.
+fn run(d: &Dir, extra: &[&str]) -> Out {
+    let mut args = vec!["--format", "json"];
+    args.extend_from_slice(extra);
+    run_text(d, &args)
+}
+
+/// The tasks a run executed (not reused), sorted.
+fn executed(out: &Out) -> Vec<String> {
+    let mut ids: Vec<String> = out.json()["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn change(json: &Value, id: &str) -> String {
+    let t = json["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} in {json}"));
+    let causes: Vec<String> = t["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| match c.get("name") {
+            Some(n) => format!("{} {}", c["kind"].as_str().unwrap(), n.as_str().unwrap()),
+            None => c["kind"].as_str().unwrap().to_string(),
+        })
+        .collect();
+    format!("{} {}", t["change"].as_str().unwrap(), causes.join(","))
+}
+
+#[test]
+fn a_rerun_runs_the_task_and_what_is_below_it_and_diffs_before_and_after() {
+    let d = setup();
+    let first = run(&d, &[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let id = first.run_id();
+
+    let dry = run_text(&d, &["--resume", &id, "--dry-run", "--rerun", "b"]);
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(
+        dry.stdout.contains("rerun   b     --rerun asked"),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout.contains("rerun   c     upstream b re-runs"),
+        "{}",
+        dry.stdout
+    );
+    assert!(dry.stdout.contains("reuse   a"), "{}", dry.stdout);
+
+    d.write("noise", "again\n");
+    let again = run(&d, &["--resume", &id, "--rerun", "b"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    // A map task expands again on every resume; its items are reused.
+    assert_eq!(executed(&again), ["b", "c", "scan"]);
+
+    // The run before the resume (session 1) and after it.
+    let before = format!("{id}@1");
+    let diff = d.run(&[
+        "runs", "diff", "--root", "runs", &before, &id, "--format", "json",
+    ]);
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    let json = diff.json();
+    assert_eq!(json["a"]["run_id"], before.as_str());
+    assert_eq!(change(&json, "b"), "output same_inputs");
+    assert_eq!(change(&json, "c"), "output dependency b");
+    assert_eq!(change(&json, "a"), "same ");
+    assert_eq!(change(&json, "d"), "same ");
+    let gate = d.run(&[
+        "runs",
+        "diff",
+        "--root",
+        "runs",
+        &before,
+        &id,
+        "--fail-on",
+        "output",
+    ]);
+    assert_eq!(gate.code, 1, "{}", gate.stderr);
+
+    // Repeated, and through a map: every item and the reduce run again.
+    d.write("noise", "third\n");
+    let map = run(&d, &["--resume", &id, "--rerun", "scan", "--rerun", "d"]);
+    assert_eq!(map.code, 0, "{}", map.stderr);
+    assert_eq!(executed(&map), ["d", "scan", "scan[0]", "scan[1]", "sum"]);
+    let diff = d.run(&[
+        "runs",
+        "diff",
+        "--root",
+        "runs",
+        &format!("{id}@2"),
+        &id,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    assert_eq!(change(&diff.json(), "scan[0]"), "output same_inputs");
+    assert_eq!(change(&diff.json(), "b"), "same ");
+}
+
+#[test]
+fn bad_reruns_are_refused_before_anything_runs() {
+    let d = setup();
+    let first = run(&d, &[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let id = first.run_id();
+
+    let unknown = run(&d, &["--resume", &id, "--rerun", "B"]);
+    assert_eq!(unknown.code, 2, "{}", unknown.stderr);
+    assert!(
+        unknown
+            .stderr
+            .contains("--rerun B: no such task in the plan (near: b)"),
+        "{}",
+        unknown.stderr
+    );
+    let none = run(&d, &["--resume", &id, "--rerun", "zzz"]);
+    assert_eq!(none.code, 2, "{}", none.stderr);
+    assert!(
+        none.stderr
+            .contains("--rerun zzz: no such task in the plan\n"),
+        "{}",
+        none.stderr
+    );
+    let near = run(&d, &["--resume", &id, "--rerun", "scn"]);
+    assert_eq!(near.code, 2);
+    assert!(near.stderr.contains("(near: scan)"), "{}", near.stderr);
+    // Nothing was recorded: the run still has one session.
+    let no_session = d.run(&["runs", "diff", "--root", "runs", &format!("{id}@2"), &id]);
+    assert_eq!(no_session.code, 2, "{}", no_session.stderr);
+    assert!(
+        no_session.stderr.contains("has 1 session(s): no session 2"),
+        "{}",
+        no_session.stderr
+    );
+
+    let no_resume = run(&d, &["--rerun", "b"]);
+    assert_eq!(no_resume.code, 2, "{}", no_resume.stderr);
+    assert!(
+        no_resume.stderr.contains("--resume"),
+        "{}",
+        no_resume.stderr
+    );
+
+    let shared = run(
+        &d,
+        &[
+            "--store",
+            "postgres://nobody@127.0.0.1:1/none",
+            "--resume",
+            &id,
+            "--rerun",
+            "b",
+        ],
+    );
+    assert_eq!(shared.code, 2, "{}", shared.stderr);
+    assert!(
+        shared
+            .stderr
+            .contains("--rerun is not supported on a shared store"),
+        "{}",
+        shared.stderr
+    );
+}
