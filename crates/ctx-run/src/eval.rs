@@ -445,6 +445,31 @@ impl EvalSession {
     /// The report over every run's results.
     fn score(&self, reports: &[(&EvalRun, RunReport, Duration)]) -> EvalReport {
         let repeated = self.runs.iter().any(|r| r.repeat > 1);
+        let mut rows = self.tally_runs(reports);
+        for (v, _) in &mut rows {
+            v.set_rates(repeated);
+        }
+        let tasks = self.task_rates(&rows, repeated);
+        let variants: Vec<VariantScore> = rows.into_iter().map(|(v, _)| v).collect();
+        let spent_usd = variants
+            .iter()
+            .filter_map(|v| v.spent_usd)
+            .reduce(Usd::saturating_add);
+        EvalReport {
+            variants,
+            tasks,
+            spent_usd,
+            budget_usd: self.budget.as_ref().map(|b| b.ledger().budget()),
+            baseline: None,
+        }
+    }
+
+    /// Each variant's totals over its runs, with its checks counted per
+    /// task, in the order the variants were asked for.
+    fn tally_runs(
+        &self,
+        reports: &[(&EvalRun, RunReport, Duration)],
+    ) -> Vec<(VariantScore, Vec<Tally>)> {
         let mut rows: Vec<(VariantScore, Vec<Tally>)> = self
             .variants
             .iter()
@@ -471,21 +496,13 @@ impl EvalSession {
             v.runs += 1;
             v.tally(&self.plan, &self.checks, report, per_task);
         }
-        for (v, _) in &mut rows {
-            let all = Tally {
-                first: v.first_attempt_checks_passed,
-                last: v.checks_passed,
-                total: v.checks_total,
-            };
-            v.first_attempt_pass_rate = rate(all.first, all.total);
-            v.pass_rate = rate(all.last, all.total);
-            if repeated {
-                v.first_attempt_interval = Interval::wilson(all.first, all.total);
-                v.interval = Interval::wilson(all.last, all.total);
-            }
-        }
-        let tasks = self
-            .plan
+        rows
+    }
+
+    /// The pass rates of each checked task, per variant (with their
+    /// intervals when the runs were repeated).
+    fn task_rates(&self, rows: &[(VariantScore, Vec<Tally>)], repeated: bool) -> Vec<TaskRates> {
+        self.plan
             .sub_tasks
             .iter()
             .enumerate()
@@ -513,19 +530,7 @@ impl EvalSession {
                     interval: intervals(|c| c.last),
                 }
             })
-            .collect();
-        let variants: Vec<VariantScore> = rows.into_iter().map(|(v, _)| v).collect();
-        let spent_usd = variants
-            .iter()
-            .filter_map(|v| v.spent_usd)
-            .reduce(Usd::saturating_add);
-        EvalReport {
-            variants,
-            tasks,
-            spent_usd,
-            budget_usd: self.budget.as_ref().map(|b| b.ledger().budget()),
-            baseline: None,
-        }
+            .collect()
     }
 }
 
@@ -637,6 +642,22 @@ impl VariantScore {
             cost_unknown: 0,
             budget_skipped: 0,
             run_ids: Vec::new(),
+        }
+    }
+
+    /// The variant's overall first-attempt and final pass rates, with
+    /// their 95 % intervals when the runs were repeated.
+    fn set_rates(&mut self, repeated: bool) {
+        let (first, last, total) = (
+            self.first_attempt_checks_passed,
+            self.checks_passed,
+            self.checks_total,
+        );
+        self.first_attempt_pass_rate = rate(first, total);
+        self.pass_rate = rate(last, total);
+        if repeated {
+            self.first_attempt_interval = Interval::wilson(first, total);
+            self.interval = Interval::wilson(last, total);
         }
     }
 
