@@ -405,8 +405,8 @@ pub fn spent(run: &dyn ctx_store::RunHistory) -> Result<ctx_cost::Usd, ctx_store
 pub fn total_cost(rows: &[ctx_store::ResultRecord]) -> ctx_cost::Usd {
     rows.iter()
         .filter_map(|r| match ResultCost::of(&r.result) {
-            ResultCost::Priced(c) => Some(c),
-            ResultCost::Unpriced | ResultCost::NoCost => None,
+            ResultCost::Priced(c) | ResultCost::Added(c) => Some(c),
+            ResultCost::Unpriced | ResultCost::AddedUnpriced | ResultCost::NoCost => None,
         })
         .fold(ctx_cost::Usd::ZERO, ctx_cost::Usd::saturating_add)
 }
@@ -424,13 +424,29 @@ pub enum ResultCost {
     /// unknown, never $0.
     Unpriced,
     /// A row that records no execution's end (`in_progress`, `pending`,
-    /// `skipped`) and no cost.
+    /// `skipped`) and no cost, or restates an unpriced row with nothing
+    /// priced added.
     NoCost,
+    /// A row restating the task's previous row with its `llm` summary
+    /// calls added ([`ctx_model::ResultMetadata::restated`]): not another
+    /// execution, and only what those calls cost, since the rest of its
+    /// `cost_usd` was counted with the row it restates.
+    Added(ctx_cost::Usd),
+    /// A restating row whose summary calls could not be priced, the row
+    /// restated being priced: the execution's cost is unknown.
+    AddedUnpriced,
 }
 
 impl ResultCost {
     /// What `result` says it cost.
     pub fn of(result: &TaskExecutionResult) -> ResultCost {
+        if let Some(r) = result.metadata.restated {
+            return match (r.restated_usd, r.added_usd) {
+                (_, Some(c)) => ResultCost::Added(c),
+                (Some(_), None) => ResultCost::AddedUnpriced,
+                (None, None) => ResultCost::NoCost,
+            };
+        }
         match (result.metadata.cost_usd, result.status) {
             (Some(c), _) => ResultCost::Priced(c),
             (None, TaskStatus::Completed | TaskStatus::Failed) => ResultCost::Unpriced,
