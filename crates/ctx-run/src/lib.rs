@@ -48,6 +48,7 @@ pub mod inputs;
 pub mod list;
 pub mod map_counts;
 pub mod out_dir;
+pub mod period_budget;
 pub mod plan_check;
 pub mod publish;
 mod results;

@@ -147,6 +147,9 @@ pub struct RunSession {
     publish: Option<crate::publish::PublishTo>,
     /// The run's name in its trace ([`workflow_name`]).
     workflow: String,
+    /// Its hold on its period budget, and what the run had spent before
+    /// this session.
+    hold: Option<(crate::period_budget::PeriodHold, ctx_cost::Usd)>,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -195,6 +198,9 @@ impl RunSession {
         }
         let workflow = workflow_name(&plan, plan_source.as_deref());
         let (root, start, cache) = match store {
+            RunStore::Memory if plan.config.budget.is_some() => {
+                return Err(crate::period_budget::PeriodBudgetError::NoStore.into());
+            }
             RunStore::Memory => {
                 let executor = Executor::new(plan, engine, Arc::new(MemoryStore::new()), options)?;
                 return Ok(RunSession {
@@ -203,6 +209,7 @@ impl RunSession {
                     resumed: None,
                     publish,
                     workflow,
+                    hold: None,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -226,10 +233,28 @@ impl RunSession {
             Start::NewIn(dir) => StartAt::NewRunIn(dir),
             Start::Resume(run) => StartAt::Resume(run),
         };
-        let (store, resumed) = root.start(at, &new)?;
+        // Held before the run directory exists: a refused run leaves
+        // nothing behind.
+        let hold = crate::period_budget::reserve(&root, &plan, plan_source.as_deref(), &options)?;
+        let (store, resumed) = match root.start(at, &new) {
+            Ok(started) => started,
+            Err(e) => {
+                if let Some(h) = &hold {
+                    h.settle(ctx_cost::Usd::ZERO)?;
+                }
+                return Err(e.into());
+            }
+        };
         if let (Some(_), Some(cost)) = (&resumed, options.cost.as_mut()) {
             cost.already_spent = spent(store.view())?;
         }
+        if let Some(h) = &hold {
+            h.limit(&mut options);
+        }
+        let before = options
+            .cost
+            .as_ref()
+            .map_or(ctx_cost::Usd::ZERO, |c| c.already_spent);
         if let Some(r) = &resumed {
             options.reuse_completed = true;
             options.force_rerun = r.forced_ids();
@@ -259,6 +284,7 @@ impl RunSession {
             resumed,
             publish,
             workflow,
+            hold: hold.map(|h| (h, before)),
         })
     }
 
@@ -309,7 +335,9 @@ impl RunSession {
             .executor
             .run_with(cancel, progress)
             .instrument(span)
-            .await?;
+            .await;
+        self.settle_hold()?;
+        let report = report?;
         // The report comes masked (the executor's report door): a
         // secret's text shows as `[secret NAME]` in all it prints.
         let (published, publish_error) = match &self.publish {
@@ -343,6 +371,19 @@ impl RunSession {
             published,
             publish_error,
         })
+    }
+}
+
+impl RunSession {
+    /// Replaces the run's hold on its period budget, if any, by what this
+    /// session spent (the run's stored costs, less what it had spent
+    /// before), whether the executor finished or stopped on an error.
+    fn settle_hold(&self) -> Result<(), RunError> {
+        let (Some((hold, before)), Some(store)) = (&self.hold, &self.durable) else {
+            return Ok(());
+        };
+        let now = spent(store.view())?;
+        Ok(hold.settle(now.saturating_sub(*before))?)
     }
 }
 

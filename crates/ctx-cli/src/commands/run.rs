@@ -146,6 +146,13 @@ pub struct Args {
     #[arg(long, value_name = "USD", allow_hyphen_values = true, help_heading = heading::COST)]
     pub max_cost: Option<String>,
 
+    /// A budget shared by every run that names it over a calendar period
+    /// (UTC): NAME=USD/PERIOD, PERIOD day, week or month (overrides
+    /// config.budget). The run holds its high end of what the period has
+    /// left before any call, or is refused (exit 3). Run directories only.
+    #[arg(long, value_name = "NAME=USD/PERIOD", allow_hyphen_values = true, help_heading = heading::COST)]
+    pub budget: Option<ctx_model::PeriodBudget>,
+
     #[command(flatten, next_help_heading = heading::COST)]
     pub prices: super::prices::PriceArgs,
 
@@ -225,6 +232,7 @@ impl Args {
             tokenizer: self.tokenizer,
             summarize_strategy: self.summarize_strategy.map(Into::into),
             cache_warm_up: self.cache_warm_up,
+            budget: self.budget.clone(),
         }
     }
 
@@ -264,11 +272,16 @@ pub fn run(args: Args) -> CliResult {
     args.overrides().apply(&mut loaded.plan)?;
     let (loaded, inputs) = fill(&args, &store, loaded)?;
     let options = args.executor()?;
+    // A period budget bounds the run as --max-cost does: its tasks need
+    // a high end (the run is then held at it: ctx_run::period_budget).
+    let period = loaded.plan.config.budget.as_ref().map(|b| b.usd);
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let notices =
         engines::Notices::masking(inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default());
     let engine = engines::build(&args.engine, &notices)?;
-    let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;
+    let pricing = args
+        .prices
+        .pricing(args.engine.costs(), max_cost.or(period))?;
     if let (Some(run), true) = (&args.resume, args.dry_run) {
         return resume_listing(&store, run, &loaded, engine.as_ref());
     }
@@ -295,6 +308,12 @@ pub fn run(args: Args) -> CliResult {
             run_local(loaded.plan, engine, settings, &output, &notices)
         }
         StoreChoice::Shared(store) => {
+            if loaded.plan.config.budget.is_some() {
+                return Err(CliError::usage(
+                    "config.budget / --budget: period budgets are kept in run directories' \
+                     root (--root); a postgres:// store does not keep them yet",
+                ));
+            }
             // Refuse an unbounded budget before the run is registered: the
             // workers reserve each task's high end in the store.
             super::run_cost::options(&loaded.plan, &pricing)?;
