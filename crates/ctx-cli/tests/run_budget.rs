@@ -172,3 +172,98 @@ fn bad_budgets_are_usage_errors_naming_the_field() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert_eq!(calls(&dir), 0);
 }
+
+/// `--format json`'s `alerts`.
+fn alerts(out: &Out) -> Vec<(f64, String)> {
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json = out.json();
+    json["alerts"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    (
+                        x["threshold"].as_f64().unwrap(),
+                        x["level"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn alerts_name_each_threshold_crossed_once_on_stderr_json_and_github() {
+    let dir = Dir::new();
+    write_plan(&dir, json!({"period": "week", "usd": 0}));
+    let high = high_end(&run(&dir, &[]).stderr);
+    let budget = high.saturating_mul(2);
+    write_plan(&dir, json!({"period": "week", "usd": budget.to_string()}));
+    let first = run(&dir, &["--format", "json"]);
+    let spent = Usd::parse(&first.json()["spent_usd"].to_string()).unwrap();
+    // Between what the first run left and what the second brings.
+    let t = 1.5 * spent.to_f64() / budget.to_f64();
+    let below = 0.5 * spent.to_f64() / budget.to_f64();
+    let flag = format!("{below},{t},0.95");
+    let second = run(&dir, &["--format", "json", "--alert-at", &flag]);
+    assert_eq!(alerts(&second), [(t, "warning".to_string())]);
+    assert!(
+        second
+            .stderr
+            .contains("warning: budget `nightly` (week from ")
+            && second.stderr.contains("of the budget crossed: $"),
+        "{}",
+        second.stderr
+    );
+    // Under GitHub Actions, an annotation; a refused run an error one.
+    let command = command(&dir);
+    let mut cmd = dir.ctx();
+    cmd.env("GITHUB_ACTIONS", "true").args([
+        "run",
+        "nightly.json",
+        "--root",
+        "runs",
+        "--command",
+        &command,
+        "--price",
+        "m=1,2",
+        "--alert-at",
+        "0.99",
+        "--budget",
+        &format!("nightly={}/week", spent.saturating_mul(3)),
+    ]);
+    let refused = Out::of(&mut cmd);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .starts_with("::error title=ctx budget::budget `nightly`"),
+        "{}",
+        refused.stderr
+    );
+    // Without a period budget, of --max-cost.
+    write_plan(&dir, json!(null));
+    let t = 0.5 * spent.to_f64() / high.to_f64();
+    let out = run(
+        &dir,
+        &[
+            "--format",
+            "json",
+            "--max-cost",
+            &high.to_string(),
+            "--alert-at",
+            &t.to_string(),
+        ],
+    );
+    assert_eq!(alerts(&out), [(t, "warning".to_string())]);
+    assert!(
+        out.stderr.contains("warning: --max-cost: "),
+        "{}",
+        out.stderr
+    );
+    for bad in ["0", "1.5", "x", "-0.5"] {
+        let out = run(&dir, &["--alert-at", bad]);
+        assert_eq!(out.code, 2, "{bad}: {}", out.stderr);
+        assert!(out.stderr.contains("--alert-at"), "{}", out.stderr);
+    }
+}

@@ -37,6 +37,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod alerts;
 mod atomic;
 pub mod cache_figures;
 pub mod cache_prediction;

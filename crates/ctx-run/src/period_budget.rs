@@ -99,6 +99,12 @@ pub(crate) struct PeriodHold {
     holder: String,
     /// What the run holds: its high end.
     high: Usd,
+    /// The budget.
+    budget: Usd,
+    /// What was spent and held of the period before this hold.
+    before: Usd,
+    /// `budget `NAME` (PERIOD from DAY, UTC)`, for alerts.
+    label: String,
 }
 
 /// The run's high end under `options`' prices: every task's.
@@ -136,11 +142,17 @@ pub(crate) fn reserve(
         Utc::now().timestamp_nanos_opt().unwrap_or_default()
     );
     match ledger.reserve(&key, budget.usd, &holder, high)? {
-        PeriodGrant::Held(_) => Ok(Some(PeriodHold {
+        PeriodGrant::Held(state) => Ok(Some(PeriodHold {
+            label: format!(
+                "budget `{}` ({} from {}, UTC)",
+                key.name, budget.period, key.start
+            ),
             ledger,
             key,
             holder,
             high,
+            budget: budget.usd,
+            before: state.spent.saturating_add(state.held),
         })),
         PeriodGrant::Refused(PeriodState { spent, held, left }) => {
             Err(PeriodBudgetError::Refused {
@@ -167,6 +179,23 @@ impl PeriodHold {
             let held = cost.already_spent.saturating_add(self.high);
             cost.max_cost = Some(cost.max_cost.map_or(held, |m| m.min(held)));
         }
+    }
+
+    /// The `thresholds` crossed from before the hold to the period's use
+    /// now (spent, and held by runs in progress).
+    pub(crate) fn alerts(
+        &self,
+        thresholds: &[f64],
+    ) -> Result<Vec<crate::alerts::Alert>, ctx_store_sqlite::Error> {
+        let now = self.ledger.state(&self.key, self.budget)?;
+        let used = now.spent.saturating_add(now.held);
+        Ok(crate::alerts::crossed(
+            thresholds,
+            self.before,
+            used,
+            self.budget,
+            &self.label,
+        ))
     }
 
     /// Replaces the hold by what the session `spent`.

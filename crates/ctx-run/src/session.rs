@@ -94,6 +94,10 @@ pub struct RunSettings {
     /// ([`crate::publish`]); the files written are recorded with a
     /// durable run before its session's end.
     pub publish: Option<crate::publish::PublishTo>,
+    /// `--alert-at`: the fractions of the period budget (else of
+    /// `--max-cost`) to alert at when the run crosses them
+    /// ([`crate::alerts::parse_thresholds`]).
+    pub alert_at: Vec<f64>,
 }
 
 impl Default for RunSettings {
@@ -105,6 +109,7 @@ impl Default for RunSettings {
             out: None,
             inputs: None,
             publish: None,
+            alert_at: Vec::new(),
         }
     }
 }
@@ -136,6 +141,8 @@ pub struct RunOutcome {
     pub published: Vec<crate::publish::Published>,
     /// The publish that failed, after those that were written.
     pub publish_error: Option<crate::publish::PublishError>,
+    /// The `--alert-at` thresholds this session crossed.
+    pub alerts: Vec<crate::alerts::Alert>,
 }
 
 /// A run that has started (its store is open, a resume decided) and not
@@ -147,9 +154,13 @@ pub struct RunSession {
     publish: Option<crate::publish::PublishTo>,
     /// The run's name in its trace ([`workflow_name`]).
     workflow: String,
-    /// Its hold on its period budget, and what the run had spent before
-    /// this session.
-    hold: Option<(crate::period_budget::PeriodHold, ctx_cost::Usd)>,
+    /// Its hold on its period budget.
+    hold: Option<crate::period_budget::PeriodHold>,
+    /// What the run had spent before this session.
+    spent_before: ctx_cost::Usd,
+    /// `--alert-at`, and the `--max-cost` it is of without a hold.
+    alert_at: Vec<f64>,
+    max_cost: Option<ctx_cost::Usd>,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -181,6 +192,7 @@ impl RunSession {
             out,
             inputs,
             publish,
+            alert_at,
         } = settings;
         // No `prompt_cache_key` is computed from a secret's text, and
         // every result is masked at the store's and the report's door.
@@ -210,6 +222,9 @@ impl RunSession {
                     publish,
                     workflow,
                     hold: None,
+                    spent_before: ctx_cost::Usd::ZERO,
+                    alert_at,
+                    max_cost: None,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -255,6 +270,7 @@ impl RunSession {
             .cost
             .as_ref()
             .map_or(ctx_cost::Usd::ZERO, |c| c.already_spent);
+        let max_cost = options.cost.as_ref().and_then(|c| c.max_cost);
         if let Some(r) = &resumed {
             options.reuse_completed = true;
             options.force_rerun = r.forced_ids();
@@ -284,7 +300,10 @@ impl RunSession {
             resumed,
             publish,
             workflow,
-            hold: hold.map(|h| (h, before)),
+            hold,
+            spent_before: before,
+            alert_at,
+            max_cost,
         })
     }
 
@@ -336,7 +355,7 @@ impl RunSession {
             .run_with(cancel, progress)
             .instrument(span)
             .await;
-        self.settle_hold()?;
+        let alerts = self.settle_hold()?;
         let report = report?;
         // The report comes masked (the executor's report door): a
         // secret's text shows as `[secret NAME]` in all it prints.
@@ -370,6 +389,7 @@ impl RunSession {
             finish_error,
             published,
             publish_error,
+            alerts,
         })
     }
 }
@@ -378,12 +398,21 @@ impl RunSession {
     /// Replaces the run's hold on its period budget, if any, by what this
     /// session spent (the run's stored costs, less what it had spent
     /// before), whether the executor finished or stopped on an error.
-    fn settle_hold(&self) -> Result<(), RunError> {
-        let (Some((hold, before)), Some(store)) = (&self.hold, &self.durable) else {
-            return Ok(());
+    /// Returns the `--alert-at` thresholds the session crossed.
+    fn settle_hold(&self) -> Result<Vec<crate::alerts::Alert>, RunError> {
+        let Some(store) = &self.durable else {
+            return Ok(Vec::new());
         };
         let now = spent(store.view())?;
-        Ok(hold.settle(now.saturating_sub(*before))?)
+        let before = self.spent_before;
+        let Some(hold) = &self.hold else {
+            return Ok(match self.max_cost {
+                Some(max) => crate::alerts::crossed(&self.alert_at, before, now, max, "--max-cost"),
+                None => Vec::new(),
+            });
+        };
+        hold.settle(now.saturating_sub(before))?;
+        Ok(hold.alerts(&self.alert_at)?)
     }
 }
 
