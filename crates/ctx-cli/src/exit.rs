@@ -252,9 +252,9 @@ impl CliError {
             | RunError::History(_)
             | RunError::Blocking(_)) => CliError::with(Exit::Store, e),
             e @ RunError::RedactedPlan { .. } => CliError::usage(e),
-            RunError::PeriodBudget(
-                e @ ctx_run::period_budget::PeriodBudgetError::Refused { .. },
-            ) => CliError::with(Exit::OverBudget, e),
+            RunError::PeriodBudget(e @ ctx_run::period_budget::PeriodBudgetError::Refused(_)) => {
+                CliError::with(Exit::OverBudget, e)
+            }
             RunError::PeriodBudget(e) => CliError::usage(e),
         }
     }

@@ -25,27 +25,8 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum PeriodBudgetError {
     /// What is left of the period is below the run's high end.
-    #[error(
-        "budget `{name}` ({period} from {start}, UTC): ${left} left of ${budget} (${spent} spent, ${held} held by runs in progress); this run's high end is ${high}; nothing was run"
-    )]
-    Refused {
-        /// The budget's name.
-        name: String,
-        /// Its period.
-        period: BudgetPeriod,
-        /// The period's first day.
-        start: String,
-        /// The budget.
-        budget: Usd,
-        /// Spent by settled runs.
-        spent: Usd,
-        /// Held by runs in progress.
-        held: Usd,
-        /// What is left.
-        left: Usd,
-        /// The run's high end.
-        high: Usd,
-    },
+    #[error(transparent)]
+    Refused(Box<Refusal>),
     /// A task's high end is unknown (no price, no `max_tokens`), so the
     /// run cannot be held against the budget.
     #[error(
@@ -61,6 +42,30 @@ pub enum PeriodBudgetError {
     /// The run keeps no store (`--no-store`): there is no ledger.
     #[error("config.budget: a period budget needs a run store, and this run keeps none")]
     NoStore,
+}
+
+/// A run refused by its period budget: the figures.
+#[derive(Debug, Error)]
+#[error(
+    "budget `{name}` ({period} from {start}, UTC): ${left} left of ${budget} (${spent} spent, ${held} held by runs in progress); this run's high end is ${high}; nothing was run"
+)]
+pub struct Refusal {
+    /// The budget's name.
+    pub name: String,
+    /// Its period.
+    pub period: BudgetPeriod,
+    /// The period's first day.
+    pub start: String,
+    /// The budget.
+    pub budget: Usd,
+    /// Spent by settled runs.
+    pub spent: Usd,
+    /// Held by runs in progress.
+    pub held: Usd,
+    /// What is left.
+    pub left: Usd,
+    /// The run's high end.
+    pub high: Usd,
 }
 
 /// The first day (UTC) of the `period` holding `now`: the day, the ISO
@@ -155,7 +160,7 @@ pub(crate) fn reserve(
             before: state.spent.saturating_add(state.held),
         })),
         PeriodGrant::Refused(PeriodState { spent, held, left }) => {
-            Err(PeriodBudgetError::Refused {
+            Err(PeriodBudgetError::Refused(Box::new(Refusal {
                 name: key.name,
                 period: budget.period,
                 start: key.start,
@@ -164,7 +169,7 @@ pub(crate) fn reserve(
                 held,
                 left,
                 high,
-            }
+            }))
             .into())
         }
     }
@@ -229,7 +234,8 @@ mod tests {
 
     #[test]
     fn the_name_is_the_budgets_else_the_files_else_the_goal() {
-        let mut plan = Plan::default();
+        let mut plan = ctx_test_support::plan(&[("a", &[])]);
+        plan.goal = None;
         let b = PeriodBudget {
             period: BudgetPeriod::Day,
             usd: Usd::ZERO,
