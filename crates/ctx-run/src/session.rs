@@ -339,7 +339,11 @@ impl RunSession {
     /// (then the run is stored as interrupted), reporting each start and
     /// finish to `progress`. Must be awaited inside a multi-threaded Tokio
     /// runtime with the time driver enabled.
-    pub async fn execute_with<C, P>(self, cancel: C, progress: P) -> Result<RunOutcome, RunError>
+    pub async fn execute_with<C, P>(
+        mut self,
+        cancel: C,
+        progress: P,
+    ) -> Result<RunOutcome, RunError>
     where
         C: Future<Output = ()> + Send,
         P: FnMut(&ProgressEvent) + Send,
@@ -355,7 +359,14 @@ impl RunSession {
             .run_with(cancel, progress)
             .instrument(span)
             .await;
-        let alerts = self.settle_hold()?;
+        let settling = Settling {
+            store: self.durable.clone(),
+            hold: self.hold.take(),
+            spent_before: self.spent_before,
+            alert_at: std::mem::take(&mut self.alert_at),
+            max_cost: self.max_cost,
+        };
+        let alerts = tokio::task::spawn_blocking(move || settling.settle()).await??;
         let report = report?;
         // The report comes masked (the executor's report door): a
         // secret's text shows as `[secret NAME]` in all it prints.
@@ -394,19 +405,34 @@ impl RunSession {
     }
 }
 
-impl RunSession {
-    /// Replaces the run's hold on its period budget, if any, by what this
-    /// session spent (the run's stored costs, less what it had spent
-    /// before), whether the executor finished or stopped on an error.
-    /// Returns the `--alert-at` thresholds the session crossed.
-    fn settle_hold(&self) -> Result<Vec<crate::alerts::Alert>, RunError> {
-        let Some(store) = &self.durable else {
+/// What a session settles when it ends: its hold on its period budget,
+/// and the `--alert-at` thresholds it crossed.
+struct Settling {
+    store: Option<Arc<SqliteStore>>,
+    hold: Option<crate::period_budget::PeriodHold>,
+    spent_before: ctx_cost::Usd,
+    alert_at: Vec<f64>,
+    max_cost: Option<ctx_cost::Usd>,
+}
+
+impl Settling {
+    /// Replaces the hold, if any, by what this session spent (the run's
+    /// stored costs, less what it had spent before), whether the executor
+    /// finished or stopped on an error, and returns the thresholds the
+    /// session crossed. Reads the run's history only when there is a hold
+    /// or an alert to give. Blocks on SQLite.
+    fn settle(self) -> Result<Vec<crate::alerts::Alert>, RunError> {
+        let Some(store) = &self.store else {
             return Ok(Vec::new());
         };
+        let of_max_cost = self.max_cost.filter(|_| !self.alert_at.is_empty());
+        if self.hold.is_none() && of_max_cost.is_none() {
+            return Ok(Vec::new());
+        }
         let now = spent(store.view())?;
         let before = self.spent_before;
         let Some(hold) = &self.hold else {
-            return Ok(match self.max_cost {
+            return Ok(match of_max_cost {
                 Some(max) => crate::alerts::crossed(&self.alert_at, before, now, max, "--max-cost"),
                 None => Vec::new(),
             });
