@@ -18,7 +18,8 @@ pub enum Exit {
     /// Bad usage or bad input: unknown flag, unreadable or malformed file,
     /// unknown tokenizer. Nothing was executed.
     Usage = 2,
-    /// A rendered prompt exceeds its token budget (preflight).
+    /// A rendered prompt exceeds its token budget (preflight), or a run's
+    /// high end is over what its period budget has left.
     OverBudget = 3,
     /// A run store could not be opened, locked, or written.
     Store = 4,
@@ -74,8 +75,8 @@ impl Exit {
                  that cannot be bounded; nothing was executed"
             }
             Exit::OverBudget => {
-                "a rendered prompt exceeds --prompt-budget, or a task's own prompt cannot fit \
-                 its max_prompt_tokens"
+                "a rendered prompt exceeds --prompt-budget, a task's own prompt cannot fit \
+                 its max_prompt_tokens, or a run's high end is over its period budget"
             }
             Exit::Store => {
                 "a run store cannot be opened, locked or written, or a shared store is \
@@ -253,6 +254,10 @@ impl CliError {
             e @ (RunError::RedactedPlan { .. }
             | RunError::UnknownRerunTask(_)
             | RunError::RerunWithoutResume) => CliError::usage(e),
+            RunError::PeriodBudget(e @ ctx_run::period_budget::PeriodBudgetError::Refused(_)) => {
+                CliError::with(Exit::OverBudget, e)
+            }
+            RunError::PeriodBudget(e) => CliError::usage(e),
         }
     }
 

@@ -434,3 +434,33 @@ fn the_shared_store_gives_the_same_sums_as_run_directories() {
         assert_eq!(on_disk, on_pg, "--by {by}");
     }
 }
+
+/// A task whose output is summarised (`summarize_strategy: llm`) is stored
+/// twice in its session: once completed, once again with its summary
+/// call's cost added. Its cost counts once: `ctx spend`, the run's own
+/// `spent_usd` and `runs show` all give the sum of the tasks' costs.
+#[test]
+fn a_summarised_task_counts_once() {
+    let dir = Dir::new();
+    let plan = json!({"schema_version": 1, "config": {"tokenizer": "cl100k_base",
+        "dependency": {"max_output_length": 5, "summarize_strategy": "llm", "summary_max_tokens": 20}},
+        "sub_tasks": [
+            {"id": "a", "description": "a", "tool_or_prompt": {"name": "inference",
+                "params": {"prompt": "Say a.", "model": "m", "max_tokens": 50}}},
+            {"id": "b", "description": "b", "dependencies": ["a"], "tool_or_prompt": {"name": "inference",
+                "params": {"prompt": "Say b.", "model": "n", "max_tokens": 50}}}]});
+    dir.write("plan.json", &plan.to_string());
+    let store = ["--root", "runs"];
+    let (id, json) = run(&dir, "plan.json", &store);
+    assert_eq!(json["summaries"]["calls"], 1, "{json}");
+    let tasks: Usd = costs_by_model(&json)
+        .into_iter()
+        .map(|(_, c)| c.unwrap())
+        .fold(Usd::ZERO, Usd::saturating_add);
+    assert_eq!(usd(&json["spent_usd"]), tasks);
+    let got = groups(&spend(&dir, &store, &["--format", "json"]));
+    assert_eq!(got.last().unwrap().3, tasks);
+    let show = dir.run(&["runs", "show", &id, "--root", "runs", "--format", "json"]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert_eq!(usd(&show.json()["spent_usd"]), tasks, "{}", show.stdout);
+}

@@ -420,13 +420,18 @@ pub(crate) async fn after_completion(
         }
         record.calls.push(made.call);
     }
+    // This row restates the one stored before (the completed result, or
+    // a resumed run's stored one): a sum over the history counts only what
+    // these calls added (`ResultMetadata::restated`).
+    let restated_usd = result.metadata.cost_usd;
+    let added_usd = run.cost.and(spent);
     if run.cost.is_some() {
-        result.metadata.cost_usd = result
-            .metadata
-            .cost_usd
-            .zip(spent)
-            .map(|(a, b)| a.saturating_add(b));
+        result.metadata.cost_usd = restated_usd.zip(spent).map(|(a, b)| a.saturating_add(b));
     }
+    result.metadata.restated = Some(ctx_model::Restatement {
+        restated_usd,
+        added_usd,
+    });
     result.metadata.summary = Some(record);
     crate::offload::store(store, result.clone()).await?;
     Ok(result)

@@ -78,6 +78,7 @@
 //! ```
 
 pub mod billing;
+mod budget;
 #[cfg(feature = "parse")]
 pub mod check_report;
 pub mod checks;
@@ -102,6 +103,7 @@ pub mod tokenizer;
 mod validate;
 pub mod variables;
 
+pub use budget::{BudgetFlagError, BudgetPeriod, PeriodBudget};
 pub use checks::{judge_checks, plan_base_dir, plan_has_checks, task_checks};
 pub use json_text::json_text;
 pub use layout::PromptLayout;

@@ -344,6 +344,11 @@ pub struct PlanConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 2))]
     pub cache_warm_up: Option<usize>,
+    /// A dollar budget shared by every run of the plan over a calendar
+    /// period (UTC): docs/cost.md, "Period budgets". `ctx run --budget`
+    /// overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::PeriodBudget>,
 }
 
 /// The default `max_check_attempts`: one try and one retry with feedback.
@@ -374,6 +379,7 @@ impl Default for PlanConfig {
             cache_key: crate::prompt_cache::CacheKey::None,
             cache_breakpoints: None,
             cache_warm_up: None,
+            budget: None,
         }
     }
 }

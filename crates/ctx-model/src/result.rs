@@ -140,6 +140,14 @@ pub struct ResultMetadata {
     /// were needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<SummaryRecord>,
+    /// Set on a row that restates the task's previous row with `llm`
+    /// summary calls added (the executor stores a completed result before
+    /// its summaries are written, so that a crash does not lose it, then
+    /// stores it again with them): what those calls added to `cost_usd`.
+    /// The rest of `cost_usd` was counted with the row restated, so a sum
+    /// over a run's history counts only this for such a row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restated: Option<Restatement>,
     /// The results of the task's checks on its final attempt, in check
     /// order; empty when the task has no checks (or they were not run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -170,6 +178,19 @@ pub struct ResultMetadata {
     /// that receives no item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map_inputs: Option<String>,
+}
+
+/// What a restating row ([`ResultMetadata::restated`]) added to the cost
+/// of the row it restates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Restatement {
+    /// The restated row's `cost_usd` (`None`: it was unpriced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restated_usd: Option<crate::money::Usd>,
+    /// What the calls made since the restated row cost (`None`: one of
+    /// them could not be priced, or the run had no prices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_usd: Option<crate::money::Usd>,
 }
 
 /// The `llm` summaries of one task's output: every call made, and whether

@@ -205,6 +205,7 @@ fn config() -> impl Strategy<Value = PlanConfig> {
                     cache_key,
                     cache_breakpoints,
                     cache_warm_up,
+                    budget: None,
                 }
             },
         )

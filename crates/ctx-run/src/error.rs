@@ -40,6 +40,10 @@ pub enum RunError {
         /// field path (`sub_tasks[0].checks[1].judge`).
         checks: Vec<(Option<String>, String)>,
     },
+    /// A run under a period budget cannot start (`Refused`: nothing was
+    /// created or called).
+    #[error(transparent)]
+    PeriodBudget(#[from] crate::period_budget::PeriodBudgetError),
     /// The `--out` directory could not be created (before the run
     /// started: nothing ran, nothing was stored).
     #[error(transparent)]

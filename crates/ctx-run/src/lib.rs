@@ -37,6 +37,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod alerts;
 mod atomic;
 pub mod cache_figures;
 pub mod cache_prediction;
@@ -49,6 +50,7 @@ pub mod inputs;
 pub mod list;
 pub mod map_counts;
 pub mod out_dir;
+pub mod period_budget;
 pub mod plan_check;
 pub mod publish;
 mod results;

@@ -48,6 +48,10 @@ pub struct ResultsJson<'a> {
     /// unchanged).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<crate::publish::Published>,
+    /// The `--alert-at` thresholds the run crossed ([`crate::alerts`]);
+    /// left out when none was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<crate::alerts::Alert>,
 }
 
 impl<'a> ResultsJson<'a> {
@@ -62,6 +66,7 @@ impl<'a> ResultsJson<'a> {
             needed_usd: report.cost.and_then(|c| c.budget.map(|_| c.needed)),
             summaries: SummariesJson::of(SummaryTotals::of(&report.results)),
             published: Vec::new(),
+            alerts: Vec::new(),
         }
     }
 }

@@ -100,6 +100,10 @@ pub struct RunSettings {
     /// they reach the executor as every other forced re-run does. Only
     /// with [`Start::Resume`].
     pub rerun: Vec<String>,
+    /// `--alert-at`: the fractions of the period budget (else of
+    /// `--max-cost`) to alert at when the run crosses them
+    /// ([`crate::alerts::parse_thresholds`]).
+    pub alert_at: Vec<f64>,
 }
 
 impl Default for RunSettings {
@@ -112,6 +116,7 @@ impl Default for RunSettings {
             inputs: None,
             publish: None,
             rerun: Vec::new(),
+            alert_at: Vec::new(),
         }
     }
 }
@@ -161,6 +166,8 @@ pub struct RunOutcome {
     pub published: Vec<crate::publish::Published>,
     /// The publish that failed, after those that were written.
     pub publish_error: Option<crate::publish::PublishError>,
+    /// The `--alert-at` thresholds this session crossed.
+    pub alerts: Vec<crate::alerts::Alert>,
 }
 
 /// A run that has started (its store is open, a resume decided) and not
@@ -172,6 +179,13 @@ pub struct RunSession {
     publish: Option<crate::publish::PublishTo>,
     /// The run's name in its trace ([`workflow_name`]).
     workflow: String,
+    /// Its hold on its period budget.
+    hold: Option<crate::period_budget::PeriodHold>,
+    /// What the run had spent before this session.
+    spent_before: ctx_cost::Usd,
+    /// `--alert-at`, and the `--max-cost` it is of without a hold.
+    alert_at: Vec<f64>,
+    max_cost: Option<ctx_cost::Usd>,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -204,6 +218,7 @@ impl RunSession {
             inputs,
             publish,
             rerun,
+            alert_at,
         } = settings;
         check_rerun(&plan, &store, &rerun)?;
         // No `prompt_cache_key` is computed from a secret's text, and
@@ -222,6 +237,9 @@ impl RunSession {
         }
         let workflow = workflow_name(&plan, plan_source.as_deref());
         let (root, start, cache) = match store {
+            RunStore::Memory if plan.config.budget.is_some() => {
+                return Err(crate::period_budget::PeriodBudgetError::NoStore.into());
+            }
             RunStore::Memory => {
                 let executor = Executor::new(plan, engine, Arc::new(MemoryStore::new()), options)?;
                 return Ok(RunSession {
@@ -230,6 +248,10 @@ impl RunSession {
                     resumed: None,
                     publish,
                     workflow,
+                    hold: None,
+                    spent_before: ctx_cost::Usd::ZERO,
+                    alert_at,
+                    max_cost: None,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -253,10 +275,29 @@ impl RunSession {
             Start::NewIn(dir) => StartAt::NewRunIn(dir),
             Start::Resume(run) => StartAt::Resume(run),
         };
-        let (store, resumed) = root.start(at, &new)?;
+        // Held before the run directory exists: a refused run leaves
+        // nothing behind.
+        let hold = crate::period_budget::reserve(&root, &plan, plan_source.as_deref(), &options)?;
+        let (store, resumed) = match root.start(at, &new) {
+            Ok(started) => started,
+            Err(e) => {
+                if let Some(h) = &hold {
+                    h.settle(ctx_cost::Usd::ZERO)?;
+                }
+                return Err(e.into());
+            }
+        };
         if let (Some(_), Some(cost)) = (&resumed, options.cost.as_mut()) {
             cost.already_spent = spent(store.view())?;
         }
+        if let Some(h) = &hold {
+            h.limit(&mut options);
+        }
+        let before = options
+            .cost
+            .as_ref()
+            .map_or(ctx_cost::Usd::ZERO, |c| c.already_spent);
+        let max_cost = options.cost.as_ref().and_then(|c| c.max_cost);
         let mut resumed = resumed;
         if let Some(r) = &mut resumed {
             r.force(&plan, &rerun);
@@ -289,6 +330,10 @@ impl RunSession {
             resumed,
             publish,
             workflow,
+            hold,
+            spent_before: before,
+            alert_at,
+            max_cost,
         })
     }
 
@@ -324,7 +369,11 @@ impl RunSession {
     /// (then the run is stored as interrupted), reporting each start and
     /// finish to `progress`. Must be awaited inside a multi-threaded Tokio
     /// runtime with the time driver enabled.
-    pub async fn execute_with<C, P>(self, cancel: C, progress: P) -> Result<RunOutcome, RunError>
+    pub async fn execute_with<C, P>(
+        mut self,
+        cancel: C,
+        progress: P,
+    ) -> Result<RunOutcome, RunError>
     where
         C: Future<Output = ()> + Send,
         P: FnMut(&ProgressEvent) + Send,
@@ -339,7 +388,16 @@ impl RunSession {
             .executor
             .run_with(cancel, progress)
             .instrument(span)
-            .await?;
+            .await;
+        let settling = Settling {
+            store: self.durable.clone(),
+            hold: self.hold.take(),
+            spent_before: self.spent_before,
+            alert_at: std::mem::take(&mut self.alert_at),
+            max_cost: self.max_cost,
+        };
+        let alerts = tokio::task::spawn_blocking(move || settling.settle()).await??;
+        let report = report?;
         // The report comes masked (the executor's report door): a
         // secret's text shows as `[secret NAME]` in all it prints.
         let (published, publish_error) = match &self.publish {
@@ -372,7 +430,45 @@ impl RunSession {
             finish_error,
             published,
             publish_error,
+            alerts,
         })
+    }
+}
+
+/// What a session settles when it ends: its hold on its period budget,
+/// and the `--alert-at` thresholds it crossed.
+struct Settling {
+    store: Option<Arc<SqliteStore>>,
+    hold: Option<crate::period_budget::PeriodHold>,
+    spent_before: ctx_cost::Usd,
+    alert_at: Vec<f64>,
+    max_cost: Option<ctx_cost::Usd>,
+}
+
+impl Settling {
+    /// Replaces the hold, if any, by what this session spent (the run's
+    /// stored costs, less what it had spent before), whether the executor
+    /// finished or stopped on an error, and returns the thresholds the
+    /// session crossed. Reads the run's history only when there is a hold
+    /// or an alert to give. Blocks on SQLite.
+    fn settle(self) -> Result<Vec<crate::alerts::Alert>, RunError> {
+        let Some(store) = &self.store else {
+            return Ok(Vec::new());
+        };
+        let of_max_cost = self.max_cost.filter(|_| !self.alert_at.is_empty());
+        if self.hold.is_none() && of_max_cost.is_none() {
+            return Ok(Vec::new());
+        }
+        let now = spent(store.view())?;
+        let before = self.spent_before;
+        let Some(hold) = &self.hold else {
+            return Ok(match of_max_cost {
+                Some(max) => crate::alerts::crossed(&self.alert_at, before, now, max, "--max-cost"),
+                None => Vec::new(),
+            });
+        };
+        hold.settle(now.saturating_sub(before))?;
+        Ok(hold.alerts(&self.alert_at)?)
     }
 }
 
@@ -435,8 +531,8 @@ pub fn spent(run: &dyn ctx_store::RunHistory) -> Result<ctx_cost::Usd, ctx_store
 pub fn total_cost(rows: &[ctx_store::ResultRecord]) -> ctx_cost::Usd {
     rows.iter()
         .filter_map(|r| match ResultCost::of(&r.result) {
-            ResultCost::Priced(c) => Some(c),
-            ResultCost::Unpriced | ResultCost::NoCost => None,
+            ResultCost::Priced(c) | ResultCost::Added(c) => Some(c),
+            ResultCost::Unpriced | ResultCost::AddedUnpriced | ResultCost::NoCost => None,
         })
         .fold(ctx_cost::Usd::ZERO, ctx_cost::Usd::saturating_add)
 }
@@ -454,13 +550,29 @@ pub enum ResultCost {
     /// unknown, never $0.
     Unpriced,
     /// A row that records no execution's end (`in_progress`, `pending`,
-    /// `skipped`) and no cost.
+    /// `skipped`) and no cost, or restates an unpriced row with nothing
+    /// priced added.
     NoCost,
+    /// A row restating the task's previous row with its `llm` summary
+    /// calls added ([`ctx_model::ResultMetadata::restated`]): not another
+    /// execution, and only what those calls cost, since the rest of its
+    /// `cost_usd` was counted with the row it restates.
+    Added(ctx_cost::Usd),
+    /// A restating row whose summary calls could not be priced, the row
+    /// restated being priced: the execution's cost is unknown.
+    AddedUnpriced,
 }
 
 impl ResultCost {
     /// What `result` says it cost.
     pub fn of(result: &TaskExecutionResult) -> ResultCost {
+        if let Some(r) = result.metadata.restated {
+            return match (r.restated_usd, r.added_usd) {
+                (_, Some(c)) => ResultCost::Added(c),
+                (Some(_), None) => ResultCost::AddedUnpriced,
+                (None, None) => ResultCost::NoCost,
+            };
+        }
         match (result.metadata.cost_usd, result.status) {
             (Some(c), _) => ResultCost::Priced(c),
             (None, TaskStatus::Completed | TaskStatus::Failed) => ResultCost::Unpriced,

@@ -256,6 +256,8 @@ pub struct PlanOverrides {
     pub summarize_strategy: Option<SummarizeStrategy>,
     /// Replaces `config.cache_warm_up` (at least 2).
     pub cache_warm_up: Option<usize>,
+    /// Replaces `config.budget` (`--budget NAME=USD/PERIOD`).
+    pub budget: Option<ctx_model::PeriodBudget>,
 }
 
 impl PlanOverrides {
@@ -279,6 +281,9 @@ impl PlanOverrides {
         }
         if let Some(k) = self.cache_warm_up {
             plan.config.cache_warm_up = Some(k);
+        }
+        if let Some(b) = &self.budget {
+            plan.config.budget = Some(b.clone());
         }
         if let Some(n) = self.max_prompt_tokens {
             plan.config.max_prompt_tokens = n;
@@ -350,6 +355,7 @@ mod tests {
             tokenizer: Some("o200k_base".parse().unwrap()),
             summarize_strategy: Some(SummarizeStrategy::Llm),
             cache_warm_up: Some(4),
+            budget: Some("team=2.5/week".parse().unwrap()),
         };
         o.apply(&mut p).unwrap();
         assert_eq!(p.config.max_prompt_tokens, 50);

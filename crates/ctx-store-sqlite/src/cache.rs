@@ -44,7 +44,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
 use crate::id::now_rfc3339;
-use crate::schema::{self, Access, CACHE_APPLICATION_ID, CACHE_MIGRATIONS};
+use crate::schema::{self, CACHE_APPLICATION_ID, CACHE_MIGRATIONS};
 use ctx_store::fingerprint::{canonical_json, sampling_params, sha256_fields};
 
 /// The cache's file name at the store root.
@@ -103,44 +103,7 @@ impl ResultCache {
     /// Opens (creating if needed) the cache at `path`. A foreign, corrupt
     /// or newer file is reported and left untouched.
     pub fn open(path: &Path) -> Result<ResultCache> {
-        // Several ctx processes may open (and create) the cache at once.
-        // SQLite's busy timeout covers ordinary reads and writes, but not
-        // every step of creating a file: switching a fresh file to WAL can
-        // answer "database is locked" at once while another connection is
-        // doing the same. Those steps are idempotent, so the whole open is
-        // tried again, for as long as the busy timeout would have waited.
-        let deadline = std::time::Instant::now() + schema::BUSY_TIMEOUT;
-        let mut pause = std::time::Duration::from_millis(2);
-        loop {
-            match Self::open_once(path) {
-                Err(e) if e.is_busy() && std::time::Instant::now() < deadline => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(std::time::Duration::from_millis(100));
-                }
-                result => return result,
-            }
-        }
-    }
-
-    fn open_once(path: &Path) -> Result<ResultCache> {
-        let existed = path.is_file() && std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
-        let mut conn = schema::connect(path, Access::Create)?;
-        if existed {
-            match schema::inspect(&conn, path, CACHE_APPLICATION_ID, CACHE_MIGRATIONS) {
-                Ok(_) => {}
-                // Another process (or thread) created the file a moment ago
-                // and has not committed its first migration yet: switching
-                // to WAL writes the header before the schema exists. An
-                // empty database holds nothing to protect, and `migrate`
-                // below initialises it exactly once (an IMMEDIATE
-                // transaction that re-reads the version). A run store,
-                // which has one writer, keeps refusing such a file.
-                Err(Error::Foreign { .. }) if schema::is_blank(&conn, path)? => {}
-                Err(e) => return Err(e),
-            }
-        }
-        schema::set_writer_pragmas(&conn, path, "NORMAL")?;
-        schema::migrate(&mut conn, path, CACHE_MIGRATIONS)?;
+        let conn = schema::open_shared(path, CACHE_APPLICATION_ID, CACHE_MIGRATIONS)?;
         Ok(ResultCache {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),

@@ -53,6 +53,7 @@
 //!
 //! [`ExecutionStore`]: ctx_store::ExecutionStore
 
+mod budgets;
 mod cache;
 mod error;
 mod history;
@@ -64,6 +65,7 @@ mod schema;
 mod store;
 mod view;
 
+pub use budgets::{BUDGET_FILE, PeriodGrant, PeriodKey, PeriodLedger, PeriodState};
 pub use cache::{CACHE_FILE, CacheStats, CachedOutput, CachingEngine, ResultCache, cache_key};
 pub use error::{Error, Result};
 // The rules every durable store shares live in ctx-store; re-exported so

@@ -139,6 +139,13 @@ impl RunRoot {
         ResultCache::open(&self.path.join(crate::cache::CACHE_FILE))
     }
 
+    /// Opens the period-budget ledger `root/budgets.sqlite`, creating it
+    /// if needed.
+    pub fn period_ledger(&self) -> Result<crate::PeriodLedger> {
+        std::fs::create_dir_all(&self.path).map_err(Error::io(&self.path))?;
+        crate::PeriodLedger::open(&self.path.join(crate::BUDGET_FILE))
+    }
+
     /// Every run directly under the root (directories holding a
     /// `store.sqlite`), oldest first by id, plus the ones that could not be
     /// read. A missing root has no runs.

@@ -139,6 +139,37 @@ fn cache_v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.pragma_update(None, "application_id", CACHE_APPLICATION_ID)
 }
 
+/// `PRAGMA application_id` of the period-budget ledger: `ctxB` in ASCII.
+pub const BUDGET_APPLICATION_ID: i64 = 0x6374_7842;
+
+/// The period-budget ledger's migrations, oldest first.
+pub const BUDGET_MIGRATIONS: &[Migration] = &[budget_v1];
+
+/// Schema version 1 of the period-budget ledger (`budgets.sqlite`):
+///
+/// * `spent`: what the settled runs of a budget spent in a period (by the
+///   period's first day, `YYYY-MM-DD`), in pico-dollars;
+/// * `holds`: what each run still running holds of it.
+fn budget_v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE spent (
+            name         TEXT NOT NULL,
+            period_start TEXT NOT NULL,
+            picos        INTEGER NOT NULL CHECK (picos >= 0),
+            PRIMARY KEY (name, period_start)
+        );
+        CREATE TABLE holds (
+            name         TEXT NOT NULL,
+            period_start TEXT NOT NULL,
+            holder       TEXT NOT NULL,
+            picos        INTEGER NOT NULL CHECK (picos >= 0),
+            created_at   TEXT NOT NULL,
+            PRIMARY KEY (name, period_start, holder)
+        );",
+    )?;
+    tx.pragma_update(None, "application_id", BUDGET_APPLICATION_ID)
+}
+
 /// How a connection may be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
@@ -239,6 +270,60 @@ pub(crate) fn inspect(
         });
     }
     Ok(version)
+}
+
+/// Opens (creating if needed) a database of the root that several ctx
+/// processes share (the cache index, the period-budget ledger), of kind
+/// `application_id`, migrated. A foreign, corrupt or newer file is reported
+/// and left untouched.
+pub(crate) fn open_shared(
+    path: &Path,
+    application_id: i64,
+    migrations: &[Migration],
+) -> Result<Connection> {
+    // Several ctx processes may open (and create) the file at once.
+    // SQLite's busy timeout covers ordinary reads and writes, but not
+    // every step of creating a file: switching a fresh file to WAL can
+    // answer "database is locked" at once while another connection is
+    // doing the same. Those steps are idempotent, so the whole open is
+    // tried again, for as long as the busy timeout would have waited.
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match open_shared_once(path, application_id, migrations) {
+            Err(e) if e.is_busy() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            result => return result,
+        }
+    }
+}
+
+fn open_shared_once(
+    path: &Path,
+    application_id: i64,
+    migrations: &[Migration],
+) -> Result<Connection> {
+    let existed = path.is_file() && std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
+    let mut conn = connect(path, Access::Create)?;
+    if existed {
+        match inspect(&conn, path, application_id, migrations) {
+            Ok(_) => {}
+            // Another process (or thread) created the file a moment ago
+            // and has not committed its first migration yet: switching
+            // to WAL writes the header before the schema exists. An
+            // empty database holds nothing to protect, and `migrate`
+            // below initialises it exactly once (an IMMEDIATE
+            // transaction that re-reads the version). A run store,
+            // which has one writer, keeps refusing such a file.
+            Err(Error::Foreign { .. }) if is_blank(&conn, path)? => {}
+            Err(e) => return Err(e),
+        }
+    }
+    set_writer_pragmas(&conn, path, "NORMAL")?;
+    migrate(&mut conn, path, migrations)?;
+    Ok(conn)
 }
 
 /// Whether `path` is a SQLite database with nothing in it yet: no

@@ -154,6 +154,20 @@ pub struct Args {
     #[arg(long, value_name = "USD", allow_hyphen_values = true, help_heading = heading::COST)]
     pub max_cost: Option<String>,
 
+    /// A budget shared by every run that names it over a calendar period
+    /// (UTC): NAME=USD/PERIOD, PERIOD day, week or month (overrides
+    /// config.budget). The run holds its high end of what the period has
+    /// left before any call, or is refused (exit 3). Run directories only.
+    #[arg(long, value_name = "NAME=USD/PERIOD", allow_hyphen_values = true, help_heading = heading::COST)]
+    pub budget: Option<ctx_model::PeriodBudget>,
+
+    /// Warn once per threshold the run crosses, as fractions of the period
+    /// budget (else of --max-cost): 0.5,0.8,0.95. On stderr, as GitHub
+    /// Actions annotations under GITHUB_ACTIONS=true (`::error::` from
+    /// 0.95), and in --format json's `alerts`.
+    #[arg(long, value_name = "F,F,...", allow_hyphen_values = true, help_heading = heading::COST)]
+    pub alert_at: Option<String>,
+
     #[command(flatten, next_help_heading = heading::COST)]
     pub prices: super::prices::PriceArgs,
 
@@ -233,6 +247,7 @@ impl Args {
             tokenizer: self.tokenizer,
             summarize_strategy: self.summarize_strategy.map(Into::into),
             cache_warm_up: self.cache_warm_up,
+            budget: self.budget.clone(),
         }
     }
 
@@ -280,11 +295,17 @@ pub fn run(args: Args) -> CliResult {
     args.overrides().apply(&mut loaded.plan)?;
     let (loaded, inputs) = fill(&args, &store, loaded)?;
     let options = args.executor()?;
+    // A period budget bounds the run as --max-cost does: its tasks need
+    // a high end (the run is then held at it: ctx_run::period_budget).
+    let period = loaded.plan.config.budget.as_ref().map(|b| b.usd);
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
+    let alert_at = alert_thresholds(args.alert_at.as_deref())?;
     let notices =
         engines::Notices::masking(inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default());
     let engine = engines::build(&args.engine, &notices)?;
-    let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;
+    let pricing = args
+        .prices
+        .pricing(args.engine.costs(), max_cost.or(period))?;
     if let (Some(run), true) = (&args.resume, args.dry_run) {
         return resume_listing(&store, run, &loaded, engine.as_ref(), &args.rerun);
     }
@@ -308,10 +329,17 @@ pub fn run(args: Args) -> CliResult {
                 publish: args.inputs.publish(&loaded.plan),
                 inputs,
                 rerun: args.rerun.clone(),
+                alert_at,
             };
             run_local(loaded.plan, engine, settings, &output, &notices)
         }
         StoreChoice::Shared(store) => {
+            if loaded.plan.config.budget.is_some() || !alert_at.is_empty() {
+                return Err(CliError::usage(
+                    "config.budget, --budget, --alert-at: period budgets and alerts are kept \
+                     in run directories' root (--root); a postgres:// store does not keep them yet",
+                ));
+            }
             // Refuse an unbounded budget before the run is registered: the
             // workers reserve each task's high end in the store.
             super::run_cost::options(&loaded.plan, &pricing)?;
@@ -330,6 +358,13 @@ pub fn run(args: Args) -> CliResult {
             super::shared_run::run(loaded.plan, engine, settings, &output)
         }
     }
+}
+
+/// `--alert-at`'s thresholds, none without it.
+fn alert_thresholds(flag: Option<&str>) -> Result<Vec<f64>, CliError> {
+    flag.map_or(Ok(Vec::new()), |text| {
+        ctx_run::alerts::parse_thresholds(text).map_err(CliError::usage)
+    })
 }
 
 /// The plan's variables, its history digest and its publish paths, filled
@@ -474,8 +509,12 @@ fn run_local(
     notices: &engines::Notices,
 ) -> CliResult {
     let total = plan.sub_tasks.len();
-    let session = RunSession::start(plan, engine, settings)
-        .map_err(|e| CliError::run(e, output.plan_path))?;
+    let session = RunSession::start(plan, engine, settings).map_err(|e| {
+        if let ctx_run::RunError::PeriodBudget(refused) = &e {
+            annotate_refusal(refused);
+        }
+        CliError::run(e, output.plan_path)
+    })?;
     if let Some(stored) = session.stored() {
         match session.resumed() {
             Some(r) => eprintln!(
@@ -499,6 +538,7 @@ fn run_local(
         signal,
         published: outcome.published,
         unpublished: outcome.publish_error,
+        alerts: outcome.alerts,
     };
     let exit = report_run(&executed, output)?;
     if let Some(stored) = &outcome.stored {
@@ -604,6 +644,35 @@ pub struct Executed {
     pub published: Vec<ctx_run::publish::Published>,
     /// The publish that failed, after those written.
     pub unpublished: Option<ctx_run::publish::PublishError>,
+    /// The `--alert-at` thresholds the run crossed.
+    pub alerts: Vec<ctx_run::alerts::Alert>,
+}
+
+/// Whether stderr speaks GitHub Actions' workflow commands.
+fn in_github_actions() -> bool {
+    std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
+}
+
+/// Prints each alert on stderr: `warning: ...`, or under GitHub Actions
+/// a `::warning::` (`::error::` from `ERROR_AT`) annotation.
+fn print_alerts(alerts: &[ctx_run::alerts::Alert]) {
+    use ctx_run::alerts::AlertLevel;
+    let gha = in_github_actions();
+    for a in alerts {
+        match (gha, a.level) {
+            (true, AlertLevel::Warning) => eprintln!("::warning title=ctx budget::{a}"),
+            (true, AlertLevel::Error) => eprintln!("::error title=ctx budget::{a}"),
+            (false, _) => eprintln!("warning: {a}"),
+        }
+    }
+}
+
+/// Under GitHub Actions, a run refused by its period budget is an
+/// `::error::` annotation too (the error itself is printed as always).
+fn annotate_refusal(e: &ctx_run::period_budget::PeriodBudgetError) {
+    if in_github_actions() && matches!(e, ctx_run::period_budget::PeriodBudgetError::Refused(_)) {
+        eprintln!("::error title=ctx budget::{e}");
+    }
 }
 
 /// What [`drive`] hands its work: a future that resolves on the first
@@ -667,6 +736,7 @@ pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
         Format::Json => {
             let mut json = ctx_run::ResultsJson::of(report);
             json.published = published.clone();
+            json.alerts = executed.alerts.clone();
             crate::io::print_stdout(&crate::io::json_text(&json)?)?;
         }
         Format::Text => crate::io::print_stdout(&format!(
@@ -675,6 +745,7 @@ pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
             ctx_run::publish::published_text(published)
         ))?,
     }
+    print_alerts(&executed.alerts);
     if let Some(e) = &unpublished {
         eprintln!("error: --publish-root: {e}");
     }

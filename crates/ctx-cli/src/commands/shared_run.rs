@@ -55,6 +55,7 @@ pub fn run(
         signal,
         published: outcome.published,
         unpublished: outcome.publish_error,
+        alerts: Vec::new(),
     };
     let exit = super::run::report_run(&executed, output)?;
     // The statements this process sent (registration, claims, reads,

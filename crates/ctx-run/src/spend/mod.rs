@@ -151,10 +151,16 @@ impl Acc {
             self.runs += 1;
             self.last_run = Some(run);
         }
-        self.attempts += 1;
+        // A restating row is its execution's, counted with the row it
+        // restates.
+        if !matches!(cost, ResultCost::Added(_) | ResultCost::AddedUnpriced) {
+            self.attempts += 1;
+        }
         match cost {
-            ResultCost::Priced(c) => self.spent = self.spent.saturating_add(*c),
-            ResultCost::Unpriced => {
+            ResultCost::Priced(c) | ResultCost::Added(c) => {
+                self.spent = self.spent.saturating_add(*c);
+            }
+            ResultCost::Unpriced | ResultCost::AddedUnpriced => {
                 self.unpriced += 1;
                 self.models.extend(models.iter().cloned());
             }
@@ -279,7 +285,7 @@ fn attempts_of(
             continue;
         }
         let cost = ResultCost::of(&r.result);
-        let unpriced = cost == ResultCost::Unpriced;
+        let unpriced = matches!(cost, ResultCost::Unpriced | ResultCost::AddedUnpriced);
         let model = if by == GroupBy::Model || unpriced {
             model_of(&r.result, &mut plan, run)?
         } else {

@@ -457,3 +457,30 @@ fn a_damaged_time_names_the_store_run_and_task() {
         "{text}"
     );
 }
+
+/// A row restating its task's previous one (`llm` summaries added) counts
+/// what it added, never the whole cost again, and is not an attempt.
+#[test]
+fn a_restating_row_adds_only_its_summary_cost() {
+    use ctx_model::{Restatement, TaskExecutionResult};
+    let usd = |s: &str| Usd::parse(s).unwrap();
+    let mut row = TaskExecutionResult::new("a", TaskStatus::Completed);
+    row.metadata.cost_usd = Some(usd("0.5"));
+    row.metadata.restated = Some(Restatement {
+        restated_usd: Some(usd("0.375")),
+        added_usd: Some(usd("0.125")),
+    });
+    assert_eq!(ResultCost::of(&row), ResultCost::Added(usd("0.125")));
+    row.metadata.restated = Some(Restatement {
+        restated_usd: Some(usd("0.375")),
+        added_usd: None,
+    });
+    assert_eq!(ResultCost::of(&row), ResultCost::AddedUnpriced);
+    row.metadata.restated = Some(Restatement::default());
+    assert_eq!(ResultCost::of(&row), ResultCost::NoCost);
+    let mut acc = Acc::default();
+    acc.add(0, &ResultCost::Priced(usd("0.375")), &BTreeSet::new());
+    acc.add(0, &ResultCost::Added(usd("0.125")), &BTreeSet::new());
+    let r = acc.row("k".into());
+    assert_eq!((r.attempts, r.spent_usd), (1, usd("0.5")));
+}

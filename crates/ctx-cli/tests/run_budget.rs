@@ -1,0 +1,269 @@
+//! Period budgets (`config.budget`, `ctx run --budget NAME=USD/PERIOD`) on
+//! run directories: a run holds its high end of what the period has left
+//! before any call, or is refused (exit 3) saying what is left and what
+//! its high end is; two `ctx` processes started at once against one root
+//! cannot both take the last dollars; bad values are located usage errors.
+
+#![cfg(unix)]
+
+use ctx_cost::Usd;
+use ctx_test_support::{Dir, Out};
+use serde_json::json;
+
+/// Each call waits a moment (so that runs started together overlap) and
+/// counts itself in `calls`.
+fn command(dir: &Dir) -> String {
+    format!(
+        "cat >/dev/null; echo call >> '{}/calls'; sleep 1; printf 'hello world'",
+        dir.path().display()
+    )
+}
+
+/// A plan of two priced tasks with `budget` as its `config.budget`.
+fn write_plan(dir: &Dir, budget: serde_json::Value) {
+    let task = |id: &str| {
+        json!({"id": id, "description": id, "tool_or_prompt": {"name": "inference",
+            "params": {"prompt": format!("Say {id}."), "model": "m", "max_tokens": 50}}})
+    };
+    let plan = json!({"schema_version": 1,
+        "config": {"tokenizer": "cl100k_base", "budget": budget},
+        "sub_tasks": [task("a"), task("b")]});
+    dir.write("nightly.json", &plan.to_string());
+}
+
+/// `ctx run nightly.json` with the command and the price of `m`.
+fn run(dir: &Dir, extra: &[&str]) -> Out {
+    let command = command(dir);
+    let mut args = vec![
+        "run",
+        "nightly.json",
+        "--root",
+        "runs",
+        "--command",
+        &command,
+        "--price",
+        "m=1,2",
+    ];
+    args.extend_from_slice(extra);
+    dir.run(&args)
+}
+
+/// The calls the command was asked for.
+fn calls(dir: &Dir) -> usize {
+    std::fs::read_to_string(dir.path().join("calls")).map_or(0, |s| s.lines().count())
+}
+
+/// A refused run's high end, read from its message.
+fn high_end(stderr: &str) -> Usd {
+    let (_, rest) = stderr
+        .split_once("this run's high end is $")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    Usd::parse(rest.split(';').next().unwrap()).unwrap()
+}
+
+#[test]
+fn a_run_over_what_is_left_is_refused_before_any_call() {
+    let dir = Dir::new();
+    write_plan(&dir, json!({"period": "month", "usd": 0}));
+    let out = run(&dir, &[]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("budget `nightly` (month from ")
+            && out
+                .stderr
+                .contains("UTC): $0 left of $0 ($0 spent, $0 held"),
+        "{}",
+        out.stderr
+    );
+    assert!(high_end(&out.stderr) > Usd::ZERO);
+    assert_eq!(calls(&dir), 0);
+    // No run directory was created for it.
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join("runs"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .collect();
+    assert!(runs.is_empty(), "{runs:?}");
+}
+
+#[test]
+fn two_runs_started_at_once_cannot_both_take_the_last_dollars() {
+    let dir = Dir::new();
+    write_plan(&dir, json!({"period": "day", "usd": 0}));
+    let high = high_end(&run(&dir, &[]).stderr);
+    // Room for one run's high end, not two.
+    let budget = high.saturating_add(Usd::from_picos(high.picos() / 2));
+    write_plan(&dir, json!({"period": "day", "usd": budget.to_string()}));
+    let outs: Vec<Out> = std::thread::scope(|s| {
+        let a = s.spawn(|| run(&dir, &["--format", "json"]));
+        let b = s.spawn(|| run(&dir, &["--format", "json"]));
+        vec![a.join().unwrap(), b.join().unwrap()]
+    });
+    let mut codes: Vec<i32> = outs.iter().map(|o| o.code).collect();
+    codes.sort_unstable();
+    assert_eq!(
+        codes,
+        [0, 3],
+        "{:?}",
+        outs.iter().map(|o| &o.stderr).collect::<Vec<_>>()
+    );
+    let ran = outs.iter().find(|o| o.code == 0).unwrap();
+    let refused = outs.iter().find(|o| o.code == 3).unwrap();
+    assert_eq!(high_end(&refused.stderr), high);
+    assert!(
+        refused.stderr.contains(&format!("${high} held")),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(calls(&dir), 2, "only the run that held its high end called");
+    // Settled at what it spent: the next run finds the rest.
+    let spent = Usd::parse(&ran.json()["spent_usd"].to_string()).unwrap();
+    assert!(spent > Usd::ZERO && spent < high);
+    let again = run(
+        &dir,
+        &[
+            "--budget",
+            &format!(
+                "nightly={}/day",
+                spent
+                    .saturating_add(high)
+                    .saturating_sub(Usd::from_picos(1))
+            ),
+        ],
+    );
+    assert_eq!(again.code, 3, "{}", again.stderr);
+    let left = high.saturating_sub(Usd::from_picos(1));
+    assert!(
+        again.stderr.contains(&format!("${left} left")),
+        "{}",
+        again.stderr
+    );
+}
+
+#[test]
+fn bad_budgets_are_usage_errors_naming_the_field() {
+    let dir = Dir::new();
+    write_plan(&dir, json!({"period": "month", "usd": -2}));
+    let out = run(&dir, &[]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("nightly.json:1:"), "{}", out.stderr);
+    write_plan(&dir, json!({"period": "year", "usd": 2}));
+    let out = run(&dir, &[]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("year"), "{}", out.stderr);
+    write_plan(&dir, json!(null));
+    for bad in ["n=-1/day", "n=1/year", "=1/day", "n1day"] {
+        let out = run(&dir, &["--budget", bad]);
+        assert_eq!(out.code, 2, "{bad}: {}", out.stderr);
+        assert!(out.stderr.contains("--budget"), "{bad}: {}", out.stderr);
+    }
+    // A period budget needs prices for every task.
+    let command = command(&dir);
+    let out = dir.run(&[
+        "run",
+        "nightly.json",
+        "--root",
+        "runs",
+        "--command",
+        &command,
+        "--budget",
+        "n=5/day",
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(calls(&dir), 0);
+}
+
+/// `--format json`'s `alerts`.
+fn alerts(out: &Out) -> Vec<(f64, String)> {
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json = out.json();
+    json["alerts"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    (
+                        x["threshold"].as_f64().unwrap(),
+                        x["level"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn alerts_name_each_threshold_crossed_once_on_stderr_json_and_github() {
+    let dir = Dir::new();
+    write_plan(&dir, json!({"period": "week", "usd": 0}));
+    let high = high_end(&run(&dir, &[]).stderr);
+    let budget = high.saturating_mul(2);
+    write_plan(&dir, json!({"period": "week", "usd": budget.to_string()}));
+    let first = run(&dir, &["--format", "json"]);
+    let spent = Usd::parse(&first.json()["spent_usd"].to_string()).unwrap();
+    // Between what the first run left and what the second brings.
+    let t = 1.5 * spent.to_f64() / budget.to_f64();
+    let below = 0.5 * spent.to_f64() / budget.to_f64();
+    let flag = format!("{below},{t},0.95");
+    let second = run(&dir, &["--format", "json", "--alert-at", &flag]);
+    assert_eq!(alerts(&second), [(t, "warning".to_string())]);
+    assert!(
+        second
+            .stderr
+            .contains("warning: budget `nightly` (week from ")
+            && second.stderr.contains("of the budget crossed: $"),
+        "{}",
+        second.stderr
+    );
+    // Under GitHub Actions, an annotation; a refused run an error one.
+    let command = command(&dir);
+    let mut cmd = dir.ctx();
+    cmd.env("GITHUB_ACTIONS", "true").args([
+        "run",
+        "nightly.json",
+        "--root",
+        "runs",
+        "--command",
+        &command,
+        "--price",
+        "m=1,2",
+        "--alert-at",
+        "0.99",
+        "--budget",
+        &format!("nightly={}/week", spent.saturating_mul(3)),
+    ]);
+    let refused = Out::of(&mut cmd);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .starts_with("::error title=ctx budget::budget `nightly`"),
+        "{}",
+        refused.stderr
+    );
+    // Without a period budget, of --max-cost.
+    write_plan(&dir, json!(null));
+    let t = 0.5 * spent.to_f64() / high.to_f64();
+    let out = run(
+        &dir,
+        &[
+            "--format",
+            "json",
+            "--max-cost",
+            &high.to_string(),
+            "--alert-at",
+            &t.to_string(),
+        ],
+    );
+    assert_eq!(alerts(&out), [(t, "warning".to_string())]);
+    assert!(
+        out.stderr.contains("warning: --max-cost: "),
+        "{}",
+        out.stderr
+    );
+    for bad in ["0", "1.5", "x", "-0.5"] {
+        let out = run(&dir, &["--alert-at", bad]);
+        assert_eq!(out.code, 2, "{bad}: {}", out.stderr);
+        assert!(out.stderr.contains("--alert-at"), "{}", out.stderr);
+    }
+}

@@ -1,0 +1,253 @@
+//! A run under a period budget (`config.budget`, `ctx run --budget`):
+//! before anything is created or called, the run holds its high end of
+//! what the budget's calendar period (UTC) has left, in the store root's
+//! ledger ([`ctx_store_sqlite::PeriodLedger`]); a run whose high end does
+//! not fit is refused. The run then executes under `--max-cost` set to
+//! what it holds, so each task reserves its own high end and settles at
+//! its real cost in the executor's ledger, as any `--max-cost` run does
+//! (one mechanism). When the session ends, its hold is replaced by what
+//! it spent.
+//!
+//! The period is read from the clock once, when the hold is taken, and
+//! the hold names it: a run settles in the period it reserved from even
+//! when the clock moved back (or on) across the boundary meanwhile. A
+//! killed run's hold is never settled: it stays counted as spent for the
+//! rest of its period, so the budget is never exceeded (docs/cost.md).
+
+use chrono::{DateTime, Datelike, Days, Utc};
+use ctx_cost::Usd;
+use ctx_deps::ExecutorOptions;
+use ctx_model::{BudgetPeriod, PeriodBudget, Plan};
+use ctx_store_sqlite::{PeriodGrant, PeriodKey, PeriodLedger, PeriodState, RunRoot};
+use thiserror::Error;
+
+/// Why a run under a period budget cannot start.
+#[derive(Debug, Error)]
+pub enum PeriodBudgetError {
+    /// What is left of the period is below the run's high end.
+    #[error(transparent)]
+    Refused(Box<Refusal>),
+    /// A task's high end is unknown (no price, no `max_tokens`), so the
+    /// run cannot be held against the budget.
+    #[error(
+        "config.budget: task `{task}` has no high end (no price for its model, or no max_tokens)"
+    )]
+    Unbounded {
+        /// The task.
+        task: String,
+    },
+    /// The run has no prices at all.
+    #[error("config.budget: the run has no prices to hold its high end with")]
+    NoPrices,
+    /// The run keeps no store (`--no-store`): there is no ledger.
+    #[error("config.budget: a period budget needs a run store, and this run keeps none")]
+    NoStore,
+}
+
+/// A run refused by its period budget: the figures.
+#[derive(Debug, Error)]
+#[error(
+    "budget `{name}` ({period} from {start}, UTC): ${left} left of ${budget} (${spent} spent, ${held} held by runs in progress); this run's high end is ${high}; nothing was run"
+)]
+pub struct Refusal {
+    /// The budget's name.
+    pub name: String,
+    /// Its period.
+    pub period: BudgetPeriod,
+    /// The period's first day.
+    pub start: String,
+    /// The budget.
+    pub budget: Usd,
+    /// Spent by settled runs.
+    pub spent: Usd,
+    /// Held by runs in progress.
+    pub held: Usd,
+    /// What is left.
+    pub left: Usd,
+    /// The run's high end.
+    pub high: Usd,
+}
+
+/// The first day (UTC) of the `period` holding `now`: the day, the ISO
+/// week's Monday, or the month's first day, as `YYYY-MM-DD`.
+pub fn period_start(period: BudgetPeriod, now: DateTime<Utc>) -> String {
+    let day = now.date_naive();
+    let start = match period {
+        BudgetPeriod::Day => Some(day),
+        BudgetPeriod::Week => {
+            day.checked_sub_days(Days::new(u64::from(day.weekday().num_days_from_monday())))
+        }
+        BudgetPeriod::Month => day.with_day(1),
+    };
+    start.unwrap_or(day).format("%Y-%m-%d").to_string()
+}
+
+/// The budget's name: its own, else the plan file's stem, else the
+/// plan's goal, else `plan`.
+pub fn budget_name(budget: &PeriodBudget, plan: &Plan, source: Option<&str>) -> String {
+    budget
+        .name
+        .clone()
+        .or_else(|| {
+            let stem = std::path::Path::new(source?).file_stem()?;
+            Some(stem.to_string_lossy().into_owned())
+        })
+        .or_else(|| plan.goal.clone())
+        .unwrap_or_else(|| "plan".to_string())
+}
+
+/// A run's hold on its period, settled when the session ends.
+#[derive(Debug)]
+pub(crate) struct PeriodHold {
+    ledger: PeriodLedger,
+    key: PeriodKey,
+    holder: String,
+    /// What the run holds: its high end.
+    high: Usd,
+    /// The budget.
+    budget: Usd,
+    /// What was spent and held of the period before this hold.
+    before: Usd,
+    /// `budget `NAME` (PERIOD from DAY, UTC)`, for alerts.
+    label: String,
+}
+
+/// The run's high end under `options`' prices: every task's.
+fn high_end(plan: &Plan, options: &ExecutorOptions) -> Result<Usd, PeriodBudgetError> {
+    let cost = options.cost.as_ref().ok_or(PeriodBudgetError::NoPrices)?;
+    plan.sub_tasks.iter().try_fold(Usd::ZERO, |sum, t| {
+        let high = cost
+            .model
+            .bound(t)
+            .ok_or_else(|| PeriodBudgetError::Unbounded { task: t.id.clone() })?;
+        Ok(sum.saturating_add(high))
+    })
+}
+
+/// Holds the run's high end of `plan`'s period budget in `root`'s ledger
+/// (`None`: the plan has none), or refuses the run.
+pub(crate) fn reserve(
+    root: &RunRoot,
+    plan: &Plan,
+    source: Option<&str>,
+    options: &ExecutorOptions,
+) -> Result<Option<PeriodHold>, crate::RunError> {
+    let Some(budget) = &plan.config.budget else {
+        return Ok(None);
+    };
+    let high = high_end(plan, options)?;
+    let key = PeriodKey {
+        name: budget_name(budget, plan, source),
+        start: period_start(budget.period, Utc::now()),
+    };
+    let ledger = root.period_ledger()?;
+    let holder = format!(
+        "{}-{}",
+        std::process::id(),
+        Utc::now().timestamp_nanos_opt().unwrap_or_default()
+    );
+    match ledger.reserve(&key, budget.usd, &holder, high)? {
+        PeriodGrant::Held(state) => Ok(Some(PeriodHold {
+            label: format!(
+                "budget `{}` ({} from {}, UTC)",
+                key.name, budget.period, key.start
+            ),
+            ledger,
+            key,
+            holder,
+            high,
+            budget: budget.usd,
+            before: state.spent.saturating_add(state.held),
+        })),
+        PeriodGrant::Refused(PeriodState { spent, held, left }) => {
+            Err(PeriodBudgetError::Refused(Box::new(Refusal {
+                name: key.name,
+                period: budget.period,
+                start: key.start,
+                budget: budget.usd,
+                spent,
+                held,
+                left,
+                high,
+            }))
+            .into())
+        }
+    }
+}
+
+impl PeriodHold {
+    /// Bounds the run by what it holds: `--max-cost` becomes the hold
+    /// (on top of what a resumed run spent before), or stays the smaller
+    /// one given.
+    pub(crate) fn limit(&self, options: &mut ExecutorOptions) {
+        if let Some(cost) = options.cost.as_mut() {
+            let held = cost.already_spent.saturating_add(self.high);
+            cost.max_cost = Some(cost.max_cost.map_or(held, |m| m.min(held)));
+        }
+    }
+
+    /// The `thresholds` crossed from before the hold to the period's use
+    /// now (spent, and held by runs in progress).
+    pub(crate) fn alerts(
+        &self,
+        thresholds: &[f64],
+    ) -> Result<Vec<crate::alerts::Alert>, ctx_store_sqlite::Error> {
+        let now = self.ledger.state(&self.key, self.budget)?;
+        let used = now.spent.saturating_add(now.held);
+        Ok(crate::alerts::crossed(
+            thresholds,
+            self.before,
+            used,
+            self.budget,
+            &self.label,
+        ))
+    }
+
+    /// Replaces the hold by what the session `spent`.
+    pub(crate) fn settle(&self, spent: Usd) -> Result<(), ctx_store_sqlite::Error> {
+        self.ledger.settle(&self.key, &self.holder, spent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn periods_start_on_the_utc_day_monday_and_first() {
+        // 2026-12-06 is a Sunday; 23:30 at -02:00 is the 7th in UTC.
+        let t = at("2026-12-06T23:30:00-02:00");
+        assert_eq!(period_start(BudgetPeriod::Day, t), "2026-12-07");
+        assert_eq!(period_start(BudgetPeriod::Week, t), "2026-12-07");
+        assert_eq!(period_start(BudgetPeriod::Month, t), "2026-12-01");
+        let sunday = at("2026-12-06T12:00:00Z");
+        assert_eq!(period_start(BudgetPeriod::Week, sunday), "2026-11-30");
+        assert_eq!(
+            period_start(BudgetPeriod::Month, at("2027-01-01T00:00:00Z")),
+            "2027-01-01"
+        );
+    }
+
+    #[test]
+    fn the_name_is_the_budgets_else_the_files_else_the_goal() {
+        let mut plan = ctx_test_support::plan(&[("a", &[])]);
+        plan.goal = None;
+        let b = PeriodBudget {
+            period: BudgetPeriod::Day,
+            usd: Usd::ZERO,
+            name: None,
+        };
+        assert_eq!(budget_name(&b, &plan, Some("dir/nightly.yaml")), "nightly");
+        plan.goal = Some("Goal".into());
+        assert_eq!(budget_name(&b, &plan, None), "Goal");
+        let named = PeriodBudget {
+            name: Some("team".into()),
+            ..b
+        };
+        assert_eq!(budget_name(&named, &plan, Some("x.yaml")), "team");
+    }
+}
