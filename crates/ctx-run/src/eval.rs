@@ -853,6 +853,11 @@ pub(crate) fn percent(r: f64) -> String {
 /// from `full` may be chance.
 const UNSEPARATED: &str = "~";
 
+/// Whether a cell of `cells` carries the not-separated mark.
+fn marked(cells: &[String]) -> bool {
+    cells.iter().any(|c| c.ends_with(UNSEPARATED))
+}
+
 /// A pass rate, with its 95 % interval when there is one (`58 % [31-81]`),
 /// marked [`UNSEPARATED`] when `full` (the same rate of the `full` variant,
 /// `None` for `full` itself) has an interval that overlaps it.
@@ -885,10 +890,25 @@ impl EvalReport {
     /// zeros), one row per task with its pass rate in each variant, what
     /// the eval spent, then the stored runs' ids.
     pub fn text(&self) -> String {
-        let mut out = String::new();
-        let full = self.variants.iter().find(|v| v.name == "full");
         let priced =
             self.budget_usd.is_some() || self.spent_usd.is_some_and(|spent| spent > Usd::ZERO);
+        let (mut out, variants_unseparated) = self.variant_table(priced);
+        out.push('\n');
+        let (tasks, tasks_unseparated) = self.task_table();
+        out.push_str(&tasks);
+        if variants_unseparated || tasks_unseparated {
+            out.push_str(&format!(
+                "\n{UNSEPARATED}: not separated from full (the 95 % intervals overlap)\n"
+            ));
+        }
+        out.push_str(&self.footer(priced));
+        out
+    }
+
+    /// The table of variants, and whether a rate in it is marked as not
+    /// separated from `full`'s.
+    fn variant_table(&self, priced: bool) -> (String, bool) {
+        let full = self.variants.iter().find(|v| v.name == "full");
         let rows: Vec<Vec<String>> = self
             .variants
             .iter()
@@ -934,10 +954,13 @@ impl EvalReport {
             header.push("SPENT");
         }
         let right: Vec<bool> = header.iter().enumerate().map(|(i, _)| i > 0).collect();
-        let marked = |cells: &[String]| cells.iter().any(|c| c.ends_with(UNSEPARATED));
-        let mut unseparated = rows.iter().any(|r| marked(&r[3..5]));
-        out.push_str(&ctx_table::render(&header, &right, &rows));
-        out.push('\n');
+        let unseparated = rows.iter().any(|r| marked(&r[3..5]));
+        (ctx_table::render(&header, &right, &rows), unseparated)
+    }
+
+    /// The table of checked tasks, each variant's first and final rates,
+    /// and whether a rate in it is marked as not separated from `full`'s.
+    fn task_table(&self) -> (String, bool) {
         let names: Vec<String> = self
             .variants
             .iter()
@@ -971,13 +994,14 @@ impl EvalReport {
                 row
             })
             .collect();
-        unseparated |= rows.iter().any(|r| marked(&r[2..]));
-        out.push_str(&ctx_table::render(&header, &right, &rows));
-        if unseparated {
-            out.push_str(&format!(
-                "\n{UNSEPARATED}: not separated from full (the 95 % intervals overlap)\n"
-            ));
-        }
+        let unseparated = rows.iter().any(|r| marked(&r[2..]));
+        (ctx_table::render(&header, &right, &rows), unseparated)
+    }
+
+    /// What was spent (of the budget), the runs' ids, and the comparison
+    /// with a baseline.
+    fn footer(&self, priced: bool) -> String {
+        let mut out = String::new();
         if let Some(spent) = self.spent_usd.filter(|_| priced) {
             let unknown: u64 = self.variants.iter().map(|v| v.cost_unknown).sum();
             out.push_str(&format!("\nspent: {}", spent_text(spent, unknown)));
