@@ -450,42 +450,7 @@ impl Executor {
         let ctx = &self.ctx;
         let g = &ctx.graph;
         let n = g.len();
-        let mut forced = vec![false; n];
-        // A map task expands again on every run: its list may have
-        // changed. What depends on it is decided when it is ready
-        // (`Executor::reuse_deferred`): taken as stored when the items it
-        // receives digest as they did and its other dependencies were
-        // taken as stored.
-        let mut below_map = vec![false; n];
-        for i in 0..n {
-            if ctx.plan.sub_tasks[i].map.is_some() {
-                below_map[i] = true;
-                for d in g.transitive_dependents(i) {
-                    below_map[d] = true;
-                }
-            }
-        }
-        // Forced ids and what depends on them run again, except that the
-        // forcing stops at a map task: it expands again anyway, and what
-        // is below it is decided by the items it receives (above). A map
-        // left `in_progress` by a crash therefore no longer forces a
-        // reduce whose items came back unchanged.
-        let mut stack: Vec<usize> = self
-            .options
-            .force_rerun
-            .iter()
-            .filter_map(|id| g.index_of(id))
-            .collect();
-        while let Some(i) = stack.pop() {
-            if std::mem::replace(&mut forced[i], true) || ctx.plan.sub_tasks[i].map.is_some() {
-                continue;
-            }
-            stack.extend(g.dependents(i));
-        }
-        // What a user asked to run again is forced through maps too.
-        for (i, f) in forced.iter_mut().enumerate() {
-            *f |= requested_reaches(&self.options, g, i);
-        }
+        let (forced, below_map) = self.rerun_sets();
         let mut completed: Vec<Option<TaskExecutionResult>> = vec![None; n];
         for (i, &forced) in forced.iter().enumerate() {
             if forced {
@@ -529,6 +494,51 @@ impl Executor {
             }
         }
         Ok(())
+    }
+
+    /// Per task, for a resume: whether it runs again (`forced`), and
+    /// whether it is a map task or below one (`below_map`).
+    ///
+    /// A map task expands again on every run: its list may have changed.
+    /// What depends on it is decided when it is ready
+    /// (`Executor::reuse_deferred`): taken as stored when the items it
+    /// receives digest as they did and its other dependencies were taken
+    /// as stored. Forced ids and what depends on them run again, except
+    /// that the forcing stops at a map task: it expands again anyway, and
+    /// what is below it is decided by the items it receives. A map left
+    /// `in_progress` by a crash therefore no longer forces a reduce whose
+    /// items came back unchanged. What a user asked to run again
+    /// (`--rerun`) is forced through maps too.
+    fn rerun_sets(&self) -> (Vec<bool>, Vec<bool>) {
+        let ctx = &self.ctx;
+        let g = &ctx.graph;
+        let n = g.len();
+        let mut below_map = vec![false; n];
+        for i in 0..n {
+            if ctx.plan.sub_tasks[i].map.is_some() {
+                below_map[i] = true;
+                for d in g.transitive_dependents(i) {
+                    below_map[d] = true;
+                }
+            }
+        }
+        let mut forced = vec![false; n];
+        let mut stack: Vec<usize> = self
+            .options
+            .force_rerun
+            .iter()
+            .filter_map(|id| g.index_of(id))
+            .collect();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut forced[i], true) || ctx.plan.sub_tasks[i].map.is_some() {
+                continue;
+            }
+            stack.extend(g.dependents(i));
+        }
+        for (i, f) in forced.iter_mut().enumerate() {
+            *f |= requested_reaches(&self.options, g, i);
+        }
+        (forced, below_map)
     }
 
     /// Starts ready tasks while fewer than `concurrency` are in flight:
