@@ -931,7 +931,7 @@ impl EvalReport {
                     format!("{}/{}", v.tasks_passing, v.tasks_checked),
                     reported(v.prompt_tokens),
                     reported(v.completion_tokens),
-                    format!("{:.1} s", v.wall_ms as f64 / 1000.0),
+                    ctx_model::display::duration(std::time::Duration::from_millis(v.wall_ms)),
                 ];
                 if priced {
                     row.push(spent_text(v.spent_usd.unwrap_or(Usd::ZERO), v.cost_unknown));
