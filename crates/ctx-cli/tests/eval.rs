@@ -5,6 +5,10 @@ use ctx_test_support::ctx_in as ctx;
 use serde_json::{Value, json};
 use std::path::Path;
 
+#[path = "support/eval_plan.rs"]
+mod eval_plan;
+use eval_plan::PLAN;
+
 /// The engine: `board` answers with the entity's value when the prompt
 /// carries the entity block, `script` echoes "uses" and the board's
 /// answer when the prompt carries it (a dependency output).
@@ -13,29 +17,6 @@ case "$CTX_TASK_ID" in
   board) case "$p" in *"Board: 10 x 20"*) echo "a 10 x 20 grid";; *) echo "a grid";; esac;;
   script) case "$p" in *"a 10 x 20 grid"*) echo "uses a 10 x 20 grid";; *"a grid"*) echo "uses a grid";; *) echo "guesses";; esac;;
 esac"#;
-
-const PLAN: &str = r#"schema_version: 1
-entities:
-  - name: Board
-    grounded_value: 10 x 20
-sub_tasks:
-  - id: board
-    description: Board
-    entity_context:
-      - {entity_name: Board, intent_relevance: constraint}
-    checks:
-      - entities: true
-    tool_or_prompt: {name: inference, params: {prompt: Describe the board.}}
-  - id: script
-    description: Script
-    dependencies: [board]
-    checks:
-      - contains: uses
-      - contains: "10 x 20"
-    tool_or_prompt: {name: inference, params: {prompt: Write the script.}}
-config:
-  max_check_attempts: 1
-"#;
 
 #[test]
 fn variants_pass_what_their_context_allows() {

@@ -9,6 +9,10 @@ use std::path::Path;
 use ctx_test_support::ctx_in as ctx;
 use serde_json::Value;
 
+#[path = "support/eval_plan.rs"]
+mod eval_plan;
+use eval_plan::PLAN;
+
 const READING: &str = r#"p=$(cat)
 case "$CTX_TASK_ID" in
   board) case "$p" in *"Board: 10 x 20"*) echo "a 10 x 20 grid";; *) echo "a grid";; esac;;
@@ -20,29 +24,6 @@ case "$CTX_TASK_ID" in
   board) echo "a 10 x 20 grid";;
   script) echo "uses a 10 x 20 grid";;
 esac"#;
-
-const PLAN: &str = r#"schema_version: 1
-entities:
-  - name: Board
-    grounded_value: 10 x 20
-sub_tasks:
-  - id: board
-    description: Board
-    entity_context:
-      - {entity_name: Board, intent_relevance: constraint}
-    checks:
-      - entities: true
-    tool_or_prompt: {name: inference, params: {prompt: Describe the board.}}
-  - id: script
-    description: Script
-    dependencies: [board]
-    checks:
-      - contains: uses
-      - contains: "10 x 20"
-    tool_or_prompt: {name: inference, params: {prompt: Write the script.}}
-config:
-  max_check_attempts: 1
-"#;
 
 struct Run {
     code: Option<i32>,
