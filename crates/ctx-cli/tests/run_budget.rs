@@ -33,19 +33,22 @@ fn write_plan(dir: &Dir, budget: serde_json::Value) {
 
 /// `ctx run nightly.json` with the command and the price of `m`.
 fn run(dir: &Dir, extra: &[&str]) -> Out {
-    let command = command(dir);
-    let mut args = vec![
-        "run",
-        "nightly.json",
-        "--root",
-        "runs",
-        "--command",
-        &command,
-        "--price",
-        "m=1,2",
-    ];
-    args.extend_from_slice(extra);
-    dir.run(&args)
+    let mut cmd = dir.ctx();
+    cmd.args(run_args(dir, true)).args(extra);
+    Out::of(&mut cmd)
+}
+
+/// The arguments of `ctx run nightly.json` under `runs` with the
+/// command engine, and the price of `m` when `priced`.
+fn run_args(dir: &Dir, priced: bool) -> Vec<String> {
+    let mut args: Vec<String> = ["run", "nightly.json", "--root", "runs", "--command"]
+        .map(String::from)
+        .into();
+    args.push(command(dir));
+    if priced {
+        args.extend(["--price".to_string(), "m=1,2".to_string()]);
+    }
+    args
 }
 
 /// The calls the command was asked for.
@@ -158,17 +161,10 @@ fn bad_budgets_are_usage_errors_naming_the_field() {
         assert!(out.stderr.contains("--budget"), "{bad}: {}", out.stderr);
     }
     // A period budget needs prices for every task.
-    let command = command(&dir);
-    let out = dir.run(&[
-        "run",
-        "nightly.json",
-        "--root",
-        "runs",
-        "--command",
-        &command,
-        "--budget",
-        "n=5/day",
-    ]);
+    let mut cmd = dir.ctx();
+    cmd.args(run_args(&dir, false))
+        .args(["--budget", "n=5/day"]);
+    let out = Out::of(&mut cmd);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert_eq!(calls(&dir), 0);
 }
@@ -216,22 +212,15 @@ fn alerts_name_each_threshold_crossed_once_on_stderr_json_and_github() {
         second.stderr
     );
     // Under GitHub Actions, an annotation; a refused run an error one.
-    let command = command(&dir);
     let mut cmd = dir.ctx();
-    cmd.env("GITHUB_ACTIONS", "true").args([
-        "run",
-        "nightly.json",
-        "--root",
-        "runs",
-        "--command",
-        &command,
-        "--price",
-        "m=1,2",
-        "--alert-at",
-        "0.99",
-        "--budget",
-        &format!("nightly={}/week", spent.saturating_mul(3)),
-    ]);
+    cmd.env("GITHUB_ACTIONS", "true")
+        .args(run_args(&dir, true))
+        .args([
+            "--alert-at",
+            "0.99",
+            "--budget",
+            &format!("nightly={}/week", spent.saturating_mul(3)),
+        ]);
     let refused = Out::of(&mut cmd);
     assert_eq!(refused.code, 3, "{}", refused.stderr);
     assert!(

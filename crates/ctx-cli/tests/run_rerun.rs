@@ -6,6 +6,9 @@
 use ctx_test_support::{Dir, Out};
 use serde_json::Value;
 
+#[path = "support/diff_json.rs"]
+mod diff_json;
+
 /// `a` -> `b` -> `c`; `d` apart; `scan` maps over LIST and `sum` reads it.
 const PLAN: &str = r#"
 schema_version: 1
@@ -91,15 +94,7 @@ fn change(json: &Value, id: &str) -> String {
         .iter()
         .find(|t| t["id"] == id)
         .unwrap_or_else(|| panic!("no {id} in {json}"));
-    let causes: Vec<String> = t["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| match c.get("name") {
-            Some(n) => format!("{} {}", c["kind"].as_str().unwrap(), n.as_str().unwrap()),
-            None => c["kind"].as_str().unwrap().to_string(),
-        })
-        .collect();
+    let causes = diff_json::causes_of(t);
     format!("{} {}", t["change"].as_str().unwrap(), causes.join(","))
 }
 

@@ -14,6 +14,9 @@ mod pg;
 #[path = "support/shared_cli.rs"]
 mod shared_cli;
 
+#[path = "support/diff_json.rs"]
+mod diff_json;
+
 /// `facts` reads WEEK, `tone` reads TONE (default `plain`), `report`
 /// depends on both, `count` has a check and `extra` is plain.
 const PLAN: &str = r#"
@@ -93,15 +96,7 @@ fn task<'a>(json: &'a Value, id: &str) -> &'a Value {
 }
 
 fn causes(json: &Value, id: &str) -> Vec<String> {
-    task(json, id)["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| match c.get("name") {
-            Some(n) => format!("{} {}", c["kind"].as_str().unwrap(), n.as_str().unwrap()),
-            None => c["kind"].as_str().unwrap().to_string(),
-        })
-        .collect()
+    diff_json::causes_of(task(json, id))
 }
 
 #[test]

@@ -12,6 +12,9 @@
 use ctx_test_support::{Dir, repo_root};
 use serde_json::{Value, json};
 
+#[path = "support/diff_json.rs"]
+mod diff_json;
+
 const ENGINE: &str = r#"h=$(cksum | cut -d ' ' -f 1)
 case "$CTX_TASK_ID" in
   facts) printf '## Facts\n\n- export %s\n' "$h" ;;
@@ -55,15 +58,7 @@ fn figure(diff: &Value) -> Value {
         .unwrap()
         .iter()
         .map(|t| {
-            let causes: Vec<String> = t["causes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| match c.get("name") {
-                    Some(n) => format!("{} {}", c["kind"].as_str().unwrap(), n.as_str().unwrap()),
-                    None => c["kind"].as_str().unwrap().to_string(),
-                })
-                .collect();
+            let causes = diff_json::causes_of(t);
             json!({"a": t["a_id"], "b": t["b_id"], "change": t["change"], "causes": causes})
         })
         .collect();
