@@ -231,6 +231,25 @@ impl From<ctx_run::settings::StoreError> for CliError {
     }
 }
 
+/// A run request that cannot be resolved: each part by its own mapping
+/// above (a setting by its flag, the store flags, `--max-cost`), the
+/// rest usage (exit 2). `ctx run` adds the flag that bounds a budget
+/// (`run_cost::refusal`) before this one is reached.
+impl From<ctx_run::request::RequestError> for CliError {
+    fn from(e: ctx_run::request::RequestError) -> Self {
+        use ctx_run::request::RequestError;
+        match e {
+            RequestError::Store(e) => e.into(),
+            RequestError::Setting(e) => e.into(),
+            RequestError::MaxCost(e) => e.into(),
+            RequestError::Budget(e) => CliError::usage(format!("--max-cost: {e}")),
+            e @ (RequestError::Alert(_)
+            | RequestError::RerunOnShared
+            | RequestError::PeriodOnShared) => CliError::usage(e),
+        }
+    }
+}
+
 impl CliError {
     /// A run's error, `plan` naming the plan in messages: a run that does
     /// not exist, a plan that is not a DAG and a plan the engine cannot

@@ -10,7 +10,9 @@
 //! `ctx runs show` prints it, from either store ([`show`]); and the
 //! context-injection eval of `ctx eval` ([`eval`]).
 //!
-//! The CLI turns flags into [`RunSettings`], calls this crate, and prints;
+//! The CLI turns its flags into [`request::RunFlags`], which resolve into
+//! the one [`request::RunRequest`] a local session ([`RunSettings`]) and
+//! a shared one (ctx-worker) both take; it calls this crate, and prints;
 //! it holds none of these rules, so an embedder gets exactly the CLI's
 //! resume, cache and results.json. The crate knows no terminal, flag or
 //! exit code.
@@ -53,6 +55,7 @@ pub mod out_dir;
 pub mod period_budget;
 pub mod plan_check;
 pub mod publish;
+pub mod request;
 mod results;
 pub mod run_costs;
 mod session;

@@ -62,6 +62,33 @@ pub struct SharedSettings {
     pub publish: Option<ctx_run::publish::PublishTo>,
 }
 
+impl SharedSettings {
+    /// The plan and the shared session's settings of a resolved request
+    /// ([`ctx_run::request`]) bound for the shared store `store`: the same
+    /// request a local run starts from. Its refusals of what a shared
+    /// store cannot keep were made when the request was resolved; its
+    /// prices and budget are the workers' (each claim reserves its task's
+    /// high end in the store).
+    pub fn from_request(
+        request: ctx_run::request::RunRequest,
+        store: ctx_run::settings::SharedStore,
+    ) -> (Plan, SharedSettings) {
+        let settings = SharedSettings {
+            url: store.url,
+            resume: store.resume,
+            work_here: store.work_here,
+            executor: request.executor,
+            pricing: request.pricing,
+            plan_source: request.plan_source,
+            cache: store.cache,
+            out: request.out,
+            publish: request.publish,
+            inputs: request.inputs,
+        };
+        (request.plan, settings)
+    }
+}
+
 /// What a caller hears while a shared run is worked on or followed.
 #[derive(Debug)]
 pub enum SharedEvent<'a> {

@@ -15,6 +15,7 @@ pub mod prices;
 pub mod render;
 pub mod run;
 pub mod run_cost;
+pub mod run_request;
 pub mod runs;
 pub mod schema;
 pub mod shared_run;

@@ -307,13 +307,4 @@ impl RunInputArgs {
         }
         self.plan.fill(plan, path, from.stored)
     }
-
-    /// Where the run publishes its outputs (`plan` filled), for the
-    /// session that publishes them once it ends.
-    pub fn publish(&self, plan: &Plan) -> Option<ctx_run::publish::PublishTo> {
-        Some(ctx_run::publish::PublishTo {
-            root: self.publish_root.clone()?,
-            targets: ctx_run::publish::publish_targets(plan),
-        })
-    }
 }

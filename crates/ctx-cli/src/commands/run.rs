@@ -36,13 +36,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctx_deps::{ExecutorOptions, InferenceEngine, ProgressEvent, RunReport, Schedule};
+use ctx_deps::{InferenceEngine, ProgressEvent, RunReport};
 use ctx_model::TaskStatus;
-use ctx_run::settings::{PlanOverrides, StoreChoice, StoreFlags};
+use ctx_run::request::RunRequest;
+use ctx_run::settings::StoreChoice;
 use ctx_run::{RunSession, RunSettings, RunStore};
 use ctx_tokens::Tokenizer;
 use ctx_worker::SharedSettings;
 
+use super::run_request::Asked;
 use super::runs;
 use crate::engines::{self, EngineArgs};
 use crate::exit::{CliError, CliResult, Exit};
@@ -224,276 +226,62 @@ pub enum ScheduleArg {
     Levels,
 }
 
-impl Args {
-    /// The store flags, as given: [`ctx_run::settings::StoreFlags::resolve`]
-    /// chooses the store from them and `$CTX_STORE`.
-    fn store_flags(&self) -> StoreFlags {
-        StoreFlags {
-            store: self.store.clone(),
-            no_store: self.no_store,
-            root: self.root.clone(),
-            run_dir: self.run_dir.clone(),
-            resume: self.resume.clone(),
-            cache: self.cache,
-            no_local: self.no_local,
-        }
-    }
-
-    /// The plan overrides, as given.
-    fn overrides(&self) -> PlanOverrides {
-        PlanOverrides {
-            max_prompt_tokens: self.limits.max_prompt_tokens,
-            max_check_attempts: self.limits.max_check_attempts,
-            tokenizer: self.tokenizer,
-            summarize_strategy: self.summarize_strategy.map(Into::into),
-            cache_warm_up: self.cache_warm_up,
-            budget: self.budget.clone(),
-        }
-    }
-
-    /// The executor's options these flags give (its costs are the
-    /// session's).
-    fn executor(&self) -> Result<ExecutorOptions, CliError> {
-        let bounds = self.bounds.resolve()?;
-        Ok(ExecutorOptions {
-            concurrency: self.concurrency,
-            schedule: match self.schedule {
-                ScheduleArg::Ready => Schedule::ReadyQueue,
-                ScheduleArg::Levels => Schedule::Levels,
-            },
-            task_timeout: bounds.task_timeout,
-            max_output_bytes: bounds.max_output_bytes,
-            ..ExecutorOptions::default()
-        })
-    }
-}
-
-/// A plan as `ctx run` runs it: the plan, the path messages name it by,
-/// and the source recorded with the run.
-struct LoadedPlan {
-    plan: ctx_model::Plan,
-    path: PathBuf,
-    source: Option<String>,
-    /// For a resume: what the run's plan was filled from.
-    stored: Option<ctx_run::inputs::RunInputs>,
-}
-
-/// Runs the command: the settings resolved once (the store from the
-/// flags and the environment, the plan's overrides, the engine and its
-/// prices), then the run on the store chosen.
+/// Runs the command: flags → the library's one run request (resolved
+/// once, [`super::run_request`]) → the session of the store it names →
+/// the summary printed.
 pub fn run(args: Args) -> CliResult {
-    let store = args.store_flags().resolve(|k| std::env::var(k).ok())?;
-    // Refused before the store is read: a shared run resets its tasks
-    // to pending on resume (docs/runs.md).
-    if !args.rerun.is_empty() && matches!(store, StoreChoice::Shared(_)) {
-        return Err(CliError::usage(
-            "--rerun is not supported on a shared store (--store postgres://...): \
-             resume the run on a local store, or start a new shared run",
-        ));
-    }
-    let mut loaded = load_plan(&args, &store)?;
-    args.overrides().apply(&mut loaded.plan)?;
-    let (loaded, inputs) = fill(&args, &store, loaded)?;
-    let options = args.executor()?;
-    // A period budget bounds the run as --max-cost does: its tasks need
-    // a high end (the run is then held at it: ctx_run::period_budget).
-    let period = loaded.plan.config.budget.as_ref().map(|b| b.usd);
-    let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
-    let alert_at = alert_thresholds(args.alert_at.as_deref())?;
-    let notices =
-        engines::Notices::masking(inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default());
-    let engine = engines::build(&args.engine, &notices)?;
-    let pricing = args
-        .prices
-        .pricing(args.engine.costs(), max_cost.or(period))?;
+    let Asked {
+        request,
+        engine,
+        notices,
+        plan_path,
+    } = super::run_request::resolve(&args)?;
     if let (Some(run), true) = (&args.resume, args.dry_run) {
-        return resume_listing(&store, run, &loaded, engine.as_ref(), &args.rerun);
+        return resume_listing(run, &request, &plan_path, engine.as_ref());
     }
     let output = Output {
-        plan_path: &loaded.path,
+        plan_path: &plan_path,
         out: args.out.as_deref(),
         format: args.format,
     };
-    match store {
+    match request.store.clone() {
         StoreChoice::Local(store) => {
-            // Refuse an unbounded budget before a run directory is created.
-            let cost = super::run_cost::options(&loaded.plan, &pricing)?;
-            let settings = RunSettings {
-                executor: ExecutorOptions {
-                    cost: Some(cost),
-                    ..options
-                },
-                store,
-                plan_source: loaded.source,
-                out: args.out.clone(),
-                publish: args.inputs.publish(&loaded.plan),
-                inputs,
-                rerun: args.rerun.clone(),
-                alert_at,
-            };
-            run_local(loaded.plan, engine, settings, &output, &notices)
+            let (plan, settings) = request.into_local(store);
+            run_local(plan, engine, settings, &output, &notices)
         }
         StoreChoice::Shared(store) => {
-            if loaded.plan.config.budget.is_some() || !alert_at.is_empty() {
-                return Err(CliError::usage(
-                    "config.budget, --budget, --alert-at: period budgets and alerts are kept \
-                     in run directories' root (--root); a postgres:// store does not keep them yet",
-                ));
-            }
-            // Refuse an unbounded budget before the run is registered: the
-            // workers reserve each task's high end in the store.
-            super::run_cost::options(&loaded.plan, &pricing)?;
-            let settings = SharedSettings {
-                url: store.url,
-                resume: store.resume,
-                work_here: store.work_here,
-                executor: options,
-                pricing,
-                plan_source: loaded.source,
-                cache: store.cache,
-                out: args.out.clone(),
-                publish: args.inputs.publish(&loaded.plan),
-                inputs,
-            };
-            super::shared_run::run(loaded.plan, engine, settings, &output)
+            let (plan, settings) = SharedSettings::from_request(request, store);
+            super::shared_run::run(plan, engine, settings, &output)
         }
     }
-}
-
-/// `--alert-at`'s thresholds, none without it.
-fn alert_thresholds(flag: Option<&str>) -> Result<Vec<f64>, CliError> {
-    flag.map_or(Ok(Vec::new()), |text| {
-        ctx_run::alerts::parse_thresholds(text).map_err(CliError::usage)
-    })
-}
-
-/// The plan's variables, its history digest and its publish paths, filled
-/// before anything runs (the executor runs the filled plan): from the
-/// flags, or for a resume from the run's stored inputs under them.
-/// Returns what the run records of its inputs.
-fn fill(
-    args: &Args,
-    store: &StoreChoice,
-    mut loaded: LoadedPlan,
-) -> Result<(LoadedPlan, Option<ctx_run::inputs::RunInputs>), CliError> {
-    let stored = loaded.stored.take();
-    let source = loaded.source.clone().map(PathBuf::from);
-    let from = super::plan_inputs::PlanFrom {
-        file: args.plan.as_deref(),
-        source: source.as_deref(),
-        stored: stored.as_ref(),
-    };
-    let kind = super::plan_inputs::RunKind {
-        dry_run_engine: args.engine.kind() == engines::EngineKind::DryRun,
-        shared: matches!(store, StoreChoice::Shared(_)),
-    };
-    let (plan, inputs) = args.inputs.prepare(loaded.plan, &from, &kind)?;
-    loaded.plan = plan;
-    Ok((loaded, inputs))
-}
-
-/// What `run` (of the store chosen) filled its plan from, for a resume
-/// given the plan file.
-fn stored_inputs(
-    store: &StoreChoice,
-    run: &str,
-) -> Result<Option<ctx_run::inputs::RunInputs>, CliError> {
-    match store {
-        StoreChoice::Shared(s) => {
-            crate::runtime::block_on(ctx_worker::runs::stored_inputs(&s.url, run))?
-                .map_err(|e| CliError::shared(e, Path::new(run)))
-        }
-        StoreChoice::Local(RunStore::Sqlite { root, .. }) => {
-            ctx_run::stored_inputs(root, run).map_err(|e| CliError::run(e, Path::new(run)))
-        }
-        StoreChoice::Local(RunStore::Memory) => Ok(None),
-    }
-}
-
-/// The plan to run: PLAN, or with `--resume RUN` alone the plan the run
-/// stored at its last session (before filling, when it was filled),
-/// shown as its path as then given.
-fn load_plan(args: &Args, store: &StoreChoice) -> Result<LoadedPlan, CliError> {
-    let (run, path) = match (&args.resume, &args.plan) {
-        (resume, Some(path)) => {
-            return Ok(LoadedPlan {
-                plan: super::plan_check::load_valid_plan_given(
-                    path,
-                    args.inputs.plan.content_root.is_some(),
-                )?,
-                path: path.clone(),
-                source: path.to_str().map(str::to_string),
-                stored: match resume {
-                    Some(run) => stored_inputs(store, run)?,
-                    None => None,
-                },
-            });
-        }
-        (Some(run), None) => (run, None::<PathBuf>),
-        (None, None) => return Err(CliError::usage("a PLAN is needed unless --resume is given")),
-    };
-    let stored = match store {
-        StoreChoice::Shared(s) => {
-            crate::runtime::block_on(ctx_worker::runs::stored_plan(&s.url, run))?
-                .map_err(|e| CliError::shared(e, Path::new(run)))?
-        }
-        StoreChoice::Local(RunStore::Sqlite { root, .. }) => ctx_run::stored_plan(root, run)
-            .map_err(|e| match e {
-                ctx_run::RunError::RedactedPlan { .. } => {
-                    CliError::usage(format!("{e}: ctx run PLAN --resume {run}"))
-                }
-                e => CliError::run(e, Path::new(run)),
-            })?,
-        StoreChoice::Local(RunStore::Memory) => {
-            return Err(CliError::usage(
-                "--resume needs a stored run (not --no-store)",
-            ));
-        }
-    };
-    let shown = format!(
-        "{} (the plan stored in run {})",
-        stored.source.as_deref().unwrap_or("<plan>"),
-        stored.run_id
-    );
-    Ok(LoadedPlan {
-        plan: stored.plan,
-        path: path.unwrap_or_else(|| PathBuf::from(shown)),
-        source: stored.source,
-        stored: stored.inputs,
-    })
 }
 
 /// `--resume RUN --dry-run`: what a resume with the plan on `engine` would
 /// reuse and run again, and why, from either store; nothing is written.
 /// A plan the engine cannot judge is refused as the run would refuse it.
 fn resume_listing(
-    store: &StoreChoice,
     run: &str,
-    loaded: &LoadedPlan,
+    request: &RunRequest,
+    plan_path: &Path,
     engine: &dyn InferenceEngine,
-    rerun: &[String],
 ) -> CliResult {
-    ctx_run::refuse_unjudgeable(&loaded.plan, engine)
-        .map_err(|e| CliError::run(e, &loaded.path))?;
-    ctx_run::check_rerun_ids(&loaded.plan, rerun).map_err(CliError::usage)?;
+    let plan = &request.plan;
+    ctx_run::refuse_unjudgeable(plan, engine).map_err(|e| CliError::run(e, plan_path))?;
+    ctx_run::check_rerun_ids(plan, &request.rerun).map_err(CliError::usage)?;
     let label = engine.label();
-    let (run_id, resume) = match store {
+    let (run_id, resume) = match &request.store {
         StoreChoice::Local(RunStore::Sqlite { root, .. }) => {
             let view = root.open(run)?;
-            let mut resume = view.resume_plan(&loaded.plan, &label)?;
-            resume.force(&loaded.plan, rerun);
+            let mut resume = view.resume_plan(plan, &label)?;
+            resume.force(plan, &request.rerun);
             (view.run_id().to_string(), resume)
         }
         StoreChoice::Shared(s) => {
-            let resume = ctx_worker::runs::resume_plan(&s.url, run, &loaded.plan, &label)
-                .map_err(|e| CliError::shared(e, &loaded.path))?;
+            let resume = ctx_worker::runs::resume_plan(&s.url, run, plan, &label)
+                .map_err(|e| CliError::shared(e, plan_path))?;
             (run.to_string(), resume)
         }
-        StoreChoice::Local(RunStore::Memory) => {
-            return Err(CliError::usage(
-                "--resume needs a stored run (not --no-store)",
-            ));
-        }
+        StoreChoice::Local(RunStore::Memory) => return Err(super::run_request::needs_stored_run()),
     };
     crate::io::print_stdout(&runs::resume_listing(&run_id, &resume))?;
     Ok(Exit::Ok)

@@ -31,29 +31,29 @@ pub fn max_cost(text: Option<&str>, engine: &EngineArgs) -> Result<Option<Usd>, 
 /// always, and a budget with its `max_cost`. Refuses (exit 2) a budget it
 /// cannot bound, saying which flag or field would bound it.
 pub fn options(plan: &Plan, pricing: &RunPricing) -> Result<CostOptions, CliError> {
-    pricing.cost_options(plan).map_err(|e| {
-        let hint = match &e {
-            BudgetError::NoMaxTokens(_) => {
-                "; set params.max_tokens or pass --max-tokens N".to_string()
-            }
-            BudgetError::UnboundedParams(_) => {
-                "; remove the parameter, or run without --max-cost (docs/cost.md lists what a bound covers)"
-                    .to_string()
-            }
-            BudgetError::NoModel(_) => format!(
-                "; give params.model{}",
-                if pricing.engine.model.is_none() {
-                    ""
-                } else {
-                    " or --model"
-                }
-            ),
-            BudgetError::Unpriced { .. } => {
-                "; give prices with --price MODEL=IN,OUT[,CACHED], config.prices or --prices FILE"
-                    .to_string()
-            }
-            BudgetError::Graph(_) => String::new(),
-        };
-        CliError::usage(format!("--max-cost: {e}{hint}"))
-    })
+    pricing
+        .cost_options(plan)
+        .map_err(|e| refusal(&e, pricing.engine.model.is_some()))
+}
+
+/// A budget the plan leaves without a bound, said with the flag or field
+/// that would bound it (exit 2). `default_model`: the engine has a
+/// `--model` for tasks that name none.
+pub fn refusal(e: &BudgetError, default_model: bool) -> CliError {
+    let hint = match e {
+        BudgetError::NoMaxTokens(_) => "; set params.max_tokens or pass --max-tokens N".to_string(),
+        BudgetError::UnboundedParams(_) => {
+            "; remove the parameter, or run without --max-cost (docs/cost.md lists what a bound covers)"
+                .to_string()
+        }
+        BudgetError::NoModel(_) => {
+            format!("; give params.model{}", if default_model { " or --model" } else { "" })
+        }
+        BudgetError::Unpriced { .. } => {
+            "; give prices with --price MODEL=IN,OUT[,CACHED], config.prices or --prices FILE"
+                .to_string()
+        }
+        BudgetError::Graph(_) => String::new(),
+    };
+    CliError::usage(format!("--max-cost: {e}{hint}"))
 }

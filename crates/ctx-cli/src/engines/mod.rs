@@ -168,6 +168,33 @@ impl EngineArgs {
     }
 }
 
+/// The engine of one run, with what the run needs of it beside.
+pub struct RunEngine {
+    /// The engine.
+    pub engine: Arc<dyn InferenceEngine>,
+    /// Where its notices go, masking the run's secrets.
+    pub notices: Notices,
+    /// What it means for costs.
+    pub costs: EngineCosts,
+}
+
+/// The engine a run uses, built once: its flags checked against the
+/// run's budget (`budget`: one binds), its notices masking `mask`.
+pub fn for_run(
+    args: &EngineArgs,
+    budget: bool,
+    mask: ctx_run::inputs::SecretMask,
+) -> Result<RunEngine, CliError> {
+    args.check_budget(budget)?;
+    let notices = Notices::masking(mask);
+    let engine = build(args, &notices)?;
+    Ok(RunEngine {
+        engine,
+        notices,
+        costs: args.costs(),
+    })
+}
+
 /// Builds the selected engine, or explains which flag is missing or out of
 /// place (exit 2).
 /// `notices` shows the engine's progress events.
