@@ -211,6 +211,7 @@ async fn ask_judge(
                     cache_write_tokens: None,
                     partial: false,
                     prompt_counted: false,
+                    service_tier: None,
                 }
             });
             call.tokens_used = Some(judged);
@@ -437,6 +438,7 @@ mod tests {
                         cache_write_tokens: None,
                         partial: false,
                         prompt_counted: false,
+                        service_tier: None,
                     }),
                     attempts: vec![ctx_model::Attempt {
                         number: 1,
@@ -613,6 +615,7 @@ mod tests {
                         cache_write_tokens: None,
                         partial: false,
                         prompt_counted: false,
+                        service_tier: None,
                     }),
                     attempts: vec![attempt(1, "ok")],
                     ..Default::default()

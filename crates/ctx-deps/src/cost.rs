@@ -617,6 +617,7 @@ mod tests {
             cache_write_tokens: None,
             partial: false,
             prompt_counted: false,
+            service_tier: None,
         });
         // The server's usage (1010 + 100) plus the failed call (1207).
         assert_eq!(
@@ -659,6 +660,7 @@ mod tests {
             cache_write_tokens: None,
             partial: false,
             prompt_counted: false,
+            service_tier: None,
         });
         assert_eq!(
             task_cost(&Fixed, &task("t"), &r, counter.as_ref()),
@@ -712,6 +714,7 @@ mod tests {
             cache_write_tokens: written,
             partial: false,
             prompt_counted: false,
+            service_tier: None,
         };
         let mut r = TaskExecutionResult::new("t", TaskStatus::Completed);
         r.metadata.attempts = vec![attempt(1, "ok")];

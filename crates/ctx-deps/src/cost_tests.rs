@@ -54,6 +54,7 @@ fn usage(prompt: u64, completion: u64) -> TokenUsage {
         cache_write_tokens: None,
         partial: false,
         prompt_counted: false,
+        service_tier: None,
     }
 }
 

@@ -777,6 +777,7 @@ mod tests {
                         cache_write_tokens: None,
                         partial: false,
                         prompt_counted: false,
+                        service_tier: None,
                     }),
                     ..InferenceResponse::default()
                 })

@@ -147,6 +147,7 @@ impl InferenceEngine for Engine {
                         cache_write_tokens: None,
                         partial: false,
                         prompt_counted: false,
+                        service_tier: None,
                     }),
                 )
             } else {

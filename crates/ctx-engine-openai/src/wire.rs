@@ -317,6 +317,7 @@ impl ReportedUsage {
             cache_write_tokens: self.cache_write,
             partial: false,
             prompt_counted: false,
+            service_tier: None,
         };
         let partial = |prompt: u64, completion: u64| TokenUsage {
             partial: true,
@@ -375,6 +376,7 @@ pub(crate) fn usage_to_record(
                 cache_write_tokens: None,
                 partial: true,
                 prompt_counted: true,
+                service_tier: None,
             })
         }
     }
@@ -704,6 +706,7 @@ mod tests {
                 cache_write_tokens: None,
                 partial: false,
                 prompt_counted: false,
+                service_tier: None,
             })
         );
     }

@@ -118,6 +118,7 @@ async fn success_records_usage_model_and_one_attempt() {
             cache_write_tokens: None,
             partial: false,
             prompt_counted: false,
+            service_tier: None,
         })
     );
     assert_eq!(outcomes(&r.attempts), ["ok"]);

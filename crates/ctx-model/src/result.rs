@@ -349,6 +349,13 @@ impl TokenUsage {
             cache_write_tokens: plus_reported(self.cache_write_tokens, other.cache_write_tokens),
             partial: self.partial || other.partial,
             prompt_counted: self.prompt_counted || other.prompt_counted,
+            // A sum of calls billed at one tier is billed at it; of calls
+            // at several, at none (price each call on its own).
+            service_tier: if self.service_tier == other.service_tier {
+                self.service_tier
+            } else {
+                None
+            },
         }
     }
 
@@ -404,6 +411,12 @@ pub struct TokenUsage {
     /// reserved for the call. Written only when true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prompt_counted: bool,
+    /// The tier the server says it billed the call at (OpenAI's
+    /// `service_tier` in its answer; `batch` for a batch API's answer),
+    /// when it said. The call is priced at that tier's rates
+    /// ([`crate::ServiceTier`]). Written only when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<crate::ServiceTier>,
 }
 
 /// One call to an engine on behalf of a task.

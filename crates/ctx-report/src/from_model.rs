@@ -340,6 +340,7 @@ mod tests {
                 cache_write_tokens: None,
                 partial: false,
                 prompt_counted: false,
+                service_tier: None,
             }),
             cached: true,
             attempts: vec![attempt(1, "ok", 40, None)],

@@ -178,6 +178,7 @@ mod tests {
                 cache_write_tokens: written,
                 partial: false,
                 prompt_counted: false,
+                service_tier: None,
             }),
             cache_saving_usd: saving.map(|s| serde_json::from_str(s).unwrap()),
             ..ResultMetadata::default()

@@ -1062,6 +1062,7 @@ mod tests {
                         cache_write_tokens: None,
                         partial: false,
                         prompt_counted: false,
+                        service_tier: None,
                     }),
                     ..InferenceResponse::default()
                 })

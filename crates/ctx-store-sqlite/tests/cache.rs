@@ -41,6 +41,7 @@ impl InferenceEngine for Counting {
                     cache_write_tokens: None,
                     partial: false,
                     prompt_counted: false,
+                    service_tier: None,
                 }),
                 finish_reason: Some("stop".into()),
                 ..InferenceResponse::default()

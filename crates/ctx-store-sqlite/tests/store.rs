@@ -47,6 +47,7 @@ fn completed(id: &str, output: &str) -> TaskExecutionResult {
             cache_write_tokens: None,
             partial: false,
             prompt_counted: false,
+            service_tier: None,
         }),
         model: Some("m".into()),
         ..ResultMetadata::default()

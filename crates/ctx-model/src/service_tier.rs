@@ -1,0 +1,113 @@
+//! The service tier a provider billed a call at.
+//!
+//! Providers sell the same model at several prices: OpenAI's standard
+//! tier, its `flex` tier (batch prices on an ordinary call, slower and
+//! sometimes "resource unavailable"), `priority` (dearer, faster), and
+//! the Batch API (half price, within a completion window). What a call
+//! cost depends on the tier the server says it used, not the one asked
+//! for: a flex request may be answered at the standard tier, and `auto`
+//! is whatever the project's settings choose. So the tier is recorded
+//! with each call's usage ([`crate::TokenUsage::service_tier`]), and the
+//! call is priced at that tier's rates.
+//!
+//! Why an enum and not the server's string: usage is `Copy` and is summed
+//! and compared everywhere; the tiers a price can name are few, and a
+//! tier ctx does not know is kept as [`ServiceTier::Unrecognized`], which
+//! is priced at the standard rates (docs/cost.md says why that is the
+//! safe side for every tier but `priority`, which ctx knows).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A tier a call is billed at, as a server names it in its answer's
+/// `service_tier` (OpenAI's chat completions), or `batch` for a call
+/// answered through a provider's batch API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceTier {
+    /// The ordinary tier (OpenAI's `default`).
+    Default,
+    /// `auto`: the project's setting chooses (an answer names the tier
+    /// it used, so a stored usage rarely says this).
+    Auto,
+    /// OpenAI's flex processing.
+    Flex,
+    /// OpenAI's priority processing.
+    Priority,
+    /// OpenAI's Scale Tier (committed capacity, billed by contract).
+    Scale,
+    /// A provider's batch API.
+    Batch,
+    /// A name ctx does not know.
+    Unrecognized,
+}
+
+impl ServiceTier {
+    /// The tier a server's `service_tier` value names; a name ctx does not
+    /// know is [`ServiceTier::Unrecognized`].
+    pub fn from_name(name: &str) -> ServiceTier {
+        match name {
+            "default" | "standard" => ServiceTier::Default,
+            "auto" => ServiceTier::Auto,
+            "flex" => ServiceTier::Flex,
+            "priority" => ServiceTier::Priority,
+            "scale" => ServiceTier::Scale,
+            "batch" => ServiceTier::Batch,
+            _ => ServiceTier::Unrecognized,
+        }
+    }
+
+    /// The tier's name, as servers and docs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceTier::Default => "default",
+            ServiceTier::Auto => "auto",
+            ServiceTier::Flex => "flex",
+            ServiceTier::Priority => "priority",
+            ServiceTier::Scale => "scale",
+            ServiceTier::Batch => "batch",
+            ServiceTier::Unrecognized => "unrecognized",
+        }
+    }
+}
+
+impl std::fmt::Display for ServiceTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Read by [`ServiceTier::from_name`]: a stored usage written by a later
+/// ctx with a tier this one does not know still reads.
+impl<'de> Deserialize<'de> for ServiceTier {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(ServiceTier::from_name(&name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_read() {
+        for tier in [
+            ServiceTier::Default,
+            ServiceTier::Auto,
+            ServiceTier::Flex,
+            ServiceTier::Priority,
+            ServiceTier::Scale,
+            ServiceTier::Batch,
+        ] {
+            let json = serde_json::to_string(&tier).unwrap();
+            assert_eq!(json, format!("\"{tier}\""));
+            assert_eq!(serde_json::from_str::<ServiceTier>(&json).unwrap(), tier);
+        }
+        assert_eq!(ServiceTier::from_name("standard"), ServiceTier::Default);
+        assert_eq!(
+            serde_json::from_str::<ServiceTier>("\"turbo\"").unwrap(),
+            ServiceTier::Unrecognized
+        );
+    }
+}
