@@ -2122,6 +2122,7 @@ fn killed_workers_never_spend_past_a_shared_budget() {
                 cached_prompt_tokens: 0,
                 cache_write_prompt_tokens: 0,
                 completion_tokens: b.completion_tokens,
+                tier: None,
             })
         })
         .sum();

@@ -101,6 +101,7 @@ fn run() -> Result<(), String> {
                     cached_prompt_tokens: p * 7 / 40,
                     cache_write_prompt_tokens: 0,
                     completion_tokens: c / 2,
+                    tier: None,
                 };
                 let actual = m.price.cost(&usage);
                 let s = ledger

@@ -106,5 +106,5 @@ pub use listing::{DefaultTableLabel, ListedPrice, PriceListing};
 pub use litellm::{PriceProblem, PricesFileError, load_litellm, parse_litellm};
 pub use money::{DecimalError, Rate, Round, Saving, Usd};
 pub use plan::{PlanPrice, PlanPrices, plan_table};
-pub use price::{LongContext, Price, Rates, Usage, cache_saving};
+pub use price::{LongContext, Price, Rates, Tiers, Usage, cache_saving};
 pub use table::{PriceBook, PriceMatch, PriceSource, PriceTable};

@@ -5,13 +5,13 @@
 use serde::Serialize;
 
 use crate::money::Rate;
-use crate::price::{LongContext, Price};
+use crate::price::{LongContext, Price, Tiers};
 use crate::table::{PriceBook, PriceSource};
 
 /// One model's winning price. JSON keys in this order: `model`, `input`,
 /// `cached_input`, `cache_write`, `output`, `long_context` (only when the
-/// model has one),
-/// `source`; rates in US dollars per million tokens.
+/// model has one), `tiers` (`flex`, `batch`, `priority`: only those the
+/// price names), `source`; rates in US dollars per million tokens.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ListedPrice {
     /// The table key.
@@ -27,6 +27,9 @@ pub struct ListedPrice {
     /// The long-context tier, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub long_context: Option<LongContext>,
+    /// The rates of the provider's other service tiers.
+    #[serde(skip_serializing_if = "tiers_empty")]
+    pub tiers: Tiers,
     /// Where the price came from (`default table of 2026-10-07`).
     pub source: String,
 }
@@ -56,7 +59,11 @@ impl PriceListing {
             .entries()
             .into_iter()
             .map(|m| {
-                let Price { base, long_context } = *m.price;
+                let Price {
+                    base,
+                    long_context,
+                    tiers,
+                } = *m.price;
                 ListedPrice {
                     model: m.key.to_string(),
                     input: base.input,
@@ -64,6 +71,7 @@ impl PriceListing {
                     cache_write: base.cache_write,
                     output: base.output,
                     long_context,
+                    tiers,
                     source: m.source.to_string(),
                 }
             })
@@ -90,9 +98,10 @@ impl PriceListing {
             "cached",
             "output",
             "long context",
+            "other tiers",
             "source",
         ];
-        let rows: Vec<[String; 6]> = self
+        let rows: Vec<[String; 7]> = self
             .prices
             .iter()
             .map(|p| {
@@ -110,11 +119,12 @@ impl PriceListing {
                             )
                         })
                         .unwrap_or_default(),
+                    tiers_text(&p.tiers),
                     p.source.clone(),
                 ]
             })
             .collect();
-        let right = [false, true, true, true, false, false];
+        let right = [false, true, true, true, false, false, false];
         let mut out = ctx_table::render(&header, &right, &rows);
         out.push_str(
             "US dollars per million tokens; long context: above N prompt tokens the whole call \
@@ -131,6 +141,23 @@ impl PriceListing {
         }
         out
     }
+}
+
+fn tiers_empty(t: &Tiers) -> bool {
+    *t == Tiers::default()
+}
+
+/// `batch 1.25 / 5; flex 1 / 4`: input and output of each tier named.
+fn tiers_text(t: &Tiers) -> String {
+    [
+        ("batch", t.batch),
+        ("flex", t.flex),
+        ("priority", t.priority),
+    ]
+    .into_iter()
+    .filter_map(|(name, r)| r.map(|r| format!("{name} {} / {}", r.input, r.output)))
+    .collect::<Vec<_>>()
+    .join("; ")
 }
 
 #[cfg(test)]

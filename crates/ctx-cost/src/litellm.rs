@@ -25,9 +25,14 @@
 //! * Prices are rounded to the nearest micro-dollar per million tokens
 //!   ([`crate::Rate::from_dollars_per_token`]).
 //!
-//! Service-tier variants (`…_priority`, `…_flex`, `…_batches`) and the
-//! one-hour cache-write price (`…_above_1hr`) are ignored: ctx sends
-//! ordinary requests, and a breakpoint it sets uses the default lifetime.
+//! Service-tier variants are read into the price's [`crate::Tiers`]:
+//! `…_flex`, `…_batches` and `…_priority` of the input, output and
+//! cache-read prices (a tier needs both an input and an output price, or
+//! it is left out; without its own cache-read price a tier's cached
+//! tokens cost its input price). A tier's long-context variant
+//! (`…_above_200k_tokens_priority`) and the one-hour cache-write price
+//! (`…_above_1hr`) are ignored: a breakpoint ctx sets uses the default
+//! lifetime.
 //!
 //! Every error names the file, line and column (serde_json reports where
 //! it stopped reading).
@@ -41,7 +46,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 use thiserror::Error;
 
 use crate::money::{DecimalError, Rate};
-use crate::price::{LongContext, Price, Rates};
+use crate::price::{LongContext, Price, Rates, Tiers};
 use crate::table::{PriceSource, PriceTable};
 
 /// A prices file that cannot be used.
@@ -365,24 +370,58 @@ impl Kind {
     ];
 }
 
+/// What a price key names beside its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// The standard price.
+    Base,
+    /// The long-context price above this many thousand prompt tokens.
+    Above(u64),
+    /// A service tier's price (its index in [`TIER_SUFFIXES`]).
+    Tier(usize),
+}
+
+/// The suffixes of the service tiers' keys, in the order of a
+/// [`Variant::Tier`] index.
+const TIER_SUFFIXES: [&str; 3] = ["_flex", "_batches", "_priority"];
+
 /// Classifies a key of an entry: a base price, a long-context price with
-/// its threshold in thousands of tokens, or something ctx ignores.
-fn classify(key: &str) -> Option<(Kind, Option<u64>)> {
+/// its threshold in thousands of tokens, a service tier's price, or
+/// something ctx ignores.
+fn classify(key: &str) -> Option<(Kind, Variant)> {
     for (kind, name) in Kind::ALL {
         let Some(rest) = key.strip_prefix(name) else {
             continue;
         };
         if rest.is_empty() {
-            return Some((kind, None));
+            return Some((kind, Variant::Base));
+        }
+        if let Some(tier) = TIER_SUFFIXES.iter().position(|s| rest == *s) {
+            // A cache write has no tier price in LiteLLM's format.
+            return (kind != Kind::CacheWrite).then_some((kind, Variant::Tier(tier)));
         }
         let thousands = rest
             .strip_prefix("_above_")
             .and_then(|r| r.strip_suffix("k_tokens"))
             .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|n| n.parse::<u64>().ok())?;
-        return Some((kind, Some(thousands)));
+        return Some((kind, Variant::Above(thousands)));
     }
     None
+}
+
+/// A service tier's rates from its keys: `None` without both an input
+/// and an output price.
+fn tier_rates(prices: [Option<Rate>; 4]) -> Option<Rates> {
+    let [Some(input), cached, _, Some(output)] = prices else {
+        return None;
+    };
+    Some(Rates {
+        input,
+        cached_input: cached.unwrap_or(input),
+        cache_write: input,
+        output,
+    })
 }
 
 struct EntrySeed<'a> {
@@ -408,6 +447,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Price>, A::Error> {
         let mut base: [Option<Rate>; 4] = [None; 4];
         let mut long: [Option<Rate>; 4] = [None; 4];
+        let mut tiers: [[Option<Rate>; 4]; 3] = [[None; 4]; 3];
         let mut threshold: Option<u64> = None;
         let mut seen = BTreeSet::new();
         while let Some(key) = map.next_key::<String>()? {
@@ -434,8 +474,9 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
             };
             let slot = kind as usize;
             match above {
-                None => base[slot] = Some(rate),
-                Some(thousands) => {
+                Variant::Base => base[slot] = Some(rate),
+                Variant::Tier(tier) => tiers[tier][slot] = Some(rate),
+                Variant::Above(thousands) => {
                     if let Some(first) = threshold.filter(|&t| t != thousands) {
                         return Err(fail(
                             self.problem,
@@ -463,6 +504,12 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
             return Ok(None);
         };
         let mut price = Price::flat(input, output, cached).with_cache_write(write);
+        let [flex, batch, priority] = tiers.map(tier_rates);
+        price.tiers = Tiers {
+            flex,
+            batch,
+            priority,
+        };
         if let Some(thousands) = threshold {
             let b = price.base;
             let long_input = long[Kind::Input as usize].unwrap_or(b.input);
@@ -742,23 +789,82 @@ mod tests {
 
     #[test]
     fn unknown_suffixes_are_ignored_not_misread() {
-        assert_eq!(classify("input_cost_per_token"), Some((Kind::Input, None)));
+        assert_eq!(
+            classify("input_cost_per_token"),
+            Some((Kind::Input, Variant::Base))
+        );
         assert_eq!(
             classify("output_cost_per_token_above_272k_tokens"),
-            Some((Kind::Output, Some(272)))
+            Some((Kind::Output, Variant::Above(272)))
         );
         assert_eq!(
             classify("input_cost_per_token_above_200k_tokens_priority"),
             None
         );
         assert_eq!(classify("input_cost_per_token_above_k_tokens"), None);
-        assert_eq!(classify("input_cost_per_token_batches"), None);
-        assert_eq!(classify("input_cost_per_token_flex"), None);
+        assert_eq!(
+            classify("input_cost_per_token_batches"),
+            Some((Kind::Input, Variant::Tier(1)))
+        );
+        assert_eq!(
+            classify("cache_read_input_token_cost_flex"),
+            Some((Kind::CachedInput, Variant::Tier(0)))
+        );
+        assert_eq!(
+            classify("output_cost_per_token_priority"),
+            Some((Kind::Output, Variant::Tier(2)))
+        );
+        assert_eq!(classify("input_cost_per_token_flexible"), None);
+        assert_eq!(classify("cache_creation_input_token_cost_flex"), None);
         assert_eq!(
             classify("cache_creation_input_token_cost"),
-            Some((Kind::CacheWrite, None))
+            Some((Kind::CacheWrite, Variant::Base))
         );
         assert_eq!(classify("cache_creation_input_token_cost_above_1hr"), None);
+    }
+
+    /// Each tier's input, output and cache-read keys make its rates; a
+    /// tier without an output price is left out, and a call billed at a
+    /// tier is priced at it.
+    #[test]
+    fn service_tier_prices_are_read_and_used() {
+        let t = parse_litellm(
+            r#"{"m": {"input_cost_per_token": 2e-06, "output_cost_per_token": 8e-06,
+                "input_cost_per_token_flex": 1e-06, "output_cost_per_token_flex": 4e-06,
+                "cache_read_input_token_cost_flex": 2.5e-07,
+                "input_cost_per_token_batches": 1e-06,
+                "input_cost_per_token_priority": 3.5e-06, "output_cost_per_token_priority": 1.4e-05}}"#,
+            Path::new("p.json"),
+        )
+        .unwrap();
+        let p = t.get("m").unwrap();
+        let flex = p.tiers.flex.unwrap();
+        assert_eq!(flex.input, Rate::parse("1").unwrap());
+        assert_eq!(flex.cached_input, Rate::parse("0.25").unwrap());
+        assert_eq!(flex.cache_write, flex.input);
+        assert_eq!(flex.output, Rate::parse("4").unwrap());
+        assert_eq!(p.tiers.batch, None, "no output price: no tier");
+        let priority = p.tiers.priority.unwrap();
+        assert_eq!(priority.cached_input, priority.input);
+        let usage = |tier| crate::Usage {
+            prompt_tokens: 1_000_000,
+            cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
+            completion_tokens: 1_000_000,
+            tier,
+        };
+        let usd = |s: &str| crate::Usd::parse(s).unwrap();
+        assert_eq!(p.cost(&usage(None)), usd("10"));
+        assert_eq!(p.cost(&usage(Some(ctx_model::ServiceTier::Flex))), usd("5"));
+        assert_eq!(
+            p.cost(&usage(Some(ctx_model::ServiceTier::Priority))),
+            usd("17.5")
+        );
+        // No batch rates: a batch call is priced at the standard rates.
+        assert_eq!(
+            p.cost(&usage(Some(ctx_model::ServiceTier::Batch))),
+            usd("10")
+        );
     }
 
     #[test]

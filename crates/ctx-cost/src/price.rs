@@ -15,8 +15,25 @@
 //! split of the prompt into cached and uncached tokens and for every rate
 //! set that could apply, so a cost range built from them always contains
 //! the real cost.
+//!
+//! ## Service tiers
+//!
+//! A price may carry the rates of the provider's other tiers ([`Tiers`]:
+//! flex, batch, priority; LiteLLM's `…_flex`, `…_batches`, `…_priority`
+//! keys). A call is priced at the tier its usage says the server billed
+//! ([`Usage::tier`], from the answer's `service_tier`), falling back to
+//! the standard rates when the price names none for that tier: for flex
+//! and batch, whose rates are lower, that overstates the cost, never
+//! understates it. [`Price::highest_cost`] bounds a call at the dearest of
+//! the standard, flex and batch rates, so a reservation holds whichever
+//! of them the server answers at (a flex request may be answered at the
+//! standard tier, or fall back to it). Priority is dearer and is never
+//! in that bound: ctx refuses a `service_tier: priority` request under a
+//! budget ([`ctx_model::billing`]).
 
 use std::fmt;
+
+use ctx_model::ServiceTier;
 
 use serde::Serialize;
 
@@ -38,6 +55,9 @@ pub struct Usage {
     pub cache_write_prompt_tokens: u64,
     /// Generated tokens, reasoning included.
     pub completion_tokens: u64,
+    /// The tier the server billed the call at, when it said: the call is
+    /// priced at that tier's rates ([`Price::cost`]).
+    pub tier: Option<ServiceTier>,
 }
 
 impl Usage {
@@ -124,6 +144,40 @@ pub struct LongContext {
     pub rates: Rates,
 }
 
+/// The rates of a model's other service tiers, where the provider sells
+/// them (see the module's "Service tiers").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tiers {
+    /// OpenAI's flex processing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flex: Option<Rates>,
+    /// A batch API's rates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Rates>,
+    /// OpenAI's priority processing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Rates>,
+}
+
+impl Tiers {
+    /// The rates of `tier`, when the price names them.
+    pub fn rates(&self, tier: ServiceTier) -> Option<Rates> {
+        match tier {
+            ServiceTier::Flex => self.flex,
+            ServiceTier::Batch => self.batch,
+            ServiceTier::Priority => self.priority,
+            ServiceTier::Default
+            | ServiceTier::Auto
+            | ServiceTier::Scale
+            | ServiceTier::Unrecognized => None,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.flex.is_none() && self.batch.is_none() && self.priority.is_none()
+    }
+}
+
 /// A model's price.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Price {
@@ -132,6 +186,9 @@ pub struct Price {
     /// Higher rates for long prompts, where the provider has them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub long_context: Option<LongContext>,
+    /// The rates of the provider's other service tiers.
+    #[serde(skip_serializing_if = "Tiers::is_empty")]
+    pub tiers: Tiers,
 }
 
 impl Price {
@@ -146,6 +203,21 @@ impl Price {
                 output,
             },
             long_context: None,
+            tiers: Tiers::default(),
+        }
+    }
+
+    /// The price a call billed at `tier` pays: the tier's own rates, for
+    /// every prompt length, when the price names them; else this price
+    /// (the standard tier's, which for flex and batch is the higher).
+    pub fn at_tier(&self, tier: Option<ServiceTier>) -> Price {
+        match tier.and_then(|t| self.tiers.rates(t)) {
+            Some(rates) => Price {
+                base: rates,
+                long_context: None,
+                tiers: Tiers::default(),
+            },
+            None => *self,
         }
     }
 
@@ -174,7 +246,7 @@ impl Price {
     /// cache writes, which keeps the cost within [`Price::highest_cost`] of
     /// its prompt size.
     pub fn cost(&self, usage: &Usage) -> Usd {
-        let rates = self.rates_for(usage.prompt_tokens);
+        let rates = self.at_tier(usage.tier).rates_for(usage.prompt_tokens);
         let cached = usage.cached_prompt_tokens.min(usage.prompt_tokens);
         let written = usage
             .cache_write_prompt_tokens
@@ -210,13 +282,21 @@ impl Price {
     /// An upper bound on the cost of any call with at most `prompt_tokens`
     /// prompt and at most `completion_tokens` completion tokens, however
     /// much of the prompt is cached.
+    ///
+    /// The call may be answered at the standard, flex or batch tier
+    /// (module doc, "Service tiers"): the bound takes the dearest of their
+    /// rates.
     pub fn highest_cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Usd {
-        let rates = match self.long_context {
+        let standard = match self.long_context {
             Some(lc) if prompt_tokens > lc.above_prompt_tokens => {
                 self.base.componentwise(lc.rates, Ord::max)
             }
             _ => self.base,
         };
+        let rates = [self.tiers.flex, self.tiers.batch]
+            .into_iter()
+            .flatten()
+            .fold(standard, |r, t| r.componentwise(t, Ord::max));
         rates
             .prompt_extremes()
             .1
@@ -297,6 +377,7 @@ mod tests {
                     output: rate("15"),
                 },
             }),
+            tiers: Tiers::default(),
         }
     }
 
@@ -307,6 +388,7 @@ mod tests {
             cached_prompt_tokens: 400,
             cache_write_prompt_tokens: 0,
             completion_tokens: 200,
+            tier: None,
         };
         // 600 × 2.5 + 400 × 1.25 + 200 × 10 micro-dollars... per million.
         // = (1500 + 500 + 2000) × 10⁻⁶ dollars = $0.004
@@ -323,6 +405,7 @@ mod tests {
             cached_prompt_tokens: 6_000,
             cache_write_prompt_tokens: 3_000,
             completion_tokens: 100,
+            tier: None,
         };
         // 1,000 × 3 + 6,000 × 0.3 + 3,000 × 3.75 + 100 × 15
         // = 3,000 + 1,800 + 11,250 + 1,500 µ$ = $0.01755
@@ -346,6 +429,7 @@ mod tests {
             cached_prompt_tokens: 6_000,
             cache_write_prompt_tokens: 0,
             completion_tokens: 100,
+            tier: None,
         };
         // 6,000 reads × (3 − 0.3) µ$ = $0.0162 saved.
         assert_eq!(cache_saving(priced, &reads).unwrap().to_string(), "0.0162");
@@ -372,6 +456,7 @@ mod tests {
             cached_prompt_tokens: 0,
             cache_write_prompt_tokens: 0,
             completion_tokens: 1_000,
+            tier: None,
         };
         // 200,000 × 1.25 + 1,000 × 10 = 250,000 + 10,000 µ$ = $0.26
         assert_eq!(p.cost(&at(200_000)).to_string(), "0.26");
@@ -386,6 +471,7 @@ mod tests {
             cached_prompt_tokens: 500,
             cache_write_prompt_tokens: 0,
             completion_tokens: 0,
+            tier: None,
         };
         assert_eq!(gpt_4o().cost(&usage), rate("1.25").cost(100));
     }
@@ -418,14 +504,64 @@ mod tests {
         (
             any_rates(),
             proptest::option::of((0u64..300_000, any_rates())),
+            proptest::option::of(any_rates()),
+            proptest::option::of(any_rates()),
+            proptest::option::of(any_rates()),
         )
-            .prop_map(|(base, lc)| Price {
+            .prop_map(|(base, lc, flex, batch, priority)| Price {
                 base,
                 long_context: lc.map(|(above_prompt_tokens, rates)| LongContext {
                     above_prompt_tokens,
                     rates,
                 }),
+                tiers: Tiers {
+                    flex,
+                    batch,
+                    priority,
+                },
             })
+    }
+
+    /// The tiers a reservation covers: a call asked for at the standard
+    /// or flex tier is answered at one of these.
+    fn covered_tier() -> impl Strategy<Value = Option<ServiceTier>> {
+        proptest::sample::select(vec![
+            None,
+            Some(ServiceTier::Default),
+            Some(ServiceTier::Flex),
+            Some(ServiceTier::Batch),
+            Some(ServiceTier::Unrecognized),
+        ])
+    }
+
+    /// A flex call is priced at the flex rates, and falls back to the
+    /// standard ones where the price names none; the bound covers both.
+    #[test]
+    fn a_call_is_priced_at_the_tier_it_was_billed_at() {
+        let mut price = gpt_4o();
+        let usage = |tier| Usage {
+            prompt_tokens: 1_000_000,
+            cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
+            completion_tokens: 1_000_000,
+            tier,
+        };
+        let standard = price.cost(&usage(None));
+        assert_eq!(standard, Usd::parse("12.5").unwrap());
+        assert_eq!(price.cost(&usage(Some(ServiceTier::Flex))), standard);
+        price.tiers.flex = Some(Rates::uncached(rate("1"), rate("4")));
+        assert_eq!(
+            price.cost(&usage(Some(ServiceTier::Flex))),
+            Usd::parse("5").unwrap()
+        );
+        assert_eq!(price.cost(&usage(Some(ServiceTier::Default))), standard);
+        // A flex rate above the standard one (no provider sells that, but
+        // a prices file may say it) still fits under the bound.
+        price.tiers.flex = Some(Rates::uncached(rate("3"), rate("12")));
+        assert_eq!(
+            price.highest_cost(1_000_000, 1_000_000),
+            Usd::parse("15").unwrap()
+        );
     }
 
     proptest! {
@@ -440,6 +576,7 @@ mod tests {
             c_lo in 0u64..100_000, c_extra in 0u64..100_000, c_at in 0.0f64..=1.0,
             cached_at in 0.0f64..=1.2,
             written_at in 0.0f64..=1.2,
+            tier in covered_tier(),
         ) {
             let p_hi = p_lo + p_extra;
             let c_hi = c_lo + c_extra;
@@ -450,9 +587,14 @@ mod tests {
                 cached_prompt_tokens: (prompt as f64 * cached_at) as u64,
                 cache_write_prompt_tokens: (prompt as f64 * written_at) as u64,
                 completion_tokens: completion,
+                tier,
             };
             let cost = price.cost(&usage);
-            prop_assert!(price.lowest_cost(p_lo, c_lo) <= cost);
+            // The low end is the standard tier's: a call the server billed
+            // at a cheaper tier may cost less.
+            if price.at_tier(tier) == price {
+                prop_assert!(price.lowest_cost(p_lo, c_lo) <= cost);
+            }
             prop_assert!(cost <= price.highest_cost(p_hi, c_hi));
         }
     }

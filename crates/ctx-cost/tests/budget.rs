@@ -32,6 +32,7 @@ fn any_price() -> impl Strategy<Value = Price> {
                 above_prompt_tokens,
                 rates,
             }),
+            tiers: ctx_cost::Tiers::default(),
         })
 }
 
@@ -83,6 +84,7 @@ impl SimTask {
                     cached_prompt_tokens: (prompt as f64 * cached) as u64,
                     cache_write_prompt_tokens: 0,
                     completion_tokens: (self.max_completion as f64 * c) as u64,
+                    tier: None,
                 })
             })
             .sum()

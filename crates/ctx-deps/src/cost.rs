@@ -314,6 +314,7 @@ pub fn task_cost(
                 cached_prompt_tokens: 0,
                 cache_write_prompt_tokens: 0,
                 completion_tokens: counter.count(&result.output) as u64,
+                tier: None,
             },
         };
         (calls.saturating_sub(1), model.call_cost(task, &usage)?)
@@ -372,6 +373,7 @@ pub(crate) fn reported(u: &ctx_model::TokenUsage) -> Usage {
         cached_prompt_tokens: u.cached_tokens.unwrap_or(0),
         cache_write_prompt_tokens: u.cache_write_tokens.unwrap_or(0),
         completion_tokens: u.completion_tokens,
+        tier: u.service_tier,
     }
 }
 
@@ -412,6 +414,7 @@ pub(crate) fn unanswered_calls(
         cached_prompt_tokens: 0,
         cache_write_prompt_tokens: 0,
         completion_tokens: max_tokens?,
+        tier: None,
     };
     Some(price(&worst)?.saturating_mul(calls))
 }
@@ -508,6 +511,7 @@ fn checked_task_cost(
                 cached_prompt_tokens: 0,
                 cache_write_prompt_tokens: 0,
                 completion_tokens: counter.count(&a.output) as u64,
+                tier: None,
             },
         };
         total = total.saturating_add(model.call_cost(task, &usage)?);

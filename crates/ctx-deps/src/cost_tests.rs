@@ -219,7 +219,8 @@ fn a_checked_task_pays_its_answers_its_judges_and_its_unanswered_calls() {
                 prompt_tokens: 300,
                 cached_prompt_tokens: 0,
                 cache_write_prompt_tokens: 0,
-                completion_tokens: 10
+                completion_tokens: 10,
+                tier: None,
             }
         ),
         Some(usd("0.00032"))

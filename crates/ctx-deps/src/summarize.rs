@@ -624,6 +624,7 @@ fn summary_call_cost(
                     cached_prompt_tokens: 0,
                     cache_write_prompt_tokens: 0,
                     completion_tokens: (counter.count(&resp.output) as u64).min(max),
+                    tier: None,
                 },
             };
             (Some(usage), resp.attempts.len())

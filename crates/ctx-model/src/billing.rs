@@ -25,9 +25,16 @@
 //! * **Unbounded**: everything else. `tools` and `functions` add prompt
 //!   tokens ctx does not count, `prediction` bills rejected prediction
 //!   tokens, `audio` and `modalities` bill other units, `service_tier`
-//!   changes the price, `reasoning` and `thinking` carry budgets of their
+//!   changes the price (but see below), `reasoning` and `thinking` carry budgets of their
 //!   own, and a key ctx does not know may do any of these. Under
 //!   `--max-cost` such a task is refused, naming the task and the key.
+//!
+//! One key is judged by its value ([`extra_param`]): `service_tier:
+//! default` and `service_tier: flex` are neutral, since a call's bound is
+//! taken at the dearest of the standard, flex and batch rates
+//! (`ctx_cost::Price::highest_cost`) and a flex request is answered at
+//! one of those. `auto` (the project's setting, which may be priority),
+//! `priority` (dearer) and any other value stay unbounded.
 
 use std::collections::BTreeMap;
 
@@ -97,6 +104,16 @@ pub fn extra_key(key: &str) -> ExtraKey {
     } else {
         ExtraKey::Unbounded
     }
+}
+
+/// The class of pass-through key `key` sent with `value`: as
+/// [`extra_key`], except that `service_tier` is neutral for the tiers a
+/// bound covers (`default`, `flex`; module documentation).
+pub fn extra_param(key: &str, value: &Value) -> ExtraKey {
+    if key == "service_tier" && matches!(value.as_str(), Some("default" | "flex")) {
+        return ExtraKey::Neutral;
+    }
+    extra_key(key)
 }
 
 /// The cap on generated tokens a request carries: the body key and the
@@ -208,8 +225,9 @@ impl Params {
     pub fn completion_bound(&self, default_max_tokens: Option<u32>) -> Result<u64, UnboundedParam> {
         if let Some(key) = self
             .extra
-            .keys()
-            .find(|k| extra_key(k) == ExtraKey::Unbounded)
+            .iter()
+            .find(|(k, v)| extra_param(k, v) == ExtraKey::Unbounded)
+            .map(|(k, _)| k)
         {
             return Err(UnboundedParam::Unbounded { key: key.clone() });
         }
@@ -293,6 +311,26 @@ mod tests {
         assert_eq!(extra_key("logprobs"), ExtraKey::Neutral);
         assert_eq!(extra_key("best_of"), ExtraKey::Bounded);
         assert_eq!(extra_key("service_tier"), ExtraKey::Unbounded);
+        // A tier the bound covers is neutral; one it does not is refused.
+        for (tier, class) in [
+            ("flex", ExtraKey::Neutral),
+            ("default", ExtraKey::Neutral),
+            ("auto", ExtraKey::Unbounded),
+            ("priority", ExtraKey::Unbounded),
+        ] {
+            assert_eq!(extra_param("service_tier", &json!(tier)), class, "{tier}");
+        }
+        assert_eq!(
+            params(json!({"service_tier": "flex"})).completion_bound(None),
+            Ok(100)
+        );
+        assert_eq!(
+            params(json!({"service_tier": "priority"}))
+                .completion_bound(None)
+                .unwrap_err()
+                .key(),
+            "service_tier"
+        );
         // The prompt cache's routing key is passed through, and allowed
         // under --max-cost (issue 24).
         assert_eq!(extra_key("prompt_cache_key"), ExtraKey::Neutral);

@@ -228,6 +228,7 @@ impl TaskPrediction {
             cached_prompt_tokens: call.cacheable_tokens,
             cache_write_prompt_tokens: 0,
             completion_tokens,
+            tier: None,
         };
         let expected_usd = price
             .zip(call.completion)

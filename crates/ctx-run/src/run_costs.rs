@@ -685,6 +685,7 @@ mod tests {
             cached_prompt_tokens: 0,
             cache_write_prompt_tokens: 0,
             completion_tokens: 0,
+            tier: None,
         };
         assert_eq!(o.model.call_cost(&plan().sub_tasks[1], &usage), None);
         assert_eq!(

@@ -218,6 +218,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
                         cached_prompt_tokens: 0,
                         cache_write_prompt_tokens: 0,
                         completion_tokens: b.completion_tokens,
+                        tier: None,
                     })
             })
             .sum();
