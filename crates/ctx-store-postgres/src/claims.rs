@@ -780,8 +780,9 @@ const COMMIT: &str = "WITH old AS (
                 WHERE r.run_id = $1 AND o.reserved_picos IS NOT NULL
                RETURNING 1),
              hist AS (
-               INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
-               SELECT $1, $2, $3, $4, $5, true, $6 FROM done WHERE $10),
+               INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json, session)
+               SELECT $1, $2, $3, $4, $5, true, $6, (SELECT session FROM ctx_runs WHERE run_id = $1)
+                 FROM done WHERE $10),
              released AS (
                UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1,
                       kept_json = CASE WHEN $9 THEN t.kept_json END
@@ -924,8 +925,8 @@ async fn commit_statement(
 /// attempt, worker), the status, the result, its cost in pico-dollars as
 /// text.
 const LATE_COMMIT: &str = "WITH late AS (
-       INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
-       VALUES ($1, $2, $3, $4, $5, false, $6)),
+       INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json, session)
+       SELECT $1, $2, $3, $4, $5, false, $6, session FROM ctx_runs WHERE run_id = $1),
      old AS (
        SELECT reserved_picos FROM ctx_tasks
         WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4

@@ -45,7 +45,13 @@
 //! ([`PgStore::expand_map`]); they are left out, and read as results, as
 //! in a run directory.
 //!
-//! There are no sessions in this store: every result reads as session 1.
+//! A run's **sessions** are counted as in a run directory: registration
+//! opens session 1, each resume the next (schema 8). Each result of the
+//! **history** carries the session its run was in when it was recorded,
+//! so the run as of session N (`ctx runs diff RUN@N RUN`) is its history
+//! cut after N; attempts recorded before schema 8 read as session 1. A
+//! latest result, read from its task's row, reads as session 1: what
+//! reads sessions reads them from the history.
 
 use std::collections::HashMap;
 
@@ -131,7 +137,7 @@ impl PgRunView {
                 prompt_hash: prompt_hash(&a.result),
                 engine: engine.to_string(),
                 fingerprint: fingerprints.get(&a.task_id).cloned(),
-                session: 1,
+                session: i64::from(a.session),
                 recorded_at: a.recorded_at,
                 seq: a.seq,
                 started_seq: None,

@@ -23,7 +23,7 @@ use ctx_store_sqlite::RunRoot;
 use tracing::Instrument;
 
 use crate::runs::open;
-use crate::shared::{SharedError, report, start};
+use crate::shared::{Resume, SharedError, report, start};
 use crate::{DEFAULT_LEASE, DEFAULT_POLL, Worker, WorkerEvent};
 
 /// Everything a shared run needs besides the plan and the engine.
@@ -34,6 +34,12 @@ pub struct SharedSettings {
     pub url: String,
     /// Resume this run instead of registering a new one.
     pub resume: Option<String>,
+    /// With `resume`: tasks to run again with everything below them,
+    /// though their stored results would be reused (`ctx run --resume RUN
+    /// --rerun TASK`), as a local resume forces them
+    /// ([`crate::shared::start`]). Refused without `resume`, or naming a
+    /// task the plan does not have.
+    pub rerun: Vec<String>,
     /// Work on the run here, as one worker; `false`: only follow it
     /// (`ctx run --no-local`).
     pub work_here: bool,
@@ -94,6 +100,18 @@ pub struct SharedOutcome<S> {
     pub publish_error: Option<ctx_run::publish::PublishError>,
 }
 
+/// `--rerun` ids are refused before the store is opened, as for a local
+/// run: outside a resume, or naming a task the plan does not have.
+fn check_rerun(plan: &Plan, settings: &SharedSettings) -> Result<(), SharedError> {
+    if settings.rerun.is_empty() {
+        return Ok(());
+    }
+    if settings.resume.is_none() {
+        return Err(ctx_run::RunError::RerunWithoutResume.into());
+    }
+    ctx_store::check_rerun_ids(plan, &settings.rerun).map_err(|e| ctx_run::RunError::from(e).into())
+}
+
 /// A shared run that is registered (or resumed) and not yet worked on.
 pub struct SharedSession {
     store: PgStore,
@@ -127,6 +145,7 @@ impl SharedSession {
         settings: SharedSettings,
     ) -> Result<SharedSession, SharedError> {
         ctx_run::refuse_unjudgeable(&plan, engine.as_ref())?;
+        check_rerun(&plan, &settings)?;
         // A map's items are appended to the stored plan as it expands; a
         // run starts (or resumes) from the plan as written, and its maps
         // expand again.
@@ -150,7 +169,10 @@ impl SharedSession {
             &plan,
             settings.plan_source.as_deref(),
             &label,
-            settings.resume.as_deref(),
+            settings.resume.as_deref().map(|run| Resume {
+                run,
+                rerun: &settings.rerun,
+            }),
             settings.inputs.as_ref(),
             settings.pricing.max_cost,
         )

@@ -283,14 +283,6 @@ struct LoadedPlan {
 /// prices), then the run on the store chosen.
 pub fn run(args: Args) -> CliResult {
     let store = args.store_flags().resolve(|k| std::env::var(k).ok())?;
-    // Refused before the store is read: a shared run resets its tasks
-    // to pending on resume (docs/runs.md).
-    if !args.rerun.is_empty() && matches!(store, StoreChoice::Shared(_)) {
-        return Err(CliError::usage(
-            "--rerun is not supported on a shared store (--store postgres://...): \
-             resume the run on a local store, or start a new shared run",
-        ));
-    }
     let mut loaded = load_plan(&args, &store)?;
     args.overrides().apply(&mut loaded.plan)?;
     let (loaded, inputs) = fill(&args, &store, loaded)?;
@@ -346,6 +338,7 @@ pub fn run(args: Args) -> CliResult {
             let settings = SharedSettings {
                 url: store.url,
                 resume: store.resume,
+                rerun: args.rerun.clone(),
                 work_here: store.work_here,
                 executor: options,
                 pricing,
@@ -485,7 +478,7 @@ fn resume_listing(
             (view.run_id().to_string(), resume)
         }
         StoreChoice::Shared(s) => {
-            let resume = ctx_worker::runs::resume_plan(&s.url, run, &loaded.plan, &label)
+            let resume = ctx_worker::runs::resume_plan(&s.url, run, &loaded.plan, &label, rerun)
                 .map_err(|e| CliError::shared(e, &loaded.path))?;
             (run.to_string(), resume)
         }
