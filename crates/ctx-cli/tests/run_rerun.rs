@@ -1,7 +1,8 @@
 //! `ctx run --resume RUN --rerun TASK`: the task and everything below it
 //! run again, the rest is reused, and `ctx runs diff RUN@N RUN` compares
 //! the run before and after. The engine echoes each prompt, then the file
-//! `noise`: a test changes it to see which tasks ran again. On a run
+//! `noise`: a test changes it to see which tasks ran again; a task named
+//! in the file `fail` fails. On a run
 //! directory, and on the shared PostgreSQL store (that test skips without
 //! `CTX_TEST_POSTGRES_URL`, and fails in CI).
 
@@ -60,7 +61,7 @@ fn setup() -> Dir {
 /// flags), with `extra`.
 fn run_text_on(d: &Dir, store: &[&str], extra: &[&str]) -> Out {
     let command = format!(
-        "cat; cat '{}/noise' 2>/dev/null || true",
+        "grep -qxF \"$CTX_TASK_ID\" '{0}/fail' 2>/dev/null && exit 3; cat; cat '{0}/noise' 2>/dev/null || true",
         d.path().display()
     );
     let mut args = vec![
@@ -201,6 +202,42 @@ fn a_rerun_on(d: &Dir, store: &[&str]) {
     // The first session still reads as it stood.
     let json = diff_on(d, store, &before, &id);
     assert_eq!(change(&json, "c"), "output dependency b");
+}
+
+/// A task a failure skipped reads as skipped in the session before, on
+/// either store.
+#[test]
+fn a_skipped_task_reads_as_skipped_in_the_session_before() {
+    let d = setup();
+    skipped_before(&d, &LOCAL);
+    let Some(url) = pg::fresh_db("run_rerun_skipped") else {
+        return;
+    };
+    let d = setup();
+    skipped_before(&d, &["--store", &url]);
+}
+
+/// `a` fails (`b` and `c` are skipped), then a resume completes them.
+fn skipped_before(d: &Dir, store: &[&str]) {
+    d.write("fail", "a\n");
+    let first = run_on(d, store, &[]);
+    assert_eq!(first.code, 1, "{}", first.stderr);
+    let id = first.run_id();
+    d.write("fail", "");
+    let again = run_on(d, store, &["--resume", &id]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let json = diff_on(d, store, &format!("{id}@1"), &id);
+    let status = |t: &str| {
+        let t = json["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == t)
+            .unwrap();
+        format!("{} -> {}", t["status"]["a"], t["status"]["b"])
+    };
+    assert_eq!(status("a"), r#""failed" -> "completed""#);
+    assert_eq!(status("c"), r#""skipped" -> "completed""#);
 }
 
 #[test]

@@ -760,8 +760,9 @@ enum Made {
 /// The commit of a terminal result under a claim (see
 /// [`PgStore::complete`]), prepared once per connection. Parameters:
 /// the run, the task, the fencing token, the worker, the status, the
-/// result, the ids and results of the dependents a failure skips,
-/// whether kept results stand, whether an attempt is recorded.
+/// result, the ids and results of the dependents a failure skips (each
+/// skip recorded in the history too), whether kept results stand,
+/// whether an attempt is recorded.
 const COMMIT: &str = "WITH old AS (
                SELECT reserved_picos FROM ctx_tasks WHERE run_id = $1 AND task_id = $2),
              done AS (
@@ -794,7 +795,15 @@ const COMMIT: &str = "WITH old AS (
                UPDATE ctx_tasks t SET status = 'skipped', result_json = s.j, finished_at = now()
                  FROM unnest($7::text[], $8::text[]) AS s(id, j), done
                 WHERE $5 <> 'completed' AND t.run_id = $1 AND t.task_id = s.id
-                  AND t.status = 'pending')
+                  AND t.status = 'pending'
+               RETURNING t.task_id, t.attempt, s.j),
+             -- A skip is a result of the session too, as in a run
+             -- directory's history: the run as of this session reads it.
+             skipped_hist AS (
+               INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json, session)
+               SELECT $1, k.task_id, k.attempt, NULL, 'skipped', true, k.j,
+                      (SELECT session FROM ctx_runs WHERE run_id = $1)
+                 FROM skipped k)
              SELECT (SELECT count(*) FROM done),
                     -- Idle workers wake when this commit makes a task
                     -- ready (delivered at commit; see `PgStore::listen`).

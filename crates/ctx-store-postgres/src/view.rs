@@ -22,7 +22,8 @@
 //!   that registered or last resumed it) when that worker gave none;
 //! - its **history** is every terminal result a worker committed or tried
 //!   to commit (a late commit refused by the fence cost an engine call
-//!   too, so it counts in what the run spent);
+//!   too, so it counts in what the run spent), and, from schema 8, each
+//!   skip a failure's commit wrote, as a run directory keeps it;
 //! - the run's **state** is `running` while it is open (tasks remain for
 //!   workers), else `completed` or `failed`; it started when it was
 //!   registered and ended when its last task became terminal.
