@@ -150,6 +150,15 @@ fn a_rerun_on(d: &Dir, store: &[&str]) {
     let first = run(&[]);
     assert_eq!(first.code, 0, "{}", first.stderr);
     let id = first.run_id();
+    let unknown = run(&["--resume", &id, "--rerun", "B"]);
+    assert_eq!(unknown.code, 2, "{}", unknown.stderr);
+    assert!(
+        unknown
+            .stderr
+            .contains("--rerun B: no such task in the plan (near: b)"),
+        "{}",
+        unknown.stderr
+    );
 
     let dry = run_text(&["--resume", &id, "--dry-run", "--rerun", "b"]);
     assert_eq!(dry.code, 0, "{}", dry.stderr);
@@ -247,15 +256,7 @@ fn bad_reruns_are_refused_before_anything_runs() {
     assert_eq!(first.code, 0, "{}", first.stderr);
     let id = first.run_id();
 
-    let unknown = run(&d, &["--resume", &id, "--rerun", "B"]);
-    assert_eq!(unknown.code, 2, "{}", unknown.stderr);
-    assert!(
-        unknown
-            .stderr
-            .contains("--rerun B: no such task in the plan (near: b)"),
-        "{}",
-        unknown.stderr
-    );
+    // (`--rerun B`, near `b`: `a_rerun_on`, on either store.)
     let none = run(&d, &["--resume", &id, "--rerun", "zzz"]);
     assert_eq!(none.code, 2, "{}", none.stderr);
     assert!(

@@ -26,8 +26,10 @@ use crate::runs::open;
 use crate::shared::{Resume, SharedError, report, start};
 use crate::{DEFAULT_LEASE, DEFAULT_POLL, Worker, WorkerEvent};
 
-/// Everything a shared run needs besides the plan and the engine.
-#[derive(Debug, Clone)]
+/// Everything a shared run needs besides the plan and the engine. The
+/// default is a new run at no URL, followed only, with the executor's
+/// defaults and no prices: name the URL and what differs.
+#[derive(Debug, Clone, Default)]
 pub struct SharedSettings {
     /// The store's postgres:// URL (the PG* variables fill what it leaves
     /// out).
@@ -397,6 +399,31 @@ async fn budget_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A library caller's `--rerun` is refused as the CLI's is: outside a
+    /// resume, or naming a task the plan does not have (before the store
+    /// at the URL, here unreachable, is opened).
+    #[test]
+    fn a_rerun_needs_a_resume_and_a_task_of_the_plan() {
+        let plan = ctx_test_support::plan(&[("a", &[]), ("b", &["a"])]);
+        let mut settings = SharedSettings {
+            url: "postgres://nobody@127.0.0.1:1/none".into(),
+            rerun: vec!["b".into()],
+            ..SharedSettings::default()
+        };
+        let said = |s: &SharedSettings| check_rerun(&plan, s).map_err(|e| e.to_string());
+        assert_eq!(
+            said(&settings),
+            Err("--rerun needs a stored run to resume (--resume RUN)".into())
+        );
+        settings.resume = Some("r1".into());
+        assert_eq!(said(&settings), Ok(()));
+        settings.rerun = vec!["B".into()];
+        assert_eq!(
+            said(&settings),
+            Err("--rerun B: no such task in the plan (near: b)".into())
+        );
+    }
 
     /// Two workers on one host are told apart: host, process, a random
     /// suffix of four hex digits.

@@ -100,7 +100,7 @@ pub async fn start(
     };
     // The view reads synchronously (on the store's own runtime): off this
     // one's workers.
-    let decided = {
+    let mut decided = {
         let (store, run, plan, label) = (
             store.clone(),
             run.to_string(),
@@ -112,7 +112,6 @@ pub async fn start(
         })
         .await??
     };
-    let mut decided = decided;
     decided.force(plan, asked);
     let (decided, keep, fresh) = maps_expand_again(plan, decided, asked);
     let rerun: Vec<String> = decided.rerun_ids().into_iter().collect();
