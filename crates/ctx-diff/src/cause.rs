@@ -214,7 +214,7 @@ fn item_changed(
     if a.plan.task(id_a).is_some() || b.plan.task(id_b).is_some() {
         return false;
     }
-    if let (Some(x), Some(y)) = (a.item_text(id_a), b.item_text(id_b)) {
+    if let (Some(x), Some(y)) = (a.item_digest(id_a), b.item_digest(id_b)) {
         return x != y;
     }
     let hashes = (
