@@ -126,7 +126,6 @@ pub struct Args {
     /// dependents, transitively, through maps), though their stored
     /// results would be reused. Repeatable. Compare the run before and
     /// after with `ctx runs diff RUN@N RUN` (N: the session before).
-    /// Local store only.
     #[arg(long, value_name = "TASK", requires = "resume", help_heading = heading::STORE)]
     pub rerun: Vec<String>,
 
