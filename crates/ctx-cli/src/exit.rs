@@ -243,9 +243,7 @@ impl From<ctx_run::request::RequestError> for CliError {
             RequestError::Setting(e) => e.into(),
             RequestError::MaxCost(e) => e.into(),
             RequestError::Budget(e) => CliError::usage(format!("--max-cost: {e}")),
-            e @ (RequestError::Alert(_)
-            | RequestError::RerunOnShared
-            | RequestError::PeriodOnShared) => CliError::usage(e),
+            e @ (RequestError::Alert(_) | RequestError::PeriodOnShared) => CliError::usage(e),
         }
     }
 }

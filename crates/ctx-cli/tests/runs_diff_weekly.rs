@@ -8,8 +8,16 @@
 //! The engine answers each task with the section its checks require and
 //! a checksum of the prompt it received: an output changes exactly when
 //! its prompt did.
+//!
+//! Every prompt of the weekly plan names the week, so no task of it keeps
+//! its inputs a week later. The second figure does: the weekly plan's
+//! `notable` map as fixtures/weekly/notable.yaml ships it (the standing
+//! brief, then one task per notable event) on the same two exports, with
+//! an engine that draws as a sampled model does (its answer also carries
+//! the draw of its run), so that the brief, whose inputs stay, answers
+//! otherwise and the diff says why: the same inputs.
 
-use ctx_test_support::{Dir, repo_root};
+use ctx_test_support::{Dir, Out, repo_root};
 use serde_json::{Value, json};
 
 #[path = "support/diff_json.rs"]
@@ -23,31 +31,60 @@ case "$CTX_TASK_ID" in
   *) printf 'note %s\n' "$h" ;;
 esac"#;
 
+/// A sampled model: each answer is a checksum of the prompt and of the
+/// run's draw (`DRAW`, one per run), so a prompt sent again in another run
+/// is answered otherwise.
+const SAMPLED: &str = r#"printf 'note %s\n' "$( (cat; echo "$DRAW") | cksum | cut -d ' ' -f 1)""#;
+
 /// Runs the weekly plan on `week`'s export at `date`; returns the run id.
 fn week(dir: &Dir, week: &str, date: &str) -> String {
     let weekly = repo_root().join("fixtures/weekly");
-    let raw = weekly.join(format!("raw/{week}.json"));
     let content = weekly.join("content");
-    let out = dir.run(&[
+    run_on(
+        dir,
+        "plan.yaml",
+        week,
+        &[
+            "--command",
+            ENGINE,
+            "--var",
+            &format!("WEEK={week}"),
+            "--date",
+            date,
+            "--content-root",
+            content.to_str().unwrap(),
+        ],
+    )
+}
+
+/// Runs fixtures/weekly/`plan` on `week`'s export with the command engine
+/// and `extra`; returns the run id. The run's draw is its week.
+fn run_on(dir: &Dir, plan: &str, week: &str, extra: &[&str]) -> String {
+    let weekly = repo_root().join("fixtures/weekly");
+    let raw = weekly.join(format!("raw/{week}.json"));
+    let plan = weekly.join(plan);
+    let raw = format!("RAW_JSON=@{}", raw.display());
+    let mut args = vec![
         "run",
-        weekly.join("plan.yaml").to_str().unwrap(),
+        plan.to_str().unwrap(),
         "--root",
         "runs",
         "--engine",
         "command",
-        "--command",
-        ENGINE,
         "--var",
-        &format!("RAW_JSON=@{}", raw.display()),
-        "--var",
-        &format!("WEEK={week}"),
-        "--date",
-        date,
-        "--content-root",
-        content.to_str().unwrap(),
-    ]);
+        &raw,
+    ];
+    args.extend_from_slice(extra);
+    let out = Out::of(dir.ctx().args(&args).env("DRAW", week));
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     out.run_id()
+}
+
+/// `ctx runs diff A B --format json`, as the figure quotes it.
+fn diff_figure(dir: &Dir, a: &str, b: &str) -> String {
+    let out = dir.run(&["runs", "diff", "--root", "runs", a, b, "--format", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    serde_json::to_string_pretty(&figure(&out.json())).unwrap()
 }
 
 /// What the figure quotes: per task, its ids in A and B, its change and
@@ -74,8 +111,15 @@ fn two_weeks_of_the_weekly_pipeline_name_their_causes() {
     let dir = Dir::new();
     let a = week(&dir, "2026-W35", "2026-08-27");
     let b = week(&dir, "2026-W36", "2026-09-03");
-    let out = dir.run(&["runs", "diff", "--root", "runs", &a, &b, "--format", "json"]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let figure = serde_json::to_string_pretty(&figure(&out.json())).unwrap();
-    insta::assert_snapshot!("weekly_diff", figure);
+    insta::assert_snapshot!("weekly_diff", diff_figure(&dir, &a, &b));
+}
+
+/// The second figure: the brief's inputs stay from one week to the next,
+/// and a sampled model answers it otherwise: `same inputs`.
+#[test]
+fn a_task_whose_inputs_stay_a_week_later_has_the_same_inputs() {
+    let dir = Dir::new();
+    let [a, b] =
+        ["2026-W35", "2026-W36"].map(|w| run_on(&dir, "notable.yaml", w, &["--command", SAMPLED]));
+    insta::assert_snapshot!("weekly_notable_diff", diff_figure(&dir, &a, &b));
 }

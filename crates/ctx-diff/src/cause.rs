@@ -160,15 +160,9 @@ pub fn task_causes(
         });
     }
     let own_found = !out.is_empty();
+    out.extend(list_cause(a, b, (id_a, id_b), &out));
     out.extend(dependency_causes(a, b, (id_a, id_b), (ra, rb)));
-    let hashes = (
-        &ra.result.metadata.map_item_hash,
-        &rb.result.metadata.map_item_hash,
-    );
-    if let (Some(ha), Some(hb)) = hashes
-        && ha != hb
-        && !own_found
-    {
+    if item_changed(a, b, (id_a, id_b), (ra, rb), own_found) {
         out.push(Cause::Item);
     }
     if !recorded {
@@ -178,6 +172,56 @@ pub fn task_causes(
         out.push(Cause::SameInputs);
     }
     out
+}
+
+/// A map task's list, when it is a variable whose value differs: the
+/// fingerprint of a map task covers its prompt, not the list it expands
+/// (its items' hashes do), so the variable is named from the runs'
+/// inputs. A list read from a dependency is that dependency's output,
+/// named as such. `found`: the causes already found, not repeated.
+fn list_cause(
+    a: &RunSide,
+    b: &RunSide,
+    (id_a, id_b): (&str, &str),
+    found: &[Cause],
+) -> Option<Cause> {
+    let (ta, tb) = (a.plan.task(id_a)?, b.plan.task(id_b)?);
+    let (ma, mb) = (ta.map.as_ref()?, tb.map.as_ref()?);
+    if ma.over != mb.over || b.plan.task(&mb.over).is_some() {
+        return None;
+    }
+    let (ia, ib) = (a.inputs.as_ref()?, b.inputs.as_ref()?);
+    let cause = Cause::Variable {
+        name: mb.over.clone(),
+    };
+    (variable_value(ia, &ma.over) != variable_value(ib, &mb.over) && !found.contains(&cause))
+        .then_some(cause)
+}
+
+/// Whether a map item's own content (its item in the list) differs. Read
+/// from the two runs' lists when both can be read, so the item is named
+/// beside any other cause (a changed map prompt changes every item's
+/// hash, not every item); else from the item hashes, which cover the map
+/// task's inputs too, so only when nothing else (`own_found`) explains
+/// them.
+fn item_changed(
+    a: &RunSide,
+    b: &RunSide,
+    (id_a, id_b): (&str, &str),
+    (ra, rb): (&ResultRecord, &ResultRecord),
+    own_found: bool,
+) -> bool {
+    if a.plan.task(id_a).is_some() || b.plan.task(id_b).is_some() {
+        return false;
+    }
+    if let (Some(x), Some(y)) = (a.item_digest(id_a), b.item_digest(id_b)) {
+        return x != y;
+    }
+    let hashes = (
+        &ra.result.metadata.map_item_hash,
+        &rb.result.metadata.map_item_hash,
+    );
+    matches!(hashes, (Some(ha), Some(hb)) if ha != hb) && !own_found
 }
 
 /// The fingerprint `id`'s result was stored under: its own, or for a map
@@ -265,7 +309,7 @@ fn value_causes(ia: &RunInputs, ib: &RunInputs, id_a: &str, id_b: &str) -> Vec<C
 
 /// A variable's value as a run used it: given (a secret as its hash),
 /// else its declared default.
-fn variable_value(inputs: &RunInputs, name: &str) -> Option<String> {
+pub(crate) fn variable_value(inputs: &RunInputs, name: &str) -> Option<String> {
     match inputs.values.get(name) {
         Some(StoredValue::Value(v)) => Some(v.clone()),
         Some(StoredValue::Secret(hash)) => Some(hash.clone()),

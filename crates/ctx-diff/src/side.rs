@@ -4,11 +4,35 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ctx_model::map::{is_current_item, parse_item_id};
+use ctx_model::digest::sha256_hex;
+use ctx_model::map::{is_current_item, parse_item_id, resolve_items};
 use ctx_model::{Plan, SubTask};
 use ctx_store::{ResultRecord, RunHeader, RunHistory, RunInputs, RunState};
 
 use crate::DiffError;
+
+/// Each map task's item digests (see [`RunSide::item_digests`]): the list
+/// is resolved once per map, as its expansion resolved it, so that a map
+/// of 10,000 items costs one read of its source, not one per item.
+fn item_digests(
+    plan: &Plan,
+    inputs: Option<&RunInputs>,
+    latest: &BTreeMap<String, ResultRecord>,
+) -> BTreeMap<String, Vec<String>> {
+    plan.sub_tasks
+        .iter()
+        .filter_map(|t| {
+            let spec = t.map.as_ref()?;
+            let source = match plan.task(&spec.over) {
+                Some(_) => latest.get(&spec.over).map(|r| r.result.output.clone()),
+                None => crate::cause::variable_value(inputs?, &spec.over),
+            }?;
+            let items = resolve_items(&source, spec.pointer.as_deref(), usize::MAX).ok()?;
+            let digests = items.iter().map(|i| sha256_hex(i.text.as_bytes()));
+            Some((t.id.clone(), digests.collect()))
+        })
+        .collect()
+}
 
 /// A stored run as a comparison reads it.
 #[derive(Debug, Clone)]
@@ -27,6 +51,13 @@ pub struct RunSide {
     /// The run's task ids: the plan's, in plan order, then its map items
     /// by map and index.
     pub tasks: Vec<String>,
+    /// Each map task's list as the run had it, by map task id: the
+    /// SHA-256 of each item's text (what fills its placeholder; a digest,
+    /// so that a list of large items is not held twice), in item order,
+    /// read once from the map's source (its variable's value, or its
+    /// source task's output). A map whose source cannot be read again (a
+    /// source task without a result, a value not recorded) has none.
+    pub item_digests: BTreeMap<String, Vec<String>>,
 }
 
 impl RunSide {
@@ -75,13 +106,22 @@ impl RunSide {
         let mut items: Vec<String> = items.into_iter().collect();
         items.sort_by_cached_key(|id| parse_item_id(id).map(|(m, k)| (m.to_string(), k)));
         tasks.extend(items);
+        let item_digests = item_digests(&plan, inputs.as_ref(), &latest);
         RunSide {
             header,
             plan,
             inputs,
             latest,
             tasks,
+            item_digests,
         }
+    }
+
+    /// The digest of map item `id`'s (`MAP[k]`) text in this run's list,
+    /// if the run's list can be read.
+    pub fn item_digest(&self, id: &str) -> Option<&str> {
+        let (map, k) = parse_item_id(id)?;
+        self.item_digests.get(map)?.get(k).map(String::as_str)
     }
 
     /// The run's id.

@@ -463,3 +463,54 @@ fn each_own_input_is_named_when_it_changed() {
     // Nothing changed and the same output: no cause at all.
     assert_eq!(causes_with(&|_| {}), []);
 }
+
+/// A map run with the list `list` and the map's prompt `prompt`: the map
+/// task and one item per entry (their hashes as an expansion gives them:
+/// the prompt and the item).
+fn map_run(id: &str, prompt: &str, list: &[&str]) -> RunSide {
+    let mut written = map_plan(&[]);
+    written.sub_tasks[0].tool_or_prompt.params.prompt = prompt.into();
+    let text = serde_json::to_string(list).unwrap();
+    let values = BTreeMap::from([("LIST".to_string(), text)]);
+    let inputs = RunInputs::new(&written, &values, None);
+    let mut m = record("m", "completed", &list.join(","));
+    m.result.metadata.map_items = Some(list.len());
+    let mut records = vec![m];
+    for (k, item) in list.iter().enumerate() {
+        let mut r = record(&format!("m[{k}]"), "completed", &format!("{prompt} {item}"));
+        r.result.metadata.map_item_hash = Some(format!("{prompt} {item}"));
+        records.push(r);
+    }
+    side_with(id, &written, Some(inputs), records)
+}
+
+/// An item whose own entry changed is named `item` beside a change of its
+/// map task's prompt, which changes every item's hash; an item whose entry
+/// stayed is not. The map task names the list's variable.
+#[test]
+fn an_items_own_change_is_named_beside_its_map_tasks() {
+    let a = map_run("A", "weigh it", &["x", "y"]);
+    let b = map_run("B", "weigh it again", &["x", "z"]);
+    let d = compare(&a, &b, &DiffOptions::default()).unwrap();
+    let names = |id: &str| -> Vec<String> {
+        find(&d, id)
+            .causes
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    assert_eq!(names("m[0]"), ["prompt"]);
+    assert_eq!(names("m[1]"), ["prompt", "item"]);
+    assert_eq!(names("m"), ["prompt", "variable LIST"]);
+    // With the prompt unchanged, the list alone.
+    let c = map_run("C", "weigh it", &["x", "z"]);
+    let d = compare(&a, &c, &DiffOptions::default()).unwrap();
+    assert_eq!(find(&d, "m[1]").causes, [Cause::Item]);
+    assert_eq!(
+        find(&d, "m").causes,
+        [Cause::Variable {
+            name: "LIST".into()
+        }]
+    );
+    assert_eq!(find(&d, "m[0]").change, Change::Same);
+}

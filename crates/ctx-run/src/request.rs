@@ -136,11 +136,6 @@ pub enum RequestError {
     /// A budget binds, and some task's cost has no bound.
     #[error(transparent)]
     Budget(#[from] BudgetError),
-    /// `--rerun` on a shared store, whose resume resets its tasks itself.
-    #[error(
-        "--rerun is not supported on a shared store (--store postgres://...): resume the run on a local store, or start a new shared run"
-    )]
-    RerunOnShared,
     /// A period budget or alerts on a shared store, which keeps no
     /// period ledger yet.
     #[error(
@@ -152,13 +147,9 @@ pub enum RequestError {
 impl RunFlags {
     /// Settles the flags that need no plan: the store (from the flags and
     /// `env`, [`StoreFlags::resolve`]), the task bounds, `--max-cost` and
-    /// `--alert-at`. A `--rerun` on a shared store is refused here, before
-    /// the store is read.
+    /// `--alert-at`.
     pub fn settle(&self, env: impl Fn(&str) -> Option<String>) -> Result<RunBasis, RequestError> {
         let store = self.store.resolve(env)?;
-        if !self.rerun.is_empty() && matches!(store, StoreChoice::Shared(_)) {
-            return Err(RequestError::RerunOnShared);
-        }
         let defaults = ExecutorOptions::default();
         let task_timeout = match self.task_timeout_secs {
             Some(secs) => crate::settings::task_timeout_from_secs(secs)?,
@@ -386,9 +377,9 @@ mod tests {
         }
     }
 
-    /// What a shared store cannot keep is refused by the request, each
-    /// with its own error: a rerun before the plan is read, a period
-    /// budget or alerts with it.
+    /// What a shared store cannot keep is refused by the request: a
+    /// period budget or alerts. A rerun goes through (the shared session
+    /// forces it as a local resume does).
     #[test]
     fn a_shared_store_refuses_what_it_cannot_keep() {
         let rerun = RunFlags {
@@ -399,10 +390,8 @@ mod tests {
             rerun: vec!["a".into()],
             ..RunFlags::default()
         };
-        assert_eq!(
-            rerun.settle(no_env).unwrap_err(),
-            RequestError::RerunOnShared
-        );
+        let basis = rerun.settle(no_env).unwrap();
+        assert_eq!(request(basis, plan("")).unwrap().rerun, vec!["a"]);
         let alerts = RunFlags {
             store: shared(),
             alert_at: Some("0.5".into()),

@@ -760,8 +760,9 @@ enum Made {
 /// The commit of a terminal result under a claim (see
 /// [`PgStore::complete`]), prepared once per connection. Parameters:
 /// the run, the task, the fencing token, the worker, the status, the
-/// result, the ids and results of the dependents a failure skips,
-/// whether kept results stand, whether an attempt is recorded.
+/// result, the ids and results of the dependents a failure skips (each
+/// skip recorded in the history too), whether kept results stand,
+/// whether an attempt is recorded.
 const COMMIT: &str = "WITH old AS (
                SELECT reserved_picos FROM ctx_tasks WHERE run_id = $1 AND task_id = $2),
              done AS (
@@ -780,8 +781,9 @@ const COMMIT: &str = "WITH old AS (
                 WHERE r.run_id = $1 AND o.reserved_picos IS NOT NULL
                RETURNING 1),
              hist AS (
-               INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
-               SELECT $1, $2, $3, $4, $5, true, $6 FROM done WHERE $10),
+               INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json, session)
+               SELECT $1, $2, $3, $4, $5, true, $6, (SELECT session FROM ctx_runs WHERE run_id = $1)
+                 FROM done WHERE $10),
              released AS (
                UPDATE ctx_tasks t SET pending_deps = t.pending_deps - 1,
                       kept_json = CASE WHEN $9 THEN t.kept_json END
@@ -793,7 +795,15 @@ const COMMIT: &str = "WITH old AS (
                UPDATE ctx_tasks t SET status = 'skipped', result_json = s.j, finished_at = now()
                  FROM unnest($7::text[], $8::text[]) AS s(id, j), done
                 WHERE $5 <> 'completed' AND t.run_id = $1 AND t.task_id = s.id
-                  AND t.status = 'pending')
+                  AND t.status = 'pending'
+               RETURNING t.task_id, t.attempt, s.j),
+             -- A skip is a result of the session too, as in a run
+             -- directory's history: the run as of this session reads it.
+             skipped_hist AS (
+               INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json, session)
+               SELECT $1, k.task_id, k.attempt, NULL, 'skipped', true, k.j,
+                      (SELECT session FROM ctx_runs WHERE run_id = $1)
+                 FROM skipped k)
              SELECT (SELECT count(*) FROM done),
                     -- Idle workers wake when this commit makes a task
                     -- ready (delivered at commit; see `PgStore::listen`).
@@ -924,8 +934,8 @@ async fn commit_statement(
 /// attempt, worker), the status, the result, its cost in pico-dollars as
 /// text.
 const LATE_COMMIT: &str = "WITH late AS (
-       INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json)
-       VALUES ($1, $2, $3, $4, $5, false, $6)),
+       INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json, session)
+       SELECT $1, $2, $3, $4, $5, false, $6, session FROM ctx_runs WHERE run_id = $1),
      old AS (
        SELECT reserved_picos FROM ctx_tasks
         WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4

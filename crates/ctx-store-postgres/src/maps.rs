@@ -139,7 +139,9 @@ impl PgStore {
     /// `map_id[` (its items, registered or left by a resume), and how
     /// many there are: what a resumed map matches its new items against.
     /// The caller keeps those `ctx_model::map::parse_item_id` names
-    /// items of `map_id`.
+    /// items of `map_id`. None for a map task the session's resume marked
+    /// `fresh_items` (`ctx run --rerun` at or above it): its items all run
+    /// again, whichever worker expands it.
     pub async fn stored_items(
         &self,
         run_id: &str,
@@ -147,21 +149,26 @@ impl PgStore {
     ) -> Result<Vec<TaskExecutionResult>> {
         let run_id = run_id.to_string();
         let prefix = format!("{map_id}[");
+        let map_id = map_id.to_string();
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let rows = shared
                 .query(
                     &|| format!("reading the stored items of run `{run_id}`"),
-                    "SELECT task_id, result_json FROM ctx_tasks
+                    "WITH fresh AS (SELECT EXISTS (SELECT 1 FROM ctx_tasks
+                                         WHERE run_id = $1 AND task_id = $3 AND fresh_items) AS f)
+                     SELECT task_id, result_json FROM ctx_tasks
                       WHERE run_id = $1 AND left(task_id, length($2)) = $2
                         AND status <> 'pending' AND result_json IS NOT NULL
+                        AND NOT (SELECT f FROM fresh)
                      UNION ALL
                      SELECT task_id, result_json FROM ctx_dropped d
                       WHERE run_id = $1 AND left(task_id, length($2)) = $2
                         AND NOT EXISTS (SELECT 1 FROM ctx_tasks t
                                          WHERE t.run_id = $1 AND t.task_id = d.task_id)
+                        AND NOT (SELECT f FROM fresh)
                      ORDER BY 1",
-                    &[&run_id, &prefix],
+                    &[&run_id, &prefix, &map_id],
                 )
                 .await?;
             crate::reads::results_of_rows(&shared, &run_id, &rows)

@@ -82,6 +82,7 @@ impl PgStore {
                     concat!(
                         "SELECT seq, task_id, attempt, worker, committed, result_json, ",
                         utc!("recorded_at"),
+                        ", session",
                         " FROM ctx_attempts
                           WHERE run_id = $1 AND ($2::text IS NULL OR task_id = $2)
                           ORDER BY task_id, seq"
@@ -104,6 +105,7 @@ impl PgStore {
                         committed: r.get(4),
                         result,
                         recorded_at: r.get(6),
+                        session: r.get(7),
                     })
                 })
                 .collect()

@@ -115,6 +115,9 @@ pub struct AttemptRow {
     pub result: TaskExecutionResult,
     /// When it was recorded (RFC 3339, UTC).
     pub recorded_at: String,
+    /// The run's session when it was recorded: 1 from registration, one
+    /// more at each resume (schema 8; 1 for attempts recorded before).
+    pub session: i32,
 }
 
 /// A kept result of a task a resume dropped from the run (see

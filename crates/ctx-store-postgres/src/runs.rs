@@ -51,6 +51,11 @@ pub struct Reopen<'a> {
     /// (`kept_json`, schema 6), for its claim to take as stored when the
     /// items it receives come back unchanged.
     pub keep: &'a [String],
+    /// The map tasks of `rerun` whose expansion in this session takes none
+    /// of their stored items (`fresh_items`, schema 8): those a `ctx run
+    /// --rerun` asked for, or below one, every item of which runs again.
+    /// Every other map task matches its items by content hash as usual.
+    pub fresh: &'a [String],
     /// What the plan was filled from this time (replaces the stored).
     pub inputs: Option<&'a RunInputs>,
     /// The run's budget from now on (replaces the stored; `None`: none).
@@ -282,7 +287,11 @@ impl PgStore {
     ///   in `reopen.keep` keep it aside (`kept_json`: the completed
     ///   result, or the one an earlier resume kept, when this one reads it
     ///   as the task's latest, [`PgRunView`](crate::PgRunView)), every
-    ///   other task's kept result is cleared;
+    ///   other task's kept result is cleared; the map tasks in
+    ///   `reopen.fresh` take none of their stored items when they expand
+    ///   in this session (every other's flag is cleared);
+    /// - the run's session count goes up by one: the results committed
+    ///   from now on are recorded as the new session's;
     /// - the edges are replaced and every pending task's ready counter is
     ///   recomputed from its dependencies' statuses.
     ///
@@ -297,6 +306,7 @@ impl PgStore {
         let rows = TaskRows::of(reopen.plan, reopen.priorities);
         let rerun: Vec<String> = reopen.rerun.to_vec();
         let keep: Vec<String> = reopen.keep.to_vec();
+        let fresh: Vec<String> = reopen.fresh.to_vec();
         let engine = reopen.engine.to_string();
         let source = reopen.plan_source.map(str::to_string);
         let budget = picos_text(reopen.budget);
@@ -305,7 +315,7 @@ impl PgStore {
         self.call(async move {
             let (run_id, plan_json, plan_hash) = (&run_id, &plan_json, &plan_hash);
             let (engine, source, rows, rerun, keep) = (&engine, &source, &rows, &rerun, &keep);
-            let (inputs_json, budget) = (&inputs_json, &budget);
+            let (inputs_json, budget, fresh) = (&inputs_json, &budget, &fresh);
             let found = shared
                 .with(&|| format!("resuming run `{run_id}`"), 15, move |mut c, _| {
                     async move {
@@ -346,7 +356,7 @@ impl PgStore {
                                     "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3,
                                         plan_source = coalesce($4, plan_source), engine = $5,
                                         task_count = $6, finished_at = NULL, inputs_json = $7,
-                                        budget_picos = $8::text::numeric,
+                                        budget_picos = $8::text::numeric, session = session + 1,
                                         held_picos = CASE WHEN $8::text IS NULL THEN held_picos
                                             ELSE greatest(held_picos, ({SPENT})) END
                                   WHERE run_id = $1"
@@ -408,10 +418,12 @@ impl PgStore {
                             )
                             .await?;
                             tx.execute(
-                                "UPDATE ctx_tasks SET kept_json = NULL
-                                  WHERE run_id = $1 AND kept_json IS NOT NULL
-                                    AND task_id <> ALL($2::text[])",
-                                &[&run_id, &keep],
+                                "UPDATE ctx_tasks SET kept_json = CASE WHEN task_id = ANY($2::text[]) THEN kept_json END,
+                                        fresh_items = task_id = ANY($3::text[])
+                                  WHERE run_id = $1
+                                    AND ((kept_json IS NOT NULL AND task_id <> ALL($2::text[]))
+                                         OR fresh_items OR task_id = ANY($3::text[]))",
+                                &[&run_id, &keep, fresh],
                             )
                             .await?;
                             // In a SET, `status` and `result_json` are the

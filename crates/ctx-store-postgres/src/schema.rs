@@ -222,10 +222,27 @@ ALTER TABLE ctx_runs ADD COLUMN held_picos numeric NOT NULL DEFAULT 0;
 ALTER TABLE ctx_tasks ADD COLUMN reserved_picos numeric;
 "#,
     },
+    Migration {
+        version: 8,
+        sql: r#"
+-- Sessions (issue 39), as a run directory counts them: a run is
+-- registered in session 1 and each resume opens the next. Every attempt
+-- records the session its run was in, so that the run as it stood after
+-- session N (`ctx runs diff RUN@N RUN`) is its history cut after N.
+-- Attempts recorded before this version read as session 1.
+ALTER TABLE ctx_runs ADD COLUMN session integer NOT NULL DEFAULT 1;
+ALTER TABLE ctx_attempts ADD COLUMN session integer NOT NULL DEFAULT 1;
+-- A map task at or below a task `ctx run --resume RUN --rerun TASK` asked
+-- for: its expansion in this session takes none of its stored items
+-- (every item runs again, as below a local --rerun). Set by the resume
+-- that asked, for its session; cleared by the next resume.
+ALTER TABLE ctx_tasks ADD COLUMN fresh_items boolean NOT NULL DEFAULT false;
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {

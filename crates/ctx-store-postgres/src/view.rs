@@ -22,7 +22,8 @@
 //!   that registered or last resumed it) when that worker gave none;
 //! - its **history** is every terminal result a worker committed or tried
 //!   to commit (a late commit refused by the fence cost an engine call
-//!   too, so it counts in what the run spent);
+//!   too, so it counts in what the run spent), and, from schema 8, each
+//!   skip a failure's commit wrote, as a run directory keeps it;
 //! - the run's **state** is `running` while it is open (tasks remain for
 //!   workers), else `completed` or `failed`; it started when it was
 //!   registered and ended when its last task became terminal.
@@ -45,7 +46,13 @@
 //! ([`PgStore::expand_map`]); they are left out, and read as results, as
 //! in a run directory.
 //!
-//! There are no sessions in this store: every result reads as session 1.
+//! A run's **sessions** are counted as in a run directory: registration
+//! opens session 1, each resume the next (schema 8). Each result of the
+//! **history** carries the session its run was in when it was recorded,
+//! so the run as of session N (`ctx runs diff RUN@N RUN`) is its history
+//! cut after N; attempts recorded before schema 8 read as session 1. A
+//! latest result, read from its task's row, reads as session 1: what
+//! reads sessions reads them from the history.
 
 use std::collections::HashMap;
 
@@ -131,7 +138,7 @@ impl PgRunView {
                 prompt_hash: prompt_hash(&a.result),
                 engine: engine.to_string(),
                 fingerprint: fingerprints.get(&a.task_id).cloned(),
-                session: 1,
+                session: i64::from(a.session),
                 recorded_at: a.recorded_at,
                 seq: a.seq,
                 started_seq: None,

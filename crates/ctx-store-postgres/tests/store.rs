@@ -486,6 +486,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
         plan_source: None,
         rerun: &rerun,
         keep: &[],
+        fresh: &[],
         inputs: None,
         budget: None,
     };
@@ -1035,6 +1036,7 @@ fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents()
         plan_source: None,
         rerun: &both,
         keep: &both,
+        fresh: &[],
         inputs: None,
         budget: None,
     };
@@ -1106,6 +1108,7 @@ fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents()
     assert_eq!(rt.block_on(store.reopen_run(&run, &reopen)).unwrap(), 2);
     let none = Reopen {
         keep: &[],
+        fresh: &[],
         ..reopen
     };
     assert_eq!(rt.block_on(store.reopen_run(&run, &none)).unwrap(), 2);
@@ -1450,6 +1453,7 @@ fn a_dead_claims_reservation_settles_at_what_its_attempt_stored() {
             plan_source: None,
             rerun,
             keep: &[],
+            fresh: &[],
             inputs: None,
             budget,
         }

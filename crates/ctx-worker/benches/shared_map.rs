@@ -117,6 +117,7 @@ fn main() {
             SharedSettings {
                 url: url.clone(),
                 resume: None,
+                rerun: Vec::new(),
                 work_here: false,
                 executor: ExecutorOptions::default(),
                 pricing: RunPricing::default(),

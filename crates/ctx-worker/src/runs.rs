@@ -141,18 +141,22 @@ pub async fn stored_inputs(
     Ok(store.inputs(run_id).await?)
 }
 
-/// What a resume of `run_id` with `plan` on the engine `label` would
-/// reuse and run again, and why; nothing is written. Blocks.
+/// What a resume of `run_id` with `plan` on the engine `label`, forcing
+/// `rerun` (`--rerun`, [`ResumePlan::force`]), would reuse and run again,
+/// and why; nothing is written. Blocks.
 pub fn resume_plan(
     url: &str,
     run_id: &str,
     plan: &Plan,
     label: &str,
+    rerun: &[String],
 ) -> Result<ResumePlan, SharedError> {
     let view = view(url, run_id)?;
     // The stored plan is redacted: compare like with like.
     let plan = ctx_store::redact_plan(plan);
-    Ok(view.resume_plan(&plan, label)?)
+    let mut decided = view.resume_plan(&plan, label)?;
+    decided.force(&plan, rerun);
+    Ok(decided)
 }
 
 /// [`open`] on the blocking pool.

@@ -23,17 +23,25 @@ use ctx_store_sqlite::RunRoot;
 use tracing::Instrument;
 
 use crate::runs::open;
-use crate::shared::{SharedError, report, start};
+use crate::shared::{Resume, SharedError, report, start};
 use crate::{DEFAULT_LEASE, DEFAULT_POLL, Worker, WorkerEvent};
 
-/// Everything a shared run needs besides the plan and the engine.
-#[derive(Debug, Clone)]
+/// Everything a shared run needs besides the plan and the engine. The
+/// default is a new run at no URL, followed only, with the executor's
+/// defaults and no prices: name the URL and what differs.
+#[derive(Debug, Clone, Default)]
 pub struct SharedSettings {
     /// The store's postgres:// URL (the PG* variables fill what it leaves
     /// out).
     pub url: String,
     /// Resume this run instead of registering a new one.
     pub resume: Option<String>,
+    /// With `resume`: tasks to run again with everything below them,
+    /// though their stored results would be reused (`ctx run --resume RUN
+    /// --rerun TASK`), as a local resume forces them
+    /// ([`crate::shared::start`]). Refused without `resume`, or naming a
+    /// task the plan does not have.
+    pub rerun: Vec<String>,
     /// Work on the run here, as one worker; `false`: only follow it
     /// (`ctx run --no-local`).
     pub work_here: bool,
@@ -76,6 +84,7 @@ impl SharedSettings {
         let settings = SharedSettings {
             url: store.url,
             resume: store.resume,
+            rerun: request.rerun,
             work_here: store.work_here,
             executor: request.executor,
             pricing: request.pricing,
@@ -121,6 +130,18 @@ pub struct SharedOutcome<S> {
     pub publish_error: Option<ctx_run::publish::PublishError>,
 }
 
+/// `--rerun` ids are refused before the store is opened, as for a local
+/// run: outside a resume, or naming a task the plan does not have.
+fn check_rerun(plan: &Plan, settings: &SharedSettings) -> Result<(), SharedError> {
+    if settings.rerun.is_empty() {
+        return Ok(());
+    }
+    if settings.resume.is_none() {
+        return Err(ctx_run::RunError::RerunWithoutResume.into());
+    }
+    ctx_store::check_rerun_ids(plan, &settings.rerun).map_err(|e| ctx_run::RunError::from(e).into())
+}
+
 /// A shared run that is registered (or resumed) and not yet worked on.
 pub struct SharedSession {
     store: PgStore,
@@ -154,6 +175,7 @@ impl SharedSession {
         settings: SharedSettings,
     ) -> Result<SharedSession, SharedError> {
         ctx_run::refuse_unjudgeable(&plan, engine.as_ref())?;
+        check_rerun(&plan, &settings)?;
         // A map's items are appended to the stored plan as it expands; a
         // run starts (or resumes) from the plan as written, and its maps
         // expand again.
@@ -177,7 +199,10 @@ impl SharedSession {
             &plan,
             settings.plan_source.as_deref(),
             &label,
-            settings.resume.as_deref(),
+            settings.resume.as_deref().map(|run| Resume {
+                run,
+                rerun: &settings.rerun,
+            }),
             settings.inputs.as_ref(),
             settings.pricing.max_cost,
         )
@@ -402,6 +427,31 @@ async fn budget_summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A library caller's `--rerun` is refused as the CLI's is: outside a
+    /// resume, or naming a task the plan does not have (before the store
+    /// at the URL, here unreachable, is opened).
+    #[test]
+    fn a_rerun_needs_a_resume_and_a_task_of_the_plan() {
+        let plan = ctx_test_support::plan(&[("a", &[]), ("b", &["a"])]);
+        let mut settings = SharedSettings {
+            url: "postgres://nobody@127.0.0.1:1/none".into(),
+            rerun: vec!["b".into()],
+            ..SharedSettings::default()
+        };
+        let said = |s: &SharedSettings| check_rerun(&plan, s).map_err(|e| e.to_string());
+        assert_eq!(
+            said(&settings),
+            Err("--rerun needs a stored run to resume (--resume RUN)".into())
+        );
+        settings.resume = Some("r1".into());
+        assert_eq!(said(&settings), Ok(()));
+        settings.rerun = vec!["B".into()];
+        assert_eq!(
+            said(&settings),
+            Err("--rerun B: no such task in the plan (near: b)".into())
+        );
+    }
 
     /// Two workers on one host are told apart: host, process, a random
     /// suffix of four hex digits.

@@ -37,6 +37,18 @@ pub enum SharedError {
     Cache(#[from] ctx_store_sqlite::Error),
 }
 
+/// A resume of a shared run: which run, and the tasks asked to run again
+/// with everything below them (`ctx run --resume RUN --rerun TASK`; ids of
+/// the plan, checked with `ctx_store::check_rerun_ids`).
+#[derive(Debug, Clone, Copy)]
+pub struct Resume<'a> {
+    /// The run's id.
+    pub run: &'a str,
+    /// The tasks forced to run again, through maps (none: the resume
+    /// rule's decisions alone).
+    pub rerun: &'a [String],
+}
+
 /// A run that was registered, or resumed.
 #[derive(Debug, Clone)]
 pub struct SharedStart {
@@ -47,7 +59,12 @@ pub struct SharedStart {
 }
 
 /// Registers `plan` as a new run of the shared store, or (with `resume`)
-/// reopens that run under `plan` by the resume rules both stores share.
+/// reopens that run under `plan` by the resume rules both stores share,
+/// with `resume.rerun` forced as a local resume forces them
+/// ([`ResumePlan::force`]): those tasks and everything below them,
+/// through maps, are reset to pending in the reopen's one transaction, and
+/// a map among them takes none of its stored items when it expands again,
+/// so that workers on any machine run them all again.
 /// `plan` is stored as given: redact it first, workers run exactly what is
 /// stored. `label` is the engine label recorded and compared; `inputs`,
 /// what the plan was filled from, is recorded with the run; `budget`
@@ -60,12 +77,12 @@ pub async fn start(
     plan: &Plan,
     plan_source: Option<&str>,
     label: &str,
-    resume: Option<&str>,
+    resume: Option<Resume<'_>>,
     inputs: Option<&ctx_store::RunInputs>,
     budget: Option<ctx_cost::Usd>,
 ) -> Result<SharedStart, SharedError> {
     let priorities = claim_priorities(plan)?;
-    let Some(run) = resume else {
+    let Some(Resume { run, rerun: asked }) = resume else {
         let run_id = store
             .register_run(&RegisterRun {
                 plan,
@@ -83,7 +100,7 @@ pub async fn start(
     };
     // The view reads synchronously (on the store's own runtime): off this
     // one's workers.
-    let decided = {
+    let mut decided = {
         let (store, run, plan, label) = (
             store.clone(),
             run.to_string(),
@@ -95,7 +112,8 @@ pub async fn start(
         })
         .await??
     };
-    let (decided, keep) = maps_expand_again(plan, decided);
+    decided.force(plan, asked);
+    let (decided, keep, fresh) = maps_expand_again(plan, decided, asked);
     let rerun: Vec<String> = decided.rerun_ids().into_iter().collect();
     store
         .reopen_run(
@@ -107,6 +125,7 @@ pub async fn start(
                 plan_source,
                 rerun: &rerun,
                 keep: &keep,
+                fresh: &fresh,
                 inputs,
                 budget,
             },
@@ -136,9 +155,18 @@ pub async fn start(
 /// and their claims take them as stored when the items they receive
 /// come back unchanged (a kept dependency that runs for real clears its
 /// dependents' kept results).
-fn maps_expand_again(plan: &Plan, mut decided: ResumePlan) -> (ResumePlan, Vec<String>) {
+///
+/// What `asked` (`--rerun`) reaches is forced through maps too, as the
+/// local executor's `rerun_requested` forces it: nothing below an asked
+/// task keeps a result aside, and the map tasks among them (the third
+/// list) take none of their stored items.
+fn maps_expand_again(
+    plan: &Plan,
+    mut decided: ResumePlan,
+    asked: &[String],
+) -> (ResumePlan, Vec<String>, Vec<String>) {
     let Ok(graph) = PlanGraph::new(plan) else {
-        return (decided, Vec::new());
+        return (decided, Vec::new(), Vec::new());
     };
     let n = graph.len();
     let is_map = |i: usize| plan.sub_tasks.get(i).is_some_and(|t| t.map.is_some());
@@ -162,6 +190,10 @@ fn maps_expand_again(plan: &Plan, mut decided: ResumePlan) -> (ResumePlan, Vec<S
         }
         stack.extend(graph.dependents(i));
     }
+    let reached = requested_reach(&graph, asked);
+    for &i in &reached {
+        forced[i] = true;
+    }
     let (kept, moved): (Vec<String>, Vec<String>) = decided.reuse.into_iter().partition(|id| {
         graph
             .index_of(id)
@@ -182,7 +214,23 @@ fn maps_expand_again(plan: &Plan, mut decided: ResumePlan) -> (ResumePlan, Vec<S
         .filter(|&(_, i)| !is_map(i) && map_above[i].is_some() && !forced[i])
         .map(|(id, _)| id.clone())
         .collect();
-    (decided, keep)
+    let fresh = reached
+        .into_iter()
+        .filter(|&i| is_map(i))
+        .map(|i| graph.id(i).to_string())
+        .collect();
+    (decided, keep, fresh)
+}
+
+/// The tasks `asked` and everything below them, through maps, in plan
+/// order.
+fn requested_reach(graph: &PlanGraph, asked: &[String]) -> std::collections::BTreeSet<usize> {
+    let mut reached = std::collections::BTreeSet::new();
+    for i in asked.iter().filter_map(|id| graph.index_of(id)) {
+        reached.insert(i);
+        reached.extend(graph.transitive_dependents(i));
+    }
+    reached
 }
 
 /// Each task's claim priority, in plan order: claims take the longest
@@ -354,6 +402,18 @@ mod tests {
         assert_eq!(c, lone, "two sinks of the same weight");
     }
 
+    /// A map over the output of task `over`.
+    fn map_over(over: &str) -> ctx_model::MapSpec {
+        ctx_model::MapSpec {
+            over: over.into(),
+            pointer: None,
+            item: "ITEM".into(),
+            max_items: Some(3),
+            allow_failures: 0,
+            variable_value: None,
+        }
+    }
+
     /// What a shared resume keeps aside below a map: the tasks that run
     /// again only because of a map above them (as the local executor's
     /// `forced_ids` leaves them), never a map task, never a task with a
@@ -374,14 +434,7 @@ mod tests {
             ("after", &["m2", "report"]),
         ]);
         for (i, over) in [(1, "src"), (7, "fix")] {
-            plan.sub_tasks[i].map = Some(ctx_model::MapSpec {
-                over: over.into(),
-                pointer: None,
-                item: "ITEM".into(),
-                max_items: Some(3),
-                allow_failures: 0,
-                variable_value: None,
-            });
+            plan.sub_tasks[i].map = Some(map_over(over));
         }
         let upstream = |id: &str, of: &str| (id.to_string(), RerunReason::Upstream(of.into()));
         let decided = ResumePlan {
@@ -396,7 +449,8 @@ mod tests {
             ],
             dropped: Vec::new(),
         };
-        let (decided, keep) = maps_expand_again(&plan, decided);
+        let (decided, keep, fresh) = maps_expand_again(&plan, decided, &[]);
+        assert!(fresh.is_empty());
         assert_eq!(decided.reuse, ["src"]);
         // `after` is below `m2`, whose own source failed: the forcing
         // stops at the map, so it waits on the items too.
@@ -408,6 +462,39 @@ mod tests {
             .collect();
         assert!(reasons.contains(&"report: upstream scan re-runs".to_string()));
         assert!(reasons.contains(&"mix: upstream other re-runs".to_string()));
+    }
+
+    /// `--rerun` forces through maps: nothing below the asked task is
+    /// kept aside, and a map below it takes none of its stored items,
+    /// while a map elsewhere still matches them.
+    #[test]
+    fn an_asked_rerun_forces_through_maps_and_freshens_them() {
+        // src → scan (a map) → report; other → m2 (a map) → after.
+        let mut plan = ctx_test_support::plan(&[
+            ("src", &[]),
+            ("scan", &["src"]),
+            ("report", &["scan"]),
+            ("other", &[]),
+            ("m2", &["other"]),
+            ("after", &["m2"]),
+        ]);
+        for (i, over) in [(1, "src"), (4, "other")] {
+            plan.sub_tasks[i].map = Some(map_over(over));
+        }
+        let mut decided = ResumePlan {
+            reuse: ["src", "scan", "report", "other", "m2", "after"]
+                .map(String::from)
+                .to_vec(),
+            rerun: Vec::new(),
+            dropped: Vec::new(),
+        };
+        let asked = ["src".to_string()];
+        decided.force(&plan, &asked);
+        let (decided, keep, fresh) = maps_expand_again(&plan, decided, &asked);
+        assert_eq!(fresh, ["scan"]);
+        // `after` waits on m2's items, which may come back unchanged.
+        assert_eq!(keep, ["after"]);
+        assert_eq!(decided.reuse, ["other"]);
     }
 
     #[test]

@@ -63,6 +63,7 @@ fn settings(url: &str, pricing: RunPricing, concurrency: usize) -> SharedSetting
     SharedSettings {
         url: url.to_string(),
         resume: None,
+        rerun: Vec::new(),
         work_here: true,
         executor: ExecutorOptions {
             concurrency,

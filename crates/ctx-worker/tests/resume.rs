@@ -97,6 +97,7 @@ fn settings(url: &str, resume: Option<&str>) -> SharedSettings {
     SharedSettings {
         url: url.to_string(),
         resume: resume.map(str::to_string),
+        rerun: Vec::new(),
         work_here: true,
         executor: ExecutorOptions::default(),
         pricing: RunPricing::default(),

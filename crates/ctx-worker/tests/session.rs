@@ -49,6 +49,7 @@ fn settings(url: &str, pricing: RunPricing, work_here: bool) -> SharedSettings {
     SharedSettings {
         url: url.to_string(),
         resume: None,
+        rerun: Vec::new(),
         work_here,
         executor: ExecutorOptions::default(),
         pricing,

@@ -128,7 +128,6 @@ pub struct Args {
     /// dependents, transitively, through maps), though their stored
     /// results would be reused. Repeatable. Compare the run before and
     /// after with `ctx runs diff RUN@N RUN` (N: the session before).
-    /// Local store only.
     #[arg(long, value_name = "TASK", requires = "resume", help_heading = heading::STORE)]
     pub rerun: Vec<String>,
 
@@ -277,7 +276,7 @@ fn resume_listing(
             (view.run_id().to_string(), resume)
         }
         StoreChoice::Shared(s) => {
-            let resume = ctx_worker::runs::resume_plan(&s.url, run, plan, &label)
+            let resume = ctx_worker::runs::resume_plan(&s.url, run, plan, &label, &request.rerun)
                 .map_err(|e| CliError::shared(e, plan_path))?;
             (run.to_string(), resume)
         }
