@@ -35,7 +35,7 @@
 //! let set = CheckSet::compile(&checks, Path::new(".")).unwrap();
 //!
 //! let board = ExpectedEntity::new("Board", &["10 x 20".to_string()], None).unwrap();
-//! let context = EvalContext { entities: &[board] };
+//! let context = EvalContext { entities: &[board], canary: None };
 //! let results = set.evaluate(b"<canvas id=\"b\"></canvas> a 10 X 20 grid", &context).finish();
 //! assert!(!results[0].passed); // case-sensitive by default
 //! assert_eq!(results[0].message, "Keep the 10 x 20 board.");

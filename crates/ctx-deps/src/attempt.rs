@@ -341,6 +341,8 @@ impl<'a> Attempts<'a> {
                 .and_then(|c| c.set.response_schema().cloned()),
             purpose: Default::default(),
             cache_breakpoints: None,
+            // Planted by `EngineCalls`, which every call goes through.
+            canary: None,
         };
         crate::prompt_cache::apply(
             &self.ctx.plan,

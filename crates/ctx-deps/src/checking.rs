@@ -103,6 +103,7 @@ pub(crate) async fn evaluate(
     let request_overhead = cost.map_or(0, |c| c.model.request_overhead(task, false, counter));
     let context = EvalContext {
         entities: &checks.entities,
+        canary: engine.canary_token(),
     };
     let mut evaluation = checks.set.evaluate(output.as_bytes(), &context);
     let mut usage = None;
@@ -183,6 +184,8 @@ async fn ask_judge(
         response_schema: Some(ctx_checks::judge::answer_schema()),
         purpose: ctx_engine::RequestPurpose::Judge,
         cache_breakpoints,
+        // Planted by `EngineCalls`, which every call goes through.
+        canary: None,
     };
     let mut call = JudgeCall {
         model: request.params.model.clone(),

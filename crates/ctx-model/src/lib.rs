@@ -104,7 +104,7 @@ mod validate;
 pub mod variables;
 
 pub use budget::{BudgetFlagError, BudgetPeriod, PeriodBudget};
-pub use checks::{judge_checks, plan_base_dir, plan_has_checks, task_checks};
+pub use checks::{judge_checks, plan_base_dir, plan_has_canary, plan_has_checks, task_checks};
 pub use json_text::json_text;
 pub use layout::PromptLayout;
 #[cfg(feature = "parse")]

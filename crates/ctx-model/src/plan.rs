@@ -349,6 +349,11 @@ pub struct PlanConfig {
     /// overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::PeriodBudget>,
+    /// `true`: every task of the run gets a `canary` check, as if each
+    /// listed `- canary: true` (docs/security.md, "A canary for injected
+    /// instructions"). Left out of a serialized plan when `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub canary: bool,
 }
 
 /// The default `max_check_attempts`: one try and one retry with feedback.
@@ -380,6 +385,7 @@ impl Default for PlanConfig {
             cache_breakpoints: None,
             cache_warm_up: None,
             budget: None,
+            canary: false,
         }
     }
 }

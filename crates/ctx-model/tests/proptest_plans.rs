@@ -206,6 +206,7 @@ fn config() -> impl Strategy<Value = PlanConfig> {
                     cache_breakpoints,
                     cache_warm_up,
                     budget: None,
+                    canary: false,
                 }
             },
         )

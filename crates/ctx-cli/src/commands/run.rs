@@ -294,14 +294,17 @@ pub fn run(args: Args) -> CliResult {
     let mut loaded = load_plan(&args, &store)?;
     args.overrides().apply(&mut loaded.plan)?;
     let (loaded, inputs) = fill(&args, &store, loaded)?;
-    let options = args.executor()?;
+    let mut options = args.executor()?;
+    options.canary = crate::telemetry::canary(&loaded.plan, &loaded.path)?;
     // A period budget bounds the run as --max-cost does: its tasks need
     // a high end (the run is then held at it: ctx_run::period_budget).
     let period = loaded.plan.config.budget.as_ref().map(|b| b.usd);
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let alert_at = alert_thresholds(args.alert_at.as_deref())?;
-    let notices =
-        engines::Notices::masking(inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default());
+    let notices = engines::Notices::masking(ctx_deps::canary::mask_with(
+        inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default(),
+        options.canary.as_ref(),
+    ));
     let engine = engines::build(&args.engine, &notices)?;
     let pricing = args
         .prices
