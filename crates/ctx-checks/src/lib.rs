@@ -94,6 +94,7 @@
 //! The check kinds and their options are documented for plan authors in
 //! `docs/checks.md`.
 
+pub mod clean;
 pub mod compile;
 pub mod entities;
 pub mod evaluate;
@@ -103,6 +104,7 @@ pub mod plan;
 pub mod spec;
 pub mod text;
 
+pub use clean::{CleaningError, OutputCleaner};
 pub use compile::{CheckSet, CompileError};
 pub use entities::{EntityPatternError, ExpectedEntity};
 pub use evaluate::{

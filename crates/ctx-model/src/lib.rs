@@ -93,6 +93,7 @@ mod load;
 mod locate;
 pub mod map;
 pub mod money;
+pub mod output_cleaning;
 #[cfg(feature = "parse")]
 mod parse;
 mod plan;

@@ -301,10 +301,8 @@ pub fn run(args: Args) -> CliResult {
     let period = loaded.plan.config.budget.as_ref().map(|b| b.usd);
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let alert_at = alert_thresholds(args.alert_at.as_deref())?;
-    let notices = engines::Notices::masking(ctx_deps::canary::mask_with(
-        inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default(),
-        options.canary.as_ref(),
-    ));
+    let mask = inputs.as_ref().map(|i| i.mask.clone()).unwrap_or_default();
+    let notices = engines::Notices::masking_run(mask, options.canary.as_ref());
     let engine = engines::build(&args.engine, &notices)?;
     let pricing = args
         .prices
