@@ -3,7 +3,8 @@
 //! system message, reads the canary sentence at the top of its stdin; an
 //! output that repeats the token fails the `canary` check by name; the
 //! token is hidden in everything printed and stored but the output; a new
-//! token per session leaves resumes and the output cache undisturbed;
+//! token per session leaves resumes, the output cache and `ctx runs diff`
+//! undisturbed;
 //! `ctx eval` counts the failures per variant.
 
 use ctx_test_support::{Dir, counts, run_id, task};
@@ -124,7 +125,7 @@ fn an_output_that_repeats_the_token_fails_the_canary_check_and_the_token_stays_h
 const PLAIN: &str = r#"cat > "$CTX_TASK_ID.in"; echo "$CTX_TASK_ID" >> counts; echo "fine""#;
 
 #[test]
-fn a_new_token_per_session_disturbs_neither_a_resume_nor_the_output_cache() {
+fn a_new_token_per_session_disturbs_no_resume_cache_or_diff() {
     let dir = Dir::new();
     dir.write("plan.yaml", PLAN);
     let first = dir.run_command(PLAIN, &["--root", "runs", "--cache"]);
@@ -150,6 +151,17 @@ fn a_new_token_per_session_disturbs_neither_a_resume_nor_the_output_cache() {
     let third = dir.run_command(PLAIN, &["--root", "runs"]);
     assert_eq!(third.code, 0, "{}", third.stderr);
     assert_ne!(planted(&dir, "p"), first_token);
+    // `ctx runs diff` sees the same inputs: no task has a cause.
+    let b = run_id(&third.stderr);
+    let diff = dir.run(&[
+        "runs", "diff", &id, &b, "--root", "runs", "--format", "json",
+    ]);
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    let diff = diff.json();
+    assert_eq!(diff["summary"]["same"], 2, "{diff}");
+    for t in diff["tasks"].as_array().unwrap() {
+        assert_eq!(t["causes"], serde_json::json!([]), "{t}");
+    }
 }
 
 /// The eval plan of tests/eval.rs with a canary check on `board` in
