@@ -254,8 +254,9 @@ impl<'a> Attempts<'a> {
         }
     }
 
-    /// The task's checks, compiled. Checks run only on real answers (not
-    /// a dry run's placeholders); an error is the task's failure.
+    /// The task's `output` block and checks, compiled. Checks run only on
+    /// real answers (not a dry run's placeholders), while the block
+    /// cleans every answer; an error is the task's failure.
     fn prepare_checks(&mut self) -> Result<(), String> {
         self.cleaner = crate::checking::prepare_cleaner(&self.ctx.plan, self.task)?;
         if self.ctx.engine.answers_prompts() {
