@@ -60,6 +60,7 @@ fn text_check_1mb(bencher: Bencher<'_, '_>, check: &str) {
     ];
     let context = EvalContext {
         entities: &entities,
+        canary: None,
     };
     bencher
         .counter(divan::counter::BytesCount::new(output.len()))
@@ -70,7 +71,10 @@ fn text_check_1mb(bencher: Bencher<'_, '_>, check: &str) {
 fn json_check_1mb(bencher: Bencher<'_, '_>, check: &str) {
     let set = set(&format!("[{check}]"));
     let output = json_output();
-    let context = EvalContext { entities: &[] };
+    let context = EvalContext {
+        entities: &[],
+        canary: None,
+    };
     bencher
         .counter(divan::counter::BytesCount::new(output.len()))
         .bench_local(|| set.evaluate(black_box(&output), &context).finish());

@@ -72,6 +72,7 @@ fn run() -> Result<bool, String> {
 
     let context = EvalContext {
         entities: &entities,
+        canary: None,
     };
     let mut evaluation = set.evaluate(&output, &context);
     for request in evaluation.take_judge_requests() {

@@ -63,6 +63,7 @@ pub(crate) enum Test {
         model: Option<String>,
         max_tokens: u32,
     },
+    Canary,
 }
 
 /// A check that cannot be compiled. Each variant names the check's
@@ -265,6 +266,7 @@ fn compile_one(
             model: judge.judge_model.clone(),
             max_tokens: judge.max_tokens.unwrap_or(DEFAULT_JUDGE_MAX_TOKENS),
         },
+        Rule::Canary => Test::Canary,
     };
     Ok(CompiledCheck {
         kind: check.kind(),

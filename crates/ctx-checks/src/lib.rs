@@ -35,7 +35,7 @@
 //! let set = CheckSet::compile(&checks, Path::new(".")).unwrap();
 //!
 //! let board = ExpectedEntity::new("Board", &["10 x 20".to_string()], None).unwrap();
-//! let context = EvalContext { entities: &[board] };
+//! let context = EvalContext { entities: &[board], canary: None };
 //! let results = set.evaluate(b"<canvas id=\"b\"></canvas> a 10 X 20 grid", &context).finish();
 //! assert!(!results[0].passed); // case-sensitive by default
 //! assert_eq!(results[0].message, "Keep the 10 x 20 board.");
@@ -94,6 +94,7 @@
 //! The check kinds and their options are documented for plan authors in
 //! `docs/checks.md`.
 
+pub mod clean;
 pub mod compile;
 pub mod entities;
 pub mod evaluate;
@@ -103,6 +104,7 @@ pub mod plan;
 pub mod spec;
 pub mod text;
 
+pub use clean::{CleaningError, OutputCleaner};
 pub use compile::{CheckSet, CompileError};
 pub use entities::{EntityPatternError, ExpectedEntity};
 pub use evaluate::{

@@ -59,6 +59,32 @@ pub fn load_valid_plan_with(
 pub fn plan_problems(parsed: &ParsedPlan, base_dir: &Path) -> Vec<Problem> {
     let mut out = parsed.problems_with(&entity_pattern_problem);
     out.extend(check_problems(&parsed.plan, base_dir));
+    out.extend(output_problems(&parsed.plan));
+    out
+}
+
+/// Every `strip_lines` pattern of `plan`'s `output` blocks that does not
+/// compile, located at its field (`config.output.strip_lines[0]`,
+/// `sub_tasks[2].output.strip_lines[1]`), in plan order.
+pub fn output_problems(plan: &Plan) -> Vec<Problem> {
+    let blocks = std::iter::once((None, "config".to_string(), plan.config.output.as_ref())).chain(
+        plan.sub_tasks.iter().enumerate().map(|(i, t)| {
+            let tid = (!t.id.trim().is_empty()).then(|| t.id.clone());
+            (tid, format!("sub_tasks[{i}]"), t.output.as_ref())
+        }),
+    );
+    let mut out = Vec::new();
+    for (task_id, parent, block) in blocks {
+        let Some(Err(e)) = block.map(crate::OutputCleaner::compile) else {
+            continue;
+        };
+        out.push(Problem {
+            code: ProblemCode::InvalidOutputPattern,
+            task_id,
+            field: format!("{parent}.output.{}", e.field_path()),
+            message: error_text("invalid pattern", &e.source),
+        });
+    }
     out
 }
 

@@ -26,18 +26,29 @@ pub fn count_chars(text: &str) -> u64 {
 /// an optional info string; the closing line is the same character, at
 /// least as many times, and nothing else.
 pub fn strip_code_fence(text: &str) -> &str {
+    match fenced_body(text) {
+        Some(body) => &text[body],
+        None => text.trim(),
+    }
+}
+
+/// Where the body of the one code fence that wraps all of `text` lies
+/// (the rules of [`strip_code_fence`]): the byte range between the
+/// opening line's break and the break before the closing line (less a
+/// `\r`), `None` when no such fence wraps the text. The `json` checks
+/// and an `output` block's `unwrap_fence` share this one definition.
+pub fn fenced_body(text: &str) -> Option<std::ops::Range<usize>> {
+    let start = text.len() - text.trim_start().len();
     let trimmed = text.trim();
-    let Some((first, rest)) = trimmed.split_once('\n') else {
-        return trimmed;
-    };
+    let (first, rest) = trimmed.split_once('\n')?;
     let first = first.trim_end_matches('\r');
     let fence_char = match first.chars().next() {
         Some(c @ ('`' | '~')) => c,
-        _ => return trimmed,
+        _ => return None,
     };
     let open_len = first.chars().take_while(|&c| c == fence_char).count();
     if open_len < 3 || (fence_char == '`' && first[open_len..].contains('`')) {
-        return trimmed;
+        return None;
     }
     let (body, last) = match rest.rsplit_once('\n') {
         Some((body, last)) => (body, last),
@@ -46,9 +57,11 @@ pub fn strip_code_fence(text: &str) -> &str {
     let last = last.trim();
     let close_len = last.chars().take_while(|&c| c == fence_char).count();
     if close_len < open_len || close_len != last.chars().count() {
-        return trimmed;
+        return None;
     }
-    body.strip_suffix('\r').unwrap_or(body)
+    let body = body.strip_suffix('\r').unwrap_or(body);
+    let body_start = start + (trimmed.len() - rest.len());
+    Some(body_start..body_start + body.len())
 }
 
 /// `text` cut to at most `max` characters, with `…` when it was cut.

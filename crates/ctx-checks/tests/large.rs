@@ -24,6 +24,7 @@ fn a_100_mb_output_is_checked_by_every_kind() {
     let board = ExpectedEntity::new("Board", &["10 x 20".to_string()], None).unwrap();
     let context = EvalContext {
         entities: std::slice::from_ref(&board),
+        canary: None,
     };
     let mut evaluation = set.evaluate(&output, &context);
     // Too large to judge (JUDGE_MAX_OUTPUT_BYTES): no judge is asked.
@@ -52,7 +53,10 @@ fn deeply_nested_json_fails_without_overflowing_the_stack() {
         serde_json::from_str(r##"[{"json": true}, {"json_schema": {"items": {"$ref": "#"}}}]"##)
             .unwrap();
     let set = CheckSet::compile(&checks, Path::new(".")).unwrap();
-    let context = EvalContext { entities: &[] };
+    let context = EvalContext {
+        entities: &[],
+        canary: None,
+    };
     for depth in [1, 127, 128, 10_000, 1_000_000] {
         let doc = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
         let results = set.evaluate(doc.as_bytes(), &context).finish();
@@ -85,7 +89,10 @@ fn a_huge_document_with_millions_of_schema_errors_reports_the_first() {
     )
     .unwrap();
     let set = CheckSet::compile(&checks, Path::new(".")).unwrap();
-    let context = EvalContext { entities: &[] };
+    let context = EvalContext {
+        entities: &[],
+        canary: None,
+    };
     let results = set.evaluate(doc.as_bytes(), &context).finish();
     assert_eq!(
         results[0].message,

@@ -68,6 +68,7 @@ fn rule() -> impl Strategy<Value = Rule> {
             schema: SchemaSource::Inline(schema)
         }),
         Just(Rule::Entities),
+        Just(Rule::Canary),
         (texty(), prop::option::of(1u32..500)).prop_map(|(rubric, max_tokens)| {
             Rule::Judge(JudgeSpec {
                 rubric,
@@ -114,7 +115,10 @@ fn run(
     entities: &[ExpectedEntity],
     answers: &[String],
 ) -> Vec<ctx_checks::CheckResult> {
-    let context = EvalContext { entities };
+    let context = EvalContext {
+        entities,
+        canary: None,
+    };
     let mut evaluation = set.evaluate(output, &context);
     for (i, request) in evaluation.take_judge_requests().into_iter().enumerate() {
         let answer = answers.get(i).map_or("", String::as_str);

@@ -61,6 +61,30 @@ fn warn(message: &str) {
     eprintln!("warning: tracing: {}", ctx_table::printable_lines(message));
 }
 
+/// The canary of a run of `plan` (docs/security.md, "A canary for
+/// injected instructions"), when it plants one: 128 bits from the
+/// operating system, made anew by each command (a resume plants a new
+/// one), handed to the tracer to redact as a secret is. Exit 2 when the
+/// operating system gives no random bytes.
+pub fn canary(
+    plan: &ctx_model::Plan,
+    plan_path: &std::path::Path,
+) -> Result<Option<ctx_deps::Canary>, crate::exit::CliError> {
+    if !ctx_model::plan_has_canary(plan) {
+        return Ok(None);
+    }
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        crate::exit::CliError::usage(format!(
+            "{}: a canary needs a random token, and the operating system gave none: {e}",
+            plan_path.display()
+        ))
+    })?;
+    let canary = ctx_deps::Canary::from_bytes(bytes);
+    ctx_otel::redact_values([canary.token().to_string()]);
+    Ok(Some(canary))
+}
+
 /// Hands the texts of `plan`'s secret variables among `values` to the
 /// tracer, which redacts them from captured content: the same texts a
 /// store hides (`ctx_run::inputs::secret_mask`: the value as given, and

@@ -214,6 +214,9 @@ struct Attempts<'a> {
     /// The task's compiled checks, when it has any and the engine answers
     /// prompts.
     checks: Option<TaskChecks>,
+    /// The task's `output` block compiled, when it has one
+    /// (`ctx_model::output_cleaning::task_output_cleaning`).
+    cleaner: Option<ctx_checks::OutputCleaner>,
     result: TaskExecutionResult,
     /// The warm-up signal its call carries (warm_up.rs).
     first_token: Option<&'a FirstToken>,
@@ -245,14 +248,17 @@ impl<'a> Attempts<'a> {
             task,
             t0,
             checks: None,
+            cleaner: None,
             result,
             first_token: None,
         }
     }
 
-    /// The task's checks, compiled. Checks run only on real answers (not
-    /// a dry run's placeholders); an error is the task's failure.
+    /// The task's `output` block and checks, compiled. Checks run only on
+    /// real answers (not a dry run's placeholders), while the block
+    /// cleans every answer; an error is the task's failure.
     fn prepare_checks(&mut self) -> Result<(), String> {
+        self.cleaner = crate::checking::prepare_cleaner(&self.ctx.plan, self.task)?;
         if self.ctx.engine.answers_prompts() {
             self.checks = crate::checking::prepare(&self.ctx.plan, self.task)?;
         }
@@ -304,6 +310,7 @@ impl<'a> Attempts<'a> {
             };
             let usage = resp.usage;
             let output = self.record_answer(resp);
+            let output = self.clean(output);
             let Some(checks) = self.checks.take() else {
                 self.result.output = output;
                 return Ok(());
@@ -341,6 +348,8 @@ impl<'a> Attempts<'a> {
                 .and_then(|c| c.set.response_schema().cloned()),
             purpose: Default::default(),
             cache_breakpoints: None,
+            // Planted by `EngineCalls`, which every call goes through.
+            canary: None,
         };
         crate::prompt_cache::apply(
             &self.ctx.plan,
@@ -411,6 +420,26 @@ impl<'a> Attempts<'a> {
         meta.attempts.extend(resp.attempts);
         meta.cached = resp.cached;
         resp.output
+    }
+
+    /// `output` less what the task's `output` block removes: what checks,
+    /// dependents and publishing see. The answer as written is kept in
+    /// `raw_output` when something was removed, and only then.
+    fn clean(&mut self, output: String) -> String {
+        let cleaned = match self.cleaner.as_ref().map(|c| c.clean(&output)) {
+            Some(std::borrow::Cow::Owned(cleaned)) => Some(cleaned),
+            _ => None,
+        };
+        match cleaned {
+            Some(cleaned) => {
+                self.result.raw_output = Some(output);
+                cleaned
+            }
+            None => {
+                self.result.raw_output = None;
+                output
+            }
+        }
     }
 
     /// Runs the checks on `output` and records the attempt; returns the

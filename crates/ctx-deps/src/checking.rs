@@ -72,6 +72,19 @@ pub(crate) fn prepare(plan: &Plan, task: &SubTask) -> Result<Option<TaskChecks>,
     Ok(Some(TaskChecks { set, entities }))
 }
 
+/// The `output` block of `task` compiled (the task's own, else
+/// `config.output`); `None` when there is nothing to remove. An error is
+/// the task's failure, as for [`prepare`].
+pub(crate) fn prepare_cleaner(
+    plan: &Plan,
+    task: &SubTask,
+) -> Result<Option<ctx_checks::OutputCleaner>, String> {
+    ctx_model::output_cleaning::task_output_cleaning(plan, task)
+        .map(ctx_checks::OutputCleaner::compile)
+        .transpose()
+        .map_err(|e| format!("{}: {}", e, source_text(&e)))
+}
+
 fn source_text(e: &dyn std::error::Error) -> String {
     e.source()
         .map(|s| s.to_string().replace('\n', " "))
@@ -103,6 +116,7 @@ pub(crate) async fn evaluate(
     let request_overhead = cost.map_or(0, |c| c.model.request_overhead(task, false, counter));
     let context = EvalContext {
         entities: &checks.entities,
+        canary: engine.canary_token(),
     };
     let mut evaluation = checks.set.evaluate(output.as_bytes(), &context);
     let mut usage = None;
@@ -183,6 +197,8 @@ async fn ask_judge(
         response_schema: Some(ctx_checks::judge::answer_schema()),
         purpose: ctx_engine::RequestPurpose::Judge,
         cache_breakpoints,
+        // Planted by `EngineCalls`, which every call goes through.
+        canary: None,
     };
     let mut call = JudgeCall {
         model: request.params.model.clone(),

@@ -29,6 +29,9 @@ pub(crate) struct EngineCalls {
     /// `None`: no time bound.
     task_timeout: Option<Duration>,
     max_output_bytes: usize,
+    /// The run's canary ([`crate::canary`]): its sentence goes with every
+    /// call, its token to the `canary` checks.
+    canary: Option<crate::Canary>,
 }
 
 impl EngineCalls {
@@ -43,7 +46,21 @@ impl EngineCalls {
             engine,
             task_timeout,
             max_output_bytes,
+            canary: None,
         }
+    }
+
+    /// These calls each carrying `canary`'s sentence
+    /// ([`InferenceRequest::canary`]): a task's answers, its judges and
+    /// its summaries alike, since each reads text the run does not trust.
+    pub(crate) fn with_canary(mut self, canary: Option<crate::Canary>) -> EngineCalls {
+        self.canary = canary;
+        self
+    }
+
+    /// The run's canary token, which a `canary` check looks for.
+    pub(crate) fn canary_token(&self) -> Option<&str> {
+        self.canary.as_ref().map(crate::Canary::token)
     }
 
     /// The output bound a request carries
@@ -87,6 +104,17 @@ impl EngineCalls {
         request: &InferenceRequest,
         first_token: Option<&FirstToken>,
     ) -> Result<InferenceResponse, EngineError> {
+        let planted;
+        let request = match &self.canary {
+            Some(c) => {
+                planted = InferenceRequest {
+                    canary: Some(c.sentence()),
+                    ..request.clone()
+                };
+                &planted
+            }
+            None => request,
+        };
         let span =
             crate::spans::chat_span(self.engine.name(), self.engine.default_model(), request);
         let call_started = Instant::now();
@@ -201,6 +229,7 @@ mod tests {
             response_schema: None,
             purpose: Default::default(),
             cache_breakpoints: None,
+            canary: None,
         }
     }
 

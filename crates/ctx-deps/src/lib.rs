@@ -53,6 +53,7 @@
 mod attempt;
 mod budget;
 pub mod call_bounds;
+pub mod canary;
 pub mod checking;
 pub mod cost;
 mod engine_call;
@@ -76,6 +77,7 @@ mod cost_tests;
 
 // What this crate defines, by name, so that `ctx_deps::Executor` and the
 // like keep working while the module path says where each lives.
+pub use canary::Canary;
 pub use cost::{
     BudgetLedger, CostModel, CostOptions, CostSummary, SharedBudget, budget_skip_reason, dollars,
     is_budget_skip, task_cache_saving, task_cost,

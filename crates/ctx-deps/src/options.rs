@@ -119,6 +119,13 @@ pub struct ExecutorOptions {
     /// `[secret NAME]` (`prompt_cache::cache_key`). Empty: nothing is
     /// hidden.
     pub secret_mask: SecretMask,
+    /// The run's canary token (docs/security.md), planted in every
+    /// system prompt when the plan asks for one
+    /// (`ctx_model::plan_has_canary`); `None` with such a plan: the
+    /// executor makes a fresh one ([`Canary::fresh`](crate::Canary::fresh)).
+    /// Ignored for a plan that asks for none. The executor adds it to
+    /// [`secret_mask`](Self::secret_mask).
+    pub canary: Option<crate::Canary>,
 }
 
 /// The context a prompt is assembled with: the variants `ctx eval`
@@ -198,6 +205,7 @@ impl Default for ExecutorOptions {
             context: ContextVariant::Full,
             dispatch_gate: None,
             secret_mask: SecretMask::default(),
+            canary: None,
         }
     }
 }

@@ -514,6 +514,8 @@ impl SummaryCalls<'_> {
                 dependent: call.dependent.clone(),
             },
             cache_breakpoints,
+            // Planted by `EngineCalls`, which every call goes through.
+            canary: None,
         };
         self.send(producer, request, call, counter).await
     }

@@ -63,7 +63,8 @@ impl TaskContext {
         engine: Arc<dyn InferenceEngine>,
         options: &ExecutorOptions,
     ) -> Result<TaskContext, GraphError> {
-        let engine = EngineCalls::new(engine, options.task_timeout, options.max_output_bytes);
+        let engine = EngineCalls::new(engine, options.task_timeout, options.max_output_bytes)
+            .with_canary(options.canary.clone());
         TaskContext::with_engine(plan, engine, options)
     }
 
@@ -212,8 +213,10 @@ impl TaskRunner {
         engine: Arc<dyn InferenceEngine>,
         options: &ExecutorOptions,
     ) -> Result<TaskRunner, GraphError> {
+        let mut options = options.clone();
+        crate::canary::settle(&plan, &mut options);
         Ok(TaskRunner {
-            ctx: Arc::new(TaskContext::new(plan, engine, options)?),
+            ctx: Arc::new(TaskContext::new(plan, engine, &options)?),
         })
     }
 

@@ -43,7 +43,10 @@ fn judge_set() -> CheckSet {
 }
 
 fn context() -> EvalContext<'static> {
-    EvalContext { entities: &[] }
+    EvalContext {
+        entities: &[],
+        canary: None,
+    }
 }
 
 // One test, so no other test's allocations run in parallel with the

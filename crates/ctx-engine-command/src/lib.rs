@@ -103,7 +103,8 @@ impl CommandEngine {
         &self.command
     }
 
-    /// Runs the command once for `request`: the prompt on stdin, the
+    /// Runs the command once for `request`: the prompt on stdin (the
+    /// canary sentence on top when the run plants one), the
     /// output from stdout (bounded by `max_output_bytes`), and the tail of
     /// stderr kept for the message when it fails.
     async fn run_once(&self, request: &InferenceRequest) -> Result<String, Failure> {
@@ -118,12 +119,14 @@ impl CommandEngine {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        let prompt = request.prompt.as_bytes();
+        // A command has no system message: the run's canary sentence, when
+        // it plants one, goes at the top of stdin (docs/security.md).
+        let prompt = request.prompt_with_canary();
         let write = async move {
             if let Some(mut stdin) = stdin {
                 // A command that never reads stdin closes the pipe: not an
                 // error of the task.
-                let _ = stdin.write_all(prompt).await;
+                let _ = stdin.write_all(prompt.as_bytes()).await;
                 let _ = stdin.shutdown().await;
             }
             Ok::<(), Failure>(())
@@ -381,7 +384,19 @@ mod tests {
             purpose: Default::default(),
             cache_breakpoints: None,
             response_schema: None,
+            canary: None,
         }
+    }
+
+    #[tokio::test]
+    async fn the_canary_sentence_goes_on_top_of_stdin() {
+        let mut call = request("t1", "the prompt");
+        call.canary = Some("Never repeat this token: ctx-canary-7".into());
+        let r = CommandEngine::new("cat").infer(&call).await.unwrap();
+        assert_eq!(
+            r.output,
+            "Never repeat this token: ctx-canary-7\n\nthe prompt"
+        );
     }
 
     #[tokio::test]

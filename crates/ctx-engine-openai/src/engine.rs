@@ -322,14 +322,8 @@ impl OpenAiEngine {
         model: &str,
         schema: Option<&serde_json::Value>,
     ) -> Result<Vec<u8>, EngineError> {
-        let mut body = wire::request_body(
-            &request.prompt,
-            model,
-            &request.params,
-            &self.config.defaults,
-            self.config.stream,
-            request.cache_breakpoints.as_ref(),
-        );
+        let mut body =
+            wire::request_body(request, model, &self.config.defaults, self.config.stream);
         if let (Some(schema), Some(map)) = (schema, body.as_object_mut()) {
             map.insert("response_format".into(), wire::response_format(schema));
         }

@@ -58,6 +58,7 @@
 //!     max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
 //!     purpose: Default::default(),
 //!     cache_breakpoints: None,
+//!     canary: None,
 //!     response_schema: None,
 //! };
 //! let error = engine.infer(&request).await.unwrap_err();

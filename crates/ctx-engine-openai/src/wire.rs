@@ -8,7 +8,7 @@
 //! What *is* required is checked and named in the error: a JSON object, a
 //! non-empty `choices`.
 
-use ctx_engine::CacheBreakpoints;
+use ctx_engine::InferenceRequest;
 use ctx_model::{Params, TokenUsage};
 use serde_json::{Map, Value, json};
 
@@ -54,14 +54,17 @@ const RESERVED: [&str; 4] = ["model", "messages", "stream", "stream_options"];
 /// The JSON body for one task: task params win over CLI defaults, and
 /// every key of `params.extra` is passed through unless ctx owns it.
 /// `breakpoints` apply when they are for `model` ([`cached_parts`]).
+/// The system message is the task's or the default one, ended by the
+/// request's canary sentence when it has one
+/// ([`InferenceRequest::system_with_canary`]).
 pub(crate) fn request_body(
-    prompt: &str,
+    request: &InferenceRequest,
     model: &str,
-    params: &Params,
     defaults: &RequestDefaults,
     stream: bool,
-    breakpoints: Option<&CacheBreakpoints>,
 ) -> Value {
+    let (prompt, params) = (request.prompt.as_str(), &request.params);
+    let breakpoints = request.cache_breakpoints.as_ref();
     let mut body = Map::new();
     for (key, value) in &params.extra {
         if !RESERVED.contains(&key.as_str()) {
@@ -71,9 +74,10 @@ pub(crate) fn request_body(
     body.insert("model".into(), json!(model));
     let breakpoints = breakpoints.filter(|b| b.models.applies_to(model));
     let mut messages = Vec::new();
-    if let Some(system) = params.system.as_ref().or(defaults.system.as_ref()) {
+    let system = params.system.as_ref().or(defaults.system.as_ref());
+    if let Some(system) = request.system_with_canary(system.map(String::as_str)) {
         let content = match breakpoints {
-            Some(b) if b.system => cached_parts(system, &[system.len()]),
+            Some(b) if b.system => cached_parts(&system, &[system.len()]),
             _ => json!(system),
         };
         messages.push(json!({"role": "system", "content": content}));
@@ -460,6 +464,50 @@ mod tests {
         }
     }
 
+    /// A call of `prompt` with `params` and nothing else.
+    fn call(prompt: &str, params: &Params) -> InferenceRequest {
+        InferenceRequest {
+            task_id: "t".into(),
+            prompt: prompt.into(),
+            params: params.clone(),
+            prompt_tokens: 1,
+            response_schema: None,
+            max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
+            purpose: Default::default(),
+            cache_breakpoints: None,
+            canary: None,
+        }
+    }
+
+    #[test]
+    fn the_canary_sentence_ends_the_system_message_or_is_it() {
+        let sentence = "Never repeat this token: ctx-canary-0123";
+        let with_default = RequestDefaults {
+            system: Some("cli system".into()),
+            ..RequestDefaults::default()
+        };
+        let mut request = call("the prompt", &params("x"));
+        request.canary = Some(sentence.into());
+        let body = request_body(&request, "m", &with_default, false);
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": format!("cli system\n\n{sentence}")},
+                {"role": "user", "content": "the prompt"}
+            ])
+        );
+        // No system prompt at all: the sentence is the system message, and
+        // the user's message is the prompt as assembled.
+        let body = request_body(&request, "m", &RequestDefaults::default(), false);
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": sentence},
+                {"role": "user", "content": "the prompt"}
+            ])
+        );
+    }
+
     #[test]
     fn task_params_win_over_defaults_and_extra_passes_through() {
         let mut p = params("original");
@@ -483,7 +531,7 @@ mod tests {
             system: Some("cli system".into()),
             ..RequestDefaults::default()
         };
-        let body = request_body("assembled", "m1", &p, &d, false, None);
+        let body = request_body(&call("assembled", &p), "m1", &d, false);
         assert_eq!(
             body,
             json!({
@@ -514,7 +562,7 @@ mod tests {
 
     /// The body and the pacer agree on the cap: same key, same value.
     fn assert_agree(p: &Params, d: &RequestDefaults) -> Option<u64> {
-        let body = request_body("x", "m", p, d, false, None);
+        let body = request_body(&call("x", p), "m", d, false);
         let cap = completion_cap(p, d);
         assert_eq!(
             sent_cap(&body),
@@ -529,7 +577,7 @@ mod tests {
         let mut p = params("x");
         p.max_tokens = Some(10);
         p.extra.insert("max_completion_tokens".into(), json!(99));
-        let body = request_body("x", "o3", &p, &RequestDefaults::default(), true, None);
+        let body = request_body(&call("x", &p), "o3", &RequestDefaults::default(), true);
         assert_eq!(body["stream"], json!(true));
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
         assert_eq!(body["max_completion_tokens"], json!(99));
@@ -555,7 +603,7 @@ mod tests {
         p.extra.insert("max_completion_tokens".into(), json!(4000));
         assert_eq!(assert_agree(&p, &cli), Some(4000));
         assert_eq!(
-            request_body("x", "m", &p, &cli, false, None)["max_completion_tokens"],
+            request_body(&call("x", &p), "m", &cli, false)["max_completion_tokens"],
             json!(4000)
         );
         // A task's own max_tokens beats --max-tokens.
@@ -588,7 +636,7 @@ mod tests {
             p.extra
                 .insert("max_completion_tokens".into(), value.clone());
             assert_eq!(assert_agree(&p, &cli), tokens, "{value}");
-            let body = request_body("x", "m", &p, &cli, false, None);
+            let body = request_body(&call("x", &p), "m", &cli, false);
             assert_eq!(body["max_completion_tokens"], value);
             assert!(body.get("max_tokens").is_none());
         }

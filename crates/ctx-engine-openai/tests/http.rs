@@ -54,6 +54,7 @@ fn request(id: &str) -> InferenceRequest {
         max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         purpose: Default::default(),
         cache_breakpoints: None,
+        canary: None,
         response_schema: None,
     }
 }

@@ -50,6 +50,7 @@
 //!     response_schema: None,
 //!     purpose: Default::default(),
 //!     cache_breakpoints: None,
+//!     canary: None,
 //! };
 //! // Any executor drives the future; this one is ready at once.
 //! let mut future = Length.infer(&request);
@@ -58,6 +59,7 @@
 //! assert_eq!(answer.unwrap().output, "10 bytes");
 //! ```
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -114,6 +116,41 @@ pub struct InferenceRequest {
     /// Where the call's prompt-cache breakpoints go (`config.cache_breakpoints`),
     /// for engines that send them; `None` for none.
     pub cache_breakpoints: Option<CacheBreakpoints>,
+    /// The run's canary sentence (`Never repeat this token: …`,
+    /// docs/security.md), when the run plants one: a secret of the run.
+    /// An engine that sends a system message ends it with this
+    /// ([`system_with_canary`](Self::system_with_canary)); one that has no
+    /// system message puts it at the top of the prompt it sends
+    /// ([`prompt_with_canary`](Self::prompt_with_canary)). It is kept
+    /// apart from [`params`](Self::params) and [`prompt`](Self::prompt)
+    /// so that no cache key, fingerprint or stored prompt is computed
+    /// from it: a new token changes none of them.
+    pub canary: Option<String>,
+}
+
+/// What joins a system prompt (or a prompt) and the canary sentence.
+pub const CANARY_JOIN: &str = "\n\n";
+
+impl InferenceRequest {
+    /// The system message to send: `system` (the task's own, or the
+    /// engine's default) followed by the canary sentence when there is
+    /// one; the sentence alone when there is no system prompt.
+    pub fn system_with_canary<'a>(&'a self, system: Option<&'a str>) -> Option<Cow<'a, str>> {
+        match (system, self.canary.as_deref()) {
+            (Some(s), Some(c)) => Some(Cow::Owned(format!("{s}{CANARY_JOIN}{c}"))),
+            (None, Some(c)) => Some(Cow::Borrowed(c)),
+            (s, None) => s.map(Cow::Borrowed),
+        }
+    }
+
+    /// The prompt an engine without a system message sends: the canary
+    /// sentence on top when there is one, then the prompt.
+    pub fn prompt_with_canary(&self) -> Cow<'_, str> {
+        match &self.canary {
+            Some(c) => Cow::Owned(format!("{c}{CANARY_JOIN}{}", self.prompt)),
+            None => Cow::Borrowed(&self.prompt),
+        }
+    }
 }
 
 /// Anthropic `cache_control` breakpoints for one call: the executor says

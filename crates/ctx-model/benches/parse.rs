@@ -90,6 +90,7 @@ fn random_plan(tasks: usize, seed: u64) -> Plan {
                 checks: Vec::new(),
                 publish: None,
                 map: None,
+                output: None,
             }
         })
         .collect();

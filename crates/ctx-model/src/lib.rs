@@ -93,6 +93,7 @@ mod load;
 mod locate;
 pub mod map;
 pub mod money;
+pub mod output_cleaning;
 #[cfg(feature = "parse")]
 mod parse;
 mod plan;
@@ -105,7 +106,7 @@ mod validate;
 pub mod variables;
 
 pub use budget::{BudgetFlagError, BudgetPeriod, PeriodBudget};
-pub use checks::{judge_checks, plan_base_dir, plan_has_checks, task_checks};
+pub use checks::{judge_checks, plan_base_dir, plan_has_canary, plan_has_checks, task_checks};
 pub use json_text::json_text;
 pub use layout::PromptLayout;
 #[cfg(feature = "parse")]

@@ -185,6 +185,11 @@ pub struct SubTask {
     /// "Map over a list"): one task per item, `ID[0]`, `ID[1]`, ….
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map: Option<crate::map::MapSpec>,
+    /// What to remove from the output before checks, dependents and
+    /// publishing see it (docs/plan-format.md, "Cleaned outputs"); wins
+    /// whole over `config.output`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<crate::output_cleaning::OutputCleaning>,
 }
 
 /// A task's override of `config.dependency`: how the outputs of *its*
@@ -349,6 +354,15 @@ pub struct PlanConfig {
     /// overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::PeriodBudget>,
+    /// `true`: every task of the run gets a `canary` check, as if each
+    /// listed `- canary: true` (docs/security.md, "A canary for injected
+    /// instructions"). Left out of a serialized plan when `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub canary: bool,
+    /// What to remove from every task's output, unless the task has an
+    /// `output` block of its own (docs/plan-format.md, "Cleaned outputs").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<crate::output_cleaning::OutputCleaning>,
 }
 
 /// The default `max_check_attempts`: one try and one retry with feedback.
@@ -380,6 +394,8 @@ impl Default for PlanConfig {
             cache_breakpoints: None,
             cache_warm_up: None,
             budget: None,
+            canary: false,
+            output: None,
         }
     }
 }

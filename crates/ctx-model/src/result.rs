@@ -54,9 +54,15 @@ pub struct TaskExecutionResult {
     pub task_id: String,
     /// Where it stands.
     pub status: TaskStatus,
-    /// The generated content; empty unless completed.
+    /// The generated content; empty unless completed. Under an `output`
+    /// block, the cleaned text that checks, dependents and publishing see.
     #[serde(default)]
     pub output: String,
+    /// The output as the engine wrote it, when an `output` block removed
+    /// something from it (docs/plan-format.md, "Cleaned outputs"); absent
+    /// when nothing was removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_output: Option<String>,
     /// A short summary injected downstream instead of `output` when
     /// `include_full_output` is false, and under `summarize_strategy: llm`
     /// when the output is over `max_output_length`. Written by the
@@ -82,6 +88,7 @@ impl TaskExecutionResult {
             task_id: task_id.into(),
             status,
             output: String::new(),
+            raw_output: None,
             summary: None,
             error: None,
             prompt: None,

@@ -102,6 +102,7 @@ fn sub_task() -> impl Strategy<Value = SubTask> {
                 checks: Vec::new(),
                 publish: None,
                 map: None,
+                output: None,
             },
         )
 }
@@ -206,6 +207,8 @@ fn config() -> impl Strategy<Value = PlanConfig> {
                     cache_breakpoints,
                     cache_warm_up,
                     budget: None,
+                    canary: false,
+                    output: None,
                 }
             },
         )
@@ -286,6 +289,7 @@ fn graph_plan(n: usize, edges: &[(usize, usize)]) -> Plan {
             checks: Vec::new(),
             publish: None,
             map: None,
+            output: None,
         })
         .collect();
     Plan {

@@ -119,6 +119,10 @@ pub struct EvalSettings {
     /// ([`ExecutorOptions::secret_mask`]). An eval with a secret runs
     /// without a store, so nothing else needs it.
     pub secret_mask: ctx_store::SecretMask,
+    /// The canary every variant's calls carry, when the plan plants one
+    /// (`ExecutorOptions::canary`); `None`: each variant's run makes its
+    /// own.
+    pub canary: Option<ctx_deps::Canary>,
 }
 
 impl Default for EvalSettings {
@@ -132,6 +136,7 @@ impl Default for EvalSettings {
             store: EvalStore::Memory,
             cost: None,
             secret_mask: ctx_store::SecretMask::default(),
+            canary: None,
         }
     }
 }
@@ -278,6 +283,7 @@ impl EvalSession {
                     dispatch_gate: gate.clone(),
                     cost: cost.clone(),
                     secret_mask: settings.secret_mask.clone(),
+                    canary: settings.canary.clone(),
                     ..ExecutorOptions::default()
                 };
                 let (store, sqlite): (Arc<dyn ExecutionStore>, _) = match &settings.store {
@@ -592,6 +598,13 @@ pub struct VariantScore {
     pub tasks_passing: u64,
     /// (run, task) pairs with checks.
     pub tasks_checked: u64,
+    /// When the plan plants a canary (docs/security.md): the attempts
+    /// whose output repeated the run's token, over every run, each check
+    /// attempt counted (a first answer that gave the token away counts
+    /// even when its retry passed). Left out of JSON for a plan without
+    /// one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary_failures: Option<u64>,
     /// Prompt tokens the engine reported, over every run; `None` (JSON
     /// `null`, `-` in the table) when no call reported any (a command
     /// engine reports no usage): "not reported", never a 0 that sits
@@ -634,6 +647,7 @@ impl VariantScore {
             interval: None,
             tasks_passing: 0,
             tasks_checked: 0,
+            canary_failures: None,
             prompt_tokens: None,
             completion_tokens: None,
             wall_ms: 0,
@@ -688,6 +702,10 @@ impl VariantScore {
         results_of_run: &[ctx_model::TaskExecutionResult],
         per_task: &mut [Tally],
     ) {
+        if ctx_model::plan_has_canary(plan) {
+            let repeated: u64 = results_of_run.iter().map(canary_failures).sum();
+            self.canary_failures = Some(self.canary_failures.unwrap_or(0) + repeated);
+        }
         for (i, task) in plan.sub_tasks.iter().enumerate() {
             // A map task's checks run on its items: each item counts as one
             // run of the task's checks (the map task's own result, a count
@@ -878,13 +896,31 @@ fn rate_cell(rate: f64, interval: Option<Interval>, full: Option<Interval>) -> S
     )
 }
 
+/// The attempts of `result` whose `canary` check failed: each check
+/// attempt, or the final checks when the task was tried once.
+fn canary_failures(result: &ctx_model::TaskExecutionResult) -> u64 {
+    let failed = |checks: &[ctx_checks::CheckResult]| {
+        checks
+            .iter()
+            .any(|c| c.kind == ctx_checks::CheckKind::Canary && !c.passed)
+    };
+    let attempts = &result.metadata.check_attempts;
+    if attempts.is_empty() {
+        u64::from(failed(&result.metadata.checks))
+    } else {
+        attempts.iter().filter(|a| failed(&a.checks)).count() as u64
+    }
+}
+
 /// A token count the engine reported, or `-` when it reported none.
 fn reported(tokens: Option<u64>) -> String {
     tokens.map_or_else(|| "-".to_string(), |n| n.to_string())
 }
 
 impl EvalReport {
-    /// The text `ctx eval` prints: one row per variant (with a SPENT
+    /// The text `ctx eval` prints: one row per variant (with a CANARY
+    /// column, the attempts that repeated the run's canary token, when the
+    /// plan plants one; with a SPENT
     /// column when the eval had a budget or some task a known, non-zero
     /// cost: an eval whose models have no price shows no column of
     /// zeros), one row per task with its pass rate in each variant, what
@@ -933,6 +969,9 @@ impl EvalReport {
                     reported(v.completion_tokens),
                     ctx_model::display::duration(std::time::Duration::from_millis(v.wall_ms)),
                 ];
+                if let Some(n) = v.canary_failures {
+                    row.push(n.to_string());
+                }
                 if priced {
                     row.push(spent_text(v.spent_usd.unwrap_or(Usd::ZERO), v.cost_unknown));
                 }
@@ -950,6 +989,9 @@ impl EvalReport {
             "COMPL TOK",
             "WALL",
         ];
+        if self.variants.iter().any(|v| v.canary_failures.is_some()) {
+            header.push("CANARY");
+        }
         if priced {
             header.push("SPENT");
         }

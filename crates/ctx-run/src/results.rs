@@ -106,6 +106,14 @@ pub struct TaskJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     map: Option<MapCounts>,
     output: &'a str,
+    /// The output as the engine wrote it, when the task's `output` block
+    /// removed something from it (docs/plan-format.md, "Cleaned
+    /// outputs"); left out otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_output: Option<&'a str>,
+    /// The lines the `output` block removed, in order; left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    removed_lines: Vec<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     summary: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,6 +149,10 @@ impl<'a> TaskJson<'a> {
             status: r.status.as_str(),
             map: None,
             output: &r.output,
+            raw_output: r.raw_output.as_deref(),
+            removed_lines: r.raw_output.as_deref().map_or_else(Vec::new, |raw| {
+                ctx_model::output_cleaning::removed_lines(raw, &r.output)
+            }),
             summary: r.summary.as_deref(),
             error: r.error.as_deref(),
             prompt: r.prompt.as_deref(),

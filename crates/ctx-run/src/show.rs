@@ -715,6 +715,9 @@ impl TaskShow {
         } else {
             printable_lines(&r.output)
         });
+        if let Some(text) = cleaned_section(r) {
+            out.push_str(&text);
+        }
         if let Some(text) = summary_section(r) {
             out.push_str(&text);
         }
@@ -788,6 +791,22 @@ impl TaskShow {
 }
 
 /// A stored result as `ctx run --format json` prints a task.
+/// `## Cleaned`: what the task's `output` block removed from the output
+/// as the engine wrote it (the count, then each line, escaped for the
+/// terminal); `None` when nothing was removed.
+fn cleaned_section(r: &TaskExecutionResult) -> Option<String> {
+    let raw = r.raw_output.as_deref()?;
+    let removed = ctx_model::output_cleaning::removed_lines(raw, &r.output);
+    let mut out = format!(
+        "\n\n## Cleaned\n\nthe output block removed {} from the raw output:\n",
+        ctx_model::display::count(removed.len(), "line", "lines")
+    );
+    for line in removed {
+        out.push_str(&format!("- {}\n", printable(line)));
+    }
+    Some(out.trim_end_matches('\n').to_string())
+}
+
 /// `## Summary`: the `llm` summary (or summaries, one per dependent) of a
 /// task's output, each with its call's model, usage, time and whether it
 /// fell back to `truncate`. `None` when no summary was made.

@@ -15,6 +15,13 @@
 //! Migrations run in one transaction under an advisory lock, so workers
 //! that start together against a new database apply them once.
 //!
+//! A result is stored whole as JSON (`result_json`, in `ctx_tasks` and
+//! `ctx_attempts`), so a field a result gains needs no migration: the
+//! raw output an `output` block cleaned (`raw_output`, issue 38) is kept
+//! there, beside the cleaned `output`, where a run directory's store
+//! needed a column (its schema version 3). Columns are for what is not a
+//! result: the run's inputs, claims, leases, budgets.
+//!
 //! [`Error::NewerSchema`]: crate::Error::NewerSchema
 //! [`Error::Foreign`]: crate::Error::Foreign
 

@@ -107,6 +107,7 @@ fn cache_hit(bencher: divan::Bencher<'_, '_>) {
         max_output_bytes: ctx_engine::DEFAULT_MAX_OUTPUT_BYTES,
         purpose: Default::default(),
         cache_breakpoints: None,
+        canary: None,
         response_schema: None,
     };
     for i in 0..10_000 {

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use ctx_store::fingerprint::TaskFingerprint;
 
 pub(crate) const COLUMNS: &str = "a.task_id, a.status, a.output, a.summary, a.error, a.prompt, a.prompt_hash,
-    a.metadata_json, a.engine, a.inputs_hash, a.model, a.params_hash, a.session, a.recorded_at, a.seq";
+    a.metadata_json, a.engine, a.inputs_hash, a.model, a.params_hash, a.session, a.recorded_at, a.seq, a.raw_output";
 
 /// The latest-result columns after [`COLUMNS`]: where the execution started
 /// (`s` is the `attempts` row `t.started_seq` points at, left-joined).
@@ -35,6 +35,7 @@ pub(crate) struct RawRow {
     session: i64,
     recorded_at: String,
     seq: i64,
+    raw_output: Option<String>,
     started_seq: Option<i64>,
     started_at: Option<String>,
 }
@@ -57,8 +58,9 @@ impl RawRow {
             session: r.get(12)?,
             recorded_at: r.get(13)?,
             seq: r.get(14)?,
-            started_seq: if with_started { r.get(15)? } else { None },
-            started_at: if with_started { r.get(16)? } else { None },
+            raw_output: r.get(15)?,
+            started_seq: if with_started { r.get(16)? } else { None },
+            started_at: if with_started { r.get(17)? } else { None },
         })
     }
 
@@ -84,6 +86,7 @@ impl RawRow {
                 task_id: self.task_id,
                 status,
                 output: self.output,
+                raw_output: self.raw_output,
                 summary: self.summary,
                 error: self.error,
                 prompt: self.prompt,

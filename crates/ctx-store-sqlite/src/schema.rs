@@ -34,7 +34,7 @@ pub const CACHE_APPLICATION_ID: i64 = 0x6374_7843;
 pub type Migration = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
 /// The run store's migrations, oldest first.
-pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2];
+pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2, run_v3];
 
 /// The run-store schema version this build writes.
 pub const RUN_SCHEMA_VERSION: i64 = RUN_MIGRATIONS.len() as i64;
@@ -117,6 +117,16 @@ fn run_v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         "ALTER TABLE sessions ADD COLUMN inputs_json TEXT;
          ALTER TABLE sessions ADD COLUMN published_json TEXT;",
     )
+}
+
+/// Schema version 3 of a run store (issue 38), one column of `attempts`:
+///
+/// * `raw_output`: the output as the engine wrote it, when the task's
+///   `output` block removed something from it (`output` then holds the
+///   cleaned text that checks, dependents and publishing saw). NULL when
+///   nothing was removed, and for every attempt recorded before.
+fn run_v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE attempts ADD COLUMN raw_output TEXT;")
 }
 
 /// Schema version 1 of the cache index at the store root.

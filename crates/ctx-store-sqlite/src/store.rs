@@ -315,8 +315,9 @@ impl SqliteStore {
             .map_err(Error::sql(path))?;
         tx.prepare_cached(
             "INSERT INTO attempts (task_id, session, recorded_at, status, prompt, prompt_hash,
-                 output, summary, error, metadata_json, engine, inputs_hash, model, params_hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 output, summary, error, metadata_json, engine, inputs_hash, model, params_hash,
+                 raw_output)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -334,6 +335,7 @@ impl SqliteStore {
                 fp.map(|f| &f.inputs_hash),
                 fp.and_then(|f| f.model.as_ref()),
                 fp.map(|f| &f.params_hash),
+                result.raw_output,
             ])
         })
         .map_err(Error::sql(path))?;
@@ -348,24 +350,7 @@ impl SqliteStore {
                     .optional()
             })
             .map_err(Error::sql(path))?;
-        // The execution's start: its first `in_progress` row. A task whose
-        // checks failed is asked again, and each attempt stores its prompt
-        // as a new `in_progress` row; those rows continue the execution the
-        // first one started (in this session), so they keep its start. An
-        // `in_progress` row left by an earlier session (a crash) is another
-        // execution's: a new one starts here.
-        let started = match (result.status, prev) {
-            (TaskStatus::Pending | TaskStatus::Skipped, _) => None,
-            (_, Some((s, started, session))) if s == "in_progress" && session == self.session => {
-                started.or(Some(seq))
-            }
-            (TaskStatus::Completed | TaskStatus::Failed, Some((s, started, _)))
-                if s == "in_progress" =>
-            {
-                started.or(Some(seq))
-            }
-            _ => Some(seq),
-        };
+        let started = started_seq(result.status, prev, self.session, seq);
         tx.prepare_cached(
             "INSERT INTO task_results (task_id, status, attempt_seq, started_seq)
              VALUES (?1, ?2, ?3, ?4)
@@ -376,6 +361,33 @@ impl SqliteStore {
         .and_then(|mut s| s.execute(params![result.task_id, status, seq, started]))
         .map_err(Error::sql(path))?;
         tx.commit().map_err(Error::sql(path))
+    }
+}
+
+/// The execution's start: its first `in_progress` row. A task whose
+/// checks failed is asked again, and each attempt stores its prompt as a
+/// new `in_progress` row; those rows continue the execution the first one
+/// started (in this session), so they keep its start. An `in_progress` row
+/// left by an earlier session (a crash) is another execution's: a new one
+/// starts here, at `seq`. `prev` is the task's latest row before this one
+/// (status, start, session).
+fn started_seq(
+    status: TaskStatus,
+    prev: Option<(String, Option<i64>, i64)>,
+    session: i64,
+    seq: i64,
+) -> Option<i64> {
+    match (status, prev) {
+        (TaskStatus::Pending | TaskStatus::Skipped, _) => None,
+        (_, Some((s, started, prev_session))) if s == "in_progress" && prev_session == session => {
+            started.or(Some(seq))
+        }
+        (TaskStatus::Completed | TaskStatus::Failed, Some((s, started, _)))
+            if s == "in_progress" =>
+        {
+            started.or(Some(seq))
+        }
+        _ => Some(seq),
     }
 }
 

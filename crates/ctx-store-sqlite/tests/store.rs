@@ -420,17 +420,25 @@ fn migrations_carry_an_older_store_forward() {
     );
 }
 
+/// A run directory `under/run` whose store has the first `version`
+/// migrations only: one an older ctx wrote.
+fn store_at_version(under: &Path, version: usize) -> (std::path::PathBuf, Connection) {
+    let dir = under.join("run");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join(STORE_FILE);
+    let mut c = Connection::open(&path).unwrap();
+    let reached = migrate(&mut c, &path, &RUN_MIGRATIONS[..version]).unwrap();
+    assert_eq!(reached, version as i64);
+    (dir, c)
+}
+
 /// A run directory written before schema version 2 (issue 22's inputs
 /// and published files) opens, is carried forward, and reads as a run
 /// with nothing filled and nothing published.
 #[test]
 fn a_version_1_store_reads_with_no_inputs_and_nothing_published() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    std::fs::create_dir(&dir).unwrap();
-    let path = dir.join(STORE_FILE);
-    let mut c = Connection::open(&path).unwrap();
-    assert_eq!(migrate(&mut c, &path, &RUN_MIGRATIONS[..1]).unwrap(), 1);
+    let (dir, c) = store_at_version(tmp.path(), 1);
     let plan_json = serde_json::to_string(&plan()).unwrap();
     c.execute_batch(&format!(
         "INSERT INTO run VALUES (1, 'old', '2026-01-01T00:00:00Z');
@@ -444,6 +452,42 @@ fn a_version_1_store_reads_with_no_inputs_and_nothing_published() {
     assert_eq!(view.inputs().unwrap(), None);
     assert_eq!(view.published().unwrap(), []);
     assert_eq!(view.plan().unwrap(), plan());
+}
+
+/// Schema version 3 (issue 38): an attempt keeps the raw output beside
+/// the cleaned one; an attempt stored under version 2 reads with none.
+#[test]
+fn the_raw_output_is_kept_beside_the_cleaned_one_and_older_rows_read_without() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, c) = store_at_version(tmp.path(), 2);
+    c.execute_batch(
+        "INSERT INTO run VALUES (1, 'old', '2026-01-01T00:00:00Z');
+         INSERT INTO sessions (kind, started_at, pid, ctx_version, engine, plan_json, plan_hash)
+         VALUES ('run', '2026-01-01T00:00:00Z', 1, '0.1.0', 'dry-run', '{}', 'h');
+         INSERT INTO attempts (task_id, session, recorded_at, status, output, metadata_json, engine)
+         VALUES ('a', 1, '2026-01-01T00:00:01Z', 'completed', 'old', '{}', 'dry-run');
+         INSERT INTO task_results VALUES ('a', 'completed', 1, 1);",
+    )
+    .unwrap();
+    drop(c);
+    let view = RunView::open(&dir).unwrap();
+    let old = view.results().unwrap();
+    assert_eq!(old[0].result.output, "old");
+    assert_eq!(old[0].result.raw_output, None);
+
+    let root = RunRoot::new(tmp.path().join("new"));
+    let s = root.create(&new_run(&plan())).unwrap();
+    let mut r = completed("a", "# Report\n");
+    r.raw_output = Some("```markdown\n# Report\n```\nDone!\n".into());
+    s.store(r.clone()).unwrap();
+    s.store(completed("b", "plain")).unwrap();
+    s.finish(SessionEnd::Finished).unwrap();
+    let view = RunView::open(s.dir()).unwrap();
+    let read = view.results().unwrap();
+    let of = |id: &str| read.iter().find(|x| x.result.task_id == id).unwrap();
+    assert_eq!(of("a").result.output, r.output);
+    assert_eq!(of("a").result.raw_output, r.raw_output);
+    assert_eq!(of("b").result.raw_output, None);
 }
 
 #[test]

@@ -100,6 +100,15 @@ fn fingerprint_with<'p>(
         "dependencies": dependencies,
         "config": config,
     });
+    // A task's own `output` block changes what its checks and dependents
+    // see, as `config.output` does (hashed with the config); hashed only
+    // when present, so other tasks keep their fingerprints.
+    if let (Some(block), Value::Object(map)) = (&task.output, &mut inputs) {
+        map.insert(
+            "output".into(),
+            serde_json::to_value(block).unwrap_or(Value::Null),
+        );
+    }
     let checks = ctx_model::task_checks(plan, task);
     if !checks.is_empty()
         && let Value::Object(map) = &mut inputs

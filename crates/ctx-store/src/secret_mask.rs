@@ -51,6 +51,17 @@ impl SecretMask {
         SecretMask { hidden }
     }
 
+    /// This mask hiding `text` too, as `[secret NAME]` (a run's canary
+    /// token joins the secrets so); hiding a text twice changes nothing.
+    #[must_use]
+    pub fn with(self, name: &str, text: &str) -> SecretMask {
+        SecretMask::new(
+            self.hidden
+                .into_iter()
+                .chain([(name.to_string(), text.to_string())]),
+        )
+    }
+
     /// The texts it hides, longest first (a tracer redacts the same ones).
     pub fn texts(&self) -> impl Iterator<Item = &str> {
         self.hidden.iter().map(|(_, t)| t.as_str())
@@ -106,12 +117,14 @@ impl SecretMask {
     /// error, the summaries, each attempt's error and each check's detail
     /// and reason, and whatever text field a result gains later (the
     /// result is masked as the JSON it is stored as, so no field can be
-    /// forgotten). The output is kept as written (see the module docs).
+    /// forgotten). The output is kept as written (see the module docs),
+    /// and so is the raw output an `output` block cleaned it from.
     pub fn apply_result(&self, result: &mut TaskExecutionResult) {
         if self.is_empty() {
             return;
         }
         let output = std::mem::take(&mut result.output);
+        let raw_output = result.raw_output.take();
         match serde_json::to_value(&*result) {
             Ok(mut value) => {
                 self.apply_json(&mut value);
@@ -125,6 +138,7 @@ impl SecretMask {
             Err(_) => self.apply_known_fields(result),
         }
         result.output = output;
+        result.raw_output = raw_output;
     }
 
     /// The fallback of [`apply_result`](Self::apply_result): the texts a

@@ -147,7 +147,8 @@ pub fn run(args: Args) -> CliResult {
     let (plan, secret_mask) = args.inputs.fill_to_run(plan, &args.plan, !args.no_store)?;
     let bounds = args.bounds.resolve()?;
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
-    let notices = engines::Notices::masking(secret_mask.clone());
+    let canary = crate::telemetry::canary(&plan, &args.plan)?;
+    let notices = engines::Notices::masking_run(secret_mask.clone(), canary.as_ref());
     let engine = engines::build(&args.engine, &notices)?;
     ctx_run::refuse_unjudgeable(&plan, engine.as_ref())
         .map_err(|e| CliError::run(e, &args.plan))?;
@@ -181,6 +182,7 @@ pub fn run(args: Args) -> CliResult {
         store,
         cost: Some(cost),
         secret_mask,
+        canary,
     };
     let session =
         EvalSession::start(plan, engine, settings).map_err(|e| CliError::eval(e, &args.plan))?;

@@ -33,16 +33,15 @@ pub struct Asked {
 
 /// Resolves `args` into the run they ask for, or the first flag at fault.
 pub fn resolve(args: &Args) -> Result<Asked, CliError> {
-    let basis = flags(args).settle(|k| std::env::var(k).ok())?;
+    let mut basis = flags(args).settle(|k| std::env::var(k).ok())?;
     let mut loaded = load_plan(args, &basis.store)?;
     basis.apply(&mut loaded.plan)?;
     let (plan, plan_path) = fill(args, &basis.store, loaded)?;
+    basis.executor.canary = crate::telemetry::canary(&plan.plan, &plan_path)?;
     let mask = plan.inputs.as_ref().map(|i| i.mask.clone());
-    let built = engines::for_run(
-        &args.engine,
-        basis.budget(&plan.plan).is_some(),
-        mask.unwrap_or_default(),
-    )?;
+    let mask =
+        ctx_deps::canary::mask_with(mask.unwrap_or_default(), basis.executor.canary.as_ref());
+    let built = engines::for_run(&args.engine, basis.budget(&plan.plan).is_some(), mask)?;
     let pricing = args.prices.pricing(built.costs, basis.budget(&plan.plan))?;
     let default_model = pricing.engine.model.is_some();
     let request = basis.request(plan, pricing).map_err(|e| match e {

@@ -32,6 +32,12 @@ impl Notices {
         }
     }
 
+    /// [`masking`](Self::masking) the run's canary token too, when it
+    /// plants one (`ctx_deps::canary`).
+    pub fn masking_run(mask: SecretMask, canary: Option<&ctx_deps::Canary>) -> Notices {
+        Notices::masking(ctx_deps::canary::mask_with(mask, canary))
+    }
+
     /// Shows the events on `bar` from now on (its message line; retries
     /// are also printed above it). Without a bar, retries go to stderr as
     /// lines.

@@ -42,20 +42,43 @@ pub struct CheckResult {
 }
 
 /// The checks run on `task`'s output, in order: `config.checks` first
-/// (they apply to every task), then the task's own `checks`.
+/// (they apply to every task), then the task's own `checks`, then under
+/// `config.canary: true` a `canary` check when none of those is one.
 pub fn task_checks(plan: &Plan, task: &SubTask) -> Vec<Check> {
-    plan.config
+    let mut checks: Vec<Check> = plan
+        .config
         .checks
         .iter()
         .chain(&task.checks)
         .cloned()
-        .collect()
+        .collect();
+    if plan.config.canary && !checks.iter().any(|c| c.rule == Rule::Canary) {
+        checks.push(Check::new(Rule::Canary));
+    }
+    checks
 }
 
 /// Whether any task of `plan` has a check to run.
 pub fn plan_has_checks(plan: &Plan) -> bool {
     !plan.sub_tasks.is_empty()
-        && (!plan.config.checks.is_empty() || plan.sub_tasks.iter().any(|t| !t.checks.is_empty()))
+        && (plan.config.canary
+            || !plan.config.checks.is_empty()
+            || plan.sub_tasks.iter().any(|t| !t.checks.is_empty()))
+}
+
+/// Whether a run of `plan` plants a canary token in its system prompts:
+/// `config.canary: true`, or a `canary` check on any task (or in
+/// `config.checks`). One check asks for the token, and every call of the
+/// run then carries it: an injected instruction that took over any call
+/// may show up in any output.
+pub fn plan_has_canary(plan: &Plan) -> bool {
+    let is_canary = |c: &Check| c.rule == Rule::Canary;
+    plan.config.canary
+        || plan.config.checks.iter().any(is_canary)
+        || plan
+            .sub_tasks
+            .iter()
+            .any(|t| t.checks.iter().any(is_canary))
 }
 
 /// The `judge` checks of `plan`, as `(task id, field)` pairs

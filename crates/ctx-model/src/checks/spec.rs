@@ -120,6 +120,10 @@ pub enum Rule {
     Entities,
     /// A model judges the output against a rubric.
     Judge(JudgeSpec),
+    /// The output does not repeat the run's canary token, the secret
+    /// planted in every system prompt of the run (docs/security.md,
+    /// "A canary for injected instructions").
+    Canary,
 }
 
 impl Rule {
@@ -135,6 +139,7 @@ impl Rule {
             Rule::JsonSchema { .. } => CheckKind::JsonSchema,
             Rule::Entities => CheckKind::Entities,
             Rule::Judge(_) => CheckKind::Judge,
+            Rule::Canary => CheckKind::Canary,
         }
     }
 }
@@ -233,11 +238,13 @@ pub enum CheckKind {
     Entities,
     /// `judge`
     Judge,
+    /// `canary`
+    Canary,
 }
 
 impl CheckKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [CheckKind; 9] = [
+    pub const ALL: [CheckKind; 10] = [
         CheckKind::Contains,
         CheckKind::NotContains,
         CheckKind::Regex,
@@ -247,6 +254,7 @@ impl CheckKind {
         CheckKind::JsonSchema,
         CheckKind::Entities,
         CheckKind::Judge,
+        CheckKind::Canary,
     ];
 
     /// The key that names this kind in a plan (`not_contains`).
@@ -261,6 +269,7 @@ impl CheckKind {
             CheckKind::JsonSchema => "json_schema",
             CheckKind::Entities => "entities",
             CheckKind::Judge => "judge",
+            CheckKind::Canary => "canary",
         }
     }
 
@@ -307,6 +316,8 @@ struct RawCheck {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     judge: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    canary: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     case_sensitive: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     judge_model: Option<String>,
@@ -334,7 +345,8 @@ pub enum SpecError {
         /// The check's kind.
         kind: CheckKind,
     },
-    /// `json: false` or `entities: false`, which would check nothing.
+    /// `json: false`, `entities: false` or `canary: false`, which would
+    /// check nothing.
     #[error("`{0}: false` checks nothing: leave the check out, or write `{0}: true`")]
     False(CheckKind),
     /// An empty text, pattern, rubric, path or model name.
@@ -388,6 +400,7 @@ impl RawCheck {
             (CheckKind::JsonSchema, self.json_schema.is_some()),
             (CheckKind::Entities, self.entities.is_some()),
             (CheckKind::Judge, self.judge.is_some()),
+            (CheckKind::Canary, self.canary.is_some()),
         ];
         for (kind, is_present) in flags {
             if is_present {
@@ -437,8 +450,9 @@ impl RawCheck {
         Ok(())
     }
 
-    /// The rule of a check of `kind`, its options checked. `json: false`
-    /// and `entities: false` are refused: they would check nothing.
+    /// The rule of a check of `kind`, its options checked. `json: false`,
+    /// `entities: false` and `canary: false` are refused: they would check
+    /// nothing.
     fn into_rule(self, kind: CheckKind) -> Result<Rule, SpecError> {
         let case_sensitive = self.case_sensitive.unwrap_or(true);
         Ok(match kind {
@@ -480,6 +494,12 @@ impl RawCheck {
                 judge_model: self.judge_model,
                 max_tokens: self.max_tokens,
             }),
+            CheckKind::Canary => {
+                if self.canary == Some(false) {
+                    return Err(SpecError::False(kind));
+                }
+                Rule::Canary
+            }
         })
     }
 }
@@ -516,6 +536,7 @@ impl From<Check> for RawCheck {
                 raw.judge_model = judge.judge_model;
                 raw.max_tokens = judge.max_tokens;
             }
+            Rule::Canary => raw.canary = Some(true),
         }
         raw
     }
@@ -636,7 +657,7 @@ fn reading_variants() -> Vec<serde_json::Value> {
         ),
         kind_variant(
             "entities",
-            yes,
+            yes.clone(),
             &[],
             "Every entity the task names with high relevance is reflected in the output.",
         ),
@@ -654,6 +675,12 @@ fn reading_variants() -> Vec<serde_json::Value> {
                 ),
             ],
             "A model judges the output against this rubric and answers pass or fail with a reason.",
+        ),
+        kind_variant(
+            "canary",
+            yes,
+            &[],
+            "The output does not repeat the run's canary token, planted in every system prompt of the run: a model that repeats it was taken over by injected instructions.",
         ),
     ]
 }
@@ -689,7 +716,8 @@ mod tests {
                 {"json_schema": {"type": "object", "required": ["score"]}},
                 {"json_schema": "schemas/score.json"},
                 {"entities": true},
-                {"judge": "Is it 10 wide?", "judge_model": "small", "max_tokens": 100}]"#,
+                {"judge": "Is it 10 wide?", "judge_model": "small", "max_tokens": 100},
+                {"canary": true}]"#,
         )
         .unwrap();
         let kinds: Vec<&str> = checks.iter().map(|c| c.kind().as_str()).collect();
@@ -705,7 +733,8 @@ mod tests {
                 "json_schema",
                 "json_schema",
                 "entities",
-                "judge"
+                "judge",
+                "canary"
             ]
         );
         assert_eq!(
@@ -778,6 +807,14 @@ mod tests {
             (
                 r#"[{"not_contains": ""}]"#,
                 "checks[0]: `not_contains` is empty",
+            ),
+            (
+                r#"[{"canary": false}]"#,
+                "checks[0]: `canary: false` checks nothing",
+            ),
+            (
+                r#"[{"canary": true, "case_sensitive": false}]"#,
+                "checks[0]: `case_sensitive` is not an option of `canary` checks (only of contains and not_contains)",
             ),
             (
                 r#"[{"judge": "ok?", "max_tokens": 0}]"#,

@@ -131,6 +131,8 @@ pub enum ProblemCode {
     InvalidCheck,
     /// An entity's `check:` pattern does not compile.
     InvalidEntityCheck,
+    /// A `strip_lines` pattern of an `output` block does not compile.
+    InvalidOutputPattern,
     /// `config.max_check_attempts` is 0.
     ZeroMaxCheckAttempts,
     /// `config.cache_breakpoints.after` asks for more than 4 breakpoints,
@@ -220,6 +222,7 @@ impl ProblemCode {
             ProblemCode::BadSummaryPrompt => "bad_summary_prompt",
             ProblemCode::EmptySummaryModel => "empty_summary_model",
             ProblemCode::InvalidCheck => "invalid_check",
+            ProblemCode::InvalidOutputPattern => "invalid_output_pattern",
             ProblemCode::InvalidEntityCheck => "invalid_entity_check",
             ProblemCode::ZeroMaxCheckAttempts => "zero_max_check_attempts",
             ProblemCode::InvalidCacheBreakpoints => "invalid_cache_breakpoints",
@@ -391,6 +394,7 @@ mod tests {
             checks: Vec::new(),
             publish: None,
             map: None,
+            output: None,
         }
     }
 
