@@ -500,34 +500,7 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
                 },
             ));
         }
-        let [Some(input), cached, write, Some(output)] = base else {
-            return Ok(None);
-        };
-        let mut price = Price::flat(input, output, cached).with_cache_write(write);
-        let [flex, batch, priority] = tiers.map(tier_rates);
-        price.tiers = Tiers {
-            flex,
-            batch,
-            priority,
-        };
-        if let Some(thousands) = threshold {
-            let b = price.base;
-            let long_input = long[Kind::Input as usize].unwrap_or(b.input);
-            price.long_context = Some(LongContext {
-                above_prompt_tokens: thousands.saturating_mul(1000),
-                rates: Rates {
-                    input: long_input,
-                    cached_input: long[Kind::CachedInput as usize].unwrap_or(b.cached_input),
-                    // Without a cache-write price, a write costs the input
-                    // price, of the long-context tier here.
-                    cache_write: long[Kind::CacheWrite as usize]
-                        .or(write)
-                        .unwrap_or(long_input),
-                    output: long[Kind::Output as usize].unwrap_or(b.output),
-                },
-            });
-        }
-        Ok(Some(price))
+        Ok(entry_price(base, threshold.map(|t| (long, t)), tiers))
     }
 
     fn visit_bool<E: de::Error>(self, _: bool) -> Result<Option<Price>, E> {
@@ -551,6 +524,45 @@ impl<'de> Visitor<'de> for EntrySeed<'_> {
     fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<Option<Price>, A::Error> {
         Err(self.not_an_entry())
     }
+}
+
+/// An entry's price from the rates its keys gave, each array indexed by
+/// [`Kind`]: `None` without both a base input and output price (not a
+/// token price). `long`: the long-context rates and their threshold in
+/// thousands of tokens, when the entry has any.
+fn entry_price(
+    base: [Option<Rate>; 4],
+    long: Option<([Option<Rate>; 4], u64)>,
+    tiers: [[Option<Rate>; 4]; 3],
+) -> Option<Price> {
+    let [Some(input), cached, write, Some(output)] = base else {
+        return None;
+    };
+    let mut price = Price::flat(input, output, cached).with_cache_write(write);
+    let [flex, batch, priority] = tiers.map(tier_rates);
+    price.tiers = Tiers {
+        flex,
+        batch,
+        priority,
+    };
+    if let Some((long, thousands)) = long {
+        let b = price.base;
+        let long_input = long[Kind::Input as usize].unwrap_or(b.input);
+        price.long_context = Some(LongContext {
+            above_prompt_tokens: thousands.saturating_mul(1000),
+            rates: Rates {
+                input: long_input,
+                cached_input: long[Kind::CachedInput as usize].unwrap_or(b.cached_input),
+                // Without a cache-write price, a write costs the input
+                // price, of the long-context tier here.
+                cache_write: long[Kind::CacheWrite as usize]
+                    .or(write)
+                    .unwrap_or(long_input),
+                output: long[Kind::Output as usize].unwrap_or(b.output),
+            },
+        });
+    }
+    Some(price)
 }
 
 impl EntrySeed<'_> {
