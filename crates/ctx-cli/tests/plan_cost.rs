@@ -440,3 +440,58 @@ fn a_maps_items_are_predicted_as_calls_sharing_their_prefix() {
     assert!(usd(&layouts[0]["expected_saving_usd"]) > 0.0);
     assert!(usd(&layouts[1]["expected_saving_usd"]) > usd(&layouts[0]["expected_saving_usd"]));
 }
+
+/// `--batch` (and `--service-tier flex`) give the run's range at that
+/// tier's prices beside the real-time one: gpt-4o-mini's batch rates are
+/// half its standard ones; gpt-5-mini has no batch price in the shipped
+/// table, so its task stays at the standard price, and is named.
+#[test]
+fn batch_and_flex_ranges_are_given_beside_the_real_time_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = |id: &str, model: &str| {
+        serde_json::json!({"id": id, "description": id, "tool_or_prompt": {"name": "inference",
+            "params": {"prompt": "Say yes.", "model": model, "max_tokens": 100}}})
+    };
+    let plan = write(
+        dir.path(),
+        "plan.json",
+        &serde_json::json!({"schema_version": 1,
+            "sub_tasks": [sub("a", "gpt-4o-mini"), sub("b", "gpt-5-mini")]})
+        .to_string(),
+    );
+    let plan = plan.as_str();
+    let j = cost_json(&[plan, "--batch", "--service-tier", "flex"]);
+    let high = |t: &Value| ctx_cost::Usd::from_f64(usd(&t["cost_usd"]["high"])).unwrap();
+    let (a, b) = (high(task(&j, "a")), high(task(&j, "b")));
+    let tiers = j["tiers"].as_array().unwrap();
+    assert_eq!(tiers.len(), 2, "{j}");
+    assert_eq!(tiers[0]["tier"], "batch");
+    assert_eq!(
+        high(&tiers[0]),
+        ctx_cost::Usd::from_picos(a.picos() / 2).saturating_add(b)
+    );
+    assert_eq!(
+        tiers[0]["standard_priced"],
+        serde_json::json!(["gpt-5-mini"])
+    );
+    // gpt-5-mini's flex rates are half its standard ones; gpt-4o-mini has
+    // none.
+    assert_eq!(tiers[1]["tier"], "flex");
+    assert_eq!(
+        high(&tiers[1]),
+        a.saturating_add(ctx_cost::Usd::from_picos(b.picos() / 2))
+    );
+    assert_eq!(
+        tiers[1]["standard_priced"],
+        serde_json::json!(["gpt-4o-mini"])
+    );
+    // Without either flag there is no tier key; the text names each tier.
+    assert!(cost_json(&[plan]).get("tiers").is_none());
+    let (code, out, err) = ctx(&["plan", "cost", plan, "--batch"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("at batch prices: $0.000000 to $")
+            && out.contains("(gpt-5-mini at the standard price: no batch price known)"),
+        "{out}"
+    );
+}

@@ -2022,6 +2022,7 @@ fn killed_workers_never_spend_past_a_shared_budget() {
                 count: std::sync::Arc::new(move |s: &str| counter.count(s) as u64),
                 usage: UsageShape::Full,
                 rejects_response_format: false,
+                flex_busy: 0,
             },
             Duration::from_secs(3),
         )

@@ -23,6 +23,7 @@
 //! Sums are exact ([`Usd`]), so the same plan gives byte-identical
 //! reports.
 
+use ctx_model::ServiceTier;
 use serde::Serialize;
 
 use crate::money::{Round, Usd};
@@ -123,13 +124,46 @@ pub struct CostTotal {
     pub unpriced: Vec<String>,
 }
 
-/// What `ctx plan cost` prints: `{"tasks": [...], "total": {...}}`.
+/// What `ctx plan cost` prints: `{"tasks": [...], "total": {...}}`, and
+/// `"tiers": [...]` when a service tier is priced beside ([`tier_total`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CostReport {
     /// One line per task, in the order given.
     pub tasks: Vec<TaskCost>,
     /// The totals.
     pub total: CostTotal,
+    /// The run's range at another service tier's prices.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<TierTotal>,
+}
+
+/// The run's range at one service tier's prices (`ctx plan cost --batch`).
+/// JSON keys in this order: `tier`, `cost_usd`, `standard_priced`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TierTotal {
+    /// The tier.
+    pub tier: ServiceTier,
+    /// The sum of the tasks' ranges at its prices.
+    pub cost_usd: CostRange,
+    /// Models with a price but none for the tier, sorted: their tasks are
+    /// in the range at the standard price.
+    pub standard_priced: Vec<String>,
+}
+
+/// The range of `tasks` at `tier`'s prices in `book`: what a run whose
+/// every call is billed at that tier costs.
+pub fn tier_total(book: &PriceBook, tasks: &[TaskEstimate], tier: ServiceTier) -> TierTotal {
+    let report = estimate_costs(&book.at_tier(tier), tasks);
+    let standard_priced: std::collections::BTreeSet<String> = tasks
+        .iter()
+        .filter(|t| book.lacks_tier(&t.model, tier))
+        .map(|t| t.model.clone())
+        .collect();
+    TierTotal {
+        tier,
+        cost_usd: report.total.cost_usd,
+        standard_priced: standard_priced.into_iter().collect(),
+    }
 }
 
 /// Prices every task and sums the ranges.
@@ -193,6 +227,7 @@ pub fn estimate_costs(book: &PriceBook, tasks: &[TaskEstimate]) -> CostReport {
             unbounded,
             unpriced: unpriced.into_iter().collect(),
         },
+        tiers: Vec::new(),
     }
 }
 
@@ -253,6 +288,22 @@ impl CostReport {
                 "price unknown: {} (give prices with --price MODEL=IN,OUT[,CACHED], config.prices or --prices FILE)\n",
                 total.unpriced.join(", ")
             ));
+        }
+        for t in &self.tiers {
+            out.push_str(&format!(
+                "at {} prices: {} to {}",
+                t.tier,
+                low(t.cost_usd.low),
+                high(t.cost_usd)
+            ));
+            if !t.standard_priced.is_empty() {
+                out.push_str(&format!(
+                    " ({} at the standard price: no {} price known)",
+                    t.standard_priced.join(", "),
+                    t.tier
+                ));
+            }
+            out.push('\n');
         }
         out
     }

@@ -94,8 +94,8 @@ mod table;
 
 pub use defaults::default_table;
 pub use estimate::{
-    CostRange, CostReport, CostTotal, TaskCost, TaskEstimate, TokenRange, attempt_bound,
-    estimate_costs,
+    CostRange, CostReport, CostTotal, TaskCost, TaskEstimate, TierTotal, TokenRange, attempt_bound,
+    estimate_costs, tier_total,
 };
 pub use flag::{PriceFlagError, flag_table, parse_price_flag};
 pub use ledger::{

@@ -26,6 +26,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
+use ctx_model::ServiceTier;
+
 use crate::price::Price;
 
 /// Where a price table came from, for listings and reports.
@@ -184,6 +186,34 @@ impl PriceBook {
                 source: &table.source,
             })
         })
+    }
+
+    /// The book as a call billed at `tier` pays it: every price that names
+    /// the tier's rates becomes those rates ([`Price::at_tier`]); a price
+    /// that names none stays the standard one (which
+    /// [`PriceBook::lacks_tier`] tells).
+    pub fn at_tier(&self, tier: ServiceTier) -> PriceBook {
+        let layers = self
+            .layers
+            .iter()
+            .map(|table| PriceTable {
+                source: table.source.clone(),
+                prices: table
+                    .prices
+                    .iter()
+                    .map(|(model, price)| (model.clone(), price.at_tier(Some(tier))))
+                    .collect(),
+                skipped: table.skipped.clone(),
+            })
+            .collect();
+        PriceBook { layers }
+    }
+
+    /// Whether `model` has a price but none for `tier`: at that tier it is
+    /// priced at the standard rates.
+    pub fn lacks_tier(&self, model: &str, tier: ServiceTier) -> bool {
+        self.lookup(model)
+            .is_some_and(|m| m.price.tiers.rates(tier).is_none())
     }
 
     /// Every key with the price that wins for it, sorted by key: what

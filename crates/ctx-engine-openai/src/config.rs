@@ -116,6 +116,11 @@ pub struct RequestDefaults {
     pub seed: Option<i64>,
     /// `--system`: a system message sent before the prompt.
     pub system: Option<String>,
+    /// `--service-tier`: the `service_tier` of a request whose task sets
+    /// none in `params` (`flex`, `default`, ...). Not in the engine's
+    /// label: a tier changes the price, not the answer, so a resume
+    /// under another tier reuses what is done.
+    pub service_tier: Option<String>,
 }
 
 impl RequestDefaults {
@@ -168,6 +173,28 @@ pub struct OpenAiConfig {
     /// When a request carries a JSON Schema for its answer, whether it is
     /// sent as `response_format` (`--structured-output`).
     pub structured_output: StructuredOutput,
+    /// What a flex request does when the server has no flex capacity
+    /// (`--flex-fallback`).
+    pub flex_fallback: FlexFallback,
+}
+
+/// What a `service_tier: flex` request does when the server answers "429
+/// resource unavailable" (flex capacity is sold when there is some).
+///
+/// The unavailable answer is retried as any 429 is, with backoff; with
+/// [`FlexFallback::Standard`] the call's last attempt (of
+/// `--max-attempts`) goes at the standard tier instead, so the task is
+/// answered, at the standard price, rather than failed. It stays within
+/// the attempts `--max-cost` reserves for the call, and a 429 bills
+/// nothing, so the budget holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FlexFallback {
+    /// The last attempt is sent with `service_tier: default`.
+    #[default]
+    Standard,
+    /// Every attempt stays at flex: a call the server never has capacity
+    /// for fails.
+    None,
 }
 
 /// Whether a task's JSON Schema (its `json_schema` check) is sent as
@@ -264,6 +291,7 @@ impl Default for OpenAiConfig {
             requests_per_minute: None,
             tokens_per_minute: None,
             structured_output: StructuredOutput::Auto,
+            flex_fallback: FlexFallback::Standard,
         }
     }
 }

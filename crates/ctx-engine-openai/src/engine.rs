@@ -10,7 +10,7 @@ use ctx_engine::{
     InferenceResponse, Observer, output_too_large,
 };
 use ctx_model::display::duration;
-use ctx_model::{Attempt, CallOutcome, Params};
+use ctx_model::{Attempt, CallOutcome, Params, TokenUsage};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Client, Response, Url};
 
@@ -74,6 +74,8 @@ struct Failure {
     message: String,
     retryable: bool,
     hint: Option<Duration>,
+    /// A 429 "resource unavailable": no capacity at the request's tier.
+    unavailable: bool,
 }
 
 impl Failure {
@@ -83,6 +85,7 @@ impl Failure {
             message,
             retryable: true,
             hint: None,
+            unavailable: false,
         }
     }
     fn fatal(outcome: CallOutcome, message: String) -> Failure {
@@ -91,6 +94,7 @@ impl Failure {
             message,
             retryable: false,
             hint: None,
+            unavailable: false,
         }
     }
 }
@@ -249,7 +253,7 @@ impl OpenAiEngine {
                 request.task_id
             )));
         };
-        let body = self.encode_request(request, model, schema)?;
+        let mut body = self.encode_request(request, model, schema)?;
         let tokens = CallTokens::of(request, &self.config.defaults);
         let max = self.config.retry.max_attempts;
         let mut attempts: Vec<Attempt> = Vec::new();
@@ -303,6 +307,9 @@ impl OpenAiEngine {
                         outcome: failure.outcome,
                     });
                     tokio::time::sleep(delay).await;
+                    if failure.unavailable && number + 1 == max {
+                        self.fall_back_from_flex(&request.task_id, max, &mut body);
+                    }
                 }
             }
         }
@@ -311,6 +318,23 @@ impl OpenAiEngine {
             message: "no attempt was made".into(),
             attempts,
         })
+    }
+
+    /// Before a call's last attempt, when flex had no capacity on the ones
+    /// before: with `--flex-fallback standard` the request `body` goes at
+    /// the standard tier instead ([`crate::FlexFallback`]). A request that
+    /// did not ask for flex is left as it is.
+    fn fall_back_from_flex(&self, task_id: &str, attempt: u32, body: &mut Vec<u8>) {
+        if self.config.flex_fallback != crate::FlexFallback::Standard {
+            return;
+        }
+        if let Some(standard) = wire::at_standard_tier(body) {
+            *body = standard;
+            self.emit(EngineEvent::FlexFallback {
+                task_id: task_id.to_string(),
+                attempt,
+            });
+        }
     }
 
     /// The request's JSON body: the prompt, the model and the task's
@@ -455,6 +479,7 @@ impl OpenAiEngine {
             message,
             retryable,
             hint,
+            unavailable: status.as_u16() == 429 && info.is_resource_unavailable(),
         })
     }
 
@@ -747,6 +772,11 @@ impl CallTokens {
             self.unseen_completion,
         );
         record_response_on_span(&completion, started);
+        // The tier the server billed goes with the usage it is priced by.
+        let usage = usage.map(|u| TokenUsage {
+            service_tier: completion.service_tier,
+            ..u
+        });
         InferenceResponse {
             output: completion.output,
             model: completion.model.or_else(|| Some(model.to_string())),

@@ -81,8 +81,8 @@ mod wire;
 pub use config::{
     ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_BACKOFF, DEFAULT_REQUEST_TIMEOUT, OpenAiConfig, RequestDefaults, RetryPolicy,
-    Setting, StructuredOutput,
+    DEFAULT_MAX_BACKOFF, DEFAULT_REQUEST_TIMEOUT, FlexFallback, OpenAiConfig, RequestDefaults,
+    RetryPolicy, Setting, StructuredOutput,
 };
 pub use ctx_engine::{EngineEvent, Observer};
 pub use engine::OpenAiEngine;

@@ -7,6 +7,7 @@
 //! | cannot connect, connection reset, timeout, stalled stream, body cut short | yes |
 //! | HTTP 408, 409, 429, 5xx (Ollama answers 503 when its queue is full) | yes |
 //! | HTTP 429 whose error says the quota is exhausted (`insufficient_quota`) | no |
+//! | HTTP 429 "resource unavailable" to a flex request | yes; with `--flex-fallback standard` the last attempt goes at the standard tier |
 //! | a context-length error, whatever its status | no |
 //! | any other 4xx: 400, 401, 403, 404 (unknown model), 422 ... | no |
 //! | a 2xx whose body is not JSON, has no `choices`, or carries an `error` | no |
@@ -115,6 +116,22 @@ impl ApiErrorInfo {
             || (m.contains("quota") && (m.contains("exhausted") || m.contains("exceeded")))
     }
 
+    /// The server has no capacity for the request's tier: OpenAI answers
+    /// a flex request so ("429 Resource Unavailable") when flex capacity
+    /// runs out.
+    pub(crate) fn is_resource_unavailable(&self) -> bool {
+        let is = |s: &Option<String>| {
+            s.as_deref()
+                .is_some_and(|s| s.eq_ignore_ascii_case("resource_unavailable"))
+        };
+        is(&self.code)
+            || is(&self.kind)
+            || self
+                .message
+                .to_ascii_lowercase()
+                .contains("resource unavailable")
+    }
+
     /// The prompt does not fit the model: a retry sends the same prompt.
     pub(crate) fn is_context_length(&self) -> bool {
         let is = |s: &Option<String>| {
@@ -213,6 +230,20 @@ mod tests {
             r#"{"error":{"message":"Rate limit reached for gpt-4o on tokens per min","type":"tokens","code":"rate_limit_exceeded"}}"#,
         );
         assert!(status_is_retryable(429, &rate));
+    }
+
+    #[test]
+    fn resource_unavailable_is_read_from_code_type_or_message() {
+        for body in [
+            r#"{"error": {"message": "Resource unavailable", "type": "rate_limit_error"}}"#,
+            r#"{"error": {"message": "try later", "code": "resource_unavailable"}}"#,
+            r#"{"error": {"message": "busy", "type": "Resource_Unavailable"}}"#,
+        ] {
+            let e = err(body);
+            assert!(e.is_resource_unavailable(), "{body}");
+            assert!(status_is_retryable(429, &e), "{body}");
+        }
+        assert!(!err(r#"{"error": {"message": "Rate limit reached"}}"#).is_resource_unavailable());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! non-empty `choices`.
 
 use ctx_engine::InferenceRequest;
-use ctx_model::{Params, TokenUsage};
+use ctx_model::{Params, ServiceTier, TokenUsage};
 use serde_json::{Map, Value, json};
 
 use crate::config::RequestDefaults;
@@ -112,6 +112,10 @@ pub(crate) fn request_body(
             .filter(|s| !s.is_empty())
             .map(|v| json!(v)),
     );
+    // `--service-tier` for a task whose params name none.
+    if let (false, Some(tier)) = (body.contains_key("service_tier"), &defaults.service_tier) {
+        body.insert("service_tier".into(), json!(tier));
+    }
     // Exactly one cap key goes out, the one `completion_cap` chose (and
     // pacing reserves): never both, never one the pacer does not know of.
     for key in ctx_model::billing::CAP_KEYS {
@@ -150,6 +154,31 @@ pub(crate) struct Completion {
     /// When a stream's first event arrived (`None` for a whole body): the
     /// engine turns it into the span's time to first chunk.
     pub first_chunk: Option<std::time::Instant>,
+    /// The tier the server says it billed (`service_tier` of the answer,
+    /// or of any chunk of a stream).
+    pub service_tier: Option<ServiceTier>,
+}
+
+/// The `service_tier` an answer (or a stream's chunk) names.
+fn service_tier_of(value: &Value) -> Option<ServiceTier> {
+    value
+        .get("service_tier")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .map(ServiceTier::from_name)
+}
+
+/// `body` (a request as [`request_body`] encoded it) at the standard tier,
+/// when it asked for flex: what [`crate::FlexFallback::Standard`] sends
+/// as a call's last attempt. `None` for a request at any other tier.
+pub(crate) fn at_standard_tier(body: &[u8]) -> Option<Vec<u8>> {
+    let mut value: Value = serde_json::from_slice(body).ok()?;
+    let object = value.as_object_mut()?;
+    if object.get("service_tier").and_then(Value::as_str) != Some("flex") {
+        return None;
+    }
+    object.insert("service_tier".into(), json!("default"));
+    serde_json::to_vec(&value).ok()
 }
 
 /// Why a body was not a usable completion.
@@ -215,6 +244,7 @@ pub(crate) fn parse_completion(body: &[u8]) -> Result<Completion, BodyError> {
         usage: value.get("usage").and_then(usage_of),
         finish_reason: finish_reason_of(choice),
         first_chunk: None,
+        service_tier: service_tier_of(&value),
     })
 }
 
@@ -433,6 +463,9 @@ impl StreamAccumulator {
         }
         if let Some(usage) = value.get("usage").and_then(usage_of) {
             self.completion.usage = Some(usage);
+        }
+        if let Some(tier) = service_tier_of(&value) {
+            self.completion.service_tier = Some(tier);
         }
         let mut added = 0;
         if let Some(choice) = value

@@ -1214,6 +1214,7 @@ async fn a_usage_with_only_total_tokens_is_its_worst_case_and_flagged() {
         count: Arc::new(|t: &str| t.split_whitespace().count() as u64),
         usage: UsageShape::TotalOnly,
         rejects_response_format: false,
+        flex_busy: 0,
     })
     .await;
     let mut req = request("t");
@@ -1346,4 +1347,149 @@ async fn streaming_fires_the_first_token_signal_at_the_first_chunk() {
         .unwrap();
     assert_eq!(r.output, "whole");
     assert!(!whole.has_fired(), "left to the caller");
+}
+
+/// A server with no flex capacity for the first `busy` flex requests: it
+/// answers them "429 resource unavailable", as OpenAI does, and every
+/// answer it gives names the tier it billed (`service_tier`).
+fn flex_server(busy: usize, seen: Arc<Mutex<Vec<Option<String>>>>) -> impl wiremock::Respond {
+    let flex_seen = Arc::new(Mutex::new(0usize));
+    move |req: &Request| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        let tier = body["service_tier"].as_str().map(str::to_string);
+        seen.lock().unwrap().push(tier.clone());
+        if tier.as_deref() == Some("flex") {
+            let mut n = flex_seen.lock().unwrap();
+            *n += 1;
+            if *n <= busy {
+                return ResponseTemplate::new(429).set_body_json(json!({"error": {
+                    "message": "Resource unavailable. Please try again later.",
+                    "type": "rate_limit_error", "code": "resource_unavailable"}}));
+            }
+        }
+        let mut answer = completion("ok");
+        answer["service_tier"] = json!(tier.as_deref().unwrap_or("default"));
+        ResponseTemplate::new(200).set_body_json(answer)
+    }
+}
+
+fn flex_request() -> InferenceRequest {
+    let mut r = request("t");
+    r.params.extra.insert("service_tier".into(), json!("flex"));
+    r
+}
+
+#[tokio::test]
+async fn a_flex_call_records_the_tier_the_server_billed() {
+    let s = server().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .respond_with(flex_server(0, Arc::clone(&seen)))
+        .mount(&s)
+        .await;
+    let r = engine(config(base(&s)))
+        .infer(&flex_request())
+        .await
+        .unwrap();
+    assert_eq!(
+        r.usage.unwrap().service_tier,
+        Some(ctx_model::ServiceTier::Flex)
+    );
+    // `--service-tier` goes to a task that names none; a task's own wins.
+    let mut cfg = config(base(&s));
+    cfg.defaults.service_tier = Some("flex".into());
+    let r = engine(cfg.clone()).infer(&request("t")).await.unwrap();
+    assert_eq!(
+        r.usage.unwrap().service_tier,
+        Some(ctx_model::ServiceTier::Flex)
+    );
+    let mut own = request("t");
+    own.params
+        .extra
+        .insert("service_tier".into(), json!("default"));
+    engine(cfg).infer(&own).await.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            Some("flex".into()),
+            Some("flex".into()),
+            Some("default".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn no_flex_capacity_sends_the_last_attempt_at_the_standard_tier() {
+    let s = server().await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .respond_with(flex_server(usize::MAX, Arc::clone(&seen)))
+        .mount(&s)
+        .await;
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&events);
+    let observer: ctx_engine_openai::Observer =
+        Arc::new(move |e: &EngineEvent| log.lock().unwrap().push(e.clone()));
+    let r = engine(config(base(&s)))
+        .with_observer(observer)
+        .infer(&flex_request())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcomes(&r.attempts),
+        ["http_429", "http_429", "http_429", "ok"]
+    );
+    assert_eq!(
+        r.usage.unwrap().service_tier,
+        Some(ctx_model::ServiceTier::Default),
+        "billed at the standard tier"
+    );
+    let tiers = seen.lock().unwrap().clone();
+    assert_eq!(
+        tiers[..3],
+        [
+            Some("flex".into()),
+            Some("flex".into()),
+            Some("flex".into())
+        ]
+    );
+    assert_eq!(tiers[3].as_deref(), Some("default"));
+    assert!(events.lock().unwrap().contains(&EngineEvent::FlexFallback {
+        task_id: "t".into(),
+        attempt: 4
+    }));
+    // Without the fallback every attempt stays at flex, and the call fails.
+    let mut cfg = config(base(&s));
+    cfg.flex_fallback = ctx_engine_openai::FlexFallback::None;
+    let e = engine(cfg).infer(&flex_request()).await.unwrap_err();
+    assert_eq!(e.attempts.len(), 4);
+    assert!(e.message.contains("Resource unavailable"), "{}", e.message);
+    assert!(
+        seen.lock().unwrap()[4..]
+            .iter()
+            .all(|t| t.as_deref() == Some("flex"))
+    );
+}
+
+#[tokio::test]
+async fn a_429_of_another_kind_is_not_a_flex_fallback() {
+    let s = server().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .set_body_json(json!({"error": {"message": "Rate limit reached"}})),
+        )
+        .mount(&s)
+        .await;
+    let e = engine(config(base(&s)))
+        .infer(&flex_request())
+        .await
+        .unwrap_err();
+    assert_eq!(e.attempts.len(), 4);
+    let requests = s.received_requests().await.unwrap();
+    let tiers: Vec<Value> = requests
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["service_tier"].clone())
+        .collect();
+    assert_eq!(tiers, vec![json!("flex"); 4]);
 }

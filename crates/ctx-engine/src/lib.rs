@@ -403,6 +403,15 @@ pub enum EngineEvent {
         /// The server's error.
         message: String,
     },
+    /// A flex request found no flex capacity on its attempts so far: the
+    /// call's last attempt goes at the standard tier
+    /// (`--flex-fallback standard`), billed at the standard price.
+    FlexFallback {
+        /// The task.
+        task_id: String,
+        /// The attempt that goes at the standard tier.
+        attempt: u32,
+    },
     /// Streaming: `chars` characters of output received so far.
     Streaming {
         /// The task.

@@ -155,6 +155,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
             count: Arc::new(move |s: &str| counter.count(s) as u64),
             usage: c.usage,
             rejects_response_format: c.rejects_response_format,
+            flex_busy: 0,
         })
         .await;
         let system = c.system.then(|| SYSTEM.to_string());

@@ -13,6 +13,12 @@
 //! `usage` in full, with `total_tokens` only, or not at all, and can
 //! reject `response_format` as some servers do.
 //!
+//! Service tiers as OpenAI's chat completions have them: every answer
+//! names the tier it billed (`service_tier`: the request's, `default`
+//! when it named none), and a server without flex capacity
+//! ([`Behaviour::flex_busy`]) answers a flex request "429 Resource
+//! unavailable" (`code: resource_unavailable`), billing nothing.
+//!
 //! A plain tokio TCP server (one request per connection, `Connection:
 //! close`), so the crate needs no HTTP framework.
 
@@ -47,6 +53,9 @@ pub struct Behaviour {
     pub usage: UsageShape,
     /// Answer 400 naming `response_format` to a request that carries it.
     pub rejects_response_format: bool,
+    /// How many flex requests find no flex capacity (answered 429
+    /// resource unavailable) before flex requests are served.
+    pub flex_busy: usize,
 }
 
 /// What the server billed for one request it answered: the model asked
@@ -60,6 +69,8 @@ pub struct Bill {
     pub prompt_tokens: u64,
     /// Completion tokens over every completion generated.
     pub completion_tokens: u64,
+    /// The tier it billed at (`default` for a request that named none).
+    pub service_tier: String,
 }
 
 /// A running server; it stops with the runtime.
@@ -87,12 +98,16 @@ impl HonestServer {
         let bills: Arc<Mutex<Vec<Bill>>> = Arc::default();
         let seen = Arc::clone(&requests);
         let billed = Arc::clone(&bills);
+        let flex_refused = Arc::new(AtomicUsize::new(0));
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 seen.fetch_add(1, Ordering::Relaxed);
                 let behaviour = behaviour.clone();
                 let billed = Arc::clone(&billed);
-                tokio::spawn(async move { serve(stream, &behaviour, &billed, delay).await });
+                let flex_refused = Arc::clone(&flex_refused);
+                tokio::spawn(async move {
+                    serve(stream, &behaviour, &billed, &flex_refused, delay).await
+                });
             }
         });
         HonestServer {
@@ -117,12 +132,19 @@ async fn serve(
     mut stream: TcpStream,
     behaviour: &Behaviour,
     bills: &Mutex<Vec<Bill>>,
+    flex_refused: &AtomicUsize,
     delay: std::time::Duration,
 ) {
     let Some(body) = read_request(&mut stream).await else {
         return;
     };
     let (status, answer, bill) = match serde_json::from_slice::<Value>(&body) {
+        Ok(request) if no_flex_capacity(&request, behaviour, flex_refused) => (
+            429,
+            json!({"error": {"message": "Resource unavailable. Please try again later.",
+                             "type": "rate_limit_error", "code": "resource_unavailable"}}),
+            None,
+        ),
         Ok(request) => respond(&request, behaviour),
         Err(e) => (
             400,
@@ -139,7 +161,11 @@ async fn serve(
     let text = answer.to_string();
     let head = format!(
         "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        if status == 200 { "OK" } else { "Bad Request" },
+        match status {
+            200 => "OK",
+            429 => "Too Many Requests",
+            _ => "Bad Request",
+        },
         text.len()
     );
     let _ = stream.write_all(head.as_bytes()).await;
@@ -174,6 +200,17 @@ async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
         }
         data.extend_from_slice(&buf[..n]);
     }
+}
+
+/// Whether `request` asks for flex while the server has none left to
+/// sell (the first [`Behaviour::flex_busy`] flex requests).
+fn no_flex_capacity(request: &Value, b: &Behaviour, refused: &AtomicUsize) -> bool {
+    request["service_tier"].as_str() == Some("flex")
+        && refused
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < b.flex_busy).then_some(n + 1)
+            })
+            .is_ok()
 }
 
 fn number(v: Option<&Value>) -> Option<u64> {
@@ -211,7 +248,12 @@ fn respond(request: &Value, b: &Behaviour) -> (u16, Value, Option<Bill>) {
     let choices: Vec<Value> = (0..number(request.get("n")).unwrap_or(1).max(1))
         .map(|i| json!({"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}))
         .collect();
-    let mut body = json!({"id": "c", "object": "chat.completion", "model": request["model"], "choices": choices});
+    let tier = request["service_tier"]
+        .as_str()
+        .unwrap_or("default")
+        .to_string();
+    let mut body = json!({"id": "c", "object": "chat.completion", "model": request["model"],
+                          "service_tier": tier, "choices": choices});
     match b.usage {
         UsageShape::Full => {
             body["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion,
@@ -224,6 +266,7 @@ fn respond(request: &Value, b: &Behaviour) -> (u16, Value, Option<Bill>) {
         model: request["model"].as_str().unwrap_or("").to_string(),
         prompt_tokens: prompt,
         completion_tokens: completion,
+        service_tier: tier,
     };
     (200, body, Some(bill))
 }

@@ -56,7 +56,7 @@
 
 use std::path::PathBuf;
 
-use ctx_cost::estimate_costs;
+use ctx_cost::{estimate_costs, tier_total};
 use ctx_run::estimate::{EngineDefaults, EstimateError, estimate_plan};
 
 use super::prices::PriceArgs;
@@ -89,9 +89,31 @@ pub struct Args {
     #[command(flatten)]
     pub cache: super::plan_cost_cache::CacheArgs,
 
+    /// Also give the run's range at batch prices (a provider's batch API,
+    /// where the price names batch rates), beside the real-time range.
+    /// `--service-tier flex` gives the range at flex prices likewise.
+    #[arg(long)]
+    pub batch: bool,
+
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
+}
+
+impl Args {
+    /// The tiers priced beside the real-time range: batch with `--batch`,
+    /// flex with `--service-tier flex`.
+    fn tiers(&self) -> Vec<ctx_model::ServiceTier> {
+        let flex =
+            self.engine.openai.service_tier == Some(crate::engines::openai::ServiceTierArg::Flex);
+        [
+            (self.batch, ctx_model::ServiceTier::Batch),
+            (flex, ctx_model::ServiceTier::Flex),
+        ]
+        .into_iter()
+        .filter_map(|(on, tier)| on.then_some(tier))
+        .collect()
+    }
 }
 
 pub use crate::format::Format;
@@ -139,7 +161,12 @@ pub fn run(mut args: Args) -> CliResult {
     }
     let estimates = estimate_plan(&plan, &defaults)
         .map_err(|e| located(e, &args.plan.display().to_string()))?;
-    let report = estimate_costs(&book, &estimates);
+    let mut report = estimate_costs(&book, &estimates);
+    report.tiers = args
+        .tiers()
+        .into_iter()
+        .map(|tier| tier_total(&book, &estimates, tier))
+        .collect();
     let text = if args.cache.layout.is_empty() {
         match args.format {
             Format::Text => report.render_text(),

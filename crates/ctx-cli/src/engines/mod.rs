@@ -148,8 +148,10 @@ impl EngineArgs {
     /// Refuses (exit 2) an engine flag that means something only under a
     /// budget (`budget`: `--max-cost` was given), or a bound of 0.
     pub fn check_budget(&self, budget: bool) -> Result<(), CliError> {
-        if self.kind() == EngineKind::Command {
-            command::check_budget(self, budget)?;
+        match self.kind() {
+            EngineKind::Command => command::check_budget(self, budget)?,
+            EngineKind::Openai => openai::check_budget(&self.openai, budget)?,
+            EngineKind::DryRun => {}
         }
         if self.openai.max_tokens == Some(0) {
             return Err(CliError::usage("--max-tokens must be at least 1"));

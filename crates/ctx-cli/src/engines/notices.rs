@@ -58,16 +58,21 @@ impl Notices {
         match (bar, event) {
             (
                 Some(bar),
-                EngineEvent::Retrying { .. } | EngineEvent::StructuredOutputRejected { .. },
+                EngineEvent::Retrying { .. }
+                | EngineEvent::StructuredOutputRejected { .. }
+                | EngineEvent::FlexFallback { .. },
             ) => {
                 bar.println(&text);
                 bar.set_message(text);
             }
             (Some(bar), _) => bar.set_message(text),
             // No bar: only retries are worth a line of their own in a log.
-            (None, EngineEvent::Retrying { .. } | EngineEvent::StructuredOutputRejected { .. }) => {
-                eprintln!("ctx: {text}")
-            }
+            (
+                None,
+                EngineEvent::Retrying { .. }
+                | EngineEvent::StructuredOutputRejected { .. }
+                | EngineEvent::FlexFallback { .. },
+            ) => eprintln!("ctx: {text}"),
             (None, _) => {}
         }
     }
@@ -100,6 +105,10 @@ pub fn describe(event: &EngineEvent) -> Option<String> {
              structured output is off for the rest of the run, the checks still run",
             printable(task_id),
             printable(message)
+        )),
+        EngineEvent::FlexFallback { task_id, attempt } => Some(format!(
+            "task {}: no flex capacity; attempt {attempt} goes at the standard tier (--flex-fallback standard)",
+            printable(task_id)
         )),
         EngineEvent::Streaming { task_id, chars } => Some(format!(
             "task {}: streaming, {chars} characters",

@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use ctx_deps::InferenceEngine;
 use ctx_engine_openai::{
-    ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, OpenAiConfig,
-    OpenAiEngine, RequestDefaults, RetryPolicy, Setting, StructuredOutput,
+    ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, FlexFallback,
+    OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy, Setting, StructuredOutput,
 };
 
 use super::{Engine, EngineArgs, setting};
@@ -135,6 +135,52 @@ pub struct OpenAiArgs {
     /// run, when the server rejects the field [default: auto].
     #[arg(long, value_enum, value_name = "WHEN", help_heading = HEADING)]
     pub structured_output: Option<StructuredOutputArg>,
+
+    /// `service_tier` of each request whose task's params set none:
+    /// `flex` is sold at batch prices, slower, when there is capacity.
+    /// Each call records the tier the server billed, and is priced at it.
+    #[arg(long, value_enum, value_name = "TIER", help_heading = HEADING)]
+    pub service_tier: Option<ServiceTierArg>,
+
+    /// When a flex request finds no flex capacity ("429 resource
+    /// unavailable") on every attempt but the last: `standard` sends the
+    /// last one at the standard tier (and price), `none` keeps it at flex
+    /// [default: standard].
+    #[arg(long, value_enum, value_name = "TIER", help_heading = HEADING)]
+    pub flex_fallback: Option<FlexFallbackArg>,
+}
+
+/// `--service-tier`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServiceTierArg {
+    /// The standard tier.
+    Default,
+    /// Flex processing: batch prices, slower, sometimes unavailable.
+    Flex,
+    /// The project's setting (may be priority: refused under a budget).
+    Auto,
+    /// Priority processing, dearer (refused under a budget).
+    Priority,
+}
+
+impl ServiceTierArg {
+    fn as_str(self) -> &'static str {
+        match self {
+            ServiceTierArg::Default => "default",
+            ServiceTierArg::Flex => "flex",
+            ServiceTierArg::Auto => "auto",
+            ServiceTierArg::Priority => "priority",
+        }
+    }
+}
+
+/// `--flex-fallback`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FlexFallbackArg {
+    /// The last attempt goes at the standard tier.
+    Standard,
+    /// Every attempt stays at flex.
+    None,
 }
 
 /// `--structured-output`.
@@ -176,7 +222,24 @@ impl OpenAiArgs {
         check(self.rpm.is_some(), "--rpm");
         check(self.tpm.is_some(), "--tpm");
         check(self.structured_output.is_some(), "--structured-output");
+        check(self.service_tier.is_some(), "--service-tier");
+        check(self.flex_fallback.is_some(), "--flex-fallback");
         given
+    }
+}
+
+/// Refuses, under a budget, a `--service-tier` a call's bound does not
+/// cover (`auto` may be priority, `priority` is dearer: docs/cost.md,
+/// "Service tiers"), as a task's own `service_tier` is refused.
+pub fn check_budget(args: &OpenAiArgs, budget: bool) -> Result<(), CliError> {
+    match args.service_tier {
+        Some(tier @ (ServiceTierArg::Auto | ServiceTierArg::Priority)) if budget => {
+            Err(CliError::usage(format!(
+                "--service-tier {}: no budget bound covers it (a call may be billed at the priority tier); use default or flex under --max-cost or a period budget",
+                tier.as_str()
+            )))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -200,6 +263,7 @@ fn request_defaults(args: &OpenAiArgs) -> RequestDefaults {
         stop: (!args.stop.is_empty()).then(|| args.stop.clone()),
         seed: args.seed,
         system: args.system.clone(),
+        service_tier: args.service_tier.map(|t| t.as_str().to_string()),
     }
 }
 
@@ -297,6 +361,16 @@ fn flags() -> Vec<super::Setting> {
             "--tpm N",
             s("unlimited"),
             "tokens (prompt + max_tokens) per minute, paced before sending",
+        ),
+        setting(
+            "--service-tier TIER",
+            None,
+            "service_tier for tasks whose params set none (flex: batch prices, when there is capacity)",
+        ),
+        setting(
+            "--flex-fallback TIER",
+            s("standard"),
+            "a flex call with no capacity: its last attempt at the standard tier, or none",
         ),
     ]
 }
@@ -423,6 +497,10 @@ pub fn config_from(
             None | Some(StructuredOutputArg::Auto) => StructuredOutput::Auto,
             Some(StructuredOutputArg::Always) => StructuredOutput::Always,
             Some(StructuredOutputArg::Never) => StructuredOutput::Never,
+        },
+        flex_fallback: match args.flex_fallback {
+            None | Some(FlexFallbackArg::Standard) => FlexFallback::Standard,
+            Some(FlexFallbackArg::None) => FlexFallback::None,
         },
     })
 }
