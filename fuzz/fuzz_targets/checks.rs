@@ -49,7 +49,11 @@ fuzz_target!(|data: &[u8]| {
         ExpectedEntity::new("Entity", &[first_line], None).expect("a literal always compiles"),
         ExpectedEntity::new("Name only", &[], None).expect("a literal always compiles"),
     ];
-    let context = EvalContext { entities: &entities };
+    // A planted canary, so `canary` checks judge the output too.
+    let context = EvalContext {
+        entities: &entities,
+        canary: Some("ctx-canary-0123456789abcdef"),
+    };
 
     let run = || {
         let mut evaluation = set.evaluate(output, &context);
