@@ -365,12 +365,12 @@ fn flags() -> Vec<super::Setting> {
         setting(
             "--service-tier TIER",
             None,
-            "service_tier for tasks whose params set none (flex: batch prices, when there is capacity)",
+            "service_tier for tasks that set none (flex: cheaper, slower)",
         ),
         setting(
             "--flex-fallback TIER",
             s("standard"),
-            "a flex call with no capacity: its last attempt at the standard tier, or none",
+            "no flex capacity: last attempt at the standard tier",
         ),
     ]
 }
