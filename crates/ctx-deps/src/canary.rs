@@ -38,6 +38,11 @@ pub const CANARY_MASK_NAME: &str = "canary";
 /// The prefix of every token, so that a reader of an output knows one.
 pub const CANARY_PREFIX: &str = "ctx-canary-";
 
+/// The length of every token in bytes: the prefix and 32 hex digits. A
+/// token is at least one byte, so no tokenizer counts more tokens in it:
+/// what a budget bounds the token by, whatever its digits.
+pub const CANARY_TOKEN_BYTES: usize = CANARY_PREFIX.len() + 32;
+
 /// A run's canary token. Its `Debug` form hides the token.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Canary {
@@ -83,7 +88,7 @@ impl Canary {
     }
 
     /// The sentence planted in each system prompt: [`CANARY_SENTENCE`]
-    /// and the token.
+    /// and the token (whose length is [`CANARY_TOKEN_BYTES`]).
     pub fn sentence(&self) -> String {
         format!("{CANARY_SENTENCE} {}", self.token)
     }
@@ -117,6 +122,14 @@ pub fn mask_with(mask: SecretMask, canary: Option<&Canary>) -> SecretMask {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_token_has_the_bounded_length() {
+        for bytes in [[0u8; 16], [0xff; 16], [0x5a; 16]] {
+            assert_eq!(Canary::from_bytes(bytes).token().len(), CANARY_TOKEN_BYTES);
+        }
+        assert_eq!(Canary::fresh().token().len(), CANARY_TOKEN_BYTES);
+    }
     use super::*;
 
     #[test]

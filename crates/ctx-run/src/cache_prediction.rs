@@ -419,6 +419,7 @@ mod tests {
             system: None,
             attempts: 1,
             sends_params: true,
+            canary: false,
         };
         let mut book = PriceBook::new();
         book.push(ctx_cost::default_table().clone());
@@ -454,6 +455,7 @@ mod tests {
             system: None,
             attempts: 1,
             sends_params: true,
+            canary: false,
         }
     }
 

@@ -82,6 +82,11 @@ pub struct EngineDefaults<'a> {
     /// bound covers leaves it unbounded. Otherwise (a command) it is
     /// `max_tokens`, where the output is cut.
     pub sends_params: bool,
+    /// Every call carries the run's canary sentence in its system message
+    /// (the plan asks for a canary: `ctx_model::plan_has_canary`), which
+    /// [`request_overhead`] bounds. An engine's own defaults say `false`;
+    /// the estimate of a plan sets it from the plan.
+    pub canary: bool,
 }
 
 impl EngineDefaults<'_> {
@@ -176,6 +181,10 @@ pub fn estimate_plan(
 
 /// The estimates of every task that has one, and the tasks that do not.
 pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Estimates, GraphError> {
+    let defaults = &EngineDefaults {
+        canary: defaults.canary || ctx_model::plan_has_canary(plan),
+        ..*defaults
+    };
     let graph = PlanGraph::new(plan)?;
     let cap = plan.config.max_prompt_tokens;
     // One counter per tokenizer, as the executor keeps them.
@@ -231,7 +240,7 @@ pub fn estimate_tasks(plan: &Plan, defaults: &EngineDefaults<'_>) -> Result<Esti
             model: model.to_string(),
             prompt_tokens: TokenRange::bounded(
                 low + system_tokens,
-                cap as u64 + request_overhead(system, counter.as_ref()),
+                cap as u64 + request_overhead(system, defaults.canary, counter.as_ref()),
             ),
             completion_tokens: completion,
             attempts,
@@ -348,8 +357,24 @@ fn judge_estimate(
 /// call the server reported no usage for at ctx's count plus these
 /// (`RunCosts`'s `CostModel::request_overhead`), so the settlement is
 /// priced as the reservation was.
-pub fn request_overhead(system: Option<&str>, counter: &dyn TokenCounter) -> u64 {
-    let system = system.map_or(0, |s| counter.count(s) as u64 + FRAMING_PER_MESSAGE);
+///
+/// With `canary`, the system message also carries the run's canary
+/// sentence (joined after the system prompt, or alone): bounded by its
+/// fixed text counted exactly, and the token at one token per byte
+/// ([`ctx_deps::canary::CANARY_TOKEN_BYTES`]), since the token's digits
+/// are random and unknown here. Two tokens more cover the seams where the
+/// parts meet, which a tokenizer may split differently when joined.
+pub fn request_overhead(system: Option<&str>, canary: bool, counter: &dyn TokenCounter) -> u64 {
+    let count = |s: &str| counter.count(s) as u64;
+    let sentence = canary.then(|| {
+        count(ctx_deps::canary::CANARY_SENTENCE) + ctx_deps::canary::CANARY_TOKEN_BYTES as u64 + 2
+    });
+    let system = match (system, sentence) {
+        (Some(s), Some(c)) => count(s) + count(ctx_engine::CANARY_JOIN) + c + FRAMING_PER_MESSAGE,
+        (Some(s), None) => count(s) + FRAMING_PER_MESSAGE,
+        (None, Some(c)) => c + FRAMING_PER_MESSAGE,
+        (None, None) => 0,
+    };
     system + FRAMING_PER_MESSAGE + FRAMING_REPLY
 }
 
@@ -357,7 +382,7 @@ pub fn request_overhead(system: Option<&str>, counter: &dyn TokenCounter) -> u64
 /// its prompt: [`request_overhead`] with the engine's default system
 /// prompt.
 fn system_framed(defaults: &EngineDefaults<'_>, counter: &dyn TokenCounter) -> u64 {
-    request_overhead(defaults.system, counter)
+    request_overhead(defaults.system, defaults.canary, counter)
 }
 
 /// The `summarize_strategy: llm` calls task `i`'s output may need, one
@@ -426,7 +451,61 @@ mod tests {
             system: None,
             attempts: 1,
             sends_params: true,
+            canary: false,
         }
+    }
+
+    /// A canary adds its sentence to every call's system message: the
+    /// bound holds the sentence as sent, whatever the token's digits and
+    /// whether a system prompt comes before it, for the tokenizers ctx
+    /// counts with.
+    #[test]
+    fn the_canary_sentence_is_within_the_request_overhead() {
+        use ctx_deps::canary::Canary;
+        for tokenizer in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
+            let counter = tokenizer.counter();
+            let count = |s: &str| counter.count(s) as u64;
+            for bytes in [[0u8; 16], [0xff; 16], [0x19; 16], [0xa7; 16]] {
+                let sentence = Canary::from_bytes(bytes).sentence();
+                for system in [None, Some("You are careful."), Some("ends with a space ")] {
+                    let sent = match system {
+                        Some(s) => format!("{s}{}{sentence}", ctx_engine::CANARY_JOIN),
+                        None => sentence.clone(),
+                    };
+                    let bounded = request_overhead(system, true, counter.as_ref())
+                        - FRAMING_PER_MESSAGE * 2
+                        - FRAMING_REPLY;
+                    assert!(
+                        count(&sent) <= bounded,
+                        "{sent:?}: {} > {bounded}",
+                        count(&sent)
+                    );
+                }
+            }
+            // Without a canary nothing is added.
+            assert_eq!(
+                request_overhead(None, false, counter.as_ref()),
+                FRAMING_PER_MESSAGE + FRAMING_REPLY
+            );
+        }
+    }
+
+    /// A plan with a canary prices every prompt's high end with it.
+    #[test]
+    fn a_plan_with_a_canary_has_a_higher_prompt_high_end() {
+        let high = |p: &Plan| {
+            estimate_tasks(p, &defaults()).unwrap().tasks[0]
+                .prompt_tokens
+                .high
+                .unwrap()
+        };
+        let without = plan(TWO);
+        let mut with = plan(TWO);
+        with.config.canary = true;
+        let counter = Tokenizer::O200kBase.counter();
+        let sentence = request_overhead(None, true, counter.as_ref())
+            - request_overhead(None, false, counter.as_ref());
+        assert_eq!(high(&with), high(&without) + sentence);
     }
 
     const TWO: &str = r#"{
@@ -491,6 +570,7 @@ mod tests {
             system: Some("ignored for b, used for a"),
             attempts: 4,
             sends_params: true,
+            canary: false,
         };
         let e = estimate_plan(&p, &d).unwrap_or_else(|_| panic!("estimates"));
         assert_eq!(e[0].model, "gpt-4o");

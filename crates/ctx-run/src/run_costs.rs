@@ -51,6 +51,7 @@ impl<'a> EngineDefaults<'a> {
             system: engine.system.as_deref(),
             attempts: engine.attempts.max(1),
             sends_params: engine.sends_params,
+            canary: false,
         }
     }
 }
@@ -93,6 +94,8 @@ pub struct RunCosts {
     /// The engine frames prompts as chat messages
     /// ([`EngineCosts::chat_framing`]).
     chat_framing: bool,
+    /// The plan plants a canary in every call's system message.
+    canary: bool,
     book: PriceBook,
     /// Each task's high end, by id (with `--max-cost` only).
     bounds: HashMap<String, Option<Usd>>,
@@ -107,6 +110,7 @@ impl RunCosts {
             system: self.system.as_deref(),
             attempts,
             sends_params: self.sends_params,
+            canary: self.canary,
         }
     }
 
@@ -170,7 +174,7 @@ impl CostModel for RunCosts {
         let own = own_call
             .then_some(task.tool_or_prompt.params.system.as_deref())
             .flatten();
-        crate::estimate::request_overhead(own.or(self.system.as_deref()), counter)
+        crate::estimate::request_overhead(own.or(self.system.as_deref()), self.canary, counter)
     }
 }
 
@@ -249,6 +253,7 @@ pub fn cost_options(
         system: engine.system.clone(),
         sends_params: engine.sends_params,
         chat_framing: engine.chat_framing,
+        canary: ctx_model::plan_has_canary(plan),
         book,
         bounds: HashMap::new(),
     };
