@@ -244,6 +244,9 @@ impl From<ctx_run::request::RequestError> for CliError {
             RequestError::MaxCost(e) => e.into(),
             RequestError::Budget(e) => CliError::usage(format!("--max-cost: {e}")),
             e @ (RequestError::Alert(_) | RequestError::PeriodOnShared) => CliError::usage(e),
+            // The period ledger or the stored run could not be read: the
+            // store's exit, as any other read of it.
+            e @ RequestError::Tier(_) => CliError::with(Exit::Store, e),
         }
     }
 }

@@ -11,10 +11,10 @@ use ctx_test_support::{Dir, Out};
 use serde_json::json;
 
 /// Each call waits a moment (so that runs started together overlap) and
-/// counts itself in `calls`.
+/// counts itself in `calls`, as the model it was asked for.
 fn command(dir: &Dir) -> String {
     format!(
-        "cat >/dev/null; echo call >> '{}/calls'; sleep 1; printf 'hello world'",
+        "cat >/dev/null; echo \"$CTX_MODEL\" >> '{}/calls'; sleep 1; printf 'hello world'",
         dir.path().display()
     )
 }
@@ -25,8 +25,10 @@ fn write_plan(dir: &Dir, budget: serde_json::Value) {
         json!({"id": id, "description": id, "tool_or_prompt": {"name": "inference",
             "params": {"prompt": format!("Say {id}."), "model": "m", "max_tokens": 50}}})
     };
+    // `cheap` is priced by the plan: a fallback tier's model must be.
     let plan = json!({"schema_version": 1,
-        "config": {"tokenizer": "cl100k_base", "budget": budget},
+        "config": {"tokenizer": "cl100k_base", "budget": budget,
+            "prices": {"cheap": {"input": 0.0001, "output": 0.0002}}},
         "sub_tasks": [task("a"), task("b")]});
     dir.write("nightly.json", &plan.to_string());
 }
@@ -53,7 +55,100 @@ fn run_args(dir: &Dir, priced: bool) -> Vec<String> {
 
 /// The calls the command was asked for.
 fn calls(dir: &Dir) -> usize {
-    std::fs::read_to_string(dir.path().join("calls")).map_or(0, |s| s.lines().count())
+    models(dir).len()
+}
+
+/// The model of each call the command was asked for, in order.
+fn models(dir: &Dir) -> Vec<String> {
+    std::fs::read_to_string(dir.path().join("calls"))
+        .map(|s| s.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The id of the run `out` started (`run ID in DIR` on stderr).
+fn run_id(out: &Out) -> String {
+    let line = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    line.split(' ').next().unwrap().to_string()
+}
+
+/// Past a fallback's threshold, a run's tasks call the cheaper model, and
+/// its hold is taken at the cheaper prices: what is left would not hold
+/// the standard tier's high end, and the run goes through. The summary
+/// (text and JSON), `ctx runs show` and the report say which tasks ran on
+/// it and why; `--budget` keeps the plan's fallbacks.
+#[test]
+fn past_a_threshold_the_run_holds_and_runs_on_the_cheaper_model() {
+    let dir = Dir::new();
+    write_plan(&dir, json!({"period": "month", "usd": 0}));
+    let high = high_end(&run(&dir, &[]).stderr);
+    let fallback = json!([{"above": 0.5, "model": "cheap"}, {"above": 0.8, "model": "cheap", "max_tokens": 5}]);
+    write_plan(
+        &dir,
+        json!({"period": "month", "usd": high.to_string(), "fallback": fallback}),
+    );
+    let first = run(&dir, &["--format", "json"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.json().get("fallback").is_none(), "standard tier");
+    assert_eq!(models(&dir), ["m", "m"]);
+    let spent = Usd::parse(&first.json()["spent_usd"].to_string()).unwrap();
+    // Half the budget used: the 0.5 tier, not the 0.8 one. What is left
+    // (`spent`) is below the standard high end.
+    let usd = spent.saturating_add(spent);
+    assert!(spent < high);
+    let budget = format!("nightly={usd}/month");
+    let second = run(&dir, &["--format", "json", "--budget", &budget]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(models(&dir), ["m", "m", "cheap", "cheap"]);
+    let f = &second.json()["fallback"];
+    assert_eq!(f["model"], "cheap");
+    assert_eq!(f["above"], 0.5);
+    assert_eq!(f["used_fraction"], 0.5);
+    assert_eq!(
+        f["tasks"],
+        json!([{"task_id": "a", "from": "m"}, {"task_id": "b", "from": "m"}])
+    );
+    let why = format!(
+        "budget `nightly` (month from {}, UTC) was 50% used (${spent} of ${usd}) when the run started, at or above 50%: tasks use `cheap`",
+        f["period_start"].as_str().unwrap()
+    );
+    assert_eq!(f["reason"], why.as_str());
+    let id = run_id(&second);
+    let show = dir.run(&["runs", "show", &id, "--root", "runs"]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(
+        show.stdout
+            .contains(&format!("fallback: {why}\n  a ran on `cheap` instead of `m`\n  b ran on `cheap` instead of `m`\n")),
+        "{}",
+        show.stdout
+    );
+    let show = dir.run(&["runs", "show", &id, "--root", "runs", "--format", "json"]);
+    assert_eq!(show.json()["fallback"], *f);
+    let html = dir.run(&["runs", "report", &id, "--root", "runs"]);
+    assert!(
+        html.stdout.contains("<section id=\"fallback\">")
+            && html
+                .stdout
+                .contains("<tr><td>a</td><td>cheap</td><td>m</td></tr>"),
+        "{}",
+        html.stderr
+    );
+    // Five sixths used: the highest tier reached wins, and caps
+    // max_tokens. The text summary says it too.
+    let total = spent.saturating_add(Usd::parse(&second.json()["spent_usd"].to_string()).unwrap());
+    let usd = total.saturating_add(Usd::from_picos(total.picos() / 5));
+    let text = run(&dir, &["--budget", &format!("nightly={usd}/month")]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout.contains(
+            "at or above 80%: tasks use `cheap` (max_tokens 5)\n  a ran on `cheap` instead of `m`"
+        ),
+        "{}",
+        text.stdout
+    );
 }
 
 /// A refused run's high end, read from its message.

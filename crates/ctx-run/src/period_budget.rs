@@ -96,6 +96,183 @@ pub fn budget_name(budget: &PeriodBudget, plan: &Plan, source: Option<&str>) -> 
         .unwrap_or_else(|| "plan".to_string())
 }
 
+/// Why the tier of a run under a period budget with fallbacks could not
+/// be chosen: the figures it is chosen from could not be read.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[error("config.budget.fallback: the tier could not be chosen from {what}: {detail}")]
+pub struct TierError {
+    /// What was read: the period ledger under a root, or a stored run.
+    pub what: String,
+    /// Why it could not be.
+    pub detail: String,
+}
+
+/// The cheaper tier (`config.budget.fallback`) a local run starts on,
+/// applied to `plan`; `None` is the standard tier (no fallbacks, or the
+/// period's use below every threshold).
+///
+/// **Chosen once, when the run starts**, and before its high end is
+/// computed and held, so the hold is taken at the tier's prices: a run is
+/// one unit of a pipeline (one weekly digest), and moving it to another
+/// model midway would change the prompts and the voice of a half-done
+/// run. For a new run the tier comes from the period's use in the root's
+/// ledger (spent, and held by runs in progress: what another run has
+/// taken counts, as it does for the hold), read without holding anything.
+/// A resumed run keeps the tier its first session recorded, so its stored
+/// results' fingerprints still match; the period's use then does not
+/// move it. The use may change between this read and the hold (another
+/// run starting): the hold is still atomic, and the tier is the one read.
+pub fn choose_tier(
+    store: &crate::settings::StoreChoice,
+    plan: &mut Plan,
+    source: Option<&str>,
+) -> Result<Option<ctx_model::FallbackChoice>, TierError> {
+    let Some(budget) = plan
+        .config
+        .budget
+        .clone()
+        .filter(|b| !b.fallback.is_empty())
+    else {
+        return Ok(None);
+    };
+    let crate::settings::StoreChoice::Local(crate::RunStore::Sqlite { root, start, .. }) = store
+    else {
+        return Ok(None);
+    };
+    let choice = match start {
+        crate::Start::Resume(run) => stored_tier(root, run)?,
+        crate::Start::New | crate::Start::NewIn(_) => {
+            let key = PeriodKey {
+                name: budget_name(&budget, plan, source),
+                start: period_start(budget.period, Utc::now()),
+            };
+            let state = root
+                .period_ledger()
+                .and_then(|l| l.state(&key, budget.usd))
+                .map_err(|e| TierError {
+                    what: format!("the period ledger under {}", root.path().display()),
+                    detail: e.to_string(),
+                })?;
+            let used = state.spent.saturating_add(state.held);
+            budget
+                .tier(used)
+                .map(|tier| new_choice(plan, &budget, tier, key, used))
+        }
+    };
+    if let Some(c) = &choice {
+        apply_tier(plan, c);
+    }
+    Ok(choice)
+}
+
+/// The tier run `run` under `root` recorded.
+fn stored_tier(root: &RunRoot, run: &str) -> Result<Option<ctx_model::FallbackChoice>, TierError> {
+    root.open(run)
+        .and_then(|view| view.fallback())
+        .map_err(|e| TierError {
+            what: format!("run {run}"),
+            detail: e.to_string(),
+        })
+}
+
+/// The record of `tier` chosen for `plan`: each task whose model (or cap)
+/// it changes, with the model the task names otherwise.
+fn new_choice(
+    plan: &Plan,
+    budget: &PeriodBudget,
+    tier: &ctx_model::BudgetFallback,
+    key: PeriodKey,
+    used: Usd,
+) -> ctx_model::FallbackChoice {
+    let tasks = plan
+        .sub_tasks
+        .iter()
+        .filter(|t| {
+            let p = &t.tool_or_prompt.params;
+            p.model.as_deref() != Some(tier.model.as_str())
+                || tier.max_tokens.is_some_and(|n| p.max_tokens != Some(n))
+        })
+        .map(|t| ctx_model::FallbackTask {
+            task_id: t.id.clone(),
+            from: t.tool_or_prompt.params.model.clone(),
+        })
+        .collect();
+    ctx_model::FallbackChoice {
+        budget: key.name,
+        period: budget.period,
+        period_start: key.start,
+        budget_usd: budget.usd,
+        used_usd: used,
+        above: tier.above,
+        model: tier.model.clone(),
+        max_tokens: tier.max_tokens,
+        tasks,
+    }
+}
+
+/// Moves each task `choice` names to its model (and cap): the tasks'
+/// prices, tokenizers and high ends follow from the plan as it runs.
+/// Idempotent, so a resume applies a stored choice to a stored plan that
+/// already has it.
+pub fn apply_tier(plan: &mut Plan, choice: &ctx_model::FallbackChoice) {
+    let moved: std::collections::HashSet<&str> =
+        choice.tasks.iter().map(|t| t.task_id.as_str()).collect();
+    for t in plan
+        .sub_tasks
+        .iter_mut()
+        .filter(|t| moved.contains(t.id.as_str()))
+    {
+        let params = &mut t.tool_or_prompt.params;
+        params.model = Some(choice.model.clone());
+        if let Some(n) = choice.max_tokens {
+            params.max_tokens = Some(n);
+        }
+    }
+}
+
+/// A run's tier as `--format json`, `ctx runs show --format json` and the
+/// report's data give it: the stored record, the use as a fraction, and
+/// the reason in words.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FallbackJson {
+    /// The record as stored.
+    #[serde(flatten)]
+    pub choice: ctx_model::FallbackChoice,
+    /// The period's use over the budget when the run started.
+    pub used_fraction: f64,
+    /// Why, in words ([`ctx_model::FallbackChoice::reason`]).
+    pub reason: String,
+}
+
+impl FallbackJson {
+    /// The JSON of `choice`.
+    pub fn of(choice: &ctx_model::FallbackChoice) -> FallbackJson {
+        FallbackJson {
+            used_fraction: choice.used_fraction(),
+            reason: choice.reason(),
+            choice: choice.clone(),
+        }
+    }
+}
+
+/// The lines a run's text summary and `ctx runs show` give a run on a
+/// cheaper tier: why, then each task moved and the model it would have
+/// called.
+pub fn fallback_text(choice: &ctx_model::FallbackChoice) -> String {
+    let mut out = format!("fallback: {}\n", choice.reason());
+    for t in &choice.tasks {
+        let from = match &t.from {
+            Some(model) => format!("`{model}`"),
+            None => "the engine's default model".to_string(),
+        };
+        out.push_str(&format!(
+            "  {} ran on `{}` instead of {from}\n",
+            t.task_id, choice.model
+        ));
+    }
+    out
+}
+
 /// A run's hold on its period, settled when the session ends.
 #[derive(Debug)]
 pub(crate) struct PeriodHold {
@@ -240,6 +417,7 @@ mod tests {
             period: BudgetPeriod::Day,
             usd: Usd::ZERO,
             name: None,
+            fallback: Vec::new(),
         };
         assert_eq!(budget_name(&b, &plan, Some("dir/nightly.yaml")), "nightly");
         plan.goal = Some("Goal".into());
@@ -249,5 +427,56 @@ mod tests {
             ..b
         };
         assert_eq!(budget_name(&named, &plan, Some("x.yaml")), "team");
+    }
+
+    /// A tier moves every task that names another model (or, with a cap,
+    /// another `max_tokens`), records the model each named, and applying
+    /// the record again changes nothing (a resume applies it to the
+    /// stored plan, which has it already).
+    #[test]
+    fn a_tier_moves_each_task_and_records_what_it_named() {
+        let mut plan = ctx_test_support::plan(&[("a", &[]), ("b", &["a"]), ("c", &[])]);
+        plan.sub_tasks[0].tool_or_prompt.params.model = Some("big".into());
+        plan.sub_tasks[2].tool_or_prompt.params.model = Some("small".into());
+        let budget = PeriodBudget {
+            period: BudgetPeriod::Week,
+            usd: Usd::parse("10").unwrap(),
+            name: Some("team".into()),
+            fallback: vec![ctx_model::BudgetFallback {
+                above: 0.8,
+                model: "small".into(),
+                max_tokens: None,
+            }],
+        };
+        let key = PeriodKey {
+            name: "team".into(),
+            start: "2026-11-30".into(),
+        };
+        let tier = &budget.fallback[0];
+        let choice = new_choice(&plan, &budget, tier, key, Usd::parse("8.5").unwrap());
+        let moved: Vec<(&str, Option<&str>)> = choice
+            .tasks
+            .iter()
+            .map(|t| (t.task_id.as_str(), t.from.as_deref()))
+            .collect();
+        assert_eq!(
+            moved,
+            [("a", Some("big")), ("b", None)],
+            "c already calls it"
+        );
+        apply_tier(&mut plan, &choice);
+        let models: Vec<_> = plan
+            .sub_tasks
+            .iter()
+            .map(|t| t.tool_or_prompt.params.model.clone().unwrap())
+            .collect();
+        assert_eq!(models, ["small", "small", "small"]);
+        let once = plan.clone();
+        apply_tier(&mut plan, &choice);
+        assert_eq!(plan, once);
+        assert_eq!(
+            choice.reason(),
+            "budget `team` (week from 2026-11-30, UTC) was 85% used ($8.5 of $10) when the run started, at or above 80%: tasks use `small`"
+        );
     }
 }

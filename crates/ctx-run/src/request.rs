@@ -116,6 +116,9 @@ pub struct RunRequest {
     pub rerun: Vec<String>,
     /// The fractions of the budget to alert at.
     pub alert_at: Vec<f64>,
+    /// The cheaper tier of its period budget the run starts on, already
+    /// applied to `plan` ([`crate::period_budget::choose_tier`]).
+    pub fallback: Option<ctx_model::FallbackChoice>,
 }
 
 /// A setting that cannot be resolved, or does not fit the store chosen.
@@ -142,6 +145,9 @@ pub enum RequestError {
         "config.budget, --budget, --alert-at: period budgets and alerts are kept in run directories' root (--root); a postgres:// store does not keep them yet"
     )]
     PeriodOnShared,
+    /// The tier of a period budget with fallbacks could not be chosen.
+    #[error(transparent)]
+    Tier(#[from] crate::period_budget::TierError),
 }
 
 impl RunFlags {
@@ -205,10 +211,12 @@ impl RunBasis {
     /// The request: the basis with the plan as it runs and its prices.
     /// Refuses what the store chosen cannot keep (a period budget or
     /// alerts on a shared store) and a budget some task's cost leaves
-    /// without a bound, before anything is opened.
+    /// without a bound, before anything is opened. A period budget's
+    /// cheaper tier is chosen here and applied to the plan before its
+    /// costs are computed, so the run is held at the tier's prices.
     pub fn request(
         self,
-        plan: RequestPlan,
+        mut plan: RequestPlan,
         pricing: RunPricing,
     ) -> Result<RunRequest, RequestError> {
         if matches!(self.store, StoreChoice::Shared(_))
@@ -216,6 +224,8 @@ impl RunBasis {
         {
             return Err(RequestError::PeriodOnShared);
         }
+        let fallback =
+            crate::period_budget::choose_tier(&self.store, &mut plan.plan, plan.source.as_deref())?;
         let cost = pricing.cost_options(&plan.plan)?;
         let publish = self.publish_root.map(|root| crate::publish::PublishTo {
             root,
@@ -233,6 +243,7 @@ impl RunBasis {
             publish,
             rerun: self.rerun,
             alert_at: self.alert_at,
+            fallback,
         })
     }
 }
@@ -254,6 +265,7 @@ impl RunRequest {
             publish: self.publish,
             rerun: self.rerun,
             alert_at: self.alert_at,
+            fallback: self.fallback,
         };
         (self.plan, settings)
     }

@@ -104,6 +104,10 @@ pub struct RunSettings {
     /// `--max-cost`) to alert at when the run crosses them
     /// ([`crate::alerts::parse_thresholds`]).
     pub alert_at: Vec<f64>,
+    /// The cheaper tier of its period budget the run starts on, already
+    /// applied to the plan ([`crate::period_budget::choose_tier`]):
+    /// recorded with a durable run, and given back in the outcome.
+    pub fallback: Option<ctx_model::FallbackChoice>,
 }
 
 impl Default for RunSettings {
@@ -117,6 +121,7 @@ impl Default for RunSettings {
             publish: None,
             rerun: Vec::new(),
             alert_at: Vec::new(),
+            fallback: None,
         }
     }
 }
@@ -168,6 +173,8 @@ pub struct RunOutcome {
     pub publish_error: Option<crate::publish::PublishError>,
     /// The `--alert-at` thresholds this session crossed.
     pub alerts: Vec<crate::alerts::Alert>,
+    /// The cheaper tier of its period budget the run ran on.
+    pub fallback: Option<ctx_model::FallbackChoice>,
 }
 
 /// A run that has started (its store is open, a resume decided) and not
@@ -186,6 +193,8 @@ pub struct RunSession {
     /// `--alert-at`, and the `--max-cost` it is of without a hold.
     alert_at: Vec<f64>,
     max_cost: Option<ctx_cost::Usd>,
+    /// The cheaper tier the run is on.
+    fallback: Option<ctx_model::FallbackChoice>,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -219,6 +228,7 @@ impl RunSession {
             publish,
             rerun,
             alert_at,
+            fallback,
         } = settings;
         check_rerun(&plan, &store, &rerun)?;
         // No `prompt_cache_key` is computed from a secret's text, and
@@ -252,6 +262,7 @@ impl RunSession {
                     spent_before: ctx_cost::Usd::ZERO,
                     alert_at,
                     max_cost: None,
+                    fallback,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -287,6 +298,12 @@ impl RunSession {
                 return Err(e.into());
             }
         };
+        if let Some(Err(e)) = fallback.as_ref().map(|f| store.record_fallback(f)) {
+            if let Some(h) = &hold {
+                h.settle(ctx_cost::Usd::ZERO)?;
+            }
+            return Err(e.into());
+        }
         if let (Some(_), Some(cost)) = (&resumed, options.cost.as_mut()) {
             cost.already_spent = spent(store.view())?;
         }
@@ -334,6 +351,7 @@ impl RunSession {
             spent_before: before,
             alert_at,
             max_cost,
+            fallback,
         })
     }
 
@@ -431,6 +449,7 @@ impl RunSession {
             published,
             publish_error,
             alerts,
+            fallback: self.fallback,
         })
     }
 }

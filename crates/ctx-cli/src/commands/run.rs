@@ -326,6 +326,7 @@ fn run_local(
         published: outcome.published,
         unpublished: outcome.publish_error,
         alerts: outcome.alerts,
+        fallback: outcome.fallback,
     };
     let exit = report_run(&executed, output)?;
     if let Some(stored) = &outcome.stored {
@@ -433,6 +434,8 @@ pub struct Executed {
     pub unpublished: Option<ctx_run::publish::PublishError>,
     /// The `--alert-at` thresholds the run crossed.
     pub alerts: Vec<ctx_run::alerts::Alert>,
+    /// The cheaper tier of its period budget the run ran on.
+    pub fallback: Option<ctx_model::FallbackChoice>,
 }
 
 /// Whether stderr speaks GitHub Actions' workflow commands.
@@ -524,11 +527,20 @@ pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
             let mut json = ctx_run::ResultsJson::of(report);
             json.published = published.clone();
             json.alerts = executed.alerts.clone();
+            json.fallback = executed
+                .fallback
+                .as_ref()
+                .map(ctx_run::period_budget::FallbackJson::of);
             crate::io::print_stdout(&crate::io::json_text(&json)?)?;
         }
         Format::Text => crate::io::print_stdout(&format!(
-            "{}{}",
+            "{}{}{}",
             ctx_run::summary_text::summary_text(report),
+            executed
+                .fallback
+                .as_ref()
+                .map(ctx_run::period_budget::fallback_text)
+                .unwrap_or_default(),
             ctx_run::publish::published_text(published)
         ))?,
     }

@@ -56,6 +56,7 @@ pub fn run(
         published: outcome.published,
         unpublished: outcome.publish_error,
         alerts: Vec::new(),
+        fallback: None,
     };
     let exit = super::run::report_run(&executed, output)?;
     // The statements this process sent (registration, claims, reads,

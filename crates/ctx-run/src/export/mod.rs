@@ -149,6 +149,18 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
                     path: p.path,
                 })
                 .collect(),
+            fallback: view.fallback()?.map(|f| ctx_report::FallbackNote {
+                reason: f.reason(),
+                model: f.model.clone(),
+                tasks: f
+                    .tasks
+                    .into_iter()
+                    .map(|t| ctx_report::FallbackTaskNote {
+                        task_id: t.task_id,
+                        from: t.from,
+                    })
+                    .collect(),
+            }),
         },
         records,
     })
