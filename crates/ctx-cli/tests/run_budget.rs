@@ -127,6 +127,24 @@ fn past_a_threshold_the_run_holds_and_runs_on_the_cheaper_model() {
     );
     let show = dir.run(&["runs", "show", &id, "--root", "runs", "--format", "json"]);
     assert_eq!(show.json()["fallback"], *f);
+    // A resume keeps the run's tier, whatever the period's use is now (a
+    // budget this large would be the standard tier for a new run).
+    let resumed = run(
+        &dir,
+        &[
+            "--format",
+            "json",
+            "--budget",
+            "nightly=1000/month",
+            "--resume",
+            &id,
+            "--rerun",
+            "a",
+        ],
+    );
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(models(&dir), ["m", "m", "cheap", "cheap", "cheap"]);
+    assert_eq!(resumed.json()["fallback"], *f);
     let html = dir.run(&["runs", "report", &id, "--root", "runs"]);
     assert!(
         html.stdout.contains("<section id=\"fallback\">")
@@ -350,4 +368,45 @@ fn alerts_name_each_threshold_crossed_once_on_stderr_json_and_github() {
         assert_eq!(out.code, 2, "{bad}: {}", out.stderr);
         assert!(out.stderr.contains("--alert-at"), "{}", out.stderr);
     }
+}
+
+/// `ctx plan cost` gives the range under each tier, and the high end a
+/// run on a fallback holds is that tier's (a $0 budget is used up, so
+/// the highest tier applies, and the run is refused with its high end).
+#[test]
+fn plan_cost_gives_each_tiers_range_and_a_run_holds_its_tiers_high_end() {
+    let dir = Dir::new();
+    let fallback = json!([{"above": 0.5, "model": "cheap"}, {"above": 0.8, "model": "cheap", "max_tokens": 5}]);
+    write_plan(
+        &dir,
+        json!({"period": "month", "usd": 0, "fallback": fallback}),
+    );
+    let mut args = run_args(&dir, true);
+    args[0] = "plan".into();
+    args.insert(1, "cost".into());
+    args.retain(|a| a != "--root" && a != "runs");
+    let json = dir.run(&[args.clone(), vec!["--format".into(), "json".into()]].concat());
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let report = json.json();
+    let tiers = report["tiers"].as_array().unwrap();
+    assert_eq!(tiers.len(), 3);
+    assert_eq!(tiers[0]["above"], serde_json::Value::Null);
+    assert_eq!(tiers[0]["total"], report["total"]);
+    assert_eq!(
+        (tiers[2]["model"].as_str(), tiers[2]["max_tokens"].as_u64()),
+        (Some("cheap"), Some(5))
+    );
+    let high =
+        |t: &serde_json::Value| Usd::parse(&t["total"]["cost_usd"]["high"].to_string()).unwrap();
+    assert!(high(&tiers[2]) < high(&tiers[1]) && high(&tiers[1]) < high(&tiers[0]));
+    let refused = run(&dir, &[]);
+    assert_eq!(refused.code, 3, "{}", refused.stderr);
+    assert_eq!(high_end(&refused.stderr), high(&tiers[2]));
+    let text = dir.run(&args);
+    assert!(
+        text.stdout.contains("budget tiers (config.budget.fallback; a run's tier is chosen when it starts, from the period's use):\ntier")
+            && text.stdout.contains("from 80% used  cheap (max_tokens 5)"),
+        "{}",
+        text.stdout
+    );
 }

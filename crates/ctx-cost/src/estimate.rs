@@ -123,6 +123,23 @@ pub struct CostTotal {
     pub unpriced: Vec<String>,
 }
 
+impl CostTotal {
+    /// The low end as the text report prints it (rounded down).
+    pub fn low_text(&self) -> String {
+        low(self.cost_usd.low)
+    }
+
+    /// The high end as the text report prints it (rounded up), or why
+    /// there is none: `unbounded` wins over `price unknown`, since no
+    /// price makes an unbounded task bounded.
+    pub fn high_text(&self) -> String {
+        match self.cost_usd.high {
+            None if self.unbounded.is_empty() => "price unknown".into(),
+            _ => high(self.cost_usd),
+        }
+    }
+}
+
 /// What `ctx plan cost` prints: `{"tasks": [...], "total": {...}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CostReport {
@@ -232,12 +249,8 @@ impl CostReport {
             String::new(),
             String::new(),
             String::new(),
-            low(total.cost_usd.low),
-            match total.cost_usd.high {
-                // Unbounded wins over unknown: no price makes it bounded.
-                None if total.unbounded.is_empty() => "price unknown".into(),
-                _ => high(total.cost_usd),
-            },
+            total.low_text(),
+            total.high_text(),
         ]);
         // Text columns left-aligned, figures right-aligned.
         let right = [false, false, true, true, true, true, true];

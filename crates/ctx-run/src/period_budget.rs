@@ -175,17 +175,10 @@ fn stored_tier(root: &RunRoot, run: &str) -> Result<Option<ctx_model::FallbackCh
         })
 }
 
-/// The record of `tier` chosen for `plan`: each task whose model (or cap)
-/// it changes, with the model the task names otherwise.
-fn new_choice(
-    plan: &Plan,
-    budget: &PeriodBudget,
-    tier: &ctx_model::BudgetFallback,
-    key: PeriodKey,
-    used: Usd,
-) -> ctx_model::FallbackChoice {
-    let tasks = plan
-        .sub_tasks
+/// The tasks `tier` moves in `plan`: each that names another model (or,
+/// with a cap, another `max_tokens`), with the model it names.
+fn moved_tasks(plan: &Plan, tier: &ctx_model::BudgetFallback) -> Vec<ctx_model::FallbackTask> {
+    plan.sub_tasks
         .iter()
         .filter(|t| {
             let p = &t.tool_or_prompt.params;
@@ -196,7 +189,18 @@ fn new_choice(
             task_id: t.id.clone(),
             from: t.tool_or_prompt.params.model.clone(),
         })
-        .collect();
+        .collect()
+}
+
+/// The record of `tier` chosen for `plan` when the period's use was
+/// `used`.
+fn new_choice(
+    plan: &Plan,
+    budget: &PeriodBudget,
+    tier: &ctx_model::BudgetFallback,
+    key: PeriodKey,
+    used: Usd,
+) -> ctx_model::FallbackChoice {
     ctx_model::FallbackChoice {
         budget: key.name,
         period: budget.period,
@@ -206,7 +210,7 @@ fn new_choice(
         above: tier.above,
         model: tier.model.clone(),
         max_tokens: tier.max_tokens,
-        tasks,
+        tasks: moved_tasks(plan, tier),
     }
 }
 
@@ -215,19 +219,131 @@ fn new_choice(
 /// Idempotent, so a resume applies a stored choice to a stored plan that
 /// already has it.
 pub fn apply_tier(plan: &mut Plan, choice: &ctx_model::FallbackChoice) {
-    let moved: std::collections::HashSet<&str> =
-        choice.tasks.iter().map(|t| t.task_id.as_str()).collect();
+    move_tasks(plan, &choice.model, choice.max_tokens, &choice.tasks);
+}
+
+fn move_tasks(
+    plan: &mut Plan,
+    model: &str,
+    max_tokens: Option<u32>,
+    tasks: &[ctx_model::FallbackTask],
+) {
+    let moved: std::collections::HashSet<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
     for t in plan
         .sub_tasks
         .iter_mut()
         .filter(|t| moved.contains(t.id.as_str()))
     {
         let params = &mut t.tool_or_prompt.params;
-        params.model = Some(choice.model.clone());
-        if let Some(n) = choice.max_tokens {
+        params.model = Some(model.to_string());
+        if let Some(n) = max_tokens {
             params.max_tokens = Some(n);
         }
     }
+}
+
+/// `plan` as it runs on `tier`.
+pub fn plan_on_tier(plan: &Plan, tier: &ctx_model::BudgetFallback) -> Plan {
+    let mut on = plan.clone();
+    let tasks = moved_tasks(plan, tier);
+    move_tasks(&mut on, &tier.model, tier.max_tokens, &tasks);
+    on
+}
+
+/// One tier's range of a plan's cost, as `ctx plan cost` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TierRange {
+    /// The threshold (`None`: the standard tier).
+    pub above: Option<f64>,
+    /// The tier's model (`None`: each task's own).
+    pub model: Option<String>,
+    /// The tier's cap, when it sets one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// The plan's range on the tier.
+    pub total: ctx_cost::CostTotal,
+}
+
+/// The plan's range on each tier of its period budget: the standard
+/// tier's (`standard`, the report already computed) then each
+/// fallback's, each priced by `book` as `ctx plan cost` prices the plan.
+/// Empty without fallbacks.
+pub fn tier_ranges(
+    plan: &Plan,
+    standard: &ctx_cost::CostTotal,
+    defaults: &crate::estimate::EngineDefaults<'_>,
+    book: &ctx_cost::PriceBook,
+) -> Result<Vec<TierRange>, crate::estimate::EstimateError> {
+    let Some(budget) = plan
+        .config
+        .budget
+        .as_ref()
+        .filter(|b| !b.fallback.is_empty())
+    else {
+        return Ok(Vec::new());
+    };
+    let mut out = vec![TierRange {
+        above: None,
+        model: None,
+        max_tokens: None,
+        total: standard.clone(),
+    }];
+    for tier in &budget.fallback {
+        let on = plan_on_tier(plan, tier);
+        let estimates = crate::estimate::estimate_plan(&on, defaults)?;
+        out.push(TierRange {
+            above: Some(tier.above),
+            model: Some(tier.model.clone()),
+            max_tokens: tier.max_tokens,
+            total: ctx_cost::estimate_costs(book, &estimates).total,
+        });
+    }
+    Ok(out)
+}
+
+/// `ctx plan cost --format json`'s object: the report's keys, then
+/// `tiers` when the plan has fallbacks.
+#[derive(Debug, serde::Serialize)]
+pub struct WithTiers<'a> {
+    /// The report.
+    #[serde(flatten)]
+    pub report: &'a ctx_cost::CostReport,
+    /// [`tier_ranges`]; left out when empty.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub tiers: &'a [TierRange],
+}
+
+/// [`tier_ranges`] as text, after `ctx plan cost`'s table.
+pub fn tier_ranges_text(tiers: &[TierRange]) -> String {
+    if tiers.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<[String; 4]> = tiers
+        .iter()
+        .map(|t| {
+            [
+                match t.above {
+                    Some(a) => format!("from {}% used", a * 100.0),
+                    None => "standard".to_string(),
+                },
+                match (&t.model, t.max_tokens) {
+                    (Some(m), Some(n)) => format!("{m} (max_tokens {n})"),
+                    (Some(m), None) => m.clone(),
+                    (None, _) => "each task's".to_string(),
+                },
+                t.total.low_text(),
+                t.total.high_text(),
+            ]
+        })
+        .collect();
+    format!(
+        "\nbudget tiers (config.budget.fallback; a run's tier is chosen when it starts, from the period's use):\n{}",
+        ctx_table::render(
+            &["tier", "model", "cost low", "cost high"],
+            &[false, false, true, true],
+            &rows
+        )
+    )
 }
 
 /// A run's tier as `--format json`, `ctx runs show --format json` and the

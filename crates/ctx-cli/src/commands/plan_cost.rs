@@ -140,10 +140,19 @@ pub fn run(mut args: Args) -> CliResult {
     let estimates = estimate_plan(&plan, &defaults)
         .map_err(|e| located(e, &args.plan.display().to_string()))?;
     let report = estimate_costs(&book, &estimates);
+    // The range under each tier of the period budget (none without
+    // `config.budget.fallback`).
+    let tiers = ctx_run::period_budget::tier_ranges(&plan, &report.total, &defaults, &book)
+        .map_err(|e| located(e, &args.plan.display().to_string()))?;
     let text = if args.cache.layout.is_empty() {
         match args.format {
-            Format::Text => report.render_text(),
-            Format::Json => crate::io::json_text(&report)?,
+            Format::Text => {
+                report.render_text() + &ctx_run::period_budget::tier_ranges_text(&tiers)
+            }
+            Format::Json => crate::io::json_text(&ctx_run::period_budget::WithTiers {
+                report: &report,
+                tiers: &tiers,
+            })?,
         }
     } else {
         super::plan_cost_cache::render(
