@@ -84,7 +84,7 @@ fn run_id(out: &Out) -> String {
 fn past_a_threshold_the_run_holds_and_runs_on_the_cheaper_model() {
     let dir = Dir::new();
     write_plan(&dir, json!({"period": "month", "usd": 0}));
-    let high = high_end(&run(&dir, &[]).stderr);
+    let high = ctx_test_support::refused_high_end(&run(&dir, &[]).stderr);
     let fallback = json!([{"above": 0.5, "model": "cheap"}, {"above": 0.8, "model": "cheap", "max_tokens": 5}]);
     write_plan(
         &dir,
@@ -169,14 +169,6 @@ fn past_a_threshold_the_run_holds_and_runs_on_the_cheaper_model() {
     );
 }
 
-/// A refused run's high end, read from its message.
-fn high_end(stderr: &str) -> Usd {
-    let (_, rest) = stderr
-        .split_once("this run's high end is $")
-        .unwrap_or_else(|| panic!("{stderr}"));
-    Usd::parse(rest.split(';').next().unwrap()).unwrap()
-}
-
 #[test]
 fn a_run_over_what_is_left_is_refused_before_any_call() {
     let dir = Dir::new();
@@ -191,7 +183,7 @@ fn a_run_over_what_is_left_is_refused_before_any_call() {
         "{}",
         out.stderr
     );
-    assert!(high_end(&out.stderr) > Usd::ZERO);
+    assert!(ctx_test_support::refused_high_end(&out.stderr) > Usd::ZERO);
     assert_eq!(calls(&dir), 0);
     // No run directory was created for it.
     let runs: Vec<_> = std::fs::read_dir(dir.path().join("runs"))
@@ -206,7 +198,7 @@ fn a_run_over_what_is_left_is_refused_before_any_call() {
 fn two_runs_started_at_once_cannot_both_take_the_last_dollars() {
     let dir = Dir::new();
     write_plan(&dir, json!({"period": "day", "usd": 0}));
-    let high = high_end(&run(&dir, &[]).stderr);
+    let high = ctx_test_support::refused_high_end(&run(&dir, &[]).stderr);
     // Room for one run's high end, not two.
     let budget = high.saturating_add(Usd::from_picos(high.picos() / 2));
     write_plan(&dir, json!({"period": "day", "usd": budget.to_string()}));
@@ -225,7 +217,7 @@ fn two_runs_started_at_once_cannot_both_take_the_last_dollars() {
     );
     let ran = outs.iter().find(|o| o.code == 0).unwrap();
     let refused = outs.iter().find(|o| o.code == 3).unwrap();
-    assert_eq!(high_end(&refused.stderr), high);
+    assert_eq!(ctx_test_support::refused_high_end(&refused.stderr), high);
     assert!(
         refused.stderr.contains(&format!("${high} held")),
         "{}",
@@ -305,7 +297,7 @@ fn alerts(out: &Out) -> Vec<(f64, String)> {
 fn alerts_name_each_threshold_crossed_once_on_stderr_json_and_github() {
     let dir = Dir::new();
     write_plan(&dir, json!({"period": "week", "usd": 0}));
-    let high = high_end(&run(&dir, &[]).stderr);
+    let high = ctx_test_support::refused_high_end(&run(&dir, &[]).stderr);
     let budget = high.saturating_mul(2);
     write_plan(&dir, json!({"period": "week", "usd": budget.to_string()}));
     let first = run(&dir, &["--format", "json"]);
@@ -401,7 +393,10 @@ fn plan_cost_gives_each_tiers_range_and_a_run_holds_its_tiers_high_end() {
     assert!(high(&tiers[2]) < high(&tiers[1]) && high(&tiers[1]) < high(&tiers[0]));
     let refused = run(&dir, &[]);
     assert_eq!(refused.code, 3, "{}", refused.stderr);
-    assert_eq!(high_end(&refused.stderr), high(&tiers[2]));
+    assert_eq!(
+        ctx_test_support::refused_high_end(&refused.stderr),
+        high(&tiers[2])
+    );
     let text = dir.run(&args);
     assert!(
         text.stdout.contains("budget tiers (config.budget.fallback; a run's tier is chosen when it starts, from the period's use):\ntier")

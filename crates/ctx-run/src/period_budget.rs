@@ -127,12 +127,7 @@ pub fn choose_tier(
     plan: &mut Plan,
     source: Option<&str>,
 ) -> Result<Option<ctx_model::FallbackChoice>, TierError> {
-    let Some(budget) = plan
-        .config
-        .budget
-        .clone()
-        .filter(|b| !b.fallback.is_empty())
-    else {
+    let Some(budget) = with_fallbacks(plan) else {
         return Ok(None);
     };
     let crate::settings::StoreChoice::Local(crate::RunStore::Sqlite { root, start, .. }) = store
@@ -142,10 +137,7 @@ pub fn choose_tier(
     let choice = match start {
         crate::Start::Resume(run) => stored_tier(root, run)?,
         crate::Start::New | crate::Start::NewIn(_) => {
-            let key = PeriodKey {
-                name: budget_name(&budget, plan, source),
-                start: period_start(budget.period, Utc::now()),
-            };
+            let key = period_key(&budget, plan, source);
             let state = root
                 .period_ledger()
                 .and_then(|l| l.state(&key, budget.usd))
@@ -153,16 +145,82 @@ pub fn choose_tier(
                     what: format!("the period ledger under {}", root.path().display()),
                     detail: e.to_string(),
                 })?;
-            let used = state.spent.saturating_add(state.held);
-            budget
-                .tier(used)
-                .map(|tier| new_choice(plan, &budget, tier, key, used))
+            return Ok(tier_for(plan, key, &state));
         }
     };
     if let Some(c) = &choice {
         apply_tier(plan, c);
     }
     Ok(choice)
+}
+
+/// `plan`'s period budget when it has cheaper tiers.
+pub fn with_fallbacks(plan: &Plan) -> Option<PeriodBudget> {
+    plan.config
+        .budget
+        .clone()
+        .filter(|b| !b.fallback.is_empty())
+}
+
+/// The tier a new run of `plan` starts on when its period stands at
+/// `state` (under `key`), applied to `plan`: any store's rule, the
+/// figures being its own ledger's.
+pub fn tier_for(
+    plan: &mut Plan,
+    key: PeriodKey,
+    state: &PeriodState,
+) -> Option<ctx_model::FallbackChoice> {
+    let budget = plan.config.budget.clone()?;
+    let used = state.spent.saturating_add(state.held);
+    let choice = new_choice(plan, &budget, budget.tier(used)?, key, used);
+    apply_tier(plan, &choice);
+    Some(choice)
+}
+
+/// The period of `budget` a run of `plan` starting now holds from: the
+/// budget's name and the first day of the period (UTC) the clock is in.
+pub fn period_key(budget: &PeriodBudget, plan: &Plan, source: Option<&str>) -> PeriodKey {
+    PeriodKey {
+        name: budget_name(budget, plan, source),
+        start: period_start(budget.period, Utc::now()),
+    }
+}
+
+/// A hold's holder: this process and the time, so two runs of one
+/// process (or one machine) are told apart.
+pub fn new_holder() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        Utc::now().timestamp_nanos_opt().unwrap_or_default()
+    )
+}
+
+/// How alerts and refusals name a budget's period: `budget `NAME`
+/// (PERIOD from DAY, UTC)`.
+pub fn hold_label(key: &PeriodKey, period: BudgetPeriod) -> String {
+    format!("budget `{}` ({} from {}, UTC)", key.name, period, key.start)
+}
+
+/// The refusal of a run whose high end `high` does not fit what
+/// `budget`'s period (`key`) has left (`state`).
+pub fn refusal(
+    key: PeriodKey,
+    budget: &PeriodBudget,
+    state: PeriodState,
+    high: Usd,
+) -> PeriodBudgetError {
+    let PeriodState { spent, held, left } = state;
+    PeriodBudgetError::Refused(Box::new(Refusal {
+        name: key.name,
+        period: budget.period,
+        start: key.start,
+        budget: budget.usd,
+        spent,
+        held,
+        left,
+        high,
+    }))
 }
 
 /// The tier run `run` under `root` recorded.
@@ -407,7 +465,16 @@ pub(crate) struct PeriodHold {
 
 /// The run's high end under `options`' prices: every task's.
 fn high_end(plan: &Plan, options: &ExecutorOptions) -> Result<Usd, PeriodBudgetError> {
-    let cost = options.cost.as_ref().ok_or(PeriodBudgetError::NoPrices)?;
+    run_high_end(
+        plan,
+        options.cost.as_ref().ok_or(PeriodBudgetError::NoPrices)?,
+    )
+}
+
+/// The high end a run of `plan` holds of its period under `cost`'s
+/// prices: every task's (before any map expands), as `ctx plan cost`
+/// gives it.
+pub fn run_high_end(plan: &Plan, cost: &ctx_deps::CostOptions) -> Result<Usd, PeriodBudgetError> {
     plan.sub_tasks.iter().try_fold(Usd::ZERO, |sum, t| {
         let high = cost
             .model
@@ -429,22 +496,12 @@ pub(crate) fn reserve(
         return Ok(None);
     };
     let high = high_end(plan, options)?;
-    let key = PeriodKey {
-        name: budget_name(budget, plan, source),
-        start: period_start(budget.period, Utc::now()),
-    };
+    let key = period_key(budget, plan, source);
     let ledger = root.period_ledger()?;
-    let holder = format!(
-        "{}-{}",
-        std::process::id(),
-        Utc::now().timestamp_nanos_opt().unwrap_or_default()
-    );
+    let holder = new_holder();
     match ledger.reserve(&key, budget.usd, &holder, high)? {
         PeriodGrant::Held(state) => Ok(Some(PeriodHold {
-            label: format!(
-                "budget `{}` ({} from {}, UTC)",
-                key.name, budget.period, key.start
-            ),
+            label: hold_label(&key, budget.period),
             ledger,
             key,
             holder,
@@ -452,19 +509,7 @@ pub(crate) fn reserve(
             budget: budget.usd,
             before: state.spent.saturating_add(state.held),
         })),
-        PeriodGrant::Refused(PeriodState { spent, held, left }) => {
-            Err(PeriodBudgetError::Refused(Box::new(Refusal {
-                name: key.name,
-                period: budget.period,
-                start: key.start,
-                budget: budget.usd,
-                spent,
-                held,
-                left,
-                high,
-            }))
-            .into())
-        }
+        PeriodGrant::Refused(state) => Err(refusal(key, budget, state, high).into()),
     }
 }
 

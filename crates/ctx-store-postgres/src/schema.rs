@@ -264,6 +264,10 @@ CREATE TABLE ctx_period_holds (
     created_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (name, period_start, holder)
 );
+-- The cheaper tier of its period budget a run was started on
+-- (ctx_model::FallbackChoice as JSON), which a resume keeps and `ctx runs
+-- show` and the report name. NULL: the standard tier.
+ALTER TABLE ctx_runs ADD COLUMN fallback_json text;
 "#,
     },
 ];

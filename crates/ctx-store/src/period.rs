@@ -26,7 +26,7 @@ pub struct PeriodState {
     pub left: Usd,
 }
 
-/// The answer to [`PeriodLedger::reserve`].
+/// The answer of a ledger asked to hold a run's high end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PeriodGrant {
     /// Held: the state before the hold was added.

@@ -459,7 +459,7 @@ fn print_alerts(alerts: &[ctx_run::alerts::Alert]) {
 
 /// Under GitHub Actions, a run refused by its period budget is an
 /// `::error::` annotation too (the error itself is printed as always).
-fn annotate_refusal(e: &ctx_run::period_budget::PeriodBudgetError) {
+pub(crate) fn annotate_refusal(e: &ctx_run::period_budget::PeriodBudgetError) {
     if in_github_actions() && matches!(e, ctx_run::period_budget::PeriodBudgetError::Refused(_)) {
         eprintln!("::error title=ctx budget::{e}");
     }
