@@ -158,7 +158,9 @@ pub struct Args {
     /// A budget shared by every run that names it over a calendar period
     /// (UTC): NAME=USD/PERIOD, PERIOD day, week or month (overrides
     /// config.budget). The run holds its high end of what the period has
-    /// left before any call, or is refused (exit 3). Run directories only.
+    /// left before any call, or is refused (exit 3); the plan's
+    /// config.budget.fallback tiers stay. On a postgres:// store the
+    /// ledger is the database's.
     #[arg(long, value_name = "NAME=USD/PERIOD", allow_hyphen_values = true, help_heading = heading::COST)]
     pub budget: Option<ctx_model::PeriodBudget>,
 
