@@ -405,3 +405,37 @@ fn plan_cost_gives_each_tiers_range_and_a_run_holds_its_tiers_high_end() {
         text.stdout
     );
 }
+
+/// A resume holds only what is left to run: the tasks it runs again, not
+/// those it reuses. With room for one task's high end and not two, a
+/// resume that runs one task again goes through.
+#[test]
+fn a_resume_holds_only_what_is_left_to_run() {
+    let dir = Dir::new();
+    write_plan(&dir, json!({"period": "month", "usd": 0}));
+    let high = ctx_test_support::refused_high_end(&run(&dir, &[]).stderr);
+    write_plan(&dir, json!({"period": "month", "usd": 1}));
+    let first = run(&dir, &["--format", "json"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let spent = Usd::parse(&first.json()["spent_usd"].to_string()).unwrap();
+    let id = run_id(&first);
+    // Left: three quarters of the whole high end, more than one task's
+    // half of it.
+    let usd = spent.saturating_add(Usd::from_picos(high.picos() / 4 * 3));
+    let budget = format!("nightly={usd}/month");
+    let resumed = run(
+        &dir,
+        &["--budget", &budget, "--resume", &id, "--rerun", "a"],
+    );
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(calls(&dir), 3, "a ran again, b was reused");
+    // Every task again does not fit: the whole high end is held.
+    let all = run(
+        &dir,
+        &[
+            "--budget", &budget, "--resume", &id, "--rerun", "a", "--rerun", "b",
+        ],
+    );
+    assert_eq!(all.code, 3, "{}", all.stderr);
+    assert_eq!(ctx_test_support::refused_high_end(&all.stderr), high);
+}

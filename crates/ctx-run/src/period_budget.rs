@@ -14,6 +14,8 @@
 //! killed run's hold is never settled: it stays counted as spent for the
 //! rest of its period, so the budget is never exceeded (docs/cost.md).
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, Datelike, Days, Utc};
 use ctx_cost::Usd;
 use ctx_deps::ExecutorOptions;
@@ -463,19 +465,36 @@ pub(crate) struct PeriodHold {
     label: String,
 }
 
-/// The run's high end under `options`' prices: every task's.
-fn high_end(plan: &Plan, options: &ExecutorOptions) -> Result<Usd, PeriodBudgetError> {
-    run_high_end(
-        plan,
-        options.cost.as_ref().ok_or(PeriodBudgetError::NoPrices)?,
-    )
+/// The run's high end under `options`' prices: every task's but the
+/// `reused` ones'.
+fn high_end(
+    plan: &Plan,
+    options: &ExecutorOptions,
+    reused: &HashSet<String>,
+) -> Result<Usd, PeriodBudgetError> {
+    let cost = options.cost.as_ref().ok_or(PeriodBudgetError::NoPrices)?;
+    left_to_run(plan, cost, reused)
 }
 
 /// The high end a run of `plan` holds of its period under `cost`'s
 /// prices: every task's (before any map expands), as `ctx plan cost`
 /// gives it.
 pub fn run_high_end(plan: &Plan, cost: &ctx_deps::CostOptions) -> Result<Usd, PeriodBudgetError> {
-    plan.sub_tasks.iter().try_fold(Usd::ZERO, |sum, t| {
+    left_to_run(plan, cost, &HashSet::new())
+}
+
+/// The high end of what is left to run of `plan`: every task's but those
+/// a resume reuses (`reused`: their stored results stand, and what they
+/// cost was settled in the period when they ran). The tasks a resume runs
+/// again (changed, failed, forced by `--rerun`, or below one of those)
+/// are held in full.
+pub fn left_to_run(
+    plan: &Plan,
+    cost: &ctx_deps::CostOptions,
+    reused: &HashSet<String>,
+) -> Result<Usd, PeriodBudgetError> {
+    let run = plan.sub_tasks.iter().filter(|t| !reused.contains(&t.id));
+    run.into_iter().try_fold(Usd::ZERO, |sum, t| {
         let high = cost
             .model
             .bound(t)
@@ -485,17 +504,19 @@ pub fn run_high_end(plan: &Plan, cost: &ctx_deps::CostOptions) -> Result<Usd, Pe
 }
 
 /// Holds the run's high end of `plan`'s period budget in `root`'s ledger
-/// (`None`: the plan has none), or refuses the run.
+/// (`None`: the plan has none), or refuses the run. A resume holds only
+/// what is left to run: every task's high end but the `reused` ones'.
 pub(crate) fn reserve(
     root: &RunRoot,
     plan: &Plan,
     source: Option<&str>,
     options: &ExecutorOptions,
+    reused: &HashSet<String>,
 ) -> Result<Option<PeriodHold>, crate::RunError> {
     let Some(budget) = &plan.config.budget else {
         return Ok(None);
     };
-    let high = high_end(plan, options)?;
+    let high = high_end(plan, options, reused)?;
     let key = period_key(budget, plan, source);
     let ledger = root.period_ledger()?;
     let holder = new_holder();

@@ -23,6 +23,7 @@
 //! [`run_plan`] and [`RunSession::execute_with`] run every store call on
 //! the blocking pool, never on a runtime worker.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -287,8 +288,13 @@ impl RunSession {
             Start::Resume(run) => StartAt::Resume(run),
         };
         // Held before the run directory exists: a refused run leaves
-        // nothing behind.
-        let hold = crate::period_budget::reserve(&root, &plan, plan_source.as_deref(), &options)?;
+        // nothing behind. A resume holds what is left to run.
+        let reused = match (&start, &plan.config.budget) {
+            (Start::Resume(run), Some(_)) => reused_by(&root, run, &plan, &label, &rerun)?,
+            _ => HashSet::new(),
+        };
+        let hold =
+            crate::period_budget::reserve(&root, &plan, plan_source.as_deref(), &options, &reused)?;
         let (store, resumed) = match root.start(at, &new) {
             Ok(started) => started,
             Err(e) => {
@@ -452,6 +458,23 @@ impl RunSession {
             fallback: self.fallback,
         })
     }
+}
+
+/// The tasks a resume of `run` with `plan` on the engine `label` would
+/// reuse (its `--rerun` ids forced), decided as the resume itself decides
+/// them, read before anything is written: what a period budget's hold
+/// leaves out.
+fn reused_by(
+    root: &RunRoot,
+    run: &str,
+    plan: &Plan,
+    label: &str,
+    rerun: &[String],
+) -> Result<HashSet<String>, RunError> {
+    let view = root.open(run)?;
+    let mut decided = ctx_store::RunHistory::resume_plan(&view, plan, label)?;
+    decided.force(plan, rerun);
+    Ok(decided.reuse.into_iter().collect())
 }
 
 /// What a session settles when it ends: its hold on its period budget,
