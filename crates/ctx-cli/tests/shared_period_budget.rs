@@ -201,3 +201,40 @@ fn a_shared_run_past_a_threshold_runs_on_the_cheaper_model() {
         "{text}"
     );
 }
+
+/// A shared resume holds only what is left to run, as a local one: with
+/// room for one task's high end and not two, a resume that runs one task
+/// again goes through; one that runs both is refused with the whole high
+/// end.
+#[test]
+fn a_shared_resume_holds_only_what_is_left_to_run() {
+    let Some(url) = pg::fresh_db("shared_resume_hold") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_plan(dir, json!({"period": "month", "usd": 0}));
+    let high = ctx_test_support::refused_high_end(&run(dir, &url, &[]).stderr);
+    write_plan(dir, json!({"period": "month", "usd": 1}));
+    let first = run(dir, &url, &["--format", "json"]);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    let id = shared_cli::run_id_from_text(&first.stderr);
+    let usd = spent(&first).saturating_add(Usd::from_picos(high.picos() / 4 * 3));
+    let budget = format!("nightly={usd}/month");
+    let one = run(
+        dir,
+        &url,
+        &["--budget", &budget, "--resume", &id, "--rerun", "a"],
+    );
+    assert_eq!(one.code, Some(0), "{}", one.stderr);
+    assert_eq!(models(dir).len(), 3, "a ran again, b was reused");
+    let all = run(
+        dir,
+        &url,
+        &[
+            "--budget", &budget, "--resume", &id, "--rerun", "a", "--rerun", "b",
+        ],
+    );
+    assert_eq!(all.code, Some(3), "{}", all.stderr);
+    assert_eq!(ctx_test_support::refused_high_end(&all.stderr), high);
+}

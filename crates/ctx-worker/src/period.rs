@@ -21,6 +21,8 @@
 //!   the rest of its period, as a killed local run's does. The budget is
 //!   never exceeded; it may be under-used.
 
+use std::collections::HashSet;
+
 use ctx_cost::Usd;
 use ctx_model::{FallbackChoice, Plan};
 use ctx_run::period_budget as pb;
@@ -67,18 +69,21 @@ pub(crate) async fn tier(
 }
 
 /// Holds the run's high end of `plan`'s period budget (`None`: the plan
-/// has none), or refuses the run with the local refusal (exit 3).
+/// has none), or refuses the run with the local refusal (exit 3). A
+/// resume holds what is left to run: every task's high end but the
+/// `reused` ones'.
 pub(crate) async fn hold(
     store: &PgStore,
     plan: &Plan,
     source: Option<&str>,
     pricing: &RunPricing,
+    reused: &HashSet<String>,
 ) -> Result<Option<SharedHold>, SharedError> {
     let Some(budget) = &plan.config.budget else {
         return Ok(None);
     };
     let cost = pricing.cost_options(plan)?;
-    let high = pb::run_high_end(plan, &cost).map_err(|e| SharedError::Run(e.into()))?;
+    let high = pb::left_to_run(plan, &cost, reused).map_err(|e| SharedError::Run(e.into()))?;
     let key = pb::period_key(budget, plan, source);
     let holder = pb::new_holder();
     match store
@@ -97,6 +102,34 @@ pub(crate) async fn hold(
             pb::refusal(key, budget, state, high).into(),
         )),
     }
+}
+
+/// The tasks a resume of `run` with `plan` on the engine `label` reuses
+/// (its `--rerun` ids forced), decided as the resume decides them, read
+/// before anything is written. Tasks below a map it keeps aside still
+/// count as run: the hold may be larger than what runs, never smaller.
+pub(crate) async fn reused_by(
+    store: &PgStore,
+    run: &str,
+    plan: &Plan,
+    label: &str,
+    rerun: &[String],
+) -> Result<HashSet<String>, SharedError> {
+    let (store, run, plan, label, rerun) = (
+        store.clone(),
+        run.to_string(),
+        plan.clone(),
+        label.to_string(),
+        rerun.to_vec(),
+    );
+    // The view reads synchronously (on the store's own runtime): off
+    // this one's workers.
+    tokio::task::spawn_blocking(move || -> Result<HashSet<String>, SharedError> {
+        let mut decided = ctx_store::RunHistory::resume_plan(&store.view(&run)?, &plan, &label)?;
+        decided.force(&plan, &rerun);
+        Ok(decided.reuse.into_iter().collect())
+    })
+    .await?
 }
 
 impl SharedHold {

@@ -216,7 +216,15 @@ impl SharedSession {
             settings.resume.as_deref(),
         )
         .await?;
-        let hold = crate::period::hold(&store, &plan, source.as_deref(), &settings.pricing).await?;
+        let reused = match (&settings.resume, &plan.config.budget) {
+            (Some(run), Some(_)) => {
+                crate::period::reused_by(&store, run, &plan, &label, &settings.rerun).await?
+            }
+            _ => std::collections::HashSet::new(),
+        };
+        let hold =
+            crate::period::hold(&store, &plan, source.as_deref(), &settings.pricing, &reused)
+                .await?;
         if let Some(h) = &hold {
             limit_to_hold(&store, &mut settings, h.high).await?;
         }
