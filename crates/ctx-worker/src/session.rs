@@ -208,26 +208,7 @@ impl SharedSession {
         };
         let mut plan = ctx_store::redact_plan(&plan);
         let mut settings = settings;
-        let source = settings.plan_source.clone();
-        let fallback = crate::period::tier(
-            &store,
-            &mut plan,
-            source.as_deref(),
-            settings.resume.as_deref(),
-        )
-        .await?;
-        let reused = match (&settings.resume, &plan.config.budget) {
-            (Some(run), Some(_)) => {
-                crate::period::reused_by(&store, run, &plan, &label, &settings.rerun).await?
-            }
-            _ => std::collections::HashSet::new(),
-        };
-        let hold =
-            crate::period::hold(&store, &plan, source.as_deref(), &settings.pricing, &reused)
-                .await?;
-        if let Some(h) = &hold {
-            limit_to_hold(&store, &mut settings, h.high).await?;
-        }
+        let (fallback, hold) = take_period(&store, &mut plan, &mut settings, &label).await?;
         let workflow = ctx_run::workflow_name(&plan, settings.plan_source.as_deref());
         let started = start(
             &store,
@@ -405,6 +386,39 @@ impl SharedSession {
             poll: DEFAULT_POLL,
         }
     }
+}
+
+/// The tier and the hold of a run under a period budget
+/// ([`crate::period`]), taken before the run is registered: the tier is
+/// applied to `plan`, and the run's budget in `settings` bounded by the
+/// hold.
+async fn take_period(
+    store: &PgStore,
+    plan: &mut Plan,
+    settings: &mut SharedSettings,
+    label: &str,
+) -> Result<
+    (
+        Option<ctx_model::FallbackChoice>,
+        Option<crate::period::SharedHold>,
+    ),
+    SharedError,
+> {
+    let source = settings.plan_source.clone();
+    let resume = settings.resume.clone();
+    let fallback = crate::period::tier(store, plan, source.as_deref(), resume.as_deref()).await?;
+    let reused = match (&resume, &plan.config.budget) {
+        (Some(run), Some(_)) => {
+            crate::period::reused_by(store, run, plan, label, &settings.rerun).await?
+        }
+        _ => std::collections::HashSet::new(),
+    };
+    let hold =
+        crate::period::hold(store, plan, source.as_deref(), &settings.pricing, &reused).await?;
+    if let Some(h) = &hold {
+        limit_to_hold(store, settings, h.high).await?;
+    }
+    Ok((fallback, hold))
 }
 
 /// What `run_id`'s budget row holds: every reservation still open and
