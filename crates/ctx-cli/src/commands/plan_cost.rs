@@ -144,6 +144,10 @@ pub fn run(mut args: Args) -> CliResult {
     // `config.budget.fallback`).
     let tiers = ctx_run::period_budget::tier_ranges(&plan, &report.total, &defaults, &book)
         .map_err(|e| located(e, &args.plan.display().to_string()))?;
+    let tier_text = match args.format {
+        Format::Text => ctx_run::period_budget::tier_ranges_text(&tiers),
+        Format::Json => String::new(),
+    };
     let text = if args.cache.layout.is_empty() {
         match args.format {
             Format::Text => {
@@ -162,7 +166,7 @@ pub fn run(mut args: Args) -> CliResult {
             &plan,
             &defaults,
             &book,
-        )?
+        )? + &tier_text
     };
     crate::io::print_stdout(&text)?;
     Ok(Exit::Ok)
