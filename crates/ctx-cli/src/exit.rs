@@ -243,7 +243,10 @@ impl From<ctx_run::request::RequestError> for CliError {
             RequestError::Setting(e) => e.into(),
             RequestError::MaxCost(e) => e.into(),
             RequestError::Budget(e) => CliError::usage(format!("--max-cost: {e}")),
-            e @ (RequestError::Alert(_) | RequestError::PeriodOnShared) => CliError::usage(e),
+            e @ RequestError::Alert(_) => CliError::usage(e),
+            // The period ledger or the stored run could not be read: the
+            // store's exit, as any other read of it.
+            e @ RequestError::Tier(_) => CliError::with(Exit::Store, e),
         }
     }
 }
@@ -349,6 +352,7 @@ impl CliError {
             SharedError::Run(e) => CliError::run(e, plan),
             SharedError::Cache(e) => e.into(),
             e @ SharedError::Blocking(_) => CliError::with(Exit::Store, e),
+            e @ SharedError::Budget(_) => CliError::usage(e),
         }
     }
 }

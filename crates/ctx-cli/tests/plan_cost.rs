@@ -463,7 +463,7 @@ fn batch_and_flex_ranges_are_given_beside_the_real_time_one() {
     let j = cost_json(&[plan, "--batch", "--service-tier", "flex"]);
     let high = |t: &Value| ctx_cost::Usd::from_f64(usd(&t["cost_usd"]["high"])).unwrap();
     let (a, b) = (high(task(&j, "a")), high(task(&j, "b")));
-    let tiers = j["tiers"].as_array().unwrap();
+    let tiers = j["service_tiers"].as_array().unwrap();
     assert_eq!(tiers.len(), 2, "{j}");
     assert_eq!(tiers[0]["tier"], "batch");
     assert_eq!(
@@ -486,7 +486,7 @@ fn batch_and_flex_ranges_are_given_beside_the_real_time_one() {
         serde_json::json!(["gpt-4o-mini"])
     );
     // Without either flag there is no tier key; the text names each tier.
-    assert!(cost_json(&[plan]).get("tiers").is_none());
+    assert!(cost_json(&[plan]).get("service_tiers").is_none());
     let (code, out, err) = ctx(&["plan", "cost", plan, "--batch"]);
     assert_eq!(code, 0, "{err}");
     assert!(

@@ -124,8 +124,26 @@ pub struct CostTotal {
     pub unpriced: Vec<String>,
 }
 
+impl CostTotal {
+    /// The low end as the text report prints it (rounded down).
+    pub fn low_text(&self) -> String {
+        low(self.cost_usd.low)
+    }
+
+    /// The high end as the text report prints it (rounded up), or why
+    /// there is none: `unbounded` wins over `price unknown`, since no
+    /// price makes an unbounded task bounded.
+    pub fn high_text(&self) -> String {
+        match self.cost_usd.high {
+            None if self.unbounded.is_empty() => "price unknown".into(),
+            _ => high(self.cost_usd),
+        }
+    }
+}
+
 /// What `ctx plan cost` prints: `{"tasks": [...], "total": {...}}`, and
-/// `"tiers": [...]` when a service tier is priced beside ([`tier_total`]).
+/// `"service_tiers": [...]` when a service tier is priced beside
+/// ([`tier_total`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CostReport {
     /// One line per task, in the order given.
@@ -134,7 +152,7 @@ pub struct CostReport {
     pub total: CostTotal,
     /// The run's range at another service tier's prices.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tiers: Vec<TierTotal>,
+    pub service_tiers: Vec<TierTotal>,
 }
 
 /// The run's range at one service tier's prices (`ctx plan cost --batch`).
@@ -227,7 +245,7 @@ pub fn estimate_costs(book: &PriceBook, tasks: &[TaskEstimate]) -> CostReport {
             unbounded,
             unpriced: unpriced.into_iter().collect(),
         },
-        tiers: Vec::new(),
+        service_tiers: Vec::new(),
     }
 }
 
@@ -267,12 +285,8 @@ impl CostReport {
             String::new(),
             String::new(),
             String::new(),
-            low(total.cost_usd.low),
-            match total.cost_usd.high {
-                // Unbounded wins over unknown: no price makes it bounded.
-                None if total.unbounded.is_empty() => "price unknown".into(),
-                _ => high(total.cost_usd),
-            },
+            total.low_text(),
+            total.high_text(),
         ]);
         // Text columns left-aligned, figures right-aligned.
         let right = [false, false, true, true, true, true, true];
@@ -289,7 +303,7 @@ impl CostReport {
                 total.unpriced.join(", ")
             ));
         }
-        for t in &self.tiers {
+        for t in &self.service_tiers {
             out.push_str(&format!(
                 "at {} prices: {} to {}",
                 t.tier,

@@ -105,7 +105,10 @@ pub mod tokenizer;
 mod validate;
 pub mod variables;
 
-pub use budget::{BudgetFlagError, BudgetPeriod, PeriodBudget};
+pub use budget::{
+    BudgetFallback, BudgetFlagError, BudgetPeriod, FallbackChoice, FallbackTask, PeriodBudget,
+    used_fraction,
+};
 pub use checks::{judge_checks, plan_base_dir, plan_has_canary, plan_has_checks, task_checks};
 pub use json_text::json_text;
 pub use layout::PromptLayout;

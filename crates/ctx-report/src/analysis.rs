@@ -511,6 +511,7 @@ mod tests {
             as_of: None,
             tasks,
             published: Vec::new(),
+            fallback: None,
         }
     }
 

@@ -77,6 +77,7 @@ mod tests {
                 })
                 .collect(),
             published: Vec::new(),
+            fallback: None,
         }
     }
 

@@ -172,6 +172,7 @@ mod tests {
             as_of: None,
             tasks: Vec::new(),
             published: Vec::new(),
+            fallback: None,
         };
         let html = render_html(&run);
         assert!(html.contains(&format!("<script>{SCRIPT}</script>")));

@@ -252,6 +252,36 @@ pub struct RunReportInput {
     /// order; a section of their own when there are any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<PublishedFile>,
+    /// The cheaper tier of its period budget the run ran on (`config.budget.fallback`);
+    /// a section of its own when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<FallbackNote>,
+}
+
+/// Why a run ran on a cheaper model, and which tasks did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackNote {
+    /// Why, in words: the budget, its use when the run started, the
+    /// threshold.
+    pub reason: String,
+    /// The model the tasks ran on.
+    pub model: String,
+    /// Each task moved to it, in plan order.
+    #[serde(default)]
+    pub tasks: Vec<FallbackTaskNote>,
+}
+
+/// One task a [`FallbackNote`] moved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackTaskNote {
+    /// The task's id.
+    pub task_id: String,
+    /// The model it would have called otherwise (absent: the engine's
+    /// default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
 }
 
 /// One published output: the task whose final output it holds, and the
@@ -540,6 +570,7 @@ mod tests {
             as_of: None,
             tasks: vec![t],
             published: Vec::new(),
+            fallback: None,
         };
         let text = serde_json::to_string(&input).unwrap();
         assert_eq!(RunReportInput::from_json(&text, "x").unwrap(), input);

@@ -37,6 +37,7 @@
 //!     as_of: None,
 //!     tasks: vec![task],
 //!     published: Vec::new(),
+//!     fallback: None,
 //! };
 //! let html = render_html(&run);
 //! assert!(html.starts_with("<!DOCTYPE html>"));
@@ -59,6 +60,7 @@ mod totals;
 pub use analysis::Analysis;
 pub use html::render_html;
 pub use input::{
-    AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, DependencyCut, InputError,
-    PublishedFile, RunReportInput, RunStatus, TaskReport, TaskState, Timestamp, TimestampError,
+    AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, DependencyCut, FallbackNote,
+    FallbackTaskNote, InputError, PublishedFile, RunReportInput, RunStatus, TaskReport, TaskState,
+    Timestamp, TimestampError,
 };

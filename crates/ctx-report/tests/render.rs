@@ -123,6 +123,7 @@ fn small_run() -> RunReportInput {
         as_of: None,
         tasks: vec![a, b, c, d],
         published: Vec::new(),
+        fallback: None,
     }
 }
 
@@ -155,6 +156,7 @@ fn unreported_tokens_and_costs_are_shown_as_measured() {
         as_of: None,
         tasks: vec![task("a", 0.5), task("b", 0.0012)],
         published: Vec::new(),
+        fallback: None,
     };
     let html = render_html(&run);
     assert!(
@@ -206,6 +208,7 @@ fn prompt_cache_snapshot() {
             task("silent", None, None, None),
         ],
         published: Vec::new(),
+        fallback: None,
     };
     let html = render_html(&run);
     let totals = html
@@ -274,6 +277,36 @@ fn published_files_are_listed_and_escaped() {
         "<tr><td>report</td><td>site/&lt;script&gt;alert(1)&lt;/script&gt;.md</td></tr>"
     ));
     assert!(!html.contains("<script>alert(1)"));
+    let json = serde_json::to_string(&run).unwrap();
+    assert_eq!(RunReportInput::from_json(&json, "run.json").unwrap(), run);
+}
+
+/// A run on a cheaper fallback says why and lists the tasks moved, escaped;
+/// a run on the standard tier has no such section.
+#[test]
+fn a_fallback_run_says_why_and_which_tasks() {
+    let mut run = small_run();
+    assert!(!render_html(&run).contains("id=\"fallback\""));
+    run.fallback = Some(ctx_report::FallbackNote {
+        reason: "budget `nightly` was 85% used: tasks use `<mini>`".into(),
+        model: "<mini>".into(),
+        tasks: vec![
+            ctx_report::FallbackTaskNote {
+                task_id: "plan".into(),
+                from: Some("gpt-4o".into()),
+            },
+            ctx_report::FallbackTaskNote {
+                task_id: "report".into(),
+                from: None,
+            },
+        ],
+    });
+    let html = render_html(&run);
+    assert!(html.contains("<section id=\"fallback\"><h2>Cheaper fallback</h2><p>budget `nightly` was 85% used: tasks use `&lt;mini&gt;`</p>"));
+    assert!(html.contains("<tr><td>plan</td><td>&lt;mini&gt;</td><td>gpt-4o</td></tr>"));
+    assert!(html.contains(
+        "<tr><td>report</td><td>&lt;mini&gt;</td><td>the engine's default model</td></tr>"
+    ));
     let json = serde_json::to_string(&run).unwrap();
     assert_eq!(RunReportInput::from_json(&json, "run.json").unwrap(), run);
 }
@@ -401,6 +434,7 @@ fn an_empty_run_renders() {
         as_of: None,
         tasks: Vec::new(),
         published: Vec::new(),
+        fallback: None,
     };
     let html = render_html(&run);
     assert!(html.ends_with("</html>\n"));
@@ -503,6 +537,7 @@ proptest! {
             as_of: now,
             tasks,
             published: Vec::new(),
+            fallback: None,
         };
         let html = render_html(&run);
         prop_assert_eq!(&html, &render_html(&run));

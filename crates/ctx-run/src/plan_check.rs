@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use ctx_model::{LoadPlanError, ParsedPlan, Plan, Problem, plan_base_dir};
+use ctx_model::{LoadPlanError, ParsedPlan, Plan, Problem, ProblemCode, plan_base_dir};
 
 /// Every problem `ctx plan check` reports in a parsed plan read from
 /// `plan_path`: the model's rules, checks that do not compile (a
@@ -25,7 +25,39 @@ pub fn plan_problems(parsed: &ParsedPlan, plan_path: &Path) -> Vec<Problem> {
         &parsed.plan,
         false,
     ));
+    problems.extend(fallback_price_problems(&parsed.plan));
     problems
+}
+
+/// Each `config.budget.fallback` model that neither the shipped price
+/// table nor the plan's `config.prices` prices. A run on that tier could
+/// not hold its high end, so it would be refused exactly when the budget
+/// runs low; the check says so while nothing is at stake. (`--prices` and
+/// `--price` are a run's flags, which a check does not see: a run given
+/// the price goes through.)
+fn fallback_price_problems(plan: &Plan) -> Vec<Problem> {
+    let Some(budget) = &plan.config.budget else {
+        return Vec::new();
+    };
+    let mut book = ctx_cost::PriceBook::with_defaults();
+    if !plan.config.prices.is_empty() {
+        book.push(ctx_cost::plan_table(&plan.config.prices));
+    }
+    budget
+        .fallback
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !f.model.trim().is_empty() && book.lookup(&f.model).is_none())
+        .map(|(i, f)| Problem {
+            code: ProblemCode::UnpricedFallback,
+            task_id: None,
+            field: format!("config.budget.fallback[{i}].model"),
+            message: format!(
+                "`{}` has no price (shipped table or config.prices): a run on this tier could not hold its high end against the budget",
+                f.model
+            ),
+        })
+        .collect()
 }
 
 /// Reads, parses and checks the plan at `path` (`-` is standard input).
@@ -37,7 +69,9 @@ pub fn plan_problems(parsed: &ParsedPlan, plan_path: &Path) -> Vec<Problem> {
 /// same schemas when resumed from anywhere.
 pub fn load_valid_plan(path: &Path, content_root_given: bool) -> Result<Plan, LoadPlanError> {
     ctx_checks::load_valid_plan_with(path, &|plan| {
-        ctx_prompt::plan_fill::template_problems(plan, content_root_given)
+        let mut problems = ctx_prompt::plan_fill::template_problems(plan, content_root_given);
+        problems.extend(fallback_price_problems(plan));
+        problems
     })
 }
 
@@ -74,5 +108,36 @@ mod tests {
         if let Err(e) = load_valid_plan(&good, true) {
             panic!("{e:?}");
         }
+    }
+
+    /// A fallback's threshold out of range, thresholds out of order, and
+    /// a fallback model with no price are each a finding at its line.
+    #[test]
+    fn bad_fallbacks_are_located_findings() {
+        let dir = ctx_test_support::Dir::new();
+        let text = "schema_version: 1\nconfig:\n  budget:\n    period: month\n    usd: 5\n    fallback:\n      - {above: 0.9, model: gpt-4o-mini}\n      - {above: 0.5, model: gpt-4o-mini}\n      - {above: 1.5, model: no-such-model}\nsub_tasks:\n  - id: a\n    description: A\n    tool_or_prompt: {name: inference, params: {prompt: p}}\n";
+        let path = dir.write("plan.yaml", text);
+        let source = ctx_model::read_plan_source(&path).expect("read");
+        let parsed = source.parse_with_unknown_fields().expect("parse");
+        let at = ctx_model::FieldLocator::new(text);
+        let found: Vec<String> = plan_problems(&parsed, &path)
+            .iter()
+            .map(|p| {
+                let (line, _) = at.locate_problem(p).expect("located");
+                format!("{} {} line {line}", p.code.as_str(), p.field)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "invalid_budget_fallback config.budget.fallback[1].above line 8",
+                "invalid_budget_fallback config.budget.fallback[2].above line 9",
+                "unpriced_fallback config.budget.fallback[2].model line 9",
+            ]
+        );
+        assert!(matches!(
+            load_valid_plan(&path, false),
+            Err(LoadPlanError::Invalid(_))
+        ));
     }
 }

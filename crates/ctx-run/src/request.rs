@@ -116,6 +116,9 @@ pub struct RunRequest {
     pub rerun: Vec<String>,
     /// The fractions of the budget to alert at.
     pub alert_at: Vec<f64>,
+    /// The cheaper tier of its period budget the run starts on, already
+    /// applied to `plan` ([`crate::period_budget::choose_tier`]).
+    pub fallback: Option<ctx_model::FallbackChoice>,
 }
 
 /// A setting that cannot be resolved, or does not fit the store chosen.
@@ -136,12 +139,9 @@ pub enum RequestError {
     /// A budget binds, and some task's cost has no bound.
     #[error(transparent)]
     Budget(#[from] BudgetError),
-    /// A period budget or alerts on a shared store, which keeps no
-    /// period ledger yet.
-    #[error(
-        "config.budget, --budget, --alert-at: period budgets and alerts are kept in run directories' root (--root); a postgres:// store does not keep them yet"
-    )]
-    PeriodOnShared,
+    /// The tier of a period budget with fallbacks could not be chosen.
+    #[error(transparent)]
+    Tier(#[from] crate::period_budget::TierError),
 }
 
 impl RunFlags {
@@ -203,19 +203,19 @@ impl RunBasis {
     }
 
     /// The request: the basis with the plan as it runs and its prices.
-    /// Refuses what the store chosen cannot keep (a period budget or
-    /// alerts on a shared store) and a budget some task's cost leaves
-    /// without a bound, before anything is opened.
+    /// Refuses a budget some task's cost leaves without a bound, before
+    /// anything is opened. A local run's cheaper tier of its period
+    /// budget is chosen here and applied to the plan before its costs are
+    /// computed, so the run is held at the tier's prices (a shared run's,
+    /// from the shared store's figures, when its session starts:
+    /// ctx-worker's `SharedSession::start`).
     pub fn request(
         self,
-        plan: RequestPlan,
+        mut plan: RequestPlan,
         pricing: RunPricing,
     ) -> Result<RunRequest, RequestError> {
-        if matches!(self.store, StoreChoice::Shared(_))
-            && (plan.plan.config.budget.is_some() || !self.alert_at.is_empty())
-        {
-            return Err(RequestError::PeriodOnShared);
-        }
+        let fallback =
+            crate::period_budget::choose_tier(&self.store, &mut plan.plan, plan.source.as_deref())?;
         let cost = pricing.cost_options(&plan.plan)?;
         let publish = self.publish_root.map(|root| crate::publish::PublishTo {
             root,
@@ -233,6 +233,7 @@ impl RunBasis {
             publish,
             rerun: self.rerun,
             alert_at: self.alert_at,
+            fallback,
         })
     }
 }
@@ -254,6 +255,7 @@ impl RunRequest {
             publish: self.publish,
             rerun: self.rerun,
             alert_at: self.alert_at,
+            fallback: self.fallback,
         };
         (self.plan, settings)
     }
@@ -377,11 +379,11 @@ mod tests {
         }
     }
 
-    /// What a shared store cannot keep is refused by the request: a
-    /// period budget or alerts. A rerun goes through (the shared session
-    /// forces it as a local resume does).
+    /// A shared store takes a rerun, a period budget and alerts (its
+    /// session holds from the store's own ledger); the request chooses no
+    /// tier for it (the session does, from the store's figures).
     #[test]
-    fn a_shared_store_refuses_what_it_cannot_keep() {
+    fn a_shared_store_takes_a_rerun_a_period_budget_and_alerts() {
         let rerun = RunFlags {
             store: StoreFlags {
                 resume: Some("r".into()),
@@ -398,27 +400,18 @@ mod tests {
             ..RunFlags::default()
         };
         let basis = alerts.settle(no_env).unwrap();
-        assert_eq!(
-            request(basis, plan("")).unwrap_err(),
-            RequestError::PeriodOnShared
-        );
+        assert_eq!(request(basis, plan("")).unwrap().alert_at, vec![0.5]);
         let period = RunFlags {
             store: shared(),
             ..RunFlags::default()
         };
         let basis = period.settle(no_env).unwrap();
-        let budgeted = plan(r#""budget": {"name": "team", "usd": 5, "period": "week"}"#);
-        assert_eq!(
-            request(basis.clone(), budgeted).unwrap_err(),
-            RequestError::PeriodOnShared
+        let budgeted = plan(
+            r#""budget": {"name": "team", "usd": 0, "period": "week", "fallback": [{"above": 0.5, "model": "gpt-4o-mini"}]}"#,
         );
-        assert!(request(basis, plan("")).is_ok());
-        let local = RunFlags {
-            alert_at: Some("0.5".into()),
-            max_cost: Some("1".into()),
-            ..RunFlags::default()
-        };
-        assert!(request(local.settle(no_env).unwrap(), plan("")).is_ok());
+        let r = request(basis, budgeted).unwrap();
+        assert_eq!(r.fallback, None, "chosen by the shared session");
+        assert_eq!(r.cost.max_cost, Some(Usd::ZERO));
     }
 
     /// A period budget bounds the run as `--max-cost` does, and the flag

@@ -52,6 +52,11 @@ pub struct ResultsJson<'a> {
     /// left out when none was.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub alerts: Vec<crate::alerts::Alert>,
+    /// The cheaper tier of its period budget the run ran on
+    /// ([`crate::period_budget::choose_tier`]); left out on the standard
+    /// tier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<crate::period_budget::FallbackJson>,
 }
 
 impl<'a> ResultsJson<'a> {
@@ -67,6 +72,7 @@ impl<'a> ResultsJson<'a> {
             summaries: SummariesJson::of(SummaryTotals::of(&report.results)),
             published: Vec::new(),
             alerts: Vec::new(),
+            fallback: None,
         }
     }
 }

@@ -23,6 +23,7 @@
 //! [`run_plan`] and [`RunSession::execute_with`] run every store call on
 //! the blocking pool, never on a runtime worker.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -104,6 +105,10 @@ pub struct RunSettings {
     /// `--max-cost`) to alert at when the run crosses them
     /// ([`crate::alerts::parse_thresholds`]).
     pub alert_at: Vec<f64>,
+    /// The cheaper tier of its period budget the run starts on, already
+    /// applied to the plan ([`crate::period_budget::choose_tier`]):
+    /// recorded with a durable run, and given back in the outcome.
+    pub fallback: Option<ctx_model::FallbackChoice>,
 }
 
 impl Default for RunSettings {
@@ -117,6 +122,7 @@ impl Default for RunSettings {
             publish: None,
             rerun: Vec::new(),
             alert_at: Vec::new(),
+            fallback: None,
         }
     }
 }
@@ -168,6 +174,8 @@ pub struct RunOutcome {
     pub publish_error: Option<crate::publish::PublishError>,
     /// The `--alert-at` thresholds this session crossed.
     pub alerts: Vec<crate::alerts::Alert>,
+    /// The cheaper tier of its period budget the run ran on.
+    pub fallback: Option<ctx_model::FallbackChoice>,
 }
 
 /// A run that has started (its store is open, a resume decided) and not
@@ -186,6 +194,8 @@ pub struct RunSession {
     /// `--alert-at`, and the `--max-cost` it is of without a hold.
     alert_at: Vec<f64>,
     max_cost: Option<ctx_cost::Usd>,
+    /// The cheaper tier the run is on.
+    fallback: Option<ctx_model::FallbackChoice>,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -219,6 +229,7 @@ impl RunSession {
             publish,
             rerun,
             alert_at,
+            fallback,
         } = settings;
         check_rerun(&plan, &store, &rerun)?;
         // No `prompt_cache_key` is computed from a secret's text, and
@@ -252,6 +263,7 @@ impl RunSession {
                     spent_before: ctx_cost::Usd::ZERO,
                     alert_at,
                     max_cost: None,
+                    fallback,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -276,8 +288,13 @@ impl RunSession {
             Start::Resume(run) => StartAt::Resume(run),
         };
         // Held before the run directory exists: a refused run leaves
-        // nothing behind.
-        let hold = crate::period_budget::reserve(&root, &plan, plan_source.as_deref(), &options)?;
+        // nothing behind. A resume holds what is left to run.
+        let reused = match (&start, &plan.config.budget) {
+            (Start::Resume(run), Some(_)) => reused_by(&root, run, &plan, &label, &rerun)?,
+            _ => HashSet::new(),
+        };
+        let hold =
+            crate::period_budget::reserve(&root, &plan, plan_source.as_deref(), &options, &reused)?;
         let (store, resumed) = match root.start(at, &new) {
             Ok(started) => started,
             Err(e) => {
@@ -287,6 +304,12 @@ impl RunSession {
                 return Err(e.into());
             }
         };
+        if let Some(Err(e)) = fallback.as_ref().map(|f| store.record_fallback(f)) {
+            if let Some(h) = &hold {
+                h.settle(ctx_cost::Usd::ZERO)?;
+            }
+            return Err(e.into());
+        }
         if let (Some(_), Some(cost)) = (&resumed, options.cost.as_mut()) {
             cost.already_spent = spent(store.view())?;
         }
@@ -334,6 +357,7 @@ impl RunSession {
             spent_before: before,
             alert_at,
             max_cost,
+            fallback,
         })
     }
 
@@ -431,8 +455,26 @@ impl RunSession {
             published,
             publish_error,
             alerts,
+            fallback: self.fallback,
         })
     }
+}
+
+/// The tasks a resume of `run` with `plan` on the engine `label` would
+/// reuse (its `--rerun` ids forced), decided as the resume itself decides
+/// them, read before anything is written: what a period budget's hold
+/// leaves out.
+fn reused_by(
+    root: &RunRoot,
+    run: &str,
+    plan: &Plan,
+    label: &str,
+    rerun: &[String],
+) -> Result<HashSet<String>, RunError> {
+    let view = root.open(run)?;
+    let mut decided = ctx_store::RunHistory::resume_plan(&view, plan, label)?;
+    decided.force(plan, rerun);
+    Ok(decided.reuse.into_iter().collect())
 }
 
 /// What a session settles when it ends: its hold on its period budget,

@@ -256,7 +256,8 @@ pub struct PlanOverrides {
     pub summarize_strategy: Option<SummarizeStrategy>,
     /// Replaces `config.cache_warm_up` (at least 2).
     pub cache_warm_up: Option<usize>,
-    /// Replaces `config.budget` (`--budget NAME=USD/PERIOD`).
+    /// Replaces `config.budget`'s name, amount and period (`--budget
+    /// NAME=USD/PERIOD`), keeping its fallbacks.
     pub budget: Option<ctx_model::PeriodBudget>,
 }
 
@@ -283,7 +284,18 @@ impl PlanOverrides {
             plan.config.cache_warm_up = Some(k);
         }
         if let Some(b) = &self.budget {
-            plan.config.budget = Some(b.clone());
+            // The flag names the budget, its amount and its period; the
+            // plan's cheaper tiers stay (a flag cannot spell them).
+            let fallback = plan
+                .config
+                .budget
+                .take()
+                .map(|old| old.fallback)
+                .unwrap_or_default();
+            plan.config.budget = Some(ctx_model::PeriodBudget {
+                fallback,
+                ..b.clone()
+            });
         }
         if let Some(n) = self.max_prompt_tokens {
             plan.config.max_prompt_tokens = n;
@@ -367,6 +379,23 @@ mod tests {
             SummarizeStrategy::Llm
         );
         assert_eq!(p.sub_tasks[0].dependency.summarize_strategy, None);
+        // `--budget` replaces the name, amount and period, and keeps the
+        // plan's cheaper tiers.
+        let mut p = plan();
+        p.config.budget = Some(
+            serde_json::from_str(
+                r#"{"period": "month", "usd": 9, "name": "old", "fallback": [{"above": 0.8, "model": "small"}]}"#,
+            )
+            .unwrap(),
+        );
+        o.apply(&mut p).unwrap();
+        let b = p.config.budget.unwrap();
+        assert_eq!(
+            (b.name.as_deref(), b.usd.to_string(), b.period.as_str()),
+            (Some("team"), "2.5".to_string(), "week")
+        );
+        assert_eq!(b.fallback.len(), 1);
+        assert_eq!(b.fallback[0].model, "small");
 
         let before = plan();
         let mut p = plan();

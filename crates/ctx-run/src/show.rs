@@ -79,6 +79,8 @@ pub struct RunShow {
     facts: StoreFacts,
     /// The files the run published (`ctx run --publish-root`).
     published: Vec<ctx_store::Published>,
+    /// The cheaper tier of its period budget the run ran on.
+    fallback: Option<ctx_model::FallbackChoice>,
 }
 
 impl RunShow {
@@ -111,6 +113,7 @@ impl RunShow {
         }
         let spent = crate::spent(view)?;
         let published = view.published()?;
+        let fallback = view.fallback()?;
         Ok(RunShow {
             header,
             plan,
@@ -118,6 +121,7 @@ impl RunShow {
             spent,
             facts,
             published,
+            fallback,
         })
     }
 
@@ -211,6 +215,10 @@ impl RunShow {
                 },
             },
             published: &self.published,
+            fallback: self
+                .fallback
+                .as_ref()
+                .map(crate::period_budget::FallbackJson::of),
             tasks,
         }
     }
@@ -280,6 +288,10 @@ impl RunShow {
         if !self.published.is_empty() {
             out.push('\n');
             out.push_str(&crate::publish::published_text(&self.published));
+        }
+        if let Some(f) = &self.fallback {
+            out.push('\n');
+            out.push_str(&crate::period_budget::fallback_text(f));
         }
         out
     }
@@ -407,6 +419,10 @@ struct RunJson<'a> {
     /// out when nothing was.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     published: &'a [ctx_store::Published],
+    /// The cheaper tier the run ran on, as `ctx run --format json` gives
+    /// it; left out on the standard tier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fallback: Option<crate::period_budget::FallbackJson>,
     tasks: Vec<TaskRowJson<'a>>,
 }
 

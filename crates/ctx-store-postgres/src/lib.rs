@@ -56,6 +56,7 @@ mod connection;
 mod error;
 mod listener;
 mod maps;
+mod periods;
 mod reads;
 mod rows;
 mod runs;

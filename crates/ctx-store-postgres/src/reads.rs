@@ -151,6 +151,13 @@ impl PgStore {
         Ok(published.unwrap_or_default())
     }
 
+    /// The cheaper tier of its period budget `run_id` was started on
+    /// (`None`: the standard tier).
+    pub async fn fallback(&self, run_id: &str) -> Result<Option<ctx_model::FallbackChoice>> {
+        self.run_json(run_id, "fallback_json", "the run's fallback tier")
+            .await
+    }
+
     /// A JSON column of `run_id`'s row in `ctx_runs` (`column` is one of
     /// this crate's names, never input), `None` when it is NULL; `what`
     /// names it in errors.

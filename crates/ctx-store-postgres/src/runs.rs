@@ -152,26 +152,50 @@ impl PgStore {
         if published.is_empty() {
             return Ok(());
         }
-        let json = serde_json::to_string(published).map_err(|e| {
-            self.shared
-                .corrupt(run_id, "what the run published".into(), e)
-        })?;
+        self.set_run_json(run_id, RunJson::Published, &published)
+            .await
+    }
+
+    /// Records the cheaper tier of its period budget `run_id` was started
+    /// on (`ctx_runs.fallback_json`), for `ctx runs show`, the report and
+    /// a resume, which keeps it.
+    pub async fn record_fallback(
+        &self,
+        run_id: &str,
+        choice: &ctx_model::FallbackChoice,
+    ) -> Result<()> {
+        self.set_run_json(run_id, RunJson::Fallback, choice).await
+    }
+
+    /// Writes `value` as JSON into `run_id`'s `column`.
+    async fn set_run_json(
+        &self,
+        run_id: &str,
+        column: RunJson,
+        value: &(impl serde::Serialize + ?Sized),
+    ) -> Result<()> {
+        let (sql, what) = match column {
+            RunJson::Published => (
+                "UPDATE ctx_runs SET published_json = $2 WHERE run_id = $1",
+                "what the run published",
+            ),
+            RunJson::Fallback => (
+                "UPDATE ctx_runs SET fallback_json = $2 WHERE run_id = $1",
+                "the run's fallback tier",
+            ),
+        };
+        let json = serde_json::to_string(value)
+            .map_err(|e| self.shared.corrupt(run_id, what.into(), e))?;
         let run_id = run_id.to_string();
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let (run_id, json) = (&run_id, &json);
             shared
                 .with(
-                    &|| format!("recording what run `{run_id}` published"),
+                    &|| format!("recording {what} of run `{run_id}`"),
                     3,
                     move |c, _| async move {
-                        let r = c
-                            .execute(
-                                "UPDATE ctx_runs SET published_json = $2 WHERE run_id = $1",
-                                &[run_id, json],
-                            )
-                            .await
-                            .map(drop);
+                        let r = c.execute(sql, &[run_id, json]).await.map(drop);
                         (c, r)
                     },
                 )
@@ -179,6 +203,15 @@ impl PgStore {
         })
         .await
     }
+}
+
+/// A JSON column of `ctx_runs` a session writes after registering.
+#[derive(Debug, Clone, Copy)]
+enum RunJson {
+    /// `published_json`.
+    Published,
+    /// `fallback_json`.
+    Fallback,
 }
 
 /// A run's inputs as the `inputs_json` column holds them.

@@ -246,10 +246,41 @@ ALTER TABLE ctx_attempts ADD COLUMN session integer NOT NULL DEFAULT 1;
 ALTER TABLE ctx_tasks ADD COLUMN fresh_items boolean NOT NULL DEFAULT false;
 "#,
     },
+    Migration {
+        version: 9,
+        sql: r#"
+-- Period budgets on the shared store (issue 40), the ledger a store
+-- root's budgets.sqlite keeps for run directories: what the settled runs
+-- of a named budget spent in a calendar period (by its first day, UTC),
+-- and what each run still running holds of it, in pico-dollars. A hold
+-- is taken in one transaction that locks the period's spent row first,
+-- so two runs starting at once are served one after the other and cannot
+-- both take the last dollars; a settlement deletes the hold and adds
+-- what the run spent, once.
+CREATE TABLE ctx_period_spent (
+    name         text    NOT NULL,
+    period_start text    NOT NULL,
+    picos        numeric NOT NULL DEFAULT 0 CHECK (picos >= 0),
+    PRIMARY KEY (name, period_start)
+);
+CREATE TABLE ctx_period_holds (
+    name         text        NOT NULL,
+    period_start text        NOT NULL,
+    holder       text        NOT NULL,
+    picos        numeric     NOT NULL CHECK (picos >= 0),
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (name, period_start, holder)
+);
+-- The cheaper tier of its period budget a run was started on
+-- (ctx_model::FallbackChoice as JSON), which a resume keeps and `ctx runs
+-- show` and the report name. NULL: the standard tier.
+ALTER TABLE ctx_runs ADD COLUMN fallback_json text;
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {

@@ -302,6 +302,13 @@ impl RunHistory for PgRunView {
             .map_err(store_error)
     }
 
+    fn fallback(&self) -> std::result::Result<Option<ctx_model::FallbackChoice>, StoreError> {
+        let (store, id) = (self.store.clone(), self.run_id.clone());
+        self.store
+            .blocking(async move { store.fallback(&id).await })
+            .map_err(store_error)
+    }
+
     fn latest(&self) -> std::result::Result<Vec<ResultRecord>, StoreError> {
         let info = self.info().map_err(store_error)?;
         let plan = self.stored_plan().map_err(store_error)?;

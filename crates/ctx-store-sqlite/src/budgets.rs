@@ -23,34 +23,7 @@ use crate::schema::{self, BUDGET_APPLICATION_ID, BUDGET_MIGRATIONS};
 /// The ledger's file name in a store root.
 pub const BUDGET_FILE: &str = "budgets.sqlite";
 
-/// One budget's period: its name and the period's first day (UTC).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeriodKey {
-    /// The budget's name.
-    pub name: String,
-    /// The period's first day, `YYYY-MM-DD`.
-    pub start: String,
-}
-
-/// A budget's state when a hold was asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeriodState {
-    /// What settled runs spent in the period.
-    pub spent: Usd,
-    /// What runs still running hold.
-    pub held: Usd,
-    /// `budget - spent - held` (zero when over).
-    pub left: Usd,
-}
-
-/// The answer to [`PeriodLedger::reserve`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PeriodGrant {
-    /// Held: the state before the hold was added.
-    Held(PeriodState),
-    /// Refused: what is left is below the high end asked for.
-    Refused(PeriodState),
-}
+pub use ctx_store::period::{PeriodGrant, PeriodKey, PeriodState};
 
 /// The ledger: one connection, each call one transaction.
 #[derive(Debug)]

@@ -45,4 +45,8 @@ impl RunHistory for RunView {
     fn published(&self) -> Result<Vec<Published>, StoreError> {
         RunView::published(self).map_err(read_error)
     }
+
+    fn fallback(&self) -> Result<Option<ctx_model::FallbackChoice>, StoreError> {
+        RunView::fallback(self).map_err(read_error)
+    }
 }

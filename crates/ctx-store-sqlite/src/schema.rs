@@ -34,7 +34,7 @@ pub const CACHE_APPLICATION_ID: i64 = 0x6374_7843;
 pub type Migration = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
 /// The run store's migrations, oldest first.
-pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2, run_v3];
+pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2, run_v3, run_v4];
 
 /// The run-store schema version this build writes.
 pub const RUN_SCHEMA_VERSION: i64 = RUN_MIGRATIONS.len() as i64;
@@ -127,6 +127,18 @@ fn run_v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
 ///   nothing was removed, and for every attempt recorded before.
 fn run_v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE attempts ADD COLUMN raw_output TEXT;")
+}
+
+/// Schema version 4 of a run store (issue 40): `sessions.fallback_json`,
+/// the cheaper tier of a period budget the run was started on
+/// (`ctx_model::FallbackChoice`: the budget's figures when the run
+/// started, the threshold, the model, and each task it moved), so that
+/// `ctx runs show`, the report and a resume know it later. NULL on the
+/// standard tier, and for every session recorded before. A column and
+/// not the plan: the plan as run already names the fallback model, but
+/// not why.
+fn run_v4(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE sessions ADD COLUMN fallback_json TEXT;")
 }
 
 /// Schema version 1 of the cache index at the store root.

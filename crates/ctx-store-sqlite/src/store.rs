@@ -26,6 +26,15 @@ use crate::view::*;
 /// per task is nothing next to an LLM call (see docs/runs.md for figures).
 pub(crate) const RUN_SYNCHRONOUS: &str = "FULL";
 
+/// A JSON column of a session a session writes after it started.
+#[derive(Debug, Clone, Copy)]
+enum SessionJson {
+    /// `published_json`.
+    Published,
+    /// `fallback_json`.
+    Fallback,
+}
+
 /// What a new run or a resume records about itself.
 #[derive(Debug, Clone, Copy)]
 pub struct NewRun<'a> {
@@ -280,18 +289,36 @@ impl SqliteStore {
         if published.is_empty() {
             return Ok(());
         }
-        let json = serde_json::to_string(published).map_err(|e| Error::BadRow {
+        self.set_session_json(SessionJson::Published, &published)
+    }
+
+    /// Records the cheaper tier this session runs on (its period budget's
+    /// fallback), for `ctx runs show`, the report and a resume.
+    pub fn record_fallback(&self, choice: &ctx_model::FallbackChoice) -> Result<()> {
+        self.set_session_json(SessionJson::Fallback, choice)
+    }
+
+    /// Writes `value` as JSON into this session's `column`.
+    fn set_session_json(&self, column: SessionJson, value: &impl serde::Serialize) -> Result<()> {
+        let (sql, field) = match column {
+            SessionJson::Published => (
+                "UPDATE sessions SET published_json = ?1 WHERE seq = ?2",
+                "published",
+            ),
+            SessionJson::Fallback => (
+                "UPDATE sessions SET fallback_json = ?1 WHERE seq = ?2",
+                "fallback",
+            ),
+        };
+        let json = serde_json::to_string(value).map_err(|e| Error::BadRow {
             path: self.view.path.clone(),
             task_id: String::new(),
-            field: "published",
+            field,
             detail: e.to_string(),
         })?;
         self.view
             .conn()
-            .execute(
-                "UPDATE sessions SET published_json = ?1 WHERE seq = ?2",
-                params![json, self.session],
-            )
+            .execute(sql, params![json, self.session])
             .map(drop)
             .map_err(Error::sql(&self.view.path))
     }

@@ -187,6 +187,17 @@ impl RunView {
         )
     }
 
+    /// The cheaper tier of its period budget the run was started on
+    /// (recorded by its first session, and again by each resume, which
+    /// keeps it); `None` on the standard tier.
+    pub fn fallback(&self) -> Result<Option<ctx_model::FallbackChoice>> {
+        self.session_json(
+            "SELECT fallback_json FROM sessions WHERE fallback_json IS NOT NULL
+             ORDER BY seq ASC LIMIT 1",
+            "sessions.fallback_json",
+        )
+    }
+
     /// The files the last session that published anything wrote.
     pub fn published(&self) -> Result<Vec<ctx_store::Published>> {
         let published = self.session_json(

@@ -451,6 +451,7 @@ fn a_version_1_store_reads_with_no_inputs_and_nothing_published() {
     let view = RunView::open(&dir).unwrap();
     assert_eq!(view.inputs().unwrap(), None);
     assert_eq!(view.published().unwrap(), []);
+    assert_eq!(view.fallback().unwrap(), None);
     assert_eq!(view.plan().unwrap(), plan());
 }
 

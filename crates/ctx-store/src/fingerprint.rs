@@ -85,12 +85,17 @@ fn fingerprint_with<'p>(
     // keeps the fingerprint it had before checks existed, so runs stored
     // by older versions resume with everything reused.
     // `cache_warm_up` decides only when a call is sent, never what it
-    // sends: turning it on or off must not run anything again.
+    // sends: turning it on or off must not run anything again. Nor does
+    // `budget` (a period budget, `--budget`) change what a call sends: its
+    // amount changed mid-month must not run a resumed run's finished tasks
+    // again. A fallback tier changes each moved task's model, which is in
+    // the fingerprint on its own.
     let mut config = serde_json::to_value(&plan.config).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut config {
         map.remove("checks");
         map.remove("max_check_attempts");
         map.remove("cache_warm_up");
+        map.remove("budget");
     }
     let mut inputs = json!({
         "tool": task.tool_or_prompt.name,
@@ -352,6 +357,12 @@ mod tests {
         );
         // Nor does the cache warm-up, which only times the calls.
         q.config.cache_warm_up = Some(4);
+        assert_eq!(
+            fingerprint(&q, &q.sub_tasks[1]),
+            fingerprint(&p, &p.sub_tasks[1])
+        );
+        // Nor a period budget, which bounds spending and sends nothing.
+        q.config.budget = Some("team=5/month".parse().unwrap());
         assert_eq!(
             fingerprint(&q, &q.sub_tasks[1]),
             fingerprint(&p, &p.sub_tasks[1])

@@ -178,6 +178,13 @@ pub trait RunHistory {
         Ok(Vec::new())
     }
 
+    /// The cheaper tier of its period budget the run was started on
+    /// (`config.budget.fallback`); `None` on the standard tier, and for a
+    /// store that keeps no period budget (a shared store).
+    fn fallback(&self) -> Result<Option<ctx_model::FallbackChoice>, StoreError> {
+        Ok(None)
+    }
+
     /// What a resume with `plan` on `engine` would reuse and re-run, and
     /// why: [`ResumePlan::compute`] over [`latest`](Self::latest).
     fn resume_plan(&self, plan: &Plan, engine: &str) -> Result<ResumePlan, StoreError> {

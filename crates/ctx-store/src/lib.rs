@@ -63,6 +63,7 @@ pub mod inputs;
 pub mod memory;
 #[cfg(feature = "tokio")]
 mod offload;
+pub mod period;
 pub mod record;
 pub mod resume;
 pub mod secret_mask;

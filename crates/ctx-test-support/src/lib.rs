@@ -537,3 +537,14 @@ pub mod bench {
         )
     }
 }
+
+/// The high end a run refused by its period budget names (`this run's
+/// high end is $X;` in its message on stderr, run directories and the
+/// shared store alike).
+pub fn refused_high_end(stderr: &str) -> ctx_model::money::Usd {
+    let (_, rest) = stderr
+        .split_once("this run's high end is $")
+        .unwrap_or_else(|| panic!("no high end in: {stderr}"));
+    ctx_model::money::Usd::parse(rest.split(';').next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {stderr}"))
+}

@@ -126,6 +126,7 @@ fn main() {
                 out: None,
                 inputs: None,
                 publish: None,
+                alert_at: Vec::new(),
             },
         ))
         .expect("the run registered");

@@ -64,6 +64,7 @@ use ctx_store_postgres::{ClaimStore, Commit, PgStore, Reservation};
 use tracing::Instrument;
 
 mod map_turn;
+mod period;
 pub mod runs;
 mod session;
 pub mod shared;

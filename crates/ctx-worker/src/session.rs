@@ -68,6 +68,9 @@ pub struct SharedSettings {
     /// this session writes them (whichever workers ran the tasks), from
     /// the final results read back from the store.
     pub publish: Option<ctx_run::publish::PublishTo>,
+    /// `--alert-at`: the fractions of the period budget (else of
+    /// `--max-cost`) to alert at when the run crosses them.
+    pub alert_at: Vec<f64>,
 }
 
 impl SharedSettings {
@@ -93,6 +96,7 @@ impl SharedSettings {
             out: request.out,
             publish: request.publish,
             inputs: request.inputs,
+            alert_at: request.alert_at,
         };
         (request.plan, settings)
     }
@@ -128,6 +132,10 @@ pub struct SharedOutcome<S> {
     pub published: Vec<ctx_run::publish::Published>,
     /// The publish that failed, after those written.
     pub publish_error: Option<ctx_run::publish::PublishError>,
+    /// The `--alert-at` thresholds the run crossed.
+    pub alerts: Vec<ctx_run::alerts::Alert>,
+    /// The cheaper tier of its period budget the run ran on.
+    pub fallback: Option<ctx_model::FallbackChoice>,
 }
 
 /// `--rerun` ids are refused before the store is opened, as for a local
@@ -151,6 +159,12 @@ pub struct SharedSession {
     settings: SharedSettings,
     /// The run's name in its trace (`ctx_run::workflow_name`).
     workflow: String,
+    /// Its hold on its period budget.
+    hold: Option<crate::period::SharedHold>,
+    /// The cheaper tier it runs on.
+    fallback: Option<ctx_model::FallbackChoice>,
+    /// What the run's budget row held when this session started.
+    held_start: Usd,
 }
 
 impl std::fmt::Debug for SharedSession {
@@ -192,7 +206,9 @@ impl SharedSession {
             Some(root) => with_local_cache(engine, root)?,
             None => engine,
         };
-        let plan = ctx_store::redact_plan(&plan);
+        let mut plan = ctx_store::redact_plan(&plan);
+        let mut settings = settings;
+        let (fallback, hold) = take_period(&store, &mut plan, &mut settings, &label).await?;
         let workflow = ctx_run::workflow_name(&plan, settings.plan_source.as_deref());
         let started = start(
             &store,
@@ -206,7 +222,19 @@ impl SharedSession {
             settings.inputs.as_ref(),
             settings.pricing.max_cost,
         )
-        .await?;
+        .await;
+        let started = match (started, &hold) {
+            (Ok(started), _) => started,
+            (Err(e), Some(h)) => {
+                h.settle(&store, Usd::ZERO).await?;
+                return Err(e);
+            }
+            (Err(e), None) => return Err(e),
+        };
+        if let Some(f) = &fallback {
+            store.record_fallback(&started.run_id, f).await?;
+        }
+        let held_start = held(&store, &started.run_id).await?;
         Ok(SharedSession {
             store,
             run_id: started.run_id,
@@ -214,6 +242,9 @@ impl SharedSession {
             engine,
             settings,
             workflow,
+            hold,
+            fallback,
+            held_start,
         })
     }
 
@@ -266,6 +297,7 @@ impl SharedSession {
             .await?
         };
         let rows = self.store.tasks(&self.run_id).await?;
+        let alerts = self.settle().await?;
         let reused = self.resumed.map(|r| r.reuse).unwrap_or_default();
         let mut report = report(&rows, reused, stopped.is_some());
         if let Some(budget) = self.settings.pricing.max_cost {
@@ -296,7 +328,43 @@ impl SharedSession {
             round_trips: self.store.round_trips(),
             published,
             publish_error,
+            alerts,
+            fallback: self.fallback,
         })
+    }
+
+    /// Settles the hold on the period budget, if any, once the run is
+    /// closed (a run still open may spend more under other workers: its
+    /// hold stays), at what the run's budget row took since the session
+    /// started; and returns the `--alert-at` thresholds crossed: of the
+    /// period, else of `--max-cost`.
+    async fn settle(&self) -> Result<Vec<ctx_run::alerts::Alert>, SharedError> {
+        let alert_at = &self.settings.alert_at;
+        let of_max_cost = self
+            .settings
+            .pricing
+            .max_cost
+            .filter(|_| !alert_at.is_empty());
+        if self.hold.is_none() && of_max_cost.is_none() {
+            return Ok(Vec::new());
+        }
+        let now = held(&self.store, &self.run_id).await?;
+        let Some(hold) = &self.hold else {
+            return Ok(of_max_cost.map_or_else(Vec::new, |max| {
+                ctx_run::alerts::crossed(alert_at, self.held_start, now, max, "--max-cost")
+            }));
+        };
+        let open = self
+            .store
+            .runs(Some(&self.run_id))
+            .await?
+            .first()
+            .is_some_and(|r| r.open);
+        if !open {
+            hold.settle(&self.store, now.saturating_sub(self.held_start))
+                .await?;
+        }
+        hold.alerts(&self.store, alert_at).await
     }
 
     /// The one worker of `ctx run --store`: this run only, until it is
@@ -318,6 +386,65 @@ impl SharedSession {
             poll: DEFAULT_POLL,
         }
     }
+}
+
+/// The tier and the hold of a run under a period budget
+/// ([`crate::period`]), taken before the run is registered: the tier is
+/// applied to `plan`, and the run's budget in `settings` bounded by the
+/// hold.
+async fn take_period(
+    store: &PgStore,
+    plan: &mut Plan,
+    settings: &mut SharedSettings,
+    label: &str,
+) -> Result<
+    (
+        Option<ctx_model::FallbackChoice>,
+        Option<crate::period::SharedHold>,
+    ),
+    SharedError,
+> {
+    let source = settings.plan_source.clone();
+    let resume = settings.resume.clone();
+    let fallback = crate::period::tier(store, plan, source.as_deref(), resume.as_deref()).await?;
+    let reused = match (&resume, &plan.config.budget) {
+        (Some(run), Some(_)) => {
+            crate::period::reused_by(store, run, plan, label, &settings.rerun).await?
+        }
+        _ => std::collections::HashSet::new(),
+    };
+    let hold =
+        crate::period::hold(store, plan, source.as_deref(), &settings.pricing, &reused).await?;
+    if let Some(h) = &hold {
+        limit_to_hold(store, settings, h.high).await?;
+    }
+    Ok((fallback, hold))
+}
+
+/// What `run_id`'s budget row holds: every reservation still open and
+/// every cost a commit settled (zero without a budget).
+async fn held(store: &PgStore, run_id: &str) -> Result<Usd, SharedError> {
+    Ok(store
+        .budget(run_id)
+        .await?
+        .map_or(Usd::ZERO, |(_, held)| held))
+}
+
+/// Bounds the run by its hold on its period: the run's budget in the
+/// store becomes what it held before this session (a resume's) plus the
+/// hold, or stays the smaller `--max-cost` given.
+async fn limit_to_hold(
+    store: &PgStore,
+    settings: &mut SharedSettings,
+    high: Usd,
+) -> Result<(), SharedError> {
+    let before = match &settings.resume {
+        Some(run) => held(store, run).await?,
+        None => Usd::ZERO,
+    };
+    let limit = before.saturating_add(high);
+    settings.pricing.max_cost = Some(settings.pricing.max_cost.map_or(limit, |m| m.min(limit)));
+    Ok(())
 }
 
 /// How often a follower reads the run's counts.

@@ -35,6 +35,10 @@ pub enum SharedError {
     /// This machine's input-hash cache could not be opened.
     #[error(transparent)]
     Cache(#[from] ctx_store_sqlite::Error),
+    /// The run's period budget cannot hold it: some task's cost has no
+    /// bound on the tier it starts on.
+    #[error("config.budget: {0}")]
+    Budget(#[from] ctx_run::run_costs::BudgetError),
 }
 
 /// A resume of a shared run: which run, and the tasks asked to run again

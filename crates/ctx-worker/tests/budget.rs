@@ -75,6 +75,7 @@ fn settings(url: &str, pricing: RunPricing, concurrency: usize) -> SharedSetting
         out: None,
         inputs: None,
         publish: None,
+        alert_at: Vec::new(),
     }
 }
 

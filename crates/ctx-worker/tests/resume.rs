@@ -106,6 +106,7 @@ fn settings(url: &str, resume: Option<&str>) -> SharedSettings {
         out: None,
         inputs: None,
         publish: None,
+        alert_at: Vec::new(),
     }
 }
 

@@ -58,6 +58,7 @@ fn settings(url: &str, pricing: RunPricing, work_here: bool) -> SharedSettings {
         out: None,
         inputs: None,
         publish: None,
+        alert_at: Vec::new(),
     }
 }
 

@@ -162,15 +162,28 @@ pub fn run(mut args: Args) -> CliResult {
     let estimates = estimate_plan(&plan, &defaults)
         .map_err(|e| located(e, &args.plan.display().to_string()))?;
     let mut report = estimate_costs(&book, &estimates);
-    report.tiers = args
+    report.service_tiers = args
         .tiers()
         .into_iter()
         .map(|tier| tier_total(&book, &estimates, tier))
         .collect();
+    // The range under each tier of the period budget (none without
+    // `config.budget.fallback`).
+    let tiers = ctx_run::period_budget::tier_ranges(&plan, &report.total, &defaults, &book)
+        .map_err(|e| located(e, &args.plan.display().to_string()))?;
+    let tier_text = match args.format {
+        Format::Text => ctx_run::period_budget::tier_ranges_text(&tiers),
+        Format::Json => String::new(),
+    };
     let text = if args.cache.layout.is_empty() {
         match args.format {
-            Format::Text => report.render_text(),
-            Format::Json => crate::io::json_text(&report)?,
+            Format::Text => {
+                report.render_text() + &ctx_run::period_budget::tier_ranges_text(&tiers)
+            }
+            Format::Json => crate::io::json_text(&ctx_run::period_budget::WithTiers {
+                report: &report,
+                tiers: &tiers,
+            })?,
         }
     } else {
         super::plan_cost_cache::render(
@@ -180,7 +193,7 @@ pub fn run(mut args: Args) -> CliResult {
             &plan,
             &defaults,
             &book,
-        )?
+        )? + &tier_text
     };
     crate::io::print_stdout(&text)?;
     Ok(Exit::Ok)

@@ -158,7 +158,9 @@ pub struct Args {
     /// A budget shared by every run that names it over a calendar period
     /// (UTC): NAME=USD/PERIOD, PERIOD day, week or month (overrides
     /// config.budget). The run holds its high end of what the period has
-    /// left before any call, or is refused (exit 3). Run directories only.
+    /// left before any call, or is refused (exit 3); the plan's
+    /// config.budget.fallback tiers stay. On a postgres:// store the
+    /// ledger is the database's.
     #[arg(long, value_name = "NAME=USD/PERIOD", allow_hyphen_values = true, help_heading = heading::COST)]
     pub budget: Option<ctx_model::PeriodBudget>,
 
@@ -326,6 +328,7 @@ fn run_local(
         published: outcome.published,
         unpublished: outcome.publish_error,
         alerts: outcome.alerts,
+        fallback: outcome.fallback,
     };
     let exit = report_run(&executed, output)?;
     if let Some(stored) = &outcome.stored {
@@ -433,6 +436,8 @@ pub struct Executed {
     pub unpublished: Option<ctx_run::publish::PublishError>,
     /// The `--alert-at` thresholds the run crossed.
     pub alerts: Vec<ctx_run::alerts::Alert>,
+    /// The cheaper tier of its period budget the run ran on.
+    pub fallback: Option<ctx_model::FallbackChoice>,
 }
 
 /// Whether stderr speaks GitHub Actions' workflow commands.
@@ -456,7 +461,7 @@ fn print_alerts(alerts: &[ctx_run::alerts::Alert]) {
 
 /// Under GitHub Actions, a run refused by its period budget is an
 /// `::error::` annotation too (the error itself is printed as always).
-fn annotate_refusal(e: &ctx_run::period_budget::PeriodBudgetError) {
+pub(crate) fn annotate_refusal(e: &ctx_run::period_budget::PeriodBudgetError) {
     if in_github_actions() && matches!(e, ctx_run::period_budget::PeriodBudgetError::Refused(_)) {
         eprintln!("::error title=ctx budget::{e}");
     }
@@ -524,11 +529,20 @@ pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
             let mut json = ctx_run::ResultsJson::of(report);
             json.published = published.clone();
             json.alerts = executed.alerts.clone();
+            json.fallback = executed
+                .fallback
+                .as_ref()
+                .map(ctx_run::period_budget::FallbackJson::of);
             crate::io::print_stdout(&crate::io::json_text(&json)?)?;
         }
         Format::Text => crate::io::print_stdout(&format!(
-            "{}{}",
+            "{}{}{}",
             ctx_run::summary_text::summary_text(report),
+            executed
+                .fallback
+                .as_ref()
+                .map(ctx_run::period_budget::fallback_text)
+                .unwrap_or_default(),
             ctx_run::publish::published_text(published)
         ))?,
     }

@@ -48,14 +48,20 @@ pub fn run(
             .await?;
         Ok((run_id, url, outcome))
     })?;
-    let (run_id, url, outcome) = outcome.map_err(shared)?;
+    let (run_id, url, outcome) = outcome.map_err(|e| {
+        if let ctx_worker::SharedError::Run(ctx_run::RunError::PeriodBudget(refused)) = &e {
+            super::run::annotate_refusal(refused);
+        }
+        shared(e)
+    })?;
     let signal = outcome.stopped;
     let executed = Executed {
         report: outcome.report,
         signal,
         published: outcome.published,
         unpublished: outcome.publish_error,
-        alerts: Vec::new(),
+        alerts: outcome.alerts,
+        fallback: outcome.fallback,
     };
     let exit = super::run::report_run(&executed, output)?;
     // The statements this process sent (registration, claims, reads,

@@ -140,6 +140,12 @@ pub enum ProblemCode {
     InvalidCacheBreakpoints,
     /// `config.cache_warm_up` is under 2.
     InvalidCacheWarmUp,
+    /// A `config.budget.fallback` threshold is out of (0, 1], or not
+    /// above the one before it.
+    InvalidBudgetFallback,
+    /// A `config.budget.fallback` model has no price (found where prices
+    /// are known: ctx-run's plan check).
+    UnpricedFallback,
     /// A variable's name is not `[A-Z][A-Z0-9_]*`.
     InvalidVariableName,
     /// A variable is named `HISTORICAL_CONTEXT`, which the `history:`
@@ -227,6 +233,8 @@ impl ProblemCode {
             ProblemCode::ZeroMaxCheckAttempts => "zero_max_check_attempts",
             ProblemCode::InvalidCacheBreakpoints => "invalid_cache_breakpoints",
             ProblemCode::InvalidCacheWarmUp => "invalid_cache_warm_up",
+            ProblemCode::InvalidBudgetFallback => "invalid_budget_fallback",
+            ProblemCode::UnpricedFallback => "unpriced_fallback",
             ProblemCode::InvalidVariableName => "invalid_variable_name",
             ProblemCode::ReservedVariable => "reserved_variable",
             ProblemCode::DuplicateVariable => "duplicate_variable",

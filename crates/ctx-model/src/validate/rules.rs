@@ -136,6 +136,57 @@ fn check_config(plan: &Plan, out: &mut Vec<Problem>) {
         });
     }
     check_summary_settings(cfg, out);
+    if let Some(budget) = &cfg.budget {
+        check_fallbacks(&budget.fallback, out);
+    }
+}
+
+/// Each fallback's `above` is a fraction in (0, 1], and each is above the
+/// one before it: tiers are written cheapest-last, so a repeated or
+/// unsorted threshold is a mistake (which of two tiers at 0.8 applies?).
+fn check_fallbacks(fallbacks: &[crate::BudgetFallback], out: &mut Vec<Problem>) {
+    let mut before: Option<f64> = None;
+    for (i, f) in fallbacks.iter().enumerate() {
+        let field = format!("config.budget.fallback[{i}].above");
+        let message = if !(f.above > 0.0 && f.above <= 1.0) {
+            Some(format!(
+                "{}: must be a fraction of the budget above 0 and at most 1",
+                f.above
+            ))
+        } else {
+            before.filter(|&b| f.above <= b).map(|b| {
+                format!(
+                    "{}: must be above the threshold before it ({b}); write the tiers in rising order, each once",
+                    f.above
+                )
+            })
+        };
+        if let Some(message) = message {
+            out.push(Problem {
+                code: ProblemCode::InvalidBudgetFallback,
+                task_id: None,
+                field,
+                message,
+            });
+        }
+        if f.model.trim().is_empty() {
+            out.push(Problem {
+                code: ProblemCode::InvalidBudgetFallback,
+                task_id: None,
+                field: format!("config.budget.fallback[{i}].model"),
+                message: "is empty: name the model the tier calls".into(),
+            });
+        }
+        if f.max_tokens == Some(0) {
+            out.push(Problem {
+                code: ProblemCode::InvalidBudgetFallback,
+                task_id: None,
+                field: format!("config.budget.fallback[{i}].max_tokens"),
+                message: "must be at least 1, or left out to keep each task's own".into(),
+            });
+        }
+        before = Some(before.map_or(f.above, |b| b.max(f.above)));
+    }
 }
 
 /// The `summary_*` settings are checked whatever the strategy: a plan that

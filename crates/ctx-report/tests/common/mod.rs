@@ -212,6 +212,7 @@ pub fn tetris_run(attack: bool) -> RunReportInput {
         as_of: None,
         tasks,
         published: Vec::new(),
+        fallback: None,
     }
 }
 
@@ -341,6 +342,7 @@ pub fn synthetic_run(n: usize, seed: u64) -> RunReportInput {
         as_of: None,
         tasks,
         published: Vec::new(),
+        fallback: None,
     }
 }
 
@@ -377,5 +379,6 @@ pub fn mapped_run() -> RunReportInput {
             task("report", &["scan"], None, 6_000, 9_000),
         ],
         published: Vec::new(),
+        fallback: None,
     }
 }

@@ -141,17 +141,35 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
             ended_at,
             as_of: (status == RunStatus::Running).then_some(now),
             tasks,
-            published: view
-                .published()?
-                .into_iter()
-                .map(|p| ctx_report::PublishedFile {
-                    task_id: p.task_id,
-                    path: p.path,
-                })
-                .collect(),
+            published: view.published()?.into_iter().map(published_file).collect(),
+            fallback: view.fallback()?.map(fallback_note),
         },
         records,
     })
+}
+
+/// The report's row of a published file.
+fn published_file(p: ctx_store::Published) -> ctx_report::PublishedFile {
+    ctx_report::PublishedFile {
+        task_id: p.task_id,
+        path: p.path,
+    }
+}
+
+/// The report's section on a run's cheaper tier.
+fn fallback_note(f: ctx_model::FallbackChoice) -> ctx_report::FallbackNote {
+    ctx_report::FallbackNote {
+        reason: f.reason(),
+        model: f.model,
+        tasks: f
+            .tasks
+            .into_iter()
+            .map(|t| ctx_report::FallbackTaskNote {
+                task_id: t.task_id,
+                from: t.from,
+            })
+            .collect(),
+    }
 }
 
 /// The report's word for a stored run's state.
