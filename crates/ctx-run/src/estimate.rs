@@ -482,6 +482,26 @@ mod tests {
                     );
                 }
             }
+            // The bound, term by term: the sentence's words, the token at a
+            // token per byte, two for the seams, the join after a system
+            // prompt, and the framing of the system message it makes.
+            let words = count(ctx_deps::canary::CANARY_SENTENCE);
+            let token = ctx_deps::canary::CANARY_TOKEN_BYTES as u64;
+            let framing = FRAMING_PER_MESSAGE + FRAMING_REPLY;
+            assert_eq!(
+                request_overhead(None, true, counter.as_ref()),
+                words + token + 2 + FRAMING_PER_MESSAGE + framing
+            );
+            assert_eq!(
+                request_overhead(Some("Be brief."), true, counter.as_ref()),
+                count("Be brief.")
+                    + count(ctx_engine::CANARY_JOIN)
+                    + words
+                    + token
+                    + 2
+                    + FRAMING_PER_MESSAGE
+                    + framing
+            );
             // Without a canary nothing is added.
             assert_eq!(
                 request_overhead(None, false, counter.as_ref()),
