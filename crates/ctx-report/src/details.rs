@@ -179,6 +179,9 @@ fn usage_facts(task: &TaskReport) -> Vec<String> {
         None => "unknown completion tokens".into(),
     });
     facts.push(format!("cost {}", cost(task)));
+    if let Some(tier) = &task.service_tier {
+        facts.push(format!("billed at the {tier} tier"));
+    }
     if reports_usage(task) {
         let read = CacheRead {
             tokens: task.cached_tokens,
@@ -269,4 +272,22 @@ fn check_rows(task: &TaskReport) -> Vec<CheckRow<'_>> {
 /// `1,234`: the characters of a text, counted.
 fn characters(text: &str) -> String {
     count(text.chars().count() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TaskState;
+
+    /// A call the server billed at another tier says so beside its cost;
+    /// one at the standard tier says nothing of tiers.
+    #[test]
+    fn a_tier_other_than_the_standard_is_named_beside_the_cost() {
+        let mut task = TaskReport::new("a", TaskState::Completed);
+        assert!(!usage_facts(&task).iter().any(|f| f.contains("tier")));
+        task.service_tier = Some("flex".into());
+        let facts = usage_facts(&task);
+        let cost = facts.iter().position(|f| f.starts_with("cost ")).unwrap();
+        assert_eq!(facts[cost + 1], "billed at the flex tier");
+    }
 }

@@ -137,6 +137,11 @@ impl TaskReport {
         report.cached_tokens = m.tokens_used.and_then(|u| u.cached_tokens);
         report.usage_prompt_tokens = m.tokens_used.map(|u| u.prompt_tokens);
         report.cache_write_tokens = m.tokens_used.and_then(|u| u.cache_write_tokens);
+        report.service_tier = m
+            .tokens_used
+            .and_then(|u| u.service_tier)
+            .filter(|t| *t != ctx_model::ServiceTier::Default)
+            .map(|t| t.to_string());
         report.cache_saving_usd = m.cache_saving_usd.map(|s| {
             let magnitude = s.magnitude().to_f64();
             if s.is_negative() {
@@ -372,6 +377,17 @@ mod tests {
         let t = TaskReport::from_model(&task, Some(&priced), s, e, RunStatus::Completed);
         assert_eq!((t.cached_tokens, t.cache_write_tokens), (Some(0), Some(8)));
         assert_eq!(t.cache_saving_usd, Some(-0.00075));
+        assert_eq!(t.service_tier, None);
+        // The tier the server billed: named when it is not the standard.
+        for (tier, shown) in [("flex", Some("flex")), ("default", None)] {
+            priced.metadata = serde_json::from_str(&format!(
+                r#"{{"tokens_used": {{"prompt_tokens": 10, "completion_tokens": 1,
+                    "total_tokens": 11, "service_tier": "{tier}"}}}}"#
+            ))
+            .unwrap();
+            let t = TaskReport::from_model(&task, Some(&priced), s, e, RunStatus::Completed);
+            assert_eq!(t.service_tier.as_deref(), shown, "{tier}");
+        }
 
         let running = TaskExecutionResult::new("b", TaskStatus::InProgress);
         let t = TaskReport::from_model(&task, Some(&running), s, e, RunStatus::Running);

@@ -358,6 +358,11 @@ pub struct TaskReport {
     /// writes cost more than the reads saved); absent when not reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_saving_usd: Option<f64>,
+    /// The service tier the server billed the task's call at when it named
+    /// one other than the standard (`flex`, `batch`, `priority`, ...): the
+    /// page says so beside the cost, which is priced at that tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<String>,
     /// The output was reused from the cache instead of calling the engine.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
@@ -431,6 +436,7 @@ impl TaskReport {
             usage_prompt_tokens: None,
             cache_write_tokens: None,
             cache_saving_usd: None,
+            service_tier: None,
             cached: false,
             prompt: None,
             output: String::new(),
