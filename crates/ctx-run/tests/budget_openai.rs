@@ -9,6 +9,12 @@
 //! ([`ctx_run::run_costs::cost_options`]). Whatever the shapes, the run
 //! never spends more than its budget.
 //!
+//! Service tiers and the canary too: requests sent at the flex tier
+//! (`--service-tier flex`) to a server that may have no flex capacity, so
+//! a call's last attempt falls back to the standard tier; each bill priced
+//! at the tier the server billed; and the run's canary sentence in every
+//! system message (issues 37 and 38).
+//!
 //! Before the fixes of issue 20 each of these shapes overspent: the
 //! reservation priced `max_tokens` where `max_completion_tokens` was sent,
 //! one completion where `n` were billed, a judge prompt without the
@@ -52,6 +58,35 @@ struct Case {
     /// The budget as a percentage of the sum of the tasks' reservations:
     /// below 100 some tasks are skipped, around it the books are tight.
     budget_percent: u128,
+    /// The tier and the model: the requests go at flex (`--service-tier
+    /// flex`) or the standard tier, on a model with flex prices or one
+    /// without.
+    tiers: Tiers,
+}
+
+#[derive(Debug, Clone)]
+struct Tiers {
+    model: &'static str,
+    flex: bool,
+    /// Flex requests the server has no capacity for.
+    flex_busy: usize,
+    /// The plan asks for a canary.
+    canary: bool,
+}
+
+fn tiers() -> impl Strategy<Value = Tiers> {
+    (
+        prop_oneof![Just("gpt-4o-mini"), Just("gpt-5-mini")],
+        any::<bool>(),
+        0usize..4,
+        any::<bool>(),
+    )
+        .prop_map(|(model, flex, flex_busy, canary)| Tiers {
+            model,
+            flex,
+            flex_busy,
+            canary,
+        })
 }
 
 fn task_shape() -> impl Strategy<Value = TaskShape> {
@@ -86,9 +121,19 @@ fn case() -> impl Strategy<Value = Case> {
         // Half the cases at tight books (90-100 % of the reservations),
         // where an overspend of a few tokens shows.
         prop_oneof![10u128..150, 90u128..=100],
+        tiers(),
     )
         .prop_map(
-            |(tasks, system, max_attempts, max_check_attempts, usage, rejects, budget_percent)| {
+            |(
+                tasks,
+                system,
+                max_attempts,
+                max_check_attempts,
+                usage,
+                rejects,
+                budget_percent,
+                tiers,
+            )| {
                 Case {
                     tasks,
                     system,
@@ -97,6 +142,7 @@ fn case() -> impl Strategy<Value = Case> {
                     usage,
                     rejects_response_format: rejects,
                     budget_percent,
+                    tiers,
                 }
             },
         )
@@ -117,7 +163,7 @@ fn plan(c: &Case) -> Plan {
                 "Write part {i} of the report.{}",
                 " Be thorough.".repeat(20)
             );
-            let mut params = json!({"prompt": prompt, "model": "gpt-4o-mini",
+            let mut params = json!({"prompt": prompt, "model": c.tiers.model,
                                     "max_tokens": t.max_tokens, "n": t.n});
             if let Some(m) = t.max_completion_tokens {
                 params["max_completion_tokens"] = json!(m);
@@ -136,7 +182,7 @@ fn plan(c: &Case) -> Plan {
     serde_json::from_value(json!({
         "schema_version": 1,
         "config": {"tokenizer": "o200k_base", "max_prompt_tokens": 90,
-                   "max_check_attempts": c.max_check_attempts},
+                   "max_check_attempts": c.max_check_attempts, "canary": c.tiers.canary},
         "sub_tasks": tasks
     }))
     .unwrap()
@@ -155,7 +201,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
             count: Arc::new(move |s: &str| counter.count(s) as u64),
             usage: c.usage,
             rejects_response_format: c.rejects_response_format,
-            flex_busy: 0,
+            flex_busy: c.tiers.flex_busy,
         })
         .await;
         let system = c.system.then(|| SYSTEM.to_string());
@@ -163,6 +209,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
             base_url: server.base_url.clone(),
             defaults: RequestDefaults {
                 system: system.clone(),
+                service_tier: c.tiers.flex.then(|| "flex".to_string()),
                 ..RequestDefaults::default()
             },
             retry: RetryPolicy {
@@ -219,7 +266,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
                         cached_prompt_tokens: 0,
                         cache_write_prompt_tokens: 0,
                         completion_tokens: b.completion_tokens,
-                        tier: None,
+                        tier: Some(ctx_model::ServiceTier::from_name(&b.service_tier)),
                     })
             })
             .sum();
@@ -272,6 +319,12 @@ fn a_large_budget_runs_every_shape_and_spends() {
         usage: UsageShape::TotalOnly,
         rejects_response_format: true,
         budget_percent: 100,
+        tiers: Tiers {
+            model: "gpt-4o-mini",
+            flex: false,
+            flex_busy: 0,
+            canary: false,
+        },
     };
     let (spent, billed, budget) = run(&c);
     assert!(
@@ -301,10 +354,62 @@ fn a_total_only_usage_is_settled_within_its_reservation() {
         usage: UsageShape::TotalOnly,
         rejects_response_format: false,
         budget_percent: 100,
+        tiers: Tiers {
+            model: "gpt-4o-mini",
+            flex: false,
+            flex_busy: 0,
+            canary: false,
+        },
     };
     let (spent, billed, budget) = run(&c);
     assert!(
         billed > Usd::ZERO && billed <= spent && spent <= budget,
         "{billed} billed, {spent} of {budget}"
     );
+}
+
+/// Flex requests to a server out of flex capacity, so each call's last
+/// attempt falls back to the standard tier, on a model with flex prices,
+/// with the canary in every system message and a budget of exactly the
+/// reservations: the books hold, and they count at least what the server
+/// billed at the tiers it billed.
+#[test]
+fn flex_with_its_fallback_and_a_canary_stay_within_the_budget() {
+    for flex_busy in [0, 1, 3] {
+        let c = Case {
+            tasks: vec![
+                TaskShape {
+                    max_tokens: 20,
+                    max_completion_tokens: None,
+                    n: 1,
+                    judged: true,
+                    after_previous: false,
+                },
+                TaskShape {
+                    max_tokens: 30,
+                    max_completion_tokens: None,
+                    n: 2,
+                    judged: false,
+                    after_previous: true,
+                },
+            ],
+            system: true,
+            max_attempts: 2,
+            max_check_attempts: 2,
+            usage: UsageShape::Full,
+            rejects_response_format: false,
+            budget_percent: 100,
+            tiers: Tiers {
+                model: "gpt-5-mini",
+                flex: true,
+                flex_busy,
+                canary: true,
+            },
+        };
+        let (spent, billed, budget) = run(&c);
+        assert!(
+            billed > Usd::ZERO && billed <= spent && spent <= budget,
+            "flex_busy {flex_busy}: {billed} billed, {spent} of {budget}"
+        );
+    }
 }
