@@ -954,7 +954,7 @@ fn multipart(jsonl: &[u8]) -> (String, Vec<u8>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use ctx_engine::InferenceEngine;
@@ -966,7 +966,8 @@ mod tests {
     use super::*;
     use crate::{OpenAiEngine, RequestDefaults, RetryPolicy};
 
-    fn words() -> Behaviour {
+    /// The honest server's behaviour these tests use: words as tokens.
+    pub(crate) fn words() -> Behaviour {
         Behaviour {
             count: Arc::new(|t: &str| t.split_whitespace().count() as u64),
             usage: UsageShape::Full,
@@ -975,7 +976,8 @@ mod tests {
         }
     }
 
-    fn config(base_url: &str) -> OpenAiConfig {
+    /// An engine configuration for `base_url`: one attempt, 5 tokens.
+    pub(crate) fn config(base_url: &str) -> OpenAiConfig {
         OpenAiConfig {
             base_url: base_url.to_string(),
             defaults: RequestDefaults {
@@ -1001,7 +1003,8 @@ mod tests {
             })
     }
 
-    fn call(task: &str, prompt: &str) -> BatchCall {
+    /// Attempt 1 of `task` in run `r1`, a system message before `prompt`.
+    pub(crate) fn call(task: &str, prompt: &str) -> BatchCall {
         BatchCall {
             run: "r1".into(),
             attempt: 1,

@@ -31,12 +31,14 @@
 //!   `cancelling` → `cancelled`, keeping what it answered.
 //!
 //! Knobs: [`HonestServer::set_batch_pace`] (requests answered per read;
-//! 0 holds a batch `in_progress`), [`HonestServer::fail_batch_requests`]
+//! 0 holds a batch `in_progress`), [`HonestServer::hold_batches_after`]
+//! (requests answered in all before every batch holds), [`HonestServer::fail_batch_requests`]
 //! (the next requests answered `500 server_error`, a retryable failure),
 //! [`HonestServer::cancel_batch`] (a cancellation by someone else).
 //!
 //! [`HonestServer::advance_clock`]: crate::openai_server::HonestServer::advance_clock
 //! [`HonestServer::set_batch_pace`]: crate::openai_server::HonestServer::set_batch_pace
+//! [`HonestServer::hold_batches_after`]: crate::openai_server::HonestServer::hold_batches_after
 //! [`HonestServer::fail_batch_requests`]: crate::openai_server::HonestServer::fail_batch_requests
 //! [`HonestServer::cancel_batch`]: crate::openai_server::HonestServer::cancel_batch
 
@@ -111,6 +113,7 @@ pub(crate) struct Desk {
     files: BTreeMap<String, File>,
     batches: BTreeMap<String, Batch>,
     per_read: usize,
+    answers_left: usize,
     failures_left: usize,
 }
 
@@ -122,6 +125,7 @@ impl Default for Desk {
             files: BTreeMap::new(),
             batches: BTreeMap::new(),
             per_read: usize::MAX,
+            answers_left: usize::MAX,
             failures_left: 0,
         }
     }
@@ -176,6 +180,11 @@ impl Desk {
     /// Requests answered per read of a batch (0 holds batches).
     pub(crate) fn set_pace(&mut self, per_read: usize) {
         self.per_read = per_read;
+    }
+
+    /// Batches answer `n` more requests in all, then hold.
+    pub(crate) fn hold_after(&mut self, n: usize) {
+        self.answers_left = n;
     }
 
     /// The next `n` batch requests fail with a 500.
@@ -374,8 +383,9 @@ impl Desk {
         let batch = self.batches.get_mut(id).expect("checked");
         let end = batch
             .answered
-            .saturating_add(self.per_read)
+            .saturating_add(self.per_read.min(self.answers_left))
             .min(batch.requests.len());
+        self.answers_left = self.answers_left.saturating_sub(end - batch.answered);
         for index in batch.answered..end {
             let request = &batch.requests[index];
             let (status, body) = if failures_left > 0 {
@@ -857,7 +867,7 @@ mod tests {
     #[tokio::test]
     async fn a_held_batch_expires_on_the_clock_keeping_what_it_answered() {
         let server = HonestServer::start(behaviour()).await;
-        server.set_batch_pace(1);
+        server.hold_batches_after(1);
         let id = batch_of(
             &server,
             &[
@@ -867,10 +877,10 @@ mod tests {
             ],
         )
         .await;
-        read(&server, &id).await;
-        read(&server, &id).await;
-        server.set_batch_pace(0);
-        assert_eq!(read(&server, &id).await["status"], "in_progress");
+        for _ in 0..4 {
+            assert_eq!(read(&server, &id).await["status"], "in_progress");
+        }
+        assert_eq!(read(&server, &id).await["request_counts"]["completed"], 1);
         server.advance_clock(Duration::from_secs(COMPLETION_WINDOW_SECS - 1));
         assert_eq!(read(&server, &id).await["status"], "in_progress");
         server.advance_clock(Duration::from_secs(1));

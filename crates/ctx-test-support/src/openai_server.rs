@@ -152,6 +152,12 @@ impl HonestServer {
         self.desk(|d| d.set_pace(per_read));
     }
 
+    /// Batches answer `n` more requests in all, then stay `in_progress`
+    /// (until the clock expires them or they are cancelled).
+    pub fn hold_batches_after(&self, n: usize) {
+        self.desk(|d| d.hold_after(n));
+    }
+
     /// The next `n` batch requests are answered `500 server_error`.
     pub fn fail_batch_requests(&self, n: usize) {
         self.desk(|d| d.fail_requests(n));
