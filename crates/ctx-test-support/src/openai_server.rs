@@ -64,6 +64,19 @@ pub struct Behaviour {
     pub flex_busy: usize,
 }
 
+impl Behaviour {
+    /// A server counting with `count` that reports `usage` in full,
+    /// takes `response_format` and always has flex capacity.
+    pub fn honest(count: Count) -> Behaviour {
+        Behaviour {
+            count,
+            usage: UsageShape::Full,
+            rejects_response_format: false,
+            flex_busy: 0,
+        }
+    }
+}
+
 /// What the server billed for one request it answered: the model asked
 /// for, prompt tokens read and completion tokens generated (every
 /// completion). A rejected request bills nothing here.
@@ -182,6 +195,18 @@ impl HonestServer {
     /// The input file a batch was created from.
     pub fn batch_input(&self, id: &str) -> Option<Vec<u8>> {
         self.desk(|d| d.batch_input(id))
+    }
+
+    /// `ctx run plan.json --no-store --format json` in `dir` against this
+    /// server (`--engine openai`, retries waiting at most 5 ms), with
+    /// `extra` flags.
+    pub fn ctx_run(&self, dir: &crate::Dir, extra: &[&str]) -> crate::Out {
+        let mut cmd = dir.ctx();
+        cmd.args(["run", "plan.json", "--no-store", "--format", "json"])
+            .args(["--engine", "openai", "--base-url", &self.base_url])
+            .args(["--retry-initial-ms", "1", "--retry-max-ms", "5"])
+            .args(extra);
+        crate::Out::of(&mut cmd)
     }
 
     /// Every request billed so far.
