@@ -453,25 +453,47 @@ impl BatchClient {
     /// The input files for `calls`: grouped by model (sorted), each group
     /// cut at the limits, in the calls' order within a group.
     pub fn encode(&self, calls: &[BatchCall]) -> Result<Vec<BatchFile>, BatchError> {
+        let (files, mut refused) = self.encode_each(calls);
+        match refused.is_empty() {
+            true => Ok(files),
+            false => Err(refused.swap_remove(0).1),
+        }
+    }
+
+    /// [`encode`](Self::encode), keeping every call it can: the files,
+    /// and each call it could not encode (its index in `calls`) with why.
+    /// One task without a model does not keep its wave from the batch.
+    pub fn encode_each(&self, calls: &[BatchCall]) -> (Vec<BatchFile>, Vec<(usize, BatchError)>) {
         let mut by_model: BTreeMap<String, Vec<(String, Vec<u8>, Sent)>> = BTreeMap::new();
-        let mut seen = BTreeSet::new();
-        for call in calls {
-            let (id, line, sent) = self.encode_one(call)?;
+        let (mut seen, mut refused) = (BTreeSet::new(), Vec::new());
+        for (index, call) in calls.iter().enumerate() {
+            let (id, line, sent) = match self.encode_one(call) {
+                Ok(encoded) => encoded,
+                Err(e) => {
+                    refused.push((index, e));
+                    continue;
+                }
+            };
             if !seen.insert(id.clone()) {
-                return Err(BatchError::Encode {
-                    task: call.request.task_id.clone(),
-                    reason: format!("custom_id `{id}` is in the batch twice"),
-                });
+                let reason = format!("custom_id `{id}` is in the batch twice");
+                let task = call.request.task_id.clone();
+                refused.push((index, BatchError::Encode { task, reason }));
+                continue;
             }
             by_model
                 .entry(sent.model.clone())
                 .or_default()
                 .push((id, line, sent));
         }
-        let mut files = Vec::new();
+        (self.cut(by_model), refused)
+    }
+
+    /// The files of each model's lines, cut at the limits.
+    fn cut(&self, by_model: BTreeMap<String, Vec<(String, Vec<u8>, Sent)>>) -> Vec<BatchFile> {
+        let mut files: Vec<BatchFile> = Vec::new();
         for (model, lines) in by_model {
             for (id, line, sent) in lines {
-                let fits = files.last().is_some_and(|f: &BatchFile| {
+                let fits = files.last().is_some_and(|f| {
                     f.model == model
                         && f.sent.len() < self.limits.requests
                         && f.jsonl.len() + line.len() <= self.limits.bytes
@@ -483,12 +505,13 @@ impl BatchClient {
                         sent: BTreeMap::new(),
                     });
                 }
-                let file = files.last_mut().expect("pushed above");
-                file.jsonl.extend_from_slice(&line);
-                file.sent.insert(id, sent);
+                if let Some(file) = files.last_mut() {
+                    file.jsonl.extend_from_slice(&line);
+                    file.sent.insert(id, sent);
+                }
             }
         }
-        Ok(files)
+        files
     }
 
     /// One request's `custom_id`, JSONL line (newline included) and what

@@ -150,20 +150,21 @@ async fn wave(shared: Arc<Shared>) {
         std::mem::take(&mut queue.waiting)
     };
     let (calls, replies): (Vec<BatchCall>, Vec<Reply>) = waiting.into_iter().unzip();
-    let mut by_id: BTreeMap<String, (BatchCall, Reply)> = calls
-        .iter()
-        .map(|c| crate::batch::custom_id(&c.run, &c.request.task_id, c.attempt))
-        .zip(calls.iter().cloned().zip(replies))
-        .collect();
-    let files = match shared.client.encode(&calls) {
-        Ok(files) => files,
-        Err(e) => {
-            for (_, (_, reply)) in by_id {
-                let _ = reply.send(Err(EngineError::new(e.to_string())));
-            }
-            return;
+    let (files, refused) = shared.client.encode_each(&calls);
+    let mut replies: Vec<Option<Reply>> = replies.into_iter().map(Some).collect();
+    for (index, error) in refused {
+        if let Some(reply) = replies[index].take() {
+            let _ = reply.send(Err(EngineError::new(error.to_string())));
         }
-    };
+    }
+    let mut by_id: BTreeMap<String, (BatchCall, Reply)> = calls
+        .into_iter()
+        .zip(replies)
+        .filter_map(|(call, reply)| {
+            let id = crate::batch::custom_id(&call.run, &call.request.task_id, call.attempt);
+            Some((id, (call, reply?)))
+        })
+        .collect();
     for file in files {
         let mine: BTreeMap<String, (BatchCall, Reply)> = file
             .custom_ids()
@@ -330,15 +331,19 @@ mod tests {
         config.retry.max_attempts = attempts;
         config.retry.initial_backoff = Duration::from_millis(1);
         config.defaults.max_tokens = Some(3);
-        let settings = BatchingConfig {
+        BatchingEngine::new(config, "r1", fast(deadline)).unwrap()
+    }
+
+    /// A 30 ms window, reads every few milliseconds.
+    fn fast(deadline: Option<Duration>) -> BatchingConfig {
+        BatchingConfig {
             window: Duration::from_millis(30),
             deadline,
             poll: PollPolicy {
                 initial: Duration::from_millis(2),
                 max: Duration::from_millis(5),
             },
-        };
-        BatchingEngine::new(config, "r1", settings).unwrap()
+        }
     }
 
     fn request(task: &str) -> InferenceRequest {
@@ -428,6 +433,24 @@ mod tests {
 
     fn engine_one(base_url: &str) -> BatchingEngine {
         engine(base_url, 1, None)
+    }
+
+    #[tokio::test]
+    async fn a_call_that_cannot_be_encoded_fails_alone() {
+        let server = HonestServer::start(words()).await;
+        let mut config = config(&server.base_url);
+        config.defaults.model = None;
+        let engine = BatchingEngine::new(config, "r1", fast(None)).unwrap();
+        let mut with_model = request("a");
+        with_model.params.model = Some("gpt-4o-mini".into());
+        let without = request("b");
+        let (a, b) = tokio::join!(engine.infer(&with_model), engine.infer(&without));
+        assert_eq!(
+            a.unwrap().usage.unwrap().service_tier,
+            Some(ServiceTier::Batch)
+        );
+        let error = b.unwrap_err().message;
+        assert!(error.starts_with("task `b`: no model"), "{error}");
     }
 
     #[tokio::test]
