@@ -117,6 +117,16 @@ impl BatchingEngine {
         })
     }
 
+    /// Sends the real-time calls' [`ctx_engine::EngineEvent`]s (retries,
+    /// pacing waits) to `observer`, as [`OpenAiEngine::with_observer`]
+    /// does. Call it before the engine is shared: later it changes nothing.
+    pub fn with_observer(mut self, observer: ctx_engine::Observer) -> BatchingEngine {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.realtime = shared.realtime.take().map(|e| e.with_observer(observer));
+        }
+        self
+    }
+
     /// Queues `request` for the next batch; its answer.
     async fn call(&self, request: &InferenceRequest) -> Result<InferenceResponse, EngineError> {
         let (reply, answer) = oneshot::channel();
@@ -352,6 +362,14 @@ mod tests {
         call.request
     }
 
+    fn outcomes(response: &InferenceResponse) -> Vec<CallOutcome> {
+        response
+            .attempts
+            .iter()
+            .map(|a| a.outcome.clone())
+            .collect()
+    }
+
     fn tiers(server: &HonestServer) -> Vec<String> {
         let mut tiers: Vec<String> = server.bills().into_iter().map(|b| b.service_tier).collect();
         tiers.sort();
@@ -407,11 +425,7 @@ mod tests {
         server.fail_batch_requests(1);
         let engine = engine(&server.base_url, 2, None);
         let response = engine.infer(&request("a")).await.unwrap();
-        let outcomes: Vec<CallOutcome> = response
-            .attempts
-            .iter()
-            .map(|a| a.outcome.clone())
-            .collect();
+        let outcomes = outcomes(&response);
         assert_eq!(outcomes, [CallOutcome::Http(500), CallOutcome::Ok]);
         assert_eq!(response.attempts[1].number, 2);
         assert_eq!(tiers(&server), ["default"]);
@@ -433,6 +447,43 @@ mod tests {
 
     fn engine_one(base_url: &str) -> BatchingEngine {
         engine(base_url, 1, None)
+    }
+
+    #[tokio::test]
+    async fn the_real_time_calls_report_their_retries() {
+        let server = HonestServer::start(ctx_test_support::openai_server::Behaviour {
+            flex_busy: 1,
+            ..words()
+        })
+        .await;
+        server.fail_batch_requests(1);
+        let mut config = config(&server.base_url);
+        config.retry.max_attempts = 3;
+        config.retry.initial_backoff = Duration::from_millis(1);
+        config.defaults.service_tier = Some("flex".into());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let events = Arc::clone(&seen);
+        let observer: ctx_engine::Observer = Arc::new(move |e: &ctx_engine::EngineEvent| {
+            events.lock().unwrap().push(format!("{e:?}"));
+        });
+        let engine = BatchingEngine::new(config, "r1", fast(None))
+            .unwrap()
+            .with_observer(observer);
+        let response = engine.infer(&request("a")).await.unwrap();
+        let outcomes = outcomes(&response);
+        assert_eq!(
+            outcomes,
+            [
+                CallOutcome::Http(500),
+                CallOutcome::Http(429),
+                CallOutcome::Ok
+            ]
+        );
+        let seen = seen.lock().unwrap();
+        // The 429, then the last attempt at the standard tier.
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen[0].starts_with("Retrying"), "{seen:?}");
+        assert!(seen[1].starts_with("FlexFallback"), "{seen:?}");
     }
 
     #[tokio::test]

@@ -439,7 +439,8 @@ pub fn build(
             .map_or(0, |d| d.as_secs());
         let token = format!("p{}-{started}", std::process::id());
         let engine = BatchingEngine::new(config, &token, settings)
-            .map_err(|e| CliError::usage(format!("--engine openai: {}", config_error(&e, args))))?;
+            .map_err(|e| CliError::usage(format!("--engine openai: {}", config_error(&e, args))))?
+            .with_observer(notices.observer());
         return Ok(Arc::new(engine));
     }
     let engine = OpenAiEngine::new(config)
