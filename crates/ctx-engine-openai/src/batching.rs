@@ -270,6 +270,11 @@ async fn resolve(shared: Arc<Shared>, call: BatchCall, outcome: BatchOutcome, re
         } => (error.attempts.clone(), Err(error)),
         BatchOutcome::NotAnswered => (Vec::new(), Ok(())),
     };
+    // The caller stopped waiting (a task timeout, a stopped run): a
+    // real-time call now would be spent for nothing.
+    if reply.is_closed() {
+        return;
+    }
     let Some(realtime) = &shared.realtime else {
         let error = reason.err().unwrap_or_else(|| {
             EngineError::new(format!(
@@ -484,6 +489,26 @@ mod tests {
         assert_eq!(seen.len(), 2, "{seen:?}");
         assert!(seen[0].starts_with("Retrying"), "{seen:?}");
         assert!(seen[1].starts_with("FlexFallback"), "{seen:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_given_up_on_is_not_sent_real_time() {
+        let server = HonestServer::start(words()).await;
+        server.set_batch_pace(0);
+        let engine = engine(&server.base_url, 3, Some(Duration::from_millis(60)));
+        let a = request("a");
+        let gave_up = tokio::time::timeout(Duration::from_millis(10), engine.infer(&a)).await;
+        assert!(gave_up.is_err());
+        // Past the deadline: the batch is cancelled, and nothing is sent.
+        let cancelled = || {
+            let ids = server.batch_ids();
+            ids.first().and_then(|id| server.batch_status(id)) == Some("cancelled".into())
+        };
+        while !cancelled() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(server.bills(), []);
     }
 
     #[tokio::test]

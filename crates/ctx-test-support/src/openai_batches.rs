@@ -197,6 +197,12 @@ impl Desk {
         self.batches.keys().cloned().collect()
     }
 
+    /// A batch's status, without moving it on.
+    pub(crate) fn batch_status(&self, id: &str) -> Option<String> {
+        let batch = self.batches.get(id)?;
+        batch.object["status"].as_str().map(str::to_string)
+    }
+
     /// Every stored file's id.
     pub(crate) fn file_ids(&self) -> Vec<String> {
         self.files.keys().cloned().collect()
@@ -924,6 +930,7 @@ mod tests {
         );
         let other = batch_of(&server, &[line("c", "m", "x")]).await;
         assert!(server.cancel_batch(&other));
+        assert_eq!(server.batch_status(&other).as_deref(), Some("cancelling"));
         assert_eq!(server.batch_ids(), [id, other]);
     }
 }

@@ -187,6 +187,12 @@ impl HonestServer {
         self.desk(|d| d.batch_ids())
     }
 
+    /// Batch `id`'s status, as it is (reading it through the API moves it
+    /// on).
+    pub fn batch_status(&self, id: &str) -> Option<String> {
+        self.desk(|d| d.batch_status(id))
+    }
+
     /// The ids of the files the server holds.
     pub fn file_ids(&self) -> Vec<String> {
         self.desk(|d| d.file_ids())
