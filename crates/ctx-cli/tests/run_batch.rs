@@ -87,7 +87,24 @@ fn each_wave_is_one_batch_priced_at_the_batch_tier() {
         assert!(cost_of(task) < price.cost(&usage(ServiceTier::Default)));
         total = total.saturating_add(cost_of(task));
     }
-    assert!(total > Usd::ZERO);
+    // The same plan real-time: the same requests, so the same tokens, at
+    // the standard rates. The bar: a batch run spends at most
+    // 52 % of the real-time one.
+    let out = server.ctx_run(&dir, &["--max-cost", "1", "--prices", prices]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json = out.json();
+    let real_time = ["a", "b", "c"].iter().fold(Usd::ZERO, |sum, id| {
+        sum.saturating_add(cost_of(task(&json, id)))
+    });
+    let ratio = total.to_f64() / real_time.to_f64();
+    assert!(
+        ratio > 0.0 && ratio <= 0.52,
+        "{total} / {real_time} = {ratio}"
+    );
+    eprintln!(
+        "batch run {total}, real-time run {real_time}: {:.1} %",
+        ratio * 100.0
+    );
 }
 
 #[test]
