@@ -133,14 +133,15 @@ fn past_the_deadline_pending_requests_go_real_time() {
     }
 }
 
-/// The standard error of `ctx run plan.json --no-store` with `flags`,
-/// which must exit 2.
+/// The standard error of `ctx run plan.json` with `flags` (`--no-store`
+/// unless they name a store), which must exit 2.
 fn refused(dir: &Dir, flags: &[&str]) -> String {
-    let out = Out::of(
-        dir.ctx()
-            .args(["run", "plan.json", "--no-store"])
-            .args(flags),
-    );
+    let store: &[&str] = if flags.contains(&"--store") {
+        &[]
+    } else {
+        &["--no-store"]
+    };
+    let out = Out::of(dir.ctx().args(["run", "plan.json"]).args(store).args(flags));
     assert_eq!(out.code, 2, "{flags:?}: {}", out.stderr);
     out.stderr
 }
@@ -167,4 +168,13 @@ fn batch_flags_out_of_place_are_refused() {
         &["--engine", "command", "--command", "cat", "--batch"],
     );
     assert!(stderr.contains("--batch"), "{stderr}");
+    // Nothing listens there: refused before any connection.
+    let shared = "postgres://ctx@127.0.0.1:9/none";
+    let not_shared = "--batch is not supported on the shared store";
+    let stderr = refused(&dir, &["--store", shared, "--engine", "openai", "--batch"]);
+    assert!(stderr.contains(not_shared), "{stderr}");
+    let worker = ["worker", "--store", shared, "--engine", "openai", "--batch"];
+    let out = Out::of(dir.ctx().args(worker));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains(not_shared), "{}", out.stderr);
 }
