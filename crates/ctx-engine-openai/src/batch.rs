@@ -386,6 +386,26 @@ pub enum BatchError {
     },
 }
 
+impl BatchError {
+    /// Whether asking again may succeed, by the real-time rules: no
+    /// answer at all, or a status they retry (408, 409, 429, 5xx).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            BatchError::Transport { .. } => true,
+            BatchError::Http {
+                status, message, ..
+            } => retry::status_is_retryable(
+                *status,
+                &ApiErrorInfo {
+                    message: message.clone(),
+                    ..ApiErrorInfo::default()
+                },
+            ),
+            _ => false,
+        }
+    }
+}
+
 /// A batch client for an OpenAI-compatible server.
 pub struct BatchClient {
     client: Client,
@@ -720,17 +740,30 @@ impl BatchClient {
 
     /// Reads batch `id` until it ends, waiting as [`PollPolicy`] says, or
     /// until `deadline` passes: then its status as it is (not final).
+    ///
+    /// A read that fails in a way the real-time rules retry (no
+    /// connection, a 5xx, a 429) is read again at the next wait: a batch
+    /// runs for hours, and one bad read must not lose it. Only
+    /// `--max-attempts` such failures in a row end the wait.
     pub async fn wait(
         &self,
         id: &str,
         deadline: Option<Instant>,
     ) -> Result<BatchStatus, BatchError> {
         let mut pause = self.poll.initial;
+        let mut failures = 0u32;
         loop {
-            let status = self.status(id).await?;
+            let read = self.status(id).await;
             let now = Instant::now();
-            if status.state.is_final() || deadline.is_some_and(|d| now >= d) {
-                return Ok(status);
+            match read {
+                Ok(status) if status.state.is_final() || deadline.is_some_and(|d| now >= d) => {
+                    return Ok(status);
+                }
+                Ok(_) => failures = 0,
+                Err(e) if e.is_transient() && failures + 1 < self.config.retry.max_attempts => {
+                    failures += 1;
+                }
+                Err(e) => return Err(e),
             }
             let sleep = deadline.map_or(pause, |d| pause.min(d - now));
             tokio::time::sleep(sleep).await;
@@ -1330,6 +1363,54 @@ pub(crate) mod tests {
                 .starts_with(&format!("{base}/files answered HTTP 404")),
             "{error}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_of_a_running_batch_is_read_again() {
+        let mock = MockServer::start().await;
+        let object = |status: &str| {
+            json!({"id": "b1", "object": "batch", "status": status, "input_file_id": "in",
+                   "request_counts": {"total": 1, "completed": 0, "failed": 0}})
+        };
+        Mock::given(method("GET"))
+            .and(path("/v1/batches/b1"))
+            .respond_with(ResponseTemplate::new(503).set_body_string("busy"))
+            .up_to_n_times(2)
+            .with_priority(1)
+            .mount(&mock)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/v1/batches/b1"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(object("completed")))
+            .with_priority(2)
+            .mount(&mock)
+            .await;
+        let base = format!("{}/v1", mock.uri());
+        let mut config = config(&base);
+        config.retry.max_attempts = 3;
+        let batch = BatchClient::new(config.clone())
+            .unwrap()
+            .with_poll(PollPolicy {
+                initial: Duration::from_millis(1),
+                max: Duration::from_millis(2),
+            });
+        let status = batch.wait("b1", None).await.unwrap();
+        assert_eq!(status.state, BatchState::Completed);
+        // With one attempt allowed, one failure ends the wait.
+        mock.reset().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(503).set_body_string("busy"))
+            .mount(&mock)
+            .await;
+        let error = client(&base).wait("b1", None).await.unwrap_err();
+        assert!(error.is_transient(), "{error}");
+        assert!(error.to_string().starts_with("HTTP 503 from"), "{error}");
+        let gone = BatchError::Http {
+            url: base,
+            status: 404,
+            message: "no such batch".into(),
+        };
+        assert!(!gone.is_transient());
     }
 
     /// A mock server whose batch `b1` completed with `output` as its
