@@ -11,7 +11,7 @@
 
 use ctx_cost::{Usage, Usd};
 use ctx_model::ServiceTier;
-use ctx_test_support::openai_server::{Behaviour, Bill, HonestServer, UsageShape};
+use ctx_test_support::openai_server::{Behaviour, Bill, HonestServer};
 use ctx_test_support::{Dir, Out};
 use ctx_tokens::{Tokenizer, TokenizerExt};
 use serde_json::{Value, json};
@@ -24,10 +24,8 @@ fn server(rt: &tokio::runtime::Runtime, flex_busy: usize) -> HonestServer {
     rt.block_on(async {
         let counter = Tokenizer::O200kBase.counter();
         HonestServer::start(Behaviour {
-            count: std::sync::Arc::new(move |s: &str| counter.count(s) as u64),
-            usage: UsageShape::Full,
-            rejects_response_format: false,
             flex_busy,
+            ..Behaviour::honest(std::sync::Arc::new(move |s: &str| counter.count(s) as u64))
         })
         .await
     })
@@ -41,12 +39,7 @@ fn write_plan(dir: &Dir) {
 }
 
 fn run(dir: &Dir, server: &HonestServer, extra: &[&str]) -> Out {
-    let mut cmd = dir.ctx();
-    cmd.args(["run", "plan.json", "--no-store", "--format", "json"])
-        .args(["--engine", "openai", "--base-url", &server.base_url])
-        .args(["--retry-initial-ms", "1", "--retry-max-ms", "5"])
-        .args(extra);
-    Out::of(&mut cmd)
+    server.ctx_run(dir, extra)
 }
 
 /// What `bill` costs at `tier` by the shipped table.

@@ -32,7 +32,7 @@ const MIN_BODY: usize = 64 * 1024;
 /// output bound of `max_output` bytes: the output plus room for its JSON
 /// escaping and the fields around it. A longer body fails the attempt
 /// without being read further.
-fn body_cap(max_output: usize) -> usize {
+pub(crate) fn body_cap(max_output: usize) -> usize {
     max_output
         .saturating_add(max_output / 4)
         .saturating_add(MIN_BODY)
@@ -109,24 +109,7 @@ impl OpenAiEngine {
     pub fn new(config: OpenAiConfig) -> Result<OpenAiEngine, ConfigError> {
         let endpoint = endpoint(&config.base_url)?;
         config.check()?;
-        let auth = match &config.api_key {
-            Some(key) => {
-                let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-                    .map_err(|_| ConfigError::ApiKey)?;
-                // Debug output of the header map shows `Sensitive`.
-                value.set_sensitive(true);
-                Some(value)
-            }
-            None => None,
-        };
-        // reqwest is built without a default crypto provider; `ring` builds
-        // faster than aws-lc. Installing twice is harmless (the first wins).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .user_agent(concat!("ctx/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(ConfigError::Client)?;
+        let (client, auth) = http_client(&config)?;
         Ok(OpenAiEngine {
             client,
             shown: display_url(&endpoint),
@@ -157,12 +140,7 @@ impl OpenAiEngine {
 
     /// The model a task runs on: its `params.model`, else `--model`.
     pub fn model_for<'a>(&'a self, params: &'a Params) -> Option<&'a str> {
-        params
-            .model
-            .as_deref()
-            .filter(|m| !m.trim().is_empty())
-            .or(self.config.defaults.model.as_deref())
-            .filter(|m| !m.trim().is_empty())
+        chosen_model(params, &self.config.defaults)
     }
 
     fn emit(&self, event: EngineEvent) {
@@ -201,13 +179,8 @@ impl OpenAiEngine {
         first_token: Option<&FirstToken>,
     ) -> Result<InferenceResponse, EngineError> {
         let mode = self.config.structured_output;
-        let schema = request.response_schema.as_ref().filter(|_| {
-            mode == StructuredOutput::Always
-                || (mode == StructuredOutput::Auto
-                    && !self.structured_rejected.load(Ordering::Relaxed))
-        });
-        // A plan that sets `response_format` itself (params.extra) wins.
-        let schema = schema.filter(|_| !request.params.extra.contains_key("response_format"));
+        let rejected = self.structured_rejected.load(Ordering::Relaxed);
+        let schema = schema_to_send(request, mode, rejected);
         let Some(schema) = schema else {
             return self.run_with(request, None, 0, first_token).await;
         };
@@ -346,17 +319,13 @@ impl OpenAiEngine {
         model: &str,
         schema: Option<&serde_json::Value>,
     ) -> Result<Vec<u8>, EngineError> {
-        let mut body =
-            wire::request_body(request, model, &self.config.defaults, self.config.stream);
-        if let (Some(schema), Some(map)) = (schema, body.as_object_mut()) {
-            map.insert("response_format".into(), wire::response_format(schema));
-        }
-        serde_json::to_vec(&body).map_err(|e| {
-            EngineError::new(format!(
-                "task `{}`: cannot encode the request: {e}",
-                request.task_id
-            ))
-        })
+        encode_body(
+            request,
+            model,
+            &self.config.defaults,
+            self.config.stream,
+            schema,
+        )
     }
 
     /// Waits until the pacer has room for `tokens` (`--rpm`, `--tpm`),
@@ -725,7 +694,7 @@ impl OpenAiEngine {
 
 /// The tokens one call may use: what the pacer reserves for each attempt,
 /// and the bounds a server's `usage` is read within.
-struct CallTokens {
+pub(crate) struct CallTokens {
     /// The prompt plus the completion cap.
     reserved: u64,
     /// A partial `usage` is read at the worst case this request allows.
@@ -736,7 +705,7 @@ struct CallTokens {
 }
 
 impl CallTokens {
-    fn of(request: &InferenceRequest, defaults: &RequestDefaults) -> CallTokens {
+    pub(crate) fn of(request: &InferenceRequest, defaults: &RequestDefaults) -> CallTokens {
         // The same cap the body carries (`request_body` asks `completion_cap`
         // too), so `--tpm` reserves what the server may really generate.
         let cap = wire::completion_cap(&request.params, defaults).and_then(|c| c.tokens());
@@ -758,7 +727,7 @@ impl CallTokens {
     /// The response of the attempt that succeeded (sent at `started`), its
     /// usage read within these bounds, the model named by `model` when the
     /// server named none.
-    fn response(
+    pub(crate) fn response(
         &self,
         completion: Completion,
         model: &str,
@@ -786,6 +755,87 @@ impl CallTokens {
             cached: false,
         }
     }
+}
+
+/// The HTTP client for `config` and its `Authorization` header (marked
+/// sensitive, so a `Debug` of the headers hides it): what the real-time
+/// engine and the batch client both send with.
+pub(crate) fn http_client(
+    config: &OpenAiConfig,
+) -> Result<(Client, Option<HeaderValue>), ConfigError> {
+    let auth = match &config.api_key {
+        Some(key) => {
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+                .map_err(|_| ConfigError::ApiKey)?;
+            // Debug output of the header map shows `Sensitive`.
+            value.set_sensitive(true);
+            Some(value)
+        }
+        None => None,
+    };
+    // reqwest is built without a default crypto provider; `ring` builds
+    // faster than aws-lc. Installing twice is harmless (the first wins).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = Client::builder()
+        .connect_timeout(config.connect_timeout)
+        .user_agent(concat!("ctx/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(ConfigError::Client)?;
+    Ok((client, auth))
+}
+
+/// The model a task runs on: its `params.model`, else the default.
+pub(crate) fn chosen_model<'a>(
+    params: &'a Params,
+    defaults: &'a RequestDefaults,
+) -> Option<&'a str> {
+    params
+        .model
+        .as_deref()
+        .filter(|m| !m.trim().is_empty())
+        .or(defaults.model.as_deref())
+        .filter(|m| !m.trim().is_empty())
+}
+
+/// The JSON Schema a request is sent with as `response_format`: its
+/// schema when [`StructuredOutput`] allows (`rejected`: a server already
+/// refused the field this run), unless the plan sets `response_format`
+/// itself (`params.extra`), which wins.
+pub(crate) fn schema_to_send(
+    request: &InferenceRequest,
+    mode: StructuredOutput,
+    rejected: bool,
+) -> Option<&serde_json::Value> {
+    request
+        .response_schema
+        .as_ref()
+        .filter(|_| {
+            mode == StructuredOutput::Always || (mode == StructuredOutput::Auto && !rejected)
+        })
+        .filter(|_| !request.params.extra.contains_key("response_format"))
+}
+
+/// The bytes of a request's JSON body: the prompt, the model and the
+/// task's parameters over `defaults`, and `response_format` when `schema`
+/// is given. The real-time engine and the batch client both send these
+/// bytes, so a batched request is the real-time one, byte for byte.
+pub(crate) fn encode_body(
+    request: &InferenceRequest,
+    model: &str,
+    defaults: &RequestDefaults,
+    stream: bool,
+    schema: Option<&serde_json::Value>,
+) -> Result<Vec<u8>, EngineError> {
+    let mut body = wire::request_body(request, model, defaults, stream);
+    if let (Some(schema), Some(map)) = (schema, body.as_object_mut()) {
+        map.insert("response_format".into(), wire::response_format(schema));
+    }
+    serde_json::to_vec(&body).map_err(|e| {
+        EngineError::new(format!(
+            "task `{}`: cannot encode the request: {e}",
+            request.task_id
+        ))
+    })
 }
 
 impl InferenceEngine for OpenAiEngine {
@@ -910,7 +960,10 @@ fn record_response_on_span(completion: &wire::Completion, sent: Instant) {
     }
 }
 
-async fn read_capped(mut response: Response, cap: usize) -> Result<Vec<u8>, reqwest::Error> {
+pub(crate) async fn read_capped(
+    mut response: Response,
+    cap: usize,
+) -> Result<Vec<u8>, reqwest::Error> {
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await? {
         body.extend_from_slice(&chunk);

@@ -20,6 +20,11 @@
 //!   attempt is recorded; [`EngineEvent`]s let a CLI show retries live.
 //! * **Pacing**: requests- and tokens-per-minute buckets spent before
 //!   each attempt is sent.
+//! * **Batches** ([`batch::BatchClient`]): the same requests, byte for
+//!   byte, through the provider's Files and Batches endpoints at half
+//!   price, split at its limits, results per `custom_id`;
+//!   [`BatchingEngine`] sends each wave of calls as one batch, with a
+//!   deadline after which what is pending goes real-time.
 //! * **Secrets**: the key travels only in the `Authorization` header; it
 //!   never appears in a `Debug`, an error or an attempt record.
 //!
@@ -70,6 +75,8 @@
 //! # }
 //! ```
 
+pub mod batch;
+mod batching;
 mod cache_usage;
 mod config;
 mod engine;
@@ -78,6 +85,8 @@ mod retry;
 pub mod sse;
 mod wire;
 
+pub use batch::{BatchClient, BatchError, BatchOutcome};
+pub use batching::{BatchingConfig, BatchingEngine};
 pub use config::{
     ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_ATTEMPTS,

@@ -16,6 +16,7 @@
 //! architecture check (`cargo xtask arch`) counts normal and build
 //! dependencies, so it cannot leak into the library graph unseen.
 
+pub mod openai_batches;
 pub mod openai_server;
 pub mod recorder;
 pub mod sim_map;

@@ -19,6 +19,10 @@
 //! ([`Behaviour::flex_busy`]) answers a flex request "429 Resource
 //! unavailable" (`code: resource_unavailable`), billing nothing.
 //!
+//! Batches: the Files and Batches API ([`crate::openai_batches`]), whose
+//! requests are answered and billed by the same responder at the batch
+//! tier, on a clock and with knobs the test controls.
+//!
 //! A plain tokio TCP server (one request per connection, `Connection:
 //! close`), so the crate needs no HTTP framework.
 
@@ -26,6 +30,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+
+use crate::openai_batches::{Desk, Reply, Responder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -58,6 +64,19 @@ pub struct Behaviour {
     pub flex_busy: usize,
 }
 
+impl Behaviour {
+    /// A server counting with `count` that reports `usage` in full,
+    /// takes `response_format` and always has flex capacity.
+    pub fn honest(count: Count) -> Behaviour {
+        Behaviour {
+            count,
+            usage: UsageShape::Full,
+            rejects_response_format: false,
+            flex_busy: 0,
+        }
+    }
+}
+
 /// What the server billed for one request it answered: the model asked
 /// for, prompt tokens read and completion tokens generated (every
 /// completion). A rejected request bills nothing here.
@@ -79,6 +98,16 @@ pub struct HonestServer {
     pub base_url: String,
     requests: Arc<AtomicUsize>,
     bills: Arc<Mutex<Vec<Bill>>>,
+    desk: Arc<Mutex<Desk>>,
+}
+
+/// What a connection is served with.
+struct Shared {
+    behaviour: Behaviour,
+    bills: Arc<Mutex<Vec<Bill>>>,
+    flex_refused: AtomicUsize,
+    desk: Arc<Mutex<Desk>>,
+    delay: std::time::Duration,
 }
 
 impl HonestServer {
@@ -95,26 +124,95 @@ impl HonestServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");
         let requests = Arc::new(AtomicUsize::new(0));
-        let bills: Arc<Mutex<Vec<Bill>>> = Arc::default();
+        let shared = Arc::new(Shared {
+            behaviour,
+            bills: Arc::default(),
+            flex_refused: AtomicUsize::new(0),
+            desk: Arc::default(),
+            delay,
+        });
+        let (bills, desk) = (Arc::clone(&shared.bills), Arc::clone(&shared.desk));
         let seen = Arc::clone(&requests);
-        let billed = Arc::clone(&bills);
-        let flex_refused = Arc::new(AtomicUsize::new(0));
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 seen.fetch_add(1, Ordering::Relaxed);
-                let behaviour = behaviour.clone();
-                let billed = Arc::clone(&billed);
-                let flex_refused = Arc::clone(&flex_refused);
-                tokio::spawn(async move {
-                    serve(stream, &behaviour, &billed, &flex_refused, delay).await
-                });
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move { serve(stream, &shared).await });
             }
         });
         HonestServer {
             base_url: format!("http://{addr}/v1"),
             requests,
             bills,
+            desk,
         }
+    }
+
+    fn desk<T>(&self, f: impl FnOnce(&mut Desk) -> T) -> T {
+        let mut desk = self.desk.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut desk)
+    }
+
+    /// Moves the batch clock on: a batch unfinished 24 hours after its
+    /// creation expires when next read.
+    pub fn advance_clock(&self, by: std::time::Duration) {
+        self.desk(|d| d.advance_clock(by.as_secs()));
+    }
+
+    /// How many requests a batch answers each time it is read
+    /// (unlimited at first); 0 holds every batch `in_progress`.
+    pub fn set_batch_pace(&self, per_read: usize) {
+        self.desk(|d| d.set_pace(per_read));
+    }
+
+    /// Batches answer `n` more requests in all, then stay `in_progress`
+    /// (until the clock expires them or they are cancelled).
+    pub fn hold_batches_after(&self, n: usize) {
+        self.desk(|d| d.hold_after(n));
+    }
+
+    /// The next `n` batch requests are answered `500 server_error`.
+    pub fn fail_batch_requests(&self, n: usize) {
+        self.desk(|d| d.fail_requests(n));
+    }
+
+    /// Cancels batch `id` as someone else would (the API's cancel);
+    /// whether it could.
+    pub fn cancel_batch(&self, id: &str) -> bool {
+        self.desk(|d| d.cancel(id).status == 200)
+    }
+
+    /// Every batch created so far, in creation order.
+    pub fn batch_ids(&self) -> Vec<String> {
+        self.desk(|d| d.batch_ids())
+    }
+
+    /// Batch `id`'s status, as it is (reading it through the API moves it
+    /// on).
+    pub fn batch_status(&self, id: &str) -> Option<String> {
+        self.desk(|d| d.batch_status(id))
+    }
+
+    /// The ids of the files the server holds.
+    pub fn file_ids(&self) -> Vec<String> {
+        self.desk(|d| d.file_ids())
+    }
+
+    /// The input file a batch was created from.
+    pub fn batch_input(&self, id: &str) -> Option<Vec<u8>> {
+        self.desk(|d| d.batch_input(id))
+    }
+
+    /// `ctx run plan.json --no-store --format json` in `dir` against this
+    /// server (`--engine openai`, retries waiting at most 5 ms), with
+    /// `extra` flags.
+    pub fn ctx_run(&self, dir: &crate::Dir, extra: &[&str]) -> crate::Out {
+        let mut cmd = dir.ctx();
+        cmd.args(["run", "plan.json", "--no-store", "--format", "json"])
+            .args(["--engine", "openai", "--base-url", &self.base_url])
+            .args(["--retry-initial-ms", "1", "--retry-max-ms", "5"])
+            .args(extra);
+        crate::Out::of(&mut cmd)
     }
 
     /// Every request billed so far.
@@ -128,18 +226,55 @@ impl HonestServer {
     }
 }
 
-async fn serve(
-    mut stream: TcpStream,
-    behaviour: &Behaviour,
-    bills: &Mutex<Vec<Bill>>,
-    flex_refused: &AtomicUsize,
-    delay: std::time::Duration,
-) {
-    let Some(body) = read_request(&mut stream).await else {
+async fn serve(mut stream: TcpStream, shared: &Shared) {
+    let Some(request) = read_request(&mut stream).await else {
         return;
     };
-    let (status, answer, bill) = match serde_json::from_slice::<Value>(&body) {
-        Ok(request) if no_flex_capacity(&request, behaviour, flex_refused) => (
+    let responder = Responder {
+        behaviour: &shared.behaviour,
+        bills: &shared.bills,
+    };
+    let routed = {
+        let mut desk = shared.desk.lock().unwrap_or_else(|e| e.into_inner());
+        desk.route(
+            &request.method,
+            &request.path,
+            &request.content_type,
+            &request.body,
+            &responder,
+        )
+    };
+    let reply = match routed {
+        Some(reply) => reply,
+        None => chat_completion(&request.body, shared),
+    };
+    if !shared.delay.is_zero() {
+        tokio::time::sleep(shared.delay).await;
+    }
+    let head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        reply.status,
+        match reply.status {
+            200 => "OK",
+            404 => "Not Found",
+            409 => "Conflict",
+            429 => "Too Many Requests",
+            500 => "Internal Server Error",
+            _ => "Bad Request",
+        },
+        reply.content_type,
+        reply.body.len()
+    );
+    let _ = stream.write_all(head.as_bytes()).await;
+    let _ = stream.write_all(&reply.body).await;
+    let _ = stream.shutdown().await;
+}
+
+/// A chat completion's answer, billed.
+fn chat_completion(body: &[u8], shared: &Shared) -> Reply {
+    let behaviour = &shared.behaviour;
+    let (status, answer, bill) = match serde_json::from_slice::<Value>(body) {
+        Ok(request) if no_flex_capacity(&request, behaviour, &shared.flex_refused) => (
             429,
             json!({"error": {"message": "Resource unavailable. Please try again later.",
                              "type": "rate_limit_error", "code": "resource_unavailable"}}),
@@ -152,39 +287,42 @@ async fn serve(
             None,
         ),
     };
-    if let (Some(bill), Ok(mut bills)) = (bill, bills.lock()) {
+    if let (Some(bill), Ok(mut bills)) = (bill, shared.bills.lock()) {
         bills.push(bill);
     }
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
+    Reply {
+        status,
+        content_type: "application/json",
+        body: answer.to_string().into_bytes(),
     }
-    let text = answer.to_string();
-    let head = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        match status {
-            200 => "OK",
-            429 => "Too Many Requests",
-            _ => "Bad Request",
-        },
-        text.len()
-    );
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(text.as_bytes()).await;
-    let _ = stream.shutdown().await;
 }
 
-/// The body of one HTTP/1.1 request (read by its `Content-Length`).
-async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
+/// One HTTP/1.1 request: its method, path, content type and body.
+struct HttpRequest {
+    method: String,
+    path: String,
+    content_type: String,
+    body: Vec<u8>,
+}
+
+/// One HTTP/1.1 request, its body read by its `Content-Length`.
+async fn read_request(stream: &mut TcpStream) -> Option<HttpRequest> {
     let mut data = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
         if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
+            let head = String::from_utf8_lossy(&data[..end]).to_string();
+            let header = |name: &str| {
+                head.lines()
+                    .find_map(|l| {
+                        let (key, value) = l.split_once(':')?;
+                        key.trim()
+                            .eq_ignore_ascii_case(name)
+                            .then(|| value.trim().to_string())
+                    })
+                    .unwrap_or_default()
+            };
+            let length: usize = header("content-length").parse().unwrap_or(0);
             while data.len() < end + 4 + length {
                 let n = stream.read(&mut buf).await.ok()?;
                 if n == 0 {
@@ -192,7 +330,13 @@ async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
                 }
                 data.extend_from_slice(&buf[..n]);
             }
-            return Some(data[end + 4..end + 4 + length].to_vec());
+            let mut line = head.lines().next().unwrap_or_default().split(' ');
+            return Some(HttpRequest {
+                method: line.next().unwrap_or_default().to_string(),
+                path: line.next().unwrap_or_default().to_string(),
+                content_type: header("content-type"),
+                body: data[end + 4..end + 4 + length].to_vec(),
+            });
         }
         let n = stream.read(&mut buf).await.ok()?;
         if n == 0 {
@@ -218,7 +362,7 @@ fn number(v: Option<&Value>) -> Option<u64> {
 }
 
 /// The status and body answering `request`, and what it billed.
-fn respond(request: &Value, b: &Behaviour) -> (u16, Value, Option<Bill>) {
+pub(crate) fn respond(request: &Value, b: &Behaviour) -> (u16, Value, Option<Bill>) {
     if b.rejects_response_format && request.get("response_format").is_some() {
         return (
             400,

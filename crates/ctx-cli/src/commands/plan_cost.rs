@@ -89,25 +89,21 @@ pub struct Args {
     #[command(flatten)]
     pub cache: super::plan_cost_cache::CacheArgs,
 
-    /// Also give the run's range at batch prices (a provider's batch API,
-    /// where the price names batch rates), beside the real-time range.
-    /// `--service-tier flex` gives the range at flex prices likewise.
-    #[arg(long)]
-    pub batch: bool,
-
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
 }
 
 impl Args {
-    /// The tiers priced beside the real-time range: batch with `--batch`,
-    /// flex with `--service-tier flex`.
+    /// The tiers priced beside the real-time range: batch with `--batch`
+    /// (the engine flag `ctx run` sends batches with: here it also gives
+    /// the run's range at batch prices, where the price names batch
+    /// rates), flex with `--service-tier flex`.
     fn tiers(&self) -> Vec<ctx_model::ServiceTier> {
         let flex =
             self.engine.openai.service_tier == Some(crate::engines::openai::ServiceTierArg::Flex);
         [
-            (self.batch, ctx_model::ServiceTier::Batch),
+            (self.engine.openai.batch, ctx_model::ServiceTier::Batch),
             (flex, ctx_model::ServiceTier::Flex),
         ]
         .into_iter()

@@ -34,6 +34,10 @@ pub struct Asked {
 /// Resolves `args` into the run they ask for, or the first flag at fault.
 pub fn resolve(args: &Args) -> Result<Asked, CliError> {
     let mut basis = flags(args).settle(|k| std::env::var(k).ok())?;
+    if args.engine.openai.batch && matches!(basis.store, ctx_run::settings::StoreChoice::Shared(_))
+    {
+        return Err(engines::openai::batch_not_shared());
+    }
     let mut loaded = load_plan(args, &basis.store)?;
     basis.apply(&mut loaded.plan)?;
     let (plan, plan_path) = fill(args, &basis.store, loaded)?;

@@ -120,6 +120,9 @@ fn secs(flag: &str, s: f64) -> Result<Option<Duration>, CliError> {
 
 /// Runs `ctx worker`.
 pub fn run(args: Args) -> CliResult {
+    if args.engine.openai.batch {
+        return Err(crate::engines::openai::batch_not_shared());
+    }
     let url = ctx_run::settings::shared_url(args.store.as_deref(), |k| std::env::var(k).ok())?
         .ok_or(ctx_run::settings::StoreError::NoSharedStore)?;
     let lease = secs("--lease", args.lease)?

@@ -23,10 +23,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ctx_deps::InferenceEngine;
+use ctx_engine_openai::batch::PollPolicy;
 use ctx_engine_openai::{
     ApiKey, BASE_URL_ENV, ConfigError, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, FlexFallback,
     OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy, Setting, StructuredOutput,
 };
+use ctx_engine_openai::{BatchingConfig, BatchingEngine};
 
 use super::{Engine, EngineArgs, setting};
 use crate::exit::CliError;
@@ -148,6 +150,25 @@ pub struct OpenAiArgs {
     /// [default: standard].
     #[arg(long, value_enum, value_name = "TIER", help_heading = HEADING)]
     pub flex_fallback: Option<FlexFallbackArg>,
+
+    /// Send each wave of ready tasks as one batch through the server's
+    /// Batch API (half price, answered within 24 hours); a request the
+    /// batch fails in a retryable way goes real-time. Not durable yet: a
+    /// run killed while a batch runs loses it. `ctx plan cost --batch`
+    /// gives the run's range at batch prices beside the real-time one.
+    #[arg(long, help_heading = HEADING)]
+    pub batch: bool,
+
+    /// With --batch: after this long (`90s`, `30m`, `6h`) what a batch has
+    /// not answered is cancelled in it and sent real-time [default: wait
+    /// for the provider's window].
+    #[arg(long, value_name = "DURATION", help_heading = HEADING)]
+    pub batch_deadline: Option<String>,
+
+    /// With --batch: the first wait between reads of a batch, doubling to
+    /// a minute [default: 5000].
+    #[arg(long, value_name = "MS", help_heading = HEADING)]
+    pub batch_poll_ms: Option<u64>,
 }
 
 /// `--service-tier`.
@@ -224,6 +245,9 @@ impl OpenAiArgs {
         check(self.structured_output.is_some(), "--structured-output");
         check(self.service_tier.is_some(), "--service-tier");
         check(self.flex_fallback.is_some(), "--flex-fallback");
+        check(self.batch, "--batch");
+        check(self.batch_deadline.is_some(), "--batch-deadline");
+        check(self.batch_poll_ms.is_some(), "--batch-poll-ms");
         given
     }
 }
@@ -362,6 +386,16 @@ fn flags() -> Vec<super::Setting> {
             s("unlimited"),
             "tokens (prompt + max_tokens) per minute, paced before sending",
         ),
+    ]
+    .into_iter()
+    .chain(tier_flags())
+    .collect()
+}
+
+/// The tier and batch flags `ctx engines` lists.
+fn tier_flags() -> Vec<super::Setting> {
+    let s = |v: &str| Some(v.to_string());
+    vec![
         setting(
             "--service-tier TIER",
             None,
@@ -371,6 +405,21 @@ fn flags() -> Vec<super::Setting> {
             "--flex-fallback TIER",
             s("standard"),
             "no flex capacity: last attempt at the standard tier",
+        ),
+        setting(
+            "--batch",
+            s("off"),
+            "each wave of ready tasks as one batch (Batch API, half price)",
+        ),
+        setting(
+            "--batch-deadline DURATION",
+            None,
+            "with --batch: then cancel what is pending and send it real-time",
+        ),
+        setting(
+            "--batch-poll-ms MS",
+            s("5000"),
+            "with --batch: first wait between reads of a batch (doubles to 60 s)",
         ),
     ]
 }
@@ -382,10 +431,87 @@ pub fn build(
     notices: &super::Notices,
 ) -> Result<Arc<dyn InferenceEngine>, CliError> {
     let config = config_from(args, |name| std::env::var(name).ok())?;
+    if let Some(settings) = batching(args)? {
+        // The run's id is given out after the engine is built: a token of
+        // this process names the run in each request's `custom_id`.
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let token = format!("p{}-{started}", std::process::id());
+        let engine = BatchingEngine::new(config, &token, settings)
+            .map_err(|e| CliError::usage(format!("--engine openai: {}", config_error(&e, args))))?
+            .with_observer(notices.observer());
+        return Ok(Arc::new(engine));
+    }
     let engine = OpenAiEngine::new(config)
         .map_err(|e| CliError::usage(format!("--engine openai: {}", config_error(&e, args))))?
         .with_observer(notices.observer());
     Ok(Arc::new(engine))
+}
+
+/// How `--batch` gathers and waits, or `None` without it. The deadline
+/// and the poll wait need `--batch`; a batch has no stream (exit 2).
+fn batching(args: &OpenAiArgs) -> Result<Option<BatchingConfig>, CliError> {
+    if !args.batch {
+        for (given, flag) in [
+            (args.batch_deadline.is_some(), "--batch-deadline"),
+            (args.batch_poll_ms.is_some(), "--batch-poll-ms"),
+        ] {
+            if given {
+                return Err(CliError::usage(format!("{flag} needs --batch")));
+            }
+        }
+        return Ok(None);
+    }
+    if args.stream {
+        return Err(CliError::usage(
+            "--batch and --stream: a batch's answers do not stream",
+        ));
+    }
+    let deadline = match &args.batch_deadline {
+        Some(text) => Some(parse_duration(text).ok_or_else(|| {
+            CliError::usage(format!(
+                "--batch-deadline {text:?}: expected a whole number and a unit (ms, s, m, h, d), as `6h`"
+            ))
+        })?),
+        None => None,
+    };
+    let first = args.batch_poll_ms.unwrap_or(5000).max(1);
+    Ok(Some(BatchingConfig {
+        deadline,
+        poll: PollPolicy {
+            initial: Duration::from_millis(first),
+            max: Duration::from_secs(60).max(Duration::from_millis(first)),
+        },
+        ..BatchingConfig::default()
+    }))
+}
+
+/// `--batch` on the shared store (`ctx run --store postgres://…`, `ctx
+/// worker`): refused (exit 2) until a batch outlives the process that
+/// sent it, since another worker could not collect it.
+pub fn batch_not_shared() -> CliError {
+    CliError::usage(
+        "--batch is not supported on the shared store yet: a batch lives in the process \
+         that sent it (docs/engines.md, \"Batch API\")",
+    )
+}
+
+/// `90s`, `30m`, `6h`, `1d`, `500ms`: a whole positive number and its unit.
+fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok().filter(|n| *n > 0)?;
+    let unit_ms: u64 = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    };
+    number.checked_mul(unit_ms).map(Duration::from_millis)
 }
 
 /// A configuration error as the CLI says it: a numeric setting is named by
@@ -509,6 +635,28 @@ pub fn config_from(
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn batch_deadlines_are_a_number_and_a_unit() {
+        let parsed = |t: &str| parse_duration(t).map(|d| d.as_millis());
+        assert_eq!(parsed("500ms"), Some(500));
+        assert_eq!(parsed("90s"), Some(90_000));
+        assert_eq!(parsed(" 30m "), Some(1_800_000));
+        assert_eq!(parsed("6h"), Some(21_600_000));
+        assert_eq!(parsed("1d"), Some(86_400_000));
+        for bad in [
+            "",
+            "6",
+            "h",
+            "0s",
+            "1.5h",
+            "-1h",
+            "6hours",
+            "99999999999999999999d",
+        ] {
+            assert_eq!(parsed(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn a_bad_setting_is_named_by_its_flag() {

@@ -1,0 +1,550 @@
+//! [`BatchingEngine`]: an [`InferenceEngine`] that sends the calls it is
+//! given through the Batch API ([`crate::batch`]), each wave as one batch.
+//!
+//! The executor dispatches every ready task at once, so the calls that
+//! arrive within a short window ([`BatchingConfig::window`]) are one wave:
+//! they go as one batch (one per model and per the provider's file
+//! limits), and each call resolves when its batch ends.
+//!
+//! * An answer resolves its call, priced at the batch tier.
+//! * A failure the real-time rules call permanent fails the call.
+//! * A retryable failure (a 5xx inside the batch, a request the batch
+//!   expired before it ran), or a request still pending when the deadline
+//!   ([`BatchingConfig::deadline`], from the batch's creation) passes, goes
+//!   as a real-time call: the pending requests are cancelled in their
+//!   batch first, and what the batch answered meanwhile is kept.
+//! * The real-time call has one attempt fewer than `--max-attempts`
+//!   (the batched request was one): a call never makes more requests
+//!   than a budget reserves for it. With one attempt allowed there is no
+//!   real-time call; the batch's failure is the call's.
+//! * A batch that fails validation, or that someone else cancels, fails
+//!   each of its calls with the batch's error, as does a server without
+//!   the Batch API.
+//!
+//! Not durable: a batch lives in this process only. A process that dies
+//! while a batch runs loses the batch's answers (the provider may still
+//! bill them); the store keeping each batch is issue 37's item 4.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use tokio::sync::oneshot;
+
+use crate::batch::{BatchCall, BatchClient, BatchFile, BatchOutcome, BatchState, PollPolicy};
+use crate::config::{ConfigError, OpenAiConfig, RetryPolicy};
+use crate::engine::OpenAiEngine;
+
+/// How calls are gathered and how long a batch may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchingConfig {
+    /// Calls arriving within this window of the first go as one batch.
+    pub window: Duration,
+    /// After this long (from a batch's creation) what it has not answered
+    /// is cancelled and sent real-time; `None` waits for the provider's
+    /// window.
+    pub deadline: Option<Duration>,
+    /// How often a batch is read.
+    pub poll: PollPolicy,
+}
+
+impl Default for BatchingConfig {
+    fn default() -> BatchingConfig {
+        BatchingConfig {
+            window: Duration::from_millis(200),
+            deadline: None,
+            poll: PollPolicy::default(),
+        }
+    }
+}
+
+type Reply = oneshot::Sender<Result<InferenceResponse, EngineError>>;
+
+/// Calls waiting for the next batch.
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<(BatchCall, Reply)>,
+    scheduled: bool,
+    attempts: BTreeMap<String, u32>,
+}
+
+struct Shared {
+    client: BatchClient,
+    realtime: Option<OpenAiEngine>,
+    labels: OpenAiEngine,
+    run: String,
+    settings: BatchingConfig,
+    queue: Mutex<Queue>,
+}
+
+/// The OpenAI engine through the Batch API (`ctx run --batch`).
+pub struct BatchingEngine {
+    shared: Arc<Shared>,
+}
+
+impl BatchingEngine {
+    /// An engine for run `run` (its id goes in each `custom_id`), sending
+    /// to `config`'s server.
+    pub fn new(
+        config: OpenAiConfig,
+        run: &str,
+        settings: BatchingConfig,
+    ) -> Result<BatchingEngine, ConfigError> {
+        let labels = OpenAiEngine::new(config.clone())?;
+        let left = config.retry.max_attempts.saturating_sub(1);
+        let realtime = if left == 0 {
+            None
+        } else {
+            Some(OpenAiEngine::new(OpenAiConfig {
+                retry: RetryPolicy {
+                    max_attempts: left,
+                    ..config.retry
+                },
+                ..config.clone()
+            })?)
+        };
+        let client = BatchClient::new(config)?.with_poll(settings.poll);
+        Ok(BatchingEngine {
+            shared: Arc::new(Shared {
+                client,
+                realtime,
+                labels,
+                run: run.to_string(),
+                settings,
+                queue: Mutex::default(),
+            }),
+        })
+    }
+
+    /// Sends the real-time calls' [`ctx_engine::EngineEvent`]s (retries,
+    /// pacing waits) to `observer`, as [`OpenAiEngine::with_observer`]
+    /// does. Call it before the engine is shared: later it changes nothing.
+    pub fn with_observer(mut self, observer: ctx_engine::Observer) -> BatchingEngine {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.realtime = shared.realtime.take().map(|e| e.with_observer(observer));
+        }
+        self
+    }
+
+    /// Queues `request` for the next batch; its answer.
+    async fn call(&self, request: &InferenceRequest) -> Result<InferenceResponse, EngineError> {
+        let (reply, answer) = oneshot::channel();
+        let schedule = {
+            let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let attempt = queue.attempts.entry(request.task_id.clone()).or_insert(0);
+            *attempt += 1;
+            let call = BatchCall {
+                run: self.shared.run.clone(),
+                attempt: *attempt,
+                request: request.clone(),
+            };
+            queue.waiting.push((call, reply));
+            !std::mem::replace(&mut queue.scheduled, true)
+        };
+        if schedule {
+            tokio::spawn(wave(Arc::clone(&self.shared)));
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(EngineError::new("the batch was dropped before it ended")))
+    }
+}
+
+/// Waits out the window, then sends what gathered as batches.
+async fn wave(shared: Arc<Shared>) {
+    tokio::time::sleep(shared.settings.window).await;
+    let waiting = {
+        let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        queue.scheduled = false;
+        std::mem::take(&mut queue.waiting)
+    };
+    let (calls, replies): (Vec<BatchCall>, Vec<Reply>) = waiting.into_iter().unzip();
+    let (files, refused) = shared.client.encode_each(&calls);
+    let mut replies: Vec<Option<Reply>> = replies.into_iter().map(Some).collect();
+    for (index, error) in refused {
+        if let Some(reply) = replies[index].take() {
+            let _ = reply.send(Err(EngineError::new(error.to_string())));
+        }
+    }
+    let mut by_id: BTreeMap<String, (BatchCall, Reply)> = calls
+        .into_iter()
+        .zip(replies)
+        .filter_map(|(call, reply)| {
+            let id = crate::batch::custom_id(&call.run, &call.request.task_id, call.attempt);
+            Some((id, (call, reply?)))
+        })
+        .collect();
+    for file in files {
+        let mine: BTreeMap<String, (BatchCall, Reply)> = file
+            .custom_ids()
+            .filter_map(|id| by_id.remove_entry(id))
+            .collect();
+        tokio::spawn(one_batch(Arc::clone(&shared), file, mine));
+    }
+}
+
+/// Runs one file's batch and resolves each of its calls.
+async fn one_batch(
+    shared: Arc<Shared>,
+    file: BatchFile,
+    calls: BTreeMap<String, (BatchCall, Reply)>,
+) {
+    match batch_outcomes(&shared, &file).await {
+        Ok(outcomes) => {
+            for (id, (call, reply)) in calls {
+                let outcome = outcomes
+                    .get(&id)
+                    .cloned()
+                    .unwrap_or(BatchOutcome::NotAnswered);
+                tokio::spawn(resolve(Arc::clone(&shared), call, outcome, reply));
+            }
+        }
+        Err(message) => {
+            for (_, (_, reply)) in calls {
+                let _ = reply.send(Err(EngineError::new(message.clone())));
+            }
+        }
+    }
+}
+
+/// Submits `file`, waits (to the deadline, then cancels what is left) and
+/// reads every outcome; `Err` fails every call of the batch.
+async fn batch_outcomes(
+    shared: &Shared,
+    file: &BatchFile,
+) -> Result<BTreeMap<String, BatchOutcome>, String> {
+    let client = &shared.client;
+    let submitted = client.submit(file).await.map_err(|e| e.to_string())?;
+    let id = submitted.batch.id.clone();
+    let deadline = shared.settings.deadline.map(|d| Instant::now() + d);
+    let mut status = client
+        .wait(&id, deadline)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut cancelled_here = false;
+    if !status.state.is_final() {
+        client.cancel(&id).await.map_err(|e| e.to_string())?;
+        cancelled_here = true;
+        status = client.wait(&id, None).await.map_err(|e| e.to_string())?;
+    }
+    let _ = client.delete_file(&submitted.file_id).await;
+    match status.state {
+        BatchState::Failed => Err(crate::batch::BatchError::Validation {
+            batch: id,
+            errors: status.errors,
+        }
+        .to_string()),
+        BatchState::Cancelled if !cancelled_here => {
+            Err(crate::batch::BatchError::CancelledElsewhere {
+                batch: id,
+                state: "cancelled".into(),
+            }
+            .to_string())
+        }
+        _ => client
+            .collect(&status, file)
+            .await
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// Resolves one call from its batch outcome, sending it real-time when
+/// the batch did not answer it and it may be tried again.
+async fn resolve(shared: Arc<Shared>, call: BatchCall, outcome: BatchOutcome, reply: Reply) {
+    let (batch_attempts, reason) = match outcome {
+        BatchOutcome::Answered(response) => {
+            let _ = reply.send(Ok(response));
+            return;
+        }
+        BatchOutcome::Failed {
+            error,
+            retryable: false,
+        } => {
+            let _ = reply.send(Err(error));
+            return;
+        }
+        BatchOutcome::Failed {
+            error,
+            retryable: true,
+        } => (error.attempts.clone(), Err(error)),
+        BatchOutcome::NotAnswered => (Vec::new(), Ok(())),
+    };
+    // The caller stopped waiting (a task timeout, a stopped run): a
+    // real-time call now would be spent for nothing.
+    if reply.is_closed() {
+        return;
+    }
+    let Some(realtime) = &shared.realtime else {
+        let error = reason.err().unwrap_or_else(|| {
+            EngineError::new(format!(
+                "task `{}`: the batch did not answer it and no attempt is left for a real-time call",
+                call.request.task_id
+            ))
+        });
+        let _ = reply.send(Err(error));
+        return;
+    };
+    let used = u32::try_from(batch_attempts.len()).unwrap_or(u32::MAX);
+    let renumber = |mut later: Vec<ctx_model::Attempt>| {
+        for attempt in &mut later {
+            attempt.number = attempt.number.saturating_add(used);
+        }
+        [batch_attempts.clone(), later].concat()
+    };
+    let result = match realtime.infer(&call.request).await {
+        Ok(mut response) => {
+            response.attempts = renumber(std::mem::take(&mut response.attempts));
+            Ok(response)
+        }
+        Err(mut error) => {
+            error.attempts = renumber(std::mem::take(&mut error.attempts));
+            Err(error)
+        }
+    };
+    let _ = reply.send(result);
+}
+
+impl InferenceEngine for BatchingEngine {
+    fn name(&self) -> &str {
+        OpenAiEngine::NAME
+    }
+
+    fn default_model(&self) -> Option<&str> {
+        self.shared.labels.default_model()
+    }
+
+    /// The real-time engine's label: a batched request is the same
+    /// request, so its answer is reused on resume either way.
+    fn label(&self) -> String {
+        self.shared.labels.label()
+    }
+
+    fn cache_identity(&self) -> String {
+        self.shared.labels.cache_identity()
+    }
+
+    fn infer<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(self.call(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use ctx_model::{CallOutcome, ServiceTier};
+    use ctx_test_support::openai_server::HonestServer;
+
+    use super::*;
+    use crate::batch::tests::{call, config, words};
+
+    fn engine(base_url: &str, attempts: u32, deadline: Option<Duration>) -> BatchingEngine {
+        let mut config = config(base_url);
+        config.retry.max_attempts = attempts;
+        config.retry.initial_backoff = Duration::from_millis(1);
+        config.defaults.max_tokens = Some(3);
+        BatchingEngine::new(config, "r1", fast(deadline)).unwrap()
+    }
+
+    /// A 30 ms window, reads every few milliseconds.
+    fn fast(deadline: Option<Duration>) -> BatchingConfig {
+        BatchingConfig {
+            window: Duration::from_millis(30),
+            deadline,
+            poll: PollPolicy {
+                initial: Duration::from_millis(2),
+                max: Duration::from_millis(5),
+            },
+        }
+    }
+
+    fn request(task: &str) -> InferenceRequest {
+        let mut call = call(task, &format!("Say {task}."));
+        call.request.params.system = None;
+        call.request
+    }
+
+    fn outcomes(response: &InferenceResponse) -> Vec<CallOutcome> {
+        response
+            .attempts
+            .iter()
+            .map(|a| a.outcome.clone())
+            .collect()
+    }
+
+    fn tiers(server: &HonestServer) -> Vec<String> {
+        let mut tiers: Vec<String> = server.bills().into_iter().map(|b| b.service_tier).collect();
+        tiers.sort();
+        tiers
+    }
+
+    #[tokio::test]
+    async fn a_wave_of_calls_is_one_batch_at_the_batch_tier() {
+        let server = HonestServer::start(words()).await;
+        let engine = engine(&server.base_url, 3, None);
+        let (a, b, c) = (request("a"), request("b"), request("c"));
+        let (a, b, c) = tokio::join!(engine.infer(&a), engine.infer(&b), engine.infer(&c));
+        for response in [a, b, c] {
+            let response = response.unwrap();
+            assert_eq!(response.output, " yes yes yes");
+            assert_eq!(
+                response.usage.unwrap().service_tier,
+                Some(ServiceTier::Batch)
+            );
+        }
+        assert_eq!(server.batch_ids().len(), 1);
+        assert_eq!(tiers(&server), ["batch", "batch", "batch"]);
+        assert_eq!(
+            engine.label(),
+            OpenAiEngine::new(engine.shared.labels.config().clone())
+                .unwrap()
+                .label()
+        );
+    }
+
+    #[tokio::test]
+    async fn past_the_deadline_what_is_pending_is_cancelled_and_sent_real_time() {
+        let server = HonestServer::start(words()).await;
+        // `a` is answered, then the batch holds.
+        server.hold_batches_after(1);
+        let engine = engine(&server.base_url, 3, Some(Duration::from_millis(60)));
+        let (a, b) = (request("a"), request("b"));
+        let (a, b) = tokio::join!(engine.infer(&a), engine.infer(&b));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(a.usage.unwrap().service_tier, Some(ServiceTier::Batch));
+        assert_eq!(b.usage.unwrap().service_tier, Some(ServiceTier::Default));
+        assert_eq!(b.attempts.len(), 1, "a cancelled request was never billed");
+        assert_eq!(tiers(&server), ["batch", "default"]);
+        assert!(
+            !server.cancel_batch(&server.batch_ids()[0]),
+            "already cancelled"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_retryable_failure_goes_real_time_within_the_attempts() {
+        let server = HonestServer::start(words()).await;
+        server.fail_batch_requests(1);
+        let engine = engine(&server.base_url, 2, None);
+        let response = engine.infer(&request("a")).await.unwrap();
+        let outcomes = outcomes(&response);
+        assert_eq!(outcomes, [CallOutcome::Http(500), CallOutcome::Ok]);
+        assert_eq!(response.attempts[1].number, 2);
+        assert_eq!(tiers(&server), ["default"]);
+
+        server.fail_batch_requests(1);
+        let single = engine_one(&server.base_url);
+        let error = single.infer(&request("b")).await.unwrap_err();
+        assert_eq!(
+            error.attempts.len(),
+            1,
+            "no attempt is left for a real-time call"
+        );
+        assert!(
+            error.message.starts_with("HTTP 500 in batch"),
+            "{}",
+            error.message
+        );
+    }
+
+    fn engine_one(base_url: &str) -> BatchingEngine {
+        engine(base_url, 1, None)
+    }
+
+    #[tokio::test]
+    async fn the_real_time_calls_report_their_retries() {
+        let server = HonestServer::start(ctx_test_support::openai_server::Behaviour {
+            flex_busy: 1,
+            ..words()
+        })
+        .await;
+        server.fail_batch_requests(1);
+        let mut config = config(&server.base_url);
+        config.retry.max_attempts = 3;
+        config.retry.initial_backoff = Duration::from_millis(1);
+        config.defaults.service_tier = Some("flex".into());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let events = Arc::clone(&seen);
+        let observer: ctx_engine::Observer = Arc::new(move |e: &ctx_engine::EngineEvent| {
+            events.lock().unwrap().push(format!("{e:?}"));
+        });
+        let engine = BatchingEngine::new(config, "r1", fast(None))
+            .unwrap()
+            .with_observer(observer);
+        let response = engine.infer(&request("a")).await.unwrap();
+        let outcomes = outcomes(&response);
+        assert_eq!(
+            outcomes,
+            [
+                CallOutcome::Http(500),
+                CallOutcome::Http(429),
+                CallOutcome::Ok
+            ]
+        );
+        let seen = seen.lock().unwrap();
+        // The 429, then the last attempt at the standard tier.
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen[0].starts_with("Retrying"), "{seen:?}");
+        assert!(seen[1].starts_with("FlexFallback"), "{seen:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_given_up_on_is_not_sent_real_time() {
+        let server = HonestServer::start(words()).await;
+        server.set_batch_pace(0);
+        let engine = engine(&server.base_url, 3, Some(Duration::from_millis(60)));
+        let a = request("a");
+        let gave_up = tokio::time::timeout(Duration::from_millis(10), engine.infer(&a)).await;
+        assert!(gave_up.is_err());
+        // Past the deadline: the batch is cancelled, and nothing is sent.
+        let cancelled = || {
+            let ids = server.batch_ids();
+            ids.first().and_then(|id| server.batch_status(id)) == Some("cancelled".into())
+        };
+        while !cancelled() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(server.bills(), []);
+    }
+
+    #[tokio::test]
+    async fn a_call_that_cannot_be_encoded_fails_alone() {
+        let server = HonestServer::start(words()).await;
+        let mut config = config(&server.base_url);
+        config.defaults.model = None;
+        let engine = BatchingEngine::new(config, "r1", fast(None)).unwrap();
+        let mut with_model = request("a");
+        with_model.params.model = Some("gpt-4o-mini".into());
+        let without = request("b");
+        let (a, b) = tokio::join!(engine.infer(&with_model), engine.infer(&without));
+        assert_eq!(
+            a.unwrap().usage.unwrap().service_tier,
+            Some(ServiceTier::Batch)
+        );
+        let error = b.unwrap_err().message;
+        assert!(error.starts_with("task `b`: no model"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_server_without_the_batch_api_fails_each_call_naming_it() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let base = format!("http://127.0.0.1:{port}/v1");
+        let error = engine(&base, 2, None)
+            .infer(&request("a"))
+            .await
+            .unwrap_err();
+        assert!(
+            error
+                .message
+                .starts_with(&format!("cannot reach {base}/files")),
+            "{}",
+            error.message
+        );
+    }
+}
