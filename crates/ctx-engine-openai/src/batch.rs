@@ -808,7 +808,7 @@ impl BatchClient {
             .flatten()
         {
             let bytes = self.download(file_id, file).await?;
-            self.read_results(&bytes, file_id, &status.id, file, &mut outcomes)?;
+            read_results(&bytes, file_id, &status.id, file, &mut outcomes)?;
         }
         for id in file.sent.keys() {
             outcomes
@@ -834,59 +834,62 @@ impl BatchClient {
         }
         Ok(bytes)
     }
+}
 
-    /// Reads each line of a result file into `outcomes`.
-    fn read_results(
-        &self,
-        bytes: &[u8],
-        file_id: &str,
-        batch: &str,
-        file: &BatchFile,
-        outcomes: &mut BTreeMap<String, BatchOutcome>,
-    ) -> Result<(), BatchError> {
-        for (index, line) in bytes.split(|b| *b == b'\n').enumerate() {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let number = index + 1;
-            let unparseable = |reason: String| BatchError::Unparseable {
+/// Reads each line of a result file (`bytes`, the output or error file
+/// `file_id` of batch `batch`, for the requests of `file`) into
+/// `outcomes`: a line that does not parse, an id never sent or unknown,
+/// an id answered twice is a located [`BatchError`], never a panic (a
+/// fuzz target feeds it arbitrary bytes).
+pub fn read_results(
+    bytes: &[u8],
+    file_id: &str,
+    batch: &str,
+    file: &BatchFile,
+    outcomes: &mut BTreeMap<String, BatchOutcome>,
+) -> Result<(), BatchError> {
+    for (index, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let number = index + 1;
+        let unparseable = |reason: String| BatchError::Unparseable {
+            file: file_id.to_string(),
+            line: number,
+            reason,
+        };
+        let value: Value =
+            serde_json::from_slice(line).map_err(|e| unparseable(format!("not JSON: {e}")))?;
+        let id = value["custom_id"]
+            .as_str()
+            .ok_or_else(|| unparseable("no `custom_id`".into()))?
+            .to_string();
+        let Some(sent) = file.sent.get(&id) else {
+            let (file, line, custom_id) = (file_id.to_string(), number, id.clone());
+            return Err(match parse_custom_id(&id) {
+                Some(_) => BatchError::NeverSent {
+                    file,
+                    line,
+                    custom_id,
+                },
+                None => BatchError::UnknownCustomId {
+                    file,
+                    line,
+                    custom_id,
+                },
+            });
+        };
+        if outcomes.contains_key(&id) {
+            return Err(BatchError::RepeatedCustomId {
                 file: file_id.to_string(),
                 line: number,
-                reason,
-            };
-            let value: Value =
-                serde_json::from_slice(line).map_err(|e| unparseable(format!("not JSON: {e}")))?;
-            let id = value["custom_id"]
-                .as_str()
-                .ok_or_else(|| unparseable("no `custom_id`".into()))?
-                .to_string();
-            let Some(sent) = file.sent.get(&id) else {
-                let (file, line, custom_id) = (file_id.to_string(), number, id.clone());
-                return Err(match parse_custom_id(&id) {
-                    Some(_) => BatchError::NeverSent {
-                        file,
-                        line,
-                        custom_id,
-                    },
-                    None => BatchError::UnknownCustomId {
-                        file,
-                        line,
-                        custom_id,
-                    },
-                });
-            };
-            if outcomes.contains_key(&id) {
-                return Err(BatchError::RepeatedCustomId {
-                    file: file_id.to_string(),
-                    line: number,
-                    custom_id: id,
-                });
-            }
-            let outcome = outcome_of(&value, sent, batch).map_err(unparseable)?;
-            outcomes.insert(id, outcome);
+                custom_id: id,
+            });
         }
-        Ok(())
+        let outcome = outcome_of(&value, sent, batch).map_err(unparseable)?;
+        outcomes.insert(id, outcome);
     }
+    Ok(())
 }
 
 /// One result line's outcome; `Err` names what the line lacks.
