@@ -76,9 +76,10 @@ fn week_two_s_digest_quotes_week_one_s_published_report() {
     assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
     let published = dir.path().join("archive/weekly/2026-W35.md");
     assert_eq!(
-        first.json()["published"],
-        serde_json::json!([{"task_id": "report", "path": published.display().to_string()}])
+        first.json()["published"][0]["path"],
+        published.display().to_string()
     );
+    assert_eq!(first.json()["published"][0]["task_id"], "report");
     let report = std::fs::read_to_string(&published).unwrap();
     let line = "Signal line of 2026-W35: the two-release upgrade test held.";
     assert!(report.contains(line), "{report}");
@@ -476,14 +477,19 @@ fn runs_show_and_the_report_list_what_a_run_published() {
     assert!(
         shown
             .stdout
-            .ends_with(&format!("\npublished report -> {file}\n")),
+            .contains(&format!("\npublished report -> {file}\n\npublish 1 at ")),
         "{}",
         shown.stdout
     );
     let json = dir.run(&["runs", "show", &id, "--root", "runs", "--format", "json"]);
+    let published = &json.json()["published"];
+    assert_eq!(published.as_array().unwrap().len(), 1, "{published}");
+    assert_eq!(published[0]["task_id"], "report");
+    assert_eq!(published[0]["path"], file.as_str());
     assert_eq!(
-        json.json()["published"],
-        serde_json::json!([{"task_id": "report", "path": file}])
+        json.json()["publishes"][0]["files"],
+        *published,
+        "the manifest lists what is in effect"
     );
     let html = dir.run(&["runs", "report", &id, "--root", "runs"]);
     assert_eq!(html.code, 0, "{}", html.stderr);

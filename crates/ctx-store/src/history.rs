@@ -122,15 +122,83 @@ pub struct RunHeader {
     pub location: String,
 }
 
-/// One published output (`ctx run --publish-root`): the task whose final
-/// output it holds and the file written, as the run that wrote it named
-/// it.
+/// One published output (`ctx run --publish-root`, `ctx runs publish`):
+/// the task whose final output it holds, the file written, as the run
+/// that wrote it named it, and its manifest line.
+///
+/// The manifest fields are what `ctx runs unpublish` needs to undo the
+/// write safely: the new digest tells whether someone changed the file
+/// since (then it is not ours to overwrite), the old digest names the
+/// backup of the bytes it replaced (`None` when the file did not exist,
+/// so undoing removes it). They are optional so that a publish recorded
+/// before manifests were kept still reads; such a line cannot be undone.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Published {
     /// The task whose output it holds.
     pub task_id: String,
     /// The file: the publish root joined with the task's `publish` path.
     pub path: String,
+    /// SHA-256 (hex) of the bytes written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// SHA-256 of the bytes the write replaced, which were kept as a
+    /// backup under that digest; `None` when there was no file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_sha256: Option<String>,
+    /// How many bytes were written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// When the file was written (RFC 3339, UTC, milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_at: Option<String>,
+}
+
+/// One publish or its undo, as a store records it: every `ctx run
+/// --publish-root` session that wrote something, every `ctx runs
+/// publish`, every `ctx runs unpublish`, in the order they happened.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PublishEvent {
+    /// Its order in the run (1 = the first).
+    pub seq: i64,
+    /// What it was.
+    pub kind: PublishKind,
+    /// When it was recorded (RFC 3339, UTC).
+    pub at: String,
+    /// The files written (for an undo: restored, or removed when
+    /// `sha256` is `None`).
+    pub files: Vec<Published>,
+    /// For a publish: the `seq` of the undo that reverted it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undone_by: Option<i64>,
+}
+
+/// Whether a [`PublishEvent`] wrote outputs or undid earlier writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PublishKind {
+    /// Outputs written (`ctx run --publish-root`, `ctx runs publish`).
+    Publish,
+    /// Earlier publishes undone (`ctx runs unpublish`).
+    Unpublish,
+}
+
+impl PublishKind {
+    /// The word stored and shown: `publish` or `unpublish`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PublishKind::Publish => "publish",
+            PublishKind::Unpublish => "unpublish",
+        }
+    }
+
+    /// The kind `s` names, if any.
+    pub fn parse(s: &str) -> Option<PublishKind> {
+        match s {
+            "publish" => Some(PublishKind::Publish),
+            "unpublish" => Some(PublishKind::Unpublish),
+            _ => None,
+        }
+    }
 }
 
 /// The read side of one stored run. Reads take no lock and write nothing:
@@ -175,6 +243,13 @@ pub trait RunHistory {
     /// The default, for a store that never publishes (a shared store:
     /// `--publish-root` is refused there), is none.
     fn published(&self) -> Result<Vec<Published>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Every publish and undo of the run, oldest first (the manifest
+    /// `ctx runs show` lists). The default, for a store that keeps none,
+    /// is none.
+    fn publish_events(&self) -> Result<Vec<PublishEvent>, StoreError> {
         Ok(Vec::new())
     }
 

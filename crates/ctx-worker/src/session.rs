@@ -314,9 +314,15 @@ impl SharedSession {
         // stopped: this session publishes its outputs, once, as a local
         // run's session does, and records what it wrote with the run.
         let (published, publish_error) = match &self.settings.publish {
-            Some(p) => {
-                ctx_run::publish::publish(&p.root, &p.targets, &report.results, report.interrupted)
-            }
+            // The shared store keeps no backups of what a publish
+            // replaces (docs/runs.md): `ctx runs unpublish` refuses it.
+            Some(p) => ctx_run::publish::publish(
+                &p.root,
+                &p.targets,
+                &report.results,
+                report.interrupted,
+                None,
+            ),
             None => (Vec::new(), None),
         };
         self.store
