@@ -588,12 +588,17 @@ fn a_publish_that_fails_is_exit_5_after_the_summary() {
         "{}",
         out.stderr
     );
-    // A root that can be written: the text summary says what went where.
+    // A root that can be written: the text summary says what went where,
+    // by an absolute path (the manifest's, which an undo run from
+    // elsewhere finds).
     let out = dir.run(&args("site"));
     assert_eq!(out.code, 0, "{}", out.stderr);
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
     assert!(
-        out.stdout
-            .ends_with("published report -> site/weekly/2026-W35.md\n"),
+        out.stdout.ends_with(&format!(
+            "published report -> {}\n",
+            cwd.join("site/weekly/2026-W35.md").display()
+        )),
         "{}",
         out.stdout
     );

@@ -466,6 +466,29 @@ pub(crate) fn insert_session(
     Ok(tx.last_insert_rowid())
 }
 
+/// Opens the run in `dir` for writing: checks the store read-only first
+/// (nothing, not even the lock file, is written next to a file that is
+/// not ours), takes the run's lock, migrates an older schema and checks
+/// the file is intact.
+pub(crate) fn open_writer(dir: &Path) -> Result<(RunView, RunLock)> {
+    let path = store_path(dir)?;
+    let run_id = {
+        let ro = schema::connect(&path, Access::Read)?;
+        schema::inspect(&ro, &path, RUN_APPLICATION_ID, RUN_MIGRATIONS)?;
+        let id: Option<String> = ro
+            .query_row("SELECT id FROM run", [], |r| r.get(0))
+            .optional()
+            .map_err(Error::sql(&path))?;
+        id.unwrap_or_else(|| dir.display().to_string())
+    };
+    let lock = RunLock::acquire(dir, &run_id)?;
+    let mut conn = schema::connect(&path, Access::Write)?;
+    schema::set_writer_pragmas(&conn, &path, RUN_SYNCHRONOUS)?;
+    schema::migrate(&mut conn, &path, RUN_MIGRATIONS)?;
+    schema::quick_check(&conn, &path)?;
+    Ok((RunView::from_conn(conn, path, dir)?, lock))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -519,27 +542,4 @@ mod tests {
         assert!(store.view.result("b").unwrap().is_none());
         assert_eq!(store.view.integrity_check().unwrap(), "ok");
     }
-}
-
-/// Opens the run in `dir` for writing: checks the store read-only first
-/// (nothing, not even the lock file, is written next to a file that is
-/// not ours), takes the run's lock, migrates an older schema and checks
-/// the file is intact.
-pub(crate) fn open_writer(dir: &Path) -> Result<(RunView, RunLock)> {
-    let path = store_path(dir)?;
-    let run_id = {
-        let ro = schema::connect(&path, Access::Read)?;
-        schema::inspect(&ro, &path, RUN_APPLICATION_ID, RUN_MIGRATIONS)?;
-        let id: Option<String> = ro
-            .query_row("SELECT id FROM run", [], |r| r.get(0))
-            .optional()
-            .map_err(Error::sql(&path))?;
-        id.unwrap_or_else(|| dir.display().to_string())
-    };
-    let lock = RunLock::acquire(dir, &run_id)?;
-    let mut conn = schema::connect(&path, Access::Write)?;
-    schema::set_writer_pragmas(&conn, &path, RUN_SYNCHRONOUS)?;
-    schema::migrate(&mut conn, &path, RUN_MIGRATIONS)?;
-    schema::quick_check(&conn, &path)?;
-    Ok((RunView::from_conn(conn, path, dir)?, lock))
 }

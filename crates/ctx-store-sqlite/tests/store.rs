@@ -612,7 +612,7 @@ fn publishes_carry_forward_and_an_undone_publish_is_no_longer_in_effect() {
         published_at: None,
     };
     let view = RunView::open(&dir).unwrap();
-    assert_eq!(view.published().unwrap(), [old.clone()]);
+    assert_eq!(view.published().unwrap(), std::slice::from_ref(&old));
     let events = view.publish_events().unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].at, "2026-01-01T00:00:05Z");
@@ -622,9 +622,13 @@ fn publishes_carry_forward_and_an_undone_publish_is_no_longer_in_effect() {
         sha256: Some("ab".into()),
         ..old.clone()
     };
-    assert_eq!(log.record_publish(&[new.clone()]).unwrap(), 2);
-    assert_eq!(log.view().published().unwrap(), [new.clone()]);
-    assert_eq!(log.record_unpublish(&[2], &[old.clone()]).unwrap(), 3);
+    assert_eq!(log.record_publish(std::slice::from_ref(&new)).unwrap(), 2);
+    assert_eq!(log.view().published().unwrap(), [new]);
+    assert_eq!(
+        log.record_unpublish(&[2], std::slice::from_ref(&old))
+            .unwrap(),
+        3
+    );
     // The earlier publish is in effect again; the undo is recorded.
     assert_eq!(log.view().published().unwrap(), [old]);
     let events = log.view().publish_events().unwrap();
