@@ -495,7 +495,7 @@ fn runs_show_and_the_report_list_what_a_run_published() {
     assert_eq!(html.code, 0, "{}", html.stderr);
     assert!(
         html.stdout.contains(&format!(
-            "<section id=\"published\"><h2>Published</h2><table><thead><tr><th>Task</th><th>File</th></tr></thead><tbody>\n<tr><td>report</td><td>{file}</td></tr>"
+            "<section id=\"published\"><h2>Published</h2><table><thead><tr><th>Task</th><th>File</th><th>SHA-256</th><th>Replaced</th><th class=\"n\">Bytes</th><th>At</th></tr></thead><tbody>\n<tr><td>report</td><td>{file}</td><td>"
         )),
         "{}",
         html.stdout

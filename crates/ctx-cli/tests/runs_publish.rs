@@ -86,6 +86,19 @@ fn a_stored_run_is_published_later_and_unpublished_back() {
         text.stdout
     );
 
+    // The report lists the manifest of what is published.
+    let html = runs(&dir, &["report", &id]);
+    assert!(
+        html.stdout.contains(&format!(
+            "<td>{}</td><td>{}</td><td>{}</td><td class=\"n\">6</td>",
+            site.join("a.md").display(),
+            &sha256_hex(b"a one\n")[..12],
+            &original[..12]
+        )),
+        "{}",
+        html.stdout
+    );
+
     let undo = runs(&dir, &["unpublish", &id]);
     assert_eq!(undo.code, 0, "{}", undo.stderr);
     assert!(undo.stdout.contains("restored a -> "), "{}", undo.stdout);

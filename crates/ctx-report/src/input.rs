@@ -284,8 +284,9 @@ pub struct FallbackTaskNote {
     pub from: Option<String>,
 }
 
-/// One published output: the task whose final output it holds, and the
-/// file.
+/// One published output: the task whose final output it holds, the
+/// file, and its manifest line (absent for a publish recorded before
+/// manifests were kept).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PublishedFile {
@@ -293,6 +294,40 @@ pub struct PublishedFile {
     pub task_id: String,
     /// The file written.
     pub path: String,
+    /// SHA-256 (hex) of the bytes written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// SHA-256 of the bytes the write replaced (absent: a new file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_sha256: Option<String>,
+    /// Bytes written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// When it was written (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_at: Option<String>,
+}
+
+impl PublishedFile {
+    /// The first 12 digits of the digest written; empty when unknown.
+    pub fn short_sha256(&self) -> &str {
+        short(self.sha256.as_deref().unwrap_or_default())
+    }
+
+    /// The first 12 digits of the digest replaced; `new file` when the
+    /// file did not exist, empty when unknown (no manifest).
+    pub fn replaced(&self) -> &str {
+        match (&self.sha256, &self.old_sha256) {
+            (_, Some(old)) => short(old),
+            (Some(_), None) => "new file",
+            (None, None) => "",
+        }
+    }
+}
+
+/// A digest cut to the 12 digits a reader compares.
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
 }
 
 /// One task of the run.

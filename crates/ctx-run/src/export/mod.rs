@@ -153,6 +153,10 @@ fn published_file(p: ctx_store::Published) -> ctx_report::PublishedFile {
     ctx_report::PublishedFile {
         task_id: p.task_id,
         path: p.path,
+        sha256: p.sha256,
+        old_sha256: p.old_sha256,
+        size: p.size,
+        published_at: p.published_at,
     }
 }
 
