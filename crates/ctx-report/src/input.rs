@@ -251,7 +251,7 @@ pub struct RunReportInput {
     /// The files the run published (`ctx run --publish-root`), in plan
     /// order; a section of their own when there are any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub published: Vec<PublishedFile>,
+    pub published: Vec<Published>,
     /// The cheaper tier of its period budget the run ran on (`config.budget.fallback`);
     /// a section of its own when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -284,51 +284,9 @@ pub struct FallbackTaskNote {
     pub from: Option<String>,
 }
 
-/// One published output: the task whose final output it holds, the
-/// file, and its manifest line (absent for a publish recorded before
-/// manifests were kept).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PublishedFile {
-    /// The task's id.
-    pub task_id: String,
-    /// The file written.
-    pub path: String,
-    /// SHA-256 (hex) of the bytes written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-    /// SHA-256 of the bytes the write replaced (absent: a new file).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_sha256: Option<String>,
-    /// Bytes written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
-    /// When it was written (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_at: Option<String>,
-}
-
-impl PublishedFile {
-    /// The first 12 digits of the digest written; empty when unknown.
-    pub fn short_sha256(&self) -> &str {
-        short(self.sha256.as_deref().unwrap_or_default())
-    }
-
-    /// The first 12 digits of the digest replaced; `new file` when the
-    /// file did not exist, empty when unknown (no manifest).
-    pub fn replaced(&self) -> &str {
-        match (&self.sha256, &self.old_sha256) {
-            (_, Some(old)) => short(old),
-            (Some(_), None) => "new file",
-            (None, None) => "",
-        }
-    }
-}
-
-/// A digest cut to the 12 digits a reader compares.
-fn short(sha: &str) -> &str {
-    sha.get(..12).unwrap_or(sha)
-}
+/// One published output: the task, the file and its manifest line
+/// (the vocabulary's type).
+pub use ctx_model::Published;
 
 /// One task of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -268,7 +268,7 @@ fn published_files_are_listed_and_escaped() {
     let mut run = small_run();
     assert!(!render_html(&run).contains("id=\"published\""));
     run.published = vec![
-        ctx_report::PublishedFile {
+        ctx_report::Published {
             task_id: "report".into(),
             path: "site/<script>alert(1)</script>.md".into(),
             sha256: None,
@@ -276,7 +276,7 @@ fn published_files_are_listed_and_escaped() {
             size: None,
             published_at: None,
         },
-        ctx_report::PublishedFile {
+        ctx_report::Published {
             task_id: "notes".into(),
             path: "site/notes.md".into(),
             sha256: Some("0123456789abcdef".into()),

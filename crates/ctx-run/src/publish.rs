@@ -337,10 +337,6 @@ pub fn published_text(published: &[Published]) -> String {
 /// before manifests, or a file an undo removed), what it replaced (`new`:
 /// no file was there), and the size.
 pub fn manifest_text(events: &[ctx_store::PublishEvent]) -> String {
-    let short = |sha: &Option<String>, none: &str| {
-        sha.as_deref()
-            .map_or_else(|| none.to_string(), |s| s.chars().take(12).collect())
-    };
     let mut out = String::new();
     for e in events {
         out.push_str(&format!("{} {} at {}", e.kind.as_str(), e.seq, e.at));
@@ -353,13 +349,21 @@ pub fn manifest_text(events: &[ctx_store::PublishEvent]) -> String {
                 "  {} -> {}  sha256 {}  replaced {}  {}\n",
                 ctx_table::printable(&f.task_id),
                 ctx_table::printable(&f.path),
-                short(&f.sha256, "-"),
-                short(&f.old_sha256, "new"),
+                dash(f.short_sha256()),
+                match f.replaced() {
+                    "new file" => "new",
+                    other => dash(other),
+                },
                 f.size.map_or_else(|| "-".into(), |n| format!("{n} bytes")),
             ));
         }
     }
     out
+}
+
+/// `-` for a field not known.
+fn dash(s: &str) -> &str {
+    if s.is_empty() { "-" } else { s }
 }
 
 #[cfg(test)]
