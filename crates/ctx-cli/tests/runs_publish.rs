@@ -251,3 +251,28 @@ fn bad_requests_are_refused_with_their_exit_codes() {
     );
     assert!(Path::new(&dir.path().join("site/a.md")).is_file());
 }
+
+/// `--format json` prints the manifest lines of a publish and of its undo:
+/// the undo's say what each file holds after it.
+#[test]
+fn publish_and_unpublish_print_their_lines_as_json() {
+    let dir = Dir::new();
+    let id = stored_run(&dir);
+    let out = runs(
+        &dir,
+        &["publish", &id, "--publish-root", "site", "--format", "json"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines = out.json();
+    assert_eq!(lines[0]["task_id"], "a");
+    assert_eq!(lines[0]["old_sha256"], sha256_hex(b"original"));
+    assert_eq!(lines[1]["size"], 6);
+    let undo = runs(&dir, &["unpublish", &id, "--format", "json"]);
+    assert_eq!(undo.code, 0, "{}", undo.stderr);
+    let lines = undo.json();
+    // Newest line first: b was created, so it is removed (no digest).
+    assert_eq!(lines[0]["task_id"], "b");
+    assert!(lines[0].get("sha256").is_none(), "{lines}");
+    assert_eq!(lines[1]["sha256"], sha256_hex(b"original"));
+    assert_eq!(lines[1]["old_sha256"], sha256_hex(b"a one\n"));
+}

@@ -56,6 +56,14 @@ pub enum UnpublishError {
         /// What the publish wrote.
         wrote: String,
     },
+    /// The path holds something other than a regular file (a FIFO, a
+    /// device, a directory): an undo neither reads nor removes it, even
+    /// forced.
+    #[error("{}: not a regular file now; nothing was undone", path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+    },
     /// A publish recorded before manifests were kept: what it replaced
     /// is unknown.
     #[error("{}: published by run {run} before ctx kept manifests and backups; it cannot be undone", path.display())]
@@ -246,8 +254,15 @@ pub fn unpublished_text(undone: &[Published]) -> String {
         .collect()
 }
 
-/// The SHA-256 of the file at `path`, `None` when there is none.
+/// The SHA-256 of the file at `path`, `None` when there is none. A path
+/// that is not a regular file is refused before it is read (reading a
+/// FIFO would wait for a writer).
 fn digest_of(path: &Path) -> Result<Option<String>, UnpublishError> {
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(UnpublishError::NotRegular {
+            path: path.to_path_buf(),
+        });
+    }
     match std::fs::read(path) {
         Ok(bytes) => Ok(Some(sha256_hex(&bytes))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -344,6 +359,20 @@ mod tests {
         let err = plan_undo("r", &pending, &kept, false).err().unwrap();
         assert!(matches!(&err, UnpublishError::Changed { path: p, .. } if *p == path));
         assert!(plan_undo("r", &pending, &kept, true).is_ok());
+    }
+
+    /// Something other than a regular file where the publish wrote is
+    /// never read or removed, even forced.
+    #[test]
+    fn a_path_that_is_no_longer_a_regular_file_is_refused_even_forced() {
+        let dir = ctx_test_support::Dir::new();
+        let path = dir.path().join("a.md");
+        std::fs::create_dir(&path).unwrap();
+        let pending = [event(1, vec![line(&path, "new", None)])];
+        let err = plan_undo("r", &pending, &Kept::default(), true)
+            .err()
+            .unwrap();
+        assert!(matches!(err, UnpublishError::NotRegular { .. }), "{err}");
     }
 
     /// A missing or damaged backup is an error naming the file and the

@@ -3,7 +3,8 @@
 //! publishes undone (ctx-run's `unpublish`).
 //!
 //! Exit codes: 0 done (or nothing to undo), 1 an undo refused because a
-//! file changed since the run wrote it (nothing was touched), 2 an
+//! file changed since the run wrote it, or is no longer a regular file
+//! (nothing was touched), 2 an
 //! unknown run, a plan with no `publish:` path, a publish recorded before
 //! manifests were kept, or the shared store (it keeps no backups yet),
 //! 4 a store that cannot be opened, locked or written, or a backup that
@@ -104,7 +105,9 @@ fn cli_error(e: UnpublishError) -> CliError {
     match e {
         UnpublishError::Store(e) => e.into(),
         UnpublishError::NoTargets { .. } | UnpublishError::NoManifest { .. } => CliError::usage(e),
-        UnpublishError::Changed { .. } => CliError::with(Exit::Findings, e),
+        UnpublishError::Changed { .. } | UnpublishError::NotRegular { .. } => {
+            CliError::with(Exit::Findings, e)
+        }
         UnpublishError::MissingBackup { .. } => CliError::with(Exit::Store, e),
         UnpublishError::Write(_) => CliError::with(Exit::OutWrite, e),
     }
