@@ -100,25 +100,49 @@ pub fn publish_stored(
 ) -> Result<(Vec<Published>, Option<PublishError>), UnpublishError> {
     let dir = root.resolve(run)?;
     let log = PublishLog::open(&dir)?;
-    let plan = log.view().plan()?;
-    let targets = publish_targets(&plan);
-    if targets.is_empty() {
-        return Err(UnpublishError::NoTargets {
-            run: log.view().run_id().to_string(),
-        });
-    }
     let results: Vec<_> = log
         .view()
         .results()?
         .into_iter()
         .map(|r| r.result)
         .collect();
-    let backups = BackupDir::of_run(&dir);
-    let (written, failed) = publish(publish_root, &targets, &results, false, Some(&backups));
+    let (written, failed) = publish_results(
+        log.view().run_id(),
+        &log.view().plan()?,
+        &results,
+        publish_root,
+        &BackupDir::of_run(&dir),
+    )?;
     if !written.is_empty() {
         log.record_publish(&written)?;
     }
     Ok((written, failed))
+}
+
+/// A stored run's publish, for any store: the completed outputs among
+/// `results` written where `plan` (the run's stored, filled plan) says,
+/// under `publish_root`, through [`publish`]. The caller records what
+/// was written.
+pub fn publish_results(
+    run_id: &str,
+    plan: &ctx_model::Plan,
+    results: &[ctx_model::TaskExecutionResult],
+    publish_root: &Path,
+    backups: &dyn Backups,
+) -> Result<(Vec<Published>, Option<PublishError>), UnpublishError> {
+    let targets = publish_targets(plan);
+    if targets.is_empty() {
+        return Err(UnpublishError::NoTargets {
+            run: run_id.to_string(),
+        });
+    }
+    Ok(publish(
+        publish_root,
+        &targets,
+        results,
+        false,
+        Some(backups),
+    ))
 }
 
 /// One step of an undo, decided before anything is written.
@@ -127,6 +151,16 @@ enum Step {
     Restore(Vec<u8>),
     /// Remove the file: the publish created it.
     Remove,
+}
+
+/// An undo done: the publishes it reverted and its lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undone {
+    /// The `seq` of each publish reverted.
+    pub seqs: Vec<i64>,
+    /// One line per file, in the order taken: its `sha256` is what it
+    /// holds now (`None`: removed), `old_sha256` what it held before.
+    pub lines: Vec<Published>,
 }
 
 /// `ctx runs unpublish`: undoes every publish of `run` still in effect,
@@ -138,11 +172,26 @@ pub fn unpublish(root: &RunRoot, run: &str, force: bool) -> Result<Vec<Published
     let dir = root.resolve(run)?;
     let log = PublishLog::open(&dir)?;
     let run_id = log.view().run_id().to_string();
+    let events = log.view().publish_events()?;
+    let Some(undone) = undo(&run_id, events, &BackupDir::of_run(&dir), force)? else {
+        return Ok(Vec::new());
+    };
+    log.record_unpublish(&undone.seqs, &undone.lines)?;
+    Ok(undone.lines)
+}
+
+/// An undo for any store: of `events` (the run's, oldest first), every
+/// publish still in effect, newest first, checked whole and then taken.
+/// `None` when there is nothing to undo. The caller records the result.
+pub fn undo(
+    run_id: &str,
+    events: Vec<PublishEvent>,
+    backups: &dyn Backups,
+    force: bool,
+) -> Result<Option<Undone>, UnpublishError> {
     // A publish recorded before manifests were kept cannot be undone; it
     // is left as it is, and named when it is all there is.
-    let (pending, legacy): (Vec<PublishEvent>, Vec<PublishEvent>) = log
-        .view()
-        .publish_events()?
+    let (pending, legacy): (Vec<PublishEvent>, Vec<PublishEvent>) = events
         .into_iter()
         .filter(|e| e.kind == PublishKind::Publish && e.undone_by.is_none())
         .rev()
@@ -150,35 +199,37 @@ pub fn unpublish(root: &RunRoot, run: &str, force: bool) -> Result<Vec<Published
     if pending.is_empty() {
         return match legacy.iter().flat_map(|e| &e.files).next() {
             Some(file) => Err(UnpublishError::NoManifest {
-                run: run_id,
+                run: run_id.to_string(),
                 path: PathBuf::from(&file.path),
             }),
-            None => Ok(Vec::new()),
+            None => Ok(None),
         };
     }
-    let steps = plan_undo(&run_id, &pending, &BackupDir::of_run(&dir), force)?;
-    let mut undone = Vec::new();
+    let steps = plan_undo(run_id, &pending, backups, force)?;
+    let mut lines = Vec::new();
     for (line, step) in steps {
-        let path = Path::new(&line.path);
-        match &step {
-            Step::Restore(bytes) => write_atomic(path, bytes)?,
-            Step::Remove => match std::fs::remove_file(path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    return Err(WriteError {
-                        path: path.to_path_buf(),
-                        source,
-                    }
-                    .into());
-                }
-            },
-        }
-        undone.push(line);
+        take(Path::new(&line.path), &step)?;
+        lines.push(line);
     }
-    let seqs: Vec<i64> = pending.iter().map(|e| e.seq).collect();
-    log.record_unpublish(&seqs, &undone)?;
-    Ok(undone)
+    Ok(Some(Undone {
+        seqs: pending.iter().map(|e| e.seq).collect(),
+        lines,
+    }))
+}
+
+/// Writes back or removes one file.
+fn take(path: &Path, step: &Step) -> Result<(), WriteError> {
+    match step {
+        Step::Restore(bytes) => write_atomic(path, bytes),
+        Step::Remove => match std::fs::remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(WriteError {
+                path: path.to_path_buf(),
+                source,
+            }),
+        },
+    }
 }
 
 /// Checks every file of `pending` (newest publish first, each one's files
