@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use ctx_model::digest::sha256_hex;
 use ctx_test_support::{Dir, Out};
 
+#[path = "../../ctx-store-postgres/tests/support/mod.rs"]
+mod pg;
+
 /// Two tasks, each published to its own path.
 const PLAN: &str = "schema_version: 1
 sub_tasks:
@@ -220,22 +223,7 @@ fn bad_requests_are_refused_with_their_exit_codes() {
     // An unknown run.
     let out = runs(&dir, &["unpublish", "20990101T000000.000Z-00000000"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
-    // The shared store keeps no backups: refused before connecting.
-    let shared = dir.run(&[
-        "runs",
-        "publish",
-        &id,
-        "--publish-root",
-        "site",
-        "--store",
-        "postgres://nobody@127.0.0.1:1/none",
-    ]);
-    assert_eq!(shared.code, 2, "{}", shared.stderr);
-    assert!(
-        shared.stderr.contains("not on a shared store"),
-        "{}",
-        shared.stderr
-    );
+    let _ = id;
     // A plan with nothing to publish.
     dir.write(
         "plan.yaml",
@@ -275,4 +263,81 @@ fn publish_and_unpublish_print_their_lines_as_json() {
     assert!(lines[0].get("sha256").is_none(), "{lines}");
     assert_eq!(lines[1]["sha256"], sha256_hex(b"original"));
     assert_eq!(lines[1]["old_sha256"], sha256_hex(b"a one\n"));
+}
+
+/// The same on a shared store: a run's own publish keeps what it replaces
+/// in the database, a later publish stacks on it, a file changed since
+/// is refused, a missing backup is named, and the undo is recorded.
+#[test]
+fn a_shared_run_is_published_later_and_unpublished_back() {
+    let Some(url) = pg::fresh_db("runs_publish") else {
+        return;
+    };
+    let dir = Dir::new();
+    dir.write("plan.yaml", PLAN);
+    std::fs::create_dir(dir.path().join("site")).unwrap();
+    dir.write("site/a.md", "original");
+    let site = dir.path().join("site");
+    let run = dir.run_command(
+        "echo \"$CTX_TASK_ID one\"",
+        &["--store", &url, "--publish-root", "site"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = ctx_test_support::run_id(&run.stderr);
+    let shared = |args: &[&str]| {
+        let mut all = vec!["runs"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--store", &url]);
+        dir.run(&all)
+    };
+    // A later publish of the same outputs: each file holds what both wrote.
+    let again = shared(&["publish", &id, "--publish-root", "site"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let shown = shared(&["show", &id, "--format", "json"]);
+    let events = shown.json()["publishes"].clone();
+    assert_eq!(events.as_array().unwrap().len(), 2, "{events}");
+    assert_eq!(events[0]["files"][0]["old_sha256"], sha256_hex(b"original"));
+
+    std::fs::write(site.join("a.md"), "edited").unwrap();
+    let refused = shared(&["unpublish", &id]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("a.md: changed since run"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(read(site.join("deep/b.md")).as_deref(), Some("b one\n"));
+    std::fs::write(site.join("a.md"), "a one\n").unwrap();
+
+    // The backups are rows: one gone is named, and nothing is touched.
+    let original = sha256_hex(b"original");
+    pg::sql(
+        &url,
+        &[&format!(
+            "DELETE FROM ctx_publish_backups WHERE sha256 = '{original}'"
+        )],
+    );
+    let missing = shared(&["unpublish", &id]);
+    assert_eq!(missing.code, 4, "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("ctx_publish_backups") && missing.stderr.contains("is missing"),
+        "{}",
+        missing.stderr
+    );
+    assert_eq!(read(site.join("deep/b.md")).as_deref(), Some("b one\n"));
+    pg::sql(
+        &url,
+        &[&format!(
+            "INSERT INTO ctx_publish_backups VALUES ('{id}', '{original}', 'original'::bytea)"
+        )],
+    );
+    let undo = shared(&["unpublish", &id]);
+    assert_eq!(undo.code, 0, "{}", undo.stderr);
+    assert_eq!(read(site.join("a.md")).as_deref(), Some("original"));
+    assert!(!site.join("deep/b.md").exists());
+    let again = shared(&["unpublish", &id]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(again.stderr.contains("nothing to undo"), "{}", again.stderr);
+    let shown = shared(&["show", &id]);
+    assert!(shown.stdout.contains("unpublish 3 at "), "{}", shown.stdout);
 }

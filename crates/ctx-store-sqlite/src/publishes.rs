@@ -57,18 +57,8 @@ impl RunView {
     /// The files of the latest publish still in effect (not undone), in
     /// plan order; none when every publish was undone.
     pub fn published(&self) -> Result<Vec<Published>> {
-        Ok(in_effect(self.publish_events()?))
+        Ok(ctx_store::in_effect(self.publish_events()?))
     }
-}
-
-/// The files of the latest publish of `events` no undo reverted.
-pub(crate) fn in_effect(events: Vec<PublishEvent>) -> Vec<Published> {
-    events
-        .into_iter()
-        .rev()
-        .find(|e| e.kind == PublishKind::Publish && e.undone_by.is_none())
-        .map(|e| e.files)
-        .unwrap_or_default()
 }
 
 /// Records one publish (`undone` empty) or one undo of the publishes

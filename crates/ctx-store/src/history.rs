@@ -144,6 +144,18 @@ pub struct PublishEvent {
     pub undone_by: Option<i64>,
 }
 
+/// The files of the latest publish among `events` (a run's, oldest
+/// first) that no undo reverted: what a run has published now, by the
+/// one rule both stores read it by.
+pub fn in_effect(events: Vec<PublishEvent>) -> Vec<Published> {
+    events
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == PublishKind::Publish && e.undone_by.is_none())
+        .map(|e| e.files)
+        .unwrap_or_default()
+}
+
 /// Whether a [`PublishEvent`] wrote outputs or undid earlier writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -188,7 +188,7 @@ pub fn run(cmd: RunsCommand) -> CliResult {
                 return shared::report(&url, &a.run, a.output.as_deref());
             }
         }
-        // Reads either store itself; publishing refuses the shared one.
+        // Each reads either store itself.
         RunsCommand::Diff(_) | RunsCommand::Publish(_) | RunsCommand::Unpublish(_) => {}
     }
     match cmd {

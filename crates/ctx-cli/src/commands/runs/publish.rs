@@ -1,13 +1,13 @@
 //! `ctx runs publish RUN --publish-root DIR` and `ctx runs unpublish RUN
 //! [--force]`: a stored run's outputs published after review, and its
-//! publishes undone (ctx-run's `unpublish`).
+//! publishes undone (ctx-run's `unpublish` for a run directory,
+//! ctx-worker's `publish` for a shared store: the same checks and writes).
 //!
 //! Exit codes: 0 done (or nothing to undo), 1 an undo refused because a
 //! file changed since the run wrote it, or is no longer a regular file
 //! (nothing was touched), 2 an
 //! unknown run, a plan with no `publish:` path, a publish recorded before
-//! manifests were kept, or the shared store (it keeps no backups yet),
-//! 4 a store that cannot be opened, locked or written, or a backup that
+//! manifests were kept, 4 a store that cannot be opened, locked or written, or a backup that
 //! is missing or damaged (nothing was touched), 5 a file that could not
 //! be written (those written before it are recorded).
 
@@ -54,22 +54,17 @@ pub struct UnpublishArgs {
     format: Format,
 }
 
-/// Refuses the shared store, whose publishes keep no backup yet.
-fn local_only(root: &RootArg, command: &str) -> Result<RunRoot, CliError> {
-    if root.shared()?.is_some() {
-        return Err(CliError::usage(format!(
-            "ctx runs {command}: not on a shared store yet: it keeps no backup of what a \
-             publish replaces (docs/runs.md, \"Publishing later and undoing\")"
-        )));
-    }
-    Ok(RunRoot::new(&root.root))
-}
-
 /// `ctx runs publish`.
 pub fn publish(a: PublishArgs) -> CliResult {
-    let root = local_only(&a.root, "publish")?;
-    let (written, failed) =
-        ctx_run::unpublish::publish_stored(&root, &a.run, &a.publish_root).map_err(cli_error)?;
+    let (written, failed) = match a.root.shared()? {
+        Some(url) => {
+            ctx_worker::publish::publish(&url, &a.run, &a.publish_root).map_err(shared_error)?
+        }
+        None => {
+            ctx_run::unpublish::publish_stored(&RunRoot::new(&a.root.root), &a.run, &a.publish_root)
+                .map_err(cli_error)?
+        }
+    };
     print_lines(&written, a.format, ctx_run::publish::published_text)?;
     if let Some(e) = failed {
         eprintln!("error: --publish-root: {e}");
@@ -80,13 +75,26 @@ pub fn publish(a: PublishArgs) -> CliResult {
 
 /// `ctx runs unpublish`.
 pub fn unpublish(a: UnpublishArgs) -> CliResult {
-    let root = local_only(&a.root, "unpublish")?;
-    let undone = ctx_run::unpublish::unpublish(&root, &a.run, a.force).map_err(cli_error)?;
+    let undone = match a.root.shared()? {
+        Some(url) => ctx_worker::publish::unpublish(&url, &a.run, a.force).map_err(shared_error)?,
+        None => ctx_run::unpublish::unpublish(&RunRoot::new(&a.root.root), &a.run, a.force)
+            .map_err(cli_error)?,
+    };
     if undone.is_empty() {
         eprintln!("run {}: nothing to undo", a.run);
     }
     print_lines(&undone, a.format, ctx_run::unpublish::unpublished_text)?;
     Ok(Exit::Ok)
+}
+
+/// A shared run's refusal: the store's codes, or the publish's own.
+fn shared_error(e: ctx_worker::publish::SharedPublishError) -> CliError {
+    use ctx_worker::publish::SharedPublishError;
+    match e {
+        SharedPublishError::Store(e) => e.into(),
+        SharedPublishError::Read(e) => e.into(),
+        SharedPublishError::Publish(e) => cli_error(e),
+    }
 }
 
 fn print_lines(
