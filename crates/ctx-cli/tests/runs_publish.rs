@@ -290,6 +290,20 @@ fn a_shared_run_is_published_later_and_unpublished_back() {
         all.extend_from_slice(&["--store", &url]);
         dir.run(&all)
     };
+    // A run still open (tasks left for workers) is not final.
+    let open = |yes: bool| {
+        pg::sql(
+            &url,
+            &[&format!(
+                "UPDATE ctx_runs SET open = {yes} WHERE run_id = '{id}'"
+            )],
+        )
+    };
+    open(true);
+    let refused = shared(&["publish", &id, "--publish-root", "site"]);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+    assert!(refused.stderr.contains("still open"), "{}", refused.stderr);
+    open(false);
     // A later publish of the same outputs: each file holds what both wrote.
     let again = shared(&["publish", &id, "--publish-root", "site"]);
     assert_eq!(again.code, 0, "{}", again.stderr);

@@ -24,6 +24,14 @@ pub enum SharedPublishError {
     /// The run's plan or results could not be read.
     #[error(transparent)]
     Read(#[from] ctx_store::StoreError),
+    /// The run is still open: tasks are left for workers, so its outputs
+    /// are not final (a local run being executed is refused by its lock
+    /// alike).
+    #[error("run {run} is still open (tasks are left for workers): publish it once it is complete")]
+    Open {
+        /// The run.
+        run: String,
+    },
     /// The publish or the undo refused or failed (ctx-run's reasons).
     #[error(transparent)]
     Publish(#[from] UnpublishError),
@@ -90,6 +98,11 @@ pub fn publish(
 ) -> Result<(Vec<Published>, Option<PublishError>), SharedPublishError> {
     let store = crate::runs::open(url)?;
     let view = store.view(run_id)?;
+    if view.header()?.state == ctx_store::RunState::Running {
+        return Err(SharedPublishError::Open {
+            run: run_id.to_string(),
+        });
+    }
     let results: Vec<_> = view.latest()?.into_iter().map(|r| r.result).collect();
     let backups = PgBackups::new(store.clone(), run_id);
     let (written, failed) =

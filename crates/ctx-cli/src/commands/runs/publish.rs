@@ -93,6 +93,7 @@ fn shared_error(e: ctx_worker::publish::SharedPublishError) -> CliError {
     match e {
         SharedPublishError::Store(e) => e.into(),
         SharedPublishError::Read(e) => e.into(),
+        e @ SharedPublishError::Open { .. } => CliError::with(Exit::Store, e),
         SharedPublishError::Publish(e) => cli_error(e),
     }
 }
