@@ -76,9 +76,10 @@ fn week_two_s_digest_quotes_week_one_s_published_report() {
     assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
     let published = dir.path().join("archive/weekly/2026-W35.md");
     assert_eq!(
-        first.json()["published"],
-        serde_json::json!([{"task_id": "report", "path": published.display().to_string()}])
+        first.json()["published"][0]["path"],
+        published.display().to_string()
     );
+    assert_eq!(first.json()["published"][0]["task_id"], "report");
     let report = std::fs::read_to_string(&published).unwrap();
     let line = "Signal line of 2026-W35: the two-release upgrade test held.";
     assert!(report.contains(line), "{report}");
@@ -476,20 +477,25 @@ fn runs_show_and_the_report_list_what_a_run_published() {
     assert!(
         shown
             .stdout
-            .ends_with(&format!("\npublished report -> {file}\n")),
+            .contains(&format!("\npublished report -> {file}\n\npublish 1 at ")),
         "{}",
         shown.stdout
     );
     let json = dir.run(&["runs", "show", &id, "--root", "runs", "--format", "json"]);
+    let published = &json.json()["published"];
+    assert_eq!(published.as_array().unwrap().len(), 1, "{published}");
+    assert_eq!(published[0]["task_id"], "report");
+    assert_eq!(published[0]["path"], file.as_str());
     assert_eq!(
-        json.json()["published"],
-        serde_json::json!([{"task_id": "report", "path": file}])
+        json.json()["publishes"][0]["files"],
+        *published,
+        "the manifest lists what is in effect"
     );
     let html = dir.run(&["runs", "report", &id, "--root", "runs"]);
     assert_eq!(html.code, 0, "{}", html.stderr);
     assert!(
         html.stdout.contains(&format!(
-            "<section id=\"published\"><h2>Published</h2><table><thead><tr><th>Task</th><th>File</th></tr></thead><tbody>\n<tr><td>report</td><td>{file}</td></tr>"
+            "<section id=\"published\"><h2>Published</h2><table><thead><tr><th>Task</th><th>File</th><th>SHA-256</th><th>Replaced</th><th class=\"n\">Bytes</th><th>At</th></tr></thead><tbody>\n<tr><td>report</td><td>{file}</td><td>"
         )),
         "{}",
         html.stdout
@@ -582,12 +588,17 @@ fn a_publish_that_fails_is_exit_5_after_the_summary() {
         "{}",
         out.stderr
     );
-    // A root that can be written: the text summary says what went where.
+    // A root that can be written: the text summary says what went where,
+    // by an absolute path (the manifest's, which an undo run from
+    // elsewhere finds).
     let out = dir.run(&args("site"));
     assert_eq!(out.code, 0, "{}", out.stderr);
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
     assert!(
-        out.stdout
-            .ends_with("published report -> site/weekly/2026-W35.md\n"),
+        out.stdout.ends_with(&format!(
+            "published report -> {}\n",
+            cwd.join("site/weekly/2026-W35.md").display()
+        )),
         "{}",
         out.stdout
     );

@@ -98,6 +98,7 @@ pub mod output_cleaning;
 mod parse;
 mod plan;
 pub mod prompt_cache;
+mod published;
 mod result;
 mod schema;
 mod service_tier;
@@ -120,6 +121,7 @@ pub use map::MapSpec;
 #[cfg(feature = "parse")]
 pub use parse::*;
 pub use plan::*;
+pub use published::Published;
 pub use result::*;
 pub use schema::*;
 pub use service_tier::ServiceTier;

@@ -251,7 +251,7 @@ pub struct RunReportInput {
     /// The files the run published (`ctx run --publish-root`), in plan
     /// order; a section of their own when there are any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub published: Vec<PublishedFile>,
+    pub published: Vec<Published>,
     /// The cheaper tier of its period budget the run ran on (`config.budget.fallback`);
     /// a section of its own when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -284,16 +284,9 @@ pub struct FallbackTaskNote {
     pub from: Option<String>,
 }
 
-/// One published output: the task whose final output it holds, and the
-/// file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PublishedFile {
-    /// The task's id.
-    pub task_id: String,
-    /// The file written.
-    pub path: String,
-}
+/// One published output: the task, the file and its manifest line
+/// (the vocabulary's type).
+pub use ctx_model::Published;
 
 /// One task of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -61,6 +61,6 @@ pub use analysis::Analysis;
 pub use html::render_html;
 pub use input::{
     AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, DependencyCut, FallbackNote,
-    FallbackTaskNote, InputError, PublishedFile, RunReportInput, RunStatus, TaskReport, TaskState,
+    FallbackTaskNote, InputError, Published, RunReportInput, RunStatus, TaskReport, TaskState,
     Timestamp, TimestampError,
 };

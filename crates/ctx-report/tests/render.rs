@@ -267,15 +267,34 @@ fn every_field_is_escaped() {
 fn published_files_are_listed_and_escaped() {
     let mut run = small_run();
     assert!(!render_html(&run).contains("id=\"published\""));
-    run.published = vec![ctx_report::PublishedFile {
-        task_id: "report".into(),
-        path: "site/<script>alert(1)</script>.md".into(),
-    }];
+    run.published = vec![
+        ctx_report::Published {
+            task_id: "report".into(),
+            path: "site/<script>alert(1)</script>.md".into(),
+            sha256: None,
+            old_sha256: None,
+            size: None,
+            published_at: None,
+        },
+        ctx_report::Published {
+            task_id: "notes".into(),
+            path: "site/notes.md".into(),
+            sha256: Some("0123456789abcdef".into()),
+            old_sha256: None,
+            size: Some(42),
+            published_at: Some("2026-12-06T03:38:05.143Z".into()),
+        },
+    ];
     let html = render_html(&run);
     assert!(html.contains("<section id=\"published\"><h2>Published</h2>"));
     assert!(html.contains(
-        "<tr><td>report</td><td>site/&lt;script&gt;alert(1)&lt;/script&gt;.md</td></tr>"
+        "<tr><td>report</td><td>site/&lt;script&gt;alert(1)&lt;/script&gt;.md</td><td></td><td></td><td class=\"n\"></td><td></td></tr>"
     ));
+    // The manifest: the digest written (cut to 12 digits), a new file,
+    // the size and the time.
+    assert!(html.contains(
+        "<tr><td>notes</td><td>site/notes.md</td><td>0123456789ab</td><td>new file</td><td class=\"n\">42</td><td>2026-12-06T03:38:05.143Z</td></tr>"
+    ), "{html}");
     assert!(!html.contains("<script>alert(1)"));
     let json = serde_json::to_string(&run).unwrap();
     assert_eq!(RunReportInput::from_json(&json, "run.json").unwrap(), run);

@@ -64,6 +64,7 @@ pub mod show;
 pub mod spend;
 mod stored_plan;
 pub mod summary_text;
+pub mod unpublish;
 
 pub use atomic::{WriteError, write_atomic};
 pub use ctx_store::{UnknownRerunTask, check_rerun_ids};

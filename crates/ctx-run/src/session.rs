@@ -426,7 +426,19 @@ impl RunSession {
         // secret's text shows as `[secret NAME]` in all it prints.
         let (published, publish_error) = match &self.publish {
             Some(p) => {
-                crate::publish::publish(&p.root, &p.targets, &report.results, report.interrupted)
+                // A durable run keeps what it replaces in its directory,
+                // for `ctx runs unpublish`; one in memory keeps nothing.
+                let backups = self
+                    .durable
+                    .as_ref()
+                    .map(|s| crate::publish::BackupDir::of_run(s.dir()));
+                crate::publish::publish(
+                    &p.root,
+                    &p.targets,
+                    &report.results,
+                    report.interrupted,
+                    backups.as_ref().map(|b| b as &dyn crate::publish::Backups),
+                )
             }
             None => (Vec::new(), None),
         };

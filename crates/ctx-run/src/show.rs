@@ -79,6 +79,8 @@ pub struct RunShow {
     facts: StoreFacts,
     /// The files the run published (`ctx run --publish-root`).
     published: Vec<ctx_store::Published>,
+    /// Every publish and undo of the run, oldest first: the manifest.
+    publishes: Vec<ctx_store::PublishEvent>,
     /// The cheaper tier of its period budget the run ran on.
     fallback: Option<ctx_model::FallbackChoice>,
 }
@@ -113,6 +115,7 @@ impl RunShow {
         }
         let spent = crate::spent(view)?;
         let published = view.published()?;
+        let publishes = view.publish_events()?;
         let fallback = view.fallback()?;
         Ok(RunShow {
             header,
@@ -121,6 +124,7 @@ impl RunShow {
             spent,
             facts,
             published,
+            publishes,
             fallback,
         })
     }
@@ -215,6 +219,7 @@ impl RunShow {
                 },
             },
             published: &self.published,
+            publishes: &self.publishes,
             fallback: self
                 .fallback
                 .as_ref()
@@ -288,6 +293,10 @@ impl RunShow {
         if !self.published.is_empty() {
             out.push('\n');
             out.push_str(&crate::publish::published_text(&self.published));
+        }
+        if !self.publishes.is_empty() {
+            out.push('\n');
+            out.push_str(&crate::publish::manifest_text(&self.publishes));
         }
         if let Some(f) = &self.fallback {
             out.push('\n');
@@ -419,6 +428,10 @@ struct RunJson<'a> {
     /// out when nothing was.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     published: &'a [ctx_store::Published],
+    /// Every publish and undo, oldest first, each with its manifest;
+    /// left out when there was none.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    publishes: &'a [ctx_store::PublishEvent],
     /// The cheaper tier the run ran on, as `ctx run --format json` gives
     /// it; left out on the standard tier.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -57,6 +57,7 @@ mod error;
 mod listener;
 mod maps;
 mod periods;
+mod publishes;
 mod reads;
 mod rows;
 mod runs;

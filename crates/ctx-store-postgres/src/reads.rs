@@ -8,7 +8,7 @@ use ctx_model::{Plan, TaskExecutionResult};
 use crate::PgStore;
 use crate::connection::Shared;
 use crate::error::Result;
-use ctx_store::{Published, RunInputs, StatusCounts};
+use ctx_store::{RunInputs, StatusCounts};
 
 use crate::rows::{AttemptRow, DroppedRow, RunInfo, TaskRow, parse_status};
 
@@ -141,14 +141,6 @@ impl PgStore {
     pub async fn inputs(&self, run_id: &str) -> Result<Option<RunInputs>> {
         self.run_json(run_id, "inputs_json", "the run's inputs")
             .await
-    }
-
-    /// The files `run_id`'s last publishing session wrote (none: empty).
-    pub async fn published(&self, run_id: &str) -> Result<Vec<Published>> {
-        let published = self
-            .run_json(run_id, "published_json", "what the run published")
-            .await?;
-        Ok(published.unwrap_or_default())
     }
 
     /// The cheaper tier of its period budget `run_id` was started on

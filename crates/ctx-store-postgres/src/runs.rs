@@ -152,8 +152,7 @@ impl PgStore {
         if published.is_empty() {
             return Ok(());
         }
-        self.set_run_json(run_id, RunJson::Published, &published)
-            .await
+        self.record_publish(run_id, published, &[]).await.map(drop)
     }
 
     /// Records the cheaper tier of its period budget `run_id` was started
@@ -175,10 +174,6 @@ impl PgStore {
         value: &(impl serde::Serialize + ?Sized),
     ) -> Result<()> {
         let (sql, what) = match column {
-            RunJson::Published => (
-                "UPDATE ctx_runs SET published_json = $2 WHERE run_id = $1",
-                "what the run published",
-            ),
             RunJson::Fallback => (
                 "UPDATE ctx_runs SET fallback_json = $2 WHERE run_id = $1",
                 "the run's fallback tier",
@@ -208,8 +203,6 @@ impl PgStore {
 /// A JSON column of `ctx_runs` a session writes after registering.
 #[derive(Debug, Clone, Copy)]
 enum RunJson {
-    /// `published_json`.
-    Published,
     /// `fallback_json`.
     Fallback,
 }

@@ -277,10 +277,47 @@ CREATE TABLE ctx_period_holds (
 ALTER TABLE ctx_runs ADD COLUMN fallback_json text;
 "#,
     },
+    Migration {
+        version: 10,
+        sql: r#"
+-- A run's publishes and their undos (issue 38), as a run directory's
+-- store keeps them (its `publishes`): one row per `ctx run --publish-root`
+-- session that wrote something, per `ctx runs publish` and per `ctx runs
+-- unpublish`, numbered in the run. files_json is the manifest
+-- ([ctx_store::Published]: path, new and old SHA-256, size, time);
+-- undone_by is, for a publish, the seq of the undo that reverted it.
+CREATE TABLE ctx_publishes (
+    run_id     text   NOT NULL REFERENCES ctx_runs ON DELETE CASCADE,
+    seq        bigint NOT NULL,
+    kind       text   NOT NULL CHECK (kind IN ('publish', 'unpublish')),
+    at         text   NOT NULL,
+    files_json text   NOT NULL,
+    undone_by  bigint,
+    PRIMARY KEY (run_id, seq)
+);
+-- The bytes a publish replaced, by their SHA-256, kept before the file
+-- was replaced: what `ctx runs unpublish` writes back. A run directory
+-- keeps them as files (RUN_DIR/published/backup/SHA256).
+CREATE TABLE ctx_publish_backups (
+    run_id text  NOT NULL REFERENCES ctx_runs ON DELETE CASCADE,
+    sha256 text  NOT NULL,
+    bytes  bytea NOT NULL,
+    PRIMARY KEY (run_id, sha256)
+);
+-- What earlier sessions published becomes each run's first publish (its
+-- lines carry no digests: it cannot be undone). published_json is no
+-- longer written.
+INSERT INTO ctx_publishes (run_id, seq, kind, at, files_json)
+    SELECT run_id, 1, 'publish',
+           to_char(COALESCE(finished_at, created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+           published_json
+    FROM ctx_runs WHERE published_json IS NOT NULL;
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 9;
+pub const SCHEMA_VERSION: i32 = 10;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {

@@ -151,7 +151,7 @@ impl PgStore {
     }
 
     /// Runs `fut` on the store's runtime and waits for it on this thread.
-    pub(crate) fn blocking<T, Fut>(&self, fut: Fut) -> Result<T>
+    pub fn blocking<T, Fut>(&self, fut: Fut) -> Result<T>
     where
         T: Send + 'static,
         Fut: Future<Output = Result<T>> + Send + 'static,

@@ -302,6 +302,13 @@ impl RunHistory for PgRunView {
             .map_err(store_error)
     }
 
+    fn publish_events(&self) -> std::result::Result<Vec<ctx_store::PublishEvent>, StoreError> {
+        let (store, id) = (self.store.clone(), self.run_id.clone());
+        self.store
+            .blocking(async move { store.publish_events(&id).await })
+            .map_err(store_error)
+    }
+
     fn fallback(&self) -> std::result::Result<Option<ctx_model::FallbackChoice>, StoreError> {
         let (store, id) = (self.store.clone(), self.run_id.clone());
         self.store

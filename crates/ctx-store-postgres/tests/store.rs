@@ -1483,3 +1483,63 @@ fn a_dead_claims_reservation_settles_at_what_its_attempt_stored() {
         Some((usd(20_000_000_000_000), usd(14_000_000_000_000)))
     );
 }
+
+/// Schema version 10 (issue 38): what a run published under version 9
+/// (`ctx_runs.published_json`) becomes its first publish, in effect, with
+/// the time the run finished; a publish and its undo are numbered in the
+/// run, and an undone publish is no longer in effect; backups are kept
+/// once per digest.
+#[test]
+fn a_version_9_publish_carries_forward_and_publishes_are_undone_in_order() {
+    let Some(url) = support::fresh_db("migrate9") else {
+        return;
+    };
+    let v9: Vec<&str> = ctx_store_postgres::MIGRATIONS
+        .iter()
+        .filter(|m| m.version <= 9)
+        .map(|m| m.sql)
+        .collect();
+    support::sql(&url, &v9);
+    let plan_json = serde_json::to_string(&plan(&[("a", &[])])).unwrap();
+    support::sql(
+        &url,
+        &[
+            "INSERT INTO ctx_meta (application, schema_version) VALUES ('ctx-execution-store', 9)",
+            &format!(
+                "INSERT INTO ctx_runs (run_id, plan_json, plan_hash, engine, ctx_version, task_count, open, finished_at, published_json)
+                 VALUES ('r9', '{plan_json}', 'h', 'dry-run', '0.1.0', 1, false, '2026-01-02T03:04:05.678Z',
+                         '[{{\"task_id\":\"a\",\"path\":\"/site/a.md\"}}]')"
+            ),
+        ],
+    );
+    let store = open(&url).unwrap();
+    let rt = support::runtime();
+    let events = rt.block_on(store.publish_events("r9")).unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].at, "2026-01-02T03:04:05.678Z");
+    let old = events[0].files[0].clone();
+    assert_eq!(
+        (old.path.as_str(), old.sha256.as_deref()),
+        ("/site/a.md", None)
+    );
+    let new = ctx_store::Published {
+        sha256: Some("ab".into()),
+        ..old.clone()
+    };
+    let seq = rt.block_on(store.record_publish("r9", std::slice::from_ref(&new), &[]));
+    assert_eq!(seq.unwrap(), 2);
+    assert_eq!(rt.block_on(store.published("r9")).unwrap(), [new]);
+    let undo = rt.block_on(store.record_publish("r9", std::slice::from_ref(&old), &[2]));
+    assert_eq!(undo.unwrap(), 3);
+    let events = rt.block_on(store.publish_events("r9")).unwrap();
+    assert_eq!(events[1].undone_by, Some(3));
+    assert_eq!(events[2].kind, ctx_store::PublishKind::Unpublish);
+    assert_eq!(rt.block_on(store.published("r9")).unwrap(), [old]);
+    for _ in 0..2 {
+        rt.block_on(store.keep_backup("r9", "cd", b"bytes".to_vec()))
+            .unwrap();
+    }
+    let kept = rt.block_on(store.read_backup("r9", "cd")).unwrap();
+    assert_eq!(kept.as_deref(), Some(&b"bytes"[..]));
+    assert_eq!(rt.block_on(store.read_backup("r9", "ef")).unwrap(), None);
+}

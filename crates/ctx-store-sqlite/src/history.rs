@@ -46,6 +46,10 @@ impl RunHistory for RunView {
         RunView::published(self).map_err(read_error)
     }
 
+    fn publish_events(&self) -> Result<Vec<ctx_store::PublishEvent>, StoreError> {
+        RunView::publish_events(self).map_err(read_error)
+    }
+
     fn fallback(&self) -> Result<Option<ctx_model::FallbackChoice>, StoreError> {
         RunView::fallback(self).map_err(read_error)
     }

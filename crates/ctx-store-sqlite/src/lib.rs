@@ -59,6 +59,7 @@ mod error;
 mod history;
 mod id;
 mod lock;
+mod publishes;
 mod root;
 mod rows;
 mod schema;
@@ -76,6 +77,7 @@ pub use ctx_store::{
 };
 pub use id::{is_run_id, new_run_id};
 pub use lock::LOCK_FILE;
+pub use publishes::PublishLog;
 pub use root::{DEFAULT_ROOT, GcReport, RunRoot, RunSummary, StartAt, UnreadableRun};
 pub use schema::{
     CACHE_APPLICATION_ID, Migration, RUN_APPLICATION_ID, RUN_MIGRATIONS, RUN_SCHEMA_VERSION,

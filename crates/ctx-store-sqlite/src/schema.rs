@@ -34,7 +34,7 @@ pub const CACHE_APPLICATION_ID: i64 = 0x6374_7843;
 pub type Migration = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
 /// The run store's migrations, oldest first.
-pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2, run_v3, run_v4];
+pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2, run_v3, run_v4, run_v5];
 
 /// The run-store schema version this build writes.
 pub const RUN_SCHEMA_VERSION: i64 = RUN_MIGRATIONS.len() as i64;
@@ -139,6 +139,37 @@ fn run_v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
 /// not why.
 fn run_v4(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE sessions ADD COLUMN fallback_json TEXT;")
+}
+
+/// Schema version 5 of a run store (issue 38): `publishes`, one row per
+/// publish and per undo, so that a run's files can be published later
+/// (`ctx runs publish`, which opens no session) and undone (`ctx runs
+/// unpublish`):
+///
+/// * `session`: the `ctx run --publish-root` session that published;
+///   NULL for `ctx runs publish` and for an undo;
+/// * `kind`: `publish` or `unpublish`; `at`: when it was recorded;
+/// * `files_json`: its manifest, `[ctx_store::Published]` (path, new and
+///   old SHA-256, size, time);
+/// * `undone_by`: for a publish, the `seq` of the undo that reverted it.
+///
+/// The files earlier sessions recorded in `sessions.published_json` are
+/// copied in as publishes (their lines carry no digests, so they cannot
+/// be undone); that column is no longer written.
+fn run_v5(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE publishes (
+             seq INTEGER PRIMARY KEY,
+             session INTEGER,
+             kind TEXT NOT NULL CHECK (kind IN ('publish', 'unpublish')),
+             at TEXT NOT NULL,
+             files_json TEXT NOT NULL,
+             undone_by INTEGER
+         );
+         INSERT INTO publishes (session, kind, at, files_json)
+             SELECT seq, 'publish', COALESCE(finished_at, started_at), published_json
+             FROM sessions WHERE published_json IS NOT NULL ORDER BY seq;",
+    )
 }
 
 /// Schema version 1 of the cache index at the store root.

@@ -29,8 +29,6 @@ pub(crate) const RUN_SYNCHRONOUS: &str = "FULL";
 /// A JSON column of a session a session writes after it started.
 #[derive(Debug, Clone, Copy)]
 enum SessionJson {
-    /// `published_json`.
-    Published,
     /// `fallback_json`.
     Fallback,
 }
@@ -209,24 +207,8 @@ impl SqliteStore {
     /// with the plan as it will now be run. Pass the returned plan's
     /// [`ResumePlan::forced_ids`] to the executor as its `force_rerun` set.
     pub fn resume(dir: &Path, new: &NewRun<'_>) -> Result<(SqliteStore, ResumePlan)> {
-        let path = store_path(dir)?;
-        // Inspect read-only first: nothing (not even the lock file) is
-        // written next to a file that is not ours.
-        let run_id = {
-            let ro = schema::connect(&path, Access::Read)?;
-            schema::inspect(&ro, &path, RUN_APPLICATION_ID, RUN_MIGRATIONS)?;
-            let id: Option<String> = ro
-                .query_row("SELECT id FROM run", [], |r| r.get(0))
-                .optional()
-                .map_err(Error::sql(&path))?;
-            id.unwrap_or_else(|| dir.display().to_string())
-        };
-        let lock = RunLock::acquire(dir, &run_id)?;
-        let mut conn = schema::connect(&path, Access::Write)?;
-        schema::set_writer_pragmas(&conn, &path, RUN_SYNCHRONOUS)?;
-        schema::migrate(&mut conn, &path, RUN_MIGRATIONS)?;
-        schema::quick_check(&conn, &path)?;
-        let view = RunView::from_conn(conn, path.clone(), dir)?;
+        let (view, lock) = open_writer(dir)?;
+        let path = view.path.clone();
         let plan = view.resume_plan(new.plan, new.engine)?;
         let session = {
             let mut conn = view.conn();
@@ -284,12 +266,13 @@ impl SqliteStore {
     }
 
     /// Records the files this session published (after the run, before
-    /// [`finish`](Self::finish)); nothing is recorded for none.
+    /// [`finish`](Self::finish)) as a publish of the run's (`publishes`);
+    /// nothing is recorded for none.
     pub fn record_published(&self, published: &[ctx_store::Published]) -> Result<()> {
         if published.is_empty() {
             return Ok(());
         }
-        self.set_session_json(SessionJson::Published, &published)
+        crate::publishes::insert(&self.view, Some(self.session), published, &[]).map(drop)
     }
 
     /// Records the cheaper tier this session runs on (its period budget's
@@ -301,10 +284,6 @@ impl SqliteStore {
     /// Writes `value` as JSON into this session's `column`.
     fn set_session_json(&self, column: SessionJson, value: &impl serde::Serialize) -> Result<()> {
         let (sql, field) = match column {
-            SessionJson::Published => (
-                "UPDATE sessions SET published_json = ?1 WHERE seq = ?2",
-                "published",
-            ),
             SessionJson::Fallback => (
                 "UPDATE sessions SET fallback_json = ?1 WHERE seq = ?2",
                 "fallback",
@@ -485,6 +464,29 @@ pub(crate) fn insert_session(
     )
     .map_err(Error::sql(path))?;
     Ok(tx.last_insert_rowid())
+}
+
+/// Opens the run in `dir` for writing: checks the store read-only first
+/// (nothing, not even the lock file, is written next to a file that is
+/// not ours), takes the run's lock, migrates an older schema and checks
+/// the file is intact.
+pub(crate) fn open_writer(dir: &Path) -> Result<(RunView, RunLock)> {
+    let path = store_path(dir)?;
+    let run_id = {
+        let ro = schema::connect(&path, Access::Read)?;
+        schema::inspect(&ro, &path, RUN_APPLICATION_ID, RUN_MIGRATIONS)?;
+        let id: Option<String> = ro
+            .query_row("SELECT id FROM run", [], |r| r.get(0))
+            .optional()
+            .map_err(Error::sql(&path))?;
+        id.unwrap_or_else(|| dir.display().to_string())
+    };
+    let lock = RunLock::acquire(dir, &run_id)?;
+    let mut conn = schema::connect(&path, Access::Write)?;
+    schema::set_writer_pragmas(&conn, &path, RUN_SYNCHRONOUS)?;
+    schema::migrate(&mut conn, &path, RUN_MIGRATIONS)?;
+    schema::quick_check(&conn, &path)?;
+    Ok((RunView::from_conn(conn, path, dir)?, lock))
 }
 
 #[cfg(test)]

@@ -198,16 +198,6 @@ impl RunView {
         )
     }
 
-    /// The files the last session that published anything wrote.
-    pub fn published(&self) -> Result<Vec<ctx_store::Published>> {
-        let published = self.session_json(
-            "SELECT published_json FROM sessions WHERE published_json IS NOT NULL
-             ORDER BY seq DESC LIMIT 1",
-            "sessions.published_json",
-        )?;
-        Ok(published.unwrap_or_default())
-    }
-
     /// The JSON column one session row `sql` selects, `None` when there is
     /// no row or it is NULL; `field` names it in errors.
     fn session_json<T: serde::de::DeserializeOwned>(

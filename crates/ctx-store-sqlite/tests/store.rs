@@ -583,3 +583,57 @@ proptest! {
         prop_assert_eq!(history, stores);
     }
 }
+
+/// Schema version 5 (issue 38): the files a session published under
+/// version 4 become the run's first publish, read back as what is in
+/// effect, with no digests (so they cannot be undone); a publish recorded
+/// outside any session (`ctx runs publish`) and its undo are kept in
+/// order, and an undone publish is no longer in effect.
+#[test]
+fn publishes_carry_forward_and_an_undone_publish_is_no_longer_in_effect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, c) = store_at_version(tmp.path(), 4);
+    let plan_json = serde_json::to_string(&plan()).unwrap();
+    c.execute_batch(&format!(
+        "INSERT INTO run VALUES (1, 'old', '2026-01-01T00:00:00Z');
+         INSERT INTO sessions (kind, started_at, finished_at, pid, ctx_version, engine, plan_json, plan_hash, published_json)
+         VALUES ('run', '2026-01-01T00:00:00Z', '2026-01-01T00:00:05Z', 1, '0.1.0', 'dry-run', '{}', 'h',
+                 '[{{\"task_id\":\"a\",\"path\":\"/site/a.md\"}}]');",
+        plan_json.replace('\'', "''")
+    ))
+    .unwrap();
+    drop(c);
+    let old = ctx_store::Published {
+        task_id: "a".into(),
+        path: "/site/a.md".into(),
+        sha256: None,
+        old_sha256: None,
+        size: None,
+        published_at: None,
+    };
+    let view = RunView::open(&dir).unwrap();
+    assert_eq!(view.published().unwrap(), std::slice::from_ref(&old));
+    let events = view.publish_events().unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].at, "2026-01-01T00:00:05Z");
+    drop(view);
+    let log = ctx_store_sqlite::PublishLog::open(&dir).unwrap();
+    let new = ctx_store::Published {
+        sha256: Some("ab".into()),
+        ..old.clone()
+    };
+    assert_eq!(log.record_publish(std::slice::from_ref(&new)).unwrap(), 2);
+    assert_eq!(log.view().published().unwrap(), [new]);
+    assert_eq!(
+        log.record_unpublish(&[2], std::slice::from_ref(&old))
+            .unwrap(),
+        3
+    );
+    // The earlier publish is in effect again; the undo is recorded.
+    assert_eq!(log.view().published().unwrap(), [old]);
+    let events = log.view().publish_events().unwrap();
+    assert_eq!(events[1].undone_by, Some(3));
+    assert_eq!(events[2].kind, ctx_store::PublishKind::Unpublish);
+    // A publish outside any session opens none.
+    assert_eq!(log.view().sessions().unwrap().len(), 1);
+}

@@ -122,15 +122,67 @@ pub struct RunHeader {
     pub location: String,
 }
 
-/// One published output (`ctx run --publish-root`): the task whose final
-/// output it holds and the file written, as the run that wrote it named
-/// it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Published {
-    /// The task whose output it holds.
-    pub task_id: String,
-    /// The file: the publish root joined with the task's `publish` path.
-    pub path: String,
+/// One published output and its manifest line (the vocabulary's type).
+pub use ctx_model::Published;
+
+/// One publish or its undo, as a store records it: every `ctx run
+/// --publish-root` session that wrote something, every `ctx runs
+/// publish`, every `ctx runs unpublish`, in the order they happened.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PublishEvent {
+    /// Its order in the run (1 = the first).
+    pub seq: i64,
+    /// What it was.
+    pub kind: PublishKind,
+    /// When it was recorded (RFC 3339, UTC).
+    pub at: String,
+    /// The files written (for an undo: restored, or removed when
+    /// `sha256` is `None`).
+    pub files: Vec<Published>,
+    /// For a publish: the `seq` of the undo that reverted it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undone_by: Option<i64>,
+}
+
+/// The files of the latest publish among `events` (a run's, oldest
+/// first) that no undo reverted: what a run has published now, by the
+/// one rule both stores read it by.
+pub fn in_effect(events: Vec<PublishEvent>) -> Vec<Published> {
+    events
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == PublishKind::Publish && e.undone_by.is_none())
+        .map(|e| e.files)
+        .unwrap_or_default()
+}
+
+/// Whether a [`PublishEvent`] wrote outputs or undid earlier writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PublishKind {
+    /// Outputs written (`ctx run --publish-root`, `ctx runs publish`).
+    Publish,
+    /// Earlier publishes undone (`ctx runs unpublish`).
+    Unpublish,
+}
+
+impl PublishKind {
+    /// The word stored and shown: `publish` or `unpublish`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PublishKind::Publish => "publish",
+            PublishKind::Unpublish => "unpublish",
+        }
+    }
+
+    /// The kind `s` names, if any.
+    pub fn parse(s: &str) -> Option<PublishKind> {
+        match s {
+            "publish" => Some(PublishKind::Publish),
+            "unpublish" => Some(PublishKind::Unpublish),
+            _ => None,
+        }
+    }
 }
 
 /// The read side of one stored run. Reads take no lock and write nothing:
@@ -175,6 +227,13 @@ pub trait RunHistory {
     /// The default, for a store that never publishes (a shared store:
     /// `--publish-root` is refused there), is none.
     fn published(&self) -> Result<Vec<Published>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Every publish and undo of the run, oldest first (the manifest
+    /// `ctx runs show` lists). The default, for a store that keeps none,
+    /// is none.
+    fn publish_events(&self) -> Result<Vec<PublishEvent>, StoreError> {
         Ok(Vec::new())
     }
 

@@ -73,7 +73,9 @@ pub mod url;
 pub use fingerprint::{
     TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
 };
-pub use history::{Published, RunHeader, RunHistory, RunState, StatusCounts};
+pub use history::{
+    PublishEvent, PublishKind, Published, RunHeader, RunHistory, RunState, StatusCounts, in_effect,
+};
 pub use inputs::{RunInputs, StoredValue, secret_hash};
 pub use memory::MemoryStore;
 #[cfg(feature = "tokio")]

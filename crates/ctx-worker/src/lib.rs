@@ -65,6 +65,7 @@ use tracing::Instrument;
 
 mod map_turn;
 mod period;
+pub mod publish;
 pub mod runs;
 mod session;
 pub mod shared;

@@ -313,9 +313,23 @@ impl SharedSession {
         // The run is complete (no open task is left) unless it was
         // stopped: this session publishes its outputs, once, as a local
         // run's session does, and records what it wrote with the run.
+        // What a file replaces is kept in the database first (a call that
+        // waits for the store: off the runtime's workers).
         let (published, publish_error) = match &self.settings.publish {
             Some(p) => {
-                ctx_run::publish::publish(&p.root, &p.targets, &report.results, report.interrupted)
+                let (p, results) = (p.clone(), report.results.clone());
+                let backups = crate::publish::PgBackups::new(self.store.clone(), &self.run_id);
+                let interrupted = report.interrupted;
+                tokio::task::spawn_blocking(move || {
+                    ctx_run::publish::publish(
+                        &p.root,
+                        &p.targets,
+                        &results,
+                        interrupted,
+                        Some(&backups),
+                    )
+                })
+                .await?
             }
             None => (Vec::new(), None),
         };

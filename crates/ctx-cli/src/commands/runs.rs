@@ -30,6 +30,7 @@ use crate::io::{json_text, print_stdout};
 
 pub mod diff;
 mod export_otlp;
+pub mod publish;
 pub mod report;
 pub(crate) mod shared;
 
@@ -53,6 +54,14 @@ pub enum RunsCommand {
     /// Compare two runs task by task: status, checks, output, the inputs
     /// that changed, tokens, cost and time; --fail-on gates CI.
     Diff(diff::DiffArgs),
+    /// Publish a stored run's completed outputs under --publish-root DIR
+    /// (after review), as `ctx run --publish-root` would have, and record
+    /// it with the run.
+    Publish(publish::PublishArgs),
+    /// Undo the run's publishes, newest first: put back the files they
+    /// replaced and remove those they created (refused for a file changed
+    /// since, unless --force).
+    Unpublish(publish::UnpublishArgs),
 }
 
 // Where runs are stored.
@@ -179,8 +188,8 @@ pub fn run(cmd: RunsCommand) -> CliResult {
                 return shared::report(&url, &a.run, a.output.as_deref());
             }
         }
-        // Reads either store itself.
-        RunsCommand::Diff(_) => {}
+        // Each reads either store itself.
+        RunsCommand::Diff(_) | RunsCommand::Publish(_) | RunsCommand::Unpublish(_) => {}
     }
     match cmd {
         RunsCommand::List(a) => list(a),
@@ -189,6 +198,8 @@ pub fn run(cmd: RunsCommand) -> CliResult {
         RunsCommand::Report(a) => report::run(a),
         RunsCommand::Gc(a) => gc(a),
         RunsCommand::Diff(a) => diff::run(a),
+        RunsCommand::Publish(a) => publish::publish(a),
+        RunsCommand::Unpublish(a) => publish::unpublish(a),
     }
 }
 

@@ -141,19 +141,11 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
             ended_at,
             as_of: (status == RunStatus::Running).then_some(now),
             tasks,
-            published: view.published()?.into_iter().map(published_file).collect(),
+            published: view.published()?,
             fallback: view.fallback()?.map(fallback_note),
         },
         records,
     })
-}
-
-/// The report's row of a published file.
-fn published_file(p: ctx_store::Published) -> ctx_report::PublishedFile {
-    ctx_report::PublishedFile {
-        task_id: p.task_id,
-        path: p.path,
-    }
 }
 
 /// The report's section on a run's cheaper tier.
