@@ -8,6 +8,9 @@
 
 use ctx_cost::Usd;
 use ctx_test_support::{Dir, Out};
+
+#[path = "support/budget_plan.rs"]
+mod budget_plan;
 use serde_json::json;
 
 /// Each call waits a moment (so that runs started together overlap) and
@@ -19,18 +22,9 @@ fn command(dir: &Dir) -> String {
     )
 }
 
-/// A plan of two priced tasks with `budget` as its `config.budget`.
+/// The tests' plan ([`budget_plan::nightly_plan`]) with `budget`.
 fn write_plan(dir: &Dir, budget: serde_json::Value) {
-    let task = |id: &str| {
-        json!({"id": id, "description": id, "tool_or_prompt": {"name": "inference",
-            "params": {"prompt": format!("Say {id}."), "model": "m", "max_tokens": 50}}})
-    };
-    // `cheap` is priced by the plan: a fallback tier's model must be.
-    let plan = json!({"schema_version": 1,
-        "config": {"tokenizer": "cl100k_base", "budget": budget,
-            "prices": {"cheap": {"input": 0.0001, "output": 0.0002}}},
-        "sub_tasks": [task("a"), task("b")]});
-    dir.write("nightly.json", &plan.to_string());
+    dir.write("nightly.json", &budget_plan::nightly_plan(budget));
 }
 
 /// `ctx run nightly.json` with the command and the price of `m`.

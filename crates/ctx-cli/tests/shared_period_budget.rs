@@ -12,6 +12,9 @@ mod pg;
 #[path = "support/shared_cli.rs"]
 mod shared_cli;
 
+#[path = "support/budget_plan.rs"]
+mod budget_plan;
+
 use std::path::Path;
 
 use ctx_cost::Usd;
@@ -31,18 +34,9 @@ impl Ran {
     }
 }
 
-/// A plan of two tasks on `m` (priced by the flags) under `budget`;
-/// `cheap`, a fallback's model, is priced by the plan.
+/// The tests' plan ([`budget_plan::nightly_plan`]) with `budget`.
 fn write_plan(dir: &Path, budget: serde_json::Value) {
-    let task = |id: &str| {
-        json!({"id": id, "description": id, "tool_or_prompt": {"name": "inference",
-            "params": {"prompt": format!("Say {id}."), "model": "m", "max_tokens": 50}}})
-    };
-    let plan = json!({"schema_version": 1,
-        "config": {"tokenizer": "cl100k_base", "budget": budget,
-            "prices": {"cheap": {"input": 0.0001, "output": 0.0002}}},
-        "sub_tasks": [task("a"), task("b")]});
-    std::fs::write(dir.join("nightly.json"), plan.to_string()).unwrap();
+    std::fs::write(dir.join("nightly.json"), budget_plan::nightly_plan(budget)).unwrap();
 }
 
 /// `ctx run nightly.json --store URL` on a command that logs the model
