@@ -370,7 +370,14 @@ fn open_shared_once(
             // below initialises it exactly once (an IMMEDIATE
             // transaction that re-reads the version). A run store,
             // which has one writer, keeps refusing such a file.
-            Err(Error::Foreign { .. }) if is_blank(&conn, path)? => {}
+            //
+            // The other may also commit its migration between the read
+            // that found the file empty and the one asking whether it is
+            // blank: then the file is a store of the kind asked for, and
+            // inspecting it again says so.
+            Err(Error::Foreign { .. })
+                if is_blank(&conn, path)?
+                    || inspect(&conn, path, application_id, migrations).is_ok() => {}
             Err(e) => return Err(e),
         }
     }
