@@ -61,11 +61,11 @@ struct Case {
     /// The tier and the model: the requests go at flex (`--service-tier
     /// flex`) or the standard tier, on a model with flex prices or one
     /// without.
-    tiers: Tiers,
+    serving: Serving,
 }
 
 #[derive(Debug, Clone)]
-struct Tiers {
+struct Serving {
     model: &'static str,
     flex: bool,
     /// Flex requests the server has no capacity for.
@@ -74,14 +74,14 @@ struct Tiers {
     canary: bool,
 }
 
-fn tiers() -> impl Strategy<Value = Tiers> {
+fn serving() -> impl Strategy<Value = Serving> {
     (
         prop_oneof![Just("gpt-4o-mini"), Just("gpt-5-mini")],
         any::<bool>(),
         0usize..4,
         any::<bool>(),
     )
-        .prop_map(|(model, flex, flex_busy, canary)| Tiers {
+        .prop_map(|(model, flex, flex_busy, canary)| Serving {
             model,
             flex,
             flex_busy,
@@ -121,7 +121,7 @@ fn case() -> impl Strategy<Value = Case> {
         // Half the cases at tight books (90-100 % of the reservations),
         // where an overspend of a few tokens shows.
         prop_oneof![10u128..150, 90u128..=100],
-        tiers(),
+        serving(),
     )
         .prop_map(
             |(
@@ -132,7 +132,7 @@ fn case() -> impl Strategy<Value = Case> {
                 usage,
                 rejects,
                 budget_percent,
-                tiers,
+                serving,
             )| {
                 Case {
                     tasks,
@@ -142,7 +142,7 @@ fn case() -> impl Strategy<Value = Case> {
                     usage,
                     rejects_response_format: rejects,
                     budget_percent,
-                    tiers,
+                    serving,
                 }
             },
         )
@@ -163,7 +163,7 @@ fn plan(c: &Case) -> Plan {
                 "Write part {i} of the report.{}",
                 " Be thorough.".repeat(20)
             );
-            let mut params = json!({"prompt": prompt, "model": c.tiers.model,
+            let mut params = json!({"prompt": prompt, "model": c.serving.model,
                                     "max_tokens": t.max_tokens, "n": t.n});
             if let Some(m) = t.max_completion_tokens {
                 params["max_completion_tokens"] = json!(m);
@@ -182,7 +182,7 @@ fn plan(c: &Case) -> Plan {
     serde_json::from_value(json!({
         "schema_version": 1,
         "config": {"tokenizer": "o200k_base", "max_prompt_tokens": 90,
-                   "max_check_attempts": c.max_check_attempts, "canary": c.tiers.canary},
+                   "max_check_attempts": c.max_check_attempts, "canary": c.serving.canary},
         "sub_tasks": tasks
     }))
     .unwrap()
@@ -201,7 +201,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
             count: Arc::new(move |s: &str| counter.count(s) as u64),
             usage: c.usage,
             rejects_response_format: c.rejects_response_format,
-            flex_busy: c.tiers.flex_busy,
+            flex_busy: c.serving.flex_busy,
         })
         .await;
         let system = c.system.then(|| SYSTEM.to_string());
@@ -209,7 +209,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
             base_url: server.base_url.clone(),
             defaults: RequestDefaults {
                 system: system.clone(),
-                service_tier: c.tiers.flex.then(|| "flex".to_string()),
+                service_tier: c.serving.flex.then(|| "flex".to_string()),
                 ..RequestDefaults::default()
             },
             retry: RetryPolicy {
@@ -319,7 +319,7 @@ fn a_large_budget_runs_every_shape_and_spends() {
         usage: UsageShape::TotalOnly,
         rejects_response_format: true,
         budget_percent: 100,
-        tiers: Tiers {
+        serving: Serving {
             model: "gpt-4o-mini",
             flex: false,
             flex_busy: 0,
@@ -354,7 +354,7 @@ fn a_total_only_usage_is_settled_within_its_reservation() {
         usage: UsageShape::TotalOnly,
         rejects_response_format: false,
         budget_percent: 100,
-        tiers: Tiers {
+        serving: Serving {
             model: "gpt-4o-mini",
             flex: false,
             flex_busy: 0,
@@ -399,7 +399,7 @@ fn flex_with_its_fallback_and_a_canary_stay_within_the_budget() {
             usage: UsageShape::Full,
             rejects_response_format: false,
             budget_percent: 100,
-            tiers: Tiers {
+            serving: Serving {
                 model: "gpt-5-mini",
                 flex: true,
                 flex_busy,

@@ -55,27 +55,29 @@ impl Notices {
         let Some(text) = describe(event) else { return };
         let text = self.mask.apply(&text).into_owned();
         let bar = self.bar.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        match (bar, event) {
-            (
-                Some(bar),
-                EngineEvent::Retrying { .. }
-                | EngineEvent::StructuredOutputRejected { .. }
-                | EngineEvent::FlexFallback { .. },
-            ) => {
+        match (bar, lasting(event)) {
+            (Some(bar), true) => {
                 bar.println(&text);
                 bar.set_message(text);
             }
-            (Some(bar), _) => bar.set_message(text),
-            // No bar: only retries are worth a line of their own in a log.
-            (
-                None,
-                EngineEvent::Retrying { .. }
-                | EngineEvent::StructuredOutputRejected { .. }
-                | EngineEvent::FlexFallback { .. },
-            ) => eprintln!("ctx: {text}"),
-            (None, _) => {}
+            (Some(bar), false) => bar.set_message(text),
+            // No bar: only these are worth a line of their own in a log.
+            (None, true) => eprintln!("ctx: {text}"),
+            (None, false) => {}
         }
     }
+}
+
+/// Whether `event` is worth a line of its own (above the bar, or in a
+/// log): a retry, a refused structured output, a flex fallback. The
+/// others (pacing, streaming) only update the bar's message.
+fn lasting(event: &EngineEvent) -> bool {
+    matches!(
+        event,
+        EngineEvent::Retrying { .. }
+            | EngineEvent::StructuredOutputRejected { .. }
+            | EngineEvent::FlexFallback { .. }
+    )
 }
 
 /// What a person sees of an [`EngineEvent`].
