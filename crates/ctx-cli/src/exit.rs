@@ -31,6 +31,11 @@ pub enum Exit {
     /// `ctx schema -o/--out`.
     /// No temporary file is left behind.
     OutWrite = 5,
+    /// `ctx run`: nothing failed, and a task waits for a decision on its
+    /// approval gate (`before: run` held, or a `before: publish` output
+    /// not published); the summary names each and the command that
+    /// approves it. `ctx runs publish`: an output waits for a decision.
+    AwaitingApproval = 6,
     /// The system refused what ctx needs to run at all: the async
     /// runtime's threads could not be started (sysexits' `EX_OSERR`).
     System = 71,
@@ -49,13 +54,14 @@ pub enum Exit {
 impl Exit {
     /// Every code, ascending (a test checks the list is complete and in
     /// order).
-    pub const ALL: [Exit; 10] = [
+    pub const ALL: [Exit; 11] = [
         Exit::Ok,
         Exit::Findings,
         Exit::Usage,
         Exit::OverBudget,
         Exit::Store,
         Exit::OutWrite,
+        Exit::AwaitingApproval,
         Exit::System,
         Exit::Hangup,
         Exit::Interrupted,
@@ -84,6 +90,10 @@ impl Exit {
             }
             Exit::OutWrite => {
                 "an output file (-o/--out, --publish-root) could not be written; no temporary file is left"
+            }
+            Exit::AwaitingApproval => {
+                "waiting for approval: nothing failed, and a gated task or output waits for \
+                 `ctx runs approve`"
             }
             Exit::System => "the system refused what ctx needs to run at all (threads)",
             Exit::Hangup => "stopped by SIGHUP; the run is stored as interrupted",
@@ -167,10 +177,31 @@ pub type CliResult = Result<Exit, CliError>;
 /// (2), anything else a store error (4).
 impl From<ctx_store_sqlite::Error> for CliError {
     fn from(e: ctx_store_sqlite::Error) -> Self {
+        if let ctx_store_sqlite::Error::Decision(refused) = e {
+            return (*refused).into();
+        }
         if e.is_not_found() {
             CliError::usage(e)
         } else {
             CliError::with(Exit::Store, e)
+        }
+    }
+}
+
+/// A decision on an approval gate that was not recorded: a task that does
+/// not exist or has no gate, or a rejection without a note, is bad input
+/// (2); a gate that does not wait now or that another decision settled
+/// first is a finding (1). Nothing was written.
+impl From<ctx_run::gates::DecisionRefused> for CliError {
+    fn from(e: ctx_run::gates::DecisionRefused) -> Self {
+        use ctx_run::gates::DecisionRefused;
+        match e {
+            DecisionRefused::UnknownTask { .. }
+            | DecisionRefused::NoGate { .. }
+            | DecisionRefused::NoteRequired { .. } => CliError::usage(e),
+            DecisionRefused::NotWaiting { .. } | DecisionRefused::AlreadySettled { .. } => {
+                CliError::with(Exit::Findings, e)
+            }
         }
     }
 }
@@ -247,6 +278,7 @@ impl From<ctx_run::request::RequestError> for CliError {
             // The period ledger or the stored run could not be read: the
             // store's exit, as any other read of it.
             e @ RequestError::Tier(_) => CliError::with(Exit::Store, e),
+            e @ RequestError::WaitApproval(_) => CliError::usage(e),
         }
     }
 }
@@ -436,6 +468,7 @@ mod tests {
                 | Exit::OverBudget
                 | Exit::Store
                 | Exit::OutWrite
+                | Exit::AwaitingApproval
                 | Exit::System
                 | Exit::Hangup
                 | Exit::Interrupted

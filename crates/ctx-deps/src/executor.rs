@@ -157,6 +157,14 @@ pub enum ProgressEvent {
         /// How many items it has.
         items: usize,
     },
+    /// A task's `before: run` gate has no decision: the task is held
+    /// (reported once, when it is first held).
+    AwaitingApproval {
+        /// Its id.
+        task_id: String,
+        /// The gate's `message`.
+        message: Option<String>,
+    },
 }
 
 /// A run's outcome: every task's final result, even when interrupted.
@@ -175,6 +183,10 @@ pub struct RunReport {
     pub makespan: Duration,
     /// What the run spent, when it was given [`ExecutorOptions::cost`].
     pub cost: Option<CostSummary>,
+    /// The tasks whose `before: run` gate had no decision when the run
+    /// ended, in plan order (stored `pending`, as is everything below
+    /// them; [`crate::gates`]).
+    pub awaiting: Vec<String>,
 }
 
 impl RunReport {
@@ -194,6 +206,23 @@ impl RunReport {
                 || ctx_model::map::parse_item_id(&r.task_id)
                     .is_some_and(|(map, _)| completed.contains(map))
         })
+    }
+
+    /// Whether no task failed or was skipped: every one completed (as
+    /// [`Self::all_completed`] counts), or waits for an approval
+    /// (`pending` below a held gate).
+    pub fn only_waiting(&self) -> bool {
+        let completed = self.all_completed();
+        completed
+            || self.results.iter().all(|r| {
+                matches!(r.status, TaskStatus::Completed | TaskStatus::Pending)
+                    || r.status == TaskStatus::Failed
+                        && ctx_model::map::parse_item_id(&r.task_id).is_some_and(|(map, _)| {
+                            self.results
+                                .iter()
+                                .any(|m| m.task_id == map && m.status == TaskStatus::Completed)
+                        })
+            })
     }
 
     /// How many tasks ended with `status`.
@@ -353,6 +382,7 @@ impl Executor {
         run.interrupted = interrupted;
         self.settle_cancelled(&mut run, flight.dispatched, &mut progress)
             .await?;
+        let awaiting = self.settle_held(&mut run).await?;
         self.skip_unreached(&mut run, &mut progress).await?;
         let cost = self.cost_summary(&run);
         let mut results = run.results_in_plan_order();
@@ -368,6 +398,7 @@ impl Executor {
             interrupted,
             makespan: started.elapsed(),
             cost,
+            awaiting,
         })
     }
 
@@ -398,7 +429,12 @@ impl Executor {
             let waiting = self.dispatch(run, flight, budget, progress).await?;
             let watch = settlements.as_mut().filter(|_| waiting);
             if flight.is_empty() && watch.is_none() {
-                return Ok(LoopEnd::Done);
+                // Only held gates are left: wait for a decision, if asked.
+                match self.wait_for_decisions(run, cancel.as_mut()).await {
+                    gates::WaitEnd::Woken => continue,
+                    gates::WaitEnd::Over => return Ok(LoopEnd::Done),
+                    gates::WaitEnd::Cancelled => return Ok(LoopEnd::Interrupted),
+                }
             }
             // A job held for its turn (a dry run) is settled first.
             if let Some(joined) = flight.in_dispatch_order() {
@@ -571,6 +607,10 @@ impl Executor {
             if self.reuse_deferred(run, i, progress).await? {
                 continue;
             }
+            // A `before: run` gate: held, rejected, or approved (gates.rs).
+            if self.gate_holds(run, i, progress).await? {
+                continue;
+            }
             if ctx.plan.sub_tasks[i].map.is_some() {
                 // A map task calls no engine: it expands, then joins.
                 self.map_step(run, i, budget, progress).await?;
@@ -614,7 +654,8 @@ impl Executor {
                 progress(&ProgressEvent::Started { task_id: id });
                 first_token = run.warm.first_token_for(i, run.item_of[i]);
             }
-            self.spawn_job(&ctx, flight, i, reused, first_token);
+            let approval = run.approvals[i].take();
+            self.spawn_job(&ctx, flight, i, reused, first_token, approval);
         }
         let any_waiting = !waiting.is_empty();
         for i in waiting {
@@ -632,6 +673,7 @@ impl Executor {
         i: usize,
         reused: Option<Reused>,
         first_token: Option<FirstToken>,
+        approval: Option<ctx_model::approval::Decision>,
     ) {
         let ctx = Arc::clone(ctx);
         let store = Arc::clone(&self.store);
@@ -639,7 +681,15 @@ impl Executor {
         let job_began = Arc::clone(&began);
         let handle = flight.jobs.spawn(
             async move {
-                let job = run_job(&ctx, &store, i, reused, &job_began, first_token.as_ref());
+                let job = run_job(
+                    &ctx,
+                    &store,
+                    i,
+                    reused,
+                    &job_began,
+                    first_token.as_ref(),
+                    approval.as_ref(),
+                );
                 (i, job.await)
             }
             .in_current_span(),
@@ -1037,6 +1087,12 @@ struct RunState {
     deferred: Vec<Option<TaskExecutionResult>>,
     /// The prefix-cache warm-up's groups and held items (warm_up.rs).
     warm: WarmUp,
+    /// Tasks held by a `before: run` gate with no decision (gates).
+    held: Vec<usize>,
+    /// Per task: held once already (reported once).
+    announced: Vec<bool>,
+    /// Per task: the approval its gate was opened by, for its span.
+    approvals: Vec<Option<ctx_model::approval::Decision>>,
 }
 
 impl RunState {
@@ -1056,6 +1112,9 @@ impl RunState {
             pending_summary: vec![None; n],
             summary_only: vec![false; n],
             warm: WarmUp::new(&ctx.plan),
+            held: Vec::new(),
+            announced: vec![false; n],
+            approvals: vec![None; n],
             ctx,
         }
     }
@@ -1144,6 +1203,13 @@ mod tests;
 
 #[path = "executor_map.rs"]
 mod map_step;
+
+#[path = "executor_gates.rs"]
+mod gates;
+
+#[cfg(test)]
+#[path = "executor_gates_tests.rs"]
+mod gates_tests;
 
 #[cfg(test)]
 #[path = "executor_map_tests.rs"]

@@ -253,6 +253,8 @@ impl RunState {
         self.item_of.resize(after, Some(map));
         self.deferred.resize(after, None);
         self.taken.resize(after, false);
+        self.announced.resize(after, false);
+        self.approvals.resize(after, None);
         self.ctx = expanded;
     }
 }

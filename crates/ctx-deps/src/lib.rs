@@ -58,6 +58,7 @@ pub mod checking;
 pub mod cost;
 mod engine_call;
 pub mod executor;
+pub mod gates;
 pub mod graph;
 mod in_flight;
 pub mod map;

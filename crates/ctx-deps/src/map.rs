@@ -80,6 +80,8 @@ pub fn item_task(task: &SubTask, m: &MapSpec, index: usize, text: &str) -> SubTa
     item.dependencies.retain(|d| d != &m.over);
     item.map = None;
     item.publish = None;
+    // The map task's gate holds the map as a whole: items carry none.
+    item.approval = None;
     let params = &mut item.tool_or_prompt.params;
     params.prompt = params.prompt.replace(&mark, &value);
     if let Some(system) = &mut params.system {

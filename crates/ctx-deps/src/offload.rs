@@ -43,6 +43,13 @@ pub(crate) async fn store(
     with_store(store, move |s| s.store(result)).await
 }
 
+/// [`ExecutionStore::decisions`], off the runtime.
+pub(crate) async fn decisions(
+    store: &Arc<dyn ExecutionStore>,
+) -> Result<Vec<ctx_model::approval::Decision>, StoreError> {
+    with_store(store, |s| s.decisions()).await
+}
+
 /// [`ExecutionStore::get_by_task_id`], off the runtime.
 pub(crate) async fn get_by_task_id(
     store: &Arc<dyn ExecutionStore>,

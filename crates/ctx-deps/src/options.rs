@@ -126,6 +126,15 @@ pub struct ExecutorOptions {
     /// Ignored for a plan that asks for none. The executor adds it to
     /// [`secret_mask`](Self::secret_mask).
     pub canary: Option<crate::Canary>,
+    /// Run every gated task as if approved, and hold no output for
+    /// approval: `ctx eval`, whose variants publish nothing and never
+    /// wait. `false` (the default): a `before: run` gate holds its task
+    /// until the store has a decision ([`crate::gates`]).
+    pub ignore_gates: bool,
+    /// With gates held: keep waiting for a decision, until a deadline,
+    /// when nothing else can run (`ctx run --wait-approval DURATION`).
+    /// `None`: the run ends with its gates waiting.
+    pub approval_wait: Option<crate::gates::ApprovalWait>,
 }
 
 /// The context a prompt is assembled with: the variants `ctx eval`
@@ -206,6 +215,8 @@ impl Default for ExecutorOptions {
             dispatch_gate: None,
             secret_mask: SecretMask::default(),
             canary: None,
+            ignore_gates: false,
+            approval_wait: None,
         }
     }
 }

@@ -1058,7 +1058,9 @@ mod tests {
         let about_a = |e: &&crate::ProgressEvent| match e {
             crate::ProgressEvent::Started { task_id }
             | crate::ProgressEvent::Finished { task_id, .. } => task_id == "a",
-            crate::ProgressEvent::Reused { .. } | crate::ProgressEvent::Expanded { .. } => false,
+            crate::ProgressEvent::Reused { .. }
+            | crate::ProgressEvent::Expanded { .. }
+            | crate::ProgressEvent::AwaitingApproval { .. } => false,
         };
         assert_eq!(events.iter().filter(about_a).count(), 0, "{events:?}");
         assert_eq!(report.order, ["b", "c"]);

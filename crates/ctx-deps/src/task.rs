@@ -160,6 +160,7 @@ pub(crate) async fn run_job(
     reused: Option<Reused>,
     began: &AtomicBool,
     first_token: Option<&FirstToken>,
+    approval: Option<&ctx_model::approval::Decision>,
 ) -> Result<TaskExecutionResult, StoreError> {
     // Held until the job returns (or is dropped when cancelled). A closed
     // gate limits nothing: ctx never closes one.
@@ -169,6 +170,9 @@ pub(crate) async fn run_job(
     };
     began.store(true, Ordering::Release);
     let span = crate::spans::task_span(&ctx.plan.sub_tasks[i].id);
+    if let Some(d) = approval {
+        span.in_scope(|| crate::gates::decision_event(d));
+    }
     let job = async {
         let (result, owed) = match reused {
             Some((r, owed)) => (r, Some(owed)),
@@ -265,7 +269,16 @@ impl TaskRunner {
         // The store's door and the returned result (which a worker
         // commits) both pass the run's secret mask.
         let store = ctx_store::masked_store(store, &self.ctx.secret_mask);
-        let mut result = run_job(&self.ctx, &store, i, None, &AtomicBool::new(false), None).await?;
+        let mut result = run_job(
+            &self.ctx,
+            &store,
+            i,
+            None,
+            &AtomicBool::new(false),
+            None,
+            None,
+        )
+        .await?;
         self.ctx.secret_mask.apply_result(&mut result);
         Ok(result)
     }

@@ -91,6 +91,7 @@ fn random_plan(tasks: usize, seed: u64) -> Plan {
                 publish: None,
                 map: None,
                 output: None,
+                approval: None,
             }
         })
         .collect();

@@ -190,6 +190,11 @@ pub struct SubTask {
     /// whole over `config.output`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<crate::output_cleaning::OutputCleaning>,
+    /// An approval gate (docs/runs.md, "Approval gates"): the task does
+    /// not start (`before: run`), or its output is not published
+    /// (`before: publish`), until a person approves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::approval::Approval>,
 }
 
 /// A task's override of `config.dependency`: how the outputs of *its*

@@ -103,6 +103,7 @@ fn sub_task() -> impl Strategy<Value = SubTask> {
                 publish: None,
                 map: None,
                 output: None,
+                approval: None,
             },
         )
 }
@@ -290,6 +291,7 @@ fn graph_plan(n: usize, edges: &[(usize, usize)]) -> Plan {
             publish: None,
             map: None,
             output: None,
+            approval: None,
         })
         .collect();
     Plan {

@@ -284,6 +284,9 @@ impl EvalSession {
                     cost: cost.clone(),
                     secret_mask: settings.secret_mask.clone(),
                     canary: settings.canary.clone(),
+                    // An eval never waits: its variants publish nothing,
+                    // and a gated task runs as if approved.
+                    ignore_gates: true,
                     ..ExecutorOptions::default()
                 };
                 let (store, sqlite): (Arc<dyn ExecutionStore>, _) = match &settings.store {

@@ -48,6 +48,7 @@ pub mod estimate;
 pub mod eval;
 pub mod eval_baseline;
 pub mod export;
+pub mod gates;
 pub mod inputs;
 pub mod list;
 pub mod map_counts;

@@ -57,6 +57,9 @@ pub struct RunFlags {
     pub out: Option<PathBuf>,
     /// Where completed outputs are published (`--publish-root`).
     pub publish_root: Option<PathBuf>,
+    /// `--wait-approval`: how long to keep waiting for decisions on the
+    /// run's gates.
+    pub approval_wait: Option<std::time::Duration>,
 }
 
 /// What [`RunFlags`] settle into before the plan is read: the store, the
@@ -76,6 +79,7 @@ pub struct RunBasis {
     rerun: Vec<String>,
     out: Option<PathBuf>,
     publish_root: Option<PathBuf>,
+    approval_wait: Option<std::time::Duration>,
 }
 
 /// The plan a request runs, as the caller read and filled it.
@@ -119,6 +123,8 @@ pub struct RunRequest {
     /// The cheaper tier of its period budget the run starts on, already
     /// applied to `plan` ([`crate::period_budget::choose_tier`]).
     pub fallback: Option<ctx_model::FallbackChoice>,
+    /// How long a local run keeps waiting for decisions on its gates.
+    pub approval_wait: Option<std::time::Duration>,
 }
 
 /// A setting that cannot be resolved, or does not fit the store chosen.
@@ -142,6 +148,10 @@ pub enum RequestError {
     /// The tier of a period budget with fallbacks could not be chosen.
     #[error(transparent)]
     Tier(#[from] crate::period_budget::TierError),
+    /// `--wait-approval` on a store no decision reaches (in memory), or
+    /// one that does not wait yet (the shared store).
+    #[error("--wait-approval: {0}")]
+    WaitApproval(&'static str),
 }
 
 impl RunFlags {
@@ -150,6 +160,21 @@ impl RunFlags {
     /// `--alert-at`.
     pub fn settle(&self, env: impl Fn(&str) -> Option<String>) -> Result<RunBasis, RequestError> {
         let store = self.store.resolve(env)?;
+        if self.approval_wait.is_some() {
+            match &store {
+                StoreChoice::Local(crate::RunStore::Memory) => {
+                    return Err(RequestError::WaitApproval(
+                        "a run in memory keeps no decisions; run it with a store",
+                    ));
+                }
+                StoreChoice::Shared(_) => {
+                    return Err(RequestError::WaitApproval(
+                        "not supported on the shared store yet: resume the run once decided",
+                    ));
+                }
+                StoreChoice::Local(_) => {}
+            }
+        }
         let defaults = ExecutorOptions::default();
         let task_timeout = match self.task_timeout_secs {
             Some(secs) => crate::settings::task_timeout_from_secs(secs)?,
@@ -182,6 +207,7 @@ impl RunFlags {
             rerun: self.rerun.clone(),
             out: self.out.clone(),
             publish_root: self.publish_root.clone(),
+            approval_wait: self.approval_wait,
         })
     }
 }
@@ -234,6 +260,7 @@ impl RunBasis {
             rerun: self.rerun,
             alert_at: self.alert_at,
             fallback,
+            approval_wait: self.approval_wait,
         })
     }
 }
@@ -256,6 +283,7 @@ impl RunRequest {
             rerun: self.rerun,
             alert_at: self.alert_at,
             fallback: self.fallback,
+            approval_wait: self.approval_wait,
         };
         (self.plan, settings)
     }

@@ -48,6 +48,10 @@ pub struct ResultsJson<'a> {
     /// unchanged).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<crate::publish::Published>,
+    /// The approval gates left waiting (`ctx run --format json`), each
+    /// with the command that approves it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<crate::gates::Waiting>,
     /// The `--alert-at` thresholds the run crossed ([`crate::alerts`]);
     /// left out when none was.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -71,6 +75,7 @@ impl<'a> ResultsJson<'a> {
             needed_usd: report.cost.and_then(|c| c.budget.map(|_| c.needed)),
             summaries: SummariesJson::of(SummaryTotals::of(&report.results)),
             published: Vec::new(),
+            waiting: Vec::new(),
             alerts: Vec::new(),
             fallback: None,
         }

@@ -109,6 +109,11 @@ pub struct RunSettings {
     /// applied to the plan ([`crate::period_budget::choose_tier`]):
     /// recorded with a durable run, and given back in the outcome.
     pub fallback: Option<ctx_model::FallbackChoice>,
+    /// `--wait-approval`: how long a durable run keeps waiting for
+    /// decisions on its gates when nothing else can run (its `before:
+    /// run` gates, then its `before: publish` outputs), reading them every
+    /// [`ctx_deps::gates::POLL_INTERVAL`]. `None`: it ends waiting.
+    pub approval_wait: Option<std::time::Duration>,
 }
 
 impl Default for RunSettings {
@@ -123,6 +128,7 @@ impl Default for RunSettings {
             rerun: Vec::new(),
             alert_at: Vec::new(),
             fallback: None,
+            approval_wait: None,
         }
     }
 }
@@ -176,6 +182,11 @@ pub struct RunOutcome {
     pub alerts: Vec<crate::alerts::Alert>,
     /// The cheaper tier of its period budget the run ran on.
     pub fallback: Option<ctx_model::FallbackChoice>,
+    /// The gates left waiting for a decision: `before: run` tasks held,
+    /// then (when the session publishes) `before: publish` outputs.
+    pub waiting: Vec<crate::gates::Waiting>,
+    /// The outputs publishing held back (waiting, or rejected).
+    pub withheld: Vec<crate::gates::Withheld>,
 }
 
 /// A run that has started (its store is open, a resume decided) and not
@@ -196,6 +207,8 @@ pub struct RunSession {
     max_cost: Option<ctx_cost::Usd>,
     /// The cheaper tier the run is on.
     fallback: Option<ctx_model::FallbackChoice>,
+    /// `--wait-approval`, shared with the executor (one deadline).
+    approval_wait: Option<ctx_deps::gates::ApprovalWait>,
 }
 
 impl std::fmt::Debug for RunSession {
@@ -230,6 +243,7 @@ impl RunSession {
             rerun,
             alert_at,
             fallback,
+            approval_wait,
         } = settings;
         check_rerun(&plan, &store, &rerun)?;
         // No `prompt_cache_key` is computed from a secret's text, and
@@ -264,6 +278,7 @@ impl RunSession {
                     alert_at,
                     max_cost: None,
                     fallback,
+                    approval_wait: None,
                 });
             }
             RunStore::Sqlite { root, start, cache } => (root, start, cache),
@@ -329,6 +344,10 @@ impl RunSession {
             options.rerun_requested = rerun.into_iter().collect();
         }
         let store = Arc::new(store);
+        let approval_wait = approval_wait.map(|within| {
+            ctx_deps::gates::ApprovalWait::polling(within, ctx_deps::gates::POLL_INTERVAL)
+        });
+        options.approval_wait = approval_wait.clone();
         let engine: Arc<dyn InferenceEngine> = match cache {
             Some(cache) => {
                 let identity = engine.cache_identity();
@@ -358,6 +377,7 @@ impl RunSession {
             alert_at,
             max_cost,
             fallback,
+            approval_wait,
         })
     }
 
@@ -408,9 +428,10 @@ impl RunSession {
             stored.as_ref().map(|s| s.run_id.as_str()),
             self.resumed.is_some(),
         );
+        let mut cancel = std::pin::pin!(cancel);
         let report = self
             .executor
-            .run_with(cancel, progress)
+            .run_with(cancel.as_mut(), progress)
             .instrument(span)
             .await;
         let settling = Settling {
@@ -421,27 +442,14 @@ impl RunSession {
             max_cost: self.max_cost,
         };
         let alerts = tokio::task::spawn_blocking(move || settling.settle()).await??;
-        let report = report?;
+        let mut report = report?;
         // The report comes masked (the executor's report door): a
         // secret's text shows as `[secret NAME]` in all it prints.
-        let (published, publish_error) = match &self.publish {
-            Some(p) => {
-                // A durable run keeps what it replaces in its directory,
-                // for `ctx runs unpublish`; one in memory keeps nothing.
-                let backups = self
-                    .durable
-                    .as_ref()
-                    .map(|s| crate::publish::BackupDir::of_run(s.dir()));
-                crate::publish::publish(
-                    &p.root,
-                    &p.targets,
-                    &report.results,
-                    report.interrupted,
-                    backups.as_ref().map(|b| b as &dyn crate::publish::Backups),
-                )
-            }
-            None => (Vec::new(), None),
-        };
+        let gated = self.publish_gated(&mut report, cancel.as_mut()).await?;
+        let (published, publish_error) = (gated.published, gated.error);
+        let mut waiting =
+            crate::gates::waiting_to_run(self.executor.plan(), &report.awaiting, self.run_id());
+        waiting.extend(crate::gates::awaiting(&gated.withheld));
         let finish_error = match self.durable {
             Some(store) => {
                 let end = if report.interrupted {
@@ -468,8 +476,81 @@ impl RunSession {
             publish_error,
             alerts,
             fallback: self.fallback,
+            waiting,
+            withheld: gated.withheld,
         })
     }
+
+    /// Publishes the completed outputs (with `--publish-root`), holding
+    /// back each `before: publish` output no decision approves
+    /// ([`crate::gates::withhold`]). With `--wait-approval`, an output
+    /// that waits is waited for (the decisions read again at each
+    /// wake-up) until the wait's deadline; a stop signal meanwhile
+    /// publishes nothing and marks the report interrupted. `cancel` has
+    /// not resolved when the report is not interrupted.
+    async fn publish_gated<C>(
+        &self,
+        report: &mut RunReport,
+        mut cancel: std::pin::Pin<&mut C>,
+    ) -> Result<Gated, RunError>
+    where
+        C: Future<Output = ()>,
+    {
+        let Some(p) = &self.publish else {
+            return Ok(Gated::default());
+        };
+        loop {
+            let decisions = match &self.durable {
+                Some(s) => {
+                    let s = Arc::clone(s);
+                    tokio::task::spawn_blocking(move || s.view().decisions()).await??
+                }
+                None => Vec::new(),
+            };
+            let plan = self.executor.plan();
+            let (open, withheld) = crate::gates::withhold(
+                plan,
+                &p.targets,
+                &report.results,
+                &decisions,
+                self.run_id(),
+            );
+            let waits = !crate::gates::awaiting(&withheld).is_empty();
+            if let (true, false, Some(wait)) = (waits, report.interrupted, &self.approval_wait) {
+                tokio::select! {
+                    biased;
+                    () = &mut cancel => report.interrupted = true,
+                    woken = wait.wait_once() => if woken { continue },
+                }
+            }
+            // A durable run keeps what it replaces in its directory, for
+            // `ctx runs unpublish`; one in memory keeps nothing.
+            let backups = self
+                .durable
+                .as_ref()
+                .map(|s| crate::publish::BackupDir::of_run(s.dir()));
+            let (published, error) = crate::publish::publish(
+                &p.root,
+                &open,
+                &report.results,
+                report.interrupted,
+                backups.as_ref().map(|b| b as &dyn crate::publish::Backups),
+            );
+            return Ok(Gated {
+                published,
+                error,
+                withheld,
+            });
+        }
+    }
+}
+
+/// What [`RunSession::publish_gated`] did.
+#[derive(Default)]
+struct Gated {
+    published: Vec<crate::publish::Published>,
+    error: Option<crate::publish::PublishError>,
+    withheld: Vec<crate::gates::Withheld>,
 }
 
 /// The tasks a resume of `run` with `plan` on the engine `label` would

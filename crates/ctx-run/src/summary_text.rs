@@ -278,6 +278,7 @@ mod tests {
             interrupted: false,
             makespan: std::time::Duration::ZERO,
             cost: None,
+            awaiting: Vec::new(),
         }
     }
 

@@ -89,15 +89,28 @@ pub enum UnpublishError {
     Write(#[from] WriteError),
 }
 
+/// A stored run's publish: what was written, the publish that failed
+/// after them (the files written before it are recorded all the same),
+/// and the outputs its approval gates held back.
+#[derive(Debug, Default)]
+pub struct PublishedRun {
+    /// The files written, in plan order.
+    pub written: Vec<Published>,
+    /// The publish that failed, after those written.
+    pub failed: Option<PublishError>,
+    /// The `before: publish` outputs not written: waiting for a decision
+    /// on their digest, or rejected ([`crate::gates::withhold`]).
+    pub withheld: Vec<crate::gates::Withheld>,
+}
+
 /// `ctx runs publish`: publishes the completed outputs of the run `run`
-/// under `publish_root` and records the publish with the run. Returns
-/// what was written, and the publish that failed after them, if any (the
-/// files written before it are recorded all the same).
+/// under `publish_root` (those its gates approve) and records the
+/// publish with the run.
 pub fn publish_stored(
     root: &RunRoot,
     run: &str,
     publish_root: &Path,
-) -> Result<(Vec<Published>, Option<PublishError>), UnpublishError> {
+) -> Result<PublishedRun, UnpublishError> {
     let dir = root.resolve(run)?;
     let log = PublishLog::open(&dir)?;
     let results: Vec<_> = log
@@ -106,43 +119,46 @@ pub fn publish_stored(
         .into_iter()
         .map(|r| r.result)
         .collect();
-    let (written, failed) = publish_results(
+    let done = publish_results(
         log.view().run_id(),
         &log.view().plan()?,
         &results,
+        &log.view().decisions()?,
         publish_root,
         &BackupDir::of_run(&dir),
     )?;
-    if !written.is_empty() {
-        log.record_publish(&written)?;
+    if !done.written.is_empty() {
+        log.record_publish(&done.written)?;
     }
-    Ok((written, failed))
+    Ok(done)
 }
 
 /// A stored run's publish, for any store: the completed outputs among
 /// `results` written where `plan` (the run's stored, filled plan) says,
-/// under `publish_root`, through [`publish`]. The caller records what
-/// was written.
+/// under `publish_root`, through [`publish`], but for those its
+/// `before: publish` gates hold back (`decisions`: the run's). The
+/// caller records what was written.
 pub fn publish_results(
     run_id: &str,
     plan: &ctx_model::Plan,
     results: &[ctx_model::TaskExecutionResult],
+    decisions: &[ctx_model::approval::Decision],
     publish_root: &Path,
     backups: &dyn Backups,
-) -> Result<(Vec<Published>, Option<PublishError>), UnpublishError> {
+) -> Result<PublishedRun, UnpublishError> {
     let targets = publish_targets(plan);
     if targets.is_empty() {
         return Err(UnpublishError::NoTargets {
             run: run_id.to_string(),
         });
     }
-    Ok(publish(
-        publish_root,
-        &targets,
-        results,
-        false,
-        Some(backups),
-    ))
+    let (open, withheld) = crate::gates::withhold(plan, &targets, results, decisions, Some(run_id));
+    let (written, failed) = publish(publish_root, &open, results, false, Some(backups));
+    Ok(PublishedRun {
+        written,
+        failed,
+        withheld,
+    })
 }
 
 /// One step of an undo, decided before anything is written.

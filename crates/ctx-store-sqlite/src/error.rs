@@ -95,6 +95,15 @@ pub enum Error {
         /// What is wrong with it.
         detail: String,
     },
+    /// A decision on an approval gate was refused (nothing was written).
+    #[error(transparent)]
+    Decision(Box<ctx_store::DecisionRefused>),
+}
+
+impl From<ctx_store::DecisionRefused> for Error {
+    fn from(e: ctx_store::DecisionRefused) -> Self {
+        Error::Decision(Box::new(e))
+    }
 }
 
 impl Error {

@@ -50,6 +50,10 @@ impl RunHistory for RunView {
         RunView::publish_events(self).map_err(read_error)
     }
 
+    fn decisions(&self) -> Result<Vec<ctx_model::approval::Decision>, StoreError> {
+        RunView::decisions(self).map_err(read_error)
+    }
+
     fn fallback(&self) -> Result<Option<ctx_model::FallbackChoice>, StoreError> {
         RunView::fallback(self).map_err(read_error)
     }

@@ -55,6 +55,7 @@
 
 mod budgets;
 mod cache;
+mod decisions;
 mod error;
 mod history;
 mod id;
@@ -68,6 +69,7 @@ mod view;
 
 pub use budgets::{BUDGET_FILE, PeriodGrant, PeriodKey, PeriodLedger, PeriodState};
 pub use cache::{CACHE_FILE, CacheStats, CachedOutput, CachingEngine, ResultCache, cache_key};
+pub use decisions::decide;
 pub use error::{Error, Result};
 // The rules every durable store shares live in ctx-store; re-exported so
 // that users of this store find them here too.

@@ -34,7 +34,7 @@ pub const CACHE_APPLICATION_ID: i64 = 0x6374_7843;
 pub type Migration = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
 /// The run store's migrations, oldest first.
-pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2, run_v3, run_v4, run_v5];
+pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2, run_v3, run_v4, run_v5, run_v6];
 
 /// The run-store schema version this build writes.
 pub const RUN_SCHEMA_VERSION: i64 = RUN_MIGRATIONS.len() as i64;
@@ -169,6 +169,36 @@ fn run_v5(tx: &Transaction<'_>) -> rusqlite::Result<()> {
          INSERT INTO publishes (session, kind, at, files_json)
              SELECT seq, 'publish', COALESCE(finished_at, started_at), published_json
              FROM sessions WHERE published_json IS NOT NULL ORDER BY seq;",
+    )
+}
+
+/// Schema version 6 of a run store (issue 38): `decisions`, one row per
+/// decision on an approval gate (`ctx runs approve`, `ctx runs reject`),
+/// written by a process that holds no lock on the run (the run may be
+/// executing, waiting for this very decision):
+///
+/// * `task_id`, `stage` (`run` or `publish`), `verdict` (`approve` or
+///   `reject`), `by`, `at`, `note`;
+/// * `output_sha256`: for a `before: publish` gate, the digest of the
+///   output decided on (NULL for `before: run`).
+///
+/// The unique index makes one decision per gate (and, for `publish`, per
+/// output) the only one: of two decisions at once, the second insert
+/// fails and its maker is told which one won.
+fn run_v6(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE decisions (
+             seq INTEGER PRIMARY KEY,
+             task_id TEXT NOT NULL,
+             stage TEXT NOT NULL CHECK (stage IN ('run', 'publish')),
+             verdict TEXT NOT NULL CHECK (verdict IN ('approve', 'reject')),
+             by TEXT NOT NULL,
+             at TEXT NOT NULL,
+             note TEXT,
+             output_sha256 TEXT
+         );
+         CREATE UNIQUE INDEX decisions_once
+             ON decisions (task_id, stage, IFNULL(output_sha256, ''));",
     )
 }
 

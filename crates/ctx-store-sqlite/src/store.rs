@@ -421,6 +421,10 @@ impl ExecutionStore for SqliteStore {
     fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError> {
         Ok(self.view.results()?.into_iter().map(|r| r.result).collect())
     }
+
+    fn decisions(&self) -> Result<Vec<ctx_model::approval::Decision>, StoreError> {
+        Ok(self.view.decisions()?)
+    }
 }
 
 pub(crate) fn insert_session(

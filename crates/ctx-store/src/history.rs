@@ -237,6 +237,12 @@ pub trait RunHistory {
         Ok(Vec::new())
     }
 
+    /// Every decision on the run's approval gates, oldest first. The
+    /// default, for a store that keeps none, is none.
+    fn decisions(&self) -> Result<Vec<ctx_model::approval::Decision>, StoreError> {
+        Ok(Vec::new())
+    }
+
     /// The cheaper tier of its period budget the run was started on
     /// (`config.budget.fallback`); `None` on the standard tier, and for a
     /// store that keeps no period budget (a shared store).

@@ -58,6 +58,7 @@
 //! ```
 
 pub mod fingerprint;
+pub mod gates;
 pub mod history;
 pub mod inputs;
 pub mod memory;
@@ -73,6 +74,7 @@ pub mod url;
 pub use fingerprint::{
     TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
 };
+pub use gates::{DecisionRefused, DecisionRequest, check_decision};
 pub use history::{
     PublishEvent, PublishKind, Published, RunHeader, RunHistory, RunState, StatusCounts, in_effect,
 };
@@ -175,4 +177,13 @@ pub trait ExecutionStore: Send + Sync {
 
     /// Every task's latest result, ordered by task id.
     fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError>;
+
+    /// Every decision recorded on the run's approval gates (`ctx runs
+    /// approve`, `ctx runs reject`), oldest first: the executor reads it
+    /// each time a gated task is ready, so a decision recorded before the
+    /// run reaches its gate counts. The default, for a store that keeps
+    /// none (in memory), is none.
+    fn decisions(&self) -> Result<Vec<ctx_model::approval::Decision>, StoreError> {
+        Ok(Vec::new())
+    }
 }

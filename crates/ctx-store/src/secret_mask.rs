@@ -190,6 +190,10 @@ impl ExecutionStore for MaskedStore {
     fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError> {
         self.inner.all_results()
     }
+
+    fn decisions(&self) -> Result<Vec<ctx_model::approval::Decision>, StoreError> {
+        self.inner.decisions()
+    }
 }
 
 /// `store` behind `mask` (the store's door), or `store` itself when the

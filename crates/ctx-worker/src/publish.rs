@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use ctx_run::publish::{BackupError, Backups, PublishError, Published};
+use ctx_run::publish::{BackupError, Backups, Published};
 use ctx_run::unpublish::UnpublishError;
 use ctx_store::RunHistory;
 use ctx_store_postgres::{Error as PgError, PgStore};
@@ -95,7 +95,7 @@ pub fn publish(
     url: &str,
     run_id: &str,
     root: &Path,
-) -> Result<(Vec<Published>, Option<PublishError>), SharedPublishError> {
+) -> Result<ctx_run::unpublish::PublishedRun, SharedPublishError> {
     let store = crate::runs::open(url)?;
     let view = store.view(run_id)?;
     if view.header()?.state == ctx_store::RunState::Running {
@@ -105,12 +105,18 @@ pub fn publish(
     }
     let results: Vec<_> = view.latest()?.into_iter().map(|r| r.result).collect();
     let backups = PgBackups::new(store.clone(), run_id);
-    let (written, failed) =
-        ctx_run::unpublish::publish_results(run_id, &view.plan()?, &results, root, &backups)?;
-    if !written.is_empty() {
-        record(&store, run_id, &written, &[])?;
+    let done = ctx_run::unpublish::publish_results(
+        run_id,
+        &view.plan()?,
+        &results,
+        &view.decisions()?,
+        root,
+        &backups,
+    )?;
+    if !done.written.is_empty() {
+        record(&store, run_id, &done.written, &[])?;
     }
-    Ok((written, failed))
+    Ok(done)
 }
 
 /// `ctx runs unpublish RUN --store URL`: the shared run's publishes in

@@ -293,6 +293,7 @@ pub fn report(rows: &[TaskRow], mut reused: Vec<String>, interrupted: bool) -> R
         interrupted,
         makespan: Duration::ZERO,
         cost: Some(cost(rows.iter().copied())),
+        awaiting: Vec::new(),
     }
 }
 

@@ -143,6 +143,13 @@ pub struct Args {
     #[arg(long, help_heading = heading::CACHE)]
     pub cache: bool,
 
+    /// When the run has nothing left to do but wait for decisions on its
+    /// approval gates, keep waiting up to DURATION (`90s`, `30m`, `2h`),
+    /// reading the decisions every 500 ms, and go on as soon as one is
+    /// stored (`ctx runs approve` from any shell); past it, exit 6.
+    #[arg(long, value_name = "DURATION", value_parser = wait_duration, help_heading = heading::STORE)]
+    pub wait_approval: Option<Duration>,
+
     /// Keep the run in memory only: no run directory, no resume.
     #[arg(long, conflicts_with_all = ["root", "run_dir", "resume", "cache"], help_heading = heading::STORE)]
     pub no_store: bool,
@@ -192,6 +199,13 @@ pub struct Args {
 }
 
 pub use crate::format::Format;
+
+/// `--wait-approval DURATION`, read.
+fn wait_duration(text: &str) -> Result<Duration, String> {
+    crate::engines::openai::parse_duration(text).ok_or_else(|| {
+        format!("expected a whole number and a unit (ms, s, m, h, d), as `30m`; got {text:?}")
+    })
+}
 
 /// `--summarize-strategy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -329,10 +343,12 @@ fn run_local(
         unpublished: outcome.publish_error,
         alerts: outcome.alerts,
         fallback: outcome.fallback,
+        waiting: outcome.waiting,
+        withheld: outcome.withheld,
     };
     let exit = report_run(&executed, output)?;
     if let Some(stored) = &outcome.stored {
-        if executed.report.all_completed() {
+        if executed.report.all_completed() && executed.waiting.is_empty() {
             eprintln!("run {} stored in {}", stored.run_id, stored.dir.display());
         } else {
             // The run stores its plan: resuming needs no plan path.
@@ -438,6 +454,10 @@ pub struct Executed {
     pub alerts: Vec<ctx_run::alerts::Alert>,
     /// The cheaper tier of its period budget the run ran on.
     pub fallback: Option<ctx_model::FallbackChoice>,
+    /// The approval gates left waiting, each with its approve command.
+    pub waiting: Vec<ctx_run::gates::Waiting>,
+    /// The outputs publishing held back (waiting, or rejected).
+    pub withheld: Vec<ctx_run::gates::Withheld>,
 }
 
 /// Whether stderr speaks GitHub Actions' workflow commands.
@@ -528,6 +548,7 @@ pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
         Format::Json => {
             let mut json = ctx_run::ResultsJson::of(report);
             json.published = published.clone();
+            json.waiting = executed.waiting.clone();
             json.alerts = executed.alerts.clone();
             json.fallback = executed
                 .fallback
@@ -536,14 +557,16 @@ pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
             crate::io::print_stdout(&crate::io::json_text(&json)?)?;
         }
         Format::Text => crate::io::print_stdout(&format!(
-            "{}{}{}",
+            "{}{}{}{}{}",
             ctx_run::summary_text::summary_text(report),
             executed
                 .fallback
                 .as_ref()
                 .map(ctx_run::period_budget::fallback_text)
                 .unwrap_or_default(),
-            ctx_run::publish::published_text(published)
+            ctx_run::publish::published_text(published),
+            ctx_run::gates::rejected_text(&executed.withheld),
+            ctx_run::gates::waiting_text(&executed.waiting),
         ))?,
     }
     print_alerts(&executed.alerts);
@@ -571,7 +594,11 @@ pub fn report_run(executed: &Executed, output: &Output<'_>) -> CliResult {
     if written.is_err() || unpublished.is_some() {
         return Ok(Exit::OutWrite);
     }
-    Ok(if report.all_completed() {
+    Ok(if !report.only_waiting() {
+        Exit::Findings
+    } else if !executed.waiting.is_empty() {
+        Exit::AwaitingApproval
+    } else if report.all_completed() {
         Exit::Ok
     } else {
         Exit::Findings
@@ -611,6 +638,9 @@ fn update_bar(bar: &indicatif::ProgressBar, in_flight: &mut usize, event: &Progr
             // The items are tasks the plan did not list.
             bar.inc_length(*items as u64);
             bar.set_message(format!("{task_id} expanded into {items} items"));
+        }
+        ProgressEvent::AwaitingApproval { task_id, .. } => {
+            bar.println(format!("task {task_id}: waiting for approval"));
         }
         ProgressEvent::Finished {
             task_id, status, ..

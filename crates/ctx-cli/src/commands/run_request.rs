@@ -92,6 +92,7 @@ fn flags(args: &Args) -> RunFlags {
         rerun: args.rerun.clone(),
         out: args.out.clone(),
         publish_root: args.inputs.publish_root.clone(),
+        approval_wait: args.wait_approval,
     }
 }
 

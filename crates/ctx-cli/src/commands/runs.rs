@@ -28,6 +28,7 @@ use ctx_table::{printable, printable_lines};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
 
+pub mod approve;
 pub mod diff;
 mod export_otlp;
 pub mod publish;
@@ -62,6 +63,13 @@ pub enum RunsCommand {
     /// replaced and remove those they created (refused for a file changed
     /// since, unless --force).
     Unpublish(publish::UnpublishArgs),
+    /// Approve a task's approval gate: a `before: run` task may start, a
+    /// `before: publish` output (named by its SHA-256) may be published.
+    Approve(approve::ApproveArgs),
+    /// Reject a task's approval gate (--note required): a `before: run`
+    /// task fails and its dependents are skipped; a `before: publish`
+    /// output is kept but never published.
+    Reject(approve::RejectArgs),
 }
 
 // Where runs are stored.
@@ -189,7 +197,11 @@ pub fn run(cmd: RunsCommand) -> CliResult {
             }
         }
         // Each reads either store itself.
-        RunsCommand::Diff(_) | RunsCommand::Publish(_) | RunsCommand::Unpublish(_) => {}
+        RunsCommand::Diff(_)
+        | RunsCommand::Publish(_)
+        | RunsCommand::Unpublish(_)
+        | RunsCommand::Approve(_)
+        | RunsCommand::Reject(_) => {}
     }
     match cmd {
         RunsCommand::List(a) => list(a),
@@ -200,6 +212,8 @@ pub fn run(cmd: RunsCommand) -> CliResult {
         RunsCommand::Diff(a) => diff::run(a),
         RunsCommand::Publish(a) => publish::publish(a),
         RunsCommand::Unpublish(a) => publish::unpublish(a),
+        RunsCommand::Approve(a) => approve::approve(a),
+        RunsCommand::Reject(a) => approve::reject(a),
     }
 }
 

@@ -497,8 +497,9 @@ pub fn batch_not_shared() -> CliError {
     )
 }
 
-/// `90s`, `30m`, `6h`, `1d`, `500ms`: a whole positive number and its unit.
-fn parse_duration(text: &str) -> Option<Duration> {
+/// `90s`, `30m`, `6h`, `1d`, `500ms`: a whole positive number and its unit
+/// (`--batch-deadline`, `--wait-approval`).
+pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit())?;
     let (number, unit) = text.split_at(split);

@@ -194,6 +194,10 @@ pub enum ProblemCode {
     /// An item placeholder (`map.as`) outside an `<untrusted-content>`
     /// fence; the item is always untrusted.
     BareItemPlaceholder,
+    /// An `approval` block that cannot hold anything: `before: publish`
+    /// on a task without `publish` (a map task publishes nothing), or an
+    /// empty `message`.
+    InvalidApproval,
 }
 
 impl ProblemCode {
@@ -254,6 +258,7 @@ impl ProblemCode {
             ProblemCode::MapOverMap => "map_over_map",
             ProblemCode::ItemIdClash => "item_id_clash",
             ProblemCode::BareItemPlaceholder => "bare_item_placeholder",
+            ProblemCode::InvalidApproval => "invalid_approval",
         }
     }
 }
@@ -403,6 +408,7 @@ mod tests {
             publish: None,
             map: None,
             output: None,
+            approval: None,
         }
     }
 

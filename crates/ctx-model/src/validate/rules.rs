@@ -348,6 +348,34 @@ fn check_task(
     check_dependencies(task, first_index, task_names, &mut report);
     check_entity_references(task, entities, &mut report);
     check_tool(task, &mut report);
+    check_approval(task, &mut report);
+}
+
+/// The task's `approval` block: a `before: publish` gate needs a
+/// `publish` path to hold, and a message says something.
+fn check_approval(task: &SubTask, report: &mut TaskReport<'_>) {
+    let Some(approval) = &task.approval else {
+        return;
+    };
+    if approval.before == crate::approval::GateStage::Publish && task.publish.is_none() {
+        let why = if task.map.is_some() {
+            "a map task publishes nothing; gate it with `before: run`, or gate the reduce"
+        } else {
+            "`before: publish` holds the task's published output, and the task has no `publish` path"
+        };
+        report.push(ProblemCode::InvalidApproval, "approval.before", why.into());
+    }
+    if approval
+        .message
+        .as_deref()
+        .is_some_and(|m| m.trim().is_empty())
+    {
+        report.push(
+            ProblemCode::InvalidApproval,
+            "approval.message",
+            "the message is empty; say what to look at, or leave it out".into(),
+        );
+    }
 }
 
 /// Where the problems of task number `i` go: each carries `task_id` and

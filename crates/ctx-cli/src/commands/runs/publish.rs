@@ -3,7 +3,12 @@
 //! publishes undone (ctx-run's `unpublish` for a run directory,
 //! ctx-worker's `publish` for a shared store: the same checks and writes).
 //!
-//! Exit codes: 0 done (or nothing to undo), 1 an undo refused because a
+//! An output its `before: publish` gate holds back is not written: one
+//! waiting for a decision on its digest is named with the command that
+//! approves it, a rejected one with its note.
+//!
+//! Exit codes: 0 done (or nothing to undo), 6 an output waits for a
+//! decision (the others were published), 1 an undo refused because a
 //! file changed since the run wrote it, or is no longer a regular file
 //! (nothing was touched), 2 an
 //! unknown run, a plan with no `publish:` path, a publish recorded before
@@ -56,7 +61,7 @@ pub struct UnpublishArgs {
 
 /// `ctx runs publish`.
 pub fn publish(a: PublishArgs) -> CliResult {
-    let (written, failed) = match a.root.shared()? {
+    let done = match a.root.shared()? {
         Some(url) => {
             ctx_worker::publish::publish(&url, &a.run, &a.publish_root).map_err(shared_error)?
         }
@@ -65,12 +70,22 @@ pub fn publish(a: PublishArgs) -> CliResult {
                 .map_err(cli_error)?
         }
     };
-    print_lines(&written, a.format, ctx_run::publish::published_text)?;
-    if let Some(e) = failed {
+    print_lines(&done.written, a.format, ctx_run::publish::published_text)?;
+    let waiting = ctx_run::gates::awaiting(&done.withheld);
+    eprint!(
+        "{}{}",
+        ctx_run::gates::waiting_text(&waiting),
+        ctx_run::gates::rejected_text(&done.withheld)
+    );
+    if let Some(e) = done.failed {
         eprintln!("error: --publish-root: {e}");
         return Ok(Exit::OutWrite);
     }
-    Ok(Exit::Ok)
+    Ok(if waiting.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::AwaitingApproval
+    })
 }
 
 /// `ctx runs unpublish`.
