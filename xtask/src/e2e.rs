@@ -369,10 +369,11 @@ fn summary_run(served: &Served) -> Result<(), String> {
 
 /// The weekly plan (issue 22) through the proxy: the week's raw export as
 /// a real `--var` (`@FILE`, untrusted), the digest of a copy of the
-/// archive, and the report published into that copy. The published file
-/// must exist and hold the report task's output, which passed its
-/// section checks; the facts request must carry the export's injection
-/// neutralized.
+/// archive, and the report published into that copy once approved: the
+/// run stops at the report's `before: publish` gate (exit 6), `ctx runs
+/// approve` and `ctx runs publish` follow. The published file must exist
+/// and hold the report task's output, which passed its section checks;
+/// the facts request must carry the export's injection neutralized.
 fn weekly_publish(root: &Path, served: &Served) -> Result<(), String> {
     let run_dir = &served.run_dir;
     let archive = run_dir.join("weekly-archive");
@@ -385,6 +386,7 @@ fn weekly_publish(root: &Path, served: &Served) -> Result<(), String> {
     )?;
     let raw = root.join("fixtures/weekly/raw/2026-W35.json");
     let out = run_dir.join("weekly");
+    let stored = run_dir.join("weekly-run");
     let args = [
         "--model".to_string(),
         "mock-gpt".into(),
@@ -400,12 +402,33 @@ fn weekly_publish(root: &Path, served: &Served) -> Result<(), String> {
         archive.display().to_string(),
         "--publish-root".into(),
         archive.display().to_string(),
+        "--run-dir".into(),
+        stored.display().to_string(),
     ];
     let plan = root.join(WEEKLY_PLAN);
     let mut run = served.run(&plan, &out, &args);
     let code = run.execute(Duration::from_secs(120))?;
-    if code != 0 {
-        return Err(run.failure(&format!("exited with {code}, expected 0")));
+    if code != 6 {
+        return Err(run.failure(&format!(
+            "exited with {code}, expected 6 (the report waits for approval)"
+        )));
+    }
+    for (what, verb) in [
+        (
+            "approving the report",
+            ["approve", "report", "--by", "e2e"].as_slice(),
+        ),
+        (
+            "publishing the approved report",
+            ["publish", "--publish-root"].as_slice(),
+        ),
+    ] {
+        let mut cmd = Command::new(&served.ctx);
+        cmd.arg("runs").arg(verb[0]).arg(&stored).args(&verb[1..]);
+        if verb[0] == "publish" {
+            cmd.arg(&archive);
+        }
+        checked(cmd.current_dir(run_dir), what).map_err(|e| run.failure(&e))?;
     }
     let published = archive.join("weekly/2026-W35.md");
     let text = fs::read_to_string(&published).map_err(|e| {
@@ -431,8 +454,8 @@ fn weekly_publish(root: &Path, served: &Served) -> Result<(), String> {
             published.display()
         )));
     }
-    if results["published"][0]["path"] != published.display().to_string() {
-        return Err(run.failure("the JSON summary does not list the published report"));
+    if results["waiting"][0]["task_id"] != "report" {
+        return Err(run.failure("the JSON summary does not list the report as waiting"));
     }
     let facts = fs::read_to_string(out.join("prompts/facts.md"))
         .map_err(|e| run.failure(&format!("prompts/facts.md: {e}")))?;

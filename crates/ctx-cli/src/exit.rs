@@ -480,6 +480,6 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(codes, sorted);
-        assert_eq!(codes.len(), 10);
+        assert_eq!(codes.len(), 11);
     }
 }

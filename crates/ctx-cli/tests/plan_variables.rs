@@ -15,6 +15,25 @@ fn plan() -> String {
     weekly().join("plan.yaml").display().to_string()
 }
 
+/// The weekly plan without its report's approval gate (these tests are of
+/// publishing itself; tests/run_gates.rs has the gate), written into
+/// `dir`, its archive named by an absolute path.
+fn ungated_plan(dir: &Dir) -> String {
+    let text = std::fs::read_to_string(plan()).unwrap();
+    let start = text.find("    # A person reads the report").unwrap();
+    let end = text
+        .find("    tool_or_prompt:\n      name: inference\n      params:\n        max_tokens: 1200")
+        .unwrap();
+    let ungated = format!("{}{}", &text[..start], &text[end..]).replace(
+        "content_root: content",
+        &format!("content_root: {}", weekly().join("content").display()),
+    );
+    assert!(!ungated.contains("approval:"));
+    dir.write("weekly-ungated.yaml", &ungated)
+        .display()
+        .to_string()
+}
+
 /// The command engine's script: each task answers with the sections its
 /// checks require, and the report names the week it read in its prompt.
 const ENGINE: &str = r#"week=$(grep -o '20[0-9][0-9]-W[0-9][0-9]' | head -n 1)
@@ -25,12 +44,13 @@ case "$CTX_TASK_ID" in
 esac"#;
 
 /// `ctx run` of the weekly plan on `week`'s raw export at `date`, with the
-/// command engine and nothing stored; each caller adds its own flags.
-fn week_args(week: &str, date: &str) -> Vec<String> {
+/// command engine and nothing stored (its plan ungated: [`ungated_plan`]);
+/// each caller adds its own flags.
+fn week_args(dir: &Dir, week: &str, date: &str) -> Vec<String> {
     let raw = weekly().join(format!("raw/{week}.json"));
     [
         "run",
-        &plan(),
+        &ungated_plan(dir),
         "--no-store",
         "--engine",
         "command",
@@ -50,7 +70,7 @@ fn week_args(week: &str, date: &str) -> Vec<String> {
 
 fn week(dir: &Dir, week: &str, date: &str, out: &str) -> Out {
     let archive = dir.path().join("archive").display().to_string();
-    let mut args = week_args(week, date);
+    let mut args = week_args(dir, week, date);
     args.extend(
         [
             "--content-root",
@@ -449,7 +469,7 @@ fn runs_show_and_the_report_list_what_a_run_published() {
     let dir = Dir::new();
     let archive = dir.path().join("archive");
     ctx_test_support::copy_dir(&weekly().join("content"), &archive);
-    let mut args = week_args("2026-W35", "2026-08-27");
+    let mut args = week_args(&dir, "2026-W35", "2026-08-27");
     args.retain(|a| a != "--no-store");
     let archive_arg = archive.display().to_string();
     args.extend(
@@ -572,7 +592,7 @@ fn a_publish_that_fails_is_exit_5_after_the_summary() {
     let dir = Dir::new();
     let taken = dir.write("taken", "a file where the root should be");
     let args = |root: &str| -> Vec<String> {
-        let mut args = week_args("2026-W35", "2026-08-27");
+        let mut args = week_args(&dir, "2026-W35", "2026-08-27");
         args.extend(["--publish-root", root].map(String::from));
         args
     };

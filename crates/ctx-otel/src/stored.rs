@@ -42,7 +42,14 @@ pub fn run_spans(run: &StoredRun, workflow: &str) -> Vec<SpanData> {
     };
     let mut spans = vec![workflow_span(&trace, input, workflow, window)];
     for (task, record) in input.tasks.iter().zip(&run.records) {
-        task_spans(&trace, task, record.as_ref(), window.1, &mut spans);
+        task_spans(
+            &trace,
+            task,
+            record.as_ref(),
+            &input.decisions,
+            window.1,
+            &mut spans,
+        );
     }
     spans
 }
@@ -108,12 +115,14 @@ fn workflow_span(
 
 /// A started task's `task {id}` span, then a `chat {model}` span per
 /// engine call with both its times; the task's stored result (its usage,
-/// its checks) goes on the task span and its last call. A task still
+/// its checks) goes on the task span and its last call, and so does each
+/// decision on its approval gate (`ctx.approval` events). A task still
 /// open ends at `run_end`.
 fn task_spans(
     trace: &Trace<'_>,
     task: &TaskReport,
     record: Option<&ctx_store::ResultRecord>,
+    decisions: &[ctx_report::Decision],
     run_end: Timestamp,
     spans: &mut Vec<SpanData>,
 ) {
@@ -133,7 +142,12 @@ fn task_spans(
         SpanKind::Internal,
         (start, end),
         task_attributes(task),
-        result.map(|r| check_events(r, end)).unwrap_or_default(),
+        result
+            .map(|r| check_events(r, end))
+            .unwrap_or_default()
+            .into_iter()
+            .chain(decision_events(&task.id, decisions, end))
+            .collect(),
         (task.status == TaskState::Failed).then(|| "task_failed".to_string()),
         &trace.scope,
     ));
@@ -273,6 +287,38 @@ fn check_events(result: &TaskExecutionResult, at: Timestamp) -> Vec<Event> {
                 ],
                 0,
             )
+        })
+        .collect()
+}
+
+/// The `ctx.approval` events of `task_id`'s gate, at their recorded
+/// time (else `fallback`), as a live run puts them on its task span.
+fn decision_events(
+    task_id: &str,
+    decisions: &[ctx_report::Decision],
+    fallback: Timestamp,
+) -> Vec<Event> {
+    decisions
+        .iter()
+        .filter(|d| d.task_id == task_id)
+        .map(|d| {
+            let at = Timestamp::parse_rfc3339(&d.at).unwrap_or(fallback);
+            let mut attributes = vec![
+                KeyValue::new("ctx.approval.stage", d.stage.as_str()),
+                KeyValue::new("ctx.approval.verdict", d.verdict.as_str()),
+                KeyValue::new("ctx.approval.by", d.by.clone()),
+                KeyValue::new("ctx.approval.at", d.at.clone()),
+            ];
+            if let Some(note) = &d.note {
+                attributes.push(KeyValue::new(
+                    "ctx.approval.note",
+                    crate::content::cap(note),
+                ));
+            }
+            if let Some(sha) = &d.output_sha256 {
+                attributes.push(KeyValue::new("ctx.approval.output_sha256", sha.clone()));
+            }
+            Event::new("ctx.approval", time(at), attributes, 0)
         })
         .collect()
 }

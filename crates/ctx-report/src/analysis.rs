@@ -512,6 +512,7 @@ mod tests {
             tasks,
             published: Vec::new(),
             fallback: None,
+            decisions: Vec::new(),
         }
     }
 

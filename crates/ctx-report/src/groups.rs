@@ -78,6 +78,7 @@ mod tests {
                 .collect(),
             published: Vec::new(),
             fallback: None,
+            decisions: Vec::new(),
         }
     }
 

@@ -173,6 +173,7 @@ mod tests {
             tasks: Vec::new(),
             published: Vec::new(),
             fallback: None,
+            decisions: Vec::new(),
         };
         let html = render_html(&run);
         assert!(html.contains(&format!("<script>{SCRIPT}</script>")));

@@ -256,7 +256,15 @@ pub struct RunReportInput {
     /// a section of its own when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<FallbackNote>,
+    /// Every decision on the run's approval gates, oldest first
+    /// (`ctx runs approve`, `ctx runs reject`); a section of its own when
+    /// there are any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Decision>,
 }
+
+/// A decision on an approval gate (the vocabulary's type).
+pub use ctx_model::approval::Decision;
 
 /// Why a run ran on a cheaper model, and which tasks did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -570,6 +578,7 @@ mod tests {
             tasks: vec![t],
             published: Vec::new(),
             fallback: None,
+            decisions: Vec::new(),
         };
         let text = serde_json::to_string(&input).unwrap();
         assert_eq!(RunReportInput::from_json(&text, "x").unwrap(), input);

@@ -38,6 +38,7 @@
 //!     tasks: vec![task],
 //!     published: Vec::new(),
 //!     fallback: None,
+//!     decisions: Vec::new(),
 //! };
 //! let html = render_html(&run);
 //! assert!(html.starts_with("<!DOCTYPE html>"));
@@ -60,7 +61,7 @@ mod totals;
 pub use analysis::Analysis;
 pub use html::render_html;
 pub use input::{
-    AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, DependencyCut, FallbackNote,
-    FallbackTaskNote, InputError, Published, RunReportInput, RunStatus, TaskReport, TaskState,
-    Timestamp, TimestampError,
+    AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, Decision, DependencyCut,
+    FallbackNote, FallbackTaskNote, InputError, Published, RunReportInput, RunStatus, TaskReport,
+    TaskState, Timestamp, TimestampError,
 };

@@ -124,6 +124,7 @@ fn small_run() -> RunReportInput {
         tasks: vec![a, b, c, d],
         published: Vec::new(),
         fallback: None,
+        decisions: Vec::new(),
     }
 }
 
@@ -157,6 +158,7 @@ fn unreported_tokens_and_costs_are_shown_as_measured() {
         tasks: vec![task("a", 0.5), task("b", 0.0012)],
         published: Vec::new(),
         fallback: None,
+        decisions: Vec::new(),
     };
     let html = render_html(&run);
     assert!(
@@ -209,6 +211,7 @@ fn prompt_cache_snapshot() {
         ],
         published: Vec::new(),
         fallback: None,
+        decisions: Vec::new(),
     };
     let html = render_html(&run);
     let totals = html
@@ -454,6 +457,7 @@ fn an_empty_run_renders() {
         tasks: Vec::new(),
         published: Vec::new(),
         fallback: None,
+        decisions: Vec::new(),
     };
     let html = render_html(&run);
     assert!(html.ends_with("</html>\n"));
@@ -557,6 +561,7 @@ proptest! {
             tasks,
             published: Vec::new(),
             fallback: None,
+            decisions: Vec::new(),
         };
         let html = render_html(&run);
         prop_assert_eq!(&html, &render_html(&run));
@@ -568,4 +573,34 @@ proptest! {
         prop_assert!(!html.contains("<img"));
         prop_assert!(!html.contains("NaN") && !html.contains("inf"));
     }
+}
+
+/// A run's decisions on its approval gates get a section of their own,
+/// each note escaped, and survive the JSON round trip; a run without
+/// any has no such section.
+#[test]
+fn decisions_on_approval_gates_are_listed_escaped() {
+    use ctx_model::approval::{GateStage, Verdict};
+    let mut run = small_run();
+    assert!(!render_html(&run).contains("id=\"decisions\""));
+    run.decisions = vec![ctx_report::Decision {
+        task_id: "report".into(),
+        stage: GateStage::Publish,
+        verdict: Verdict::Reject,
+        by: "ana".into(),
+        at: "2026-12-06T05:00:00Z".into(),
+        note: Some("<b>stale</b> numbers".into()),
+        output_sha256: Some("ab12".into()),
+    }];
+    let html = render_html(&run);
+    assert!(
+        html.contains("<section id=\"decisions\"><h2>Approval decisions</h2>"),
+        "{html}"
+    );
+    assert!(html.contains(
+        "<tr><td>report</td><td>before publish</td><td class=\"s-failed\">reject</td><td>ana</td>"
+    ));
+    assert!(html.contains("&lt;b&gt;stale&lt;/b&gt; numbers"));
+    let json = serde_json::to_string(&run).unwrap();
+    assert_eq!(RunReportInput::from_json(&json, "run.json").unwrap(), run);
 }

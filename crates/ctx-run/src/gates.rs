@@ -112,6 +112,58 @@ pub fn withhold(
     (open, held)
 }
 
+/// The gates of a stored run that wait for a decision now, in plan
+/// order: a `before: run` task stored `pending` with no decision, and a
+/// `before: publish` task whose completed output no decision settles.
+pub fn waiting_in(
+    plan: &Plan,
+    latest: &[ctx_store::ResultRecord],
+    decisions: &[Decision],
+    run_id: &str,
+) -> Vec<Waiting> {
+    let status = |id: &str| {
+        latest
+            .iter()
+            .find(|r| r.result.task_id == id)
+            .map(|r| &r.result)
+    };
+    let mut out = Vec::new();
+    for task in &plan.sub_tasks {
+        let Some(a) = gate(task) else { continue };
+        let result = status(&task.id);
+        let sha = match (a.before, result.map(|r| r.status)) {
+            (GateStage::Run, Some(TaskStatus::Pending)) => None,
+            (GateStage::Publish, Some(TaskStatus::Completed)) => {
+                result.map(|r| sha256_hex(r.output.as_bytes()))
+            }
+            _ => continue,
+        };
+        if settling(decisions, &task.id, a.before, sha.as_deref()).is_some() {
+            continue;
+        }
+        out.push(Waiting {
+            task_id: task.id.clone(),
+            stage: a.before,
+            message: a.message.clone(),
+            output_sha256: sha,
+            approve: Some(approve_command(run_id, &task.id)),
+        });
+    }
+    out
+}
+
+/// `ctx runs show`'s lines for gates: the decisions, then what waits.
+pub fn gates_text(decisions: &[Decision], waiting: &[Waiting]) -> String {
+    let mut out = String::new();
+    for part in [decisions_text(decisions), waiting_text(waiting)] {
+        if !part.is_empty() {
+            out.push('\n');
+            out.push_str(&part);
+        }
+    }
+    out
+}
+
 /// The [`Waiting`]s among `withheld`.
 pub fn awaiting(withheld: &[Withheld]) -> Vec<Waiting> {
     withheld

@@ -83,6 +83,10 @@ pub struct RunShow {
     publishes: Vec<ctx_store::PublishEvent>,
     /// The cheaper tier of its period budget the run ran on.
     fallback: Option<ctx_model::FallbackChoice>,
+    /// Every decision on its approval gates, oldest first.
+    decisions: Vec<ctx_model::approval::Decision>,
+    /// The gates that wait for a decision now.
+    waiting: Vec<crate::gates::Waiting>,
 }
 
 impl RunShow {
@@ -117,6 +121,9 @@ impl RunShow {
         let published = view.published()?;
         let publishes = view.publish_events()?;
         let fallback = view.fallback()?;
+        let decisions = view.decisions()?;
+        let results: Vec<_> = tasks.iter().filter_map(|(_, r)| r.clone()).collect();
+        let waiting = crate::gates::waiting_in(&plan, &results, &decisions, &header.run_id);
         Ok(RunShow {
             header,
             plan,
@@ -126,6 +133,8 @@ impl RunShow {
             published,
             publishes,
             fallback,
+            decisions,
+            waiting,
         })
     }
 
@@ -220,6 +229,8 @@ impl RunShow {
             },
             published: &self.published,
             publishes: &self.publishes,
+            decisions: &self.decisions,
+            waiting: &self.waiting,
             fallback: self
                 .fallback
                 .as_ref()
@@ -302,6 +313,7 @@ impl RunShow {
             out.push('\n');
             out.push_str(&crate::period_budget::fallback_text(f));
         }
+        out.push_str(&crate::gates::gates_text(&self.decisions, &self.waiting));
         out
     }
 
@@ -432,6 +444,14 @@ struct RunJson<'a> {
     /// left out when there was none.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     publishes: &'a [ctx_store::PublishEvent],
+    /// Every decision on the run's approval gates, oldest first; left
+    /// out when there was none.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    decisions: &'a [ctx_model::approval::Decision],
+    /// The gates that wait for a decision now, each with the command
+    /// that approves it; left out when none waits.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    waiting: &'a [crate::gates::Waiting],
     /// The cheaper tier the run ran on, as `ctx run --format json` gives
     /// it; left out on the standard tier.
     #[serde(skip_serializing_if = "Option::is_none")]

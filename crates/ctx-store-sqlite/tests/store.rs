@@ -637,3 +637,62 @@ fn publishes_carry_forward_and_an_undone_publish_is_no_longer_in_effect() {
     // A publish outside any session opens none.
     assert_eq!(log.view().sessions().unwrap().len(), 1);
 }
+
+/// Decisions on a gate (schema 6): recorded while a writer holds the
+/// run (no lock taken), read back by the writer's store and the view,
+/// one per gate however many threads decide at once.
+#[test]
+fn decisions_are_recorded_beside_a_writer_and_one_wins_a_race() {
+    use ctx_model::approval::{Approval, GateStage, Verdict};
+    use ctx_store::{DecisionRefused, DecisionRequest};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut p = plan();
+    p.sub_tasks[1].approval = Some(Approval {
+        before: GateStage::Run,
+        message: None,
+    });
+    let store = SqliteStore::create(tmp.path(), &new_run(&p)).unwrap();
+    let dir = store.dir().to_path_buf();
+    let threads: Vec<_> = (0..4)
+        .map(|k| {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let req = DecisionRequest {
+                    task_id: "b".into(),
+                    verdict: if k % 2 == 0 {
+                        Verdict::Approve
+                    } else {
+                        Verdict::Reject
+                    },
+                    by: format!("user{k}"),
+                    note: Some(format!("note {k}")),
+                };
+                ctx_store_sqlite::decide(&dir, &req)
+            })
+        })
+        .collect();
+    let outcomes: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let won: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
+    assert_eq!(won.len(), 1, "{outcomes:?}");
+    for lost in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        assert!(
+            matches!(lost, Error::Decision(d) if matches!(**d, DecisionRefused::AlreadySettled { .. })),
+            "{lost}"
+        );
+    }
+    let seen = store.decisions().unwrap();
+    assert_eq!(seen, vec![won[0].clone()]);
+    assert_eq!(RunView::open(&dir).unwrap().decisions().unwrap(), seen);
+    // A task with no gate is refused, nothing written.
+    let none = ctx_store_sqlite::decide(
+        &dir,
+        &DecisionRequest {
+            task_id: "a".into(),
+            verdict: Verdict::Approve,
+            by: "u".into(),
+            note: None,
+        },
+    );
+    assert!(matches!(none, Err(Error::Decision(_))));
+    assert_eq!(store.decisions().unwrap().len(), 1);
+}

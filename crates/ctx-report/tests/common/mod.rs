@@ -213,6 +213,7 @@ pub fn tetris_run(attack: bool) -> RunReportInput {
         tasks,
         published: Vec::new(),
         fallback: None,
+        decisions: Vec::new(),
     }
 }
 
@@ -343,6 +344,7 @@ pub fn synthetic_run(n: usize, seed: u64) -> RunReportInput {
         tasks,
         published: Vec::new(),
         fallback: None,
+        decisions: Vec::new(),
     }
 }
 
@@ -380,5 +382,6 @@ pub fn mapped_run() -> RunReportInput {
         ],
         published: Vec::new(),
         fallback: None,
+        decisions: Vec::new(),
     }
 }

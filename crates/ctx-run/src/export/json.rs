@@ -60,6 +60,7 @@ pub fn export_json(run: &StoredRun, spent: Usd) -> Result<String, serde_json::Er
         summaries: crate::SummariesJson::of(ctx_deps::SummaryTotals::of(
             results.iter().map(|r| r.as_ref()),
         )),
+        decisions: &run.input.decisions,
     })
 }
 
@@ -77,6 +78,10 @@ struct ExportJson<'a> {
     /// As in `ctx run --format json`: the llm summary calls, when any.
     #[serde(skip_serializing_if = "Option::is_none")]
     summaries: Option<crate::SummariesJson>,
+    /// Every decision on the run's approval gates, oldest first; left out
+    /// when there was none.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    decisions: &'a [ctx_model::approval::Decision],
 }
 
 /// One task of [`ExportJson`]: `ctx run`'s task object, then the times.

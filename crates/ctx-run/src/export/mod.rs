@@ -143,6 +143,7 @@ pub fn read_run(view: &dyn RunHistory, now: Timestamp) -> Result<StoredRun, Expo
             tasks,
             published: view.published()?,
             fallback: view.fallback()?.map(fallback_note),
+            decisions: view.decisions()?,
         },
         records,
     })

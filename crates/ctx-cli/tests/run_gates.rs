@@ -1,0 +1,570 @@
+//! Approval gates from the CLI (docs/runs.md, "Approval gates"): a run
+//! that stops at a gate (exit 6) and the command that approves it, a
+//! decision from a second process taken by a run that waits
+//! (`--wait-approval`), rejections, the decisions shown by `ctx runs
+//! show` and `ctx runs export`, and every refused decision with its exit
+//! code. The weekly fixture's e2e: run, stop at the gate, approve while
+//! the run waits, publish, unpublish.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ctx_test_support::{Dir, Out, repo_root};
+
+/// The weekly plan's answers: each task's required section, so every
+/// check passes (the report's output names `ROUND`, to change it).
+const WEEKLY_ENGINE: &str = r#"case "$CTX_TASK_ID" in
+  facts) printf '## Facts\n\n- a fact\n' ;;
+  continuity) printf '## Continuity\n\n- open\n' ;;
+  report) printf -- '---\nsummary: "week %s"\n---\n\n## Headline\n\n.\n\n## Signal & Noise\n\n.\n\n## Blind Spots\n\n.\n\n## The Week Ahead\n\n.\n' "${ROUND:-1}" ;;
+  *) printf 'note\n' ;;
+esac"#;
+
+/// `ctx run` of the weekly fixture (or `--resume RUN`) on the command
+/// engine, its report published under `site`, with `extra`.
+fn weekly_args(resume: Option<&str>, extra: &[&str]) -> Vec<String> {
+    let weekly = repo_root().join("fixtures/weekly");
+    let mut args: Vec<String> = vec!["run".into()];
+    match resume {
+        Some(run) => args.extend(["--resume".into(), run.into()]),
+        None => args.extend([
+            weekly.join("plan.yaml").display().to_string(),
+            "--var".into(),
+            format!("RAW_JSON=@{}", weekly.join("raw/2026-W35.json").display()),
+            "--var".into(),
+            "WEEK=2026-W35".into(),
+            "--date".into(),
+            "2026-08-27".into(),
+            "--content-root".into(),
+            weekly.join("content").display().to_string(),
+        ]),
+    }
+    for a in [
+        "--engine",
+        "command",
+        "--command",
+        WEEKLY_ENGINE,
+        "--root",
+        "runs",
+        "--publish-root",
+        "site",
+    ]
+    .iter()
+    .chain(extra)
+    {
+        args.push(a.to_string());
+    }
+    args
+}
+
+fn runs(dir: &Dir, args: &[&str]) -> Out {
+    let mut all = vec!["runs"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--root", "runs"]);
+    dir.run(&all)
+}
+
+fn published(dir: &Dir) -> Option<String> {
+    std::fs::read_to_string(dir.path().join("site/weekly/2026-W35.md")).ok()
+}
+
+/// Waits until `path` exists (a run's lock: the run is executing).
+fn wait_for(path: &Path) {
+    let t0 = Instant::now();
+    while !path.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_weekly_report_stops_at_its_gate_is_approved_from_another_process_published_and_undone() {
+    let dir = Dir::new();
+    std::fs::create_dir(dir.path().join("site")).unwrap();
+    // Run: every task completes; the report waits for its approval.
+    let first = dir.run(&weekly_args(None, &[]));
+    assert_eq!(first.code, 6, "{}\n{}", first.stdout, first.stderr);
+    let id = first.run_id();
+    assert!(published(&dir).is_none(), "published before approval");
+    assert!(
+        first.stdout.contains("7 tasks: 7 completed"),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        first.stdout.contains(
+            "waiting for approval:\n  report (before publish): Read the report before it goes into the archive.\n"
+        ),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        first
+            .stdout
+            .contains(&format!("approve: ctx runs approve {id} report"))
+    );
+    let shown = runs(&dir, &["show", &id, "--format", "json"]);
+    assert_eq!(shown.json()["waiting"][0]["task_id"], "report");
+
+    // Resume, waiting; a second process approves while it waits.
+    let waiting = Command::new(assert_cmd::cargo::cargo_bin("ctx"))
+        .args(weekly_args(Some(&id), &["--wait-approval", "60s"]))
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(
+        &dir.path()
+            .join("runs")
+            .join(&id)
+            .join(ctx_store_sqlite::LOCK_FILE),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(published(&dir).is_none());
+    let approved = runs(
+        &dir,
+        &["approve", &id, "report", "--note", "read it", "--by", "ana"],
+    );
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    assert!(
+        approved
+            .stdout
+            .starts_with("approved report (before publish, output ")
+    );
+    let t0 = Instant::now();
+    let out = waiting.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "the decision was taken late"
+    );
+    assert!(stdout.contains("published report -> "), "{stdout}");
+    assert!(published(&dir).unwrap().contains("summary: \"week 1\""));
+
+    // Shown with the run, its export, and refused a second time.
+    let shown = runs(&dir, &["show", &id, "--format", "json"]);
+    let d = &shown.json()["decisions"][0];
+    assert_eq!(
+        (d["verdict"].as_str(), d["by"].as_str()),
+        (Some("approve"), Some("ana"))
+    );
+    assert_eq!(d["stage"], "publish");
+    assert_eq!(d["note"], "read it");
+    assert!(shown.json().get("waiting").is_none());
+    let text = runs(&dir, &["show", &id]);
+    assert!(
+        text.stdout
+            .contains("decisions:\n  approve report (before publish) by ana at ")
+    );
+    let export = runs(&dir, &["export", &id]);
+    assert_eq!(
+        export.json()["decisions"][0]["output_sha256"],
+        d["output_sha256"]
+    );
+    let again = runs(&dir, &["approve", &id, "report"]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("is already settled: approve by ana"),
+        "{}",
+        again.stderr
+    );
+
+    // Undone: the archive is as it was.
+    let undone = runs(&dir, &["unpublish", &id]);
+    assert_eq!(undone.code, 0, "{}", undone.stderr);
+    assert!(published(&dir).is_none());
+}
+
+#[test]
+fn an_approval_names_its_output_and_a_rerun_with_another_output_waits_again() {
+    let dir = Dir::new();
+    let first = dir.run(&weekly_args(None, &[]));
+    let id = first.run_id();
+    assert_eq!(runs(&dir, &["approve", &id, "report"]).code, 0);
+    // The report runs again and answers otherwise: the approval was of
+    // the first output, so the second waits.
+    let mut again = dir.ctx();
+    again
+        .args(weekly_args(Some(&id), &["--rerun", "report"]))
+        .env("ROUND", "2");
+    let again = Out::of(&mut again);
+    assert_eq!(again.code, 6, "{}\n{}", again.stdout, again.stderr);
+    assert!(published(&dir).is_none());
+    // `ctx runs publish` holds it back too, and names the command.
+    let held = runs(&dir, &["publish", &id, "--publish-root", "site"]);
+    assert_eq!(held.code, 6, "{}", held.stderr);
+    assert!(
+        held.stderr
+            .contains(&format!("ctx runs approve {id} report"))
+    );
+    assert_eq!(runs(&dir, &["approve", &id, "report"]).code, 0);
+    let done = runs(&dir, &["publish", &id, "--publish-root", "site"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(published(&dir).unwrap().contains("week 2"));
+}
+
+#[test]
+fn a_rejected_output_is_kept_and_never_published() {
+    let dir = Dir::new();
+    let id = dir.run(&weekly_args(None, &[])).run_id();
+    let bare = runs(&dir, &["reject", &id, "report"]);
+    assert_eq!(bare.code, 2, "a rejection needs --note: {}", bare.stderr);
+    let no = runs(
+        &dir,
+        &["reject", &id, "report", "--note", "numbers are stale"],
+    );
+    assert_eq!(no.code, 0, "{}", no.stderr);
+    let resumed = dir.run(&weekly_args(Some(&id), &[]));
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    assert!(
+        resumed
+            .stdout
+            .contains("not published: report: rejected by "),
+        "{}",
+        resumed.stdout
+    );
+    assert!(resumed.stdout.contains(": numbers are stale"));
+    assert!(published(&dir).is_none());
+    let publish = runs(&dir, &["publish", &id, "--publish-root", "site"]);
+    assert_eq!(publish.code, 0, "{}", publish.stderr);
+    assert!(published(&dir).is_none());
+    // Kept in the store: the rejected output is there to read.
+    let kept = runs(&dir, &["show", &id, "--task", "report"]);
+    assert!(
+        kept.stdout.contains("summary: \"week 1\""),
+        "{}",
+        kept.stdout
+    );
+}
+
+/// `a -> b (before: run) -> c`, and `d` on its own.
+const RUN_GATE: &str = "schema_version: 1
+sub_tasks:
+  - id: a
+    description: A
+    tool_or_prompt: {name: inference, params: {prompt: do a}}
+  - id: b
+    description: B
+    dependencies: [a]
+    approval: {before: run, message: Check a's output first}
+    tool_or_prompt: {name: inference, params: {prompt: do b}}
+  - id: c
+    description: C
+    dependencies: [b]
+    tool_or_prompt: {name: inference, params: {prompt: do c}}
+  - id: d
+    description: D
+    tool_or_prompt: {name: inference, params: {prompt: do d}}
+";
+
+const ECHO: &str = "echo \"$CTX_TASK_ID\"; echo \"$CTX_TASK_ID\" >> calls.txt";
+
+/// The tasks [`ECHO`] ran, sorted.
+fn calls(dir: &Dir) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.path().join("calls.txt")).unwrap();
+    let mut calls: Vec<String> = text.lines().map(str::to_string).collect();
+    calls.sort();
+    calls
+}
+
+#[test]
+fn a_run_gate_holds_its_task_until_approved_and_the_other_branches_go_on() {
+    let dir = Dir::new();
+    dir.write("plan.yaml", RUN_GATE);
+    let first = dir.run_command(ECHO, &["--root", "runs"]);
+    assert_eq!(first.code, 6, "{}\n{}", first.stdout, first.stderr);
+    let id = first.run_id();
+    assert!(
+        first
+            .stdout
+            .contains("  b (before run): Check a's output first\n"),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        first
+            .stdout
+            .contains(&format!("approve: ctx runs approve {id} b"))
+    );
+    assert_eq!(calls(&dir), ["a", "d"]);
+    let shown = runs(&dir, &["show", &id, "--format", "json"]);
+    let status = |j: &serde_json::Value, t: &str| {
+        ctx_test_support::task(j, t)["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(status(&shown.json(), "b"), "pending");
+    assert_eq!(status(&shown.json(), "c"), "pending");
+
+    // Nothing but its own gate is decided: an approval of `c` is refused.
+    assert_eq!(runs(&dir, &["approve", &id, "c"]).code, 2);
+    assert_eq!(runs(&dir, &["approve", &id, "b"]).code, 0);
+    let resumed = dir.run(&[
+        "run",
+        "--resume",
+        &id,
+        "--engine",
+        "command",
+        "--command",
+        ECHO,
+        "--root",
+        "runs",
+    ]);
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    assert_eq!(calls(&dir), ["a", "b", "c", "d"]);
+    // It ran: a decision now is refused, the gate is not waiting.
+    let late = runs(&dir, &["reject", &id, "b", "--note", "too late"]);
+    assert_eq!(late.code, 1, "{}", late.stderr);
+    assert!(
+        late.stderr
+            .contains("is not waiting for approval (before: run): it already ran")
+    );
+}
+
+#[test]
+fn a_rejected_run_gate_fails_with_its_note_and_skips_below() {
+    let dir = Dir::new();
+    dir.write("plan.yaml", RUN_GATE);
+    let id = dir.run_command(ECHO, &["--root", "runs"]).run_id();
+    let no = runs(
+        &dir,
+        &["reject", &id, "b", "--note", "a is wrong", "--by", "ana"],
+    );
+    assert_eq!(no.code, 0, "{}", no.stderr);
+    assert!(
+        no.stdout.starts_with("rejected b (before run) by ana at "),
+        "{}",
+        no.stdout
+    );
+    assert!(no.stdout.ends_with(": a is wrong\n"), "{}", no.stdout);
+    let resumed = dir.run(&[
+        "run",
+        "--resume",
+        &id,
+        "--engine",
+        "command",
+        "--command",
+        ECHO,
+        "--root",
+        "runs",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(resumed.code, 1, "{}", resumed.stderr);
+    let json = resumed.json();
+    let b = ctx_test_support::task(&json, "b");
+    assert_eq!(b["status"], "failed");
+    assert!(
+        b["error"].as_str().unwrap().ends_with(": a is wrong"),
+        "{b}"
+    );
+    assert_eq!(ctx_test_support::task(&json, "c")["status"], "skipped");
+    let calls = std::fs::read_to_string(dir.path().join("calls.txt")).unwrap();
+    assert!(!calls.contains('b') && !calls.contains('c'), "{calls}");
+}
+
+#[test]
+fn a_decision_recorded_while_the_run_executes_earlier_tasks_counts() {
+    let dir = Dir::new();
+    dir.write("plan.yaml", RUN_GATE);
+    // `a` takes a while; the decision on `b` lands meanwhile, before the
+    // run reaches the gate: no window in which it is lost.
+    let slow = "if [ \"$CTX_TASK_ID\" = a ]; then sleep 2; fi; echo \"$CTX_TASK_ID\"";
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("ctx"))
+        .args([
+            "run",
+            "plan.yaml",
+            "--engine",
+            "command",
+            "--command",
+            slow,
+            "--root",
+            "runs",
+            "--run-dir",
+            "runs/r1",
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Approved as soon as the run directory holds a run (while `a` runs).
+    let t0 = Instant::now();
+    let approved = loop {
+        let out = runs(&dir, &["approve", "runs/r1", "b"]);
+        if out.code != 2 || t0.elapsed() > Duration::from_secs(10) {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "approved after `a` ended"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn two_decisions_at_once_one_wins_and_the_other_is_told() {
+    let dir = Dir::new();
+    dir.write("plan.yaml", RUN_GATE);
+    let id = dir.run_command(ECHO, &["--root", "runs"]).run_id();
+    let spawn = |verb: &str| {
+        Command::new(assert_cmd::cargo::cargo_bin("ctx"))
+            .args(["runs", verb, &id, "b", "--note", verb, "--root", "runs"])
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (one, two) = (spawn("approve"), spawn("reject"));
+    let outs = [
+        one.wait_with_output().unwrap(),
+        two.wait_with_output().unwrap(),
+    ];
+    let mut codes: Vec<_> = outs.iter().map(|o| o.status.code().unwrap()).collect();
+    codes.sort_unstable();
+    assert_eq!(codes, [0, 1]);
+    let loser = outs.iter().find(|o| o.status.code() == Some(1)).unwrap();
+    assert!(String::from_utf8_lossy(&loser.stderr).contains("is already settled"));
+    let shown = runs(&dir, &["show", &id, "--format", "json"]);
+    assert_eq!(shown.json()["decisions"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn refused_decisions_are_named_with_their_exit_codes() {
+    let dir = Dir::new();
+    dir.write("plan.yaml", RUN_GATE);
+    let id = dir.run_command(ECHO, &["--root", "runs"]).run_id();
+    let unknown_run = runs(&dir, &["approve", "nope", "b"]);
+    assert_eq!(unknown_run.code, 2);
+    assert!(
+        unknown_run.stderr.contains("run `nope` not found"),
+        "{}",
+        unknown_run.stderr
+    );
+    let unknown_task = runs(&dir, &["approve", &id, "zz"]);
+    assert_eq!(unknown_task.code, 2);
+    assert!(
+        unknown_task.stderr.contains("no task `zz` in its plan"),
+        "{}",
+        unknown_task.stderr
+    );
+    let no_gate = runs(&dir, &["approve", &id, "a"]);
+    assert_eq!(no_gate.code, 2);
+    assert!(
+        no_gate.stderr.contains("task `a` has no approval gate"),
+        "{}",
+        no_gate.stderr
+    );
+    // A publish gate with no output yet is not waiting.
+    let weekly = Dir::new();
+    let plan = repo_root().join("fixtures/weekly/plan.yaml");
+    let dry = weekly.run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--var",
+        &format!(
+            "RAW_JSON=@{}",
+            repo_root()
+                .join("fixtures/weekly/raw/2026-W35.json")
+                .display()
+        ),
+        "--var",
+        "WEEK=2026-W35",
+        "--date",
+        "2026-08-27",
+        "--root",
+        "runs",
+        "--engine",
+        "command",
+        "--command",
+        "exit 3",
+    ]);
+    assert_eq!(dry.code, 1, "{}", dry.stderr);
+    let early = runs(&weekly, &["approve", &dry.run_id(), "report"]);
+    assert_eq!(early.code, 1, "{}", early.stderr);
+    assert!(
+        early
+            .stderr
+            .contains("is not waiting for approval (before: publish)"),
+        "{}",
+        early.stderr
+    );
+}
+
+#[test]
+fn wait_approval_times_out_with_the_waiting_code() {
+    let dir = Dir::new();
+    dir.write("plan.yaml", RUN_GATE);
+    let t0 = Instant::now();
+    let out = dir.run_command(ECHO, &["--root", "runs", "--wait-approval", "1s"]);
+    assert_eq!(out.code, 6, "{}", out.stderr);
+    assert!(t0.elapsed() >= Duration::from_secs(1));
+    let memory = dir.run_command(ECHO, &["--no-store", "--wait-approval", "1s"]);
+    assert_eq!(memory.code, 2, "{}", memory.stderr);
+    assert!(
+        memory
+            .stderr
+            .contains("--wait-approval: a run in memory keeps no decisions")
+    );
+}
+
+#[test]
+fn an_approval_on_a_task_without_publish_is_a_located_plan_finding() {
+    let dir = Dir::new();
+    let plan = dir.write(
+        "plan.yaml",
+        "schema_version: 1
+sub_tasks:
+  - id: a
+    description: A
+    approval: {before: publish}
+    tool_or_prompt: {name: inference, params: {prompt: do a}}
+",
+    );
+    let out = dir.run(&["plan", "check", plan.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(all.contains("plan.yaml:5:"), "{all}");
+    assert!(all.contains("sub_tasks[0].approval.before"), "{all}");
+    assert!(all.contains("has no `publish` path"), "{all}");
+}
+
+#[test]
+fn an_eval_over_a_gated_plan_never_waits() {
+    let dir = Dir::new();
+    // An eval measures checks.
+    dir.write(
+        "plan.yaml",
+        &format!("{RUN_GATE}config:\n  checks:\n    - regex: \".\"\n"),
+    );
+    let t0 = Instant::now();
+    let out = dir.run(&[
+        "eval",
+        "plan.yaml",
+        "--engine",
+        "command",
+        "--command",
+        ECHO,
+    ]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    let calls = std::fs::read_to_string(dir.path().join("calls.txt")).unwrap();
+    assert!(calls.contains("b\n") && calls.contains("c\n"), "{calls}");
+}
