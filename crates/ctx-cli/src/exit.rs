@@ -278,7 +278,9 @@ impl From<ctx_run::request::RequestError> for CliError {
             // The period ledger or the stored run could not be read: the
             // store's exit, as any other read of it.
             e @ RequestError::Tier(_) => CliError::with(Exit::Store, e),
-            e @ RequestError::WaitApproval(_) => CliError::usage(e),
+            e @ (RequestError::WaitApproval(_) | RequestError::GateNotShared { .. }) => {
+                CliError::usage(e)
+            }
         }
     }
 }

@@ -568,3 +568,22 @@ fn an_eval_over_a_gated_plan_never_waits() {
     let calls = std::fs::read_to_string(dir.path().join("calls.txt")).unwrap();
     assert!(calls.contains("b\n") && calls.contains("c\n"), "{calls}");
 }
+
+#[test]
+fn the_shared_store_refuses_gates_it_cannot_hold_yet() {
+    let dir = Dir::new();
+    dir.write("plan.yaml", RUN_GATE);
+    // Refused before any connection: the URL leads nowhere.
+    let url = "postgres://ctx@127.0.0.1:1/ctx";
+    let run = dir.run_command(ECHO, &["--store", url]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("task `b` has an approval gate, which the shared store does not hold yet"),
+        "{}",
+        run.stderr
+    );
+    let approve = dir.run(&["runs", "approve", "r1", "b", "--store", url]);
+    assert_eq!(approve.code, 2, "{}", approve.stderr);
+    assert!(!dir.path().join("calls.txt").exists());
+}

@@ -152,6 +152,17 @@ pub enum RequestError {
     /// one that does not wait yet (the shared store).
     #[error("--wait-approval: {0}")]
     WaitApproval(&'static str),
+    /// A plan with approval gates on the shared store, which does not
+    /// hold them yet: its workers would run a `before: run` task
+    /// unapproved.
+    #[error(
+        "task `{task}` has an approval gate, which the shared store does not hold yet: \
+         run the plan on the local store (docs/runs.md, \"Approval gates\")"
+    )]
+    GateNotShared {
+        /// The first gated task.
+        task: String,
+    },
 }
 
 impl RunFlags {
@@ -240,6 +251,12 @@ impl RunBasis {
         mut plan: RequestPlan,
         pricing: RunPricing,
     ) -> Result<RunRequest, RequestError> {
+        if let (StoreChoice::Shared(_), Some(t)) = (
+            &self.store,
+            plan.plan.sub_tasks.iter().find(|t| t.approval.is_some()),
+        ) {
+            return Err(RequestError::GateNotShared { task: t.id.clone() });
+        }
         let fallback =
             crate::period_budget::choose_tier(&self.store, &mut plan.plan, plan.source.as_deref())?;
         let cost = pricing.cost_options(&plan.plan)?;
@@ -440,6 +457,45 @@ mod tests {
         let r = request(basis, budgeted).unwrap();
         assert_eq!(r.fallback, None, "chosen by the shared session");
         assert_eq!(r.cost.max_cost, Some(Usd::ZERO));
+    }
+
+    /// Approval gates are the local store's for now: a gated plan and
+    /// `--wait-approval` are refused on a shared one, and `--wait-approval`
+    /// in memory, where no decision is kept.
+    #[test]
+    fn gates_and_waiting_are_refused_where_no_decision_reaches_them() {
+        let basis = RunFlags {
+            store: shared(),
+            ..RunFlags::default()
+        }
+        .settle(no_env)
+        .unwrap();
+        let mut gated = plan("");
+        gated.sub_tasks[0].approval = Some(ctx_model::approval::Approval {
+            before: ctx_model::approval::GateStage::Run,
+            message: None,
+        });
+        let refused = request(basis, gated.clone()).unwrap_err();
+        assert!(matches!(&refused, RequestError::GateNotShared { task } if task == "a"));
+        let local = RunFlags::default().settle(no_env).unwrap();
+        assert!(request(local, gated).is_ok());
+        for store in [
+            shared(),
+            StoreFlags {
+                no_store: true,
+                ..StoreFlags::default()
+            },
+        ] {
+            let waiting = RunFlags {
+                store,
+                approval_wait: Some(std::time::Duration::from_secs(1)),
+                ..RunFlags::default()
+            };
+            assert!(matches!(
+                waiting.settle(no_env),
+                Err(RequestError::WaitApproval(_))
+            ));
+        }
     }
 
     /// A period budget bounds the run as `--max-cost` does, and the flag
