@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 use ctx_test_support::{Dir, Out, repo_root};
 
 /// The weekly plan's answers: each task's required section, so every
-/// check passes (the report's output names `ROUND`, to change it).
-const WEEKLY_ENGINE: &str = r#"case "$CTX_TASK_ID" in
+/// check passes (the report's output names `ROUND`, to change it; with
+/// `FAIL` set, `facts` fails).
+const WEEKLY_ENGINE: &str = r#"[ -n "$FAIL" ] && [ "$CTX_TASK_ID" = facts ] && exit 3
+case "$CTX_TASK_ID" in
   facts) printf '## Facts\n\n- a fact\n' ;;
   continuity) printf '## Continuity\n\n- open\n' ;;
   report) printf -- '---\nsummary: "week %s"\n---\n\n## Headline\n\n.\n\n## Signal & Noise\n\n.\n\n## Blind Spots\n\n.\n\n## The Week Ahead\n\n.\n' "${ROUND:-1}" ;;
@@ -271,6 +273,23 @@ sub_tasks:
 
 const ECHO: &str = "echo \"$CTX_TASK_ID\"; echo \"$CTX_TASK_ID\" >> calls.txt";
 
+/// `ctx run --resume RUN` on [`ECHO`], with `extra`.
+fn resume(dir: &Dir, id: &str, extra: &[&str]) -> Out {
+    let mut args = vec![
+        "run",
+        "--resume",
+        id,
+        "--engine",
+        "command",
+        "--command",
+        ECHO,
+        "--root",
+        "runs",
+    ];
+    args.extend_from_slice(extra);
+    dir.run(&args)
+}
+
 /// The tasks [`ECHO`] ran, sorted.
 fn calls(dir: &Dir) -> Vec<String> {
     let text = std::fs::read_to_string(dir.path().join("calls.txt")).unwrap();
@@ -312,17 +331,7 @@ fn a_run_gate_holds_its_task_until_approved_and_the_other_branches_go_on() {
     // Nothing but its own gate is decided: an approval of `c` is refused.
     assert_eq!(runs(&dir, &["approve", &id, "c"]).code, 2);
     assert_eq!(runs(&dir, &["approve", &id, "b"]).code, 0);
-    let resumed = dir.run(&[
-        "run",
-        "--resume",
-        &id,
-        "--engine",
-        "command",
-        "--command",
-        ECHO,
-        "--root",
-        "runs",
-    ]);
+    let resumed = resume(&dir, &id, &[]);
     assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
     assert_eq!(calls(&dir), ["a", "b", "c", "d"]);
     // It ran: a decision now is refused, the gate is not waiting.
@@ -350,19 +359,7 @@ fn a_rejected_run_gate_fails_with_its_note_and_skips_below() {
         no.stdout
     );
     assert!(no.stdout.ends_with(": a is wrong\n"), "{}", no.stdout);
-    let resumed = dir.run(&[
-        "run",
-        "--resume",
-        &id,
-        "--engine",
-        "command",
-        "--command",
-        ECHO,
-        "--root",
-        "runs",
-        "--format",
-        "json",
-    ]);
+    let resumed = resume(&dir, &id, &["--format", "json"]);
     assert_eq!(resumed.code, 1, "{}", resumed.stderr);
     let json = resumed.json();
     let b = ctx_test_support::task(&json, "b");
@@ -451,58 +448,27 @@ fn refused_decisions_are_named_with_their_exit_codes() {
     let dir = Dir::new();
     dir.write("plan.yaml", RUN_GATE);
     let id = dir.run_command(ECHO, &["--root", "runs"]).run_id();
-    let unknown_run = runs(&dir, &["approve", "nope", "b"]);
-    assert_eq!(unknown_run.code, 2);
-    assert!(
-        unknown_run.stderr.contains("run `nope` not found"),
-        "{}",
-        unknown_run.stderr
-    );
-    let unknown_task = runs(&dir, &["approve", &id, "zz"]);
-    assert_eq!(unknown_task.code, 2);
-    assert!(
-        unknown_task.stderr.contains("no task `zz` in its plan"),
-        "{}",
-        unknown_task.stderr
-    );
-    let no_gate = runs(&dir, &["approve", &id, "a"]);
-    assert_eq!(no_gate.code, 2);
-    assert!(
-        no_gate.stderr.contains("task `a` has no approval gate"),
-        "{}",
-        no_gate.stderr
-    );
-    // A publish gate with no output yet is not waiting.
+    for (run, task, code, says) in [
+        ("nope", "b", 2, "run `nope` not found"),
+        (id.as_str(), "zz", 2, "no task `zz` in its plan"),
+        (id.as_str(), "a", 2, "task `a` has no approval gate"),
+    ] {
+        let out = runs(&dir, &["approve", run, task]);
+        assert_eq!(out.code, code, "{}", out.stderr);
+        assert!(out.stderr.contains(says), "{}", out.stderr);
+    }
+    // A publish gate with no output yet (the run failed) is not waiting.
     let weekly = Dir::new();
-    let plan = repo_root().join("fixtures/weekly/plan.yaml");
-    let dry = weekly.run(&[
-        "run",
-        plan.to_str().unwrap(),
-        "--var",
-        &format!(
-            "RAW_JSON=@{}",
-            repo_root()
-                .join("fixtures/weekly/raw/2026-W35.json")
-                .display()
-        ),
-        "--var",
-        "WEEK=2026-W35",
-        "--date",
-        "2026-08-27",
-        "--root",
-        "runs",
-        "--engine",
-        "command",
-        "--command",
-        "exit 3",
-    ]);
-    assert_eq!(dry.code, 1, "{}", dry.stderr);
-    let early = runs(&weekly, &["approve", &dry.run_id(), "report"]);
+    let mut failing = weekly.ctx();
+    failing.args(weekly_args(None, &[])).env("FAIL", "1");
+    let failed = Out::of(&mut failing);
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    let early = runs(&weekly, &["approve", &failed.run_id(), "report"]);
     assert_eq!(early.code, 1, "{}", early.stderr);
     assert!(
         early
             .stderr
-            .contains("is not waiting for approval (before: publish)"),
+            .contains("is not waiting for approval (before: publish): it was skipped"),
         "{}",
         early.stderr
     );
