@@ -598,3 +598,57 @@ fn thread_names_while_alive(
         }
     })
 }
+
+/// A decision on a task's approval gate is a `ctx.approval` event on its
+/// task span: live, when the approved task runs, and in a stored run's
+/// export.
+#[test]
+fn an_approval_is_an_event_on_the_task_span_live_and_exported() {
+    let (server, dir) = collector_and_plan();
+    let text = std::fs::read_to_string(dir.path().join("plan.json")).unwrap();
+    dir.write(
+        "plan.json",
+        &text.replace(
+            r#""dependencies": ["a"],"#,
+            r#""dependencies": ["a"], "approval": {"before": "run"},"#,
+        ),
+    );
+    let otlp = ["--otlp", server.url.as_str()];
+    let (held, _) = ctx_run(&dir, &server.url, &otlp, &[]);
+    assert_eq!(held.code, 6, "{}\n{}", held.stdout, held.stderr);
+    let run_id = held.run_id();
+    let approved = dir.run(&["runs", "approve", &run_id, "b", "--by", "ana"]);
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    server.clear();
+    let resume = ["--otlp", server.url.as_str(), "--resume", run_id.as_str()];
+    let (resumed, _) = ctx_run(&dir, &server.url, &resume, &[]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let approval_of = |spans: &[Span]| {
+        let b = spans.iter().find(|s| s.name == "task b").cloned().unwrap();
+        let e = b.events.iter().find(|e| e.name == "ctx.approval").cloned();
+        let e = e.unwrap_or_else(|| panic!("no ctx.approval event on {b:#?}"));
+        for (key, value) in [
+            ("ctx.approval.stage", "run"),
+            ("ctx.approval.verdict", "approve"),
+            ("ctx.approval.by", "ana"),
+        ] {
+            assert!(
+                matches!(attr(&e.attributes, key), Some(AnyValue::StringValue(s)) if s == value),
+                "{key}: {e:#?}"
+            );
+        }
+    };
+    approval_of(&server.spans());
+    server.clear();
+    let sent = dir.run(&[
+        "runs",
+        "export",
+        &run_id,
+        "--format",
+        "otlp",
+        "--to",
+        &server.url,
+    ]);
+    assert_eq!(sent.code, 0, "{}", sent.stderr);
+    approval_of(&server.spans());
+}
