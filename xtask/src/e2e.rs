@@ -413,23 +413,7 @@ fn weekly_publish(root: &Path, served: &Served) -> Result<(), String> {
             "exited with {code}, expected 6 (the report waits for approval)"
         )));
     }
-    for (what, verb) in [
-        (
-            "approving the report",
-            ["approve", "report", "--by", "e2e"].as_slice(),
-        ),
-        (
-            "publishing the approved report",
-            ["publish", "--publish-root"].as_slice(),
-        ),
-    ] {
-        let mut cmd = Command::new(&served.ctx);
-        cmd.arg("runs").arg(verb[0]).arg(&stored).args(&verb[1..]);
-        if verb[0] == "publish" {
-            cmd.arg(&archive);
-        }
-        checked(cmd.current_dir(run_dir), what).map_err(|e| run.failure(&e))?;
-    }
+    approve_and_publish(served, &stored, &archive).map_err(|e| run.failure(&e))?;
     let published = archive.join("weekly/2026-W35.md");
     let text = fs::read_to_string(&published).map_err(|e| {
         run.failure(&format!(
@@ -463,6 +447,28 @@ fn weekly_publish(root: &Path, served: &Served) -> Result<(), String> {
         return Err(run.failure("the raw export reached the facts prompt un-neutralized"));
     }
     Ok(())
+}
+
+/// `ctx runs approve RUN report`, then `ctx runs publish RUN
+/// --publish-root ARCHIVE`, on the weekly run stored in `stored`.
+fn approve_and_publish(served: &Served, stored: &Path, archive: &Path) -> Result<(), String> {
+    let runs = |verb: &str| {
+        let mut cmd = Command::new(&served.ctx);
+        cmd.arg("runs")
+            .arg(verb)
+            .arg(stored)
+            .current_dir(&served.run_dir);
+        cmd
+    };
+    checked(
+        runs("approve").args(["report", "--by", "e2e"]),
+        "approving the report",
+    )?;
+    checked(
+        runs("publish").arg("--publish-root").arg(archive),
+        "publishing the approved report",
+    )
+    .map(drop)
 }
 
 /// Two tasks; the first's mock answer (about 60 characters) is over

@@ -221,6 +221,7 @@ impl From<ctx_worker::PgError> for CliError {
         use ctx_worker::PgError;
         match e {
             PgError::Url { .. } | PgError::NoRun { .. } => CliError::usage(e),
+            PgError::Decision(refused) => (*refused).into(),
             e => CliError::with(Exit::Store, e),
         }
     }
@@ -278,9 +279,7 @@ impl From<ctx_run::request::RequestError> for CliError {
             // The period ledger or the stored run could not be read: the
             // store's exit, as any other read of it.
             e @ RequestError::Tier(_) => CliError::with(Exit::Store, e),
-            e @ (RequestError::WaitApproval(_) | RequestError::GateNotShared { .. }) => {
-                CliError::usage(e)
-            }
+            e @ RequestError::WaitApproval(_) => CliError::usage(e),
         }
     }
 }

@@ -10,7 +10,7 @@ use ctx_model::approval::{GateStage, Verdict, gate, settling};
 use ctx_model::{TaskExecutionResult, TaskStatus};
 
 use super::{ExecError, Executor, ProgressEvent, RunState, store_err};
-use crate::gates::{awaiting_reason, below_awaiting_reason, rejected_reason};
+use crate::gates::{awaiting_reason, below_awaiting_reason};
 
 /// How a wait for decisions ended.
 pub(super) enum WaitEnd {
@@ -56,11 +56,7 @@ impl Executor {
                 Ok(false)
             }
             Some(d) => {
-                let mut r = TaskExecutionResult::new(&task.id, TaskStatus::Failed);
-                r.error = Some(rejected_reason(d));
-                let span = crate::spans::task_span(&task.id);
-                span.in_scope(|| crate::gates::decision_event(d));
-                crate::spans::record_task(&span, &r);
+                let r = crate::gates::rejected_result(&task.id, d);
                 self.settle(run, i, r, false, progress).await?;
                 Ok(true)
             }

@@ -114,6 +114,18 @@ pub fn below_awaiting_reason(held: &str, direct: bool) -> String {
     }
 }
 
+/// The failed result of task `task_id`, whose `before: run` gate `d`
+/// rejected, its task span recorded with the decision: the executor's
+/// and a shared store's worker's alike.
+pub fn rejected_result(task_id: &str, d: &Decision) -> ctx_model::TaskExecutionResult {
+    let mut r = ctx_model::TaskExecutionResult::new(task_id, ctx_model::TaskStatus::Failed);
+    r.error = Some(rejected_reason(d));
+    let span = crate::spans::task_span(task_id);
+    span.in_scope(|| decision_event(d));
+    crate::spans::record_task(&span, &r);
+    r
+}
+
 /// A decision as an event on the task's span (`ctx.approval`).
 pub(crate) fn decision_event(d: &Decision) {
     tracing::info!(

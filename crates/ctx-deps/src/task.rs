@@ -210,6 +210,14 @@ pub struct TaskRunner {
     ctx: Arc<TaskContext>,
 }
 
+/// A task's `before: run` gate as a task runner finds it.
+enum Gate {
+    /// No gate, or approved (the approval, for the task's span).
+    Open(Option<ctx_model::approval::Decision>),
+    /// Rejected: the task's failed result.
+    Rejected(Box<TaskExecutionResult>),
+}
+
 impl TaskRunner {
     /// A runner for `plan`'s tasks on `engine`.
     pub fn new(
@@ -269,6 +277,13 @@ impl TaskRunner {
         // The store's door and the returned result (which a worker
         // commits) both pass the run's secret mask.
         let store = ctx_store::masked_store(store, &self.ctx.secret_mask);
+        let approval = match self.gate(i, &store).await? {
+            Gate::Open(approval) => approval,
+            Gate::Rejected(r) => {
+                crate::offload::store(&store, (*r).clone()).await?;
+                return Ok(*r);
+            }
+        };
         let mut result = run_job(
             &self.ctx,
             &store,
@@ -276,11 +291,31 @@ impl TaskRunner {
             None,
             &AtomicBool::new(false),
             None,
-            None,
+            approval.as_ref(),
         )
         .await?;
         self.ctx.secret_mask.apply_result(&mut result);
         Ok(result)
+    }
+
+    /// Task `i`'s `before: run` gate, read from `store`'s decisions.
+    async fn gate(&self, i: usize, store: &Arc<dyn ExecutionStore>) -> Result<Gate, StoreError> {
+        use ctx_model::approval::{GateStage, Verdict, gate, settling};
+        let task = &self.ctx.plan.sub_tasks[i];
+        if !gate(task).is_some_and(|a| a.before == GateStage::Run) {
+            return Ok(Gate::Open(None));
+        }
+        let decisions = crate::offload::decisions(store).await?;
+        match settling(&decisions, &task.id, GateStage::Run, None) {
+            Some(d) if d.verdict == Verdict::Approve => Ok(Gate::Open(Some(d.clone()))),
+            Some(d) => Ok(Gate::Rejected(Box::new(crate::gates::rejected_result(
+                &task.id, d,
+            )))),
+            None => Err(StoreError::new(format!(
+                "task `{}` waits for approval: it was claimed before a decision",
+                task.id
+            ))),
+        }
     }
 
     /// Whether `kept`, task `task_id`'s completed result from before a

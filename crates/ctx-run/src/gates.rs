@@ -117,16 +117,11 @@ pub fn withhold(
 /// `before: publish` task whose completed output no decision settles.
 pub fn waiting_in(
     plan: &Plan,
-    latest: &[ctx_store::ResultRecord],
+    latest: &[TaskExecutionResult],
     decisions: &[Decision],
     run_id: &str,
 ) -> Vec<Waiting> {
-    let status = |id: &str| {
-        latest
-            .iter()
-            .find(|r| r.result.task_id == id)
-            .map(|r| &r.result)
-    };
+    let status = |id: &str| latest.iter().find(|r| r.task_id == id);
     let mut out = Vec::new();
     for task in &plan.sub_tasks {
         let Some(a) = gate(task) else { continue };

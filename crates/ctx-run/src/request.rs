@@ -148,21 +148,9 @@ pub enum RequestError {
     /// The tier of a period budget with fallbacks could not be chosen.
     #[error(transparent)]
     Tier(#[from] crate::period_budget::TierError),
-    /// `--wait-approval` on a store no decision reaches (in memory), or
-    /// one that does not wait yet (the shared store).
+    /// `--wait-approval` on a store no decision reaches (in memory).
     #[error("--wait-approval: {0}")]
     WaitApproval(&'static str),
-    /// A plan with approval gates on the shared store, which does not
-    /// hold them yet: its workers would run a `before: run` task
-    /// unapproved.
-    #[error(
-        "task `{task}` has an approval gate, which the shared store does not hold yet: \
-         run the plan on the local store (docs/runs.md, \"Approval gates\")"
-    )]
-    GateNotShared {
-        /// The first gated task.
-        task: String,
-    },
 }
 
 impl RunFlags {
@@ -171,20 +159,10 @@ impl RunFlags {
     /// `--alert-at`.
     pub fn settle(&self, env: impl Fn(&str) -> Option<String>) -> Result<RunBasis, RequestError> {
         let store = self.store.resolve(env)?;
-        if self.approval_wait.is_some() {
-            match &store {
-                StoreChoice::Local(crate::RunStore::Memory) => {
-                    return Err(RequestError::WaitApproval(
-                        "a run in memory keeps no decisions; run it with a store",
-                    ));
-                }
-                StoreChoice::Shared(_) => {
-                    return Err(RequestError::WaitApproval(
-                        "not supported on the shared store yet: resume the run once decided",
-                    ));
-                }
-                StoreChoice::Local(_) => {}
-            }
+        if self.approval_wait.is_some() && matches!(store, StoreChoice::Local(RunStore::Memory)) {
+            return Err(RequestError::WaitApproval(
+                "a run in memory keeps no decisions; run it with a store",
+            ));
         }
         let defaults = ExecutorOptions::default();
         let task_timeout = match self.task_timeout_secs {
@@ -251,12 +229,6 @@ impl RunBasis {
         mut plan: RequestPlan,
         pricing: RunPricing,
     ) -> Result<RunRequest, RequestError> {
-        if let (StoreChoice::Shared(_), Some(t)) = (
-            &self.store,
-            plan.plan.sub_tasks.iter().find(|t| t.approval.is_some()),
-        ) {
-            return Err(RequestError::GateNotShared { task: t.id.clone() });
-        }
         let fallback =
             crate::period_budget::choose_tier(&self.store, &mut plan.plan, plan.source.as_deref())?;
         let cost = pricing.cost_options(&plan.plan)?;
@@ -459,43 +431,24 @@ mod tests {
         assert_eq!(r.cost.max_cost, Some(Usd::ZERO));
     }
 
-    /// Approval gates are the local store's for now: a gated plan and
-    /// `--wait-approval` are refused on a shared one, and `--wait-approval`
-    /// in memory, where no decision is kept.
+    /// `--wait-approval` is refused in memory, where no decision is kept.
     #[test]
-    fn gates_and_waiting_are_refused_where_no_decision_reaches_them() {
-        let basis = RunFlags {
-            store: shared(),
+    fn waiting_is_refused_where_no_decision_reaches_a_gate() {
+        let waiting = |store| RunFlags {
+            store,
+            approval_wait: Some(std::time::Duration::from_secs(1)),
             ..RunFlags::default()
-        }
-        .settle(no_env)
-        .unwrap();
-        let mut gated = plan("");
-        gated.sub_tasks[0].approval = Some(ctx_model::approval::Approval {
-            before: ctx_model::approval::GateStage::Run,
-            message: None,
-        });
-        let refused = request(basis, gated.clone()).unwrap_err();
-        assert!(matches!(&refused, RequestError::GateNotShared { task } if task == "a"));
-        let local = RunFlags::default().settle(no_env).unwrap();
-        assert!(request(local, gated).is_ok());
-        for store in [
-            shared(),
-            StoreFlags {
-                no_store: true,
-                ..StoreFlags::default()
-            },
-        ] {
-            let waiting = RunFlags {
-                store,
-                approval_wait: Some(std::time::Duration::from_secs(1)),
-                ..RunFlags::default()
-            };
-            assert!(matches!(
-                waiting.settle(no_env),
-                Err(RequestError::WaitApproval(_))
-            ));
-        }
+        };
+        let memory = StoreFlags {
+            no_store: true,
+            ..StoreFlags::default()
+        };
+        assert!(matches!(
+            waiting(memory).settle(no_env),
+            Err(RequestError::WaitApproval(_))
+        ));
+        assert!(waiting(shared()).settle(no_env).is_ok());
+        assert!(waiting(StoreFlags::default()).settle(no_env).is_ok());
     }
 
     /// A period budget bounds the run as `--max-cost` does, and the flag

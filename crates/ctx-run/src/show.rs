@@ -122,7 +122,10 @@ impl RunShow {
         let publishes = view.publish_events()?;
         let fallback = view.fallback()?;
         let decisions = view.decisions()?;
-        let results: Vec<_> = tasks.iter().filter_map(|(_, r)| r.clone()).collect();
+        let results: Vec<_> = tasks
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().map(|r| r.result.clone()))
+            .collect();
         let waiting = crate::gates::waiting_in(&plan, &results, &decisions, &header.run_id);
         Ok(RunShow {
             header,

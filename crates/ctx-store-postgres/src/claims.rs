@@ -80,7 +80,9 @@ pub struct Claimed {
 }
 
 /// The claim statement, its runs narrowed by `$run` (a condition on
-/// `$1`, the run): ready and lapsed tasks are looked up apart, each in
+/// `$1`, the run): ready and lapsed tasks are looked up apart (a ready
+/// task behind a `before: run` gate only once its run has a decision on
+/// it, schema 11), each in
 /// the order of its own index (one condition with an OR would sort every
 /// ready task at every claim), and the best `$5` of both are taken.
 /// Parameters: the run, the worker, the lease in ms, the engine label,
@@ -93,7 +95,11 @@ macro_rules! claim_sql {
         concat!(
             "WITH ready AS (
                SELECT run_id, task_id, priority, idx FROM ctx_tasks
-                WHERE status = 'pending' AND pending_deps = 0",
+                WHERE status = 'pending' AND pending_deps = 0
+                  AND (gate IS NULL OR EXISTS (
+                       SELECT 1 FROM ctx_decisions d
+                        WHERE d.run_id = ctx_tasks.run_id AND d.task_id = ctx_tasks.task_id
+                          AND d.stage = 'run'))",
             $run,
             "
                 ORDER BY priority DESC, run_id, idx

@@ -101,6 +101,9 @@ pub enum Error {
     /// The store's own runtime could not start or stopped.
     #[error("the PostgreSQL store's runtime: {0}")]
     Runtime(String),
+    /// A decision on an approval gate was refused (nothing was written).
+    #[error(transparent)]
+    Decision(Box<ctx_store::DecisionRefused>),
 }
 
 impl Error {

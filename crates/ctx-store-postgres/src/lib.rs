@@ -53,6 +53,7 @@
 
 mod claims;
 mod connection;
+mod decisions;
 mod error;
 mod listener;
 mod maps;
@@ -138,6 +139,13 @@ impl ExecutionStore for RunStore {
 
     fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError> {
         Ok(self.store.blocking_results(&self.run_id, None)?)
+    }
+
+    fn decisions(&self) -> Result<Vec<ctx_model::approval::Decision>, StoreError> {
+        let (store, id) = (self.store.clone(), self.run_id.clone());
+        Ok(self
+            .store
+            .blocking(async move { store.decisions(&id).await })?)
     }
 }
 
@@ -348,5 +356,9 @@ impl ExecutionStore for ClaimStore {
 
     fn all_results(&self) -> Result<Vec<TaskExecutionResult>, StoreError> {
         self.reads.all_results()
+    }
+
+    fn decisions(&self) -> Result<Vec<ctx_model::approval::Decision>, StoreError> {
+        self.reads.decisions()
     }
 }

@@ -114,16 +114,30 @@ impl PgStore {
     }
 
     /// Whether `run` (or, without one, any run) still has tasks that are
-    /// not terminal.
-    pub async fn has_open_runs(&self, run: Option<&str>) -> Result<bool> {
+    /// not terminal and can go on without a person: one running, or one
+    /// ready to claim. A run whose open tasks all wait on an approval gate
+    /// (a `before: run` task with no decision, and what is below it) is
+    /// open but has nothing to work on: it counts only when
+    /// `waiting_counts`.
+    pub async fn has_open_runs(&self, run: Option<&str>, waiting_counts: bool) -> Result<bool> {
         let run = run.map(str::to_string);
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let rows = shared
                 .query(
                     &|| "listing open runs".into(),
-                    "SELECT EXISTS (SELECT 1 FROM ctx_runs WHERE open AND ($1::text IS NULL OR run_id = $1))",
-                    &[&run],
+                    "SELECT EXISTS (SELECT 1 FROM ctx_runs r
+                      WHERE r.open AND ($1::text IS NULL OR r.run_id = $1)
+                        AND ($2 OR EXISTS (
+                             SELECT 1 FROM ctx_tasks t
+                              WHERE t.run_id = r.run_id
+                                AND (t.status = 'in_progress'
+                                     OR t.status = 'pending' AND t.pending_deps = 0
+                                        AND (t.gate IS NULL OR EXISTS (
+                                             SELECT 1 FROM ctx_decisions d
+                                              WHERE d.run_id = t.run_id AND d.task_id = t.task_id
+                                                AND d.stage = 'run'))))))",
+                    &[&run, &waiting_counts],
                 )
                 .await?;
             Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))

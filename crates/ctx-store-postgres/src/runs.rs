@@ -108,6 +108,8 @@ struct TaskRows {
     idx: Vec<i32>,
     deps: Vec<i32>,
     prio: Vec<i64>,
+    /// `run` for a task with a `before: run` gate, else NULL.
+    gate: Vec<Option<String>>,
     edge_from: Vec<String>,
     edge_to: Vec<String>,
     count: i32,
@@ -121,6 +123,7 @@ impl TaskRows {
             idx: Vec::with_capacity(n),
             deps: Vec::with_capacity(n),
             prio: Vec::with_capacity(n),
+            gate: Vec::with_capacity(n),
             edge_from: Vec::new(),
             edge_to: Vec::new(),
             count: i32::try_from(n).unwrap_or(i32::MAX),
@@ -132,6 +135,11 @@ impl TaskRows {
                 .push(i32::try_from(t.dependencies.len()).unwrap_or(i32::MAX));
             let p = priorities.get(i).copied().unwrap_or(0);
             rows.prio.push(i64::try_from(p).unwrap_or(i64::MAX));
+            rows.gate.push(
+                ctx_model::approval::gate(t)
+                    .filter(|a| a.before == ctx_model::approval::GateStage::Run)
+                    .map(|a| a.before.as_str().to_string()),
+            );
             for d in &t.dependencies {
                 rows.edge_from.push(d.clone());
                 rows.edge_to.push(t.id.clone());
@@ -270,10 +278,11 @@ impl PgStore {
                         )
                         .await?;
                         tx.execute(
-                            "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority)
-                             SELECT $1, t.id, t.idx, 'pending', t.deps, t.prio
-                               FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[]) AS t(id, idx, deps, prio)",
-                            &[id, &rows.ids, &rows.idx, &rows.deps, &rows.prio],
+                            "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority, gate)
+                             SELECT $1, t.id, t.idx, 'pending', t.deps, t.prio, t.gate
+                               FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[], $6::text[])
+                                    AS t(id, idx, deps, prio, gate)",
+                            &[id, &rows.ids, &rows.idx, &rows.deps, &rows.prio, &rows.gate],
                         )
                         .await?;
                         tx.execute(
@@ -428,14 +437,16 @@ impl PgStore {
                             // below with the other re-runs).
                             tx.execute(
                                 "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority,
-                                        result_json, claim_seq, started_at, finished_at, engine)
+                                        result_json, claim_seq, started_at, finished_at, engine, gate)
                                  SELECT $1, t.id, t.idx, coalesce(d.status, 'pending'), t.deps, t.prio,
-                                        d.result_json, d.claim_seq, d.started_at, d.finished_at, d.engine
-                                   FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[]) AS t(id, idx, deps, prio)
+                                        d.result_json, d.claim_seq, d.started_at, d.finished_at, d.engine, t.gate
+                                   FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[], $6::text[])
+                                        AS t(id, idx, deps, prio, gate)
                                    LEFT JOIN ctx_dropped d ON d.run_id = $1 AND d.task_id = t.id
                                  ON CONFLICT (run_id, task_id)
-                                 DO UPDATE SET idx = excluded.idx, priority = excluded.priority",
-                                &[&run_id, &rows.ids, &rows.idx, &rows.deps, &rows.prio],
+                                 DO UPDATE SET idx = excluded.idx, priority = excluded.priority,
+                                               gate = excluded.gate",
+                                &[&run_id, &rows.ids, &rows.idx, &rows.deps, &rows.prio, &rows.gate],
                             )
                             .await?;
                             tx.execute(

@@ -314,10 +314,36 @@ INSERT INTO ctx_publishes (run_id, seq, kind, at, files_json)
     FROM ctx_runs WHERE published_json IS NOT NULL;
 "#,
     },
+    Migration {
+        version: 11,
+        sql: r#"
+-- Approval gates (issue 38). A task whose plan says `approval: {before:
+-- run}` has gate 'run': no claim takes it before its run has a decision
+-- on it. ctx_decisions keeps every decision, as a run directory's store
+-- does (its `decisions`): output_sha256 names the output a `before:
+-- publish` decision is about; the unique index keeps one decision per
+-- gate and output, so of two at once one wins.
+ALTER TABLE ctx_tasks ADD COLUMN gate text;
+CREATE TABLE ctx_decisions (
+    run_id        text      NOT NULL REFERENCES ctx_runs ON DELETE CASCADE,
+    seq           bigserial NOT NULL,
+    task_id       text      NOT NULL,
+    stage         text      NOT NULL CHECK (stage IN ('run', 'publish')),
+    verdict       text      NOT NULL CHECK (verdict IN ('approve', 'reject')),
+    decided_by    text      NOT NULL,
+    at            text      NOT NULL,
+    note          text,
+    output_sha256 text,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE UNIQUE INDEX ctx_decisions_once
+    ON ctx_decisions (run_id, task_id, stage, coalesce(output_sha256, ''));
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 10;
+pub const SCHEMA_VERSION: i32 = 11;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {

@@ -316,6 +316,13 @@ impl RunHistory for PgRunView {
             .map_err(store_error)
     }
 
+    fn decisions(&self) -> std::result::Result<Vec<ctx_model::approval::Decision>, StoreError> {
+        let (store, id) = (self.store.clone(), self.run_id.clone());
+        self.store
+            .blocking(async move { store.decisions(&id).await })
+            .map_err(store_error)
+    }
+
     fn latest(&self) -> std::result::Result<Vec<ResultRecord>, StoreError> {
         let info = self.info().map_err(store_error)?;
         let plan = self.stored_plan().map_err(store_error)?;

@@ -169,9 +169,9 @@ fn claims_follow_readiness_and_the_critical_path() {
         .unwrap()
         .unwrap();
     assert_eq!(d.task_id, "d");
-    assert!(rt.block_on(store.has_open_runs(Some(&run))).unwrap());
+    assert!(rt.block_on(store.has_open_runs(Some(&run), false)).unwrap());
     rt.block_on(store.complete(&d, &done("d"))).unwrap();
-    assert!(!rt.block_on(store.has_open_runs(Some(&run))).unwrap());
+    assert!(!rt.block_on(store.has_open_runs(Some(&run), false)).unwrap());
     let info = rt.block_on(store.runs(Some(&run))).unwrap();
     assert_eq!(info[0].counts.completed, 4);
     assert!(!info[0].open);
@@ -383,9 +383,9 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
         .unwrap()
         .unwrap();
     assert_eq!(x.task_id, "x");
-    assert!(rt.block_on(store.has_open_runs(None)).unwrap());
+    assert!(rt.block_on(store.has_open_runs(None, false)).unwrap());
     rt.block_on(store.complete(&x, &done("x"))).unwrap();
-    assert!(!rt.block_on(store.has_open_runs(None)).unwrap());
+    assert!(!rt.block_on(store.has_open_runs(None, false)).unwrap());
     let rows = rt.block_on(store.tasks(&run)).unwrap();
     let st: Vec<_> = rows
         .iter()
@@ -905,7 +905,7 @@ fn an_idle_claim_releases_a_map_whose_last_commit_did_not() {
         .unwrap();
     assert_eq!(r.task_id, "r");
     rt.block_on(store.complete(&r, &done("r"))).unwrap();
-    assert!(!rt.block_on(store.has_open_runs(Some(&run))).unwrap());
+    assert!(!rt.block_on(store.has_open_runs(Some(&run), false)).unwrap());
 }
 
 /// One claim statement fills several slots, longest remaining path
@@ -1170,7 +1170,7 @@ fn a_version_5_store_is_migrated_and_its_runs_read_as_before() {
     assert!(b.kept.is_none());
     assert_eq!(b.inputs.len(), 1);
     rt.block_on(store.complete(&b.claim, &done("b"))).unwrap();
-    assert!(!rt.block_on(store.has_open_runs(Some("r5"))).unwrap());
+    assert!(!rt.block_on(store.has_open_runs(Some("r5"), false)).unwrap());
     // Opening again finds the current version and changes nothing.
     open(&url).unwrap();
     support::sql(
@@ -1542,4 +1542,97 @@ fn a_version_9_publish_carries_forward_and_publishes_are_undone_in_order() {
     let kept = rt.block_on(store.read_backup("r9", "cd")).unwrap();
     assert_eq!(kept.as_deref(), Some(&b"bytes"[..]));
     assert_eq!(rt.block_on(store.read_backup("r9", "ef")).unwrap(), None);
+}
+
+/// A `before: run` gate (schema 11): no claim takes the task before its
+/// run has a decision; the run then has nothing to work on but is open;
+/// of several decisions at once one is recorded; a decision releases the
+/// task to a claim.
+#[test]
+fn a_gated_task_is_claimed_only_once_decided_and_one_decision_wins() {
+    use ctx_model::approval::{Approval, GateStage, Verdict};
+    use ctx_store::{DecisionRefused, DecisionRequest};
+    let Some(url) = support::fresh_db("gates") else {
+        return;
+    };
+    let store = open(&url).unwrap();
+    let rt = support::runtime();
+    let mut p = plan(&[("a", &[]), ("b", &[])]);
+    p.sub_tasks[1].approval = Some(Approval {
+        before: GateStage::Run,
+        message: None,
+    });
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &[1, 1],
+            engine: "dry-run",
+            plan_source: None,
+            inputs: None,
+            budget: None,
+        }))
+        .unwrap();
+    let a = rt
+        .block_on(store.claim(Some(&run), "w1", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.task_id, "a");
+    assert_eq!(
+        rt.block_on(store.claim(Some(&run), "w1", LEASE)).unwrap(),
+        None
+    );
+    rt.block_on(store.complete(&a, &done("a"))).unwrap();
+    // Only the gate is left: open, but nothing to work on.
+    assert!(!rt.block_on(store.has_open_runs(Some(&run), false)).unwrap());
+    assert!(rt.block_on(store.has_open_runs(Some(&run), true)).unwrap());
+    let decisions: Vec<_> = (0..4)
+        .map(|k| {
+            let (store, run) = (store.clone(), run.clone());
+            rt.spawn(async move {
+                let req = DecisionRequest {
+                    task_id: "b".into(),
+                    verdict: if k % 2 == 0 {
+                        Verdict::Approve
+                    } else {
+                        Verdict::Reject
+                    },
+                    by: format!("user{k}"),
+                    note: Some("n".into()),
+                };
+                store.decide(&run, &req).await
+            })
+        })
+        .collect();
+    let outcomes: Vec<_> = decisions
+        .into_iter()
+        .map(|h| rt.block_on(h).unwrap())
+        .collect();
+    assert_eq!(
+        outcomes.iter().filter(|o| o.is_ok()).count(),
+        1,
+        "{outcomes:?}"
+    );
+    for lost in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        assert!(
+            matches!(lost, Error::Decision(d) if matches!(**d, DecisionRefused::AlreadySettled { .. })),
+            "{lost}"
+        );
+    }
+    assert_eq!(rt.block_on(store.decisions(&run)).unwrap().len(), 1);
+    let b = rt
+        .block_on(store.claim(Some(&run), "w2", LEASE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.task_id, "b");
+    // A task that no longer waits takes no decision.
+    let late = rt.block_on(store.decide(
+        &run,
+        &DecisionRequest {
+            task_id: "a".into(),
+            verdict: Verdict::Approve,
+            by: "u".into(),
+            note: None,
+        },
+    ));
+    assert!(matches!(late, Err(Error::Decision(_))), "{late:?}");
 }

@@ -127,6 +127,7 @@ fn main() {
                 inputs: None,
                 publish: None,
                 alert_at: Vec::new(),
+                approval_wait: None,
             },
         ))
         .expect("the run registered");
@@ -148,6 +149,7 @@ fn main() {
                 until_idle: true,
                 first_run_wait: Duration::ZERO,
                 poll: Duration::from_millis(100),
+                approval_wait: None,
             };
             rt.spawn(async move {
                 worker

@@ -44,6 +44,7 @@
 //!     until_idle: true,
 //!     first_run_wait: Duration::from_secs(30),
 //!     poll: Duration::from_millis(100),
+//!     approval_wait: None,
 //! };
 //! let worked = worker
 //!     .run(std::future::pending::<()>(), |event| eprintln!("{event:?}"))
@@ -201,6 +202,12 @@ pub struct Worker {
     /// (notifications wake the worker at once; a lapsed lease notifies
     /// nobody; [`DEFAULT_POLL`]).
     pub poll: Duration,
+    /// With `until_idle`: a run whose open tasks all wait on an approval
+    /// gate keeps the worker waiting for a decision (from any machine:
+    /// the decision's `NOTIFY ctx_ready` wakes it), for at most this long
+    /// counted from the first time it had nothing else to do
+    /// (`--wait-approval`). `None`: such a run is idle.
+    pub approval_wait: Option<Duration>,
 }
 
 /// A claim's lease by default: long enough that a heartbeat every third of
@@ -249,6 +256,28 @@ struct Loaded {
 }
 
 impl Worker {
+    /// Whether the worker's run (or any run) has something to work on;
+    /// with [`Self::approval_wait`], a run that waits only on approval
+    /// gates counts until the wait's end, counted from `waiting_since`
+    /// (set at the first such answer).
+    async fn has_work(
+        &self,
+        waiting_since: &mut Option<tokio::time::Instant>,
+    ) -> Result<bool, PgError> {
+        let run = self.run.as_deref();
+        if self.store.has_open_runs(run, false).await? {
+            return Ok(true);
+        }
+        let Some(within) = self.approval_wait else {
+            return Ok(false);
+        };
+        if !self.store.has_open_runs(run, true).await? {
+            return Ok(false);
+        }
+        let since = *waiting_since.get_or_insert_with(tokio::time::Instant::now);
+        Ok(since.elapsed() < within)
+    }
+
     /// The runner of the claimed task's run's stored plan, loaded once
     /// per worker and plan (a map's expansion changes the plan, and the
     /// claim says under which plan it was made), with the plan's hash.
@@ -341,6 +370,8 @@ impl Worker {
         tokio::pin!(stop);
         let started = tokio::time::Instant::now();
         let mut seen_open = false;
+        // Since when only approval gates are left (`approval_wait`).
+        let mut waiting_since = None;
         // A task gave its claim back to wait for the budget: no claim
         // until something settles, a notification comes or the poll ends
         // (else the worker would claim the same task again at once).
@@ -460,7 +491,7 @@ impl Worker {
             }
             seen_open |= claimed_any;
             if running.is_empty() && !claimed_any && self.until_idle {
-                let open = self.store.has_open_runs(self.run.as_deref()).await?;
+                let open = self.has_work(&mut waiting_since).await?;
                 seen_open |= open;
                 if !open && (seen_open || started.elapsed() >= self.first_run_wait) {
                     break;

@@ -73,6 +73,11 @@ pub(crate) async fn map_turn(
             let results = store.results_of(&claim.run_id, &items).await?;
             return join(store, claim, &task, &items, results).await;
         }
+        // Its `before: run` gate holds the whole map: a rejection fails it
+        // before it expands (an approval let the claim take it).
+        if let Some(r) = rejected(store, claim, &task).await? {
+            return done(store, claim, r).await;
+        }
         let source = match source_of(store, &claim.run_id, &plan, &task).await? {
             Ok(s) => s,
             Err(e) => return done(store, claim, failed(&task.id, &e)).await,
@@ -281,6 +286,23 @@ fn failed(task_id: &str, why: &str) -> TaskExecutionResult {
         format!("map task `{task_id}`: {why}")
     });
     r
+}
+
+/// The failed result of map task `task` when its `before: run` gate was
+/// rejected; `None` when it has no gate or was approved.
+async fn rejected(
+    store: &PgStore,
+    claim: &Claim,
+    task: &ctx_model::SubTask,
+) -> Result<Option<TaskExecutionResult>, PgError> {
+    use ctx_model::approval::{GateStage, Verdict, gate, settling};
+    if !gate(task).is_some_and(|a| a.before == GateStage::Run) {
+        return Ok(None);
+    }
+    let decisions = store.decisions(&claim.run_id).await?;
+    Ok(settling(&decisions, &task.id, GateStage::Run, None)
+        .filter(|d| d.verdict == Verdict::Reject)
+        .map(|d| ctx_deps::gates::rejected_result(&task.id, d)))
 }
 
 #[cfg(test)]

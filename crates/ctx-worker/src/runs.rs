@@ -86,6 +86,19 @@ pub fn view(url: &str, run_id: &str) -> Result<PgRunView, PgError> {
     open(url)?.view(run_id)
 }
 
+/// `ctx runs approve/reject RUN TASK --store URL`: the decision recorded
+/// with the shared run `run_id` (from any machine: an approval wakes the
+/// workers, which then claim the task), or why not (the store's
+/// `Error::Decision`, nothing written).
+pub async fn decide(
+    url: &str,
+    run_id: &str,
+    req: &ctx_store::DecisionRequest,
+) -> Result<ctx_model::approval::Decision, SharedError> {
+    let store = open_off_runtime(url).await?;
+    Ok(store.decide(run_id, req).await?)
+}
+
 /// The store at `url` and the ids of its runs, oldest first (by creation
 /// time, then id, as [`list`] orders them), for reading each through the
 /// seam both stores share with [`PgStore::view`] (off the runtime): what

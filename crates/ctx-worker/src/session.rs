@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use ctx_cost::Usd;
 use ctx_deps::{ExecutorOptions, InferenceEngine, RunReport};
-use ctx_model::Plan;
+use ctx_model::{Plan, TaskStatus};
 use ctx_run::run_costs::RunPricing;
 use ctx_store::{ResumePlan, StatusCounts};
 use ctx_store_postgres::PgStore;
@@ -71,6 +71,9 @@ pub struct SharedSettings {
     /// `--alert-at`: the fractions of the period budget (else of
     /// `--max-cost`) to alert at when the run crosses them.
     pub alert_at: Vec<f64>,
+    /// `--wait-approval`: how long the session keeps waiting for decisions
+    /// when the run's open tasks all wait on approval gates.
+    pub approval_wait: Option<std::time::Duration>,
 }
 
 impl SharedSettings {
@@ -97,6 +100,7 @@ impl SharedSettings {
             publish: request.publish,
             inputs: request.inputs,
             alert_at: request.alert_at,
+            approval_wait: request.approval_wait,
         };
         (request.plan, settings)
     }
@@ -136,6 +140,12 @@ pub struct SharedOutcome<S> {
     pub alerts: Vec<ctx_run::alerts::Alert>,
     /// The cheaper tier of its period budget the run ran on.
     pub fallback: Option<ctx_model::FallbackChoice>,
+    /// The approval gates left waiting: `before: run` tasks with no
+    /// decision, then (when this session publishes) outputs no decision
+    /// approved.
+    pub waiting: Vec<ctx_run::gates::Waiting>,
+    /// The outputs publishing held back (waiting, or rejected).
+    pub withheld: Vec<ctx_run::gates::Withheld>,
 }
 
 /// `--rerun` ids are refused before the store is opened, as for a local
@@ -268,7 +278,7 @@ impl SharedSession {
     /// reads the run's report back from the store. Fails only when the
     /// store does.
     pub async fn execute_with<F, S, E>(
-        self,
+        mut self,
         stop: F,
         mut on_event: E,
     ) -> Result<SharedOutcome<S>, SharedError>
@@ -290,7 +300,8 @@ impl SharedSession {
                 .await?
                 .stopped
         } else {
-            follow(&self.store, &self.run_id, stop, |counts, tasks| {
+            let wait = self.settings.approval_wait;
+            follow(&self.store, &self.run_id, stop, wait, |counts, tasks| {
                 on_event(SharedEvent::Progress { counts, tasks })
             })
             .instrument(span)
@@ -298,7 +309,7 @@ impl SharedSession {
         };
         let rows = self.store.tasks(&self.run_id).await?;
         let alerts = self.settle().await?;
-        let reused = self.resumed.map(|r| r.reuse).unwrap_or_default();
+        let reused = self.resumed.take().map(|r| r.reuse).unwrap_or_default();
         let mut report = report(&rows, reused, stopped.is_some());
         if let Some(budget) = self.settings.pricing.max_cost {
             budget_summary(
@@ -310,29 +321,14 @@ impl SharedSession {
             )
             .await?;
         }
-        // The run is complete (no open task is left) unless it was
-        // stopped: this session publishes its outputs, once, as a local
-        // run's session does, and records what it wrote with the run.
-        // What a file replaces is kept in the database first (a call that
-        // waits for the store: off the runtime's workers).
-        let (published, publish_error) = match &self.settings.publish {
-            Some(p) => {
-                let (p, results) = (p.clone(), report.results.clone());
-                let backups = crate::publish::PgBackups::new(self.store.clone(), &self.run_id);
-                let interrupted = report.interrupted;
-                tokio::task::spawn_blocking(move || {
-                    ctx_run::publish::publish(
-                        &p.root,
-                        &p.targets,
-                        &results,
-                        interrupted,
-                        Some(&backups),
-                    )
-                })
-                .await?
-            }
-            None => (Vec::new(), None),
-        };
+        // The run is complete (no open task is left, or only gated ones)
+        // unless it was stopped: this session publishes its outputs, once,
+        // as a local run's session does, but for those its gates hold
+        // back, and records what it wrote with the run.
+        let mut waiting = self.waiting_to_run(&mut report).await?;
+        let gated = self.publish_gated(&report).await?;
+        waiting.extend(ctx_run::gates::awaiting(&gated.withheld));
+        let (published, publish_error) = (gated.published, gated.error);
         self.store
             .record_published(&self.run_id, &published)
             .await?;
@@ -344,7 +340,85 @@ impl SharedSession {
             publish_error,
             alerts,
             fallback: self.fallback,
+            waiting,
+            withheld: gated.withheld,
         })
+    }
+
+    /// The run's `before: run` gates with no decision (their tasks still
+    /// `pending`), listed in `report.awaiting` too.
+    async fn waiting_to_run(
+        &self,
+        report: &mut RunReport,
+    ) -> Result<Vec<ctx_run::gates::Waiting>, SharedError> {
+        // Only a task left pending can be held (and only then is the plan
+        // read again).
+        let pending = report
+            .results
+            .iter()
+            .any(|r| r.status == TaskStatus::Pending);
+        if report.interrupted || !pending {
+            return Ok(Vec::new());
+        }
+        let plan = self.store.plan(&self.run_id).await?;
+        let decisions = self.store.decisions(&self.run_id).await?;
+        let waiting: Vec<_> =
+            ctx_run::gates::waiting_in(&plan, &report.results, &decisions, &self.run_id)
+                .into_iter()
+                .filter(|w| w.stage == ctx_model::approval::GateStage::Run)
+                .collect();
+        report.awaiting = waiting.iter().map(|w| w.task_id.clone()).collect();
+        Ok(waiting)
+    }
+
+    /// Publishes the run's completed outputs (with `--publish-root`) but
+    /// those its `before: publish` gates hold back
+    /// ([`ctx_run::gates::withhold`]); with `--wait-approval`, an output
+    /// that waits is waited for, woken by each decision's notification,
+    /// until the wait's end. What a file replaces is kept in the database
+    /// first (a call that waits for the store: off the runtime's workers).
+    async fn publish_gated(&self, report: &RunReport) -> Result<Gated, SharedError> {
+        let Some(p) = &self.settings.publish else {
+            return Ok(Gated::default());
+        };
+        let plan = self.store.plan(&self.run_id).await?;
+        let listener = self.store.listen();
+        let until = self
+            .settings
+            .approval_wait
+            .map(|w| tokio::time::Instant::now() + w);
+        loop {
+            let decisions = self.store.decisions(&self.run_id).await?;
+            let (open, withheld) = ctx_run::gates::withhold(
+                &plan,
+                &p.targets,
+                &report.results,
+                &decisions,
+                Some(&self.run_id),
+            );
+            let waits = !ctx_run::gates::awaiting(&withheld).is_empty();
+            if let Some(until) =
+                until.filter(|u| waits && !report.interrupted && *u > tokio::time::Instant::now())
+            {
+                tokio::select! {
+                    () = listener.ready() => {}
+                    () = tokio::time::sleep_until(until) => {}
+                }
+                continue;
+            }
+            let (p, results) = (p.clone(), report.results.clone());
+            let backups = crate::publish::PgBackups::new(self.store.clone(), &self.run_id);
+            let interrupted = report.interrupted;
+            let (published, error) = tokio::task::spawn_blocking(move || {
+                ctx_run::publish::publish(&p.root, &open, &results, interrupted, Some(&backups))
+            })
+            .await?;
+            return Ok(Gated {
+                published,
+                error,
+                withheld,
+            });
+        }
     }
 
     /// Settles the hold on the period budget, if any, once the run is
@@ -398,6 +472,7 @@ impl SharedSession {
             // The run was registered by this session: it is open.
             first_run_wait: Duration::ZERO,
             poll: DEFAULT_POLL,
+            approval_wait: self.settings.approval_wait,
         }
     }
 }
@@ -465,11 +540,14 @@ async fn limit_to_hold(
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 /// Tells `on_change` the run's counts whenever they change, until it is
-/// closed (or removed) or `stop` resolves, whose output is returned.
+/// closed (or removed), its open tasks all wait on approval gates (past
+/// `approval_wait`, counted from then) or `stop` resolves, whose output
+/// is returned.
 async fn follow<F, S>(
     store: &PgStore,
     run_id: &str,
     stop: F,
+    approval_wait: Option<Duration>,
     mut on_change: impl FnMut(StatusCounts, usize),
 ) -> Result<Option<S>, SharedError>
 where
@@ -477,6 +555,7 @@ where
 {
     tokio::pin!(stop);
     let mut last = None;
+    let mut waiting_since: Option<tokio::time::Instant> = None;
     loop {
         let Some(info) = store.runs(Some(run_id)).await?.into_iter().next() else {
             return Ok(None);
@@ -491,11 +570,25 @@ where
         if !info.open {
             return Ok(None);
         }
+        if !store.has_open_runs(Some(run_id), false).await? {
+            let since = *waiting_since.get_or_insert_with(tokio::time::Instant::now);
+            if approval_wait.is_none_or(|w| since.elapsed() >= w) {
+                return Ok(None);
+            }
+        }
         tokio::select! {
             s = &mut stop => return Ok(Some(s)),
             () = tokio::time::sleep(FOLLOW_POLL) => {}
         }
     }
+}
+
+/// What [`SharedSession::publish_gated`] did.
+#[derive(Default)]
+struct Gated {
+    published: Vec<ctx_run::publish::Published>,
+    error: Option<ctx_run::publish::PublishError>,
+    withheld: Vec<ctx_run::gates::Withheld>,
 }
 
 /// A worker's id: host, process, and a random suffix, so two workers on

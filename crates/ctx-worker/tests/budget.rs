@@ -76,6 +76,7 @@ fn settings(url: &str, pricing: RunPricing, concurrency: usize) -> SharedSetting
         inputs: None,
         publish: None,
         alert_at: Vec::new(),
+        approval_wait: None,
     }
 }
 
@@ -132,6 +133,7 @@ fn workers_never_spend_past_a_shared_budget_and_wait_for_room() {
             until_idle: true,
             first_run_wait: Duration::ZERO,
             poll: Duration::from_millis(50),
+            approval_wait: None,
         };
         let waits = Arc::clone(&waits);
         rt.spawn(async move {

@@ -107,6 +107,7 @@ fn settings(url: &str, resume: Option<&str>) -> SharedSettings {
         inputs: None,
         publish: None,
         alert_at: Vec::new(),
+        approval_wait: None,
     }
 }
 

@@ -59,6 +59,7 @@ fn settings(url: &str, pricing: RunPricing, work_here: bool) -> SharedSettings {
         inputs: None,
         publish: None,
         alert_at: Vec::new(),
+        approval_wait: None,
     }
 }
 
@@ -144,6 +145,7 @@ fn a_follower_is_told_each_change_until_a_worker_finishes_the_run() {
         until_idle: true,
         first_run_wait: std::time::Duration::ZERO,
         poll: ctx_worker::DEFAULT_POLL,
+        approval_wait: None,
     };
     let mut seen = Vec::new();
     let (followed, worked) = rt.block_on(async {

@@ -62,8 +62,8 @@ pub fn run(
         unpublished: outcome.publish_error,
         alerts: outcome.alerts,
         fallback: outcome.fallback,
-        waiting: Vec::new(),
-        withheld: Vec::new(),
+        waiting: outcome.waiting,
+        withheld: outcome.withheld,
     };
     let exit = super::run::report_run(&executed, output)?;
     // The statements this process sent (registration, claims, reads,

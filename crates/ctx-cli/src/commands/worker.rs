@@ -169,6 +169,7 @@ pub fn run(args: Args) -> CliResult {
         until_idle: args.until_idle,
         first_run_wait: secs("--wait", args.wait)?.unwrap_or(Duration::ZERO),
         poll: Duration::from_millis(args.poll_ms.max(1)),
+        approval_wait: None,
     };
     eprintln!(
         "worker {} on {}{}",

@@ -1,8 +1,9 @@
 //! `ctx runs approve RUN TASK [--note TEXT]` and `ctx runs reject RUN
 //! TASK --note TEXT`: a decision on a task's approval gate, recorded with
-//! the run (docs/runs.md, "Approval gates"). The run may be executing in
-//! another process (waiting with `--wait-approval`): a decision takes no
-//! lock on it.
+//! the run (docs/runs.md, "Approval gates"), in its run directory or, with
+//! `--store postgres://…`, in the shared store. The run may be executing
+//! in another process (waiting with `--wait-approval`): a decision takes
+//! no lock on it.
 //!
 //! Exit codes: 0 recorded; 1 the gate does not wait now (a `before: run`
 //! task that already ran, a `before: publish` task with no completed
@@ -15,7 +16,7 @@ use ctx_run::gates::DecisionRequest;
 use ctx_store_sqlite::RunRoot;
 
 use super::RootArg;
-use crate::exit::{CliError, CliResult, Exit};
+use crate::exit::{CliResult, Exit};
 use crate::format::Format;
 use crate::io::{json_text, print_stdout};
 
@@ -87,12 +88,11 @@ fn decide(
         by: ctx_run::gates::decision_user(who.by.as_deref()),
         note,
     };
-    if who.root.shared()?.is_some() {
-        return Err(CliError::usage(
-            "ctx runs approve/reject: not supported on the shared store yet",
-        ));
-    }
-    let decision = ctx_run::gates::decide(&RunRoot::new(&who.root.root), run, &req)?;
+    let decision = match who.root.shared()? {
+        Some(url) => crate::runtime::block_on(ctx_worker::runs::decide(&url, run, &req))?
+            .map_err(super::shared::shared)?,
+        None => ctx_run::gates::decide(&RunRoot::new(&who.root.root), run, &req)?,
+    };
     match who.format {
         Format::Json => print_stdout(&json_text(&decision)?)?,
         Format::Text => print_stdout(&decision_line(&decision))?,
