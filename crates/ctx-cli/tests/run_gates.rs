@@ -285,6 +285,25 @@ const ECHO: &str = "echo \"$CTX_TASK_ID\"; echo \"$CTX_TASK_ID\" >> calls.txt";
 
 /// `ctx run --resume RUN` on [`ECHO`], with `extra`.
 fn resume(dir: &Dir, id: &str, extra: &[&str]) -> Out {
+    resume_on(dir, LOCAL, id, extra)
+}
+
+/// A resume's JSON summary after `b`'s gate was rejected with the note
+/// `a is wrong`: `b` failed with it, `c` below it skipped (exit 1).
+fn rejected_below(resumed: &Out) {
+    assert_eq!(resumed.code, 1, "{}", resumed.stderr);
+    let json = resumed.json();
+    let b = ctx_test_support::task(&json, "b");
+    assert_eq!(b["status"], "failed");
+    assert!(
+        b["error"].as_str().unwrap().ends_with(": a is wrong"),
+        "{b}"
+    );
+    assert_eq!(ctx_test_support::task(&json, "c")["status"], "skipped");
+}
+
+/// [`resume`] on the store `store` names.
+fn resume_on(dir: &Dir, store: &[&str], id: &str, extra: &[&str]) -> Out {
     let mut args = vec![
         "run",
         "--resume",
@@ -293,9 +312,8 @@ fn resume(dir: &Dir, id: &str, extra: &[&str]) -> Out {
         "command",
         "--command",
         ECHO,
-        "--root",
-        "runs",
     ];
+    args.extend_from_slice(store);
     args.extend_from_slice(extra);
     dir.run(&args)
 }
@@ -369,16 +387,7 @@ fn a_rejected_run_gate_fails_with_its_note_and_skips_below() {
         no.stdout
     );
     assert!(no.stdout.ends_with(": a is wrong\n"), "{}", no.stdout);
-    let resumed = resume(&dir, &id, &["--format", "json"]);
-    assert_eq!(resumed.code, 1, "{}", resumed.stderr);
-    let json = resumed.json();
-    let b = ctx_test_support::task(&json, "b");
-    assert_eq!(b["status"], "failed");
-    assert!(
-        b["error"].as_str().unwrap().ends_with(": a is wrong"),
-        "{b}"
-    );
-    assert_eq!(ctx_test_support::task(&json, "c")["status"], "skipped");
+    rejected_below(&resume(&dir, &id, &["--format", "json"]));
     let calls = std::fs::read_to_string(dir.path().join("calls.txt")).unwrap();
     assert!(!calls.contains('b') && !calls.contains('c'), "{calls}");
 }
@@ -573,17 +582,7 @@ fn a_run_gate_on_the_shared_store_is_claimed_only_once_decided() {
     assert_eq!(runs_on(&dir, &store, &["approve", &id, "c"]).code, 2);
     let approved = runs_on(&dir, &store, &["approve", &id, "b", "--by", "ana"]);
     assert_eq!(approved.code, 0, "{}", approved.stderr);
-    let mut args = vec![
-        "run",
-        "--resume",
-        &id,
-        "--engine",
-        "command",
-        "--command",
-        ECHO,
-    ];
-    args.extend_from_slice(&store);
-    let resumed = dir.run(&args);
+    let resumed = resume_on(&dir, &store, &id, &[]);
     assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
     assert_eq!(calls(&dir), ["a", "b", "c", "d"]);
     let shown = runs_on(&dir, &store, &["show", &id, "--format", "json"]);
@@ -601,27 +600,42 @@ fn a_run_gate_on_the_shared_store_is_claimed_only_once_decided() {
     assert_eq!(no.code, 0, "{}", no.stderr);
     let again = runs_on(&other, &store, &["approve", &id, "b"]);
     assert_eq!(again.code, 1, "{}", again.stderr);
-    let mut args = vec![
-        "run",
-        "--resume",
-        &id,
-        "--engine",
-        "command",
-        "--command",
-        ECHO,
-        "--format",
-        "json",
-    ];
-    args.extend_from_slice(&store);
-    let resumed = other.run(&args);
-    assert_eq!(resumed.code, 1, "{}", resumed.stderr);
-    let json = resumed.json();
-    let b = ctx_test_support::task(&json, "b");
-    assert_eq!(b["status"], "failed");
-    assert!(
-        b["error"].as_str().unwrap().ends_with(": a is wrong"),
-        "{b}"
-    );
-    assert_eq!(ctx_test_support::task(&json, "c")["status"], "skipped");
+    rejected_below(&resume_on(&other, &store, &id, &["--format", "json"]));
     assert_eq!(calls(&other), ["a", "d"]);
+}
+
+/// On the shared store a run that waits (`--wait-approval`) on a
+/// `before: run` gate is woken by the decision's notification and goes
+/// on at once.
+#[test]
+fn a_shared_run_waiting_on_a_gate_goes_on_when_another_process_approves() {
+    let Some(url) = pg::fresh_db("run_gates_wait") else {
+        return;
+    };
+    let dir = Dir::new();
+    dir.write("plan.yaml", RUN_GATE);
+    let err = dir.path().join("waiting.err");
+    let waiting = Command::new(assert_cmd::cargo::cargo_bin("ctx"))
+        .args(["run", "plan.yaml", "--engine", "command", "--command", ECHO])
+        .args(["--store", &url, "--wait-approval", "60s"])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    // Approved once `a` and `d` ran and the run waits on `b`.
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(dir.path().join("calls.txt"))
+        .is_ok_and(|c| c.lines().count() == 2)
+    {
+        assert!(t0.elapsed() < Duration::from_secs(30), "a and d never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let id = ctx_test_support::run_id(&std::fs::read_to_string(&err).unwrap());
+    let approved = runs_on(&dir, &["--store", &url], &["approve", &id, "b"]);
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    let out = waiting.wait_with_output().unwrap();
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert_eq!(calls(&dir), ["a", "b", "c", "d"]);
 }
