@@ -77,6 +77,7 @@
 //! # Ok::<(), ctx_model::PlanError>(())
 //! ```
 
+pub mod batch_status;
 pub mod billing;
 mod budget;
 #[cfg(feature = "parse")]

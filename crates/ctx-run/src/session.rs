@@ -329,6 +329,9 @@ impl RunSession {
             options.rerun_requested = rerun.into_iter().collect();
         }
         let store = Arc::new(store);
+        // A batching engine journals its batches in the run's store, and
+        // takes up what a dead session left in flight (docs/runs.md).
+        engine.keep_batches(Arc::clone(&store) as Arc<dyn ctx_engine::BatchLedger>);
         let engine: Arc<dyn InferenceEngine> = match cache {
             Some(cache) => {
                 let identity = engine.cache_identity();

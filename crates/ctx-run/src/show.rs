@@ -83,6 +83,8 @@ pub struct RunShow {
     publishes: Vec<ctx_store::PublishEvent>,
     /// The cheaper tier of its period budget the run ran on.
     fallback: Option<ctx_model::FallbackChoice>,
+    /// Its provider batches (`ctx run --batch`), oldest first.
+    batches: Vec<ctx_store::RunBatch>,
 }
 
 impl RunShow {
@@ -117,6 +119,7 @@ impl RunShow {
         let published = view.published()?;
         let publishes = view.publish_events()?;
         let fallback = view.fallback()?;
+        let batches = view.batches()?;
         Ok(RunShow {
             header,
             plan,
@@ -126,6 +129,7 @@ impl RunShow {
             published,
             publishes,
             fallback,
+            batches,
         })
     }
 
@@ -224,6 +228,7 @@ impl RunShow {
                 .fallback
                 .as_ref()
                 .map(crate::period_budget::FallbackJson::of),
+            batches: &self.batches,
             tasks,
         }
     }
@@ -301,6 +306,10 @@ impl RunShow {
         if let Some(f) = &self.fallback {
             out.push('\n');
             out.push_str(&crate::period_budget::fallback_text(f));
+        }
+        if !self.batches.is_empty() {
+            out.push('\n');
+            out.push_str(&crate::batches::batches_text(&self.batches));
         }
         out
     }
@@ -436,6 +445,10 @@ struct RunJson<'a> {
     /// it; left out on the standard tier.
     #[serde(skip_serializing_if = "Option::is_none")]
     fallback: Option<crate::period_budget::FallbackJson>,
+    /// The run's provider batches, oldest first; left out when it sent
+    /// none.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    batches: &'a [ctx_store::RunBatch],
     tasks: Vec<TaskRowJson<'a>>,
 }
 

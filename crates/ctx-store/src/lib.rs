@@ -74,7 +74,8 @@ pub use fingerprint::{
     TaskFingerprint, fingerprint, fingerprint_all, is_secret_key, redact_plan, sha256_hex,
 };
 pub use history::{
-    PublishEvent, PublishKind, Published, RunHeader, RunHistory, RunState, StatusCounts, in_effect,
+    PublishEvent, PublishKind, Published, RunBatch, RunHeader, RunHistory, RunState, StatusCounts,
+    in_effect,
 };
 pub use inputs::{RunInputs, StoredValue, secret_hash};
 pub use memory::MemoryStore;

@@ -115,6 +115,7 @@ pub(crate) struct Desk {
     per_read: usize,
     answers_left: usize,
     failures_left: usize,
+    closed: bool,
 }
 
 impl Default for Desk {
@@ -127,6 +128,7 @@ impl Default for Desk {
             per_read: usize::MAX,
             answers_left: usize::MAX,
             failures_left: 0,
+            closed: false,
         }
     }
 }
@@ -152,6 +154,10 @@ impl Desk {
         let path = path.split('?').next().unwrap_or(path);
         let parts: Vec<&str> = path.trim_end_matches('/').split('/').collect();
         let reply = match (method, parts.as_slice()) {
+            (_, ["", "v1", "files" | "batches", ..]) if self.closed => {
+                Reply::error(404, &format!("no route {method} {path}"), "not_found")
+            }
+            ("GET", ["", "v1", "batches"]) => self.list(),
             ("POST", ["", "v1", "files"]) => self.upload(content_type, body),
             ("GET", ["", "v1", "files", id]) => self.file_object(id),
             ("GET", ["", "v1", "files", id, "content"]) => self.content(id),
@@ -335,6 +341,22 @@ impl Desk {
         }
         set_status(&mut batch.object, "cancelling", clock);
         Reply::json(200, &batch.object)
+    }
+
+    /// `GET /v1/batches`: every batch, newest first, as they are (a
+    /// list does not move them on).
+    fn list(&self) -> Reply {
+        let data: Vec<&Value> = self.batches.values().rev().map(|b| &b.object).collect();
+        Reply::json(
+            200,
+            &json!({"object": "list", "data": data, "has_more": false}),
+        )
+    }
+
+    /// Answers 404 to every Files and Batches call from now on, as a
+    /// server without the Batch API does.
+    pub(crate) fn close(&mut self) {
+        self.closed = true;
     }
 
     fn retrieve(&mut self, id: &str, responder: &Responder<'_>) -> Reply {

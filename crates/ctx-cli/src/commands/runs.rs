@@ -28,6 +28,7 @@ use ctx_table::{printable, printable_lines};
 use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
 
+mod cancel;
 pub mod diff;
 mod export_otlp;
 pub mod publish;
@@ -62,6 +63,9 @@ pub enum RunsCommand {
     /// replaced and remove those they created (refused for a file changed
     /// since, unless --force).
     Unpublish(publish::UnpublishArgs),
+    /// Cancel the run's live provider batches (`ctx run --batch`) at the
+    /// provider (--base-url, the key in --api-key-env), and record it.
+    Cancel(cancel::CancelArgs),
 }
 
 // Where runs are stored.
@@ -189,7 +193,10 @@ pub fn run(cmd: RunsCommand) -> CliResult {
             }
         }
         // Each reads either store itself.
-        RunsCommand::Diff(_) | RunsCommand::Publish(_) | RunsCommand::Unpublish(_) => {}
+        RunsCommand::Diff(_)
+        | RunsCommand::Publish(_)
+        | RunsCommand::Unpublish(_)
+        | RunsCommand::Cancel(_) => {}
     }
     match cmd {
         RunsCommand::List(a) => list(a),
@@ -200,6 +207,7 @@ pub fn run(cmd: RunsCommand) -> CliResult {
         RunsCommand::Diff(a) => diff::run(a),
         RunsCommand::Publish(a) => publish::publish(a),
         RunsCommand::Unpublish(a) => publish::unpublish(a),
+        RunsCommand::Cancel(a) => cancel::cancel(a),
     }
 }
 
