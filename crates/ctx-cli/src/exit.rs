@@ -224,6 +224,11 @@ impl From<ctx_run::settings::StoreError> for CliError {
                     .into()
             }
             StoreError::FollowWithoutShared => "--no-local needs a postgres:// --store".into(),
+            StoreError::BatchOnShared => {
+                "--batch works only with the local SQLite store, which journals its batches \
+                 (docs/engines.md, \"Batch API\")"
+                    .into()
+            }
             StoreError::NoSharedStore => {
                 "ctx worker needs a shared store: --store postgres://... (or CTX_STORE)".into()
             }

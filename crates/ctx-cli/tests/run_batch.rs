@@ -148,7 +148,7 @@ fn batch_flags_out_of_place_are_refused() {
     assert!(stderr.contains("--batch"), "{stderr}");
     // Nothing listens there: refused before any connection.
     let shared = "postgres://ctx@127.0.0.1:9/none";
-    let not_shared = "--batch is not supported on the shared store";
+    let not_shared = "--batch works only with the local SQLite store";
     let stderr = refused(&dir, &["--store", shared, "--engine", "openai", "--batch"]);
     assert!(stderr.contains(not_shared), "{stderr}");
     let worker = ["worker", "--store", shared, "--engine", "openai", "--batch"];

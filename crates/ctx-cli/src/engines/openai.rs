@@ -492,16 +492,6 @@ fn batching(args: &OpenAiArgs) -> Result<Option<BatchingConfig>, CliError> {
     }))
 }
 
-/// `--batch` on the shared store (`ctx run --store postgres://…`, `ctx
-/// worker`): refused (exit 2) until a batch outlives the process that
-/// sent it, since another worker could not collect it.
-pub fn batch_not_shared() -> CliError {
-    CliError::usage(
-        "--batch is not supported on the shared store yet: a batch lives in the process \
-         that sent it (docs/engines.md, \"Batch API\")",
-    )
-}
-
 /// `90s`, `30m`, `6h`, `1d`, `500ms`: a whole positive number and its unit.
 fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
