@@ -154,8 +154,19 @@ fn a_killed_run_resumes_its_batch_and_pays_each_request_once() {
                 .contains(&b["input_file_id"].as_str().unwrap().to_string())
         );
     }
-    let text = dir.run(&["runs", "show", "run"]).stdout;
     let first = batches[0]["id"].as_str().unwrap();
+    // Each call names its batch, and each task its tier, in the exports.
+    let export = dir.run(&["runs", "export", "run"]).json();
+    assert_eq!(
+        task(&export, "a")["metadata"]["attempts"][0]["batch_id"],
+        first
+    );
+    let csv = dir
+        .run(&["runs", "export", "run", "--format", "csv"])
+        .stdout;
+    let a_row = csv.lines().find(|l| l.contains(",a,")).unwrap();
+    assert!(a_row.ends_with(&format!(",batch,{first}")), "{csv}");
+    let text = dir.run(&["runs", "show", "run"]).stdout;
     assert!(
         text.contains(&format!(
             "batches\n  {first}  completed  2 total: 2 completed, 0 failed  created "

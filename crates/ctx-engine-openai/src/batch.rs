@@ -1099,7 +1099,13 @@ pub(crate) fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<Batch
             "batch {batch}: {code}: {}",
             error["message"].as_str().unwrap_or_default()
         );
-        return Ok(failed(sent, CallOutcome::ApiError, message, retryable));
+        return Ok(failed(
+            sent,
+            batch,
+            CallOutcome::ApiError,
+            message,
+            retryable,
+        ));
     }
     let status = response["status_code"]
         .as_u64()
@@ -1110,7 +1116,13 @@ pub(crate) fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<Batch
         let info = ApiErrorInfo::from_value(body).unwrap_or_default();
         let retryable = retry::status_is_retryable(status, &info);
         let message = format!("HTTP {status} in batch {batch}: {}", info.message);
-        return Ok(failed(sent, CallOutcome::Http(status), message, retryable));
+        return Ok(failed(
+            sent,
+            batch,
+            CallOutcome::Http(status),
+            message,
+            retryable,
+        ));
     }
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let completion = match wire::parse_completion(&bytes) {
@@ -1122,14 +1134,23 @@ pub(crate) fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<Batch
                 BodyError::Api(info) => (CallOutcome::ApiError, info.message),
             };
             let message = format!("batch {batch}: {why}");
-            return Ok(failed(sent, outcome, message, false));
+            return Ok(failed(sent, batch, outcome, message, false));
         }
     };
     if completion.output.len() > sent.max_output_bytes {
         let message = output_too_large(sent.max_output_bytes);
-        return Ok(failed(sent, CallOutcome::OutputTooLarge, message, false));
+        return Ok(failed(
+            sent,
+            batch,
+            CallOutcome::OutputTooLarge,
+            message,
+            false,
+        ));
     }
-    let attempts = vec![Attempt::ok(sent.attempt, 0)];
+    let attempts = vec![Attempt {
+        batch_id: Some(batch.to_string()),
+        ..Attempt::ok(sent.attempt, 0)
+    }];
     let mut response = sent
         .tokens
         .response(completion, &sent.model, attempts, Instant::now());
@@ -1142,13 +1163,20 @@ pub(crate) fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<Batch
     Ok(BatchOutcome::Answered(response))
 }
 
-fn failed(sent: &Sent, outcome: CallOutcome, message: String, retryable: bool) -> BatchOutcome {
+fn failed(
+    sent: &Sent,
+    batch: &str,
+    outcome: CallOutcome,
+    message: String,
+    retryable: bool,
+) -> BatchOutcome {
     let attempt = Attempt {
         number: sent.attempt,
         duration_ms: 0,
         outcome,
         error: Some(message.clone()),
         backoff_ms: None,
+        batch_id: Some(batch.to_string()),
     };
     BatchOutcome::Failed {
         error: EngineError {
@@ -1405,7 +1433,11 @@ pub(crate) mod tests {
         // "Be brief." and "one two", 2 words and 3 of framing each, and 3
         // for the reply.
         assert_eq!((usage.prompt_tokens, usage.completion_tokens), (13, 5));
-        assert_eq!(a.attempts, [Attempt::ok(1, 0)]);
+        let in_batch = Attempt {
+            batch_id: server.batch_ids().first().cloned(),
+            ..Attempt::ok(1, 0)
+        };
+        assert_eq!(a.attempts, [in_batch], "the call names its batch");
         let bills = server.bills();
         assert_eq!(bills.len(), 2);
         assert!(bills.iter().all(|b| b.service_tier == "batch"));

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ctx_engine::{BatchEntry, BatchLedger, BatchedRequest, EngineError, JournaledBatch};
 use serde_json::Value;
 use tokio::sync::{OnceCell, watch};
+use tracing::Instrument;
 
 use crate::batch::{BatchClient, BatchError, BatchState, BatchStatus, result_lines};
 
@@ -192,10 +193,14 @@ impl Journal {
             requests: journaled.requests.clone(),
             deadline,
         };
-        tokio::spawn(async move {
-            let lines = task.run().await;
-            let _ = send.send(Some(lines));
-        });
+        let span = crate::batching::batch_span(&journaled.model, journaled.requests.len(), true);
+        tokio::spawn(
+            async move {
+                let lines = task.run().await;
+                let _ = send.send(Some(lines));
+            }
+            .instrument(span),
+        );
         followed
     }
 
@@ -306,6 +311,7 @@ pub(crate) async fn wait_journaled(
         if last.as_ref() == Some(&report) {
             return;
         }
+        crate::batching::record_on_span(&report);
         if let Some(observer) = observer {
             observer(&ctx_engine::EngineEvent::Batch {
                 batch: report.clone(),

@@ -38,6 +38,7 @@ use ctx_engine::{
     Observer,
 };
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use crate::batch::{
     BatchCall, BatchClient, BatchError, BatchFile, BatchOutcome, BatchState, PollPolicy,
@@ -200,7 +201,8 @@ impl BatchingEngine {
             !std::mem::replace(&mut queue.scheduled, true)
         };
         if schedule {
-            tokio::spawn(wave(Arc::clone(&self.shared)));
+            // The wave's batches are spans under the call that opened it.
+            tokio::spawn(wave(Arc::clone(&self.shared)).instrument(tracing::Span::current()));
         }
         answer
             .await
@@ -288,7 +290,8 @@ async fn wave(shared: Arc<Shared>) {
             .custom_ids()
             .filter_map(|id| by_id.remove_entry(id))
             .collect();
-        tokio::spawn(one_batch(Arc::clone(&shared), file, mine));
+        let span = batch_span(&file.model, file.len(), false);
+        tokio::spawn(one_batch(Arc::clone(&shared), file, mine).instrument(span));
     }
 }
 
@@ -327,6 +330,45 @@ async fn one_batch(
     // Every call has its answer: a resume need not wait on the batch.
     if let (Some(journal), Some(batch_id)) = (shared.journal.get(), created) {
         let _ = journal.record(OwnedEntry::Collected { batch_id }).await;
+    }
+}
+
+/// The `tracing` span of one batch of `requests` requests for `model`
+/// (`resumed`: taken up from the ledger), in the GenAI conventions' names
+/// where they have one (`gen_ai.provider.name`, `gen_ai.request.model`)
+/// and ctx's for the batch (`ctx.batch.id`, `ctx.batch.status`, its
+/// request counts); an OpenTelemetry exporter installed above picks it
+/// up. Its fields are recorded as the batch is created and read
+/// ([`record_on_span`]).
+pub(crate) fn batch_span(model: &str, requests: usize, resumed: bool) -> tracing::Span {
+    tracing::info_span!(
+        "batch",
+        otel.name = format!("batch {model}"),
+        otel.kind = "client",
+        "gen_ai.operation.name" = "batch",
+        "gen_ai.provider.name" = "openai",
+        "gen_ai.request.model" = model,
+        "ctx.batch.id" = tracing::field::Empty,
+        "ctx.batch.status" = tracing::field::Empty,
+        "ctx.batch.requests" = requests as u64,
+        "ctx.batch.completed" = tracing::field::Empty,
+        "ctx.batch.failed" = tracing::field::Empty,
+        "ctx.batch.resumed" = resumed,
+        "error.type" = tracing::field::Empty,
+    )
+}
+
+/// Records `batch` on the current span (a [`batch_span`]): its id, its
+/// status and counts; a batch that failed, expired or was cancelled sets
+/// `error.type` to its status.
+pub(crate) fn record_on_span(batch: &ctx_engine::BatchReport) {
+    let span = tracing::Span::current();
+    span.record("ctx.batch.id", batch.id.as_str());
+    span.record("ctx.batch.status", batch.status.as_str());
+    span.record("ctx.batch.completed", batch.completed);
+    span.record("ctx.batch.failed", batch.failed);
+    if matches!(batch.status.as_str(), "failed" | "expired" | "cancelled") {
+        span.record("error.type", batch.status.as_str());
     }
 }
 
@@ -370,6 +412,7 @@ async fn submit_journaled(shared: &Shared, file: &BatchFile) -> Result<(String, 
             return Err(e.message);
         }
     }
+    record_on_span(&batch.report());
     if let Some(observer) = &shared.observer {
         observer(&ctx_engine::EngineEvent::Batch {
             batch: batch.report(),
