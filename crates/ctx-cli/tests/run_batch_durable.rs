@@ -86,9 +86,24 @@ fn batched_per_task(server: &HonestServer) -> BTreeMap<String, usize> {
     per_task
 }
 
+/// How the test stops `ctx`.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// SIGKILL: nothing of ctx runs after it.
+    Kill,
+    /// SIGTERM: the run is stored as interrupted (exit 143).
+    Term,
+}
+
 /// Starts `ctx run --batch`, waits until its first batch is journaled,
 /// and SIGKILLs it.
 fn start_and_kill(dir: &Dir, server: &HonestServer) -> Value {
+    start_and_stop(dir, server, Stop::Kill)
+}
+
+/// Starts `ctx run --batch`, waits until its first batch is journaled,
+/// and stops it as `stop` says.
+fn start_and_stop(dir: &Dir, server: &HonestServer, stop: Stop) -> Value {
     server.set_batch_pace(0);
     let args = run_args(server, &["plan.json", "--run-dir", "run"]);
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ctx"))
@@ -101,18 +116,40 @@ fn start_and_kill(dir: &Dir, server: &HonestServer) -> Value {
     let show = wait_for_show(dir, "a journaled batch", |json| {
         json["batches"][0]["id"].is_string()
     });
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    match stop {
+        Stop::Kill => child.kill().unwrap(),
+        Stop::Term => {
+            let pid = child.id().to_string();
+            let sent = std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap();
+            assert!(sent.success());
+        }
+    }
+    let status = child.wait().unwrap();
+    if let Stop::Term = stop {
+        assert_eq!(status.code(), Some(143), "stopped by SIGTERM");
+    }
     show
 }
 
 #[test]
 fn a_killed_run_resumes_its_batch_and_pays_each_request_once() {
+    resumes_its_batch_and_pays_each_request_once(Stop::Kill);
+}
+
+#[test]
+fn a_run_stopped_by_sigterm_resumes_its_batch_and_pays_each_request_once() {
+    resumes_its_batch_and_pays_each_request_once(Stop::Term);
+}
+
+fn resumes_its_batch_and_pays_each_request_once(stop: Stop) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = server(&rt);
     let dir = Dir::new();
     write_plan(&dir);
-    let show = start_and_kill(&dir, &server);
+    let show = start_and_stop(&dir, &server, stop);
     let batch = &show["batches"][0];
     assert_eq!(batch["requests"], 2, "{show}");
     assert_eq!(server.batch_ids(), [batch["id"].as_str().unwrap()]);

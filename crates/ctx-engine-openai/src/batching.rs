@@ -301,7 +301,7 @@ async fn one_batch(
     file: BatchFile,
     calls: BTreeMap<String, (BatchCall, Reply)>,
 ) {
-    let mut created = None;
+    let (mut created, mut delivered) = (None, true);
     match batch_outcomes(&shared, &file, &mut created).await {
         Ok(outcomes) => {
             let mut handed = Vec::new();
@@ -318,17 +318,19 @@ async fn one_batch(
                 )));
             }
             for handle in handed {
-                let _ = handle.await;
+                delivered &= handle.await.unwrap_or(false);
             }
         }
         Err(message) => {
             for (_, (_, reply)) in calls {
-                let _ = reply.send(Err(EngineError::new(message.clone())));
+                delivered &= reply.send(Err(EngineError::new(message.clone()))).is_ok();
             }
         }
     }
-    // Every call has its answer: a resume need not wait on the batch.
-    if let (Some(journal), Some(batch_id)) = (shared.journal.get(), created) {
+    // Every call has its answer: a resume need not wait on the batch. A
+    // call no longer waited for (a stopped run, a task timeout) leaves the
+    // batch to the resume, which hands its answer to the call again.
+    if let (Some(journal), Some(batch_id), true) = (shared.journal.get(), created, delivered) {
         let _ = journal.record(OwnedEntry::Collected { batch_id }).await;
     }
 }
@@ -459,20 +461,20 @@ async fn batch_outcomes(
 }
 
 /// Resolves one call from its batch outcome, sending it real-time when
-/// the batch did not answer it and it may be tried again.
-async fn resolve(shared: Arc<Shared>, call: BatchCall, outcome: BatchOutcome, reply: Reply) {
+/// the batch did not answer it and it may be tried again; whether the
+/// caller got the answer (it may have stopped waiting).
+async fn resolve(
+    shared: Arc<Shared>,
+    call: BatchCall,
+    outcome: BatchOutcome,
+    reply: Reply,
+) -> bool {
     let (batch_attempts, reason) = match outcome {
-        BatchOutcome::Answered(response) => {
-            let _ = reply.send(Ok(response));
-            return;
-        }
+        BatchOutcome::Answered(response) => return reply.send(Ok(response)).is_ok(),
         BatchOutcome::Failed {
             error,
             retryable: false,
-        } => {
-            let _ = reply.send(Err(error));
-            return;
-        }
+        } => return reply.send(Err(error)).is_ok(),
         BatchOutcome::Failed {
             error,
             retryable: true,
@@ -482,7 +484,7 @@ async fn resolve(shared: Arc<Shared>, call: BatchCall, outcome: BatchOutcome, re
     // The caller stopped waiting (a task timeout, a stopped run): a
     // real-time call now would be spent for nothing.
     if reply.is_closed() {
-        return;
+        return false;
     }
     let Some(realtime) = &shared.realtime else {
         let error = reason.err().unwrap_or_else(|| {
@@ -491,8 +493,7 @@ async fn resolve(shared: Arc<Shared>, call: BatchCall, outcome: BatchOutcome, re
                 call.request.task_id
             ))
         });
-        let _ = reply.send(Err(error));
-        return;
+        return reply.send(Err(error)).is_ok();
     };
     let used = u32::try_from(batch_attempts.len()).unwrap_or(u32::MAX);
     let renumber = |mut later: Vec<ctx_model::Attempt>| {
@@ -511,7 +512,7 @@ async fn resolve(shared: Arc<Shared>, call: BatchCall, outcome: BatchOutcome, re
             Err(error)
         }
     };
-    let _ = reply.send(result);
+    reply.send(result).is_ok()
 }
 
 impl InferenceEngine for BatchingEngine {
