@@ -278,7 +278,8 @@ impl CliError {
             | RunError::Blocking(_)) => CliError::with(Exit::Store, e),
             e @ (RunError::RedactedPlan { .. }
             | RunError::UnknownRerunTask(_)
-            | RunError::RerunWithoutResume) => CliError::usage(e),
+            | RunError::RerunWithoutResume
+            | RunError::LiveBatches { .. }) => CliError::usage(e),
             RunError::PeriodBudget(e @ ctx_run::period_budget::PeriodBudgetError::Refused(_)) => {
                 CliError::with(Exit::OverBudget, e)
             }

@@ -220,6 +220,27 @@ fn runs_cancel_cancels_the_live_batches_of_a_killed_run() {
     write_plan(&dir);
     start_and_kill(&dir, &server);
     let id = server.batch_ids()[0].clone();
+    // A resume that would send its requests real-time while the batch
+    // may still answer them is refused, naming the way out.
+    let realtime = dir.run(&[
+        "run",
+        "--resume",
+        "run",
+        "--engine",
+        "openai",
+        "--base-url",
+        &server.base_url,
+    ]);
+    assert_eq!(realtime.code, 2, "{}", realtime.stderr);
+    assert!(
+        realtime
+            .stderr
+            .contains(&format!("provider batches that may still answer ({id})"))
+            && realtime.stderr.contains("ctx runs cancel"),
+        "{}",
+        realtime.stderr
+    );
+    assert!(server.bills().is_empty());
     let cancel =
         |dir: &Dir| -> Out { dir.run(&["runs", "cancel", "run", "--base-url", &server.base_url]) };
     let out = cancel(&dir);

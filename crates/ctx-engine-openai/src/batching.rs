@@ -538,6 +538,10 @@ impl InferenceEngine for BatchingEngine {
         let _ = self.shared.journal.set(Journal::new(ledger));
     }
 
+    fn sends_batches(&self) -> bool {
+        true
+    }
+
     fn infer<'a>(
         &'a self,
         request: &'a InferenceRequest,

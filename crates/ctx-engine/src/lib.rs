@@ -293,6 +293,14 @@ pub trait InferenceEngine: Send + Sync {
         let _ = ledger;
     }
 
+    /// Whether this engine sends through a provider's batch API and takes
+    /// up, in [`keep_batches`](Self::keep_batches), the batches a run left
+    /// in flight. A resume refuses an engine that does not while the run
+    /// holds such batches: it would pay again for what they answer.
+    fn sends_batches(&self) -> bool {
+        false
+    }
+
     /// Runs `request`. Retries, if any, happen inside and are listed in the
     /// response's or the error's `attempts`.
     fn infer<'a>(
