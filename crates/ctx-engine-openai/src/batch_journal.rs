@@ -462,11 +462,19 @@ mod tests {
     }
 
     fn engine(base_url: &str, ledger: &Arc<MemoryLedger>) -> BatchingEngine {
+        engine_with_deadline(base_url, ledger, None)
+    }
+
+    fn engine_with_deadline(
+        base_url: &str,
+        ledger: &Arc<MemoryLedger>,
+        deadline: Option<Duration>,
+    ) -> BatchingEngine {
         let mut config = config(base_url);
         config.retry.max_attempts = 2;
         let settings = BatchingConfig {
             window: Duration::from_millis(20),
-            deadline: None,
+            deadline,
             poll: PollPolicy {
                 initial: Duration::from_millis(2),
                 max: Duration::from_millis(5),
@@ -548,6 +556,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_resumed_batch_past_its_deadline_is_cancelled_and_sent_real_time() {
+        let server = HonestServer::start(words()).await;
+        server.set_batch_pace(0);
+        let ledger = Arc::new(MemoryLedger::default());
+        let (_, batch) = left_behind(&server, &ledger, "a", true).await;
+        let batch = batch.unwrap();
+        // The deadline counts from the batch's creation: past it already.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let deadline = Some(Duration::from_millis(20));
+        let engine = engine_with_deadline(&server.base_url, &ledger, deadline);
+        let response = engine.infer(&request("a")).await.unwrap();
+        assert_eq!(
+            response.usage.unwrap().service_tier,
+            Some(ServiceTier::Default)
+        );
+        assert_eq!(server.batch_status(&batch.id).as_deref(), Some("cancelled"));
+        let tiers: Vec<String> = server.bills().into_iter().map(|b| b.service_tier).collect();
+        assert_eq!(
+            tiers,
+            ["default"],
+            "the batch answered nothing: billed once"
+        );
+        assert_eq!(server.batch_ids().len(), 1);
+    }
+
+    #[tokio::test]
     async fn a_changed_request_goes_in_a_new_batch() {
         let server = HonestServer::start(words()).await;
         let ledger = Arc::new(MemoryLedger::default());
@@ -557,7 +591,15 @@ mod tests {
         changed.prompt = "Say something else.".into();
         engine.infer(&changed).await.unwrap();
         assert_eq!(server.batch_ids().len(), 2);
-        assert_eq!(ledger.collected.lock().unwrap().len(), 2, "both settled");
+        // The new batch is recorded collected once its call has its answer.
+        let settled = || ledger.collected.lock().unwrap().len();
+        for _ in 0..200 {
+            if settled() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(settled(), 2, "both settled");
     }
 
     #[tokio::test]
