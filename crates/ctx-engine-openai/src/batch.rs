@@ -1591,6 +1591,59 @@ pub(crate) mod tests {
         );
     }
 
+    /// An upload and a download that fail transiently are made again, a
+    /// create never: a create sent twice could run its requests twice.
+    #[tokio::test]
+    async fn uploads_and_downloads_are_retried_and_a_create_is_not() {
+        let mock = MockServer::start().await;
+        let busy = || ResponseTemplate::new(503).set_body_string("busy");
+        for (verb, route) in [("POST", "/v1/files"), ("GET", "/v1/files/out/content")] {
+            Mock::given(method(verb))
+                .and(path(route))
+                .respond_with(busy())
+                .up_to_n_times(1)
+                .with_priority(1)
+                .mount(&mock)
+                .await;
+        }
+        Mock::given(method("POST"))
+            .and(path("/v1/files"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": "in"})))
+            .with_priority(2)
+            .mount(&mock)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/v1/files/out/content"))
+            .respond_with(ResponseTemplate::new(200).set_body_string(""))
+            .with_priority(2)
+            .mount(&mock)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/v1/batches"))
+            .respond_with(busy())
+            .mount(&mock)
+            .await;
+        let base = format!("{}/v1", mock.uri());
+        let mut config = config(&base);
+        config.retry.max_attempts = 2;
+        config.retry.initial_backoff = Duration::from_millis(1);
+        let batch = BatchClient::new(config).unwrap();
+        let file = batch.encode(&[call("a", "x")]).unwrap().remove(0);
+        assert_eq!(batch.upload(&file).await.unwrap(), "in");
+        let bytes = batch.download_within("out", 1024, 1).await.unwrap();
+        assert!(bytes.is_empty());
+        let error = batch.create("in").await.unwrap_err();
+        assert!(error.is_transient(), "{error}");
+        let creates = mock
+            .received_requests()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.url.path() == "/v1/batches")
+            .count();
+        assert_eq!(creates, 1, "a create is never sent twice");
+    }
+
     #[tokio::test]
     async fn a_failed_read_of_a_running_batch_is_read_again() {
         let mock = MockServer::start().await;

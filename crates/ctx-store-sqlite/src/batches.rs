@@ -305,3 +305,135 @@ impl BatchLog {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ctx_model::Plan;
+
+    use super::*;
+    use crate::store::NewRun;
+
+    fn store(dir: &Path) -> SqliteStore {
+        let plan: Plan = serde_json::from_str(
+            r#"{"schema_version": 1, "sub_tasks": [
+            {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": {"prompt": "pa"}}}]}"#,
+        )
+        .unwrap();
+        let new = NewRun {
+            plan: &plan,
+            engine: "openai",
+            plan_source: None,
+            inputs: None,
+        };
+        SqliteStore::create_in(dir, &new).unwrap()
+    }
+
+    fn request(task: &str) -> BatchedRequest {
+        BatchedRequest {
+            custom_id: format!("ctx:r:1:{task}"),
+            task_id: task.into(),
+            attempt: 1,
+            body_sha256: "ab".repeat(32),
+            max_output_bytes: 1024,
+        }
+    }
+
+    fn report(id: &str, status: &str, completed: u64) -> BatchReport {
+        BatchReport {
+            id: id.into(),
+            status: status.into(),
+            total: 2,
+            completed,
+            failed: 0,
+        }
+    }
+
+    /// What a resume takes up: a batch created and not collected, a file
+    /// never made a batch and not deleted; neither once settled.
+    #[test]
+    fn a_batch_is_unsettled_until_collected_and_a_file_until_deleted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = store(tmp.path());
+        let ledger: &dyn BatchLedger = &store;
+        let requests = [request("a"), request("b")];
+        for file_id in ["file-1", "file-2"] {
+            let uploaded = BatchEntry::Uploaded {
+                file_id,
+                model: "m",
+                requests: &requests,
+            };
+            ledger.record(&uploaded).unwrap();
+        }
+        let created = report("batch-1", "validating", 0);
+        let entry = BatchEntry::Created {
+            file_id: "file-1",
+            batch: &created,
+        };
+        ledger.record(&entry).unwrap();
+        let unsettled = ledger.unsettled().unwrap();
+        assert_eq!(unsettled.len(), 2);
+        assert_eq!(unsettled[0].batch, Some(created));
+        assert!(unsettled[0].created_unix_ms.is_some());
+        assert_eq!(unsettled[0].requests, requests);
+        assert_eq!(
+            (unsettled[1].file_id.as_str(), &unsettled[1].batch),
+            ("file-2", &None)
+        );
+
+        let ended = report("batch-1", "completed", 2);
+        ledger
+            .record(&BatchEntry::Status { batch: &ended })
+            .unwrap();
+        let shown = store.view().batches().unwrap();
+        assert_eq!(shown[0].status.as_deref(), Some("completed"));
+        assert_eq!((shown[0].completed, shown[0].requests), (2, 2));
+        assert!(shown[0].ended_at.is_some() && shown[1].ended_at.is_none());
+        ledger
+            .record(&BatchEntry::Collected {
+                batch_id: "batch-1",
+            })
+            .unwrap();
+        ledger
+            .record(&BatchEntry::FileDeleted { file_id: "file-2" })
+            .unwrap();
+        assert_eq!(ledger.unsettled().unwrap(), []);
+        let shown = store.view().batches().unwrap();
+        assert!(shown[0].collected_at.is_some() && shown[1].file_deleted_at.is_some());
+    }
+
+    /// `ctx runs cancel`'s log: what is live, and the cancel recorded
+    /// while the run's own store is open (no lock taken).
+    #[test]
+    fn a_cancel_is_recorded_beside_a_running_session() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = store(tmp.path());
+        let ledger: &dyn BatchLedger = &store;
+        let requests = [request("a")];
+        for (file_id, id) in [("file-1", "batch-1"), ("file-2", "batch-2")] {
+            let uploaded = BatchEntry::Uploaded {
+                file_id,
+                model: "m",
+                requests: &requests,
+            };
+            ledger.record(&uploaded).unwrap();
+            let batch = report(id, "in_progress", 0);
+            ledger
+                .record(&BatchEntry::Created {
+                    file_id,
+                    batch: &batch,
+                })
+                .unwrap();
+        }
+        let done = report("batch-2", "completed", 1);
+        ledger.record(&BatchEntry::Status { batch: &done }).unwrap();
+        let log = BatchLog::open(tmp.path()).unwrap();
+        let live: Vec<Option<String>> = log.live().unwrap().into_iter().map(|b| b.id).collect();
+        assert_eq!(live, [Some("batch-1".to_string())]);
+        log.record_cancel(&report("batch-1", "cancelling", 0))
+            .unwrap();
+        assert_eq!(log.live().unwrap(), []);
+        let shown = store.view().batches().unwrap();
+        assert_eq!(shown[0].status.as_deref(), Some("cancelling"));
+        assert!(shown[0].cancel_requested_at.is_some());
+    }
+}
