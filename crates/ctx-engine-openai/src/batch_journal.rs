@@ -39,7 +39,9 @@ pub(crate) type Lines = Result<Arc<BTreeMap<String, Value>>, String>;
 /// The ledger an engine writes, and what it took up from it.
 pub(crate) struct Journal {
     ledger: Arc<dyn BatchLedger>,
-    taken: OnceCell<TakenUp>,
+    /// What was taken up, or why the ledger could not be read (every
+    /// call then fails: sending would risk paying twice).
+    taken: OnceCell<Result<TakenUp, String>>,
 }
 
 /// The batches a session found in flight.
@@ -113,19 +115,24 @@ impl Journal {
         &self,
         client: &Arc<BatchClient>,
         follow: &FollowSettings,
-    ) -> &TakenUp {
+    ) -> Result<&TakenUp, EngineError> {
         self.taken
             .get_or_init(|| self.take_up(client, follow))
             .await
+            .as_ref()
+            .map_err(|message| EngineError::new(message.clone()))
     }
 
-    async fn take_up(&self, client: &Arc<BatchClient>, follow: &FollowSettings) -> TakenUp {
+    async fn take_up(
+        &self,
+        client: &Arc<BatchClient>,
+        follow: &FollowSettings,
+    ) -> Result<TakenUp, String> {
         let ledger = Arc::clone(&self.ledger);
         let unsettled = tokio::task::spawn_blocking(move || ledger.unsettled())
             .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
+            .map_err(|e| format!("the run's batch ledger: {e}"))?
+            .map_err(|e| e.to_string())?;
         let mut attempts: BTreeMap<String, u32> = BTreeMap::new();
         let mut waiting = BTreeMap::new();
         for journaled in unsettled {
@@ -157,10 +164,10 @@ impl Journal {
                 );
             }
         }
-        TakenUp {
+        Ok(TakenUp {
             waiting: Mutex::new(waiting),
             attempts,
-        }
+        })
     }
 
     /// Starts following batch `id` of `journaled`.
@@ -401,6 +408,7 @@ mod tests {
         batches: Mutex<Vec<JournaledBatch>>,
         collected: Mutex<Vec<String>>,
         deleted: Mutex<Vec<String>>,
+        unreadable: bool,
     }
 
     impl BatchLedger for MemoryLedger {
@@ -445,6 +453,9 @@ mod tests {
         }
 
         fn unsettled(&self) -> Result<Vec<JournaledBatch>, LedgerError> {
+            if self.unreadable {
+                return Err(LedgerError::new("store.sqlite: disk I/O error"));
+            }
             let (collected, deleted) =
                 (self.collected.lock().unwrap(), self.deleted.lock().unwrap());
             Ok(self
@@ -579,6 +590,24 @@ mod tests {
             "the batch answered nothing: billed once"
         );
         assert_eq!(server.batch_ids().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_ledger_that_cannot_be_read_fails_the_calls_and_sends_nothing() {
+        let server = HonestServer::start(words()).await;
+        let ledger = Arc::new(MemoryLedger {
+            unreadable: true,
+            ..MemoryLedger::default()
+        });
+        let error = engine(&server.base_url, &ledger)
+            .infer(&request("a"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.message,
+            "the run's batch ledger: store.sqlite: disk I/O error"
+        );
+        assert!(server.file_ids().is_empty() && server.bills().is_empty());
     }
 
     #[tokio::test]

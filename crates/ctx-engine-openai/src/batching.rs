@@ -176,7 +176,7 @@ impl BatchingEngine {
         if let Some(journal) = shared.journal.get() {
             let taken = journal
                 .taken_up(&shared.client, &shared.follow_settings())
-                .await;
+                .await?;
             journaled = taken.attempts.get(&request.task_id).copied().unwrap_or(0);
             if let Some(waiting) = taken.claim(&request.task_id)
                 && let Some(answer) = from_live(shared, journal, waiting, request).await
