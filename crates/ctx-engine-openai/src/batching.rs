@@ -28,10 +28,8 @@
 //! this process only.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-
-use std::sync::OnceLock;
 
 use ctx_engine::{
     BatchLedger, BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
