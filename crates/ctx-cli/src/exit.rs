@@ -256,6 +256,11 @@ impl From<ctx_run::settings::StoreError> for CliError {
                     .into()
             }
             StoreError::FollowWithoutShared => "--no-local needs a postgres:// --store".into(),
+            StoreError::BatchOnShared => {
+                "--batch works only with the local SQLite store, which journals its batches \
+                 (docs/engines.md, \"Batch API\")"
+                    .into()
+            }
             StoreError::NoSharedStore => {
                 "ctx worker needs a shared store: --store postgres://... (or CTX_STORE)".into()
             }
@@ -306,7 +311,8 @@ impl CliError {
             | RunError::Blocking(_)) => CliError::with(Exit::Store, e),
             e @ (RunError::RedactedPlan { .. }
             | RunError::UnknownRerunTask(_)
-            | RunError::RerunWithoutResume) => CliError::usage(e),
+            | RunError::RerunWithoutResume
+            | RunError::LiveBatches { .. }) => CliError::usage(e),
             RunError::PeriodBudget(e @ ctx_run::period_budget::PeriodBudgetError::Refused(_)) => {
                 CliError::with(Exit::OverBudget, e)
             }

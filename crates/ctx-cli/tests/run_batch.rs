@@ -9,39 +9,17 @@
 
 use ctx_cost::{Usage, Usd};
 use ctx_model::ServiceTier;
-use ctx_test_support::openai_server::{Behaviour, HonestServer};
+use ctx_test_support::openai_server::HonestServer;
 use ctx_test_support::{Dir, Out, task};
-use ctx_tokens::{Tokenizer, TokenizerExt};
-use serde_json::json;
 
-const MODEL: &str = "gpt-5-mini";
+#[path = "support/batch_plan.rs"]
+mod batch_plan;
+use batch_plan::{MODEL, server, write_plan};
 
 /// A LiteLLM prices file with batch rates for [`MODEL`] (the shipped
 /// table has none: a batch call would be priced at the standard rates).
 const PRICES: &str = r#"{"gpt-5-mini": {"input_cost_per_token": 2.5e-07, "output_cost_per_token": 2e-06,
     "input_cost_per_token_batches": 1.25e-07, "output_cost_per_token_batches": 1e-06}}"#;
-
-fn server(rt: &tokio::runtime::Runtime) -> HonestServer {
-    rt.block_on(async {
-        let counter = Tokenizer::O200kBase.counter();
-        HonestServer::start(Behaviour::honest(std::sync::Arc::new(move |s: &str| {
-            counter.count(s) as u64
-        })))
-        .await
-    })
-}
-
-/// `a` and `b`, then `c` after both: two waves.
-fn write_plan(dir: &Dir) {
-    let params = |p: &str| json!({"prompt": p, "model": MODEL, "max_tokens": 8});
-    let plan = json!({"schema_version": 1, "config": {"tokenizer": "o200k_base"},
-        "sub_tasks": [
-            {"id": "a", "description": "A", "tool_or_prompt": {"name": "inference", "params": params("Say a.")}},
-            {"id": "b", "description": "B", "tool_or_prompt": {"name": "inference", "params": params("Say b.")}},
-            {"id": "c", "description": "C", "dependencies": ["a", "b"],
-             "tool_or_prompt": {"name": "inference", "params": params("Join them.")}}]});
-    dir.write("plan.json", &plan.to_string());
-}
 
 fn run(dir: &Dir, server: &HonestServer, extra: &[&str]) -> Out {
     let flags = [&["--batch", "--batch-poll-ms", "2"], extra].concat();
@@ -170,7 +148,7 @@ fn batch_flags_out_of_place_are_refused() {
     assert!(stderr.contains("--batch"), "{stderr}");
     // Nothing listens there: refused before any connection.
     let shared = "postgres://ctx@127.0.0.1:9/none";
-    let not_shared = "--batch is not supported on the shared store";
+    let not_shared = "--batch works only with the local SQLite store";
     let stderr = refused(&dir, &["--store", shared, "--engine", "openai", "--batch"]);
     assert!(stderr.contains(not_shared), "{stderr}");
     let worker = ["worker", "--store", shared, "--engine", "openai", "--batch"];

@@ -11,6 +11,9 @@ mod pg;
 #[path = "support/collector.rs"]
 mod collector;
 
+#[path = "support/batch_plan.rs"]
+mod batch_plan;
+
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
@@ -186,6 +189,44 @@ fn a_run_exports_its_trace_in_the_genai_conventions_and_never_the_key() {
         let raw = String::from_utf8_lossy(&s.raw);
         assert!(!raw.contains(KEY), "the API key reached the collector");
         assert!(!raw.contains("TRACING-4f1c9e2d7b"));
+    }
+}
+
+/// `ctx run --batch`: each batch is a span under the call that opened
+/// its wave, with the batch's id, status and request counts.
+#[test]
+fn each_batch_is_a_span_with_its_id_and_counts() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let model = batch_plan::server(&rt);
+    let collector = Server::start(false);
+    let dir = Dir::new();
+    batch_plan::write_plan(&dir);
+    let base = model.base_url.trim_end_matches("/v1");
+    let endpoint = [("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url.as_str())];
+    let flags = ["--batch", "--batch-poll-ms", "2"];
+    let (out, _) = ctx_run(&dir, base, &flags, &endpoint);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let spans = collector.spans();
+    let batches: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("batch "))
+        .collect();
+    assert_eq!(batches.len(), 2, "{spans:#?}");
+    let ids = model.batch_ids();
+    for (span, requests) in batches.iter().zip([2, 1]) {
+        assert_eq!(span.name, format!("batch {}", batch_plan::MODEL));
+        let id = str_attr(span, "ctx.batch.id").unwrap();
+        assert!(ids.iter().any(|b| b == id), "{id}");
+        assert_eq!(str_attr(span, "ctx.batch.status"), Some("completed"));
+        assert_eq!(int_attr(span, "ctx.batch.requests"), Some(requests));
+        assert_eq!(int_attr(span, "ctx.batch.completed"), Some(requests));
+        assert_eq!(int_attr(span, "ctx.batch.failed"), Some(0));
+        assert_eq!(str_attr(span, "gen_ai.provider.name"), Some("openai"));
+        let parent = spans
+            .iter()
+            .find(|s| s.span_id == span.parent_span_id)
+            .unwrap();
+        assert!(parent.name.starts_with("chat"), "{}", parent.name);
     }
 }
 

@@ -125,11 +125,22 @@ pub struct BatchCall {
 
 /// What ctx keeps of a request it put in a file: enough to read its
 /// answer.
-struct Sent {
+pub(crate) struct Sent {
     model: String,
+    task_id: String,
     attempt: u32,
     tokens: CallTokens,
     max_output_bytes: usize,
+    /// SHA-256 of the body the request would have without the session's
+    /// canary: what tells a resumed request from another one.
+    body_sha256: String,
+}
+
+impl Sent {
+    /// SHA-256 of the request's body without the session's canary.
+    pub(crate) fn body_sha256(&self) -> &str {
+        &self.body_sha256
+    }
 }
 
 /// One batch input file: the requests of one model, within the limits.
@@ -157,6 +168,20 @@ impl BatchFile {
         self.sent.keys().map(String::as_str)
     }
 
+    /// Each request of the file as the run's batch ledger keeps it.
+    pub fn journal(&self) -> Vec<ctx_engine::BatchedRequest> {
+        self.sent
+            .iter()
+            .map(|(id, sent)| ctx_engine::BatchedRequest {
+                custom_id: id.clone(),
+                task_id: sent.task_id.clone(),
+                attempt: sent.attempt,
+                body_sha256: sent.body_sha256.clone(),
+                max_output_bytes: sent.max_output_bytes,
+            })
+            .collect()
+    }
+
     /// How many requests the file holds.
     pub fn len(&self) -> usize {
         self.sent.len()
@@ -172,10 +197,16 @@ impl BatchFile {
     /// (the real-time engine's, which leaves room for the JSON around an
     /// output) plus 1 KiB for the line around the body.
     pub fn output_limit(&self) -> usize {
-        self.sent.values().fold(0usize, |sum, s| {
-            sum.saturating_add(body_cap(s.max_output_bytes).saturating_add(1024))
-        })
+        output_limit(self.sent.values().map(|s| s.max_output_bytes))
     }
+}
+
+/// The most bytes the output and error files of requests bounded at
+/// `bounds` (each its `max_output_bytes`) may take.
+pub(crate) fn output_limit(bounds: impl Iterator<Item = usize>) -> usize {
+    bounds.fold(0usize, |sum, bound| {
+        sum.saturating_add(body_cap(bound).saturating_add(1024))
+    })
 }
 
 /// A batch's status as the provider reports it.
@@ -216,6 +247,21 @@ impl BatchState {
         }
     }
 
+    /// The status's name, as the provider spells it.
+    pub fn name(&self) -> &str {
+        match self {
+            BatchState::Validating => "validating",
+            BatchState::Failed => "failed",
+            BatchState::InProgress => "in_progress",
+            BatchState::Finalizing => "finalizing",
+            BatchState::Completed => "completed",
+            BatchState::Expired => "expired",
+            BatchState::Cancelling => "cancelling",
+            BatchState::Cancelled => "cancelled",
+            BatchState::Other(name) => name,
+        }
+    }
+
     /// Whether the batch will change no more.
     pub fn is_final(&self) -> bool {
         matches!(
@@ -249,6 +295,19 @@ pub struct BatchStatus {
     pub error_file_id: Option<String>,
     /// Validation errors, each `line N: code: message`.
     pub errors: Vec<String>,
+}
+
+impl BatchStatus {
+    /// The status as the run's batch ledger and progress lines show it.
+    pub fn report(&self) -> ctx_engine::BatchReport {
+        ctx_engine::BatchReport {
+            id: self.id.clone(),
+            status: self.state.name().to_string(),
+            total: self.total,
+            completed: self.completed,
+            failed: self.failed,
+        }
+    }
 }
 
 /// What became of one request of a batch.
@@ -536,7 +595,10 @@ impl BatchClient {
 
     /// One request's `custom_id`, JSONL line (newline included) and what
     /// is kept to read its answer.
-    fn encode_one(&self, call: &BatchCall) -> Result<(String, Vec<u8>, Sent), BatchError> {
+    pub(crate) fn encode_one(
+        &self,
+        call: &BatchCall,
+    ) -> Result<(String, Vec<u8>, Sent), BatchError> {
         let request = &call.request;
         let error = |reason: String| BatchError::Encode {
             task: request.task_id.clone(),
@@ -552,6 +614,21 @@ impl BatchClient {
         let schema = schema_to_send(request, self.config.structured_output, false);
         let body =
             encode_body(request, model, defaults, false, schema).map_err(|e| error(e.message))?;
+        // A resumed session plants a new canary: the request is the same
+        // one without it.
+        let body_sha256 = match request.canary {
+            None => ctx_model::digest::sha256_hex(&body),
+            Some(_) => {
+                let bare = InferenceRequest {
+                    canary: None,
+                    ..request.clone()
+                };
+                let schema = schema_to_send(&bare, self.config.structured_output, false);
+                let bare = encode_body(&bare, model, defaults, false, schema)
+                    .map_err(|e| error(e.message))?;
+                ctx_model::digest::sha256_hex(&bare)
+            }
+        };
         let id = custom_id(&call.run, &request.task_id, call.attempt);
         let line = batch_line(&id, &body);
         if line.len() > self.limits.bytes {
@@ -563,9 +640,11 @@ impl BatchClient {
         }
         let sent = Sent {
             model: model.to_string(),
+            task_id: request.task_id.clone(),
             attempt: call.attempt,
             tokens: CallTokens::of(request, defaults),
             max_output_bytes: request.max_output_bytes,
+            body_sha256,
         };
         Ok((id, line, sent))
     }
@@ -641,17 +720,55 @@ impl BatchClient {
             })
     }
 
-    /// Uploads `file` (`purpose=batch`); its id.
+    /// Asks the server for its batches (`GET /batches?limit=1`): a server
+    /// without the Batch API answers [`BatchError::NoBatchApi`] (or
+    /// another located error) before anything is sent.
+    pub async fn probe(&self) -> Result<(), BatchError> {
+        self.object(Method::GET, "/batches?limit=1", None, "batch list", true)
+            .await
+            .map(drop)
+    }
+
+    /// Runs `exchange` again while it fails in a way the real-time rules
+    /// retry ([`BatchError::is_transient`]), up to `--max-attempts` in all,
+    /// waiting the engine's backoff (doubling from `--retry-initial-ms`
+    /// to `--retry-max-ms`) between attempts. Only for calls that pay
+    /// nothing twice: an upload sent twice leaves at most an unused file;
+    /// a batch is never created twice.
+    async fn retrying<T, F, Fut>(&self, mut exchange: F) -> Result<T, BatchError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, BatchError>>,
+    {
+        let retry = &self.config.retry;
+        let mut pause = retry.initial_backoff;
+        let mut attempt = 1;
+        loop {
+            match exchange().await {
+                Err(e) if e.is_transient() && attempt < retry.max_attempts => {
+                    tokio::time::sleep(pause).await;
+                    pause = pause.saturating_mul(2).min(retry.max_backoff);
+                    attempt += 1;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// Uploads `file` (`purpose=batch`), retried on transient failures;
+    /// its id.
     pub async fn upload(&self, file: &BatchFile) -> Result<String, BatchError> {
-        let (content_type, body) = multipart(&file.jsonl);
         let object = self
-            .object(
-                Method::POST,
-                "/files",
-                Some((content_type, body)),
-                "file",
-                true,
-            )
+            .retrying(|| {
+                let (content_type, body) = multipart(&file.jsonl);
+                self.object(
+                    Method::POST,
+                    "/files",
+                    Some((content_type, body)),
+                    "file",
+                    true,
+                )
+            })
             .await?;
         self.id_of(&object, "/files", "file")
     }
@@ -671,6 +788,12 @@ impl BatchClient {
     /// Uploads `file` and creates its batch.
     pub async fn submit(&self, file: &BatchFile) -> Result<Submitted, BatchError> {
         let file_id = self.upload(file).await?;
+        let batch = self.create(&file_id).await?;
+        Ok(Submitted { file_id, batch })
+    }
+
+    /// Creates a batch from the uploaded file `file_id`.
+    pub async fn create(&self, file_id: &str) -> Result<BatchStatus, BatchError> {
         let create = json!({"input_file_id": file_id, "endpoint": BATCH_ENDPOINT,
                             "completion_window": "24h"});
         let body = (
@@ -680,8 +803,7 @@ impl BatchClient {
         let object = self
             .object(Method::POST, "/batches", Some(body), "batch", true)
             .await?;
-        let batch = self.status_of(&object, "/batches")?;
-        Ok(Submitted { file_id, batch })
+        self.status_of(&object, "/batches")
     }
 
     fn status_of(&self, object: &Value, path: &str) -> Result<BatchStatus, BatchError> {
@@ -730,10 +852,10 @@ impl BatchClient {
         self.status_of(&object, &path)
     }
 
-    /// Deletes file `id`.
+    /// Deletes file `id`, retried on transient failures.
     pub async fn delete_file(&self, id: &str) -> Result<(), BatchError> {
         let path = format!("/files/{id}");
-        self.object(Method::DELETE, &path, None, "file", false)
+        self.retrying(|| self.object(Method::DELETE, &path, None, "file", false))
             .await
             .map(drop)
     }
@@ -750,11 +872,24 @@ impl BatchClient {
         id: &str,
         deadline: Option<Instant>,
     ) -> Result<BatchStatus, BatchError> {
+        self.wait_seen(id, deadline, &mut |_| {}).await
+    }
+
+    /// [`wait`](Self::wait), handing `seen` every status read.
+    pub async fn wait_seen(
+        &self,
+        id: &str,
+        deadline: Option<Instant>,
+        seen: &mut (dyn FnMut(&BatchStatus) + Send),
+    ) -> Result<BatchStatus, BatchError> {
         let mut pause = self.poll.initial;
         let mut failures = 0u32;
         loop {
             let read = self.status(id).await;
             let now = Instant::now();
+            if let Ok(status) = &read {
+                seen(status);
+            }
             match read {
                 Ok(status) if status.state.is_final() || deadline.is_some_and(|d| now >= d) => {
                     return Ok(status);
@@ -820,16 +955,27 @@ impl BatchClient {
 
     /// An output or error file, refused past [`BatchFile::output_limit`].
     async fn download(&self, file_id: &str, file: &BatchFile) -> Result<Vec<u8>, BatchError> {
-        let limit = file.output_limit();
+        self.download_within(file_id, file.output_limit(), file.len())
+            .await
+    }
+
+    /// An output or error file of a batch of `requests` requests, refused
+    /// past `limit` bytes.
+    pub(crate) async fn download_within(
+        &self,
+        file_id: &str,
+        limit: usize,
+        requests: usize,
+    ) -> Result<Vec<u8>, BatchError> {
         let path = format!("/files/{file_id}/content");
         let bytes = self
-            .exchange(Method::GET, &path, None, limit, false)
+            .retrying(|| self.exchange(Method::GET, &path, None, limit, false))
             .await?;
         if bytes.len() > limit {
             return Err(BatchError::OutputTooLarge {
                 file: file_id.to_string(),
                 limit,
-                requests: file.len(),
+                requests,
             });
         }
         Ok(bytes)
@@ -848,6 +994,59 @@ pub fn read_results(
     file: &BatchFile,
     outcomes: &mut BTreeMap<String, BatchOutcome>,
 ) -> Result<(), BatchError> {
+    let sent = |id: &str| file.sent.contains_key(id);
+    each_result(bytes, file_id, &sent, &mut |number, id, value| {
+        if outcomes.contains_key(&id) {
+            return Err(BatchError::RepeatedCustomId {
+                file: file_id.to_string(),
+                line: number,
+                custom_id: id,
+            });
+        }
+        let outcome = outcome_of(&value, &file.sent[&id], batch).map_err(|reason| {
+            BatchError::Unparseable {
+                file: file_id.to_string(),
+                line: number,
+                reason,
+            }
+        })?;
+        outcomes.insert(id, outcome);
+        Ok(())
+    })
+}
+
+/// The result lines of a file (`bytes`, the output or error file
+/// `file_id` of a batch of the requests `sent` says it sent) into `lines`
+/// by `custom_id`, unread: the located errors of [`read_results`] for a
+/// line that does not parse or names a request the batch never held or
+/// names twice.
+pub(crate) fn result_lines(
+    bytes: &[u8],
+    file_id: &str,
+    sent: &dyn Fn(&str) -> bool,
+    lines: &mut BTreeMap<String, Value>,
+) -> Result<(), BatchError> {
+    each_result(bytes, file_id, sent, &mut |number, id, value| {
+        if lines.contains_key(&id) {
+            return Err(BatchError::RepeatedCustomId {
+                file: file_id.to_string(),
+                line: number,
+                custom_id: id,
+            });
+        }
+        lines.insert(id, value);
+        Ok(())
+    })
+}
+
+/// Hands `each` every result line of a file with its number, its
+/// `custom_id` (one `sent` knows) and its JSON.
+fn each_result(
+    bytes: &[u8],
+    file_id: &str,
+    sent: &dyn Fn(&str) -> bool,
+    each: &mut dyn FnMut(usize, String, Value) -> Result<(), BatchError>,
+) -> Result<(), BatchError> {
     for (index, line) in bytes.split(|b| *b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -864,7 +1063,7 @@ pub fn read_results(
             .as_str()
             .ok_or_else(|| unparseable("no `custom_id`".into()))?
             .to_string();
-        let Some(sent) = file.sent.get(&id) else {
+        if !sent(&id) {
             let (file, line, custom_id) = (file_id.to_string(), number, id.clone());
             return Err(match parse_custom_id(&id) {
                 Some(_) => BatchError::NeverSent {
@@ -878,22 +1077,14 @@ pub fn read_results(
                     custom_id,
                 },
             });
-        };
-        if outcomes.contains_key(&id) {
-            return Err(BatchError::RepeatedCustomId {
-                file: file_id.to_string(),
-                line: number,
-                custom_id: id,
-            });
         }
-        let outcome = outcome_of(&value, sent, batch).map_err(unparseable)?;
-        outcomes.insert(id, outcome);
+        each(number, id, value)?;
     }
     Ok(())
 }
 
 /// One result line's outcome; `Err` names what the line lacks.
-fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<BatchOutcome, String> {
+pub(crate) fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<BatchOutcome, String> {
     let response = &line["response"];
     if response.is_null() {
         let error = &line["error"];
@@ -908,7 +1099,13 @@ fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<BatchOutcome, St
             "batch {batch}: {code}: {}",
             error["message"].as_str().unwrap_or_default()
         );
-        return Ok(failed(sent, CallOutcome::ApiError, message, retryable));
+        return Ok(failed(
+            sent,
+            batch,
+            CallOutcome::ApiError,
+            message,
+            retryable,
+        ));
     }
     let status = response["status_code"]
         .as_u64()
@@ -919,7 +1116,13 @@ fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<BatchOutcome, St
         let info = ApiErrorInfo::from_value(body).unwrap_or_default();
         let retryable = retry::status_is_retryable(status, &info);
         let message = format!("HTTP {status} in batch {batch}: {}", info.message);
-        return Ok(failed(sent, CallOutcome::Http(status), message, retryable));
+        return Ok(failed(
+            sent,
+            batch,
+            CallOutcome::Http(status),
+            message,
+            retryable,
+        ));
     }
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let completion = match wire::parse_completion(&bytes) {
@@ -931,14 +1134,23 @@ fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<BatchOutcome, St
                 BodyError::Api(info) => (CallOutcome::ApiError, info.message),
             };
             let message = format!("batch {batch}: {why}");
-            return Ok(failed(sent, outcome, message, false));
+            return Ok(failed(sent, batch, outcome, message, false));
         }
     };
     if completion.output.len() > sent.max_output_bytes {
         let message = output_too_large(sent.max_output_bytes);
-        return Ok(failed(sent, CallOutcome::OutputTooLarge, message, false));
+        return Ok(failed(
+            sent,
+            batch,
+            CallOutcome::OutputTooLarge,
+            message,
+            false,
+        ));
     }
-    let attempts = vec![Attempt::ok(sent.attempt, 0)];
+    let attempts = vec![Attempt {
+        batch_id: Some(batch.to_string()),
+        ..Attempt::ok(sent.attempt, 0)
+    }];
     let mut response = sent
         .tokens
         .response(completion, &sent.model, attempts, Instant::now());
@@ -951,13 +1163,20 @@ fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<BatchOutcome, St
     Ok(BatchOutcome::Answered(response))
 }
 
-fn failed(sent: &Sent, outcome: CallOutcome, message: String, retryable: bool) -> BatchOutcome {
+fn failed(
+    sent: &Sent,
+    batch: &str,
+    outcome: CallOutcome,
+    message: String,
+    retryable: bool,
+) -> BatchOutcome {
     let attempt = Attempt {
         number: sent.attempt,
         duration_ms: 0,
         outcome,
         error: Some(message.clone()),
         backoff_ms: None,
+        batch_id: Some(batch.to_string()),
     };
     BatchOutcome::Failed {
         error: EngineError {
@@ -1214,7 +1433,11 @@ pub(crate) mod tests {
         // "Be brief." and "one two", 2 words and 3 of framing each, and 3
         // for the reply.
         assert_eq!((usage.prompt_tokens, usage.completion_tokens), (13, 5));
-        assert_eq!(a.attempts, [Attempt::ok(1, 0)]);
+        let in_batch = Attempt {
+            batch_id: server.batch_ids().first().cloned(),
+            ..Attempt::ok(1, 0)
+        };
+        assert_eq!(a.attempts, [in_batch], "the call names its batch");
         let bills = server.bills();
         assert_eq!(bills.len(), 2);
         assert!(bills.iter().all(|b| b.service_tier == "batch"));
@@ -1366,6 +1589,59 @@ pub(crate) mod tests {
                 .starts_with(&format!("{base}/files answered HTTP 404")),
             "{error}"
         );
+    }
+
+    /// An upload and a download that fail transiently are made again, a
+    /// create never: a create sent twice could run its requests twice.
+    #[tokio::test]
+    async fn uploads_and_downloads_are_retried_and_a_create_is_not() {
+        let mock = MockServer::start().await;
+        let busy = || ResponseTemplate::new(503).set_body_string("busy");
+        for (verb, route) in [("POST", "/v1/files"), ("GET", "/v1/files/out/content")] {
+            Mock::given(method(verb))
+                .and(path(route))
+                .respond_with(busy())
+                .up_to_n_times(1)
+                .with_priority(1)
+                .mount(&mock)
+                .await;
+        }
+        Mock::given(method("POST"))
+            .and(path("/v1/files"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id": "in"})))
+            .with_priority(2)
+            .mount(&mock)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/v1/files/out/content"))
+            .respond_with(ResponseTemplate::new(200).set_body_string(""))
+            .with_priority(2)
+            .mount(&mock)
+            .await;
+        Mock::given(method("POST"))
+            .and(path("/v1/batches"))
+            .respond_with(busy())
+            .mount(&mock)
+            .await;
+        let base = format!("{}/v1", mock.uri());
+        let mut config = config(&base);
+        config.retry.max_attempts = 2;
+        config.retry.initial_backoff = Duration::from_millis(1);
+        let batch = BatchClient::new(config).unwrap();
+        let file = batch.encode(&[call("a", "x")]).unwrap().remove(0);
+        assert_eq!(batch.upload(&file).await.unwrap(), "in");
+        let bytes = batch.download_within("out", 1024, 1).await.unwrap();
+        assert!(bytes.is_empty());
+        let error = batch.create("in").await.unwrap_err();
+        assert!(error.is_transient(), "{error}");
+        let creates = mock
+            .received_requests()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.url.path() == "/v1/batches")
+            .count();
+        assert_eq!(creates, 1, "a create is never sent twice");
     }
 
     #[tokio::test]

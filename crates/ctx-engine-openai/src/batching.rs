@@ -21,18 +21,27 @@
 //!   each of its calls with the batch's error, as does a server without
 //!   the Batch API.
 //!
-//! Not durable: a batch lives in this process only. A process that dies
-//! while a batch runs loses the batch's answers (the provider may still
-//! bill them); the store keeping each batch is issue 37's item 4.
+//! Durable with a ledger ([`InferenceEngine::keep_batches`], a durable
+//! run's store): each batch is journaled before it is waited on, and a
+//! resume takes up what a dead process left in flight
+//! ([`crate::batch_journal`]). Without one (`--no-store`) a batch lives in
+//! this process only.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use ctx_engine::{BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse};
+use ctx_engine::{
+    BatchLedger, BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
+    Observer,
+};
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
-use crate::batch::{BatchCall, BatchClient, BatchFile, BatchOutcome, BatchState, PollPolicy};
+use crate::batch::{
+    BatchCall, BatchClient, BatchError, BatchFile, BatchOutcome, BatchState, PollPolicy,
+};
+use crate::batch_journal::{FollowSettings, Journal, OwnedEntry, Waiting, wait_journaled};
 use crate::config::{ConfigError, OpenAiConfig, RetryPolicy};
 use crate::engine::OpenAiEngine;
 
@@ -70,12 +79,31 @@ struct Queue {
 }
 
 struct Shared {
-    client: BatchClient,
+    client: Arc<BatchClient>,
     realtime: Option<OpenAiEngine>,
     labels: OpenAiEngine,
+    /// The run's name in `custom_id`s until a ledger names the run.
     run: String,
     settings: BatchingConfig,
     queue: Mutex<Queue>,
+    journal: OnceLock<Journal>,
+    observer: Option<Observer>,
+}
+
+impl Shared {
+    /// The run's id, as each `custom_id` names it.
+    fn run_id(&self) -> String {
+        self.journal
+            .get()
+            .map_or_else(|| self.run.clone(), |j| j.run_id().to_string())
+    }
+
+    fn follow_settings(&self) -> FollowSettings {
+        FollowSettings {
+            deadline: self.settings.deadline,
+            observer: self.observer.clone(),
+        }
+    }
 }
 
 /// The OpenAI engine through the Batch API (`ctx run --batch`).
@@ -107,35 +135,63 @@ impl BatchingEngine {
         let client = BatchClient::new(config)?.with_poll(settings.poll);
         Ok(BatchingEngine {
             shared: Arc::new(Shared {
-                client,
+                client: Arc::new(client),
                 realtime,
                 labels,
                 run: run.to_string(),
                 settings,
                 queue: Mutex::default(),
+                journal: OnceLock::new(),
+                observer: None,
             }),
         })
     }
 
-    /// Sends the real-time calls' [`ctx_engine::EngineEvent`]s (retries,
-    /// pacing waits) to `observer`, as [`OpenAiEngine::with_observer`]
-    /// does. Call it before the engine is shared: later it changes nothing.
+    /// Sends each batch's state and counts as it moves
+    /// ([`ctx_engine::EngineEvent::Batch`]) and the real-time calls'
+    /// events (retries, pacing waits) to `observer`, as
+    /// [`OpenAiEngine::with_observer`] does. Call it before the engine is
+    /// shared: later it changes nothing.
     pub fn with_observer(mut self, observer: ctx_engine::Observer) -> BatchingEngine {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.observer = Some(Arc::clone(&observer));
             shared.realtime = shared.realtime.take().map(|e| e.with_observer(observer));
         }
         self
     }
 
-    /// Queues `request` for the next batch; its answer.
+    /// Checks that the server has the Batch API (`GET /batches?limit=1`)
+    /// before anything is sent: its located error when it has not.
+    pub async fn probe(&self) -> Result<(), BatchError> {
+        self.shared.client.probe().await
+    }
+
+    /// Answers `request` from the live batch a dead process left it in,
+    /// or queues it for the next batch; its answer.
     async fn call(&self, request: &InferenceRequest) -> Result<InferenceResponse, EngineError> {
+        let shared = &self.shared;
+        let mut journaled = 0;
+        if let Some(journal) = shared.journal.get() {
+            let taken = journal
+                .taken_up(&shared.client, &shared.follow_settings())
+                .await?;
+            journaled = taken.attempts.get(&request.task_id).copied().unwrap_or(0);
+            if let Some(waiting) = taken.claim(&request.task_id)
+                && let Some(answer) = from_live(shared, journal, waiting, request).await
+            {
+                return answer;
+            }
+        }
         let (reply, answer) = oneshot::channel();
         let schedule = {
             let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-            let attempt = queue.attempts.entry(request.task_id.clone()).or_insert(0);
+            let attempt = queue
+                .attempts
+                .entry(request.task_id.clone())
+                .or_insert(journaled);
             *attempt += 1;
             let call = BatchCall {
-                run: self.shared.run.clone(),
+                run: shared.run_id(),
                 attempt: *attempt,
                 request: request.clone(),
             };
@@ -143,12 +199,64 @@ impl BatchingEngine {
             !std::mem::replace(&mut queue.scheduled, true)
         };
         if schedule {
-            tokio::spawn(wave(Arc::clone(&self.shared)));
+            // The wave's batches are spans under the call that opened it.
+            tokio::spawn(wave(Arc::clone(&self.shared)).instrument(tracing::Span::current()));
         }
         answer
             .await
             .unwrap_or_else(|_| Err(EngineError::new("the batch was dropped before it ended")))
     }
+}
+
+/// The answer a live batch (taken up from the ledger) gives `request`,
+/// classified as a fresh batch's would be; `None` when the request is not
+/// the one the batch holds (it goes in a new batch).
+async fn from_live(
+    shared: &Arc<Shared>,
+    journal: &Journal,
+    waiting: Waiting,
+    request: &InferenceRequest,
+) -> Option<Result<InferenceResponse, EngineError>> {
+    let call = BatchCall {
+        run: journal.run_id().to_string(),
+        attempt: waiting.request.attempt,
+        request: request.clone(),
+    };
+    let same = shared
+        .client
+        .encode_one(&call)
+        .ok()
+        .filter(|(id, _, sent)| {
+            *id == waiting.request.custom_id && sent.body_sha256() == waiting.request.body_sha256
+        });
+    let Some((_, _, sent)) = same else {
+        journal.answered(&waiting.batch).await;
+        return None;
+    };
+    let outcome = match waiting.batch.lines().await {
+        Err(message) => Err(EngineError::new(message)),
+        Ok(lines) => match lines.get(&waiting.request.custom_id) {
+            None => Ok(BatchOutcome::NotAnswered),
+            Some(line) => crate::batch::outcome_of(line, &sent, &waiting.batch.id).map_err(|why| {
+                EngineError::new(format!(
+                    "batch {}: the result of `{}`: {why}",
+                    waiting.batch.id, waiting.request.custom_id
+                ))
+            }),
+        },
+    };
+    let answer = match outcome {
+        Err(error) => Err(error),
+        Ok(outcome) => {
+            let (reply, answer) = oneshot::channel();
+            resolve(Arc::clone(shared), call, outcome, reply).await;
+            answer
+                .await
+                .unwrap_or_else(|_| Err(EngineError::new("the batch's answer was dropped")))
+        }
+    };
+    journal.answered(&waiting.batch).await;
+    Some(answer)
 }
 
 /// Waits out the window, then sends what gathered as batches.
@@ -180,7 +288,8 @@ async fn wave(shared: Arc<Shared>) {
             .custom_ids()
             .filter_map(|id| by_id.remove_entry(id))
             .collect();
-        tokio::spawn(one_batch(Arc::clone(&shared), file, mine));
+        let span = batch_span(&file.model, file.len(), false);
+        tokio::spawn(one_batch(Arc::clone(&shared), file, mine).instrument(span));
     }
 }
 
@@ -190,22 +299,126 @@ async fn one_batch(
     file: BatchFile,
     calls: BTreeMap<String, (BatchCall, Reply)>,
 ) {
-    match batch_outcomes(&shared, &file).await {
+    let (mut created, mut delivered) = (None, true);
+    match batch_outcomes(&shared, &file, &mut created).await {
         Ok(outcomes) => {
+            let mut handed = Vec::new();
             for (id, (call, reply)) in calls {
                 let outcome = outcomes
                     .get(&id)
                     .cloned()
                     .unwrap_or(BatchOutcome::NotAnswered);
-                tokio::spawn(resolve(Arc::clone(&shared), call, outcome, reply));
+                handed.push(tokio::spawn(resolve(
+                    Arc::clone(&shared),
+                    call,
+                    outcome,
+                    reply,
+                )));
+            }
+            for handle in handed {
+                delivered &= handle.await.unwrap_or(false);
             }
         }
         Err(message) => {
             for (_, (_, reply)) in calls {
-                let _ = reply.send(Err(EngineError::new(message.clone())));
+                delivered &= reply.send(Err(EngineError::new(message.clone()))).is_ok();
             }
         }
     }
+    // Every call has its answer: a resume need not wait on the batch. A
+    // call no longer waited for (a stopped run, a task timeout) leaves the
+    // batch to the resume, which hands its answer to the call again.
+    if let (Some(journal), Some(batch_id), true) = (shared.journal.get(), created, delivered) {
+        let _ = journal.record(OwnedEntry::Collected { batch_id }).await;
+    }
+}
+
+/// The `tracing` span of one batch of `requests` requests for `model`
+/// (`resumed`: taken up from the ledger), in the GenAI conventions' names
+/// where they have one (`gen_ai.provider.name`, `gen_ai.request.model`)
+/// and ctx's for the batch (`ctx.batch.id`, `ctx.batch.status`, its
+/// request counts); an OpenTelemetry exporter installed above picks it
+/// up. Its fields are recorded as the batch is created and read
+/// ([`record_on_span`]).
+pub(crate) fn batch_span(model: &str, requests: usize, resumed: bool) -> tracing::Span {
+    tracing::info_span!(
+        "batch",
+        otel.name = format!("batch {model}"),
+        otel.kind = "client",
+        "gen_ai.operation.name" = "batch",
+        "gen_ai.provider.name" = "openai",
+        "gen_ai.request.model" = model,
+        "ctx.batch.id" = tracing::field::Empty,
+        "ctx.batch.status" = tracing::field::Empty,
+        "ctx.batch.requests" = requests as u64,
+        "ctx.batch.completed" = tracing::field::Empty,
+        "ctx.batch.failed" = tracing::field::Empty,
+        "ctx.batch.resumed" = resumed,
+        "error.type" = tracing::field::Empty,
+    )
+}
+
+/// Records `batch` on the current span (a [`batch_span`]): its id, its
+/// status and counts; a batch that failed, expired or was cancelled sets
+/// `error.type` to its status.
+pub(crate) fn record_on_span(batch: &ctx_engine::BatchReport) {
+    let span = tracing::Span::current();
+    span.record("ctx.batch.id", batch.id.as_str());
+    span.record("ctx.batch.status", batch.status.as_str());
+    span.record("ctx.batch.completed", batch.completed);
+    span.record("ctx.batch.failed", batch.failed);
+    if matches!(batch.status.as_str(), "failed" | "expired" | "cancelled") {
+        span.record("error.type", batch.status.as_str());
+    }
+}
+
+/// Uploads `file` and creates its batch, each step journaled before the
+/// next: a ledger that cannot be written deletes the file, or cancels
+/// the batch, and fails the calls.
+async fn submit_journaled(shared: &Shared, file: &BatchFile) -> Result<(String, String), String> {
+    let client = &shared.client;
+    let journal = shared.journal.get();
+    let file_id = client.upload(file).await.map_err(|e| e.to_string())?;
+    if let Some(journal) = journal {
+        let entry = OwnedEntry::Uploaded {
+            file_id: file_id.clone(),
+            model: file.model.clone(),
+            requests: file.journal(),
+        };
+        if let Err(e) = journal.record(entry).await {
+            let _ = client.delete_file(&file_id).await;
+            return Err(e.message);
+        }
+    }
+    let batch = match client.create(&file_id).await {
+        Ok(batch) => batch,
+        Err(e) => {
+            if client.delete_file(&file_id).await.is_ok()
+                && let Some(journal) = journal
+            {
+                let file_id = file_id.clone();
+                let _ = journal.record(OwnedEntry::FileDeleted { file_id }).await;
+            }
+            return Err(e.to_string());
+        }
+    };
+    if let Some(journal) = journal {
+        let entry = OwnedEntry::Created {
+            file_id: file_id.clone(),
+            batch: batch.report(),
+        };
+        if let Err(e) = journal.record(entry).await {
+            let _ = client.cancel(&batch.id).await;
+            return Err(e.message);
+        }
+    }
+    record_on_span(&batch.report());
+    if let Some(observer) = &shared.observer {
+        observer(&ctx_engine::EngineEvent::Batch {
+            batch: batch.report(),
+        });
+    }
+    Ok((file_id, batch.id))
 }
 
 /// Submits `file`, waits (to the deadline, then cancels what is left) and
@@ -213,22 +426,18 @@ async fn one_batch(
 async fn batch_outcomes(
     shared: &Shared,
     file: &BatchFile,
+    created: &mut Option<String>,
 ) -> Result<BTreeMap<String, BatchOutcome>, String> {
     let client = &shared.client;
-    let submitted = client.submit(file).await.map_err(|e| e.to_string())?;
-    let id = submitted.batch.id.clone();
+    let (file_id, id) = submit_journaled(shared, file).await?;
+    *created = Some(id.clone());
     let deadline = shared.settings.deadline.map(|d| Instant::now() + d);
-    let mut status = client
-        .wait(&id, deadline)
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut cancelled_here = false;
-    if !status.state.is_final() {
-        client.cancel(&id).await.map_err(|e| e.to_string())?;
-        cancelled_here = true;
-        status = client.wait(&id, None).await.map_err(|e| e.to_string())?;
-    }
-    let _ = client.delete_file(&submitted.file_id).await;
+    let ledger = shared.journal.get().map(Journal::ledger);
+    let (status, cancelled_here) =
+        wait_journaled(client, ledger, shared.observer.as_ref(), &id, deadline)
+            .await
+            .map_err(|e| e.to_string())?;
+    let _ = client.delete_file(&file_id).await;
     match status.state {
         BatchState::Failed => Err(crate::batch::BatchError::Validation {
             batch: id,
@@ -250,20 +459,20 @@ async fn batch_outcomes(
 }
 
 /// Resolves one call from its batch outcome, sending it real-time when
-/// the batch did not answer it and it may be tried again.
-async fn resolve(shared: Arc<Shared>, call: BatchCall, outcome: BatchOutcome, reply: Reply) {
+/// the batch did not answer it and it may be tried again; whether the
+/// caller got the answer (it may have stopped waiting).
+async fn resolve(
+    shared: Arc<Shared>,
+    call: BatchCall,
+    outcome: BatchOutcome,
+    reply: Reply,
+) -> bool {
     let (batch_attempts, reason) = match outcome {
-        BatchOutcome::Answered(response) => {
-            let _ = reply.send(Ok(response));
-            return;
-        }
+        BatchOutcome::Answered(response) => return reply.send(Ok(response)).is_ok(),
         BatchOutcome::Failed {
             error,
             retryable: false,
-        } => {
-            let _ = reply.send(Err(error));
-            return;
-        }
+        } => return reply.send(Err(error)).is_ok(),
         BatchOutcome::Failed {
             error,
             retryable: true,
@@ -273,7 +482,7 @@ async fn resolve(shared: Arc<Shared>, call: BatchCall, outcome: BatchOutcome, re
     // The caller stopped waiting (a task timeout, a stopped run): a
     // real-time call now would be spent for nothing.
     if reply.is_closed() {
-        return;
+        return false;
     }
     let Some(realtime) = &shared.realtime else {
         let error = reason.err().unwrap_or_else(|| {
@@ -282,8 +491,7 @@ async fn resolve(shared: Arc<Shared>, call: BatchCall, outcome: BatchOutcome, re
                 call.request.task_id
             ))
         });
-        let _ = reply.send(Err(error));
-        return;
+        return reply.send(Err(error)).is_ok();
     };
     let used = u32::try_from(batch_attempts.len()).unwrap_or(u32::MAX);
     let renumber = |mut later: Vec<ctx_model::Attempt>| {
@@ -302,7 +510,7 @@ async fn resolve(shared: Arc<Shared>, call: BatchCall, outcome: BatchOutcome, re
             Err(error)
         }
     };
-    let _ = reply.send(result);
+    reply.send(result).is_ok()
 }
 
 impl InferenceEngine for BatchingEngine {
@@ -322,6 +530,14 @@ impl InferenceEngine for BatchingEngine {
 
     fn cache_identity(&self) -> String {
         self.shared.labels.cache_identity()
+    }
+
+    fn keep_batches(&self, ledger: Arc<dyn BatchLedger>) {
+        let _ = self.shared.journal.set(Journal::new(ledger));
+    }
+
+    fn sends_batches(&self) -> bool {
+        true
     }
 
     fn infer<'a>(
@@ -485,6 +701,15 @@ mod tests {
             ]
         );
         let seen = seen.lock().unwrap();
+        // The batch as it moved: created, then ended.
+        let (batch, seen): (Vec<&String>, Vec<&String>) =
+            seen.iter().partition(|e| e.starts_with("Batch"));
+        assert!(batch.len() >= 2, "{batch:?}");
+        assert!(batch[0].contains("status: \"validating\""), "{batch:?}");
+        assert!(
+            batch.last().unwrap().contains("status: \"completed\""),
+            "{batch:?}"
+        );
         // The 429, then the last attempt at the standard tier.
         assert_eq!(seen.len(), 2, "{seen:?}");
         assert!(seen[0].starts_with("Retrying"), "{seen:?}");

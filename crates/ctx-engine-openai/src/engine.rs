@@ -255,7 +255,7 @@ impl OpenAiEngine {
                             duration_ms,
                             outcome: failure.outcome,
                             error: Some(message.clone()),
-                            backoff_ms: None,
+                            ..Attempt::default()
                         });
                         let message = if number > 1 {
                             format!("{message} (gave up after {number} attempts)")
@@ -271,6 +271,7 @@ impl OpenAiEngine {
                         outcome: failure.outcome.clone(),
                         error: Some(message),
                         backoff_ms: Some(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
+                        ..Attempt::default()
                     });
                     self.emit(EngineEvent::Retrying {
                         task_id: request.task_id.clone(),

@@ -76,6 +76,7 @@
 //! ```
 
 pub mod batch;
+mod batch_journal;
 mod batching;
 mod cache_usage;
 mod config;
@@ -93,5 +94,5 @@ pub use config::{
     DEFAULT_MAX_BACKOFF, DEFAULT_REQUEST_TIMEOUT, FlexFallback, OpenAiConfig, RequestDefaults,
     RetryPolicy, Setting, StructuredOutput,
 };
-pub use ctx_engine::{EngineEvent, Observer};
+pub use ctx_engine::{BatchReport, EngineEvent, Observer};
 pub use engine::OpenAiEngine;

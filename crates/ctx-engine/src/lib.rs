@@ -63,10 +63,14 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 
+pub mod batch_ledger;
 mod costs;
 mod dry_run;
 pub mod trace_context;
 
+pub use batch_ledger::{
+    BatchEntry, BatchLedger, BatchReport, BatchedRequest, JournaledBatch, LedgerError,
+};
 pub use costs::EngineCosts;
 pub use dry_run::DryRunEngine;
 
@@ -279,6 +283,24 @@ pub trait InferenceEngine: Send + Sync {
         self.label()
     }
 
+    /// Journals this engine's provider batches in `ledger` (a durable
+    /// run's store), and takes up the batches it holds unsettled: a
+    /// resumed call whose request is still in a live batch waits for that
+    /// batch instead of being sent again. Called once by a durable session
+    /// before the first call; the default (an engine that batches
+    /// nothing) ignores it.
+    fn keep_batches(&self, ledger: std::sync::Arc<dyn BatchLedger>) {
+        let _ = ledger;
+    }
+
+    /// Whether this engine sends through a provider's batch API and takes
+    /// up, in [`keep_batches`](Self::keep_batches), the batches a run left
+    /// in flight. A resume refuses an engine that does not while the run
+    /// holds such batches: it would pay again for what they answer.
+    fn sends_batches(&self) -> bool {
+        false
+    }
+
     /// Runs `request`. Retries, if any, happen inside and are listed in the
     /// response's or the error's `attempts`.
     fn infer<'a>(
@@ -411,6 +433,13 @@ pub enum EngineEvent {
         task_id: String,
         /// The attempt that goes at the standard tier.
         attempt: u32,
+    },
+    /// A provider batch was created, or its status or request counts
+    /// moved when it was read (`ctx run --batch`); also when a resume
+    /// takes up a batch a dead process left in flight.
+    Batch {
+        /// The batch as the provider reports it.
+        batch: BatchReport,
     },
     /// Streaming: `chars` characters of output received so far.
     Streaming {

@@ -78,6 +78,7 @@
 //! ```
 
 pub mod approval;
+pub mod batch_status;
 pub mod billing;
 mod budget;
 #[cfg(feature = "parse")]

@@ -442,6 +442,10 @@ pub struct Attempt {
     /// How long the engine waited before the next attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff_ms: Option<u64>,
+    /// The provider batch the call went in (`ctx run --batch`); `None`
+    /// for a real-time call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<String>,
 }
 
 impl Attempt {
@@ -455,6 +459,7 @@ impl Attempt {
             outcome: CallOutcome::Ok,
             error: None,
             backoff_ms: None,
+            batch_id: None,
         }
     }
 

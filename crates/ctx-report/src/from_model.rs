@@ -187,6 +187,7 @@ mod tests {
             outcome: outcome.into(),
             error: (outcome != "ok").then(|| format!("{outcome} happened")),
             backoff_ms: backoff,
+            batch_id: None,
         }
     }
 

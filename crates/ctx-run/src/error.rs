@@ -51,6 +51,19 @@ pub enum RunError {
     /// A `--rerun` id is not a task of the plan (nothing was opened).
     #[error(transparent)]
     UnknownRerunTask(#[from] ctx_store::UnknownRerunTask),
+    /// A resume with an engine that sends no batches, of a run whose
+    /// provider batches may still answer (created, not collected, not
+    /// cancelled by `ctx runs cancel`): it would pay for them again.
+    #[error(
+        "run {run} has provider batches that may still answer ({}): resume it with the batching engine (--engine openai --batch), which takes them up, or cancel them first (ctx runs cancel)",
+        batches.join(", ")
+    )]
+    LiveBatches {
+        /// The run.
+        run: String,
+        /// Each batch's id.
+        batches: Vec<String>,
+    },
     /// Tasks were asked to run again in a run that is not a resume: there
     /// is nothing stored to run them again from.
     #[error("--rerun needs a stored run to resume (--resume RUN)")]

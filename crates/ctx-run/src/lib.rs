@@ -41,6 +41,7 @@
 
 pub mod alerts;
 mod atomic;
+pub mod batches;
 pub mod cache_figures;
 pub mod cache_prediction;
 mod error;

@@ -396,6 +396,22 @@ mod tests {
         }
     }
 
+    /// A batched run is refused on a shared store, before anything is
+    /// opened; the local store takes it.
+    #[test]
+    fn a_batched_run_is_refused_on_a_shared_store() {
+        let batched = |store: StoreFlags| RunFlags {
+            store: StoreFlags {
+                batch: true,
+                ..store
+            },
+            ..RunFlags::default()
+        };
+        let refused = batched(shared()).settle(no_env).unwrap_err();
+        assert_eq!(refused, RequestError::Store(StoreError::BatchOnShared));
+        assert!(batched(StoreFlags::default()).settle(no_env).is_ok());
+    }
+
     /// A shared store takes a rerun, a period budget and alerts (its
     /// session holds from the store's own ledger); the request chooses no
     /// tier for it (the session does, from the store's figures).

@@ -151,6 +151,34 @@ fn check_rerun(plan: &Plan, store: &RunStore, rerun: &[String]) -> Result<(), Ru
     Ok(ctx_store::check_rerun_ids(plan, rerun)?)
 }
 
+/// Refuses (before anything is opened for writing) to resume run `run`
+/// with an engine that does not take up provider batches while the run
+/// holds batches that may still answer: their requests would be paid
+/// again.
+fn refuse_live_batches(
+    root: &RunRoot,
+    run: &str,
+    engine: &dyn InferenceEngine,
+) -> Result<(), RunError> {
+    if engine.sends_batches() {
+        return Ok(());
+    }
+    let batches: Vec<String> = root
+        .open(run)?
+        .batches()?
+        .into_iter()
+        .filter(|b| b.collected_at.is_none() && b.cancel_requested_at.is_none())
+        .filter_map(|b| b.id)
+        .collect();
+    if batches.is_empty() {
+        return Ok(());
+    }
+    Err(RunError::LiveBatches {
+        run: run.to_string(),
+        batches,
+    })
+}
+
 /// A run that is stored: its id and directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRun {
@@ -302,6 +330,9 @@ impl RunSession {
             Start::NewIn(dir) => StartAt::NewRunIn(dir),
             Start::Resume(run) => StartAt::Resume(run),
         };
+        if let Start::Resume(run) = &start {
+            refuse_live_batches(&root, run, engine.as_ref())?;
+        }
         // Held before the run directory exists: a refused run leaves
         // nothing behind. A resume holds what is left to run.
         let reused = match (&start, &plan.config.budget) {
@@ -348,6 +379,9 @@ impl RunSession {
             ctx_deps::gates::ApprovalWait::polling(within, ctx_deps::gates::POLL_INTERVAL)
         });
         options.approval_wait = approval_wait.clone();
+        // A batching engine journals its batches in the run's store, and
+        // takes up what a dead session left in flight (docs/runs.md).
+        engine.keep_batches(Arc::clone(&store) as Arc<dyn ctx_engine::BatchLedger>);
         let engine: Arc<dyn InferenceEngine> = match cache {
             Some(cache) => {
                 let identity = engine.cache_identity();

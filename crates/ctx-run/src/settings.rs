@@ -62,6 +62,9 @@ pub struct StoreFlags {
     pub cache: bool,
     /// `--no-local`.
     pub no_local: bool,
+    /// `--batch`: the engine sends through a provider's batch API, whose
+    /// batches only the local store journals.
+    pub batch: bool,
 }
 
 /// A store flag that does not fit the store chosen.
@@ -77,6 +80,13 @@ pub enum StoreError {
     /// A setting only the local SQLite store has (a run directory).
     #[error("a run directory exists only in the local SQLite store, not in a shared store")]
     RunDirOnShared,
+    /// Provider batches (`--batch`) are journaled only in the local
+    /// store: a shared store's workers could not take them up.
+    #[error(
+        "provider batches are journaled only in the local SQLite store: a shared store's \
+         workers could not take up a batch another process sent"
+    )]
+    BatchOnShared,
     /// Following a run others work on needs a shared store.
     #[error("only following a run needs a shared store")]
     FollowWithoutShared,
@@ -142,6 +152,9 @@ impl StoreFlags {
         };
         if self.run_dir.is_some() {
             return Err(StoreError::RunDirOnShared);
+        }
+        if self.batch {
+            return Err(StoreError::BatchOnShared);
         }
         Ok(StoreChoice::Shared(SharedStore {
             url,

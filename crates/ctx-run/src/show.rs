@@ -87,6 +87,8 @@ pub struct RunShow {
     decisions: Vec<ctx_model::approval::Decision>,
     /// The gates that wait for a decision now.
     waiting: Vec<crate::gates::Waiting>,
+    /// Its provider batches (`ctx run --batch`), oldest first.
+    batches: Vec<ctx_store::RunBatch>,
 }
 
 impl RunShow {
@@ -127,6 +129,7 @@ impl RunShow {
             .filter_map(|(_, r)| r.as_ref().map(|r| r.result.clone()))
             .collect();
         let waiting = crate::gates::waiting_in(&plan, &results, &decisions, &header.run_id);
+        let batches = view.batches()?;
         Ok(RunShow {
             header,
             plan,
@@ -138,6 +141,7 @@ impl RunShow {
             fallback,
             decisions,
             waiting,
+            batches,
         })
     }
 
@@ -238,6 +242,7 @@ impl RunShow {
                 .fallback
                 .as_ref()
                 .map(crate::period_budget::FallbackJson::of),
+            batches: &self.batches,
             tasks,
         }
     }
@@ -317,6 +322,10 @@ impl RunShow {
             out.push_str(&crate::period_budget::fallback_text(f));
         }
         out.push_str(&crate::gates::gates_text(&self.decisions, &self.waiting));
+        if !self.batches.is_empty() {
+            out.push('\n');
+            out.push_str(&crate::batches::batches_text(&self.batches));
+        }
         out
     }
 
@@ -459,6 +468,10 @@ struct RunJson<'a> {
     /// it; left out on the standard tier.
     #[serde(skip_serializing_if = "Option::is_none")]
     fallback: Option<crate::period_budget::FallbackJson>,
+    /// The run's provider batches, oldest first; left out when it sent
+    /// none.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    batches: &'a [ctx_store::RunBatch],
     tasks: Vec<TaskRowJson<'a>>,
 }
 

@@ -54,6 +54,10 @@ impl RunHistory for RunView {
         RunView::decisions(self).map_err(read_error)
     }
 
+    fn batches(&self) -> Result<Vec<ctx_store::RunBatch>, StoreError> {
+        RunView::batches(self).map_err(read_error)
+    }
+
     fn fallback(&self) -> Result<Option<ctx_model::FallbackChoice>, StoreError> {
         RunView::fallback(self).map_err(read_error)
     }

@@ -53,6 +53,7 @@
 //!
 //! [`ExecutionStore`]: ctx_store::ExecutionStore
 
+mod batches;
 mod budgets;
 mod cache;
 mod decisions;
@@ -67,6 +68,7 @@ mod schema;
 mod store;
 mod view;
 
+pub use batches::BatchLog;
 pub use budgets::{BUDGET_FILE, PeriodGrant, PeriodKey, PeriodLedger, PeriodState};
 pub use cache::{CACHE_FILE, CacheStats, CachedOutput, CachingEngine, ResultCache, cache_key};
 pub use decisions::decide;

@@ -34,7 +34,7 @@ pub const CACHE_APPLICATION_ID: i64 = 0x6374_7843;
 pub type Migration = fn(&Transaction<'_>) -> rusqlite::Result<()>;
 
 /// The run store's migrations, oldest first.
-pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2, run_v3, run_v4, run_v5, run_v6];
+pub const RUN_MIGRATIONS: &[Migration] = &[run_v1, run_v2, run_v3, run_v4, run_v5, run_v6, run_v7];
 
 /// The run-store schema version this build writes.
 pub const RUN_SCHEMA_VERSION: i64 = RUN_MIGRATIONS.len() as i64;
@@ -199,6 +199,50 @@ fn run_v6(tx: &Transaction<'_>) -> rusqlite::Result<()> {
          );
          CREATE UNIQUE INDEX decisions_once
              ON decisions (task_id, stage, IFNULL(output_sha256, ''));",
+    )
+}
+
+/// Schema version 7 of a run store (issue 37): the run's provider
+/// batches (`ctx run --batch`), journaled before ctx waits on one, so a
+/// resume finds what a dead process left in flight (docs/runs.md,
+/// "Durable batches"):
+///
+/// * `batches`: one row per uploaded input file (`file_id`, the model,
+///   the session and time it was uploaded in), then its batch (`batch_id`,
+///   created at, `created_unix_ms` for a deadline), the status and request
+///   counts last read, when it ended, when its answers were all handed
+///   out (`collected_at`), when an input file that never became a batch
+///   was deleted, and when `ctx runs cancel` cancelled it;
+/// * `batch_requests`: each request of a file: its `custom_id`, task,
+///   attempt, the SHA-256 of its body, its output bound.
+fn run_v7(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE batches (
+             file_id TEXT PRIMARY KEY,
+             model TEXT NOT NULL,
+             session INTEGER,
+             uploaded_at TEXT NOT NULL,
+             batch_id TEXT UNIQUE,
+             created_at TEXT,
+             created_unix_ms INTEGER,
+             status TEXT,
+             total INTEGER NOT NULL DEFAULT 0,
+             completed INTEGER NOT NULL DEFAULT 0,
+             failed INTEGER NOT NULL DEFAULT 0,
+             ended_at TEXT,
+             collected_at TEXT,
+             file_deleted_at TEXT,
+             cancel_requested_at TEXT
+         );
+         CREATE TABLE batch_requests (
+             file_id TEXT NOT NULL REFERENCES batches(file_id),
+             custom_id TEXT NOT NULL,
+             task_id TEXT NOT NULL,
+             attempt INTEGER NOT NULL,
+             body_sha256 TEXT NOT NULL,
+             max_output_bytes INTEGER NOT NULL,
+             PRIMARY KEY (file_id, custom_id)
+         ) WITHOUT ROWID;",
     )
 }
 

@@ -125,6 +125,54 @@ pub struct RunHeader {
 /// One published output and its manifest line (the vocabulary's type).
 pub use ctx_model::Published;
 
+/// One provider batch of a run (`ctx run --batch`), as `ctx runs show`
+/// lists it: an input file uploaded, the batch created from it, and how
+/// far it got.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RunBatch {
+    /// The batch's id; `None` for a file whose batch was never created
+    /// (its process died between the upload and the create).
+    pub id: Option<String>,
+    /// The status last read (`None` before the batch was created).
+    pub status: Option<String>,
+    /// The requests the file holds.
+    pub requests: u64,
+    /// `request_counts.total` as last read.
+    pub total: u64,
+    /// `request_counts.completed` as last read.
+    pub completed: u64,
+    /// `request_counts.failed` as last read.
+    pub failed: u64,
+    /// The model its requests ask for.
+    pub model: String,
+    /// The uploaded input file's id.
+    pub input_file_id: String,
+    /// When the file was uploaded (RFC 3339, UTC).
+    pub uploaded_at: String,
+    /// When the batch was created.
+    pub created_at: Option<String>,
+    /// When it was first read in a final status.
+    pub ended_at: Option<String>,
+    /// When every answer was handed to its task.
+    pub collected_at: Option<String>,
+    /// When an input file that never became a batch was deleted.
+    pub file_deleted_at: Option<String>,
+    /// When `ctx runs cancel` cancelled it.
+    pub cancel_requested_at: Option<String>,
+}
+
+impl RunBatch {
+    /// Whether the provider may still be working on it: created, and its
+    /// status not final.
+    pub fn is_live(&self) -> bool {
+        self.id.is_some()
+            && !self
+                .status
+                .as_deref()
+                .is_some_and(ctx_model::batch_status::is_final)
+    }
+}
+
 /// One publish or its undo, as a store records it: every `ctx run
 /// --publish-root` session that wrote something, every `ctx runs
 /// publish`, every `ctx runs unpublish`, in the order they happened.
@@ -240,6 +288,12 @@ pub trait RunHistory {
     /// Every decision on the run's approval gates, oldest first. The
     /// default, for a store that keeps none, is none.
     fn decisions(&self) -> Result<Vec<ctx_model::approval::Decision>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// The run's provider batches, oldest first (none on a store that
+    /// keeps none).
+    fn batches(&self) -> Result<Vec<RunBatch>, StoreError> {
         Ok(Vec::new())
     }
 

@@ -76,7 +76,8 @@ pub use fingerprint::{
 };
 pub use gates::{DecisionRefused, DecisionRequest, check_decision};
 pub use history::{
-    PublishEvent, PublishKind, Published, RunHeader, RunHistory, RunState, StatusCounts, in_effect,
+    PublishEvent, PublishKind, Published, RunBatch, RunHeader, RunHistory, RunState, StatusCounts,
+    in_effect,
 };
 pub use inputs::{RunInputs, StoredValue, secret_hash};
 pub use memory::MemoryStore;

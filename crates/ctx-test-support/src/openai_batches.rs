@@ -10,8 +10,10 @@
 //!   [`MAX_FILE_BYTES`] is refused.
 //! * `POST /v1/batches` (`input_file_id`, `endpoint:
 //!   /v1/chat/completions`, `completion_window: 24h`) creates a batch in
-//!   `validating`; `GET /v1/batches/{id}` reads it and
-//!   `POST /v1/batches/{id}/cancel` cancels it.
+//!   `validating`; `GET /v1/batches/{id}` reads it,
+//!   `POST /v1/batches/{id}/cancel` cancels it, and `GET /v1/batches`
+//!   lists every batch, newest first (one page: `has_more: false`),
+//!   without moving them on.
 //! * A batch moves one status per read of it, so a poller sees each one:
 //!   `validating` → `in_progress` (or `failed`, with `errors.data` naming
 //!   the line, when the file breaks a rule) → `finalizing` → `completed`.
@@ -34,13 +36,16 @@
 //! 0 holds a batch `in_progress`), [`HonestServer::hold_batches_after`]
 //! (requests answered in all before every batch holds), [`HonestServer::fail_batch_requests`]
 //! (the next requests answered `500 server_error`, a retryable failure),
-//! [`HonestServer::cancel_batch`] (a cancellation by someone else).
+//! [`HonestServer::cancel_batch`] (a cancellation by someone else),
+//! [`HonestServer::close_batch_api`] (every Files and Batches call
+//! answered 404 from then on, as a server without the Batch API).
 //!
 //! [`HonestServer::advance_clock`]: crate::openai_server::HonestServer::advance_clock
 //! [`HonestServer::set_batch_pace`]: crate::openai_server::HonestServer::set_batch_pace
 //! [`HonestServer::hold_batches_after`]: crate::openai_server::HonestServer::hold_batches_after
 //! [`HonestServer::fail_batch_requests`]: crate::openai_server::HonestServer::fail_batch_requests
 //! [`HonestServer::cancel_batch`]: crate::openai_server::HonestServer::cancel_batch
+//! [`HonestServer::close_batch_api`]: crate::openai_server::HonestServer::close_batch_api
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -115,6 +120,7 @@ pub(crate) struct Desk {
     per_read: usize,
     answers_left: usize,
     failures_left: usize,
+    closed: bool,
 }
 
 impl Default for Desk {
@@ -127,6 +133,7 @@ impl Default for Desk {
             per_read: usize::MAX,
             answers_left: usize::MAX,
             failures_left: 0,
+            closed: false,
         }
     }
 }
@@ -152,6 +159,10 @@ impl Desk {
         let path = path.split('?').next().unwrap_or(path);
         let parts: Vec<&str> = path.trim_end_matches('/').split('/').collect();
         let reply = match (method, parts.as_slice()) {
+            (_, ["", "v1", "files" | "batches", ..]) if self.closed => {
+                Reply::error(404, &format!("no route {method} {path}"), "not_found")
+            }
+            ("GET", ["", "v1", "batches"]) => self.list(),
             ("POST", ["", "v1", "files"]) => self.upload(content_type, body),
             ("GET", ["", "v1", "files", id]) => self.file_object(id),
             ("GET", ["", "v1", "files", id, "content"]) => self.content(id),
@@ -335,6 +346,22 @@ impl Desk {
         }
         set_status(&mut batch.object, "cancelling", clock);
         Reply::json(200, &batch.object)
+    }
+
+    /// `GET /v1/batches`: every batch, newest first, as they are (a
+    /// list does not move them on).
+    fn list(&self) -> Reply {
+        let data: Vec<&Value> = self.batches.values().rev().map(|b| &b.object).collect();
+        Reply::json(
+            200,
+            &json!({"object": "list", "data": data, "has_more": false}),
+        )
+    }
+
+    /// Answers 404 to every Files and Batches call from now on, as a
+    /// server without the Batch API does.
+    pub(crate) fn close(&mut self) {
+        self.closed = true;
     }
 
     fn retrieve(&mut self, id: &str, responder: &Responder<'_>) -> Reply {

@@ -182,6 +182,12 @@ impl HonestServer {
         self.desk(|d| d.cancel(id).status == 200)
     }
 
+    /// From now on the Files and Batches endpoints answer 404, as on a
+    /// server without the Batch API.
+    pub fn close_batch_api(&self) {
+        self.desk(Desk::close);
+    }
+
     /// Every batch created so far, in creation order.
     pub fn batch_ids(&self) -> Vec<String> {
         self.desk(|d| d.batch_ids())

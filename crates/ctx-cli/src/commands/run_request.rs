@@ -34,10 +34,6 @@ pub struct Asked {
 /// Resolves `args` into the run they ask for, or the first flag at fault.
 pub fn resolve(args: &Args) -> Result<Asked, CliError> {
     let mut basis = flags(args).settle(|k| std::env::var(k).ok())?;
-    if args.engine.openai.batch && matches!(basis.store, ctx_run::settings::StoreChoice::Shared(_))
-    {
-        return Err(engines::openai::batch_not_shared());
-    }
     let mut loaded = load_plan(args, &basis.store)?;
     basis.apply(&mut loaded.plan)?;
     let (plan, plan_path) = fill(args, &basis.store, loaded)?;
@@ -71,6 +67,7 @@ fn flags(args: &Args) -> RunFlags {
             resume: args.resume.clone(),
             cache: args.cache,
             no_local: args.no_local,
+            batch: args.engine.openai.batch,
         },
         overrides: PlanOverrides {
             max_prompt_tokens: args.limits.max_prompt_tokens,

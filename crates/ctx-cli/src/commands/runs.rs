@@ -29,6 +29,7 @@ use crate::exit::{CliError, CliResult, Exit};
 use crate::io::{json_text, print_stdout};
 
 pub mod approve;
+mod cancel;
 pub mod diff;
 mod export_otlp;
 pub mod publish;
@@ -70,6 +71,9 @@ pub enum RunsCommand {
     /// task fails and its dependents are skipped; a `before: publish`
     /// output is kept but never published.
     Reject(approve::RejectArgs),
+    /// Cancel the run's live provider batches (`ctx run --batch`) at the
+    /// provider (--base-url, the key in --api-key-env), and record it.
+    Cancel(cancel::CancelArgs),
 }
 
 // Where runs are stored.
@@ -201,7 +205,8 @@ pub fn run(cmd: RunsCommand) -> CliResult {
         | RunsCommand::Publish(_)
         | RunsCommand::Unpublish(_)
         | RunsCommand::Approve(_)
-        | RunsCommand::Reject(_) => {}
+        | RunsCommand::Reject(_)
+        | RunsCommand::Cancel(_) => {}
     }
     match cmd {
         RunsCommand::List(a) => list(a),
@@ -214,6 +219,7 @@ pub fn run(cmd: RunsCommand) -> CliResult {
         RunsCommand::Unpublish(a) => publish::unpublish(a),
         RunsCommand::Approve(a) => approve::approve(a),
         RunsCommand::Reject(a) => approve::reject(a),
+        RunsCommand::Cancel(a) => cancel::cancel(a),
     }
 }
 

@@ -121,7 +121,7 @@ fn secs(flag: &str, s: f64) -> Result<Option<Duration>, CliError> {
 /// Runs `ctx worker`.
 pub fn run(args: Args) -> CliResult {
     if args.engine.openai.batch {
-        return Err(crate::engines::openai::batch_not_shared());
+        return Err(ctx_run::settings::StoreError::BatchOnShared.into());
     }
     let url = ctx_run::settings::shared_url(args.store.as_deref(), |k| std::env::var(k).ok())?
         .ok_or(ctx_run::settings::StoreError::NoSharedStore)?;

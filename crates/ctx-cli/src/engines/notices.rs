@@ -69,14 +69,16 @@ impl Notices {
 }
 
 /// Whether `event` is worth a line of its own (above the bar, or in a
-/// log): a retry, a refused structured output, a flex fallback. The
-/// others (pacing, streaming) only update the bar's message.
+/// log): a retry, a refused structured output, a flex fallback, a
+/// batch's state or counts. The others (pacing, streaming) only update
+/// the bar's message.
 fn lasting(event: &EngineEvent) -> bool {
     matches!(
         event,
         EngineEvent::Retrying { .. }
             | EngineEvent::StructuredOutputRejected { .. }
             | EngineEvent::FlexFallback { .. }
+            | EngineEvent::Batch { .. }
     )
 }
 
@@ -112,6 +114,14 @@ pub fn describe(event: &EngineEvent) -> Option<String> {
             "task {}: no flex capacity; attempt {attempt} goes at the standard tier (--flex-fallback standard)",
             printable(task_id)
         )),
+        EngineEvent::Batch { batch } => Some(format!(
+            "batch {}: {}, {} of {} requests completed, {} failed",
+            printable(&batch.id),
+            printable(&batch.status),
+            batch.completed,
+            batch.total,
+            batch.failed
+        )),
         EngineEvent::Streaming { task_id, chars } => Some(format!(
             "task {}: streaming, {chars} characters",
             printable(task_id)
@@ -145,6 +155,20 @@ mod tests {
         assert_eq!(
             describe(&e).unwrap(),
             "task 3: paced by --rpm/--tpm, sending in 40 ms"
+        );
+        let e = EngineEvent::Batch {
+            batch: ctx_engine_openai::BatchReport {
+                id: "batch_1".into(),
+                status: "in_progress".into(),
+                total: 3,
+                completed: 1,
+                failed: 0,
+            },
+        };
+        assert!(lasting(&e));
+        assert_eq!(
+            describe(&e).unwrap(),
+            "batch batch_1: in_progress, 1 of 3 requests completed, 0 failed"
         );
     }
 }

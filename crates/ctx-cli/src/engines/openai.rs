@@ -153,9 +153,11 @@ pub struct OpenAiArgs {
 
     /// Send each wave of ready tasks as one batch through the server's
     /// Batch API (half price, answered within 24 hours); a request the
-    /// batch fails in a retryable way goes real-time. Not durable yet: a
-    /// run killed while a batch runs loses it. `ctx plan cost --batch`
-    /// gives the run's range at batch prices beside the real-time one.
+    /// batch fails in a retryable way goes real-time. On a run directory
+    /// each batch is journaled before ctx waits on it: `ctx run --resume`
+    /// takes up a batch a killed run left, `ctx runs cancel` cancels it.
+    /// `ctx plan cost --batch` gives the run's range at batch prices
+    /// beside the real-time one.
     #[arg(long, help_heading = HEADING)]
     pub batch: bool,
 
@@ -441,6 +443,9 @@ pub fn build(
         let engine = BatchingEngine::new(config, &token, settings)
             .map_err(|e| CliError::usage(format!("--engine openai: {}", config_error(&e, args))))?
             .with_observer(notices.observer());
+        // A server without the Batch API is refused before anything runs.
+        crate::runtime::block_on(engine.probe())?
+            .map_err(|e| CliError::usage(format!("--batch: {e}")))?;
         return Ok(Arc::new(engine));
     }
     let engine = OpenAiEngine::new(config)
@@ -485,16 +490,6 @@ fn batching(args: &OpenAiArgs) -> Result<Option<BatchingConfig>, CliError> {
         },
         ..BatchingConfig::default()
     }))
-}
-
-/// `--batch` on the shared store (`ctx run --store postgres://…`, `ctx
-/// worker`): refused (exit 2) until a batch outlives the process that
-/// sent it, since another worker could not collect it.
-pub fn batch_not_shared() -> CliError {
-    CliError::usage(
-        "--batch is not supported on the shared store yet: a batch lives in the process \
-         that sent it (docs/engines.md, \"Batch API\")",
-    )
 }
 
 /// `90s`, `30m`, `6h`, `1d`, `500ms`: a whole positive number and its unit

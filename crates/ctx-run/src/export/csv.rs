@@ -24,7 +24,7 @@ use super::StoredRun;
 use crate::map_counts::MapCounts;
 
 /// The header row, in column order.
-pub const COLUMNS: [&str; 26] = [
+pub const COLUMNS: [&str; 28] = [
     "run_id",
     "task_id",
     "task_status",
@@ -51,6 +51,8 @@ pub const COLUMNS: [&str; 26] = [
     "map_items",
     "map_completed",
     "map_failed",
+    "service_tier",
+    "batch_id",
 ];
 
 /// The run as CSV text (header, then rows in plan order, each task's calls
@@ -64,8 +66,20 @@ pub fn export_csv(run: &StoredRun) -> String {
         let calls = record
             .as_ref()
             .map_or(&[][..], |r| &r.result.metadata.attempts[..]);
+        // The tier the task's answer was billed at, on each of its rows.
+        let tier = record
+            .as_ref()
+            .and_then(|r| r.result.metadata.tokens_used.as_ref())
+            .and_then(|u| u.service_tier)
+            .map_or("", |t| t.as_str());
+        let task_row = TaskRow {
+            run_id: &run.input.run_id,
+            task,
+            map,
+            tier,
+        };
         if task.attempts.is_empty() {
-            write_record(&mut out, row(&run.input.run_id, task, map, None, true));
+            write_record(&mut out, row(&task_row, None, true));
         }
         for (i, (a, call)) in task.attempts.iter().zip(calls).enumerate() {
             let last = i + 1 == task.attempts.len();
@@ -82,11 +96,9 @@ pub fn export_csv(run: &StoredRun) -> String {
                     .unwrap_or_default()
                     .into(),
                 error: a.error.as_deref().map(text),
+                batch_id: text(call.batch_id.as_deref().unwrap_or_default()),
             };
-            write_record(
-                &mut out,
-                row(&run.input.run_id, task, map, Some(cells), last),
-            );
+            write_record(&mut out, row(&task_row, Some(cells), last));
         }
     }
     out
@@ -144,22 +156,32 @@ struct Call {
     duration_ms: Cell,
     backoff_ms: Cell,
     error: Option<Cell>,
+    /// The provider batch the call went in.
+    batch_id: Cell,
 }
 
-/// One record: the task `t`'s columns (`map`: its items counted, when it
-/// is a map task), then a call's when the row is one.
-fn row(
-    run_id: &str,
-    t: &TaskReport,
-    map: Option<&MapCounts>,
-    call: Option<Call>,
-    last: bool,
-) -> Vec<Cell> {
+/// What every row of one task repeats: its run, its report, its map's
+/// items counted (a map task), the tier its answer was billed at.
+struct TaskRow<'a> {
+    run_id: &'a str,
+    task: &'a TaskReport,
+    map: Option<&'a MapCounts>,
+    tier: &'a str,
+}
+
+/// One record: the task's columns, then a call's when the row is one.
+fn row(task: &TaskRow<'_>, call: Option<Call>, last: bool) -> Vec<Cell> {
+    let TaskRow {
+        run_id,
+        task: t,
+        map,
+        tier,
+    } = *task;
     let opt = |n: Option<u64>| Cell::from(n.map(|n| n.to_string()).unwrap_or_default());
     // A call's own error when the row is a call; the task's otherwise (and
     // on the last call of a task that failed without a call error).
     let task_error = t.error.as_deref().map(text);
-    let (call_cells, error) = match call {
+    let (call_cells, error, batch_id) = match call {
         Some(c) => {
             let error = c.error.or(if last { task_error } else { None });
             (
@@ -173,9 +195,10 @@ fn row(
                     c.backoff_ms,
                 ],
                 error,
+                c.batch_id,
             )
         }
-        None => (Default::default(), task_error),
+        None => (Default::default(), task_error, Cell::default()),
     };
     let mut cells = vec![
         text(run_id),
@@ -212,6 +235,8 @@ fn row(
         count(|m| m.items),
         count(|m| m.completed),
         count(|m| m.failed),
+        tier.into(),
+        batch_id,
     ]);
     cells
 }
