@@ -61,7 +61,7 @@ fn failed_run(root: &RunRoot) -> String {
             outcome: "exit_1".into(),
             error: Some("model not found".into()),
             backoff_ms: Some(100),
-            batch_id: None,
+            ..Attempt::default()
         },
         Attempt {
             number: 2,
@@ -69,7 +69,7 @@ fn failed_run(root: &RunRoot) -> String {
             outcome: "exit_1".into(),
             error: Some("model not found".into()),
             backoff_ms: None,
-            batch_id: None,
+            ..Attempt::default()
         },
     ];
     store.store(b).unwrap();

@@ -282,7 +282,7 @@ fn hostile_run(root: &RunRoot) -> String {
             outcome: "http_429".into(),
             error: Some("slow down, \"please\"\nline two".into()),
             backoff_ms: Some(100),
-            batch_id: None,
+            ..Attempt::default()
         },
         Attempt {
             number: 2,
@@ -290,7 +290,7 @@ fn hostile_run(root: &RunRoot) -> String {
             outcome: "exit_1".into(),
             error: Some("@SUM(1+1)".into()),
             backoff_ms: None,
-            batch_id: None,
+            ..Attempt::default()
         },
     ];
     store.store(b).unwrap();

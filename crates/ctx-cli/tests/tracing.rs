@@ -693,3 +693,57 @@ fn an_approval_is_an_event_on_the_task_span_live_and_exported() {
     assert_eq!(sent.code, 0, "{}", sent.stderr);
     approval_of(&server.spans());
 }
+
+/// A map task calls no engine, so no job holds its span: the executor
+/// opens it as the map expands and closes it at the join. The approval
+/// of a gated map task is an event on it, live.
+#[test]
+fn a_map_tasks_approval_is_an_event_on_its_span_live() {
+    let (server, dir) = collector_and_plan();
+    dir.write(
+        "plan.json",
+        r#"{"schema_version": 1, "goal": "Trace a map",
+  "variables": [{"name": "LIST", "type": "json", "max_tokens": 100}],
+  "sub_tasks": [
+  {"id": "m", "description": "Each", "approval": {"before": "run", "message": "Look first"},
+   "map": {"over": "LIST", "as": "ITEM", "max_items": 5},
+   "tool_or_prompt": {"name": "inference", "params": {"prompt": "<untrusted-content>\n{{ITEM}}\n</untrusted-content>\nSay it."}}}
+]}"#,
+    );
+    let var = ["--var", r#"LIST=["x","y"]"#];
+    let otlp = ["--otlp", server.url.as_str(), var[0], var[1]];
+    let (held, _) = ctx_run(&dir, &server.url, &otlp, &[]);
+    assert_eq!(held.code, 6, "{}\n{}", held.stdout, held.stderr);
+    let run_id = held.run_id();
+    let approved = dir.run(&["runs", "approve", &run_id, "m", "--by", "ana"]);
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    server.clear();
+    let resume = [
+        "--otlp",
+        server.url.as_str(),
+        "--resume",
+        run_id.as_str(),
+        var[0],
+        var[1],
+    ];
+    let (resumed, _) = ctx_run(&dir, &server.url, &resume, &[]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let spans = server.spans();
+    let m = spans.iter().find(|s| s.name == "task m").cloned();
+    let m = m.unwrap_or_else(|| panic!("no span of the map task: {spans:#?}"));
+    let e = m.events.iter().find(|e| e.name == "ctx.approval").cloned();
+    let e = e.unwrap_or_else(|| panic!("no ctx.approval event on {m:#?}"));
+    assert!(
+        matches!(attr(&e.attributes, "ctx.approval.by"), Some(AnyValue::StringValue(s)) if s == "ana"),
+        "{e:#?}"
+    );
+    assert!(
+        matches!(attr(&m.attributes, "ctx.task.status"), Some(AnyValue::StringValue(s)) if s == "completed"),
+        "the span closes at the join with the map's status: {m:#?}"
+    );
+    let items = spans
+        .iter()
+        .filter(|s| s.name.starts_with("task m["))
+        .count();
+    assert_eq!(items, 2, "each item keeps its own span");
+}

@@ -167,7 +167,7 @@ fn timed_out(limit: Duration, took: Duration) -> EngineError {
             outcome: CallOutcome::Timeout,
             error: Some(message.clone()),
             backoff_ms: None,
-            batch_id: None,
+            ..ctx_model::Attempt::default()
         }],
         message,
     }

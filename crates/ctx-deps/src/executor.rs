@@ -1093,6 +1093,9 @@ struct RunState {
     announced: Vec<bool>,
     /// Per task: the approval its gate was opened by, for its span.
     approvals: Vec<Option<ctx_model::approval::Decision>>,
+    /// Each expanded map task's span, open from its expansion to its join
+    /// (a map task calls no engine, so no job holds its span).
+    map_spans: HashMap<usize, tracing::Span>,
 }
 
 impl RunState {
@@ -1115,6 +1118,7 @@ impl RunState {
             held: Vec::new(),
             announced: vec![false; n],
             approvals: vec![None; n],
+            map_spans: HashMap::new(),
             ctx,
         }
     }

@@ -38,14 +38,17 @@ impl Executor {
         progress(&ProgressEvent::Started {
             task_id: task.id.clone(),
         });
+        let span = map_span(run, i);
         let items = match expand_map(task, map_source(run, i)) {
             Ok(items) => items,
             Err(e) => {
                 let mut r = TaskExecutionResult::new(&task.id, TaskStatus::Failed);
                 r.error = Some(format!("map task `{}`: {e}", task.id));
+                crate::spans::record_task(&span, &r);
                 return self.settle(run, i, r, false, progress).await;
             }
         };
+        run.map_spans.insert(i, span);
         let before = ctx.graph.len();
         let hashes = item_hashes(run, &items);
         let plan = plan_with_items(&ctx.plan, i, items);
@@ -198,8 +201,20 @@ impl Executor {
             .filter_map(|(k, _)| run.results[k].as_ref())
             .collect();
         let r = join_result(&ctx.plan.sub_tasks[i], &items);
+        // Closing the span ends it at the join.
+        if let Some(span) = run.map_spans.remove(&i) {
+            crate::spans::record_task(&span, &r);
+        }
         self.settle(run, i, r, false, progress).await
     }
+}
+
+/// Map task `i`'s span, opened as it expands, with the approval its
+/// gate was opened by (a `ctx.approval` event, as a task's job puts on
+/// its own span).
+fn map_span(run: &mut RunState, i: usize) -> tracing::Span {
+    let approval = run.approvals[i].take();
+    crate::gates::approved_span(run.ctx.graph.id(i), approval.as_ref())
 }
 
 /// The output map task `i` is mapped over: its `over` dependency's, when

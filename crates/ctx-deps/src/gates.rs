@@ -126,6 +126,18 @@ pub fn rejected_result(task_id: &str, d: &Decision) -> ctx_model::TaskExecutionR
     r
 }
 
+/// Task `task_id`'s span, opened with the approval `d` its `before: run`
+/// gate was opened by as an event on it: a map task's, which no job
+/// holds (the executor keeps it open to the map's join; a shared store's
+/// worker closes it when the expansion's turn ends).
+pub fn approved_span(task_id: &str, d: Option<&Decision>) -> tracing::Span {
+    let span = crate::spans::task_span(task_id);
+    if let Some(d) = d {
+        span.in_scope(|| decision_event(d));
+    }
+    span
+}
+
 /// A decision as an event on the task's span (`ctx.approval`).
 pub(crate) fn decision_event(d: &Decision) {
     tracing::info!(

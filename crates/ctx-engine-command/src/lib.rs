@@ -301,7 +301,7 @@ impl InferenceEngine for CommandEngine {
                         outcome,
                         error: Some(message.clone()),
                         backoff_ms: None,
-                        batch_id: None,
+                        ..Attempt::default()
                     }],
                     message,
                 }),

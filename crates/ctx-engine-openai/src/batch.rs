@@ -1149,6 +1149,7 @@ pub(crate) fn outcome_of(line: &Value, sent: &Sent, batch: &str) -> Result<Batch
     }
     let attempts = vec![Attempt {
         batch_id: Some(batch.to_string()),
+        service_tier: Some(ServiceTier::Batch),
         ..Attempt::ok(sent.attempt, 0)
     }];
     let mut response = sent
@@ -1175,8 +1176,8 @@ fn failed(
         duration_ms: 0,
         outcome,
         error: Some(message.clone()),
-        backoff_ms: None,
         batch_id: Some(batch.to_string()),
+        ..Attempt::default()
     };
     BatchOutcome::Failed {
         error: EngineError {
@@ -1435,9 +1436,10 @@ pub(crate) mod tests {
         assert_eq!((usage.prompt_tokens, usage.completion_tokens), (13, 5));
         let in_batch = Attempt {
             batch_id: server.batch_ids().first().cloned(),
+            service_tier: Some(ServiceTier::Batch),
             ..Attempt::ok(1, 0)
         };
-        assert_eq!(a.attempts, [in_batch], "the call names its batch");
+        assert_eq!(a.attempts, [in_batch], "the call names its batch and tier");
         let bills = server.bills();
         assert_eq!(bills.len(), 2);
         assert!(bills.iter().all(|b| b.service_tier == "batch"));

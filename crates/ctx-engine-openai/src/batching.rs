@@ -35,6 +35,7 @@ use ctx_engine::{
     BatchLedger, BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
     Observer,
 };
+use ctx_model::TierFallback;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
@@ -467,7 +468,7 @@ async fn resolve(
     outcome: BatchOutcome,
     reply: Reply,
 ) -> bool {
-    let (batch_attempts, reason) = match outcome {
+    let (batch_attempts, reason, why) = match outcome {
         BatchOutcome::Answered(response) => return reply.send(Ok(response)).is_ok(),
         BatchOutcome::Failed {
             error,
@@ -476,8 +477,12 @@ async fn resolve(
         BatchOutcome::Failed {
             error,
             retryable: true,
-        } => (error.attempts.clone(), Err(error)),
-        BatchOutcome::NotAnswered => (Vec::new(), Ok(())),
+        } => (
+            error.attempts.clone(),
+            Err(error),
+            TierFallback::BatchFailed,
+        ),
+        BatchOutcome::NotAnswered => (Vec::new(), Ok(()), TierFallback::BatchLate),
     };
     // The caller stopped waiting (a task timeout, a stopped run): a
     // real-time call now would be spent for nothing.
@@ -494,9 +499,11 @@ async fn resolve(
         return reply.send(Err(error)).is_ok();
     };
     let used = u32::try_from(batch_attempts.len()).unwrap_or(u32::MAX);
+    // Each real-time call is marked with why it paid the standard price.
     let renumber = |mut later: Vec<ctx_model::Attempt>| {
         for attempt in &mut later {
             attempt.number = attempt.number.saturating_add(used);
+            attempt.tier_fallback = Some(why);
         }
         [batch_attempts.clone(), later].concat()
     };

@@ -230,6 +230,8 @@ impl OpenAiEngine {
         let tokens = CallTokens::of(request, &self.config.defaults);
         let max = self.config.retry.max_attempts;
         let mut attempts: Vec<Attempt> = Vec::new();
+        // Set once flex had no capacity and the request went standard.
+        let mut tier_fallback = None;
         for number in used.saturating_add(1)..=max {
             self.pace(&request.task_id, tokens.reserved).await;
             let started = Instant::now();
@@ -244,18 +246,20 @@ impl OpenAiEngine {
             let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             match result {
                 Ok(completion) => {
-                    attempts.push(Attempt::ok(number, duration_ms));
+                    attempts.push(Attempt {
+                        service_tier: completion.service_tier,
+                        tier_fallback,
+                        ..Attempt::ok(number, duration_ms)
+                    });
                     return Ok(tokens.response(completion, model, attempts, started));
                 }
                 Err(failure) => {
                     let message = self.redact(&failure.message);
                     if !failure.retryable || number == max {
+                        let failed = failed_attempt(number, duration_ms, &message, None);
                         attempts.push(Attempt {
-                            number,
-                            duration_ms,
-                            outcome: failure.outcome,
-                            error: Some(message.clone()),
-                            ..Attempt::default()
+                            tier_fallback,
+                            ..failed(failure.outcome)
                         });
                         let message = if number > 1 {
                             format!("{message} (gave up after {number} attempts)")
@@ -265,14 +269,8 @@ impl OpenAiEngine {
                         return Err(EngineError { message, attempts });
                     }
                     let delay = retry::delay(&self.config.retry, number, failure.hint);
-                    attempts.push(Attempt {
-                        number,
-                        duration_ms,
-                        outcome: failure.outcome.clone(),
-                        error: Some(message),
-                        backoff_ms: Some(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
-                        ..Attempt::default()
-                    });
+                    let failed = failed_attempt(number, duration_ms, &message, Some(delay));
+                    attempts.push(failed(failure.outcome.clone()));
                     self.emit(EngineEvent::Retrying {
                         task_id: request.task_id.clone(),
                         failed_attempt: number,
@@ -281,8 +279,9 @@ impl OpenAiEngine {
                         outcome: failure.outcome,
                     });
                     tokio::time::sleep(delay).await;
-                    if failure.unavailable && number + 1 == max {
-                        self.fall_back_from_flex(&request.task_id, max, &mut body);
+                    let last = failure.unavailable && number + 1 == max;
+                    if last && self.fall_back_from_flex(&request.task_id, max, &mut body) {
+                        tier_fallback = Some(ctx_model::TierFallback::FlexUnavailable);
                     }
                 }
             }
@@ -297,18 +296,20 @@ impl OpenAiEngine {
     /// Before a call's last attempt, when flex had no capacity on the ones
     /// before: with `--flex-fallback standard` the request `body` goes at
     /// the standard tier instead ([`crate::FlexFallback`]). A request that
-    /// did not ask for flex is left as it is.
-    fn fall_back_from_flex(&self, task_id: &str, attempt: u32, body: &mut Vec<u8>) {
+    /// did not ask for flex is left as it is. Whether it fell back.
+    fn fall_back_from_flex(&self, task_id: &str, attempt: u32, body: &mut Vec<u8>) -> bool {
         if self.config.flex_fallback != crate::FlexFallback::Standard {
-            return;
+            return false;
         }
-        if let Some(standard) = wire::at_standard_tier(body) {
-            *body = standard;
-            self.emit(EngineEvent::FlexFallback {
-                task_id: task_id.to_string(),
-                attempt,
-            });
-        }
+        let Some(standard) = wire::at_standard_tier(body) else {
+            return false;
+        };
+        *body = standard;
+        self.emit(EngineEvent::FlexFallback {
+            task_id: task_id.to_string(),
+            attempt,
+        });
+        true
     }
 
     /// The request's JSON body: the prompt, the model and the task's
@@ -1003,6 +1004,27 @@ fn error_chain(error: &reqwest::Error) -> String {
 fn assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<OpenAiEngine>();
+}
+
+/// A failed call's record, given its outcome: attempt `number`, which
+/// took `duration_ms` and failed with `message`, waited `backoff` before
+/// the next.
+fn failed_attempt(
+    number: u32,
+    duration_ms: u64,
+    message: &str,
+    backoff: Option<std::time::Duration>,
+) -> impl FnOnce(ctx_model::CallOutcome) -> Attempt {
+    let error = Some(message.to_string());
+    let backoff_ms = backoff.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    move |outcome| Attempt {
+        number,
+        duration_ms,
+        outcome,
+        error,
+        backoff_ms,
+        ..Attempt::default()
+    }
 }
 
 #[cfg(test)]

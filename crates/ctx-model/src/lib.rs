@@ -126,6 +126,6 @@ pub use plan::*;
 pub use published::Published;
 pub use result::*;
 pub use schema::*;
-pub use service_tier::ServiceTier;
+pub use service_tier::{ServiceTier, TierFallback};
 pub use validate::*;
 pub use variables::{Class, HISTORICAL_CONTEXT, HistorySettings, Variable, VariableType};

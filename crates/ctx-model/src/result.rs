@@ -446,6 +446,18 @@ pub struct Attempt {
     /// for a real-time call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_id: Option<String>,
+    /// The tier the server says it billed this call at, when the call
+    /// answered and the server said (`batch` for a batch API's answer).
+    /// The task's usage keeps the tier of the call that gave its output;
+    /// this keeps each call's, so a task whose check failed once shows
+    /// both of its answers' tiers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<crate::ServiceTier>,
+    /// Why this call went at the standard tier when a cheaper one was
+    /// asked for (a batch that did not answer in time, a flex request
+    /// with no capacity); `None` for a call that went as asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier_fallback: Option<crate::TierFallback>,
 }
 
 impl Attempt {
@@ -460,6 +472,8 @@ impl Attempt {
             error: None,
             backoff_ms: None,
             batch_id: None,
+            service_tier: None,
+            tier_fallback: None,
         }
     }
 

@@ -86,6 +86,55 @@ impl<'de> Deserialize<'de> for ServiceTier {
     }
 }
 
+/// Why a call went at the standard tier (and price) when a cheaper one
+/// was asked for: recorded on the call ([`crate::Attempt::tier_fallback`])
+/// so the run's report can mark it and `ctx runs export` can list it.
+///
+/// Why a record of its own and not the tier alone: a call answered at
+/// `default` says what it cost, not that it was meant to cost half. The
+/// reader of a weekly run's report asks "what did we pay full price for,
+/// and why"; only the engine that fell back knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TierFallback {
+    /// Sent in a batch that had not answered it when `--batch-deadline`
+    /// passed (or that ended without answering it): cancelled there and
+    /// sent as a real-time call.
+    BatchLate,
+    /// Failed inside its batch in a way the real-time rules retry (a 5xx,
+    /// a request the batch expired before it ran): retried real-time.
+    BatchFailed,
+    /// Asked for `flex`, which had no capacity on the call's earlier
+    /// attempts: sent at the standard tier (`--flex-fallback standard`).
+    FlexUnavailable,
+}
+
+impl TierFallback {
+    /// The fallback's name as stored and exported.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TierFallback::BatchLate => "batch_late",
+            TierFallback::BatchFailed => "batch_failed",
+            TierFallback::FlexUnavailable => "flex_unavailable",
+        }
+    }
+
+    /// In words, for a report: why the call paid the standard price.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TierFallback::BatchLate => "its batch had not answered by the deadline: sent real-time",
+            TierFallback::BatchFailed => "it failed in its batch: retried real-time",
+            TierFallback::FlexUnavailable => "flex had no capacity: sent at the standard tier",
+        }
+    }
+}
+
+impl std::fmt::Display for TierFallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +158,21 @@ mod tests {
             serde_json::from_str::<ServiceTier>("\"turbo\"").unwrap(),
             ServiceTier::Unrecognized
         );
+    }
+
+    #[test]
+    fn fallbacks_are_stored_by_their_names() {
+        for fallback in [
+            TierFallback::BatchLate,
+            TierFallback::BatchFailed,
+            TierFallback::FlexUnavailable,
+        ] {
+            let json = serde_json::to_string(&fallback).unwrap();
+            assert_eq!(json, format!("\"{fallback}\""));
+            assert_eq!(
+                serde_json::from_str::<TierFallback>(&json).unwrap(),
+                fallback
+            );
+        }
     }
 }

@@ -552,6 +552,9 @@ mod tests {
             outcome: crate::input::AttemptOutcome::Success,
             class: None,
             error: None,
+            batch_id: None,
+            service_tier: None,
+            tier_fallback: None,
         }];
         let mut input = run(vec![task("a", &[], Some((1_200, 1_500))), b]);
         input.started_at = Some(Timestamp::from_unix_ms(1_000));

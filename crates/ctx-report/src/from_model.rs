@@ -81,6 +81,9 @@ pub fn attempts(list: &[Attempt], start: Option<Timestamp>) -> Vec<AttemptReport
                 outcome,
                 class: Some(a.outcome.to_string()),
                 error: a.error.clone(),
+                batch_id: a.batch_id.clone(),
+                service_tier: a.service_tier,
+                tier_fallback: a.tier_fallback,
             }
         })
         .collect()
@@ -187,7 +190,7 @@ mod tests {
             outcome: outcome.into(),
             error: (outcome != "ok").then(|| format!("{outcome} happened")),
             backoff_ms: backoff,
-            batch_id: None,
+            ..Attempt::default()
         }
     }
 

@@ -479,7 +479,21 @@ pub struct AttemptReport {
     /// The failure's message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The provider batch the call went in (`ctx run --batch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<String>,
+    /// The tier the server says it billed the call at, when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<ServiceTier>,
+    /// Why the call went at the standard tier when a cheaper one was
+    /// asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier_fallback: Option<TierFallback>,
 }
+
+/// The tier a call was billed at, and why a call fell back to the
+/// standard tier (the vocabulary's types).
+pub use ctx_model::{ServiceTier, TierFallback};
 
 /// JSON that is not a [`RunReportInput`].
 #[derive(Debug, thiserror::Error)]
@@ -567,6 +581,9 @@ mod tests {
             outcome: AttemptOutcome::Success,
             class: Some("ok".into()),
             error: None,
+            batch_id: Some("batch_1".into()),
+            service_tier: Some(ServiceTier::Batch),
+            tier_fallback: None,
         });
         let input = RunReportInput {
             run_id: "r".into(),

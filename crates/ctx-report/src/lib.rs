@@ -62,6 +62,6 @@ pub use analysis::Analysis;
 pub use html::render_html;
 pub use input::{
     AttemptOutcome, AttemptReport, CheckAttemptReport, CheckReport, Decision, DependencyCut,
-    FallbackNote, FallbackTaskNote, InputError, Published, RunReportInput, RunStatus, TaskReport,
-    TaskState, Timestamp, TimestampError,
+    FallbackNote, FallbackTaskNote, InputError, Published, RunReportInput, RunStatus, ServiceTier,
+    TaskReport, TaskState, TierFallback, Timestamp, TimestampError,
 };

@@ -1,8 +1,11 @@
 //! The timeline (Gantt chart) as inline SVG: one row per task, ordered by
 //! start; one bar per started task from its start to its end, coloured by
 //! state; a marker where an engine call was retried or an output failed a
-//! check; the run's actual critical path outlined and its waits drawn as
-//! dashed links; a "now" line for a run still in progress.
+//! check, and below the bar where a call went in a provider batch, was
+//! billed at the flex tier or fell back to the standard tier; a flag where
+//! an approval gate was decided; the run's actual critical path outlined
+//! and its waits drawn as dashed links; a "now" line for a run still in
+//! progress.
 //!
 //! Plain rectangles, paths and text only (no filters, no gradients), so the
 //! browser draws 2,000 rows without effort. Each bar links to the task's
@@ -16,7 +19,9 @@ use crate::analysis::{Analysis, Span};
 use crate::escape::truncate;
 use crate::format::{axis, duration, px, tick_step};
 use crate::groups::{grouped_order, parents};
-use crate::input::{AttemptOutcome, RunReportInput, RunStatus, TaskReport};
+use crate::input::{
+    AttemptOutcome, AttemptReport, RunReportInput, RunStatus, ServiceTier, TaskReport, Timestamp,
+};
 
 const LABEL_W: f64 = 190.0;
 const CHART_W: f64 = 900.0;
@@ -86,14 +91,24 @@ pub(crate) struct Bar {
     pub(crate) marks: Vec<Mark>,
 }
 
-/// A marker where an engine call was retried (`retry`) or its output
-/// failed a check (`check`).
+/// A marker on a bar: above it where an engine call was retried
+/// (`retry`) or its output failed a check (`check`); below it where a
+/// call went in a provider batch (`batch`), was billed at the flex tier
+/// (`flex`) or paid the standard price after a cheaper tier did not
+/// serve it (`fallback`).
 pub(crate) struct Mark {
     pub(crate) kind: &'static str,
     pub(crate) shape: String,
-    pub(crate) number: u32,
-    pub(crate) outcome: &'static str,
-    pub(crate) class: Option<String>,
+    /// The marker's tooltip (escaped by the template).
+    pub(crate) title: String,
+}
+
+/// A decision on an approval gate, on its task's row at the time it was
+/// recorded: a flag (`approve` or `reject`).
+pub(crate) struct DecisionMark {
+    pub(crate) verdict: &'static str,
+    pub(crate) shape: String,
+    pub(crate) title: String,
 }
 
 impl<'a> Timeline<'a> {
@@ -262,12 +277,26 @@ impl<'a> Timeline<'a> {
     }
 
     /// The markers of `task`'s calls on row `r`, inside its bar's `span`
-    /// of x: a retried call (an error that was not the last call counts)
-    /// or an output that failed a check, at the call's end.
+    /// of x, at each call's end: above the bar, a retried call (an error
+    /// that was not the last call counts) or an output that failed a
+    /// check; below it, the call's tier ([`tier_mark`]).
     fn marks(&self, r: usize, task: &TaskReport, (from, to): (f64, f64)) -> Vec<Mark> {
         let last = task.attempts.len().saturating_sub(1);
         let mut marks = Vec::new();
         for (k, at) in task.attempts.iter().enumerate() {
+            let Some(end) = at.ended_at else { continue };
+            let mx = self
+                .x_of(end.unix_ms().saturating_sub(self.a.origin_ms))
+                .clamp(from, to);
+            if let Some((kind, title)) = tier_mark(at) {
+                let my = self.y_of(r) + ROW_H - 1.0;
+                let shape = match kind {
+                    "batch" => format!("M{} {}h6v-6h-6z", px(mx - 3.0), px(my)),
+                    "flex" => format!("M{} {}l3 -3l-3 -3l-3 3z", px(mx), px(my)),
+                    _ => format!("M{} {}h8l-4 -7z", px(mx - 4.0), px(my)),
+                };
+                marks.push(Mark { kind, shape, title });
+            }
             let kind = match at.outcome {
                 AttemptOutcome::Retry => "retry",
                 AttemptOutcome::CheckFailure => "check",
@@ -275,29 +304,126 @@ impl<'a> Timeline<'a> {
                 AttemptOutcome::Error if k == last => continue,
                 AttemptOutcome::Error => "retry",
             };
-            let Some(end) = at.ended_at else { continue };
-            let mx = self
-                .x_of(end.unix_ms().saturating_sub(self.a.origin_ms))
-                .clamp(from, to);
             let my = self.y_of(r) + 1.0;
             let shape = if kind == "check" {
                 format!("M{} {}l3.5 3.5l-3.5 3.5l-3.5-3.5z", px(mx), px(my))
             } else {
                 format!("M{} {}l4 7h-8z", px(mx), px(my))
             };
-            marks.push(Mark {
-                kind,
+            let mut title = format!("attempt {}: {}", at.number, at.outcome.label());
+            if let Some(class) = &at.class {
+                let _ = write!(title, " ({class})");
+            }
+            marks.push(Mark { kind, shape, title });
+        }
+        marks
+    }
+
+    /// The decisions on the run's gates, each on its task's row at the
+    /// time it was recorded (clamped into the axis: a decision taken
+    /// after the run's last task ended sits at the axis's end, its title
+    /// giving the time). A decision whose task is not in the run, or
+    /// whose time does not parse, is listed in the decisions' table only.
+    pub(crate) fn decisions(&self) -> Vec<DecisionMark> {
+        let mut marks = Vec::new();
+        for d in &self.input.decisions {
+            let Some(i) = self.input.tasks.iter().position(|t| t.id == d.task_id) else {
+                continue;
+            };
+            let Ok(at) = Timestamp::parse_rfc3339(&d.at) else {
+                continue;
+            };
+            let ms = at
+                .unix_ms()
+                .saturating_sub(self.a.origin_ms)
+                .clamp(0, self.wall);
+            let (x, y) = (self.x_of(ms), self.y_of(self.row_of[i]) + 1.0);
+            let shape = format!(
+                "M{} {}h1.5v{}h-1.5zM{} {}l6 3l-6 3z",
+                px(x - 0.75),
+                px(y),
+                px(ROW_H - 2.0),
+                px(x + 0.75),
+                px(y)
+            );
+            let verdict = d.verdict.as_str();
+            let mut title = format!(
+                "{} before {} by {} at {}",
+                if verdict == "approve" {
+                    "approved"
+                } else {
+                    "rejected"
+                },
+                d.stage.as_str(),
+                d.by,
+                d.at
+            );
+            if let Some(note) = &d.note {
+                let _ = write!(title, ": {note}");
+            }
+            marks.push(DecisionMark {
+                verdict,
                 shape,
-                number: at.number,
-                outcome: at.outcome.label(),
-                class: at.class.clone(),
+                title,
             });
         }
         marks
+    }
+
+    /// The legend's keys for the marks this run has beyond the ones
+    /// every timeline explains (`retry`, `check`): its tier marks and
+    /// its decisions, each once, in a fixed order.
+    pub(crate) fn extra_keys(&self) -> Vec<(&'static str, &'static str)> {
+        let tiers: Vec<&str> = self
+            .input
+            .tasks
+            .iter()
+            .flat_map(|t| &t.attempts)
+            .filter_map(|a| tier_mark(a).map(|(kind, _)| kind))
+            .collect();
+        // Only the decisions drawn: one whose task is not in the run is not.
+        let verdicts: Vec<&str> = self.decisions().iter().map(|d| d.verdict).collect();
+        [
+            ("batch", "call in a provider batch", &tiers),
+            ("flex", "call at the flex tier", &tiers),
+            ("fallback", "call fell back to the standard tier", &tiers),
+            ("approve", "gate approved", &verdicts),
+            ("reject", "gate rejected", &verdicts),
+        ]
+        .into_iter()
+        .filter(|(kind, _, seen)| seen.contains(kind))
+        .map(|(kind, label, _)| (kind, label))
+        .collect()
     }
 
     /// The "now" line's x, for a run still in progress.
     pub(crate) fn now(&self) -> Option<String> {
         (self.input.status == RunStatus::Running).then(|| px(self.x_of(self.wall)))
     }
+}
+
+/// The tier mark of call `at`, with its tooltip: `batch` for a call sent
+/// in a provider batch, `fallback` for one that paid the standard price
+/// because a cheaper tier did not serve it, `flex` for one billed at the
+/// flex tier; `None` for an ordinary call. A call has one at most: a
+/// batched call that failed is marked `batch`, and the real-time call
+/// after it `fallback`.
+fn tier_mark(at: &AttemptReport) -> Option<(&'static str, String)> {
+    let n = at.number;
+    if let Some(batch) = &at.batch_id {
+        let answered = if at.outcome == AttemptOutcome::Success {
+            ", answered at the batch tier"
+        } else {
+            ""
+        };
+        return Some(("batch", format!("attempt {n}: in batch {batch}{answered}")));
+    }
+    if let Some(why) = at.tier_fallback {
+        return Some((
+            "fallback",
+            format!("attempt {n}: standard tier: {}", why.describe()),
+        ));
+    }
+    (at.service_tier == Some(ServiceTier::Flex))
+        .then(|| ("flex", format!("attempt {n}: billed at the flex tier")))
 }

@@ -68,6 +68,9 @@ fn small_run() -> RunReportInput {
             outcome: AttemptOutcome::Retry,
             class: Some("http_429".into()),
             error: Some("rate limited".into()),
+            batch_id: None,
+            service_tier: None,
+            tier_fallback: None,
         },
         AttemptReport {
             number: 2,
@@ -76,6 +79,9 @@ fn small_run() -> RunReportInput {
             outcome: AttemptOutcome::Success,
             class: Some("ok".into()),
             error: None,
+            batch_id: None,
+            service_tier: None,
+            tier_fallback: None,
         },
     ];
     let mut b = TaskReport::new("summarize", TaskState::Failed);
@@ -103,6 +109,9 @@ fn small_run() -> RunReportInput {
         outcome: AttemptOutcome::Error,
         class: Some("exit_1".into()),
         error: Some("model crashed".into()),
+        batch_id: None,
+        service_tier: None,
+        tier_fallback: None,
     }];
     let mut c = TaskReport::new("publish", TaskState::Skipped);
     c.description = "Publish the summary.".into();
@@ -513,6 +522,10 @@ fn arb_task() -> impl Strategy<Value = TaskReport> {
                     },
                     class: Some(content.clone()),
                     error: None,
+                    // Every tier mark, with hostile text in the batch id.
+                    batch_id: retry.then(|| content.clone()),
+                    service_tier: Some(ctx_report::ServiceTier::Flex),
+                    tier_fallback: (!retry).then_some(ctx_report::TierFallback::BatchLate),
                 })
                 .collect();
             t.cost_usd = cost;
@@ -603,4 +616,80 @@ fn decisions_on_approval_gates_are_listed_escaped() {
     assert!(html.contains("&lt;b&gt;stale&lt;/b&gt; numbers"));
     let json = serde_json::to_string(&run).unwrap();
     assert_eq!(RunReportInput::from_json(&json, "run.json").unwrap(), run);
+}
+
+/// The timeline marks how each call was priced, below its bar: a call in
+/// a provider batch, one billed at the flex tier, one that fell back to
+/// the standard price; and each decision on an approval gate as a flag
+/// on its task's row at the decision's time. The legend names only the
+/// marks the run has.
+#[test]
+fn tier_and_decision_marks_on_the_timeline() {
+    use ctx_model::approval::{GateStage, Verdict};
+    use ctx_report::{ServiceTier, TierFallback};
+    let mut run = small_run();
+    let plain = render_html(&run);
+    for key in [
+        "key m-batch",
+        "key m-flex",
+        "key m-fallback",
+        "key m-approve",
+    ] {
+        assert!(!plain.contains(key), "{key} in a run without it");
+    }
+    let fetch = &mut run.tasks[0];
+    // The first call went in a batch and failed there; the second went
+    // real-time, at the standard price.
+    fetch.attempts[0].batch_id = Some("batch_<b>7".into());
+    fetch.attempts[1].tier_fallback = Some(TierFallback::BatchFailed);
+    fetch.attempts[1].service_tier = Some(ServiceTier::Default);
+    let summarize = &mut run.tasks[1];
+    summarize.attempts[0].service_tier = Some(ServiceTier::Flex);
+    run.decisions = vec![
+        ctx_report::Decision {
+            task_id: "summarize".into(),
+            stage: GateStage::Run,
+            verdict: Verdict::Approve,
+            by: "ana".into(),
+            // 2.0 s into the run: before summarize started.
+            at: "2026-11-30T10:00:02Z".into(),
+            note: Some("<i>go</i>".into()),
+            output_sha256: None,
+        },
+        ctx_report::Decision {
+            task_id: "no-such-task".into(),
+            stage: GateStage::Run,
+            verdict: Verdict::Reject,
+            by: "bo".into(),
+            at: "2026-11-30T10:00:01Z".into(),
+            note: Some("gone".into()),
+            output_sha256: None,
+        },
+    ];
+    let html = render_html(&run);
+    let timeline = section(&html, "<section id=\"timeline\">", "</section>");
+    insta::assert_snapshot!(timeline);
+    assert!(timeline.contains("attempt 1: in batch batch_&lt;b&gt;7</title>"));
+    assert!(
+        timeline.contains(
+            "attempt 2: standard tier: it failed in its batch: retried real-time</title>"
+        )
+    );
+    assert!(timeline.contains("attempt 1: billed at the flex tier</title>"));
+    assert!(timeline.contains(
+        "approved before run by ana at 2026-11-30T10:00:02Z: &lt;i&gt;go&lt;/i&gt;</title>"
+    ));
+    assert!(
+        !timeline.contains("rejected before run by bo"),
+        "no row for its task"
+    );
+    for key in [
+        "key m-batch",
+        "key m-flex",
+        "key m-fallback",
+        "key m-approve",
+    ] {
+        assert!(timeline.contains(key), "{key}");
+    }
+    assert!(!timeline.contains("key m-reject"));
 }

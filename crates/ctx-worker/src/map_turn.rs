@@ -25,6 +25,7 @@ use ctx_deps::map::{
     completed_items_by_hash, expand_map, item_hash, join_result, plan_with_items, take_stored,
 };
 use ctx_deps::{PlanGraph, TaskRunner};
+use ctx_model::approval::{Decision, Verdict};
 use ctx_model::map::parse_item_id;
 use ctx_model::{Plan, SubTask, TaskExecutionResult, TaskStatus};
 use ctx_store::StoredValue;
@@ -74,9 +75,15 @@ pub(crate) async fn map_turn(
             return join(store, claim, &task, &items, results).await;
         }
         // Its `before: run` gate holds the whole map: a rejection fails it
-        // before it expands (an approval let the claim take it).
-        if let Some(r) = rejected(store, claim, &task).await? {
-            return done(store, claim, r).await;
+        // before it expands (an approval let the claim take it, and is an
+        // event on the map task's span for this turn).
+        match decided(store, claim, &task).await? {
+            Some(d) if d.verdict == Verdict::Reject => {
+                let r = ctx_deps::gates::rejected_result(&task.id, &d);
+                return done(store, claim, r).await;
+            }
+            Some(d) => drop(ctx_deps::gates::approved_span(&task.id, Some(&d))),
+            None => {}
         }
         let source = match source_of(store, &claim.run_id, &plan, &task).await? {
             Ok(s) => s,
@@ -288,21 +295,20 @@ fn failed(task_id: &str, why: &str) -> TaskExecutionResult {
     r
 }
 
-/// The failed result of map task `task` when its `before: run` gate was
-/// rejected; `None` when it has no gate or was approved.
-async fn rejected(
+/// The decision that settled map task `task`'s `before: run` gate;
+/// `None` when it has no gate (or, as the claim says cannot happen, no
+/// decision).
+async fn decided(
     store: &PgStore,
     claim: &Claim,
     task: &ctx_model::SubTask,
-) -> Result<Option<TaskExecutionResult>, PgError> {
-    use ctx_model::approval::{GateStage, Verdict, gate, settling};
+) -> Result<Option<Decision>, PgError> {
+    use ctx_model::approval::{GateStage, gate, settling};
     if !gate(task).is_some_and(|a| a.before == GateStage::Run) {
         return Ok(None);
     }
     let decisions = store.decisions(&claim.run_id).await?;
-    Ok(settling(&decisions, &task.id, GateStage::Run, None)
-        .filter(|d| d.verdict == Verdict::Reject)
-        .map(|d| ctx_deps::gates::rejected_result(&task.id, d)))
+    Ok(settling(&decisions, &task.id, GateStage::Run, None).cloned())
 }
 
 #[cfg(test)]

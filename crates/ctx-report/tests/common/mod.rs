@@ -120,6 +120,9 @@ pub fn tetris_run(attack: bool) -> RunReportInput {
                 outcome,
                 class: Some(class.into()),
                 error: error.map(str::to_string),
+                batch_id: None,
+                service_tier: None,
+                tier_fallback: None,
             };
             t.attempts = match st.id.as_str() {
                 "3" => vec![
@@ -318,6 +321,9 @@ pub fn synthetic_run(n: usize, seed: u64) -> RunReportInput {
                 outcome,
                 class: Some(class.into()),
                 error: None,
+                batch_id: None,
+                service_tier: None,
+                tier_fallback: None,
             };
             t.attempts = match rng.next() % 100 {
                 0..=3 => vec![

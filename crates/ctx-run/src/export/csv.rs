@@ -24,7 +24,7 @@ use super::StoredRun;
 use crate::map_counts::MapCounts;
 
 /// The header row, in column order.
-pub const COLUMNS: [&str; 28] = [
+pub const COLUMNS: [&str; 30] = [
     "run_id",
     "task_id",
     "task_status",
@@ -53,6 +53,8 @@ pub const COLUMNS: [&str; 28] = [
     "map_failed",
     "service_tier",
     "batch_id",
+    "call_service_tier",
+    "tier_fallback",
 ];
 
 /// The run as CSV text (header, then rows in plan order, each task's calls
@@ -97,6 +99,8 @@ pub fn export_csv(run: &StoredRun) -> String {
                     .into(),
                 error: a.error.as_deref().map(text),
                 batch_id: text(call.batch_id.as_deref().unwrap_or_default()),
+                tier: call.service_tier.map_or("", |t| t.as_str()).into(),
+                tier_fallback: call.tier_fallback.map_or("", |f| f.as_str()).into(),
             };
             write_record(&mut out, row(&task_row, Some(cells), last));
         }
@@ -158,6 +162,10 @@ struct Call {
     error: Option<Cell>,
     /// The provider batch the call went in.
     batch_id: Cell,
+    /// The tier the server billed this call at.
+    tier: Cell,
+    /// Why the call went at the standard tier, if it fell back.
+    tier_fallback: Cell,
 }
 
 /// What every row of one task repeats: its run, its report, its map's
@@ -181,7 +189,7 @@ fn row(task: &TaskRow<'_>, call: Option<Call>, last: bool) -> Vec<Cell> {
     // A call's own error when the row is a call; the task's otherwise (and
     // on the last call of a task that failed without a call error).
     let task_error = t.error.as_deref().map(text);
-    let (call_cells, error, batch_id) = match call {
+    let (call_cells, error, call_tiers) = match call {
         Some(c) => {
             let error = c.error.or(if last { task_error } else { None });
             (
@@ -195,10 +203,10 @@ fn row(task: &TaskRow<'_>, call: Option<Call>, last: bool) -> Vec<Cell> {
                     c.backoff_ms,
                 ],
                 error,
-                c.batch_id,
+                [c.batch_id, c.tier, c.tier_fallback],
             )
         }
-        None => (Default::default(), task_error, Cell::default()),
+        None => (Default::default(), task_error, Default::default()),
     };
     let mut cells = vec![
         text(run_id),
@@ -236,8 +244,8 @@ fn row(task: &TaskRow<'_>, call: Option<Call>, last: bool) -> Vec<Cell> {
         count(|m| m.completed),
         count(|m| m.failed),
         tier.into(),
-        batch_id,
     ]);
+    cells.extend(call_tiers);
     cells
 }
 
