@@ -89,16 +89,10 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    // The proxy runs on a runtime of its own, apart from the claimers'.
-    let proxy_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("proxy runtime");
     let claim_url = if options.rtt.is_zero() {
         url.clone()
     } else {
-        proxy::start(&proxy_rt, &url, options.rtt)
+        proxy::start(&url, options.rtt)
     };
     println!(
         "{} tasks a run, {} rounds, round trip added {} µs, {}",
@@ -122,7 +116,6 @@ fn main() {
             budget.trips,
         );
     }
-    drop(proxy_rt);
     database(&server, &db, false);
 }
 

@@ -131,7 +131,8 @@ fn is_lost_statement(e: &PgError) -> bool {
 /// where a resume takes the run's row first; the statement, or the
 /// transaction, was rolled back whole and is tried again.
 fn is_deadlock(e: &PgError) -> bool {
-    e.code().is_some_and(|c| *c == SqlState::T_R_DEADLOCK_DETECTED)
+    e.code()
+        .is_some_and(|c| *c == SqlState::T_R_DEADLOCK_DETECTED)
 }
 
 fn is_auth(e: &PgError) -> bool {

@@ -63,10 +63,13 @@ fn register(
 /// The run's `budget_wait` flag, read by hand.
 fn budget_wait(url: &str, run: &str) -> Option<bool> {
     support::with_client(url, async |c| {
-        c.query_one("SELECT budget_wait FROM ctx_runs WHERE run_id = $1", &[&run])
-            .await
-            .unwrap()
-            .get(0)
+        c.query_one(
+            "SELECT budget_wait FROM ctx_runs WHERE run_id = $1",
+            &[&run],
+        )
+        .await
+        .unwrap()
+        .get(0)
     })
 }
 
@@ -224,7 +227,10 @@ fn a_budgeted_commit_wakes_workers_only_when_a_task_waits_for_budget() {
     while woke(Duration::from_millis(300)) {}
     // Nobody waits: a's commit settles its reservation silently.
     rt.block_on(store.complete(&a, &cost("a", 4))).unwrap();
-    assert!(!woke(Duration::from_millis(500)), "a commit nobody waits on");
+    assert!(
+        !woke(Duration::from_millis(500)),
+        "a commit nobody waits on"
+    );
     assert_eq!(budget_wait(&url, &run), None);
     // c does not fit beside b (4 + 4 + 4 > 9) and waits.
     let c = claim();
@@ -234,7 +240,10 @@ fn a_budgeted_commit_wakes_workers_only_when_a_task_waits_for_budget() {
         Reservation::Full { waiting: true }
     );
     assert!(rt.block_on(store.release_for_budget(&c)).unwrap());
-    assert!(!woke(Duration::from_millis(500)), "given back for the budget");
+    assert!(
+        !woke(Duration::from_millis(500)),
+        "given back for the budget"
+    );
     rt.block_on(store.complete(&b, &cost("b", 1))).unwrap();
     assert!(
         woke(Duration::from_secs(5)),
@@ -242,7 +251,10 @@ fn a_budgeted_commit_wakes_workers_only_when_a_task_waits_for_budget() {
     );
     // Woken once: the next settling commit is silent again.
     let c = claim();
-    assert_eq!((c.task_id.as_str(), c.reserved), ("c", Some(Usd::from_picos(4))));
+    assert_eq!(
+        (c.task_id.as_str(), c.reserved),
+        ("c", Some(Usd::from_picos(4)))
+    );
     while woke(Duration::from_millis(300)) {}
     rt.block_on(store.complete(&c, &cost("c", 1))).unwrap();
     assert!(!woke(Duration::from_millis(500)), "woken twice");

@@ -223,7 +223,10 @@ impl SharedSession {
         // Each task's high end, priced here once, so that a claim reserves
         // it in its own statement (a plan the budget cannot bound is
         // refused before this; its workers would refuse it too).
-        let highs = match (settings.pricing.max_cost, settings.pricing.cost_options(&plan)) {
+        let highs = match (
+            settings.pricing.max_cost,
+            settings.pricing.cost_options(&plan),
+        ) {
             (Some(_), Ok(cost)) => crate::shared::high_ends(&plan, cost.model.as_ref()),
             _ => Vec::new(),
         };
