@@ -60,6 +60,13 @@ fn register(
     (p, run)
 }
 
+/// The next task of `run`, claimed by `w`.
+fn claim(rt: &tokio::runtime::Runtime, store: &PgStore, run: &str) -> Claim {
+    rt.block_on(store.claim(Some(run), "w", LEASE))
+        .unwrap()
+        .unwrap()
+}
+
 /// The run's `budget_wait` flag, read by hand.
 fn budget_wait(url: &str, run: &str) -> Option<bool> {
     support::with_client(url, async |c| {
@@ -99,10 +106,7 @@ fn a_claim_reserves_the_recorded_high_ends_while_they_fit() {
     );
     assert_eq!(held(), usd(8));
     // `c`'s 4 does not fit beside them: claimed with nothing reserved.
-    let c = rt
-        .block_on(store.claim(Some(&run), "w", LEASE))
-        .unwrap()
-        .unwrap();
+    let c = claim(&rt, &store, &run);
     assert_eq!((c.task_id.as_str(), c.reserved), ("c", None));
     assert_eq!(held(), usd(8));
     // `a` commits at 1: its 4 settled once, however often it is sent.
@@ -117,10 +121,7 @@ fn a_claim_reserves_the_recorded_high_ends_while_they_fit() {
     );
     assert_eq!(held(), usd(9));
     // `d` recorded no high end: its claim reserves nothing.
-    let d = rt
-        .block_on(store.claim(Some(&run), "w", LEASE))
-        .unwrap()
-        .unwrap();
+    let d = claim(&rt, &store, &run);
     assert_eq!((d.task_id.as_str(), d.reserved), ("d", None));
     assert_eq!(held(), usd(9));
     for (claim, id) in [(&two[1], "b"), (&c, "c")] {
@@ -146,11 +147,7 @@ fn a_claims_reservation_is_topped_up_or_given_back_whole() {
     let (p, run) = register(&rt, &store, &[Some(3), Some(3)], 10);
     let held = || rt.block_on(store.budget(&run)).unwrap().unwrap().1;
     let usd = Usd::from_picos;
-    let claim = || {
-        rt.block_on(store.claim(Some(&run), "w", LEASE))
-            .unwrap()
-            .unwrap()
-    };
+    let claim = || claim(&rt, &store, &run);
     let a = claim();
     assert_eq!(a.reserved, Some(usd(3)));
     assert_eq!(
@@ -218,11 +215,7 @@ fn a_budgeted_commit_wakes_workers_only_when_a_task_waits_for_budget() {
         rt.block_on(async { tokio::time::timeout(limit, listener.ready()).await.is_ok() })
     };
     assert!(woke(Duration::from_secs(10)), "no wake-up on connecting");
-    let claim = || {
-        rt.block_on(store.claim(Some(&run), "w", LEASE))
-            .unwrap()
-            .unwrap()
-    };
+    let claim = || claim(&rt, &store, &run);
     let (a, b) = (claim(), claim());
     while woke(Duration::from_millis(300)) {}
     // Nobody waits: a's commit settles its reservation silently.
