@@ -39,6 +39,12 @@ pub struct Claim {
     /// worker reserves the task's high end in it before the engine runs
     /// ([`PgStore::reserve`]). `None`: the run has no budget.
     pub budget: Option<Usd>,
+    /// What the claim reserved in that budget (the high end the task's
+    /// row recorded, schema 12): the worker tops it up to its own high
+    /// end when that is larger, and reserves nothing more otherwise.
+    /// `None`: nothing was reserved (no budget, no high end recorded, or
+    /// the run's did not fit at the claim).
+    pub reserved: Option<Usd>,
 }
 
 /// What happened to a result committed under a claim.
@@ -55,6 +61,13 @@ pub enum Commit {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// An amount a `numeric` column of a budget gave as text, in
+/// pico-dollars (`None`: NULL).
+fn picos(text: Option<String>) -> Option<Usd> {
+    text.and_then(|t| t.parse::<u128>().ok())
+        .map(Usd::from_picos)
 }
 
 /// A claim with what its task's prompt is assembled from: the latest
@@ -90,11 +103,21 @@ pub struct Claimed {
 /// from a store a newer ctx has migrated since it was opened (the rules
 /// this build follows may no longer be the store's; the empty claim's
 /// sweep then says so, [`PgStore::sweep`]).
+///
+/// Under a budget the claim reserves (schema 12): the high ends the
+/// taken tasks recorded (`high_picos`) are added to their run's
+/// `held_picos` under that row's lock, all of a run's at once and only
+/// while they fit its budget (the condition is checked again on the row
+/// as the lock finds it, so claims and commits at once never pass it),
+/// and each task's `reserved_picos` is marked in the same transaction.
+/// A task whose reservation was not taken here (no high end recorded,
+/// or the run's did not fit) is claimed with none: its worker reserves
+/// with [`PgStore::reserve`] as before.
 macro_rules! claim_sql {
     ($run:literal) => {
         concat!(
             "WITH ready AS (
-               SELECT run_id, task_id, priority, idx FROM ctx_tasks
+               SELECT run_id, task_id, priority, idx, high_picos FROM ctx_tasks
                 WHERE status = 'pending' AND pending_deps = 0
                   AND (gate IS NULL OR EXISTS (
                        SELECT 1 FROM ctx_decisions d
@@ -106,7 +129,7 @@ macro_rules! claim_sql {
                 LIMIT $5
                 FOR UPDATE SKIP LOCKED),
              lapsed AS (
-               SELECT run_id, task_id, priority, idx FROM ctx_tasks
+               SELECT run_id, task_id, priority, idx, high_picos FROM ctx_tasks
                 WHERE status = 'in_progress' AND lease_until < now()",
             $run,
             "
@@ -114,17 +137,27 @@ macro_rules! claim_sql {
                 LIMIT $5
                 FOR UPDATE SKIP LOCKED),
              c AS (
-               SELECT run_id, task_id FROM (SELECT * FROM ready UNION ALL SELECT * FROM lapsed) u
+               SELECT run_id, task_id, high_picos FROM (SELECT * FROM ready UNION ALL SELECT * FROM lapsed) u
                 ORDER BY priority DESC, run_id, idx
-                LIMIT $5)
+                LIMIT $5),
+             v AS (SELECT (SELECT m.schema_version FROM ctx_meta m) <= $6::int4 AS ok),
+             held AS (
+               UPDATE ctx_runs r SET held_picos = r.held_picos + w.picos
+                 FROM (SELECT run_id, sum(high_picos) AS picos FROM c
+                        WHERE high_picos IS NOT NULL GROUP BY run_id) w
+                WHERE r.run_id = w.run_id AND (SELECT ok FROM v)
+                  AND r.held_picos + w.picos <= r.budget_picos
+               RETURNING r.run_id)
              UPDATE ctx_tasks t
                 SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
                     lease_until = now() + $3::float8 * interval '1 millisecond',
                     started_at = now(), claim_seq = nextval('ctx_claim_seq'),
-                    engine = $4::text, reserved_picos = NULL
+                    engine = $4::text,
+                    reserved_picos = CASE WHEN EXISTS (SELECT 1 FROM held h WHERE h.run_id = c.run_id)
+                                          THEN c.high_picos END
                FROM c
               WHERE t.run_id = c.run_id AND t.task_id = c.task_id
-                AND (SELECT m.schema_version FROM ctx_meta m) <= $6::int4
+                AND (SELECT ok FROM v)
              RETURNING t.run_id, t.task_id, t.attempt,
                        (SELECT r.plan_hash FROM ctx_runs r WHERE r.run_id = t.run_id),
                        ARRAY(SELECT d.result_json FROM ctx_edges e
@@ -133,7 +166,8 @@ macro_rules! claim_sql {
                                 AND d.result_json IS NOT NULL
                               ORDER BY e.depends_on),
                        t.priority, t.idx, t.kept_json,
-                       (SELECT r.budget_picos::text FROM ctx_runs r WHERE r.run_id = t.run_id)"
+                       (SELECT r.budget_picos::text FROM ctx_runs r WHERE r.run_id = t.run_id),
+                       t.reserved_picos::text"
         )
     };
 }
@@ -158,25 +192,42 @@ pub enum Reservation {
     },
 }
 
-/// [`PgStore::reserve`]'s statement: the fence, the run's row within its
-/// budget, and the claim's mark, which its commit settles. Parameters:
-/// the claim (run, task, attempt, worker) and the amount in pico-dollars
-/// as text.
+/// [`PgStore::reserve`]'s statement: the fence (the task's row locked
+/// first, as a claim and a commit lock it before the run's), then the
+/// run's row locked and read as it is now, then, under that lock, the
+/// claim's reservation raised to the amount while what the run holds
+/// stays within its budget: the difference is added to the run's
+/// `held_picos`, and the task's mark, which its commit settles, is
+/// raised. When it does not fit, what the claim reserved is given back
+/// (nothing ran under it), the run's `budget_wait` turns true, so the
+/// next commit that settles a reservation wakes the workers, and a
+/// reservation given back wakes them at once. Parameters: the claim
+/// (run, task, attempt, worker) and the amount in pico-dollars as text.
+/// Returns whether the claim held, and whether it fits.
 const RESERVE: &str = "WITH t AS (
-       SELECT 1 FROM ctx_tasks
+       SELECT coalesce(reserved_picos, 0) AS had FROM ctx_tasks
         WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
-          AND status = 'in_progress' AND lease_until >= now()),
-     r AS (
-       UPDATE ctx_runs SET held_picos = held_picos + $5::text::numeric
-        WHERE run_id = $1 AND EXISTS (SELECT 1 FROM t)
-          AND (budget_picos IS NULL OR held_picos + $5::text::numeric <= budget_picos)
-        RETURNING 1),
+          AND status = 'in_progress' AND lease_until >= now()
+        FOR UPDATE),
+     b AS (
+       SELECT t.had, greatest($5::text::numeric - t.had, 0) AS more,
+              r.budget_picos IS NULL
+                OR r.held_picos + greatest($5::text::numeric - t.had, 0) <= r.budget_picos AS fits
+         FROM ctx_runs r, t WHERE r.run_id = $1
+        FOR UPDATE OF r),
+     held AS (
+       UPDATE ctx_runs SET
+              held_picos = CASE WHEN b.fits THEN held_picos + b.more ELSE held_picos - b.had END,
+              budget_wait = CASE WHEN b.fits THEN budget_wait ELSE true END
+         FROM b WHERE run_id = $1
+        RETURNING b.fits, b.had),
      m AS (
-       UPDATE ctx_tasks SET reserved_picos = $5::text::numeric
+       UPDATE ctx_tasks SET reserved_picos = CASE WHEN h.fits THEN greatest(h.had, $5::text::numeric) END
+         FROM held h
         WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
-          AND EXISTS (SELECT 1 FROM r)
-        RETURNING 1)
-     SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM m)";
+        RETURNING h.fits, h.had)
+     SELECT (SELECT count(*) FROM t), coalesce((SELECT fits FROM m), false),
+            (SELECT pg_notify('ctx_ready', $1) FROM m WHERE NOT m.fits AND m.had > 0)::text";
 
 /// Whether a reservation [`RESERVE`] refused may fit later: what the run
 /// holds, less the reservations of its live claims (which may settle at
@@ -319,10 +370,8 @@ impl PgStore {
                             attempt: r.get(2),
                             worker: worker.clone(),
                             plan_hash: r.get(3),
-                            budget: r
-                                .get::<_, Option<String>>(8)
-                                .and_then(|t| t.parse::<u128>().ok())
-                                .map(Usd::from_picos),
+                            budget: picos(r.get(8)),
+                            reserved: picos(r.get(9)),
                         },
                         inputs,
                         kept,
@@ -403,24 +452,27 @@ impl PgStore {
             let Some(row) = rows.first() else {
                 return Err(shared.no_run(&run_id));
             };
-            let picos = |text: Option<String>| {
-                text.and_then(|t| t.parse::<u128>().ok())
-                    .map(Usd::from_picos)
-            };
             Ok(picos(row.get(0)).map(|budget| (budget, picos(row.get(1)).unwrap_or(Usd::ZERO))))
         })
         .await
     }
 
-    /// Reserves `amount`, the claimed task's high end, in its run's budget
-    /// before its engine runs; the claim's commit settles it at the
-    /// task's cost ([`complete`](Self::complete)).
+    /// Raises `claim`'s reservation in its run's budget to `amount`, the
+    /// claimed task's high end by this worker's prices, before its engine
+    /// runs; the claim's commit settles it at the task's cost
+    /// ([`complete`](Self::complete)). The claim itself reserved the high
+    /// end its task's row recorded ([`Claim::reserved`]); this is the
+    /// reservation when it did not, or the top-up when the worker's high
+    /// end is larger.
     ///
     /// One statement: the run's row is updated only while what it holds
-    /// plus `amount` stays within its budget, so concurrent reservations
-    /// of many workers never pass it (each waits for the row and checks
-    /// again), and only while the claim is live, so a claim lost before
-    /// it reserves nothing and its task is never run under it.
+    /// plus what the reservation grows by stays within its budget, so
+    /// concurrent reservations and claims of many workers never pass it
+    /// (each waits for the row and checks again), and only while the
+    /// claim is live, so a claim lost before it reserves nothing and its
+    /// task is never run under it. When it does not fit, what the claim
+    /// reserved is given back in the same statement (nothing ran under
+    /// it): a refused reservation leaves the claim holding nothing.
     ///
     /// A reservation is settled once, by the first of: the claim's commit
     /// (at the result's cost); its late commit, refused by the fence but
@@ -456,11 +508,10 @@ impl PgStore {
                     &params,
                 )
                 .await?;
-            let count = |i: usize| rows.first().map_or(0, |r| r.get::<_, i64>(i));
-            if count(0) == 0 {
+            let Some(row) = rows.first().filter(|r| r.get::<_, i64>(0) == 1) else {
                 return Ok(Reservation::Lost);
-            }
-            if count(1) == 1 {
+            };
+            if row.get::<_, bool>(1) {
                 return Ok(Reservation::Reserved);
             }
             // Another statement, so another snapshot: a reservation that
@@ -498,15 +549,29 @@ impl PgStore {
     /// Gives back a claim whose task waits for its run's budget (its
     /// high end does not fit until live claims settle), as
     /// [`release`](Self::release) does but waking nobody: no worker could
-    /// run it now, and the commit that settles a reservation wakes them.
+    /// run it now, and the commit that settles a reservation wakes them
+    /// (the refused [`reserve`](Self::reserve) marked the run as waiting).
+    /// Nothing ran under the claim, so whatever it still reserved is
+    /// given back too (a refused reservation gave it back already).
     pub async fn release_for_budget(&self, claim: &Claim) -> Result<bool> {
         self.fenced(
             claim,
             "giving back",
-            "UPDATE ctx_tasks SET status = 'pending', claimed_by = NULL, lease_until = NULL
-              WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
-                AND status = 'in_progress'
-              RETURNING 1",
+            "WITH o AS (
+               SELECT reserved_picos AS had FROM ctx_tasks
+                WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+                  AND status = 'in_progress'
+                FOR UPDATE),
+             g AS (
+               UPDATE ctx_tasks SET status = 'pending', claimed_by = NULL, lease_until = NULL,
+                      reserved_picos = NULL
+                 FROM o
+                WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
+                RETURNING o.had),
+             b AS (
+               UPDATE ctx_runs SET held_picos = held_picos - g.had
+                 FROM g WHERE run_id = $1 AND g.had IS NOT NULL)
+             SELECT 1 FROM g",
             None,
         )
         .await
@@ -779,13 +844,18 @@ const COMMIT: &str = "WITH old AS (
                 WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
                   AND status = 'in_progress' AND lease_until >= now()
                 RETURNING task_id),
+             -- A run some task waits on (`budget_wait` true, set under
+             -- this row's lock by the reservation that did not fit) is
+             -- woken by this commit, and only then: the flag goes false,
+             -- which RETURNING reads as: it was true.
              budget AS (
                UPDATE ctx_runs r
                   SET held_picos = r.held_picos - o.reserved_picos
-                                   + coalesce($11::text::numeric, o.reserved_picos)
+                                   + coalesce($11::text::numeric, o.reserved_picos),
+                      budget_wait = CASE WHEN r.budget_wait THEN false END
                  FROM old o, done
                 WHERE r.run_id = $1 AND o.reserved_picos IS NOT NULL
-               RETURNING 1),
+               RETURNING r.budget_wait IS FALSE AS woke),
              hist AS (
                INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json, session)
                SELECT $1, $2, $3, $4, $5, true, $6, (SELECT session FROM ctx_runs WHERE run_id = $1)
@@ -814,10 +884,10 @@ const COMMIT: &str = "WITH old AS (
                     -- Idle workers wake when this commit makes a task
                     -- ready (delivered at commit; see `PgStore::listen`).
                     -- A settled reservation may make room for a task
-                    -- that waits for the budget.
+                    -- that waits for the budget, when one does.
                     (SELECT pg_notify('ctx_ready', $1)
                       WHERE EXISTS (SELECT 1 FROM released WHERE pending_deps = 0)
-                         OR EXISTS (SELECT 1 FROM budget))::text";
+                         OR EXISTS (SELECT 1 FROM budget WHERE woke))::text";
 
 /// [`COMMIT`]'s parameter types.
 const COMMIT_TYPES: [Type; 11] = [

@@ -126,6 +126,15 @@ fn is_lost_statement(e: &PgError) -> bool {
     })
 }
 
+/// Whether the server broke a lock cycle by failing this statement: a
+/// claim takes its tasks' rows, then its run's (to reserve the budget),
+/// where a resume takes the run's row first; the statement, or the
+/// transaction, was rolled back whole and is tried again.
+fn is_deadlock(e: &PgError) -> bool {
+    e.code()
+        .is_some_and(|c| *c == SqlState::T_R_DEADLOCK_DETECTED)
+}
+
 fn is_auth(e: &PgError) -> bool {
     e.code().is_some_and(|c| {
         *c == SqlState::INVALID_PASSWORD || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
@@ -263,6 +272,9 @@ impl Shared {
                     drop(client);
                     lost_statement = true;
                     retry = true;
+                }
+                Err(e) if is_deadlock(&e) && Instant::now() < deadline => {
+                    self.give_back_prepared(client, prepared);
                 }
                 Err(e) if is_disconnect(&e) => {
                     return Err(Error::Unreachable {

@@ -31,6 +31,11 @@ pub struct RegisterRun<'a> {
     /// task's high end in the run's row before the engine runs
     /// ([`PgStore::reserve`]), and its commit settles it.
     pub budget: Option<Usd>,
+    /// Each task's high end under `budget`, in plan order (`None`: not
+    /// known, or a map task, which calls no engine): what a claim of the
+    /// task reserves in the claim statement itself (schema 12), saving
+    /// the worker a round trip. Empty without a budget.
+    pub highs: &'a [Option<Usd>],
 }
 
 /// What [`PgStore::reopen_run`] applies.
@@ -62,6 +67,9 @@ pub struct Reopen<'a> {
     /// What the run holds already, from its earlier sessions, counts
     /// against it: a resumed run's budget covers the whole run.
     pub budget: Option<Usd>,
+    /// Each task's high end under `budget`, in plan order, as
+    /// [`RegisterRun::highs`] (replaces the stored).
+    pub highs: &'a [Option<Usd>],
 }
 
 enum Reopened {
@@ -110,13 +118,15 @@ struct TaskRows {
     prio: Vec<i64>,
     /// `run` for a task with a `before: run` gate, else NULL.
     gate: Vec<Option<String>>,
+    /// The task's high end in pico-dollars as text, else NULL.
+    high: Vec<Option<String>>,
     edge_from: Vec<String>,
     edge_to: Vec<String>,
     count: i32,
 }
 
 impl TaskRows {
-    fn of(plan: &Plan, priorities: &[u64]) -> TaskRows {
+    fn of(plan: &Plan, priorities: &[u64], highs: &[Option<Usd>]) -> TaskRows {
         let n = plan.sub_tasks.len();
         let mut rows = TaskRows {
             ids: Vec::with_capacity(n),
@@ -124,6 +134,7 @@ impl TaskRows {
             deps: Vec::with_capacity(n),
             prio: Vec::with_capacity(n),
             gate: Vec::with_capacity(n),
+            high: Vec::with_capacity(n),
             edge_from: Vec::new(),
             edge_to: Vec::new(),
             count: i32::try_from(n).unwrap_or(i32::MAX),
@@ -140,6 +151,7 @@ impl TaskRows {
                     .filter(|a| a.before == ctx_model::approval::GateStage::Run)
                     .map(|a| a.before.as_str().to_string()),
             );
+            rows.high.push(picos_text(highs.get(i).copied().flatten()));
             for d in &t.dependencies {
                 rows.edge_from.push(d.clone());
                 rows.edge_to.push(t.id.clone());
@@ -256,7 +268,7 @@ impl PgStore {
             .map_err(|e| self.shared.corrupt("(new)", "the plan".into(), e))?;
         let plan_hash = ctx_store::sha256_hex(plan_json.as_bytes());
         let inputs_json = inputs_json(&self.shared, "(new)", run.inputs)?;
-        let rows = TaskRows::of(run.plan, run.priorities);
+        let rows = TaskRows::of(run.plan, run.priorities, run.highs);
         let engine = run.engine.to_string();
         let source = run.plan_source.map(str::to_string);
         let budget = picos_text(run.budget);
@@ -278,11 +290,11 @@ impl PgStore {
                         )
                         .await?;
                         tx.execute(
-                            "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority, gate)
-                             SELECT $1, t.id, t.idx, 'pending', t.deps, t.prio, t.gate
-                               FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[], $6::text[])
-                                    AS t(id, idx, deps, prio, gate)",
-                            &[id, &rows.ids, &rows.idx, &rows.deps, &rows.prio, &rows.gate],
+                            "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority, gate, high_picos)
+                             SELECT $1, t.id, t.idx, 'pending', t.deps, t.prio, t.gate, t.high::numeric
+                               FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[], $6::text[], $7::text[])
+                                    AS t(id, idx, deps, prio, gate, high)",
+                            &[id, &rows.ids, &rows.idx, &rows.deps, &rows.prio, &rows.gate, &rows.high],
                         )
                         .await?;
                         tx.execute(
@@ -338,7 +350,7 @@ impl PgStore {
             .map_err(|e| self.shared.corrupt(run_id, "the plan".into(), e))?;
         let plan_hash = ctx_store::sha256_hex(plan_json.as_bytes());
         let inputs_json = inputs_json(&self.shared, run_id, reopen.inputs)?;
-        let rows = TaskRows::of(reopen.plan, reopen.priorities);
+        let rows = TaskRows::of(reopen.plan, reopen.priorities, reopen.highs);
         let rerun: Vec<String> = reopen.rerun.to_vec();
         let keep: Vec<String> = reopen.keep.to_vec();
         let fresh: Vec<String> = reopen.fresh.to_vec();
@@ -437,16 +449,17 @@ impl PgStore {
                             // below with the other re-runs).
                             tx.execute(
                                 "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority,
-                                        result_json, claim_seq, started_at, finished_at, engine, gate)
+                                        result_json, claim_seq, started_at, finished_at, engine, gate, high_picos)
                                  SELECT $1, t.id, t.idx, coalesce(d.status, 'pending'), t.deps, t.prio,
-                                        d.result_json, d.claim_seq, d.started_at, d.finished_at, d.engine, t.gate
-                                   FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[], $6::text[])
-                                        AS t(id, idx, deps, prio, gate)
+                                        d.result_json, d.claim_seq, d.started_at, d.finished_at, d.engine, t.gate,
+                                        t.high::numeric
+                                   FROM unnest($2::text[], $3::int[], $4::int[], $5::bigint[], $6::text[], $7::text[])
+                                        AS t(id, idx, deps, prio, gate, high)
                                    LEFT JOIN ctx_dropped d ON d.run_id = $1 AND d.task_id = t.id
                                  ON CONFLICT (run_id, task_id)
                                  DO UPDATE SET idx = excluded.idx, priority = excluded.priority,
-                                               gate = excluded.gate",
-                                &[&run_id, &rows.ids, &rows.idx, &rows.deps, &rows.prio, &rows.gate],
+                                               gate = excluded.gate, high_picos = excluded.high_picos",
+                                &[&run_id, &rows.ids, &rows.idx, &rows.deps, &rows.prio, &rows.gate, &rows.high],
                             )
                             .await?;
                             tx.execute(

@@ -340,10 +340,30 @@ CREATE UNIQUE INDEX ctx_decisions_once
     ON ctx_decisions (run_id, task_id, stage, coalesce(output_sha256, ''));
 "#,
     },
+    Migration {
+        version: 12,
+        sql: r#"
+-- A budget's reservation taken by the claim (issue 40). A task's
+-- high_picos is its high end under the run's budget, recorded by the
+-- session that registered or resumed the run (NULL: not known, a map
+-- task, or no budget): the claim statement adds the high ends of the
+-- tasks it takes to the run's held_picos under the run row's lock,
+-- only while they fit the budget, and marks each task's
+-- reserved_picos, in its one transaction. A worker whose own high end
+-- is larger tops the reservation up (PgStore::reserve).
+ALTER TABLE ctx_tasks ADD COLUMN high_picos numeric;
+-- Whether a task waits for the budget: true once a reservation did not
+-- fit (its task is given back until reservations settle); the next
+-- commit that settles a reservation wakes the workers (NOTIFY) and
+-- turns it false, the one after to NULL. Only a commit that finds it
+-- true notifies: commits under a budget nobody waits on send nothing.
+ALTER TABLE ctx_runs ADD COLUMN budget_wait boolean;
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 11;
+pub const SCHEMA_VERSION: i32 = 12;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {

@@ -125,6 +125,7 @@ fn claims_follow_readiness_and_the_critical_path() {
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     let a = rt
@@ -202,6 +203,7 @@ fn a_retried_task_keeps_its_first_start() {
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     // A claim gives the task its sequence number (reads need one).
@@ -247,6 +249,7 @@ fn concurrent_claimers_never_get_the_same_task() {
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     let mut got: Vec<String> = rt.block_on(async {
@@ -291,6 +294,7 @@ fn a_lapsed_lease_is_reclaimed_and_the_late_commit_refused() {
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     let short = Duration::from_millis(300);
@@ -365,6 +369,7 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             plan_source: Some("p.json"),
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     let a = rt
@@ -423,6 +428,7 @@ fn a_failure_skips_its_dependents_in_the_commit_and_closes_the_run() {
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     let r1 = rt
@@ -457,6 +463,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     for _ in 0..2 {
@@ -489,6 +496,7 @@ fn a_resume_with_a_changed_plan_waits_for_live_claims_and_keeps_dropped_results(
         fresh: &[],
         inputs: None,
         budget: None,
+        highs: &[],
     };
     let e = rt.block_on(store.reopen_run(&run, &reopen)).unwrap_err();
     assert!(matches!(e, Error::Busy { claimed: 1, .. }), "{e}");
@@ -548,6 +556,7 @@ fn a_listener_wakes_when_a_commit_makes_a_task_ready() {
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     assert!(woke(Duration::from_secs(5)), "no wake-up on registering");
@@ -739,6 +748,7 @@ fn claimed_map(
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     let src = rt
@@ -934,6 +944,7 @@ fn a_batch_claim_brings_each_tasks_dependency_results() {
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     let first = rt
@@ -1025,6 +1036,7 @@ fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents()
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     drain(&rt, &store, &run);
@@ -1039,6 +1051,7 @@ fn a_resume_keeps_results_aside_and_only_a_task_that_ran_clears_its_dependents()
         fresh: &[],
         inputs: None,
         budget: None,
+        highs: &[],
     };
     assert_eq!(rt.block_on(store.reopen_run(&run, &reopen)).unwrap(), 2);
     // Waiting, each has its kept result, which a resume reads as its
@@ -1202,6 +1215,7 @@ fn a_claims_prompt_is_written_once_its_call_has_run_a_while() {
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     let prompt_of = |id: &str| {
@@ -1267,6 +1281,7 @@ fn a_store_a_newer_ctx_migrated_meanwhile_is_claimed_from_no_more() {
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     support::sql(
@@ -1307,6 +1322,7 @@ fn register(
         plan_source: None,
         inputs: None,
         budget,
+        highs: &[],
     }))
     .unwrap()
 }
@@ -1456,6 +1472,7 @@ fn a_dead_claims_reservation_settles_at_what_its_attempt_stored() {
             fresh: &[],
             inputs: None,
             budget,
+            highs: &[],
         }
     }
     rt.block_on(store.reopen_run(&run, &reopen(&p, None, &[])))
@@ -1570,6 +1587,7 @@ fn a_gated_task_is_claimed_only_once_decided_and_one_decision_wins() {
             plan_source: None,
             inputs: None,
             budget: None,
+            highs: &[],
         }))
         .unwrap();
     let a = rt

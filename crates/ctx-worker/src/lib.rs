@@ -420,7 +420,11 @@ impl Worker {
                     let c = claim.clone();
                     let label = label.clone();
                     let handle = running.spawn(async move {
+                        // The claim reserved the high end the run
+                        // recorded; a larger one of this worker's prices
+                        // is topped up.
                         if let Some(amount) = reservation
+                            && c.reserved.is_none_or(|r| r < amount)
                             && let Some(end) = reserve(&store, &c, amount).await
                         {
                             return (c, end);
@@ -541,14 +545,17 @@ fn reservation_of(loaded: &Loaded, claim: &Claim) -> Option<Usd> {
     claim.budget?;
     let runner = &loaded.runner;
     let task = &runner.plan().sub_tasks[runner.graph().index_of(&claim.task_id)?];
+    high_end(loaded.model.as_deref()?, task)
+}
+
+/// What a claim of `task` reserves under a budget, by `model`'s prices:
+/// its high end. `None`: a map task (which calls no engine), or one that
+/// costs nothing (the dry run).
+pub fn high_end(model: &dyn CostModel, task: &ctx_model::SubTask) -> Option<Usd> {
     if task.map.is_some() {
         return None;
     }
-    loaded
-        .model
-        .as_ref()?
-        .bound(task)
-        .filter(|a| *a > Usd::ZERO)
+    model.bound(task).filter(|a| *a > Usd::ZERO)
 }
 
 /// Reserves `amount` for `claim` ([`PgStore::reserve`]). `None`: reserved,
@@ -737,6 +744,7 @@ mod tests {
             worker: "box-1".into(),
             plan_hash: "h".into(),
             budget: None,
+            reserved: None,
         }
     }
 

@@ -23,7 +23,7 @@ use ctx_store_sqlite::RunRoot;
 use tracing::Instrument;
 
 use crate::runs::open;
-use crate::shared::{Resume, SharedError, report, start};
+use crate::shared::{Resume, SharedError, StartBudget, report, start};
 use crate::{DEFAULT_LEASE, DEFAULT_POLL, Worker, WorkerEvent};
 
 /// Everything a shared run needs besides the plan and the engine. The
@@ -220,6 +220,16 @@ impl SharedSession {
         let mut settings = settings;
         let (fallback, hold) = take_period(&store, &mut plan, &mut settings, &label).await?;
         let workflow = ctx_run::workflow_name(&plan, settings.plan_source.as_deref());
+        // Each task's high end, priced here once, so that a claim reserves
+        // it in its own statement (a plan the budget cannot bound is
+        // refused before this; its workers would refuse it too).
+        let highs = match (
+            settings.pricing.max_cost,
+            settings.pricing.cost_options(&plan),
+        ) {
+            (Some(_), Ok(cost)) => crate::shared::high_ends(&plan, cost.model.as_ref()),
+            _ => Vec::new(),
+        };
         let started = start(
             &store,
             &plan,
@@ -230,7 +240,10 @@ impl SharedSession {
                 rerun: &settings.rerun,
             }),
             settings.inputs.as_ref(),
-            settings.pricing.max_cost,
+            settings.pricing.max_cost.map(|max_cost| StartBudget {
+                max_cost,
+                highs: &highs,
+            }),
         )
         .await;
         let started = match (started, &hold) {

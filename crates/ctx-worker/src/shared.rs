@@ -53,6 +53,29 @@ pub struct Resume<'a> {
     pub rerun: &'a [String],
 }
 
+/// A shared run's budget as [`start`] records it: `--max-cost`, and
+/// each task's high end under it, which a claim of the task reserves in
+/// its own statement ([`RegisterRun::highs`]).
+#[derive(Debug, Clone, Copy)]
+pub struct StartBudget<'a> {
+    /// The most the run may spend.
+    pub max_cost: ctx_cost::Usd,
+    /// Each task's high end, in plan order ([`high_ends`]).
+    pub highs: &'a [Option<ctx_cost::Usd>],
+}
+
+/// Each task's high end under a budget, in plan order: what a worker
+/// reserves before its engine runs ([`crate::high_end`]), priced here
+/// by the session that registers the run. A worker whose prices make a
+/// task's high end larger tops its claim's reservation up; a smaller
+/// one is settled at the task's cost all the same.
+pub fn high_ends(plan: &Plan, model: &dyn ctx_deps::CostModel) -> Vec<Option<ctx_cost::Usd>> {
+    plan.sub_tasks
+        .iter()
+        .map(|t| crate::high_end(model, t))
+        .collect()
+}
+
 /// A run that was registered, or resumed.
 #[derive(Debug, Clone)]
 pub struct SharedStart {
@@ -72,10 +95,10 @@ pub struct SharedStart {
 /// `plan` is stored as given: redact it first, workers run exactly what is
 /// stored. `label` is the engine label recorded and compared; `inputs`,
 /// what the plan was filled from, is recorded with the run; `budget`
-/// (`--max-cost`) is the run's from now on, which its workers reserve
-/// each task's high end in (a resumed run's covers what it holds from
-/// earlier sessions). Refuse a plan whose costs have no bound first
-/// (`RunPricing::cost_options`).
+/// (`--max-cost`) is the run's from now on, which its workers' claims
+/// reserve each task's high end in (a resumed run's covers what it
+/// holds from earlier sessions). Refuse a plan whose costs have no bound
+/// first (`RunPricing::cost_options`).
 pub async fn start(
     store: &PgStore,
     plan: &Plan,
@@ -83,9 +106,11 @@ pub async fn start(
     label: &str,
     resume: Option<Resume<'_>>,
     inputs: Option<&ctx_store::RunInputs>,
-    budget: Option<ctx_cost::Usd>,
+    budget: Option<StartBudget<'_>>,
 ) -> Result<SharedStart, SharedError> {
     let priorities = claim_priorities(plan)?;
+    let highs = budget.map_or(&[][..], |b| b.highs);
+    let budget = budget.map(|b| b.max_cost);
     let Some(Resume { run, rerun: asked }) = resume else {
         let run_id = store
             .register_run(&RegisterRun {
@@ -95,6 +120,7 @@ pub async fn start(
                 plan_source,
                 inputs,
                 budget,
+                highs,
             })
             .await?;
         return Ok(SharedStart {
@@ -132,6 +158,7 @@ pub async fn start(
                 fresh: &fresh,
                 inputs,
                 budget,
+                highs,
             },
         )
         .await?;

@@ -1,0 +1,255 @@
+//! A budget's reservation taken by the claim itself (schema 12), its
+//! top-up, its settlement, and the wake-up of a task waiting for the
+//! budget, against a real PostgreSQL (see tests/support).
+
+mod support;
+
+use std::time::Duration;
+
+use ctx_model::money::Usd;
+use ctx_model::{TaskExecutionResult, TaskStatus};
+use ctx_store_postgres::{
+    Claim, Commit, PgStore, RegisterRun, Reopen, Reservation, StoreOptions, StoreUrl,
+};
+use ctx_test_support::plan;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn open(url: &str) -> PgStore {
+    PgStore::open(
+        &StoreUrl::parse(url, |_| None).unwrap(),
+        StoreOptions::default(),
+    )
+    .unwrap()
+}
+
+/// `id` completed at `picos`.
+fn cost(id: &str, picos: u128) -> TaskExecutionResult {
+    let mut r = TaskExecutionResult::new(id, TaskStatus::Completed);
+    r.output = format!("out {id}");
+    r.metadata.cost_usd = Some(Usd::from_picos(picos));
+    r
+}
+
+/// Independent tasks `a`, `b`, ... (first claimed first), registered
+/// under `budget` with each task's recorded high end.
+fn register(
+    rt: &tokio::runtime::Runtime,
+    store: &PgStore,
+    highs: &[Option<u128>],
+    budget: u128,
+) -> (ctx_model::Plan, String) {
+    let ids: Vec<String> = (0..highs.len())
+        .map(|i| char::from(b'a' + u8::try_from(i).unwrap()).to_string())
+        .collect();
+    let tasks: Vec<(&str, &[&str])> = ids.iter().map(|i| (i.as_str(), &[][..])).collect();
+    let p = plan(&tasks);
+    let priorities: Vec<u64> = (0..highs.len() as u64).rev().collect();
+    let highs: Vec<Option<Usd>> = highs.iter().map(|h| h.map(Usd::from_picos)).collect();
+    let run = rt
+        .block_on(store.register_run(&RegisterRun {
+            plan: &p,
+            priorities: &priorities,
+            engine: "dry-run",
+            plan_source: None,
+            inputs: None,
+            budget: Some(Usd::from_picos(budget)),
+            highs: &highs,
+        }))
+        .unwrap();
+    (p, run)
+}
+
+/// The next task of `run`, claimed by `w`.
+fn claim(rt: &tokio::runtime::Runtime, store: &PgStore, run: &str) -> Claim {
+    rt.block_on(store.claim(Some(run), "w", LEASE))
+        .unwrap()
+        .unwrap()
+}
+
+/// The run's `budget_wait` flag, read by hand.
+fn budget_wait(url: &str, run: &str) -> Option<bool> {
+    support::with_client(url, async |c| {
+        c.query_one(
+            "SELECT budget_wait FROM ctx_runs WHERE run_id = $1",
+            &[&run],
+        )
+        .await
+        .unwrap()
+        .get(0)
+    })
+}
+
+/// The claim reserves the high ends its tasks recorded, all of a run's
+/// at once and only while they fit; a task claimed without one (none
+/// recorded, or no room) reserves with `reserve` as before; each commit
+/// settles its claim's reservation once, retried or not.
+#[test]
+fn a_claim_reserves_the_recorded_high_ends_while_they_fit() {
+    let Some(url) = support::fresh_db("claim_reserves") else {
+        return;
+    };
+    let store = open(&url);
+    let rt = support::runtime();
+    let (_, run) = register(&rt, &store, &[Some(4), Some(4), Some(4), None], 10);
+    let held = || rt.block_on(store.budget(&run)).unwrap().unwrap().1;
+    let usd = Usd::from_picos;
+    let two: Vec<Claim> = rt
+        .block_on(store.claim_many(Some(&run), "w", LEASE, 2))
+        .unwrap()
+        .into_iter()
+        .map(|c| c.claim)
+        .collect();
+    assert_eq!(
+        two.iter().map(|c| c.reserved).collect::<Vec<_>>(),
+        [Some(usd(4)), Some(usd(4))]
+    );
+    assert_eq!(held(), usd(8));
+    // `c`'s 4 does not fit beside them: claimed with nothing reserved.
+    let c = claim(&rt, &store, &run);
+    assert_eq!((c.task_id.as_str(), c.reserved), ("c", None));
+    assert_eq!(held(), usd(8));
+    // `a` commits at 1: its 4 settled once, however often it is sent.
+    for _ in 0..2 {
+        rt.block_on(store.complete(&two[0], &cost("a", 1))).unwrap();
+        assert_eq!(held(), usd(5));
+    }
+    // `c` reserves by hand now that there is room.
+    assert_eq!(
+        rt.block_on(store.reserve(&c, usd(4))).unwrap(),
+        Reservation::Reserved
+    );
+    assert_eq!(held(), usd(9));
+    // `d` recorded no high end: its claim reserves nothing.
+    let d = claim(&rt, &store, &run);
+    assert_eq!((d.task_id.as_str(), d.reserved), ("d", None));
+    assert_eq!(held(), usd(9));
+    for (claim, id) in [(&two[1], "b"), (&c, "c")] {
+        assert_eq!(
+            rt.block_on(store.complete(claim, &cost(id, 2))).unwrap(),
+            Commit::Committed
+        );
+    }
+    assert_eq!(held(), usd(5), "1 + 2 + 2");
+}
+
+/// A worker whose high end is larger than the recorded one tops the
+/// claim's reservation up to it; one that does not fit gives back what
+/// the claim reserved (nothing ran under it), and `release_for_budget`
+/// leaves nothing held either. A resume records the high ends anew.
+#[test]
+fn a_claims_reservation_is_topped_up_or_given_back_whole() {
+    let Some(url) = support::fresh_db("claim_top_up") else {
+        return;
+    };
+    let store = open(&url);
+    let rt = support::runtime();
+    let (p, run) = register(&rt, &store, &[Some(3), Some(3)], 10);
+    let held = || rt.block_on(store.budget(&run)).unwrap().unwrap().1;
+    let usd = Usd::from_picos;
+    let claim = || claim(&rt, &store, &run);
+    let a = claim();
+    assert_eq!(a.reserved, Some(usd(3)));
+    assert_eq!(
+        rt.block_on(store.reserve(&a, usd(5))).unwrap(),
+        Reservation::Reserved
+    );
+    assert_eq!(held(), usd(5), "topped up from 3 to 5");
+    let b = claim();
+    assert_eq!(held(), usd(8));
+    // b's worker asks for 6: 5 + 6 > 10, and a's 5 may settle at less.
+    assert_eq!(
+        rt.block_on(store.reserve(&b, usd(6))).unwrap(),
+        Reservation::Full { waiting: true }
+    );
+    assert_eq!(held(), usd(5), "b's 3 given back");
+    assert_eq!(budget_wait(&url, &run), Some(true));
+    assert!(rt.block_on(store.release_for_budget(&b)).unwrap());
+    assert_eq!(held(), usd(5));
+    // a's commit settles its topped-up 5 at its cost, and wakes b.
+    rt.block_on(store.complete(&a, &cost("a", 1))).unwrap();
+    assert_eq!(held(), usd(1));
+    assert_eq!(budget_wait(&url, &run), Some(false));
+    // A claim given back for the budget with its reservation still
+    // held gives it back too.
+    let b = claim();
+    assert_eq!((b.task_id.as_str(), b.reserved), ("b", Some(usd(3))));
+    assert_eq!(held(), usd(4));
+    assert!(rt.block_on(store.release_for_budget(&b)).unwrap());
+    assert_eq!(held(), usd(1));
+    // A resume records the high ends it is given.
+    rt.block_on(store.reopen_run(
+        &run,
+        &Reopen {
+            plan: &p,
+            priorities: &[1, 0],
+            engine: "dry-run",
+            plan_source: None,
+            rerun: &[],
+            keep: &[],
+            fresh: &[],
+            inputs: None,
+            budget: Some(usd(10)),
+            highs: &[Some(usd(2)), Some(usd(7))],
+        },
+    ))
+    .unwrap();
+    let b = claim();
+    assert_eq!((b.task_id.as_str(), b.reserved), ("b", Some(usd(7))));
+    assert_eq!(held(), usd(8));
+}
+
+/// A commit under a budget wakes the idle workers only when a task
+/// waits for the budget: the reservation that did not fit marks the
+/// run, the next settling commit notifies once and clears the mark.
+#[test]
+fn a_budgeted_commit_wakes_workers_only_when_a_task_waits_for_budget() {
+    let Some(url) = support::fresh_db("budget_wake") else {
+        return;
+    };
+    let store = open(&url);
+    let rt = support::runtime();
+    let (_, run) = register(&rt, &store, &[Some(4), Some(4), Some(4), Some(4)], 9);
+    let listener = store.listen();
+    let woke = |limit: Duration| {
+        rt.block_on(async { tokio::time::timeout(limit, listener.ready()).await.is_ok() })
+    };
+    assert!(woke(Duration::from_secs(10)), "no wake-up on connecting");
+    let claim = || claim(&rt, &store, &run);
+    let (a, b) = (claim(), claim());
+    while woke(Duration::from_millis(300)) {}
+    // Nobody waits: a's commit settles its reservation silently.
+    rt.block_on(store.complete(&a, &cost("a", 4))).unwrap();
+    assert!(
+        !woke(Duration::from_millis(500)),
+        "a commit nobody waits on"
+    );
+    assert_eq!(budget_wait(&url, &run), None);
+    // c does not fit beside b (4 + 4 + 4 > 9) and waits.
+    let c = claim();
+    assert_eq!(c.reserved, None);
+    assert_eq!(
+        rt.block_on(store.reserve(&c, Usd::from_picos(4))).unwrap(),
+        Reservation::Full { waiting: true }
+    );
+    assert!(rt.block_on(store.release_for_budget(&c)).unwrap());
+    assert!(
+        !woke(Duration::from_millis(500)),
+        "given back for the budget"
+    );
+    rt.block_on(store.complete(&b, &cost("b", 1))).unwrap();
+    assert!(
+        woke(Duration::from_secs(5)),
+        "no wake-up when b's commit made room for c"
+    );
+    // Woken once: the next settling commit is silent again.
+    let c = claim();
+    assert_eq!(
+        (c.task_id.as_str(), c.reserved),
+        ("c", Some(Usd::from_picos(4)))
+    );
+    while woke(Duration::from_millis(300)) {}
+    rt.block_on(store.complete(&c, &cost("c", 1))).unwrap();
+    assert!(!woke(Duration::from_millis(500)), "woken twice");
+    assert_eq!(budget_wait(&url, &run), None);
+}
