@@ -6,7 +6,9 @@
 //! `completed` result in the [`ExecutionStore`]. Ready tasks wait in a
 //! priority queue ordered by remaining path length
 //! ([`PlanGraph::remaining_path`]), ties broken by plan order, and are
-//! dispatched while fewer than `concurrency` tasks are in flight. There are
+//! dispatched while fewer than `concurrency` tasks are in flight (or,
+//! with an engine that sends batches, a batch's worth:
+//! [`InferenceEngine::batch_capacity`]). There are
 //! no level barriers: a task deep in the graph starts as soon as its own
 //! inputs exist, whatever its siblings are doing. [`Schedule::Levels`]
 //! (batch by dependency level, wait for the whole level) is kept only so the
@@ -595,7 +597,10 @@ impl Executor {
     where
         P: FnMut(&ProgressEvent),
     {
-        let limit = concurrency_limit(self.options.concurrency);
+        // An engine that gathers calls into provider batches takes a whole
+        // batch's worth: a map's ready items go as one batch.
+        let limit =
+            concurrency_limit(self.options.concurrency).max(run.ctx.engine.batch_capacity());
         // Tasks whose reservation must wait for a settlement.
         let mut waiting = Vec::new();
         while flight.running() < limit {

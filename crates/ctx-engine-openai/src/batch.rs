@@ -517,6 +517,11 @@ impl BatchClient {
         self
     }
 
+    /// Where files are cut.
+    pub fn limits(&self) -> BatchLimits {
+        self.limits
+    }
+
     /// Batches read on `poll`.
     pub fn with_poll(mut self, poll: PollPolicy) -> BatchClient {
         self.poll = poll;
