@@ -9,13 +9,13 @@
 //! it at the tier it was sent at), in three ways, interleaved run by run
 //! so that a busy machine slows each alike:
 //!
-//! * `real-time`: every item a chat completion, 16 in flight
+//! * `real-time`: every item a chat completion, 4 in flight
 //!   (`--concurrency`'s default);
 //! * `--batch`: the items go as batches cut at the provider's limits
 //!   (50,000 requests and 200 MB a file: one batch here);
 //! * `--batch, half late`: the server answers half the items, then holds
 //!   the batch; at `--batch-deadline` the rest is cancelled in it and sent
-//!   real-time, at most 16 at once: what a deadline fallback costs.
+//!   real-time, at most 4 at once: what a deadline fallback costs.
 //!
 //! Reported per way: the wall time of the `ctx` process, its peak
 //! resident memory (`/usr/bin/time`'s maximum resident set), the batches

@@ -257,9 +257,10 @@ fn the_weekly_fixture_batched_spends_at_most_52_percent_of_real_time() {
     let (prompt, completion) = tokens(batch_bills);
     eprintln!(
         "weekly fixture, {} calls, {prompt} prompt and {completion} completion tokens: \
-         real-time {real_time}, --batch {batched} ({:.1} %)",
+         real-time {real_time}, --batch {batched} ({:.1} %, {} batches)",
         batch_bills.len(),
-        ratio * 100.0
+        ratio * 100.0,
+        server.batch_ids().len()
     );
 }
 

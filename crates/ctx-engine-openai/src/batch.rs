@@ -1242,7 +1242,7 @@ pub(crate) mod tests {
 
     use ctx_engine::InferenceEngine;
     use ctx_model::Params;
-    use ctx_test_support::openai_server::{Behaviour, HonestServer, UsageShape};
+    use ctx_test_support::openai_server::{Behaviour, HonestServer};
     use wiremock::matchers::{method, path};
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -1252,10 +1252,8 @@ pub(crate) mod tests {
     /// The honest server's behaviour these tests use: words as tokens.
     pub(crate) fn words() -> Behaviour {
         Behaviour {
-            count: Arc::new(|t: &str| t.split_whitespace().count() as u64),
-            usage: UsageShape::Full,
             rejects_response_format: true,
-            flex_busy: 0,
+            ..Behaviour::honest(Arc::new(|t: &str| t.split_whitespace().count() as u64))
         }
     }
 

@@ -648,6 +648,33 @@ mod tests {
         tiers
     }
 
+    /// Calls that keep arriving closer than the window (a large map's
+    /// items, each storing its prompt first) stay in the wave however long
+    /// they take in all; the wave's batch is one. The engine asks for a
+    /// whole file's worth in flight.
+    #[tokio::test]
+    async fn calls_closer_than_the_window_go_as_one_batch_however_long_they_take() {
+        let server = HonestServer::start(words()).await;
+        let engine = engine(&server.base_url, 1, None);
+        assert_eq!(engine.batch_capacity(), crate::batch::MAX_REQUESTS_PER_FILE);
+        let r: Vec<InferenceRequest> = (0..6).map(|i| request(&format!("t{i}"))).collect();
+        let late = |i: usize| {
+            let engine = &engine;
+            let request = &r[i];
+            async move {
+                tokio::time::sleep(Duration::from_millis(15 * i as u64)).await;
+                engine.infer(request).await
+            }
+        };
+        let answers = tokio::join!(late(0), late(1), late(2), late(3), late(4), late(5));
+        for answer in [
+            answers.0, answers.1, answers.2, answers.3, answers.4, answers.5,
+        ] {
+            answer.unwrap();
+        }
+        assert_eq!(server.batch_ids().len(), 1, "75 ms of calls, 15 ms apart");
+    }
+
     #[tokio::test]
     async fn a_wave_of_calls_is_one_batch_at_the_batch_tier() {
         let server = HonestServer::start(words()).await;
