@@ -582,6 +582,14 @@ impl Executor {
         (forced, below_map)
     }
 
+    /// The most tasks in flight: `concurrency`, or an engine's batch
+    /// capacity when larger. An engine that gathers calls into provider
+    /// batches takes a whole batch's worth, so that a map's ready items go
+    /// as one batch; it bounds its own real-time calls.
+    fn in_flight_limit(&self, ctx: &TaskContext) -> usize {
+        concurrency_limit(self.options.concurrency).max(ctx.engine.batch_capacity())
+    }
+
     /// Starts ready tasks while fewer than `concurrency` are in flight:
     /// each reserves its budget first (one that must wait goes back to the
     /// ready queue after this round; one that can never fit is skipped),
@@ -597,10 +605,7 @@ impl Executor {
     where
         P: FnMut(&ProgressEvent),
     {
-        // An engine that gathers calls into provider batches takes a whole
-        // batch's worth: a map's ready items go as one batch.
-        let limit =
-            concurrency_limit(self.options.concurrency).max(run.ctx.engine.batch_capacity());
+        let limit = self.in_flight_limit(&run.ctx);
         // Tasks whose reservation must wait for a settlement.
         let mut waiting = Vec::new();
         while flight.running() < limit {
