@@ -11,7 +11,9 @@
 //!   fails, its dependent is skipped, the rest completes), then the weekly
 //!   plan (`fixtures/weekly/plan.yaml`) with the week's raw export as a
 //!   real `--var` and `--publish-root` (the published file must exist and
-//!   hold the report). A LiteLLM
+//!   hold the report), then a `--batch` run through a second proxy's
+//!   `/v1/files` and `/v1/batches` to ctx-test-support's server
+//!   (`e2e/batches.rs`; `--batches` runs it alone). A LiteLLM
 //!   callback (`scripts/e2e/request_log.py`) logs every request and gives
 //!   each a distinct answer, so `scripts/e2e/check_run.py` can check that
 //!   the proxy got each prompt once, that outputs are the answers it gave,
@@ -79,8 +81,9 @@ const CONCLUSION_MARK: &str = "certificate";
 /// prompt carries too).
 const CONCLUSION_MATCH: &str = "ending with the root cause";
 
-const USAGE: &str = "usage: cargo xtask e2e [--llm | --prefix-cache | --warm-up]";
+const USAGE: &str = "usage: cargo xtask e2e [--llm | --prefix-cache | --warm-up | --batches]";
 
+mod batches;
 mod prefix_cache;
 
 /// Runs the task with its arguments.
@@ -88,6 +91,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let llm = match args {
         [] => false,
         [flag] if flag == "--llm" => true,
+        [flag] if flag == "--batches" => {
+            let root = super::root();
+            let work = target_dir(&root).join("e2e");
+            fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+            let venv = litellm_venv(&root, &work)?;
+            let ctx = super::build_ctx(&root)?;
+            let dir = fresh_dir(&work.join("batches"))?;
+            println!("{}", batches::run(&root, &ctx, &venv, &dir)?);
+            return Ok(());
+        }
         [flag] if flag == "--prefix-cache" || flag == "--warm-up" => {
             let root = super::root();
             let work = target_dir(&root).join("e2e");
@@ -150,6 +163,7 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     summary_run(&served)?;
     weekly_publish(root, &served)?;
     served.rotate("weekly")?;
+    let batched = batches::run(root, &served.ctx, &served.venv, &served.run_dir)?;
 
     // The README tour's blocks that call a model, as written, against
     // this proxy (`cargo xtask test` ran the others).
@@ -165,6 +179,7 @@ fn litellm_e2e(root: &Path, work: &Path) -> Result<(), String> {
     server.stop();
 
     println!("{traced}");
+    println!("{batched}");
     println!(
         "e2e: LiteLLM proxy: {TETRIS_PLAN} ({tasks} tasks) plain and --stream, ctx eval (full, bare), a missing model, an llm summary and {WEEKLY_PLAN} with a --var and a published report, checked in {:.0} s",
         started.elapsed().as_secs_f64()

@@ -12,7 +12,7 @@
 //!   file listed in `fixtures/*/goldens.toml` by running the real `ctx`
 //!   binary.
 //! * `cargo xtask bench`, `bench-plan`, `bench-map`, `bench-history`,
-//!   `bench-run`, `bench-tracing`: the benchmarks
+//!   `bench-run`, `bench-tracing`, `bench-batch`: the benchmarks
 //!   whose figures are in docs/performance.md.
 //! * `cargo xtask e2e [--llm]`: end-to-end runs against real servers.
 //! * `cargo xtask man [--out DIR]`: man pages from the clap definition.
@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod arch;
+mod bench_batch;
 mod bench_history;
 mod bench_map;
 mod bench_plan;
@@ -54,15 +55,17 @@ fn main() -> ExitCode {
             .and_then(|()| bench_map::run(&[]))
             .and_then(|()| bench_history::run(&[]))
             .and_then(|()| bench_run::run(&[]))
-            .and_then(|()| bench_tracing::run(&[])),
+            .and_then(|()| bench_tracing::run(&[]))
+            .and_then(|()| bench_batch::run(&[])),
         Some("bench") => Err(
-            "`cargo xtask bench` takes no flags; pass them to bench-plan, bench-map, bench-history, bench-run or bench-tracing"
+            "`cargo xtask bench` takes no flags; pass them to bench-plan, bench-map, bench-history, bench-run, bench-tracing or bench-batch"
                 .into(),
         ),
         Some("bench-run") => bench_run::run(&args[1..]),
         Some("bench-tracing") => bench_tracing::run(&args[1..]),
         Some("bench-plan") => bench_plan::run(&args[1..]),
         Some("bench-map") => bench_map::run(&args[1..]),
+        Some("bench-batch") => bench_batch::run(&args[1..]),
         Some("bench-history") => bench_history::run(&args[1..]),
         Some("bench-tokens") => bench_tokens::run(&args[1..]),
         Some("e2e") => e2e::run(&args[1..]),
@@ -87,13 +90,15 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   test [--no-e2e]      every test: unit, integration, golden, doc, browser, and the LiteLLM e2e
   fixtures [--check]   regenerate golden files (or only check them)
-  bench                run bench-plan, bench-map, bench-history, bench-run, then bench-tracing
+  bench                run bench-plan, bench-map, bench-history, bench-run, bench-tracing, then bench-batch
   bench-plan           scheduler and prompt-assembly benchmark (docs/performance.md)
   bench-map            maps of 10,000 and 30,000 items: memory and SQLite stores (simulated clock),
                        then the shared PostgreSQL store (real clock; starts the test server)
   bench-history        history digest benchmark on a generated archive
   bench-run            ctx run --no-store at 50,000 and 100,000 tasks: CPU ratio at most 2.5
   bench-tracing        ctx run with tracing off and on against a local collector: CPU and wall
+  bench-batch          a map of 10,000 items through the Batch API against the test server:
+                       wall, peak memory and spend, real-time, batched and with a deadline fallback
   bench-tokens         token counting: first count, throughput, ctx history per tokenizer
   e2e [--llm]          ctx run against real OpenAI-compatible servers
   man [--out DIR]      man pages for ctx and each subcommand (default target/man)

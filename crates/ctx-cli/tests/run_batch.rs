@@ -9,8 +9,10 @@
 
 use ctx_cost::{Usage, Usd};
 use ctx_model::ServiceTier;
-use ctx_test_support::openai_server::HonestServer;
+use ctx_test_support::openai_server::{Behaviour, HonestServer};
 use ctx_test_support::{Dir, Out, task};
+use ctx_tokens::TokenizerExt;
+use serde_json::json;
 
 #[path = "support/batch_plan.rs"]
 mod batch_plan;
@@ -155,4 +157,159 @@ fn batch_flags_out_of_place_are_refused() {
     let out = Out::of(dir.ctx().args(worker));
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains(not_shared), "{}", out.stderr);
+}
+
+/// The weekly fixture's answers, by a phrase of each checked task's own
+/// prompt: its required sections, so every check passes at the first
+/// attempt (each run makes the same calls).
+fn weekly_answers() -> Vec<(String, String)> {
+    let report = "---\nsummary: \"the week\"\n---\n\n## Headline\n\n.\n\n## Signal & Noise\n\n.\n\n\
+                  ## Blind Spots\n\n.\n\n## The Week Ahead\n\n.\n";
+    [
+        ("weekly report for", report),
+        ("List every fact the export supports", "## Facts\n\n-"),
+        ("Under a `## Continuity` heading", "## Continuity\n\n-"),
+    ]
+    .map(|(key, text)| (key.to_string(), text.to_string()))
+    .into()
+}
+
+/// `ctx run` of the weekly fixture (docs/cost.md, "The weekly fixture at
+/// each tier") against `server` on `gpt-5-mini` at the prices of
+/// `fixtures/weekly/prices-tiers.json`, stored under `runs`, with `extra`:
+/// it stops at the report's gate (exit 6), every task run; the run's id.
+fn weekly_run(dir: &Dir, server: &HonestServer, extra: &[&str]) -> String {
+    let weekly = ctx_test_support::repo_root().join("fixtures/weekly");
+    let path = |p: &str| weekly.join(p).display().to_string();
+    let raw = format!("RAW_JSON=@{}", path("raw/2026-W35.json"));
+    let mut cmd = dir.ctx();
+    cmd.args([
+        "run",
+        &path("plan.yaml"),
+        "--var",
+        &raw,
+        "--var",
+        "WEEK=2026-W35",
+    ])
+    .args(["--date", "2026-08-27", "--content-root", &path("content")])
+    .args(["--engine", "openai", "--base-url", &server.base_url])
+    .args(["--model", MODEL, "--prices", &path("prices-tiers.json")])
+    .args(["--retry-initial-ms", "1", "--retry-max-ms", "5"])
+    .args(["--root", "runs", "--publish-root", "site"])
+    .args(extra);
+    let out = Out::of(&mut cmd);
+    assert_eq!(out.code, 6, "stops at the report's gate: {}", out.stderr);
+    out.run_id()
+}
+
+/// What run `id` spent, as `ctx runs show --format json` gives it.
+fn spent(dir: &Dir, id: &str) -> Usd {
+    let out = dir.run(&["runs", "show", id, "--root", "runs", "--format", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json = out.json();
+    let counts = &json["counts"];
+    assert_eq!(counts["completed"], 7, "every task ran: {json}");
+    Usd::from_f64(json["spent_usd"].as_f64().unwrap()).unwrap()
+}
+
+/// The issue's bar on the weekly fixture (its map over the raw export's
+/// notable events, then the report): a run with `--batch` spends at most
+/// 52 % of the same run real-time, by the costs each run stored. Both runs
+/// send the same requests, so the server bills the same tokens; only the
+/// tier differs. `--nocapture` prints the figures of docs/cost.md.
+#[test]
+fn the_weekly_fixture_batched_spends_at_most_52_percent_of_real_time() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(async {
+        let counter = ctx_tokens::Tokenizer::O200kBase.counter();
+        HonestServer::start(Behaviour {
+            answers: weekly_answers(),
+            ..Behaviour::honest(std::sync::Arc::new(move |s: &str| counter.count(s) as u64))
+        })
+        .await
+    });
+    let dir = Dir::new();
+    let real_time = weekly_run(&dir, &server, &[]);
+    let real_time_bills = server.bills();
+    let batched = weekly_run(&dir, &server, &["--batch", "--batch-poll-ms", "2"]);
+    let batch_bills = &server.bills()[real_time_bills.len()..];
+    assert!(real_time_bills.iter().all(|b| b.service_tier == "default"));
+    assert!(
+        batch_bills.iter().all(|b| b.service_tier == "batch"),
+        "{batch_bills:?}"
+    );
+    let tokens = |bills: &[ctx_test_support::openai_server::Bill]| {
+        bills.iter().fold((0, 0), |(p, c), b| {
+            (p + b.prompt_tokens, c + b.completion_tokens)
+        })
+    };
+    assert_eq!(
+        tokens(&real_time_bills),
+        tokens(batch_bills),
+        "the same calls"
+    );
+    let (real_time, batched) = (spent(&dir, &real_time), spent(&dir, &batched));
+    let ratio = batched.to_f64() / real_time.to_f64();
+    assert!(
+        ratio > 0.0 && ratio <= 0.52,
+        "{batched} / {real_time} = {ratio}"
+    );
+    let (prompt, completion) = tokens(batch_bills);
+    eprintln!(
+        "weekly fixture, {} calls, {prompt} prompt and {completion} completion tokens: \
+         real-time {real_time}, --batch {batched} ({:.1} %, {} batches)",
+        batch_bills.len(),
+        ratio * 100.0,
+        server.batch_ids().len()
+    );
+}
+
+/// A map of `items` items over the `--var` list `LIST`, then `sum` over
+/// the map: the items are the first wave, all ready at once.
+fn write_map_plan(dir: &Dir) {
+    let params = |p: &str| json!({"prompt": p, "model": MODEL, "max_tokens": 8});
+    let plan = json!({"schema_version": 1, "config": {"tokenizer": "o200k_base"},
+        "variables": [{"name": "LIST", "type": "json"}],
+        "sub_tasks": [
+            {"id": "m", "description": "M", "map": {"over": "LIST", "as": "ITEM", "max_items": 20},
+             "tool_or_prompt": {"name": "inference", "params": params("Say it.\n<untrusted-content>\n{{ITEM}}\n</untrusted-content>")}},
+            {"id": "sum", "description": "Sum", "dependencies": ["m"],
+             "tool_or_prompt": {"name": "inference", "params": params("Join them.")}}]});
+    dir.write("plan.json", &plan.to_string());
+}
+
+/// All ready items of a map go as one batch, however few tasks
+/// `--concurrency` lets run at once: a batched call waits at the provider,
+/// so the executor keeps a batch's worth in flight. `--max-cost` still
+/// reserves each item before it is sent, and the run stays within it.
+#[test]
+fn a_maps_ready_items_go_as_one_batch_beyond_the_concurrency() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = server(&rt);
+    let dir = Dir::new();
+    write_map_plan(&dir);
+    let list: Vec<String> = (0..12).map(|i| format!("item {i}")).collect();
+    let list = format!("LIST={}", json!(list));
+    let flags = ["--var", &list, "--concurrency", "2", "--max-cost", "1"];
+    let out = run(&dir, &server, &flags);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let batches = server.batch_ids();
+    assert_eq!(batches.len(), 2, "the items, then `sum`: {batches:?}");
+    let first = server.batch_input(&batches[0]).unwrap();
+    assert_eq!(
+        first
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count(),
+        12
+    );
+    let json = out.json();
+    for i in 0..12 {
+        assert_eq!(
+            task(&json, &format!("m[{i}]"))["status"],
+            "completed",
+            "{json}"
+        );
+    }
+    assert_eq!(task(&json, "sum")["status"], "completed");
 }

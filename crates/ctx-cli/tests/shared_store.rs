@@ -2008,7 +2008,7 @@ fn a_shared_run_keeps_a_budget_as_a_local_run_does() {
 /// second time.
 #[test]
 fn killed_workers_never_spend_past_a_shared_budget() {
-    use ctx_test_support::openai_server::{Behaviour, HonestServer, UsageShape};
+    use ctx_test_support::openai_server::{Behaviour, HonestServer};
     use ctx_tokens::{Tokenizer, TokenizerExt};
     let Some(url) = pg::fresh_db("budget_kill") else {
         return;
@@ -2018,12 +2018,7 @@ fn killed_workers_never_spend_past_a_shared_budget() {
     let server = server_rt.block_on(async {
         let counter = Tokenizer::O200kBase.counter();
         HonestServer::start_slow(
-            Behaviour {
-                count: std::sync::Arc::new(move |s: &str| counter.count(s) as u64),
-                usage: UsageShape::Full,
-                rejects_response_format: false,
-                flex_busy: 0,
-            },
+            Behaviour::honest(std::sync::Arc::new(move |s: &str| counter.count(s) as u64)),
             Duration::from_secs(3),
         )
         .await

@@ -75,6 +75,11 @@ impl EngineCalls {
         self.engine.label()
     }
 
+    /// [`InferenceEngine::batch_capacity`] of the engine.
+    pub(crate) fn batch_capacity(&self) -> usize {
+        self.engine.batch_capacity()
+    }
+
     /// Whether the engine's outputs answer their prompts (only then are
     /// checks evaluated).
     pub(crate) fn answers_prompts(&self) -> bool {

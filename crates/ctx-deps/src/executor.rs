@@ -6,7 +6,9 @@
 //! `completed` result in the [`ExecutionStore`]. Ready tasks wait in a
 //! priority queue ordered by remaining path length
 //! ([`PlanGraph::remaining_path`]), ties broken by plan order, and are
-//! dispatched while fewer than `concurrency` tasks are in flight. There are
+//! dispatched while fewer than `concurrency` tasks are in flight (or,
+//! with an engine that sends batches, a batch's worth:
+//! [`InferenceEngine::batch_capacity`]). There are
 //! no level barriers: a task deep in the graph starts as soon as its own
 //! inputs exist, whatever its siblings are doing. [`Schedule::Levels`]
 //! (batch by dependency level, wait for the whole level) is kept only so the
@@ -580,6 +582,14 @@ impl Executor {
         (forced, below_map)
     }
 
+    /// The most tasks in flight: `concurrency`, or an engine's batch
+    /// capacity when larger. An engine that gathers calls into provider
+    /// batches takes a whole batch's worth, so that a map's ready items go
+    /// as one batch; it bounds its own real-time calls.
+    fn in_flight_limit(&self, ctx: &TaskContext) -> usize {
+        concurrency_limit(self.options.concurrency).max(ctx.engine.batch_capacity())
+    }
+
     /// Starts ready tasks while fewer than `concurrency` are in flight:
     /// each reserves its budget first (one that must wait goes back to the
     /// ready queue after this round; one that can never fit is skipped),
@@ -595,7 +605,7 @@ impl Executor {
     where
         P: FnMut(&ProgressEvent),
     {
-        let limit = concurrency_limit(self.options.concurrency);
+        let limit = self.in_flight_limit(&run.ctx);
         // Tasks whose reservation must wait for a settlement.
         let mut waiting = Vec::new();
         while flight.running() < limit {

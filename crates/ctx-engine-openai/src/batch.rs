@@ -517,6 +517,11 @@ impl BatchClient {
         self
     }
 
+    /// Where files are cut.
+    pub fn limits(&self) -> BatchLimits {
+        self.limits
+    }
+
     /// Batches read on `poll`.
     pub fn with_poll(mut self, poll: PollPolicy) -> BatchClient {
         self.poll = poll;
@@ -1238,7 +1243,7 @@ pub(crate) mod tests {
 
     use ctx_engine::InferenceEngine;
     use ctx_model::Params;
-    use ctx_test_support::openai_server::{Behaviour, HonestServer, UsageShape};
+    use ctx_test_support::openai_server::{Behaviour, HonestServer};
     use wiremock::matchers::{method, path};
     use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -1248,10 +1253,8 @@ pub(crate) mod tests {
     /// The honest server's behaviour these tests use: words as tokens.
     pub(crate) fn words() -> Behaviour {
         Behaviour {
-            count: Arc::new(|t: &str| t.split_whitespace().count() as u64),
-            usage: UsageShape::Full,
             rejects_response_format: true,
-            flex_busy: 0,
+            ..Behaviour::honest(Arc::new(|t: &str| t.split_whitespace().count() as u64))
         }
     }
 

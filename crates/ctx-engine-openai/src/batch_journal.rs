@@ -485,6 +485,8 @@ mod tests {
         config.retry.max_attempts = 2;
         let settings = BatchingConfig {
             window: Duration::from_millis(20),
+            gather_limit: Duration::from_secs(5),
+            real_time_limit: 0,
             deadline,
             poll: PollPolicy {
                 initial: Duration::from_millis(2),

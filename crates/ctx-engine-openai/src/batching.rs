@@ -1,9 +1,11 @@
 //! [`BatchingEngine`]: an [`InferenceEngine`] that sends the calls it is
 //! given through the Batch API ([`crate::batch`]), each wave as one batch.
 //!
-//! The executor dispatches every ready task at once, so the calls that
-//! arrive within a short window ([`BatchingConfig::window`]) are one wave:
-//! they go as one batch (one per model and per the provider's file
+//! The executor dispatches every ready task at once, a whole file's worth
+//! whatever `--concurrency` says ([`InferenceEngine::batch_capacity`]), so
+//! the calls that arrive until a short quiet spell
+//! ([`BatchingConfig::window`]) are one wave, a map's ready items with the
+//! rest: they go as one batch (one per model and per the provider's file
 //! limits), and each call resolves when its batch ends.
 //!
 //! * An answer resolves its call, priced at the batch tier.
@@ -13,6 +15,9 @@
 //!   ([`BatchingConfig::deadline`], from the batch's creation) passes, goes
 //!   as a real-time call: the pending requests are cancelled in their
 //!   batch first, and what the batch answered meanwhile is kept.
+//! * Real-time calls are bounded in number
+//!   ([`BatchingConfig::real_time_limit`], `--concurrency`): the batched
+//!   calls in flight are not, and a deadline must not send them all at once.
 //! * The real-time call has one attempt fewer than `--max-attempts`
 //!   (the batched request was one): a call never makes more requests
 //!   than a budget reserves for it. With one attempt allowed there is no
@@ -49,8 +54,15 @@ use crate::engine::OpenAiEngine;
 /// How calls are gathered and how long a batch may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchingConfig {
-    /// Calls arriving within this window of the first go as one batch.
+    /// A wave closes once no call has arrived for this long: calls that
+    /// follow one another closer than this go as one batch.
     pub window: Duration,
+    /// A wave closes this long after its first call at the latest, however
+    /// steadily calls still arrive.
+    pub gather_limit: Duration,
+    /// The most real-time calls (the batches' retryable failures and what
+    /// they left past the deadline) in flight at once; 0: no limit.
+    pub real_time_limit: usize,
     /// After this long (from a batch's creation) what it has not answered
     /// is cancelled and sent real-time; `None` waits for the provider's
     /// window.
@@ -63,6 +75,8 @@ impl Default for BatchingConfig {
     fn default() -> BatchingConfig {
         BatchingConfig {
             window: Duration::from_millis(200),
+            gather_limit: Duration::from_secs(60),
+            real_time_limit: 0,
             deadline: None,
             poll: PollPolicy::default(),
         }
@@ -75,6 +89,8 @@ type Reply = oneshot::Sender<Result<InferenceResponse, EngineError>>;
 #[derive(Default)]
 struct Queue {
     waiting: Vec<(BatchCall, Reply)>,
+    /// When the last of `waiting` arrived.
+    last_arrival: Option<tokio::time::Instant>,
     scheduled: bool,
     attempts: BTreeMap<String, u32>,
 }
@@ -87,6 +103,8 @@ struct Shared {
     run: String,
     settings: BatchingConfig,
     queue: Mutex<Queue>,
+    /// Permits for real-time calls ([`BatchingConfig::real_time_limit`]).
+    real_time_slots: Option<tokio::sync::Semaphore>,
     journal: OnceLock<Journal>,
     observer: Option<Observer>,
 }
@@ -142,6 +160,8 @@ impl BatchingEngine {
                 run: run.to_string(),
                 settings,
                 queue: Mutex::default(),
+                real_time_slots: (settings.real_time_limit > 0)
+                    .then(|| tokio::sync::Semaphore::new(settings.real_time_limit)),
                 journal: OnceLock::new(),
                 observer: None,
             }),
@@ -197,6 +217,7 @@ impl BatchingEngine {
                 request: request.clone(),
             };
             queue.waiting.push((call, reply));
+            queue.last_arrival = Some(tokio::time::Instant::now());
             !std::mem::replace(&mut queue.scheduled, true)
         };
         if schedule {
@@ -260,9 +281,24 @@ async fn from_live(
     Some(answer)
 }
 
-/// Waits out the window, then sends what gathered as batches.
+/// Gathers calls until none has arrived for the window (or the gather
+/// limit passes), then sends them as batches. The executor starts a map's
+/// ready items one after another, each storing its prompt first: on a
+/// large map that takes longer than any fixed window, but never pauses.
 async fn wave(shared: Arc<Shared>) {
-    tokio::time::sleep(shared.settings.window).await;
+    let settings = shared.settings;
+    let latest = tokio::time::Instant::now() + settings.gather_limit;
+    loop {
+        let quiet_at = {
+            let queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            queue.last_arrival.map(|t| t + settings.window)
+        };
+        let close_at = quiet_at.map_or(latest, |t| t.min(latest));
+        if tokio::time::Instant::now() >= close_at {
+            break;
+        }
+        tokio::time::sleep_until(close_at).await;
+    }
     let waiting = {
         let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
         queue.scheduled = false;
@@ -507,6 +543,12 @@ async fn resolve(
         }
         [batch_attempts.clone(), later].concat()
     };
+    // The permit is held for the call: real-time calls stay within the
+    // limit however many of a batch go real-time at once.
+    let _permit = match &shared.real_time_slots {
+        Some(slots) => slots.acquire().await.ok(),
+        None => None,
+    };
     let result = match realtime.infer(&call.request).await {
         Ok(mut response) => {
             response.attempts = renumber(std::mem::take(&mut response.attempts));
@@ -547,6 +589,13 @@ impl InferenceEngine for BatchingEngine {
         true
     }
 
+    /// A whole input file's requests: what the executor may keep in
+    /// flight, so that every ready task, and every ready item of a map,
+    /// goes in the wave's batch.
+    fn batch_capacity(&self) -> usize {
+        self.shared.client.limits().requests
+    }
+
     fn infer<'a>(
         &'a self,
         request: &'a InferenceRequest,
@@ -576,6 +625,8 @@ mod tests {
     fn fast(deadline: Option<Duration>) -> BatchingConfig {
         BatchingConfig {
             window: Duration::from_millis(30),
+            gather_limit: Duration::from_secs(5),
+            real_time_limit: 0,
             deadline,
             poll: PollPolicy {
                 initial: Duration::from_millis(2),
@@ -602,6 +653,33 @@ mod tests {
         let mut tiers: Vec<String> = server.bills().into_iter().map(|b| b.service_tier).collect();
         tiers.sort();
         tiers
+    }
+
+    /// Calls that keep arriving closer than the window (a large map's
+    /// items, each storing its prompt first) stay in the wave however long
+    /// they take in all; the wave's batch is one. The engine asks for a
+    /// whole file's worth in flight.
+    #[tokio::test]
+    async fn calls_closer_than_the_window_go_as_one_batch_however_long_they_take() {
+        let server = HonestServer::start(words()).await;
+        let engine = engine(&server.base_url, 1, None);
+        assert_eq!(engine.batch_capacity(), crate::batch::MAX_REQUESTS_PER_FILE);
+        let r: Vec<InferenceRequest> = (0..6).map(|i| request(&format!("t{i}"))).collect();
+        let late = |i: usize| {
+            let engine = &engine;
+            let request = &r[i];
+            async move {
+                tokio::time::sleep(Duration::from_millis(15 * i as u64)).await;
+                engine.infer(request).await
+            }
+        };
+        let answers = tokio::join!(late(0), late(1), late(2), late(3), late(4), late(5));
+        for answer in [
+            answers.0, answers.1, answers.2, answers.3, answers.4, answers.5,
+        ] {
+            answer.unwrap();
+        }
+        assert_eq!(server.batch_ids().len(), 1, "75 ms of calls, 15 ms apart");
     }
 
     #[tokio::test]

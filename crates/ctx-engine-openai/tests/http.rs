@@ -1211,10 +1211,8 @@ async fn the_structured_output_fallback_counts_within_max_attempts() {
 async fn a_usage_with_only_total_tokens_is_its_worst_case_and_flagged() {
     use ctx_test_support::openai_server::{Behaviour, HonestServer, UsageShape};
     let s = HonestServer::start(Behaviour {
-        count: Arc::new(|t: &str| t.split_whitespace().count() as u64),
         usage: UsageShape::TotalOnly,
-        rejects_response_format: false,
-        flex_busy: 0,
+        ..Behaviour::honest(Arc::new(|t: &str| t.split_whitespace().count() as u64))
     })
     .await;
     let mut req = request("t");

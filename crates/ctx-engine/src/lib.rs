@@ -301,6 +301,17 @@ pub trait InferenceEngine: Send + Sync {
         false
     }
 
+    /// How many calls this engine sends as one provider batch at most (the
+    /// provider's requests per input file); 0, the default, for an engine
+    /// that sends each call on its own. The executor keeps up to this many
+    /// tasks in flight whatever its concurrency limit says: a call waiting
+    /// in a batch holds no connection and no local work, and the ready
+    /// items of a map go as one batch only if all of them are in flight.
+    /// Such an engine bounds its own real-time calls.
+    fn batch_capacity(&self) -> usize {
+        0
+    }
+
     /// Runs `request`. Retries, if any, happen inside and are listed in the
     /// response's or the error's `attempts`.
     fn infer<'a>(

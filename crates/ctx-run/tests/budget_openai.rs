@@ -202,6 +202,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
             usage: c.usage,
             rejects_response_format: c.rejects_response_format,
             flex_busy: c.serving.flex_busy,
+            answers: Vec::new(),
         })
         .await;
         let system = c.system.then(|| SYSTEM.to_string());

@@ -650,15 +650,13 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::openai_server::{HonestServer, UsageShape};
+    use crate::openai_server::HonestServer;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn behaviour() -> Behaviour {
         Behaviour {
-            count: Arc::new(|t: &str| t.split_whitespace().count() as u64),
-            usage: UsageShape::Full,
             rejects_response_format: true,
-            flex_busy: 0,
+            ..Behaviour::honest(Arc::new(|t: &str| t.split_whitespace().count() as u64))
         }
     }
 

@@ -62,6 +62,12 @@ pub struct Behaviour {
     /// How many flex requests find no flex capacity (answered 429
     /// resource unavailable) before flex requests are served.
     pub flex_busy: usize,
+    /// Answers that open with a text, by prompt: a request whose messages
+    /// contain a key (the first in this list that matches) is answered
+    /// with its text, then words up to the cap as always, so a plan's
+    /// checks (a required heading) can pass. The text counts toward the
+    /// cap; one longer than the cap is sent whole.
+    pub answers: Vec<(String, String)>,
 }
 
 impl Behaviour {
@@ -73,6 +79,7 @@ impl Behaviour {
             usage: UsageShape::Full,
             rejects_response_format: false,
             flex_busy: 0,
+            answers: Vec::new(),
         }
     }
 }
@@ -393,7 +400,13 @@ pub(crate) fn respond(request: &Value, b: &Behaviour) -> (u16, Value, Option<Bil
         .max()
         .unwrap_or(1)
         .max(1);
-    let text = answer_of(cap, &count);
+    let opening = b.answers.iter().find(|(key, _)| {
+        messages
+            .iter()
+            .any(|m| m["content"].as_str().unwrap_or("").contains(key.as_str()))
+    });
+    let opening = opening.map(|(_, text)| text.as_str());
+    let text = answer_of(opening.unwrap_or(""), cap, &count);
     let completion = count(&text) * generated;
     let choices: Vec<Value> = (0..number(request.get("n")).unwrap_or(1).max(1))
         .map(|i| json!({"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}))
@@ -421,11 +434,12 @@ pub(crate) fn respond(request: &Value, b: &Behaviour) -> (u16, Value, Option<Bil
     (200, body, Some(bill))
 }
 
-/// The longest answer of repeated words within `cap` tokens.
-fn answer_of(cap: u64, count: &dyn Fn(&str) -> u64) -> String {
+/// `opening`, then the longest run of repeated words that keeps the
+/// answer within `cap` tokens.
+fn answer_of(opening: &str, cap: u64, count: &dyn Fn(&str) -> u64) -> String {
     let mut words = cap as usize;
     loop {
-        let text = " yes".repeat(words);
+        let text = format!("{opening}{}", " yes".repeat(words));
         if count(&text) <= cap || words == 0 {
             return text;
         }

@@ -149,7 +149,7 @@ pub fn run(args: Args) -> CliResult {
     let max_cost = super::run_cost::max_cost(args.max_cost.as_deref(), &args.engine)?;
     let canary = crate::telemetry::canary(&plan, &args.plan)?;
     let notices = engines::Notices::masking_run(secret_mask.clone(), canary.as_ref());
-    let engine = engines::build(&args.engine, &notices)?;
+    let engine = engines::build(&args.engine, &notices, args.concurrency)?;
     ctx_run::refuse_unjudgeable(&plan, engine.as_ref())
         .map_err(|e| CliError::run(e, &args.plan))?;
     let pricing = args.prices.pricing(args.engine.costs(), max_cost)?;

@@ -60,7 +60,8 @@ pub struct Args {
     #[command(flatten)]
     pub engine: EngineArgs,
 
-    /// Most tasks in flight at once; 0 means unlimited.
+    /// Most tasks in flight at once; 0 means unlimited. With --batch: the
+    /// real-time calls (a batch takes a map's ready items whatever this says).
     #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY, help_heading = heading::BOUNDS)]
     pub concurrency: usize,
 

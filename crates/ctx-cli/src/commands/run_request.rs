@@ -41,7 +41,8 @@ pub fn resolve(args: &Args) -> Result<Asked, CliError> {
     let mask = plan.inputs.as_ref().map(|i| i.mask.clone());
     let mask =
         ctx_deps::canary::mask_with(mask.unwrap_or_default(), basis.executor.canary.as_ref());
-    let built = engines::for_run(&args.engine, basis.budget(&plan.plan).is_some(), mask)?;
+    let budget = basis.budget(&plan.plan).is_some();
+    let built = engines::for_run(&args.engine, budget, mask, basis.executor.concurrency)?;
     let pricing = args.prices.pricing(built.costs, basis.budget(&plan.plan))?;
     let default_model = pricing.engine.model.is_some();
     let request = basis.request(plan, pricing).map_err(|e| match e {

@@ -134,7 +134,7 @@ pub fn run(args: Args) -> CliResult {
         ..ExecutorOptions::default()
     };
     // No progress bar: the engine's retries are lines on stderr.
-    let engine = engines::build(&args.engine, &engines::Notices::default())?;
+    let engine = engines::build(&args.engine, &engines::Notices::default(), args.concurrency)?;
     // Each run's tasks are priced by its own plan's config.prices too.
     let pricing = args.prices.pricing(args.engine.costs(), None)?;
     let engine = if args.cache {

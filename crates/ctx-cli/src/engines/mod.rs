@@ -181,15 +181,17 @@ pub struct RunEngine {
 }
 
 /// The engine a run uses, built once: its flags checked against the
-/// run's budget (`budget`: one binds), its notices masking `mask`.
+/// run's budget (`budget`: one binds), its notices masking `mask`, at most
+/// `concurrency` calls in flight (0: no limit; see [`build`]).
 pub fn for_run(
     args: &EngineArgs,
     budget: bool,
     mask: ctx_run::inputs::SecretMask,
+    concurrency: usize,
 ) -> Result<RunEngine, CliError> {
     args.check_budget(budget)?;
     let notices = Notices::masking(mask);
-    let engine = build(args, &notices)?;
+    let engine = build(args, &notices, concurrency)?;
     Ok(RunEngine {
         engine,
         notices,
@@ -199,12 +201,19 @@ pub fn for_run(
 
 /// Builds the selected engine, or explains which flag is missing or out of
 /// place (exit 2).
-/// `notices` shows the engine's progress events.
-pub fn build(args: &EngineArgs, notices: &Notices) -> Result<Arc<dyn InferenceEngine>, CliError> {
+/// `notices` shows the engine's progress events. `concurrency` (the
+/// run's `--concurrency`, 0: no limit) bounds the real-time calls of an
+/// engine that sends batches, whose batched calls the executor does not
+/// bound (`InferenceEngine::batch_capacity`).
+pub fn build(
+    args: &EngineArgs,
+    notices: &Notices,
+    concurrency: usize,
+) -> Result<Arc<dyn InferenceEngine>, CliError> {
     args.check()?;
     match args.kind() {
         EngineKind::DryRun => Ok(dry_run::build()),
         EngineKind::Command => Ok(command::build(args)),
-        EngineKind::Openai => openai::build(&args.openai, notices),
+        EngineKind::Openai => openai::build(&args.openai, notices, concurrency),
     }
 }

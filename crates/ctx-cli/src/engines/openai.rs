@@ -427,13 +427,16 @@ fn tier_flags() -> Vec<super::Setting> {
 }
 
 /// Builds the engine from flags and the process environment (exit 2 on a
-/// bad value, naming the flag or variable).
+/// bad value, naming the flag or variable); with `--batch`, at most
+/// `concurrency` real-time calls in flight (0: no limit).
 pub fn build(
     args: &OpenAiArgs,
     notices: &super::Notices,
+    concurrency: usize,
 ) -> Result<Arc<dyn InferenceEngine>, CliError> {
     let config = config_from(args, |name| std::env::var(name).ok())?;
-    if let Some(settings) = batching(args)? {
+    if let Some(mut settings) = batching(args)? {
+        settings.real_time_limit = concurrency;
         // The run's id is given out after the engine is built: a token of
         // this process names the run in each request's `custom_id`.
         let started = std::time::SystemTime::now()
@@ -737,7 +740,7 @@ mod tests {
         // What the engine refuses is refused once, by the engine, and
         // named back to its flag.
         let refused = |args: OpenAiArgs| {
-            build(&args, &super::super::Notices::default())
+            build(&args, &super::super::Notices::default(), 0)
                 .err()
                 .unwrap()
                 .message
