@@ -202,7 +202,8 @@ fn resumes_its_batch_and_pays_each_request_once(stop: Stop) {
         .run(&["runs", "export", "run", "--format", "csv"])
         .stdout;
     let a_row = csv.lines().find(|l| l.contains(",a,")).unwrap();
-    assert!(a_row.ends_with(&format!(",batch,{first}")), "{csv}");
+    // The task's tier, the call's batch, the call's own tier, no fallback.
+    assert!(a_row.ends_with(&format!(",batch,{first},batch,")), "{csv}");
     let text = dir.run(&["runs", "show", "run"]).stdout;
     assert!(
         text.contains(&format!(

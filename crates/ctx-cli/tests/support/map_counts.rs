@@ -51,13 +51,13 @@ pub fn assert_shown(
     let mut lines = csv.lines();
     let header = lines.next().unwrap();
     assert!(
-        header.ends_with(",error,map_items,map_completed,map_failed,service_tier,batch_id"),
+        header.ends_with(",error,map_items,map_completed,map_failed,service_tier,batch_id,call_service_tier,tier_fallback"),
         "{header}"
     );
     let scan: Vec<&str> = lines.filter(|l| l.contains(",scan,")).collect();
     assert_eq!(scan.len(), 1, "{csv}");
     assert!(
-        scan[0].ends_with(&format!(",{items},{completed},{failed},,")),
+        scan[0].ends_with(&format!(",{items},{completed},{failed},,,,")),
         "{}",
         scan[0]
     );
