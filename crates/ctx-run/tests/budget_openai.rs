@@ -437,6 +437,38 @@ fn a_total_only_usage_is_settled_within_its_reservation() {
     );
 }
 
+/// A judged task, then a task of two completions after it, each call
+/// allowed two attempts and each check two, under a system prompt and a
+/// usage reported in full, at a budget of exactly the reservations, on
+/// `serving`.
+fn tight_case(serving: Serving) -> Case {
+    Case {
+        tasks: vec![
+            TaskShape {
+                max_tokens: 20,
+                max_completion_tokens: None,
+                n: 1,
+                judged: true,
+                after_previous: false,
+            },
+            TaskShape {
+                max_tokens: 30,
+                max_completion_tokens: None,
+                n: 2,
+                judged: false,
+                after_previous: true,
+            },
+        ],
+        system: true,
+        max_attempts: 2,
+        max_check_attempts: 2,
+        usage: UsageShape::Full,
+        rejects_response_format: false,
+        budget_percent: 100,
+        serving,
+    }
+}
+
 /// Flex requests to a server out of flex capacity, so each call's last
 /// attempt falls back to the standard tier, on a model with flex prices,
 /// with the canary in every system message and a budget of exactly the
@@ -445,37 +477,13 @@ fn a_total_only_usage_is_settled_within_its_reservation() {
 #[test]
 fn flex_with_its_fallback_and_a_canary_stay_within_the_budget() {
     for flex_busy in [0, 1, 3] {
-        let c = Case {
-            tasks: vec![
-                TaskShape {
-                    max_tokens: 20,
-                    max_completion_tokens: None,
-                    n: 1,
-                    judged: true,
-                    after_previous: false,
-                },
-                TaskShape {
-                    max_tokens: 30,
-                    max_completion_tokens: None,
-                    n: 2,
-                    judged: false,
-                    after_previous: true,
-                },
-            ],
-            system: true,
-            max_attempts: 2,
-            max_check_attempts: 2,
-            usage: UsageShape::Full,
-            rejects_response_format: false,
-            budget_percent: 100,
-            serving: Serving {
-                model: "gpt-5-mini",
-                flex: true,
-                flex_busy,
-                canary: true,
-                batch: None,
-            },
-        };
+        let c = tight_case(Serving {
+            model: "gpt-5-mini",
+            flex: true,
+            flex_busy,
+            canary: true,
+            batch: None,
+        });
         let (spent, billed, budget) = run(&c);
         assert!(
             billed > Usd::ZERO && billed <= spent && spent <= budget,
@@ -484,7 +492,8 @@ fn flex_with_its_fallback_and_a_canary_stay_within_the_budget() {
     }
 }
 
-/// Through the Batch API at a budget of exactly the reservations: every
+/// Through the Batch API at a budget of exactly the reservations (a
+/// batch a wave: the judged task, its judge, then its dependent): every
 /// request answered in its batch; one failed in it (a 500, sent
 /// real-time with the attempts left); and batches that answer one
 /// request and hold the rest until the deadline sends them real-time at
@@ -518,44 +527,13 @@ fn batched_late_and_failed_calls_stay_within_the_budget() {
         ),
     ];
     for (batch, real_time) in shapes {
-        let c = Case {
-            tasks: vec![
-                TaskShape {
-                    max_tokens: 20,
-                    max_completion_tokens: None,
-                    n: 1,
-                    judged: true,
-                    after_previous: false,
-                },
-                TaskShape {
-                    max_tokens: 30,
-                    max_completion_tokens: Some(40),
-                    n: 2,
-                    judged: false,
-                    after_previous: false,
-                },
-                TaskShape {
-                    max_tokens: 10,
-                    max_completion_tokens: None,
-                    n: 1,
-                    judged: false,
-                    after_previous: true,
-                },
-            ],
-            system: true,
-            max_attempts: 2,
-            max_check_attempts: 2,
-            usage: UsageShape::Full,
-            rejects_response_format: false,
-            budget_percent: 100,
-            serving: Serving {
-                model: "gpt-4o-mini",
-                flex: false,
-                flex_busy: 0,
-                canary: false,
-                batch: Some(batch),
-            },
-        };
+        let c = tight_case(Serving {
+            model: "gpt-4o-mini",
+            flex: false,
+            flex_busy: 0,
+            canary: false,
+            batch: Some(batch),
+        });
         let (spent, billed, budget, tiers) = run_billed(&c);
         assert!(
             billed > Usd::ZERO && billed <= spent && spent <= budget,
