@@ -9,6 +9,9 @@ use std::path::Path;
 mod eval_plan;
 use eval_plan::PLAN;
 
+#[path = "support/batch_plan.rs"]
+mod batch_plan;
+
 /// The engine: `board` answers with the entity's value when the prompt
 /// carries the entity block, `script` echoes "uses" and the board's
 /// answer when the prompt carries it (a dependency output).
@@ -666,4 +669,59 @@ sub_tasks:
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("HISTORICAL_CONTEXT"), "{stderr}");
     assert!(!dir.path().join("prompt-echo.txt").exists());
+}
+
+/// Three independent tasks on [`batch_plan::MODEL`], each checked for the
+/// word the honest server answers with: one wave.
+const BATCHED: &str = r#"schema_version: 1
+config: {tokenizer: o200k_base}
+sub_tasks:
+  - {id: a, description: A, checks: [{contains: "yes"}], tool_or_prompt: {name: inference, params: {prompt: Say a., model: gpt-5-mini, max_tokens: 8}}}
+  - {id: b, description: B, checks: [{contains: "yes"}], tool_or_prompt: {name: inference, params: {prompt: Say b., model: gpt-5-mini, max_tokens: 8}}}
+  - {id: c, description: C, checks: [{contains: "yes"}], tool_or_prompt: {name: inference, params: {prompt: Say c., model: gpt-5-mini, max_tokens: 8}}}
+"#;
+
+/// `ctx eval --engine openai --batch`: `--concurrency` bounds the
+/// real-time calls only, as for `ctx run --batch`, so every variant and
+/// repeat run's ready tasks (4 variants x 2 repeats x 3 tasks) go as one
+/// batch, not as batches of `--concurrency` calls; every call is billed
+/// at the batch tier, and every check passes.
+#[test]
+fn a_batched_eval_sends_every_variants_calls_as_one_batch() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = batch_plan::server(&rt);
+    let dir = ctx_test_support::Dir::new();
+    dir.write("plan.yaml", BATCHED);
+    let out = dir.run(&[
+        "eval",
+        "plan.yaml",
+        "--engine",
+        "openai",
+        "--base-url",
+        &server.base_url,
+        "--batch",
+        "--batch-poll-ms",
+        "2",
+        "--repeat",
+        "2",
+        "--concurrency",
+        "2",
+        "--no-store",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json = out.json();
+    for v in json["variants"].as_array().unwrap() {
+        assert_eq!(v["pass_rate"], json!(1.0), "{v}");
+        assert_eq!(v["tasks_passing"], 6, "{v}");
+    }
+    let batches = server.batch_ids();
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    let input = server.batch_input(&batches[0]).unwrap();
+    let lines = String::from_utf8(input).unwrap();
+    assert_eq!(lines.lines().count(), 24, "{lines}");
+    let bills = server.bills();
+    assert_eq!(bills.len(), 24);
+    assert!(bills.iter().all(|b| b.service_tier == "batch"), "{bills:?}");
 }

@@ -313,3 +313,163 @@ fn a_maps_ready_items_go_as_one_batch_beyond_the_concurrency() {
     }
     assert_eq!(task(&json, "sum")["status"], "completed");
 }
+
+/// One map item's high end as `ctx plan cost` gives it for the plan in
+/// `dir` with `flags` (the run's engine and price flags): the map's row
+/// holds `max_items` calls' worth (docs/cost.md, "a map task is
+/// `max_items` calls"), and an item reserves one of them under
+/// `--max-cost` (docs/engines.md, "Batch API").
+fn one_items_high_end(dir: &Dir, map: &str, flags: &[&str]) -> Usd {
+    let mut args = vec!["plan", "cost", "plan.json", "--format", "json"];
+    args.extend_from_slice(flags);
+    let out = dir.run(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let row = task(&out.json(), map).clone();
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("plan.json")).unwrap())
+            .unwrap();
+    let items = plan["sub_tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == map)
+        .and_then(|t| t["map"]["max_items"].as_u64())
+        .unwrap();
+    let high = Usd::from_f64(row["cost_usd"]["high"].as_f64().unwrap()).unwrap();
+    assert_eq!(high.picos() % u128::from(items), 0, "{row}");
+    Usd::from_picos(high.picos() / u128::from(items))
+}
+
+/// What `server` billed, each request priced at the tier it was billed
+/// at by `book` (as the budget proptest sums it, ctx-run's
+/// tests/budget_openai.rs).
+fn billed(server: &HonestServer, book: &ctx_cost::PriceBook) -> Usd {
+    server
+        .bills()
+        .iter()
+        .map(|b| {
+            book.lookup(&b.model).unwrap().price.cost(&Usage {
+                prompt_tokens: b.prompt_tokens,
+                cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
+                completion_tokens: b.completion_tokens,
+                tier: Some(ServiceTier::from_name(&b.service_tier)),
+            })
+        })
+        .sum()
+}
+
+/// The tasks of each batch `server` created, in creation order.
+fn batched_tasks(server: &HonestServer) -> Vec<Vec<String>> {
+    server
+        .batch_ids()
+        .iter()
+        .map(|id| {
+            let input = String::from_utf8(server.batch_input(id).unwrap()).unwrap();
+            input
+                .lines()
+                .map(|l| {
+                    let line: serde_json::Value = serde_json::from_str(l).unwrap();
+                    let custom_id = line["custom_id"].as_str().unwrap();
+                    custom_id.rsplit(':').next().unwrap().to_string()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The map plan over six items run with `--batch`, `extra` and a
+/// `--max-cost` that holds the high ends of three items and not four,
+/// derived from `ctx plan cost`: every task completes, and neither what
+/// the server billed nor what the run recorded passes the budget. The
+/// run's output.
+fn run_six_items_on_three_items_budget(server: &HonestServer, extra: &[&str]) -> Out {
+    let dir = Dir::new();
+    write_map_plan(&dir);
+    let prices = dir.write("prices.json", PRICES);
+    let prices = prices.to_str().unwrap();
+    let list: Vec<String> = (0..6).map(|i| format!("item {i}")).collect();
+    let list = format!("LIST={}", json!(list));
+    let priced = ["--var", &list, "--engine", "openai", "--prices", prices];
+    let item = one_items_high_end(&dir, "m", &priced);
+    let budget = item
+        .saturating_add(item)
+        .saturating_add(item)
+        .saturating_add(Usd::from_picos(item.picos() / 2));
+    let budget_text = budget.to_string();
+    let mut flags = vec![
+        "--var",
+        &list,
+        "--prices",
+        prices,
+        "--max-cost",
+        &budget_text,
+    ];
+    flags.extend_from_slice(extra);
+    let out = run(&dir, server, &flags);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json = out.json();
+    for id in (0..6).map(|i| format!("m[{i}]")).chain(["sum".into()]) {
+        assert_eq!(task(&json, &id)["status"], "completed", "{json}");
+    }
+    let mut book = ctx_cost::PriceBook::new();
+    book.push(ctx_cost::parse_litellm(PRICES, "prices.json".as_ref()).unwrap());
+    let billed = billed(server, &book);
+    let spent = Usd::from_f64(json["spent_usd"].as_f64().unwrap()).unwrap();
+    assert!(
+        billed > Usd::ZERO && billed <= spent && spent <= budget,
+        "{billed} billed, {spent} spent of {budget}"
+    );
+    assert_eq!(server.bills().len(), 7, "one request a task");
+    out
+}
+
+/// A `--max-cost` that holds the high ends of three items and not four:
+/// the map's six ready items cannot all be reserved at once, so the first
+/// three go as a batch and the others wait for it to settle (each item is
+/// reserved at its real-time high end and settled at the batch rate,
+/// which frees room for the next). The run finishes within the budget,
+/// every item in exactly one batch and no batch holding more items than
+/// the budget fits.
+#[test]
+fn a_budget_for_three_items_sends_the_maps_items_in_several_batches() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = server(&rt);
+    let out = run_six_items_on_three_items_budget(&server, &[]);
+    let json = out.json();
+    for i in 0..6 {
+        let used = &task(&json, &format!("m[{i}]"))["metadata"]["tokens_used"];
+        assert_eq!(used["service_tier"], "batch", "{json}");
+    }
+    let batches = batched_tasks(&server);
+    let (last, items) = batches.split_last().unwrap();
+    assert_eq!(last, &["sum"], "{batches:?}");
+    assert!(items.len() >= 2, "the items waited: {batches:?}");
+    assert_eq!(items[0].len(), 3, "three fit at first: {batches:?}");
+    assert!(items.iter().all(|b| b.len() <= 3), "{batches:?}");
+    let mut sent: Vec<&String> = items.iter().flatten().collect();
+    sent.sort();
+    let expected: Vec<String> = (0..6).map(|i| format!("m[{i}]")).collect();
+    assert_eq!(sent, expected.iter().collect::<Vec<_>>());
+}
+
+/// The same budget while the server holds every batch: at the deadline
+/// each batch's items are cancelled in it and go real-time, at the
+/// standard price, and the next items are sent only once they settle.
+/// The reservation (the real-time high end) covers the fallback: the run
+/// finishes, and the server billed no more than the budget.
+#[test]
+fn past_the_deadline_a_tight_budgets_items_go_real_time_within_it() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = server(&rt);
+    server.set_batch_pace(0);
+    run_six_items_on_three_items_budget(&server, &["--batch-deadline", "300ms"]);
+    let batches = batched_tasks(&server);
+    assert!(batches.len() >= 3, "{batches:?}");
+    assert!(batches.iter().all(|b| b.len() <= 3), "{batches:?}");
+    let bills = server.bills();
+    assert!(
+        bills.iter().all(|b| b.service_tier == "default"),
+        "{bills:?}"
+    );
+}

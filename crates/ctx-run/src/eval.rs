@@ -15,7 +15,11 @@
 //!   [`ExecutorOptions::dispatch_gate`] holds that many permits, and a task
 //!   holds one for its engine work, so the engine never sees more than that
 //!   many calls in flight, whichever runs they belong to. Waiting for a
-//!   permit does not count against the task timeout.
+//!   permit does not count against the task timeout. An engine that sends
+//!   provider batches ([`InferenceEngine::batch_capacity`], `--batch`)
+//!   gets a batch's worth of permits instead, as a run's executor keeps a
+//!   batch's worth in flight: every variant's ready calls go as one batch,
+//!   and the engine bounds its real-time calls (fallbacks) itself.
 //! * The report lists variants in their fixed order whatever order the runs
 //!   finished in; a variant's `wall_ms` is the time from the eval's start
 //!   to the end of its last run, and `task_ms` the tasks' own time (from
@@ -69,6 +73,17 @@ use ctx_store_sqlite::{NewRun, RunRoot, SessionEnd, SqliteStore, StartAt};
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
+/// The eval's shared limit on engine work: `concurrency` permits (none
+/// for 0, no limit), or, with an engine that sends provider batches, a
+/// batch's worth ([`InferenceEngine::batch_capacity`]) when that is more.
+/// A batched call waits at the provider, holding no connection: bounded
+/// by `concurrency`, the variants' calls would go as many small batches.
+/// Such an engine bounds its real-time calls itself (`ctx eval` builds it
+/// with `--concurrency` as that bound), as for `ctx run`.
+fn dispatch_gate(concurrency: usize, engine: &dyn InferenceEngine) -> Option<Arc<Semaphore>> {
+    (concurrency > 0).then(|| Arc::new(Semaphore::new(concurrency.max(engine.batch_capacity()))))
+}
+
 /// Every variant, in report order.
 pub const ALL_VARIANTS: [ContextVariant; 4] = [
     ContextVariant::Full,
@@ -101,7 +116,9 @@ pub struct EvalSettings {
     /// Runs of each variant, at least 1.
     pub repeat: u32,
     /// Most engine calls in flight at once over all the runs; 0 means
-    /// unlimited.
+    /// unlimited. With an engine that sends provider batches, a batch's
+    /// worth when that is more ([`InferenceEngine::batch_capacity`]); the
+    /// engine bounds its real-time calls.
     pub concurrency: usize,
     /// How long one task's engine work may take.
     pub task_timeout: Option<Duration>,
@@ -260,8 +277,7 @@ impl EvalSession {
         variants.sort();
         variants.dedup();
         let label = engine.label();
-        let gate =
-            (settings.concurrency > 0).then(|| Arc::new(Semaphore::new(settings.concurrency)));
+        let gate = dispatch_gate(settings.concurrency, engine.as_ref());
         let budget = settings
             .cost
             .as_ref()
@@ -1598,5 +1614,80 @@ sub_tasks:
         let first = keys("4812");
         assert!(first.iter().any(Option::is_some), "{first:?}");
         assert_eq!(first, keys("9907"));
+    }
+
+    /// An engine that gathers its calls into batches as `--batch` does:
+    /// a call is answered (as [`Echo`]) once `batch` calls wait together,
+    /// or after a second; `most` is the most calls it held at once.
+    struct Gathering {
+        batch: usize,
+        waiting: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+        full: tokio::sync::Notify,
+    }
+
+    impl InferenceEngine for Gathering {
+        fn name(&self) -> &str {
+            "gathering"
+        }
+        fn batch_capacity(&self) -> usize {
+            100
+        }
+        fn infer<'a>(
+            &'a self,
+            request: &'a InferenceRequest,
+        ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+            use std::sync::atomic::Ordering::SeqCst;
+            Box::pin(async move {
+                let full = self.full.notified();
+                tokio::pin!(full);
+                full.as_mut().enable();
+                let now = self.waiting.fetch_add(1, SeqCst) + 1;
+                self.most.fetch_max(now, SeqCst);
+                if now >= self.batch {
+                    self.full.notify_waiters();
+                } else {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), full).await;
+                }
+                self.waiting.fetch_sub(1, SeqCst);
+                Echo.infer(request).await
+            })
+        }
+    }
+
+    /// With an engine that sends batches, `--concurrency` does not bound
+    /// the calls in flight: every variant's ready tasks (4 variants x 3
+    /// independent tasks) wait in the engine at once, one batch, where
+    /// the shared limit of 2 would have made batches of 2.
+    #[test]
+    fn a_batching_engine_holds_every_variants_calls_at_once() {
+        let engine = Arc::new(Gathering {
+            batch: 12,
+            waiting: Default::default(),
+            most: Default::default(),
+            full: tokio::sync::Notify::new(),
+        });
+        let settings = EvalSettings {
+            concurrency: 2,
+            ..EvalSettings::default()
+        };
+        let session = EvalSession::start(independent_plan(), engine.clone(), settings).unwrap();
+        let EvalOutcome::Finished(report) = run(session) else {
+            panic!("not finished");
+        };
+        assert_eq!(
+            engine.most.load(std::sync::atomic::Ordering::SeqCst),
+            12,
+            "{report:?}"
+        );
+        let passing: u64 = report.variants.iter().map(|v| v.tasks_passing).sum();
+        assert_eq!(passing, 12, "{report:?}");
+        // Without batches the limit holds: at most 2 at once.
+        let slow = Arc::new(SlowEcho {
+            calls: Default::default(),
+        });
+        assert_eq!(slow.batch_capacity(), 0);
+        assert!(dispatch_gate(2, slow.as_ref()).is_some_and(|g| g.available_permits() == 2));
+        assert!(dispatch_gate(0, engine.as_ref()).is_none());
     }
 }

@@ -15,6 +15,13 @@
 //! at the tier the server billed; and the run's canary sentence in every
 //! system message (issues 37 and 38).
 //!
+//! And through the Batch API (`ctx run --batch`, issue 37): the same
+//! plans run on the batching engine, whose batches the server may answer
+//! only in part (the rest cancelled at a deadline and sent real-time at
+//! the standard tier) or answer with retryable failures (sent real-time
+//! with the attempts left). Each call is reserved at its real-time high
+//! end, whichever way it is answered.
+//!
 //! Before the fixes of issue 20 each of these shapes overspent: the
 //! reservation priced `max_tokens` where `max_completion_tokens` was sent,
 //! one completion where `n` were billed, a judge prompt without the
@@ -26,8 +33,11 @@ use std::time::Duration;
 
 use ctx_cost::{PriceBook, Usd};
 use ctx_deps::{Executor, ExecutorOptions, MemoryStore};
+use ctx_engine::InferenceEngine;
+use ctx_engine_openai::batch::PollPolicy;
 use ctx_engine_openai::{
-    OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy, StructuredOutput,
+    BatchingConfig, BatchingEngine, OpenAiConfig, OpenAiEngine, RequestDefaults, RetryPolicy,
+    StructuredOutput,
 };
 use ctx_model::Plan;
 use ctx_run::run_costs::{EngineCosts, cost_options};
@@ -72,6 +82,30 @@ struct Serving {
     flex_busy: usize,
     /// The plan asks for a canary.
     canary: bool,
+    /// Sent through the Batch API (`--batch`), and how the server answers
+    /// the batches; `None`: real-time.
+    batch: Option<Batching>,
+}
+
+/// How the server answers batches.
+#[derive(Debug, Clone, Copy)]
+struct Batching {
+    /// The batches answer this many requests in all, then hold the rest
+    /// until the deadline cancels them and they go real-time; `None`:
+    /// every request is answered.
+    late_after: Option<usize>,
+    /// The first batched requests answered `500 server_error`
+    /// (retryable: sent real-time with the attempts left).
+    failing: usize,
+}
+
+fn batching() -> impl Strategy<Value = Option<Batching>> {
+    proptest::option::of((proptest::option::of(0usize..4), 0usize..3).prop_map(
+        |(late_after, failing)| Batching {
+            late_after,
+            failing,
+        },
+    ))
 }
 
 fn serving() -> impl Strategy<Value = Serving> {
@@ -80,12 +114,14 @@ fn serving() -> impl Strategy<Value = Serving> {
         any::<bool>(),
         0usize..4,
         any::<bool>(),
+        batching(),
     )
-        .prop_map(|(model, flex, flex_busy, canary)| Serving {
+        .prop_map(|(model, flex, flex_busy, canary, batch)| Serving {
             model,
             flex,
             flex_busy,
             canary,
+            batch,
         })
 }
 
@@ -188,9 +224,55 @@ fn plan(c: &Case) -> Plan {
     .unwrap()
 }
 
+/// The case's engine against `server`: real-time, or through the Batch
+/// API with the server set to answer batches as the case says.
+fn engine(c: &Case, server: &HonestServer, system: Option<String>) -> Arc<dyn InferenceEngine> {
+    let config = OpenAiConfig {
+        base_url: server.base_url.clone(),
+        defaults: RequestDefaults {
+            system,
+            service_tier: c.serving.flex.then(|| "flex".to_string()),
+            ..RequestDefaults::default()
+        },
+        retry: RetryPolicy {
+            max_attempts: c.max_attempts,
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(2),
+            max_retry_after: Duration::from_secs(1),
+        },
+        structured_output: StructuredOutput::Auto,
+        ..OpenAiConfig::default()
+    };
+    let Some(batch) = c.serving.batch else {
+        return Arc::new(OpenAiEngine::new(config).unwrap());
+    };
+    if let Some(n) = batch.late_after {
+        server.hold_batches_after(n);
+    }
+    server.fail_batch_requests(batch.failing);
+    let settings = BatchingConfig {
+        window: Duration::from_millis(5),
+        // A held batch is cancelled at the deadline, its late requests
+        // sent real-time; without one it would be waited on for hours.
+        deadline: batch.late_after.map(|_| Duration::from_millis(20)),
+        poll: PollPolicy {
+            initial: Duration::from_millis(2),
+            max: Duration::from_millis(10),
+        },
+        ..BatchingConfig::default()
+    };
+    Arc::new(BatchingEngine::new(config, "budget", settings).unwrap())
+}
+
 /// Runs the case; returns what ctx recorded as spent, what the server
 /// billed (priced with the same book), and the budget.
 fn run(c: &Case) -> (Usd, Usd, Usd) {
+    let (spent, billed, budget, _) = run_billed(c);
+    (spent, billed, budget)
+}
+
+/// [`run`], and the tier of each request the server billed.
+fn run_billed(c: &Case) -> (Usd, Usd, Usd, Vec<String>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -206,23 +288,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
         })
         .await;
         let system = c.system.then(|| SYSTEM.to_string());
-        let engine = OpenAiEngine::new(OpenAiConfig {
-            base_url: server.base_url.clone(),
-            defaults: RequestDefaults {
-                system: system.clone(),
-                service_tier: c.serving.flex.then(|| "flex".to_string()),
-                ..RequestDefaults::default()
-            },
-            retry: RetryPolicy {
-                max_attempts: c.max_attempts,
-                initial_backoff: Duration::from_millis(1),
-                max_backoff: Duration::from_millis(2),
-                max_retry_after: Duration::from_secs(1),
-            },
-            structured_output: StructuredOutput::Auto,
-            ..OpenAiConfig::default()
-        })
-        .unwrap();
+        let engine = engine(c, &server, system.clone());
         let p = plan(c);
         let costs = EngineCosts {
             system,
@@ -249,8 +315,7 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
             cost: Some(cost),
             ..ExecutorOptions::default()
         };
-        let exec =
-            Executor::new(p, Arc::new(engine), Arc::new(MemoryStore::new()), options).unwrap();
+        let exec = Executor::new(p, engine, Arc::new(MemoryStore::new()), options).unwrap();
         let report = exec.run().await.unwrap();
         let summary = report.cost.expect("a cost summary");
         assert_eq!(summary.unknown, 0);
@@ -271,7 +336,8 @@ fn run(c: &Case) -> (Usd, Usd, Usd) {
                     })
             })
             .sum();
-        (summary.total(), billed, budget)
+        let tiers = server.bills().into_iter().map(|b| b.service_tier).collect();
+        (summary.total(), billed, budget, tiers)
     })
 }
 
@@ -325,6 +391,7 @@ fn a_large_budget_runs_every_shape_and_spends() {
             flex: false,
             flex_busy: 0,
             canary: false,
+            batch: None,
         },
     };
     let (spent, billed, budget) = run(&c);
@@ -360,6 +427,7 @@ fn a_total_only_usage_is_settled_within_its_reservation() {
             flex: false,
             flex_busy: 0,
             canary: false,
+            batch: None,
         },
     };
     let (spent, billed, budget) = run(&c);
@@ -367,6 +435,38 @@ fn a_total_only_usage_is_settled_within_its_reservation() {
         billed > Usd::ZERO && billed <= spent && spent <= budget,
         "{billed} billed, {spent} of {budget}"
     );
+}
+
+/// A judged task, then a task of two completions after it, each call
+/// allowed two attempts and each check two, under a system prompt and a
+/// usage reported in full, at a budget of exactly the reservations, on
+/// `serving`.
+fn tight_case(serving: Serving) -> Case {
+    Case {
+        tasks: vec![
+            TaskShape {
+                max_tokens: 20,
+                max_completion_tokens: None,
+                n: 1,
+                judged: true,
+                after_previous: false,
+            },
+            TaskShape {
+                max_tokens: 30,
+                max_completion_tokens: None,
+                n: 2,
+                judged: false,
+                after_previous: true,
+            },
+        ],
+        system: true,
+        max_attempts: 2,
+        max_check_attempts: 2,
+        usage: UsageShape::Full,
+        rejects_response_format: false,
+        budget_percent: 100,
+        serving,
+    }
 }
 
 /// Flex requests to a server out of flex capacity, so each call's last
@@ -377,40 +477,73 @@ fn a_total_only_usage_is_settled_within_its_reservation() {
 #[test]
 fn flex_with_its_fallback_and_a_canary_stay_within_the_budget() {
     for flex_busy in [0, 1, 3] {
-        let c = Case {
-            tasks: vec![
-                TaskShape {
-                    max_tokens: 20,
-                    max_completion_tokens: None,
-                    n: 1,
-                    judged: true,
-                    after_previous: false,
-                },
-                TaskShape {
-                    max_tokens: 30,
-                    max_completion_tokens: None,
-                    n: 2,
-                    judged: false,
-                    after_previous: true,
-                },
-            ],
-            system: true,
-            max_attempts: 2,
-            max_check_attempts: 2,
-            usage: UsageShape::Full,
-            rejects_response_format: false,
-            budget_percent: 100,
-            serving: Serving {
-                model: "gpt-5-mini",
-                flex: true,
-                flex_busy,
-                canary: true,
-            },
-        };
+        let c = tight_case(Serving {
+            model: "gpt-5-mini",
+            flex: true,
+            flex_busy,
+            canary: true,
+            batch: None,
+        });
         let (spent, billed, budget) = run(&c);
         assert!(
             billed > Usd::ZERO && billed <= spent && spent <= budget,
             "flex_busy {flex_busy}: {billed} billed, {spent} of {budget}"
+        );
+    }
+}
+
+/// Through the Batch API at a budget of exactly the reservations (a
+/// batch a wave: the judged task, its judge, then its dependent): every
+/// request answered in its batch; one failed in it (a 500, sent
+/// real-time with the attempts left); and batches that answer one
+/// request and hold the rest until the deadline sends them real-time at
+/// the standard tier. The books hold, and they count at least what the
+/// server billed at the tiers it billed.
+#[test]
+fn batched_late_and_failed_calls_stay_within_the_budget() {
+    // Each shape, and whether some call went real-time (billed at the
+    // standard tier).
+    let shapes = [
+        (
+            Batching {
+                late_after: None,
+                failing: 0,
+            },
+            false,
+        ),
+        (
+            Batching {
+                late_after: None,
+                failing: 1,
+            },
+            true,
+        ),
+        (
+            Batching {
+                late_after: Some(1),
+                failing: 0,
+            },
+            true,
+        ),
+    ];
+    for (batch, real_time) in shapes {
+        let c = tight_case(Serving {
+            model: "gpt-4o-mini",
+            flex: false,
+            flex_busy: 0,
+            canary: false,
+            batch: Some(batch),
+        });
+        let (spent, billed, budget, tiers) = run_billed(&c);
+        assert!(
+            billed > Usd::ZERO && billed <= spent && spent <= budget,
+            "{batch:?}: {billed} billed, {spent} of {budget}"
+        );
+        assert!(tiers.iter().any(|t| t == "batch"), "{batch:?}: {tiers:?}");
+        assert_eq!(
+            tiers.iter().any(|t| t == "default"),
+            real_time,
+            "{batch:?}: {tiers:?}"
         );
     }
 }

@@ -83,7 +83,8 @@ pub struct Args {
     pub repeat: u32,
 
     /// Most engine calls in flight at once, shared by all the variant and
-    /// repeat runs; 0 means unlimited.
+    /// repeat runs; 0 means unlimited. With --batch: the most real-time
+    /// calls (batched calls go a batch file's worth at once).
     #[arg(long, value_name = "N", default_value_t = ctx_deps::DEFAULT_CONCURRENCY, help_heading = heading::BOUNDS)]
     pub concurrency: usize,
 

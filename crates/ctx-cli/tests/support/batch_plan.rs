@@ -1,6 +1,9 @@
 //! The plan and server of the `--batch` tests (run_batch.rs,
 //! run_batch_durable.rs): `a` and `b`, then `c` after both (two waves),
 //! against ctx-test-support's honest server counting o200k tokens.
+//! tests/eval.rs takes the server alone.
+
+#![allow(dead_code)]
 
 use ctx_test_support::Dir;
 use ctx_test_support::openai_server::{Behaviour, HonestServer};
