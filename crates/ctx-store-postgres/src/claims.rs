@@ -141,20 +141,32 @@ macro_rules! claim_sql {
                 ORDER BY priority DESC, run_id, idx
                 LIMIT $5),
              v AS (SELECT (SELECT m.schema_version FROM ctx_meta m) <= $6::int4 AS ok),
+             w AS (
+               SELECT run_id, sum(high_picos) AS picos FROM c
+                WHERE high_picos IS NOT NULL GROUP BY run_id),
+             pick AS (
+               SELECT w.run_id, w.picos, q.purse FROM w CROSS JOIN LATERAL (
+                 SELECT p.purse FROM ctx_budget_purses p
+                  WHERE p.run_id = w.run_id AND p.held_picos + w.picos <= p.share_picos
+                  ORDER BY (p.purse + (hashtext($2) & 15)) % 16
+                  LIMIT 1
+                  FOR UPDATE SKIP LOCKED) q
+                WHERE (SELECT ok FROM v)),
              held AS (
-               UPDATE ctx_runs r SET held_picos = r.held_picos + w.picos
-                 FROM (SELECT run_id, sum(high_picos) AS picos FROM c
-                        WHERE high_picos IS NOT NULL GROUP BY run_id) w
-                WHERE r.run_id = w.run_id AND (SELECT ok FROM v)
-                  AND r.held_picos + w.picos <= r.budget_picos
-               RETURNING r.run_id)
+               UPDATE ctx_budget_purses p SET held_picos = p.held_picos + k.picos
+                 FROM pick k
+                WHERE p.run_id = k.run_id AND p.purse = k.purse
+                  AND p.held_picos + k.picos <= p.share_picos
+               RETURNING p.run_id, p.purse)
              UPDATE ctx_tasks t
                 SET status = 'in_progress', claimed_by = $2, attempt = t.attempt + 1,
                     lease_until = now() + $3::float8 * interval '1 millisecond',
                     started_at = now(), claim_seq = nextval('ctx_claim_seq'),
                     engine = $4::text,
                     reserved_picos = CASE WHEN EXISTS (SELECT 1 FROM held h WHERE h.run_id = c.run_id)
-                                          THEN c.high_picos END
+                                          THEN c.high_picos END,
+                    purse = CASE WHEN c.high_picos IS NOT NULL
+                                 THEN (SELECT h.purse FROM held h WHERE h.run_id = c.run_id) END
                FROM c
               WHERE t.run_id = c.run_id AND t.task_id = c.task_id
                 AND (SELECT ok FROM v)
@@ -166,7 +178,8 @@ macro_rules! claim_sql {
                                 AND d.result_json IS NOT NULL
                               ORDER BY e.depends_on),
                        t.priority, t.idx, t.kept_json,
-                       (SELECT r.budget_picos::text FROM ctx_runs r WHERE r.run_id = t.run_id),
+                       (SELECT r.budget_picos::text FROM ctx_budget_purses r
+                         WHERE r.run_id = t.run_id AND r.purse = 0),
                        t.reserved_picos::text"
         )
     };
@@ -205,27 +218,43 @@ pub enum Reservation {
 /// (run, task, attempt, worker) and the amount in pico-dollars as text.
 /// Returns whether the claim held, and whether it fits.
 const RESERVE: &str = "WITH t AS (
-       SELECT coalesce(reserved_picos, 0) AS had FROM ctx_tasks
+       SELECT coalesce(reserved_picos, 0) AS had, purse FROM ctx_tasks
         WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
           AND status = 'in_progress' AND lease_until >= now()
         FOR UPDATE),
+     p AS (
+       SELECT purse, held_picos, budget_picos FROM ctx_budget_purses
+        WHERE run_id = $1 AND EXISTS (SELECT 1 FROM t)
+        ORDER BY purse FOR UPDATE),
+     tot AS (
+       SELECT sum(held_picos) AS held, count(*) AS n, min(purse) AS first,
+              min(budget_picos) AS budget FROM p),
      b AS (
-       SELECT t.had, greatest($5::text::numeric - t.had, 0) AS more,
-              r.budget_picos IS NULL
-                OR r.held_picos + greatest($5::text::numeric - t.had, 0) <= r.budget_picos AS fits
-         FROM ctx_runs r, t WHERE r.run_id = $1
-        FOR UPDATE OF r),
+       SELECT t.had, t.purse AS mine, coalesce(t.purse, tot.first) AS target, tot.n, tot.first,
+              greatest($5::text::numeric - t.had, 0) AS more,
+              tot.budget IS NULL
+                OR tot.held + greatest($5::text::numeric - t.had, 0) <= tot.budget AS fits,
+              tot.budget
+         FROM t, tot),
+     after AS (
+       SELECT p.purse, p.held_picos
+                + CASE WHEN b.fits AND p.purse = b.target THEN b.more
+                       WHEN NOT b.fits AND p.purse = b.mine THEN -b.had
+                       ELSE 0 END AS held
+         FROM p, b),
      held AS (
-       UPDATE ctx_runs SET
-              held_picos = CASE WHEN b.fits THEN held_picos + b.more ELSE held_picos - b.had END,
-              budget_wait = CASE WHEN b.fits THEN budget_wait ELSE true END
-         FROM b WHERE run_id = $1
-        RETURNING b.fits, b.had),
+       UPDATE ctx_budget_purses q SET held_picos = a.held,
+              share_picos = ctx_purse_share(a.held, b.budget - (SELECT sum(held) FROM after),
+                                            b.n, a.purse = b.first),
+              budget_wait = CASE WHEN b.fits THEN q.budget_wait ELSE true END
+         FROM after a, b
+        WHERE q.run_id = $1 AND q.purse = a.purse),
      m AS (
-       UPDATE ctx_tasks SET reserved_picos = CASE WHEN h.fits THEN greatest(h.had, $5::text::numeric) END
-         FROM held h
+       UPDATE ctx_tasks SET reserved_picos = CASE WHEN b.fits THEN greatest(b.had, $5::text::numeric) END,
+                            purse = CASE WHEN b.fits THEN b.target END
+         FROM b
         WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
-        RETURNING h.fits, h.had)
+        RETURNING b.fits, b.had)
      SELECT (SELECT count(*) FROM t), coalesce((SELECT fits FROM m), false),
             (SELECT pg_notify('ctx_ready', $1) FROM m WHERE NOT m.fits AND m.had > 0)::text";
 
@@ -236,13 +265,14 @@ const RESERVE: &str = "WITH t AS (
 /// which stay held at their whole amount: neither ever shrinks.
 /// Parameters: the run, the task, the amount as text.
 const MAY_FIT: &str = "SELECT r.budget_picos IS NULL
-            OR r.held_picos + $3::text::numeric
+            OR (SELECT sum(p.held_picos) FROM ctx_budget_purses p WHERE p.run_id = $1)
+               + $3::text::numeric
                - coalesce((SELECT sum(t.reserved_picos) FROM ctx_tasks t
                             WHERE t.run_id = $1 AND t.task_id <> $2
                               AND t.reserved_picos IS NOT NULL AND t.status = 'in_progress'
                               AND t.lease_until >= now()), 0)
                <= r.budget_picos
-       FROM ctx_runs r WHERE r.run_id = $1";
+       FROM ctx_budget_purses r WHERE r.run_id = $1 AND r.purse = 0";
 
 /// The claim in one run (`$1`): prepared once per connection, its
 /// generic plan reads the run's part of each index.
@@ -445,7 +475,9 @@ impl PgStore {
             let rows = shared
                 .query(
                     &|| format!("reading the budget of run `{run_id}`"),
-                    "SELECT budget_picos::text, held_picos::text FROM ctx_runs WHERE run_id = $1",
+                    "SELECT budget_picos::text,
+                            (SELECT sum(held_picos) FROM ctx_budget_purses p WHERE p.run_id = $1)::text
+                       FROM ctx_budget_purses WHERE run_id = $1 AND purse = 0",
                     &[&run_id],
                 )
                 .await?;
@@ -558,19 +590,19 @@ impl PgStore {
             claim,
             "giving back",
             "WITH o AS (
-               SELECT reserved_picos AS had FROM ctx_tasks
+               SELECT reserved_picos AS had, purse FROM ctx_tasks
                 WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
                   AND status = 'in_progress'
                 FOR UPDATE),
              g AS (
                UPDATE ctx_tasks SET status = 'pending', claimed_by = NULL, lease_until = NULL,
-                      reserved_picos = NULL
+                      reserved_picos = NULL, purse = NULL
                  FROM o
                 WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
-                RETURNING o.had),
+                RETURNING o.had, o.purse),
              b AS (
-               UPDATE ctx_runs SET held_picos = held_picos - g.had
-                 FROM g WHERE run_id = $1 AND g.had IS NOT NULL)
+               UPDATE ctx_budget_purses q SET held_picos = q.held_picos - g.had
+                 FROM g WHERE q.run_id = $1 AND q.purse = g.purse AND g.had IS NOT NULL)
              SELECT 1 FROM g",
             None,
         )
@@ -835,12 +867,12 @@ enum Made {
 /// skip recorded in the history too), whether kept results stand,
 /// whether an attempt is recorded.
 const COMMIT: &str = "WITH old AS (
-               SELECT reserved_picos FROM ctx_tasks WHERE run_id = $1 AND task_id = $2),
+               SELECT reserved_picos, purse FROM ctx_tasks WHERE run_id = $1 AND task_id = $2),
              done AS (
                UPDATE ctx_tasks SET status = $5, result_json = $6, claimed_by = NULL,
                       lease_until = NULL, finished_at = now(),
                       kept_json = CASE WHEN $9 THEN kept_json END,
-                      reserved_picos = NULL
+                      reserved_picos = NULL, purse = NULL
                 WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
                   AND status = 'in_progress' AND lease_until >= now()
                 RETURNING task_id),
@@ -849,12 +881,12 @@ const COMMIT: &str = "WITH old AS (
              -- woken by this commit, and only then: the flag goes false,
              -- which RETURNING reads as: it was true.
              budget AS (
-               UPDATE ctx_runs r
+               UPDATE ctx_budget_purses r
                   SET held_picos = r.held_picos - o.reserved_picos
                                    + coalesce($11::text::numeric, o.reserved_picos),
                       budget_wait = CASE WHEN r.budget_wait THEN false END
                  FROM old o, done
-                WHERE r.run_id = $1 AND o.reserved_picos IS NOT NULL
+                WHERE r.run_id = $1 AND r.purse = o.purse AND o.reserved_picos IS NOT NULL
                RETURNING r.budget_wait IS FALSE AS woke),
              hist AS (
                INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json, session)
@@ -1013,19 +1045,20 @@ const LATE_COMMIT: &str = "WITH late AS (
        INSERT INTO ctx_attempts (run_id, task_id, attempt, worker, status, committed, result_json, session)
        SELECT $1, $2, $3, $4, $5, false, $6, session FROM ctx_runs WHERE run_id = $1),
      old AS (
-       SELECT reserved_picos FROM ctx_tasks
+       SELECT reserved_picos, purse FROM ctx_tasks
         WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
           AND reserved_picos IS NOT NULL),
      mark AS (
-       UPDATE ctx_tasks SET reserved_picos = NULL
+       UPDATE ctx_tasks SET reserved_picos = NULL, purse = NULL
         WHERE run_id = $1 AND task_id = $2 AND attempt = $3 AND claimed_by = $4
           AND reserved_picos IS NOT NULL
-        RETURNING 1)
-     UPDATE ctx_runs r SET late_commits = late_commits + 1,
-            held_picos = r.held_picos + coalesce(
-              (SELECT coalesce($7::text::numeric, o.reserved_picos) - o.reserved_picos
-                 FROM old o WHERE EXISTS (SELECT 1 FROM mark)), 0)
-      WHERE r.run_id = $1";
+        RETURNING 1),
+     settled AS (
+       UPDATE ctx_budget_purses r
+          SET held_picos = r.held_picos + coalesce($7::text::numeric, o.reserved_picos) - o.reserved_picos
+         FROM old o
+        WHERE r.run_id = $1 AND r.purse = o.purse AND EXISTS (SELECT 1 FROM mark))
+     UPDATE ctx_runs SET late_commits = late_commits + 1 WHERE run_id = $1";
 
 /// `sql` with typed parameters, in one round trip (no statement is
 /// prepared first): how many rows it returned (a fenced statement

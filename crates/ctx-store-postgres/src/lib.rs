@@ -59,6 +59,7 @@ mod listener;
 mod maps;
 mod periods;
 mod publishes;
+mod purses;
 mod reads;
 mod rows;
 mod runs;

@@ -7,9 +7,9 @@ use ctx_model::Plan;
 use ctx_model::money::Usd;
 use ctx_store::RunInputs;
 
-use crate::PgStore;
 use crate::error::{Error, Result};
 use crate::rows::GcReport;
+use crate::{PgStore, purses};
 
 /// What [`PgStore::register_run`] records.
 #[derive(Debug, Clone, Copy)]
@@ -272,23 +272,26 @@ impl PgStore {
         let engine = run.engine.to_string();
         let source = run.plan_source.map(str::to_string);
         let budget = picos_text(run.budget);
+        let purses = purses::purse_count(run.budget, run.highs);
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let run_id = new_run_id();
             let context = || format!("registering run `{run_id}`");
             let (id, plan_json, plan_hash) = (&run_id, &plan_json, &plan_hash);
             let (engine, source, rows, inputs_json) = (&engine, &source, &rows, &inputs_json);
-            let budget = &budget;
+            let (budget, purses) = (&budget, &purses);
             shared
                 .with(&context, 6, move |mut c, _| async move {
                     let r = async {
                         let tx = c.transaction().await?;
                         tx.execute(
-                            "INSERT INTO ctx_runs (run_id, plan_json, plan_hash, plan_source, engine, ctx_version, task_count, open, inputs_json, budget_picos)
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $7 > 0, $8, $9::text::numeric)",
-                            &[id, plan_json, plan_hash, source, engine, &env!("CARGO_PKG_VERSION"), &rows.count, inputs_json, &budget],
+                            "INSERT INTO ctx_runs (run_id, plan_json, plan_hash, plan_source, engine, ctx_version, task_count, open, inputs_json)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $7 > 0, $8)",
+                            &[id, plan_json, plan_hash, source, engine, &env!("CARGO_PKG_VERSION"), &rows.count, inputs_json],
                         )
                         .await?;
+                        tx.execute(purses::OPEN, &[id, purses]).await?;
+                        tx.execute(purses::SPLIT, &[id, budget, &None::<String>]).await?;
                         tx.execute(
                             "INSERT INTO ctx_tasks (run_id, task_id, idx, status, pending_deps, priority, gate, high_picos)
                              SELECT $1, t.id, t.idx, 'pending', t.deps, t.prio, t.gate, t.high::numeric
@@ -357,12 +360,13 @@ impl PgStore {
         let engine = reopen.engine.to_string();
         let source = reopen.plan_source.map(str::to_string);
         let budget = picos_text(reopen.budget);
+        let purses = purses::purse_count(reopen.budget, reopen.highs);
         let run_id = run_id.to_string();
         let shared = Arc::clone(&self.shared);
         self.call(async move {
             let (run_id, plan_json, plan_hash) = (&run_id, &plan_json, &plan_hash);
             let (engine, source, rows, rerun, keep) = (&engine, &source, &rows, &rerun, &keep);
-            let (inputs_json, budget, fresh) = (&inputs_json, &budget, &fresh);
+            let (inputs_json, budget, fresh, purses) = (&inputs_json, &budget, &fresh, &purses);
             let found = shared
                 .with(&|| format!("resuming run `{run_id}`"), 15, move |mut c, _| {
                     async move {
@@ -399,18 +403,22 @@ impl PgStore {
                                 return Ok(Reopened::Busy(live));
                             }
                             tx.execute(
-                                &format!(
-                                    "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3,
+                                "UPDATE ctx_runs SET plan_json = $2, plan_hash = $3,
                                         plan_source = coalesce($4, plan_source), engine = $5,
                                         task_count = $6, finished_at = NULL, inputs_json = $7,
-                                        budget_picos = $8::text::numeric, session = session + 1,
-                                        held_picos = CASE WHEN $8::text IS NULL THEN held_picos
-                                            ELSE greatest(held_picos, ({SPENT})) END
-                                  WHERE run_id = $1"
-                                ),
-                                &[&run_id, &plan_json, &plan_hash, &source, &engine, &rows.count, inputs_json, &budget],
+                                        session = session + 1
+                                  WHERE run_id = $1",
+                                &[&run_id, &plan_json, &plan_hash, &source, &engine, &rows.count, inputs_json],
                             )
                             .await?;
+                            // A budget covers the whole run: what its
+                            // attempts spent counts against it.
+                            let spent: Option<String> = match budget {
+                                Some(_) => tx.query_one(&format!("SELECT ({SPENT})::text"), &[&run_id]).await?.get(0),
+                                None => None,
+                            };
+                            tx.execute(purses::OPEN, &[&run_id, purses]).await?;
+                            tx.execute(purses::SPLIT, &[&run_id, budget, &spent]).await?;
                             // A dropped task keeps its latest result: its own
                             // (not a pending row's), or the completed one a
                             // resume kept aside while it waited (`kept_json`),

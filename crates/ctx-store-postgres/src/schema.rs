@@ -360,10 +360,61 @@ ALTER TABLE ctx_tasks ADD COLUMN high_picos numeric;
 ALTER TABLE ctx_runs ADD COLUMN budget_wait boolean;
 "#,
     },
+    Migration {
+        version: 13,
+        sql: r#"
+-- A run's budget split into purses (issue 40). Every budgeted claim and
+-- commit used to update the run's one row, so the claimers of a run
+-- took turns on its lock. Now the budget lives in up to 16 rows a run:
+-- each purse holds a share of what the run has left, and a claim
+-- reserves in a purse that is not locked (SKIP LOCKED) and has room,
+-- a commit settles in the purse its claim reserved in. The bound: while
+-- a purse holds less than its share, the shares sum to the budget, and
+-- a reservation is taken in one purse only within its share, so the
+-- purses together never hold more than the budget. A reservation that
+-- fits no free purse (PgStore::reserve) locks all of the run's purses
+-- in order, checks what they hold together against the budget, and
+-- splits what is left evenly again. Per purse: budget_picos is the
+-- run's whole budget (the same in every purse; NULL: none),
+-- share_picos what this purse may hold (NULL: no budget), held_picos
+-- what it holds (reservations and what commits settled them at, as
+-- schema 7's held_picos), budget_wait as schema 12's, set on every
+-- purse by a reservation that did not fit, cleared by the next commit
+-- that settles in that purse. Purse 0 always exists; a task's purse is
+-- where its reserved_picos is held.
+CREATE TABLE ctx_budget_purses (
+    run_id       text    NOT NULL REFERENCES ctx_runs ON DELETE CASCADE,
+    purse        integer NOT NULL,
+    budget_picos numeric,
+    share_picos  numeric,
+    held_picos   numeric NOT NULL DEFAULT 0,
+    budget_wait  boolean,
+    PRIMARY KEY (run_id, purse)
+) WITH (fillfactor = 20);
+-- A purse's share when the run has `slack` left over what its `n`
+-- purses hold: its own held plus an even part of the slack, the
+-- remainder going to the first purse, so the shares sum to the budget
+-- (nothing when the slack is gone; NULL without a budget).
+CREATE FUNCTION ctx_purse_share(held numeric, slack numeric, n bigint, first boolean)
+    RETURNS numeric LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN slack IS NULL THEN NULL
+                WHEN slack <= 0 THEN held
+                ELSE held + floor(slack / n)
+                     + CASE WHEN first THEN slack - floor(slack / n) * n ELSE 0 END END
+$$;
+INSERT INTO ctx_budget_purses (run_id, purse, budget_picos, share_picos, held_picos, budget_wait)
+    SELECT run_id, 0, budget_picos, ctx_purse_share(held_picos, budget_picos - held_picos, 1, true),
+           held_picos, budget_wait
+      FROM ctx_runs;
+ALTER TABLE ctx_tasks ADD COLUMN purse integer;
+UPDATE ctx_tasks SET purse = 0 WHERE reserved_picos IS NOT NULL;
+ALTER TABLE ctx_runs DROP COLUMN budget_picos, DROP COLUMN held_picos, DROP COLUMN budget_wait;
+"#,
+    },
 ];
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 12;
+pub const SCHEMA_VERSION: i32 = 13;
 /// Checks the database and applies the missing migrations (see the
 /// module docs), on one connection taken without waiting.
 pub(crate) async fn migrate(shared: &Shared) -> Result<()> {
