@@ -473,3 +473,53 @@ fn past_the_deadline_a_tight_budgets_items_go_real_time_within_it() {
         "{bills:?}"
     );
 }
+
+/// With `--cache-warm-up`, the map's first item is the warm-up call: its
+/// siblings wait for its first token, which a batch gives only when the
+/// whole batch ends, so it alone goes real-time (marked `warm_up`, billed
+/// at the standard tier) and the other items go as one batch after it.
+#[test]
+fn the_warm_up_call_goes_real_time_and_the_other_items_batched() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = server(&rt);
+    let dir = Dir::new();
+    // A shared prefix of well over 1,024 tokens before the item.
+    let prefix = "Context word. ".repeat(600);
+    let params = json!({"prompt": format!("{prefix}\nSay it.\n<untrusted-content>\n{{{{ITEM}}}}\n</untrusted-content>"),
+        "model": MODEL, "max_tokens": 8});
+    let plan = json!({"schema_version": 1, "config": {"tokenizer": "o200k_base"},
+        "variables": [{"name": "LIST", "type": "json"}],
+        "sub_tasks": [{"id": "m", "description": "M", "map": {"over": "LIST", "as": "ITEM", "max_items": 10},
+            "tool_or_prompt": {"name": "inference", "params": params}}]});
+    dir.write("plan.json", &plan.to_string());
+    let list = format!("LIST={}", json!(["one", "two", "three", "four", "five"]));
+    let out = run(
+        &dir,
+        &server,
+        &[
+            "--var",
+            &list,
+            "--cache-warm-up",
+            "2",
+            "--max-attempts",
+            "2",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json = out.json();
+    let fallbacks: Vec<serde_json::Value> = (0..5)
+        .map(|i| {
+            task(&json, &format!("m[{i}]"))["metadata"]["attempts"][0]["tier_fallback"].clone()
+        })
+        .collect();
+    let warm: Vec<usize> = (0..5).filter(|&i| fallbacks[i] == "warm_up").collect();
+    assert_eq!(warm.len(), 1, "{fallbacks:?}");
+    assert_eq!(fallbacks.iter().filter(|f| f.is_null()).count(), 4);
+    let mut tiers: Vec<String> = server.bills().into_iter().map(|b| b.service_tier).collect();
+    tiers.sort();
+    assert_eq!(tiers, ["batch", "batch", "batch", "batch", "default"]);
+    let batches = batched_tasks(&server);
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    assert_eq!(batches[0].len(), 4);
+    assert!(!batches[0].contains(&format!("m[{}]", warm[0])));
+}

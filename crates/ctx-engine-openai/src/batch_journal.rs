@@ -227,6 +227,16 @@ impl Journal {
 }
 
 impl TakenUp {
+    /// Whether a live batch may still answer a request of `task` that no
+    /// call has claimed yet: a call that would go real-time must take it
+    /// instead, so that nothing is paid twice.
+    pub(crate) fn is_waiting(&self, task: &str) -> bool {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(task)
+    }
+
     /// The request of `task` a live batch may still answer, once.
     pub(crate) fn claim(&self, task: &str) -> Option<Waiting> {
         self.waiting

@@ -26,6 +26,14 @@
 //!   each of its calls with the batch's error, as does a server without
 //!   the Batch API.
 //!
+//! * The prefix-cache warm-up call (`config.cache_warm_up`,
+//!   [`InferenceEngine::infer_with_first_token`]) goes real-time: its
+//!   siblings are held until its first token, which a batch gives only
+//!   when it ends. It is marked [`TierFallback::WarmUp`] and has the
+//!   real-time call's attempts; it goes batched when none is left for a
+//!   real-time call, or when a live batch of a dead session may still
+//!   answer its task.
+//!
 //! Durable with a ledger ([`InferenceEngine::keep_batches`], a durable
 //! run's store): each batch is journaled before it is waited on, and a
 //! resume takes up what a dead process left in flight
@@ -37,8 +45,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use ctx_engine::{
-    BatchLedger, BoxFuture, EngineError, InferenceEngine, InferenceRequest, InferenceResponse,
-    Observer,
+    BatchLedger, BoxFuture, EngineError, FirstToken, InferenceEngine, InferenceRequest,
+    InferenceResponse, Observer,
 };
 use ctx_model::TierFallback;
 use tokio::sync::oneshot;
@@ -227,6 +235,43 @@ impl BatchingEngine {
         answer
             .await
             .unwrap_or_else(|_| Err(EngineError::new("the batch was dropped before it ended")))
+    }
+
+    /// The warm-up call: sent real-time, with the signal, within the
+    /// real-time limit; batched as any call when no attempt is left for a
+    /// real-time call or a live batch may still answer the task.
+    async fn warm_up(
+        &self,
+        request: &InferenceRequest,
+        first_token: &FirstToken,
+    ) -> Result<InferenceResponse, EngineError> {
+        let shared = &self.shared;
+        let Some(realtime) = &shared.realtime else {
+            return self.call(request).await;
+        };
+        if let Some(journal) = shared.journal.get() {
+            let taken = journal
+                .taken_up(&shared.client, &shared.follow_settings())
+                .await?;
+            if taken.is_waiting(&request.task_id) {
+                return self.call(request).await;
+            }
+        }
+        let _permit = match &shared.real_time_slots {
+            Some(slots) => slots.acquire().await.ok(),
+            None => None,
+        };
+        let marked = |attempts: &mut Vec<ctx_model::Attempt>| {
+            for attempt in attempts {
+                attempt.tier_fallback = Some(TierFallback::WarmUp);
+            }
+        };
+        let mut result = realtime.infer_with_first_token(request, first_token).await;
+        match &mut result {
+            Ok(response) => marked(&mut response.attempts),
+            Err(error) => marked(&mut error.attempts),
+        }
+        result
     }
 }
 
@@ -602,6 +647,14 @@ impl InferenceEngine for BatchingEngine {
     ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
         Box::pin(self.call(request))
     }
+
+    fn infer_with_first_token<'a>(
+        &'a self,
+        request: &'a InferenceRequest,
+        first_token: &'a FirstToken,
+    ) -> BoxFuture<'a, Result<InferenceResponse, EngineError>> {
+        Box::pin(self.warm_up(request, first_token))
+    }
 }
 
 #[cfg(test)]
@@ -680,6 +733,47 @@ mod tests {
             answer.unwrap();
         }
         assert_eq!(server.batch_ids().len(), 1, "75 ms of calls, 15 ms apart");
+    }
+
+    /// The warm-up call goes real-time (no batch is made for it) and is
+    /// marked; the calls that follow it go batched. With one
+    /// attempt allowed (none left for a real-time call) it is batched.
+    #[tokio::test]
+    async fn the_warm_up_call_goes_real_time_and_its_siblings_batched() {
+        let server = HonestServer::start(words()).await;
+        let engine = engine(&server.base_url, 3, None);
+        let signal = FirstToken::new(|| {});
+        let warm = engine
+            .infer_with_first_token(&request("w"), &signal)
+            .await
+            .unwrap();
+        assert!(server.batch_ids().is_empty(), "no batch for the warm-up");
+        assert_eq!(
+            warm.attempts
+                .iter()
+                .map(|a| a.tier_fallback)
+                .collect::<Vec<_>>(),
+            [Some(TierFallback::WarmUp)]
+        );
+        let (a, b) = (request("a"), request("b"));
+        let (a, b) = tokio::join!(engine.infer(&a), engine.infer(&b));
+        assert!(
+            a.unwrap()
+                .attempts
+                .iter()
+                .all(|a| a.tier_fallback.is_none())
+        );
+        b.unwrap();
+        assert_eq!(server.batch_ids().len(), 1);
+        assert_eq!(tiers(&server), ["batch", "batch", "default"]);
+        // No attempt left for a real-time call: batched.
+        let one = engine_one(&server.base_url);
+        let r = one
+            .infer_with_first_token(&request("x"), &signal)
+            .await
+            .unwrap();
+        assert!(r.attempts.iter().all(|a| a.tier_fallback.is_none()));
+        assert_eq!(server.batch_ids().len(), 2);
     }
 
     #[tokio::test]

@@ -107,6 +107,12 @@ pub enum TierFallback {
     /// Asked for `flex`, which had no capacity on the call's earlier
     /// attempts: sent at the standard tier (`--flex-fallback standard`).
     FlexUnavailable,
+    /// The prefix-cache warm-up call of a group under `--batch`
+    /// (`config.cache_warm_up`): its siblings wait for its first token,
+    /// which a batch would give only when the whole batch ends, so it
+    /// alone is sent real-time and they go batched with the prefix
+    /// cached.
+    WarmUp,
 }
 
 impl TierFallback {
@@ -116,6 +122,7 @@ impl TierFallback {
             TierFallback::BatchLate => "batch_late",
             TierFallback::BatchFailed => "batch_failed",
             TierFallback::FlexUnavailable => "flex_unavailable",
+            TierFallback::WarmUp => "warm_up",
         }
     }
 
@@ -125,6 +132,9 @@ impl TierFallback {
             TierFallback::BatchLate => "its batch had not answered by the deadline: sent real-time",
             TierFallback::BatchFailed => "it failed in its batch: retried real-time",
             TierFallback::FlexUnavailable => "flex had no capacity: sent at the standard tier",
+            TierFallback::WarmUp => {
+                "the cache warm-up call: sent real-time, its batched siblings find the prefix cached"
+            }
         }
     }
 }
@@ -166,6 +176,7 @@ mod tests {
             TierFallback::BatchLate,
             TierFallback::BatchFailed,
             TierFallback::FlexUnavailable,
+            TierFallback::WarmUp,
         ] {
             let json = serde_json::to_string(&fallback).unwrap();
             assert_eq!(json, format!("\"{fallback}\""));
