@@ -131,6 +131,16 @@ impl Shared {
             observer: self.observer.clone(),
         }
     }
+
+    /// A permit for one real-time call, held while it runs: real-time
+    /// calls stay within [`BatchingConfig::real_time_limit`] however many
+    /// go at once (`None`: no limit).
+    async fn real_time_permit(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        match &self.real_time_slots {
+            Some(slots) => slots.acquire().await.ok(),
+            None => None,
+        }
+    }
 }
 
 /// The OpenAI engine through the Batch API (`ctx run --batch`).
@@ -257,10 +267,7 @@ impl BatchingEngine {
                 return self.call(request).await;
             }
         }
-        let _permit = match &shared.real_time_slots {
-            Some(slots) => slots.acquire().await.ok(),
-            None => None,
-        };
+        let _permit = shared.real_time_permit().await;
         let marked = |attempts: &mut Vec<ctx_model::Attempt>| {
             for attempt in attempts {
                 attempt.tier_fallback = Some(TierFallback::WarmUp);
@@ -590,10 +597,7 @@ async fn resolve(
     };
     // The permit is held for the call: real-time calls stay within the
     // limit however many of a batch go real-time at once.
-    let _permit = match &shared.real_time_slots {
-        Some(slots) => slots.acquire().await.ok(),
-        None => None,
-    };
+    let _permit = shared.real_time_permit().await;
     let result = match realtime.infer(&call.request).await {
         Ok(mut response) => {
             response.attempts = renumber(std::mem::take(&mut response.attempts));
