@@ -25,7 +25,6 @@
 //! * A batch that fails validation, or that someone else cancels, fails
 //!   each of its calls with the batch's error, as does a server without
 //!   the Batch API.
-//!
 //! * The prefix-cache warm-up call (`config.cache_warm_up`,
 //!   [`InferenceEngine::infer_with_first_token`]) goes real-time: its
 //!   siblings are held until its first token, which a batch gives only
@@ -268,15 +267,9 @@ impl BatchingEngine {
             }
         }
         let _permit = shared.real_time_permit().await;
-        let marked = |attempts: &mut Vec<ctx_model::Attempt>| {
-            for attempt in attempts {
-                attempt.tier_fallback = Some(TierFallback::WarmUp);
-            }
-        };
         let mut result = realtime.infer_with_first_token(request, first_token).await;
-        match &mut result {
-            Ok(response) => marked(&mut response.attempts),
-            Err(error) => marked(&mut error.attempts),
+        for attempt in attempts_of(&mut result) {
+            attempt.tier_fallback = Some(TierFallback::WarmUp);
         }
         result
     }
@@ -598,17 +591,20 @@ async fn resolve(
     // The permit is held for the call: real-time calls stay within the
     // limit however many of a batch go real-time at once.
     let _permit = shared.real_time_permit().await;
-    let result = match realtime.infer(&call.request).await {
-        Ok(mut response) => {
-            response.attempts = renumber(std::mem::take(&mut response.attempts));
-            Ok(response)
-        }
-        Err(mut error) => {
-            error.attempts = renumber(std::mem::take(&mut error.attempts));
-            Err(error)
-        }
-    };
+    let mut result = realtime.infer(&call.request).await;
+    let attempts = attempts_of(&mut result);
+    *attempts = renumber(std::mem::take(attempts));
     reply.send(result).is_ok()
+}
+
+/// The attempts a call's answer or error lists.
+fn attempts_of(
+    result: &mut Result<InferenceResponse, EngineError>,
+) -> &mut Vec<ctx_model::Attempt> {
+    match result {
+        Ok(response) => &mut response.attempts,
+        Err(error) => &mut error.attempts,
+    }
 }
 
 impl InferenceEngine for BatchingEngine {
