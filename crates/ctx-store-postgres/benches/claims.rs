@@ -9,8 +9,8 @@
 //! store sustains for the claim → commit cycle, and the statements
 //! (round trips) per task. Each round drains one run without a budget
 //! and one under a budget that never binds (`--max-cost`: every claim
-//! reserves its task's recorded high end in the run's row, and its
-//! commit settles it there), in alternating order, so that a drift of
+//! reserves its task's recorded high end in one of the run's purses,
+//! and its commit settles it there), in alternating order, so that a drift of
 //! the machine falls on both; the table gives each one's median over
 //! the rounds, side by side, for each claimer count.
 //!

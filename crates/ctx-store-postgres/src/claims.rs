@@ -104,15 +104,16 @@ pub struct Claimed {
 /// this build follows may no longer be the store's; the empty claim's
 /// sweep then says so, [`PgStore::sweep`]).
 ///
-/// Under a budget the claim reserves (schema 12): the high ends the
-/// taken tasks recorded (`high_picos`) are added to their run's
-/// `held_picos` under that row's lock, all of a run's at once and only
-/// while they fit its budget (the condition is checked again on the row
-/// as the lock finds it, so claims and commits at once never pass it),
-/// and each task's `reserved_picos` is marked in the same transaction.
-/// A task whose reservation was not taken here (no high end recorded,
-/// or the run's did not fit) is claimed with none: its worker reserves
-/// with [`PgStore::reserve`] as before.
+/// Under a budget the claim reserves (schema 12, in purses since schema
+/// 13, see `purses`): the high ends the taken tasks recorded
+/// (`high_picos`) are added, all of a run's at once, to one purse of the
+/// run that no other statement holds (`SKIP LOCKED`, looked for from
+/// the worker's own place in the purse order) and that has room for
+/// them within its share (checked again on the row as the lock finds
+/// it), and each task's `reserved_picos` and `purse` are marked in the
+/// same transaction. A task whose reservation was not taken here (no
+/// high end recorded, or no free purse had room) is claimed with none:
+/// its worker reserves with [`PgStore::reserve`] as before.
 macro_rules! claim_sql {
     ($run:literal) => {
         concat!(
@@ -205,16 +206,18 @@ pub enum Reservation {
     },
 }
 
-/// [`PgStore::reserve`]'s statement: the fence (the task's row locked
-/// first, as a claim and a commit lock it before the run's), then the
-/// run's row locked and read as it is now, then, under that lock, the
-/// claim's reservation raised to the amount while what the run holds
-/// stays within its budget: the difference is added to the run's
-/// `held_picos`, and the task's mark, which its commit settles, is
-/// raised. When it does not fit, what the claim reserved is given back
-/// (nothing ran under it), the run's `budget_wait` turns true, so the
-/// next commit that settles a reservation wakes the workers, and a
-/// reservation given back wakes them at once. Parameters: the claim
+/// [`PgStore::reserve`]'s statement, the purses' slow path: the fence
+/// (the task's row locked first, as a claim and a commit lock it before
+/// a purse), then every purse of the run locked in purse order and read
+/// as it is now, then, under those locks, the claim's reservation raised
+/// to the amount while what the purses hold together stays within the
+/// budget: the difference is added to the task's purse (the first, for
+/// a task with none), the task's mark, which its commit settles, is
+/// raised, and what is left is split evenly among the purses again
+/// (`ctx_purse_share`). When it does not fit, what the claim reserved is
+/// given back (nothing ran under it), every purse's `budget_wait` turns
+/// true, so the next commit that settles a reservation in one wakes the
+/// workers, and a reservation given back wakes them at once. Parameters: the claim
 /// (run, task, attempt, worker) and the amount in pico-dollars as text.
 /// Returns whether the claim held, and whether it fits.
 const RESERVE: &str = "WITH t AS (
@@ -497,10 +500,11 @@ impl PgStore {
     /// reservation when it did not, or the top-up when the worker's high
     /// end is larger.
     ///
-    /// One statement: the run's row is updated only while what it holds
-    /// plus what the reservation grows by stays within its budget, so
-    /// concurrent reservations and claims of many workers never pass it
-    /// (each waits for the row and checks again), and only while the
+    /// One statement: the run's purses are updated only while what they
+    /// hold together plus what the reservation grows by stays within the
+    /// budget, so concurrent reservations and claims of many workers
+    /// never pass it (this waits for every purse's lock and checks again;
+    /// a claim adds only within one purse's share), and only while the
     /// claim is live, so a claim lost before it reserves nothing and its
     /// task is never run under it. When it does not fit, what the claim
     /// reserved is given back in the same statement (nothing ran under

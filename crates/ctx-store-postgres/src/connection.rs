@@ -127,8 +127,8 @@ fn is_lost_statement(e: &PgError) -> bool {
 }
 
 /// Whether the server broke a lock cycle by failing this statement: a
-/// claim takes its tasks' rows, then its run's (to reserve the budget),
-/// where a resume takes the run's row first; the statement, or the
+/// commit takes its task's row, then its budget's purse, where a resume
+/// takes the run's row and purses first, then task rows; the statement, or the
 /// transaction, was rolled back whole and is tried again.
 fn is_deadlock(e: &PgError) -> bool {
     e.code()

@@ -28,7 +28,7 @@ pub struct RegisterRun<'a> {
     /// digest (a shared run's plan holds no secret: workers run it).
     pub inputs: Option<&'a RunInputs>,
     /// The most the run may spend (`--max-cost`): each claim reserves its
-    /// task's high end in the run's row before the engine runs
+    /// task's high end in one of the run's purses before the engine runs
     /// ([`PgStore::reserve`]), and its commit settles it.
     pub budget: Option<Usd>,
     /// Each task's high end under `budget`, in plan order (`None`: not
